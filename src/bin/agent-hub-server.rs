@@ -1,0 +1,116 @@
+//! `agent-hub-server`: the hub process (SPEC §7), and `demo`, which writes a working
+//! config, roster and tokens into a folder and runs the hub on them.
+//!
+//! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
+//! error (stderr and the service log say which stage); 2 usage errors.
+
+use agent_hub::server::startup;
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "agent-hub-server", version, about = "The agent-hub server: loopback-only message hub")]
+struct Cli {
+    /// Path to the config file (see config.example.toml).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create (or reuse) a demo hub in DIR: config, roster, two agents' tokens; then run it.
+    Demo {
+        /// Folder for the demo's files; created if missing.
+        dir: PathBuf,
+        /// Port on 127.0.0.1 for a new demo config.
+        #[arg(long, default_value_t = 46110)]
+        port: u16,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (config, demo) = match (cli.command, cli.config) {
+        (Some(Command::Demo { dir, port }), _) => match write_demo(&dir, port) {
+            Ok(path) => (path, true),
+            Err(e) => {
+                eprintln!("agent-hub-server: demo setup failed: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        (None, Some(config)) => (config, false),
+        (None, None) => {
+            eprintln!("agent-hub-server: --config PATH is required (or use: agent-hub-server demo DIR)");
+            return ExitCode::from(2);
+        }
+    };
+    serve(&config, demo)
+}
+
+fn serve(config: &Path, demo: bool) -> ExitCode {
+    let mut started = match startup::start(config, true) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("agent-hub-server: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if demo {
+        print_demo_help(config.parent().unwrap_or(Path::new(".")), started.addr.port());
+    }
+    println!("agent-hub-server: listening on {}; hub ready", started.addr);
+    let _ = std::io::stdout().flush();
+    match started.server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            started.server.records().log("ERROR", &e.to_string());
+            started.server.records().flush_service();
+            eprintln!("agent-hub-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+const DEMO_AGENTS: [&str; 2] = ["orchestrator", "worker"];
+
+/// Writes the demo files unless a config is already there; returns the config path.
+fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir.join("tokens"))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(dir.join("tokens"), std::fs::Permissions::from_mode(0o700))?;
+    let dir = std::fs::canonicalize(dir)?;
+    let config = dir.join("config.toml");
+    if !config.exists() {
+        let example = include_str!("../../config.example.toml");
+        let text = example.replace("port = 46110", &format!("port = {port}"));
+        write_private(&config, &text)?;
+        let mut roster = String::from("[agents]\n");
+        for name in DEMO_AGENTS {
+            let token = uuid::Uuid::new_v4().simple().to_string();
+            roster.push_str(&format!("{name} = \"{token}\"\n"));
+            write_private(&dir.join("tokens").join(format!("{name}.token")), &format!("{token}\n"))?;
+        }
+        write_private(&dir.join("roster.toml"), &roster)?;
+    }
+    Ok(config)
+}
+
+fn print_demo_help(dir: &Path, port: u16) {
+    let d = dir.display();
+    println!("agent-hub demo in {d}: agents {}; tokens in {d}/tokens/", DEMO_AGENTS.join(", "));
+    println!("try, in another terminal:");
+    println!("  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}");
+    println!(
+        "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
+    );
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    f.write_all(text.as_bytes())
+}

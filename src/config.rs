@@ -1,0 +1,189 @@
+//! The server config (SPEC §7): strict TOML, every key required, unknown keys fatal, no runtime
+//! defaults. Relative paths resolve against the config file's directory.
+//!
+//! Owns parsing and validation of config text into `Config`. Refuses IO except reading the
+//! file in `Config::load`.
+
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The hub's limits. Every one is explicit in the config file; `config.example.toml` carries
+/// the recommended values.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Longest accepted line, not counting its `\n`.
+    pub max_line_bytes: usize,
+    /// Open client connections at once; beyond it a connection gets an error line and is closed.
+    pub max_connections: usize,
+    /// Deadline for the hello line, from accept.
+    pub hello_timeout_ms: u64,
+    /// Deadline for the verb line, from the `ok` line.
+    pub verb_timeout_ms: u64,
+    /// Deadline for a reply or delivery to be taken in full by the peer's socket.
+    pub write_timeout_ms: u64,
+    /// Envelopes queued for one agent at most.
+    pub queue_max_envelopes: usize,
+    /// Bytes of envelope text queued for one agent at most.
+    pub queue_max_bytes: usize,
+}
+
+impl Limits {
+    pub fn hello_timeout(&self) -> Duration {
+        Duration::from_millis(self.hello_timeout_ms)
+    }
+    pub fn verb_timeout(&self) -> Duration {
+        Duration::from_millis(self.verb_timeout_ms)
+    }
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
+    }
+
+    /// The limits of `config.example.toml`, for tests and the demo.
+    pub fn example() -> Limits {
+        Limits {
+            max_line_bytes: 1_048_576,
+            max_connections: 1024,
+            hello_timeout_ms: 10_000,
+            verb_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
+            queue_max_envelopes: 10_000,
+            queue_max_bytes: 64 * 1024 * 1024,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive: [(&str, u64); 7] = [
+            ("limits.max_line_bytes", self.max_line_bytes as u64),
+            ("limits.max_connections", self.max_connections as u64),
+            ("limits.hello_timeout_ms", self.hello_timeout_ms),
+            ("limits.verb_timeout_ms", self.verb_timeout_ms),
+            ("limits.write_timeout_ms", self.write_timeout_ms),
+            ("limits.queue_max_envelopes", self.queue_max_envelopes as u64),
+            ("limits.queue_max_bytes", self.queue_max_bytes as u64),
+        ];
+        for (key, v) in positive {
+            if v == 0 {
+                return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+            }
+        }
+        if self.max_line_bytes > 64 * 1024 * 1024 {
+            return Err(ConfigError::Invalid("limits.max_line_bytes must be at most 67108864".into()));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    port: u16,
+    audit_log_path: PathBuf,
+    service_log_path: PathBuf,
+    roster_path: PathBuf,
+    limits: Limits,
+}
+
+/// A validated config with absolute paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// TCP port on 127.0.0.1; 0 asks the kernel for a free one (tests, demos).
+    pub port: u16,
+    pub audit_log_path: PathBuf,
+    pub service_log_path: PathBuf,
+    pub roster_path: PathBuf,
+    pub limits: Limits,
+}
+
+#[derive(Debug)]
+pub enum ConfigError {
+    Read(PathBuf, std::io::Error),
+    Toml(String),
+    Invalid(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read(p, e) => write!(f, "cannot read config {}: {e}", p.display()),
+            ConfigError::Toml(e) => write!(f, "config is invalid: {e}"),
+            ConfigError::Invalid(e) => write!(f, "config is invalid: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads and validates the config at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.to_owned(), e))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        Config::parse(&text, &base)
+    }
+
+    /// Parses config text; relative paths are joined onto `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(e.message().trim().to_owned()))?;
+        raw.limits.validate()?;
+        let resolve = |key: &str, p: PathBuf| -> Result<PathBuf, ConfigError> {
+            if p.as_os_str().is_empty() {
+                return Err(ConfigError::Invalid(format!("{key} must not be empty")));
+            }
+            Ok(if p.is_absolute() { p } else { base.join(p) })
+        };
+        Ok(Config {
+            port: raw.port,
+            audit_log_path: resolve("audit_log_path", raw.audit_log_path)?,
+            service_log_path: resolve("service_log_path", raw.service_log_path)?,
+            roster_path: resolve("roster_path", raw.roster_path)?,
+            limits: raw.limits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../config.example.toml");
+
+    #[test]
+    fn example_config_parses_to_example_limits() {
+        let c = Config::parse(EXAMPLE, Path::new("/etc/hub")).unwrap();
+        assert_eq!(c.limits, Limits::example());
+        assert_eq!(c.port, 46110);
+        assert_eq!(c.roster_path, PathBuf::from("/etc/hub/roster.toml"));
+    }
+
+    #[test]
+    fn missing_and_unknown_keys_are_fatal() {
+        let missing = EXAMPLE.replace("port = 46110", "");
+        let e = Config::parse(&missing, Path::new("/")).unwrap_err().to_string();
+        assert!(e.contains("missing field `port`"), "{e}");
+        let unknown = format!("colour = \"red\"\n{EXAMPLE}");
+        let e = Config::parse(&unknown, Path::new("/")).unwrap_err().to_string();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let missing_limit = EXAMPLE.replace("write_timeout_ms = 30000", "");
+        let e = Config::parse(&missing_limit, Path::new("/")).unwrap_err().to_string();
+        assert!(e.contains("write_timeout_ms"), "{e}");
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        let zero = EXAMPLE.replace("max_connections = 1024", "max_connections = 0");
+        let e = Config::parse(&zero, Path::new("/")).unwrap_err().to_string();
+        assert!(e.contains("limits.max_connections must be greater than 0"), "{e}");
+    }
+
+    #[test]
+    fn absolute_paths_stay() {
+        let abs = EXAMPLE.replace("audit_log_path = \"audit.jsonl\"", "audit_log_path = \"/var/log/a.jsonl\"");
+        let c = Config::parse(&abs, Path::new("/etc/hub")).unwrap();
+        assert_eq!(c.audit_log_path, PathBuf::from("/var/log/a.jsonl"));
+    }
+}

@@ -1,0 +1,124 @@
+//! What the core asks the IO layer to do: write a line, deliver an envelope, close a
+//! connection, record an audit event, log a service line.
+//!
+//! Owns the output vocabulary of the core and the audit record encoding (format version
+//! `AUDIT_FORMAT_VERSION`). Refuses IO: the server writes these where they belong.
+
+use super::ConnId;
+use crate::wire::to_json;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
+/// key changes (docs/operations.md, "Audit log format").
+pub const AUDIT_FORMAT_VERSION: u32 = 1;
+
+/// One instruction from the core, drained through `Hub::poll_output` in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Append a complete line (with `\n`) to the connection's write buffer.
+    Write { conn: ConnId, line: String },
+    /// Append a delivery line. The IO layer must report the first byte the socket accepts via
+    /// `Hub::handle_delivery_committed`, and must not write it at all to a peer that has
+    /// reached EOF or errored (then it closes with `flushed = false`).
+    Deliver { conn: ConnId, line: String },
+    /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
+    Close { conn: ConnId },
+    /// An audit record that depends on nothing (written with the next batch).
+    Audit(AuditEvent),
+    /// A service-log line (no timestamp; the writer adds it). Never holds a token or a body.
+    Log(String),
+}
+
+/// A protocol event for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditEvent {
+    Connected { conn: ConnId },
+    Authenticated { conn: ConnId, name: String },
+    AuthFailed { conn: ConnId, name: String },
+    /// An envelope accepted in full, `from` stamped. `conn` is None for the hub's bounces.
+    Accepted { conn: Option<ConnId>, envelope: Arc<str> },
+    /// A send refused after validation (queue full, audit failure, cancelled by the client).
+    Refused { conn: ConnId, id: String, reason: String },
+    /// The first byte of a delivery was accepted by the reader's socket.
+    Delivered { conn: ConnId, id: String, to: String },
+    /// A delivery never started (zero bytes accepted); the envelope went back to routing.
+    Requeued { conn: ConnId, id: String, to: String, reason: String },
+    /// A delivery cut short after its first byte: the envelope is gone.
+    Lost { conn: ConnId, id: String, to: String, reason: String, bounced: bool },
+    /// An await timed out hub-side; nothing was consumed.
+    Timeout { conn: ConnId, name: String },
+    /// The hub stopped with envelopes still queued (they are gone with the process).
+    Shutdown { queued: usize },
+}
+
+impl AuditEvent {
+    /// The record as one JSON line (with `\n`), stamped with `ts` (RFC 3339, UTC).
+    pub fn encode_into(&self, ts: &str, out: &mut String) {
+        let _ = write!(out, "{{\"v\":{AUDIT_FORMAT_VERSION},\"ts\":\"{ts}\",\"event\":");
+        let _ = match self {
+            AuditEvent::Connected { conn } => write!(out, "\"connected\",\"conn\":{conn}"),
+            AuditEvent::Authenticated { conn, name } => {
+                write!(out, "\"authenticated\",\"conn\":{conn},\"name\":{}", to_json(name))
+            }
+            AuditEvent::AuthFailed { conn, name } => {
+                write!(out, "\"auth_failed\",\"conn\":{conn},\"name\":{}", to_json(name))
+            }
+            AuditEvent::Accepted { conn, envelope } => {
+                let conn = conn.map_or_else(|| "null".to_owned(), |c| c.to_string());
+                write!(out, "\"accepted\",\"conn\":{conn},\"envelope\":{envelope}")
+            }
+            AuditEvent::Refused { conn, id, reason } => write!(
+                out,
+                "\"refused\",\"conn\":{conn},\"id\":{},\"reason\":{}",
+                to_json(id),
+                to_json(reason)
+            ),
+            AuditEvent::Delivered { conn, id, to } => {
+                write!(out, "\"delivered\",\"conn\":{conn},\"id\":{},\"to\":{}", to_json(id), to_json(to))
+            }
+            AuditEvent::Requeued { conn, id, to, reason } => write!(
+                out,
+                "\"requeued\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{}",
+                to_json(id),
+                to_json(to),
+                to_json(reason)
+            ),
+            AuditEvent::Lost { conn, id, to, reason, bounced } => write!(
+                out,
+                "\"lost\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"bounced\":{bounced}",
+                to_json(id),
+                to_json(to),
+                to_json(reason)
+            ),
+            AuditEvent::Timeout { conn, name } => {
+                write!(out, "\"timeout\",\"conn\":{conn},\"name\":{}", to_json(name))
+            }
+            AuditEvent::Shutdown { queued } => write!(out, "\"shutdown\",\"queued\":{queued}"),
+        };
+        out.push_str("}\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_json_with_version() {
+        let events = [
+            AuditEvent::Connected { conn: 1 },
+            AuditEvent::Accepted { conn: None, envelope: Arc::from("{\"id\":\"x\",\"body\":{\"b\":1}}") },
+            AuditEvent::Lost { conn: 2, id: "i\"d".into(), to: "t".into(), reason: "r".into(), bounced: true },
+            AuditEvent::Shutdown { queued: 3 },
+        ];
+        for e in events {
+            let mut s = String::new();
+            e.encode_into("2026-01-01T00:00:00.000Z", &mut s);
+            assert!(s.ends_with('\n'));
+            let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+            assert_eq!(v["v"], 1);
+            assert!(v["event"].is_string());
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Queues and parked waiters (SPEC §5): one FIFO queue per agent name, waiters indexed by
+//! filter so a send finds the most specific, oldest waiter in constant time.
+//!
+//! Owns: which envelope is queued where, which waiter is parked on what, and the per-agent
+//! caps. Refuses: IO, clocks, connection state (waiters are plain `ConnId`s here).
+
+use super::ConnId;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+/// An accepted envelope as the router holds it: the routing fields plus the canonical text
+/// (with `from` stamped) that the audit log and the delivery line both reuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub correlation_id: Option<String>,
+    pub text: Arc<str>,
+}
+
+impl Queued {
+    /// Bytes this envelope counts against its queue's byte cap.
+    pub fn size_bytes(&self) -> usize {
+        self.text.len()
+    }
+}
+
+/// An await's filters; both must pass when set (SPEC §5.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Filter {
+    pub reply_to: Option<String>,
+    pub kind: Option<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, env: &Queued) -> bool {
+        self.reply_to.as_ref().is_none_or(|r| env.correlation_id.as_ref() == Some(r))
+            && self.kind.as_ref().is_none_or(|k| *k == env.kind)
+    }
+}
+
+/// A parked waiter's place: enough to unpark it or put it back where it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parked {
+    pub agent: String,
+    pub filter: Filter,
+    /// Park order; lower is older. Re-parking with the same seq restores the position.
+    pub seq: u64,
+}
+
+/// A send refused because the destination's queue is full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueFull {
+    pub agent: String,
+    pub max_envelopes: usize,
+    pub max_bytes: usize,
+}
+
+impl std::fmt::Display for QueueFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "queue for {:?} is full (limit {} envelopes, {} bytes); nothing was queued",
+            self.agent, self.max_envelopes, self.max_bytes
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+struct Mailbox {
+    queue: VecDeque<Queued>,
+    queued_bytes: usize,
+    /// Envelopes staged for this queue but not yet committed; they count against the caps.
+    reserved_envelopes: usize,
+    reserved_bytes: usize,
+    waiters: HashMap<Filter, BTreeMap<u64, ConnId>>,
+    waiter_count: usize,
+}
+
+impl Mailbox {
+    fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.waiter_count == 0 && self.reserved_envelopes == 0
+    }
+}
+
+/// Per-agent counts, for presence and operator views.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MailboxStats {
+    pub queued: usize,
+    pub queued_bytes: usize,
+    pub parked: usize,
+}
+
+#[derive(Debug)]
+pub struct Router {
+    boxes: HashMap<String, Mailbox>,
+    next_seq: u64,
+    max_envelopes: usize,
+    max_bytes: usize,
+}
+
+impl Router {
+    pub fn new(max_envelopes: usize, max_bytes: usize) -> Router {
+        Router { boxes: HashMap::new(), next_seq: 0, max_envelopes, max_bytes }
+    }
+
+    /// Parks a new waiter behind every waiter already parked.
+    pub fn park(&mut self, agent: &str, filter: Filter, conn: ConnId) -> Parked {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let parked = Parked { agent: agent.to_owned(), filter, seq };
+        self.repark(&parked, conn);
+        parked
+    }
+
+    /// Puts a waiter back at the position its `seq` gives it.
+    pub fn repark(&mut self, parked: &Parked, conn: ConnId) {
+        let mb = self.boxes.entry(parked.agent.clone()).or_default();
+        if mb.waiters.entry(parked.filter.clone()).or_default().insert(parked.seq, conn).is_none() {
+            mb.waiter_count += 1;
+        }
+    }
+
+    /// Removes a waiter; false if it was not parked.
+    pub fn unpark(&mut self, parked: &Parked) -> bool {
+        let Some(mb) = self.boxes.get_mut(&parked.agent) else { return false };
+        let Some(tier) = mb.waiters.get_mut(&parked.filter) else { return false };
+        let removed = tier.remove(&parked.seq).is_some();
+        if tier.is_empty() {
+            mb.waiters.remove(&parked.filter);
+        }
+        if removed {
+            mb.waiter_count -= 1;
+        }
+        self.gc(&parked.agent);
+        removed
+    }
+
+    /// Removes and returns the waiter that `env` goes to: the most specific tier whose filters
+    /// pass (reply-to + kind, reply-to, kind, unfiltered), oldest first within it.
+    pub fn claim_waiter(&mut self, env: &Queued) -> Option<(ConnId, Parked)> {
+        let mb = self.boxes.get_mut(&env.to)?;
+        if mb.waiter_count == 0 {
+            return None;
+        }
+        let corr = env.correlation_id.clone();
+        let kind = Some(env.kind.clone());
+        let tiers = [
+            Filter { reply_to: corr.clone(), kind: kind.clone() },
+            Filter { reply_to: corr, kind: None },
+            Filter { reply_to: None, kind },
+            Filter::default(),
+        ];
+        // Without a correlation id the two reply-to tiers cannot match anything.
+        let skip = if env.correlation_id.is_some() { 0 } else { 2 };
+        for filter in tiers.into_iter().skip(skip) {
+            if let Some(tier) = mb.waiters.get_mut(&filter) {
+                if let Some((seq, conn)) = tier.pop_first() {
+                    if tier.is_empty() {
+                        mb.waiters.remove(&filter);
+                    }
+                    mb.waiter_count -= 1;
+                    return Some((conn, Parked { agent: env.to.clone(), filter, seq }));
+                }
+            }
+        }
+        None
+    }
+
+    /// Removes and returns the first queued envelope for `agent` that `filter` passes.
+    pub fn take_first_match(&mut self, agent: &str, filter: &Filter) -> Option<Queued> {
+        let mb = self.boxes.get_mut(agent)?;
+        let pos = mb.queue.iter().position(|e| filter.matches(e))?;
+        let env = mb.queue.remove(pos)?;
+        mb.queued_bytes -= env.size_bytes();
+        self.gc(agent);
+        Some(env)
+    }
+
+    /// Reserves room for one envelope of `bytes` in `agent`'s queue, or refuses when the queue
+    /// plus what is already reserved would pass a cap.
+    pub fn reserve(&mut self, agent: &str, bytes: usize) -> Result<(), QueueFull> {
+        let (max_envelopes, max_bytes) = (self.max_envelopes, self.max_bytes);
+        let mb = self.boxes.entry(agent.to_owned()).or_default();
+        let count = mb.queue.len() + mb.reserved_envelopes;
+        let total = mb.queued_bytes + mb.reserved_bytes;
+        if count + 1 > max_envelopes || total + bytes > max_bytes {
+            self.gc(agent);
+            return Err(QueueFull { agent: agent.to_owned(), max_envelopes, max_bytes });
+        }
+        mb.reserved_envelopes += 1;
+        mb.reserved_bytes += bytes;
+        Ok(())
+    }
+
+    /// Gives back a reservation made by `reserve`.
+    pub fn release(&mut self, agent: &str, bytes: usize) {
+        if let Some(mb) = self.boxes.get_mut(agent) {
+            mb.reserved_envelopes -= 1;
+            mb.reserved_bytes -= bytes;
+        }
+        self.gc(agent);
+    }
+
+    /// Queues at the back. Caps were checked by `reserve` (or are waived: see `Hub::route`).
+    pub fn enqueue_back(&mut self, env: Queued) {
+        let mb = self.boxes.entry(env.to.clone()).or_default();
+        mb.queued_bytes += env.size_bytes();
+        mb.queue.push_back(env);
+    }
+
+    /// Queues at the front: an envelope that was handed out but never left the hub.
+    pub fn enqueue_front(&mut self, env: Queued) {
+        let mb = self.boxes.entry(env.to.clone()).or_default();
+        mb.queued_bytes += env.size_bytes();
+        mb.queue.push_front(env);
+    }
+
+    pub fn stats(&self, agent: &str) -> MailboxStats {
+        self.boxes
+            .get(agent)
+            .map(|mb| MailboxStats { queued: mb.queue.len(), queued_bytes: mb.queued_bytes, parked: mb.waiter_count })
+            .unwrap_or_default()
+    }
+
+    /// Envelopes queued across all agents.
+    pub fn total_queued(&self) -> usize {
+        self.boxes.values().map(|mb| mb.queue.len()).sum()
+    }
+
+    /// The queue for `agent`, front first (for tests and operator views).
+    pub fn queued(&self, agent: &str) -> impl Iterator<Item = &Queued> {
+        self.boxes.get(agent).into_iter().flat_map(|mb| mb.queue.iter())
+    }
+
+    fn gc(&mut self, agent: &str) {
+        if self.boxes.get(agent).is_some_and(Mailbox::is_idle) {
+            self.boxes.remove(agent);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(to: &str, id: &str, kind: &str, corr: Option<&str>) -> Queued {
+        Queued {
+            id: id.into(),
+            from: "a".into(),
+            to: to.into(),
+            kind: kind.into(),
+            correlation_id: corr.map(Into::into),
+            text: Arc::from(format!("{{\"id\":\"{id}\"}}")),
+        }
+    }
+
+    fn f(reply_to: Option<&str>, kind: Option<&str>) -> Filter {
+        Filter { reply_to: reply_to.map(Into::into), kind: kind.map(Into::into) }
+    }
+
+    #[test]
+    fn most_specific_tier_wins_then_oldest() {
+        let mut r = Router::new(10, 1000);
+        r.park("b", f(None, None), 1);
+        r.park("b", f(None, Some("result")), 2);
+        r.park("b", f(Some("x"), None), 3);
+        r.park("b", f(Some("x"), Some("result")), 4);
+        r.park("b", f(Some("x"), Some("result")), 5);
+        let e = env("b", "1", "result", Some("x"));
+        assert_eq!(r.claim_waiter(&e).unwrap().0, 4);
+        assert_eq!(r.claim_waiter(&e).unwrap().0, 5);
+        assert_eq!(r.claim_waiter(&e).unwrap().0, 3);
+        assert_eq!(r.claim_waiter(&e).unwrap().0, 2);
+        assert_eq!(r.claim_waiter(&e).unwrap().0, 1);
+        assert!(r.claim_waiter(&e).is_none());
+    }
+
+    #[test]
+    fn filters_that_fail_are_skipped() {
+        let mut r = Router::new(10, 1000);
+        r.park("b", f(Some("y"), None), 1);
+        r.park("b", f(None, Some("task")), 2);
+        assert!(r.claim_waiter(&env("b", "1", "result", Some("x"))).is_none());
+        assert!(r.claim_waiter(&env("b", "1", "result", None)).is_none());
+        assert_eq!(r.claim_waiter(&env("b", "1", "task", Some("x"))).unwrap().0, 2);
+        assert_eq!(r.claim_waiter(&env("b", "1", "task", Some("y"))).unwrap().0, 1);
+    }
+
+    #[test]
+    fn repark_restores_position() {
+        let mut r = Router::new(10, 1000);
+        let p1 = r.park("b", Filter::default(), 1);
+        r.park("b", Filter::default(), 2);
+        let (c, p) = r.claim_waiter(&env("b", "1", "task", None)).unwrap();
+        assert_eq!((c, &p), (1, &p1));
+        r.repark(&p, 1);
+        assert_eq!(r.claim_waiter(&env("b", "1", "task", None)).unwrap().0, 1);
+    }
+
+    #[test]
+    fn take_first_match_is_fifo_within_filter() {
+        let mut r = Router::new(10, 1000);
+        r.enqueue_back(env("b", "1", "task", None));
+        r.enqueue_back(env("b", "2", "result", Some("x")));
+        r.enqueue_back(env("b", "3", "result", Some("x")));
+        assert_eq!(r.take_first_match("b", &f(Some("x"), None)).unwrap().id, "2");
+        assert_eq!(r.take_first_match("b", &f(None, None)).unwrap().id, "1");
+        assert_eq!(r.take_first_match("b", &f(None, Some("result"))).unwrap().id, "3");
+        assert!(r.take_first_match("b", &f(None, None)).is_none());
+        assert_eq!(r.stats("b"), MailboxStats::default());
+    }
+
+    #[test]
+    fn caps_count_reservations() {
+        let mut r = Router::new(2, 1000);
+        r.reserve("b", 10).unwrap();
+        r.enqueue_back(env("b", "1", "t", None));
+        r.release("b", 10);
+        r.reserve("b", 10).unwrap();
+        let full = r.reserve("b", 10).unwrap_err();
+        assert_eq!(full.max_envelopes, 2);
+        r.release("b", 10);
+        assert!(r.reserve("b", 2000).is_err(), "byte cap");
+    }
+
+    #[test]
+    fn unpark_and_gc() {
+        let mut r = Router::new(10, 1000);
+        let p = r.park("b", f(None, Some("k")), 7);
+        assert_eq!(r.stats("b").parked, 1);
+        assert!(r.unpark(&p));
+        assert!(!r.unpark(&p));
+        assert!(r.boxes.is_empty());
+    }
+}

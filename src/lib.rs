@@ -1,0 +1,15 @@
+//! agent-hub: a message hub for AI coding agents (see SPEC-Agent-Comms-Hub.md).
+//!
+//! Layers, bottom up: `wire` (line types and codecs) → `hub` (the sans-IO core: sessions,
+//! routing, deadlines) → `server` (the mio event loop and the files it writes) and `client`
+//! (the synchronous CLI side). `config` and `roster` load and validate the operator's files.
+
+pub mod client;
+pub mod config;
+pub mod hub;
+pub mod roster;
+pub mod server;
+pub mod wire;
+
+/// The software version, reported by `--version` and in logs.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

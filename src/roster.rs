@@ -1,0 +1,189 @@
+//! The token roster (SPEC §6): `[agents] name = "token"`, validated strictly, and the
+//! constant-time check of a hello against it.
+//!
+//! Owns parsing and validation of roster text. Refuses IO: `server` reads the file and checks
+//! its mode before handing the text here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// The name the hub signs its own envelopes with; no roster may define it in any letter case.
+pub const HUB_NAME: &str = "hub";
+
+/// A validated roster. `Debug` never shows tokens.
+#[derive(Clone)]
+pub struct Roster {
+    tokens: HashMap<String, Vec<u8>>,
+    /// Compared against when the name is unknown, so a miss costs the same as a wrong token.
+    decoy: Vec<u8>,
+}
+
+impl fmt::Debug for Roster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut names: Vec<&String> = self.tokens.keys().collect();
+        names.sort();
+        f.debug_struct("Roster").field("names", &names).finish()
+    }
+}
+
+/// Why a roster is refused. Each text says what to fix; none contains a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RosterError {
+    Toml(String),
+    NoAgentsTable,
+    KeyOutsideAgents(String),
+    NotAString(String),
+    Empty,
+    BlankName,
+    BlankToken(String),
+    ReservedName(String),
+    SharedToken(String, String),
+}
+
+impl fmt::Display for RosterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RosterError::Toml(e) => write!(f, "roster is not valid TOML: {e}"),
+            RosterError::NoAgentsTable => write!(f, "roster has no [agents] table"),
+            RosterError::KeyOutsideAgents(k) => {
+                write!(f, "roster key {k:?} is outside [agents]; only [agents] name = \"token\" entries are allowed")
+            }
+            RosterError::NotAString(n) => write!(f, "roster entry {n:?} must be a string token"),
+            RosterError::Empty => write!(f, "roster [agents] is empty: a hub that can authenticate nobody must not start"),
+            RosterError::BlankName => write!(f, "roster has a blank or whitespace-only agent name"),
+            RosterError::BlankToken(n) => write!(f, "roster entry {n:?} has a blank or whitespace-only token"),
+            RosterError::ReservedName(n) => write!(f, "roster defines {n:?}: the name \"hub\" is reserved in any letter case"),
+            RosterError::SharedToken(a, b) => write!(f, "roster entries {a:?} and {b:?} share one token; every agent needs its own"),
+        }
+    }
+}
+
+impl std::error::Error for RosterError {}
+
+impl Roster {
+    /// Parses and validates roster TOML text.
+    pub fn parse(text: &str) -> Result<Roster, RosterError> {
+        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| RosterError::Toml(e.message().to_owned()))?;
+        let mut agents = None;
+        for (key, value) in doc {
+            if key == "agents" {
+                agents = Some(value);
+            } else {
+                return Err(RosterError::KeyOutsideAgents(key));
+            }
+        }
+        let agents = match agents {
+            Some(toml::Value::Table(t)) => t,
+            Some(_) => return Err(RosterError::KeyOutsideAgents("agents".into())),
+            None => return Err(RosterError::NoAgentsTable),
+        };
+        if agents.is_empty() {
+            return Err(RosterError::Empty);
+        }
+        let mut tokens = HashMap::new();
+        let mut owners: BTreeMap<String, String> = BTreeMap::new();
+        for (name, value) in agents {
+            if name.trim().is_empty() {
+                return Err(RosterError::BlankName);
+            }
+            if name.eq_ignore_ascii_case(HUB_NAME) {
+                return Err(RosterError::ReservedName(name));
+            }
+            let token = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Table(_) => return Err(RosterError::KeyOutsideAgents(format!("agents.{name}"))),
+                _ => return Err(RosterError::NotAString(name)),
+            };
+            if token.trim().is_empty() {
+                return Err(RosterError::BlankToken(name));
+            }
+            if let Some(other) = owners.insert(token.clone(), name.clone()) {
+                let (a, b) = if other < name { (other, name) } else { (name, other) };
+                return Err(RosterError::SharedToken(a, b));
+            }
+            tokens.insert(name, token.into_bytes());
+        }
+        let longest = tokens.values().map(Vec::len).max().unwrap_or(0);
+        Ok(Roster { tokens, decoy: vec![0xA5; longest.max(32)] })
+    }
+
+    /// True when `name` is on the roster and `token` is its token. The comparison time does
+    /// not depend on where the presented token first differs, nor on whether the name exists.
+    pub fn verify(&self, name: &str, token: &str) -> bool {
+        let (expected, known) = match self.tokens.get(name) {
+            Some(t) => (t.as_slice(), true),
+            None => (self.decoy.as_slice(), false),
+        };
+        ct_eq(expected, token.as_bytes()) & known
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tokens.contains_key(name)
+    }
+
+    /// Roster names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.tokens.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// Constant-time equality over the expected length: every byte of `expected` is visited
+/// whatever `given` holds, and the length difference is folded into the result.
+pub fn ct_eq(expected: &[u8], given: &[u8]) -> bool {
+    let mut diff = (expected.len() ^ given.len()) as u64;
+    for (i, &e) in expected.iter().enumerate() {
+        let g = given.get(i).copied().unwrap_or(!e);
+        diff |= u64::from(e ^ g);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_a_plain_roster_and_verifies() {
+        let r = Roster::parse("[agents]\nmneme = \"t1\"\ndatastore = \"t2\"\n").unwrap();
+        assert!(r.verify("mneme", "t1"));
+        assert!(!r.verify("mneme", "t2"));
+        assert!(!r.verify("mneme", "t1x"));
+        assert!(!r.verify("mneme", ""));
+        assert!(!r.verify("ghost", "t1"));
+        assert_eq!(r.names(), vec!["datastore", "mneme"]);
+        assert!(!format!("{r:?}").contains("t1"));
+    }
+
+    #[test]
+    fn refuses_every_bad_roster() {
+        let cases: &[(&str, RosterError)] = &[
+            ("", RosterError::NoAgentsTable),
+            ("[agents]\n", RosterError::Empty),
+            ("x = 1\n[agents]\na = \"t\"\n", RosterError::KeyOutsideAgents("x".into())),
+            ("[agents]\na = \"t\"\n[other]\nb = \"u\"\n", RosterError::KeyOutsideAgents("other".into())),
+            ("[agents]\n\" \" = \"t\"\n", RosterError::BlankName),
+            ("[agents]\na = \"  \"\n", RosterError::BlankToken("a".into())),
+            ("[agents]\na = \"\"\n", RosterError::BlankToken("a".into())),
+            ("[agents]\nHub = \"t\"\n", RosterError::ReservedName("Hub".into())),
+            ("[agents]\nhub = \"t\"\n", RosterError::ReservedName("hub".into())),
+            ("[agents]\na = \"t\"\nb = \"t\"\n", RosterError::SharedToken("a".into(), "b".into())),
+            ("[agents]\na = 5\n", RosterError::NotAString("a".into())),
+            ("[agents]\na = { x = \"t\" }\n", RosterError::KeyOutsideAgents("agents.a".into())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Roster::parse(text).unwrap_err(), *want, "roster {text:?}");
+        }
+        assert!(matches!(Roster::parse("[agents"), Err(RosterError::Toml(_))));
+    }
+
+    #[test]
+    fn ct_eq_handles_lengths() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"ab"));
+        assert!(!ct_eq(b"ab", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(ct_eq(b"", b""));
+    }
+}

@@ -1,0 +1,128 @@
+//! One client socket's buffers: the partial input line, the output bytes, and where in the
+//! output a delivery line starts, so the loop knows when its first byte was accepted.
+//!
+//! Owns byte movement for one connection. Refuses protocol decisions: lines go to the core.
+
+use crate::wire::LineBuffer;
+use mio::net::TcpStream;
+use std::io::{self, Write};
+use std::time::Instant;
+
+/// The state of the delivery line in `out`, if one is there.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryMark {
+    /// Offset of the delivery line's first byte in `out`.
+    pub start: usize,
+    /// The first byte was accepted and reported to the core.
+    pub committed: bool,
+}
+
+pub struct Conn {
+    pub stream: TcpStream,
+    pub input: LineBuffer,
+    pub out: Vec<u8>,
+    pub out_pos: usize,
+    pub delivery: Option<DeliveryMark>,
+    /// The core asked for a close once `out` is flushed.
+    pub closing: bool,
+    /// An error line was written: wait for the peer's EOF before closing, so the kernel does
+    /// not answer unread input with a reset that destroys the error line in flight.
+    pub linger: bool,
+    /// Input is discarded (after an error, or once the verb has been answered).
+    pub discard_input: bool,
+    pub read_eof: bool,
+    /// The write side was shut down after the final flush.
+    pub shut_down: bool,
+    /// Write deadline while output is pending, then linger deadline while closing.
+    pub deadline: Option<Instant>,
+    pub writable_interest: bool,
+}
+
+/// How a write attempt ended.
+pub enum Flush {
+    /// Everything buffered is in the kernel.
+    Done,
+    /// The socket is full; wait for writable.
+    Blocked,
+    /// The socket failed.
+    Failed(io::Error),
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            input: LineBuffer::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            delivery: None,
+            closing: false,
+            linger: false,
+            discard_input: false,
+            read_eof: false,
+            shut_down: false,
+            deadline: None,
+            writable_interest: false,
+        }
+    }
+
+    pub fn has_output(&self) -> bool {
+        self.out_pos < self.out.len()
+    }
+
+    pub fn queue_line(&mut self, line: &[u8]) {
+        if line.starts_with(b"{\"error\"") {
+            self.linger = true;
+        }
+        self.out.extend_from_slice(line);
+    }
+
+    pub fn queue_delivery(&mut self, line: &[u8]) {
+        self.delivery = Some(DeliveryMark { start: self.out.len(), committed: false });
+        self.out.extend_from_slice(line);
+    }
+
+    /// True when a delivery is buffered and not one byte of it is written yet.
+    pub fn delivery_unstarted(&self) -> bool {
+        self.delivery.is_some_and(|d| !d.committed && self.out_pos <= d.start)
+    }
+
+    /// Whether the peer is gone, without consuming input: EOF or an error on a peek.
+    pub fn peer_gone(&self) -> bool {
+        if self.read_eof {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        match self.stream.peek(&mut probe) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => false,
+            Err(_) => true,
+        }
+    }
+
+    /// Writes until done or blocked. `on_commit` runs once when the delivery's first byte
+    /// is accepted.
+    pub fn flush(&mut self, mut on_commit: impl FnMut()) -> Flush {
+        while self.out_pos < self.out.len() {
+            match self.stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Flush::Failed(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => {
+                    self.out_pos += n;
+                    if let Some(d) = &mut self.delivery {
+                        if !d.committed && self.out_pos > d.start {
+                            d.committed = true;
+                            on_commit();
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flush::Blocked,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Flush::Failed(e),
+            }
+        }
+        self.out = Vec::new();
+        self.out_pos = 0;
+        Flush::Done
+    }
+}

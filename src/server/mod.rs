@@ -1,0 +1,521 @@
+//! The IO shell around the hub core: one mio event loop on one thread (PLAN.md §1).
+//!
+//! Owns sockets, the clock, the record files and signals. Each iteration: wait for events or
+//! the next deadline; accept; read lines into the core; expire deadlines; write the audit batch
+//! and commit staged sends; apply the core's outputs; flush sockets, tracking the first
+//! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
+
+pub mod conn;
+pub mod records;
+pub mod signal;
+pub mod startup;
+
+use crate::config::Limits;
+use crate::hub::{ConnId, Hub, Now, Output};
+use crate::roster::Roster;
+use conn::{Conn, Flush};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token};
+use records::Records;
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+const LISTENER: Token = Token(0);
+const SIGNALS: Token = Token(1);
+const FIRST_CONN: u64 = 2;
+
+/// Input read from one socket per readiness event before others get a turn.
+const READ_BUDGET_BYTES: usize = 1024 * 1024;
+/// How long accepting pauses when even the reserve descriptor cannot be had.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Minimum gap between two service-log lines about refused connections.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// How often staged bounces are retried while the audit log is failing.
+const COMMIT_RETRY: Duration = Duration::from_millis(500);
+
+/// How the server run ended.
+#[derive(Debug)]
+pub enum RunError {
+    Io(io::Error),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Io(e) => write!(f, "event loop failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Tallies of refused connections, logged at most every `REFUSAL_LOG_INTERVAL`.
+#[derive(Default)]
+struct Refusals {
+    at_limit: u64,
+    no_fds: u64,
+    last_logged: Option<Instant>,
+}
+
+pub struct Server {
+    poll: Poll,
+    listener: Option<TcpListener>,
+    signals: Option<signal::Signals>,
+    hub: Hub,
+    limits: Limits,
+    conns: HashMap<ConnId, Conn>,
+    next_conn: ConnId,
+    /// IO deadlines (write and linger), by connection.
+    deadlines: BTreeSet<(Instant, ConnId)>,
+    /// Connections with output to flush this iteration.
+    dirty: BTreeSet<ConnId>,
+    /// Connections whose read budget ran out: read again next iteration.
+    read_again: BTreeSet<ConnId>,
+    records: Records,
+    /// Held open so that at EMFILE one descriptor can be freed to accept-and-close.
+    reserve_fd: Option<File>,
+    accept_paused_until: Option<Instant>,
+    refusals: Refusals,
+    shutting_down: bool,
+    shutdown_deadline: Option<Instant>,
+    scratch: Vec<u8>,
+}
+
+impl Server {
+    /// A server on an already-bound listener. `signals` is None in tests that stop the server
+    /// another way.
+    pub fn new(
+        listener: TcpListener,
+        signals: Option<signal::Signals>,
+        roster: Roster,
+        limits: Limits,
+        records: Records,
+    ) -> io::Result<Server> {
+        let poll = Poll::new()?;
+        let mut listener = listener;
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        let mut signals = signals;
+        if let Some(s) = &mut signals {
+            poll.registry().register(&mut s.receiver, SIGNALS, Interest::READABLE)?;
+        }
+        Ok(Server {
+            poll,
+            listener: Some(listener),
+            signals,
+            hub: Hub::new(roster, limits.clone()),
+            limits,
+            conns: HashMap::new(),
+            next_conn: FIRST_CONN,
+            deadlines: BTreeSet::new(),
+            dirty: BTreeSet::new(),
+            read_again: BTreeSet::new(),
+            records,
+            reserve_fd: File::open("/dev/null").ok(),
+            accept_paused_until: None,
+            refusals: Refusals::default(),
+            shutting_down: false,
+            shutdown_deadline: None,
+            scratch: vec![0u8; 64 * 1024],
+        })
+    }
+
+    pub fn records(&mut self) -> &mut Records {
+        &mut self.records
+    }
+
+    /// Runs until SIGTERM/SIGINT, then shuts down cleanly (SPEC §4.6).
+    pub fn run(&mut self) -> Result<(), RunError> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let now = self.now();
+            if self.shutting_down && (self.conns.is_empty() || self.shutdown_deadline.is_some_and(|d| now.mono >= d)) {
+                break;
+            }
+            let timeout = self.next_timeout(now.mono);
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(RunError::Io(e));
+            }
+            let now = self.now();
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(now),
+                    SIGNALS => {
+                        if self.signals.as_mut().is_some_and(|s| s.drain()) {
+                            self.begin_shutdown(now);
+                        }
+                    }
+                    Token(t) => {
+                        let id = t as ConnId;
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.read(id, now);
+                        }
+                        if event.is_writable() && self.conns.get(&id).is_some_and(Conn::has_output) {
+                            self.dirty.insert(id);
+                        }
+                    }
+                }
+            }
+            for id in std::mem::take(&mut self.read_again) {
+                self.read(id, now);
+            }
+            if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
+                self.accept_paused_until = None;
+                self.accept(now);
+            }
+            self.hub.handle_timeout(now);
+            self.expire_io_deadlines(now);
+            self.settle(now);
+        }
+        self.settle(self.now());
+        let _ = self.records.flush_audit(std::iter::empty());
+        self.records.log("INFO", "hub stopped");
+        self.records.flush_service();
+        Ok(())
+    }
+
+    fn now(&self) -> Now {
+        Now { mono: Instant::now(), wall: chrono::Utc::now() }
+    }
+
+    fn next_timeout(&self, now: Instant) -> Option<Duration> {
+        let mut next = self.hub.poll_timeout();
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        consider(self.deadlines.first().map(|&(t, _)| t));
+        consider(self.accept_paused_until);
+        consider(self.shutdown_deadline);
+        if self.hub.has_staged() {
+            consider(Some(now + COMMIT_RETRY));
+        }
+        if !self.read_again.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        next.map(|t| t.saturating_duration_since(now))
+    }
+
+    // ----- accepting -----
+
+    fn accept(&mut self, now: Now) {
+        if self.accept_paused_until.is_some() {
+            return;
+        }
+        loop {
+            let Some(listener) = &self.listener else { return };
+            match listener.accept() {
+                Ok((stream, _addr)) => self.admit(stream, now),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_fd_exhaustion(&e) => {
+                    self.refuse_without_fds(now);
+                    break;
+                }
+                Err(e) => {
+                    self.records.log("ERROR", &format!("accept failed: {e}"));
+                    break;
+                }
+            }
+        }
+        self.log_refusals(now, false);
+    }
+
+    fn admit(&mut self, mut stream: mio::net::TcpStream, now: Now) {
+        if self.conns.len() >= self.limits.max_connections || self.shutting_down {
+            // Refused at once: a best-effort error line, then close. Never parked, never read.
+            let msg = if self.shutting_down {
+                "hub is shutting down".to_owned()
+            } else {
+                format!("hub is at its connection limit ({}); try again later", self.limits.max_connections)
+            };
+            let line = crate::wire::HubLine::Error { message: msg }.encode();
+            let _ = stream.write(line.as_bytes());
+            let _ = stream.shutdown(Shutdown::Both);
+            self.refusals.at_limit += 1;
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let id = self.next_conn;
+        self.next_conn += 1;
+        if let Err(e) = self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE) {
+            self.records.log("ERROR", &format!("cannot register connection: {e}"));
+            return;
+        }
+        self.conns.insert(id, Conn::new(stream));
+        self.hub.handle_connect(id, now);
+        self.drain_outputs();
+    }
+
+    /// EMFILE/ENFILE: free the reserve descriptor, accept one connection and close it, take the
+    /// reserve back. If even that fails, stop accepting for a moment instead of spinning.
+    fn refuse_without_fds(&mut self, now: Now) {
+        self.reserve_fd = None;
+        let mut accepted_one = false;
+        if let Some(listener) = &self.listener {
+            if let Ok((stream, _)) = listener.accept() {
+                let _ = stream.shutdown(Shutdown::Both);
+                accepted_one = true;
+                self.refusals.no_fds += 1;
+            }
+        }
+        self.reserve_fd = File::open("/dev/null").ok();
+        if !accepted_one || self.reserve_fd.is_none() {
+            self.accept_paused_until = Some(now.mono + ACCEPT_PAUSE);
+        } else {
+            // More may be waiting; come back next iteration rather than loop here.
+            self.accept_paused_until = Some(now.mono);
+        }
+        self.refusals.no_fds += u64::from(!accepted_one);
+    }
+
+    fn log_refusals(&mut self, now: Now, force: bool) {
+        let r = &mut self.refusals;
+        if r.at_limit == 0 && r.no_fds == 0 {
+            return;
+        }
+        if !force && r.last_logged.is_some_and(|t| now.mono.duration_since(t) < REFUSAL_LOG_INTERVAL) {
+            return;
+        }
+        let line = format!(
+            "refused connections: {} at the connection limit, {} for want of file descriptors",
+            r.at_limit, r.no_fds
+        );
+        r.at_limit = 0;
+        r.no_fds = 0;
+        r.last_logged = Some(now.mono);
+        self.records.log("WARN", &line);
+    }
+
+    // ----- reading -----
+
+    fn read(&mut self, id: ConnId, now: Now) {
+        let max_line = self.limits.max_line_bytes;
+        let mut budget = READ_BUDGET_BYTES;
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else { return };
+            if conn.read_eof {
+                return;
+            }
+            if budget == 0 {
+                self.read_again.insert(id);
+                return;
+            }
+            match conn.stream.read(&mut self.scratch) {
+                Ok(0) => {
+                    conn.read_eof = true;
+                    if conn.shut_down {
+                        // Lingering after an error: the peer is done too.
+                        self.close(id, true, "closed", now);
+                    } else {
+                        self.hub.handle_eof(id, now);
+                        self.drain_outputs();
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    if conn.discard_input {
+                        continue;
+                    }
+                    conn.input.push(&self.scratch[..n]);
+                    loop {
+                        let conn = self.conns.get_mut(&id).expect("conn exists while reading");
+                        if conn.discard_input {
+                            break;
+                        }
+                        match conn.input.next_line(max_line) {
+                            Ok(Some(line)) => self.hub.handle_line(id, line, now),
+                            Ok(None) => break,
+                            Err(too_long) => {
+                                conn.discard_input = true;
+                                conn.input = crate::wire::LineBuffer::new();
+                                self.hub.handle_bad_input(id, &too_long.to_string(), now);
+                            }
+                        }
+                        self.drain_outputs();
+                    }
+                    if let Some(conn) = self.conns.get_mut(&id) {
+                        conn.input.shrink();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.close(id, false, &format!("read failed: {e}"), now);
+                    return;
+                }
+            }
+        }
+    }
+
+    // ----- outputs, commit, flush -----
+
+    fn drain_outputs(&mut self) {
+        while let Some(out) = self.hub.poll_output() {
+            match out {
+                Output::Write { conn, line } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.queue_line(line.as_bytes());
+                        self.dirty.insert(conn);
+                    }
+                }
+                Output::Deliver { conn, line } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.queue_delivery(line.as_bytes());
+                        self.dirty.insert(conn);
+                    }
+                }
+                Output::Close { conn } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.closing = true;
+                        c.discard_input = true;
+                        self.dirty.insert(conn);
+                    }
+                }
+                Output::Audit(ev) => self.records.audit(&ev),
+                Output::Log(line) => self.records.log("INFO", &line),
+            }
+        }
+    }
+
+    /// End of an iteration: commit staged sends behind their audit records, then write every
+    /// dirty socket, repeating while those writes produce more work (requeues, bounces).
+    fn settle(&mut self, now: Now) {
+        let mut commit_failed = false;
+        loop {
+            self.drain_outputs();
+            if self.hub.has_staged() && !commit_failed {
+                let result = self.records.flush_audit(self.hub.staged_audit());
+                commit_failed = result.is_err();
+                self.hub.commit(result, now);
+                self.drain_outputs();
+            }
+            if self.dirty.is_empty() {
+                break;
+            }
+            for id in std::mem::take(&mut self.dirty) {
+                self.flush_conn(id, now);
+            }
+        }
+        let _ = self.records.flush_audit(std::iter::empty());
+        self.records.flush_service();
+    }
+
+    fn flush_conn(&mut self, id: ConnId, now: Now) {
+        let Some(conn) = self.conns.get_mut(&id) else { return };
+        if conn.delivery_unstarted() && conn.peer_gone() {
+            // Never write a delivery into a socket whose reader is gone (SPEC §5.4).
+            self.close(id, false, "reader gone before delivery", now);
+            return;
+        }
+        let hub = &mut self.hub;
+        match conn.flush(|| hub.handle_delivery_committed(id)) {
+            Flush::Done => {
+                self.set_io_deadline(id, None);
+                let conn = self.conns.get_mut(&id).expect("flushed conn exists");
+                if conn.writable_interest {
+                    conn.writable_interest = false;
+                    let _ = self.poll.registry().reregister(&mut conn.stream, Token(id as usize), Interest::READABLE);
+                }
+                if conn.closing {
+                    self.finish_close(id, now);
+                }
+            }
+            Flush::Blocked => {
+                if !conn.writable_interest {
+                    conn.writable_interest = true;
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    let _ = self.poll.registry().reregister(&mut conn.stream, Token(id as usize), interest);
+                }
+                if conn.deadline.is_none() {
+                    let at = now.mono + self.limits.write_timeout();
+                    self.set_io_deadline(id, Some(at));
+                }
+            }
+            Flush::Failed(e) => self.close(id, false, &format!("write failed: {e}"), now),
+        }
+    }
+
+    /// Output is flushed and the core is done: close now, or linger for the peer's EOF after
+    /// an error line so unread input does not turn our close into a reset.
+    fn finish_close(&mut self, id: ConnId, now: Now) {
+        let Some(conn) = self.conns.get_mut(&id) else { return };
+        if conn.linger && !conn.read_eof {
+            if !conn.shut_down {
+                conn.shut_down = true;
+                let _ = conn.stream.shutdown(Shutdown::Write);
+                let at = now.mono + self.limits.hello_timeout();
+                self.set_io_deadline(id, Some(at));
+            }
+            return;
+        }
+        self.close(id, true, "closed", now);
+    }
+
+    fn expire_io_deadlines(&mut self, now: Now) {
+        while let Some(&(at, id)) = self.deadlines.first() {
+            if at > now.mono {
+                break;
+            }
+            self.deadlines.remove(&(at, id));
+            let Some(conn) = self.conns.get_mut(&id) else { continue };
+            conn.deadline = None;
+            if conn.shut_down {
+                self.close(id, true, "closed after linger", now);
+            } else {
+                let msg = format!("write deadline of {} ms passed", self.limits.write_timeout_ms);
+                self.close(id, false, &msg, now);
+            }
+        }
+    }
+
+    fn set_io_deadline(&mut self, id: ConnId, at: Option<Instant>) {
+        let Some(conn) = self.conns.get_mut(&id) else { return };
+        if let Some(old) = conn.deadline.take() {
+            self.deadlines.remove(&(old, id));
+        }
+        if let Some(at) = at {
+            conn.deadline = Some(at);
+            self.deadlines.insert((at, id));
+        }
+    }
+
+    /// Releases the socket and tells the core. `flushed` is false when output was left
+    /// unwritten, which the core turns into a requeue or a loss.
+    fn close(&mut self, id: ConnId, flushed: bool, reason: &str, now: Now) {
+        self.set_io_deadline(id, None);
+        let Some(mut conn) = self.conns.remove(&id) else { return };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        let flushed = flushed && !conn.has_output();
+        drop(conn);
+        self.dirty.remove(&id);
+        self.read_again.remove(&id);
+        self.hub.handle_closed(id, flushed, reason, now);
+        self.drain_outputs();
+    }
+
+    fn begin_shutdown(&mut self, now: Now) {
+        if self.shutting_down {
+            return;
+        }
+        self.shutting_down = true;
+        self.records.log("INFO", "shutdown requested; no new connections; closing parked awaits");
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        self.shutdown_deadline = Some(now.mono + self.limits.write_timeout());
+        self.hub.shutdown(now);
+        self.log_refusals(now, true);
+    }
+}
+
+fn is_fd_exhaustion(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM))
+}

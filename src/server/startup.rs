@@ -1,0 +1,136 @@
+//! Server startup (SPEC §7): config, service log, roster, audit log, listener, signals, in
+//! that order. Each failure names its stage and cause; the caller prints it and exits 1.
+//!
+//! Owns the checks on the operator's files (modes, paths) and binding to loopback only.
+
+use super::records::{open_record_file, Records};
+use super::signal::Signals;
+use super::Server;
+use crate::config::Config;
+use crate::roster::Roster;
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// A fatal startup error: which stage failed and why.
+#[derive(Debug)]
+pub struct StartupError {
+    pub stage: &'static str,
+    pub cause: String,
+}
+
+impl fmt::Display for StartupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "startup failed at {}: {}", self.stage, self.cause)
+    }
+}
+
+impl std::error::Error for StartupError {}
+
+fn fail<E: fmt::Display>(stage: &'static str) -> impl FnOnce(E) -> StartupError {
+    move |e| StartupError { stage, cause: e.to_string() }
+}
+
+/// A started server and the address it listens on.
+pub struct Started {
+    pub server: Server,
+    pub addr: SocketAddr,
+}
+
+/// Refuses a credential file that group or others may read or write.
+pub fn check_private(path: &Path, what: &str) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{what} {} has mode {mode:03o}, readable or writable by group or others; fix it with: chmod 600 {}",
+            path.display(),
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Loads everything and binds. With `install_signals` the process's SIGTERM/SIGINT handlers
+/// are taken over (the binary); tests pass false.
+pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, StartupError> {
+    let config = Config::load(config_path).map_err(fail("config"))?;
+    let service = open_record_file(&config.service_log_path)
+        .map_err(|e| format!("cannot open service log {}: {e}", config.service_log_path.display()))
+        .map_err(fail("service log"))?;
+    let audit_result = open_record_file(&config.audit_log_path)
+        .map_err(|e| format!("cannot open audit log {}: {e}", config.audit_log_path.display()));
+    // The service log is open from here on; later failures are written to it as well.
+    let mut records = Records::new(Box::new(audit_placeholder()), Box::new(service));
+    records.log("INFO", &format!("agent-hub-server {} starting; config {}", crate::VERSION, config_path.display()));
+    match start_rest(&config, audit_result, &mut records, install_signals) {
+        Ok((listener, addr, signals, roster)) => {
+            let server = Server::new(listener, signals, roster, config.limits.clone(), records).map_err(fail("event loop"))?;
+            Ok(Started { server, addr })
+        }
+        Err(e) => {
+            records.log("ERROR", &e.to_string());
+            records.flush_service();
+            Err(e)
+        }
+    }
+}
+
+fn start_rest(
+    config: &Config,
+    audit: Result<std::fs::File, String>,
+    records: &mut Records,
+    install_signals: bool,
+) -> Result<(mio::net::TcpListener, SocketAddr, Option<Signals>, Roster), StartupError> {
+    check_private(&config.roster_path, "roster").map_err(fail("roster"))?;
+    let text = std::fs::read_to_string(&config.roster_path)
+        .map_err(|e| format!("cannot read roster {}: {e}", config.roster_path.display()))
+        .map_err(fail("roster"))?;
+    let roster = Roster::parse(&text).map_err(fail("roster"))?;
+    records.log("INFO", &format!("roster loaded: {} agents", roster.names().len()));
+    let audit = audit.map_err(fail("audit log"))?;
+    raise_fd_limit(records);
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
+    let listener = mio::net::TcpListener::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}")).map_err(fail("listen"))?;
+    let addr = listener.local_addr().map_err(fail("listen"))?;
+    let signals = if install_signals { Some(Signals::install().map_err(fail("signals"))?) } else { None };
+    records.set_audit(Box::new(audit));
+    records.log("INFO", &format!("limits: {:?}", config.limits));
+    records.log("INFO", &format!("listener bound {addr}; hub ready"));
+    records.flush_service();
+    Ok((listener, addr, signals, roster))
+}
+
+/// A sink for the moment before the audit log is open; nothing is ever written to it.
+fn audit_placeholder() -> std::io::Sink {
+    std::io::sink()
+}
+
+impl super::records::Sink for std::io::Sink {
+    fn append(&mut self, _bytes: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn truncate(&mut self, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&mut self) -> std::io::Result<u64> {
+        Ok(0)
+    }
+}
+
+/// Parked awaits each hold a descriptor; take the hard limit so the connection cap, not the
+/// default soft limit of 1024, decides how many there can be.
+fn raise_fd_limit(records: &mut Records) {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let old = lim.rlim_cur;
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                records.log("INFO", &format!("file descriptor limit raised from {old} to {}", lim.rlim_max));
+            }
+        }
+    }
+}

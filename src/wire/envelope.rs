@@ -1,0 +1,118 @@
+//! The envelope (SPEC §3): its field rules and its canonical JSON text.
+//!
+//! The body is kept as the raw JSON text the sender wrote, validated but never rebuilt, so key
+//! order, number precision and escapes survive the hub byte for byte.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt;
+
+/// A validated envelope. `from` is whatever the line said until the hub stamps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Envelope {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub ts: String,
+    pub kind: String,
+    #[serde(rename = "correlationId")]
+    pub correlation_id: Option<String>,
+    pub body: Box<RawValue>,
+}
+
+/// Why an envelope was refused. The text names the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvelopeError {
+    Empty(&'static str),
+    BadTimestamp(String),
+    ReservedKind,
+}
+
+impl fmt::Display for EnvelopeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvelopeError::Empty(field) => write!(f, "{field} must not be empty"),
+            EnvelopeError::BadTimestamp(ts) => write!(f, "ts {ts:?} is not an RFC 3339 timestamp"),
+            EnvelopeError::ReservedKind => write!(f, "kind \"bounce\" is reserved for the hub"),
+        }
+    }
+}
+
+impl std::error::Error for EnvelopeError {}
+
+/// The envelope exactly as it arrived, before validation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEnvelope<'a> {
+    id: String,
+    from: String,
+    to: String,
+    ts: String,
+    kind: String,
+    #[serde(rename = "correlationId", default, deserialize_with = "present")]
+    correlation_id: Option<Option<String>>,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+/// Distinguishes an absent `correlationId` (outer `None`) from an explicit null.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+impl RawEnvelope<'_> {
+    pub(crate) fn has_correlation_key(&self) -> bool {
+        self.correlation_id.is_some()
+    }
+}
+
+impl Envelope {
+    pub(crate) fn from_raw(raw: RawEnvelope<'_>) -> Result<Envelope, EnvelopeError> {
+        let correlation_id = raw.correlation_id.flatten();
+        if raw.id.is_empty() {
+            return Err(EnvelopeError::Empty("id"));
+        }
+        if raw.to.is_empty() {
+            return Err(EnvelopeError::Empty("to"));
+        }
+        if raw.kind.is_empty() {
+            return Err(EnvelopeError::Empty("kind"));
+        }
+        if correlation_id.as_deref() == Some("") {
+            return Err(EnvelopeError::Empty("correlationId"));
+        }
+        if chrono::DateTime::parse_from_rfc3339(&raw.ts).is_err() {
+            return Err(EnvelopeError::BadTimestamp(raw.ts));
+        }
+        Ok(Envelope {
+            id: raw.id,
+            from: raw.from,
+            to: raw.to,
+            ts: raw.ts,
+            kind: raw.kind,
+            correlation_id,
+            body: raw.body.to_owned(),
+        })
+    }
+
+    /// Builds an envelope from parts; the body must be one JSON value.
+    pub fn new(
+        id: String,
+        from: String,
+        to: String,
+        ts: String,
+        kind: String,
+        correlation_id: Option<String>,
+        body_json: String,
+    ) -> Result<Envelope, serde_json::Error> {
+        Ok(Envelope { id, from, to, ts, kind, correlation_id, body: RawValue::from_string(body_json)? })
+    }
+
+    /// The canonical compact text: fixed key order, `correlationId` always present, body raw.
+    pub fn to_json(&self) -> String {
+        super::to_json(self)
+    }
+
+    /// The kind the hub reserves for its own loss notices (SPEC §5.3).
+    pub const BOUNCE_KIND: &'static str = "bounce";
+}

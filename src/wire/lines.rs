@@ -1,0 +1,116 @@
+//! Splitting a byte stream into `\n`-terminated lines under a length cap.
+//!
+//! "Incomplete" is not an error: `next_line` yields a line, nothing yet, or `LineTooLong` as
+//! soon as the buffered bytes without a newline pass the cap, before any more is buffered.
+
+/// The cap was passed; the connection must be refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineTooLong {
+    pub max_line_bytes: usize,
+}
+
+impl std::fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line exceeds the limit of {} bytes", self.max_line_bytes)
+    }
+}
+
+/// Accumulates bytes across reads. Holds at most `max_line_bytes + 1` bytes of a partial line,
+/// and holds no allocation at all between lines.
+#[derive(Debug, Default)]
+pub struct LineBuffer {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already handed out as lines.
+    consumed: usize,
+}
+
+impl LineBuffer {
+    pub fn new() -> LineBuffer {
+        LineBuffer::default()
+    }
+
+    /// Appends freshly read bytes. Call `next_line` until it returns `Ok(None)` after each push.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.compact();
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete line without its `\n`, `Ok(None)` when more bytes are needed, or
+    /// `LineTooLong` when the cap (not counting the `\n`) is passed.
+    pub fn next_line(&mut self, max_line_bytes: usize) -> Result<Option<&[u8]>, LineTooLong> {
+        let pending = &self.buf[self.consumed..];
+        match pending.iter().position(|&b| b == b'\n') {
+            Some(n) if n <= max_line_bytes => {
+                let start = self.consumed;
+                self.consumed += n + 1;
+                Ok(Some(&self.buf[start..start + n]))
+            }
+            Some(_) => Err(LineTooLong { max_line_bytes }),
+            None if pending.len() > max_line_bytes => Err(LineTooLong { max_line_bytes }),
+            None => Ok(None),
+        }
+    }
+
+    /// Bytes buffered that are not yet part of a returned line.
+    pub fn pending_len(&self) -> usize {
+        self.buf.len() - self.consumed
+    }
+
+    /// Drops consumed bytes; frees the allocation when nothing is pending, so an idle
+    /// connection costs no buffer memory.
+    fn compact(&mut self) {
+        if self.consumed == 0 {
+            return;
+        }
+        if self.consumed == self.buf.len() {
+            self.buf = Vec::new();
+        } else {
+            self.buf.drain(..self.consumed);
+        }
+        self.consumed = 0;
+    }
+
+    /// Releases memory once the caller has taken every line it wants.
+    pub fn shrink(&mut self) {
+        self.compact();
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_lines_across_pushes() {
+        let mut b = LineBuffer::new();
+        b.push(b"ab");
+        assert_eq!(b.next_line(10).unwrap(), None);
+        b.push(b"c\nde\n");
+        assert_eq!(b.next_line(10).unwrap(), Some(&b"abc"[..]));
+        assert_eq!(b.next_line(10).unwrap(), Some(&b"de"[..]));
+        assert_eq!(b.next_line(10).unwrap(), None);
+        b.shrink();
+        assert_eq!(b.pending_len(), 0);
+    }
+
+    #[test]
+    fn cap_excludes_newline() {
+        let mut b = LineBuffer::new();
+        b.push(b"12345\n");
+        assert_eq!(b.next_line(5).unwrap(), Some(&b"12345"[..]));
+        b.push(b"123456\n");
+        assert_eq!(b.next_line(5), Err(LineTooLong { max_line_bytes: 5 }));
+    }
+
+    #[test]
+    fn refuses_as_soon_as_partial_line_passes_cap() {
+        let mut b = LineBuffer::new();
+        b.push(b"12345");
+        assert_eq!(b.next_line(5).unwrap(), None);
+        b.push(b"6");
+        assert_eq!(b.next_line(5), Err(LineTooLong { max_line_bytes: 5 }));
+    }
+}
