@@ -28,6 +28,8 @@ pub struct Limits {
     pub queue_max_envelopes: usize,
     /// Bytes of envelope text queued for one agent at most.
     pub queue_max_bytes: usize,
+    /// Bytes of envelope text queued across all agents at most.
+    pub hub_max_bytes: usize,
 }
 
 impl Limits {
@@ -51,11 +53,12 @@ impl Limits {
             write_timeout_ms: 30_000,
             queue_max_envelopes: 10_000,
             queue_max_bytes: 64 * 1024 * 1024,
+            hub_max_bytes: 1024 * 1024 * 1024,
         }
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&str, u64); 7] = [
+        let positive: [(&str, u64); 8] = [
             ("limits.max_line_bytes", self.max_line_bytes as u64),
             ("limits.max_connections", self.max_connections as u64),
             ("limits.hello_timeout_ms", self.hello_timeout_ms),
@@ -63,6 +66,7 @@ impl Limits {
             ("limits.write_timeout_ms", self.write_timeout_ms),
             ("limits.queue_max_envelopes", self.queue_max_envelopes as u64),
             ("limits.queue_max_bytes", self.queue_max_bytes as u64),
+            ("limits.hub_max_bytes", self.hub_max_bytes as u64),
         ];
         for (key, v) in positive {
             if v == 0 {

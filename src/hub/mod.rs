@@ -89,11 +89,13 @@ pub struct Hub {
     staged: Vec<Staged>,
     outputs: VecDeque<Output>,
     shutting_down: bool,
+    /// The next acceptance number (`Queued::seq`).
+    next_seq: u64,
 }
 
 impl Hub {
     pub fn new(roster: Roster, limits: Limits) -> Hub {
-        let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes);
+        let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes).with_total_cap(limits.hub_max_bytes);
         Hub {
             roster,
             limits,
@@ -103,6 +105,7 @@ impl Hub {
             staged: Vec::new(),
             outputs: VecDeque::new(),
             shutting_down: false,
+            next_seq: 0,
         }
     }
 
@@ -186,7 +189,7 @@ impl Hub {
                 // The sender never saw `accepted`, so the send must not happen.
                 if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
                     let s = self.staged.remove(pos);
-                    self.unstage(s, now);
+                    self.unstage(s, &format!("sender went away before the commit: {reason}"), now);
                 }
                 self.log_conn(&c, conn, "cancelled", reason, now);
             }
@@ -295,7 +298,7 @@ impl Hub {
                 Err(why) => {
                     let msg = format!("envelope not accepted: the audit log could not be written ({why})");
                     let conn = s.conn;
-                    self.unstage(s, now);
+                    self.unstage(s, &msg, now);
                     if let Some(conn) = conn {
                         self.fail(conn, &msg, now);
                     }
@@ -374,6 +377,10 @@ impl Hub {
         if env.kind == Envelope::BOUNCE_KIND {
             return self.fail(conn, "invalid envelope: kind \"bounce\" is reserved for the hub", now);
         }
+        if env.to.eq_ignore_ascii_case(HUB_NAME) {
+            // Nobody can authenticate as the hub, so such an envelope could only pile up.
+            return self.fail(conn, "invalid envelope: to \"hub\" names the hub itself, which receives nothing", now);
+        }
         env.from = name;
         let queued = queued_from(&env);
         self.set_deadline(conn, None);
@@ -421,7 +428,9 @@ impl Hub {
 
     // ----- routing -----
 
-    fn accept(&mut self, s: Staged, now: Now) {
+    fn accept(&mut self, mut s: Staged, now: Now) {
+        s.env.seq = self.next_seq;
+        self.next_seq += 1;
         if let Some(conn) = s.conn {
             let line = HubLine::Accepted { id: s.env.id.clone() };
             self.reply(conn, &line, "accepted", now);
@@ -442,14 +451,14 @@ impl Hub {
     }
 
     /// Reverses a staging: frees its reservation or re-parks its claimed waiter in place.
-    fn unstage(&mut self, s: Staged, now: Now) {
+    fn unstage(&mut self, s: Staged, reason: &str, now: Now) {
         match s.target {
             Target::Queue { reserved: true } => self.router.release(&s.env.to, s.env.size_bytes()),
             Target::Queue { reserved: false } => {}
             Target::Waiter(waiter) => self.unclaim(waiter, now),
         }
         if let Some(conn) = s.conn {
-            let reason = "not accepted".to_owned();
+            let reason = reason.to_owned();
             self.outputs.push_back(Output::Audit(AuditEvent::Refused { conn, id: s.env.id, reason }));
         }
     }
@@ -471,13 +480,13 @@ impl Hub {
         }
     }
 
-    /// Hands an accepted envelope to the best waiter, else queues it (front for a returned
-    /// envelope, back for a new one). Caps are not checked here: the envelope is already
-    /// accepted, and refusing it now would lose it.
-    fn route(&mut self, env: Queued, front: bool, now: Now) {
+    /// Hands an accepted envelope to the best waiter, else queues it (a returned envelope back
+    /// in its acceptance place, ahead of newer ones; a new one at the back). Caps are not
+    /// checked here: the envelope is already accepted, and refusing it now would lose it.
+    fn route(&mut self, env: Queued, returned: bool, now: Now) {
         match self.router.claim_waiter(&env) {
             Some((waiter, _)) => self.deliver(waiter, env, now),
-            None if front => self.router.enqueue_front(env),
+            None if returned => self.router.requeue(env),
             None => self.router.enqueue_back(env),
         }
     }
@@ -551,7 +560,7 @@ impl Hub {
             Phase::Staged => {
                 if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
                     let s = self.staged.remove(pos);
-                    self.unstage(s, now);
+                    self.unstage(s, message, now);
                 }
             }
             Phase::Parked { parked, .. } => {
@@ -567,7 +576,9 @@ impl Hub {
     fn finish(&mut self, conn: ConnId) {
         self.set_deadline(conn, None);
         if let Some(c) = self.conns.get_mut(&conn) {
-            if !matches!(c.phase, Phase::Claimed { .. } | Phase::Delivering { .. }) {
+            // A claimed waiter becomes Done too: once closed it must take no more input, and
+            // `accept` routes the envelope of a waiter that is no longer Claimed elsewhere.
+            if !matches!(c.phase, Phase::Delivering { .. }) {
                 c.phase = Phase::Done;
             }
         }
@@ -620,6 +631,7 @@ fn queued_from(env: &Envelope) -> Queued {
         kind: env.kind.clone(),
         correlation_id: env.correlation_id.clone(),
         text: Arc::from(env.to_json()),
+        seq: 0, // stamped in `accept`
     }
 }
 

@@ -18,6 +18,9 @@ pub struct Queued {
     pub kind: String,
     pub correlation_id: Option<String>,
     pub text: Arc<str>,
+    /// Acceptance order, stamped by the hub when the envelope is accepted. Every queue is kept
+    /// sorted by it, so an envelope that comes back from a failed delivery regains its place.
+    pub seq: u64,
 }
 
 impl Queued {
@@ -36,8 +39,9 @@ pub struct Filter {
 
 impl Filter {
     pub fn matches(&self, env: &Queued) -> bool {
-        self.reply_to.as_ref().is_none_or(|r| env.correlation_id.as_ref() == Some(r))
-            && self.kind.as_ref().is_none_or(|k| *k == env.kind)
+        // `map_or(true, …)` rather than `is_none_or`, which needs Rust 1.82 (MSRV is 1.80).
+        self.reply_to.as_ref().map_or(true, |r| env.correlation_id.as_ref() == Some(r))
+            && self.kind.as_ref().map_or(true, |k| *k == env.kind)
     }
 }
 
@@ -50,21 +54,25 @@ pub struct Parked {
     pub seq: u64,
 }
 
-/// A send refused because the destination's queue is full.
+/// A send refused because the destination's queue, or all queues together, are full.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueFull {
-    pub agent: String,
-    pub max_envelopes: usize,
-    pub max_bytes: usize,
+pub enum QueueFull {
+    Agent { agent: String, max_envelopes: usize, max_bytes: usize },
+    Hub { max_total_bytes: usize },
 }
 
 impl std::fmt::Display for QueueFull {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "queue for {:?} is full (limit {} envelopes, {} bytes); nothing was queued",
-            self.agent, self.max_envelopes, self.max_bytes
-        )
+        match self {
+            QueueFull::Agent { agent, max_envelopes, max_bytes } => write!(
+                f,
+                "queue for {agent:?} is full (limit {max_envelopes} envelopes, {max_bytes} bytes); nothing was queued"
+            ),
+            QueueFull::Hub { max_total_bytes } => write!(
+                f,
+                "the hub's queues are full (limit {max_total_bytes} bytes across all agents); nothing was queued"
+            ),
+        }
     }
 }
 
@@ -99,11 +107,21 @@ pub struct Router {
     next_seq: u64,
     max_envelopes: usize,
     max_bytes: usize,
+    /// Bytes queued or reserved across all agents, and its cap.
+    total_bytes: usize,
+    max_total_bytes: usize,
 }
 
 impl Router {
     pub fn new(max_envelopes: usize, max_bytes: usize) -> Router {
-        Router { boxes: HashMap::new(), next_seq: 0, max_envelopes, max_bytes }
+        Router { boxes: HashMap::new(), next_seq: 0, max_envelopes, max_bytes, total_bytes: 0, max_total_bytes: usize::MAX }
+    }
+
+    /// Caps the bytes queued across all agents (`to` may name any agent, so per-agent caps
+    /// alone do not bound memory).
+    pub fn with_total_cap(mut self, max_total_bytes: usize) -> Router {
+        self.max_total_bytes = max_total_bytes;
+        self
     }
 
     /// Parks a new waiter behind every waiter already parked.
@@ -175,6 +193,7 @@ impl Router {
         let pos = mb.queue.iter().position(|e| filter.matches(e))?;
         let env = mb.queue.remove(pos)?;
         mb.queued_bytes -= env.size_bytes();
+        self.total_bytes -= env.size_bytes();
         self.gc(agent);
         Some(env)
     }
@@ -188,10 +207,15 @@ impl Router {
         let total = mb.queued_bytes + mb.reserved_bytes;
         if count + 1 > max_envelopes || total + bytes > max_bytes {
             self.gc(agent);
-            return Err(QueueFull { agent: agent.to_owned(), max_envelopes, max_bytes });
+            return Err(QueueFull::Agent { agent: agent.to_owned(), max_envelopes, max_bytes });
+        }
+        if self.total_bytes + bytes > self.max_total_bytes {
+            self.gc(agent);
+            return Err(QueueFull::Hub { max_total_bytes: self.max_total_bytes });
         }
         mb.reserved_envelopes += 1;
         mb.reserved_bytes += bytes;
+        self.total_bytes += bytes;
         Ok(())
     }
 
@@ -200,22 +224,29 @@ impl Router {
         if let Some(mb) = self.boxes.get_mut(agent) {
             mb.reserved_envelopes -= 1;
             mb.reserved_bytes -= bytes;
+            self.total_bytes -= bytes;
         }
         self.gc(agent);
     }
 
     /// Queues at the back. Caps were checked by `reserve` (or are waived: see `Hub::route`).
+    /// `env.seq` must be newer than every queued envelope's.
     pub fn enqueue_back(&mut self, env: Queued) {
         let mb = self.boxes.entry(env.to.clone()).or_default();
         mb.queued_bytes += env.size_bytes();
+        self.total_bytes += env.size_bytes();
         mb.queue.push_back(env);
     }
 
-    /// Queues at the front: an envelope that was handed out but never left the hub.
-    pub fn enqueue_front(&mut self, env: Queued) {
+    /// Puts back an envelope that was handed out but never left the hub, ahead of every
+    /// envelope accepted after it. Not simply the front: a filtered await may have taken it
+    /// from mid-queue, and pushing it to the front would reorder the queue.
+    pub fn requeue(&mut self, env: Queued) {
         let mb = self.boxes.entry(env.to.clone()).or_default();
         mb.queued_bytes += env.size_bytes();
-        mb.queue.push_front(env);
+        self.total_bytes += env.size_bytes();
+        let pos = mb.queue.partition_point(|q| q.seq < env.seq);
+        mb.queue.insert(pos, env);
     }
 
     pub fn stats(&self, agent: &str) -> MailboxStats {
@@ -254,6 +285,7 @@ mod tests {
             kind: kind.into(),
             correlation_id: corr.map(Into::into),
             text: Arc::from(format!("{{\"id\":\"{id}\"}}")),
+            seq: 0,
         }
     }
 
@@ -321,9 +353,19 @@ mod tests {
         r.release("b", 10);
         r.reserve("b", 10).unwrap();
         let full = r.reserve("b", 10).unwrap_err();
-        assert_eq!(full.max_envelopes, 2);
+        assert!(matches!(full, QueueFull::Agent { max_envelopes: 2, .. }));
         r.release("b", 10);
         assert!(r.reserve("b", 2000).is_err(), "byte cap");
+    }
+
+    #[test]
+    fn total_cap_spans_agents() {
+        let mut r = Router::new(10, 1000).with_total_cap(25);
+        r.reserve("b", 10).unwrap();
+        r.reserve("c", 10).unwrap();
+        assert_eq!(r.reserve("d", 10).unwrap_err(), QueueFull::Hub { max_total_bytes: 25 });
+        r.release("c", 10);
+        r.reserve("d", 10).unwrap();
     }
 
     #[test]

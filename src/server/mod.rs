@@ -256,23 +256,17 @@ impl Server {
     /// EMFILE/ENFILE: free the reserve descriptor, accept one connection and close it, take the
     /// reserve back. If even that fails, stop accepting for a moment instead of spinning.
     fn refuse_without_fds(&mut self, now: Now) {
+        self.refusals.no_fds += 1;
         self.reserve_fd = None;
-        let mut accepted_one = false;
-        if let Some(listener) = &self.listener {
-            if let Ok((stream, _)) = listener.accept() {
-                let _ = stream.shutdown(Shutdown::Both);
-                accepted_one = true;
-                self.refusals.no_fds += 1;
-            }
-        }
+        let accepted_one = match &self.listener {
+            Some(listener) => listener.accept().map(|(s, _)| s.shutdown(Shutdown::Both)).is_ok(),
+            None => false,
+        };
         self.reserve_fd = File::open("/dev/null").ok();
-        if !accepted_one || self.reserve_fd.is_none() {
-            self.accept_paused_until = Some(now.mono + ACCEPT_PAUSE);
-        } else {
-            // More may be waiting; come back next iteration rather than loop here.
-            self.accept_paused_until = Some(now.mono);
-        }
-        self.refusals.no_fds += u64::from(!accepted_one);
+        // Come back next iteration rather than loop here; if even the reserve did not help,
+        // wait a moment so a full descriptor table cannot spin the CPU.
+        let pause = if accepted_one && self.reserve_fd.is_some() { Duration::ZERO } else { ACCEPT_PAUSE };
+        self.accept_paused_until = Some(now.mono + pause);
     }
 
     fn log_refusals(&mut self, now: Now, force: bool) {
