@@ -9,6 +9,7 @@ pub mod config;
 pub mod hub;
 pub mod roster;
 pub mod server;
+pub mod store;
 pub mod wire;
 
 /// The software version, reported by `--version` and in logs.

@@ -1,1 +1,1316 @@
-fn main(){}
+//! `agent-hub-bench`: measures the release `agent-hub-server` from outside, the way agents use
+//! it, and reports what the hub itself spends (docs/performance.md).
+//!
+//! Owns: a throwaway hub (temp dir with config, roster and tokens, the server process), the
+//! client side of each benchmark spoken directly over `std::net` with the `agent_hub::wire`
+//! types, and the hub's own CPU time and RSS read from `/proc/PID`. Refuses: anything inside
+//! the server (it is a black box here) and sleeping to synchronize (only short bounded polls of
+//! `/proc` and of the child's exit).
+//!
+//! Phases, each on a fresh hub so one phase's heap and queues never skew the next:
+//! 1. connection-per-op sends with C client threads, queue drained after each C;
+//! 2. handoff latency: a parked await, then a send, timed until the awaiter has the envelope;
+//! 3. RSS per parked await;
+//! 4. round trips/s of concurrent request → reply pairs.
+
+use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine};
+use clap::Parser;
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// Waits for the hub to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Every socket read and write of the bench gives up after this; nothing here may hang.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the server gets to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the server gets to exit after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bounded poll of `/proc/PID/fd` after closing the parked awaits.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL_STEP: Duration = Duration::from_millis(5);
+/// Threads that drain the queue between send runs.
+const DRAIN_THREADS: usize = 4;
+/// A body of typical task size (about 100 bytes); its bytes pass through the hub verbatim.
+const BODY_NOTE: &str = "benchmark payload: the hub keeps this text byte for byte";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "agent-hub-bench",
+    about = "Benchmarks the release agent-hub-server on a throwaway hub (see docs/performance.md)"
+)]
+struct Opts {
+    /// Concurrent client threads for the connection-per-op send phase, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 4, 16])]
+    clients: Vec<usize>,
+    /// Sends per client count in the send phase (split across the threads).
+    #[arg(long, default_value_t = 20_000)]
+    sends: usize,
+    /// Timed handoffs (parked await, then send) in the latency phase.
+    #[arg(long, default_value_t = 2_000)]
+    handoffs: usize,
+    /// Awaits parked at once in the RSS phase, each on its own connection.
+    #[arg(long, default_value_t = 10_000)]
+    parked: usize,
+    /// Seconds the round-trip phase runs.
+    #[arg(long, default_value_t = 5.0)]
+    pairs_secs: f64,
+    /// Requester/responder pairs in the round-trip phase.
+    #[arg(long, default_value_t = 8)]
+    pairs: usize,
+    /// Print the results as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The agent-hub-server binary; default: the one next to this executable.
+    #[arg(long, value_name = "PATH")]
+    server: Option<PathBuf>,
+    /// Keep the temp dir (config, roster, tokens, audit and service logs) and print its path.
+    #[arg(long)]
+    keep_dir: bool,
+}
+
+type Res<T> = Result<T, String>;
+
+fn main() -> ExitCode {
+    let opts = Opts::parse();
+    match run(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // A phase that failed because the signal thread killed the hub: let that thread
+            // finish its cleanup and exit with 128+signal rather than report a bogus error.
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                if let Some(h) = SIGNAL_THREAD.lock().ok().and_then(|mut h| h.take()) {
+                    let _ = h.join();
+                }
+            }
+            eprintln!("agent-hub-bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(opts: &Opts) -> Res<()> {
+    validate(opts)?;
+    // Before any other thread exists, so that every thread inherits the blocked mask.
+    install_interrupt_cleanup()?;
+    let server = find_server(opts.server.as_deref())?;
+    let nofile = raise_nofile()?;
+    let needed = opts.parked as u64 + 4 * opts.clients.iter().copied().max().unwrap_or(1) as u64 + 256;
+    if nofile < needed {
+        return Err(format!(
+            "RLIMIT_NOFILE hard limit is {nofile}, but --parked {} needs about {needed} descriptors in the bench and in the hub; lower --parked or raise the limit",
+            opts.parked
+        ));
+    }
+    let work = WorkDir::create(opts.keep_dir)?;
+    let fixture = Fixture::write(&work.path, opts)?;
+    let machine = Machine::read();
+    let mut report = Report { machine, server: server.clone(), ..Report::default() };
+
+    progress("phase 1: connection-per-op sends");
+    let (sends, drains, ticks) = with_hub(&server, &fixture, |hub| {
+        let (mut sends, mut drains) = (Vec::new(), Vec::new());
+        for &c in &opts.clients {
+            sends.push(phase_sends(hub, &fixture, c, opts.sends)?);
+            drains.push(phase_drain(hub, &fixture, c, opts.sends)?);
+        }
+        Ok((sends, drains, hub.ticks_per_sec))
+    })?;
+    report.sends = sends;
+    report.drains = drains;
+    report.ticks_per_sec = ticks;
+    progress("phase 2: handoff latency");
+    report.handoff = Some(with_hub(&server, &fixture, |hub| phase_handoff(hub, &fixture, opts.handoffs))?);
+    progress("phase 3: RSS per parked await");
+    report.parked = Some(with_hub(&server, &fixture, |hub| phase_parked(hub, &fixture, opts.parked))?);
+    progress("phase 4: request/reply round trips");
+    report.pairs = Some(with_hub(&server, &fixture, |hub| phase_pairs(hub, &fixture, opts.pairs, opts.pairs_secs))?);
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json(opts)).map_err(|e| e.to_string())?);
+    } else {
+        print!("{}", report.to_table(opts));
+    }
+    Ok(())
+}
+
+/// Runs one phase on a fresh hub and stops it cleanly. When the phase fails, says whether the
+/// hub crashed, which is the more useful error.
+fn with_hub<T>(server: &Path, fx: &Fixture, phase: impl FnOnce(&HubProcess) -> Res<T>) -> Res<T> {
+    let mut hub = HubProcess::start(server, fx)?;
+    match phase(&hub) {
+        Ok(v) => {
+            hub.stop()?;
+            Ok(v)
+        }
+        Err(e) => match hub.check_alive() {
+            Err(crash) => Err(format!("{e}; {crash}")),
+            Ok(()) => Err(e),
+        },
+    }
+}
+
+fn validate(opts: &Opts) -> Res<()> {
+    if opts.clients.is_empty() || opts.clients.contains(&0) {
+        return Err("--clients needs one or more counts, each at least 1".into());
+    }
+    if opts.sends == 0 || opts.handoffs == 0 || opts.parked == 0 || opts.pairs == 0 {
+        return Err("--sends, --handoffs, --parked and --pairs must be at least 1".into());
+    }
+    if !(opts.pairs_secs > 0.0 && opts.pairs_secs.is_finite()) {
+        return Err("--pairs-secs must be a positive number of seconds".into());
+    }
+    Ok(())
+}
+
+fn progress(msg: &str) {
+    eprintln!("agent-hub-bench: {msg}");
+}
+
+// ----- setup: binary, limits, temp dir, fixture files -----
+
+/// `--server`, else `agent-hub-server` next to this executable (both are in target/release
+/// after `cargo build --release`).
+fn find_server(explicit: Option<&Path>) -> Res<PathBuf> {
+    if let Some(p) = explicit {
+        return if p.is_file() { Ok(p.to_owned()) } else { Err(format!("--server {}: no such file", p.display())) };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let sibling = exe.with_file_name("agent-hub-server");
+    if sibling.is_file() {
+        Ok(sibling)
+    } else {
+        Err(format!(
+            "no agent-hub-server next to {}; run `cargo build --release` first or pass --server PATH",
+            exe.display()
+        ))
+    }
+}
+
+/// Raises this process's soft descriptor limit to the hard one (the hub, our child, inherits
+/// it and raises its own too). Returns the limit now in force.
+fn raise_nofile() -> Res<u64> {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
+            }
+        }
+        Ok(lim.rlim_cur as u64)
+    }
+}
+
+/// The running hub's pid (0: none) and the temp dir, for cleanup on SIGINT/SIGTERM/SIGHUP.
+/// Whoever holds the `HUB_PID` lock and finds the pid there may signal or reap that child;
+/// whoever reaps it sets 0 first. So no thread ever signals a pid that was reaped (and could
+/// have been reused).
+static HUB_PID: Mutex<i32> = Mutex::new(0);
+static WORK_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// Set by the signal thread before it cleans up; it then owns the exit.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static SIGNAL_THREAD: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in every thread and takes them in one thread with
+/// sigwait: an interrupted run kills the hub, reaps it, removes the temp dir and exits 128+sig.
+/// (Children inherit the blocked mask; `HubProcess::start` clears it in the hub before exec.)
+fn install_interrupt_cleanup() -> Res<()> {
+    // SAFETY: sigset operations on a local, zero-initialised set; pthread_sigmask with valid
+    // pointers. Called before any other thread is spawned.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(format!("pthread_sigmask: {}", std::io::Error::from_raw_os_error(rc)));
+        }
+        set
+    };
+    let handle = std::thread::spawn(move || {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` is a valid signal set blocked in all threads; `sig` is a live local.
+        if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+            return;
+        }
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        // Held until exit: no other thread touches the child after this.
+        let mut pid = hub_pid();
+        if *pid > 0 {
+            // SAFETY: `*pid` is our unreaped child (see HUB_PID); SIGKILL cannot be blocked or
+            // ignored, so the blocking waitpid returns promptly.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+                libc::waitpid(*pid, std::ptr::null_mut(), 0);
+            }
+            *pid = 0;
+        }
+        if let Some(path) = WORK_PATH.lock().ok().and_then(|mut p| p.take()) {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        eprintln!("agent-hub-bench: interrupted by signal {sig}; hub stopped, temp dir removed");
+        std::process::exit(128 + sig);
+    });
+    if let Ok(mut h) = SIGNAL_THREAD.lock() {
+        *h = Some(handle);
+    }
+    Ok(())
+}
+
+fn hub_pid() -> std::sync::MutexGuard<'static, i32> {
+    HUB_PID.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// True when the child `pid` has exited (or is not ours to wait for); does not reap it.
+fn exited_unreaped(pid: i32) -> bool {
+    // SAFETY: waitid with a valid pointer to a local siginfo_t; WNOWAIT leaves the child
+    // waitable, so `Child::wait` still reaps it.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        rc != 0 || info.si_pid() != 0
+    }
+}
+
+/// The temp dir; removed on drop (also when a phase fails or panics) unless kept.
+struct WorkDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl WorkDir {
+    fn create(keep: bool) -> Res<WorkDir> {
+        let name = format!("agent-hub-bench-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let dir = WorkDir { path, keep };
+        if !keep {
+            if let Ok(mut p) = WORK_PATH.lock() {
+                *p = Some(dir.path.clone());
+            }
+        }
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+        Ok(dir)
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            if let Ok(mut p) = WORK_PATH.lock() {
+                p.take();
+            }
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else {
+            progress(&format!("kept {}", self.path.display()));
+        }
+    }
+}
+
+/// One agent of the bench roster, with its hello line pre-encoded.
+#[derive(Clone)]
+struct Agent {
+    name: String,
+    hello: Arc<[u8]>,
+}
+
+/// The files a hub runs on, and the agents in its roster.
+struct Fixture {
+    config: PathBuf,
+    stderr_path: PathBuf,
+    sender: Agent,
+    sink: Agent,
+    hand_tx: Agent,
+    hand_rx: Agent,
+    parker: Agent,
+    requesters: Vec<Agent>,
+    responders: Vec<Agent>,
+}
+
+impl Fixture {
+    fn write(dir: &Path, opts: &Opts) -> Res<Fixture> {
+        let tokens_dir = dir.join("tokens");
+        std::fs::create_dir(&tokens_dir).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&tokens_dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+        let mut roster = String::from("[agents]\n");
+        let mut make = |name: String| -> Res<Agent> {
+            let token = uuid::Uuid::new_v4().simple().to_string();
+            let _ = writeln!(roster, "{name} = \"{token}\"");
+            write_private(&tokens_dir.join(format!("{name}.token")), &format!("{token}\n"))?;
+            let hello = ClientLine::Hello(Hello { name: name.clone(), token }).encode();
+            Ok(Agent { name, hello: Arc::from(hello.into_bytes()) })
+        };
+        let sender = make("bench-sender".into())?;
+        let sink = make("bench-sink".into())?;
+        let hand_tx = make("handoff-sender".into())?;
+        let hand_rx = make("handoff-awaiter".into())?;
+        let parker = make("parker".into())?;
+        let requesters = (0..opts.pairs).map(|i| make(format!("requester-{i}"))).collect::<Res<Vec<_>>>()?;
+        let responders = (0..opts.pairs).map(|i| make(format!("responder-{i}"))).collect::<Res<Vec<_>>>()?;
+        write_private(&dir.join("roster.toml"), &roster)?;
+        let config = bench_config(opts)?;
+        let config_path = dir.join("config.toml");
+        write_private(&config_path, &config)?;
+        Ok(Fixture {
+            config: config_path,
+            stderr_path: dir.join("server-stderr.txt"),
+            sender,
+            sink,
+            hand_tx,
+            hand_rx,
+            parker,
+            requesters,
+            responders,
+        })
+    }
+}
+
+/// The config: `config.example.toml` as compiled into this binary (so a key added to the schema
+/// comes along with its recommended value), with the port, the paths and the limits the
+/// benchmark needs: room for every parked await at once, and queue caps that never refuse a
+/// send of the send phase (it queues `--sends` envelopes for one agent before draining).
+fn bench_config(opts: &Opts) -> Res<String> {
+    let mut doc: toml::Table =
+        toml::from_str(include_str!("../../config.example.toml")).map_err(|e| format!("config.example.toml: {e}"))?;
+    doc.insert("port".into(), toml::Value::Integer(0));
+    for (key, file) in
+        [("audit_log_path", "audit.jsonl"), ("service_log_path", "service.log"), ("roster_path", "roster.toml")]
+    {
+        doc.insert(key.into(), toml::Value::String(file.into()));
+    }
+    let limits =
+        doc.get_mut("limits").and_then(toml::Value::as_table_mut).ok_or("config.example.toml has no [limits] table")?;
+    let big: [(&str, u64); 4] = [
+        ("max_connections", (opts.parked as u64 + 2_000).max(12_000)),
+        ("queue_max_envelopes", (opts.sends as u64 * 2).max(1_000_000)),
+        ("queue_max_bytes", 8 << 30),
+        ("hub_max_bytes", 16 << 30),
+    ];
+    for (key, value) in big {
+        // Only keys the schema has: an unknown key would be fatal to the hub.
+        if limits.contains_key(key) {
+            limits.insert(key.into(), toml::Value::Integer(value as i64));
+        }
+    }
+    let text = toml::to_string(&doc).map_err(|e| format!("config: {e}"))?;
+    Ok(format!("# Written by agent-hub-bench from config.example.toml.\n{text}"))
+}
+
+fn write_private(path: &Path, text: &str) -> Res<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.write_all(text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+// ----- the hub process and /proc -----
+
+/// A running hub. Dropping it stops the process (SIGTERM, then SIGKILL after a bounded wait).
+struct HubProcess {
+    child: Option<Child>,
+    pid: i32,
+    addr: SocketAddr,
+    ticks_per_sec: u64,
+    stderr_path: PathBuf,
+}
+
+impl HubProcess {
+    fn start(server: &Path, fx: &Fixture) -> Res<HubProcess> {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&fx.stderr_path)
+            .map_err(|e| e.to_string())?;
+        let mut command = Command::new(server);
+        // SAFETY: the closure runs between fork and exec and only calls sigprocmask-style
+        // pthread_sigmask on a local set, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                // The bench blocks SIGINT/SIGTERM/SIGHUP for its signal thread; the hub must
+                // start with them deliverable so that SIGTERM stops it cleanly.
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+        // Held across the spawn, so a signal arriving meanwhile still finds the new pid.
+        let mut slot = hub_pid();
+        let mut child = command
+            .arg("--config")
+            .arg(&fx.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
+        let pid = child.id() as i32;
+        *slot = pid;
+        drop(slot);
+        let stdout = child.stdout.take().expect("stdout was piped above");
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let mut hub = HubProcess {
+            child: Some(child),
+            pid,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
+            stderr_path: fx.stderr_path.clone(),
+        };
+        // A reader thread owns stdout for the hub's whole life, so the hub can never block on a
+        // full pipe; it hands over the ready line (or the end of stdout) once.
+        let (tx, rx) = mpsc::channel::<Option<String>>();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let mut reported = false;
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if !reported && line.contains("hub ready") {
+                            reported = true;
+                            let _ = tx.send(Some(line.trim_end().to_owned()));
+                        }
+                    }
+                }
+            }
+            if !reported {
+                let _ = tx.send(None);
+            }
+        });
+        let ready = match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(format!("the hub exited before it was ready: {}", hub.stderr_tail()));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!("the hub printed no ready line within {READY_TIMEOUT:?}: {}", hub.stderr_tail()));
+            }
+        };
+        hub.addr = parse_ready(&ready)?;
+        Ok(hub)
+    }
+
+    /// The hub's CPU time so far (user + system): from `/proc/PID/stat` in clock ticks, and
+    /// from the process CPU clock in nanoseconds as a cross-check at fine grain.
+    fn cpu(&self) -> Res<Cpu> {
+        let text = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).map_err(|e| format!("hub stat: {e}"))?;
+        // Fields after the parenthesised command name start at field 3 (state); utime and
+        // stime are fields 14 and 15 (proc(5)).
+        let rest = text.rsplit_once(')').map(|(_, r)| r).ok_or("hub stat: no command field")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let field = |i: usize| -> Res<u64> {
+            fields.get(i).and_then(|f| f.parse().ok()).ok_or_else(|| format!("hub stat: field {} unreadable", i + 3))
+        };
+        let ticks = field(11)? + field(12)?;
+        let stat = Duration::from_nanos(ticks * 1_000_000_000 / self.ticks_per_sec);
+        // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
+        let clock = unsafe {
+            let mut id: libc::clockid_t = 0;
+            let mut ts: libc::timespec = std::mem::zeroed();
+            if libc::clock_getcpuclockid(self.pid, &mut id) == 0 && libc::clock_gettime(id, &mut ts) == 0 {
+                Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+            } else {
+                None
+            }
+        };
+        Ok(Cpu { stat, clock })
+    }
+
+    /// The hub's resident set size in bytes, from `VmRSS` in `/proc/PID/status`.
+    fn rss_bytes(&self) -> Res<u64> {
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).map_err(|e| format!("hub status: {e}"))?;
+        let line = text.lines().find(|l| l.starts_with("VmRSS:")).ok_or("hub status: no VmRSS")?;
+        let kib: u64 =
+            line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).ok_or("hub status: VmRSS unreadable")?;
+        Ok(kib * 1024)
+    }
+
+    /// Open descriptors of the hub: tells when it has closed what the bench closed.
+    fn open_fds(&self) -> Res<usize> {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid)).map(|d| d.count()).map_err(|e| format!("hub fds: {e}"))
+    }
+
+    /// Fails when the hub has exited (a crash mid-phase).
+    fn check_alive(&mut self) -> Res<()> {
+        if let Some(child) = &mut self.child {
+            let mut pid = hub_pid();
+            if *pid == self.pid && exited_unreaped(self.pid) {
+                *pid = 0;
+                drop(pid);
+                let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+                self.child = None;
+                return Err(format!("the hub exited during the run ({status}): {}", self.stderr_tail()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Clean stop: SIGTERM and a bounded wait for exit 0; the caller learns of a bad exit.
+    fn stop(mut self) -> Res<()> {
+        let status = self.terminate();
+        match status {
+            Some(s) if s.success() => Ok(()),
+            Some(s) => Err(format!("the hub exited with {s} on SIGTERM: {}", self.stderr_tail())),
+            None => Err("the hub did not stop on SIGTERM and was killed".into()),
+        }
+    }
+
+    /// SIGTERM, wait up to `STOP_TIMEOUT`, else SIGKILL. Returns the exit status if it
+    /// stopped by itself.
+    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let pid = self.pid;
+        // Signals `sig` while the child is still ours and unreaped; false once it is not.
+        let signal = |sig: libc::c_int| -> bool {
+            let owned = hub_pid();
+            if *owned != pid {
+                return false;
+            }
+            // SAFETY: kill(2) on our own unreaped child (we hold the HUB_PID lock).
+            unsafe {
+                libc::kill(pid, sig);
+            }
+            true
+        };
+        if !signal(libc::SIGTERM) {
+            return None; // the signal thread has it
+        }
+        let until = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < until {
+            let mut owned = hub_pid();
+            if *owned != pid {
+                return None;
+            }
+            if exited_unreaped(pid) {
+                *owned = 0;
+                drop(owned);
+                return child.wait().ok();
+            }
+            drop(owned);
+            std::thread::sleep(POLL_STEP);
+        }
+        if signal(libc::SIGKILL) {
+            *hub_pid() = 0;
+            let _ = child.wait();
+        }
+        None
+    }
+
+    fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        let text = text.trim();
+        if text.is_empty() {
+            "(no stderr)".into()
+        } else {
+            text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+        }
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+fn parse_ready(line: &str) -> Res<SocketAddr> {
+    let rest = line
+        .strip_prefix("agent-hub-server: listening on ")
+        .ok_or_else(|| format!("unexpected ready line {line:?}"))?;
+    let addr = rest.split(';').next().unwrap_or_default();
+    addr.parse().map_err(|e| format!("ready line {line:?}: bad address: {e}"))
+}
+
+// ----- the wire, client side -----
+
+type Conn = BufReader<TcpStream>;
+
+/// Connects and writes `bytes` (hello and verb) in one write, as the real client does.
+fn open(addr: SocketAddr, bytes: &[u8]) -> Res<Conn> {
+    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| format!("connect {addr}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    stream.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
+    (&stream).write_all(bytes).map_err(|e| format!("write: {e}"))?;
+    Ok(BufReader::with_capacity(1024, stream))
+}
+
+/// One raw hub line without its `\n`.
+fn read_raw(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<()> {
+    buf.clear();
+    let n = conn.read_until(b'\n', buf).map_err(|e| format!("read: {e}"))?;
+    if n == 0 || buf.pop() != Some(b'\n') {
+        return Err("the hub closed the connection mid-line".into());
+    }
+    Ok(())
+}
+
+fn read_line(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<HubLine> {
+    read_raw(conn, buf)?;
+    match HubLine::decode(buf) {
+        Ok(HubLine::Error { message }) => Err(format!("hub error: {message}")),
+        Ok(line) => Ok(line),
+        Err(e) => Err(format!("bad hub line: {e}")),
+    }
+}
+
+fn expect_ok(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<()> {
+    match read_line(conn, buf)? {
+        HubLine::Ok => Ok(()),
+        other => Err(format!("expected ok, got {other:?}")),
+    }
+}
+
+fn expect_accepted(conn: &mut Conn, buf: &mut Vec<u8>, id: &str) -> Res<()> {
+    match read_line(conn, buf)? {
+        HubLine::Accepted { id: got } if got == id => Ok(()),
+        other => Err(format!("expected accepted {id}, got {other:?}")),
+    }
+}
+
+/// Builds `hello` + `send` bytes for one envelope; returns its id.
+fn send_bytes(
+    out: &mut Vec<u8>,
+    from: &Agent,
+    to: &str,
+    kind: &str,
+    correlation_id: Option<String>,
+    ts: &str,
+    seq: usize,
+) -> Res<String> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let body = format!("{{\"task\":\"bench\",\"seq\":{seq},\"note\":\"{BODY_NOTE}\"}}");
+    let env = Envelope::new(
+        id.clone(),
+        from.name.clone(),
+        to.to_owned(),
+        ts.to_owned(),
+        kind.to_owned(),
+        correlation_id,
+        body,
+    )
+    .map_err(|e| format!("envelope: {e}"))?;
+    out.clear();
+    out.extend_from_slice(&from.hello);
+    out.extend_from_slice(ClientLine::Send(env).encode().as_bytes());
+    Ok(id)
+}
+
+fn await_bytes(agent: &Agent, reply_to: Option<String>, timeout_secs: Option<u64>) -> Vec<u8> {
+    let mut out = agent.hello.to_vec();
+    let req = AwaitRequest { reply_to, kind: None, timeout_secs };
+    out.extend_from_slice(ClientLine::Await(req).encode().as_bytes());
+    out
+}
+
+/// One complete send: connect, hello + send, ok, accepted, close.
+fn send_once(addr: SocketAddr, bytes: &[u8], id: &str, buf: &mut Vec<u8>) -> Res<()> {
+    let mut conn = open(addr, bytes)?;
+    expect_ok(&mut conn, buf)?;
+    expect_accepted(&mut conn, buf, id)
+}
+
+/// The fields of a delivered envelope the bench checks.
+struct Got {
+    id: String,
+    kind: String,
+    correlation_id: Option<String>,
+}
+
+fn parse_envelope(text: &str) -> Res<Got> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("envelope text: {e}"))?;
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    Ok(Got {
+        id: s("id").ok_or("envelope without id")?,
+        kind: s("kind").ok_or("envelope without kind")?,
+        correlation_id: s("correlationId"),
+    })
+}
+
+fn now_ts() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Joins worker threads, turning a panic into an error.
+fn join_all<T>(handles: Vec<std::thread::JoinHandle<Res<T>>>) -> Res<Vec<T>> {
+    let mut out = Vec::with_capacity(handles.len());
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(v)) => out.push(v),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert_with(|| "a worker thread panicked".to_owned());
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Splits `total` into `parts` counts that differ by at most one.
+fn split(total: usize, parts: usize) -> Vec<usize> {
+    (0..parts).map(|i| total / parts + usize::from(i < total % parts)).collect()
+}
+
+// ----- statistics -----
+
+#[derive(Debug, Clone, Default)]
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    mean_us: f64,
+}
+
+impl Latency {
+    fn of(mut samples: Vec<Duration>) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        samples.sort_unstable();
+        // Nearest rank.
+        let pct = |p: f64| {
+            let rank = ((p / 100.0) * samples.len() as f64).ceil() as usize;
+            us(samples[rank.clamp(1, samples.len()) - 1])
+        };
+        let total: Duration = samples.iter().sum();
+        Latency {
+            p50_us: pct(50.0),
+            p99_us: pct(99.0),
+            max_us: us(*samples.last().expect("not empty")),
+            mean_us: us(total) / samples.len() as f64,
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({"p50_us": round1(self.p50_us), "p99_us": round1(self.p99_us), "max_us": round1(self.max_us), "mean_us": round1(self.mean_us)})
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Hub CPU time (user + system) by two readings: `stat` from /proc/PID/stat (clock-tick
+/// grain, 10 ms at 100 Hz), `clock` from the process CPU clock (nanosecond grain) when the
+/// kernel lets us read it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    stat: Duration,
+    clock: Option<Duration>,
+}
+
+impl Cpu {
+    fn saturating_sub(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            stat: self.stat.saturating_sub(earlier.stat),
+            clock: self.clock.zip(earlier.clock).map(|(a, b)| a.saturating_sub(b)),
+        }
+    }
+    fn us_per(&self, ops: usize) -> f64 {
+        us(self.stat) / ops as f64
+    }
+    fn clock_us_per(&self, ops: usize) -> Option<f64> {
+        self.clock.map(|c| us(c) / ops as f64)
+    }
+}
+
+/// A timed batch of operations and the hub CPU it cost.
+#[derive(Debug, Clone, Default)]
+struct Run {
+    clients: usize,
+    ops: usize,
+    wall: Duration,
+    hub_cpu: Cpu,
+    /// Per-operation latency; None where operations are not timed one by one (the drain).
+    latency: Option<Latency>,
+}
+
+impl Run {
+    fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.wall.as_secs_f64()
+    }
+    fn cpu_us_per_op(&self) -> f64 {
+        self.hub_cpu.us_per(self.ops)
+    }
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "clients": self.clients,
+            "ops": self.ops,
+            "wall_s": (self.wall.as_secs_f64() * 1000.0).round() / 1000.0,
+            "ops_per_s": self.ops_per_sec().round(),
+            "hub_cpu_s": (self.hub_cpu.stat.as_secs_f64() * 1000.0).round() / 1000.0,
+            "hub_cpu_us_per_op": round1(self.cpu_us_per_op()),
+            "hub_cpu_clock_us_per_op": self.hub_cpu.clock_us_per(self.ops).map(round1),
+            "latency": self.latency.as_ref().map(Latency::to_json),
+        })
+    }
+}
+
+// ----- phase 1: connection-per-op sends, then a drain -----
+
+fn phase_sends(hub: &HubProcess, fx: &Fixture, clients: usize, total: usize) -> Res<Run> {
+    let start = Arc::new(Barrier::new(clients + 1));
+    let mut handles = Vec::new();
+    for count in split(total, clients) {
+        let (addr, from, to, start) = (hub.addr, fx.sender.clone(), fx.sink.name.clone(), start.clone());
+        handles.push(std::thread::spawn(move || -> Res<Vec<Duration>> {
+            let ts = now_ts();
+            let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
+            let mut lat = Vec::with_capacity(count);
+            start.wait();
+            for seq in 0..count {
+                let id = send_bytes(&mut bytes, &from, &to, "bench", None, &ts, seq)?;
+                let t0 = Instant::now();
+                send_once(addr, &bytes, &id, &mut buf)?;
+                lat.push(t0.elapsed());
+            }
+            Ok(lat)
+        }));
+    }
+    let cpu0 = hub.cpu()?;
+    start.wait();
+    let t0 = Instant::now();
+    let lats = join_all(handles)?;
+    let wall = t0.elapsed();
+    let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    Ok(Run { clients, ops: total, wall, hub_cpu, latency: Some(Latency::of(lats.into_iter().flatten().collect())) })
+}
+
+/// Takes every queued envelope back with polling awaits (timeoutSecs 0) until each drain
+/// thread sees a timeout, and checks that exactly `expected` came out: the queue is empty
+/// again for the next run, and the hub neither lost nor duplicated a send.
+fn phase_drain(hub: &HubProcess, fx: &Fixture, after_clients: usize, expected: usize) -> Res<Run> {
+    let bytes: Arc<[u8]> = Arc::from(await_bytes(&fx.sink, None, Some(0)));
+    let start = Arc::new(Barrier::new(DRAIN_THREADS + 1));
+    let mut handles = Vec::new();
+    for _ in 0..DRAIN_THREADS {
+        let (addr, bytes, start) = (hub.addr, bytes.clone(), start.clone());
+        handles.push(std::thread::spawn(move || -> Res<usize> {
+            let mut buf = Vec::with_capacity(1024);
+            let mut got = 0;
+            start.wait();
+            loop {
+                let mut conn = open(addr, &bytes)?;
+                expect_ok(&mut conn, &mut buf)?;
+                match read_line(&mut conn, &mut buf)? {
+                    HubLine::Envelope(_) => got += 1,
+                    HubLine::Timeout => return Ok(got),
+                    other => return Err(format!("drain: unexpected {other:?}")),
+                }
+            }
+        }));
+    }
+    let cpu0 = hub.cpu()?;
+    start.wait();
+    let t0 = Instant::now();
+    let got: usize = join_all(handles)?.into_iter().sum();
+    let wall = t0.elapsed();
+    let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    if got != expected {
+        return Err(format!("drain after the C={after_clients} run took {got} envelopes, expected {expected}"));
+    }
+    // Every drain thread's last await timed out: its cost is in the CPU, not in `ops`.
+    Ok(Run { clients: DRAIN_THREADS, ops: got, wall, hub_cpu, latency: None })
+}
+
+// ----- phase 2: handoff latency -----
+
+/// Per handoff: the awaiter connects and writes hello + await in one write, and reads `ok`.
+/// The hub reads both lines in one read and handles them before it flushes anything, so once
+/// `ok` is back the await is parked. Then the clock starts, the sender connects and writes
+/// hello + send, and the clock stops when the awaiter has read the whole envelope line. The
+/// sender's ok/accepted are read after that. Hub CPU covers both connections of every handoff.
+fn phase_handoff(hub: &HubProcess, fx: &Fixture, handoffs: usize) -> Res<HandoffResult> {
+    let warmup = (handoffs / 10).clamp(1, 200);
+    let ts = now_ts();
+    let park = await_bytes(&fx.hand_rx, None, None);
+    let (mut bytes, mut buf, mut rbuf) = (Vec::with_capacity(1024), Vec::with_capacity(1024), Vec::with_capacity(1024));
+    let mut lat = Vec::with_capacity(handoffs);
+    let mut cpu0 = hub.cpu()?;
+    let mut t_start = Instant::now();
+    for i in 0..warmup + handoffs {
+        if i == warmup {
+            cpu0 = hub.cpu()?;
+            t_start = Instant::now();
+        }
+        let mut rx = open(hub.addr, &park)?;
+        expect_ok(&mut rx, &mut rbuf)?;
+        let id = send_bytes(&mut bytes, &fx.hand_tx, &fx.hand_rx.name, "bench", None, &ts, i)?;
+        let t0 = Instant::now();
+        let mut tx = open(hub.addr, &bytes)?;
+        read_raw(&mut rx, &mut rbuf)?;
+        let elapsed = t0.elapsed();
+        match HubLine::decode(&rbuf) {
+            Ok(HubLine::Envelope(text)) if parse_envelope(&text)?.id == id => {}
+            other => return Err(format!("handoff: expected envelope {id}, got {other:?}")),
+        }
+        expect_ok(&mut tx, &mut buf)?;
+        expect_accepted(&mut tx, &mut buf, &id)?;
+        if i >= warmup {
+            lat.push(elapsed);
+        }
+    }
+    let wall = t_start.elapsed();
+    let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    Ok(HandoffResult { run: Run { clients: 1, ops: handoffs, wall, hub_cpu, latency: Some(Latency::of(lat)) }, warmup })
+}
+
+struct HandoffResult {
+    run: Run,
+    warmup: usize,
+}
+
+// ----- phase 3: RSS per parked await -----
+
+struct ParkedResult {
+    count: usize,
+    rss_before: u64,
+    rss_parked: u64,
+    rss_after_close: u64,
+    park_cpu: Cpu,
+    park_wall: Duration,
+    close_cpu: Cpu,
+}
+
+impl ParkedResult {
+    fn bytes_per_await(&self) -> f64 {
+        (self.rss_parked as f64 - self.rss_before as f64) / self.count as f64
+    }
+}
+
+/// Parks `count` awaits (no timeout, each on its own connection, `ok` read so each is parked),
+/// reads VmRSS, then closes them all and waits (bounded poll of /proc/PID/fd) until the hub has
+/// dropped them.
+fn phase_parked(hub: &HubProcess, fx: &Fixture, count: usize) -> Res<ParkedResult> {
+    let park = await_bytes(&fx.parker, None, None);
+    let mut buf = Vec::with_capacity(64);
+    let fds_before = hub.open_fds()?;
+    let rss_before = hub.rss_bytes()?;
+    let cpu0 = hub.cpu()?;
+    let t0 = Instant::now();
+    let mut conns = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut conn = open(hub.addr, &park)?;
+        expect_ok(&mut conn, &mut buf)?;
+        conns.push(conn);
+    }
+    let park_wall = t0.elapsed();
+    let cpu1 = hub.cpu()?;
+    let rss_parked = hub.rss_bytes()?;
+    let fds_parked = hub.open_fds()?;
+    if fds_parked < fds_before + count {
+        return Err(format!("hub holds {fds_parked} descriptors with {count} awaits parked (was {fds_before})"));
+    }
+    // A parked await has nothing to say: any byte here would be a protocol error.
+    for conn in &mut conns {
+        conn.get_ref().set_nonblocking(true).map_err(|e| e.to_string())?;
+        let mut probe = [0u8; 1];
+        match conn.get_mut().read(&mut probe) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => return Err(format!("a parked await got {other:?} instead of waiting")),
+        }
+    }
+    drop(conns);
+    let until = Instant::now() + SETTLE_TIMEOUT;
+    while hub.open_fds()? > fds_before {
+        if Instant::now() >= until {
+            return Err(format!(
+                "the hub still holds {} descriptors {SETTLE_TIMEOUT:?} after the close",
+                hub.open_fds()?
+            ));
+        }
+        std::thread::sleep(POLL_STEP);
+    }
+    let close_cpu = hub.cpu()?.saturating_sub(cpu1);
+    Ok(ParkedResult {
+        count,
+        rss_before,
+        rss_parked,
+        rss_after_close: hub.rss_bytes()?,
+        park_cpu: cpu1.saturating_sub(cpu0),
+        park_wall,
+        close_cpu,
+    })
+}
+
+// ----- phase 4: request/reply round trips -----
+
+/// Pair i is requester-i and responder-i, each on its own thread. One round trip, timed by the
+/// requester: (1) send a request to responder-i; (2) await with replyTo = the request's id
+/// until (3) the responder, whose unfiltered await delivered the request, (4) has sent a result
+/// with correlationId = that id, and the requester has read it. So one round trip is two sends
+/// and two awaits: four connections, two envelopes, each audited. The requester stops after
+/// `secs` and sends the responder a `stop` envelope.
+fn phase_pairs(hub: &HubProcess, fx: &Fixture, pairs: usize, secs: f64) -> Res<Run> {
+    let start = Arc::new(Barrier::new(2 * pairs + 1));
+    let failed = Arc::new(AtomicBool::new(false));
+    let mut requesters = Vec::new();
+    let mut responders = Vec::new();
+    for i in 0..pairs {
+        let (addr, me, peer, go, failed) =
+            (hub.addr, fx.requesters[i].clone(), fx.responders[i].name.clone(), start.clone(), failed.clone());
+        requesters.push(std::thread::spawn(move || -> Res<(Vec<Duration>, Instant)> {
+            let ts = now_ts();
+            let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
+            let mut lat = Vec::new();
+            go.wait();
+            let deadline = Instant::now() + Duration::from_secs_f64(secs);
+            let mut seq = 0;
+            let result = (|| -> Res<()> {
+                while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
+                    let id = send_bytes(&mut bytes, &me, &peer, "request", None, &ts, seq)?;
+                    let t0 = Instant::now();
+                    send_once(addr, &bytes, &id, &mut buf)?;
+                    let mut conn = open(addr, &await_bytes(&me, Some(id.clone()), None))?;
+                    expect_ok(&mut conn, &mut buf)?;
+                    match read_line(&mut conn, &mut buf)? {
+                        HubLine::Envelope(text) => {
+                            let got = parse_envelope(&text)?;
+                            if got.correlation_id.as_deref() != Some(id.as_str()) || got.kind != "result" {
+                                return Err(format!("requester got a reply to {:?}, wanted {id}", got.correlation_id));
+                            }
+                        }
+                        other => return Err(format!("requester: unexpected {other:?}")),
+                    }
+                    lat.push(t0.elapsed());
+                    seq += 1;
+                }
+                Ok(())
+            })();
+            let finished = Instant::now();
+            if result.is_err() {
+                failed.store(true, Ordering::Relaxed);
+            }
+            // Always release the responder, even after a failure, so no thread waits forever.
+            let id = send_bytes(&mut bytes, &me, &peer, "stop", None, &ts, seq)?;
+            send_once(addr, &bytes, &id, &mut buf)?;
+            result.map(|()| (lat, finished))
+        }));
+        let (addr, me, peer, go) = (hub.addr, fx.responders[i].clone(), fx.requesters[i].clone(), start.clone());
+        responders.push(std::thread::spawn(move || -> Res<()> {
+            let ts = now_ts();
+            let park = await_bytes(&me, None, None);
+            let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
+            go.wait();
+            for seq in 0.. {
+                let mut conn = open(addr, &park)?;
+                expect_ok(&mut conn, &mut buf)?;
+                let got = match read_line(&mut conn, &mut buf)? {
+                    HubLine::Envelope(text) => parse_envelope(&text)?,
+                    other => return Err(format!("responder: unexpected {other:?}")),
+                };
+                drop(conn);
+                if got.kind == "stop" {
+                    break;
+                }
+                let id = send_bytes(&mut bytes, &me, &peer.name, "result", Some(got.id), &ts, seq)?;
+                send_once(addr, &bytes, &id, &mut buf)?;
+            }
+            Ok(())
+        }));
+    }
+    let cpu0 = hub.cpu()?;
+    start.wait();
+    let t0 = Instant::now();
+    let req = join_all(requesters);
+    let resp = join_all(responders);
+    let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    let req = req?;
+    resp?;
+    let end = req.iter().map(|(_, f)| *f).max().unwrap_or(t0);
+    let lat: Vec<Duration> = req.into_iter().flat_map(|(l, _)| l).collect();
+    Ok(Run { clients: pairs, ops: lat.len(), wall: end.duration_since(t0), hub_cpu, latency: Some(Latency::of(lat)) })
+}
+
+// ----- the report -----
+
+#[derive(Default)]
+struct Machine {
+    nproc: usize,
+    cpu_model: String,
+    kernel: String,
+}
+
+impl Machine {
+    fn read() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_owned())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let kernel =
+            std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default();
+        Machine { nproc: std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model, kernel }
+    }
+}
+
+#[derive(Default)]
+struct Report {
+    machine: Machine,
+    server: PathBuf,
+    ticks_per_sec: u64,
+    sends: Vec<Run>,
+    drains: Vec<Run>,
+    handoff: Option<HandoffResult>,
+    parked: Option<ParkedResult>,
+    pairs: Option<Run>,
+}
+
+impl Report {
+    fn to_json(&self, opts: &Opts) -> serde_json::Value {
+        let handoff = self.handoff.as_ref().map(|h| {
+            let mut v = h.run.to_json();
+            v["warmup"] = json!(h.warmup);
+            v
+        });
+        let parked = self.parked.as_ref().map(|p| {
+            json!({
+                "count": p.count,
+                "rss_before_bytes": p.rss_before,
+                "rss_parked_bytes": p.rss_parked,
+                "rss_after_close_bytes": p.rss_after_close,
+                "rss_bytes_per_await": p.bytes_per_await().round(),
+                "park_wall_s": (p.park_wall.as_secs_f64() * 1000.0).round() / 1000.0,
+                "hub_cpu_us_per_park": round1(p.park_cpu.us_per(p.count)),
+                "hub_cpu_us_per_close": round1(p.close_cpu.us_per(p.count)),
+                "hub_cpu_clock_us_per_park": p.park_cpu.clock_us_per(p.count).map(round1),
+                "hub_cpu_clock_us_per_close": p.close_cpu.clock_us_per(p.count).map(round1),
+            })
+        });
+        json!({
+            "machine": {"nproc": self.machine.nproc, "cpu_model": self.machine.cpu_model, "kernel": self.machine.kernel},
+            "server": self.server.display().to_string(),
+            "audit_log": "on",
+            "clock_ticks_per_s": self.ticks_per_sec,
+            "options": {
+                "clients": opts.clients, "sends": opts.sends, "handoffs": opts.handoffs,
+                "parked": opts.parked, "pairs": opts.pairs, "pairs_secs": opts.pairs_secs,
+            },
+            "sends": self.sends.iter().map(Run::to_json).collect::<Vec<_>>(),
+            "drains": self.drains.iter().map(Run::to_json).collect::<Vec<_>>(),
+            "handoff": handoff,
+            "parked": parked,
+            "round_trips": self.pairs.as_ref().map(Run::to_json),
+        })
+    }
+
+    fn to_table(&self, opts: &Opts) -> String {
+        let mut t = String::new();
+        let m = &self.machine;
+        let _ = writeln!(t, "agent-hub-bench: {} CPUs ({}), kernel {}", m.nproc, m.cpu_model, m.kernel);
+        let _ = writeln!(
+            t,
+            "hub: {} (fresh per phase, audit log on)\nhub µs/op: utime+stime from /proc/PID/stat ({} ticks/s); (clock): the hub's CPU clock, ns grain",
+            self.server.display(),
+            self.ticks_per_sec
+        );
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "{:<42} {:>7} {:>7} {:>7} {:>8} {:>10} {:>9} {:>8} {:>8}",
+            "benchmark", "clients", "ops", "wall s", "ops/s", "hub µs/op", "(clock)", "p50 µs", "p99 µs"
+        );
+        let row = |t: &mut String, label: &str, r: &Run| {
+            let clock = r.hub_cpu.clock_us_per(r.ops).map_or("-".to_owned(), |c| format!("{c:.1}"));
+            let (p50, p99) = match &r.latency {
+                Some(l) => (format!("{:.0}", l.p50_us), format!("{:.0}", l.p99_us)),
+                None => ("-".to_owned(), "-".to_owned()),
+            };
+            let _ = writeln!(
+                t,
+                "{:<42} {:>7} {:>7} {:>7.2} {:>8.0} {:>10.1} {:>9} {:>8} {:>8}",
+                label,
+                r.clients,
+                r.ops,
+                r.wall.as_secs_f64(),
+                r.ops_per_sec(),
+                r.cpu_us_per_op(),
+                clock,
+                p50,
+                p99
+            );
+        };
+        for (s, d) in self.sends.iter().zip(&self.drains) {
+            row(&mut t, "send, connection per op", s);
+            row(&mut t, &format!("  then drain: await timeoutSecs 0 (C={})", d.clients), d);
+        }
+        if let Some(h) = &self.handoff {
+            row(&mut t, "handoff: parked await, then send", &h.run);
+        }
+        if let Some(r) = &self.pairs {
+            row(&mut t, "round trip: send + await, twice", r);
+        }
+        if let Some(p) = &self.parked {
+            let _ = writeln!(t);
+            let _ = writeln!(
+                t,
+                "parked awaits: {} (hub VmRSS {:.1} MiB -> {:.1} MiB, {:.1} MiB after closing them)",
+                p.count,
+                p.rss_before as f64 / 1048576.0,
+                p.rss_parked as f64 / 1048576.0,
+                p.rss_after_close as f64 / 1048576.0
+            );
+            let _ = writeln!(
+                t,
+                "  RSS per parked await: {:.0} bytes; hub CPU {:.1} µs per park, {:.1} µs per close; parked in {:.2} s",
+                p.bytes_per_await(),
+                p.park_cpu.us_per(p.count),
+                p.close_cpu.us_per(p.count),
+                p.park_wall.as_secs_f64()
+            );
+        }
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "send: connect, hello+send in one write, read ok and accepted, close ({} sends per client count).",
+            opts.sends
+        );
+        let _ = writeln!(t, "handoff latency: sender's connect() until the parked awaiter has read the envelope line;");
+        let _ = writeln!(t, "  its hub CPU covers the awaiter's and the sender's connection.");
+        let _ = writeln!(
+            t,
+            "round trip: request send, responder's await gets it, result send, requester's await (replyTo) gets it;"
+        );
+        let _ = writeln!(
+            t,
+            "  4 connections and 2 envelopes, over {} s; ops/s = round trips/s over all pairs.",
+            opts.pairs_secs
+        );
+        t
+    }
+}

@@ -485,7 +485,10 @@ impl Server {
     /// unwritten, which the core turns into a requeue or a loss.
     fn close(&mut self, id: ConnId, flushed: bool, reason: &str, now: Now) {
         self.set_io_deadline(id, None);
+        #[allow(unused_mut)]
         let Some(mut conn) = self.conns.remove(&id) else { return };
+        // On Linux closing the descriptor removes it from epoll; skip the extra epoll_ctl.
+        #[cfg(not(target_os = "linux"))]
         let _ = self.poll.registry().deregister(&mut conn.stream);
         let flushed = flushed && !conn.has_output();
         drop(conn);

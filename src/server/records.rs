@@ -50,6 +50,9 @@ pub fn open_record_file(path: &Path) -> io::Result<File> {
 
 pub struct Records {
     audit: Box<dyn Sink>,
+    /// The audit file's length after the last good append (None until first asked), so a
+    /// failed batch can be cut back without an `fstat` before every append.
+    audit_len: Option<u64>,
     /// Encoded records that gate nothing, waiting for the next flush.
     pending: String,
     service: Box<dyn Sink>,
@@ -62,6 +65,7 @@ impl Records {
     pub fn new(audit: Box<dyn Sink>, service: Box<dyn Sink>) -> Records {
         Records {
             audit,
+            audit_len: None,
             pending: String::new(),
             service,
             service_buf: String::new(),
@@ -73,6 +77,7 @@ impl Records {
     /// Replaces the audit sink, keeping the service log and anything buffered.
     pub fn set_audit(&mut self, audit: Box<dyn Sink>) {
         self.audit = audit;
+        self.audit_len = None;
     }
 
     fn now_ts() -> String {
@@ -106,9 +111,13 @@ impl Records {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let before = self.audit.len();
+        let before = match self.audit_len {
+            Some(len) => Ok(len),
+            None => self.audit.len(),
+        };
         match self.audit.append(self.pending.as_bytes()) {
             Ok(()) => {
+                self.audit_len = before.ok().map(|len| len + self.pending.len() as u64);
                 self.pending.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
@@ -120,6 +129,7 @@ impl Records {
                 if let Ok(len) = before {
                     let _ = self.audit.truncate(len);
                 }
+                self.audit_len = None;
                 self.pending.truncate(keep);
                 self.bound_pending();
                 if !self.audit_failing {

@@ -1,0 +1,118 @@
+//! Durable queues (SPEC §12): what the hub persists, as a list of operations the core emits
+//! and the loop applies in one transaction per event-loop iteration (group commit).
+//!
+//! Owns the `Store` seam and its two implementations: `Memory` (nothing survives a restart,
+//! the 004 behaviour) and `sqlite::Sqlite` (WAL, `synchronous=FULL`). Refuses routing
+//! decisions: the store records what the core decided, in the order it decided it.
+
+pub mod sqlite;
+
+use std::fmt;
+use std::sync::Arc;
+
+/// One change to durable state. Applied in order inside one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreOp {
+    /// An accepted envelope joins its queue. `seq` is its acceptance order.
+    Insert { seq: u64, agent: String, id: String, sender: String, kind: String, correlation_id: Option<String>, text: Arc<str> },
+    /// A delivery was committed (first byte, or ack in ack mode): the envelope leaves for good.
+    Remove { seq: u64 },
+    /// How many deliveries of this envelope were attempted and returned.
+    Attempts { seq: u64, attempts: u32 },
+    /// Remember an accepted id (idempotent send, status). `digest` covers to, kind,
+    /// correlationId and body.
+    Remember { sender: String, id: String, to: String, digest: [u8; 32], accepted_ms: i64 },
+    /// A remembered envelope's status changed.
+    State { sender: String, id: String, state: String, detail: Option<String>, at_ms: i64 },
+    /// Forget remembered ids in a terminal state older than `before_ms`.
+    Forget { sender: String, id: String },
+}
+
+/// An envelope as loaded at startup, in acceptance order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEnvelope {
+    pub seq: u64,
+    pub agent: String,
+    pub id: String,
+    pub sender: String,
+    pub kind: String,
+    pub correlation_id: Option<String>,
+    pub text: String,
+    pub attempts: u32,
+}
+
+/// A remembered id as loaded at startup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredId {
+    pub sender: String,
+    pub id: String,
+    pub to: String,
+    pub digest: [u8; 32],
+    pub accepted_ms: i64,
+    pub state: String,
+    pub detail: Option<String>,
+    pub state_ms: i64,
+}
+
+/// Everything the store held at startup.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub envelopes: Vec<StoredEnvelope>,
+    pub ids: Vec<StoredId>,
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    /// The database could not be opened or is not ours.
+    Open(String),
+    /// The on-disk schema is newer than this binary, or unknown.
+    Schema(String),
+    /// A write failed (disk full, I/O error); nothing of the transaction was kept.
+    Write(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Open(e) => write!(f, "cannot open the queue store: {e}"),
+            StoreError::Schema(e) => write!(f, "queue store schema: {e}"),
+            StoreError::Write(e) => write!(f, "queue store write failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Durable state behind the hub. `apply` writes a batch atomically and durably, or nothing.
+pub trait Store {
+    /// Loads what survived the last run.
+    fn load(&mut self) -> Result<Loaded, StoreError>;
+    /// Begins a transaction, applies `ops` in order. Nothing is durable until `commit`.
+    fn stage(&mut self, ops: &[StoreOp]) -> Result<(), StoreError>;
+    /// Makes the staged transaction durable.
+    fn commit(&mut self) -> Result<(), StoreError>;
+    /// Abandons the staged transaction.
+    fn rollback(&mut self);
+    /// True when operations matter (false for `Memory`, so the core can skip building them).
+    fn is_durable(&self) -> bool;
+}
+
+/// Nothing persists: the 004 behaviour.
+#[derive(Debug, Default)]
+pub struct Memory;
+
+impl Store for Memory {
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        Ok(Loaded::default())
+    }
+    fn stage(&mut self, _ops: &[StoreOp]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn commit(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn rollback(&mut self) {}
+    fn is_durable(&self) -> bool {
+        false
+    }
+}
