@@ -4,7 +4,7 @@
 //! Owns connecting, the exchange of lines, and reading the token file. Refuses printing and
 //! exit codes: `bin/agent-hub.rs` maps `ClientError` to those.
 
-use crate::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine};
+use crate::wire::{AwaitRequest, ClientLine, Envelope, EnvelopeStatus, Hello, HubLine, IdRequest};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -20,6 +20,11 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const AWAIT_MARGIN: Duration = Duration::from_secs(30);
 /// Longest hub line the client reads (the hub's own cap can be at most 64 MiB).
 pub const MAX_REPLY_BYTES: u64 = 64 * 1024 * 1024 + 64 * 1024;
+/// Waits before each resend of a send whose connection failed before `accepted` arrived
+/// (SPEC §12.3). The resend carries the same id, so a hub that did accept answers `accepted`
+/// again without a second copy.
+pub const SEND_RETRY_BACKOFF: [Duration; 4] =
+    [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400), Duration::from_millis(800)];
 
 /// Where and as whom to connect. `Debug` hides the token.
 #[derive(Clone)]
@@ -114,6 +119,10 @@ impl Exchange {
         }
     }
 
+    fn write_line(&mut self, line: &ClientLine) -> Result<(), ClientError> {
+        self.reader.get_ref().write_all(line.encode().as_bytes()).map_err(io_err)
+    }
+
     fn set_read_timeout(&mut self, t: Option<Duration>) -> Result<(), ClientError> {
         self.reader.get_ref().set_read_timeout(t).map_err(io_err)
     }
@@ -146,22 +155,118 @@ fn io_err(e: std::io::Error) -> ClientError {
 }
 
 fn unexpected(line: HubLine, wanted: &str) -> ClientError {
-    let tag = match line {
-        HubLine::Ok => "ok",
-        HubLine::Error { .. } => "error",
-        HubLine::Accepted { .. } => "accepted",
-        HubLine::Envelope(_) => "envelope",
-        HubLine::Timeout => "timeout",
-    };
-    ClientError::Protocol(format!("expected {wanted}, got {tag}"))
+    ClientError::Protocol(format!("expected {wanted}, got {}", line.tag()))
 }
 
 /// Sends one envelope; returns the id the hub accepted.
-pub fn send(ep: &Endpoint, env: Envelope) -> Result<String, ClientError> {
+pub fn send(ep: &Endpoint, mut env: Envelope) -> Result<String, ClientError> {
+    one_line_body(&mut env);
     let mut ex = Exchange::open(ep, &ClientLine::Send(env))?;
     match ex.read_line()? {
         HubLine::Accepted { id } => Ok(id),
         other => Err(unexpected(other, "accepted")),
+    }
+}
+
+/// A body may be pretty-printed JSON (`jq . task.json | agent-hub send --body -`), but the wire
+/// is one line per message: a raw newline would cut the send line in two and the hub would
+/// refuse it as malformed. JSON allows a raw newline only as whitespace between tokens
+/// (inside strings it must be escaped), so turning each into a space keeps the body the same
+/// JSON text in every other byte: key order, numbers and escapes are untouched.
+fn one_line_body(env: &mut Envelope) {
+    if env.body.get().contains('\n') {
+        let text = env.body.get().replace('\n', " ");
+        // Invariant: replacing inter-token whitespace with other whitespace keeps valid JSON.
+        env.body = serde_json::value::RawValue::from_string(text).expect("whitespace swap keeps the body valid JSON");
+    }
+}
+
+/// Sends with the resend discipline of SPEC §12.3: a connection that fails before `accepted`
+/// arrives is retried with the same envelope (same id) after each `SEND_RETRY_BACKOFF` step.
+/// An error line from the hub is final.
+pub fn send_with_retry(ep: &Endpoint, env: Envelope) -> Result<String, ClientError> {
+    let mut backoff = SEND_RETRY_BACKOFF.iter();
+    loop {
+        match send(ep, env.clone()) {
+            Err(ClientError::Connect(_) | ClientError::Io(_)) if backoff.len() > 0 => {
+                std::thread::sleep(*backoff.next().expect("checked non-empty"));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How an acknowledged await ended after the envelope was handed over.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Acked {
+    /// The hub confirmed the ack: the envelope will not be delivered again.
+    Confirmed,
+    /// The hub does not speak ack mode; a plain await delivered the envelope.
+    Plain,
+    /// The ack was not confirmed (the hub went away or refused it): the same envelope, with
+    /// the same id, may be delivered again.
+    Unconfirmed(String),
+}
+
+/// Acknowledged await (SPEC §12.2): `deliver` gets the envelope text and must have put it
+/// where it belongs (written and flushed) before it returns Ok; only then is the ack sent. If
+/// `deliver` fails the connection is dropped without an ack and the hub delivers the envelope
+/// again. Against a hub that refuses the `ack` key, a plain await is made instead (the refused
+/// attempt consumed nothing).
+pub fn await_acked(
+    ep: &Endpoint,
+    mut req: AwaitRequest,
+    deliver: impl FnOnce(&str) -> std::io::Result<()>,
+) -> Result<Option<Acked>, ClientError> {
+    req.ack = Some(true);
+    let wait = req.timeout_secs.map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
+    let mut ex = Exchange::open(ep, &ClientLine::Await(req.clone()))?;
+    ex.set_read_timeout(wait)?;
+    let text = match ex.read_line() {
+        Ok(HubLine::Envelope(text)) => text,
+        Ok(HubLine::Timeout) => return Ok(None),
+        Ok(other) => return Err(unexpected(other, "envelope or timeout")),
+        Err(ClientError::Hub(msg)) if refuses_ack(&msg) => {
+            req.ack = None;
+            return match await_envelope(ep, req)? {
+                AwaitOutcome::Envelope(text) => {
+                    deliver(&text).map_err(|e| ClientError::Io(format!("the envelope could not be written out: {e}")))?;
+                    Ok(Some(Acked::Plain))
+                }
+                AwaitOutcome::Timeout => Ok(None),
+            };
+        }
+        Err(e) => return Err(e),
+    };
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        id: String,
+    }
+    let id = serde_json::from_str::<IdOnly>(&text).map_err(|e| ClientError::Protocol(e.to_string()))?.id;
+    // Not acked if this fails: dropping the connection gives the envelope back to the hub.
+    deliver(&text).map_err(|e| {
+        ClientError::Io(format!("the envelope could not be written out ({e}); not acked, the hub will deliver it again"))
+    })?;
+    ex.set_read_timeout(Some(REPLY_TIMEOUT))?;
+    let outcome = ex.write_line(&ClientLine::Ack(IdRequest { id: id.clone() })).and_then(|()| ex.read_line());
+    Ok(Some(match outcome {
+        Ok(HubLine::Acked { id: acked }) if acked == id => Acked::Confirmed,
+        Ok(other) => Acked::Unconfirmed(format!("the hub answered the ack with {}", other.tag())),
+        Err(e) => Acked::Unconfirmed(e.to_string()),
+    }))
+}
+
+/// A 004 hub rejects the unknown `ack` key of the await line.
+fn refuses_ack(message: &str) -> bool {
+    message.contains("unknown field") && message.contains("ack")
+}
+
+/// Asks where an envelope this agent sent or received is (SPEC §12.4).
+pub fn status(ep: &Endpoint, id: &str) -> Result<EnvelopeStatus, ClientError> {
+    let mut ex = Exchange::open(ep, &ClientLine::Status(IdRequest { id: id.to_owned() }))?;
+    match ex.read_line()? {
+        HubLine::Status(st) => Ok(st),
+        other => Err(unexpected(other, "status")),
     }
 }
 

@@ -30,6 +30,13 @@ pub struct Limits {
     pub queue_max_bytes: usize,
     /// Bytes of envelope text queued across all agents at most.
     pub hub_max_bytes: usize,
+    /// How long an ack-mode reader has to ack a delivery before it is given to another.
+    pub ack_timeout_ms: u64,
+    /// How long accepted ids are remembered for idempotent resends and status queries after
+    /// the envelope settled (delivered, acked or bounced).
+    pub idempotency_window_secs: u64,
+    /// Remembered ids at most; past it the oldest settled ones are forgotten early.
+    pub idempotency_max_ids: usize,
 }
 
 impl Limits {
@@ -41,6 +48,9 @@ impl Limits {
     }
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
+    }
+    pub fn ack_timeout(&self) -> Duration {
+        Duration::from_millis(self.ack_timeout_ms)
     }
 
     /// The limits of `config.example.toml`, for tests and the demo.
@@ -54,11 +64,14 @@ impl Limits {
             queue_max_envelopes: 10_000,
             queue_max_bytes: 64 * 1024 * 1024,
             hub_max_bytes: 1024 * 1024 * 1024,
+            ack_timeout_ms: 30_000,
+            idempotency_window_secs: 86_400,
+            idempotency_max_ids: 1_000_000,
         }
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&str, u64); 8] = [
+        let positive: [(&str, u64); 11] = [
             ("limits.max_line_bytes", self.max_line_bytes as u64),
             ("limits.max_connections", self.max_connections as u64),
             ("limits.hello_timeout_ms", self.hello_timeout_ms),
@@ -67,6 +80,9 @@ impl Limits {
             ("limits.queue_max_envelopes", self.queue_max_envelopes as u64),
             ("limits.queue_max_bytes", self.queue_max_bytes as u64),
             ("limits.hub_max_bytes", self.hub_max_bytes as u64),
+            ("limits.ack_timeout_ms", self.ack_timeout_ms),
+            ("limits.idempotency_window_secs", self.idempotency_window_secs),
+            ("limits.idempotency_max_ids", self.idempotency_max_ids as u64),
         ];
         for (key, v) in positive {
             if v == 0 {
@@ -87,7 +103,25 @@ struct RawConfig {
     audit_log_path: PathBuf,
     service_log_path: PathBuf,
     roster_path: PathBuf,
+    store: RawStore,
     limits: Limits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    kind: String,
+    path: Option<PathBuf>,
+    max_bytes: Option<u64>,
+}
+
+/// Where queues live (SPEC §12.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// In the process only: a restart empties every queue (the 004 behaviour).
+    Memory,
+    /// In a SQLite database at `path`, at most `max_bytes` large.
+    Sqlite { path: PathBuf, max_bytes: u64 },
 }
 
 /// A validated config with absolute paths.
@@ -98,6 +132,7 @@ pub struct Config {
     pub audit_log_path: PathBuf,
     pub service_log_path: PathBuf,
     pub roster_path: PathBuf,
+    pub store: StoreConfig,
     pub limits: Limits,
 }
 
@@ -140,8 +175,27 @@ impl Config {
             }
             Ok(if p.is_absolute() { p } else { base.join(p) })
         };
+        let store = match (raw.store.kind.as_str(), raw.store.path, raw.store.max_bytes) {
+            ("memory", None, None) => StoreConfig::Memory,
+            ("memory", _, _) => {
+                return Err(ConfigError::Invalid("store.path and store.max_bytes are only for kind = \"sqlite\"".into()))
+            }
+            ("sqlite", Some(path), Some(max_bytes)) => {
+                if max_bytes < 1024 * 1024 {
+                    return Err(ConfigError::Invalid("store.max_bytes must be at least 1048576".into()));
+                }
+                StoreConfig::Sqlite { path: resolve("store.path", path)?, max_bytes }
+            }
+            ("sqlite", _, _) => {
+                return Err(ConfigError::Invalid("store kind \"sqlite\" needs store.path and store.max_bytes".into()))
+            }
+            (other, _, _) => {
+                return Err(ConfigError::Invalid(format!("store.kind {other:?} is not \"memory\" or \"sqlite\"")))
+            }
+        };
         Ok(Config {
             port: raw.port,
+            store,
             audit_log_path: resolve("audit_log_path", raw.audit_log_path)?,
             service_log_path: resolve("service_log_path", raw.service_log_path)?,
             roster_path: resolve("roster_path", raw.roster_path)?,
@@ -182,6 +236,19 @@ mod tests {
         let zero = EXAMPLE.replace("max_connections = 1024", "max_connections = 0");
         let e = Config::parse(&zero, Path::new("/")).unwrap_err().to_string();
         assert!(e.contains("limits.max_connections must be greater than 0"), "{e}");
+    }
+
+    #[test]
+    fn store_kinds_and_their_keys() {
+        let sqlite = EXAMPLE.replace("kind = \"memory\"", "kind = \"sqlite\"\npath = \"q.db\"\nmax_bytes = 1073741824");
+        let c = Config::parse(&sqlite, Path::new("/d")).unwrap();
+        assert_eq!(c.store, StoreConfig::Sqlite { path: PathBuf::from("/d/q.db"), max_bytes: 1 << 30 });
+        let half = EXAMPLE.replace("kind = \"memory\"", "kind = \"sqlite\"");
+        assert!(Config::parse(&half, Path::new("/")).unwrap_err().to_string().contains("needs store.path"));
+        let stray = EXAMPLE.replace("kind = \"memory\"", "kind = \"memory\"\npath = \"q.db\"");
+        assert!(Config::parse(&stray, Path::new("/")).unwrap_err().to_string().contains("only for kind"));
+        let odd = EXAMPLE.replace("kind = \"memory\"", "kind = \"redis\"");
+        assert!(Config::parse(&odd, Path::new("/")).unwrap_err().to_string().contains("\"redis\""));
     }
 
     #[test]

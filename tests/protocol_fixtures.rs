@@ -163,7 +163,14 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             e.correlation_id.as_deref(),
             e.body.get(),
         )),
-        ClientLine::Await(a) => json!({"replyTo": a.reply_to, "kind": a.kind, "timeoutSecs": a.timeout_secs}),
+        ClientLine::Await(a) => {
+            let mut v = json!({"replyTo": a.reply_to, "kind": a.kind, "timeoutSecs": a.timeout_secs});
+            if let Some(ack) = a.ack {
+                v["ack"] = json!(ack);
+            }
+            v
+        }
+        ClientLine::Ack(r) | ClientLine::Status(r) => json!({"id": r.id}),
     };
     match v {
         Value::Object(m) => (line.tag(), m),
@@ -237,6 +244,8 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         HubLine::Timeout => ("timeout", json!({})),
         HubLine::Error { message } => ("error", json!({"message": message})),
         HubLine::Accepted { id } => ("accepted", json!({"id": id})),
+        HubLine::Acked { id } => ("acked", json!({"id": id})),
+        HubLine::Status(st) => ("status", serde_json::to_value(st).map_err(|e| e.to_string())?),
         HubLine::Envelope(text) => {
             let e: EnvelopeText<'_> =
                 serde_json::from_str(text).map_err(|e| format!("decoded envelope text does not parse: {e}"))?;
@@ -543,7 +552,7 @@ impl Sim {
                 break;
             }
             let result = if std::mem::take(&mut self.audit_fails) {
-                Err("No space left on device (os error 28)".to_owned())
+                Err("the audit log could not be written (No space left on device (os error 28))".to_owned())
             } else {
                 Ok(())
             };
@@ -565,12 +574,12 @@ impl Sim {
                     match c.fault.take() {
                         None => {
                             c.received.push(line.strip_suffix('\n').expect("lines end with a newline").to_owned());
-                            self.hub.handle_delivery_committed(conn);
+                            self.hub.handle_delivery_committed(conn, self.now);
                         }
                         Some(Fault::DeliveryZeroBytes) => c.flushed = false,
                         Some(Fault::DeliveryPartial) => {
                             c.flushed = false;
-                            self.hub.handle_delivery_committed(conn);
+                            self.hub.handle_delivery_committed(conn, self.now);
                         }
                         Some(Fault::AuditWriteFails) => unreachable!("not a connection fault"),
                     }
@@ -584,6 +593,8 @@ impl Sim {
                     self.hub.handle_closed(conn, flushed, reason, self.now);
                 }
                 Output::Audit(_) => {}
+                // The replayer runs an in-memory hub: no store operations are asked for.
+                Output::Store(_) => unreachable!("in-memory hub"),
                 Output::Log(line) => {
                     if self.secrets.iter().any(|s| line.contains(s.as_str())) {
                         self.log_leaks.push(line);

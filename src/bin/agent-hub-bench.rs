@@ -721,7 +721,7 @@ fn send_bytes(
 
 fn await_bytes(agent: &Agent, reply_to: Option<String>, timeout_secs: Option<u64>) -> Vec<u8> {
     let mut out = agent.hello.to_vec();
-    let req = AwaitRequest { reply_to, kind: None, timeout_secs };
+    let req = AwaitRequest { reply_to, kind: None, timeout_secs, ack: None };
     out.extend_from_slice(ClientLine::Await(req).encode().as_bytes());
     out
 }

@@ -63,8 +63,7 @@ fn serve(config: &Path, demo: bool) -> ExitCode {
     if demo {
         print_demo_help(config.parent().unwrap_or(Path::new(".")), started.addr.port());
     }
-    println!("agent-hub-server: listening on {}; hub ready", started.addr);
-    let _ = std::io::stdout().flush();
+    say(format_args!("agent-hub-server: listening on {}; hub ready", started.addr));
     match started.server.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -102,12 +101,20 @@ fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
 
 fn print_demo_help(dir: &Path, port: u16) {
     let d = dir.display();
-    println!("agent-hub demo in {d}: agents {}; tokens in {d}/tokens/", DEMO_AGENTS.join(", "));
-    println!("try, in another terminal:");
-    println!("  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}");
-    println!(
+    say(format_args!("agent-hub demo in {d}: agents {}; tokens in {d}/tokens/", DEMO_AGENTS.join(", ")));
+    say(format_args!("try, in another terminal:"));
+    say(format_args!("  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}"));
+    say(format_args!(
         "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
-    );
+    ));
+}
+
+/// Writes one line to stdout, ignoring failure. Nobody reading stdout (a supervisor that
+/// closed the pipe after learning the port) must not kill a running hub: `println!` would
+/// panic on the broken pipe. The service log is the durable record of readiness.
+fn say(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(line).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {

@@ -3,7 +3,7 @@
 //! Exit codes: 0 success; 1 any failure with nothing queued or consumed (usage errors
 //! included); 2 an await timed out hub-side (stderr silent).
 
-use agent_hub::client::{self, AwaitOutcome, ClientError, Endpoint};
+use agent_hub::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
 use agent_hub::wire::{AwaitRequest, Envelope};
 use clap::{Args, Parser, Subcommand};
 use std::io::{Read, Write};
@@ -62,6 +62,17 @@ enum Command {
         /// Give up after SECS seconds (hub-side; exit 2). Without it, wait forever.
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
+        /// Plain delivery: consumed when the hub writes it, not acknowledged after printing.
+        #[arg(long)]
+        no_ack: bool,
+    },
+    /// Tell where an envelope you sent or received is; prints one JSON object.
+    Status {
+        #[command(flatten)]
+        id: Identity,
+        /// The envelope id.
+        #[arg(long = "id", value_name = "ID")]
+        envelope_id: String,
     },
 }
 
@@ -108,23 +119,47 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let env = Envelope::new(uuid::Uuid::new_v4().to_string(), id.name.clone(), to, ts, kind, correlation_id, body)
                 .map_err(|e| format!("--body is not JSON: {e}"))?;
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let accepted = client::send(&ep, env).map_err(|e| e.to_string())?;
+            let accepted = client::send_with_retry(&ep, env).map_err(|e| e.to_string())?;
             println!("{accepted}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Await { id, reply_to, kind, timeout } => {
+        Command::Await { id, reply_to, kind, timeout, no_ack } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let req = AwaitRequest { reply_to, kind, timeout_secs: timeout };
-            match client::await_envelope(&ep, req).map_err(|e| e.to_string())? {
-                AwaitOutcome::Envelope(text) => {
-                    let mut out = std::io::stdout().lock();
-                    writeln!(out, "{text}")
-                        .and_then(|()| out.flush())
-                        .map_err(|e| format!("the envelope was received but could not be written to stdout: {e}"))?;
+            let req = AwaitRequest { reply_to, kind, timeout_secs: timeout, ack: None };
+            if no_ack {
+                return match client::await_envelope(&ep, req).map_err(|e| e.to_string())? {
+                    AwaitOutcome::Envelope(text) => {
+                        print_line(&text)
+                            .map_err(|e| format!("the envelope was received but could not be written to stdout: {e}"))?;
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    AwaitOutcome::Timeout => Ok(ExitCode::from(2)),
+                };
+            }
+            match client::await_acked(&ep, req, print_line).map_err(|e| e.to_string())? {
+                None => Ok(ExitCode::from(2)),
+                Some(Acked::Confirmed | Acked::Plain) => Ok(ExitCode::SUCCESS),
+                Some(Acked::Unconfirmed(why)) => {
+                    // The envelope is on stdout, so this is a success; the warning says a
+                    // duplicate with the same id may follow.
+                    eprintln!("agent-hub: warning: ack not confirmed ({why}); the envelope may be delivered again with the same id");
                     Ok(ExitCode::SUCCESS)
                 }
-                AwaitOutcome::Timeout => Ok(ExitCode::from(2)),
             }
         }
+        Command::Status { id, envelope_id } => {
+            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let st = client::status(&ep, &envelope_id).map_err(|e| e.to_string())?;
+            let text = serde_json::to_string(&st).map_err(|e| e.to_string())?;
+            print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// Writes one line to stdout and flushes it, so it is out before any ack is sent.
+fn print_line(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
 }

@@ -28,6 +28,8 @@ pub enum Output {
     Audit(AuditEvent),
     /// A service-log line (no timestamp; the writer adds it). Never holds a token or a body.
     Log(String),
+    /// A change to durable state, applied with the next commit (only with a durable store).
+    Store(crate::store::StoreOp),
 }
 
 /// A protocol event for the audit log.
@@ -40,10 +42,16 @@ pub enum AuditEvent {
     Accepted { conn: Option<ConnId>, envelope: Arc<str> },
     /// A send refused after validation (queue full, audit failure, cancelled by the client).
     Refused { conn: ConnId, id: String, reason: String },
-    /// The first byte of a delivery was accepted by the reader's socket.
-    Delivered { conn: ConnId, id: String, to: String },
-    /// A delivery never started (zero bytes accepted); the envelope went back to routing.
-    Requeued { conn: ConnId, id: String, to: String, reason: String },
+    /// The first byte of a delivery was accepted by the reader's socket. With `ack` the
+    /// envelope stays the hub's until the reader acks it.
+    Delivered { conn: ConnId, id: String, to: String, ack: bool },
+    /// The reader acked an ack-mode delivery, and the ack is durable.
+    Acked { conn: ConnId, id: String, to: String, attempts: u32 },
+    /// A delivery was not consumed (zero bytes accepted, or no ack); the envelope went back to
+    /// routing. `attempts` counts such returns for this envelope.
+    Requeued { conn: ConnId, id: String, to: String, reason: String, attempts: u32 },
+    /// A resend of an id already accepted from the same sender: answered, not queued again.
+    Duplicate { conn: ConnId, id: String },
     /// A delivery cut short after its first byte: the envelope is gone.
     Lost { conn: ConnId, id: String, to: String, reason: String, bounced: bool },
     /// An await timed out hub-side; nothing was consumed.
@@ -74,16 +82,26 @@ impl AuditEvent {
                 to_json(id),
                 to_json(reason)
             ),
-            AuditEvent::Delivered { conn, id, to } => {
-                write!(out, "\"delivered\",\"conn\":{conn},\"id\":{},\"to\":{}", to_json(id), to_json(to))
-            }
-            AuditEvent::Requeued { conn, id, to, reason } => write!(
+            AuditEvent::Delivered { conn, id, to, ack } => write!(
                 out,
-                "\"requeued\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{}",
+                "\"delivered\",\"conn\":{conn},\"id\":{},\"to\":{},\"ack\":{ack}",
+                to_json(id),
+                to_json(to)
+            ),
+            AuditEvent::Acked { conn, id, to, attempts } => write!(
+                out,
+                "\"acked\",\"conn\":{conn},\"id\":{},\"to\":{},\"attempts\":{attempts}",
+                to_json(id),
+                to_json(to)
+            ),
+            AuditEvent::Requeued { conn, id, to, reason, attempts } => write!(
+                out,
+                "\"requeued\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"attempts\":{attempts}",
                 to_json(id),
                 to_json(to),
                 to_json(reason)
             ),
+            AuditEvent::Duplicate { conn, id } => write!(out, "\"duplicate\",\"conn\":{conn},\"id\":{}", to_json(id)),
             AuditEvent::Lost { conn, id, to, reason, bounced } => write!(
                 out,
                 "\"lost\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"bounced\":{bounced}",

@@ -7,6 +7,7 @@
 //! `server` only moves bytes and applies outputs.
 
 pub mod event;
+pub mod ledger;
 pub mod router;
 
 pub use event::{AuditEvent, Output};
@@ -14,7 +15,9 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router};
 
 use crate::config::Limits;
 use crate::roster::{Roster, HUB_NAME};
-use crate::wire::{AwaitRequest, ClientLine, Envelope, HubLine};
+use crate::store::{Loaded, StoreOp};
+use crate::wire::{AwaitRequest, ClientLine, Envelope, EnvelopeStatus, HubLine, IdRequest};
+use ledger::{Ledger, Record, Seen, State};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -45,6 +48,15 @@ struct Staged {
     conn: Option<ConnId>,
     env: Queued,
     target: Target,
+    /// For the ledger (idempotent resends).
+    digest: [u8; 32],
+}
+
+/// An ack waiting for the commit that makes it durable (SPEC §12.2).
+#[derive(Debug)]
+struct StagedAck {
+    conn: ConnId,
+    env: Queued,
 }
 
 #[derive(Debug)]
@@ -55,12 +67,15 @@ enum Phase {
     Verb,
     /// A send is staged; `accepted` goes out after the commit.
     Staged,
-    /// A parked await; `deadline` None waits forever.
-    Parked { parked: Parked, deadline: Option<Instant> },
+    /// A parked await; `deadline` None waits forever; `ack` asks for acknowledged delivery.
+    Parked { parked: Parked, deadline: Option<Instant>, ack: bool },
     /// A parked await that a staged send has claimed; the deadline is suspended.
-    Claimed { parked: Parked, deadline: Option<Instant> },
-    /// A delivery line is out; `committed` once the socket accepted its first byte.
-    Delivering { env: Queued, committed: bool },
+    Claimed { parked: Parked, deadline: Option<Instant>, ack: bool },
+    /// A delivery line is out. Plain: consumed once the socket accepted its first byte
+    /// (`committed`). Ack mode: consumed only by the reader's ack.
+    Delivering { env: Queued, committed: bool, ack: bool },
+    /// The reader acked; the ack waits for the commit that makes it durable.
+    AckStaged,
     /// The final line is queued and Close emitted; waiting for `handle_closed`.
     Done,
 }
@@ -91,11 +106,21 @@ pub struct Hub {
     shutting_down: bool,
     /// The next acceptance number (`Queued::seq`).
     next_seq: u64,
+    staged_acks: Vec<StagedAck>,
+    ledger: Ledger,
+    /// Whether store operations are wanted (a durable store is configured).
+    durable: bool,
+    /// When the ledger is next purged of settled ids past the retention window.
+    next_purge: Option<Instant>,
 }
+
+/// How often settled ids are purged from the ledger.
+const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Hub {
     pub fn new(roster: Roster, limits: Limits) -> Hub {
         let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes).with_total_cap(limits.hub_max_bytes);
+        let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids);
         Hub {
             roster,
             limits,
@@ -106,6 +131,54 @@ impl Hub {
             outputs: VecDeque::new(),
             shutting_down: false,
             next_seq: 0,
+            staged_acks: Vec::new(),
+            ledger,
+            durable: false,
+            next_purge: None,
+        }
+    }
+
+    /// Asks for `Output::Store` operations: set when a durable store is configured.
+    pub fn with_durable(mut self, durable: bool) -> Hub {
+        self.durable = durable;
+        self
+    }
+
+    /// Rebuilds queues and the ledger from what the store held at startup (SPEC §12.1).
+    /// Envelopes come back in acceptance order; an envelope delivered in ack mode and never
+    /// acked is queued again.
+    pub fn restore(&mut self, loaded: Loaded, now: Now) {
+        for rec in loaded.ids {
+            let Some(state) = State::parse(&rec.state) else { continue };
+            self.ledger.remember(
+                &rec.sender,
+                &rec.id,
+                Record {
+                    to: rec.to,
+                    digest: rec.digest,
+                    accepted_ms: rec.accepted_ms,
+                    state,
+                    state_ms: rec.state_ms,
+                    seq: 0,
+                    ack_pending: false,
+                },
+            );
+        }
+        let now_ms = now.wall.timestamp_millis();
+        for e in loaded.envelopes {
+            self.next_seq = self.next_seq.max(e.seq + 1);
+            self.ledger.set_state(&e.sender, &e.id, State::Queued, false, now_ms);
+            self.ledger.set_seq(&e.sender, &e.id, e.seq);
+            self.router.enqueue_back(Queued {
+                id: e.id,
+                from: e.sender,
+                to: e.agent,
+                kind: e.kind,
+                correlation_id: e.correlation_id,
+                text: Arc::from(e.text),
+                seq: e.seq,
+                attempts: e.attempts,
+            });
         }
     }
 
@@ -136,16 +209,19 @@ impl Hub {
             Phase::Staged | Phase::Parked { .. } | Phase::Claimed { .. } => {
                 self.cancel_verb(conn, "a second line after the verb: one verb per connection; nothing was queued or consumed", now)
             }
+            Phase::Delivering { ack: true, .. } => self.on_ack_line(conn, line, now),
             // The reply is already out; anything more is discarded while the socket closes.
-            Phase::Delivering { .. } | Phase::Done => {}
+            Phase::Delivering { ack: false, .. } | Phase::AckStaged | Phase::Done => {}
         }
     }
 
     /// The peer sent a line longer than the cap (or other undecodable input).
     pub fn handle_bad_input(&mut self, conn: ConnId, message: &str, now: Now) {
         if let Some(c) = self.conns.get(&conn) {
-            if !matches!(c.phase, Phase::Delivering { .. } | Phase::Done) {
-                self.cancel_verb(conn, message, now);
+            match c.phase {
+                Phase::Delivering { ack: true, .. } => self.return_unacked(conn, message, now),
+                Phase::Delivering { .. } | Phase::AckStaged | Phase::Done => {}
+                _ => self.cancel_verb(conn, message, now),
             }
         }
     }
@@ -171,7 +247,9 @@ impl Hub {
                 self.log(conn, "dropped", "claimed await's peer closed; the envelope is routed on", now);
                 self.finish(conn);
             }
-            Phase::Staged | Phase::Delivering { .. } | Phase::Done => {}
+            // The reader can no longer ack: give the envelope back now.
+            Phase::Delivering { ack: true, .. } => self.return_unacked(conn, "reader closed without acking", now),
+            Phase::Staged | Phase::Delivering { .. } | Phase::AckStaged | Phase::Done => {}
         }
     }
 
@@ -193,34 +271,42 @@ impl Hub {
                 }
                 self.log_conn(&c, conn, "cancelled", reason, now);
             }
-            Phase::Delivering { env, committed: false } => {
-                self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
-                    conn,
-                    id: env.id.clone(),
-                    to: env.to.clone(),
-                    reason: reason.to_owned(),
-                }));
+            Phase::Delivering { env, ack: true, .. } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.route(env, true, now);
+                self.give_back(conn, env, reason, now);
             }
-            Phase::Delivering { env, committed: true } if !flushed => {
+            Phase::Delivering { env, committed: false, .. } => {
+                self.log_conn(&c, conn, "requeued", reason, now);
+                self.give_back(conn, env, reason, now);
+            }
+            Phase::Delivering { env, committed: true, .. } if !flushed => {
                 self.log_conn(&c, conn, "lost", reason, now);
                 self.lose(conn, env, reason, now);
             }
             Phase::Delivering { .. } => self.log_conn(&c, conn, "delivered", "", now),
+            // An ack already read stands: the commit settles it without a reply.
+            Phase::AckStaged => self.log_conn(&c, conn, "acked", reason, now),
             Phase::Hello | Phase::Verb | Phase::Claimed { .. } | Phase::Done => {}
         }
     }
 
     /// The socket accepted the first byte of the delivery: the envelope is consumed (SPEC §5.3).
-    pub fn handle_delivery_committed(&mut self, conn: ConnId) {
-        if let Some(Conn { phase: Phase::Delivering { env, committed }, .. }) = self.conns.get_mut(&conn) {
-            if !*committed {
-                *committed = true;
-                let ev = AuditEvent::Delivered { conn, id: env.id.clone(), to: env.to.clone() };
-                self.outputs.push_back(Output::Audit(ev));
-            }
+    /// In ack mode the envelope stays the hub's until the ack (SPEC §12.2).
+    pub fn handle_delivery_committed(&mut self, conn: ConnId, now: Now) {
+        let Some(Conn { phase: Phase::Delivering { env, committed, ack }, .. }) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if *committed {
+            return;
         }
+        *committed = true;
+        let ack = *ack;
+        let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
+        self.outputs.push_back(Output::Audit(AuditEvent::Delivered { conn, id: id.clone(), to, ack }));
+        if !ack {
+            self.store(StoreOp::Remove { seq });
+        }
+        self.set_state(&from, &id, State::Delivered, ack, now);
     }
 
     /// Expires every deadline at or before `now`.
@@ -248,7 +334,17 @@ impl Hub {
                     self.outputs.push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
                     self.reply(conn, &HubLine::Timeout, "timeout", now);
                 }
+                Phase::Delivering { ack: true, .. } => {
+                    let msg = format!("no ack within {} ms; the envelope will be delivered again", self.limits.ack_timeout_ms);
+                    self.return_unacked(conn, &msg, now);
+                }
                 _ => {}
+            }
+        }
+        if self.next_purge.is_some_and(|t| t <= now.mono) {
+            self.next_purge = Some(now.mono + PURGE_INTERVAL);
+            for (sender, id) in self.ledger.purge(now.wall.timestamp_millis()) {
+                self.store(StoreOp::Forget { sender, id });
             }
         }
     }
@@ -274,16 +370,62 @@ impl Hub {
         self.outputs.push_back(Output::Audit(AuditEvent::Shutdown { queued }));
     }
 
+    /// Queued envelopes across all agents.
+    pub fn total_queued(&self) -> usize {
+        self.router.total_queued()
+    }
+
     // ----- staging and commit (SPEC §5.1, §8) -----
 
     /// The audit records of the sends staged since the last commit, in order. The IO layer
     /// writes them (with the other pending records) and then calls `commit`.
     pub fn staged_audit(&self) -> impl Iterator<Item = AuditEvent> + '_ {
-        self.staged.iter().map(|s| AuditEvent::Accepted { conn: s.conn, envelope: s.env.text.clone() })
+        let sends = self.staged.iter().map(|s| AuditEvent::Accepted { conn: s.conn, envelope: s.env.text.clone() });
+        let acks = self.staged_acks.iter().map(|a| AuditEvent::Acked {
+            conn: a.conn,
+            id: a.env.id.clone(),
+            to: a.env.to.clone(),
+            attempts: a.env.attempts,
+        });
+        sends.chain(acks)
+    }
+
+    /// The store operations the staged sends and acks need, appended to `ops` in order. The
+    /// loop applies them in the same transaction as the other pending operations.
+    pub fn staged_store_ops(&self, wall_ms: i64, ops: &mut Vec<StoreOp>) {
+        for s in &self.staged {
+            let e = &s.env;
+            ops.push(StoreOp::Insert {
+                seq: e.seq,
+                agent: e.to.clone(),
+                id: e.id.clone(),
+                sender: e.from.clone(),
+                kind: e.kind.clone(),
+                correlation_id: e.correlation_id.clone(),
+                text: e.text.clone(),
+            });
+            ops.push(StoreOp::Remember {
+                sender: e.from.clone(),
+                id: e.id.clone(),
+                to: e.to.clone(),
+                digest: s.digest,
+                accepted_ms: wall_ms,
+            });
+        }
+        for a in &self.staged_acks {
+            ops.push(StoreOp::Remove { seq: a.env.seq });
+            ops.push(StoreOp::State {
+                sender: a.env.from.clone(),
+                id: a.env.id.clone(),
+                state: State::Acked.as_str().to_owned(),
+                detail: None,
+                at_ms: wall_ms,
+            });
+        }
     }
 
     pub fn has_staged(&self) -> bool {
-        !self.staged.is_empty()
+        !self.staged.is_empty() || !self.staged_acks.is_empty()
     }
 
     /// Settles every staged send: on `Ok` they are accepted and routed; on `Err` (the audit
@@ -291,17 +433,40 @@ impl Hub {
     /// on failure and are tried again with the next commit, so none is dropped.
     pub fn commit(&mut self, result: Result<(), String>, now: Now) {
         let staged = std::mem::take(&mut self.staged);
-        for s in staged {
+        for mut s in staged {
             match &result {
                 Ok(()) => self.accept(s, now),
-                Err(_) if s.conn.is_none() => self.staged.push(s),
+                Err(_) if s.conn.is_none() => {
+                    // A bounce kept for the next commit is accepted then, behind what is
+                    // accepted meanwhile: give it a fresh place in acceptance order.
+                    s.env.seq = self.take_seq();
+                    self.staged.push(s)
+                }
                 Err(why) => {
-                    let msg = format!("envelope not accepted: the audit log could not be written ({why})");
+                    let msg = format!("envelope not accepted: {why}");
                     let conn = s.conn;
                     self.unstage(s, &msg, now);
                     if let Some(conn) = conn {
                         self.fail(conn, &msg, now);
                     }
+                }
+            }
+        }
+        for a in std::mem::take(&mut self.staged_acks) {
+            let live = matches!(self.conns.get(&a.conn), Some(Conn { phase: Phase::AckStaged, .. }));
+            match &result {
+                Ok(()) => {
+                    self.set_state(&a.env.from, &a.env.id, State::Acked, false, now);
+                    if live {
+                        self.reply(a.conn, &HubLine::Acked { id: a.env.id.clone() }, "acked", now);
+                    }
+                }
+                Err(why) => {
+                    let msg = format!("ack not recorded: {why}; the envelope will be delivered again");
+                    if live {
+                        self.fail(a.conn, &msg, now);
+                    }
+                    self.give_back(a.conn, a.env, &msg, now);
                 }
             }
         }
@@ -315,7 +480,16 @@ impl Hub {
 
     /// The earliest deadline the core holds; the IO loop must call `handle_timeout` by then.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.first().map(|&(at, _)| at)
+        let conn = self.deadlines.first().map(|&(at, _)| at);
+        match (conn, self.next_purge) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Starts the periodic ledger purge (the loop calls this once it runs).
+    pub fn start_purging(&mut self, now: Now) {
+        self.next_purge = Some(now.mono + PURGE_INTERVAL);
     }
 
     /// Queue and waiter counts for one agent.
@@ -369,7 +543,73 @@ impl Hub {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "await";
                 self.on_await(conn, req, now)
             }
+            Ok(ClientLine::Status(req)) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "status";
+                self.on_status(conn, req, now)
+            }
+            Ok(ClientLine::Ack(_)) => self.fail(conn, "an ack outside an acknowledged delivery", now),
         }
+    }
+
+    /// The line after an ack-mode delivery must be the ack for that envelope.
+    fn on_ack_line(&mut self, conn: ConnId, line: &[u8], now: Now) {
+        let Phase::Delivering { env, .. } = &self.conns[&conn].phase else { return };
+        let expected = env.id.clone();
+        match ClientLine::decode(line) {
+            Ok(ClientLine::Ack(IdRequest { id })) if id == expected => {
+                let c = self.conns.get_mut(&conn).expect("caller checked");
+                let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::AckStaged) else {
+                    unreachable!("matched above")
+                };
+                self.set_deadline(conn, None);
+                self.staged_acks.push(StagedAck { conn, env });
+            }
+            Ok(ClientLine::Ack(IdRequest { id })) => {
+                let msg = format!("ack for {id:?} does not match the delivered envelope {expected:?}; it will be delivered again");
+                self.return_unacked(conn, &msg, now);
+            }
+            Ok(other) => {
+                let msg = format!("expected an ack, got {}; the envelope will be delivered again", other.tag());
+                self.return_unacked(conn, &msg, now);
+            }
+            Err(e) => {
+                let msg = format!("{e}; the envelope will be delivered again");
+                self.return_unacked(conn, &msg, now);
+            }
+        }
+    }
+
+    /// Ends an ack-mode delivery without an ack: an error line, and the envelope goes back.
+    fn return_unacked(&mut self, conn: ConnId, message: &str, now: Now) {
+        let c = self.conns.get_mut(&conn).expect("caller checked");
+        let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::Done) else { return };
+        self.fail(conn, message, now);
+        self.give_back(conn, env, message, now);
+    }
+
+    fn on_status(&mut self, conn: ConnId, req: IdRequest, now: Now) {
+        let name = self.conns[&conn].name.clone().expect("verb phase is authenticated");
+        let status = match self.ledger.lookup(&name, &req.id) {
+            None => EnvelopeStatus { id: req.id, state: "unknown".into(), ..EnvelopeStatus::default() },
+            Some((sender, rec)) => {
+                let position = (rec.state == State::Queued)
+                    .then(|| self.router.queued(&rec.to).position(|q| q.seq == rec.seq && q.id == req.id))
+                    .flatten()
+                    .map(|p| p as u64 + 1);
+                let attempts = self.router.queued(&rec.to).find(|q| q.seq == rec.seq).map(|q| q.attempts);
+                EnvelopeStatus {
+                    state: rec.state.as_str().into(),
+                    from: Some(sender.to_owned()),
+                    to: Some(rec.to.clone()),
+                    position,
+                    at: chrono::DateTime::from_timestamp_millis(rec.state_ms)
+                        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
+                    attempts: attempts.filter(|&a| a > 0),
+                    id: req.id,
+                }
+            }
+        };
+        self.reply(conn, &HubLine::Status(status), "status", now);
     }
 
     fn on_send(&mut self, conn: ConnId, mut env: Envelope, now: Now) {
@@ -382,13 +622,34 @@ impl Hub {
             return self.fail(conn, "invalid envelope: to \"hub\" names the hub itself, which receives nothing", now);
         }
         env.from = name;
-        let queued = queued_from(&env);
+        let digest = ledger::digest(&env.to, &env.kind, env.correlation_id.as_deref(), env.body.get());
+        match self.ledger.seen(&env.from, &env.id, &digest) {
+            Seen::New => {}
+            Seen::Duplicate => {
+                // A resend of an envelope already accepted (and durable): same answer, no copy.
+                self.outputs.push_back(Output::Audit(AuditEvent::Duplicate { conn, id: env.id.clone() }));
+                return self.reply(conn, &HubLine::Accepted { id: env.id }, "duplicate", now);
+            }
+            Seen::Conflict => {
+                let msg = format!(
+                    "id {:?} was already accepted from you with another destination, kind, correlationId or body; use a new id",
+                    env.id
+                );
+                return self.fail(conn, &msg, now);
+            }
+        }
+        if self.staged.iter().any(|s| s.env.id == env.id && s.env.from == env.from) {
+            let msg = format!("a send with id {:?} is being accepted on another connection; retry", env.id);
+            return self.fail(conn, &msg, now);
+        }
+        let mut queued = queued_from(&env);
+        queued.seq = self.take_seq();
         self.set_deadline(conn, None);
         let target = match self.router.claim_waiter(&queued) {
             Some((waiter, parked)) => {
                 let w = self.conns.get_mut(&waiter).expect("parked waiters are live connections");
-                let Phase::Parked { deadline, .. } = w.phase else { unreachable!("router waiters are parked") };
-                w.phase = Phase::Claimed { parked, deadline };
+                let Phase::Parked { deadline, ack, .. } = w.phase else { unreachable!("router waiters are parked") };
+                w.phase = Phase::Claimed { parked, deadline, ack };
                 self.set_deadline(waiter, None);
                 Target::Waiter(waiter)
             }
@@ -402,14 +663,21 @@ impl Hub {
             },
         };
         self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
-        self.staged.push(Staged { conn: Some(conn), env: queued, target });
+        self.staged.push(Staged { conn: Some(conn), env: queued, target, digest });
+    }
+
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
     }
 
     fn on_await(&mut self, conn: ConnId, req: AwaitRequest, now: Now) {
         let name = self.conns[&conn].name.clone().expect("verb phase is authenticated");
         let filter = Filter { reply_to: req.reply_to, kind: req.kind };
+        let ack = req.ack.unwrap_or(false);
         if let Some(env) = self.router.take_first_match(&name, &filter) {
-            return self.deliver(conn, env, now);
+            return self.deliver(conn, env, ack, now);
         }
         match req.timeout_secs {
             Some(0) => {
@@ -420,7 +688,7 @@ impl Hub {
                 // A timeout too far away to represent waits forever.
                 let deadline = secs.and_then(|s| now.mono.checked_add(Duration::from_secs(s)));
                 let parked = self.router.park(&name, filter, conn);
-                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Parked { parked, deadline };
+                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Parked { parked, deadline, ack };
                 self.set_deadline(conn, deadline);
             }
         }
@@ -428,16 +696,25 @@ impl Hub {
 
     // ----- routing -----
 
-    fn accept(&mut self, mut s: Staged, now: Now) {
-        s.env.seq = self.next_seq;
-        self.next_seq += 1;
+    fn accept(&mut self, s: Staged, now: Now) {
+        let e = &s.env;
+        let record = Record {
+            to: e.to.clone(),
+            digest: s.digest,
+            accepted_ms: now.wall.timestamp_millis(),
+            state: State::Queued,
+            state_ms: now.wall.timestamp_millis(),
+            seq: e.seq,
+            ack_pending: false,
+        };
+        self.ledger.remember(&e.from, &e.id, record);
         if let Some(conn) = s.conn {
             let line = HubLine::Accepted { id: s.env.id.clone() };
             self.reply(conn, &line, "accepted", now);
         }
         match s.target {
             Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
-                Some((Phase::Claimed { .. }, false)) => self.deliver(waiter, s.env, now),
+                Some((&Phase::Claimed { ack, .. }, false)) => self.deliver(waiter, s.env, ack, now),
                 // The claimed waiter went away meanwhile: route as if it had never parked.
                 _ => self.route(s.env, false, now),
             },
@@ -466,14 +743,14 @@ impl Hub {
     /// A claimed waiter whose envelope did not come goes back to its place in its tier.
     fn unclaim(&mut self, waiter: ConnId, now: Now) {
         let Some(c) = self.conns.get_mut(&waiter) else { return };
-        let Phase::Claimed { parked, deadline } = std::mem::replace(&mut c.phase, Phase::Done) else {
+        let Phase::Claimed { parked, deadline, ack } = std::mem::replace(&mut c.phase, Phase::Done) else {
             return;
         };
         if c.eof {
             return; // already finished in handle_eof
         }
         self.router.repark(&parked, waiter);
-        c.phase = Phase::Parked { parked, deadline };
+        c.phase = Phase::Parked { parked, deadline, ack };
         self.set_deadline(waiter, deadline);
         if deadline.is_some_and(|d| d <= now.mono) {
             self.handle_timeout(now);
@@ -485,25 +762,69 @@ impl Hub {
     /// checked here: the envelope is already accepted, and refusing it now would lose it.
     fn route(&mut self, env: Queued, returned: bool, now: Now) {
         match self.router.claim_waiter(&env) {
-            Some((waiter, _)) => self.deliver(waiter, env, now),
+            Some((waiter, _)) => {
+                let ack = matches!(self.conns.get(&waiter), Some(Conn { phase: Phase::Parked { ack: true, .. }, .. }));
+                self.deliver(waiter, env, ack, now)
+            }
             None if returned => self.router.requeue(env),
             None => self.router.enqueue_back(env),
         }
     }
 
-    fn deliver(&mut self, conn: ConnId, env: Queued, now: Now) {
-        self.set_deadline(conn, None);
+    /// A delivery that was not consumed goes back to routing, its attempt counted.
+    fn give_back(&mut self, conn: ConnId, mut env: Queued, reason: &str, now: Now) {
+        env.attempts = env.attempts.saturating_add(1);
+        self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
+            conn,
+            id: env.id.clone(),
+            to: env.to.clone(),
+            reason: reason.to_owned(),
+            attempts: env.attempts,
+        }));
+        self.store(StoreOp::Attempts { seq: env.seq, attempts: env.attempts });
+        let (from, id) = (env.from.clone(), env.id.clone());
+        self.set_state(&from, &id, State::Queued, false, now);
+        self.route(env, true, now);
+    }
+
+    fn deliver(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
         let line = HubLine::Envelope(env.text.to_string()).encode();
         let c = self.conns.get_mut(&conn).expect("deliver targets a live connection");
-        c.phase = Phase::Delivering { env, committed: false };
-        let _ = now;
+        c.phase = Phase::Delivering { env, committed: false, ack };
         self.outputs.push_back(Output::Deliver { conn, line });
-        self.outputs.push_back(Output::Close { conn });
+        if ack {
+            self.set_deadline(conn, Some(now.mono + self.limits.ack_timeout()));
+        } else {
+            self.set_deadline(conn, None);
+            self.outputs.push_back(Output::Close { conn });
+        }
+    }
+
+    /// Records a state change in the ledger and, with a durable store, on disk.
+    fn set_state(&mut self, sender: &str, id: &str, state: State, ack_pending: bool, now: Now) {
+        let at_ms = now.wall.timestamp_millis();
+        if self.ledger.set_state(sender, id, state, ack_pending, at_ms) {
+            self.store(StoreOp::State {
+                sender: sender.to_owned(),
+                id: id.to_owned(),
+                state: state.as_str().to_owned(),
+                detail: None,
+                at_ms,
+            });
+        }
+    }
+
+    fn store(&mut self, op: StoreOp) {
+        if self.durable {
+            self.outputs.push_back(Output::Store(op));
+        }
     }
 
     /// A committed delivery was cut short: audit the loss and bounce it to its sender.
     fn lose(&mut self, conn: ConnId, env: Queued, reason: &str, now: Now) {
         let bounced = env.kind != Envelope::BOUNCE_KIND;
+        let state = if bounced { State::Bounced } else { State::Lost };
+        self.set_state(&env.from, &env.id, state, false, now);
         self.outputs.push_back(Output::Audit(AuditEvent::Lost {
             conn,
             id: env.id.clone(),
@@ -530,7 +851,10 @@ impl Hub {
             body,
         )
         .expect("the bounce body is built from JSON strings");
-        self.staged.push(Staged { conn: None, env: queued_from(&bounce), target: Target::Queue { reserved: false } });
+        let digest = ledger::digest(&bounce.to, &bounce.kind, bounce.correlation_id.as_deref(), bounce.body.get());
+        let mut queued = queued_from(&bounce);
+        queued.seq = self.take_seq();
+        self.staged.push(Staged { conn: None, env: queued, target: Target::Queue { reserved: false }, digest });
     }
 
     // ----- replies and bookkeeping -----
@@ -578,7 +902,7 @@ impl Hub {
         if let Some(c) = self.conns.get_mut(&conn) {
             // A claimed waiter becomes Done too: once closed it must take no more input, and
             // `accept` routes the envelope of a waiter that is no longer Claimed elsewhere.
-            if !matches!(c.phase, Phase::Delivering { .. }) {
+            if !matches!(c.phase, Phase::Delivering { .. } | Phase::AckStaged) {
                 c.phase = Phase::Done;
             }
         }
@@ -631,7 +955,8 @@ fn queued_from(env: &Envelope) -> Queued {
         kind: env.kind.clone(),
         correlation_id: env.correlation_id.clone(),
         text: Arc::from(env.to_json()),
-        seq: 0, // stamped in `accept`
+        seq: 0, // stamped at staging
+        attempts: 0,
     }
 }
 

@@ -21,6 +21,8 @@ pub struct Queued {
     /// Acceptance order, stamped by the hub when the envelope is accepted. Every queue is kept
     /// sorted by it, so an envelope that comes back from a failed delivery regains its place.
     pub seq: u64,
+    /// Deliveries of this envelope that were handed out and came back (SPEC §12.2).
+    pub attempts: u32,
 }
 
 impl Queued {
@@ -286,6 +288,7 @@ mod tests {
             correlation_id: corr.map(Into::into),
             text: Arc::from(format!("{{\"id\":\"{id}\"}}")),
             seq: 0,
+            attempts: 0,
         }
     }
 

@@ -62,6 +62,8 @@ struct Drained {
     /// Audit events, with the staged `Accepted` records placed where the IO loop writes them.
     audit: Vec<AuditEvent>,
     logs: Vec<String>,
+    /// Store operations (only from a hub built `with_durable(true)`).
+    store: Vec<crate::store::StoreOp>,
 }
 
 impl Drained {
@@ -217,7 +219,8 @@ impl Sim {
 
     /// The socket accepted the first byte of `c`'s delivery.
     fn committed(&mut self, c: ConnId) {
-        self.hub.handle_delivery_committed(c);
+        let now = self.now();
+        self.hub.handle_delivery_committed(c, now);
     }
 
     /// The audit write of this iteration succeeded: the staged records go to the audit log
@@ -233,7 +236,7 @@ impl Sim {
     /// The audit write failed: nothing staged reaches the log.
     fn commit_err(&mut self) {
         let now = self.now();
-        self.hub.commit(Err("disk full".to_owned()), now);
+        self.hub.commit(Err("the audit log could not be written (disk full)".to_owned()), now);
     }
 
     /// Moves the virtual clock and lets the hub expire its deadlines, as the loop does.
@@ -285,6 +288,7 @@ impl Sim {
                     self.out.conns.entry(conn).or_default().closed = true;
                 }
                 Output::Audit(e) => self.out.audit.push(e),
+                Output::Store(op) => self.out.store.push(op),
                 Output::Log(l) => {
                     assert!(!l.contains("tok-"), "a token reached the service log: {l}");
                     self.out.logs.push(l);
@@ -789,7 +793,7 @@ fn a_zero_byte_delivery_goes_to_the_next_matching_waiter() {
     assert_eq!(d.delivered_id(next), id);
     sim.io_flush();
     let d = sim.drain();
-    assert!(d.audit.contains(&AuditEvent::Delivered { conn: next, id: id.clone(), to: "datastore".into() }));
+    assert!(d.audit.contains(&AuditEvent::Delivered { conn: next, id: id.clone(), to: "datastore".into(), ack: false }));
     assert!(!d.audit.iter().any(|e| matches!(e, AuditEvent::Lost { .. })));
 }
 
@@ -857,7 +861,7 @@ fn a_partial_write_loses_the_envelope_and_bounces_it_to_the_sender() {
     assert_eq!(
         d.audit,
         [
-            AuditEvent::Delivered { conn: reader, id: id.clone(), to: "datastore".into() },
+            AuditEvent::Delivered { conn: reader, id: id.clone(), to: "datastore".into(), ack: false },
             AuditEvent::Lost { conn: reader, id: id.clone(), to: "datastore".into(), reason: "peer reset".into(), bounced: true },
         ]
     );
@@ -909,7 +913,7 @@ fn a_fully_written_delivery_is_delivered_once() {
     sim.committed(c); // the IO may report every write; only the first byte counts
     sim.closed(c, true);
     let d = sim.drain();
-    assert_eq!(d.audit, [AuditEvent::Delivered { conn: c, id, to: "datastore".into() }]);
+    assert_eq!(d.audit, [AuditEvent::Delivered { conn: c, id, to: "datastore".into(), ack: false }]);
     assert!(!sim.hub.has_staged());
     assert_eq!(sim.hub.open_connections(), 0);
 }

@@ -13,6 +13,7 @@ pub mod startup;
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
+use crate::store::{Loaded, Store, StoreOp};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -75,11 +76,15 @@ pub struct Server {
     /// Connections whose read budget ran out: read again next iteration.
     read_again: BTreeSet<ConnId>,
     records: Records,
+    store: Box<dyn Store>,
+    /// Store operations that gate nothing, applied with the next commit (retried on failure).
+    pending_ops: Vec<StoreOp>,
     /// Held open so that at EMFILE one descriptor can be freed to accept-and-close.
     reserve_fd: Option<File>,
     accept_paused_until: Option<Instant>,
     refusals: Refusals,
     shutting_down: bool,
+    store_failing: bool,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
 }
@@ -93,6 +98,8 @@ impl Server {
         roster: Roster,
         limits: Limits,
         records: Records,
+        store: Box<dyn Store>,
+        loaded: Loaded,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = listener;
@@ -101,11 +108,15 @@ impl Server {
         if let Some(s) = &mut signals {
             poll.registry().register(&mut s.receiver, SIGNALS, Interest::READABLE)?;
         }
+        let now = Now { mono: Instant::now(), wall: chrono::Utc::now() };
+        let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
+        hub.restore(loaded, now);
+        hub.start_purging(now);
         Ok(Server {
             poll,
             listener: Some(listener),
             signals,
-            hub: Hub::new(roster, limits.clone()),
+            hub,
             limits,
             conns: HashMap::new(),
             next_conn: FIRST_CONN,
@@ -113,10 +124,13 @@ impl Server {
             dirty: BTreeSet::new(),
             read_again: BTreeSet::new(),
             records,
+            store,
+            pending_ops: Vec::new(),
             reserve_fd: File::open("/dev/null").ok(),
             accept_paused_until: None,
             refusals: Refusals::default(),
             shutting_down: false,
+            store_failing: false,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
@@ -193,7 +207,7 @@ impl Server {
         consider(self.deadlines.first().map(|&(t, _)| t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
-        if self.hub.has_staged() {
+        if self.hub.has_staged() || !self.pending_ops.is_empty() {
             consider(Some(now + COMMIT_RETRY));
         }
         if !self.read_again.is_empty() {
@@ -375,6 +389,7 @@ impl Server {
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
                 Output::Log(line) => self.records.log("INFO", &line),
+                Output::Store(op) => self.pending_ops.push(op),
             }
         }
     }
@@ -385,10 +400,8 @@ impl Server {
         let mut commit_failed = false;
         loop {
             self.drain_outputs();
-            if self.hub.has_staged() && !commit_failed {
-                let result = self.records.flush_audit(self.hub.staged_audit());
-                commit_failed = result.is_err();
-                self.hub.commit(result, now);
+            if (self.hub.has_staged() || !self.pending_ops.is_empty()) && !commit_failed {
+                commit_failed = !self.commit_point(now);
                 self.drain_outputs();
             }
             if self.dirty.is_empty() {
@@ -402,6 +415,50 @@ impl Server {
         self.records.flush_service();
     }
 
+    /// The one commit of an iteration (PLAN.md §2): the store transaction (pending operations,
+    /// then the staged sends' and acks'), the audit batch, then the store commit. Only when all
+    /// three succeed are the staged sends accepted; otherwise they are refused, the store
+    /// transaction is rolled back, and pending operations wait for the next attempt.
+    fn commit_point(&mut self, now: Now) -> bool {
+        let mut ops = std::mem::take(&mut self.pending_ops);
+        let pending = ops.len();
+        if self.store.is_durable() {
+            self.hub.staged_store_ops(now.wall.timestamp_millis(), &mut ops);
+        }
+        let mut result = match self.store.stage(&ops) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(format!("the queue store could not be written ({e})")),
+        };
+        if result.is_ok() {
+            if let Err(e) = self.records.flush_audit(self.hub.staged_audit()) {
+                self.store.rollback();
+                result = Err(format!("the audit log could not be written ({e})"));
+            }
+        } else {
+            // Records that gate nothing still go out; the refusals are audited after them.
+            let _ = self.records.flush_audit(std::iter::empty());
+        }
+        if result.is_ok() {
+            if let Err(e) = self.store.commit() {
+                result = Err(format!("the queue store could not be written ({e})"));
+            }
+        }
+        let ok = result.is_ok();
+        if !ok {
+            ops.truncate(pending);
+            self.pending_ops = ops;
+            if !self.store_failing {
+                self.store_failing = true;
+                self.records.log("ERROR", &format!("commit failed: {}; sends are refused until it succeeds", result.as_ref().unwrap_err()));
+            }
+        } else if self.store_failing {
+            self.store_failing = false;
+            self.records.log("INFO", "commits succeed again");
+        }
+        self.hub.commit(result, now);
+        ok
+    }
+
     fn flush_conn(&mut self, id: ConnId, now: Now) {
         let Some(conn) = self.conns.get_mut(&id) else { return };
         if conn.delivery_unstarted() && conn.peer_gone() {
@@ -410,7 +467,7 @@ impl Server {
             return;
         }
         let hub = &mut self.hub;
-        match conn.flush(|| hub.handle_delivery_committed(id)) {
+        match conn.flush(|| hub.handle_delivery_committed(id, now)) {
             Flush::Done => {
                 self.set_io_deadline(id, None);
                 let conn = self.conns.get_mut(&id).expect("flushed conn exists");

@@ -6,7 +6,9 @@
 use super::records::{open_record_file, Records};
 use super::signal::Signals;
 use super::Server;
-use crate::config::Config;
+use crate::config::{Config, StoreConfig};
+use crate::store::sqlite::Sqlite;
+use crate::store::{Loaded, Memory, Store};
 use crate::roster::Roster;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -65,8 +67,9 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
     let mut records = Records::new(Box::new(audit_placeholder()), Box::new(service));
     records.log("INFO", &format!("agent-hub-server {} starting; config {}", crate::VERSION, config_path.display()));
     match start_rest(&config, audit_result, &mut records, install_signals) {
-        Ok((listener, addr, signals, roster)) => {
-            let server = Server::new(listener, signals, roster, config.limits.clone(), records).map_err(fail("event loop"))?;
+        Ok((listener, addr, signals, roster, store, loaded)) => {
+            let server = Server::new(listener, signals, roster, config.limits.clone(), records, store, loaded)
+                .map_err(fail("event loop"))?;
             Ok(Started { server, addr })
         }
         Err(e) => {
@@ -82,7 +85,7 @@ fn start_rest(
     audit: Result<std::fs::File, String>,
     records: &mut Records,
     install_signals: bool,
-) -> Result<(mio::net::TcpListener, SocketAddr, Option<Signals>, Roster), StartupError> {
+) -> Result<(mio::net::TcpListener, SocketAddr, Option<Signals>, Roster, Box<dyn Store>, Loaded), StartupError> {
     check_private(&config.roster_path, "roster").map_err(fail("roster"))?;
     let text = std::fs::read_to_string(&config.roster_path)
         .map_err(|e| format!("cannot read roster {}: {e}", config.roster_path.display()))
@@ -90,6 +93,18 @@ fn start_rest(
     let roster = Roster::parse(&text).map_err(fail("roster"))?;
     records.log("INFO", &format!("roster loaded: {} agents", roster.names().len()));
     let audit = audit.map_err(fail("audit log"))?;
+    let (mut store, what): (Box<dyn Store>, String) = match &config.store {
+        StoreConfig::Memory => (Box::new(Memory), "in memory (queues do not survive a restart)".into()),
+        StoreConfig::Sqlite { path, max_bytes } => (
+            Box::new(Sqlite::open(path, *max_bytes).map_err(fail("store"))?),
+            format!("SQLite at {} (cap {max_bytes} bytes)", path.display()),
+        ),
+    };
+    let loaded = store.load().map_err(fail("store"))?;
+    records.log(
+        "INFO",
+        &format!("queue store {what}: {} envelopes and {} remembered ids restored", loaded.envelopes.len(), loaded.ids.len()),
+    );
     raise_fd_limit(records);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
     let listener = mio::net::TcpListener::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}")).map_err(fail("listen"))?;
@@ -99,7 +114,7 @@ fn start_rest(
     records.log("INFO", &format!("limits: {:?}", config.limits));
     records.log("INFO", &format!("listener bound {addr}; hub ready"));
     records.flush_service();
-    Ok((listener, addr, signals, roster))
+    Ok((listener, addr, signals, roster, store, loaded))
 }
 
 /// A sink for the moment before the audit log is open; nothing is ever written to it.

@@ -26,6 +26,8 @@ pub enum WireError {
     Envelope(EnvelopeError),
     /// An await filter was an empty string.
     EmptyFilter(&'static str),
+    /// An `ack` or `status` line named an empty id.
+    EmptyId(&'static str),
 }
 
 impl fmt::Display for WireError {
@@ -35,6 +37,7 @@ impl fmt::Display for WireError {
             WireError::Malformed(why) => write!(f, "malformed line: {why}"),
             WireError::Envelope(e) => write!(f, "invalid envelope: {e}"),
             WireError::EmptyFilter(key) => write!(f, "invalid await: {key} must not be empty"),
+            WireError::EmptyId(tag) => write!(f, "invalid {tag}: id must not be empty"),
         }
     }
 }
@@ -66,6 +69,39 @@ pub struct AwaitRequest {
     /// Whole seconds; `None` waits forever, `Some(0)` polls.
     #[serde(rename = "timeoutSecs", default)]
     pub timeout_secs: Option<u64>,
+    /// Our extension (SPEC §12.2): `true` asks for acknowledged delivery. Never sent when
+    /// absent, so a plain await is the 004 line byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack: Option<bool>,
+}
+
+/// `{"ack":{"id":…}}` (SPEC §12.2) and `{"status":{"id":…}}` (SPEC §12.4).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IdRequest {
+    pub id: String,
+}
+
+/// Where an envelope is, as the hub answers a `status` verb (SPEC §12.4).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EnvelopeStatus {
+    pub id: String,
+    /// `queued`, `delivered`, `acked`, `bounced`, `lost` or `unknown`.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// 1-based place in the recipient's queue, when queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// When the envelope reached its state (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// Deliveries that were handed out and came back unacknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 /// A line a client sends, already validated.
@@ -74,6 +110,9 @@ pub enum ClientLine {
     Hello(Hello),
     Send(Envelope),
     Await(AwaitRequest),
+    /// Acknowledges the envelope just delivered on this connection (ack mode only).
+    Ack(IdRequest),
+    Status(IdRequest),
 }
 
 /// The raw shape of a client line: exactly one known tag. Borrowed from the line so the body's
@@ -87,6 +126,10 @@ enum RawClientLine<'a> {
     Send(envelope::RawEnvelope<'a>),
     #[serde(rename = "await", deserialize_with = "object")]
     Await(AwaitRequest),
+    #[serde(rename = "ack", deserialize_with = "object")]
+    Ack(IdRequest),
+    #[serde(rename = "status", deserialize_with = "object")]
+    Status(IdRequest),
 }
 
 impl ClientLine {
@@ -106,6 +149,10 @@ impl ClientLine {
                 }
                 Ok(ClientLine::Await(a))
             }
+            RawClientLine::Ack(r) if r.id.is_empty() => Err(WireError::EmptyId("ack")),
+            RawClientLine::Status(r) if r.id.is_empty() => Err(WireError::EmptyId("status")),
+            RawClientLine::Ack(r) => Ok(ClientLine::Ack(r)),
+            RawClientLine::Status(r) => Ok(ClientLine::Status(r)),
         }
     }
 
@@ -115,6 +162,8 @@ impl ClientLine {
             ClientLine::Hello(h) => format!("{{\"hello\":{}}}", to_json(h)),
             ClientLine::Send(e) => format!("{{\"send\":{}}}", e.to_json()),
             ClientLine::Await(a) => format!("{{\"await\":{}}}", to_json(a)),
+            ClientLine::Ack(r) => format!("{{\"ack\":{}}}", to_json(r)),
+            ClientLine::Status(r) => format!("{{\"status\":{}}}", to_json(r)),
         };
         s.push('\n');
         s
@@ -126,6 +175,8 @@ impl ClientLine {
             ClientLine::Hello(_) => "hello",
             ClientLine::Send(_) => "send",
             ClientLine::Await(_) => "await",
+            ClientLine::Ack(_) => "ack",
+            ClientLine::Status(_) => "status",
         }
     }
 }
@@ -138,6 +189,10 @@ pub enum HubLine {
     Accepted { id: String },
     Envelope(String),
     Timeout,
+    /// Our extension: the ack of an ack-mode delivery is durable (SPEC §12.2).
+    Acked { id: String },
+    /// Our extension: the answer to `status` (SPEC §12.4).
+    Status(EnvelopeStatus),
 }
 
 #[derive(Deserialize)]
@@ -169,9 +224,26 @@ enum RawHubLine<'a> {
     Envelope(&'a RawValue),
     #[serde(rename = "timeout", deserialize_with = "object")]
     Timeout(Empty),
+    #[serde(rename = "acked", deserialize_with = "object")]
+    Acked(IdPayload),
+    #[serde(rename = "status", deserialize_with = "object")]
+    Status(EnvelopeStatus),
 }
 
 impl HubLine {
+    /// The tag, for messages.
+    pub fn tag(&self) -> &'static str {
+        match self {
+            HubLine::Ok => "ok",
+            HubLine::Error { .. } => "error",
+            HubLine::Accepted { .. } => "accepted",
+            HubLine::Envelope(_) => "envelope",
+            HubLine::Timeout => "timeout",
+            HubLine::Acked { .. } => "acked",
+            HubLine::Status(_) => "status",
+        }
+    }
+
     /// Decodes a hub line (client side). An `envelope` must itself be a valid envelope whose
     /// `correlationId` key is present, as every hub sends it.
     pub fn decode(line: &[u8]) -> Result<HubLine, WireError> {
@@ -182,6 +254,8 @@ impl HubLine {
             RawHubLine::Error(m) => HubLine::Error { message: m.message },
             RawHubLine::Accepted(a) => HubLine::Accepted { id: a.id },
             RawHubLine::Timeout(Empty {}) => HubLine::Timeout,
+            RawHubLine::Acked(a) => HubLine::Acked { id: a.id },
+            RawHubLine::Status(st) => HubLine::Status(st),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> = object(&mut de).map_err(|e| malformed(&e))?;
@@ -202,6 +276,8 @@ impl HubLine {
             HubLine::Accepted { id } => format!("{{\"accepted\":{{\"id\":{}}}}}", to_json(id)),
             HubLine::Envelope(text) => format!("{{\"envelope\":{text}}}"),
             HubLine::Timeout => "{\"timeout\":{}}".to_owned(),
+            HubLine::Acked { id } => format!("{{\"acked\":{{\"id\":{}}}}}", to_json(id)),
+            HubLine::Status(st) => format!("{{\"status\":{}}}", to_json(st)),
         };
         s.push('\n');
         s
