@@ -6,6 +6,7 @@
 
 use super::{Loaded, Store, StoreError, StoreOp, StoredEnvelope, StoredId};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
@@ -53,6 +54,19 @@ impl Sqlite {
     /// Opens (creating if needed) the database at `path`. `max_bytes` caps its size: past it
     /// writes fail as on a full disk, and sends are refused until deliveries free room.
     pub fn open(path: &Path, max_bytes: u64) -> Result<Sqlite, StoreError> {
+        // The store holds bodies: create it 600 (SQLite gives its -wal file the same mode) and
+        // tighten a looser existing file.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+        let meta = file.metadata().map_err(|e| StoreError::Open(e.to_string()))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| StoreError::Open(e.to_string()))?;
+        }
+        drop(file);
         let conn = Connection::open(path).map_err(open_err)?;
         conn.pragma_update(None, "locking_mode", "EXCLUSIVE").map_err(open_err)?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(open_err)?;
@@ -290,6 +304,13 @@ mod tests {
         let loaded = s.load().unwrap();
         let ids: Vec<(&str, u32)> = loaded.envelopes.iter().map(|e| (e.id.as_str(), e.attempts)).collect();
         assert_eq!(ids, [("x", 2), ("z", 0)]);
+    }
+
+    #[test]
+    fn the_store_file_is_private() {
+        let path = tmp("mode");
+        drop(Sqlite::open(&path, 1 << 30).unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]
