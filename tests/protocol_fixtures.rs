@@ -25,13 +25,17 @@ use std::time::{Duration, Instant};
 // ----- loading -----
 
 fn protocol_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol").join("hub")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("protocol")
+        .join("hub")
 }
 
 fn load<T: for<'de> Deserialize<'de>>(file: &str) -> T {
     let path = protocol_dir().join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not a valid fixture file: {e}", path.display()))
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not a valid fixture file: {e}", path.display()))
 }
 
 /// One line case. Unknown keys are refused so a misspelt key cannot silently skip a check.
@@ -63,7 +67,10 @@ impl LineCase {
     /// Structural rules of the format itself (protocol/README.md).
     fn check_shape(&self) -> Result<(), String> {
         if !self.spec.starts_with('§') {
-            return Err(format!("spec {:?} must cite a SPEC section (§n.m)", self.spec));
+            return Err(format!(
+                "spec {:?} must cite a SPEC section (§n.m)",
+                self.spec
+            ));
         }
         let bytes = self.bytes()?;
         if bytes.contains(&b'\n') {
@@ -73,7 +80,11 @@ impl LineCase {
             if self.tag.is_none() || self.fields.is_none() || self.error.is_some() {
                 return Err("a valid case has tag and fields, and no error".into());
             }
-        } else if self.error.is_none() || self.tag.is_some() || self.fields.is_some() || self.canonical.is_some() {
+        } else if self.error.is_none()
+            || self.tag.is_some()
+            || self.fields.is_some()
+            || self.canonical.is_some()
+        {
             return Err("an invalid case has error, and no tag, fields or canonical".into());
         }
         if let (Some(canonical), Some(line)) = (&self.canonical, &self.line) {
@@ -91,7 +102,9 @@ fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
     }
     (0..hex.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| format!("bad hex {hex:?}: {e}")))
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| format!("bad hex {hex:?}: {e}"))
+        })
         .collect()
 }
 
@@ -106,13 +119,25 @@ fn check_all(file: &str, cases: &[LineCase], check: impl Fn(&LineCase) -> Result
             failures.push(format!("{} ({}): {why}", case.name, case.spec));
         }
     }
-    assert!(cases.len() >= 10, "{file}: suspiciously few cases ({})", cases.len());
-    assert!(failures.is_empty(), "{file}: {} failing case(s):\n  {}", failures.len(), failures.join("\n  "));
+    assert!(
+        cases.len() >= 10,
+        "{file}: suspiciously few cases ({})",
+        cases.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{file}: {} failing case(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
 }
 
 /// The canonical re-encoding of a valid case, which must itself round-trip unchanged.
 fn expected_encoding(case: &LineCase) -> String {
-    case.canonical.clone().or_else(|| case.line.clone()).unwrap_or_default()
+    case.canonical
+        .clone()
+        .or_else(|| case.line.clone())
+        .unwrap_or_default()
 }
 
 fn compare_fields(case: &LineCase, tag: &str, fields: Map<String, Value>) -> Result<(), String> {
@@ -164,7 +189,8 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             e.body.get(),
         )),
         ClientLine::Await(a) => {
-            let mut v = json!({"replyTo": a.reply_to, "kind": a.kind, "timeoutSecs": a.timeout_secs});
+            let mut v =
+                json!({"replyTo": a.reply_to, "kind": a.kind, "timeoutSecs": a.timeout_secs});
             if let Some(ack) = a.ack {
                 v["ack"] = json!(ack);
             }
@@ -183,17 +209,25 @@ fn check_client_case(case: &LineCase) -> Result<(), String> {
     let decoded = ClientLine::decode(&bytes);
     match (case.valid, decoded) {
         (true, Err(e)) => Err(format!("fixture says valid, decoder says: {e}")),
-        (false, Ok(line)) => Err(format!("fixture says invalid, decoder accepted it as {}", line.tag())),
+        (false, Ok(line)) => Err(format!(
+            "fixture says invalid, decoder accepted it as {}",
+            line.tag()
+        )),
         (false, Err(e)) => {
             let want = case.error.as_deref().expect("checked by check_shape");
             if e.to_string() != want {
                 return Err(format!("error text\n    {e}\n  fixture says\n    {want}"));
             }
             // The text travels to the client in an error line and must survive it unchanged.
-            let line = HubLine::Error { message: want.to_owned() }.encode();
+            let line = HubLine::Error {
+                message: want.to_owned(),
+            }
+            .encode();
             match HubLine::decode(line.trim_end_matches('\n').as_bytes()) {
                 Ok(HubLine::Error { message }) if message == want => Ok(()),
-                other => Err(format!("error line {line:?} does not round-trip: {other:?}")),
+                other => Err(format!(
+                    "error line {line:?} does not round-trip: {other:?}"
+                )),
             }
         }
         (true, Ok(line)) => {
@@ -201,13 +235,15 @@ fn check_client_case(case: &LineCase) -> Result<(), String> {
             compare_fields(case, tag, fields)?;
             let want = expected_encoding(case);
             let got = line.encode();
-            let got = got.strip_suffix('\n').ok_or("encode() must end with a newline")?;
+            let got = got
+                .strip_suffix('\n')
+                .ok_or("encode() must end with a newline")?;
             if got != want {
                 return Err(format!("re-encoded as\n    {got}\n  expected\n    {want}"));
             }
             // The canonical form is a fixed point.
-            let again =
-                ClientLine::decode(want.as_bytes()).map_err(|e| format!("canonical form does not decode: {e}"))?;
+            let again = ClientLine::decode(want.as_bytes())
+                .map_err(|e| format!("canonical form does not decode: {e}"))?;
             if again.encode().trim_end_matches('\n') != want {
                 return Err("canonical form does not re-encode to itself".into());
             }
@@ -245,11 +281,22 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         HubLine::Error { message } => ("error", json!({"message": message})),
         HubLine::Accepted { id } => ("accepted", json!({"id": id})),
         HubLine::Acked { id } => ("acked", json!({"id": id})),
-        HubLine::Status(st) => ("status", serde_json::to_value(st).map_err(|e| e.to_string())?),
+        HubLine::Status(st) => (
+            "status",
+            serde_json::to_value(st).map_err(|e| e.to_string())?,
+        ),
         HubLine::Envelope(text) => {
-            let e: EnvelopeText<'_> =
-                serde_json::from_str(text).map_err(|e| format!("decoded envelope text does not parse: {e}"))?;
-            let m = envelope_fields(&e.id, &e.from, &e.to, &e.ts, &e.kind, e.correlation_id.as_deref(), e.body.get());
+            let e: EnvelopeText<'_> = serde_json::from_str(text)
+                .map_err(|e| format!("decoded envelope text does not parse: {e}"))?;
+            let m = envelope_fields(
+                &e.id,
+                &e.from,
+                &e.to,
+                &e.ts,
+                &e.kind,
+                e.correlation_id.as_deref(),
+                e.body.get(),
+            );
             return Ok(("envelope", m));
         }
     };
@@ -277,13 +324,17 @@ fn check_hub_case(case: &LineCase) -> Result<(), String> {
             compare_fields(case, tag, fields)?;
             let want = expected_encoding(case);
             let got = line.encode();
-            let got = got.strip_suffix('\n').ok_or("encode() must end with a newline")?;
+            let got = got
+                .strip_suffix('\n')
+                .ok_or("encode() must end with a newline")?;
             if got != want {
                 return Err(format!("re-encoded as\n    {got}\n  expected\n    {want}"));
             }
             match HubLine::decode(want.as_bytes()) {
                 Ok(again) if again == line => Ok(()),
-                other => Err(format!("canonical form does not decode to the same line: {other:?}")),
+                other => Err(format!(
+                    "canonical form does not decode to the same line: {other:?}"
+                )),
             }
         }
     }
@@ -354,7 +405,11 @@ enum Action {
     Connect(String),
     Write(String, Vec<u8>),
     Close(String),
-    Expect { conn: String, lines: Vec<String>, closed: bool },
+    Expect {
+        conn: String,
+        lines: Vec<String>,
+        closed: bool,
+    },
     Advance(Duration),
     Fault(Option<String>, Fault),
     Shutdown,
@@ -372,7 +427,11 @@ enum Fault {
 
 impl Step {
     fn action(&self) -> Result<Action, String> {
-        let conn = || self.conn.clone().ok_or_else(|| "this step needs conn".to_owned());
+        let conn = || {
+            self.conn
+                .clone()
+                .ok_or_else(|| "this step needs conn".to_owned())
+        };
         let mut actions = Vec::new();
         if self.connect == Some(true) {
             actions.push(Action::Connect(conn()?));
@@ -392,14 +451,19 @@ impl Step {
             actions.push(Action::Write(conn()?, from_hex(hex)?));
         }
         if let Some(f) = &self.send_filler {
-            let [b] = f.byte.as_bytes() else { return Err("send_filler.byte must be one byte".into()) };
+            let [b] = f.byte.as_bytes() else {
+                return Err("send_filler.byte must be one byte".into());
+            };
             actions.push(Action::Write(conn()?, vec![*b; f.count]));
         }
         if let Some(p) = &self.send_padded {
             let mut bytes = Vec::new();
             for (i, l) in p.lines.iter().enumerate() {
                 let line = if i == p.pad_line {
-                    let fill = p.line_bytes.checked_sub(l.len() - "$PAD".len()).ok_or("line longer than line_bytes")?;
+                    let fill = p
+                        .line_bytes
+                        .checked_sub(l.len() - "$PAD".len())
+                        .ok_or("line longer than line_bytes")?;
                     l.replacen("$PAD", &"x".repeat(fill), 1)
                 } else {
                     l.clone()
@@ -419,9 +483,17 @@ impl Step {
             let closed = match self.then.as_deref() {
                 Some("closed") => true,
                 Some("open") => false,
-                other => return Err(format!("expect needs then = \"open\" or \"closed\", got {other:?}")),
+                other => {
+                    return Err(format!(
+                        "expect needs then = \"open\" or \"closed\", got {other:?}"
+                    ))
+                }
             };
-            actions.push(Action::Expect { conn: conn()?, lines: lines.clone(), closed });
+            actions.push(Action::Expect {
+                conn: conn()?,
+                lines: lines.clone(),
+                closed,
+            });
         } else if self.then.is_some() {
             return Err("then without expect".into());
         }
@@ -481,11 +553,16 @@ struct Sim {
 impl Sim {
     fn new(file: &TranscriptFile) -> Sim {
         let roster_text: String = std::iter::once("[agents]\n".to_owned())
-            .chain(file.roster.iter().map(|(n, t)| format!("{n} = {}\n", Value::String(t.clone()))))
+            .chain(
+                file.roster
+                    .iter()
+                    .map(|(n, t)| format!("{n} = {}\n", Value::String(t.clone()))),
+            )
             .collect();
         let roster = Roster::parse(&roster_text).expect("the transcript roster is valid");
         let config_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(&file.limits);
-        let config = Config::load(&config_path).expect("the limits file named by transcripts.json loads");
+        let config =
+            Config::load(&config_path).expect("the limits file named by transcripts.json loads");
         let mut secrets: Vec<String> = file.roster.values().cloned().collect();
         secrets.push("body-canary".to_owned());
         Sim {
@@ -494,7 +571,10 @@ impl Sim {
             conns: HashMap::new(),
             by_id: HashMap::new(),
             next_id: 1,
-            now: Now { mono: Instant::now(), wall: chrono::Utc::now() },
+            now: Now {
+                mono: Instant::now(),
+                wall: chrono::Utc::now(),
+            },
             audit_fails: false,
             armed: HashMap::new(),
             secrets,
@@ -507,7 +587,15 @@ impl Sim {
             let id = self.next_id;
             self.next_id += 1;
             let fault = self.armed.remove(name);
-            self.conns.insert(name.to_owned(), SimConn { id, flushed: true, fault, ..SimConn::default() });
+            self.conns.insert(
+                name.to_owned(),
+                SimConn {
+                    id,
+                    flushed: true,
+                    fault,
+                    ..SimConn::default()
+                },
+            );
             self.by_id.insert(id, name.to_owned());
             self.hub.handle_connect(id, self.now);
             self.pump();
@@ -518,7 +606,9 @@ impl Sim {
     fn write(&mut self, name: &str, bytes: &[u8]) -> Result<(), String> {
         let c = self.conn(name);
         if c.closed {
-            return Err(format!("{name}: the transcript writes to a connection the hub closed"));
+            return Err(format!(
+                "{name}: the transcript writes to a connection the hub closed"
+            ));
         }
         let id = c.id;
         c.input.push(bytes);
@@ -535,7 +625,8 @@ impl Sim {
                 Ok(None) => break,
                 Err(too_long) => {
                     c.input = LineBuffer::new();
-                    self.hub.handle_bad_input(id, &too_long.to_string(), self.now);
+                    self.hub
+                        .handle_bad_input(id, &too_long.to_string(), self.now);
                 }
             }
             self.drain();
@@ -552,7 +643,10 @@ impl Sim {
                 break;
             }
             let result = if std::mem::take(&mut self.audit_fails) {
-                Err("the audit log could not be written (No space left on device (os error 28))".to_owned())
+                Err(
+                    "the audit log could not be written (No space left on device (os error 28))"
+                        .to_owned(),
+                )
             } else {
                 Ok(())
             };
@@ -565,15 +659,26 @@ impl Sim {
             match out {
                 Output::Write { conn, line } => {
                     let c = self.by_id(conn);
-                    assert!(!c.closed, "the hub wrote {line:?} after closing the connection");
-                    c.received.push(line.strip_suffix('\n').expect("lines end with a newline").to_owned());
+                    assert!(
+                        !c.closed,
+                        "the hub wrote {line:?} after closing the connection"
+                    );
+                    c.received.push(
+                        line.strip_suffix('\n')
+                            .expect("lines end with a newline")
+                            .to_owned(),
+                    );
                 }
                 Output::Deliver { conn, line } => {
                     let c = self.by_id(conn);
                     assert!(!c.closed, "the hub delivered after closing the connection");
                     match c.fault.take() {
                         None => {
-                            c.received.push(line.strip_suffix('\n').expect("lines end with a newline").to_owned());
+                            c.received.push(
+                                line.strip_suffix('\n')
+                                    .expect("lines end with a newline")
+                                    .to_owned(),
+                            );
                             self.hub.handle_delivery_committed(conn, self.now);
                         }
                         Some(Fault::DeliveryZeroBytes) => c.flushed = false,
@@ -588,8 +693,11 @@ impl Sim {
                     let c = self.by_id(conn);
                     c.closed = true;
                     let flushed = c.flushed;
-                    let reason =
-                        if flushed { "closed" } else { "write failed: Connection reset by peer (os error 104)" };
+                    let reason = if flushed {
+                        "closed"
+                    } else {
+                        "write failed: Connection reset by peer (os error 104)"
+                    };
                     self.hub.handle_closed(conn, flushed, reason, self.now);
                 }
                 Output::Audit(_) => {}
@@ -610,7 +718,10 @@ impl Sim {
     }
 
     fn advance(&mut self, d: Duration) {
-        self.now = Now { mono: self.now.mono + d, wall: self.now.wall + d };
+        self.now = Now {
+            mono: self.now.mono + d,
+            wall: self.now.wall + d,
+        };
         self.hub.handle_timeout(self.now);
         self.pump();
     }
@@ -626,7 +737,11 @@ impl Sim {
                 self.hub.handle_eof(id, self.now);
                 self.pump();
             }
-            Action::Expect { conn, lines, closed } => {
+            Action::Expect {
+                conn,
+                lines,
+                closed,
+            } => {
                 let c = self.conn(&conn);
                 let got = std::mem::take(&mut c.received);
                 if got.len() != lines.len() || !got.iter().zip(&lines).all(|(g, p)| matches(p, g)) {
@@ -650,7 +765,9 @@ impl Sim {
                     None => drop(self.armed.insert(name, f)),
                 }
             }
-            Action::Fault(..) => return Err("delivery faults need conn; audit_write_fails takes none".into()),
+            Action::Fault(..) => {
+                return Err("delivery faults need conn; audit_write_fails takes none".into())
+            }
             Action::Shutdown => {
                 self.hub.shutdown(self.now);
                 self.pump();
@@ -666,7 +783,10 @@ impl Sim {
             }
         }
         if !self.log_leaks.is_empty() {
-            return Err(format!("service log holds a token or body: {:?}", self.log_leaks));
+            return Err(format!(
+                "service log holds a token or body: {:?}",
+                self.log_leaks
+            ));
         }
         Ok(())
     }
@@ -677,10 +797,17 @@ impl Sim {
 /// for part of a JSON string.
 fn matches(pattern: &str, text: &str) -> bool {
     const HOLES: [&str; 3] = ["$ID", "$TS", "$TEXT"];
-    let next_hole = HOLES.iter().filter_map(|h| pattern.find(h).map(|at| (at, *h))).min();
-    let Some((at, hole)) = next_hole else { return pattern == text };
+    let next_hole = HOLES
+        .iter()
+        .filter_map(|h| pattern.find(h).map(|at| (at, *h)))
+        .min();
+    let Some((at, hole)) = next_hole else {
+        return pattern == text;
+    };
     let (lit, rest) = (&pattern[..at], &pattern[at + hole.len()..]);
-    let Some(text) = text.strip_prefix(lit) else { return false };
+    let Some(text) = text.strip_prefix(lit) else {
+        return false;
+    };
     // The hole ends where its JSON string ends (at an unescaped quote) or earlier.
     let mut end = 0;
     let bytes = text.as_bytes();
@@ -725,16 +852,33 @@ fn transcripts_replay_against_the_core() {
             failures.push(format!("{} ({}): {why}", t.name, t.spec.join(", ")));
         }
     }
-    assert!(failures.is_empty(), "{} failing transcript(s):\n  {}", failures.len(), failures.join("\n  "));
+    assert!(
+        failures.is_empty(),
+        "{} failing transcript(s):\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
 }
 
 #[test]
 fn placeholder_matching() {
-    assert!(matches(r#"{"accepted":{"id":"$ID"}}"#, r#"{"accepted":{"id":"e1"}}"#));
-    assert!(!matches(r#"{"accepted":{"id":"$ID"}}"#, r#"{"accepted":{"id":""}}"#));
-    assert!(matches(r#"{"ts":"$TS","x":1}"#, r#"{"ts":"2026-07-21T06:41:02.517Z","x":1}"#));
+    assert!(matches(
+        r#"{"accepted":{"id":"$ID"}}"#,
+        r#"{"accepted":{"id":"e1"}}"#
+    ));
+    assert!(!matches(
+        r#"{"accepted":{"id":"$ID"}}"#,
+        r#"{"accepted":{"id":""}}"#
+    ));
+    assert!(matches(
+        r#"{"ts":"$TS","x":1}"#,
+        r#"{"ts":"2026-07-21T06:41:02.517Z","x":1}"#
+    ));
     assert!(!matches(r#"{"ts":"$TS"}"#, r#"{"ts":"yesterday"}"#));
-    assert!(matches(r#"{"m":"a ($TEXT)"}"#, r#"{"m":"a (disk \"full\" (28))"}"#));
+    assert!(matches(
+        r#"{"m":"a ($TEXT)"}"#,
+        r#"{"m":"a (disk \"full\" (28))"}"#
+    ));
     assert!(!matches(r#"{"m":"$TEXT"}"#, r#"{"m":"a","n":"b"}"#));
     assert!(!matches(r#"{"ok":{}}"#, r#"{"ok":{}} "#));
 }

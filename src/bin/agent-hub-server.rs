@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "agent-hub-server", version, about = "The agent-hub server: loopback-only message hub")]
+#[command(
+    name = "agent-hub-server",
+    version,
+    about = "The agent-hub server: loopback-only message hub"
+)]
 struct Cli {
     /// Path to the config file (see config.example.toml).
     #[arg(long, value_name = "PATH")]
@@ -45,7 +49,9 @@ fn main() -> ExitCode {
         },
         (None, Some(config)) => (config, false),
         (None, None) => {
-            eprintln!("agent-hub-server: --config PATH is required (or use: agent-hub-server demo DIR)");
+            eprintln!(
+                "agent-hub-server: --config PATH is required (or use: agent-hub-server demo DIR)"
+            );
             return ExitCode::from(2);
         }
     };
@@ -61,9 +67,15 @@ fn serve(config: &Path, demo: bool) -> ExitCode {
         }
     };
     if demo {
-        print_demo_help(config.parent().unwrap_or(Path::new(".")), started.addr.port());
+        print_demo_help(
+            config.parent().unwrap_or(Path::new(".")),
+            started.addr.port(),
+        );
     }
-    say(format_args!("agent-hub-server: listening on {}; hub ready", started.addr));
+    say(format_args!(
+        "agent-hub-server: listening on {}; hub ready",
+        started.addr
+    ));
     match started.server.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -92,7 +104,10 @@ fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
         for name in DEMO_AGENTS {
             let token = uuid::Uuid::new_v4().simple().to_string();
             roster.push_str(&format!("{name} = \"{token}\"\n"));
-            write_private(&dir.join("tokens").join(format!("{name}.token")), &format!("{token}\n"))?;
+            write_private(
+                &dir.join("tokens").join(format!("{name}.token")),
+                &format!("{token}\n"),
+            )?;
         }
         write_private(&dir.join("roster.toml"), &roster)?;
     }
@@ -101,9 +116,14 @@ fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
 
 fn print_demo_help(dir: &Path, port: u16) {
     let d = dir.display();
-    say(format_args!("agent-hub demo in {d}: agents {}; tokens in {d}/tokens/", DEMO_AGENTS.join(", ")));
+    say(format_args!(
+        "agent-hub demo in {d}: agents {}; tokens in {d}/tokens/",
+        DEMO_AGENTS.join(", ")
+    ));
     say(format_args!("try, in another terminal:"));
-    say(format_args!("  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}"));
+    say(format_args!(
+        "  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}"
+    ));
     say(format_args!(
         "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
     ));
@@ -114,10 +134,17 @@ fn print_demo_help(dir: &Path, port: u16) {
 /// panic on the broken pipe. The service log is the durable record of readiness.
 fn say(line: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(line).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+    let _ = out
+        .write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     f.write_all(text.as_bytes())
 }

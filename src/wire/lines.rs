@@ -22,6 +22,9 @@ pub struct LineBuffer {
     buf: Vec<u8>,
     /// Bytes of `buf` already handed out as lines.
     consumed: usize,
+    /// Bytes after `consumed` already searched for a newline, so a long partial line is
+    /// scanned once in total rather than once per read.
+    scanned: usize,
 }
 
 impl LineBuffer {
@@ -39,7 +42,16 @@ impl LineBuffer {
     /// `LineTooLong` when the cap (not counting the `\n`) is passed.
     pub fn next_line(&mut self, max_line_bytes: usize) -> Result<Option<&[u8]>, LineTooLong> {
         let pending = &self.buf[self.consumed..];
-        match pending.iter().position(|&b| b == b'\n') {
+        let from = self.scanned.min(pending.len());
+        let found = pending[from..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| from + i);
+        self.scanned = match found {
+            Some(_) => 0,
+            None => pending.len(),
+        };
+        match found {
             Some(n) if n <= max_line_bytes => {
                 let start = self.consumed;
                 self.consumed += n + 1;
@@ -103,6 +115,19 @@ mod tests {
         assert_eq!(b.next_line(5).unwrap(), Some(&b"12345"[..]));
         b.push(b"123456\n");
         assert_eq!(b.next_line(5), Err(LineTooLong { max_line_bytes: 5 }));
+    }
+
+    #[test]
+    fn a_long_partial_line_is_scanned_once() {
+        let mut b = LineBuffer::new();
+        b.push(&[b'x'; 1000]);
+        assert_eq!(b.next_line(5000).unwrap(), None);
+        assert_eq!(b.scanned, 1000);
+        b.push(b"yy\nzz");
+        assert_eq!(b.next_line(5000).unwrap().map(<[u8]>::len), Some(1002));
+        assert_eq!(b.next_line(5000).unwrap(), None);
+        b.push(b"\n");
+        assert_eq!(b.next_line(5000).unwrap(), Some(&b"zz"[..]));
     }
 
     #[test]
