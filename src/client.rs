@@ -23,8 +23,12 @@ pub const MAX_REPLY_BYTES: u64 = 64 * 1024 * 1024 + 64 * 1024;
 /// Waits before each resend of a send whose connection failed before `accepted` arrived
 /// (SPEC §12.3). The resend carries the same id, so a hub that did accept answers `accepted`
 /// again without a second copy.
-pub const SEND_RETRY_BACKOFF: [Duration; 4] =
-    [Duration::from_millis(100), Duration::from_millis(200), Duration::from_millis(400), Duration::from_millis(800)];
+pub const SEND_RETRY_BACKOFF: [Duration; 4] = [
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+];
 
 /// Where and as whom to connect. `Debug` hides the token.
 #[derive(Clone)]
@@ -36,7 +40,10 @@ pub struct Endpoint {
 
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Endpoint").field("name", &self.name).field("port", &self.port).finish()
+        f.debug_struct("Endpoint")
+            .field("name", &self.name)
+            .field("port", &self.port)
+            .finish()
     }
 }
 
@@ -59,7 +66,10 @@ pub enum ClientError {
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientError::Token(m) | ClientError::Connect(m) | ClientError::Io(m) | ClientError::Hub(m) => f.write_str(m),
+            ClientError::Token(m)
+            | ClientError::Connect(m)
+            | ClientError::Io(m)
+            | ClientError::Hub(m) => f.write_str(m),
             ClientError::Protocol(m) => write!(f, "protocol error: {m}"),
         }
     }
@@ -78,7 +88,9 @@ pub enum AwaitOutcome {
 
 /// Reads a token file: refuses one readable by group or others, trims trailing whitespace.
 pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
-    let meta = std::fs::metadata(path).map_err(|e| ClientError::Token(format!("cannot read token file {}: {e}", path.display())))?;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        ClientError::Token(format!("cannot read token file {}: {e}", path.display()))
+    })?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(ClientError::Token(format!(
@@ -87,10 +99,15 @@ pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
             path.display()
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| ClientError::Token(format!("cannot read token file {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ClientError::Token(format!("cannot read token file {}: {e}", path.display()))
+    })?;
     let token = text.trim_end().to_owned();
     if token.trim().is_empty() {
-        return Err(ClientError::Token(format!("token file {} is empty", path.display())));
+        return Err(ClientError::Token(format!(
+            "token file {} is empty",
+            path.display()
+        )));
     }
     Ok(token)
 }
@@ -103,16 +120,26 @@ impl Exchange {
     /// Connects and writes hello and the verb in one write.
     fn open(ep: &Endpoint, verb: &ClientLine) -> Result<Exchange, ClientError> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, ep.port));
-        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-            .map_err(|e| ClientError::Connect(format!("cannot connect to the hub at {addr}: {e}")))?;
+        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| {
+            ClientError::Connect(format!("cannot connect to the hub at {addr}: {e}"))
+        })?;
         let _ = stream.set_nodelay(true);
-        stream.set_write_timeout(Some(REPLY_TIMEOUT)).map_err(io_err)?;
-        stream.set_read_timeout(Some(REPLY_TIMEOUT)).map_err(io_err)?;
-        let hello = ClientLine::Hello(Hello { name: ep.name.clone(), token: ep.token.clone() });
+        stream
+            .set_write_timeout(Some(REPLY_TIMEOUT))
+            .map_err(io_err)?;
+        stream
+            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .map_err(io_err)?;
+        let hello = ClientLine::Hello(Hello {
+            name: ep.name.clone(),
+            token: ep.token.clone(),
+        });
         let mut bytes = hello.encode();
         bytes.push_str(&verb.encode());
         (&stream).write_all(bytes.as_bytes()).map_err(io_err)?;
-        let mut ex = Exchange { reader: BufReader::new(stream) };
+        let mut ex = Exchange {
+            reader: BufReader::new(stream),
+        };
         match ex.read_line()? {
             HubLine::Ok => Ok(ex),
             other => Err(unexpected(other, "ok")),
@@ -120,7 +147,10 @@ impl Exchange {
     }
 
     fn write_line(&mut self, line: &ClientLine) -> Result<(), ClientError> {
-        self.reader.get_ref().write_all(line.encode().as_bytes()).map_err(io_err)
+        self.reader
+            .get_ref()
+            .write_all(line.encode().as_bytes())
+            .map_err(io_err)
     }
 
     fn set_read_timeout(&mut self, t: Option<Duration>) -> Result<(), ClientError> {
@@ -129,15 +159,23 @@ impl Exchange {
 
     fn read_line(&mut self) -> Result<HubLine, ClientError> {
         let mut buf = Vec::new();
-        let n = (&mut self.reader).take(MAX_REPLY_BYTES).read_until(b'\n', &mut buf).map_err(|e| {
-            if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
-                ClientError::Io("the hub did not answer in time".into())
-            } else {
-                io_err(e)
-            }
-        })?;
+        let n = (&mut self.reader)
+            .take(MAX_REPLY_BYTES)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| {
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) {
+                    ClientError::Io("the hub did not answer in time".into())
+                } else {
+                    io_err(e)
+                }
+            })?;
         if n == 0 {
-            return Err(ClientError::Io("the hub closed the connection without a reply".into()));
+            return Err(ClientError::Io(
+                "the hub closed the connection without a reply".into(),
+            ));
         }
         if buf.pop() != Some(b'\n') {
             return Err(ClientError::Protocol("reply line cut short".into()));
@@ -177,7 +215,8 @@ fn one_line_body(env: &mut Envelope) {
     if env.body.get().contains('\n') {
         let text = env.body.get().replace('\n', " ");
         // Invariant: replacing inter-token whitespace with other whitespace keeps valid JSON.
-        env.body = serde_json::value::RawValue::from_string(text).expect("whitespace swap keeps the body valid JSON");
+        env.body = serde_json::value::RawValue::from_string(text)
+            .expect("whitespace swap keeps the body valid JSON");
     }
 }
 
@@ -219,7 +258,9 @@ pub fn await_acked(
     deliver: impl FnOnce(&str) -> std::io::Result<()>,
 ) -> Result<Option<Acked>, ClientError> {
     req.ack = Some(true);
-    let wait = req.timeout_secs.map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
+    let wait = req
+        .timeout_secs
+        .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
     let mut ex = Exchange::open(ep, &ClientLine::Await(req.clone()))?;
     ex.set_read_timeout(wait)?;
     let text = match ex.read_line() {
@@ -230,7 +271,9 @@ pub fn await_acked(
             req.ack = None;
             return match await_envelope(ep, req)? {
                 AwaitOutcome::Envelope(text) => {
-                    deliver(&text).map_err(|e| ClientError::Io(format!("the envelope could not be written out: {e}")))?;
+                    deliver(&text).map_err(|e| {
+                        ClientError::Io(format!("the envelope could not be written out: {e}"))
+                    })?;
                     Ok(Some(Acked::Plain))
                 }
                 AwaitOutcome::Timeout => Ok(None),
@@ -242,13 +285,19 @@ pub fn await_acked(
     struct IdOnly {
         id: String,
     }
-    let id = serde_json::from_str::<IdOnly>(&text).map_err(|e| ClientError::Protocol(e.to_string()))?.id;
+    let id = serde_json::from_str::<IdOnly>(&text)
+        .map_err(|e| ClientError::Protocol(e.to_string()))?
+        .id;
     // Not acked if this fails: dropping the connection gives the envelope back to the hub.
     deliver(&text).map_err(|e| {
-        ClientError::Io(format!("the envelope could not be written out ({e}); not acked, the hub will deliver it again"))
+        ClientError::Io(format!(
+            "the envelope could not be written out ({e}); not acked, the hub will deliver it again"
+        ))
     })?;
     ex.set_read_timeout(Some(REPLY_TIMEOUT))?;
-    let outcome = ex.write_line(&ClientLine::Ack(IdRequest { id: id.clone() })).and_then(|()| ex.read_line());
+    let outcome = ex
+        .write_line(&ClientLine::Ack(IdRequest { id: id.clone() }))
+        .and_then(|()| ex.read_line());
     Ok(Some(match outcome {
         Ok(HubLine::Acked { id: acked }) if acked == id => Acked::Confirmed,
         Ok(other) => Acked::Unconfirmed(format!("the hub answered the ack with {}", other.tag())),
@@ -273,7 +322,9 @@ pub fn status(ep: &Endpoint, id: &str) -> Result<EnvelopeStatus, ClientError> {
 /// Waits for one envelope. Without a timeout it waits as long as the hub does; with one, the
 /// client gives up `AWAIT_MARGIN` after the hub should have answered.
 pub fn await_envelope(ep: &Endpoint, req: AwaitRequest) -> Result<AwaitOutcome, ClientError> {
-    let wait = req.timeout_secs.map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
+    let wait = req
+        .timeout_secs
+        .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
     let mut ex = Exchange::open(ep, &ClientLine::Await(req))?;
     ex.set_read_timeout(wait)?;
     match ex.read_line()? {

@@ -77,20 +77,33 @@ impl Limits {
             ("limits.hello_timeout_ms", self.hello_timeout_ms),
             ("limits.verb_timeout_ms", self.verb_timeout_ms),
             ("limits.write_timeout_ms", self.write_timeout_ms),
-            ("limits.queue_max_envelopes", self.queue_max_envelopes as u64),
+            (
+                "limits.queue_max_envelopes",
+                self.queue_max_envelopes as u64,
+            ),
             ("limits.queue_max_bytes", self.queue_max_bytes as u64),
             ("limits.hub_max_bytes", self.hub_max_bytes as u64),
             ("limits.ack_timeout_ms", self.ack_timeout_ms),
-            ("limits.idempotency_window_secs", self.idempotency_window_secs),
-            ("limits.idempotency_max_ids", self.idempotency_max_ids as u64),
+            (
+                "limits.idempotency_window_secs",
+                self.idempotency_window_secs,
+            ),
+            (
+                "limits.idempotency_max_ids",
+                self.idempotency_max_ids as u64,
+            ),
         ];
         for (key, v) in positive {
             if v == 0 {
-                return Err(ConfigError::Invalid(format!("{key} must be greater than 0")));
+                return Err(ConfigError::Invalid(format!(
+                    "{key} must be greater than 0"
+                )));
             }
         }
         if self.max_line_bytes > 64 * 1024 * 1024 {
-            return Err(ConfigError::Invalid("limits.max_line_bytes must be at most 67108864".into()));
+            return Err(ConfigError::Invalid(
+                "limits.max_line_bytes must be at most 67108864".into(),
+            ));
         }
         Ok(())
     }
@@ -158,16 +171,22 @@ impl std::error::Error for ConfigError {}
 impl Config {
     /// Reads and validates the config at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.to_owned(), e))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.to_owned(), e))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
         let base = std::fs::canonicalize(&base).unwrap_or(base);
         Config::parse(&text, &base)
     }
 
     /// Parses config text; relative paths are joined onto `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(e.message().trim().to_owned()))?;
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Toml(e.message().trim().to_owned()))?;
         raw.limits.validate()?;
         let resolve = |key: &str, p: PathBuf| -> Result<PathBuf, ConfigError> {
             if p.as_os_str().is_empty() {
@@ -178,19 +197,30 @@ impl Config {
         let store = match (raw.store.kind.as_str(), raw.store.path, raw.store.max_bytes) {
             ("memory", None, None) => StoreConfig::Memory,
             ("memory", _, _) => {
-                return Err(ConfigError::Invalid("store.path and store.max_bytes are only for kind = \"sqlite\"".into()))
+                return Err(ConfigError::Invalid(
+                    "store.path and store.max_bytes are only for kind = \"sqlite\"".into(),
+                ))
             }
             ("sqlite", Some(path), Some(max_bytes)) => {
                 if max_bytes < 1024 * 1024 {
-                    return Err(ConfigError::Invalid("store.max_bytes must be at least 1048576".into()));
+                    return Err(ConfigError::Invalid(
+                        "store.max_bytes must be at least 1048576".into(),
+                    ));
                 }
-                StoreConfig::Sqlite { path: resolve("store.path", path)?, max_bytes }
+                StoreConfig::Sqlite {
+                    path: resolve("store.path", path)?,
+                    max_bytes,
+                }
             }
             ("sqlite", _, _) => {
-                return Err(ConfigError::Invalid("store kind \"sqlite\" needs store.path and store.max_bytes".into()))
+                return Err(ConfigError::Invalid(
+                    "store kind \"sqlite\" needs store.path and store.max_bytes".into(),
+                ))
             }
             (other, _, _) => {
-                return Err(ConfigError::Invalid(format!("store.kind {other:?} is not \"memory\" or \"sqlite\"")))
+                return Err(ConfigError::Invalid(format!(
+                    "store.kind {other:?} is not \"memory\" or \"sqlite\""
+                )))
             }
         };
         Ok(Config {
@@ -221,39 +251,71 @@ mod tests {
     #[test]
     fn missing_and_unknown_keys_are_fatal() {
         let missing = EXAMPLE.replace("port = 46110", "");
-        let e = Config::parse(&missing, Path::new("/")).unwrap_err().to_string();
+        let e = Config::parse(&missing, Path::new("/"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing field `port`"), "{e}");
         let unknown = format!("colour = \"red\"\n{EXAMPLE}");
-        let e = Config::parse(&unknown, Path::new("/")).unwrap_err().to_string();
+        let e = Config::parse(&unknown, Path::new("/"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown field `colour`"), "{e}");
         let missing_limit = EXAMPLE.replace("write_timeout_ms = 30000", "");
-        let e = Config::parse(&missing_limit, Path::new("/")).unwrap_err().to_string();
+        let e = Config::parse(&missing_limit, Path::new("/"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("write_timeout_ms"), "{e}");
     }
 
     #[test]
     fn zero_limits_are_refused() {
         let zero = EXAMPLE.replace("max_connections = 1024", "max_connections = 0");
-        let e = Config::parse(&zero, Path::new("/")).unwrap_err().to_string();
-        assert!(e.contains("limits.max_connections must be greater than 0"), "{e}");
+        let e = Config::parse(&zero, Path::new("/"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("limits.max_connections must be greater than 0"),
+            "{e}"
+        );
     }
 
     #[test]
     fn store_kinds_and_their_keys() {
-        let sqlite = EXAMPLE.replace("kind = \"memory\"", "kind = \"sqlite\"\npath = \"q.db\"\nmax_bytes = 1073741824");
+        let sqlite = EXAMPLE.replace(
+            "kind = \"memory\"",
+            "kind = \"sqlite\"\npath = \"q.db\"\nmax_bytes = 1073741824",
+        );
         let c = Config::parse(&sqlite, Path::new("/d")).unwrap();
-        assert_eq!(c.store, StoreConfig::Sqlite { path: PathBuf::from("/d/q.db"), max_bytes: 1 << 30 });
+        assert_eq!(
+            c.store,
+            StoreConfig::Sqlite {
+                path: PathBuf::from("/d/q.db"),
+                max_bytes: 1 << 30
+            }
+        );
         let half = EXAMPLE.replace("kind = \"memory\"", "kind = \"sqlite\"");
-        assert!(Config::parse(&half, Path::new("/")).unwrap_err().to_string().contains("needs store.path"));
+        assert!(Config::parse(&half, Path::new("/"))
+            .unwrap_err()
+            .to_string()
+            .contains("needs store.path"));
         let stray = EXAMPLE.replace("kind = \"memory\"", "kind = \"memory\"\npath = \"q.db\"");
-        assert!(Config::parse(&stray, Path::new("/")).unwrap_err().to_string().contains("only for kind"));
+        assert!(Config::parse(&stray, Path::new("/"))
+            .unwrap_err()
+            .to_string()
+            .contains("only for kind"));
         let odd = EXAMPLE.replace("kind = \"memory\"", "kind = \"redis\"");
-        assert!(Config::parse(&odd, Path::new("/")).unwrap_err().to_string().contains("\"redis\""));
+        assert!(Config::parse(&odd, Path::new("/"))
+            .unwrap_err()
+            .to_string()
+            .contains("\"redis\""));
     }
 
     #[test]
     fn absolute_paths_stay() {
-        let abs = EXAMPLE.replace("audit_log_path = \"audit.jsonl\"", "audit_log_path = \"/var/log/a.jsonl\"");
+        let abs = EXAMPLE.replace(
+            "audit_log_path = \"audit.jsonl\"",
+            "audit_log_path = \"/var/log/a.jsonl\"",
+        );
         let c = Config::parse(&abs, Path::new("/etc/hub")).unwrap();
         assert_eq!(c.audit_log_path, PathBuf::from("/var/log/a.jsonl"));
     }

@@ -49,11 +49,22 @@ impl fmt::Display for RosterError {
                 write!(f, "roster key {k:?} is outside [agents]; only [agents] name = \"token\" entries are allowed")
             }
             RosterError::NotAString(n) => write!(f, "roster entry {n:?} must be a string token"),
-            RosterError::Empty => write!(f, "roster [agents] is empty: a hub that can authenticate nobody must not start"),
+            RosterError::Empty => write!(
+                f,
+                "roster [agents] is empty: a hub that can authenticate nobody must not start"
+            ),
             RosterError::BlankName => write!(f, "roster has a blank or whitespace-only agent name"),
-            RosterError::BlankToken(n) => write!(f, "roster entry {n:?} has a blank or whitespace-only token"),
-            RosterError::ReservedName(n) => write!(f, "roster defines {n:?}: the name \"hub\" is reserved in any letter case"),
-            RosterError::SharedToken(a, b) => write!(f, "roster entries {a:?} and {b:?} share one token; every agent needs its own"),
+            RosterError::BlankToken(n) => {
+                write!(f, "roster entry {n:?} has a blank or whitespace-only token")
+            }
+            RosterError::ReservedName(n) => write!(
+                f,
+                "roster defines {n:?}: the name \"hub\" is reserved in any letter case"
+            ),
+            RosterError::SharedToken(a, b) => write!(
+                f,
+                "roster entries {a:?} and {b:?} share one token; every agent needs its own"
+            ),
         }
     }
 }
@@ -63,7 +74,9 @@ impl std::error::Error for RosterError {}
 impl Roster {
     /// Parses and validates roster TOML text.
     pub fn parse(text: &str) -> Result<Roster, RosterError> {
-        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| RosterError::Toml(e.message().to_owned()))?;
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| RosterError::Toml(e.message().to_owned()))?;
         let mut agents = None;
         for (key, value) in doc {
             if key == "agents" {
@@ -91,20 +104,29 @@ impl Roster {
             }
             let token = match value {
                 toml::Value::String(s) => s,
-                toml::Value::Table(_) => return Err(RosterError::KeyOutsideAgents(format!("agents.{name}"))),
+                toml::Value::Table(_) => {
+                    return Err(RosterError::KeyOutsideAgents(format!("agents.{name}")))
+                }
                 _ => return Err(RosterError::NotAString(name)),
             };
             if token.trim().is_empty() {
                 return Err(RosterError::BlankToken(name));
             }
             if let Some(other) = owners.insert(token.clone(), name.clone()) {
-                let (a, b) = if other < name { (other, name) } else { (name, other) };
+                let (a, b) = if other < name {
+                    (other, name)
+                } else {
+                    (name, other)
+                };
                 return Err(RosterError::SharedToken(a, b));
             }
             tokens.insert(name, token.into_bytes());
         }
         let longest = tokens.values().map(Vec::len).max().unwrap_or(0);
-        Ok(Roster { tokens, decoy: vec![0xA5; longest.max(32)] })
+        Ok(Roster {
+            tokens,
+            decoy: vec![0xA5; longest.max(32)],
+        })
     }
 
     /// True when `name` is on the roster and `token` is its token. The comparison time does
@@ -161,21 +183,45 @@ mod tests {
         let cases: &[(&str, RosterError)] = &[
             ("", RosterError::NoAgentsTable),
             ("[agents]\n", RosterError::Empty),
-            ("x = 1\n[agents]\na = \"t\"\n", RosterError::KeyOutsideAgents("x".into())),
-            ("[agents]\na = \"t\"\n[other]\nb = \"u\"\n", RosterError::KeyOutsideAgents("other".into())),
+            (
+                "x = 1\n[agents]\na = \"t\"\n",
+                RosterError::KeyOutsideAgents("x".into()),
+            ),
+            (
+                "[agents]\na = \"t\"\n[other]\nb = \"u\"\n",
+                RosterError::KeyOutsideAgents("other".into()),
+            ),
             ("[agents]\n\" \" = \"t\"\n", RosterError::BlankName),
-            ("[agents]\na = \"  \"\n", RosterError::BlankToken("a".into())),
+            (
+                "[agents]\na = \"  \"\n",
+                RosterError::BlankToken("a".into()),
+            ),
             ("[agents]\na = \"\"\n", RosterError::BlankToken("a".into())),
-            ("[agents]\nHub = \"t\"\n", RosterError::ReservedName("Hub".into())),
-            ("[agents]\nhub = \"t\"\n", RosterError::ReservedName("hub".into())),
-            ("[agents]\na = \"t\"\nb = \"t\"\n", RosterError::SharedToken("a".into(), "b".into())),
+            (
+                "[agents]\nHub = \"t\"\n",
+                RosterError::ReservedName("Hub".into()),
+            ),
+            (
+                "[agents]\nhub = \"t\"\n",
+                RosterError::ReservedName("hub".into()),
+            ),
+            (
+                "[agents]\na = \"t\"\nb = \"t\"\n",
+                RosterError::SharedToken("a".into(), "b".into()),
+            ),
             ("[agents]\na = 5\n", RosterError::NotAString("a".into())),
-            ("[agents]\na = { x = \"t\" }\n", RosterError::KeyOutsideAgents("agents.a".into())),
+            (
+                "[agents]\na = { x = \"t\" }\n",
+                RosterError::KeyOutsideAgents("agents.a".into()),
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(Roster::parse(text).unwrap_err(), *want, "roster {text:?}");
         }
-        assert!(matches!(Roster::parse("[agents"), Err(RosterError::Toml(_))));
+        assert!(matches!(
+            Roster::parse("[agents"),
+            Err(RosterError::Toml(_))
+        ));
     }
 
     #[test]

@@ -7,19 +7,27 @@
 //! the server (it is a black box here) and sleeping to synchronize (only short bounded polls of
 //! `/proc` and of the child's exit).
 //!
-//! Phases, each on a fresh hub so one phase's heap and queues never skew the next:
+//! Every phase runs once per queue store (`--store memory|sqlite|both`): the in-memory store
+//! and the SQLite store (WAL, `synchronous=FULL`) side by side in one run, the stores taking
+//! turns phase by phase so that a change in the machine's load hits both alike. Before the
+//! phases the bench describes the temp dir's filesystem and times raw `fdatasync` calls on it,
+//! since a durable send can be no quicker than the flush its commit waits for.
+//!
+//! Phases, each on a fresh hub (and a fresh database) so one phase's heap and queues never skew
+//! the next:
 //! 1. connection-per-op sends with C client threads, queue drained after each C;
 //! 2. handoff latency: a parked await, then a send, timed until the awaiter has the envelope;
-//! 3. RSS per parked await;
-//! 4. round trips/s of concurrent request → reply pairs.
+//! 3. ack-mode handoff: the same with `"ack":true`, timed until the hub's `acked` line;
+//! 4. RSS per parked await;
+//! 5. round trips/s of concurrent request → reply pairs.
 
-use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine};
-use clap::Parser;
+use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine, IdRequest};
+use clap::{Parser, ValueEnum};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -42,6 +50,44 @@ const POLL_STEP: Duration = Duration::from_millis(5);
 const DRAIN_THREADS: usize = 4;
 /// A body of typical task size (about 100 bytes); its bytes pass through the hub verbatim.
 const BODY_NOTE: &str = "benchmark payload: the hub keeps this text byte for byte";
+/// The SQLite store's size cap in the bench: far above anything a run writes.
+const SQLITE_MAX_BYTES: i64 = 16 << 30;
+/// The SQLite store's file in the temp dir (with `-wal` and `-shm` beside it).
+const DB_FILE: &str = "queue.db";
+/// Bytes written before each timed `fdatasync` of the disk probe (one WAL-frame-sized page).
+const PROBE_BLOCK: usize = 4096;
+/// A flush quicker than this did not wait for stable storage on any real device.
+const FAKE_FSYNC_US: f64 = 100.0;
+/// Issue 3's targets: durable send throughput at C=16 at least this share of in-memory …
+const TARGET_THROUGHPUT_RATIO: f64 = 0.5;
+/// … and durable handoff p50 at most this multiple of in-memory.
+const TARGET_HANDOFF_RATIO: f64 = 2.0;
+/// The client count issue 3's throughput target names.
+const TARGET_CLIENTS: usize = 16;
+
+/// Which queue store(s) to measure.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum StoreChoice {
+    Memory,
+    Sqlite,
+    Both,
+}
+
+/// One queue store, as the hub's `[store]` table names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StoreKind {
+    Memory,
+    Sqlite,
+}
+
+impl StoreKind {
+    fn name(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Sqlite => "sqlite",
+        }
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -52,12 +98,27 @@ struct Opts {
     /// Concurrent client threads for the connection-per-op send phase, comma separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 4, 16])]
     clients: Vec<usize>,
-    /// Sends per client count in the send phase (split across the threads).
+    /// Queue store(s) to measure; `both` runs every phase on each, side by side.
+    #[arg(long, value_enum, default_value_t = StoreChoice::Both)]
+    store: StoreChoice,
+    /// Sends per client count in the send phase (split across the threads), in-memory store.
     #[arg(long, default_value_t = 20_000)]
     sends: usize,
-    /// Timed handoffs (parked await, then send) in the latency phase.
+    /// Sends per client count with the SQLite store (every commit waits for a disk flush).
+    #[arg(long, default_value_t = 2_000)]
+    sqlite_sends: usize,
+    /// Timed handoffs (parked await, then send) in each handoff phase, in-memory store.
     #[arg(long, default_value_t = 2_000)]
     handoffs: usize,
+    /// Timed handoffs in each handoff phase with the SQLite store.
+    #[arg(long, default_value_t = 500)]
+    sqlite_handoffs: usize,
+    /// Timed `fdatasync` calls of each kind in the disk probe (0: skip the probe).
+    #[arg(long, default_value_t = 200)]
+    fsync_probes: usize,
+    /// Create the temp dir (and so the SQLite store) in DIR instead of the system temp dir.
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
     /// Awaits parked at once in the RSS phase, each on its own connection.
     #[arg(long, default_value_t = 10_000)]
     parked: usize,
@@ -76,6 +137,28 @@ struct Opts {
     /// Keep the temp dir (config, roster, tokens, audit and service logs) and print its path.
     #[arg(long)]
     keep_dir: bool,
+}
+
+impl Opts {
+    fn stores(&self) -> Vec<StoreKind> {
+        match self.store {
+            StoreChoice::Memory => vec![StoreKind::Memory],
+            StoreChoice::Sqlite => vec![StoreKind::Sqlite],
+            StoreChoice::Both => vec![StoreKind::Memory, StoreKind::Sqlite],
+        }
+    }
+    fn sends_for(&self, kind: StoreKind) -> usize {
+        match kind {
+            StoreKind::Memory => self.sends,
+            StoreKind::Sqlite => self.sqlite_sends,
+        }
+    }
+    fn handoffs_for(&self, kind: StoreKind) -> usize {
+        match kind {
+            StoreKind::Memory => self.handoffs,
+            StoreKind::Sqlite => self.sqlite_handoffs,
+        }
+    }
 }
 
 type Res<T> = Result<T, String>;
@@ -104,38 +187,91 @@ fn run(opts: &Opts) -> Res<()> {
     install_interrupt_cleanup()?;
     let server = find_server(opts.server.as_deref())?;
     let nofile = raise_nofile()?;
-    let needed = opts.parked as u64 + 4 * opts.clients.iter().copied().max().unwrap_or(1) as u64 + 256;
+    let needed =
+        opts.parked as u64 + 4 * opts.clients.iter().copied().max().unwrap_or(1) as u64 + 256;
     if nofile < needed {
         return Err(format!(
             "RLIMIT_NOFILE hard limit is {nofile}, but --parked {} needs about {needed} descriptors in the bench and in the hub; lower --parked or raise the limit",
             opts.parked
         ));
     }
-    let work = WorkDir::create(opts.keep_dir)?;
+    let work = WorkDir::create(opts.work_dir.as_deref(), opts.keep_dir)?;
     let fixture = Fixture::write(&work.path, opts)?;
     let machine = Machine::read();
-    let mut report = Report { machine, server: server.clone(), ..Report::default() };
+    progress("disk: the temp dir's filesystem and raw fdatasync latency");
+    let disk = Disk::probe(&work.path, opts.fsync_probes)?;
+    let mut report = Report {
+        machine,
+        server: server.clone(),
+        disk,
+        ..Report::default()
+    };
+    report.stores = opts.stores().into_iter().map(StoreReport::new).collect();
 
-    progress("phase 1: connection-per-op sends");
-    let (sends, drains, ticks) = with_hub(&server, &fixture, |hub| {
-        let (mut sends, mut drains) = (Vec::new(), Vec::new());
-        for &c in &opts.clients {
-            sends.push(phase_sends(hub, &fixture, c, opts.sends)?);
-            drains.push(phase_drain(hub, &fixture, c, opts.sends)?);
+    // Phases outer, stores inner: the stores take turns, so drift in the machine's load over
+    // the run hits both alike.
+    for r in &mut report.stores {
+        let k = r.kind;
+        progress(&format!("phase 1 ({}): connection-per-op sends", k.name()));
+        let n = opts.sends_for(k);
+        let (sends, drains, ticks) = with_hub(&server, &fixture, k, |hub| {
+            let (mut sends, mut drains) = (Vec::new(), Vec::new());
+            for &c in &opts.clients {
+                sends.push(phase_sends(hub, &fixture, c, n)?);
+                drains.push(phase_drain(hub, &fixture, c, n)?);
+            }
+            Ok((sends, drains, hub.ticks_per_sec))
+        })?;
+        r.sends = sends;
+        r.drains = drains;
+        report.ticks_per_sec = ticks;
+    }
+    for ack in [false, true] {
+        for r in &mut report.stores {
+            let k = r.kind;
+            let what = if ack {
+                "phase 3 ({}): ack-mode handoff latency"
+            } else {
+                "phase 2 ({}): handoff latency"
+            };
+            progress(&what.replace("{}", k.name()));
+            let h = with_hub(&server, &fixture, k, |hub| {
+                phase_handoff(hub, &fixture, opts.handoffs_for(k), ack)
+            })?;
+            if ack {
+                r.ack_handoff = Some(h);
+            } else {
+                r.handoff = Some(h);
+            }
         }
-        Ok((sends, drains, hub.ticks_per_sec))
-    })?;
-    report.sends = sends;
-    report.drains = drains;
-    report.ticks_per_sec = ticks;
-    progress("phase 2: handoff latency");
-    report.handoff = Some(with_hub(&server, &fixture, |hub| phase_handoff(hub, &fixture, opts.handoffs))?);
-    progress("phase 3: RSS per parked await");
-    report.parked = Some(with_hub(&server, &fixture, |hub| phase_parked(hub, &fixture, opts.parked))?);
-    progress("phase 4: request/reply round trips");
-    report.pairs = Some(with_hub(&server, &fixture, |hub| phase_pairs(hub, &fixture, opts.pairs, opts.pairs_secs))?);
+    }
+    for r in &mut report.stores {
+        let k = r.kind;
+        progress(&format!("phase 4 ({}): RSS per parked await", k.name()));
+        r.parked = Some(with_hub(&server, &fixture, k, |hub| {
+            phase_parked(hub, &fixture, opts.parked)
+        })?);
+    }
+    for r in &mut report.stores {
+        let k = r.kind;
+        progress(&format!(
+            "phase 5 ({}): request/reply round trips",
+            k.name()
+        ));
+        r.pairs = Some(with_hub(&server, &fixture, k, |hub| {
+            phase_pairs(hub, &fixture, opts.pairs, opts.pairs_secs)
+        })?);
+    }
+    if opts.fsync_probes > 0 {
+        // Again after the phases: a shared disk's flush latency moves with its other users.
+        progress("disk: raw fdatasync latency again");
+        report.disk_after = Some(Disk::probe(&work.path, opts.fsync_probes)?);
+    }
     if opts.json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json(opts)).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.to_json(opts)).map_err(|e| e.to_string())?
+        );
     } else {
         print!("{}", report.to_table(opts));
     }
@@ -144,8 +280,17 @@ fn run(opts: &Opts) -> Res<()> {
 
 /// Runs one phase on a fresh hub and stops it cleanly. When the phase fails, says whether the
 /// hub crashed, which is the more useful error.
-fn with_hub<T>(server: &Path, fx: &Fixture, phase: impl FnOnce(&HubProcess) -> Res<T>) -> Res<T> {
-    let mut hub = HubProcess::start(server, fx)?;
+fn with_hub<T>(
+    server: &Path,
+    fx: &Fixture,
+    kind: StoreKind,
+    phase: impl FnOnce(&HubProcess) -> Res<T>,
+) -> Res<T> {
+    if kind == StoreKind::Sqlite {
+        // A fresh database per phase, like a fresh hub: no queue or remembered id carries over.
+        fx.remove_db()?;
+    }
+    let mut hub = HubProcess::start(server, fx, kind)?;
     match phase(&hub) {
         Ok(v) => {
             hub.stop()?;
@@ -165,6 +310,9 @@ fn validate(opts: &Opts) -> Res<()> {
     if opts.sends == 0 || opts.handoffs == 0 || opts.parked == 0 || opts.pairs == 0 {
         return Err("--sends, --handoffs, --parked and --pairs must be at least 1".into());
     }
+    if opts.sqlite_sends == 0 || opts.sqlite_handoffs == 0 {
+        return Err("--sqlite-sends and --sqlite-handoffs must be at least 1".into());
+    }
     if !(opts.pairs_secs > 0.0 && opts.pairs_secs.is_finite()) {
         return Err("--pairs-secs must be a positive number of seconds".into());
     }
@@ -181,7 +329,11 @@ fn progress(msg: &str) {
 /// after `cargo build --release`).
 fn find_server(explicit: Option<&Path>) -> Res<PathBuf> {
     if let Some(p) = explicit {
-        return if p.is_file() { Ok(p.to_owned()) } else { Err(format!("--server {}: no such file", p.display())) };
+        return if p.is_file() {
+            Ok(p.to_owned())
+        } else {
+            Err(format!("--server {}: no such file", p.display()))
+        };
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let sibling = exe.with_file_name("agent-hub-server");
@@ -238,7 +390,10 @@ fn install_interrupt_cleanup() -> Res<()> {
         }
         let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         if rc != 0 {
-            return Err(format!("pthread_sigmask: {}", std::io::Error::from_raw_os_error(rc)));
+            return Err(format!(
+                "pthread_sigmask: {}",
+                std::io::Error::from_raw_os_error(rc)
+            ));
         }
         set
     };
@@ -273,7 +428,9 @@ fn install_interrupt_cleanup() -> Res<()> {
 }
 
 fn hub_pid() -> std::sync::MutexGuard<'static, i32> {
-    HUB_PID.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    HUB_PID
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// True when the child `pid` has exited (or is not ours to wait for); does not reap it.
@@ -282,7 +439,12 @@ fn exited_unreaped(pid: i32) -> bool {
     // waitable, so `Child::wait` still reaps it.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        let rc = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
         rc != 0 || info.si_pid() != 0
     }
 }
@@ -294,9 +456,15 @@ struct WorkDir {
 }
 
 impl WorkDir {
-    fn create(keep: bool) -> Res<WorkDir> {
-        let name = format!("agent-hub-bench-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
-        let path = std::env::temp_dir().join(name);
+    fn create(parent: Option<&Path>, keep: bool) -> Res<WorkDir> {
+        let name = format!(
+            "agent-hub-bench-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let path = parent
+            .map_or_else(std::env::temp_dir, Path::to_path_buf)
+            .join(name);
         std::fs::create_dir(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let dir = WorkDir { path, keep };
         if !keep {
@@ -304,7 +472,8 @@ impl WorkDir {
                 *p = Some(dir.path.clone());
             }
         }
-        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| e.to_string())?;
         Ok(dir)
     }
 }
@@ -331,7 +500,11 @@ struct Agent {
 
 /// The files a hub runs on, and the agents in its roster.
 struct Fixture {
-    config: PathBuf,
+    /// One config per store kind: `config-memory.toml`, `config-sqlite.toml`.
+    config_memory: PathBuf,
+    config_sqlite: PathBuf,
+    /// The SQLite store's database file (`store.path` of the sqlite config).
+    db_path: PathBuf,
     stderr_path: PathBuf,
     sender: Agent,
     sink: Agent,
@@ -346,28 +519,46 @@ impl Fixture {
     fn write(dir: &Path, opts: &Opts) -> Res<Fixture> {
         let tokens_dir = dir.join("tokens");
         std::fs::create_dir(&tokens_dir).map_err(|e| e.to_string())?;
-        std::fs::set_permissions(&tokens_dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&tokens_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| e.to_string())?;
         let mut roster = String::from("[agents]\n");
         let mut make = |name: String| -> Res<Agent> {
             let token = uuid::Uuid::new_v4().simple().to_string();
             let _ = writeln!(roster, "{name} = \"{token}\"");
-            write_private(&tokens_dir.join(format!("{name}.token")), &format!("{token}\n"))?;
-            let hello = ClientLine::Hello(Hello { name: name.clone(), token }).encode();
-            Ok(Agent { name, hello: Arc::from(hello.into_bytes()) })
+            write_private(
+                &tokens_dir.join(format!("{name}.token")),
+                &format!("{token}\n"),
+            )?;
+            let hello = ClientLine::Hello(Hello {
+                name: name.clone(),
+                token,
+            })
+            .encode();
+            Ok(Agent {
+                name,
+                hello: Arc::from(hello.into_bytes()),
+            })
         };
         let sender = make("bench-sender".into())?;
         let sink = make("bench-sink".into())?;
         let hand_tx = make("handoff-sender".into())?;
         let hand_rx = make("handoff-awaiter".into())?;
         let parker = make("parker".into())?;
-        let requesters = (0..opts.pairs).map(|i| make(format!("requester-{i}"))).collect::<Res<Vec<_>>>()?;
-        let responders = (0..opts.pairs).map(|i| make(format!("responder-{i}"))).collect::<Res<Vec<_>>>()?;
+        let requesters = (0..opts.pairs)
+            .map(|i| make(format!("requester-{i}")))
+            .collect::<Res<Vec<_>>>()?;
+        let responders = (0..opts.pairs)
+            .map(|i| make(format!("responder-{i}")))
+            .collect::<Res<Vec<_>>>()?;
         write_private(&dir.join("roster.toml"), &roster)?;
-        let config = bench_config(opts)?;
-        let config_path = dir.join("config.toml");
-        write_private(&config_path, &config)?;
+        let config_memory = dir.join("config-memory.toml");
+        write_private(&config_memory, &bench_config(opts, StoreKind::Memory)?)?;
+        let config_sqlite = dir.join("config-sqlite.toml");
+        write_private(&config_sqlite, &bench_config(opts, StoreKind::Sqlite)?)?;
         Ok(Fixture {
-            config: config_path,
+            config_memory,
+            config_sqlite,
+            db_path: dir.join(DB_FILE),
             stderr_path: dir.join("server-stderr.txt"),
             sender,
             sink,
@@ -378,28 +569,80 @@ impl Fixture {
             responders,
         })
     }
+
+    fn config(&self, kind: StoreKind) -> &Path {
+        match kind {
+            StoreKind::Memory => &self.config_memory,
+            StoreKind::Sqlite => &self.config_sqlite,
+        }
+    }
+
+    /// Removes the database and its WAL and shared-memory files, if any (no hub is running).
+    fn remove_db(&self) -> Res<()> {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.db_path.clone().into_os_string();
+            name.push(suffix);
+            match std::fs::remove_file(&name) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot remove {}: {e}", Path::new(&name).display())),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The config: `config.example.toml` as compiled into this binary (so a key added to the schema
-/// comes along with its recommended value), with the port, the paths and the limits the
-/// benchmark needs: room for every parked await at once, and queue caps that never refuse a
-/// send of the send phase (it queues `--sends` envelopes for one agent before draining).
-fn bench_config(opts: &Opts) -> Res<String> {
-    let mut doc: toml::Table =
-        toml::from_str(include_str!("../../config.example.toml")).map_err(|e| format!("config.example.toml: {e}"))?;
+/// comes along with its recommended value), with the port, the paths, the queue store and the
+/// limits the benchmark needs: room for every parked await at once, and queue caps that never
+/// refuse a send of the send phase (it queues `--sends` envelopes for one agent before
+/// draining). The `[store]` table is written whole, so the example's choice does not matter.
+fn bench_config(opts: &Opts, kind: StoreKind) -> Res<String> {
+    let mut doc: toml::Table = toml::from_str(include_str!("../../config.example.toml"))
+        .map_err(|e| format!("config.example.toml: {e}"))?;
     doc.insert("port".into(), toml::Value::Integer(0));
-    for (key, file) in
-        [("audit_log_path", "audit.jsonl"), ("service_log_path", "service.log"), ("roster_path", "roster.toml")]
-    {
+    for (key, file) in [
+        ("audit_log_path", "audit.jsonl"),
+        ("service_log_path", "service.log"),
+        ("roster_path", "roster.toml"),
+    ] {
         doc.insert(key.into(), toml::Value::String(file.into()));
     }
-    let limits =
-        doc.get_mut("limits").and_then(toml::Value::as_table_mut).ok_or("config.example.toml has no [limits] table")?;
-    let big: [(&str, u64); 4] = [
+    let mut store = toml::Table::new();
+    store.insert("kind".into(), toml::Value::String(kind.name().into()));
+    if kind == StoreKind::Sqlite {
+        store.insert("path".into(), toml::Value::String(DB_FILE.into()));
+        store.insert("max_bytes".into(), toml::Value::Integer(SQLITE_MAX_BYTES));
+    }
+    doc.insert("store".into(), toml::Value::Table(store));
+    let limits = doc
+        .get_mut("limits")
+        .and_then(toml::Value::as_table_mut)
+        .ok_or("config.example.toml has no [limits] table")?;
+    // Required keys the bench relies on (ack mode and idempotent sends): fail here, with a
+    // clear message, rather than in the hub.
+    for key in [
+        "ack_timeout_ms",
+        "idempotency_window_secs",
+        "idempotency_max_ids",
+    ] {
+        if !limits.contains_key(key) {
+            return Err(format!(
+                "config.example.toml has no limits.{key}; the hub requires it"
+            ));
+        }
+    }
+    let most_sends = opts.sends.max(opts.sqlite_sends) as u64;
+    let big: [(&str, u64); 5] = [
         ("max_connections", (opts.parked as u64 + 2_000).max(12_000)),
-        ("queue_max_envelopes", (opts.sends as u64 * 2).max(1_000_000)),
+        ("queue_max_envelopes", (most_sends * 2).max(1_000_000)),
         ("queue_max_bytes", 8 << 30),
         ("hub_max_bytes", 16 << 30),
+        // Every send of a run is remembered for the window: keep the cap out of the way.
+        (
+            "idempotency_max_ids",
+            (most_sends * 8 + opts.handoffs as u64 * 4).max(1_000_000),
+        ),
     ];
     for (key, value) in big {
         // Only keys the schema has: an unknown key would be fatal to the hub.
@@ -408,7 +651,10 @@ fn bench_config(opts: &Opts) -> Res<String> {
         }
     }
     let text = toml::to_string(&doc).map_err(|e| format!("config: {e}"))?;
-    Ok(format!("# Written by agent-hub-bench from config.example.toml.\n{text}"))
+    Ok(format!(
+        "# Written by agent-hub-bench from config.example.toml ({} store).\n{text}",
+        kind.name()
+    ))
 }
 
 fn write_private(path: &Path, text: &str) -> Res<()> {
@@ -418,7 +664,8 @@ fn write_private(path: &Path, text: &str) -> Res<()> {
         .mode(0o600)
         .open(path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    f.write_all(text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    f.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 // ----- the hub process and /proc -----
@@ -433,7 +680,7 @@ struct HubProcess {
 }
 
 impl HubProcess {
-    fn start(server: &Path, fx: &Fixture) -> Res<HubProcess> {
+    fn start(server: &Path, fx: &Fixture, kind: StoreKind) -> Res<HubProcess> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -457,7 +704,7 @@ impl HubProcess {
         let mut slot = hub_pid();
         let mut child = command
             .arg("--config")
-            .arg(&fx.config)
+            .arg(fx.config(kind))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -502,10 +749,16 @@ impl HubProcess {
         let ready = match rx.recv_timeout(READY_TIMEOUT) {
             Ok(Some(line)) => line,
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(format!("the hub exited before it was ready: {}", hub.stderr_tail()));
+                return Err(format!(
+                    "the hub exited before it was ready: {}",
+                    hub.stderr_tail()
+                ));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                return Err(format!("the hub printed no ready line within {READY_TIMEOUT:?}: {}", hub.stderr_tail()));
+                return Err(format!(
+                    "the hub printed no ready line within {READY_TIMEOUT:?}: {}",
+                    hub.stderr_tail()
+                ));
             }
         };
         hub.addr = parse_ready(&ready)?;
@@ -515,13 +768,20 @@ impl HubProcess {
     /// The hub's CPU time so far (user + system): from `/proc/PID/stat` in clock ticks, and
     /// from the process CPU clock in nanoseconds as a cross-check at fine grain.
     fn cpu(&self) -> Res<Cpu> {
-        let text = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).map_err(|e| format!("hub stat: {e}"))?;
+        let text = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .map_err(|e| format!("hub stat: {e}"))?;
         // Fields after the parenthesised command name start at field 3 (state); utime and
         // stime are fields 14 and 15 (proc(5)).
-        let rest = text.rsplit_once(')').map(|(_, r)| r).ok_or("hub stat: no command field")?;
+        let rest = text
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or("hub stat: no command field")?;
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let field = |i: usize| -> Res<u64> {
-            fields.get(i).and_then(|f| f.parse().ok()).ok_or_else(|| format!("hub stat: field {} unreadable", i + 3))
+            fields
+                .get(i)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| format!("hub stat: field {} unreadable", i + 3))
         };
         let ticks = field(11)? + field(12)?;
         let stat = Duration::from_nanos(ticks * 1_000_000_000 / self.ticks_per_sec);
@@ -529,7 +789,9 @@ impl HubProcess {
         let clock = unsafe {
             let mut id: libc::clockid_t = 0;
             let mut ts: libc::timespec = std::mem::zeroed();
-            if libc::clock_getcpuclockid(self.pid, &mut id) == 0 && libc::clock_gettime(id, &mut ts) == 0 {
+            if libc::clock_getcpuclockid(self.pid, &mut id) == 0
+                && libc::clock_gettime(id, &mut ts) == 0
+            {
                 Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
             } else {
                 None
@@ -540,17 +802,25 @@ impl HubProcess {
 
     /// The hub's resident set size in bytes, from `VmRSS` in `/proc/PID/status`.
     fn rss_bytes(&self) -> Res<u64> {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).map_err(|e| format!("hub status: {e}"))?;
-        let line = text.lines().find(|l| l.starts_with("VmRSS:")).ok_or("hub status: no VmRSS")?;
-        let kib: u64 =
-            line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).ok_or("hub status: VmRSS unreadable")?;
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .map_err(|e| format!("hub status: {e}"))?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .ok_or("hub status: no VmRSS")?;
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .ok_or("hub status: VmRSS unreadable")?;
         Ok(kib * 1024)
     }
 
     /// Open descriptors of the hub: tells when it has closed what the bench closed.
     fn open_fds(&self) -> Res<usize> {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid)).map(|d| d.count()).map_err(|e| format!("hub fds: {e}"))
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid))
+            .map(|d| d.count())
+            .map_err(|e| format!("hub fds: {e}"))
     }
 
     /// Fails when the hub has exited (a crash mid-phase).
@@ -560,9 +830,14 @@ impl HubProcess {
             if *pid == self.pid && exited_unreaped(self.pid) {
                 *pid = 0;
                 drop(pid);
-                let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+                let status = child
+                    .wait()
+                    .map_or_else(|e| e.to_string(), |s| s.to_string());
                 self.child = None;
-                return Err(format!("the hub exited during the run ({status}): {}", self.stderr_tail()));
+                return Err(format!(
+                    "the hub exited during the run ({status}): {}",
+                    self.stderr_tail()
+                ));
             }
         }
         Ok(())
@@ -573,7 +848,10 @@ impl HubProcess {
         let status = self.terminate();
         match status {
             Some(s) if s.success() => Ok(()),
-            Some(s) => Err(format!("the hub exited with {s} on SIGTERM: {}", self.stderr_tail())),
+            Some(s) => Err(format!(
+                "the hub exited with {s} on SIGTERM: {}",
+                self.stderr_tail()
+            )),
             None => Err("the hub did not stop on SIGTERM and was killed".into()),
         }
     }
@@ -625,7 +903,14 @@ impl HubProcess {
         if text.is_empty() {
             "(no stderr)".into()
         } else {
-            text.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+            text.lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ")
         }
     }
 }
@@ -641,7 +926,8 @@ fn parse_ready(line: &str) -> Res<SocketAddr> {
         .strip_prefix("agent-hub-server: listening on ")
         .ok_or_else(|| format!("unexpected ready line {line:?}"))?;
     let addr = rest.split(';').next().unwrap_or_default();
-    addr.parse().map_err(|e| format!("ready line {line:?}: bad address: {e}"))
+    addr.parse()
+        .map_err(|e| format!("ready line {line:?}: bad address: {e}"))
 }
 
 // ----- the wire, client side -----
@@ -650,18 +936,27 @@ type Conn = BufReader<TcpStream>;
 
 /// Connects and writes `bytes` (hello and verb) in one write, as the real client does.
 fn open(addr: SocketAddr, bytes: &[u8]) -> Res<Conn> {
-    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| format!("connect {addr}: {e}"))?;
+    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .map_err(|e| format!("connect {addr}: {e}"))?;
     let _ = stream.set_nodelay(true);
-    stream.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
-    stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
-    (&stream).write_all(bytes).map_err(|e| format!("write: {e}"))?;
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    (&stream)
+        .write_all(bytes)
+        .map_err(|e| format!("write: {e}"))?;
     Ok(BufReader::with_capacity(1024, stream))
 }
 
 /// One raw hub line without its `\n`.
 fn read_raw(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<()> {
     buf.clear();
-    let n = conn.read_until(b'\n', buf).map_err(|e| format!("read: {e}"))?;
+    let n = conn
+        .read_until(b'\n', buf)
+        .map_err(|e| format!("read: {e}"))?;
     if n == 0 || buf.pop() != Some(b'\n') {
         return Err("the hub closed the connection mid-line".into());
     }
@@ -719,9 +1014,21 @@ fn send_bytes(
     Ok(id)
 }
 
-fn await_bytes(agent: &Agent, reply_to: Option<String>, timeout_secs: Option<u64>) -> Vec<u8> {
+/// `hello` + `await` bytes; `ack` asks for acknowledged delivery (absent otherwise, so a plain
+/// await is the 004 line byte for byte).
+fn await_bytes(
+    agent: &Agent,
+    reply_to: Option<String>,
+    timeout_secs: Option<u64>,
+    ack: bool,
+) -> Vec<u8> {
     let mut out = agent.hello.to_vec();
-    let req = AwaitRequest { reply_to, kind: None, timeout_secs, ack: None };
+    let req = AwaitRequest {
+        reply_to,
+        kind: None,
+        timeout_secs,
+        ack: ack.then_some(true),
+    };
     out.extend_from_slice(ClientLine::Await(req).encode().as_bytes());
     out
 }
@@ -741,7 +1048,8 @@ struct Got {
 }
 
 fn parse_envelope(text: &str) -> Res<Got> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("envelope text: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("envelope text: {e}"))?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
     Ok(Got {
         id: s("id").ok_or("envelope without id")?,
@@ -777,7 +1085,9 @@ fn join_all<T>(handles: Vec<std::thread::JoinHandle<Res<T>>>) -> Res<Vec<T>> {
 
 /// Splits `total` into `parts` counts that differ by at most one.
 fn split(total: usize, parts: usize) -> Vec<usize> {
-    (0..parts).map(|i| total / parts + usize::from(i < total % parts)).collect()
+    (0..parts)
+        .map(|i| total / parts + usize::from(i < total % parts))
+        .collect()
 }
 
 // ----- statistics -----
@@ -836,7 +1146,10 @@ impl Cpu {
     fn saturating_sub(self, earlier: Cpu) -> Cpu {
         Cpu {
             stat: self.stat.saturating_sub(earlier.stat),
-            clock: self.clock.zip(earlier.clock).map(|(a, b)| a.saturating_sub(b)),
+            clock: self
+                .clock
+                .zip(earlier.clock)
+                .map(|(a, b)| a.saturating_sub(b)),
         }
     }
     fn us_per(&self, ops: usize) -> f64 {
@@ -856,6 +1169,9 @@ struct Run {
     hub_cpu: Cpu,
     /// Per-operation latency; None where operations are not timed one by one (the drain).
     latency: Option<Latency>,
+    /// Flush requests the temp dir's block device completed meanwhile (/proc/diskstats; every
+    /// process's, not only the hub's), when readable.
+    flushes: Option<u64>,
 }
 
 impl Run {
@@ -864,6 +1180,9 @@ impl Run {
     }
     fn cpu_us_per_op(&self) -> f64 {
         self.hub_cpu.us_per(self.ops)
+    }
+    fn flushes_per_op(&self) -> Option<f64> {
+        self.flushes.map(|f| f as f64 / self.ops as f64)
     }
     fn to_json(&self) -> serde_json::Value {
         json!({
@@ -875,6 +1194,8 @@ impl Run {
             "hub_cpu_us_per_op": round1(self.cpu_us_per_op()),
             "hub_cpu_clock_us_per_op": self.hub_cpu.clock_us_per(self.ops).map(round1),
             "latency": self.latency.as_ref().map(Latency::to_json),
+            "device_flushes": self.flushes,
+            "device_flushes_per_op": self.flushes_per_op().map(|f| (f * 1000.0).round() / 1000.0),
         })
     }
 }
@@ -885,7 +1206,12 @@ fn phase_sends(hub: &HubProcess, fx: &Fixture, clients: usize, total: usize) -> 
     let start = Arc::new(Barrier::new(clients + 1));
     let mut handles = Vec::new();
     for count in split(total, clients) {
-        let (addr, from, to, start) = (hub.addr, fx.sender.clone(), fx.sink.name.clone(), start.clone());
+        let (addr, from, to, start) = (
+            hub.addr,
+            fx.sender.clone(),
+            fx.sink.name.clone(),
+            start.clone(),
+        );
         handles.push(std::thread::spawn(move || -> Res<Vec<Duration>> {
             let ts = now_ts();
             let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
@@ -900,20 +1226,28 @@ fn phase_sends(hub: &HubProcess, fx: &Fixture, clients: usize, total: usize) -> 
             Ok(lat)
         }));
     }
-    let cpu0 = hub.cpu()?;
+    let (cpu0, f0) = (hub.cpu()?, dev_flushes());
     start.wait();
     let t0 = Instant::now();
     let lats = join_all(handles)?;
     let wall = t0.elapsed();
     let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
-    Ok(Run { clients, ops: total, wall, hub_cpu, latency: Some(Latency::of(lats.into_iter().flatten().collect())) })
+    let latency = Some(Latency::of(lats.into_iter().flatten().collect()));
+    Ok(Run {
+        clients,
+        ops: total,
+        wall,
+        hub_cpu,
+        latency,
+        flushes: flushes_since(f0),
+    })
 }
 
 /// Takes every queued envelope back with polling awaits (timeoutSecs 0) until each drain
 /// thread sees a timeout, and checks that exactly `expected` came out: the queue is empty
 /// again for the next run, and the hub neither lost nor duplicated a send.
 fn phase_drain(hub: &HubProcess, fx: &Fixture, after_clients: usize, expected: usize) -> Res<Run> {
-    let bytes: Arc<[u8]> = Arc::from(await_bytes(&fx.sink, None, Some(0)));
+    let bytes: Arc<[u8]> = Arc::from(await_bytes(&fx.sink, None, Some(0), false));
     let start = Arc::new(Barrier::new(DRAIN_THREADS + 1));
     let mut handles = Vec::new();
     for _ in 0..DRAIN_THREADS {
@@ -933,67 +1267,133 @@ fn phase_drain(hub: &HubProcess, fx: &Fixture, after_clients: usize, expected: u
             }
         }));
     }
-    let cpu0 = hub.cpu()?;
+    let (cpu0, f0) = (hub.cpu()?, dev_flushes());
     start.wait();
     let t0 = Instant::now();
     let got: usize = join_all(handles)?.into_iter().sum();
     let wall = t0.elapsed();
     let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    let flushes = flushes_since(f0);
     if got != expected {
-        return Err(format!("drain after the C={after_clients} run took {got} envelopes, expected {expected}"));
+        return Err(format!(
+            "drain after the C={after_clients} run took {got} envelopes, expected {expected}"
+        ));
     }
     // Every drain thread's last await timed out: its cost is in the CPU, not in `ops`.
-    Ok(Run { clients: DRAIN_THREADS, ops: got, wall, hub_cpu, latency: None })
+    Ok(Run {
+        clients: DRAIN_THREADS,
+        ops: got,
+        wall,
+        hub_cpu,
+        latency: None,
+        flushes,
+    })
 }
 
-// ----- phase 2: handoff latency -----
+// ----- phases 2 and 3: handoff latency, plain and in ack mode -----
 
 /// Per handoff: the awaiter connects and writes hello + await in one write, and reads `ok`.
 /// The hub reads both lines in one read and handles them before it flushes anything, so once
 /// `ok` is back the await is parked. Then the clock starts, the sender connects and writes
 /// hello + send, and the clock stops when the awaiter has read the whole envelope line. The
 /// sender's ok/accepted are read after that. Hub CPU covers both connections of every handoff.
-fn phase_handoff(hub: &HubProcess, fx: &Fixture, handoffs: usize) -> Res<HandoffResult> {
+///
+/// With `ack`, the await carries `"ack":true`; after reading the envelope the awaiter writes
+/// `{"ack":{"id":…}}` and the clock stops when it has read `{"acked":{"id":…}}` (the time to
+/// the envelope line is kept too).
+fn phase_handoff(hub: &HubProcess, fx: &Fixture, handoffs: usize, ack: bool) -> Res<HandoffResult> {
     let warmup = (handoffs / 10).clamp(1, 200);
     let ts = now_ts();
-    let park = await_bytes(&fx.hand_rx, None, None);
-    let (mut bytes, mut buf, mut rbuf) = (Vec::with_capacity(1024), Vec::with_capacity(1024), Vec::with_capacity(1024));
+    let park = await_bytes(&fx.hand_rx, None, None, ack);
+    let (mut bytes, mut buf, mut rbuf) = (
+        Vec::with_capacity(1024),
+        Vec::with_capacity(1024),
+        Vec::with_capacity(1024),
+    );
     let mut lat = Vec::with_capacity(handoffs);
-    let mut cpu0 = hub.cpu()?;
+    let mut env_lat = Vec::with_capacity(handoffs);
+    let (mut cpu0, mut f0) = (hub.cpu()?, dev_flushes());
     let mut t_start = Instant::now();
     for i in 0..warmup + handoffs {
         if i == warmup {
-            cpu0 = hub.cpu()?;
+            (cpu0, f0) = (hub.cpu()?, dev_flushes());
             t_start = Instant::now();
         }
         let mut rx = open(hub.addr, &park)?;
         expect_ok(&mut rx, &mut rbuf)?;
-        let id = send_bytes(&mut bytes, &fx.hand_tx, &fx.hand_rx.name, "bench", None, &ts, i)?;
+        let id = send_bytes(
+            &mut bytes,
+            &fx.hand_tx,
+            &fx.hand_rx.name,
+            "bench",
+            None,
+            &ts,
+            i,
+        )?;
         let t0 = Instant::now();
         let mut tx = open(hub.addr, &bytes)?;
         read_raw(&mut rx, &mut rbuf)?;
-        let elapsed = t0.elapsed();
+        let to_envelope = t0.elapsed();
         match HubLine::decode(&rbuf) {
             Ok(HubLine::Envelope(text)) if parse_envelope(&text)?.id == id => {}
             other => return Err(format!("handoff: expected envelope {id}, got {other:?}")),
         }
+        let elapsed = if ack {
+            let line = ClientLine::Ack(IdRequest { id: id.clone() }).encode();
+            rx.get_mut()
+                .write_all(line.as_bytes())
+                .map_err(|e| format!("write ack: {e}"))?;
+            match read_line(&mut rx, &mut rbuf)? {
+                HubLine::Acked { id: got } if got == id => {}
+                other => return Err(format!("ack handoff: expected acked {id}, got {other:?}")),
+            }
+            t0.elapsed()
+        } else {
+            to_envelope
+        };
         expect_ok(&mut tx, &mut buf)?;
         expect_accepted(&mut tx, &mut buf, &id)?;
         if i >= warmup {
             lat.push(elapsed);
+            env_lat.push(to_envelope);
         }
     }
     let wall = t_start.elapsed();
     let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
-    Ok(HandoffResult { run: Run { clients: 1, ops: handoffs, wall, hub_cpu, latency: Some(Latency::of(lat)) }, warmup })
+    Ok(HandoffResult {
+        run: Run {
+            clients: 1,
+            ops: handoffs,
+            wall,
+            hub_cpu,
+            latency: Some(Latency::of(lat)),
+            flushes: flushes_since(f0),
+        },
+        warmup,
+        to_envelope: ack.then(|| Latency::of(env_lat)),
+    })
 }
 
 struct HandoffResult {
+    /// Latency: until the envelope line, or in ack mode until the `acked` line.
     run: Run,
     warmup: usize,
+    /// Ack mode only: until the envelope line.
+    to_envelope: Option<Latency>,
 }
 
-// ----- phase 3: RSS per parked await -----
+impl HandoffResult {
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = self.run.to_json();
+        v["warmup"] = json!(self.warmup);
+        if let Some(l) = &self.to_envelope {
+            v["latency_to_envelope"] = l.to_json();
+        }
+        v
+    }
+}
+
+// ----- phase 4: RSS per parked await -----
 
 struct ParkedResult {
     count: usize,
@@ -1015,7 +1415,7 @@ impl ParkedResult {
 /// reads VmRSS, then closes them all and waits (bounded poll of /proc/PID/fd) until the hub has
 /// dropped them.
 fn phase_parked(hub: &HubProcess, fx: &Fixture, count: usize) -> Res<ParkedResult> {
-    let park = await_bytes(&fx.parker, None, None);
+    let park = await_bytes(&fx.parker, None, None, false);
     let mut buf = Vec::with_capacity(64);
     let fds_before = hub.open_fds()?;
     let rss_before = hub.rss_bytes()?;
@@ -1032,11 +1432,15 @@ fn phase_parked(hub: &HubProcess, fx: &Fixture, count: usize) -> Res<ParkedResul
     let rss_parked = hub.rss_bytes()?;
     let fds_parked = hub.open_fds()?;
     if fds_parked < fds_before + count {
-        return Err(format!("hub holds {fds_parked} descriptors with {count} awaits parked (was {fds_before})"));
+        return Err(format!(
+            "hub holds {fds_parked} descriptors with {count} awaits parked (was {fds_before})"
+        ));
     }
     // A parked await has nothing to say: any byte here would be a protocol error.
     for conn in &mut conns {
-        conn.get_ref().set_nonblocking(true).map_err(|e| e.to_string())?;
+        conn.get_ref()
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
         let mut probe = [0u8; 1];
         match conn.get_mut().read(&mut probe) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -1066,7 +1470,7 @@ fn phase_parked(hub: &HubProcess, fx: &Fixture, count: usize) -> Res<ParkedResul
     })
 }
 
-// ----- phase 4: request/reply round trips -----
+// ----- phase 5: request/reply round trips -----
 
 /// Pair i is requester-i and responder-i, each on its own thread. One round trip, timed by the
 /// requester: (1) send a request to responder-i; (2) await with replyTo = the request's id
@@ -1080,49 +1484,67 @@ fn phase_pairs(hub: &HubProcess, fx: &Fixture, pairs: usize, secs: f64) -> Res<R
     let mut requesters = Vec::new();
     let mut responders = Vec::new();
     for i in 0..pairs {
-        let (addr, me, peer, go, failed) =
-            (hub.addr, fx.requesters[i].clone(), fx.responders[i].name.clone(), start.clone(), failed.clone());
-        requesters.push(std::thread::spawn(move || -> Res<(Vec<Duration>, Instant)> {
-            let ts = now_ts();
-            let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
-            let mut lat = Vec::new();
-            go.wait();
-            let deadline = Instant::now() + Duration::from_secs_f64(secs);
-            let mut seq = 0;
-            let result = (|| -> Res<()> {
-                while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
-                    let id = send_bytes(&mut bytes, &me, &peer, "request", None, &ts, seq)?;
-                    let t0 = Instant::now();
-                    send_once(addr, &bytes, &id, &mut buf)?;
-                    let mut conn = open(addr, &await_bytes(&me, Some(id.clone()), None))?;
-                    expect_ok(&mut conn, &mut buf)?;
-                    match read_line(&mut conn, &mut buf)? {
-                        HubLine::Envelope(text) => {
-                            let got = parse_envelope(&text)?;
-                            if got.correlation_id.as_deref() != Some(id.as_str()) || got.kind != "result" {
-                                return Err(format!("requester got a reply to {:?}, wanted {id}", got.correlation_id));
+        let (addr, me, peer, go, failed) = (
+            hub.addr,
+            fx.requesters[i].clone(),
+            fx.responders[i].name.clone(),
+            start.clone(),
+            failed.clone(),
+        );
+        requesters.push(std::thread::spawn(
+            move || -> Res<(Vec<Duration>, Instant)> {
+                let ts = now_ts();
+                let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
+                let mut lat = Vec::new();
+                go.wait();
+                let deadline = Instant::now() + Duration::from_secs_f64(secs);
+                let mut seq = 0;
+                let result = (|| -> Res<()> {
+                    while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
+                        let id = send_bytes(&mut bytes, &me, &peer, "request", None, &ts, seq)?;
+                        let t0 = Instant::now();
+                        send_once(addr, &bytes, &id, &mut buf)?;
+                        let mut conn =
+                            open(addr, &await_bytes(&me, Some(id.clone()), None, false))?;
+                        expect_ok(&mut conn, &mut buf)?;
+                        match read_line(&mut conn, &mut buf)? {
+                            HubLine::Envelope(text) => {
+                                let got = parse_envelope(&text)?;
+                                if got.correlation_id.as_deref() != Some(id.as_str())
+                                    || got.kind != "result"
+                                {
+                                    return Err(format!(
+                                        "requester got a reply to {:?}, wanted {id}",
+                                        got.correlation_id
+                                    ));
+                                }
                             }
+                            other => return Err(format!("requester: unexpected {other:?}")),
                         }
-                        other => return Err(format!("requester: unexpected {other:?}")),
+                        lat.push(t0.elapsed());
+                        seq += 1;
                     }
-                    lat.push(t0.elapsed());
-                    seq += 1;
+                    Ok(())
+                })();
+                let finished = Instant::now();
+                if result.is_err() {
+                    failed.store(true, Ordering::Relaxed);
                 }
-                Ok(())
-            })();
-            let finished = Instant::now();
-            if result.is_err() {
-                failed.store(true, Ordering::Relaxed);
-            }
-            // Always release the responder, even after a failure, so no thread waits forever.
-            let id = send_bytes(&mut bytes, &me, &peer, "stop", None, &ts, seq)?;
-            send_once(addr, &bytes, &id, &mut buf)?;
-            result.map(|()| (lat, finished))
-        }));
-        let (addr, me, peer, go) = (hub.addr, fx.responders[i].clone(), fx.requesters[i].clone(), start.clone());
+                // Always release the responder, even after a failure, so no thread waits forever.
+                let id = send_bytes(&mut bytes, &me, &peer, "stop", None, &ts, seq)?;
+                send_once(addr, &bytes, &id, &mut buf)?;
+                result.map(|()| (lat, finished))
+            },
+        ));
+        let (addr, me, peer, go) = (
+            hub.addr,
+            fx.responders[i].clone(),
+            fx.requesters[i].clone(),
+            start.clone(),
+        );
         responders.push(std::thread::spawn(move || -> Res<()> {
             let ts = now_ts();
-            let park = await_bytes(&me, None, None);
+            let park = await_bytes(&me, None, None, false);
             let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
             go.wait();
             for seq in 0.. {
@@ -1136,23 +1558,287 @@ fn phase_pairs(hub: &HubProcess, fx: &Fixture, pairs: usize, secs: f64) -> Res<R
                 if got.kind == "stop" {
                     break;
                 }
-                let id = send_bytes(&mut bytes, &me, &peer.name, "result", Some(got.id), &ts, seq)?;
+                let id = send_bytes(
+                    &mut bytes,
+                    &me,
+                    &peer.name,
+                    "result",
+                    Some(got.id),
+                    &ts,
+                    seq,
+                )?;
                 send_once(addr, &bytes, &id, &mut buf)?;
             }
             Ok(())
         }));
     }
-    let cpu0 = hub.cpu()?;
+    let (cpu0, f0) = (hub.cpu()?, dev_flushes());
     start.wait();
     let t0 = Instant::now();
     let req = join_all(requesters);
     let resp = join_all(responders);
     let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    let flushes = flushes_since(f0);
     let req = req?;
     resp?;
     let end = req.iter().map(|(_, f)| *f).max().unwrap_or(t0);
     let lat: Vec<Duration> = req.into_iter().flat_map(|(l, _)| l).collect();
-    Ok(Run { clients: pairs, ops: lat.len(), wall: end.duration_since(t0), hub_cpu, latency: Some(Latency::of(lat)) })
+    let (ops, latency) = (lat.len(), Some(Latency::of(lat)));
+    Ok(Run {
+        clients: pairs,
+        ops,
+        wall: end.duration_since(t0),
+        hub_cpu,
+        latency,
+        flushes,
+    })
+}
+
+// ----- the disk under the temp dir -----
+
+/// The filesystem the temp dir (and so the SQLite store) lives on, and how long a raw flush
+/// takes there: the floor under every durable commit.
+#[derive(Default)]
+struct Disk {
+    dir: PathBuf,
+    mount_point: String,
+    fs_type: String,
+    source: String,
+    /// `major:minor` of the filesystem's device.
+    device: String,
+    size_bytes: u64,
+    avail_bytes: u64,
+    /// `/sys/dev/block/M:m/queue/write_cache` ("write back": the kernel sends flushes).
+    write_cache: Option<String>,
+    rotational: Option<bool>,
+    /// The whole device's name in /proc/diskstats, when there is one.
+    diskstats_name: Option<String>,
+    probes: usize,
+    /// Device flushes completed during the append probe, and the ms the device spent on them.
+    probe_flushes: Option<(u64, u64)>,
+    /// 4 KiB appended, then `fdatasync` (the file grows: a WAL before its first reset).
+    append_sync: Option<Latency>,
+    /// 4 KiB rewritten in place, then `fdatasync` (a WAL reused after a checkpoint).
+    overwrite_sync: Option<Latency>,
+}
+
+impl Disk {
+    fn probe(dir: &Path, probes: usize) -> Res<Disk> {
+        let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut disk = Disk {
+            dir: dir.clone(),
+            probes,
+            ..Disk::default()
+        };
+        // SAFETY: statvfs with a NUL-terminated path and a pointer to a local struct.
+        unsafe {
+            use std::os::unix::ffi::OsStrExt;
+            let c =
+                std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+            let mut st: libc::statvfs = std::mem::zeroed();
+            if libc::statvfs(c.as_ptr(), &mut st) == 0 {
+                disk.size_bytes = st.f_blocks as u64 * st.f_frsize as u64;
+                disk.avail_bytes = st.f_bavail as u64 * st.f_frsize as u64;
+            }
+        }
+        // The mount whose mount point is the longest prefix of the dir (/proc/self/mountinfo:
+        // id parent major:minor root mountpoint options ... - fstype source superoptions).
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut best: Option<(usize, &str)> = None;
+        for line in info.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f.len() < 5 {
+                continue;
+            }
+            let mp = unescape_mount(f[4]);
+            if dir.starts_with(&mp) && best.is_none_or(|(len, _)| mp.len() >= len) {
+                best = Some((mp.len(), line));
+            }
+        }
+        if let Some((_, line)) = best {
+            let f: Vec<&str> = line.split(' ').collect();
+            disk.device = f[2].to_owned();
+            disk.mount_point = unescape_mount(f[4]);
+            if let Some(dash) = f.iter().position(|x| *x == "-") {
+                disk.fs_type = f
+                    .get(dash + 1)
+                    .map_or_else(String::new, |s| (*s).to_owned());
+                disk.source = f
+                    .get(dash + 2)
+                    .map_or_else(String::new, |s| unescape_mount(s));
+            }
+            // A partition's queue is its parent device's.
+            if let Ok(sys) = std::fs::canonicalize(format!("/sys/dev/block/{}", disk.device)) {
+                let whole = if sys.join("partition").exists() {
+                    sys.parent().map(Path::to_path_buf)
+                } else {
+                    Some(sys)
+                };
+                let whole = whole.unwrap_or_default();
+                let queue = whole.join("queue");
+                disk.diskstats_name = whole.file_name().map(|n| n.to_string_lossy().into_owned());
+                let read = |name: &str| {
+                    std::fs::read_to_string(queue.join(name))
+                        .ok()
+                        .map(|s| s.trim().to_owned())
+                };
+                disk.write_cache = read("write_cache");
+                disk.rotational = read("rotational").map(|r| r == "1");
+            }
+        }
+        if probes > 0 {
+            let path = dir.join("fsync-probe");
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let block = vec![b'x'; PROBE_BLOCK];
+            let timed = |offset: &dyn Fn(usize) -> u64| -> Res<Latency> {
+                let mut lat = Vec::with_capacity(probes);
+                for i in 0..probes {
+                    file.write_all_at(&block, offset(i))
+                        .map_err(|e| format!("fsync probe write: {e}"))?;
+                    let t0 = Instant::now();
+                    file.sync_data().map_err(|e| format!("fsync probe: {e}"))?;
+                    lat.push(t0.elapsed());
+                }
+                Ok(Latency::of(lat))
+            };
+            let before = diskstats(disk.diskstats_name.as_deref());
+            let append = timed(&|i| (i * PROBE_BLOCK) as u64);
+            let after = diskstats(disk.diskstats_name.as_deref());
+            disk.probe_flushes = before
+                .zip(after)
+                .map(|(b, a)| (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1)));
+            let overwrite = append.as_ref().ok().map(|_| timed(&|_| 0));
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            disk.append_sync = Some(append?);
+            disk.overwrite_sync = overwrite.transpose()?;
+        }
+        let _ = DISKSTATS_NAME.set(disk.diskstats_name.clone());
+        Ok(disk)
+    }
+
+    /// Whether a flush here reaches stable storage, as far as can be told from outside.
+    fn verdict(&self) -> String {
+        if self.fs_type == "tmpfs" || self.fs_type == "ramfs" {
+            return format!(
+                "{}: memory, not a disk; fsync does nothing and nothing survives a reboot",
+                self.fs_type
+            );
+        }
+        match &self.append_sync {
+            None => "not probed (--fsync-probes 0)".into(),
+            Some(l) => {
+                let flushes = match self.probe_flushes {
+                    Some((0, _)) => "the device completed no flush request during the probe: fdatasync does not reach it".to_owned(),
+                    Some((n, ms)) => format!(
+                        "the kernel sent the device {:.1} flush requests per fdatasync ({:.0} µs each on average by diskstats)",
+                        n as f64 / self.probes as f64,
+                        ms as f64 * 1000.0 / n as f64
+                    ),
+                    None => "device flush counts unreadable".to_owned(),
+                };
+                let speed = if l.p50_us < FAKE_FSYNC_US {
+                    "so quick that the layer below (hypervisor, or a drive with a power-loss-protected cache) acknowledges flushes without a media write; from inside this machine the two cannot be told apart"
+                } else {
+                    "waits for the device"
+                };
+                let cache = match self.write_cache.as_deref() {
+                    Some(c) => format!("write cache {c}"),
+                    None => "write cache unknown".to_owned(),
+                };
+                format!(
+                    "fdatasync p50 {:.0} µs, {speed}; {cache}; {flushes}",
+                    l.p50_us
+                )
+            }
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "dir": self.dir.display().to_string(),
+            "mount_point": self.mount_point,
+            "fs_type": self.fs_type,
+            "source": self.source,
+            "device": self.device,
+            "size_bytes": self.size_bytes,
+            "avail_bytes": self.avail_bytes,
+            "write_cache": self.write_cache,
+            "rotational": self.rotational,
+            "diskstats_name": self.diskstats_name,
+            "fsync_probes": self.probes,
+            "probe_device_flushes": self.probe_flushes.map(|f| f.0),
+            "probe_device_flush_ms": self.probe_flushes.map(|f| f.1),
+            "append_4k_fdatasync": self.append_sync.as_ref().map(Latency::to_json),
+            "overwrite_4k_fdatasync": self.overwrite_sync.as_ref().map(Latency::to_json),
+            "fsync_verdict": self.verdict(),
+        })
+    }
+}
+
+/// The temp dir's whole block device in /proc/diskstats (set once by `Disk::probe`).
+static DISKSTATS_NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Flush requests completed by `name`, and milliseconds spent on them: fields 18 and 19 of its
+/// /proc/diskstats line (kernel 5.5 and later).
+fn diskstats(name: Option<&str>) -> Option<(u64, u64)> {
+    let name = name?;
+    let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(2) == Some(name))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(3)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some((*f.get(15)?, *f.get(16)?))
+}
+
+/// The temp dir's device flush count now, if readable.
+fn dev_flushes() -> Option<u64> {
+    diskstats(DISKSTATS_NAME.get().and_then(Option::as_deref)).map(|f| f.0)
+}
+
+fn flushes_since(before: Option<u64>) -> Option<u64> {
+    before.zip(dev_flushes()).map(|(b, a)| a.saturating_sub(b))
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, and so on).
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = b[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn human_bytes(n: u64) -> String {
+    let g = n as f64 / (1u64 << 30) as f64;
+    if g >= 1.0 {
+        format!("{g:.0} GiB")
+    } else {
+        format!("{:.0} MiB", n as f64 / 1048576.0)
+    }
 }
 
 // ----- the report -----
@@ -1170,34 +1856,47 @@ impl Machine {
         let cpu_model = cpuinfo
             .lines()
             .find_map(|l| {
-                l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_owned())
+                l.strip_prefix("model name")
+                    .and_then(|r| r.split_once(':'))
+                    .map(|(_, m)| m.trim().to_owned())
             })
             .unwrap_or_else(|| "unknown".into());
-        let kernel =
-            std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default();
-        Machine { nproc: std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model, kernel }
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default();
+        Machine {
+            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu_model,
+            kernel,
+        }
     }
 }
 
-#[derive(Default)]
-struct Report {
-    machine: Machine,
-    server: PathBuf,
-    ticks_per_sec: u64,
+/// One store's results.
+struct StoreReport {
+    kind: StoreKind,
     sends: Vec<Run>,
     drains: Vec<Run>,
     handoff: Option<HandoffResult>,
+    ack_handoff: Option<HandoffResult>,
     parked: Option<ParkedResult>,
     pairs: Option<Run>,
 }
 
-impl Report {
-    fn to_json(&self, opts: &Opts) -> serde_json::Value {
-        let handoff = self.handoff.as_ref().map(|h| {
-            let mut v = h.run.to_json();
-            v["warmup"] = json!(h.warmup);
-            v
-        });
+impl StoreReport {
+    fn new(kind: StoreKind) -> StoreReport {
+        StoreReport {
+            kind,
+            sends: Vec::new(),
+            drains: Vec::new(),
+            handoff: None,
+            ack_handoff: None,
+            parked: None,
+            pairs: None,
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
         let parked = self.parked.as_ref().map(|p| {
             json!({
                 "count": p.count,
@@ -1213,47 +1912,212 @@ impl Report {
             })
         });
         json!({
+            "sends": self.sends.iter().map(Run::to_json).collect::<Vec<_>>(),
+            "drains": self.drains.iter().map(Run::to_json).collect::<Vec<_>>(),
+            "handoff": self.handoff.as_ref().map(HandoffResult::to_json),
+            "ack_handoff": self.ack_handoff.as_ref().map(HandoffResult::to_json),
+            "parked": parked,
+            "round_trips": self.pairs.as_ref().map(Run::to_json),
+        })
+    }
+}
+
+/// Issue 3's two targets, when both stores ran.
+struct Targets {
+    /// The client count compared (16, or the largest measured when 16 was not).
+    clients: usize,
+    memory_ops_s: f64,
+    sqlite_ops_s: f64,
+    memory_p50_us: f64,
+    sqlite_p50_us: f64,
+}
+
+impl Targets {
+    fn throughput_ratio(&self) -> f64 {
+        self.sqlite_ops_s / self.memory_ops_s
+    }
+    fn handoff_ratio(&self) -> f64 {
+        self.sqlite_p50_us / self.memory_p50_us
+    }
+    fn throughput_met(&self) -> bool {
+        self.clients == TARGET_CLIENTS && self.throughput_ratio() >= TARGET_THROUGHPUT_RATIO
+    }
+    fn handoff_met(&self) -> bool {
+        self.handoff_ratio() <= TARGET_HANDOFF_RATIO
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "MET"
+    } else {
+        "MISSED"
+    }
+}
+
+#[derive(Default)]
+struct Report {
+    machine: Machine,
+    server: PathBuf,
+    ticks_per_sec: u64,
+    disk: Disk,
+    /// The fdatasync probe repeated after the phases.
+    disk_after: Option<Disk>,
+    stores: Vec<StoreReport>,
+}
+
+impl Report {
+    fn store(&self, kind: StoreKind) -> Option<&StoreReport> {
+        self.stores.iter().find(|s| s.kind == kind)
+    }
+
+    fn targets(&self, opts: &Opts) -> Option<Targets> {
+        let (m, q) = (
+            self.store(StoreKind::Memory)?,
+            self.store(StoreKind::Sqlite)?,
+        );
+        let i = opts
+            .clients
+            .iter()
+            .position(|&c| c == TARGET_CLIENTS)
+            .or_else(|| {
+                opts.clients
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(_, &c)| c)
+                    .map(|(i, _)| i)
+            })?;
+        let lat = |s: &StoreReport| {
+            s.handoff
+                .as_ref()
+                .and_then(|h| h.run.latency.as_ref())
+                .map(|l| l.p50_us)
+        };
+        Some(Targets {
+            clients: opts.clients[i],
+            memory_ops_s: m.sends.get(i)?.ops_per_sec(),
+            sqlite_ops_s: q.sends.get(i)?.ops_per_sec(),
+            memory_p50_us: lat(m)?,
+            sqlite_p50_us: lat(q)?,
+        })
+    }
+
+    fn to_json(&self, opts: &Opts) -> serde_json::Value {
+        let stores: serde_json::Map<String, serde_json::Value> = self
+            .stores
+            .iter()
+            .map(|s| (s.kind.name().to_owned(), s.to_json()))
+            .collect();
+        let targets = self.targets(opts).map(|t| {
+            json!({
+                "clients": t.clients,
+                "memory_sends_per_s": t.memory_ops_s.round(),
+                "sqlite_sends_per_s": t.sqlite_ops_s.round(),
+                "throughput_ratio": (t.throughput_ratio() * 1000.0).round() / 1000.0,
+                "throughput_target": TARGET_THROUGHPUT_RATIO,
+                "throughput_met": t.throughput_met(),
+                "memory_handoff_p50_us": round1(t.memory_p50_us),
+                "sqlite_handoff_p50_us": round1(t.sqlite_p50_us),
+                "handoff_ratio": (t.handoff_ratio() * 100.0).round() / 100.0,
+                "handoff_target": TARGET_HANDOFF_RATIO,
+                "handoff_met": t.handoff_met(),
+            })
+        });
+        json!({
             "machine": {"nproc": self.machine.nproc, "cpu_model": self.machine.cpu_model, "kernel": self.machine.kernel},
             "server": self.server.display().to_string(),
             "audit_log": "on",
             "clock_ticks_per_s": self.ticks_per_sec,
+            "disk": self.disk.to_json(),
+            "disk_after": self.disk_after.as_ref().map(Disk::to_json),
             "options": {
-                "clients": opts.clients, "sends": opts.sends, "handoffs": opts.handoffs,
+                "store": format!("{:?}", opts.store).to_lowercase(),
+                "clients": opts.clients, "sends": opts.sends, "sqlite_sends": opts.sqlite_sends,
+                "handoffs": opts.handoffs, "sqlite_handoffs": opts.sqlite_handoffs,
                 "parked": opts.parked, "pairs": opts.pairs, "pairs_secs": opts.pairs_secs,
+                "fsync_probes": opts.fsync_probes,
             },
-            "sends": self.sends.iter().map(Run::to_json).collect::<Vec<_>>(),
-            "drains": self.drains.iter().map(Run::to_json).collect::<Vec<_>>(),
-            "handoff": handoff,
-            "parked": parked,
-            "round_trips": self.pairs.as_ref().map(Run::to_json),
+            "stores": stores,
+            "issue3_targets": targets,
         })
     }
 
     fn to_table(&self, opts: &Opts) -> String {
         let mut t = String::new();
         let m = &self.machine;
-        let _ = writeln!(t, "agent-hub-bench: {} CPUs ({}), kernel {}", m.nproc, m.cpu_model, m.kernel);
+        let _ = writeln!(
+            t,
+            "agent-hub-bench: {} CPUs ({}), kernel {}",
+            m.nproc, m.cpu_model, m.kernel
+        );
         let _ = writeln!(
             t,
             "hub: {} (fresh per phase, audit log on)\nhub µs/op: utime+stime from /proc/PID/stat ({} ticks/s); (clock): the hub's CPU clock, ns grain",
             self.server.display(),
             self.ticks_per_sec
         );
-        let _ = writeln!(t);
+        let d = &self.disk;
         let _ = writeln!(
             t,
-            "{:<42} {:>7} {:>7} {:>7} {:>8} {:>10} {:>9} {:>8} {:>8}",
-            "benchmark", "clients", "ops", "wall s", "ops/s", "hub µs/op", "(clock)", "p50 µs", "p99 µs"
+            "disk: {} on {} ({}, {}, device {}), {} of {} free; write cache: {}; rotational: {}",
+            d.dir.display(),
+            d.mount_point,
+            d.fs_type,
+            d.source,
+            d.device,
+            human_bytes(d.avail_bytes),
+            human_bytes(d.size_bytes),
+            d.write_cache.as_deref().unwrap_or("unknown"),
+            d.rotational
+                .map_or("unknown", |r| if r { "yes" } else { "no" }),
         );
+        for (when, d) in [("before", Some(d)), ("after", self.disk_after.as_ref())] {
+            let Some(d) = d else { continue };
+            for (label, l) in [
+                ("append 4 KiB", &d.append_sync),
+                ("overwrite 4 KiB", &d.overwrite_sync),
+            ] {
+                if let Some(l) = l {
+                    let _ = writeln!(
+                        t,
+                        "  {when} the phases: {label} + fdatasync ({} times): p50 {:.0} µs, p99 {:.0} µs, mean {:.0} µs, max {:.0} µs",
+                        d.probes, l.p50_us, l.p99_us, l.mean_us, l.max_us
+                    );
+                }
+            }
+        }
+        let _ = writeln!(t, "  fsync: {}", d.verdict());
+        let header = |t: &mut String| {
+            let _ = writeln!(
+                t,
+                "{:<42} {:>7} {:>7} {:>7} {:>8} {:>10} {:>9} {:>8} {:>8} {:>8}",
+                "benchmark",
+                "clients",
+                "ops",
+                "wall s",
+                "ops/s",
+                "hub µs/op",
+                "(clock)",
+                "p50 µs",
+                "p99 µs",
+                "flush/op"
+            );
+        };
         let row = |t: &mut String, label: &str, r: &Run| {
-            let clock = r.hub_cpu.clock_us_per(r.ops).map_or("-".to_owned(), |c| format!("{c:.1}"));
+            let clock = r
+                .hub_cpu
+                .clock_us_per(r.ops)
+                .map_or("-".to_owned(), |c| format!("{c:.1}"));
             let (p50, p99) = match &r.latency {
                 Some(l) => (format!("{:.0}", l.p50_us), format!("{:.0}", l.p99_us)),
                 None => ("-".to_owned(), "-".to_owned()),
             };
+            let flush = r
+                .flushes_per_op()
+                .map_or("-".to_owned(), |f| format!("{f:.3}"));
             let _ = writeln!(
                 t,
-                "{:<42} {:>7} {:>7} {:>7.2} {:>8.0} {:>10.1} {:>9} {:>8} {:>8}",
+                "{:<42} {:>7} {:>7} {:>7.2} {:>8.0} {:>10.1} {:>9} {:>8} {:>8} {:>8}",
                 label,
                 r.clients,
                 r.ops,
@@ -1262,46 +2126,152 @@ impl Report {
                 r.cpu_us_per_op(),
                 clock,
                 p50,
-                p99
+                p99,
+                flush
             );
         };
-        for (s, d) in self.sends.iter().zip(&self.drains) {
-            row(&mut t, "send, connection per op", s);
-            row(&mut t, &format!("  then drain: await timeoutSecs 0 (C={})", d.clients), d);
-        }
-        if let Some(h) = &self.handoff {
-            row(&mut t, "handoff: parked await, then send", &h.run);
-        }
-        if let Some(r) = &self.pairs {
-            row(&mut t, "round trip: send + await, twice", r);
-        }
-        if let Some(p) = &self.parked {
+        for s in &self.stores {
             let _ = writeln!(t);
-            let _ = writeln!(
-                t,
-                "parked awaits: {} (hub VmRSS {:.1} MiB -> {:.1} MiB, {:.1} MiB after closing them)",
-                p.count,
-                p.rss_before as f64 / 1048576.0,
-                p.rss_parked as f64 / 1048576.0,
-                p.rss_after_close as f64 / 1048576.0
-            );
-            let _ = writeln!(
-                t,
-                "  RSS per parked await: {:.0} bytes; hub CPU {:.1} µs per park, {:.1} µs per close; parked in {:.2} s",
-                p.bytes_per_await(),
-                p.park_cpu.us_per(p.count),
-                p.close_cpu.us_per(p.count),
-                p.park_wall.as_secs_f64()
-            );
+            let what = match s.kind {
+                StoreKind::Memory => "store: memory (queues in the process only)",
+                StoreKind::Sqlite => {
+                    "store: sqlite (WAL, synchronous=FULL; accepted only once committed)"
+                }
+            };
+            let _ = writeln!(t, "{what}");
+            header(&mut t);
+            for (r, d) in s.sends.iter().zip(&s.drains) {
+                row(&mut t, "send, connection per op", r);
+                row(
+                    &mut t,
+                    &format!("  then drain: await timeoutSecs 0 (C={})", d.clients),
+                    d,
+                );
+            }
+            if let Some(h) = &s.handoff {
+                row(&mut t, "handoff: parked await, then send", &h.run);
+            }
+            if let Some(h) = &s.ack_handoff {
+                row(&mut t, "ack handoff: send start -> acked", &h.run);
+                if let Some(l) = &h.to_envelope {
+                    let _ = writeln!(
+                        t,
+                        "{:<42} {:>7} {:>7} {:>7} {:>8} {:>10} {:>9} {:>8.0} {:>8.0}",
+                        "  of which send start -> envelope",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        l.p50_us,
+                        l.p99_us
+                    );
+                }
+            }
+            if let Some(r) = &s.pairs {
+                row(&mut t, "round trip: send + await, twice", r);
+            }
+            if let Some(p) = &s.parked {
+                let _ = writeln!(
+                    t,
+                    "parked awaits: {} (hub VmRSS {:.1} MiB -> {:.1} MiB, {:.1} MiB after closing them)",
+                    p.count,
+                    p.rss_before as f64 / 1048576.0,
+                    p.rss_parked as f64 / 1048576.0,
+                    p.rss_after_close as f64 / 1048576.0
+                );
+                let _ = writeln!(
+                    t,
+                    "  RSS per parked await: {:.0} bytes; hub CPU {:.1} µs per park, {:.1} µs per close; parked in {:.2} s",
+                    p.bytes_per_await(),
+                    p.park_cpu.us_per(p.count),
+                    p.close_cpu.us_per(p.count),
+                    p.park_wall.as_secs_f64()
+                );
+            }
+        }
+        if let (Some(mem), Some(sql)) =
+            (self.store(StoreKind::Memory), self.store(StoreKind::Sqlite))
+        {
+            let _ = writeln!(t);
+            let _ = writeln!(t, "sqlite against memory");
+            for (a, b) in mem.sends.iter().zip(&sql.sends) {
+                let _ = writeln!(
+                    t,
+                    "  send C={:<3} sends/s {:>6.0} vs {:>6.0} ({:.3}x); hub µs/send {:.1} vs {:.1}; p50 {:.0} vs {:.0} µs",
+                    a.clients,
+                    b.ops_per_sec(),
+                    a.ops_per_sec(),
+                    b.ops_per_sec() / a.ops_per_sec(),
+                    b.cpu_us_per_op(),
+                    a.cpu_us_per_op(),
+                    b.latency.as_ref().map_or(0.0, |l| l.p50_us),
+                    a.latency.as_ref().map_or(0.0, |l| l.p50_us),
+                );
+            }
+            let p50 = |h: &Option<HandoffResult>| {
+                h.as_ref()
+                    .and_then(|h| h.run.latency.as_ref())
+                    .map(|l| (l.p50_us, l.p99_us))
+            };
+            for (label, a, b) in [
+                ("handoff", &mem.handoff, &sql.handoff),
+                ("ack handoff (to acked)", &mem.ack_handoff, &sql.ack_handoff),
+            ] {
+                if let (Some((a50, a99)), Some((b50, b99))) = (p50(a), p50(b)) {
+                    let _ = writeln!(
+                        t,
+                        "  {label}: p50 {b50:.0} vs {a50:.0} µs ({:.1}x), p99 {b99:.0} vs {a99:.0} µs",
+                        b50 / a50
+                    );
+                }
+            }
+            if let Some(tg) = self.targets(opts) {
+                let _ = writeln!(t, "issue 3 targets");
+                let note = if tg.clients == TARGET_CLIENTS {
+                    String::new()
+                } else {
+                    format!(" (C={TARGET_CLIENTS} not measured: compared C={}; run with --clients including 16)", tg.clients)
+                };
+                let _ = writeln!(
+                    t,
+                    "  durable send throughput >= {:.0} % of in-memory at C={TARGET_CLIENTS}: {:.0} vs {:.0} sends/s = {:.1} %: {}{note}",
+                    TARGET_THROUGHPUT_RATIO * 100.0,
+                    tg.sqlite_ops_s,
+                    tg.memory_ops_s,
+                    tg.throughput_ratio() * 100.0,
+                    verdict(tg.throughput_met())
+                );
+                let _ = writeln!(
+                    t,
+                    "  durable handoff p50 <= {TARGET_HANDOFF_RATIO:.0}x in-memory: {:.0} vs {:.0} µs = {:.1}x: {}",
+                    tg.sqlite_p50_us,
+                    tg.memory_p50_us,
+                    tg.handoff_ratio(),
+                    verdict(tg.handoff_met())
+                );
+            }
         }
         let _ = writeln!(t);
         let _ = writeln!(
             t,
-            "send: connect, hello+send in one write, read ok and accepted, close ({} sends per client count).",
-            opts.sends
+            "send: connect, hello+send in one write, read ok and accepted, close ({} sends per client count in memory, {} with sqlite).",
+            opts.sends, opts.sqlite_sends
+        );
+        let _ = writeln!(
+            t,
+            "flush/op: flush requests the temp dir's block device completed per op (/proc/diskstats; any process's)."
         );
         let _ = writeln!(t, "handoff latency: sender's connect() until the parked awaiter has read the envelope line;");
-        let _ = writeln!(t, "  its hub CPU covers the awaiter's and the sender's connection.");
+        let _ = writeln!(
+            t,
+            "  its hub CPU covers the awaiter's and the sender's connection."
+        );
+        let _ = writeln!(
+            t,
+            "ack handoff: the same with \"ack\":true; the awaiter then writes {{\"ack\":{{\"id\":…}}}} and the clock stops at its acked line."
+        );
         let _ = writeln!(
             t,
             "round trip: request send, responder's await gets it, result send, requester's await (replyTo) gets it;"

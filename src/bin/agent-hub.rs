@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "agent-hub", version, about = "Send and await envelopes through an agent-hub server")]
+#[command(
+    name = "agent-hub",
+    version,
+    about = "Send and await envelopes through an agent-hub server"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,35 +106,69 @@ fn main() -> ExitCode {
 
 fn endpoint(id: Identity) -> Result<Endpoint, ClientError> {
     let token = client::read_token_file(&id.token_file)?;
-    Ok(Endpoint { name: id.name, token, port: id.port })
+    Ok(Endpoint {
+        name: id.name,
+        token,
+        port: id.port,
+    })
 }
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
-        Command::Send { id, to, kind, body, correlation_id } => {
+        Command::Send {
+            id,
+            to,
+            kind,
+            body,
+            correlation_id,
+        } => {
             let body = if body == "-" {
                 let mut s = String::new();
-                std::io::stdin().read_to_string(&mut s).map_err(|e| format!("cannot read the body from stdin: {e}"))?;
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .map_err(|e| format!("cannot read the body from stdin: {e}"))?;
                 s.trim().to_owned()
             } else {
                 body
             };
             let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-            let env = Envelope::new(uuid::Uuid::new_v4().to_string(), id.name.clone(), to, ts, kind, correlation_id, body)
-                .map_err(|e| format!("--body is not JSON: {e}"))?;
+            let env = Envelope::new(
+                uuid::Uuid::new_v4().to_string(),
+                id.name.clone(),
+                to,
+                ts,
+                kind,
+                correlation_id,
+                body,
+            )
+            .map_err(|e| format!("--body is not JSON: {e}"))?;
             let ep = endpoint(id).map_err(|e| e.to_string())?;
             let accepted = client::send_with_retry(&ep, env).map_err(|e| e.to_string())?;
             println!("{accepted}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Await { id, reply_to, kind, timeout, no_ack } => {
+        Command::Await {
+            id,
+            reply_to,
+            kind,
+            timeout,
+            no_ack,
+        } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let req = AwaitRequest { reply_to, kind, timeout_secs: timeout, ack: None };
+            let req = AwaitRequest {
+                reply_to,
+                kind,
+                timeout_secs: timeout,
+                ack: None,
+            };
             if no_ack {
                 return match client::await_envelope(&ep, req).map_err(|e| e.to_string())? {
                     AwaitOutcome::Envelope(text) => {
-                        print_line(&text)
-                            .map_err(|e| format!("the envelope was received but could not be written to stdout: {e}"))?;
+                        print_line(&text).map_err(|e| {
+                            format!(
+                                "the envelope was received but could not be written to stdout: {e}"
+                            )
+                        })?;
                         Ok(ExitCode::SUCCESS)
                     }
                     AwaitOutcome::Timeout => Ok(ExitCode::from(2)),

@@ -35,35 +35,83 @@ pub enum Output {
 /// A protocol event for the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuditEvent {
-    Connected { conn: ConnId },
-    Authenticated { conn: ConnId, name: String },
-    AuthFailed { conn: ConnId, name: String },
+    Connected {
+        conn: ConnId,
+    },
+    Authenticated {
+        conn: ConnId,
+        name: String,
+    },
+    AuthFailed {
+        conn: ConnId,
+        name: String,
+    },
     /// An envelope accepted in full, `from` stamped. `conn` is None for the hub's bounces.
-    Accepted { conn: Option<ConnId>, envelope: Arc<str> },
+    Accepted {
+        conn: Option<ConnId>,
+        envelope: Arc<str>,
+    },
     /// A send refused after validation (queue full, audit failure, cancelled by the client).
-    Refused { conn: ConnId, id: String, reason: String },
+    Refused {
+        conn: ConnId,
+        id: String,
+        reason: String,
+    },
     /// The first byte of a delivery was accepted by the reader's socket. With `ack` the
     /// envelope stays the hub's until the reader acks it.
-    Delivered { conn: ConnId, id: String, to: String, ack: bool },
+    Delivered {
+        conn: ConnId,
+        id: String,
+        to: String,
+        ack: bool,
+    },
     /// The reader acked an ack-mode delivery, and the ack is durable.
-    Acked { conn: ConnId, id: String, to: String, attempts: u32 },
+    Acked {
+        conn: ConnId,
+        id: String,
+        to: String,
+        attempts: u32,
+    },
     /// A delivery was not consumed (zero bytes accepted, or no ack); the envelope went back to
     /// routing. `attempts` counts such returns for this envelope.
-    Requeued { conn: ConnId, id: String, to: String, reason: String, attempts: u32 },
+    Requeued {
+        conn: ConnId,
+        id: String,
+        to: String,
+        reason: String,
+        attempts: u32,
+    },
     /// A resend of an id already accepted from the same sender: answered, not queued again.
-    Duplicate { conn: ConnId, id: String },
+    Duplicate {
+        conn: ConnId,
+        id: String,
+    },
     /// A delivery cut short after its first byte: the envelope is gone.
-    Lost { conn: ConnId, id: String, to: String, reason: String, bounced: bool },
+    Lost {
+        conn: ConnId,
+        id: String,
+        to: String,
+        reason: String,
+        bounced: bool,
+    },
     /// An await timed out hub-side; nothing was consumed.
-    Timeout { conn: ConnId, name: String },
+    Timeout {
+        conn: ConnId,
+        name: String,
+    },
     /// The hub stopped with envelopes still queued (they are gone with the process).
-    Shutdown { queued: usize },
+    Shutdown {
+        queued: usize,
+    },
 }
 
 impl AuditEvent {
     /// The record as one JSON line (with `\n`), stamped with `ts` (RFC 3339, UTC).
     pub fn encode_into(&self, ts: &str, out: &mut String) {
-        let _ = write!(out, "{{\"v\":{AUDIT_FORMAT_VERSION},\"ts\":\"{ts}\",\"event\":");
+        let _ = write!(
+            out,
+            "{{\"v\":{AUDIT_FORMAT_VERSION},\"ts\":\"{ts}\",\"event\":"
+        );
         let _ = match self {
             AuditEvent::Connected { conn } => write!(out, "\"connected\",\"conn\":{conn}"),
             AuditEvent::Authenticated { conn, name } => {
@@ -126,8 +174,17 @@ mod tests {
     fn records_are_json_with_version() {
         let events = [
             AuditEvent::Connected { conn: 1 },
-            AuditEvent::Accepted { conn: None, envelope: Arc::from("{\"id\":\"x\",\"body\":{\"b\":1}}") },
-            AuditEvent::Lost { conn: 2, id: "i\"d".into(), to: "t".into(), reason: "r".into(), bounced: true },
+            AuditEvent::Accepted {
+                conn: None,
+                envelope: Arc::from("{\"id\":\"x\",\"body\":{\"b\":1}}"),
+            },
+            AuditEvent::Lost {
+                conn: 2,
+                id: "i\"d".into(),
+                to: "t".into(),
+                reason: "r".into(),
+                bounced: true,
+            },
             AuditEvent::Shutdown { queued: 3 },
         ];
         for e in events {

@@ -105,7 +105,11 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn new(window_secs: u64, max_ids: usize) -> Ledger {
-        Ledger { records: HashMap::new(), window_ms: (window_secs as i64).saturating_mul(1000), max_ids }
+        Ledger {
+            records: HashMap::new(),
+            window_ms: (window_secs as i64).saturating_mul(1000),
+            max_ids,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -125,11 +129,19 @@ impl Ledger {
     }
 
     pub fn remember(&mut self, sender: &str, id: &str, record: Record) {
-        self.records.insert((sender.to_owned(), id.to_owned()), record);
+        self.records
+            .insert((sender.to_owned(), id.to_owned()), record);
     }
 
     /// Moves a remembered envelope to `state`; false if it is not remembered.
-    pub fn set_state(&mut self, sender: &str, id: &str, state: State, ack_pending: bool, at_ms: i64) -> bool {
+    pub fn set_state(
+        &mut self,
+        sender: &str,
+        id: &str,
+        state: State,
+        ack_pending: bool,
+        at_ms: i64,
+    ) -> bool {
         match self.records.get_mut(&(sender.to_owned(), id.to_owned())) {
             Some(r) => {
                 r.state = state;
@@ -150,28 +162,36 @@ impl Ledger {
 
     /// The record of `id` that `asker` may see: one it sent, else one addressed to it.
     pub fn lookup(&self, asker: &str, id: &str) -> Option<(&str, &Record)> {
-        if let Some((k, r)) = self.records.get_key_value(&(asker.to_owned(), id.to_owned())) {
+        if let Some((k, r)) = self
+            .records
+            .get_key_value(&(asker.to_owned(), id.to_owned()))
+        {
             return Some((k.0.as_str(), r));
         }
         // Linear in the ledger's size; status is an operator-rate query, not a hot path.
-        self.records.iter().find(|((_, i), r)| i == id && r.to == asker).map(|((s, _), r)| (s.as_str(), r))
+        self.records
+            .iter()
+            .find(|((_, i), r)| i == id && r.to == asker)
+            .map(|((s, _), r)| (s.as_str(), r))
     }
 
-    /// Forgets settled records older than the window, then the oldest settled ones while over
-    /// `max_ids`. Returns the keys forgotten, oldest first.
+    /// Forgets records settled longer than the window ago, then the earliest settled ones while
+    /// over `max_ids`. Returns the keys forgotten, earliest settled first. The window runs from
+    /// settlement (`state_ms`), not acceptance: an envelope that sat queued for longer than the
+    /// window is still remembered for a whole window after it was delivered or acked.
     pub fn purge(&mut self, now_ms: i64) -> Vec<(String, String)> {
         let cutoff = now_ms.saturating_sub(self.window_ms);
         let mut settled: Vec<(i64, (String, String))> = self
             .records
             .iter()
             .filter(|(_, r)| r.state.settled(r.ack_pending))
-            .map(|(k, r)| (r.accepted_ms, k.clone()))
+            .map(|(k, r)| (r.state_ms, k.clone()))
             .collect();
         settled.sort();
         let over = self.records.len().saturating_sub(self.max_ids);
         let mut gone = Vec::new();
-        for (i, (accepted_ms, key)) in settled.into_iter().enumerate() {
-            if accepted_ms <= cutoff || i < over {
+        for (i, (settled_ms, key)) in settled.into_iter().enumerate() {
+            if settled_ms <= cutoff || i < over {
                 self.records.remove(&key);
                 gone.push(key);
             } else {
@@ -187,14 +207,25 @@ mod tests {
     use super::*;
 
     fn rec(to: &str, d: [u8; 32], ms: i64, state: State) -> Record {
-        Record { to: to.into(), digest: d, accepted_ms: ms, state, state_ms: ms, seq: 0, ack_pending: false }
+        Record {
+            to: to.into(),
+            digest: d,
+            accepted_ms: ms,
+            state,
+            state_ms: ms,
+            seq: 0,
+            ack_pending: false,
+        }
     }
 
     #[test]
     fn digest_separates_fields() {
         assert_ne!(digest("ab", "c", None, "1"), digest("a", "bc", None, "1"));
         assert_ne!(digest("a", "b", None, "1"), digest("a", "b", Some(""), "1"));
-        assert_eq!(digest("a", "b", Some("x"), "{}"), digest("a", "b", Some("x"), "{}"));
+        assert_eq!(
+            digest("a", "b", Some("x"), "{}"),
+            digest("a", "b", Some("x"), "{}")
+        );
     }
 
     #[test]
@@ -204,7 +235,10 @@ mod tests {
         assert_eq!(l.seen("a", "x", &d), Seen::New);
         l.remember("a", "x", rec("b", d, 0, State::Queued));
         assert_eq!(l.seen("a", "x", &d), Seen::Duplicate);
-        assert_eq!(l.seen("a", "x", &digest("b", "task", None, "2")), Seen::Conflict);
+        assert_eq!(
+            l.seen("a", "x", &digest("b", "task", None, "2")),
+            Seen::Conflict
+        );
         assert_eq!(l.seen("other", "x", &d), Seen::New, "ids are per sender");
     }
 
@@ -231,6 +265,18 @@ mod tests {
         assert_eq!(l.len(), 3);
     }
 
+    /// Regression: the window ran from acceptance, so an envelope queued for longer than the
+    /// window was forgotten at the first purge after it settled.
+    #[test]
+    fn purge_counts_the_window_from_settlement() {
+        let mut l = Ledger::new(10, 100);
+        let mut long_queued = rec("b", [0; 32], 0, State::Acked);
+        long_queued.state_ms = 25_000;
+        l.remember("a", "x", long_queued);
+        assert!(l.purge(30_000).is_empty(), "settled 5 s ago");
+        assert_eq!(l.purge(35_000), vec![("a".to_owned(), "x".to_owned())]);
+    }
+
     #[test]
     fn purge_enforces_max_ids_oldest_settled_first() {
         let mut l = Ledger::new(1_000_000, 2);
@@ -238,6 +284,9 @@ mod tests {
             l.remember("a", id, rec("b", [0; 32], i as i64, State::Delivered));
         }
         let gone = l.purge(10);
-        assert_eq!(gone.iter().map(|(_, i)| i.as_str()).collect::<Vec<_>>(), ["p", "q"]);
+        assert_eq!(
+            gone.iter().map(|(_, i)| i.as_str()).collect::<Vec<_>>(),
+            ["p", "q"]
+        );
     }
 }

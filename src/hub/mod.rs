@@ -17,8 +17,8 @@ use crate::config::Limits;
 use crate::roster::{Roster, HUB_NAME};
 use crate::store::{Loaded, StoreOp};
 use crate::wire::{AwaitRequest, ClientLine, Envelope, EnvelopeStatus, HubLine, IdRequest};
-use ledger::{Ledger, Record, Seen, State};
 use chrono::{DateTime, SecondsFormat, Utc};
+use ledger::{Ledger, Record, Seen, State};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,12 +68,24 @@ enum Phase {
     /// A send is staged; `accepted` goes out after the commit.
     Staged,
     /// A parked await; `deadline` None waits forever; `ack` asks for acknowledged delivery.
-    Parked { parked: Parked, deadline: Option<Instant>, ack: bool },
+    Parked {
+        parked: Parked,
+        deadline: Option<Instant>,
+        ack: bool,
+    },
     /// A parked await that a staged send has claimed; the deadline is suspended.
-    Claimed { parked: Parked, deadline: Option<Instant>, ack: bool },
+    Claimed {
+        parked: Parked,
+        deadline: Option<Instant>,
+        ack: bool,
+    },
     /// A delivery line is out. Plain: consumed once the socket accepted its first byte
     /// (`committed`). Ack mode: consumed only by the reader's ack.
-    Delivering { env: Queued, committed: bool, ack: bool },
+    Delivering {
+        env: Queued,
+        committed: bool,
+        ack: bool,
+    },
     /// The reader acked; the ack waits for the commit that makes it durable.
     AckStaged,
     /// The final line is queued and Close emitted; waiting for `handle_closed`.
@@ -119,7 +131,8 @@ const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Hub {
     pub fn new(roster: Roster, limits: Limits) -> Hub {
-        let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes).with_total_cap(limits.hub_max_bytes);
+        let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes)
+            .with_total_cap(limits.hub_max_bytes);
         let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids);
         Hub {
             roster,
@@ -149,7 +162,9 @@ impl Hub {
     /// acked is queued again.
     pub fn restore(&mut self, loaded: Loaded, now: Now) {
         for rec in loaded.ids {
-            let Some(state) = State::parse(&rec.state) else { continue };
+            let Some(state) = State::parse(&rec.state) else {
+                continue;
+            };
             self.ledger.remember(
                 &rec.sender,
                 &rec.id,
@@ -167,7 +182,8 @@ impl Hub {
         let now_ms = now.wall.timestamp_millis();
         for e in loaded.envelopes {
             self.next_seq = self.next_seq.max(e.seq + 1);
-            self.ledger.set_state(&e.sender, &e.id, State::Queued, false, now_ms);
+            self.ledger
+                .set_state(&e.sender, &e.id, State::Queued, false, now_ms);
             self.ledger.set_seq(&e.sender, &e.id, e.seq);
             self.router.enqueue_back(Queued {
                 id: e.id,
@@ -188,10 +204,18 @@ impl Hub {
     pub fn handle_connect(&mut self, conn: ConnId, now: Now) {
         self.conns.insert(
             conn,
-            Conn { phase: Phase::Hello, name: None, verb: "-", opened: now.mono, deadline: None, eof: false },
+            Conn {
+                phase: Phase::Hello,
+                name: None,
+                verb: "-",
+                opened: now.mono,
+                deadline: None,
+                eof: false,
+            },
         );
         self.set_deadline(conn, Some(now.mono + self.limits.hello_timeout()));
-        self.outputs.push_back(Output::Audit(AuditEvent::Connected { conn }));
+        self.outputs
+            .push_back(Output::Audit(AuditEvent::Connected { conn }));
         if self.shutting_down {
             self.fail(conn, "hub is shutting down", now);
         }
@@ -202,7 +226,9 @@ impl Hub {
         if line.iter().all(u8::is_ascii_whitespace) {
             return; // blank lines carry nothing (SPEC §2.1)
         }
-        let Some(c) = self.conns.get(&conn) else { return };
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
         match c.phase {
             Phase::Hello => self.on_hello_line(conn, line, now),
             Phase::Verb => self.on_verb_line(conn, line, now),
@@ -229,7 +255,9 @@ impl Hub {
     /// The peer closed its sending side. A parked await is dropped at once (SPEC §5.4); a send
     /// still gets its reply.
     pub fn handle_eof(&mut self, conn: ConnId, now: Now) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         c.eof = true;
         match &c.phase {
             Phase::Hello | Phase::Verb => {
@@ -239,16 +267,28 @@ impl Hub {
             Phase::Parked { parked, .. } => {
                 let parked = parked.clone();
                 self.router.unpark(&parked);
-                self.log(conn, "dropped", "parked await's peer closed; nothing consumed", now);
+                self.log(
+                    conn,
+                    "dropped",
+                    "parked await's peer closed; nothing consumed",
+                    now,
+                );
                 self.finish(conn);
             }
             Phase::Claimed { .. } => {
                 // The staged envelope is routed elsewhere at commit (see `commit`).
-                self.log(conn, "dropped", "claimed await's peer closed; the envelope is routed on", now);
+                self.log(
+                    conn,
+                    "dropped",
+                    "claimed await's peer closed; the envelope is routed on",
+                    now,
+                );
                 self.finish(conn);
             }
             // The reader can no longer ack: give the envelope back now.
-            Phase::Delivering { ack: true, .. } => self.return_unacked(conn, "reader closed without acking", now),
+            Phase::Delivering { ack: true, .. } => {
+                self.return_unacked(conn, "reader closed without acking", now)
+            }
             Phase::Staged | Phase::Delivering { .. } | Phase::AckStaged | Phase::Done => {}
         }
     }
@@ -257,7 +297,9 @@ impl Hub {
     /// accepted by the kernel. Every connection ends with exactly one call.
     pub fn handle_closed(&mut self, conn: ConnId, flushed: bool, reason: &str, now: Now) {
         self.set_deadline(conn, None);
-        let Some(mut c) = self.conns.remove(&conn) else { return };
+        let Some(mut c) = self.conns.remove(&conn) else {
+            return;
+        };
         match std::mem::replace(&mut c.phase, Phase::Done) {
             Phase::Parked { parked, .. } => {
                 self.router.unpark(&parked);
@@ -267,7 +309,11 @@ impl Hub {
                 // The sender never saw `accepted`, so the send must not happen.
                 if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
                     let s = self.staged.remove(pos);
-                    self.unstage(s, &format!("sender went away before the commit: {reason}"), now);
+                    self.unstage(
+                        s,
+                        &format!("sender went away before the commit: {reason}"),
+                        now,
+                    );
                 }
                 self.log_conn(&c, conn, "cancelled", reason, now);
             }
@@ -275,11 +321,19 @@ impl Hub {
                 self.log_conn(&c, conn, "requeued", reason, now);
                 self.give_back(conn, env, reason, now);
             }
-            Phase::Delivering { env, committed: false, .. } => {
+            Phase::Delivering {
+                env,
+                committed: false,
+                ..
+            } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
                 self.give_back(conn, env, reason, now);
             }
-            Phase::Delivering { env, committed: true, .. } if !flushed => {
+            Phase::Delivering {
+                env,
+                committed: true,
+                ..
+            } if !flushed => {
                 self.log_conn(&c, conn, "lost", reason, now);
                 self.lose(conn, env, reason, now);
             }
@@ -293,7 +347,16 @@ impl Hub {
     /// The socket accepted the first byte of the delivery: the envelope is consumed (SPEC §5.3).
     /// In ack mode the envelope stays the hub's until the ack (SPEC §12.2).
     pub fn handle_delivery_committed(&mut self, conn: ConnId, now: Now) {
-        let Some(Conn { phase: Phase::Delivering { env, committed, ack }, .. }) = self.conns.get_mut(&conn) else {
+        let Some(Conn {
+            phase:
+                Phase::Delivering {
+                    env,
+                    committed,
+                    ack,
+                },
+            ..
+        }) = self.conns.get_mut(&conn)
+        else {
             return;
         };
         if *committed {
@@ -302,7 +365,12 @@ impl Hub {
         *committed = true;
         let ack = *ack;
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
-        self.outputs.push_back(Output::Audit(AuditEvent::Delivered { conn, id: id.clone(), to, ack }));
+        self.outputs.push_back(Output::Audit(AuditEvent::Delivered {
+            conn,
+            id: id.clone(),
+            to,
+            ack,
+        }));
         if !ack {
             self.store(StoreOp::Remove { seq });
         }
@@ -316,7 +384,9 @@ impl Hub {
                 break;
             }
             self.deadlines.remove(&(at, conn));
-            let Some(c) = self.conns.get_mut(&conn) else { continue };
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
             c.deadline = None;
             match &c.phase {
                 Phase::Hello => {
@@ -331,11 +401,15 @@ impl Hub {
                     let parked = parked.clone();
                     self.router.unpark(&parked);
                     let name = parked.agent;
-                    self.outputs.push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
+                    self.outputs
+                        .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
                     self.reply(conn, &HubLine::Timeout, "timeout", now);
                 }
                 Phase::Delivering { ack: true, .. } => {
-                    let msg = format!("no ack within {} ms; the envelope will be delivered again", self.limits.ack_timeout_ms);
+                    let msg = format!(
+                        "no ack within {} ms; the envelope will be delivered again",
+                        self.limits.ack_timeout_ms
+                    );
                     self.return_unacked(conn, &msg, now);
                 }
                 _ => {}
@@ -367,7 +441,8 @@ impl Hub {
             }
         }
         let queued = self.router.total_queued();
-        self.outputs.push_back(Output::Audit(AuditEvent::Shutdown { queued }));
+        self.outputs
+            .push_back(Output::Audit(AuditEvent::Shutdown { queued }));
     }
 
     /// Queued envelopes across all agents.
@@ -380,7 +455,10 @@ impl Hub {
     /// The audit records of the sends staged since the last commit, in order. The IO layer
     /// writes them (with the other pending records) and then calls `commit`.
     pub fn staged_audit(&self) -> impl Iterator<Item = AuditEvent> + '_ {
-        let sends = self.staged.iter().map(|s| AuditEvent::Accepted { conn: s.conn, envelope: s.env.text.clone() });
+        let sends = self.staged.iter().map(|s| AuditEvent::Accepted {
+            conn: s.conn,
+            envelope: s.env.text.clone(),
+        });
         let acks = self.staged_acks.iter().map(|a| AuditEvent::Acked {
             conn: a.conn,
             id: a.env.id.clone(),
@@ -453,17 +531,39 @@ impl Hub {
             }
         }
         for a in std::mem::take(&mut self.staged_acks) {
-            let live = matches!(self.conns.get(&a.conn), Some(Conn { phase: Phase::AckStaged, .. }));
+            let live = matches!(
+                self.conns.get(&a.conn),
+                Some(Conn {
+                    phase: Phase::AckStaged,
+                    ..
+                })
+            );
             match &result {
                 Ok(()) => {
-                    self.set_state(&a.env.from, &a.env.id, State::Acked, false, now);
+                    // The staged transaction already holds the durable `acked` state
+                    // (`staged_store_ops`): update the ledger only, or every ack would cost a
+                    // second store write (and a second fsync) in a commit of its own.
+                    let at_ms = now.wall.timestamp_millis();
+                    self.ledger
+                        .set_state(&a.env.from, &a.env.id, State::Acked, false, at_ms);
                     if live {
-                        self.reply(a.conn, &HubLine::Acked { id: a.env.id.clone() }, "acked", now);
+                        self.reply(
+                            a.conn,
+                            &HubLine::Acked {
+                                id: a.env.id.clone(),
+                            },
+                            "acked",
+                            now,
+                        );
                     }
                 }
                 Err(why) => {
-                    let msg = format!("ack not recorded: {why}; the envelope will be delivered again");
+                    let msg =
+                        format!("ack not recorded: {why}; the envelope will be delivered again");
                     if live {
+                        // No longer AckStaged: `finish` keeps that phase, and the close would
+                        // then be logged as `acked` for an envelope that was requeued.
+                        self.conns.get_mut(&a.conn).expect("live").phase = Phase::Done;
                         self.fail(a.conn, &msg, now);
                     }
                     self.give_back(a.conn, a.env, &msg, now);
@@ -513,15 +613,27 @@ impl Hub {
             Err(e) => self.fail(conn, &e.to_string(), now),
             Ok(ClientLine::Hello(h)) => {
                 if self.roster.verify(&h.name, &h.token) {
-                    let c = self.conns.get_mut(&conn).expect("caller checked the connection exists");
+                    let c = self
+                        .conns
+                        .get_mut(&conn)
+                        .expect("caller checked the connection exists");
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
                     self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
-                    self.outputs.push_back(Output::Audit(AuditEvent::Authenticated { conn, name: h.name }));
+                    self.outputs
+                        .push_back(Output::Audit(AuditEvent::Authenticated {
+                            conn,
+                            name: h.name,
+                        }));
                     self.write(conn, &HubLine::Ok);
                 } else {
-                    self.outputs.push_back(Output::Audit(AuditEvent::AuthFailed { conn, name: h.name }));
-                    self.fail(conn, "authentication failed: unknown name or wrong token", now);
+                    self.outputs
+                        .push_back(Output::Audit(AuditEvent::AuthFailed { conn, name: h.name }));
+                    self.fail(
+                        conn,
+                        "authentication failed: unknown name or wrong token",
+                        now,
+                    );
                 }
             }
             Ok(other) => {
@@ -547,18 +659,24 @@ impl Hub {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "status";
                 self.on_status(conn, req, now)
             }
-            Ok(ClientLine::Ack(_)) => self.fail(conn, "an ack outside an acknowledged delivery", now),
+            Ok(ClientLine::Ack(_)) => {
+                self.fail(conn, "an ack outside an acknowledged delivery", now)
+            }
         }
     }
 
     /// The line after an ack-mode delivery must be the ack for that envelope.
     fn on_ack_line(&mut self, conn: ConnId, line: &[u8], now: Now) {
-        let Phase::Delivering { env, .. } = &self.conns[&conn].phase else { return };
+        let Phase::Delivering { env, .. } = &self.conns[&conn].phase else {
+            return;
+        };
         let expected = env.id.clone();
         match ClientLine::decode(line) {
             Ok(ClientLine::Ack(IdRequest { id })) if id == expected => {
                 let c = self.conns.get_mut(&conn).expect("caller checked");
-                let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::AckStaged) else {
+                let Phase::Delivering { env, .. } =
+                    std::mem::replace(&mut c.phase, Phase::AckStaged)
+                else {
                     unreachable!("matched above")
                 };
                 self.set_deadline(conn, None);
@@ -569,7 +687,10 @@ impl Hub {
                 self.return_unacked(conn, &msg, now);
             }
             Ok(other) => {
-                let msg = format!("expected an ack, got {}; the envelope will be delivered again", other.tag());
+                let msg = format!(
+                    "expected an ack, got {}; the envelope will be delivered again",
+                    other.tag()
+                );
                 self.return_unacked(conn, &msg, now);
             }
             Err(e) => {
@@ -582,21 +703,38 @@ impl Hub {
     /// Ends an ack-mode delivery without an ack: an error line, and the envelope goes back.
     fn return_unacked(&mut self, conn: ConnId, message: &str, now: Now) {
         let c = self.conns.get_mut(&conn).expect("caller checked");
-        let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::Done) else { return };
+        let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::Done) else {
+            return;
+        };
         self.fail(conn, message, now);
         self.give_back(conn, env, message, now);
     }
 
     fn on_status(&mut self, conn: ConnId, req: IdRequest, now: Now) {
-        let name = self.conns[&conn].name.clone().expect("verb phase is authenticated");
+        let name = self.conns[&conn]
+            .name
+            .clone()
+            .expect("verb phase is authenticated");
         let status = match self.ledger.lookup(&name, &req.id) {
-            None => EnvelopeStatus { id: req.id, state: "unknown".into(), ..EnvelopeStatus::default() },
+            None => EnvelopeStatus {
+                id: req.id,
+                state: "unknown".into(),
+                ..EnvelopeStatus::default()
+            },
             Some((sender, rec)) => {
                 let position = (rec.state == State::Queued)
-                    .then(|| self.router.queued(&rec.to).position(|q| q.seq == rec.seq && q.id == req.id))
+                    .then(|| {
+                        self.router
+                            .queued(&rec.to)
+                            .position(|q| q.seq == rec.seq && q.id == req.id)
+                    })
                     .flatten()
                     .map(|p| p as u64 + 1);
-                let attempts = self.router.queued(&rec.to).find(|q| q.seq == rec.seq).map(|q| q.attempts);
+                let attempts = self
+                    .router
+                    .queued(&rec.to)
+                    .find(|q| q.seq == rec.seq)
+                    .map(|q| q.attempts);
                 EnvelopeStatus {
                     state: rec.state.as_str().into(),
                     from: Some(sender.to_owned()),
@@ -613,21 +751,40 @@ impl Hub {
     }
 
     fn on_send(&mut self, conn: ConnId, mut env: Envelope, now: Now) {
-        let name = self.conns[&conn].name.clone().expect("verb phase is authenticated");
+        let name = self.conns[&conn]
+            .name
+            .clone()
+            .expect("verb phase is authenticated");
         if env.kind == Envelope::BOUNCE_KIND {
-            return self.fail(conn, "invalid envelope: kind \"bounce\" is reserved for the hub", now);
+            return self.fail(
+                conn,
+                "invalid envelope: kind \"bounce\" is reserved for the hub",
+                now,
+            );
         }
         if env.to.eq_ignore_ascii_case(HUB_NAME) {
             // Nobody can authenticate as the hub, so such an envelope could only pile up.
-            return self.fail(conn, "invalid envelope: to \"hub\" names the hub itself, which receives nothing", now);
+            return self.fail(
+                conn,
+                "invalid envelope: to \"hub\" names the hub itself, which receives nothing",
+                now,
+            );
         }
         env.from = name;
-        let digest = ledger::digest(&env.to, &env.kind, env.correlation_id.as_deref(), env.body.get());
+        let digest = ledger::digest(
+            &env.to,
+            &env.kind,
+            env.correlation_id.as_deref(),
+            env.body.get(),
+        );
         match self.ledger.seen(&env.from, &env.id, &digest) {
             Seen::New => {}
             Seen::Duplicate => {
                 // A resend of an envelope already accepted (and durable): same answer, no copy.
-                self.outputs.push_back(Output::Audit(AuditEvent::Duplicate { conn, id: env.id.clone() }));
+                self.outputs.push_back(Output::Audit(AuditEvent::Duplicate {
+                    conn,
+                    id: env.id.clone(),
+                }));
                 return self.reply(conn, &HubLine::Accepted { id: env.id }, "duplicate", now);
             }
             Seen::Conflict => {
@@ -638,8 +795,15 @@ impl Hub {
                 return self.fail(conn, &msg, now);
             }
         }
-        if self.staged.iter().any(|s| s.env.id == env.id && s.env.from == env.from) {
-            let msg = format!("a send with id {:?} is being accepted on another connection; retry", env.id);
+        if self
+            .staged
+            .iter()
+            .any(|s| s.env.id == env.id && s.env.from == env.from)
+        {
+            let msg = format!(
+                "a send with id {:?} is being accepted on another connection; retry",
+                env.id
+            );
             return self.fail(conn, &msg, now);
         }
         let mut queued = queued_from(&env);
@@ -647,9 +811,18 @@ impl Hub {
         self.set_deadline(conn, None);
         let target = match self.router.claim_waiter(&queued) {
             Some((waiter, parked)) => {
-                let w = self.conns.get_mut(&waiter).expect("parked waiters are live connections");
-                let Phase::Parked { deadline, ack, .. } = w.phase else { unreachable!("router waiters are parked") };
-                w.phase = Phase::Claimed { parked, deadline, ack };
+                let w = self
+                    .conns
+                    .get_mut(&waiter)
+                    .expect("parked waiters are live connections");
+                let Phase::Parked { deadline, ack, .. } = w.phase else {
+                    unreachable!("router waiters are parked")
+                };
+                w.phase = Phase::Claimed {
+                    parked,
+                    deadline,
+                    ack,
+                };
                 self.set_deadline(waiter, None);
                 Target::Waiter(waiter)
             }
@@ -657,13 +830,22 @@ impl Hub {
                 Ok(()) => Target::Queue { reserved: true },
                 Err(full) => {
                     let reason = full.to_string();
-                    self.outputs.push_back(Output::Audit(AuditEvent::Refused { conn, id: queued.id, reason: reason.clone() }));
+                    self.outputs.push_back(Output::Audit(AuditEvent::Refused {
+                        conn,
+                        id: queued.id,
+                        reason: reason.clone(),
+                    }));
                     return self.fail(conn, &reason, now);
                 }
             },
         };
         self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
-        self.staged.push(Staged { conn: Some(conn), env: queued, target, digest });
+        self.staged.push(Staged {
+            conn: Some(conn),
+            env: queued,
+            target,
+            digest,
+        });
     }
 
     fn take_seq(&mut self) -> u64 {
@@ -673,22 +855,33 @@ impl Hub {
     }
 
     fn on_await(&mut self, conn: ConnId, req: AwaitRequest, now: Now) {
-        let name = self.conns[&conn].name.clone().expect("verb phase is authenticated");
-        let filter = Filter { reply_to: req.reply_to, kind: req.kind };
+        let name = self.conns[&conn]
+            .name
+            .clone()
+            .expect("verb phase is authenticated");
+        let filter = Filter {
+            reply_to: req.reply_to,
+            kind: req.kind,
+        };
         let ack = req.ack.unwrap_or(false);
         if let Some(env) = self.router.take_first_match(&name, &filter) {
             return self.deliver(conn, env, ack, now);
         }
         match req.timeout_secs {
             Some(0) => {
-                self.outputs.push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
+                self.outputs
+                    .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
                 self.reply(conn, &HubLine::Timeout, "timeout", now);
             }
             secs => {
                 // A timeout too far away to represent waits forever.
                 let deadline = secs.and_then(|s| now.mono.checked_add(Duration::from_secs(s)));
                 let parked = self.router.park(&name, filter, conn);
-                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Parked { parked, deadline, ack };
+                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Parked {
+                    parked,
+                    deadline,
+                    ack,
+                };
                 self.set_deadline(conn, deadline);
             }
         }
@@ -709,7 +902,9 @@ impl Hub {
         };
         self.ledger.remember(&e.from, &e.id, record);
         if let Some(conn) = s.conn {
-            let line = HubLine::Accepted { id: s.env.id.clone() };
+            let line = HubLine::Accepted {
+                id: s.env.id.clone(),
+            };
             self.reply(conn, &line, "accepted", now);
         }
         match s.target {
@@ -736,21 +931,36 @@ impl Hub {
         }
         if let Some(conn) = s.conn {
             let reason = reason.to_owned();
-            self.outputs.push_back(Output::Audit(AuditEvent::Refused { conn, id: s.env.id, reason }));
+            self.outputs.push_back(Output::Audit(AuditEvent::Refused {
+                conn,
+                id: s.env.id,
+                reason,
+            }));
         }
     }
 
     /// A claimed waiter whose envelope did not come goes back to its place in its tier.
     fn unclaim(&mut self, waiter: ConnId, now: Now) {
-        let Some(c) = self.conns.get_mut(&waiter) else { return };
-        let Phase::Claimed { parked, deadline, ack } = std::mem::replace(&mut c.phase, Phase::Done) else {
+        let Some(c) = self.conns.get_mut(&waiter) else {
+            return;
+        };
+        let Phase::Claimed {
+            parked,
+            deadline,
+            ack,
+        } = std::mem::replace(&mut c.phase, Phase::Done)
+        else {
             return;
         };
         if c.eof {
             return; // already finished in handle_eof
         }
         self.router.repark(&parked, waiter);
-        c.phase = Phase::Parked { parked, deadline, ack };
+        c.phase = Phase::Parked {
+            parked,
+            deadline,
+            ack,
+        };
         self.set_deadline(waiter, deadline);
         if deadline.is_some_and(|d| d <= now.mono) {
             self.handle_timeout(now);
@@ -763,7 +973,13 @@ impl Hub {
     fn route(&mut self, env: Queued, returned: bool, now: Now) {
         match self.router.claim_waiter(&env) {
             Some((waiter, _)) => {
-                let ack = matches!(self.conns.get(&waiter), Some(Conn { phase: Phase::Parked { ack: true, .. }, .. }));
+                let ack = matches!(
+                    self.conns.get(&waiter),
+                    Some(Conn {
+                        phase: Phase::Parked { ack: true, .. },
+                        ..
+                    })
+                );
                 self.deliver(waiter, env, ack, now)
             }
             None if returned => self.router.requeue(env),
@@ -781,7 +997,10 @@ impl Hub {
             reason: reason.to_owned(),
             attempts: env.attempts,
         }));
-        self.store(StoreOp::Attempts { seq: env.seq, attempts: env.attempts });
+        self.store(StoreOp::Attempts {
+            seq: env.seq,
+            attempts: env.attempts,
+        });
         let (from, id) = (env.from.clone(), env.id.clone());
         self.set_state(&from, &id, State::Queued, false, now);
         self.route(env, true, now);
@@ -789,8 +1008,15 @@ impl Hub {
 
     fn deliver(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
         let line = HubLine::Envelope(env.text.to_string()).encode();
-        let c = self.conns.get_mut(&conn).expect("deliver targets a live connection");
-        c.phase = Phase::Delivering { env, committed: false, ack };
+        let c = self
+            .conns
+            .get_mut(&conn)
+            .expect("deliver targets a live connection");
+        c.phase = Phase::Delivering {
+            env,
+            committed: false,
+            ack,
+        };
         self.outputs.push_back(Output::Deliver { conn, line });
         if ack {
             self.set_deadline(conn, Some(now.mono + self.limits.ack_timeout()));
@@ -851,16 +1077,29 @@ impl Hub {
             body,
         )
         .expect("the bounce body is built from JSON strings");
-        let digest = ledger::digest(&bounce.to, &bounce.kind, bounce.correlation_id.as_deref(), bounce.body.get());
+        let digest = ledger::digest(
+            &bounce.to,
+            &bounce.kind,
+            bounce.correlation_id.as_deref(),
+            bounce.body.get(),
+        );
         let mut queued = queued_from(&bounce);
         queued.seq = self.take_seq();
-        self.staged.push(Staged { conn: None, env: queued, target: Target::Queue { reserved: false }, digest });
+        self.staged.push(Staged {
+            conn: None,
+            env: queued,
+            target: Target::Queue { reserved: false },
+            digest,
+        });
     }
 
     // ----- replies and bookkeeping -----
 
     fn write(&mut self, conn: ConnId, line: &HubLine) {
-        self.outputs.push_back(Output::Write { conn, line: line.encode() });
+        self.outputs.push_back(Output::Write {
+            conn,
+            line: line.encode(),
+        });
     }
 
     /// Sends the connection's final line and closes it.
@@ -872,14 +1111,22 @@ impl Hub {
 
     /// Sends an error line (always the last line) and closes.
     fn fail(&mut self, conn: ConnId, message: &str, now: Now) {
-        self.write(conn, &HubLine::Error { message: message.to_owned() });
+        self.write(
+            conn,
+            &HubLine::Error {
+                message: message.to_owned(),
+            },
+        );
         self.log(conn, "error", message, now);
         self.finish(conn);
     }
 
     /// Undoes whatever the verb set in motion, then fails the connection with `message`.
     fn cancel_verb(&mut self, conn: ConnId, message: &str, now: Now) {
-        let phase = std::mem::replace(&mut self.conns.get_mut(&conn).expect("caller checked").phase, Phase::Done);
+        let phase = std::mem::replace(
+            &mut self.conns.get_mut(&conn).expect("caller checked").phase,
+            Phase::Done,
+        );
         match phase {
             Phase::Staged => {
                 if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
@@ -910,7 +1157,9 @@ impl Hub {
     }
 
     fn set_deadline(&mut self, conn: ConnId, deadline: Option<Instant>) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         if let Some(old) = c.deadline.take() {
             self.deadlines.remove(&(old, conn));
         }
@@ -937,7 +1186,10 @@ fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -
     let elapsed_us = now.mono.saturating_duration_since(c.opened).as_micros();
     let name = c.name.as_deref().unwrap_or("-");
     if detail.is_empty() {
-        format!("conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us}", c.verb)
+        format!(
+            "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us}",
+            c.verb
+        )
     } else {
         format!(
             "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us} detail={:?}",

@@ -42,7 +42,9 @@ pub struct Filter {
 impl Filter {
     pub fn matches(&self, env: &Queued) -> bool {
         // `map_or(true, …)` rather than `is_none_or`, which needs Rust 1.82 (MSRV is 1.80).
-        self.reply_to.as_ref().map_or(true, |r| env.correlation_id.as_ref() == Some(r))
+        self.reply_to
+            .as_ref()
+            .map_or(true, |r| env.correlation_id.as_ref() == Some(r))
             && self.kind.as_ref().map_or(true, |k| *k == env.kind)
     }
 }
@@ -59,8 +61,14 @@ pub struct Parked {
 /// A send refused because the destination's queue, or all queues together, are full.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueFull {
-    Agent { agent: String, max_envelopes: usize, max_bytes: usize },
-    Hub { max_total_bytes: usize },
+    Agent {
+        agent: String,
+        max_envelopes: usize,
+        max_bytes: usize,
+    },
+    Hub {
+        max_total_bytes: usize,
+    },
 }
 
 impl std::fmt::Display for QueueFull {
@@ -116,7 +124,14 @@ pub struct Router {
 
 impl Router {
     pub fn new(max_envelopes: usize, max_bytes: usize) -> Router {
-        Router { boxes: HashMap::new(), next_seq: 0, max_envelopes, max_bytes, total_bytes: 0, max_total_bytes: usize::MAX }
+        Router {
+            boxes: HashMap::new(),
+            next_seq: 0,
+            max_envelopes,
+            max_bytes,
+            total_bytes: 0,
+            max_total_bytes: usize::MAX,
+        }
     }
 
     /// Caps the bytes queued across all agents (`to` may name any agent, so per-agent caps
@@ -130,7 +145,11 @@ impl Router {
     pub fn park(&mut self, agent: &str, filter: Filter, conn: ConnId) -> Parked {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let parked = Parked { agent: agent.to_owned(), filter, seq };
+        let parked = Parked {
+            agent: agent.to_owned(),
+            filter,
+            seq,
+        };
         self.repark(&parked, conn);
         parked
     }
@@ -138,15 +157,25 @@ impl Router {
     /// Puts a waiter back at the position its `seq` gives it.
     pub fn repark(&mut self, parked: &Parked, conn: ConnId) {
         let mb = self.boxes.entry(parked.agent.clone()).or_default();
-        if mb.waiters.entry(parked.filter.clone()).or_default().insert(parked.seq, conn).is_none() {
+        if mb
+            .waiters
+            .entry(parked.filter.clone())
+            .or_default()
+            .insert(parked.seq, conn)
+            .is_none()
+        {
             mb.waiter_count += 1;
         }
     }
 
     /// Removes a waiter; false if it was not parked.
     pub fn unpark(&mut self, parked: &Parked) -> bool {
-        let Some(mb) = self.boxes.get_mut(&parked.agent) else { return false };
-        let Some(tier) = mb.waiters.get_mut(&parked.filter) else { return false };
+        let Some(mb) = self.boxes.get_mut(&parked.agent) else {
+            return false;
+        };
+        let Some(tier) = mb.waiters.get_mut(&parked.filter) else {
+            return false;
+        };
         let removed = tier.remove(&parked.seq).is_some();
         if tier.is_empty() {
             mb.waiters.remove(&parked.filter);
@@ -168,9 +197,18 @@ impl Router {
         let corr = env.correlation_id.clone();
         let kind = Some(env.kind.clone());
         let tiers = [
-            Filter { reply_to: corr.clone(), kind: kind.clone() },
-            Filter { reply_to: corr, kind: None },
-            Filter { reply_to: None, kind },
+            Filter {
+                reply_to: corr.clone(),
+                kind: kind.clone(),
+            },
+            Filter {
+                reply_to: corr,
+                kind: None,
+            },
+            Filter {
+                reply_to: None,
+                kind,
+            },
             Filter::default(),
         ];
         // Without a correlation id the two reply-to tiers cannot match anything.
@@ -182,7 +220,14 @@ impl Router {
                         mb.waiters.remove(&filter);
                     }
                     mb.waiter_count -= 1;
-                    return Some((conn, Parked { agent: env.to.clone(), filter, seq }));
+                    return Some((
+                        conn,
+                        Parked {
+                            agent: env.to.clone(),
+                            filter,
+                            seq,
+                        },
+                    ));
                 }
             }
         }
@@ -209,11 +254,17 @@ impl Router {
         let total = mb.queued_bytes + mb.reserved_bytes;
         if count + 1 > max_envelopes || total + bytes > max_bytes {
             self.gc(agent);
-            return Err(QueueFull::Agent { agent: agent.to_owned(), max_envelopes, max_bytes });
+            return Err(QueueFull::Agent {
+                agent: agent.to_owned(),
+                max_envelopes,
+                max_bytes,
+            });
         }
         if self.total_bytes + bytes > self.max_total_bytes {
             self.gc(agent);
-            return Err(QueueFull::Hub { max_total_bytes: self.max_total_bytes });
+            return Err(QueueFull::Hub {
+                max_total_bytes: self.max_total_bytes,
+            });
         }
         mb.reserved_envelopes += 1;
         mb.reserved_bytes += bytes;
@@ -254,7 +305,11 @@ impl Router {
     pub fn stats(&self, agent: &str) -> MailboxStats {
         self.boxes
             .get(agent)
-            .map(|mb| MailboxStats { queued: mb.queue.len(), queued_bytes: mb.queued_bytes, parked: mb.waiter_count })
+            .map(|mb| MailboxStats {
+                queued: mb.queue.len(),
+                queued_bytes: mb.queued_bytes,
+                parked: mb.waiter_count,
+            })
             .unwrap_or_default()
     }
 
@@ -265,7 +320,10 @@ impl Router {
 
     /// The queue for `agent`, front first (for tests and operator views).
     pub fn queued(&self, agent: &str) -> impl Iterator<Item = &Queued> {
-        self.boxes.get(agent).into_iter().flat_map(|mb| mb.queue.iter())
+        self.boxes
+            .get(agent)
+            .into_iter()
+            .flat_map(|mb| mb.queue.iter())
     }
 
     fn gc(&mut self, agent: &str) {
@@ -293,7 +351,10 @@ mod tests {
     }
 
     fn f(reply_to: Option<&str>, kind: Option<&str>) -> Filter {
-        Filter { reply_to: reply_to.map(Into::into), kind: kind.map(Into::into) }
+        Filter {
+            reply_to: reply_to.map(Into::into),
+            kind: kind.map(Into::into),
+        }
     }
 
     #[test]
@@ -318,10 +379,18 @@ mod tests {
         let mut r = Router::new(10, 1000);
         r.park("b", f(Some("y"), None), 1);
         r.park("b", f(None, Some("task")), 2);
-        assert!(r.claim_waiter(&env("b", "1", "result", Some("x"))).is_none());
+        assert!(r
+            .claim_waiter(&env("b", "1", "result", Some("x")))
+            .is_none());
         assert!(r.claim_waiter(&env("b", "1", "result", None)).is_none());
-        assert_eq!(r.claim_waiter(&env("b", "1", "task", Some("x"))).unwrap().0, 2);
-        assert_eq!(r.claim_waiter(&env("b", "1", "task", Some("y"))).unwrap().0, 1);
+        assert_eq!(
+            r.claim_waiter(&env("b", "1", "task", Some("x"))).unwrap().0,
+            2
+        );
+        assert_eq!(
+            r.claim_waiter(&env("b", "1", "task", Some("y"))).unwrap().0,
+            1
+        );
     }
 
     #[test]
@@ -341,9 +410,17 @@ mod tests {
         r.enqueue_back(env("b", "1", "task", None));
         r.enqueue_back(env("b", "2", "result", Some("x")));
         r.enqueue_back(env("b", "3", "result", Some("x")));
-        assert_eq!(r.take_first_match("b", &f(Some("x"), None)).unwrap().id, "2");
+        assert_eq!(
+            r.take_first_match("b", &f(Some("x"), None)).unwrap().id,
+            "2"
+        );
         assert_eq!(r.take_first_match("b", &f(None, None)).unwrap().id, "1");
-        assert_eq!(r.take_first_match("b", &f(None, Some("result"))).unwrap().id, "3");
+        assert_eq!(
+            r.take_first_match("b", &f(None, Some("result")))
+                .unwrap()
+                .id,
+            "3"
+        );
         assert!(r.take_first_match("b", &f(None, None)).is_none());
         assert_eq!(r.stats("b"), MailboxStats::default());
     }
@@ -356,7 +433,13 @@ mod tests {
         r.release("b", 10);
         r.reserve("b", 10).unwrap();
         let full = r.reserve("b", 10).unwrap_err();
-        assert!(matches!(full, QueueFull::Agent { max_envelopes: 2, .. }));
+        assert!(matches!(
+            full,
+            QueueFull::Agent {
+                max_envelopes: 2,
+                ..
+            }
+        ));
         r.release("b", 10);
         assert!(r.reserve("b", 2000).is_err(), "byte cap");
     }
@@ -366,7 +449,12 @@ mod tests {
         let mut r = Router::new(10, 1000).with_total_cap(25);
         r.reserve("b", 10).unwrap();
         r.reserve("c", 10).unwrap();
-        assert_eq!(r.reserve("d", 10).unwrap_err(), QueueFull::Hub { max_total_bytes: 25 });
+        assert_eq!(
+            r.reserve("d", 10).unwrap_err(),
+            QueueFull::Hub {
+                max_total_bytes: 25
+            }
+        );
         r.release("c", 10);
         r.reserve("d", 10).unwrap();
     }

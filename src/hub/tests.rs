@@ -101,7 +101,10 @@ impl Drained {
     }
 
     fn delivered_id(&self, c: ConnId) -> String {
-        self.envelope(c)["id"].as_str().expect("id is a string").to_owned()
+        self.envelope(c)["id"]
+            .as_str()
+            .expect("id is a string")
+            .to_owned()
     }
 
     fn refused_ids(&self) -> Vec<&str> {
@@ -119,7 +122,8 @@ impl Drained {
             .iter()
             .filter_map(|e| match e {
                 AuditEvent::Accepted { envelope, .. } => {
-                    let v: Value = serde_json::from_str(envelope).expect("audited envelope is JSON");
+                    let v: Value =
+                        serde_json::from_str(envelope).expect("audited envelope is JSON");
                     Some(v["id"].as_str().expect("id").to_owned())
                 }
                 _ => None,
@@ -144,6 +148,9 @@ struct Sim {
     to_release: BTreeSet<ConnId>,
     /// Connections with a delivery whose outcome the IO has not yet reported.
     delivering: BTreeSet<ConnId>,
+    /// The hub was built `with_durable(true)`: `commit_ok` also collects the staged store
+    /// operations, after the pending ones, as the loop's one transaction holds them.
+    durable: bool,
 }
 
 impl Sim {
@@ -153,32 +160,53 @@ impl Sim {
 
     /// `Limits::example()` with short handshake deadlines, then `tweak`.
     fn with_limits(tweak: impl FnOnce(&mut Limits)) -> Sim {
+        Sim::build(false, tweak)
+    }
+
+    fn build(durable: bool, tweak: impl FnOnce(&mut Limits)) -> Sim {
         let mut limits = Limits::example();
         limits.hello_timeout_ms = HELLO_MS;
         limits.verb_timeout_ms = VERB_MS;
         tweak(&mut limits);
         let roster = Roster::parse(ROSTER).expect("test roster is valid");
         Sim {
-            hub: Hub::new(roster, limits),
+            hub: Hub::new(roster, limits).with_durable(durable),
             base: Instant::now(),
             elapsed: Duration::ZERO,
-            wall: DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z").expect("fixed time").with_timezone(&Utc),
+            wall: DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+                .expect("fixed time")
+                .with_timezone(&Utc),
             next_conn: 1,
             next_id: 1,
             out: Drained::default(),
             closed_by_hub: BTreeSet::new(),
             to_release: BTreeSet::new(),
             delivering: BTreeSet::new(),
+            durable,
         }
     }
 
+    /// A hub that emits store operations, as with `[store] kind = "sqlite"` (SPEC §12.1).
+    fn durable() -> Sim {
+        Sim::durable_with_limits(|_| {})
+    }
+
+    fn durable_with_limits(tweak: impl FnOnce(&mut Limits)) -> Sim {
+        Sim::build(true, tweak)
+    }
+
     fn now(&self) -> Now {
-        Now { mono: self.base + self.elapsed, wall: self.wall }
+        Now {
+            mono: self.base + self.elapsed,
+            wall: self.wall,
+        }
     }
 
     /// Milliseconds from the start of the simulation to the hub's next deadline.
     fn next_deadline_ms(&self) -> Option<u128> {
-        self.hub.poll_timeout().map(|at| (at - self.base).as_millis())
+        self.hub
+            .poll_timeout()
+            .map(|at| (at - self.base).as_millis())
     }
 
     // ----- raw inputs -----
@@ -214,7 +242,12 @@ impl Sim {
         self.to_release.remove(&c);
         self.delivering.remove(&c);
         let now = self.now();
-        self.hub.handle_closed(c, flushed, if flushed { "closed" } else { "peer reset" }, now);
+        self.hub.handle_closed(
+            c,
+            flushed,
+            if flushed { "closed" } else { "peer reset" },
+            now,
+        );
     }
 
     /// The socket accepted the first byte of `c`'s delivery.
@@ -229,6 +262,12 @@ impl Sim {
         self.collect();
         let staged: Vec<AuditEvent> = self.hub.staged_audit().collect();
         self.out.audit.extend(staged);
+        if self.durable {
+            let mut ops = Vec::new();
+            self.hub
+                .staged_store_ops(self.wall.timestamp_millis(), &mut ops);
+            self.out.store.extend(ops);
+        }
         let now = self.now();
         self.hub.commit(Ok(()), now);
     }
@@ -236,12 +275,16 @@ impl Sim {
     /// The audit write failed: nothing staged reaches the log.
     fn commit_err(&mut self) {
         let now = self.now();
-        self.hub.commit(Err("the audit log could not be written (disk full)".to_owned()), now);
+        self.hub.commit(
+            Err("the audit log could not be written (disk full)".to_owned()),
+            now,
+        );
     }
 
     /// Moves the virtual clock and lets the hub expire its deadlines, as the loop does.
     fn advance(&mut self, ms: u64) {
         self.elapsed += Duration::from_millis(ms);
+        self.wall += chrono::Duration::milliseconds(ms as i64);
         let now = self.now();
         self.hub.handle_timeout(now);
     }
@@ -270,16 +313,23 @@ impl Sim {
                 }
                 Output::Write { conn, line } => {
                     let decoded = decode(&line);
-                    assert!(!matches!(decoded, HubLine::Envelope(_)), "envelopes go out as Deliver");
+                    assert!(
+                        !matches!(decoded, HubLine::Envelope(_)),
+                        "envelopes go out as Deliver"
+                    );
                     self.out.conns.entry(conn).or_default().lines.push(decoded);
                 }
                 Output::Deliver { conn, line } => {
-                    let HubLine::Envelope(text) = decode(&line) else { panic!("Deliver carried {line:?}") };
+                    let HubLine::Envelope(text) = decode(&line) else {
+                        panic!("Deliver carried {line:?}")
+                    };
                     let got = self.out.conns.entry(conn).or_default();
                     assert!(got.delivered.is_none(), "conn {conn}: a second delivery");
                     got.lines.push(HubLine::Envelope(text.clone()));
                     got.delivered = Some(text.clone());
-                    self.out.deliveries.push((conn, serde_json::from_str(&text).expect("envelope is JSON")));
+                    self.out
+                        .deliveries
+                        .push((conn, serde_json::from_str(&text).expect("envelope is JSON")));
                     self.delivering.insert(conn);
                 }
                 Output::Close { conn } => {
@@ -327,7 +377,14 @@ impl Sim {
         self.send_body(from, to, kind, corr, "{}")
     }
 
-    fn send_body(&mut self, from: &str, to: &str, kind: &str, corr: Option<&str>, body: &str) -> (ConnId, String) {
+    fn send_body(
+        &mut self,
+        from: &str,
+        to: &str,
+        kind: &str,
+        corr: Option<&str>,
+        body: &str,
+    ) -> (ConnId, String) {
         let c = self.login(from);
         let id = self.fresh_id();
         self.line(c, &send_text(&id, to, kind, corr, body));
@@ -339,13 +396,22 @@ impl Sim {
         let (c, id) = self.send(from, to, kind, corr);
         self.commit_ok();
         self.collect();
-        assert_eq!(self.out.conns.remove(&c).expect("a reply").lines, [HubLine::Accepted { id: id.clone() }]);
+        assert_eq!(
+            self.out.conns.remove(&c).expect("a reply").lines,
+            [HubLine::Accepted { id: id.clone() }]
+        );
         self.closed(c, true);
         id
     }
 
     /// `name` logs in and sends an await line.
-    fn await_(&mut self, name: &str, reply_to: Option<&str>, kind: Option<&str>, timeout_secs: Option<u64>) -> ConnId {
+    fn await_(
+        &mut self,
+        name: &str,
+        reply_to: Option<&str>,
+        kind: Option<&str>,
+        timeout_secs: Option<u64>,
+    ) -> ConnId {
         let c = self.login(name);
         self.line(c, &await_text(reply_to, kind, timeout_secs));
         c
@@ -357,7 +423,11 @@ impl Sim {
     }
 
     fn queued_ids(&self, agent: &str) -> Vec<String> {
-        self.hub.router().queued(agent).map(|q| q.id.clone()).collect()
+        self.hub
+            .router()
+            .queued(agent)
+            .map(|q| q.id.clone())
+            .collect()
     }
 
     fn parked(&self, agent: &str) -> usize {
@@ -366,7 +436,9 @@ impl Sim {
 }
 
 fn decode(line: &str) -> HubLine {
-    let body = line.strip_suffix('\n').unwrap_or_else(|| panic!("line without its newline: {line:?}"));
+    let body = line
+        .strip_suffix('\n')
+        .unwrap_or_else(|| panic!("line without its newline: {line:?}"));
     assert!(!body.contains('\n'), "one line per write: {line:?}");
     HubLine::decode(body.as_bytes()).unwrap_or_else(|e| panic!("the client rejects {line:?}: {e}"))
 }
@@ -383,7 +455,13 @@ fn hello_with_the_roster_token_gets_ok_and_is_audited() {
     assert!(!d.closed(c), "the verb comes next on the same connection");
     assert_eq!(
         d.audit,
-        [AuditEvent::Connected { conn: c }, AuditEvent::Authenticated { conn: c, name: "mneme".into() }]
+        [
+            AuditEvent::Connected { conn: c },
+            AuditEvent::Authenticated {
+                conn: c,
+                name: "mneme".into()
+            }
+        ]
     );
 }
 
@@ -395,9 +473,16 @@ fn hello_with_a_wrong_token_gets_one_error_and_close() {
     sim.line(c, &hello_text("mneme", "tok-datastore"));
     let d = sim.drain();
     assert_eq!(d.lines(c).len(), 1);
-    assert!(d.error(c).starts_with("authentication failed"), "{}", d.error(c));
+    assert!(
+        d.error(c).starts_with("authentication failed"),
+        "{}",
+        d.error(c)
+    );
     assert!(d.closed(c));
-    assert!(d.audit.contains(&AuditEvent::AuthFailed { conn: c, name: "mneme".into() }));
+    assert!(d.audit.contains(&AuditEvent::AuthFailed {
+        conn: c,
+        name: "mneme".into()
+    }));
 }
 
 #[test]
@@ -411,7 +496,10 @@ fn hello_with_an_unknown_name_fails_like_a_wrong_token() {
     // The same text for both, so the reply does not reveal which names exist.
     assert_eq!(d.lines(unknown), d.lines(wrong));
     assert!(d.closed(unknown));
-    assert!(d.audit.contains(&AuditEvent::AuthFailed { conn: unknown, name: "ghost".into() }));
+    assert!(d.audit.contains(&AuditEvent::AuthFailed {
+        conn: unknown,
+        name: "ghost".into()
+    }));
 }
 
 #[test]
@@ -434,7 +522,10 @@ fn a_second_hello_is_refused() {
     assert_eq!(d.error(c), "a second hello on one connection");
     assert!(d.closed(c));
     // The connection stays mneme's: the second hello authenticated nobody.
-    assert!(!d.audit.iter().any(|e| matches!(e, AuditEvent::Authenticated { name, .. } if name == "datastore")));
+    assert!(!d
+        .audit
+        .iter()
+        .any(|e| matches!(e, AuditEvent::Authenticated { name, .. } if name == "datastore")));
 }
 
 #[test]
@@ -448,7 +539,11 @@ fn malformed_json_is_refused_before_and_after_hello() {
     sim.line(unknown_tag, "{\"presence\":{}}");
     let d = sim.drain();
     for c in [before, after, unknown_tag] {
-        assert!(d.error(c).starts_with("malformed line"), "conn {c}: {}", d.error(c));
+        assert!(
+            d.error(c).starts_with("malformed line"),
+            "conn {c}: {}",
+            d.error(c)
+        );
         assert_eq!(d.lines(c).len(), 1, "one error line and nothing else");
         assert!(d.closed(c));
     }
@@ -482,7 +577,10 @@ fn blank_lines_are_ignored_in_every_phase() {
     sim.line(c, ""); // a blank line after the verb is not a second verb
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Ok, HubLine::Accepted { id: "e1".into() }]);
+    assert_eq!(
+        d.lines(c),
+        [HubLine::Ok, HubLine::Accepted { id: "e1".into() }]
+    );
 }
 
 #[test]
@@ -490,7 +588,8 @@ fn an_overlong_line_gets_the_io_layers_error() {
     let mut sim = Sim::new();
     let c = sim.login("mneme");
     let now = sim.now();
-    sim.hub.handle_bad_input(c, "line exceeds the limit of 1048576 bytes", now);
+    sim.hub
+        .handle_bad_input(c, "line exceeds the limit of 1048576 bytes", now);
     let d = sim.drain();
     assert_eq!(d.error(c), "line exceeds the limit of 1048576 bytes");
     assert!(d.closed(c));
@@ -547,7 +646,11 @@ fn a_send_is_accepted_only_after_its_audit_record_is_committed() {
     let d = sim.drain();
     assert!(d.untouched(c), "no reply before the commit");
     assert!(sim.hub.has_staged());
-    assert_eq!(sim.next_deadline_ms(), None, "a staged send has no verb deadline");
+    assert_eq!(
+        sim.next_deadline_ms(),
+        None,
+        "a staged send has no verb deadline"
+    );
     sim.commit_ok();
     let d = sim.drain();
     assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
@@ -570,13 +673,20 @@ fn send_stamps_from_with_the_authenticated_name() {
     assert_eq!(env["from"], "mneme");
     assert_eq!(env["id"], id.as_str());
     assert_eq!(env["to"], "datastore");
-    assert_eq!(env["correlationId"], Value::Null, "correlationId is always present");
+    assert_eq!(
+        env["correlationId"],
+        Value::Null,
+        "correlationId is always present"
+    );
     // The audit record holds the same stamped text the reader got.
     let audited = d
         .audit
         .iter()
         .find_map(|e| match e {
-            AuditEvent::Accepted { conn: Some(conn), envelope } if *conn == c => Some(envelope.clone()),
+            AuditEvent::Accepted {
+                conn: Some(conn),
+                envelope,
+            } if *conn == c => Some(envelope.clone()),
             _ => None,
         })
         .expect("the accepted envelope is audited");
@@ -601,7 +711,10 @@ fn send_of_kind_bounce_is_refused() {
     let mut sim = Sim::new();
     let (c, _) = sim.send("mneme", "datastore", "bounce", Some("x"));
     let d = sim.drain();
-    assert_eq!(d.error(c), "invalid envelope: kind \"bounce\" is reserved for the hub");
+    assert_eq!(
+        d.error(c),
+        "invalid envelope: kind \"bounce\" is reserved for the hub"
+    );
     assert!(d.closed(c));
     assert!(!sim.hub.has_staged());
     assert!(sim.queued_ids("datastore").is_empty());
@@ -613,7 +726,10 @@ fn a_send_to_the_hub_itself_is_refused_in_any_case() {
         let mut sim = Sim::new();
         let (c, _) = sim.send("mneme", to, "task", None);
         let d = sim.drain();
-        assert_eq!(d.error(c), "invalid envelope: to \"hub\" names the hub itself, which receives nothing");
+        assert_eq!(
+            d.error(c),
+            "invalid envelope: to \"hub\" names the hub itself, which receives nothing"
+        );
         assert!(!sim.hub.has_staged());
         assert!(sim.queued_ids(to).is_empty());
     }
@@ -628,7 +744,10 @@ fn the_hub_wide_byte_cap_refuses_across_agents() {
     let mut sim = Sim::with_limits(|l| l.hub_max_bytes = 2 * size + size / 2);
     let a = sim.sent("mneme", "x1", "task", None);
     let b = sim.sent("mneme", "x2", "task", None);
-    assert_eq!((sim.queued_ids("x1"), sim.queued_ids("x2")), (vec![a], vec![b]));
+    assert_eq!(
+        (sim.queued_ids("x1"), sim.queued_ids("x2")),
+        (vec![a], vec![b])
+    );
     let (c, _) = sim.send("mneme", "x3", "task", None);
     sim.commit_ok();
     let d = sim.drain();
@@ -659,7 +778,11 @@ fn routing_prefers_reply_to_and_kind_then_reply_to_then_kind_then_unfiltered() {
         sim.commit_ok();
         let d = sim.drain();
         assert_eq!(d.deliveries.len(), 1);
-        assert_eq!(d.delivered_id(expected), id, "expected conn {expected} to win");
+        assert_eq!(
+            d.delivered_id(expected),
+            id,
+            "expected conn {expected} to win"
+        );
         sim.io_flush();
     }
     assert_eq!(sim.parked("mneme"), 0);
@@ -668,13 +791,22 @@ fn routing_prefers_reply_to_and_kind_then_reply_to_then_kind_then_unfiltered() {
 #[test]
 fn routing_is_oldest_first_within_a_tier() {
     let mut sim = Sim::new();
-    let waiters = [sim.park("datastore"), sim.park("datastore"), sim.park("datastore")];
-    let ids: Vec<String> = (0..3).map(|_| sim.send("mneme", "datastore", "task", None).1).collect();
+    let waiters = [
+        sim.park("datastore"),
+        sim.park("datastore"),
+        sim.park("datastore"),
+    ];
+    let ids: Vec<String> = (0..3)
+        .map(|_| sim.send("mneme", "datastore", "task", None).1)
+        .collect();
     // One commit for all three, as one loop iteration would do.
     sim.commit_ok();
     let d = sim.drain();
-    let got: Vec<(ConnId, String)> =
-        d.deliveries.iter().map(|(c, v)| (*c, v["id"].as_str().unwrap().to_owned())).collect();
+    let got: Vec<(ConnId, String)> = d
+        .deliveries
+        .iter()
+        .map(|(c, v)| (*c, v["id"].as_str().unwrap().to_owned()))
+        .collect();
     let want: Vec<(ConnId, String)> = waiters.into_iter().zip(ids).collect();
     assert_eq!(got, want);
 }
@@ -688,7 +820,10 @@ fn filters_conjoin() {
     let no_corr = sim.sent("datastore", "mneme", "result", None);
     let d = sim.drain();
     assert!(d.deliveries.is_empty(), "each passes one filter only");
-    assert_eq!(sim.queued_ids("mneme"), [wrong_kind.clone(), wrong_corr.clone(), no_corr.clone()]);
+    assert_eq!(
+        sim.queued_ids("mneme"),
+        [wrong_kind.clone(), wrong_corr.clone(), no_corr.clone()]
+    );
     let right = sim.sent("datastore", "mneme", "result", Some("task-1"));
     let d = sim.drain();
     assert_eq!(d.delivered_id(w), right);
@@ -716,7 +851,11 @@ fn await_takes_the_first_matching_envelope_in_fifo_order() {
     for (reply_to, kind, want) in order {
         let c = sim.await_("mneme", reply_to, kind, Some(0));
         let d = sim.drain();
-        assert_eq!(d.delivered_id(c), want, "await replyTo={reply_to:?} kind={kind:?}");
+        assert_eq!(
+            d.delivered_id(c),
+            want,
+            "await replyTo={reply_to:?} kind={kind:?}"
+        );
         sim.io_flush();
     }
     assert!(sim.queued_ids("mneme").is_empty());
@@ -730,7 +869,10 @@ fn await_with_timeout_zero_polls_and_consumes_nothing() {
     let d = sim.drain();
     assert_eq!(d.lines(c), [HubLine::Timeout]);
     assert!(d.closed(c));
-    assert!(d.audit.contains(&AuditEvent::Timeout { conn: c, name: "mneme".into() }));
+    assert!(d.audit.contains(&AuditEvent::Timeout {
+        conn: c,
+        name: "mneme".into()
+    }));
     assert_eq!(sim.queued_ids("mneme"), [other]);
     assert_eq!(sim.parked("mneme"), 0);
     assert_eq!(sim.next_deadline_ms(), None);
@@ -741,7 +883,11 @@ fn await_times_out_exactly_at_its_timeout_and_not_before() {
     let mut sim = Sim::new();
     sim.advance(250);
     let c = sim.await_("mneme", None, None, Some(5));
-    assert_eq!(sim.next_deadline_ms(), Some(5_250), "the verb deadline gave way to the await's");
+    assert_eq!(
+        sim.next_deadline_ms(),
+        Some(5_250),
+        "the verb deadline gave way to the await's"
+    );
     sim.advance(4_999);
     assert!(sim.drain().untouched(c));
     assert_eq!(sim.parked("mneme"), 1);
@@ -788,12 +934,19 @@ fn a_zero_byte_delivery_goes_to_the_next_matching_waiter() {
     // The socket took nothing: the envelope never left the hub.
     sim.closed(first, false);
     let d = sim.drain();
-    assert!(d.audit.iter().any(|e| matches!(e, AuditEvent::Requeued { conn, id: i, .. } if *conn == first && *i == id)));
+    assert!(d.audit.iter().any(
+        |e| matches!(e, AuditEvent::Requeued { conn, id: i, .. } if *conn == first && *i == id)
+    ));
     assert!(d.untouched(non_matching));
     assert_eq!(d.delivered_id(next), id);
     sim.io_flush();
     let d = sim.drain();
-    assert!(d.audit.contains(&AuditEvent::Delivered { conn: next, id: id.clone(), to: "datastore".into(), ack: false }));
+    assert!(d.audit.contains(&AuditEvent::Delivered {
+        conn: next,
+        id: id.clone(),
+        to: "datastore".into(),
+        ack: false
+    }));
     assert!(!d.audit.iter().any(|e| matches!(e, AuditEvent::Lost { .. })));
 }
 
@@ -807,7 +960,11 @@ fn a_zero_byte_delivery_returns_to_the_queue_front() {
     assert_eq!(sim.queued_ids("datastore"), std::slice::from_ref(&e2));
     sim.closed(c, false);
     sim.drain();
-    assert_eq!(sim.queued_ids("datastore"), [e1.clone(), e2], "order is preserved");
+    assert_eq!(
+        sim.queued_ids("datastore"),
+        [e1.clone(), e2],
+        "order is preserved"
+    );
     let again = sim.park("datastore");
     assert_eq!(sim.drain().delivered_id(again), e1);
 }
@@ -835,7 +992,10 @@ fn returned_envelopes_keep_their_order_whatever_order_their_deliveries_fail_in()
     let e3 = sim.sent("mneme", "datastore", "task", None);
     let (a, b) = (sim.park("datastore"), sim.park("datastore"));
     let d = sim.drain();
-    assert_eq!((d.delivered_id(a), d.delivered_id(b)), (e1.clone(), e2.clone()));
+    assert_eq!(
+        (d.delivered_id(a), d.delivered_id(b)),
+        (e1.clone(), e2.clone())
+    );
     // Meanwhile a newer envelope arrives; both returns must still come before it.
     let e4 = sim.sent("mneme", "datastore", "task", None);
     sim.closed(b, false);
@@ -861,12 +1021,29 @@ fn a_partial_write_loses_the_envelope_and_bounces_it_to_the_sender() {
     assert_eq!(
         d.audit,
         [
-            AuditEvent::Delivered { conn: reader, id: id.clone(), to: "datastore".into(), ack: false },
-            AuditEvent::Lost { conn: reader, id: id.clone(), to: "datastore".into(), reason: "peer reset".into(), bounced: true },
+            AuditEvent::Delivered {
+                conn: reader,
+                id: id.clone(),
+                to: "datastore".into(),
+                ack: false
+            },
+            AuditEvent::Lost {
+                conn: reader,
+                id: id.clone(),
+                to: "datastore".into(),
+                reason: "peer reset".into(),
+                bounced: true
+            },
         ]
     );
-    assert!(d.untouched(orchestrator), "the bounce is committed like any envelope first");
-    assert!(sim.queued_ids("datastore").is_empty(), "a lost envelope is not requeued");
+    assert!(
+        d.untouched(orchestrator),
+        "the bounce is committed like any envelope first"
+    );
+    assert!(
+        sim.queued_ids("datastore").is_empty(),
+        "a lost envelope is not requeued"
+    );
     assert!(sim.hub.has_staged());
     sim.commit_ok();
     let d = sim.drain();
@@ -875,10 +1052,18 @@ fn a_partial_write_loses_the_envelope_and_bounces_it_to_the_sender() {
     assert_eq!(bounce["to"], "mneme");
     assert_eq!(bounce["kind"], "bounce");
     assert_eq!(bounce["correlationId"], id.as_str());
-    assert_eq!(bounce["ts"], "2026-07-21T06:40:51.000Z", "stamped from the wall clock passed in");
-    assert_eq!(bounce["body"], json!({"id": id, "to": "datastore", "reason": "peer reset"}));
+    assert_eq!(
+        bounce["ts"], "2026-07-21T06:40:51.000Z",
+        "stamped from the wall clock passed in"
+    );
+    assert_eq!(
+        bounce["body"],
+        json!({"id": id, "to": "datastore", "reason": "peer reset"})
+    );
     assert_ne!(bounce["id"], id.as_str());
-    assert!(matches!(&d.audit[0], AuditEvent::Accepted { conn: None, envelope } if **envelope == *d.envelope_text(orchestrator)));
+    assert!(
+        matches!(&d.audit[0], AuditEvent::Accepted { conn: None, envelope } if **envelope == *d.envelope_text(orchestrator))
+    );
 }
 
 #[test]
@@ -897,7 +1082,9 @@ fn a_lost_bounce_is_not_bounced_again() {
     sim.committed(orchestrator);
     sim.closed(orchestrator, false);
     let d = sim.drain();
-    assert!(d.audit.iter().any(|e| matches!(e, AuditEvent::Lost { conn, bounced: false, .. } if *conn == orchestrator)));
+    assert!(d.audit.iter().any(
+        |e| matches!(e, AuditEvent::Lost { conn, bounced: false, .. } if *conn == orchestrator)
+    ));
     assert!(!sim.hub.has_staged(), "no bounce of a bounce");
     assert!(sim.queued_ids("mneme").is_empty());
     assert!(sim.queued_ids("hub").is_empty());
@@ -913,7 +1100,15 @@ fn a_fully_written_delivery_is_delivered_once() {
     sim.committed(c); // the IO may report every write; only the first byte counts
     sim.closed(c, true);
     let d = sim.drain();
-    assert_eq!(d.audit, [AuditEvent::Delivered { conn: c, id, to: "datastore".into(), ack: false }]);
+    assert_eq!(
+        d.audit,
+        [AuditEvent::Delivered {
+            conn: c,
+            id,
+            to: "datastore".into(),
+            ack: false
+        }]
+    );
     assert!(!sim.hub.has_staged());
     assert_eq!(sim.hub.open_connections(), 0);
 }
@@ -954,7 +1149,11 @@ fn a_claimed_waiter_that_reaches_eof_before_the_commit_lets_the_envelope_route_o
     let mut sim = Sim::new();
     let claimed = sim.park("datastore");
     let (sender, id) = sim.send("mneme", "datastore", "task", None);
-    assert_eq!(sim.parked("datastore"), 0, "the staged send claimed the waiter");
+    assert_eq!(
+        sim.parked("datastore"),
+        0,
+        "the staged send claimed the waiter"
+    );
     sim.eof(claimed);
     let next = sim.park("datastore");
     sim.commit_ok();
@@ -1000,12 +1199,19 @@ fn a_claimed_waiter_that_reached_eof_takes_no_more_input() {
 #[test]
 fn a_full_queue_by_count_refuses_and_queues_nothing() {
     let mut sim = Sim::with_limits(|l| l.queue_max_envelopes = 2);
-    let kept = [sim.sent("mneme", "datastore", "task", None), sim.sent("mneme", "datastore", "task", None)];
+    let kept = [
+        sim.sent("mneme", "datastore", "task", None),
+        sim.sent("mneme", "datastore", "task", None),
+    ];
     sim.drain();
     let (c, id) = sim.send("mneme", "datastore", "task", None);
     let d = sim.drain();
     // Refused at once: there is nothing to commit.
-    assert!(d.error(c).contains("is full (limit 2 envelopes"), "{}", d.error(c));
+    assert!(
+        d.error(c).contains("is full (limit 2 envelopes"),
+        "{}",
+        d.error(c)
+    );
     assert!(d.closed(c));
     assert_eq!(d.refused_ids(), [id.as_str()]);
     assert!(!sim.hub.has_staged());
@@ -1020,7 +1226,10 @@ fn a_full_queue_by_bytes_refuses_and_queues_nothing() {
     let big = format!("\"{}\"", "x".repeat(600));
     let (c1, first) = sim.send_body("mneme", "datastore", "task", None, &big);
     sim.commit_ok();
-    assert_eq!(sim.drain().lines(c1), [HubLine::Accepted { id: first.clone() }]);
+    assert_eq!(
+        sim.drain().lines(c1),
+        [HubLine::Accepted { id: first.clone() }]
+    );
     let (c2, refused) = sim.send_body("mneme", "datastore", "task", None, &big);
     let d = sim.drain();
     assert!(d.error(c2).contains("1000 bytes"), "{}", d.error(c2));
@@ -1081,7 +1290,10 @@ fn a_failed_commit_errors_the_sender_and_queues_nothing() {
     let (c, id) = sim.send("mneme", "datastore", "task", None);
     sim.commit_err();
     let d = sim.drain();
-    assert_eq!(d.error(c), "envelope not accepted: the audit log could not be written (disk full)");
+    assert_eq!(
+        d.error(c),
+        "envelope not accepted: the audit log could not be written (disk full)"
+    );
     assert!(d.closed(c));
     assert_eq!(d.refused_ids(), [id.as_str()]);
     assert!(d.accepted_ids().is_empty());
@@ -1138,7 +1350,10 @@ fn a_failed_commit_keeps_a_bounce_staged_for_the_next_commit() {
     sim.committed(reader);
     sim.closed(reader, false);
     sim.commit_err();
-    assert!(sim.hub.has_staged(), "no sender to tell, so the bounce must not be dropped");
+    assert!(
+        sim.hub.has_staged(),
+        "no sender to tell, so the bounce must not be dropped"
+    );
     assert!(sim.queued_ids("mneme").is_empty());
     sim.commit_ok();
     let queued: Vec<_> = sim.hub.router().queued("mneme").cloned().collect();
@@ -1154,7 +1369,11 @@ fn a_second_line_while_a_send_is_staged_cancels_it() {
     let (c, id) = sim.send("mneme", "datastore", "task", None);
     sim.line(c, &send_text("again", "datastore", "task", None, "{}"));
     let d = sim.drain();
-    assert!(d.error(c).starts_with("a second line after the verb"), "{}", d.error(c));
+    assert!(
+        d.error(c).starts_with("a second line after the verb"),
+        "{}",
+        d.error(c)
+    );
     assert_eq!(d.lines(c).len(), 1);
     assert_eq!(d.refused_ids(), [id.as_str()]);
     sim.commit_ok();
@@ -1185,7 +1404,10 @@ fn a_second_line_from_a_claimed_waiter_cancels_it_and_the_envelope_routes_on() {
     sim.commit_ok();
     let d = sim.drain();
     assert!(d.error(claimed).starts_with("a second line after the verb"));
-    assert!(d.conns[&claimed].delivered.is_none(), "nothing consumed by the cancelled await");
+    assert!(
+        d.conns[&claimed].delivered.is_none(),
+        "nothing consumed by the cancelled await"
+    );
     assert_eq!(d.lines(sender), [HubLine::Accepted { id: id.clone() }]);
     assert_eq!(sim.queued_ids("datastore"), [id]);
 }
@@ -1230,7 +1452,10 @@ fn shutdown_closes_parked_awaits_without_consuming() {
     let now = sim.now();
     sim.hub.shutdown(now);
     let d = sim.drain();
-    assert_eq!(d.error(parked), "hub is shutting down; nothing was consumed");
+    assert_eq!(
+        d.error(parked),
+        "hub is shutting down; nothing was consumed"
+    );
     assert_eq!(d.error(greeting), "hub is shutting down");
     assert!(d.closed(parked) && d.closed(greeting));
     assert_eq!(d.audit.last(), Some(&AuditEvent::Shutdown { queued: 1 }));
@@ -1263,4 +1488,1223 @@ fn a_thousand_sends_then_a_thousand_awaits_come_out_in_fifo_order() {
     assert_eq!(got, ids);
     assert_eq!(sim.hub.stats("datastore"), MailboxStats::default());
     assert_eq!(sim.hub.open_connections(), 0);
+}
+
+// ===== durable queues, acknowledged delivery, idempotent send, status (SPEC §12) =====
+
+use crate::store::{StoredEnvelope, StoredId};
+
+/// An await line; `ack` absent when None, so `ack_await_text(…, None)` is the 004 line.
+fn ack_await_text(
+    reply_to: Option<&str>,
+    kind: Option<&str>,
+    timeout_secs: Option<u64>,
+    ack: Option<bool>,
+) -> String {
+    let mut v = json!({"await": {"replyTo": reply_to, "kind": kind, "timeoutSecs": timeout_secs}});
+    if let Some(ack) = ack {
+        v["await"]["ack"] = json!(ack);
+    }
+    v.to_string()
+}
+
+fn ack_text(id: &str) -> String {
+    json!({"ack": {"id": id}}).to_string()
+}
+
+fn status_text(id: &str) -> String {
+    json!({"status": {"id": id}}).to_string()
+}
+
+/// The `at` the hub reports for a state reached `ms` after the simulation's start.
+fn at(ms: i64) -> Option<String> {
+    let t = DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+        .expect("fixed time")
+        .with_timezone(&Utc)
+        + chrono::Duration::milliseconds(ms);
+    Some(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+impl Drained {
+    /// `(conn, id, reason, attempts)` of every `requeued` record, in order.
+    fn requeued(&self) -> Vec<(ConnId, String, String, u32)> {
+        self.audit
+            .iter()
+            .filter_map(|e| match e {
+                AuditEvent::Requeued {
+                    conn,
+                    id,
+                    reason,
+                    attempts,
+                    ..
+                } => Some((*conn, id.clone(), reason.clone(), *attempts)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn removes(&self) -> Vec<u64> {
+        self.store
+            .iter()
+            .filter_map(|op| match op {
+                StoreOp::Remove { seq } => Some(*seq),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(id, state)` of every store `State` operation, in order.
+    fn states(&self) -> Vec<(String, String)> {
+        self.store
+            .iter()
+            .filter_map(|op| match op {
+                StoreOp::State { id, state, .. } => Some((id.clone(), state.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The `seq` the store was told to insert envelope `id` under.
+    fn inserted_seq(&self, id: &str) -> u64 {
+        self.store
+            .iter()
+            .find_map(|op| match op {
+                StoreOp::Insert { seq, id: i, .. } if i == id => Some(*seq),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no Insert of {id} in {:?}", self.store))
+    }
+}
+
+impl Sim {
+    /// `name` logs in and sends an unfiltered await without a timeout that asks for ack mode.
+    fn await_ack(&mut self, name: &str) -> ConnId {
+        let c = self.login(name);
+        self.line(c, &ack_await_text(None, None, None, Some(true)));
+        c
+    }
+
+    fn ack(&mut self, c: ConnId, id: &str) {
+        self.line(c, &ack_text(id));
+    }
+
+    /// `from` sends an envelope with a chosen id (and body); not yet committed.
+    fn send_id(
+        &mut self,
+        from: &str,
+        id: &str,
+        to: &str,
+        kind: &str,
+        corr: Option<&str>,
+        body: &str,
+    ) -> ConnId {
+        let c = self.login(from);
+        self.line(c, &send_text(id, to, kind, corr, body));
+        c
+    }
+
+    /// A send with a chosen id that is committed and answered `accepted`.
+    fn sent_id(&mut self, from: &str, id: &str, to: &str) {
+        let c = self.send_id(from, id, to, "task", None, "{}");
+        self.commit_ok();
+        self.collect();
+        assert_eq!(
+            self.out.conns.remove(&c).expect("a reply").lines,
+            [HubLine::Accepted { id: id.to_owned() }]
+        );
+        self.closed(c, true);
+    }
+
+    /// A whole ack-mode delivery to `name`: await, first byte, ack, commit, `acked`, close.
+    /// Returns the id acked.
+    fn acked(&mut self, name: &str) -> String {
+        let c = self.await_ack(name);
+        self.collect();
+        let id = {
+            let got = self
+                .out
+                .conns
+                .get(&c)
+                .and_then(|o| o.delivered.clone())
+                .expect("a delivery");
+            serde_json::from_str::<Value>(&got).expect("JSON")["id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        };
+        self.committed(c);
+        self.ack(c, &id);
+        self.commit_ok();
+        self.collect();
+        let got = self.out.conns.remove(&c).expect("lines");
+        assert_eq!(got.lines.last(), Some(&HubLine::Acked { id: id.clone() }));
+        assert!(got.closed);
+        self.closed(c, true);
+        id
+    }
+
+    /// `asker` asks where envelope `id` is; the one reply line, decoded.
+    fn status(&mut self, asker: &str, id: &str) -> EnvelopeStatus {
+        let c = self.login(asker);
+        self.line(c, &status_text(id));
+        self.collect();
+        let got = self.out.conns.remove(&c).expect("a status reply");
+        assert!(got.closed, "status is the connection's one verb");
+        self.closed(c, true);
+        match got.lines.as_slice() {
+            [HubLine::Status(st)] => st.clone(),
+            other => panic!("expected one status line, got {other:?}"),
+        }
+    }
+}
+
+// ----- ack mode (SPEC §12.2) -----
+
+#[test]
+fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
+    let mut sim = Sim::durable_with_limits(|l| l.ack_timeout_ms = 5_000);
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let seq = sim.drain().inserted_seq(&id);
+    let r = sim.await_ack("datastore");
+    let d = sim.drain();
+    assert_eq!(d.delivered_id(r), id);
+    assert!(!d.closed(r), "the connection stays open for the ack");
+    assert!(
+        d.store.is_empty(),
+        "handing the envelope out changes nothing durable"
+    );
+    assert_eq!(
+        sim.next_deadline_ms(),
+        Some(5_000),
+        "the ack deadline runs from the delivery"
+    );
+    sim.committed(r);
+    let d = sim.drain();
+    assert_eq!(
+        d.audit,
+        [AuditEvent::Delivered {
+            conn: r,
+            id: id.clone(),
+            to: "datastore".into(),
+            ack: true
+        }]
+    );
+    assert_eq!(
+        d.removes(),
+        [] as [u64; 0],
+        "the first byte does not consume in ack mode"
+    );
+    assert_eq!(d.states(), [(id.clone(), "delivered".to_owned())]);
+    assert_eq!(sim.status("mneme", &id).state, "delivered");
+
+    sim.line(r, ""); // blank lines are still nothing
+    sim.ack(r, &id);
+    let d = sim.drain();
+    assert!(d.untouched(r), "`acked` only after the commit");
+    assert!(sim.hub.has_staged(), "an ack is staged like a send");
+    assert_eq!(sim.next_deadline_ms(), None, "a staged ack has no deadline");
+    let wall_ms = sim.wall.timestamp_millis();
+    let mut ops = Vec::new();
+    sim.hub.staged_store_ops(wall_ms, &mut ops);
+    let want_ops = [
+        StoreOp::Remove { seq },
+        StoreOp::State {
+            sender: "mneme".into(),
+            id: id.clone(),
+            state: "acked".into(),
+            detail: None,
+            at_ms: wall_ms,
+        },
+    ];
+    assert_eq!(ops, want_ops);
+    let staged: Vec<AuditEvent> = sim.hub.staged_audit().collect();
+    assert_eq!(
+        staged,
+        [AuditEvent::Acked {
+            conn: r,
+            id: id.clone(),
+            to: "datastore".into(),
+            attempts: 0
+        }]
+    );
+
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(d.lines(r), [HubLine::Acked { id: id.clone() }]);
+    assert!(d.closed(r));
+    assert_eq!(d.audit, staged);
+    // Regression: the commit emitted the `acked` state once more as a pending operation,
+    // costing every ack a second transaction.
+    assert_eq!(d.store, want_ops, "nothing but the staged transaction");
+    sim.closed(r, true);
+    let d = sim.drain();
+    assert!(d.audit.is_empty() && d.store.is_empty());
+    assert!(
+        d.logs
+            .iter()
+            .any(|l| l.contains(&format!("conn={r} ")) && l.contains("outcome=acked")),
+        "{:?}",
+        d.logs
+    );
+    assert!(sim.queued_ids("datastore").is_empty());
+    assert!(!sim.hub.has_staged());
+    assert_eq!(sim.hub.open_connections(), 0);
+    assert_eq!(sim.status("datastore", &id).state, "acked");
+}
+
+#[test]
+fn ack_false_and_absent_are_plain_awaits() {
+    for ack in [Some(false), None] {
+        let mut sim = Sim::new();
+        let id = sim.sent("mneme", "datastore", "task", None);
+        let c = sim.login("datastore");
+        sim.line(c, &ack_await_text(None, None, None, ack));
+        let d = sim.drain();
+        assert_eq!(d.delivered_id(c), id);
+        assert!(
+            d.closed(c),
+            "a plain delivery closes at once (ack = {ack:?})"
+        );
+    }
+}
+
+#[test]
+fn an_ack_for_another_id_returns_the_envelope_to_the_next_await() {
+    let mut sim = Sim::durable();
+    let e1 = sim.sent("mneme", "datastore", "task", None);
+    let e2 = sim.sent("mneme", "datastore", "task", None);
+    let seq1 = sim.drain().inserted_seq(&e1);
+    let r = sim.await_ack("datastore");
+    assert_eq!(sim.drain().delivered_id(r), e1);
+    sim.committed(r);
+    sim.drain();
+    sim.ack(r, &e2);
+    let d = sim.drain();
+    let msg = format!("ack for \"{e2}\" does not match the delivered envelope \"{e1}\"; it will be delivered again");
+    assert_eq!(
+        d.lines(r),
+        [HubLine::Error {
+            message: msg.clone()
+        }]
+    );
+    assert!(d.closed(r));
+    assert_eq!(d.requeued(), [(r, e1.clone(), msg, 1)]);
+    assert!(
+        d.store.contains(&StoreOp::Attempts {
+            seq: seq1,
+            attempts: 1
+        }),
+        "{:?}",
+        d.store
+    );
+    assert_eq!(d.states(), [(e1.clone(), "queued".to_owned())]);
+    assert!(
+        !sim.hub.has_staged(),
+        "nothing to commit: the wrong ack settles nothing"
+    );
+    assert_eq!(
+        sim.queued_ids("datastore"),
+        [e1.clone(), e2.clone()],
+        "back at its place, ahead of e2"
+    );
+    sim.closed(r, false);
+    assert!(
+        sim.drain().requeued().is_empty(),
+        "returned once, not again at the close"
+    );
+    let st = sim.status("mneme", &e1);
+    assert_eq!(
+        (st.state.as_str(), st.position, st.attempts),
+        ("queued", Some(1), Some(1))
+    );
+
+    assert_eq!(sim.acked("datastore"), e1);
+    let d = sim.drain();
+    assert!(
+        d.audit
+            .iter()
+            .any(|e| matches!(e, AuditEvent::Acked { id, attempts: 1, .. } if *id == e1)),
+        "{:?}",
+        d.audit
+    );
+    assert_eq!(sim.queued_ids("datastore"), [e2]);
+}
+
+#[test]
+fn any_line_but_the_ack_returns_the_envelope_with_its_attempt_counted() {
+    let mut sim = Sim::new();
+    let e1 = sim.sent("mneme", "datastore", "task", None);
+    let e2 = sim.sent("mneme", "datastore", "task", None);
+    let again = "; the envelope will be delivered again";
+    let cases: Vec<(Vec<u8>, String)> = vec![
+        (
+            br#"{"await":{}}"#.to_vec(),
+            format!("expected an ack, got await{again}"),
+        ),
+        (
+            hello_text("datastore", "tok-datastore").into_bytes(),
+            format!("expected an ack, got hello{again}"),
+        ),
+        (
+            status_text(&e1).into_bytes(),
+            format!("expected an ack, got status{again}"),
+        ),
+        (
+            send_text(&e1, "datastore", "task", None, "{}").into_bytes(),
+            format!("expected an ack, got send{again}"),
+        ),
+        (
+            b"ack".to_vec(),
+            format!("malformed line: expected value{again}"),
+        ),
+        (
+            br#"{"ack":{"id":""}}"#.to_vec(),
+            format!("invalid ack: id must not be empty{again}"),
+        ),
+        (
+            br#"{"ack":{}}"#.to_vec(),
+            format!("malformed line: missing field `id`{again}"),
+        ),
+        (
+            format!(r#"{{"ack":{{"id":"{e1}","extra":1}}}}"#).into_bytes(),
+            format!("malformed line: unknown field `extra`, expected `id`{again}"),
+        ),
+        (
+            format!(r#"{{"ack":["{e1}"]}}"#).into_bytes(),
+            format!("malformed line: invalid type: sequence, expected an object{again}"),
+        ),
+        (
+            b"{\"ack\":{\"id\":\"\xff\"}}".to_vec(),
+            format!("line is not valid UTF-8{again}"),
+        ),
+    ];
+    for (attempt, (line, want)) in cases.into_iter().enumerate() {
+        let r = sim.await_ack("datastore");
+        assert_eq!(sim.drain().delivered_id(r), e1, "attempt {attempt}");
+        sim.committed(r);
+        sim.drain();
+        sim.raw_line(r, &line);
+        let d = sim.drain();
+        assert_eq!(
+            d.lines(r),
+            [HubLine::Error {
+                message: want.clone()
+            }]
+        );
+        assert!(d.closed(r));
+        assert_eq!(d.requeued(), [(r, e1.clone(), want, attempt as u32 + 1)]);
+        assert_eq!(sim.queued_ids("datastore"), [e1.clone(), e2.clone()]);
+        sim.io_flush();
+        assert!(sim.drain().requeued().is_empty());
+    }
+}
+
+#[test]
+fn an_overlong_line_instead_of_the_ack_returns_the_envelope() {
+    let mut sim = Sim::new();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    let now = sim.now();
+    sim.hub
+        .handle_bad_input(r, "line exceeds the limit of 1048576 bytes", now);
+    let d = sim.drain();
+    assert_eq!(d.error(r), "line exceeds the limit of 1048576 bytes");
+    assert_eq!(
+        d.requeued(),
+        [(
+            r,
+            id.clone(),
+            "line exceeds the limit of 1048576 bytes".to_owned(),
+            1
+        )]
+    );
+    assert_eq!(sim.queued_ids("datastore"), [id]);
+}
+
+#[test]
+fn eof_before_the_ack_returns_the_envelope() {
+    let mut sim = Sim::new();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    sim.committed(r);
+    sim.eof(r);
+    let d = sim.drain();
+    assert_eq!(
+        d.lines(r),
+        [HubLine::Error {
+            message: "reader closed without acking".into()
+        }]
+    );
+    assert!(d.closed(r));
+    assert_eq!(
+        d.requeued(),
+        [(r, id.clone(), "reader closed without acking".to_owned(), 1)]
+    );
+    sim.io_flush();
+    let next = sim.park("datastore");
+    assert_eq!(sim.drain().delivered_id(next), id);
+}
+
+#[test]
+fn a_close_before_the_ack_returns_the_envelope_to_a_waiting_reader() {
+    // Fully written (the kernel took every byte) or cut short: without an ack, neither
+    // consumes, and neither is a loss to bounce.
+    for flushed in [true, false] {
+        let mut sim = Sim::durable();
+        let id = sim.sent("mneme", "datastore", "task", None);
+        sim.drain();
+        let r = sim.await_ack("datastore");
+        let other = sim.park("datastore");
+        assert_eq!(sim.drain().delivered_id(r), id);
+        sim.committed(r);
+        sim.closed(r, flushed);
+        let d = sim.drain();
+        assert!(
+            d.untouched(r),
+            "the socket is gone: nothing is written to it"
+        );
+        let reason = if flushed { "closed" } else { "peer reset" };
+        assert_eq!(d.requeued(), [(r, id.clone(), reason.to_owned(), 1)]);
+        assert!(
+            !d.audit.iter().any(|e| matches!(e, AuditEvent::Lost { .. })),
+            "no loss in ack mode"
+        );
+        assert!(!sim.hub.has_staged(), "no bounce");
+        assert_eq!(d.removes(), [] as [u64; 0]);
+        assert_eq!(
+            d.delivered_id(other),
+            id,
+            "straight to the next matching waiter"
+        );
+    }
+}
+
+#[test]
+fn the_ack_deadline_returns_the_envelope_exactly_at_the_limit() {
+    let mut sim = Sim::with_limits(|l| l.ack_timeout_ms = 5_000);
+    let id = sim.sent("mneme", "datastore", "task", None);
+    sim.advance(300);
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    assert_eq!(sim.next_deadline_ms(), Some(5_300));
+    sim.committed(r);
+    sim.advance(4_999);
+    let d = sim.drain();
+    assert!(d.untouched(r), "not one millisecond early");
+    assert!(d.requeued().is_empty());
+    assert!(sim.queued_ids("datastore").is_empty());
+    sim.advance(1);
+    let d = sim.drain();
+    let msg = "no ack within 5000 ms; the envelope will be delivered again";
+    assert_eq!(
+        d.lines(r),
+        [HubLine::Error {
+            message: msg.into()
+        }]
+    );
+    assert!(d.closed(r));
+    assert_eq!(d.requeued(), [(r, id.clone(), msg.to_owned(), 1)]);
+    assert_eq!(sim.queued_ids("datastore"), [id]);
+    assert_eq!(sim.next_deadline_ms(), None);
+}
+
+#[test]
+fn an_ack_read_before_its_connection_closed_still_settles() {
+    let mut sim = Sim::durable();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    sim.drain();
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    sim.committed(r);
+    sim.ack(r, &id);
+    sim.closed(r, false); // the reader is gone before the commit
+    let d = sim.drain();
+    assert!(d.requeued().is_empty(), "an ack already read stands");
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(d.untouched(r), "nobody to answer");
+    assert_eq!(
+        d.audit,
+        [AuditEvent::Acked {
+            conn: r,
+            id: id.clone(),
+            to: "datastore".into(),
+            attempts: 0
+        }]
+    );
+    assert_eq!(d.removes().len(), 1);
+    assert!(sim.queued_ids("datastore").is_empty());
+    assert_eq!(sim.status("mneme", &id).state, "acked");
+}
+
+#[test]
+fn an_ack_whose_commit_fails_is_refused_and_the_envelope_requeued() {
+    let mut sim = Sim::durable();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let seq = sim.drain().inserted_seq(&id);
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    sim.committed(r);
+    sim.ack(r, &id);
+    sim.drain();
+    sim.commit_err();
+    let d = sim.drain();
+    let msg = "ack not recorded: the audit log could not be written (disk full); the envelope will be delivered again";
+    assert_eq!(
+        d.lines(r),
+        [HubLine::Error {
+            message: msg.into()
+        }]
+    );
+    assert!(d.closed(r));
+    assert!(!d
+        .audit
+        .iter()
+        .any(|e| matches!(e, AuditEvent::Acked { .. })));
+    assert_eq!(d.requeued(), [(r, id.clone(), msg.to_owned(), 1)]);
+    assert_eq!(
+        d.store,
+        [
+            StoreOp::Attempts { seq, attempts: 1 },
+            StoreOp::State {
+                sender: "mneme".into(),
+                id: id.clone(),
+                state: "queued".into(),
+                detail: None,
+                at_ms: sim.wall.timestamp_millis()
+            },
+        ]
+    );
+    assert_eq!(sim.queued_ids("datastore"), std::slice::from_ref(&id));
+    sim.closed(r, true);
+    let d = sim.drain();
+    // Regression: the connection stayed AckStaged, so its close was logged as acked.
+    assert!(
+        !d.logs.iter().any(|l| l.contains("outcome=acked")),
+        "{:?}",
+        d.logs
+    );
+    assert_eq!(sim.acked("datastore"), id);
+}
+
+#[test]
+fn an_ack_of_a_closed_connection_whose_commit_fails_is_requeued_silently() {
+    let mut sim = Sim::new();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    sim.committed(r);
+    sim.ack(r, &id);
+    sim.closed(r, true);
+    sim.commit_err();
+    let d = sim.drain();
+    assert!(d.untouched(r));
+    assert_eq!(d.requeued().len(), 1);
+    assert_eq!(sim.queued_ids("datastore"), [id]);
+}
+
+#[test]
+fn an_ack_outside_an_ack_mode_delivery_is_refused() {
+    let mut sim = Sim::new();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let verb = sim.login("datastore");
+    sim.line(verb, &ack_text(&id));
+    let first = sim.open();
+    sim.line(first, &ack_text(&id));
+    let status_first = sim.open();
+    sim.line(status_first, &status_text(&id));
+    let d = sim.drain();
+    assert_eq!(d.error(verb), "an ack outside an acknowledged delivery");
+    assert_eq!(d.error(first), "expected hello as the first line, got ack");
+    assert_eq!(
+        d.error(status_first),
+        "expected hello as the first line, got status"
+    );
+    // After a plain delivery an ack is discarded: the envelope is already consumed.
+    let plain = sim.park("datastore");
+    assert_eq!(sim.drain().delivered_id(plain), id);
+    sim.ack(plain, &id);
+    let d = sim.drain();
+    assert!(d.untouched(plain));
+    assert!(d.requeued().is_empty());
+    assert_eq!(sim.queued_ids("datastore"), [] as [String; 0]);
+}
+
+#[test]
+fn an_ack_mode_waiter_parked_before_the_send_gets_ack_mode() {
+    let mut sim = Sim::new();
+    let r = sim.await_ack("datastore");
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let d = sim.drain();
+    assert_eq!(d.delivered_id(r), id);
+    assert!(!d.closed(r), "ack mode survives the claim");
+    sim.committed(r);
+    sim.closed(r, true);
+    assert_eq!(sim.drain().requeued().len(), 1);
+    // A returned envelope routed to a parked ack-mode waiter is delivered in ack mode too.
+    let r2 = sim.await_ack("datastore");
+    let d = sim.drain();
+    assert_eq!(d.delivered_id(r2), id);
+    assert!(!d.closed(r2));
+}
+
+// ----- durable store operations (SPEC §12.1) -----
+
+#[test]
+fn a_plain_delivery_on_a_durable_hub_is_removed_at_its_first_byte() {
+    let mut sim = Sim::durable();
+    let (c, id) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    let seq = d.inserted_seq(&id);
+    assert!(
+        matches!(&d.store[..], [StoreOp::Insert { .. }, StoreOp::Remember { id: i, to, .. }] if *i == id && to == "datastore"),
+        "{:?}",
+        d.store
+    );
+    sim.closed(c, true);
+
+    // Zero bytes: no Remove, the attempt counted.
+    let lost_nothing = sim.park("datastore");
+    sim.drain();
+    sim.closed(lost_nothing, false);
+    let d = sim.drain();
+    assert_eq!(d.removes(), [] as [u64; 0]);
+    assert!(d.store.contains(&StoreOp::Attempts { seq, attempts: 1 }));
+
+    let r = sim.park("datastore");
+    let d = sim.drain();
+    assert_eq!(d.delivered_id(r), id);
+    assert!(d.store.is_empty(), "nothing durable before the first byte");
+    sim.committed(r);
+    let d = sim.drain();
+    assert_eq!(d.removes(), [seq]);
+    assert_eq!(d.states(), [(id, "delivered".to_owned())]);
+}
+
+#[test]
+fn a_memory_hub_emits_no_store_operations() {
+    let mut sim = Sim::new();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.park("datastore");
+    assert_eq!(sim.drain().delivered_id(r), id);
+    sim.io_flush();
+    let d = sim.drain();
+    assert!(d.store.is_empty());
+    assert_eq!(
+        sim.status("mneme", &id).state,
+        "delivered",
+        "status works without a store"
+    );
+}
+
+// ----- idempotent send (SPEC §12.3) -----
+
+#[test]
+fn a_resend_with_the_same_id_and_content_is_accepted_again_and_queued_once() {
+    let mut sim = Sim::durable();
+    sim.sent_id("mneme", "x1", "datastore");
+    sim.drain();
+    // The client restamps ts when it retries; ts is not part of the comparison.
+    let c = sim.login("mneme");
+    sim.line(
+        c,
+        &send_text("x1", "datastore", "task", None, "{}")
+            .replace("2026-07-21T06:40:51Z", "2026-07-21T07:00:00+01:00"),
+    );
+    let d = sim.drain();
+    assert_eq!(
+        d.lines(c),
+        [HubLine::Accepted { id: "x1".into() }],
+        "answered at once: the first copy is durable"
+    );
+    assert!(d.closed(c));
+    assert!(!sim.hub.has_staged());
+    assert_eq!(
+        d.audit,
+        [AuditEvent::Duplicate {
+            conn: c,
+            id: "x1".into()
+        }]
+    );
+    assert!(d.accepted_ids().is_empty());
+    assert!(d.store.is_empty(), "nothing to persist");
+    assert_eq!(sim.queued_ids("datastore"), ["x1"]);
+    assert!(d.logs.iter().any(|l| l.contains("outcome=duplicate")));
+    // Still a duplicate once the first copy was delivered and consumed.
+    let r = sim.park("datastore");
+    sim.drain();
+    sim.io_flush();
+    sim.drain();
+    let c = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
+    let d = sim.drain();
+    assert_eq!(d.lines(c), [HubLine::Accepted { id: "x1".into() }]);
+    assert!(d.deliveries.is_empty() && sim.queued_ids("datastore").is_empty());
+    assert!(d.untouched(r));
+}
+
+#[test]
+fn the_same_id_with_other_content_is_refused() {
+    let mut sim = Sim::new();
+    let c = sim.send_id("mneme", "x1", "datastore", "task", Some("c0"), r#"{"a":1}"#);
+    sim.commit_ok();
+    sim.drain();
+    sim.closed(c, true);
+    let want = "id \"x1\" was already accepted from you with another destination, kind, correlationId or body; use a new id";
+    let variants: [(&str, &str, Option<&str>, &str); 6] = [
+        ("scribe", "task", Some("c0"), r#"{"a":1}"#),
+        ("datastore", "result", Some("c0"), r#"{"a":1}"#),
+        ("datastore", "task", Some("c1"), r#"{"a":1}"#),
+        ("datastore", "task", None, r#"{"a":1}"#),
+        ("datastore", "task", Some("c0"), r#"{"a":2}"#),
+        // The body is compared as text: the same JSON value spelt differently is another body.
+        ("datastore", "task", Some("c0"), r#"{"a":1.0}"#),
+    ];
+    for (to, kind, corr, body) in variants {
+        let c = sim.send_id("mneme", "x1", to, kind, corr, body);
+        let d = sim.drain();
+        assert_eq!(
+            d.error(c),
+            want,
+            "to={to} kind={kind} corr={corr:?} body={body}"
+        );
+        assert!(d.closed(c));
+        assert!(!sim.hub.has_staged());
+    }
+    assert_eq!(sim.queued_ids("datastore"), ["x1"]);
+    assert!(sim.queued_ids("scribe").is_empty());
+}
+
+#[test]
+fn ids_are_remembered_per_sender() {
+    let mut sim = Sim::new();
+    sim.sent_id("mneme", "x1", "datastore");
+    sim.sent_id("scribe", "x1", "datastore");
+    let d = sim.drain();
+    assert_eq!(d.accepted_ids(), ["x1", "x1"]);
+    let queued: Vec<(String, String)> = sim
+        .hub
+        .router()
+        .queued("datastore")
+        .map(|q| (q.from.clone(), q.id.clone()))
+        .collect();
+    assert_eq!(
+        queued,
+        [
+            ("mneme".to_owned(), "x1".to_owned()),
+            ("scribe".to_owned(), "x1".to_owned())
+        ]
+    );
+    assert_eq!(sim.status("mneme", "x1").from.as_deref(), Some("mneme"));
+    assert_eq!(sim.status("scribe", "x1").from.as_deref(), Some("scribe"));
+}
+
+#[test]
+fn a_resend_while_the_first_copy_is_staged_is_refused() {
+    let mut sim = Sim::new();
+    let first = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
+    let second = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
+    let other_sender = sim.send_id("scribe", "x1", "datastore", "task", None, "{}");
+    let d = sim.drain();
+    assert_eq!(
+        d.error(second),
+        "a send with id \"x1\" is being accepted on another connection; retry"
+    );
+    assert!(d.closed(second));
+    assert!(
+        d.untouched(other_sender),
+        "another sender's x1 is another envelope"
+    );
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(d.lines(first), [HubLine::Accepted { id: "x1".into() }]);
+    assert_eq!(
+        d.lines(other_sender),
+        [HubLine::Accepted { id: "x1".into() }]
+    );
+    assert_eq!(sim.queued_ids("datastore"), ["x1", "x1"]);
+    // Once the first is accepted, the retry the error asked for is a duplicate.
+    let retry = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
+    assert_eq!(
+        sim.drain().lines(retry),
+        [HubLine::Accepted { id: "x1".into() }]
+    );
+    assert_eq!(sim.queued_ids("datastore").len(), 2);
+}
+
+#[test]
+fn a_send_that_was_not_accepted_does_not_poison_its_id() {
+    let mut sim = Sim::new();
+    // Cancelled: the sender went away before the commit.
+    let c = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
+    sim.closed(c, false);
+    // Refused: the commit failed.
+    let c2 = sim.send_id("mneme", "x2", "datastore", "task", None, "{}");
+    sim.commit_err();
+    assert!(sim.drain().error(c2).starts_with("envelope not accepted"));
+    // Refused: cancelled by a second line.
+    let c3 = sim.send_id("mneme", "x3", "datastore", "task", None, "{}");
+    sim.line(c3, "{}");
+    sim.drain();
+    for id in ["x1", "x2", "x3"] {
+        let c = sim.send_id("mneme", id, "datastore", "task", None, r#"{"retry":true}"#);
+        assert!(
+            sim.hub.has_staged(),
+            "{id}: a new envelope, staged like any other"
+        );
+        sim.commit_ok();
+        let d = sim.drain();
+        assert_eq!(d.lines(c), [HubLine::Accepted { id: id.into() }]);
+        assert_eq!(d.accepted_ids(), [id]);
+    }
+    assert_eq!(sim.queued_ids("datastore"), ["x1", "x2", "x3"]);
+}
+
+// ----- status (SPEC §12.4) -----
+
+#[test]
+fn status_tells_sender_and_recipient_where_an_envelope_is() {
+    let mut sim = Sim::new();
+    let e1 = sim.sent("mneme", "datastore", "task", None);
+    let other = sim.sent("scribe", "datastore", "task", None);
+    sim.advance(1_500);
+    let e2 = sim.sent("mneme", "datastore", "result", None);
+    sim.drain();
+    let queued = EnvelopeStatus {
+        id: e2.clone(),
+        state: "queued".into(),
+        from: Some("mneme".into()),
+        to: Some("datastore".into()),
+        position: Some(3),
+        at: at(1_500),
+        attempts: None,
+    };
+    assert_eq!(sim.status("mneme", &e2), queued, "the sender");
+    assert_eq!(sim.status("datastore", &e2), queued, "the recipient");
+    let unknown = EnvelopeStatus {
+        id: e2.clone(),
+        state: "unknown".into(),
+        ..EnvelopeStatus::default()
+    };
+    assert_eq!(
+        sim.status("scribe", &e2),
+        unknown,
+        "neither: as if it did not exist"
+    );
+    assert_eq!(sim.status("mneme", "no-such-id").state, "unknown");
+    assert_eq!(sim.status("scribe", &other).position, Some(2));
+
+    // A filtered await takes e2 from the back: the others keep their positions.
+    sim.advance(500);
+    let r = sim.await_("datastore", None, Some("result"), None);
+    sim.drain();
+    sim.io_flush();
+    sim.drain();
+    let delivered = sim.status("mneme", &e2);
+    assert_eq!(
+        (delivered.state.as_str(), delivered.position, delivered.at),
+        ("delivered", None, at(2_000))
+    );
+    assert_eq!(delivered.to.as_deref(), Some("datastore"));
+    assert_eq!(sim.status("mneme", &e1).position, Some(1));
+    assert_eq!(sim.status("scribe", &other).position, Some(2));
+    let r2 = sim.park("datastore");
+    sim.drain();
+    sim.io_flush();
+    assert_eq!(
+        sim.status("scribe", &other).position,
+        Some(1),
+        "position follows the queue"
+    );
+    assert!(r != r2);
+}
+
+#[test]
+fn status_follows_an_ack_mode_delivery_and_a_bounce() {
+    let mut sim = Sim::new();
+    let acked = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.await_ack("datastore");
+    sim.drain();
+    assert_eq!(
+        sim.status("mneme", &acked).position,
+        None,
+        "in flight: taken from the queue"
+    );
+    sim.committed(r);
+    assert_eq!(sim.status("datastore", &acked).state, "delivered");
+    sim.ack(r, &acked);
+    assert_eq!(
+        sim.status("datastore", &acked).state,
+        "delivered",
+        "until the ack is committed"
+    );
+    sim.commit_ok();
+    sim.drain();
+    assert_eq!(sim.status("datastore", &acked).state, "acked");
+    assert_eq!(sim.status("mneme", &acked).state, "acked");
+
+    let lost = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.park("datastore");
+    sim.drain();
+    sim.committed(r);
+    sim.closed(r, false);
+    sim.commit_ok(); // the bounce
+    let d = sim.drain();
+    let st = sim.status("mneme", &lost);
+    assert_eq!(
+        (st.state.as_str(), st.to.as_deref()),
+        ("bounced", Some("datastore"))
+    );
+    assert_eq!(sim.status("datastore", &lost).state, "bounced");
+    // The bounce itself is an envelope from the hub to mneme, and mneme may ask about it.
+    let bounce_id = d.accepted_ids().pop().expect("the bounce was accepted");
+    let st = sim.status("mneme", &bounce_id);
+    assert_eq!(
+        (st.state.as_str(), st.from.as_deref(), st.position),
+        ("queued", Some("hub"), Some(1))
+    );
+    assert_eq!(sim.status("datastore", &bounce_id).state, "unknown");
+}
+
+// ----- restart (SPEC §12.1) -----
+
+fn stored(seq: u64, agent: &str, id: &str, sender: &str, attempts: u32) -> StoredEnvelope {
+    let env = Envelope::new(
+        id.into(),
+        sender.into(),
+        agent.into(),
+        "2026-07-21T06:40:51Z".into(),
+        "task".into(),
+        None,
+        "{}".into(),
+    )
+    .expect("valid body");
+    StoredEnvelope {
+        seq,
+        agent: agent.into(),
+        id: id.into(),
+        sender: sender.into(),
+        kind: "task".into(),
+        correlation_id: None,
+        text: env.to_json(),
+        attempts,
+    }
+}
+
+fn remembered(sender: &str, id: &str, to: &str, state: &str, ms: i64) -> StoredId {
+    StoredId {
+        sender: sender.into(),
+        id: id.into(),
+        to: to.into(),
+        digest: ledger::digest(to, "task", None, "{}"),
+        accepted_ms: ms,
+        state: state.into(),
+        detail: None,
+        state_ms: ms,
+    }
+}
+
+#[test]
+fn restore_brings_back_queues_in_acceptance_order_and_the_ledger() {
+    let mut sim = Sim::durable();
+    let t0 = sim.wall.timestamp_millis() - 60_000;
+    let loaded = Loaded {
+        envelopes: vec![
+            stored(3, "datastore", "a", "mneme", 0),
+            stored(5, "scribe", "s", "mneme", 0),
+            // Delivered in ack mode before the restart and never acked: still in the store.
+            stored(7, "datastore", "b", "scribe", 2),
+            stored(9, "datastore", "c", "mneme", 0),
+        ],
+        ids: vec![
+            remembered("mneme", "a", "datastore", "queued", t0),
+            remembered("mneme", "s", "scribe", "queued", t0),
+            remembered("scribe", "b", "datastore", "delivered", t0),
+            remembered("mneme", "c", "datastore", "queued", t0),
+            remembered("mneme", "done", "datastore", "acked", t0),
+            remembered("mneme", "odd", "datastore", "no-such-state", t0),
+        ],
+    };
+    let now = sim.now();
+    sim.hub.restore(loaded, now);
+    assert_eq!(sim.queued_ids("datastore"), ["a", "b", "c"]);
+    assert_eq!(sim.queued_ids("scribe"), ["s"]);
+    assert!(sim.drain().store.is_empty(), "restoring writes nothing");
+
+    // Status after the restart: the unacked one is queued again, attempts kept.
+    let st = sim.status("datastore", "b");
+    assert_eq!(
+        (
+            st.state.as_str(),
+            st.from.as_deref(),
+            st.position,
+            st.attempts
+        ),
+        ("queued", Some("scribe"), Some(2), Some(2))
+    );
+    assert_eq!(sim.status("mneme", "done").state, "acked");
+    assert_eq!(
+        sim.status("mneme", "odd").state,
+        "unknown",
+        "a record in an unknown state is skipped"
+    );
+
+    // Resends of remembered ids are duplicates, settled or queued.
+    for id in ["a", "done"] {
+        let c = sim.send_id("mneme", id, "datastore", "task", None, "{}");
+        let d = sim.drain();
+        assert_eq!(d.lines(c), [HubLine::Accepted { id: id.into() }]);
+        assert_eq!(
+            d.audit,
+            [AuditEvent::Duplicate {
+                conn: c,
+                id: id.into()
+            }]
+        );
+    }
+    let c = sim.send_id("mneme", "a", "datastore", "task", None, r#"{"other":1}"#);
+    assert!(sim
+        .drain()
+        .error(c)
+        .starts_with("id \"a\" was already accepted from you"));
+
+    // New envelopes continue after the highest restored seq, behind the restored ones.
+    let (_, fresh) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_ok();
+    assert_eq!(sim.drain().inserted_seq(&fresh), 10);
+    assert_eq!(sim.queued_ids("datastore"), ["a", "b", "c", fresh.as_str()]);
+    let r = sim.park("datastore");
+    assert_eq!(sim.drain().delivered_id(r), "a");
+    sim.committed(r);
+    assert_eq!(sim.drain().removes(), [3]);
+}
+
+#[test]
+fn a_restored_queue_is_delivered_in_order_to_a_waiter_that_parks_after_the_restart() {
+    let mut sim = Sim::new();
+    let now = sim.now();
+    sim.hub.restore(
+        Loaded {
+            envelopes: vec![
+                stored(1, "datastore", "a", "mneme", 0),
+                stored(2, "datastore", "b", "mneme", 0),
+            ],
+            ids: vec![],
+        },
+        now,
+    );
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let r = sim.park("datastore");
+        got.push(sim.drain().delivered_id(r));
+        sim.io_flush();
+    }
+    assert_eq!(got, ["a", "b"]);
+    assert_eq!(
+        sim.status("mneme", "a").state,
+        "unknown",
+        "no remembered id: nothing to report"
+    );
+}
+
+// ----- ledger purge (SPEC §12.3) -----
+
+#[test]
+fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
+    let mut sim = Sim::durable_with_limits(|l| l.idempotency_window_secs = 60);
+    let now = sim.now();
+    sim.hub.start_purging(now);
+    assert_eq!(
+        sim.next_deadline_ms(),
+        Some(10_000),
+        "the purge is a deadline like any other"
+    );
+    let settled = sim.sent("mneme", "datastore", "task", None);
+    let queued_for_long = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.park("datastore");
+    assert_eq!(sim.drain().delivered_id(r), settled);
+    sim.io_flush();
+    sim.drain();
+
+    // Within the window: nothing is forgotten.
+    for _ in 0..6 {
+        sim.advance(10_000);
+    }
+    assert!(sim.drain().store.is_empty());
+    assert_eq!(sim.status("mneme", &settled).state, "delivered");
+    // Past it: the settled id goes, in memory and on disk; the queued one stays.
+    sim.advance(10_000);
+    let d = sim.drain();
+    assert_eq!(
+        d.store,
+        [StoreOp::Forget {
+            sender: "mneme".into(),
+            id: settled.clone()
+        }]
+    );
+    assert_eq!(sim.status("mneme", &settled).state, "unknown");
+    let st = sim.status("mneme", &queued_for_long);
+    assert_eq!((st.state.as_str(), st.position), ("queued", Some(1)));
+    let dup = sim.send_id("mneme", &queued_for_long, "datastore", "task", None, "{}");
+    assert_eq!(
+        sim.drain().audit,
+        [AuditEvent::Duplicate {
+            conn: dup,
+            id: queued_for_long.clone()
+        }]
+    );
+    // A forgotten id is new again: a resend now is a second copy (the window's trade-off).
+    let again = sim.send_id("mneme", &settled, "datastore", "task", None, "{}");
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(
+        d.lines(again),
+        [HubLine::Accepted {
+            id: settled.clone()
+        }]
+    );
+    assert_eq!(d.accepted_ids(), [settled.clone()]);
+
+    // The window runs from settlement: the envelope queued 70 s is kept a window after it.
+    let r = sim.park("datastore");
+    assert_eq!(sim.drain().delivered_id(r), queued_for_long);
+    sim.io_flush();
+    sim.advance(10_000);
+    assert!(sim.drain().store.is_empty(), "settled 10 s ago");
+    assert_eq!(sim.status("mneme", &queued_for_long).state, "delivered");
+    for _ in 0..5 {
+        sim.advance(10_000);
+    }
+    let d = sim.drain();
+    assert_eq!(
+        d.store,
+        [StoreOp::Forget {
+            sender: "mneme".into(),
+            id: queued_for_long.clone()
+        }]
+    );
+}
+
+#[test]
+fn past_max_ids_the_earliest_settled_ids_go_first() {
+    let mut sim = Sim::with_limits(|l| l.idempotency_max_ids = 2);
+    let now = sim.now();
+    sim.hub.start_purging(now);
+    let ids: Vec<String> = (0..4)
+        .map(|_| sim.sent("mneme", "datastore", "task", None))
+        .collect();
+    for _ in 0..3 {
+        sim.advance(1);
+        let r = sim.park("datastore");
+        sim.drain();
+        sim.io_flush();
+        assert!(r > 0);
+    }
+    sim.advance(10_000);
+    let known: Vec<String> = ids.iter().map(|id| sim.status("mneme", id).state).collect();
+    // Four remembered, two allowed: the two delivered first go; the queued one never does.
+    assert_eq!(known, ["unknown", "unknown", "delivered", "queued"]);
 }

@@ -78,13 +78,17 @@ impl Conn {
     }
 
     pub fn queue_delivery(&mut self, line: &[u8]) {
-        self.delivery = Some(DeliveryMark { start: self.out.len(), committed: false });
+        self.delivery = Some(DeliveryMark {
+            start: self.out.len(),
+            committed: false,
+        });
         self.out.extend_from_slice(line);
     }
 
     /// True when a delivery is buffered and not one byte of it is written yet.
     pub fn delivery_unstarted(&self) -> bool {
-        self.delivery.is_some_and(|d| !d.committed && self.out_pos <= d.start)
+        self.delivery
+            .is_some_and(|d| !d.committed && self.out_pos <= d.start)
     }
 
     /// Whether the peer is gone, without consuming input: EOF or an error on a peek.
@@ -96,7 +100,12 @@ impl Conn {
         match self.stream.peek(&mut probe) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => false,
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                false
+            }
             Err(_) => true,
         }
     }

@@ -103,12 +103,17 @@ impl Server {
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = listener;
-        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
         let mut signals = signals;
         if let Some(s) = &mut signals {
-            poll.registry().register(&mut s.receiver, SIGNALS, Interest::READABLE)?;
+            poll.registry()
+                .register(&mut s.receiver, SIGNALS, Interest::READABLE)?;
         }
-        let now = Now { mono: Instant::now(), wall: chrono::Utc::now() };
+        let now = Now {
+            mono: Instant::now(),
+            wall: chrono::Utc::now(),
+        };
         let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
         hub.restore(loaded, now);
         hub.start_purging(now);
@@ -145,7 +150,9 @@ impl Server {
         let mut events = Events::with_capacity(1024);
         loop {
             let now = self.now();
-            if self.shutting_down && (self.conns.is_empty() || self.shutdown_deadline.is_some_and(|d| now.mono >= d)) {
+            if self.shutting_down
+                && (self.conns.is_empty() || self.shutdown_deadline.is_some_and(|d| now.mono >= d))
+            {
                 break;
             }
             let timeout = self.next_timeout(now.mono);
@@ -169,7 +176,8 @@ impl Server {
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             self.read(id, now);
                         }
-                        if event.is_writable() && self.conns.get(&id).is_some_and(Conn::has_output) {
+                        if event.is_writable() && self.conns.get(&id).is_some_and(Conn::has_output)
+                        {
                             self.dirty.insert(id);
                         }
                     }
@@ -194,7 +202,10 @@ impl Server {
     }
 
     fn now(&self) -> Now {
-        Now { mono: Instant::now(), wall: chrono::Utc::now() }
+        Now {
+            mono: Instant::now(),
+            wall: chrono::Utc::now(),
+        }
     }
 
     fn next_timeout(&self, now: Instant) -> Option<Duration> {
@@ -223,7 +234,9 @@ impl Server {
             return;
         }
         loop {
-            let Some(listener) = &self.listener else { return };
+            let Some(listener) = &self.listener else {
+                return;
+            };
             match listener.accept() {
                 Ok((stream, _addr)) => self.admit(stream, now),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -247,7 +260,10 @@ impl Server {
             let msg = if self.shutting_down {
                 "hub is shutting down".to_owned()
             } else {
-                format!("hub is at its connection limit ({}); try again later", self.limits.max_connections)
+                format!(
+                    "hub is at its connection limit ({}); try again later",
+                    self.limits.max_connections
+                )
             };
             let line = crate::wire::HubLine::Error { message: msg }.encode();
             let _ = stream.write(line.as_bytes());
@@ -258,8 +274,13 @@ impl Server {
         let _ = stream.set_nodelay(true);
         let id = self.next_conn;
         self.next_conn += 1;
-        if let Err(e) = self.poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE) {
-            self.records.log("ERROR", &format!("cannot register connection: {e}"));
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut stream, Token(id as usize), Interest::READABLE)
+        {
+            self.records
+                .log("ERROR", &format!("cannot register connection: {e}"));
             return;
         }
         self.conns.insert(id, Conn::new(stream));
@@ -273,13 +294,20 @@ impl Server {
         self.refusals.no_fds += 1;
         self.reserve_fd = None;
         let accepted_one = match &self.listener {
-            Some(listener) => listener.accept().map(|(s, _)| s.shutdown(Shutdown::Both)).is_ok(),
+            Some(listener) => listener
+                .accept()
+                .map(|(s, _)| s.shutdown(Shutdown::Both))
+                .is_ok(),
             None => false,
         };
         self.reserve_fd = File::open("/dev/null").ok();
         // Come back next iteration rather than loop here; if even the reserve did not help,
         // wait a moment so a full descriptor table cannot spin the CPU.
-        let pause = if accepted_one && self.reserve_fd.is_some() { Duration::ZERO } else { ACCEPT_PAUSE };
+        let pause = if accepted_one && self.reserve_fd.is_some() {
+            Duration::ZERO
+        } else {
+            ACCEPT_PAUSE
+        };
         self.accept_paused_until = Some(now.mono + pause);
     }
 
@@ -288,7 +316,10 @@ impl Server {
         if r.at_limit == 0 && r.no_fds == 0 {
             return;
         }
-        if !force && r.last_logged.is_some_and(|t| now.mono.duration_since(t) < REFUSAL_LOG_INTERVAL) {
+        if !force
+            && r.last_logged
+                .is_some_and(|t| now.mono.duration_since(t) < REFUSAL_LOG_INTERVAL)
+        {
             return;
         }
         let line = format!(
@@ -307,7 +338,9 @@ impl Server {
         let max_line = self.limits.max_line_bytes;
         let mut budget = READ_BUDGET_BYTES;
         loop {
-            let Some(conn) = self.conns.get_mut(&id) else { return };
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return;
+            };
             if conn.read_eof {
                 return;
             }
@@ -423,7 +456,8 @@ impl Server {
         let mut ops = std::mem::take(&mut self.pending_ops);
         let pending = ops.len();
         if self.store.is_durable() {
-            self.hub.staged_store_ops(now.wall.timestamp_millis(), &mut ops);
+            self.hub
+                .staged_store_ops(now.wall.timestamp_millis(), &mut ops);
         }
         let mut result = match self.store.stage(&ops) {
             Ok(()) => Ok(()),
@@ -449,7 +483,13 @@ impl Server {
             self.pending_ops = ops;
             if !self.store_failing {
                 self.store_failing = true;
-                self.records.log("ERROR", &format!("commit failed: {}; sends are refused until it succeeds", result.as_ref().unwrap_err()));
+                self.records.log(
+                    "ERROR",
+                    &format!(
+                        "commit failed: {}; sends are refused until it succeeds",
+                        result.as_ref().unwrap_err()
+                    ),
+                );
             }
         } else if self.store_failing {
             self.store_failing = false;
@@ -460,7 +500,9 @@ impl Server {
     }
 
     fn flush_conn(&mut self, id: ConnId, now: Now) {
-        let Some(conn) = self.conns.get_mut(&id) else { return };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
         if conn.delivery_unstarted() && conn.peer_gone() {
             // Never write a delivery into a socket whose reader is gone (SPEC §5.4).
             self.close(id, false, "reader gone before delivery", now);
@@ -473,7 +515,11 @@ impl Server {
                 let conn = self.conns.get_mut(&id).expect("flushed conn exists");
                 if conn.writable_interest {
                     conn.writable_interest = false;
-                    let _ = self.poll.registry().reregister(&mut conn.stream, Token(id as usize), Interest::READABLE);
+                    let _ = self.poll.registry().reregister(
+                        &mut conn.stream,
+                        Token(id as usize),
+                        Interest::READABLE,
+                    );
                 }
                 if conn.closing {
                     self.finish_close(id, now);
@@ -483,7 +529,11 @@ impl Server {
                 if !conn.writable_interest {
                     conn.writable_interest = true;
                     let interest = Interest::READABLE | Interest::WRITABLE;
-                    let _ = self.poll.registry().reregister(&mut conn.stream, Token(id as usize), interest);
+                    let _ = self.poll.registry().reregister(
+                        &mut conn.stream,
+                        Token(id as usize),
+                        interest,
+                    );
                 }
                 if conn.deadline.is_none() {
                     let at = now.mono + self.limits.write_timeout();
@@ -497,7 +547,9 @@ impl Server {
     /// Output is flushed and the core is done: close now, or linger for the peer's EOF after
     /// an error line so unread input does not turn our close into a reset.
     fn finish_close(&mut self, id: ConnId, now: Now) {
-        let Some(conn) = self.conns.get_mut(&id) else { return };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
         if conn.linger && !conn.read_eof {
             if !conn.shut_down {
                 conn.shut_down = true;
@@ -516,19 +568,26 @@ impl Server {
                 break;
             }
             self.deadlines.remove(&(at, id));
-            let Some(conn) = self.conns.get_mut(&id) else { continue };
+            let Some(conn) = self.conns.get_mut(&id) else {
+                continue;
+            };
             conn.deadline = None;
             if conn.shut_down {
                 self.close(id, true, "closed after linger", now);
             } else {
-                let msg = format!("write deadline of {} ms passed", self.limits.write_timeout_ms);
+                let msg = format!(
+                    "write deadline of {} ms passed",
+                    self.limits.write_timeout_ms
+                );
                 self.close(id, false, &msg, now);
             }
         }
     }
 
     fn set_io_deadline(&mut self, id: ConnId, at: Option<Instant>) {
-        let Some(conn) = self.conns.get_mut(&id) else { return };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
         if let Some(old) = conn.deadline.take() {
             self.deadlines.remove(&(old, id));
         }
@@ -543,7 +602,9 @@ impl Server {
     fn close(&mut self, id: ConnId, flushed: bool, reason: &str, now: Now) {
         self.set_io_deadline(id, None);
         #[allow(unused_mut)]
-        let Some(mut conn) = self.conns.remove(&id) else { return };
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
         // On Linux closing the descriptor removes it from epoll; skip the extra epoll_ctl.
         #[cfg(not(target_os = "linux"))]
         let _ = self.poll.registry().deregister(&mut conn.stream);
@@ -560,7 +621,10 @@ impl Server {
             return;
         }
         self.shutting_down = true;
-        self.records.log("INFO", "shutdown requested; no new connections; closing parked awaits");
+        self.records.log(
+            "INFO",
+            "shutdown requested; no new connections; closing parked awaits",
+        );
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
@@ -571,5 +635,8 @@ impl Server {
 }
 
 fn is_fd_exhaustion(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM)
+    )
 }

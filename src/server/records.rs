@@ -40,7 +40,11 @@ impl Sink for File {
 /// Opens a record file for appending, creating it with mode 600 and tightening an existing
 /// regular file to 600. Special files (a character device in fault tests) are left alone.
 pub fn open_record_file(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
     let meta = file.metadata()?;
     if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
@@ -102,7 +106,10 @@ impl Records {
     /// Writes the pending records and then `gated` in one append. On failure the file is cut
     /// back, the gated records are discarded (the caller refuses what they carried) and the
     /// pending ones are kept for the next flush.
-    pub fn flush_audit<I: IntoIterator<Item = AuditEvent>>(&mut self, gated: I) -> Result<(), String> {
+    pub fn flush_audit<I: IntoIterator<Item = AuditEvent>>(
+        &mut self,
+        gated: I,
+    ) -> Result<(), String> {
         let ts = Self::now_ts();
         let keep = self.pending.len();
         for ev in gated {
@@ -134,7 +141,12 @@ impl Records {
                 self.bound_pending();
                 if !self.audit_failing {
                     self.audit_failing = true;
-                    self.log("ERROR", &format!("audit log write failed: {e}; sends are refused until it recovers"));
+                    self.log(
+                        "ERROR",
+                        &format!(
+                            "audit log write failed: {e}; sends are refused until it recovers"
+                        ),
+                    );
                 }
                 Err(e.to_string())
             }
@@ -146,11 +158,19 @@ impl Records {
             return;
         }
         let excess = self.pending.len() - MAX_PENDING_AUDIT_BYTES;
-        let cut = self.pending[excess..].find('\n').map_or(self.pending.len(), |i| excess + i + 1);
+        let cut = self.pending[excess..]
+            .find('\n')
+            .map_or(self.pending.len(), |i| excess + i + 1);
         let dropped = self.pending[..cut].matches('\n').count() as u64;
         self.pending.drain(..cut);
         self.dropped_audit += dropped;
-        self.log("ERROR", &format!("audit log unwritable: dropped {} unwritten records so far", self.dropped_audit));
+        self.log(
+            "ERROR",
+            &format!(
+                "audit log unwritable: dropped {} unwritten records so far",
+                self.dropped_audit
+            ),
+        );
     }
 
     /// Writes buffered service-log lines. A failing service log cannot be reported in itself;
@@ -186,7 +206,9 @@ mod tests {
     impl Sink for MemSink {
         fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
             if *self.full.borrow() {
-                self.data.borrow_mut().extend_from_slice(&bytes[..bytes.len() / 2]);
+                self.data
+                    .borrow_mut()
+                    .extend_from_slice(&bytes[..bytes.len() / 2]);
                 return Err(io::Error::from_raw_os_error(28)); // ENOSPC
             }
             self.data.borrow_mut().extend_from_slice(bytes);
@@ -211,7 +233,10 @@ mod tests {
 
         *audit.full.borrow_mut() = true;
         r.audit(&AuditEvent::Connected { conn: 2 });
-        let gated = AuditEvent::Accepted { conn: Some(2), envelope: "{\"id\":\"x\"}".into() };
+        let gated = AuditEvent::Accepted {
+            conn: Some(2),
+            envelope: "{\"id\":\"x\"}".into(),
+        };
         assert!(r.flush_audit([gated]).is_err());
         assert_eq!(audit.data.borrow().len(), good, "partial batch removed");
 
@@ -220,6 +245,9 @@ mod tests {
         let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
         assert_eq!(text.lines().count(), 2);
         assert!(text.contains("\"conn\":2"));
-        assert!(!text.contains("accepted"), "the refused send's record was not kept");
+        assert!(
+            !text.contains("accepted"),
+            "the refused send's record was not kept"
+        );
     }
 }

@@ -7,9 +7,9 @@ use super::records::{open_record_file, Records};
 use super::signal::Signals;
 use super::Server;
 use crate::config::{Config, StoreConfig};
+use crate::roster::Roster;
 use crate::store::sqlite::Sqlite;
 use crate::store::{Loaded, Memory, Store};
-use crate::roster::Roster;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
@@ -31,7 +31,10 @@ impl fmt::Display for StartupError {
 impl std::error::Error for StartupError {}
 
 fn fail<E: fmt::Display>(stage: &'static str) -> impl FnOnce(E) -> StartupError {
-    move |e| StartupError { stage, cause: e.to_string() }
+    move |e| StartupError {
+        stage,
+        cause: e.to_string(),
+    }
 }
 
 /// A started server and the address it listens on.
@@ -42,7 +45,8 @@ pub struct Started {
 
 /// Refuses a credential file that group or others may read or write.
 pub fn check_private(path: &Path, what: &str) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(format!(
@@ -59,17 +63,41 @@ pub fn check_private(path: &Path, what: &str) -> Result<(), String> {
 pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, StartupError> {
     let config = Config::load(config_path).map_err(fail("config"))?;
     let service = open_record_file(&config.service_log_path)
-        .map_err(|e| format!("cannot open service log {}: {e}", config.service_log_path.display()))
+        .map_err(|e| {
+            format!(
+                "cannot open service log {}: {e}",
+                config.service_log_path.display()
+            )
+        })
         .map_err(fail("service log"))?;
-    let audit_result = open_record_file(&config.audit_log_path)
-        .map_err(|e| format!("cannot open audit log {}: {e}", config.audit_log_path.display()));
+    let audit_result = open_record_file(&config.audit_log_path).map_err(|e| {
+        format!(
+            "cannot open audit log {}: {e}",
+            config.audit_log_path.display()
+        )
+    });
     // The service log is open from here on; later failures are written to it as well.
     let mut records = Records::new(Box::new(audit_placeholder()), Box::new(service));
-    records.log("INFO", &format!("agent-hub-server {} starting; config {}", crate::VERSION, config_path.display()));
+    records.log(
+        "INFO",
+        &format!(
+            "agent-hub-server {} starting; config {}",
+            crate::VERSION,
+            config_path.display()
+        ),
+    );
     match start_rest(&config, audit_result, &mut records, install_signals) {
         Ok((listener, addr, signals, roster, store, loaded)) => {
-            let server = Server::new(listener, signals, roster, config.limits.clone(), records, store, loaded)
-                .map_err(fail("event loop"))?;
+            let server = Server::new(
+                listener,
+                signals,
+                roster,
+                config.limits.clone(),
+                records,
+                store,
+                loaded,
+            )
+            .map_err(fail("event loop"))?;
             Ok(Started { server, addr })
         }
         Err(e) => {
@@ -85,16 +113,32 @@ fn start_rest(
     audit: Result<std::fs::File, String>,
     records: &mut Records,
     install_signals: bool,
-) -> Result<(mio::net::TcpListener, SocketAddr, Option<Signals>, Roster, Box<dyn Store>, Loaded), StartupError> {
+) -> Result<
+    (
+        mio::net::TcpListener,
+        SocketAddr,
+        Option<Signals>,
+        Roster,
+        Box<dyn Store>,
+        Loaded,
+    ),
+    StartupError,
+> {
     check_private(&config.roster_path, "roster").map_err(fail("roster"))?;
     let text = std::fs::read_to_string(&config.roster_path)
         .map_err(|e| format!("cannot read roster {}: {e}", config.roster_path.display()))
         .map_err(fail("roster"))?;
     let roster = Roster::parse(&text).map_err(fail("roster"))?;
-    records.log("INFO", &format!("roster loaded: {} agents", roster.names().len()));
+    records.log(
+        "INFO",
+        &format!("roster loaded: {} agents", roster.names().len()),
+    );
     let audit = audit.map_err(fail("audit log"))?;
     let (mut store, what): (Box<dyn Store>, String) = match &config.store {
-        StoreConfig::Memory => (Box::new(Memory), "in memory (queues do not survive a restart)".into()),
+        StoreConfig::Memory => (
+            Box::new(Memory),
+            "in memory (queues do not survive a restart)".into(),
+        ),
         StoreConfig::Sqlite { path, max_bytes } => (
             Box::new(Sqlite::open(path, *max_bytes).map_err(fail("store"))?),
             format!("SQLite at {} (cap {max_bytes} bytes)", path.display()),
@@ -103,13 +147,23 @@ fn start_rest(
     let loaded = store.load().map_err(fail("store"))?;
     records.log(
         "INFO",
-        &format!("queue store {what}: {} envelopes and {} remembered ids restored", loaded.envelopes.len(), loaded.ids.len()),
+        &format!(
+            "queue store {what}: {} envelopes and {} remembered ids restored",
+            loaded.envelopes.len(),
+            loaded.ids.len()
+        ),
     );
     raise_fd_limit(records);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
-    let listener = mio::net::TcpListener::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}")).map_err(fail("listen"))?;
+    let listener = mio::net::TcpListener::bind(addr)
+        .map_err(|e| format!("cannot bind {addr}: {e}"))
+        .map_err(fail("listen"))?;
     let addr = listener.local_addr().map_err(fail("listen"))?;
-    let signals = if install_signals { Some(Signals::install().map_err(fail("signals"))?) } else { None };
+    let signals = if install_signals {
+        Some(Signals::install().map_err(fail("signals"))?)
+    } else {
+        None
+    };
     records.set_audit(Box::new(audit));
     records.log("INFO", &format!("limits: {:?}", config.limits));
     records.log("INFO", &format!("listener bound {addr}; hub ready"));
@@ -144,7 +198,13 @@ fn raise_fd_limit(records: &mut Records) {
             let old = lim.rlim_cur;
             lim.rlim_cur = lim.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                records.log("INFO", &format!("file descriptor limit raised from {old} to {}", lim.rlim_max));
+                records.log(
+                    "INFO",
+                    &format!(
+                        "file descriptor limit raised from {old} to {}",
+                        lim.rlim_max
+                    ),
+                );
             }
         }
     }

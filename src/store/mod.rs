@@ -14,16 +14,36 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreOp {
     /// An accepted envelope joins its queue. `seq` is its acceptance order.
-    Insert { seq: u64, agent: String, id: String, sender: String, kind: String, correlation_id: Option<String>, text: Arc<str> },
+    Insert {
+        seq: u64,
+        agent: String,
+        id: String,
+        sender: String,
+        kind: String,
+        correlation_id: Option<String>,
+        text: Arc<str>,
+    },
     /// A delivery was committed (first byte, or ack in ack mode): the envelope leaves for good.
     Remove { seq: u64 },
     /// How many deliveries of this envelope were attempted and returned.
     Attempts { seq: u64, attempts: u32 },
     /// Remember an accepted id (idempotent send, status). `digest` covers to, kind,
     /// correlationId and body.
-    Remember { sender: String, id: String, to: String, digest: [u8; 32], accepted_ms: i64 },
+    Remember {
+        sender: String,
+        id: String,
+        to: String,
+        digest: [u8; 32],
+        accepted_ms: i64,
+    },
     /// A remembered envelope's status changed.
-    State { sender: String, id: String, state: String, detail: Option<String>, at_ms: i64 },
+    State {
+        sender: String,
+        id: String,
+        state: String,
+        detail: Option<String>,
+        at_ms: i64,
+    },
     /// Forget remembered ids in a terminal state older than `before_ms`.
     Forget { sender: String, id: String },
 }

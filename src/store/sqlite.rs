@@ -62,26 +62,44 @@ impl Sqlite {
             .mode(0o600)
             .open(path)
             .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
-        let meta = file.metadata().map_err(|e| StoreError::Open(e.to_string()))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| StoreError::Open(e.to_string()))?;
         if meta.permissions().mode() & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| StoreError::Open(e.to_string()))?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| StoreError::Open(e.to_string()))?;
         }
         drop(file);
         let conn = Connection::open(path).map_err(open_err)?;
-        conn.pragma_update(None, "locking_mode", "EXCLUSIVE").map_err(open_err)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(open_err)?;
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .map_err(open_err)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(open_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Open(format!("journal_mode WAL not available (got {mode})")));
+            return Err(StoreError::Open(format!(
+                "journal_mode WAL not available (got {mode})"
+            )));
         }
-        conn.pragma_update(None, "synchronous", "FULL").map_err(open_err)?;
-        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(open_err)?;
         let pages = (max_bytes / page_size.max(512) as u64).max(16);
-        conn.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(())).map_err(open_err)?;
+        conn.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))
+            .map_err(open_err)?;
         // Takes the exclusive lock now, so a second hub on the same file fails at startup.
-        conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;").map_err(|e| {
-            StoreError::Open(format!("{e} (is another agent-hub-server using this store?)"))
-        })?;
-        let mut s = Sqlite { conn, in_txn: false };
+        conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")
+            .map_err(|e| {
+                StoreError::Open(format!(
+                    "{e} (is another agent-hub-server using this store?)"
+                ))
+            })?;
+        let mut s = Sqlite {
+            conn,
+            in_txn: false,
+        };
         s.migrate()?;
         Ok(s)
     }
@@ -89,24 +107,38 @@ impl Sqlite {
     fn version(&self) -> Result<Option<i64>, StoreError> {
         let has_meta: bool = self
             .conn
-            .query_row("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| r.get::<_, i64>(0))
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
             .map_err(open_err)?
             > 0;
         if !has_meta {
-            let tables: i64 =
-                self.conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(open_err)?;
+            let tables: i64 = self
+                .conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(open_err)?;
             if tables > 0 {
-                return Err(StoreError::Schema("the file holds tables but no agent-hub schema version".into()));
+                return Err(StoreError::Schema(
+                    "the file holds tables but no agent-hub schema version".into(),
+                ));
             }
             return Ok(None);
         }
         let v: Option<String> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key='schema_version'",
+                [],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(open_err)?;
         let v = v.ok_or_else(|| StoreError::Schema("meta has no schema_version".into()))?;
-        v.parse().map(Some).map_err(|_| StoreError::Schema(format!("schema_version {v:?} is not a number")))
+        v.parse()
+            .map(Some)
+            .map_err(|_| StoreError::Schema(format!("schema_version {v:?} is not a number")))
     }
 
     /// Brings the schema to `SCHEMA_VERSION`, one step per version, each in a transaction.
@@ -132,35 +164,69 @@ impl Sqlite {
 
     fn apply(&self, op: &StoreOp) -> rusqlite::Result<()> {
         match op {
-            StoreOp::Insert { seq, agent, id, sender, kind, correlation_id, text } => {
+            StoreOp::Insert {
+                seq,
+                agent,
+                id,
+                sender,
+                kind,
+                correlation_id,
+                text,
+            } => {
                 let mut st = self.conn.prepare_cached(
                     "INSERT INTO envelopes (seq, agent, id, sender, kind, correlation_id, text) VALUES (?1,?2,?3,?4,?5,?6,?7)",
                 )?;
-                st.execute(params![*seq as i64, agent, id, sender, kind, correlation_id, &**text])?;
+                st.execute(params![
+                    *seq as i64,
+                    agent,
+                    id,
+                    sender,
+                    kind,
+                    correlation_id,
+                    &**text
+                ])?;
             }
             StoreOp::Remove { seq } => {
-                let mut st = self.conn.prepare_cached("DELETE FROM envelopes WHERE seq = ?1")?;
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM envelopes WHERE seq = ?1")?;
                 st.execute(params![*seq as i64])?;
             }
             StoreOp::Attempts { seq, attempts } => {
-                let mut st = self.conn.prepare_cached("UPDATE envelopes SET attempts = ?2 WHERE seq = ?1")?;
+                let mut st = self
+                    .conn
+                    .prepare_cached("UPDATE envelopes SET attempts = ?2 WHERE seq = ?1")?;
                 st.execute(params![*seq as i64, attempts])?;
             }
-            StoreOp::Remember { sender, id, to, digest, accepted_ms } => {
+            StoreOp::Remember {
+                sender,
+                id,
+                to,
+                digest,
+                accepted_ms,
+            } => {
                 let mut st = self.conn.prepare_cached(
                     "INSERT OR REPLACE INTO remembered (sender, id, recipient, digest, accepted_ms, state, detail, state_ms)
                      VALUES (?1, ?2, ?3, ?4, ?5, 'queued', NULL, ?5)",
                 )?;
                 st.execute(params![sender, id, to, &digest[..], accepted_ms])?;
             }
-            StoreOp::State { sender, id, state, detail, at_ms } => {
+            StoreOp::State {
+                sender,
+                id,
+                state,
+                detail,
+                at_ms,
+            } => {
                 let mut st = self
                     .conn
                     .prepare_cached("UPDATE remembered SET state = ?3, detail = ?4, state_ms = ?5 WHERE sender = ?1 AND id = ?2")?;
                 st.execute(params![sender, id, state, detail, at_ms])?;
             }
             StoreOp::Forget { sender, id } => {
-                let mut st = self.conn.prepare_cached("DELETE FROM remembered WHERE sender = ?1 AND id = ?2")?;
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM remembered WHERE sender = ?1 AND id = ?2")?;
                 st.execute(params![sender, id])?;
             }
         }
@@ -225,7 +291,9 @@ impl Store for Sqlite {
         if self.in_txn {
             self.rollback();
         }
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(write_err)?;
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(write_err)?;
         self.in_txn = true;
         for op in ops {
             if let Err(e) = self.apply(op) {
@@ -270,7 +338,8 @@ mod tests {
     use std::sync::Arc;
 
     fn tmp(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("agent-hub-store-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("agent-hub-store-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("queue.db")
@@ -293,16 +362,32 @@ mod tests {
         let path = tmp("reopen");
         {
             let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-            s.stage(&[insert(1, "b", "x"), insert(2, "b", "y"), insert(3, "c", "z")]).unwrap();
+            s.stage(&[
+                insert(1, "b", "x"),
+                insert(2, "b", "y"),
+                insert(3, "c", "z"),
+            ])
+            .unwrap();
             s.commit().unwrap();
-            s.stage(&[StoreOp::Remove { seq: 2 }, StoreOp::Attempts { seq: 1, attempts: 2 }]).unwrap();
+            s.stage(&[
+                StoreOp::Remove { seq: 2 },
+                StoreOp::Attempts {
+                    seq: 1,
+                    attempts: 2,
+                },
+            ])
+            .unwrap();
             s.commit().unwrap();
             s.stage(&[StoreOp::Remove { seq: 1 }]).unwrap();
             s.rollback();
         }
         let mut s = Sqlite::open(&path, 1 << 30).unwrap();
         let loaded = s.load().unwrap();
-        let ids: Vec<(&str, u32)> = loaded.envelopes.iter().map(|e| (e.id.as_str(), e.attempts)).collect();
+        let ids: Vec<(&str, u32)> = loaded
+            .envelopes
+            .iter()
+            .map(|e| (e.id.as_str(), e.attempts))
+            .collect();
         assert_eq!(ids, [("x", 2), ("z", 0)]);
     }
 
@@ -310,7 +395,10 @@ mod tests {
     fn the_store_file_is_private() {
         let path = tmp("mode");
         drop(Sqlite::open(&path, 1 << 30).unwrap());
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -318,7 +406,11 @@ mod tests {
         let path = tmp("lock");
         let _first = Sqlite::open(&path, 1 << 30).unwrap();
         let second = Sqlite::open(&path, 1 << 30);
-        assert!(matches!(second, Err(StoreError::Open(_))), "{:?}", second.err());
+        assert!(
+            matches!(second, Err(StoreError::Open(_))),
+            "{:?}",
+            second.err()
+        );
     }
 
     #[test]
@@ -326,7 +418,11 @@ mod tests {
         let path = tmp("newer");
         drop(Sqlite::open(&path, 1 << 30).unwrap());
         let c = Connection::open(&path).unwrap();
-        c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", []).unwrap();
+        c.execute(
+            "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
         drop(c);
         match Sqlite::open(&path, 1 << 30) {
             Err(StoreError::Schema(m)) => assert!(m.contains("newer than this binary"), "{m}"),
@@ -340,7 +436,10 @@ mod tests {
         let c = Connection::open(&path).unwrap();
         c.execute_batch("CREATE TABLE t (x INTEGER);").unwrap();
         drop(c);
-        assert!(matches!(Sqlite::open(&path, 1 << 30), Err(StoreError::Schema(_))));
+        assert!(matches!(
+            Sqlite::open(&path, 1 << 30),
+            Err(StoreError::Schema(_))
+        ));
     }
 
     #[test]
@@ -373,7 +472,11 @@ mod tests {
         }
         assert!(full, "the size cap was never reached");
         let before = s.load().unwrap().envelopes.len();
-        assert_eq!(before as u64, seq - 1, "the failed insert left nothing behind");
+        assert_eq!(
+            before as u64,
+            seq - 1,
+            "the failed insert left nothing behind"
+        );
         let removes: Vec<StoreOp> = (1..seq).map(|q| StoreOp::Remove { seq: q }).collect();
         s.stage(&removes).unwrap();
         s.commit().unwrap();

@@ -105,7 +105,15 @@ impl Envelope {
         correlation_id: Option<String>,
         body_json: String,
     ) -> Result<Envelope, serde_json::Error> {
-        Ok(Envelope { id, from, to, ts, kind, correlation_id, body: RawValue::from_string(body_json)? })
+        Ok(Envelope {
+            id,
+            from,
+            to,
+            ts,
+            kind,
+            correlation_id,
+            body: RawValue::from_string(body_json)?,
+        })
     }
 
     /// The canonical compact text: fixed key order, `correlationId` always present, body raw.

@@ -54,7 +54,10 @@ pub struct Hello {
 
 impl fmt::Debug for Hello {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hello").field("name", &self.name).field("token", &"<redacted>").finish()
+        f.debug_struct("Hello")
+            .field("name", &self.name)
+            .field("token", &"<redacted>")
+            .finish()
     }
 }
 
@@ -139,7 +142,9 @@ impl ClientLine {
         let raw: RawClientLine<'_> = serde_json::from_str(text).map_err(|e| malformed(&e))?;
         match raw {
             RawClientLine::Hello(h) => Ok(ClientLine::Hello(h)),
-            RawClientLine::Send(raw) => Ok(ClientLine::Send(Envelope::from_raw(raw).map_err(WireError::Envelope)?)),
+            RawClientLine::Send(raw) => Ok(ClientLine::Send(
+                Envelope::from_raw(raw).map_err(WireError::Envelope)?,
+            )),
             RawClientLine::Await(a) => {
                 if a.reply_to.as_deref() == Some("") {
                     return Err(WireError::EmptyFilter("replyTo"));
@@ -185,12 +190,18 @@ impl ClientLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HubLine {
     Ok,
-    Error { message: String },
-    Accepted { id: String },
+    Error {
+        message: String,
+    },
+    Accepted {
+        id: String,
+    },
     Envelope(String),
     Timeout,
     /// Our extension: the ack of an ack-mode delivery is durable (SPEC §12.2).
-    Acked { id: String },
+    Acked {
+        id: String,
+    },
     /// Our extension: the answer to `status` (SPEC §12.4).
     Status(EnvelopeStatus),
 }
@@ -258,9 +269,12 @@ impl HubLine {
             RawHubLine::Status(st) => HubLine::Status(st),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
-                let shape: envelope::RawEnvelope<'_> = object(&mut de).map_err(|e| malformed(&e))?;
+                let shape: envelope::RawEnvelope<'_> =
+                    object(&mut de).map_err(|e| malformed(&e))?;
                 if !shape.has_correlation_key() {
-                    return Err(WireError::Malformed("envelope without correlationId".into()));
+                    return Err(WireError::Malformed(
+                        "envelope without correlationId".into(),
+                    ));
                 }
                 Envelope::from_raw(shape).map_err(WireError::Envelope)?;
                 HubLine::Envelope(raw.get().to_owned())
@@ -272,7 +286,9 @@ impl HubLine {
     pub fn encode(&self) -> String {
         let mut s = match self {
             HubLine::Ok => "{\"ok\":{}}".to_owned(),
-            HubLine::Error { message } => format!("{{\"error\":{{\"message\":{}}}}}", to_json(message)),
+            HubLine::Error { message } => {
+                format!("{{\"error\":{{\"message\":{}}}}}", to_json(message))
+            }
             HubLine::Accepted { id } => format!("{{\"accepted\":{{\"id\":{}}}}}", to_json(id)),
             HubLine::Envelope(text) => format!("{{\"envelope\":{text}}}"),
             HubLine::Timeout => "{\"timeout\":{}}".to_owned(),
