@@ -530,6 +530,9 @@ struct SimConn {
     closed: bool,
     /// The socket took every byte written to it.
     flushed: bool,
+    /// A write to the socket failed: the IO layer releases it, whether or not the hub asked
+    /// for a close (an ack-mode delivery does not; SPEC §12.2).
+    broken: bool,
     fault: Option<Fault>,
 }
 
@@ -655,6 +658,32 @@ impl Sim {
     }
 
     fn drain(&mut self) {
+        loop {
+            self.drain_outputs();
+            // As the server does: a socket whose write failed is released, and the core hears
+            // of it, even when no Close was asked for (an ack-mode delivery waits for an ack).
+            let broken: Vec<ConnId> = self
+                .conns
+                .values()
+                .filter(|c| c.broken && !c.closed)
+                .map(|c| c.id)
+                .collect();
+            if broken.is_empty() {
+                break;
+            }
+            for id in broken {
+                self.by_id(id).closed = true;
+                self.hub.handle_closed(
+                    id,
+                    false,
+                    "write failed: Connection reset by peer (os error 104)",
+                    self.now,
+                );
+            }
+        }
+    }
+
+    fn drain_outputs(&mut self) {
         while let Some(out) = self.hub.poll_output() {
             match out {
                 Output::Write { conn, line } => {
@@ -681,9 +710,13 @@ impl Sim {
                             );
                             self.hub.handle_delivery_committed(conn, self.now);
                         }
-                        Some(Fault::DeliveryZeroBytes) => c.flushed = false,
+                        Some(Fault::DeliveryZeroBytes) => {
+                            c.flushed = false;
+                            c.broken = true;
+                        }
                         Some(Fault::DeliveryPartial) => {
                             c.flushed = false;
+                            c.broken = true;
                             self.hub.handle_delivery_committed(conn, self.now);
                         }
                         Some(Fault::AuditWriteFails) => unreachable!("not a connection fault"),
