@@ -371,10 +371,15 @@ impl Hub {
             to,
             ack,
         }));
-        if !ack {
+        if ack {
+            // Only the ledger: on disk the envelope stays queued until its ack is durable,
+            // and a restart queues it again anyway, so a durable "delivered" would cost a
+            // commit per delivery and say nothing a restart keeps.
+            self.ledger.set_state(&from, &id, State::Delivered, true, now.wall.timestamp_millis());
+        } else {
             self.store(StoreOp::Remove { seq });
+            self.set_state(&from, &id, State::Delivered, false, now);
         }
-        self.set_state(&from, &id, State::Delivered, ack, now);
     }
 
     /// Expires every deadline at or before `now`.
