@@ -112,6 +112,7 @@ pub fn read_token_file(path: &Path) -> Result<String, ClientError> {
     Ok(token)
 }
 
+#[derive(Debug)]
 struct Exchange {
     reader: BufReader<TcpStream>,
 }
@@ -119,17 +120,23 @@ struct Exchange {
 impl Exchange {
     /// Connects and writes hello and the verb in one write.
     fn open(ep: &Endpoint, verb: &ClientLine) -> Result<Exchange, ClientError> {
+        Exchange::open_within(ep, verb, CONNECT_TIMEOUT, REPLY_TIMEOUT)
+    }
+
+    /// `open` with explicit bounds on the connect and on each write and read.
+    fn open_within(
+        ep: &Endpoint,
+        verb: &ClientLine,
+        connect: Duration,
+        reply: Duration,
+    ) -> Result<Exchange, ClientError> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, ep.port));
-        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| {
+        let stream = TcpStream::connect_timeout(&addr, connect).map_err(|e| {
             ClientError::Connect(format!("cannot connect to the hub at {addr}: {e}"))
         })?;
         let _ = stream.set_nodelay(true);
-        stream
-            .set_write_timeout(Some(REPLY_TIMEOUT))
-            .map_err(io_err)?;
-        stream
-            .set_read_timeout(Some(REPLY_TIMEOUT))
-            .map_err(io_err)?;
+        stream.set_write_timeout(Some(reply)).map_err(io_err)?;
+        stream.set_read_timeout(Some(reply)).map_err(io_err)?;
         let hello = ClientLine::Hello(Hello {
             name: ep.name.clone(),
             token: ep.token.clone(),
@@ -254,14 +261,132 @@ pub enum Acked {
 /// attempt consumed nothing).
 pub fn await_acked(
     ep: &Endpoint,
-    mut req: AwaitRequest,
+    req: AwaitRequest,
     deliver: impl FnOnce(&str) -> std::io::Result<()>,
 ) -> Result<Option<Acked>, ClientError> {
-    req.ack = Some(true);
     let wait = req
         .timeout_secs
         .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
-    let mut ex = Exchange::open(ep, &ClientLine::Await(req.clone()))?;
+    match take_acked(ep, req, CONNECT_TIMEOUT, REPLY_TIMEOUT, wait)? {
+        None => Ok(None),
+        Some(Taken::Plain(text)) => {
+            deliver(&text).map_err(|e| {
+                ClientError::Io(format!("the envelope could not be written out: {e}"))
+            })?;
+            Ok(Some(Acked::Plain))
+        }
+        Some(Taken::Held(held)) => {
+            // Not acked if this fails: dropping `held` gives the envelope back to the hub.
+            deliver(held.text()).map_err(|e| {
+                ClientError::Io(format!(
+                    "the envelope could not be written out ({e}); not acked, the hub will deliver it again"
+                ))
+            })?;
+            Ok(Some(held.ack(REPLY_TIMEOUT)))
+        }
+    }
+}
+
+/// What an ack-mode await handed over.
+#[derive(Debug)]
+pub enum Taken {
+    /// An ack-mode delivery, not yet acknowledged: the hub still counts it as its own.
+    Held(HeldEnvelope),
+    /// The hub does not speak ack mode; a plain await delivered this text and it is consumed.
+    Plain(String),
+}
+
+/// An ack-mode delivery whose connection is kept open until the caller has put the envelope
+/// where it belongs (SPEC §12.2). `ack` consumes it; dropping it unacked closes the
+/// connection and the hub delivers the same envelope again. The ack must come within the
+/// hub's `limits.ack_timeout_ms` of the delivery.
+#[derive(Debug)]
+pub struct HeldEnvelope {
+    id: String,
+    text: String,
+    ex: Exchange,
+}
+
+impl HeldEnvelope {
+    /// The envelope's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The envelope's JSON text exactly as the hub sent it.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Acks and waits up to `patience` for `acked`.
+    pub fn ack(mut self, patience: Duration) -> Acked {
+        match self.write_ack() {
+            Ok(()) => self.read_acked(patience),
+            Err(e) => Acked::Unconfirmed(e.to_string()),
+        }
+    }
+
+    /// Closes the connection without an ack: the hub returns the envelope to routing (its
+    /// `attempts` goes up by one) and delivers it again.
+    pub fn release(self) {}
+
+    fn write_ack(&mut self) -> Result<(), ClientError> {
+        self.ex.write_line(&ClientLine::Ack(IdRequest {
+            id: self.id.clone(),
+        }))
+    }
+
+    fn read_acked(&mut self, patience: Duration) -> Acked {
+        let outcome = self
+            .ex
+            .set_read_timeout(Some(patience.max(Duration::from_millis(1))))
+            .and_then(|()| self.ex.read_line());
+        match outcome {
+            Ok(HubLine::Acked { id }) if id == self.id => Acked::Confirmed,
+            Ok(other) => {
+                Acked::Unconfirmed(format!("the hub answered the ack with {}", other.tag()))
+            }
+            Err(e) => Acked::Unconfirmed(e.to_string()),
+        }
+    }
+}
+
+/// Acks several held envelopes at once: every ack line goes out first, then each `acked` is
+/// read, so a batch costs one round trip (and, with the sqlite store, one group commit) rather
+/// than one per envelope. `patience` bounds each read. Results come in the order given.
+pub fn ack_all(held: Vec<HeldEnvelope>, patience: Duration) -> Vec<(String, Acked)> {
+    let written: Vec<(HeldEnvelope, Result<(), ClientError>)> = held
+        .into_iter()
+        .map(|mut h| {
+            let r = h.write_ack();
+            (h, r)
+        })
+        .collect();
+    written
+        .into_iter()
+        .map(|(mut h, wrote)| {
+            let outcome = match wrote {
+                Ok(()) => h.read_acked(patience),
+                Err(e) => Acked::Unconfirmed(e.to_string()),
+            };
+            (h.id.clone(), outcome)
+        })
+        .collect()
+}
+
+/// Ack-mode await that hands the delivery back unacknowledged (SPEC §12.2). `connect` bounds
+/// the TCP connect, `reply` each write and the read of `ok`, and `wait` the read of the
+/// await's answer (None: as long as the hub takes). Against a hub that refuses the `ack` key it makes one plain
+/// await instead, whose envelope is consumed on delivery (SPEC §12.6).
+pub fn take_acked(
+    ep: &Endpoint,
+    mut req: AwaitRequest,
+    connect: Duration,
+    reply: Duration,
+    wait: Option<Duration>,
+) -> Result<Option<Taken>, ClientError> {
+    req.ack = Some(true);
+    let mut ex = Exchange::open_within(ep, &ClientLine::Await(req.clone()), connect, reply)?;
     ex.set_read_timeout(wait)?;
     let text = match ex.read_line() {
         Ok(HubLine::Envelope(text)) => text,
@@ -269,14 +394,12 @@ pub fn await_acked(
         Ok(other) => return Err(unexpected(other, "envelope or timeout")),
         Err(ClientError::Hub(msg)) if refuses_ack(&msg) => {
             req.ack = None;
-            return match await_envelope(ep, req)? {
-                AwaitOutcome::Envelope(text) => {
-                    deliver(&text).map_err(|e| {
-                        ClientError::Io(format!("the envelope could not be written out: {e}"))
-                    })?;
-                    Ok(Some(Acked::Plain))
-                }
-                AwaitOutcome::Timeout => Ok(None),
+            let mut ex = Exchange::open_within(ep, &ClientLine::Await(req), connect, reply)?;
+            ex.set_read_timeout(wait)?;
+            return match ex.read_line()? {
+                HubLine::Envelope(text) => Ok(Some(Taken::Plain(text))),
+                HubLine::Timeout => Ok(None),
+                other => Err(unexpected(other, "envelope or timeout")),
             };
         }
         Err(e) => return Err(e),
@@ -288,26 +411,21 @@ pub fn await_acked(
     let id = serde_json::from_str::<IdOnly>(&text)
         .map_err(|e| ClientError::Protocol(e.to_string()))?
         .id;
-    // Not acked if this fails: dropping the connection gives the envelope back to the hub.
-    deliver(&text).map_err(|e| {
-        ClientError::Io(format!(
-            "the envelope could not be written out ({e}); not acked, the hub will deliver it again"
-        ))
-    })?;
-    ex.set_read_timeout(Some(REPLY_TIMEOUT))?;
-    let outcome = ex
-        .write_line(&ClientLine::Ack(IdRequest { id: id.clone() }))
-        .and_then(|()| ex.read_line());
-    Ok(Some(match outcome {
-        Ok(HubLine::Acked { id: acked }) if acked == id => Acked::Confirmed,
-        Ok(other) => Acked::Unconfirmed(format!("the hub answered the ack with {}", other.tag())),
-        Err(e) => Acked::Unconfirmed(e.to_string()),
-    }))
+    Ok(Some(Taken::Held(HeldEnvelope { id, text, ex })))
 }
 
 /// A 004 hub rejects the unknown `ack` key of the await line.
 fn refuses_ack(message: &str) -> bool {
     message.contains("unknown field") && message.contains("ack")
+}
+
+/// Asks who is on the hub's roster, parked and queued (SPEC §14).
+pub fn who(ep: &Endpoint) -> Result<crate::wire::Presence, ClientError> {
+    let mut ex = Exchange::open(ep, &ClientLine::Who)?;
+    match ex.read_line()? {
+        HubLine::Who(p) => Ok(p),
+        other => Err(unexpected(other, "who")),
+    }
 }
 
 /// Asks where an envelope this agent sent or received is (SPEC §12.4).

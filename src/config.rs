@@ -118,6 +118,118 @@ struct RawConfig {
     roster_path: PathBuf,
     store: RawStore,
     limits: Limits,
+    #[serde(default)]
+    relay: Option<RawRelay>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRelay {
+    peer_id: String,
+    listen: String,
+    heartbeat_interval_ms: u64,
+    handshake_timeout_ms: u64,
+    reconnect_backoff_ms: Vec<u64>,
+    features: Vec<String>,
+    status_path: PathBuf,
+    #[serde(default)]
+    peers: Vec<RawPeer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeer {
+    id: String,
+    address: Option<String>,
+    key_file: PathBuf,
+    allow_v0: bool,
+}
+
+/// The relay's settings (SPEC §13): who we are, where we listen, whom we link with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayConfig {
+    pub peer_id: String,
+    /// Where the relay listens; None to only dial. May be a non-loopback address (a tailnet
+    /// IP): the client port stays on loopback whatever this says.
+    pub listen: Option<std::net::SocketAddr>,
+    pub heartbeat_interval_ms: u64,
+    pub handshake_timeout_ms: u64,
+    /// Waits before each redial after a dialled link drops; the last repeats.
+    pub reconnect_backoff_ms: Vec<u64>,
+    /// Features we advertise, by their wire names.
+    pub features: Vec<String>,
+    /// Where the running hub writes its peer table for `agent-hub-server relay peers`.
+    pub status_path: PathBuf,
+    pub peers: Vec<PeerConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerConfig {
+    pub id: String,
+    /// Dial this address; None to only accept this peer's connections.
+    pub address: Option<std::net::SocketAddr>,
+    /// 64 hex chars, mode 600.
+    pub key_file: PathBuf,
+    /// Accept a v0 link (no mutual authentication, no features) with this peer.
+    pub allow_v0: bool,
+}
+
+/// The feature names this build knows (relay-protocol.md).
+pub const RELAY_FEATURES: [&str; 5] = ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"];
+
+/// 1–128 chars of `[A-Za-z0-9_-]`, as v0 peers require of peer ids.
+pub fn valid_peer_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn relay_config(raw: RawRelay, resolve: &dyn Fn(&str, PathBuf) -> Result<PathBuf, ConfigError>) -> Result<RelayConfig, ConfigError> {
+    let bad = |m: String| ConfigError::Invalid(m);
+    if !valid_peer_id(&raw.peer_id) {
+        return Err(bad(format!("relay.peer_id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -", raw.peer_id)));
+    }
+    let listen = if raw.listen.is_empty() {
+        None
+    } else {
+        Some(raw.listen.parse().map_err(|_| bad(format!("relay.listen {:?} is not an IP:port address", raw.listen)))?)
+    };
+    if raw.heartbeat_interval_ms == 0 || raw.handshake_timeout_ms == 0 {
+        return Err(bad("relay.heartbeat_interval_ms and relay.handshake_timeout_ms must be greater than 0".into()));
+    }
+    if raw.reconnect_backoff_ms.is_empty() || raw.reconnect_backoff_ms.contains(&0) {
+        return Err(bad("relay.reconnect_backoff_ms must list at least one wait, each greater than 0".into()));
+    }
+    for f in &raw.features {
+        if !RELAY_FEATURES.contains(&f.as_str()) {
+            return Err(bad(format!("relay.features: unknown feature {f:?} (known: {})", RELAY_FEATURES.join(", "))));
+        }
+    }
+    let mut peers = Vec::new();
+    for p in raw.peers {
+        if !valid_peer_id(&p.id) {
+            return Err(bad(format!("relay.peers id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -", p.id)));
+        }
+        if p.id == raw.peer_id {
+            return Err(bad(format!("relay.peers lists {:?}, which is this hub's own peer_id", p.id)));
+        }
+        if peers.iter().any(|q: &PeerConfig| q.id == p.id) {
+            return Err(bad(format!("relay.peers lists {:?} twice", p.id)));
+        }
+        let address = match p.address {
+            None => None,
+            Some(a) => Some(a.parse().map_err(|_| bad(format!("relay.peers {:?}: address {a:?} is not IP:port", p.id)))?),
+        };
+        peers.push(PeerConfig { key_file: resolve("relay.peers.key_file", p.key_file)?, id: p.id, address, allow_v0: p.allow_v0 });
+    }
+    Ok(RelayConfig {
+        peer_id: raw.peer_id,
+        listen,
+        heartbeat_interval_ms: raw.heartbeat_interval_ms,
+        handshake_timeout_ms: raw.handshake_timeout_ms,
+        reconnect_backoff_ms: raw.reconnect_backoff_ms,
+        features: raw.features,
+        status_path: resolve("relay.status_path", raw.status_path)?,
+        peers,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +259,8 @@ pub struct Config {
     pub roster_path: PathBuf,
     pub store: StoreConfig,
     pub limits: Limits,
+    /// None: no relay (this hub links with no other machine).
+    pub relay: Option<RelayConfig>,
 }
 
 #[derive(Debug)]
@@ -223,8 +337,13 @@ impl Config {
                 )))
             }
         };
+        let relay = match raw.relay {
+            None => None,
+            Some(r) => Some(relay_config(r, &resolve)?),
+        };
         Ok(Config {
             port: raw.port,
+            relay,
             store,
             audit_log_path: resolve("audit_log_path", raw.audit_log_path)?,
             service_log_path: resolve("service_log_path", raw.service_log_path)?,
@@ -308,6 +427,45 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("\"redis\""));
+    }
+
+    const RELAY: &str = r#"
+[relay]
+peer_id = "laptop"
+listen = "127.0.0.2:46111"
+heartbeat_interval_ms = 30000
+handshake_timeout_ms = 10000
+reconnect_backoff_ms = [10000, 20000, 40000, 60000]
+features = ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"]
+status_path = "relay-status.json"
+
+[[relay.peers]]
+id = "mini"
+address = "127.0.0.3:46111"
+key_file = "keys/mini.key"
+allow_v0 = true
+"#;
+
+    #[test]
+    fn relay_table_is_optional_and_strict() {
+        assert_eq!(Config::parse(EXAMPLE, Path::new("/d")).unwrap().relay, None);
+        let c = Config::parse(&format!("{EXAMPLE}{RELAY}"), Path::new("/d")).unwrap();
+        let r = c.relay.unwrap();
+        assert_eq!(r.peer_id, "laptop");
+        assert_eq!(r.listen, Some("127.0.0.2:46111".parse().unwrap()));
+        assert_eq!(r.peers[0].key_file, PathBuf::from("/d/keys/mini.key"));
+        let cases = [
+            (RELAY.replace("peer_id = \"laptop\"", "peer_id = \"lap top\""), "relay.peer_id"),
+            (RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"telepathy\"]"), "unknown feature"),
+            (RELAY.replace("id = \"mini\"", "id = \"laptop\""), "own peer_id"),
+            (RELAY.replace("address = \"127.0.0.3:46111\"", "address = \"mini:46111\""), "not IP:port"),
+            (RELAY.replace("reconnect_backoff_ms = [10000, 20000, 40000, 60000]", "reconnect_backoff_ms = []"), "at least one"),
+            (RELAY.replace("allow_v0 = true", ""), "allow_v0"),
+        ];
+        for (relay, want) in cases {
+            let e = Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d")).unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod client;
 pub mod config;
 pub mod hub;
+pub mod relay;
 pub mod roster;
 pub mod server;
 pub mod store;

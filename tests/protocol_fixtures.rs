@@ -197,6 +197,7 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             v
         }
         ClientLine::Ack(r) | ClientLine::Status(r) => json!({"id": r.id}),
+        ClientLine::Who => json!({}),
     };
     match v {
         Value::Object(m) => (line.tag(), m),
@@ -285,6 +286,7 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
             "status",
             serde_json::to_value(st).map_err(|e| e.to_string())?,
         ),
+        HubLine::Who(p) => ("who", serde_json::to_value(p).map_err(|e| e.to_string())?),
         HubLine::Envelope(text) => {
             let e: EnvelopeText<'_> = serde_json::from_str(text)
                 .map_err(|e| format!("decoded envelope text does not parse: {e}"))?;

@@ -27,6 +27,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Relay helpers: make a peer key, list the running hub's peers.
+    #[command(subcommand)]
+    Relay(RelayCommand),
     /// Create (or reuse) a demo hub in DIR: config, roster, two agents' tokens; then run it.
     Demo {
         /// Folder for the demo's files; created if missing.
@@ -37,9 +40,32 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum RelayCommand {
+    /// Write a new 32-byte key for PEER (mode 600) and print the config lines for both hubs.
+    Keygen {
+        /// The peer this key links with.
+        #[arg(long)]
+        peer: String,
+        /// Where to write the key; refused if the file exists.
+        #[arg(long, value_name = "FILE")]
+        key_file: PathBuf,
+        /// This hub's own peer id, for the lines printed for the other machine.
+        #[arg(long, value_name = "ID")]
+        local: Option<String>,
+    },
+    /// Print the running hub's relay peers (state, features, last heartbeat, bytes, reconnects).
+    Peers {
+        /// The hub's config file (its [relay] status_path is read).
+        #[arg(long, value_name = "PATH")]
+        config: PathBuf,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (config, demo) = match (cli.command, cli.config) {
+        (Some(Command::Relay(cmd)), _) => return relay_command(cmd),
         (Some(Command::Demo { dir, port }), _) => match write_demo(&dir, port) {
             Ok(path) => (path, true),
             Err(e) => {
@@ -147,4 +173,55 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(text.as_bytes())
+}
+
+fn relay_command(cmd: RelayCommand) -> ExitCode {
+    let result = match cmd {
+        RelayCommand::Keygen { peer, key_file, local } => keygen(&peer, &key_file, local.as_deref()),
+        RelayCommand::Peers { config } => agent_hub::server::relay_status::print_peers(&config),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String> {
+    if !agent_hub::config::valid_peer_id(peer) {
+        return Err(format!("peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"));
+    }
+    if let Some(l) = local.filter(|l| !agent_hub::config::valid_peer_id(l)) {
+        return Err(format!("local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"));
+    }
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
+        .map_err(|e| format!("cannot read random bytes: {e}"))?;
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(key_file, &format!("{hex}\n")).map_err(|e| format!("cannot write {}: {e}", key_file.display()))?;
+    let local = local.unwrap_or("THIS-HUB");
+    say(format_args!(
+        "wrote {} (mode 600)\n\n\
+         # On this machine, in the hub's config.toml:\n\
+         [[relay.peers]]\n\
+         id = \"{peer}\"\n\
+         address = \"PEER-RELAY-IP:PORT\"   # leave out to only accept {peer}'s connections\n\
+         key_file = \"{}\"\n\
+         allow_v0 = false\n\n\
+         # On {peer}: store the same key, readable only by its hub's user:\n\
+         umask 077; printf '%s\\n' '{hex}' > keys/{local}.key\n\
+         # and in {peer}'s config.toml:\n\
+         [[relay.peers]]\n\
+         id = \"{local}\"\n\
+         address = \"THIS-RELAY-IP:PORT\"\n\
+         key_file = \"keys/{local}.key\"\n\
+         allow_v0 = false\n\n\
+         # The key is shown once, here; move it over a channel you trust and clear your scrollback.",
+        key_file.display(),
+        key_file.display(),
+    ));
+    Ok(())
 }

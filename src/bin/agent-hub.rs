@@ -70,6 +70,15 @@ enum Command {
         #[arg(long)]
         no_ack: bool,
     },
+    /// List every roster agent: parked awaits and their filters, queued count, last seen, last
+    /// delivery. Tokens never appear.
+    Who {
+        #[command(flatten)]
+        id: Identity,
+        /// Print the hub's answer as one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Tell where an envelope you sent or received is; prints one JSON object.
     Status {
         #[command(flatten)]
@@ -185,6 +194,17 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             }
         }
+        Command::Who { id, json } => {
+            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let presence = client::who(&ep).map_err(|e| e.to_string())?;
+            let text = if json {
+                serde_json::to_string(&presence).map_err(|e| e.to_string())?
+            } else {
+                render_presence(&presence)
+            };
+            print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status { id, envelope_id } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
             let st = client::status(&ep, &envelope_id).map_err(|e| e.to_string())?;
@@ -200,4 +220,31 @@ fn print_line(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
     out.flush()
+}
+
+/// The `who` table: one row per agent, parked filters spelled out.
+fn render_presence(p: &agent_hub::wire::Presence) -> String {
+    let mut out = format!("{:<24} {:>6} {:>6}  {:<24} {:<24} {}\n", "AGENT", "PARKED", "QUEUED", "LAST SEEN", "LAST DELIVERY", "FILTERS");
+    for a in &p.agents {
+        let filters: Vec<String> = a
+            .parked
+            .iter()
+            .map(|f| match (&f.reply_to, &f.kind) {
+                (None, None) => "any".to_owned(),
+                (Some(r), None) => format!("reply-to={r}"),
+                (None, Some(k)) => format!("kind={k}"),
+                (Some(r), Some(k)) => format!("reply-to={r}+kind={k}"),
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
+            a.name,
+            a.parked.len(),
+            a.queued,
+            a.last_seen.as_deref().unwrap_or("-"),
+            a.last_delivery.as_deref().unwrap_or("-"),
+            filters.join(", ")
+        ));
+    }
+    out
 }

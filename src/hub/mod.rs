@@ -16,7 +16,7 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router};
 use crate::config::Limits;
 use crate::roster::{Roster, HUB_NAME};
 use crate::store::{Loaded, StoreOp};
-use crate::wire::{AwaitRequest, ClientLine, Envelope, EnvelopeStatus, HubLine, IdRequest};
+use crate::wire::{AgentPresence, ParkedFilter, Presence, AwaitRequest, ClientLine, Envelope, EnvelopeStatus, HubLine, IdRequest};
 use chrono::{DateTime, SecondsFormat, Utc};
 use ledger::{Ledger, Record, Seen, State};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -124,6 +124,8 @@ pub struct Hub {
     durable: bool,
     /// When the ledger is next purged of settled ids past the retention window.
     next_purge: Option<Instant>,
+    /// Per agent: when it last authenticated and when it was last delivered to (wall ms).
+    seen: HashMap<String, (Option<i64>, Option<i64>)>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -148,6 +150,7 @@ impl Hub {
             ledger,
             durable: false,
             next_purge: None,
+            seen: HashMap::new(),
         }
     }
 
@@ -364,6 +367,7 @@ impl Hub {
         }
         *committed = true;
         let ack = *ack;
+        self.seen.entry(env.to.clone()).or_default().1 = Some(now.wall.timestamp_millis());
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
         self.outputs.push_back(Output::Audit(AuditEvent::Delivered {
             conn,
@@ -624,6 +628,7 @@ impl Hub {
                         .expect("caller checked the connection exists");
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
+                    self.seen.entry(h.name.clone()).or_default().0 = Some(now.wall.timestamp_millis());
                     self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
@@ -667,7 +672,46 @@ impl Hub {
             Ok(ClientLine::Ack(_)) => {
                 self.fail(conn, "an ack outside an acknowledged delivery", now)
             }
+            Ok(ClientLine::Who) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "who";
+                let presence = self.presence();
+                self.reply(conn, &HubLine::Who(presence), "who", now)
+            }
         }
+    }
+
+    /// Every roster name with its parked awaits (oldest first), queue length, and when it was
+    /// last seen and last delivered to (SPEC §14). Linear in open connections: an
+    /// operator-rate query.
+    pub fn presence(&self) -> Presence {
+        let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
+        for c in self.conns.values() {
+            if let (Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. }, Some(name)) = (&c.phase, &c.name) {
+                let f = ParkedFilter { reply_to: p.filter.reply_to.clone(), kind: p.filter.kind.clone() };
+                parked.entry(name.as_str()).or_default().push((p.seq, f));
+            }
+        }
+        let ts = |ms: Option<i64>| {
+            ms.and_then(chrono::DateTime::from_timestamp_millis).map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        };
+        let agents = self
+            .roster
+            .names()
+            .into_iter()
+            .map(|name| {
+                let mut waits = parked.remove(name).unwrap_or_default();
+                waits.sort_by_key(|(seq, _)| *seq);
+                let (seen, delivered) = self.seen.get(name).copied().unwrap_or_default();
+                AgentPresence {
+                    name: name.to_owned(),
+                    parked: waits.into_iter().map(|(_, f)| f).collect(),
+                    queued: self.router.stats(name).queued as u64,
+                    last_seen: ts(seen),
+                    last_delivery: ts(delivered),
+                }
+            })
+            .collect();
+        Presence { agents }
     }
 
     /// The line after an ack-mode delivery must be the ack for that envelope.

@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod records;
+pub mod relay_status;
 pub mod signal;
 pub mod startup;
 

@@ -52,6 +52,37 @@ pub fn open_record_file(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Cuts a record file back to the end of its last complete line and returns the bytes cut. A
+/// crash (SIGKILL, power loss) in the middle of an append leaves a partial last line; the
+/// next run's first record would be glued to it and both would be unreadable. `file` is the
+/// append handle opened on `path`; special files are left alone.
+pub fn cut_torn_tail(path: &Path, file: &File) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let meta = file.metadata()?;
+    let len = meta.len();
+    if !meta.is_file() || len == 0 {
+        return Ok(0);
+    }
+    let reader = File::open(path)?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        reader.read_exact_at(chunk, start)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            let keep = start + i as u64 + 1;
+            if keep < len {
+                file.set_len(keep)?;
+            }
+            return Ok(len - keep);
+        }
+        end = start;
+    }
+    file.set_len(0)?;
+    Ok(len)
+}
+
 pub struct Records {
     audit: Box<dyn Sink>,
     /// The audit file's length after the last good append (None until first asked), so a
@@ -221,6 +252,32 @@ mod tests {
         fn len(&mut self) -> io::Result<u64> {
             Ok(self.data.borrow().len() as u64)
         }
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_back_to_the_last_complete_line() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-torn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let long = "x".repeat(100_000); // a partial line longer than one read chunk
+        for (text, cut) in [
+            ("", 0),
+            ("{}\n{}\n", 0),
+            ("{}\n{\"v\":1,\"ts", 10),
+            ("{\"partial", 9),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let f = open_record_file(&path).unwrap();
+            assert_eq!(cut_torn_tail(&path, &f).unwrap(), cut, "{text:?}");
+            let left = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(left, text[..text.len() - cut as usize]);
+        }
+        std::fs::write(&path, format!("{{}}\n{long}")).unwrap();
+        let f = open_record_file(&path).unwrap();
+        assert_eq!(cut_torn_tail(&path, &f).unwrap(), long.len() as u64);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Owns the checks on the operator's files (modes, paths) and binding to loopback only.
 
-use super::records::{open_record_file, Records};
+use super::records::{cut_torn_tail, open_record_file, Records};
 use super::signal::Signals;
 use super::Server;
 use crate::config::{Config, StoreConfig};
@@ -134,6 +134,20 @@ fn start_rest(
         &format!("roster loaded: {} agents", roster.names().len()),
     );
     let audit = audit.map_err(fail("audit log"))?;
+    match cut_torn_tail(&config.audit_log_path, &audit) {
+        Ok(0) => {}
+        Ok(n) => {
+            let msg = format!(
+                "audit log ended in a partial record ({n} bytes, from a crash during a write); \
+                 cut back to its last complete line"
+            );
+            records.log("WARN", &msg);
+        }
+        Err(e) => records.log(
+            "WARN",
+            &format!("cannot check the audit log for a partial last record: {e}"),
+        ),
+    }
     let (mut store, what): (Box<dyn Store>, String) = match &config.store {
         StoreConfig::Memory => (
             Box::new(Memory),

@@ -46,6 +46,22 @@ fn open_err(e: rusqlite::Error) -> StoreError {
     StoreError::Open(e.to_string())
 }
 
+/// An open step failed. Another process holding the file's lock shows up as "database is
+/// locked" at whichever step first touches the file, so that case names the likely cause.
+fn locked_err(e: rusqlite::Error) -> StoreError {
+    let busy = matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    );
+    if busy {
+        StoreError::Open(format!(
+            "{e} (is another agent-hub-server using this store?)"
+        ))
+    } else {
+        open_err(e)
+    }
+}
+
 fn write_err(e: rusqlite::Error) -> StoreError {
     StoreError::Write(e.to_string())
 }
@@ -70,32 +86,28 @@ impl Sqlite {
                 .map_err(|e| StoreError::Open(e.to_string()))?;
         }
         drop(file);
-        let conn = Connection::open(path).map_err(open_err)?;
+        let conn = Connection::open(path).map_err(locked_err)?;
         conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
-            .map_err(open_err)?;
+            .map_err(locked_err)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(open_err)?;
+            .map_err(locked_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Open(format!(
                 "journal_mode WAL not available (got {mode})"
             )));
         }
         conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(open_err)?;
+            .map_err(locked_err)?;
         let page_size: i64 = conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
-            .map_err(open_err)?;
+            .map_err(locked_err)?;
         let pages = (max_bytes / page_size.max(512) as u64).max(16);
         conn.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))
-            .map_err(open_err)?;
+            .map_err(locked_err)?;
         // Takes the exclusive lock now, so a second hub on the same file fails at startup.
         conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")
-            .map_err(|e| {
-                StoreError::Open(format!(
-                    "{e} (is another agent-hub-server using this store?)"
-                ))
-            })?;
+            .map_err(locked_err)?;
         let mut s = Sqlite {
             conn,
             in_txn: false,
@@ -405,12 +417,15 @@ mod tests {
     fn a_second_opener_is_refused_while_the_first_holds_the_lock() {
         let path = tmp("lock");
         let _first = Sqlite::open(&path, 1 << 30).unwrap();
-        let second = Sqlite::open(&path, 1 << 30);
-        assert!(
-            matches!(second, Err(StoreError::Open(_))),
-            "{:?}",
-            second.err()
-        );
+        match Sqlite::open(&path, 1 << 30) {
+            Err(StoreError::Open(m)) => {
+                assert!(
+                    m.contains("is another agent-hub-server using this store?"),
+                    "{m}"
+                )
+            }
+            other => panic!("expected an open error, got {:?}", other.err()),
+        }
     }
 
     #[test]

@@ -85,6 +85,41 @@ pub struct IdRequest {
     pub id: String,
 }
 
+/// One roster agent as the `who` verb reports it (SPEC §14).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPresence {
+    pub name: String,
+    /// The filters of each parked await, oldest first.
+    pub parked: Vec<ParkedFilter>,
+    pub queued: u64,
+    /// When the agent last authenticated (RFC 3339, UTC), null if never since the hub started.
+    #[serde(rename = "lastSeen")]
+    pub last_seen: Option<String>,
+    /// When an envelope was last delivered to it, null if never since the hub started.
+    #[serde(rename = "lastDelivery")]
+    pub last_delivery: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ParkedFilter {
+    #[serde(rename = "replyTo")]
+    pub reply_to: Option<String>,
+    pub kind: Option<String>,
+}
+
+/// The answer to `who`: every roster name, sorted.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Presence {
+    pub agents: Vec<AgentPresence>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyPayload {}
+
 /// Where an envelope is, as the hub answers a `status` verb (SPEC §12.4).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -116,6 +151,8 @@ pub enum ClientLine {
     /// Acknowledges the envelope just delivered on this connection (ack mode only).
     Ack(IdRequest),
     Status(IdRequest),
+    /// Presence (SPEC §14): who is on the roster, parked, queued, last seen.
+    Who,
 }
 
 /// The raw shape of a client line: exactly one known tag. Borrowed from the line so the body's
@@ -133,6 +170,8 @@ enum RawClientLine<'a> {
     Ack(IdRequest),
     #[serde(rename = "status", deserialize_with = "object")]
     Status(IdRequest),
+    #[serde(rename = "who", deserialize_with = "object")]
+    Who(EmptyPayload),
 }
 
 impl ClientLine {
@@ -158,6 +197,7 @@ impl ClientLine {
             RawClientLine::Status(r) if r.id.is_empty() => Err(WireError::EmptyId("status")),
             RawClientLine::Ack(r) => Ok(ClientLine::Ack(r)),
             RawClientLine::Status(r) => Ok(ClientLine::Status(r)),
+            RawClientLine::Who(EmptyPayload {}) => Ok(ClientLine::Who),
         }
     }
 
@@ -169,6 +209,7 @@ impl ClientLine {
             ClientLine::Await(a) => format!("{{\"await\":{}}}", to_json(a)),
             ClientLine::Ack(r) => format!("{{\"ack\":{}}}", to_json(r)),
             ClientLine::Status(r) => format!("{{\"status\":{}}}", to_json(r)),
+            ClientLine::Who => "{\"who\":{}}".to_owned(),
         };
         s.push('\n');
         s
@@ -182,6 +223,7 @@ impl ClientLine {
             ClientLine::Await(_) => "await",
             ClientLine::Ack(_) => "ack",
             ClientLine::Status(_) => "status",
+            ClientLine::Who => "who",
         }
     }
 }
@@ -204,6 +246,8 @@ pub enum HubLine {
     },
     /// Our extension: the answer to `status` (SPEC §12.4).
     Status(EnvelopeStatus),
+    /// Our extension: the answer to `who` (SPEC §14).
+    Who(Presence),
 }
 
 #[derive(Deserialize)]
@@ -239,6 +283,8 @@ enum RawHubLine<'a> {
     Acked(IdPayload),
     #[serde(rename = "status", deserialize_with = "object")]
     Status(EnvelopeStatus),
+    #[serde(rename = "who", deserialize_with = "object")]
+    Who(Presence),
 }
 
 impl HubLine {
@@ -252,6 +298,7 @@ impl HubLine {
             HubLine::Timeout => "timeout",
             HubLine::Acked { .. } => "acked",
             HubLine::Status(_) => "status",
+            HubLine::Who(_) => "who",
         }
     }
 
@@ -267,6 +314,7 @@ impl HubLine {
             RawHubLine::Timeout(Empty {}) => HubLine::Timeout,
             RawHubLine::Acked(a) => HubLine::Acked { id: a.id },
             RawHubLine::Status(st) => HubLine::Status(st),
+            RawHubLine::Who(p) => HubLine::Who(p),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -294,6 +342,7 @@ impl HubLine {
             HubLine::Timeout => "{\"timeout\":{}}".to_owned(),
             HubLine::Acked { id } => format!("{{\"acked\":{{\"id\":{}}}}}", to_json(id)),
             HubLine::Status(st) => format!("{{\"status\":{}}}", to_json(st)),
+            HubLine::Who(p) => format!("{{\"who\":{}}}", to_json(p)),
         };
         s.push('\n');
         s

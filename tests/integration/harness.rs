@@ -1,7 +1,8 @@
-//! The integration harness: a temp dir per test holding config, roster and token files; the
-//! real server spawned on port 0 and its port learnt from its ready line; raw sockets with a
-//! read deadline on every read; the CLI run with captured output and a deadline; and bounded
-//! polls of the audit and service logs.
+//! The integration harness: a temp dir per test holding config, roster and token files (and
+//! optionally a SQLite queue store); the real server spawned on port 0 and its port learnt from
+//! its ready line, and killed (SIGKILL) or stopped and restarted on the same dir and port; raw
+//! sockets with a read deadline on every read; the CLI run with captured output and a
+//! deadline; and bounded polls of the audit and service logs.
 //!
 //! Owns process and socket plumbing for the tests. Refuses unconditional sleeps: every wait is
 //! either a blocking read with a timeout or a poll of an observable condition with a deadline.
@@ -172,6 +173,17 @@ pub struct Setup {
     pub config_text: Option<String>,
     /// RLIMIT_NOFILE (soft and hard) for the server process, to exhaust descriptors.
     pub nofile_limit: Option<u64>,
+    /// The `[store]` table: None is `kind = "memory"`.
+    pub store: Option<SqliteStore>,
+    /// The config's `port`: 0 (a free port) until a restart pins the port the hub had.
+    pub port: u16,
+}
+
+/// `[store] kind = "sqlite"` with this path (relative to the config's dir, or absolute).
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pub path: String,
+    pub max_bytes: u64,
 }
 
 impl Setup {
@@ -191,6 +203,8 @@ impl Setup {
             service_log_path: "service.log".into(),
             config_text: None,
             nofile_limit: None,
+            store: None,
+            port: 0,
         };
         s.write_roster(&roster, 0o600);
         for (name, token) in AGENTS {
@@ -201,6 +215,20 @@ impl Setup {
 
     pub fn with_limits(mut self, tweak: impl FnOnce(&mut Limits)) -> Setup {
         tweak(&mut self.limits);
+        self
+    }
+
+    /// The SQLite queue store at `queue.db` in the temp dir, capped at `max_bytes`.
+    pub fn with_sqlite_store(self, max_bytes: u64) -> Setup {
+        self.with_sqlite_store_at("queue.db", max_bytes)
+    }
+
+    /// The SQLite queue store at `path` (relative to the temp dir, or absolute).
+    pub fn with_sqlite_store_at(mut self, path: &str, max_bytes: u64) -> Setup {
+        self.store = Some(SqliteStore {
+            path: path.into(),
+            max_bytes,
+        });
         self
     }
 
@@ -223,10 +251,18 @@ impl Setup {
         p
     }
 
-    /// The config this setup would write (port 0, relative paths).
+    /// The config this setup would write (port 0 unless pinned, relative paths).
     pub fn generated_config(&self) -> String {
+        let store = match &self.store {
+            None => "kind = \"memory\"\n".to_owned(),
+            Some(s) => format!(
+                "kind = \"sqlite\"\npath = {:?}\nmax_bytes = {}\n",
+                s.path, s.max_bytes
+            ),
+        };
         format!(
-            "port = 0\naudit_log_path = {:?}\nservice_log_path = {:?}\nroster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n{}",
+            "port = {}\naudit_log_path = {:?}\nservice_log_path = {:?}\nroster_path = \"roster.toml\"\n\n[store]\n{store}\n{}",
+            self.port,
             self.audit_log_path,
             self.service_log_path,
             self.limits.toml()
@@ -273,8 +309,23 @@ impl Setup {
 
     /// Starts the server passing `config_arg` (possibly relative to `cwd/`) as `--config`.
     pub fn start_with_config_arg(self, config_arg: &Path) -> Hub {
+        let (child, port) = self.launch(config_arg);
+        Hub {
+            setup: self,
+            child: Some(child),
+            port,
+        }
+    }
+
+    /// Writes the config, spawns the server and waits for its ready line. Server stderr is
+    /// appended to `server.stderr`, so a restarted server's text follows the previous one's.
+    fn launch(&self, config_arg: &Path) -> (Child, u16) {
         self.write_config();
-        let stderr = fs::File::create(self.path("server.stderr")).unwrap();
+        let stderr = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("server.stderr"))
+            .unwrap();
         let mut child = self
             .server_command(config_arg)
             .stdin(Stdio::null())
@@ -310,11 +361,7 @@ impl Setup {
                 }
             }
         };
-        Hub {
-            setup: self,
-            child: Some(child),
-            port,
-        }
+        (child, port)
     }
 
     /// Starts the server with a stdout pipe that nobody reads (its read end closed before the
@@ -608,6 +655,24 @@ impl Hub {
         let pid = self.pid() as libc::pid_t;
         // SAFETY: kill(2) on our own child's pid, which is not yet reaped (we hold the Child).
         assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+    }
+
+    /// SIGKILL: the server dies wherever it is, as in a crash or an OOM kill. Waits for it.
+    pub fn kill(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("server running");
+        child.kill().expect("SIGKILL the server");
+        child.wait().expect("reap the server")
+    }
+
+    /// Starts the server again on the same temp dir, config, store and port, after it was
+    /// stopped (`kill`, `terminate`). The port is pinned so that clients holding it (retrying
+    /// senders, reader loops) reach the new server.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the server before restarting it");
+        self.setup.port = self.port;
+        let (child, port) = self.setup.launch(&self.setup.config_path());
+        assert_eq!(port, self.port);
+        self.child = Some(child);
     }
 
     /// Waits for the server to exit by itself, bounded by `DEADLINE`.

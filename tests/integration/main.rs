@@ -9,6 +9,7 @@ mod harness;
 
 mod client_cli;
 mod delivery;
+mod durable;
 mod limits;
 mod startup;
 mod wire;

@@ -1,0 +1,9 @@
+//! Fuzz target `frame_decoder`: the body is in `../bodies.rs` (shared with tests/relay_fixtures.rs).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../bodies.rs"]
+mod bodies;
+
+fuzz_target!(|data: &[u8]| bodies::frame_decoder(data));

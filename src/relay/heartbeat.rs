@@ -1,0 +1,567 @@
+//! Heartbeats and the hub directory they carry (relay-compat.md, "Liveness"; seed §7.3).
+//!
+//! A v0 peer is sent `{worker_id, timestamp, sessions: []}` (the later-v0 full form; 0.64,
+//! which sends `{}`, ignores the keys) and never a directory. A v1 peer is sent the directory:
+//! the full form adds `version` and `agents` to those keys. Under `hb-delta` each beat has a
+//! `seq`; a delta beat is `{seq, base, upsert[], remove[]}` (+ `version` when it changed)
+//! relative to the beat `base`, the last one the receiver acknowledged. The receiver acks
+//! every beat with `ack {ack_id}` (adding `resync: true` when it could not apply it); a full
+//! beat goes every 10th beat (seq 1, 11, 21, …), whenever no beat is acknowledged yet, and
+//! after a resync request. Refuses: timers and IO (`session` decides when a beat is due).
+
+use crate::relay::message::{AgentUpsert, Heartbeat};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Every this many beats the sender sends a full snapshot even when deltas would do.
+pub const FULL_EVERY_BEATS: u64 = 10;
+/// Beats remembered on each side: unacknowledged beats (sender) and applied states that a
+/// delta may name as its base (receiver). A base older than this forces a resync.
+pub const HISTORY_BEATS: usize = 16;
+
+/// One agent's counts in a hub's directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AgentEntry {
+    pub parked: u32,
+    pub queued: u32,
+}
+
+/// A hub's directory: its software version and its agents by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Directory {
+    pub version: String,
+    pub agents: BTreeMap<String, AgentEntry>,
+}
+
+impl Directory {
+    /// What turns `base` into `self`: entries added or changed, names removed, and the new
+    /// version if it changed.
+    pub fn diff_from(&self, base: &Directory) -> (Option<String>, Vec<AgentUpsert>, Vec<String>) {
+        let version = (self.version != base.version).then(|| self.version.clone());
+        let upsert = self
+            .agents
+            .iter()
+            .filter(|(name, e)| base.agents.get(*name) != Some(e))
+            .map(|(name, e)| AgentUpsert {
+                name: name.clone(),
+                parked: e.parked,
+                queued: e.queued,
+            })
+            .collect();
+        let remove = base
+            .agents
+            .keys()
+            .filter(|n| !self.agents.contains_key(*n))
+            .cloned()
+            .collect();
+        (version, upsert, remove)
+    }
+
+    /// Applies a delta: removes first, then upserts, then the version.
+    pub fn apply(&mut self, version: Option<&str>, upsert: &[AgentUpsert], remove: &[String]) {
+        for name in remove {
+            self.agents.remove(name);
+        }
+        for u in upsert {
+            self.agents.insert(
+                u.name.clone(),
+                AgentEntry {
+                    parked: u.parked,
+                    queued: u.queued,
+                },
+            );
+        }
+        if let Some(v) = version {
+            self.version = v.to_owned();
+        }
+    }
+}
+
+/// A heartbeat's meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Beat {
+    /// No directory: a v0 beat (`{}` or `{worker_id, timestamp, sessions}`).
+    Bare,
+    /// The whole directory; `seq` under hb-delta.
+    Full {
+        seq: Option<u64>,
+        directory: Directory,
+    },
+    /// Changes against the beat `base`.
+    Delta {
+        seq: u64,
+        base: u64,
+        version: Option<String>,
+        upsert: Vec<AgentUpsert>,
+        remove: Vec<String>,
+    },
+}
+
+impl Beat {
+    /// Reads a parsed heartbeat payload. `base` makes it a delta (which then needs `seq`);
+    /// `agents` makes it full (`version` defaults to empty); neither is a bare v0 beat.
+    pub fn from_payload(p: &Heartbeat) -> Result<Beat, String> {
+        if let Some(base) = p.base {
+            let seq = p.seq.ok_or("a delta heartbeat (with base) needs seq")?;
+            if base >= seq {
+                return Err(format!(
+                    "delta heartbeat seq {seq} is not after its base {base}"
+                ));
+            }
+            return Ok(Beat::Delta {
+                seq,
+                base,
+                version: p.version.clone(),
+                upsert: p.upsert.clone().unwrap_or_default(),
+                remove: p.remove.clone().unwrap_or_default(),
+            });
+        }
+        match &p.agents {
+            Some(agents) => Ok(Beat::Full {
+                seq: p.seq,
+                directory: Directory {
+                    version: p.version.clone().unwrap_or_default(),
+                    agents: agents.clone(),
+                },
+            }),
+            None => Ok(Beat::Bare),
+        }
+    }
+
+    /// The payload for a v1 peer. `worker_id` and `timestamp_ms` go into full beats (they keep
+    /// the v0 keys, so a full beat is a superset of the v0 form); deltas stay minimal.
+    pub fn to_payload(&self, worker_id: &str, timestamp_ms: i64) -> Value {
+        match self {
+            Beat::Bare => v0_payload(worker_id, timestamp_ms),
+            Beat::Full { seq, directory } => {
+                let mut v = json!({
+                    "worker_id": worker_id,
+                    "timestamp": timestamp_ms,
+                    "sessions": [],
+                    "version": directory.version,
+                    "agents": directory.agents,
+                });
+                if let Some(s) = seq {
+                    v["seq"] = json!(s);
+                }
+                v
+            }
+            Beat::Delta {
+                seq,
+                base,
+                version,
+                upsert,
+                remove,
+            } => {
+                let mut v = json!({ "seq": seq, "base": base, "upsert": upsert, "remove": remove });
+                if let Some(ver) = version {
+                    v["version"] = json!(ver);
+                }
+                v
+            }
+        }
+    }
+
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            Beat::Bare => None,
+            Beat::Full { seq, .. } => *seq,
+            Beat::Delta { seq, .. } => Some(*seq),
+        }
+    }
+}
+
+/// The heartbeat payload sent to a v0 peer: `{worker_id, timestamp, sessions: []}`.
+pub fn v0_payload(worker_id: &str, timestamp_ms: i64) -> Value {
+    json!({ "worker_id": worker_id, "timestamp": timestamp_ms, "sessions": [] })
+}
+
+#[derive(Debug, Clone)]
+struct InFlight {
+    id: String,
+    seq: u64,
+    directory: Directory,
+}
+
+/// The sending side: numbers beats, picks full or delta, and learns from acks.
+#[derive(Debug, Clone)]
+pub struct BeatSender {
+    delta: bool,
+    next_seq: u64,
+    /// The last beat the peer acknowledged (and could apply), with what it carried.
+    acked: Option<(u64, Directory)>,
+    in_flight: VecDeque<InFlight>,
+}
+
+impl BeatSender {
+    /// `delta`: hb-delta was agreed.
+    pub fn new(delta: bool) -> BeatSender {
+        BeatSender {
+            delta,
+            next_seq: 1,
+            acked: None,
+            in_flight: VecDeque::new(),
+        }
+    }
+
+    /// The next beat carrying `current`, sent as message `msg_id` (remembered for its ack).
+    pub fn next_beat(&mut self, msg_id: &str, current: &Directory) -> Beat {
+        if !self.delta {
+            return Beat::Full {
+                seq: None,
+                directory: current.clone(),
+            };
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let beat = match &self.acked {
+            Some((base, base_dir)) if (seq - 1) % FULL_EVERY_BEATS != 0 => {
+                let (version, upsert, remove) = current.diff_from(base_dir);
+                Beat::Delta {
+                    seq,
+                    base: *base,
+                    version,
+                    upsert,
+                    remove,
+                }
+            }
+            _ => Beat::Full {
+                seq: Some(seq),
+                directory: current.clone(),
+            },
+        };
+        if self.in_flight.len() == HISTORY_BEATS {
+            self.in_flight.pop_front();
+        }
+        self.in_flight.push_back(InFlight {
+            id: msg_id.to_owned(),
+            seq,
+            directory: current.clone(),
+        });
+        beat
+    }
+
+    /// An `ack` arrived. Returns false when `ack_id` is not one of our last `HISTORY_BEATS`
+    /// beats (the ack is then someone else's business). `resync`: the peer could not apply
+    /// that beat. Acks of beats older than the acknowledged one change nothing.
+    pub fn handle_ack(&mut self, ack_id: &str, resync: bool) -> bool {
+        let Some(beat) = self.in_flight.iter().find(|b| b.id == ack_id) else {
+            return false;
+        };
+        let newer_than_acked = self.acked.as_ref().map_or(true, |(a, _)| beat.seq > *a);
+        if newer_than_acked {
+            self.acked = if resync {
+                None
+            } else {
+                Some((beat.seq, beat.directory.clone()))
+            };
+        }
+        true
+    }
+
+    /// The seq of the last acknowledged beat.
+    pub fn acked_seq(&self) -> Option<u64> {
+        self.acked.as_ref().map(|(s, _)| *s)
+    }
+
+    /// Sends a full snapshot next (as if the peer asked).
+    pub fn request_full(&mut self) {
+        self.acked = None;
+    }
+}
+
+/// What applying a beat did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The directory is current.
+    Applied,
+    /// A delta against a base we no longer (or never) had: ask for a full beat.
+    NeedResync,
+}
+
+/// The receiving side: the peer's directory as of its last applied beat, and the recent
+/// states deltas may be based on.
+#[derive(Debug, Clone)]
+pub struct BeatReceiver {
+    delta: bool,
+    current: Directory,
+    history: VecDeque<(u64, Directory)>,
+}
+
+impl BeatReceiver {
+    /// `delta`: hb-delta was agreed. `peer_version` fills the directory of bare beats.
+    pub fn new(delta: bool, peer_version: &str) -> BeatReceiver {
+        BeatReceiver {
+            delta,
+            current: Directory {
+                version: peer_version.to_owned(),
+                agents: BTreeMap::new(),
+            },
+            history: VecDeque::new(),
+        }
+    }
+
+    pub fn current(&self) -> &Directory {
+        &self.current
+    }
+
+    fn remember(&mut self, seq: u64, d: &Directory) {
+        if self.history.len() == HISTORY_BEATS {
+            self.history.pop_front();
+        }
+        self.history.push_back((seq, d.clone()));
+    }
+
+    pub fn apply(&mut self, beat: Beat) -> Applied {
+        match beat {
+            Beat::Bare => {
+                self.current.agents.clear();
+                Applied::Applied
+            }
+            Beat::Full { seq, directory } => {
+                if let (Some(s), true) = (seq, self.delta) {
+                    self.remember(s, &directory);
+                }
+                self.current = directory;
+                Applied::Applied
+            }
+            Beat::Delta {
+                seq,
+                base,
+                version,
+                upsert,
+                remove,
+            } => {
+                if !self.delta {
+                    return Applied::NeedResync;
+                }
+                let Some((_, base_dir)) = self.history.iter().rev().find(|(s, _)| *s == base)
+                else {
+                    return Applied::NeedResync;
+                };
+                let mut d = base_dir.clone();
+                d.apply(version.as_deref(), &upsert, &remove);
+                self.remember(seq, &d);
+                self.current = d;
+                Applied::Applied
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(version: &str, agents: &[(&str, u32, u32)]) -> Directory {
+        Directory {
+            version: version.into(),
+            agents: agents
+                .iter()
+                .map(|(n, p, q)| {
+                    (
+                        n.to_string(),
+                        AgentEntry {
+                            parked: *p,
+                            queued: *q,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Sends a beat through JSON and back, as the wire does.
+    fn wire(b: &Beat) -> Beat {
+        let v = b.to_payload("w", 5);
+        let p: Heartbeat = serde_json::from_value(v).unwrap();
+        Beat::from_payload(&p).unwrap()
+    }
+
+    #[test]
+    fn diff_then_apply_gives_the_new_directory() {
+        let a = dir("1", &[("x", 0, 1), ("y", 1, 0), ("z", 0, 0)]);
+        let b = dir("2", &[("x", 0, 2), ("z", 0, 0), ("new", 3, 3)]);
+        let (v, up, rm) = b.diff_from(&a);
+        assert_eq!(v.as_deref(), Some("2"));
+        assert_eq!(
+            up.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(),
+            ["new", "x"]
+        );
+        assert_eq!(rm, ["y"]);
+        let mut c = a.clone();
+        c.apply(v.as_deref(), &up, &rm);
+        assert_eq!(c, b);
+        assert_eq!(a.diff_from(&a), (None, vec![], vec![]));
+    }
+
+    #[test]
+    fn full_every_tenth_beat_and_deltas_between() {
+        let mut tx = BeatSender::new(true);
+        let mut rx = BeatReceiver::new(true, "");
+        let mut d = dir("1", &[("a", 0, 0)]);
+        let mut fulls = Vec::new();
+        for i in 1..=30u32 {
+            d.agents.insert(
+                "a".into(),
+                AgentEntry {
+                    parked: i % 3,
+                    queued: i,
+                },
+            );
+            let id = format!("m{i}");
+            let beat = wire(&tx.next_beat(&id, &d));
+            if matches!(beat, Beat::Full { .. }) {
+                fulls.push(beat.seq().unwrap());
+            }
+            assert_eq!(rx.apply(beat), Applied::Applied);
+            assert_eq!(rx.current(), &d);
+            assert!(tx.handle_ack(&id, false));
+        }
+        assert_eq!(fulls, [1, 11, 21]);
+    }
+
+    #[test]
+    fn no_delta_before_an_ack_and_deltas_from_the_last_acked_beat() {
+        let mut tx = BeatSender::new(true);
+        let mut rx = BeatReceiver::new(true, "");
+        let d1 = dir("1", &[("a", 0, 1)]);
+        let d2 = dir("1", &[("a", 0, 2)]);
+        let d3 = dir("1", &[("a", 0, 3), ("b", 0, 0)]);
+        let b1 = tx.next_beat("1", &d1);
+        let b2 = tx.next_beat("2", &d2);
+        assert!(
+            matches!(b2, Beat::Full { seq: Some(2), .. }),
+            "nothing acked yet: full"
+        );
+        rx.apply(wire(&b1));
+        rx.apply(wire(&b2));
+        assert!(tx.handle_ack("1", false));
+        // Beat 2's ack is still in flight: beat 3 is based on 1, which the receiver still has.
+        let b3 = tx.next_beat("3", &d3);
+        assert!(
+            matches!(
+                &b3,
+                Beat::Delta {
+                    seq: 3,
+                    base: 1,
+                    ..
+                }
+            ),
+            "{b3:?}"
+        );
+        assert_eq!(rx.apply(wire(&b3)), Applied::Applied);
+        assert_eq!(rx.current(), &d3);
+        assert!(tx.handle_ack("2", false));
+        assert!(tx.handle_ack("3", false));
+        assert_eq!(tx.acked_seq(), Some(3));
+        assert!(!tx.handle_ack("not-a-beat", false));
+        // A late ack of an older beat does not move the base back.
+        assert!(tx.handle_ack("1", false));
+        assert_eq!(tx.acked_seq(), Some(3));
+    }
+
+    #[test]
+    fn a_missing_base_asks_for_resync_and_the_next_beat_is_full() {
+        let mut tx = BeatSender::new(true);
+        let mut rx = BeatReceiver::new(true, "");
+        let d = dir("1", &[("a", 0, 1)]);
+        rx.apply(wire(&tx.next_beat("1", &d)));
+        tx.handle_ack("1", false);
+        // The receiver restarts its state (e.g. a bug, or history overflow): base 1 is gone.
+        let mut rx2 = BeatReceiver::new(true, "");
+        let d2 = dir("1", &[("a", 5, 1)]);
+        let b2 = tx.next_beat("2", &d2);
+        assert!(matches!(b2, Beat::Delta { .. }));
+        assert_eq!(rx2.apply(wire(&b2)), Applied::NeedResync);
+        assert_eq!(rx2.current(), &dir("", &[]), "unchanged");
+        assert!(tx.handle_ack("2", true));
+        let b3 = tx.next_beat("3", &d2);
+        assert!(matches!(b3, Beat::Full { seq: Some(3), .. }), "{b3:?}");
+        assert_eq!(rx2.apply(wire(&b3)), Applied::Applied);
+        assert_eq!(rx2.current(), &d2);
+        // Until that full beat is acked, beats stay full; then deltas resume.
+        assert!(matches!(tx.next_beat("4", &d2), Beat::Full { .. }));
+        tx.handle_ack("3", false);
+        assert!(matches!(
+            tx.next_beat("5", &d2),
+            Beat::Delta { base: 3, .. }
+        ));
+        // A resync for a beat older than the acked one is stale: ignored.
+        tx.handle_ack("4", false);
+        assert!(tx.handle_ack("2", true));
+        assert_eq!(tx.acked_seq(), Some(4));
+        let _ = rx;
+    }
+
+    #[test]
+    fn without_hb_delta_every_beat_is_full_and_unnumbered() {
+        let mut tx = BeatSender::new(false);
+        let d = dir("1", &[("a", 0, 1)]);
+        for i in 0..12 {
+            assert_eq!(
+                tx.next_beat(&i.to_string(), &d),
+                Beat::Full {
+                    seq: None,
+                    directory: d.clone()
+                }
+            );
+        }
+        let mut rx = BeatReceiver::new(false, "0.64.0");
+        let delta = Beat::Delta {
+            seq: 2,
+            base: 1,
+            version: None,
+            upsert: vec![],
+            remove: vec![],
+        };
+        assert_eq!(
+            rx.apply(delta),
+            Applied::NeedResync,
+            "a delta without hb-delta is never applied"
+        );
+        assert_eq!(rx.apply(Beat::Bare), Applied::Applied);
+        assert_eq!(rx.current(), &dir("0.64.0", &[]));
+    }
+
+    #[test]
+    fn payload_shapes() {
+        let d = dir("0.1.0", &[("a", 1, 2)]);
+        let full = Beat::Full {
+            seq: Some(1),
+            directory: d.clone(),
+        }
+        .to_payload("hubA", 7);
+        assert_eq!(
+            serde_json::to_string(&full).unwrap(),
+            r#"{"agents":{"a":{"parked":1,"queued":2}},"seq":1,"sessions":[],"timestamp":7,"version":"0.1.0","worker_id":"hubA"}"#
+        );
+        let delta = Beat::Delta {
+            seq: 2,
+            base: 1,
+            version: None,
+            upsert: vec![AgentUpsert {
+                name: "a".into(),
+                parked: 0,
+                queued: 0,
+            }],
+            remove: vec!["b".into()],
+        }
+        .to_payload("hubA", 7);
+        assert_eq!(
+            serde_json::to_string(&delta).unwrap(),
+            r#"{"base":1,"remove":["b"],"seq":2,"upsert":[{"name":"a","parked":0,"queued":0}]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&v0_payload("hubA", 7)).unwrap(),
+            r#"{"sessions":[],"timestamp":7,"worker_id":"hubA"}"#
+        );
+        for bad in [r#"{"base":1}"#, r#"{"base":3,"seq":3}"#] {
+            let p: Heartbeat = serde_json::from_str(bad).unwrap();
+            assert!(Beat::from_payload(&p).is_err(), "{bad}");
+        }
+        let p: Heartbeat = serde_json::from_str("{}").unwrap();
+        assert_eq!(Beat::from_payload(&p), Ok(Beat::Bare));
+    }
+}

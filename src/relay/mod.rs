@@ -1,0 +1,32 @@
+//! The relay: hubs on different machines link over the relay wire protocol (000 seed §6–§7;
+//! the v0 facts in `shared/design/relay-compat.md`; the whole protocol in
+//! `docs/relay-protocol.md`).
+//!
+//! Layers, bottom up: `auth` (keys, nonces, proofs) and `message` (the envelope, its NDJSON
+//! line codec, the typed catalogue) → `frame` (binary frames + LZ4) and `heartbeat` (the
+//! directory, full and delta beats) → `session` (one connection's state machine) → `links`
+//! (which connection is a peer's lasting link). All of it is sans-IO: no sockets, files,
+//! clocks, threads or randomness; the server moves the bytes and passes the time in.
+
+pub mod auth;
+mod base64;
+pub mod frame;
+pub mod heartbeat;
+pub mod links;
+pub mod message;
+pub mod session;
+
+pub use message::{feature_for, Feature, MsgType, Payload, RelayError, RelayMessage};
+pub use session::{
+    PeerAuth, Role, SendError, Session, SessionConfig, SessionEvent, SessionState, WallClock,
+};
+
+/// Waits before each redial of a link we dialled (relay-compat.md: 10 s, 20 s, 40 s, then
+/// every 60 s). `attempt` counts from 0 for the first redial.
+pub fn reconnect_delay(attempt: u32) -> std::time::Duration {
+    const SECS: [u64; 4] = [10, 20, 40, 60];
+    std::time::Duration::from_secs(SECS[(attempt as usize).min(SECS.len() - 1)])
+}
+
+#[cfg(test)]
+mod tests;

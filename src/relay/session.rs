@@ -1,0 +1,1157 @@
+//! One relay connection's protocol state (relay-compat.md; seed §6–§7): the acceptor's
+//! challenge, the dialler's handshake, the ack and its v1 negotiation (proto, features,
+//! mutual proof), the switch to frames, heartbeats both ways, liveness, unknown types and
+//! duplicate ids, and what the application may send to this peer.
+//!
+//! Sans-IO: bytes in through `handle_input` (any split), bytes out through `poll_transmit` (in
+//! order), events through `poll_event`, time through `handle_timeout`/`poll_timeout`, every
+//! instant passed in. After `Closed`, `poll_transmit` still yields what was queued before (a
+//! denial ack); the IO layer writes it and then closes the socket. Refuses: sockets, clocks,
+//! randomness (nonce and id seed are passed in), and deciding which connection is a peer's
+//! lasting link (`links` does).
+
+use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
+use crate::relay::frame::{self, decode_body, decode_frame, FrameError};
+use crate::relay::heartbeat::{v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory};
+use crate::relay::message::{
+    feature_for, intersect, v0_knows, Ack, Challenge, Feature, Handshake, HandshakeAck,
+    HandshakeStatus, IdGen, MsgType, Payload, RelayError, RelayMessage, LINE_CAP_BYTES,
+};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+/// The protocol version this build speaks.
+pub const PROTO: u32 = 1;
+/// v0's default heartbeat interval.
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a connection may take to finish its handshake.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A peer is dead after this many heartbeat intervals without a `heartbeat`.
+pub const LIVENESS_INTERVALS: u32 = 3;
+/// Received ids remembered for duplicate detection (v0 keeps 1000).
+pub const DEDUPE_IDS: usize = 1000;
+/// Before authentication a line may be at most this long: handshake lines are small, and an
+/// unauthenticated peer should not make us buffer a megabyte.
+pub const HANDSHAKE_LINE_CAP_BYTES: usize = 16 * 1024;
+
+/// Which end of the TCP connection we are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Dialer,
+    Acceptor,
+}
+
+/// The wall clock, passed in: `unix_ms` was the time at `at`. Message timestamps and ids are
+/// unix milliseconds; the session only ever reads `Instant`s, so this anchor converts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallClock {
+    pub at: Instant,
+    pub unix_ms: i64,
+}
+
+impl WallClock {
+    pub fn unix_ms_at(&self, now: Instant) -> i64 {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        if now >= self.at {
+            self.unix_ms.saturating_add(ms(now - self.at))
+        } else {
+            self.unix_ms.saturating_sub(ms(self.at - now))
+        }
+    }
+}
+
+/// What this hub is and offers, the same for every link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionConfig {
+    pub local_peer: String,
+    pub software_version: String,
+    /// Features advertised. A link uses those both sides advertise.
+    pub features: Vec<Feature>,
+    pub heartbeat_interval: Duration,
+    pub handshake_timeout: Duration,
+    /// Sent in our handshake when we dial (so the peer can dial us back).
+    pub listen_port: Option<u16>,
+    /// Dial as a one-shot connection that never displaces the lasting link.
+    pub transient: bool,
+    /// The wall clock at some instant. Take it when the session is made (a suspended laptop's
+    /// monotonic clock stops while the wall clock runs); `Session::set_wall_clock` re-anchors.
+    pub wall_clock: WallClock,
+}
+
+impl SessionConfig {
+    /// Every feature, v0's 30 s heartbeat, a 10 s handshake deadline.
+    pub fn new(local_peer: &str, software_version: &str, wall_clock: WallClock) -> SessionConfig {
+        SessionConfig {
+            local_peer: local_peer.to_owned(),
+            software_version: software_version.to_owned(),
+            features: Feature::ALL.to_vec(),
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            listen_port: None,
+            transient: false,
+            wall_clock,
+        }
+    }
+}
+
+/// A peer's shared key and whether a v0 link with it is acceptable.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerAuth {
+    pub key: [u8; 32],
+    /// Accept a v0 link (no mutual proof, no features). Off: a v1 link with mutual-auth only
+    /// (if we offer mutual-auth), so an impostor cannot downgrade the link to skip the proof.
+    pub allow_v0: bool,
+}
+
+impl std::fmt::Debug for PeerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerAuth")
+            .field("key", &"<redacted>")
+            .field("allow_v0", &self.allow_v0)
+            .finish()
+    }
+}
+
+/// The acceptor's key lookup: a closure or a map from peer id to `PeerAuth`.
+pub trait PeerKeys: Send + 'static {
+    fn lookup(&self, peer: &str) -> Option<PeerAuth>;
+}
+
+impl<F: Fn(&str) -> Option<PeerAuth> + Send + 'static> PeerKeys for F {
+    fn lookup(&self, peer: &str) -> Option<PeerAuth> {
+        self(peer)
+    }
+}
+
+impl PeerKeys for HashMap<String, PeerAuth> {
+    fn lookup(&self, peer: &str) -> Option<PeerAuth> {
+        self.get(peer).cloned()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Dialer: waiting for the acceptor's `challenge`.
+    AwaitingChallenge,
+    /// Acceptor: the challenge is out, waiting for the `handshake`.
+    AwaitingHandshake,
+    /// Dialer: our handshake is out, waiting for `handshake_ack`.
+    AwaitingAck,
+    Established,
+    Closed,
+}
+
+/// What happened, for the layer above.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEvent {
+    /// The handshake succeeded. `features` is the agreed set (empty for proto 0); both ends
+    /// report the same set. `peer_version` is empty when the peer never said (a v0 acceptor).
+    Established {
+        peer: String,
+        proto: u32,
+        features: Vec<Feature>,
+        transient: bool,
+        peer_version: String,
+    },
+    /// A `heartbeat` arrived: the peer's directory after applying it (a v0 peer's has no
+    /// agents; a delta that could not be applied leaves it as it was until the resync).
+    Heartbeat { directory: Directory },
+    /// Any other message of a known type whose payload matches the catalogue.
+    Message(RelayMessage),
+    /// The first message of an unknown type on this link; it and later ones are dropped.
+    UnknownType { msg_type: String },
+    /// A line for the service log. Never holds a key, a proof or a payload.
+    Log(String),
+    /// The session is over; close the socket after writing what `poll_transmit` still yields.
+    Closed { reason: String },
+}
+
+/// Counters for the operator's peer listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub last_heartbeat_received: Option<Instant>,
+    pub beats_sent: u64,
+    pub beats_received: u64,
+    pub messages_in: u64,
+    pub messages_out: u64,
+    /// Messages dropped because their id was among the last 1000 received.
+    pub duplicates_dropped: u64,
+    /// Messages of a known type dropped because their payload did not match the catalogue.
+    pub invalid_dropped: u64,
+}
+
+/// Why `send` refused a message. Nothing was queued.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SendError {
+    /// The handshake has not finished.
+    NotEstablished,
+    Closed,
+    /// Handshake types and `heartbeat` are the session's own.
+    SessionOwned(MsgType),
+    /// This peer did not negotiate the type (a v1 type without its feature, a type the v0
+    /// peer's release does not know, or an unknown type).
+    NotNegotiated {
+        msg_type: String,
+        why: String,
+    },
+    /// `from_peer` must be our own peer id and `id` non-empty.
+    BadEnvelope(String),
+    /// The payload does not match the catalogue.
+    InvalidPayload(RelayError),
+    /// Over the line cap (NDJSON links).
+    TooLarge {
+        bytes: usize,
+        cap: usize,
+    },
+    /// Fits no frame (frame links).
+    Frame(FrameError),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::NotEstablished => {
+                f.write_str("the relay link has not finished its handshake")
+            }
+            SendError::Closed => f.write_str("the relay link is closed"),
+            SendError::SessionOwned(t) => {
+                write!(f, "{t} messages are sent by the relay session itself")
+            }
+            SendError::NotNegotiated { msg_type, why } => {
+                write!(f, "cannot send {msg_type} on this link: {why}")
+            }
+            SendError::BadEnvelope(d) => write!(f, "bad relay envelope: {d}"),
+            SendError::InvalidPayload(e) => write!(f, "{e}"),
+            SendError::TooLarge { bytes, cap } => {
+                write!(f, "message of {bytes} bytes exceeds the line cap of {cap}")
+            }
+            SendError::Frame(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// One relay connection.
+pub struct Session {
+    cfg: SessionConfig,
+    role: Role,
+    state: SessionState,
+    /// Dialer: from the start; acceptor: once the handshake verified.
+    peer: Option<String>,
+    auth: Option<PeerAuth>,
+    /// Acceptor: consulted once, at the handshake, then dropped.
+    keys: Option<Box<dyn PeerKeys>>,
+    /// Acceptor: the challenge's nonce; dialer: the nonce the acceptor must prove.
+    nonce_hex: String,
+    proto: u32,
+    features: Vec<Feature>,
+    peer_version: String,
+    peer_transient: bool,
+    peer_listen_port: Option<u16>,
+    /// Frames instead of lines (frame-bin agreed), from the byte after the ack line.
+    framed: bool,
+    lz4: bool,
+    inbuf: Vec<u8>,
+    /// Bytes of `inbuf` consumed.
+    in_pos: usize,
+    /// Bytes after `in_pos` already searched for `\n`.
+    scanned: usize,
+    out: VecDeque<Vec<u8>>,
+    events: VecDeque<SessionEvent>,
+    ids: IdGen,
+    handshake_deadline: Option<Instant>,
+    next_beat_at: Option<Instant>,
+    /// When the last heartbeat arrived (or the link came up).
+    liveness_from: Option<Instant>,
+    directory: Directory,
+    beat_tx: BeatSender,
+    beat_rx: BeatReceiver,
+    seen_ids: HashSet<String>,
+    seen_order: VecDeque<String>,
+    unknown_seen: HashSet<String>,
+    /// Log lines already written once on this link (so a misbehaving peer cannot flood the
+    /// service log): keyed by what was wrong.
+    logged_once: HashSet<String>,
+    stats: SessionStats,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("role", &self.role)
+            .field("state", &self.state)
+            .field("peer", &self.peer)
+            .field("proto", &self.proto)
+            .field("features", &self.features)
+            .field("framed", &self.framed)
+            .finish_non_exhaustive()
+    }
+}
+
+fn feature_names(fs: &[Feature]) -> Vec<String> {
+    fs.iter().map(|f| f.as_str().to_owned()).collect()
+}
+
+impl Session {
+    fn new(
+        cfg: SessionConfig,
+        role: Role,
+        nonce: [u8; 32],
+        rand_seed: u64,
+        now: Instant,
+    ) -> Session {
+        let deadline = now + cfg.handshake_timeout;
+        Session {
+            role,
+            state: match role {
+                Role::Dialer => SessionState::AwaitingChallenge,
+                Role::Acceptor => SessionState::AwaitingHandshake,
+            },
+            peer: None,
+            auth: None,
+            keys: None,
+            nonce_hex: nonce_hex(&nonce),
+            proto: 0,
+            features: Vec::new(),
+            peer_version: String::new(),
+            peer_transient: false,
+            peer_listen_port: None,
+            framed: false,
+            lz4: false,
+            inbuf: Vec::new(),
+            in_pos: 0,
+            scanned: 0,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            ids: IdGen::new(rand_seed),
+            handshake_deadline: Some(deadline),
+            next_beat_at: None,
+            liveness_from: None,
+            directory: Directory::default(),
+            beat_tx: BeatSender::new(false),
+            beat_rx: BeatReceiver::new(false, ""),
+            seen_ids: HashSet::new(),
+            seen_order: VecDeque::new(),
+            unknown_seen: HashSet::new(),
+            logged_once: HashSet::new(),
+            stats: SessionStats::default(),
+            cfg,
+        }
+    }
+
+    /// We dialled `peer_id`. `nonce`: 32 random bytes the acceptor must prove under
+    /// mutual-auth. `rand_seed`: random, for message ids. Waits for the acceptor's challenge.
+    pub fn dialer(
+        cfg: SessionConfig,
+        peer_id: &str,
+        auth: PeerAuth,
+        nonce: [u8; 32],
+        rand_seed: u64,
+        now: Instant,
+    ) -> Session {
+        let mut s = Session::new(cfg, Role::Dialer, nonce, rand_seed, now);
+        s.peer = Some(peer_id.to_owned());
+        s.auth = Some(auth);
+        if !valid_peer_id(peer_id) || !valid_peer_id(&s.cfg.local_peer) {
+            s.close("peer ids must be 1-128 characters of A-Z a-z 0-9 _ -");
+        }
+        s
+    }
+
+    /// A peer dialled us. `keys` finds a peer's key by the id its handshake claims. `nonce`:
+    /// 32 random bytes for the challenge. Queues the challenge at once (the acceptor speaks
+    /// first).
+    pub fn acceptor(
+        cfg: SessionConfig,
+        keys: impl PeerKeys,
+        nonce: [u8; 32],
+        rand_seed: u64,
+        now: Instant,
+    ) -> Session {
+        let mut s = Session::new(cfg, Role::Acceptor, nonce, rand_seed, now);
+        s.keys = Some(Box::new(keys));
+        let payload = Payload::Challenge(Challenge {
+            nonce: s.nonce_hex.clone(),
+        })
+        .to_value();
+        let msg = s.make(MsgType::Challenge, "", payload, now);
+        s.queue_line(&msg);
+        s
+    }
+
+    // ----- inputs -----
+
+    /// Bytes read from the socket, split anywhere.
+    pub fn handle_input(&mut self, bytes: &[u8], now: Instant) {
+        if self.state == SessionState::Closed {
+            return;
+        }
+        self.stats.bytes_in += bytes.len() as u64;
+        if self.in_pos > 0 {
+            self.inbuf.drain(..self.in_pos);
+            self.in_pos = 0;
+        }
+        self.inbuf.extend_from_slice(bytes);
+        self.process(now);
+        if self.in_pos == self.inbuf.len() {
+            // Nothing pending: hold no buffer between messages.
+            self.inbuf = Vec::new();
+            self.in_pos = 0;
+            self.scanned = 0;
+        }
+    }
+
+    /// The peer closed its end (EOF).
+    pub fn handle_eof(&mut self) {
+        self.close("peer closed the connection");
+    }
+
+    /// Timers: the handshake deadline, liveness, heartbeats due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            SessionState::Closed => {}
+            SessionState::Established => {
+                if now >= self.liveness_deadline().unwrap_or(now) {
+                    let secs = (self.cfg.heartbeat_interval * LIVENESS_INTERVALS).as_secs_f64();
+                    self.close(format!(
+                        "no heartbeat from {} for {LIVENESS_INTERVALS} intervals ({secs} s)",
+                        self.peer_name()
+                    ));
+                    return;
+                }
+                if let Some(due) = self.next_beat_at {
+                    if now >= due {
+                        self.send_beat(now);
+                        let mut next = due + self.cfg.heartbeat_interval;
+                        if next <= now {
+                            // Late (a stalled loop): do not send a burst to catch up.
+                            next = now + self.cfg.heartbeat_interval;
+                        }
+                        if self.state == SessionState::Established {
+                            self.next_beat_at = Some(next);
+                        }
+                    }
+                }
+            }
+            _ => {
+                if self.handshake_deadline.is_some_and(|d| now >= d) {
+                    self.close(format!(
+                        "handshake not finished within {} ms",
+                        self.cfg.handshake_timeout.as_millis()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The next instant `handle_timeout` has work; None once closed.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            SessionState::Closed => None,
+            SessionState::Established => match (self.next_beat_at, self.liveness_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            _ => self.handshake_deadline,
+        }
+    }
+
+    // ----- outputs -----
+
+    /// The next bytes to write, in order.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.out.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    // ----- the application's side -----
+
+    /// A message from us, with a fresh id and the current timestamp, ready for `send`.
+    pub fn message(&mut self, msg_type: MsgType, payload: Value, now: Instant) -> RelayMessage {
+        let from = self.cfg.local_peer.clone();
+        self.make(msg_type, &from, payload, now)
+    }
+
+    /// Queues a message for the peer, refusing anything the peer did not negotiate: handshake
+    /// types and heartbeats (the session's own), unknown types, v1 types without their
+    /// feature, types a v0 peer's release does not know, and invalid payloads.
+    pub fn send(&mut self, msg: RelayMessage) -> Result<(), SendError> {
+        match self.state {
+            SessionState::Established => {}
+            SessionState::Closed => return Err(SendError::Closed),
+            _ => return Err(SendError::NotEstablished),
+        }
+        let t = &msg.msg_type;
+        if t.is_handshake() || *t == MsgType::Heartbeat {
+            return Err(SendError::SessionOwned(t.clone()));
+        }
+        let refuse = |why: String| SendError::NotNegotiated {
+            msg_type: t.as_str().to_owned(),
+            why,
+        };
+        if let MsgType::Unknown(_) = t {
+            return Err(refuse(
+                "a type this build does not know is never sent".into(),
+            ));
+        }
+        if let Some(f) = feature_for(t) {
+            if !self.features.contains(&f) {
+                return Err(refuse(format!(
+                    "it needs feature {f}, which this link did not agree"
+                )));
+            }
+        }
+        if self.proto == 0 && !v0_knows(&self.peer_version, t) {
+            return Err(refuse(format!(
+                "the peer is a v0 relay (version {:?}) whose release does not know it",
+                self.peer_version
+            )));
+        }
+        if msg.from_peer != self.cfg.local_peer {
+            return Err(SendError::BadEnvelope(format!(
+                "from_peer is {:?}, not this hub's peer id {:?}",
+                msg.from_peer, self.cfg.local_peer
+            )));
+        }
+        if msg.id.is_empty() {
+            return Err(SendError::BadEnvelope("id is empty".into()));
+        }
+        msg.payload_typed().map_err(SendError::InvalidPayload)?;
+        self.transmit(&msg)?;
+        self.stats.messages_out += 1;
+        Ok(())
+    }
+
+    /// The hub's directory, carried by every heartbeat from now on.
+    pub fn set_directory(&mut self, directory: Directory) {
+        self.directory = directory;
+    }
+
+    /// Re-anchors the wall clock used for timestamps and ids.
+    pub fn set_wall_clock(&mut self, wall_clock: WallClock) {
+        self.cfg.wall_clock = wall_clock;
+    }
+
+    /// Ends the session (shutdown, displaced by another link). Emits `Closed`.
+    pub fn close(&mut self, reason: impl Into<String>) {
+        if self.state == SessionState::Closed {
+            return;
+        }
+        let reason = reason.into();
+        self.state = SessionState::Closed;
+        self.handshake_deadline = None;
+        self.next_beat_at = None;
+        self.inbuf = Vec::new();
+        self.in_pos = 0;
+        self.keys = None;
+        self.events.push_back(SessionEvent::Closed { reason });
+    }
+
+    // ----- accessors -----
+
+    pub fn state(&self) -> SessionState {
+        self.state
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The peer's id: known from the start when dialling, after the handshake when accepting.
+    pub fn peer(&self) -> Option<&str> {
+        match (self.role, self.state) {
+            (Role::Acceptor, SessionState::AwaitingHandshake) => None,
+            _ => self.peer.as_deref(),
+        }
+    }
+
+    /// The agreed features (empty before the link is up, and for proto 0).
+    pub fn features(&self) -> &[Feature] {
+        &self.features
+    }
+
+    /// The agreed proto, once established.
+    pub fn proto(&self) -> Option<u32> {
+        (self.established_once()).then_some(self.proto)
+    }
+
+    /// The peer's software version ("" when it never said: a v0 acceptor).
+    pub fn peer_version(&self) -> &str {
+        &self.peer_version
+    }
+
+    /// The port the dialler said it listens on (acceptor side).
+    pub fn peer_listen_port(&self) -> Option<u16> {
+        self.peer_listen_port
+    }
+
+    /// Whether the link is a transient one (either side asked for it when dialling).
+    pub fn transient(&self) -> bool {
+        self.peer_transient
+    }
+
+    /// Whether the link has switched to binary frames.
+    pub fn framed(&self) -> bool {
+        self.framed
+    }
+
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    // ----- internals -----
+
+    fn established_once(&self) -> bool {
+        self.liveness_from.is_some()
+    }
+
+    fn peer_name(&self) -> &str {
+        self.peer.as_deref().unwrap_or("peer")
+    }
+
+    fn liveness_deadline(&self) -> Option<Instant> {
+        self.liveness_from
+            .map(|t| t + self.cfg.heartbeat_interval * LIVENESS_INTERVALS)
+    }
+
+    fn make(
+        &mut self,
+        msg_type: MsgType,
+        from: &str,
+        payload: Value,
+        now: Instant,
+    ) -> RelayMessage {
+        let ms = self.cfg.wall_clock.unix_ms_at(now);
+        RelayMessage {
+            id: self.ids.next_id(ms),
+            msg_type,
+            from_peer: from.to_owned(),
+            timestamp: ms,
+            payload,
+        }
+    }
+
+    /// Handshake messages are always lines (the upgrade happens after them).
+    fn queue_line(&mut self, msg: &RelayMessage) {
+        let line = msg.encode_line();
+        self.stats.bytes_out += line.len() as u64;
+        self.out.push_back(line);
+    }
+
+    /// A message in the link's current form (line or frame).
+    fn transmit(&mut self, msg: &RelayMessage) -> Result<(), SendError> {
+        let bytes = if self.framed {
+            frame::encode_message(msg, self.lz4).map_err(SendError::Frame)?
+        } else {
+            let line = msg.encode_line();
+            if line.len() - 1 > LINE_CAP_BYTES {
+                return Err(SendError::TooLarge {
+                    bytes: line.len() - 1,
+                    cap: LINE_CAP_BYTES,
+                });
+            }
+            line
+        };
+        // The safety net under `send`'s checks: a v0 peer dies on a type it does not know.
+        debug_assert!(self.proto != 0 || v0_knows(&self.peer_version, &msg.msg_type));
+        self.stats.bytes_out += bytes.len() as u64;
+        self.out.push_back(bytes);
+        Ok(())
+    }
+
+    /// The next complete line as a range of `inbuf`, None for "need more", Err(length) when
+    /// the line (or the partial line) passes `cap`.
+    fn next_line(&mut self, cap: usize) -> Result<Option<(usize, usize)>, usize> {
+        let pending = &self.inbuf[self.in_pos..];
+        let from = self.scanned.min(pending.len());
+        match pending[from..].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let n = from + i;
+                self.scanned = 0;
+                if n > cap {
+                    return Err(n);
+                }
+                let start = self.in_pos;
+                self.in_pos += n + 1;
+                Ok(Some((start, start + n)))
+            }
+            None => {
+                self.scanned = pending.len();
+                if pending.len() > cap {
+                    Err(pending.len())
+                } else {
+                    Ok(None)
+                }
+            }
+        }
+    }
+
+    fn process(&mut self, now: Instant) {
+        while self.state != SessionState::Closed {
+            if self.framed {
+                match decode_frame(&self.inbuf[self.in_pos..]) {
+                    Ok(None) => break,
+                    Ok(Some((frame, n))) => {
+                        self.in_pos += n;
+                        match decode_body(&frame.body) {
+                            Ok(msg) => self.on_message(msg, now),
+                            Err(e) => {
+                                self.close(format!("protocol error from {}: {e}", self.peer_name()))
+                            }
+                        }
+                    }
+                    Err(e) => self.close(format!("protocol error from {}: {e}", self.peer_name())),
+                }
+                continue;
+            }
+            let cap = if self.state == SessionState::Established {
+                LINE_CAP_BYTES
+            } else {
+                HANDSHAKE_LINE_CAP_BYTES
+            };
+            match self.next_line(cap) {
+                Ok(None) => break,
+                Err(len) => {
+                    let what = if self.state == SessionState::Established {
+                        "line"
+                    } else {
+                        "handshake line"
+                    };
+                    self.close(format!(
+                        "{what} of {len}+ bytes exceeds the cap of {cap} bytes"
+                    ));
+                }
+                Ok(Some((a, b))) => {
+                    let decoded = RelayMessage::decode_line(&self.inbuf[a..b]);
+                    match self.state {
+                        SessionState::AwaitingChallenge => self.on_challenge(decoded, now),
+                        SessionState::AwaitingHandshake => self.on_handshake(decoded, now),
+                        SessionState::AwaitingAck => self.on_ack(decoded, now),
+                        SessionState::Established => match decoded {
+                            Ok(msg) => self.on_message(msg, now),
+                            Err(e) => {
+                                self.close(format!("protocol error from {}: {e}", self.peer_name()))
+                            }
+                        },
+                        SessionState::Closed => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Dialer: answer the challenge with our proof, version, proto, features and nonce.
+    fn on_challenge(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
+        let msg = match decoded {
+            Ok(m) if m.msg_type == MsgType::Challenge => m,
+            Ok(m) => return self.close(format!("expected challenge, got {}", m.msg_type)),
+            Err(e) => return self.close(format!("malformed challenge: {e}")),
+        };
+        let nonce = match msg.payload_typed() {
+            Ok(Payload::Challenge(c)) if is_nonce_hex(&c.nonce) => c.nonce,
+            _ => {
+                return self.close("malformed challenge: nonce must be 64 lowercase hex characters")
+            }
+        };
+        let Some(auth) = self.auth.clone() else {
+            return self.close("internal: a dialer without a key");
+        };
+        let offered: Vec<Feature> = Feature::ALL
+            .into_iter()
+            .filter(|f| self.cfg.features.contains(f))
+            .collect();
+        let hs = Handshake {
+            proof: auth::proof(&auth.key, &nonce),
+            version: self.cfg.software_version.clone(),
+            listen_port: self.cfg.listen_port,
+            transient: self.cfg.transient.then_some(true),
+            proto: Some(PROTO),
+            features: Some(feature_names(&offered)),
+            nonce: offered
+                .contains(&Feature::MutualAuth)
+                .then(|| self.nonce_hex.clone()),
+        };
+        let from = self.cfg.local_peer.clone();
+        let msg = self.make(
+            MsgType::Handshake,
+            &from,
+            Payload::Handshake(hs).to_value(),
+            now,
+        );
+        self.queue_line(&msg);
+        self.state = SessionState::AwaitingAck;
+    }
+
+    /// Acceptor: check the claimed peer's proof; ack (ok or denied) or close without an ack.
+    fn on_handshake(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
+        // A malformed handshake gets no ack at all, only a close (relay-compat.md step 3).
+        let msg = match decoded {
+            Ok(m) if m.msg_type == MsgType::Handshake => m,
+            Ok(m) => {
+                return self.close(format!(
+                    "malformed handshake: expected handshake, got {}",
+                    m.msg_type
+                ))
+            }
+            Err(e) => return self.close(format!("malformed handshake: {e}")),
+        };
+        let hs = match msg.payload_typed() {
+            Ok(Payload::Handshake(h)) => h,
+            Ok(_) => return self.close("malformed handshake"),
+            Err(e) => return self.close(format!("malformed handshake: {e}")),
+        };
+        if !valid_peer_id(&msg.from_peer) {
+            return self.close("malformed handshake: from_peer is not a valid peer id");
+        }
+        let peer = msg.from_peer;
+        let v1 = hs.proto.unwrap_or(0) >= 1;
+        let theirs: Vec<Feature> = if v1 {
+            hs.features
+                .iter()
+                .flatten()
+                .filter_map(|n| Feature::parse(n))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let agreed = intersect(&self.cfg.features, &theirs);
+        let dialer_nonce = if agreed.contains(&Feature::MutualAuth) {
+            match hs.nonce {
+                Some(n) if is_nonce_hex(&n) => Some(n),
+                _ => {
+                    return self.close(format!(
+                    "malformed handshake from {peer}: mutual-auth offered without a 64-hex nonce"
+                ))
+                }
+            }
+        } else {
+            None
+        };
+        let auth = self.keys.take().and_then(|k| k.lookup(&peer));
+        let proof_ok = match &auth {
+            Some(a) => auth::verify(&a.key, &self.nonce_hex, &hs.proof),
+            None => {
+                // Same work for an unknown id, so timing does not tell which ids exist.
+                let _ = auth::verify(&[0u8; 32], &self.nonce_hex, &hs.proof);
+                false
+            }
+        };
+        let auth = match auth {
+            None => return self.deny(format!("handshake denied: unknown peer id {peer:?}"), now),
+            Some(_) if !proof_ok => {
+                return self.deny(
+                    format!("handshake denied: wrong proof from {peer} (different key?)"),
+                    now,
+                )
+            }
+            Some(a) => a,
+        };
+        if !v1 && !auth.allow_v0 {
+            return self.deny(format!("handshake denied: {peer} speaks relay v0 (no proto) and allow_v0 is off for it"), now);
+        }
+        let ack = if v1 {
+            HandshakeAck {
+                status: HandshakeStatus::Ok,
+                proto: Some(PROTO),
+                features: Some(feature_names(&agreed)),
+                proof: dialer_nonce.map(|n| auth::proof(&auth.key, &n)),
+                version: Some(self.cfg.software_version.clone()),
+            }
+        } else {
+            // v0 bytes exactly: `{"status":"ok"}` and nothing else.
+            HandshakeAck {
+                status: HandshakeStatus::Ok,
+                proto: None,
+                features: None,
+                proof: None,
+                version: None,
+            }
+        };
+        self.peer = Some(peer);
+        self.auth = Some(auth);
+        self.proto = if v1 { PROTO } else { 0 };
+        self.features = if v1 { agreed } else { Vec::new() };
+        self.peer_version = hs.version;
+        self.peer_transient = hs.transient == Some(true);
+        self.peer_listen_port = hs.listen_port;
+        let from = self.cfg.local_peer.clone();
+        let msg = self.make(
+            MsgType::HandshakeAck,
+            &from,
+            Payload::HandshakeAck(ack).to_value(),
+            now,
+        );
+        self.queue_line(&msg);
+        self.establish(now);
+    }
+
+    fn deny(&mut self, reason: String, now: Instant) {
+        let ack = HandshakeAck {
+            status: HandshakeStatus::Denied,
+            proto: None,
+            features: None,
+            proof: None,
+            version: None,
+        };
+        let from = self.cfg.local_peer.clone();
+        let msg = self.make(
+            MsgType::HandshakeAck,
+            &from,
+            Payload::HandshakeAck(ack).to_value(),
+            now,
+        );
+        self.queue_line(&msg);
+        self.close(reason);
+    }
+
+    /// Dialer: the acceptor's verdict. Under mutual-auth its proof is checked before we send
+    /// anything else, so an impostor acceptor learns nothing and can inject nothing.
+    fn on_ack(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
+        let peer = self.peer_name().to_owned();
+        let msg = match decoded {
+            Ok(m) if m.msg_type == MsgType::HandshakeAck => m,
+            Ok(m) => {
+                return self.close(format!(
+                    "expected handshake_ack from {peer}, got {}",
+                    m.msg_type
+                ))
+            }
+            Err(e) => return self.close(format!("malformed handshake_ack from {peer}: {e}")),
+        };
+        let ack = match msg.payload_typed() {
+            Ok(Payload::HandshakeAck(a)) => a,
+            Ok(_) => return self.close(format!("malformed handshake_ack from {peer}")),
+            Err(e) => return self.close(format!("malformed handshake_ack from {peer}: {e}")),
+        };
+        if ack.status == HandshakeStatus::Denied {
+            return self.close(format!(
+                "{peer} denied our handshake (a different key, or it does not know us as {:?})",
+                self.cfg.local_peer
+            ));
+        }
+        let Some(auth) = self.auth.clone() else {
+            return self.close("internal: a dialer without a key");
+        };
+        match ack.proto {
+            None | Some(0) => {
+                if !auth.allow_v0 {
+                    return self.close(format!(
+                        "{peer} answered as a relay v0 (no proto in its handshake_ack) and allow_v0 is off for it"
+                    ));
+                }
+                self.proto = 0;
+                self.features = Vec::new();
+            }
+            Some(PROTO) => {
+                let mut agreed = Vec::new();
+                for name in ack.features.iter().flatten() {
+                    match Feature::parse(name) {
+                        Some(f) if self.cfg.features.contains(&f) => agreed.push(f),
+                        _ => {
+                            return self.close(format!(
+                                "{peer} agreed to feature {name:?}, which we did not offer"
+                            ))
+                        }
+                    }
+                }
+                let agreed = intersect(&agreed, &Feature::ALL);
+                if agreed.contains(&Feature::MutualAuth) {
+                    let proven = ack
+                        .proof
+                        .as_deref()
+                        .is_some_and(|p| auth::verify(&auth.key, &self.nonce_hex, p));
+                    if !proven {
+                        return self.close(format!(
+                            "{peer} failed mutual authentication: its handshake_ack does not prove our nonce with the shared key (an impostor, or a different key)"
+                        ));
+                    }
+                } else if self.cfg.features.contains(&Feature::MutualAuth) && !auth.allow_v0 {
+                    return self.close(format!(
+                        "{peer} did not agree to mutual-auth, which is required while allow_v0 is off for it"
+                    ));
+                }
+                self.proto = PROTO;
+                self.features = agreed;
+            }
+            Some(p) => {
+                return self.close(format!(
+                    "{peer} answered proto {p}; this build speaks proto {PROTO}"
+                ));
+            }
+        }
+        self.peer_version = ack.version.unwrap_or_default();
+        self.peer_transient = self.cfg.transient;
+        self.establish(now);
+    }
+
+    fn establish(&mut self, now: Instant) {
+        self.state = SessionState::Established;
+        self.handshake_deadline = None;
+        self.framed = self.features.contains(&Feature::FrameBin);
+        self.lz4 = self.framed && self.features.contains(&Feature::Lz4);
+        let delta = self.features.contains(&Feature::HbDelta);
+        self.beat_tx = BeatSender::new(delta);
+        self.beat_rx = BeatReceiver::new(delta, &self.peer_version);
+        self.liveness_from = Some(now);
+        // The first beat is due at once, but goes out from `handle_timeout`, so the layer above
+        // can `set_directory` on `Established` and have even the first beat carry it.
+        self.next_beat_at = Some(now);
+        self.events.push_back(SessionEvent::Established {
+            peer: self.peer_name().to_owned(),
+            proto: self.proto,
+            features: self.features.clone(),
+            transient: self.peer_transient,
+            peer_version: self.peer_version.clone(),
+        });
+    }
+
+    /// False if the id is among the last `DEDUPE_IDS` received (then the message is dropped).
+    fn remember_id(&mut self, id: &str) -> bool {
+        if self.seen_ids.contains(id) {
+            return false;
+        }
+        if self.seen_order.len() == DEDUPE_IDS {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen_ids.remove(&old);
+            }
+        }
+        self.seen_ids.insert(id.to_owned());
+        self.seen_order.push_back(id.to_owned());
+        true
+    }
+
+    fn on_message(&mut self, msg: RelayMessage, now: Instant) {
+        self.stats.messages_in += 1;
+        if !self.remember_id(&msg.id) {
+            self.stats.duplicates_dropped += 1;
+            return;
+        }
+        match &msg.msg_type {
+            MsgType::Heartbeat => self.on_heartbeat(msg, now),
+            MsgType::Ack => match msg.payload_typed() {
+                Ok(Payload::Ack(a)) => {
+                    if !self.beat_tx.handle_ack(&a.ack_id, a.resync == Some(true)) {
+                        self.events.push_back(SessionEvent::Message(msg));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => self.drop_invalid(&msg.msg_type, &e),
+            },
+            MsgType::Unknown(name) => {
+                // seed §6.3: logged once per type per peer, dropped, never fatal, never acked.
+                if self.unknown_seen.insert(name.clone()) {
+                    self.events.push_back(SessionEvent::UnknownType {
+                        msg_type: name.clone(),
+                    });
+                }
+            }
+            t if t.is_handshake() => {
+                let line = format!(
+                    "dropped a {t} from {} after the handshake (logged once per type)",
+                    self.peer_name()
+                );
+                self.log_once(format!("late:{t}"), line);
+            }
+            _ => match msg.payload_typed() {
+                Ok(_) => self.events.push_back(SessionEvent::Message(msg)),
+                Err(e) => self.drop_invalid(&msg.msg_type, &e),
+            },
+        }
+    }
+
+    fn drop_invalid(&mut self, t: &MsgType, e: &RelayError) {
+        self.stats.invalid_dropped += 1;
+        // serde's texts may quote a value (which could be part of a prompt): only a missing
+        // key's name is safe to log.
+        let detail = match e {
+            RelayError::BadPayload { detail, .. } if detail.starts_with("missing field") => {
+                detail.as_str()
+            }
+            _ => "a key has the wrong type",
+        };
+        let line = format!(
+            "dropped a {t} from {}: payload does not match the catalogue ({detail}; logged once per type)",
+            self.peer_name()
+        );
+        self.log_once(format!("invalid:{t}"), line);
+    }
+
+    fn log_once(&mut self, key: String, line: String) {
+        if self.logged_once.insert(key) {
+            self.events.push_back(SessionEvent::Log(line));
+        }
+    }
+
+    fn on_heartbeat(&mut self, msg: RelayMessage, now: Instant) {
+        // Liveness counts heartbeats only, whatever their payload (relay-compat.md).
+        self.liveness_from = Some(now);
+        self.stats.last_heartbeat_received = Some(now);
+        self.stats.beats_received += 1;
+        let beat = if self.proto == 0 {
+            // A v0 peer's beat never carries a directory, whatever keys it has.
+            Ok(Beat::Bare)
+        } else {
+            match msg.payload_typed() {
+                Ok(Payload::Heartbeat(h)) => Beat::from_payload(&h),
+                Ok(_) => Err("not a heartbeat payload".into()),
+                Err(_) => Err("a directory key has the wrong type".into()),
+            }
+        };
+        let resync = match beat {
+            Ok(b) => self.beat_rx.apply(b) == Applied::NeedResync,
+            Err(e) => {
+                let line = format!(
+                    "heartbeat from {} carries no usable directory: {e} (logged once)",
+                    self.peer_name()
+                );
+                self.log_once("heartbeat".into(), line);
+                true
+            }
+        };
+        if self.features.contains(&Feature::HbDelta) {
+            let ack = Ack {
+                ack_id: msg.id,
+                resync: resync.then_some(true),
+            };
+            let from = self.cfg.local_peer.clone();
+            let reply = self.make(MsgType::Ack, &from, Payload::Ack(ack).to_value(), now);
+            if let Err(e) = self.transmit(&reply) {
+                return self.close(format!("cannot acknowledge a heartbeat: {e}"));
+            }
+        }
+        let directory = self.beat_rx.current().clone();
+        self.events.push_back(SessionEvent::Heartbeat { directory });
+    }
+
+    fn send_beat(&mut self, now: Instant) {
+        let ms = self.cfg.wall_clock.unix_ms_at(now);
+        let id = self.ids.next_id(ms);
+        let local = self.cfg.local_peer.clone();
+        let payload = if self.proto == 0 {
+            // A v0 peer never gets a directory: only the keys later v0 releases send.
+            v0_payload(&local, ms)
+        } else {
+            self.beat_tx
+                .next_beat(&id, &self.directory)
+                .to_payload(&local, ms)
+        };
+        let msg = RelayMessage {
+            id,
+            msg_type: MsgType::Heartbeat,
+            from_peer: local,
+            timestamp: ms,
+            payload,
+        };
+        match self.transmit(&msg) {
+            Ok(()) => self.stats.beats_sent += 1,
+            Err(e) => self.close(format!("cannot send a heartbeat: {e}")),
+        }
+    }
+}
