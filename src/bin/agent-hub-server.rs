@@ -98,6 +98,9 @@ fn serve(config: &Path, demo: bool) -> ExitCode {
             started.addr.port(),
         );
     }
+    if let Some(relay) = started.relay_addr {
+        say(format_args!("agent-hub-server: relay listening on {relay}"));
+    }
     say(format_args!(
         "agent-hub-server: listening on {}; hub ready",
         started.addr

@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod records;
+pub mod relay_io;
 pub mod relay_status;
 pub mod signal;
 pub mod startup;
@@ -78,6 +79,10 @@ pub struct Server {
     read_again: BTreeSet<ConnId>,
     records: Records,
     store: Box<dyn Store>,
+    /// The relay to other hubs, when configured.
+    relay: Option<relay_io::RelayIo>,
+    /// When the relay's heartbeat directory is next refreshed from the hub.
+    next_directory: Option<Instant>,
     /// Store operations that gate nothing, applied with the next commit (retried on failure).
     pending_ops: Vec<StoreOp>,
     /// Held open so that at EMFILE one descriptor can be freed to accept-and-close.
@@ -131,6 +136,8 @@ impl Server {
             read_again: BTreeSet::new(),
             records,
             store,
+            relay: None,
+            next_directory: None,
             pending_ops: Vec::new(),
             reserve_fd: File::open("/dev/null").ok(),
             accept_paused_until: None,
@@ -140,6 +147,15 @@ impl Server {
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
+    }
+
+    /// Starts the relay (its listener and its dials). Errors name the key file or address.
+    pub fn start_relay(&mut self, cfg: crate::config::RelayConfig) -> Result<Option<std::net::SocketAddr>, String> {
+        let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
+        let addr = relay.local_addr();
+        self.relay = Some(relay);
+        self.next_directory = Some(Instant::now());
+        Ok(addr)
     }
 
     pub fn records(&mut self) -> &mut Records {
@@ -172,6 +188,12 @@ impl Server {
                             self.begin_shutdown(now);
                         }
                     }
+                    token if relay_io::RelayIo::owns(token) => {
+                        if let Some(relay) = &mut self.relay {
+                            let (r, w) = (event.is_readable() || event.is_read_closed() || event.is_error(), event.is_writable());
+                            relay.handle_event(self.poll.registry(), token, r, w, now.mono);
+                        }
+                    }
                     Token(t) => {
                         let id = t as ConnId;
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
@@ -193,6 +215,7 @@ impl Server {
             }
             self.hub.handle_timeout(now);
             self.expire_io_deadlines(now);
+            self.tick_relay(now);
             self.settle(now);
         }
         self.settle(self.now());
@@ -219,6 +242,10 @@ impl Server {
         consider(self.deadlines.first().map(|&(t, _)| t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
+        if let Some(relay) = &self.relay {
+            consider(relay.poll_timeout());
+            consider(self.next_directory);
+        }
         if self.hub.has_staged() || !self.pending_ops.is_empty() {
             consider(Some(now + COMMIT_RETRY));
         }
@@ -617,6 +644,33 @@ impl Server {
         self.drain_outputs();
     }
 
+    /// The relay's timers, and its heartbeat directory refreshed from the hub at most once a
+    /// second (the directory is a roster-sized walk; per iteration would tax every send).
+    fn tick_relay(&mut self, now: Now) {
+        let Some(relay) = &mut self.relay else { return };
+        if self.next_directory.is_some_and(|t| t <= now.mono) {
+            let agents = self
+                .hub
+                .presence()
+                .agents
+                .into_iter()
+                .map(|a| (a.name, a.parked.len() as u32, a.queued.min(u64::from(u32::MAX)) as u32))
+                .collect();
+            relay.set_directory(agents);
+            self.next_directory = Some(now.mono + Duration::from_secs(1));
+        }
+        relay.handle_timeout(self.poll.registry(), now.mono);
+        self.drain_relay_logs();
+    }
+
+    fn drain_relay_logs(&mut self) {
+        if let Some(relay) = &mut self.relay {
+            for (level, line) in relay.logs.drain(..) {
+                self.records.log(level, &line);
+            }
+        }
+    }
+
     fn begin_shutdown(&mut self, now: Now) {
         if self.shutting_down {
             return;
@@ -630,6 +684,10 @@ impl Server {
             let _ = self.poll.registry().deregister(&mut l);
         }
         self.shutdown_deadline = Some(now.mono + self.limits.write_timeout());
+        if let Some(relay) = &mut self.relay {
+            relay.close_all(self.poll.registry(), now.mono);
+        }
+        self.drain_relay_logs();
         self.hub.shutdown(now);
         self.log_refusals(now, true);
     }

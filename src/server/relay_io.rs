@@ -9,7 +9,7 @@ use super::relay_status::{write_status, PeerStatus, RelayStatus};
 use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory};
 use crate::relay::links::{Direction, Links, Verdict};
-use crate::relay::session::{PeerAuth, Role, Session, SessionConfig, SessionEvent};
+use crate::relay::session::{PeerAuth, Session, SessionConfig, SessionEvent, WallClock};
 use crate::relay::Feature;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
@@ -91,6 +91,7 @@ impl RelayIo {
             handshake_timeout: Duration::from_millis(cfg.handshake_timeout_ms),
             listen_port: cfg.listen.map(|a| a.port()),
             transient: false,
+            wall_clock: wall_clock(now),
         };
         let listener = match cfg.listen {
             None => None,
@@ -133,6 +134,14 @@ impl RelayIo {
 
     pub fn owns(token: Token) -> bool {
         token.0 >= RELAY_TOKEN_BASE
+    }
+
+    /// A session config whose wall clock is anchored now (a suspended machine's monotonic
+    /// clock stops while the wall clock runs, so each new session takes a fresh anchor).
+    fn session_cfg(&self, now: Instant) -> SessionConfig {
+        let mut cfg = self.session_cfg.clone();
+        cfg.wall_clock = wall_clock(now);
+        cfg
     }
 
     fn entropy(&mut self) -> ([u8; 32], u64) {
@@ -197,7 +206,7 @@ impl RelayIo {
                         continue;
                     }
                     let (nonce, seed) = self.entropy();
-                    let session = Session::acceptor(self.session_cfg.clone(), self.keys.clone(), nonce, seed, now);
+                    let session = Session::acceptor(self.session_cfg(now), self.keys.clone(), nonce, seed, now);
                     self.logs.push(("INFO", format!("relay: connection from {addr}")));
                     self.links.insert(
                         token,
@@ -247,7 +256,7 @@ impl RelayIo {
         }
         let (nonce, seed) = self.entropy();
         let auth = self.keys[&peer.id].clone();
-        let session = Session::dialer(self.session_cfg.clone(), &peer.id, auth, nonce, seed, now);
+        let session = Session::dialer(self.session_cfg(now), &peer.id, auth, nonce, seed, now);
         self.books.get_mut(&peer.id).expect("book").dialling = Some(token);
         self.links.insert(
             token,
@@ -282,6 +291,7 @@ impl RelayIo {
             let Some(link) = self.links.get_mut(&token) else { return };
             match link.stream.read(&mut buf) {
                 Ok(0) => {
+                    link.session.handle_eof();
                     self.pump(registry, token, now);
                     self.drop_link(registry, token, "peer closed the connection", now);
                     return;
@@ -524,6 +534,10 @@ impl RelayIo {
         }
         self.write_status_file();
     }
+}
+
+fn wall_clock(now: Instant) -> WallClock {
+    WallClock { at: now, unix_ms: chrono::Utc::now().timestamp_millis() }
 }
 
 trait DueExt {

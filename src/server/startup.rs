@@ -41,6 +41,8 @@ fn fail<E: fmt::Display>(stage: &'static str) -> impl FnOnce(E) -> StartupError 
 pub struct Started {
     pub server: Server,
     pub addr: SocketAddr,
+    /// Where the relay listens, when it is configured to.
+    pub relay_addr: Option<SocketAddr>,
 }
 
 /// Refuses a credential file that group or others may read or write.
@@ -88,7 +90,7 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
     );
     match start_rest(&config, audit_result, &mut records, install_signals) {
         Ok((listener, addr, signals, roster, store, loaded)) => {
-            let server = Server::new(
+            let mut server = Server::new(
                 listener,
                 signals,
                 roster,
@@ -98,7 +100,27 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                 loaded,
             )
             .map_err(fail("event loop"))?;
-            Ok(Started { server, addr })
+            let relay_addr = match config.relay.clone() {
+                None => None,
+                Some(relay) => {
+                    let peer_id = relay.peer_id.clone();
+                    match server.start_relay(relay) {
+                        Ok(a) => {
+                            let at = a.map_or("(dialling only)".to_owned(), |a| a.to_string());
+                            server.records().log("INFO", &format!("relay started as {peer_id}, listening on {at}"));
+                            server.records().flush_service();
+                            a
+                        }
+                        Err(cause) => {
+                            let e = StartupError { stage: "relay", cause };
+                            server.records().log("ERROR", &e.to_string());
+                            server.records().flush_service();
+                            return Err(e);
+                        }
+                    }
+                }
+            };
+            Ok(Started { server, addr, relay_addr })
         }
         Err(e) => {
             records.log("ERROR", &e.to_string());
