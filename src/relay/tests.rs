@@ -1576,3 +1576,10 @@ fn acceptor_ignores_feature_names_it_does_not_know() {
     );
     assert!(a.framed());
 }
+
+#[test]
+fn sessions_can_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Session>();
+    assert_send::<SessionEvent>();
+}
