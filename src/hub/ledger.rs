@@ -153,6 +153,10 @@ impl Ledger {
         }
     }
 
+    pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
+        self.records.get(&(sender.to_owned(), id.to_owned())).map(|r| r.state)
+    }
+
     /// Records where a restored envelope sits in acceptance order.
     pub fn set_seq(&mut self, sender: &str, id: &str, seq: u64) {
         if let Some(r) = self.records.get_mut(&(sender.to_owned(), id.to_owned())) {

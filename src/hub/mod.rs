@@ -185,8 +185,11 @@ impl Hub {
         let now_ms = now.wall.timestamp_millis();
         for e in loaded.envelopes {
             self.next_seq = self.next_seq.max(e.seq + 1);
-            self.ledger
-                .set_state(&e.sender, &e.id, State::Queued, false, now_ms);
+            // Queued it is; keep the time it became so unless a restart is what requeued it
+            // (an ack-mode delivery the crash cut off before its ack).
+            if self.ledger.state_of(&e.sender, &e.id) != Some(State::Queued) {
+                self.ledger.set_state(&e.sender, &e.id, State::Queued, false, now_ms);
+            }
             self.ledger.set_seq(&e.sender, &e.id, e.seq);
             self.router.enqueue_back(Queued {
                 id: e.id,
@@ -464,7 +467,12 @@ impl Hub {
     /// The audit records of the sends staged since the last commit, in order. The IO layer
     /// writes them (with the other pending records) and then calls `commit`.
     pub fn staged_audit(&self) -> impl Iterator<Item = AuditEvent> + '_ {
-        let sends = self.staged.iter().map(|s| AuditEvent::Accepted {
+        self.staged_audit_parts(true)
+    }
+
+    /// `staged_audit` for the acks only (`with_sends` false) or for everything.
+    pub fn staged_audit_parts(&self, with_sends: bool) -> impl Iterator<Item = AuditEvent> + '_ {
+        let sends = self.staged.iter().take(if with_sends { usize::MAX } else { 0 }).map(|s| AuditEvent::Accepted {
             conn: s.conn,
             envelope: s.env.text.clone(),
         });
@@ -480,7 +488,12 @@ impl Hub {
     /// The store operations the staged sends and acks need, appended to `ops` in order. The
     /// loop applies them in the same transaction as the other pending operations.
     pub fn staged_store_ops(&self, wall_ms: i64, ops: &mut Vec<StoreOp>) {
-        for s in &self.staged {
+        self.staged_store_ops_parts(true, wall_ms, ops)
+    }
+
+    /// `staged_store_ops` for the acks only (`with_sends` false) or for everything.
+    pub fn staged_store_ops_parts(&self, with_sends: bool, wall_ms: i64, ops: &mut Vec<StoreOp>) {
+        for s in self.staged.iter().take(if with_sends { usize::MAX } else { 0 }) {
             let e = &s.env;
             ops.push(StoreOp::Insert {
                 seq: e.seq,
@@ -515,13 +528,24 @@ impl Hub {
         !self.staged.is_empty() || !self.staged_acks.is_empty()
     }
 
+    /// Sends (or bounces) wait for the commit.
+    pub fn has_staged_sends(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
     /// Settles every staged send: on `Ok` they are accepted and routed; on `Err` (the audit
     /// write failed) each sender gets an error line and nothing is queued. Bounces stay staged
     /// on failure and are tried again with the next commit, so none is dropped.
     pub fn commit(&mut self, result: Result<(), String>, now: Now) {
+        self.commit_parts(result.clone(), result, now)
+    }
+
+    /// `commit` with separate outcomes for the staged sends and the staged acks (the loop
+    /// retries a failed commit without its sends, so acks can free a full store).
+    pub fn commit_parts(&mut self, sends: Result<(), String>, acks: Result<(), String>, now: Now) {
         let staged = std::mem::take(&mut self.staged);
         for mut s in staged {
-            match &result {
+            match &sends {
                 Ok(()) => self.accept(s, now),
                 Err(_) if s.conn.is_none() => {
                     // A bounce kept for the next commit is accepted then, behind what is
@@ -547,7 +571,7 @@ impl Hub {
                     ..
                 })
             );
-            match &result {
+            match &acks {
                 Ok(()) => {
                     // The staged transaction already holds the durable `acked` state
                     // (`staged_store_ops`): update the ledger only, or every ack would cost a

@@ -480,51 +480,59 @@ impl Server {
     /// then the staged sends' and acks'), the audit batch, then the store commit. Only when all
     /// three succeed are the staged sends accepted; otherwise they are refused, the store
     /// transaction is rolled back, and pending operations wait for the next attempt.
+    ///
+    /// A failed commit that carried sends is tried once more without them: a full store must
+    /// still record acks and delivery removals, which are what free its room.
     fn commit_point(&mut self, now: Now) -> bool {
-        let mut ops = std::mem::take(&mut self.pending_ops);
-        let pending = ops.len();
-        if self.store.is_durable() {
-            self.hub
-                .staged_store_ops(now.wall.timestamp_millis(), &mut ops);
-        }
-        let mut result = match self.store.stage(&ops) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(format!("the queue store could not be written ({e})")),
-        };
-        if result.is_ok() {
-            if let Err(e) = self.records.flush_audit(self.hub.staged_audit()) {
-                self.store.rollback();
-                result = Err(format!("the audit log could not be written ({e})"));
+        let with_sends = self.hub.has_staged_sends();
+        let (sends, acks) = match self.try_commit(true, now) {
+            Ok(()) => (Ok(()), Ok(())),
+            Err(e) if with_sends => {
+                let rest = self.try_commit(false, now);
+                (Err(e), rest)
             }
-        } else {
+            Err(e) => (Err(e.clone()), Err(e)),
+        };
+        let ok = sends.is_ok() && acks.is_ok();
+        match (&sends, &acks) {
+            (Ok(()), Ok(())) if self.store_failing => {
+                self.store_failing = false;
+                self.records.log("INFO", "commits succeed again");
+            }
+            (Err(e), _) | (_, Err(e)) if !self.store_failing => {
+                self.store_failing = true;
+                self.records.log("ERROR", &format!("commit failed: {e}; sends are refused until it succeeds"));
+            }
+            _ => {}
+        }
+        self.hub.commit_parts(sends, acks, now);
+        ok
+    }
+
+    /// One attempt: pending operations plus the staged acks (and the staged sends when
+    /// `with_sends`), the audit batch, the store commit. On success the pending operations are
+    /// done; on failure they are kept and nothing of the attempt remains.
+    fn try_commit(&mut self, with_sends: bool, now: Now) -> Result<(), String> {
+        let mut ops = self.pending_ops.clone();
+        if self.store.is_durable() {
+            self.hub.staged_store_ops_parts(with_sends, now.wall.timestamp_millis(), &mut ops);
+        }
+        if let Err(e) = self.store.stage(&ops) {
             // Records that gate nothing still go out; the refusals are audited after them.
             let _ = self.records.flush_audit(std::iter::empty());
+            return Err(format!("the queue store could not be written ({e})"));
         }
-        if result.is_ok() {
-            if let Err(e) = self.store.commit() {
-                result = Err(format!("the queue store could not be written ({e})"));
-            }
+        if let Err(e) = self.records.flush_audit(self.hub.staged_audit_parts(with_sends)) {
+            self.store.rollback();
+            return Err(format!("the audit log could not be written ({e})"));
         }
-        let ok = result.is_ok();
-        if !ok {
-            ops.truncate(pending);
-            self.pending_ops = ops;
-            if !self.store_failing {
-                self.store_failing = true;
-                self.records.log(
-                    "ERROR",
-                    &format!(
-                        "commit failed: {}; sends are refused until it succeeds",
-                        result.as_ref().unwrap_err()
-                    ),
-                );
-            }
-        } else if self.store_failing {
-            self.store_failing = false;
-            self.records.log("INFO", "commits succeed again");
+        if let Err(e) = self.store.commit() {
+            // The audit batch already says `accepted`: take it back out.
+            self.records.undo_last_batch();
+            return Err(format!("the queue store could not be written ({e})"));
         }
-        self.hub.commit(result, now);
-        ok
+        self.pending_ops.clear();
+        Ok(())
     }
 
     fn flush_conn(&mut self, id: ConnId, now: Now) {

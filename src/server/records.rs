@@ -88,6 +88,8 @@ pub struct Records {
     /// The audit file's length after the last good append (None until first asked), so a
     /// failed batch can be cut back without an `fstat` before every append.
     audit_len: Option<u64>,
+    /// The length before the last append and the part of it that gated nothing.
+    last_batch: Option<(u64, String)>,
     /// Encoded records that gate nothing, waiting for the next flush.
     pending: String,
     service: Box<dyn Sink>,
@@ -101,6 +103,7 @@ impl Records {
         Records {
             audit,
             audit_len: None,
+            last_batch: None,
             pending: String::new(),
             service,
             service_buf: String::new(),
@@ -155,7 +158,13 @@ impl Records {
         };
         match self.audit.append(self.pending.as_bytes()) {
             Ok(()) => {
-                self.audit_len = before.ok().map(|len| len + self.pending.len() as u64);
+                self.audit_len = before.as_ref().ok().map(|len| len + self.pending.len() as u64);
+                // Kept until the caller's commit settles, so `undo_last_batch` can take the
+                // gated records back out and keep the rest.
+                self.last_batch = match before {
+                    Ok(len) if keep < self.pending.len() => Some((len, self.pending[..keep].to_owned())),
+                    _ => None,
+                };
                 self.pending.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
@@ -181,6 +190,20 @@ impl Records {
                 }
                 Err(e.to_string())
             }
+        }
+    }
+
+    /// Takes the last batch back out of the audit log: the commit it gated failed after the
+    /// append (the store's commit), so its `accepted`/`acked` records must not stand. The
+    /// batch's records that gated nothing go back to the pending buffer for the next flush.
+    pub fn undo_last_batch(&mut self) {
+        let Some((len, ungated)) = self.last_batch.take() else { return };
+        if self.audit.truncate(len).is_ok() {
+            self.audit_len = Some(len);
+            self.pending.insert_str(0, &ungated);
+        } else {
+            self.audit_len = None;
+            self.log("ERROR", "audit log: could not take back a batch whose commit failed");
         }
     }
 
@@ -278,6 +301,23 @@ mod tests {
         assert_eq!(cut_torn_tail(&path, &f).unwrap(), long.len() as u64);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_undone_batch_leaves_only_its_ungated_records_for_later() {
+        let audit = MemSink::default();
+        let mut r = Records::new(Box::new(audit.clone()), Box::new(MemSink::default()));
+        r.audit(&AuditEvent::Connected { conn: 1 });
+        r.flush_audit(std::iter::empty()).unwrap();
+        let good = audit.data.borrow().len();
+        r.audit(&AuditEvent::Connected { conn: 2 });
+        let gated = AuditEvent::Accepted { conn: Some(2), envelope: "{\"id\":\"x\"}".into() };
+        r.flush_audit([gated]).unwrap();
+        r.undo_last_batch();
+        assert_eq!(audit.data.borrow().len(), good, "the batch is gone from the file");
+        r.flush_audit(std::iter::empty()).unwrap();
+        let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
+        assert!(text.contains("\"conn\":2") && !text.contains("accepted"), "{text}");
     }
 
     #[test]

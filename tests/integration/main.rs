@@ -11,5 +11,6 @@ mod client_cli;
 mod delivery;
 mod durable;
 mod limits;
+mod relay;
 mod startup;
 mod wire;

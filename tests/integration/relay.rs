@@ -1,0 +1,945 @@
+//! The relay with the real binaries (issue 4; docs/relay-protocol.md; the v0 wire facts in
+//! shared/design/relay-compat.md): two hubs on 127.0.0.2 and 127.0.0.3 linking, negotiating,
+//! beating and surviving restarts; a wrong key; simultaneous dial; a v0 test double speaking
+//! claudectl 0.64's lines in both directions; an impostor acceptor; the `relay` subcommands and
+//! relay startup errors.
+//!
+//! Owns: what an operator and a deployed v0 peer observe of the relay over real sockets — the
+//! status file, the service log, the bytes on the wire. Refuses: the session's exact state
+//! machine (the sans-IO tests in `src/relay/tests.rs` own it). Every wait is a poll of the
+//! status file, the service log or a socket, bounded by `DEADLINE`; the v0 double's reads all
+//! carry a timeout; servers are killed on drop.
+
+use crate::harness::*;
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Heartbeat interval of every hub in this module: a peer is dead after 3 of them.
+const HB_MS: u64 = 200;
+const HB: Duration = Duration::from_millis(HB_MS);
+/// The relay feature set this build knows, in the order the config lists them.
+const ALL_FEATURES: [&str; 5] = ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"];
+/// The 12 msg_types claudectl 0.64 knows (relay-compat.md); anything else kills its reader.
+const V0_064_TYPES: [&str; 12] = [
+    "challenge",
+    "handshake",
+    "handshake_ack",
+    "heartbeat",
+    "ack",
+    "delegate_task",
+    "task_status",
+    "task_handoff",
+    "task_interrupt",
+    "knowledge_sync",
+    "knowledge_request",
+    "knowledge_snapshot",
+];
+/// v0's line cap, not counting the `\n`.
+const V0_LINE_CAP: usize = 1_048_576;
+/// The second hub's roster, so each side can tell the other's directory from its own.
+const WEST_AGENTS: [(&str, &str); 2] = [("omega", "tok-omega-SECRET-4e1a"), ("sigma", "tok-sigma-SECRET-90bd")];
+
+// ----- keys and proofs (the double's own HMAC, independent of src/relay) -----
+
+/// A deterministic 32-byte key as 64 lowercase hex: bytes `seed, seed+1, …`.
+fn key_hex(seed: u8) -> String {
+    (0..32u8).map(|i| format!("{:02x}", seed.wrapping_add(i))).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
+}
+
+/// relay-compat.md: lowercase hex of HMAC-SHA256 keyed with the 32 raw key bytes, over the
+/// ASCII text of the nonce hex.
+fn proof(key_hex: &str, nonce_hex: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&unhex(key_hex)).unwrap();
+    mac.update(nonce_hex.as_bytes());
+    hex(&mac.finalize().into_bytes())
+}
+
+fn fresh_nonce() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+// ----- hub configs -----
+
+struct PeerSpec {
+    id: &'static str,
+    address: Option<SocketAddr>,
+    key: String,
+    allow_v0: bool,
+}
+
+struct RelaySpec {
+    peer_id: &'static str,
+    listen: String,
+    features: Vec<&'static str>,
+    backoff_ms: Vec<u64>,
+    handshake_timeout_ms: u64,
+    peers: Vec<PeerSpec>,
+}
+
+impl RelaySpec {
+    fn new(peer_id: &'static str, listen: &str) -> RelaySpec {
+        RelaySpec {
+            peer_id,
+            listen: listen.into(),
+            features: ALL_FEATURES.to_vec(),
+            backoff_ms: vec![100, 200],
+            handshake_timeout_ms: 2000,
+            peers: Vec::new(),
+        }
+    }
+
+    fn peer(mut self, id: &'static str, address: Option<SocketAddr>, key: &str, allow_v0: bool) -> RelaySpec {
+        self.peers.push(PeerSpec { id, address, key: key.into(), allow_v0 });
+        self
+    }
+
+    /// The `[relay]` table; key files are `keys/<peer>.key` next to the config.
+    fn toml(&self) -> String {
+        let list = |v: &[&str]| v.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
+        let mut t = format!(
+            "\n[relay]\npeer_id = {:?}\nlisten = {:?}\nheartbeat_interval_ms = {HB_MS}\nhandshake_timeout_ms = {}\n\
+             reconnect_backoff_ms = [{}]\nfeatures = [{}]\nstatus_path = \"relay-status.json\"\n",
+            self.peer_id,
+            self.listen,
+            self.handshake_timeout_ms,
+            self.backoff_ms.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", "),
+            list(&self.features),
+        );
+        for p in &self.peers {
+            t.push_str(&format!("\n[[relay.peers]]\nid = {:?}\n", p.id));
+            if let Some(a) = p.address {
+                t.push_str(&format!("address = \"{a}\"\n"));
+            }
+            t.push_str(&format!("key_file = \"keys/{}.key\"\nallow_v0 = {}\n", p.id, p.allow_v0));
+        }
+        t
+    }
+
+    /// Writes the key files (mode 600) and sets the setup's whole config text.
+    fn apply(&self, setup: &mut Setup) {
+        let keys = setup.path("keys");
+        if !keys.is_dir() {
+            std::fs::create_dir(&keys).unwrap();
+        }
+        for p in &self.peers {
+            write_file(&keys.join(format!("{}.key", p.id)), &format!("{}\n", p.key), 0o600);
+        }
+        setup.config_text = Some(format!("{}{}", setup.generated_config(), self.toml()));
+    }
+}
+
+/// A running hub with a relay.
+struct RelayHub {
+    hub: Hub,
+    spec: RelaySpec,
+    relay_addr: SocketAddr,
+}
+
+fn west_setup() -> Setup {
+    let setup = Setup::new();
+    let mut roster = String::from("[agents]\n");
+    for (name, token) in WEST_AGENTS {
+        roster.push_str(&format!("{name} = \"{token}\"\n"));
+    }
+    setup.write_roster(&roster, 0o600);
+    setup
+}
+
+impl RelayHub {
+    fn start(mut setup: Setup, spec: RelaySpec) -> RelayHub {
+        spec.apply(&mut setup);
+        let hub = setup.start();
+        let relay_addr = relay_addr_from_log(&hub);
+        RelayHub { hub, spec, relay_addr }
+    }
+
+    /// SIGTERM, asserting a clean exit.
+    fn terminate(&mut self) {
+        let status = self.hub.terminate();
+        assert!(status.success(), "{} exited with {status}; stderr:\n{}", self.spec.peer_id, self.hub.stderr());
+    }
+
+    /// Starts the stopped hub again with its client port and relay address pinned (a peer's
+    /// config names the relay address).
+    fn restart(&mut self) {
+        self.hub.setup.port = self.hub.port;
+        self.spec.listen = self.relay_addr.to_string();
+        self.spec.apply(&mut self.hub.setup);
+        self.hub.restart();
+        assert_eq!(relay_addr_from_log(&self.hub), self.relay_addr);
+    }
+
+    fn status_path(&self) -> PathBuf {
+        self.hub.setup.path("relay-status.json")
+    }
+
+    fn status(&self) -> Option<Value> {
+        let text = std::fs::read_to_string(self.status_path()).ok()?;
+        Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("status file is not JSON ({e}): {text}")))
+    }
+
+    fn peer(&self, id: &str) -> Option<Value> {
+        let s = self.status()?;
+        s["peers"].as_array().unwrap().iter().find(|p| p["id"] == id).cloned()
+    }
+
+    /// Polls the status file until the peer's row satisfies `pred`; returns the row.
+    fn wait_peer(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        poll_until(&format!("{}: {id} {what}", self.spec.peer_id), || self.peer(id).filter(|p| pred(p)))
+    }
+
+    fn wait_up(&self, id: &str) -> Value {
+        self.wait_peer(id, "up", |p| p["state"] == "up")
+    }
+
+    fn log(&self) -> String {
+        self.hub.service_log()
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.hub.setup.config_path()
+    }
+
+    /// CPU seconds (user + system) the server has used so far.
+    fn cpu_secs(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.hub.pid())).unwrap();
+        let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after_comm.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of stat; field 3 is after_comm's first.
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    }
+}
+
+/// The relay address from the newest `relay started as ID, listening on ADDR` log line (the
+/// server prints the same address on stdout before its ready line; the harness reads stdout
+/// only for the ready line).
+fn relay_addr_from_log(hub: &Hub) -> SocketAddr {
+    let log = hub.service_log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("relay started as "))
+        .unwrap_or_else(|| panic!("no relay start line in the service log:\n{log}"));
+    line.rsplit("listening on ").next().unwrap().trim().parse().unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+/// A port on `ip` where nothing listens (bound, read, released): for a config that must
+/// name a peer's relay address before that peer runs.
+fn free_port_on(ip: &str) -> SocketAddr {
+    TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap()
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect()
+}
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+/// The hub is still serving: its client port answers a hello.
+fn assert_serving(h: &RelayHub, agent: &str, token: &str) {
+    let mut r = h.hub.raw();
+    r.write(&hello_line(agent, token));
+    r.expect_line(OK);
+}
+
+/// ESTABLISHED TCP sockets (IPv4) with `port` as their local or remote port: each connection
+/// between two local processes appears twice (once per end).
+fn established_with(port: u16) -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port_hex = format!("{port:04X}");
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, remote, state) = (f[1], f[2], f[3]);
+            (state == "01" && (local.ends_with(&format!(":{port_hex}")) || remote.ends_with(&format!(":{port_hex}"))))
+                .then(|| format!("{local}-{remote}"))
+        })
+        .collect()
+}
+
+// ----- two hubs -----
+
+/// east (acceptor, 127.0.0.2) and west (dialler, 127.0.0.3), sharing `key`; west is
+/// configured with `west_key` for east.
+fn east_and_west(key: &str, west_key: &str) -> (RelayHub, RelayHub) {
+    let east = RelayHub::start(
+        Setup::new(),
+        RelaySpec::new("east", "127.0.0.2:0").peer("west", None, key, false),
+    );
+    assert_eq!(east.relay_addr.ip().to_string(), "127.0.0.2");
+    assert_ne!(east.relay_addr.port(), 0);
+    let west = RelayHub::start(
+        west_setup(),
+        RelaySpec::new("west", "127.0.0.3:0").peer("east", Some(east.relay_addr), west_key, false),
+    );
+    assert_eq!(west.relay_addr.ip().to_string(), "127.0.0.3");
+    (east, west)
+}
+
+#[test]
+fn two_hubs_link_negotiate_and_exchange_heartbeats() {
+    let key = key_hex(0x10);
+    let (east, west) = east_and_west(&key, &key);
+    let e = east.wait_up("west");
+    let w = west.wait_up("east");
+    assert_eq!(e["proto"], 1, "{e}");
+    assert_eq!(w["proto"], 1, "{w}");
+    assert_eq!(e["direction"], "accepted");
+    assert_eq!(w["direction"], "dialled");
+    let mut agreed = names(&e["features"]);
+    agreed.sort();
+    let mut all: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
+    all.sort();
+    assert_eq!(agreed, all, "every feature both offer is agreed");
+    assert_eq!(e["features"], w["features"], "both ends report the same agreed set");
+    assert_eq!(e["peer_version"], w["peer_version"]);
+    assert!(!e["peer_version"].as_str().unwrap().is_empty());
+
+    // Heartbeats: each side learns the other's directory, and last_heartbeat advances.
+    let e = east.wait_peer("west", "west's agents listed", |p| names(&p["agents"]) == ["omega", "sigma"]);
+    let w = west.wait_peer("east", "east's agents listed", |p| {
+        names(&p["agents"]) == ["alpha", "beta", "delta", "gamma"]
+    });
+    for (h, peer, first) in [(&east, "west", &e), (&west, "east", &w)] {
+        let t0 = first["last_heartbeat"].as_str().unwrap().to_owned();
+        let later = h.wait_peer(peer, "a newer heartbeat", |p| p["last_heartbeat"].as_str().is_some_and(|t| t > t0.as_str()));
+        assert_eq!(later["state"], "up");
+        assert!(later["bytes_in"].as_u64().unwrap() > 0 && later["bytes_out"].as_u64().unwrap() > 0, "{later}");
+        assert_eq!(later["reconnects"], 0, "{later}");
+    }
+    let elog = east.log();
+    let wlog = west.log();
+    assert!(elog.contains("relay: link with west up (accepted, proto 1, features ["), "{elog}");
+    assert!(wlog.contains("relay: link with east up (dialled, proto 1, features ["), "{wlog}");
+
+    // The operator's listing.
+    let mut cmd = Command::new(SERVER);
+    cmd.args(["relay", "peers", "--config"]).arg(east.config_path());
+    let out = run(cmd, None);
+    out.assert_code(0);
+    let row = out.stdout.lines().find(|l| l.starts_with("west ")).unwrap_or_else(|| panic!("{}", out.stdout));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[..4], &["west", "up", "accepted", "1"], "{}", out.stdout);
+    assert!(out.stdout.starts_with("peer east listening on 127.0.0.2:"), "{}", out.stdout);
+    assert!(out.stdout.contains("PEER") && out.stdout.contains("RECONNECTS"), "{}", out.stdout);
+
+    // Idle between beats: the loop sleeps, it does not spin.
+    assert_idle(&[&east, &west]);
+
+    // The key is never written anywhere but its key file.
+    for h in [&east, &west] {
+        let status = std::fs::read_to_string(h.status_path()).unwrap();
+        assert!(!status.contains(&key) && !h.log().contains(&key));
+        assert_eq!(mode_of(&h.status_path()), 0o600);
+    }
+    assert!(!out.stdout.contains(&key));
+}
+
+/// Both hubs spend well under half a core over a few heartbeat intervals.
+fn assert_idle(hubs: &[&RelayHub]) {
+    let t0 = Instant::now();
+    let before: Vec<f64> = hubs.iter().map(|h| h.cpu_secs()).collect();
+    // The window is a measurement, not a wait for a state: a heartbeat or two must pass.
+    let probe = hubs[0];
+    let peer = probe.spec.peers[0].id;
+    let hb0 = probe.peer(peer).unwrap()["last_heartbeat"].clone();
+    probe.wait_peer(peer, "a later heartbeat (idle window)", |p| p["last_heartbeat"] != hb0);
+    let wall = t0.elapsed().as_secs_f64();
+    for (h, b) in hubs.iter().zip(before) {
+        let used = h.cpu_secs() - b;
+        assert!(
+            used < 0.5 * wall + 0.05,
+            "{} used {used:.2} s of CPU in {wall:.2} s with nothing to do but beat (a busy loop?)",
+            h.spec.peer_id
+        );
+    }
+}
+
+#[test]
+fn a_link_survives_either_side_restarting() {
+    let key = key_hex(0x20);
+    let (mut east, mut west) = east_and_west(&key, &key);
+    east.wait_up("west");
+    west.wait_up("east");
+
+    // The acceptor restarts: the dialler sees the link drop, backs off, and redials.
+    east.terminate();
+    let w = west.wait_peer("east", "down after east stopped", |p| p["state"] != "up" && p["reconnects"] == 1);
+    assert!(w["last_error"].as_str().is_some(), "{w}");
+    west.hub.wait_service_log("west logs the link down", |l| l.contains("relay: link with east down"));
+    east.restart();
+    east.wait_up("west");
+    let w = west.wait_up("east");
+    assert_eq!(w["reconnects"], 1, "{w}");
+    assert_eq!(w["direction"], "dialled");
+    west.wait_peer("east", "east's agents after its restart", |p| names(&p["agents"]).len() == 4);
+
+    // The dialler restarts: the acceptor sees the link drop, and the restarted dialler links.
+    west.terminate();
+    east.wait_peer("west", "down after west stopped", |p| p["state"] == "down");
+    west.restart();
+    let e = east.wait_up("west");
+    assert_eq!(e["reconnects"], 0, "the acceptor never dials, so never reconnects: {e}");
+    west.wait_up("east");
+    east.wait_peer("west", "west's agents after its restart", |p| names(&p["agents"]) == ["omega", "sigma"]);
+    let elog = east.log();
+    assert_eq!(count(&elog, "relay: link with west up"), 2, "{elog}");
+    assert_idle(&[&east, &west]);
+}
+
+#[test]
+fn a_wrong_key_never_links_and_the_acceptor_says_denied() {
+    let (east, west) = east_and_west(&key_hex(0x30), &key_hex(0x90));
+    // The dialler retries with backoff; every try is denied.
+    east.hub.wait_service_log("two denied handshakes", |l| count(l, "denied") >= 2);
+    let w = west.wait_peer("east", "the denial reported", |p| {
+        p["last_error"].as_str().is_some_and(|e| e.contains("denied"))
+    });
+    assert_ne!(w["state"], "up", "{w}");
+    let elog = east.log();
+    assert!(elog.contains("wrong proof from west"), "the acceptor says why:\n{elog}");
+    assert!(!elog.contains("link with west up"), "{elog}");
+    assert!(!west.log().contains("link with east up"), "{}", west.log());
+    assert_ne!(east.peer("west").unwrap()["state"], "up");
+    // Neither crashed: both still serve clients, and east still challenges a new connection.
+    assert_serving(&east, "alpha", token_of("alpha"));
+    assert_serving(&west, "omega", WEST_AGENTS[0].1);
+    let mut double = V0Conn::connect(east.relay_addr);
+    let challenge = double.expect_line("east's challenge");
+    assert_eq!(challenge["msg_type"], "challenge");
+}
+
+#[test]
+fn hubs_that_dial_each_other_settle_on_one_link() {
+    let key = key_hex(0x40);
+    // west's relay address must be in east's config before west runs: reserve a port.
+    let west_addr = free_port_on("127.0.0.3");
+    let east = RelayHub::start(
+        Setup::new(),
+        RelaySpec::new("east", "127.0.0.2:0").peer("west", Some(west_addr), &key, false),
+    );
+    // east dials, finds nobody, and backs off.
+    east.hub.wait_service_log("east's failed dial", |l| l.contains("relay: dialling west at"));
+    let west = RelayHub::start(
+        west_setup(),
+        RelaySpec::new("west", &west_addr.to_string()).peer("east", Some(east.relay_addr), &key, false),
+    );
+    assert_eq!(west.relay_addr, west_addr);
+    let e = east.wait_up("west");
+    let w = west.wait_up("east");
+    assert_ne!(e["direction"], w["direction"], "both ends agree on who opened the link: {e} {w}");
+    let settled = |h: &RelayHub, peer: &str| {
+        let p = h.wait_up(peer);
+        (p["reconnects"].as_u64().unwrap(), p["direction"].clone())
+    };
+    let e0 = settled(&east, "west");
+    let w0 = settled(&west, "east");
+    let conns0 = one_connection(east.relay_addr.port(), west_addr.port());
+    assert_idle(&[&east, &west]);
+    // Several intervals later: the same single connection, no reconnects.
+    let hb = west.peer("east").unwrap()["last_heartbeat"].clone();
+    west.wait_peer("east", "a later heartbeat", |p| p["last_heartbeat"] != hb);
+    assert_eq!(settled(&east, "west"), e0);
+    assert_eq!(settled(&west, "east"), w0);
+    assert_eq!(one_connection(east.relay_addr.port(), west_addr.port()), conns0, "the link flapped");
+}
+
+/// Exactly one TCP connection between the two relay ports (seen from both ends); returns it.
+fn one_connection(port_a: u16, port_b: u16) -> Vec<String> {
+    let mut all: Vec<String> = established_with(port_a).into_iter().chain(established_with(port_b)).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 2, "one connection, seen from both ends: {all:?}");
+    all
+}
+
+// ----- the v0 double -----
+
+/// One v0 line the double received, checked field by field as a claudectl 0.64 reader would.
+struct V0Line {
+    msg_type: String,
+    from_peer: String,
+    id: String,
+    payload: Map<String, Value>,
+}
+
+/// Checks one line (without its `\n`) as claudectl 0.64's reader would parse it; Err says
+/// what would have killed that reader.
+fn parse_v0(line: &[u8]) -> Result<V0Line, String> {
+    if line.is_empty() {
+        return Err("a blank line".into());
+    }
+    if line.len() > V0_LINE_CAP {
+        return Err(format!("a line of {} bytes", line.len()));
+    }
+    if let Some(b) = line.iter().find(|&&b| b < 0x20 || b == 0x7f) {
+        return Err(format!("a control/binary byte 0x{b:02x} in a line"));
+    }
+    let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): {text}"))?;
+    let o = v.as_object().ok_or_else(|| format!("not an object: {text}"))?;
+    let id = o.get("id").and_then(Value::as_str).ok_or_else(|| format!("id not a string: {text}"))?;
+    if id.is_empty() {
+        return Err(format!("empty id: {text}"));
+    }
+    let t = o.get("msg_type").and_then(Value::as_str).ok_or_else(|| format!("msg_type not a string: {text}"))?;
+    if !V0_064_TYPES.contains(&t) {
+        return Err(format!("msg_type {t:?} unknown to claudectl 0.64: {text}"));
+    }
+    let from = o.get("from_peer").and_then(Value::as_str).ok_or_else(|| format!("from_peer not a string: {text}"))?;
+    let ts = o.get("timestamp").ok_or_else(|| format!("no timestamp: {text}"))?;
+    let ts = ts.as_i64().ok_or_else(|| format!("timestamp is not an integer: {text}"))?;
+    if (ts - unix_ms()).abs() > 600_000 {
+        return Err(format!("timestamp {ts} is not unix milliseconds of now: {text}"));
+    }
+    let payload = o.get("payload").and_then(Value::as_object).ok_or_else(|| format!("payload not an object: {text}"))?;
+    Ok(V0Line { msg_type: t.into(), from_peer: from.into(), id: id.into(), payload: payload.clone() })
+}
+
+enum Got {
+    Line(Vec<u8>),
+    Eof,
+    Timeout,
+}
+
+/// The double's socket: lines split by hand so every raw byte is seen, every read bounded.
+struct V0Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    counter: u64,
+    /// Ids received, to check they never repeat.
+    seen_ids: HashSet<String>,
+}
+
+impl V0Conn {
+    fn connect(addr: SocketAddr) -> V0Conn {
+        let stream = TcpStream::connect_timeout(&addr, DEADLINE).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        V0Conn::new(stream)
+    }
+
+    fn new(stream: TcpStream) -> V0Conn {
+        stream.set_nodelay(true).unwrap();
+        stream.set_write_timeout(Some(DEADLINE)).unwrap();
+        V0Conn { stream, buf: Vec::new(), counter: 0, seen_ids: HashSet::new() }
+    }
+
+    /// The next line (without `\n`), EOF, or nothing by `until`.
+    fn next(&mut self, until: Instant) -> Got {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Got::Line(line[..line.len() - 1].to_vec());
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Got::Timeout;
+            }
+            self.stream.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Got::Eof,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Got::Timeout,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return Got::Eof,
+                Err(e) => panic!("v0 double read: {e}"),
+            }
+        }
+    }
+
+    /// The next line, parsed as v0; panics on EOF, timeout or anything 0.64 could not read.
+    fn expect_line(&mut self, what: &str) -> Value {
+        match self.next(Instant::now() + DEADLINE) {
+            Got::Line(l) => {
+                let parsed = parse_v0(&l).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(self.seen_ids.insert(parsed.id.clone()), "{what}: id {} repeats", parsed.id);
+                serde_json::from_slice(&l).unwrap()
+            }
+            Got::Eof => panic!("{what}: the hub closed the connection"),
+            Got::Timeout => panic!("{what}: nothing within {DEADLINE:?}"),
+        }
+    }
+
+    /// Asserts the hub closes without sending one more byte.
+    fn expect_silent_close(&mut self, what: &str) {
+        match self.next(Instant::now() + DEADLINE) {
+            Got::Eof if self.buf.is_empty() => {}
+            Got::Eof => panic!("{what}: the hub sent {:?} before closing", String::from_utf8_lossy(&self.buf)),
+            Got::Line(l) => panic!("{what}: the hub sent {:?}", String::from_utf8_lossy(&l)),
+            Got::Timeout => panic!("{what}: the hub neither closed nor spoke within {DEADLINE:?}"),
+        }
+    }
+
+    /// Writes one v0 envelope line, as claudectl 0.64 forms it.
+    fn send(&mut self, from: &str, msg_type: &str, payload: Value) {
+        self.counter += 1;
+        let now = unix_ms();
+        let line = json!({
+            "id": format!("msg_{now}_{}", self.counter),
+            "msg_type": msg_type,
+            "from_peer": from,
+            "timestamp": now,
+            "payload": payload,
+        });
+        self.write_raw(&format!("{line}\n"));
+    }
+
+    fn write_raw(&mut self, text: &str) {
+        self.stream.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("v0 double write: {e}"));
+    }
+}
+
+/// What the double saw while linked.
+#[derive(Debug, Default)]
+struct V0Report {
+    /// Everything that would have killed a 0.64 reader (or broken v0's rules).
+    violations: Vec<String>,
+    hub_beats: usize,
+    /// The longest silence between the hub's heartbeats (from the link's start).
+    max_beat_gap: Duration,
+    /// Set if the hub closed the link while the double meant to stay.
+    closed_by_hub: bool,
+    beats_sent: usize,
+}
+
+/// The linked phase: the double beats every `HB` with `{}` and integer ms timestamps for
+/// `intervals` intervals, checking every line the hub sends.
+fn v0_linked(conn: &mut V0Conn, me: &str, hub_id: &str, intervals: u32) -> V0Report {
+    let mut r = V0Report::default();
+    let start = Instant::now();
+    let mut last_beat = start;
+    for i in 0..intervals {
+        conn.send(me, "heartbeat", json!({}));
+        r.beats_sent += 1;
+        let next = start + HB * (i + 1);
+        loop {
+            match conn.next(next) {
+                Got::Timeout => break,
+                Got::Eof => {
+                    r.closed_by_hub = true;
+                    return r;
+                }
+                Got::Line(l) => match parse_v0(&l) {
+                    Err(e) => r.violations.push(e),
+                    Ok(m) => {
+                        if !conn.seen_ids.insert(m.id.clone()) {
+                            r.violations.push(format!("id {} repeated", m.id));
+                        }
+                        if m.from_peer != hub_id {
+                            r.violations.push(format!("from_peer {:?}", m.from_peer));
+                        }
+                        if m.msg_type != "heartbeat" {
+                            // Nothing else was asked of the hub on this link.
+                            r.violations.push(format!("unexpected {}: {}", m.msg_type, String::from_utf8_lossy(&l)));
+                            continue;
+                        }
+                        let extra: Vec<&String> = m
+                            .payload
+                            .keys()
+                            .filter(|k| !["worker_id", "timestamp", "sessions"].contains(&k.as_str()))
+                            .collect();
+                        if !extra.is_empty() {
+                            r.violations.push(format!("v1 heartbeat keys {extra:?} sent to a v0 peer"));
+                        }
+                        if m.payload.get("timestamp").is_some_and(|t| !t.is_i64()) {
+                            r.violations.push("heartbeat payload timestamp not an integer".into());
+                        }
+                        r.hub_beats += 1;
+                        r.max_beat_gap = r.max_beat_gap.max(last_beat.elapsed());
+                        last_beat = Instant::now();
+                    }
+                },
+            }
+        }
+    }
+    r.max_beat_gap = r.max_beat_gap.max(last_beat.elapsed());
+    r
+}
+
+/// Intervals the double stays linked: at least 5, with room for the status file's 1 s cadence.
+const V0_INTERVALS: u32 = 8;
+
+fn assert_v0_report(r: &V0Report) {
+    assert!(r.violations.is_empty(), "the hub sent what a v0 peer cannot read: {:#?}", r.violations);
+    assert!(!r.closed_by_hub, "the hub closed the v0 link: {r:?}");
+    assert!(r.hub_beats >= 5, "the hub beat {} times in {V0_INTERVALS} intervals: {r:?}", r.hub_beats);
+    assert!(r.max_beat_gap < HB * 3, "a v0 peer declares the hub dead after 3 silent intervals: {r:?}");
+}
+
+/// The double as a dialler: reads the challenge, answers a v0 handshake.
+fn v0_dial_and_handshake(addr: SocketAddr, me: &str, key: &str, hub_id: &str) -> (V0Conn, Value) {
+    let mut c = V0Conn::connect(addr);
+    let challenge = c.expect_line("challenge");
+    assert_eq!(challenge["msg_type"], "challenge", "{challenge}");
+    assert_eq!(challenge["from_peer"], "", "{challenge}");
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_owned();
+    assert!(is_hex64(&nonce), "{challenge}");
+    c.send(me, "handshake", json!({"proof": proof(key, &nonce), "version": "0.64.0"}));
+    let ack = c.expect_line("handshake_ack");
+    assert_eq!(ack["msg_type"], "handshake_ack", "{ack}");
+    assert_eq!(ack["from_peer"], hub_id, "{ack}");
+    (c, ack)
+}
+
+/// The double as an acceptor: waits (bounded) for the hub's connection, sends the challenge,
+/// checks the hub's handshake proof; returns the connection, the nonce and the handshake.
+fn v0_accept_and_challenge(listener: &TcpListener, key: &str, hub_id: &str) -> (V0Conn, Value) {
+    listener.set_nonblocking(true).unwrap();
+    let (stream, _) = poll_until("the hub to dial the double", || listener.accept().ok());
+    stream.set_nonblocking(false).unwrap();
+    let mut c = V0Conn::new(stream);
+    let nonce = fresh_nonce();
+    c.send("", "challenge", json!({ "nonce": nonce }));
+    let hs = c.expect_line("the hub's handshake");
+    assert_eq!(hs["msg_type"], "handshake", "{hs}");
+    assert_eq!(hs["from_peer"], hub_id, "{hs}");
+    let p = &hs["payload"];
+    assert!(p["version"].is_string(), "{hs}");
+    assert_eq!(p["proof"].as_str(), Some(proof(key, &nonce).as_str()), "the hub's proof over our nonce: {hs}");
+    (c, hs)
+}
+
+#[test]
+fn the_v0_doubles_proof_matches_the_compat_test_vector() {
+    let key = hex(&(0u8..32).collect::<Vec<_>>());
+    assert_eq!(proof(&key, &"ab".repeat(32)), "583630234f7e60ecfa2a6ae2e98ee37876e3ff6344457723cb4b42fcf77f7fc0");
+}
+
+/// A hub accepting `legacy` (a v0 relay) and nothing else.
+fn hub_with_legacy_peer(address: Option<SocketAddr>, key: &str, allow_v0: bool) -> RelayHub {
+    RelayHub::start(
+        Setup::new(),
+        RelaySpec::new("east", "127.0.0.2:0").peer("legacy", address, key, allow_v0),
+    )
+}
+
+#[test]
+fn a_v0_dialler_stays_linked_and_hears_only_v0() {
+    let key = key_hex(0x50);
+    let east = hub_with_legacy_peer(None, &key, true);
+    let (mut c, ack) = v0_dial_and_handshake(east.relay_addr, "legacy", &key, "east");
+    assert_eq!(ack["payload"], json!({"status": "ok"}), "v0 bytes exactly: {ack}");
+    let (tx, rx) = mpsc::channel();
+    let double = std::thread::spawn(move || {
+        let r = v0_linked(&mut c, "legacy", "east", V0_INTERVALS);
+        let _ = tx.send(());
+        r
+    });
+    let p = east.wait_up("legacy");
+    assert_eq!(p["proto"], 0, "{p}");
+    assert_eq!(p["features"], json!([]), "{p}");
+    assert_eq!(p["peer_version"], "0.64.0", "{p}");
+    assert_eq!(p["agents"], json!([]), "a v0 peer's beat carries no directory: {p}");
+    rx.recv_timeout(DEADLINE).expect("the double finishes");
+    let report = double.join().unwrap();
+    assert_v0_report(&report);
+    assert_eq!(east.peer("legacy").unwrap()["state"], "up", "still linked after the double's run");
+    let log = east.log();
+    assert!(log.contains("relay: link with legacy up (accepted, proto 0, features [], peer version 0.64.0)"), "{log}");
+    assert!(!log.contains("link with legacy down"), "{log}");
+}
+
+#[test]
+fn a_v0_acceptor_stays_linked_and_hears_only_v0() {
+    let key = key_hex(0x60);
+    let listener = TcpListener::bind("127.0.0.3:0").unwrap();
+    let east = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, true);
+    let (mut c, hs) = v0_accept_and_challenge(&listener, &key, "east");
+    // v1 keys in the handshake are extra keys a v0 acceptor ignores.
+    assert_eq!(hs["payload"]["proto"], 1, "{hs}");
+    c.send("legacy", "handshake_ack", json!({"status": "ok"}));
+    let (tx, rx) = mpsc::channel();
+    let double = std::thread::spawn(move || {
+        let r = v0_linked(&mut c, "legacy", "east", V0_INTERVALS);
+        let _ = tx.send(());
+        (r, c)
+    });
+    let p = east.wait_up("legacy");
+    assert_eq!(p["proto"], 0, "{p}");
+    assert_eq!(p["features"], json!([]), "{p}");
+    assert_eq!(p["direction"], "dialled", "{p}");
+    rx.recv_timeout(DEADLINE).expect("the double finishes");
+    let (report, _conn) = double.join().unwrap();
+    assert_v0_report(&report);
+    let p = east.peer("legacy").unwrap();
+    assert_eq!(p["state"], "up", "{p}");
+    assert_eq!(p["reconnects"], 0, "{p}");
+    assert!(east.log().contains("relay: link with legacy up (dialled, proto 0, features []"), "{}", east.log());
+}
+
+#[test]
+fn with_allow_v0_off_a_v0_peer_is_refused_both_ways() {
+    let key = key_hex(0x70);
+    // As a dialler: denied, then closed.
+    let east = hub_with_legacy_peer(None, &key, false);
+    let (mut c, ack) = v0_dial_and_handshake(east.relay_addr, "legacy", &key, "east");
+    assert_eq!(ack["payload"], json!({"status": "denied"}), "{ack}");
+    c.expect_silent_close("after the denial");
+    east.hub.wait_service_log("the denial's reason", |l| l.contains("allow_v0 is off"));
+    assert_ne!(east.peer("legacy").unwrap()["state"], "up");
+
+    // As an acceptor: the hub dials, reads an ok without proto, and leaves having sent nothing
+    // after its handshake.
+    let listener = TcpListener::bind("127.0.0.3:0").unwrap();
+    let dialler = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, false);
+    let (mut c, _hs) = v0_accept_and_challenge(&listener, &key, "east");
+    c.send("legacy", "handshake_ack", json!({"status": "ok"}));
+    c.send("legacy", "heartbeat", json!({}));
+    c.expect_silent_close("after a v0 ack with allow_v0 off");
+    let p = dialler.wait_peer("legacy", "the refusal reported", |p| {
+        p["last_error"].as_str().is_some_and(|e| e.contains("allow_v0 is off"))
+    });
+    assert_ne!(p["state"], "up", "{p}");
+    assert!(!dialler.log().contains("link with legacy up"), "{}", dialler.log());
+}
+
+#[test]
+fn an_impostor_acceptor_gets_only_the_handshake_and_never_a_link() {
+    let key = key_hex(0x80);
+    let wrong = key_hex(0xa0);
+    let listener = TcpListener::bind("127.0.0.3:0").unwrap();
+    let east = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, false);
+    // Three tries, one per redial: a wrong mutual proof, a downgrade to v0, and a v1 ack that
+    // leaves mutual-auth out. Each time the impostor pipelines a heartbeat after its ack.
+    let cases = [
+        ("wrong proof", "failed mutual authentication"),
+        ("v0 downgrade", "allow_v0 is off"),
+        ("no mutual-auth", "did not agree to mutual-auth"),
+    ];
+    for (case, why) in cases {
+        let (mut c, hs) = v0_accept_and_challenge(&listener, &key, "east");
+        let p = &hs["payload"];
+        assert_eq!(p["proto"], 1, "{hs}");
+        let offered = names(&p["features"]);
+        assert!(offered.contains(&"mutual-auth".to_owned()), "{hs}");
+        let hub_nonce = p["nonce"].as_str().expect("a nonce under mutual-auth").to_owned();
+        assert!(is_hex64(&hub_nonce), "{hs}");
+        let ack = match case {
+            "wrong proof" => json!({"status": "ok", "proto": 1, "features": offered, "version": "9.9.9",
+                                    "proof": proof(&wrong, &hub_nonce)}),
+            "v0 downgrade" => json!({"status": "ok"}),
+            _ => {
+                let without: Vec<&String> = offered.iter().filter(|f| *f != "mutual-auth").collect();
+                json!({"status": "ok", "proto": 1, "features": without, "version": "9.9.9"})
+            }
+        };
+        c.send("legacy", "handshake_ack", ack);
+        c.send("legacy", "heartbeat", json!({}));
+        c.expect_silent_close(case);
+        east.hub.wait_service_log(why, |l| l.contains(why));
+        let p = east.peer("legacy");
+        assert!(p.as_ref().map_or(true, |p| p["state"] != "up"), "{case}: {p:?}");
+    }
+    let log = east.log();
+    assert!(!log.contains("link with legacy up"), "{log}");
+    assert!(!log.contains("legacy sent"), "nothing the impostor sent was read as a message: {log}");
+    let p = east.wait_peer("legacy", "the last failure reported", |p| {
+        p["last_error"].as_str().is_some_and(|e| e.contains("mutual-auth"))
+    });
+    assert_ne!(p["state"], "up", "{p}");
+    assert_eq!(p["last_heartbeat"], Value::Null, "{p}");
+}
+
+// ----- the relay subcommands and startup -----
+
+fn server(args: &[&str], dir: &Path) -> Output {
+    let mut cmd = Command::new(SERVER);
+    cmd.args(args).current_dir(dir);
+    run(cmd, None)
+}
+
+#[test]
+fn keygen_writes_a_private_key_and_refuses_to_overwrite() {
+    let setup = Setup::new();
+    let dir = setup.path("");
+    let out = server(&["relay", "keygen", "--peer", "mini", "--key-file", "mini.key", "--local", "laptop"], &dir);
+    out.assert_code(0);
+    let key_path = setup.path("mini.key");
+    assert_eq!(mode_of(&key_path), 0o600);
+    let text = std::fs::read_to_string(&key_path).unwrap();
+    let hexkey = text.strip_suffix('\n').expect("one trailing newline");
+    assert!(is_hex64(hexkey), "{text:?}");
+    assert!(out.stdout.contains("id = \"mini\"") && out.stdout.contains("id = \"laptop\""), "{}", out.stdout);
+    assert!(out.stdout.contains(hexkey), "the key is printed once, for the other machine");
+
+    let again = server(&["relay", "keygen", "--peer", "mini", "--key-file", "mini.key"], &dir);
+    again.assert_code(1);
+    assert!(again.stderr.contains("mini.key"), "{}", again.stderr);
+    assert_eq!(std::fs::read_to_string(&key_path).unwrap(), text, "the old key is kept");
+    assert!(!again.stderr.contains(hexkey));
+
+    let bad = server(&["relay", "keygen", "--peer", "no spaces", "--key-file", "x.key"], &dir);
+    bad.assert_code(1);
+    assert!(!setup.path("x.key").exists());
+
+    // A second key differs.
+    server(&["relay", "keygen", "--peer", "other", "--key-file", "other.key"], &dir).assert_code(0);
+    assert_ne!(std::fs::read_to_string(setup.path("other.key")).unwrap(), text);
+}
+
+/// Runs the server expecting exit 1 at `stage` with `needle` in stderr.
+fn fails_at(setup: &Setup, stage: &str, needle: &str) -> Output {
+    let out = setup.run_expecting_exit();
+    out.assert_code(1);
+    let prefix = format!("agent-hub-server: startup failed at {stage}: ");
+    assert!(out.stderr.starts_with(&prefix), "expected {prefix:?}…, stderr: {}", out.stderr);
+    assert!(out.stderr.contains(needle), "expected {needle:?} in stderr: {}", out.stderr);
+    assert!(!out.stdout.contains("hub ready"), "{}", out.stdout);
+    out
+}
+
+#[test]
+fn relay_config_errors_are_fatal_at_their_stage() {
+    let key = key_hex(0x11);
+    // A key file readable by others.
+    let mut setup = Setup::new();
+    RelaySpec::new("east", "127.0.0.2:0").peer("west", None, &key, false).apply(&mut setup);
+    let key_file = setup.path("keys/west.key");
+    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = fails_at(&setup, "relay", &format!("chmod 600 {}", key_file.display()));
+    assert!(!out.stderr.contains(&key));
+    // A key file that is not a key.
+    write_file(&key_file, "not-a-key\n", 0o600);
+    fails_at(&setup, "relay", "64 hex characters");
+
+    let cases: [(Box<dyn Fn(&mut RelaySpec)>, &str); 4] = [
+        (Box::new(|s| s.features.push("telepathy")), "unknown feature \"telepathy\""),
+        (Box::new(|s| s.peer_id = "bad id!"), "relay.peer_id"),
+        (Box::new(|s| s.peers[0].id = "bad peer"), "relay.peers id"),
+        (Box::new(|s| s.listen = "somewhere".into()), "relay.listen"),
+    ];
+    for (tweak, needle) in cases {
+        let mut setup = Setup::new();
+        let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer("west", None, &key, false);
+        tweak(&mut spec);
+        spec.apply(&mut setup);
+        fails_at(&setup, "config", needle);
+    }
+}
