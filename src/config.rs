@@ -238,6 +238,17 @@ struct RawStore {
     kind: String,
     path: Option<PathBuf>,
     max_bytes: Option<u64>,
+    sync: Option<String>,
+}
+
+/// When a SQLite commit reaches the disk (SPEC §12.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// `synchronous=FULL`: every commit is fsync'd before `accepted`; survives power loss.
+    Full,
+    /// `synchronous=NORMAL` (WAL): commits reach the OS before `accepted` and the disk at
+    /// checkpoints; survives a crash of the hub, not of the machine.
+    Normal,
 }
 
 /// Where queues live (SPEC §12.1).
@@ -246,7 +257,7 @@ pub enum StoreConfig {
     /// In the process only: a restart empties every queue (the 004 behaviour).
     Memory,
     /// In a SQLite database at `path`, at most `max_bytes` large.
-    Sqlite { path: PathBuf, max_bytes: u64 },
+    Sqlite { path: PathBuf, max_bytes: u64, sync: SyncPolicy },
 }
 
 /// A validated config with absolute paths.
@@ -308,14 +319,23 @@ impl Config {
             }
             Ok(if p.is_absolute() { p } else { base.join(p) })
         };
-        let store = match (raw.store.kind.as_str(), raw.store.path, raw.store.max_bytes) {
-            ("memory", None, None) => StoreConfig::Memory,
-            ("memory", _, _) => {
+        let store = match (raw.store.kind.as_str(), raw.store.path, raw.store.max_bytes, raw.store.sync) {
+            ("memory", None, None, None) => StoreConfig::Memory,
+            ("memory", _, _, _) => {
                 return Err(ConfigError::Invalid(
-                    "store.path and store.max_bytes are only for kind = \"sqlite\"".into(),
+                    "store.path, store.max_bytes and store.sync are only for kind = \"sqlite\"".into(),
                 ))
             }
-            ("sqlite", Some(path), Some(max_bytes)) => {
+            ("sqlite", Some(path), Some(max_bytes), Some(sync)) => {
+                let sync = match sync.as_str() {
+                    "full" => SyncPolicy::Full,
+                    "normal" => SyncPolicy::Normal,
+                    other => {
+                        return Err(ConfigError::Invalid(format!(
+                            "store.sync {other:?} is not \"full\" or \"normal\""
+                        )))
+                    }
+                };
                 if max_bytes < 1024 * 1024 {
                     return Err(ConfigError::Invalid(
                         "store.max_bytes must be at least 1048576".into(),
@@ -324,14 +344,15 @@ impl Config {
                 StoreConfig::Sqlite {
                     path: resolve("store.path", path)?,
                     max_bytes,
+                    sync,
                 }
             }
-            ("sqlite", _, _) => {
+            ("sqlite", _, _, _) => {
                 return Err(ConfigError::Invalid(
-                    "store kind \"sqlite\" needs store.path and store.max_bytes".into(),
+                    "store kind \"sqlite\" needs store.path, store.max_bytes and store.sync".into(),
                 ))
             }
-            (other, _, _) => {
+            (other, _, _, _) => {
                 return Err(ConfigError::Invalid(format!(
                     "store.kind {other:?} is not \"memory\" or \"sqlite\""
                 )))
@@ -402,16 +423,24 @@ mod tests {
     fn store_kinds_and_their_keys() {
         let sqlite = EXAMPLE.replace(
             "kind = \"memory\"",
-            "kind = \"sqlite\"\npath = \"q.db\"\nmax_bytes = 1073741824",
+            "kind = \"sqlite\"\npath = \"q.db\"\nmax_bytes = 1073741824\nsync = \"full\"",
         );
         let c = Config::parse(&sqlite, Path::new("/d")).unwrap();
         assert_eq!(
             c.store,
             StoreConfig::Sqlite {
                 path: PathBuf::from("/d/q.db"),
-                max_bytes: 1 << 30
+                max_bytes: 1 << 30,
+                sync: SyncPolicy::Full,
             }
         );
+        let normal = sqlite.replace("\"full\"", "\"normal\"");
+        assert!(matches!(
+            Config::parse(&normal, Path::new("/d")).unwrap().store,
+            StoreConfig::Sqlite { sync: SyncPolicy::Normal, .. }
+        ));
+        let odd = sqlite.replace("\"full\"", "\"off\"");
+        assert!(Config::parse(&odd, Path::new("/")).unwrap_err().to_string().contains("store.sync"));
         let half = EXAMPLE.replace("kind = \"memory\"", "kind = \"sqlite\"");
         assert!(Config::parse(&half, Path::new("/"))
             .unwrap_err()

@@ -175,8 +175,8 @@ fn start_rest(
             Box::new(Memory),
             "in memory (queues do not survive a restart)".into(),
         ),
-        StoreConfig::Sqlite { path, max_bytes } => (
-            Box::new(Sqlite::open(path, *max_bytes).map_err(fail("store"))?),
+        StoreConfig::Sqlite { path, max_bytes, sync } => (
+            Box::new(Sqlite::open_with(path, *max_bytes, *sync).map_err(fail("store"))?),
             format!("SQLite at {} (cap {max_bytes} bytes)", path.display()),
         ),
     };

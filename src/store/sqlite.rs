@@ -7,6 +7,7 @@
 use super::{Loaded, Store, StoreError, StoreOp, StoredEnvelope, StoredId};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use crate::config::SyncPolicy;
 use std::path::Path;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
@@ -70,6 +71,11 @@ impl Sqlite {
     /// Opens (creating if needed) the database at `path`. `max_bytes` caps its size: past it
     /// writes fail as on a full disk, and sends are refused until deliveries free room.
     pub fn open(path: &Path, max_bytes: u64) -> Result<Sqlite, StoreError> {
+        Sqlite::open_with(path, max_bytes, SyncPolicy::Full)
+    }
+
+    /// `open` with the commit policy of `store.sync` (SPEC §12.1).
+    pub fn open_with(path: &Path, max_bytes: u64, sync: SyncPolicy) -> Result<Sqlite, StoreError> {
         // The store holds bodies: create it 600 (SQLite gives its -wal file the same mode) and
         // tighten a looser existing file.
         let file = std::fs::OpenOptions::new()
@@ -97,8 +103,11 @@ impl Sqlite {
                 "journal_mode WAL not available (got {mode})"
             )));
         }
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(locked_err)?;
+        let level = match sync {
+            SyncPolicy::Full => "FULL",
+            SyncPolicy::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", level).map_err(locked_err)?;
         let page_size: i64 = conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .map_err(locked_err)?;
@@ -401,6 +410,16 @@ mod tests {
             .map(|e| (e.id.as_str(), e.attempts))
             .collect();
         assert_eq!(ids, [("x", 2), ("z", 0)]);
+    }
+
+    #[test]
+    fn the_sync_policy_reaches_sqlite() {
+        for (policy, level) in [(SyncPolicy::Full, 2), (SyncPolicy::Normal, 1)] {
+            let path = tmp(&format!("sync{level}"));
+            let s = Sqlite::open_with(&path, 1 << 30, policy).unwrap();
+            let got: i64 = s.conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+            assert_eq!(got, level, "{policy:?}");
+        }
     }
 
     #[test]

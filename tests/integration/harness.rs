@@ -256,7 +256,7 @@ impl Setup {
         let store = match &self.store {
             None => "kind = \"memory\"\n".to_owned(),
             Some(s) => format!(
-                "kind = \"sqlite\"\npath = {:?}\nmax_bytes = {}\n",
+                "kind = \"sqlite\"\npath = {:?}\nmax_bytes = {}\nsync = \"full\"\n",
                 s.path, s.max_bytes
             ),
         };
