@@ -353,8 +353,10 @@ impl HeldEnvelope {
 
 /// Acks several held envelopes at once: every ack line goes out first, then each `acked` is
 /// read, so a batch costs one round trip (and, with the sqlite store, one group commit) rather
-/// than one per envelope. `patience` bounds each read. Results come in the order given.
+/// than one per envelope. `patience` bounds the reads of the whole batch. Results come in the
+/// order given.
 pub fn ack_all(held: Vec<HeldEnvelope>, patience: Duration) -> Vec<(String, Acked)> {
+    let deadline = std::time::Instant::now() + patience;
     let written: Vec<(HeldEnvelope, Result<(), ClientError>)> = held
         .into_iter()
         .map(|mut h| {
@@ -366,7 +368,9 @@ pub fn ack_all(held: Vec<HeldEnvelope>, patience: Duration) -> Vec<(String, Acke
         .into_iter()
         .map(|(mut h, wrote)| {
             let outcome = match wrote {
-                Ok(()) => h.read_acked(patience),
+                Ok(()) => {
+                    h.read_acked(deadline.saturating_duration_since(std::time::Instant::now()))
+                }
                 Err(e) => Acked::Unconfirmed(e.to_string()),
             };
             (h.id.clone(), outcome)

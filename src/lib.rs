@@ -3,9 +3,13 @@
 //! Layers, bottom up: `wire` (line types and codecs) → `hub` (the sans-IO core: sessions,
 //! routing, deadlines) → `server` (the mio event loop and the files it writes) and `client`
 //! (the synchronous CLI side). `config` and `roster` load and validate the operator's files.
+//! `deliver` gets mail into agents that are busy in their own loop (stop hooks, plugin drain,
+//! terminal nudge).
 
+pub mod agents;
 pub mod client;
 pub mod config;
+pub mod deliver;
 pub mod hub;
 pub mod relay;
 pub mod roster;

@@ -2,8 +2,13 @@
 //!
 //! Exit codes: 0 success; 1 any failure with nothing queued or consumed (usage errors
 //! included); 2 an await timed out hub-side (stderr silent).
+//!
+//! Delivery into running agents (`src/deliver`, docs/delivery.md): `hook stop` always exits 0
+//! and writes only to stdout, only a block decision, since it runs inside an agent's turn;
+//! `drain` exits 2 with nothing printed when no mail waits, like an await that timed out.
 
 use agent_hub::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
+use agent_hub::deliver;
 use agent_hub::wire::{AwaitRequest, Envelope};
 use clap::{Args, Parser, Subcommand};
 use std::io::{Read, Write};
@@ -87,9 +92,64 @@ enum Command {
         #[arg(long = "id", value_name = "ID")]
         envelope_id: String,
     },
+    /// Deliver mail from inside an agent's end-of-turn hook (Claude Code and Codex `Stop`,
+    /// Gemini CLI `AfterAgent`). Always exits 0; prints a block decision only when there is mail.
+    Hook {
+        #[command(subcommand)]
+        hook: HookCommand,
+    },
+    /// Print the mail waiting for you without waiting for more, then ack it; for agent plugins
+    /// (docs/delivery.md). Exit 2 with nothing printed when there is none.
+    Drain {
+        #[command(flatten)]
+        id: Identity,
+        /// text: the rendering a model reads; json: each envelope as one line, as the hub sent it.
+        #[arg(long, value_enum, default_value = "text")]
+        format: DrainFormatArg,
+        /// After printing, close stdout and ack only if the line "ok" then arrives on stdin
+        /// (within 20 s): for a plugin that must hand the text over before it is consumed.
+        #[arg(long)]
+        confirm: bool,
+        #[command(flatten)]
+        limits: DeliverLimits,
+    },
+    /// Terminal mode (opt-in, the least safe): type a short mail notice into a tmux pane.
+    Nudge {
+        /// tmux target pane, e.g. work:1.0 or %3.
+        #[arg(long, value_name = "TARGET")]
+        pane: String,
+        /// The agent whose mail the notice announces.
+        #[arg(long = "as", value_name = "NAME")]
+        name: String,
+        /// Named in the notice's drain command, with --port.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Named in the notice's drain command, with --token-file.
+        #[arg(long)]
+        port: Option<u16>,
+        /// Type this instead of the default notice (control characters are stripped, a
+        /// leading / or other prompt trigger is neutralised).
+        #[arg(long)]
+        text: Option<String>,
+        /// Press Enter after typing. Without it the notice waits in the prompt.
+        #[arg(long)]
+        submit: bool,
+    },
+    /// List the agent CLIs this machine knows (built-in manifests and ~/.agent-hub/agents),
+    /// installed or not; `agents ps` lists their running processes (docs/agents.md).
+    Agents(AgentsArgs),
+    /// Register the hub's MCP server and delivery hook or plugin in agents' user-scope
+    /// configs (a backup of each changed file is kept; docs/agents.md).
+    Install(InstallArgs),
+    /// Remove exactly the entries `install` adds.
+    Uninstall(AgentSelection),
 }
 
 fn main() -> ExitCode {
+    // A hook must never break its agent: `hook` handles even its usage errors itself.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "hook") {
+        return hook_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -205,6 +265,36 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Hook { hook } => Ok(run_hook(hook)),
+        Command::Drain {
+            id,
+            format,
+            confirm,
+            limits,
+        } => run_drain(id, format, confirm, limits),
+        Command::Nudge {
+            pane,
+            name,
+            token_file,
+            port,
+            text,
+            submit,
+        } => {
+            let opts = deliver::run::NudgeOptions {
+                pane,
+                name,
+                token_file,
+                port,
+                text,
+                submit,
+                tmux: "tmux".into(),
+            };
+            deliver::run::nudge(&opts).map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Agents(a) => run_agents(a),
+        Command::Install(a) => run_install(a),
+        Command::Uninstall(a) => run_uninstall(a),
         Command::Status { id, envelope_id } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
             let st = client::status(&ep, &envelope_id).map_err(|e| e.to_string())?;
@@ -247,4 +337,354 @@ fn render_presence(p: &agent_hub::wire::Presence) -> String {
         ));
     }
     out
+}
+
+// ----- delivery: hook stop, drain (src/deliver, docs/delivery.md) -----
+
+#[derive(Subcommand)]
+enum HookCommand {
+    /// Read the Stop/AfterAgent hook's JSON on stdin; if mail waits, print
+    /// {"decision":"block","reason":…} with it, then ack it.
+    Stop {
+        #[command(flatten)]
+        id: Identity,
+        /// Blocks in a row (stop_hook_active chains) after which the agent may stop anyway.
+        #[arg(long, value_name = "N", default_value_t = deliver::DEFAULT_MAX_BLOCKS)]
+        max_blocks: u32,
+        #[command(flatten)]
+        limits: DeliverLimits,
+    },
+}
+
+#[derive(Args)]
+struct DeliverLimits {
+    /// Envelopes taken per run at most; the rest stay queued.
+    #[arg(long, value_name = "N", default_value_t = deliver::DEFAULT_MAX_MESSAGES)]
+    max_messages: usize,
+    /// Bytes of rendered mail per run, about; the first message is always shown.
+    #[arg(long, value_name = "BYTES", default_value_t = deliver::DEFAULT_MAX_BYTES)]
+    max_bytes: usize,
+}
+
+impl DeliverLimits {
+    fn get(&self) -> deliver::run::Limits {
+        deliver::run::Limits {
+            max_messages: self.max_messages,
+            max_bytes: self.max_bytes,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DrainFormatArg {
+    Text,
+    Json,
+}
+
+fn identity(id: Identity) -> deliver::run::Identity {
+    deliver::run::Identity {
+        name: id.name,
+        token_file: id.token_file,
+        port: id.port,
+    }
+}
+
+/// `agent-hub hook …`: exit 0 whatever happens, stdout written only with a decision. Usage
+/// errors and panics go to the hook log under the state directory, never to stdout or
+/// stderr, which some agents show to the model or the user.
+fn hook_main() -> ExitCode {
+    let dir = deliver::state::state_dir_from_env();
+    let log = deliver::state::HookLog::new(dir.as_deref());
+    let panic_log = log.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        panic_log.line(&format!("panic: {info}"));
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+            } else {
+                log.line(&format!("usage error: {}", e.render()));
+            }
+            return ExitCode::SUCCESS;
+        }
+    };
+    let Command::Hook { hook } = cli.command else {
+        return ExitCode::SUCCESS;
+    };
+    // Invariant: the outcome is always exit 0; a panic is logged by the hook above.
+    let _ = std::panic::catch_unwind(move || run_hook(hook));
+    ExitCode::SUCCESS
+}
+
+fn run_hook(hook: HookCommand) -> ExitCode {
+    let dir = deliver::state::state_dir_from_env();
+    let log = deliver::state::HookLog::new(dir.as_deref());
+    match hook {
+        HookCommand::Stop {
+            id,
+            max_blocks,
+            limits,
+        } => {
+            let opts = deliver::run::HookStopOptions {
+                identity: identity(id),
+                limits: limits.get(),
+                max_blocks,
+            };
+            let input = read_hook_stdin();
+            let mut out = std::io::stdout().lock();
+            let outcome = deliver::run::hook_stop(&opts, &input, &mut out, dir.as_deref(), &log);
+            log.line(&outcome.to_string());
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The hook's stdin, bounded; a terminal (someone running the hook by hand) counts as empty.
+fn read_hook_stdin() -> Vec<u8> {
+    // SAFETY: isatty only inspects the descriptor.
+    if unsafe { libc::isatty(0) } == 1 {
+        return Vec::new();
+    }
+    let mut buf = Vec::new();
+    let _ = std::io::stdin()
+        .lock()
+        .take(deliver::run::MAX_HOOK_INPUT_BYTES)
+        .read_to_end(&mut buf);
+    buf
+}
+
+fn run_drain(
+    id: Identity,
+    format: DrainFormatArg,
+    confirm: bool,
+    limits: DeliverLimits,
+) -> Result<ExitCode, String> {
+    let opts = deliver::run::DrainOptions {
+        identity: identity(id),
+        limits: limits.get(),
+        format: match format {
+            DrainFormatArg::Text => deliver::run::DrainFormat::Text,
+            DrainFormatArg::Json => deliver::run::DrainFormat::Json,
+        },
+    };
+    let dir = deliver::state::state_dir_from_env();
+    let mut out = std::io::stdout().lock();
+    let mut confirmed = || {
+        close_stdout();
+        read_confirmation(deliver::run::CONFIRM_TIMEOUT)
+    };
+    let confirm_fn: Option<&mut dyn FnMut() -> bool> =
+        if confirm { Some(&mut confirmed) } else { None };
+    match deliver::run::drain(&opts, &mut out, dir.as_deref(), confirm_fn)
+        .map_err(|e| e.to_string())?
+    {
+        deliver::run::DrainOutcome::NoMail { notes } => {
+            for n in notes {
+                eprintln!("agent-hub: note: {n}");
+            }
+            Ok(ExitCode::from(2))
+        }
+        deliver::run::DrainOutcome::Printed {
+            unconfirmed, notes, ..
+        } => {
+            for u in unconfirmed {
+                eprintln!("agent-hub: warning: ack not confirmed ({u}); the envelope may be delivered again with the same id");
+            }
+            for n in notes {
+                eprintln!("agent-hub: note: {n}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Ends stdout (its text is already flushed) so the reader sees end-of-file and knows the
+/// mail is complete, while this process waits for its confirmation.
+fn close_stdout() {
+    // SAFETY: dup2 onto fd 1 replaces the descriptor atomically; /dev/null is opened and the
+    // temporary descriptor closed here. Nothing else writes to stdout afterwards.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::close(null);
+        } else {
+            libc::close(1);
+        }
+    }
+}
+
+/// True when the line `ok` arrives on stdin within `timeout`.
+fn read_confirmation(timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut line = Vec::new();
+    let mut stdin = std::io::stdin().lock();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let mut pfd = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        if n == 0 {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        match stdin.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(k) => {
+                line.extend_from_slice(&buf[..k]);
+                if let Some(pos) = line.iter().position(|&b| b == b'\n') {
+                    return line[..pos].trim_ascii() == b"ok";
+                }
+                if line.len() > 64 {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+// ----- agents, install, uninstall (src/agents/) -----
+
+#[derive(Args)]
+struct AgentsArgs {
+    #[command(subcommand)]
+    command: Option<AgentsCommand>,
+    /// Folder of manifests that override or add to the built-ins (default ~/.agent-hub/agents).
+    #[arg(long, value_name = "DIR", global = true)]
+    agents_dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Do not run `<binary> --version`.
+    #[arg(long)]
+    no_version: bool,
+}
+
+#[derive(Subcommand)]
+enum AgentsCommand {
+    /// Running agent processes: pid, agent, elapsed, CPU, status, cwd.
+    Ps,
+}
+
+#[derive(Args)]
+struct AgentSelection {
+    /// The agent, by manifest name (repeatable).
+    #[arg(
+        long = "agent",
+        value_name = "NAME",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    agents: Vec<String>,
+    /// Every agent: for install those found on PATH, for uninstall every known one.
+    #[arg(long)]
+    all: bool,
+    /// Print the changes as a diff and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Folder of manifests that override or add to the built-ins (default ~/.agent-hub/agents).
+    #[arg(long, value_name = "DIR")]
+    agents_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct InstallArgs {
+    #[command(flatten)]
+    select: AgentSelection,
+    #[command(flatten)]
+    id: Identity,
+    /// The agent-hub binary the agents run (default: this binary's absolute path).
+    #[arg(long, value_name = "PATH")]
+    command: Option<PathBuf>,
+    /// Folder holding opencode/agent-hub.js (default: share/agent-hub/integrations beside the
+    /// binary, or the repository's integrations/ for a binary built in it).
+    #[arg(long, value_name = "DIR")]
+    integrations_dir: Option<PathBuf>,
+}
+
+fn print_report(r: agent_hub::agents::cmd::Report) -> Result<ExitCode, String> {
+    eprint!("{}", r.stderr);
+    let mut out = std::io::stdout().lock();
+    out.write_all(r.stdout.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot write to stdout: {e}"))?;
+    Ok(if r.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
+    use agent_hub::agents::cmd;
+    let env = cmd::Env::from_process(a.agents_dir)?;
+    print_report(match a.command {
+        None => cmd::agents(&env, a.json, !a.no_version),
+        Some(AgentsCommand::Ps) => cmd::ps(&env, a.json),
+    })
+}
+
+fn selection(s: &AgentSelection) -> agent_hub::agents::cmd::Selection {
+    use agent_hub::agents::cmd::Selection;
+    if s.all {
+        Selection::All
+    } else {
+        Selection::Named(s.agents.clone())
+    }
+}
+
+fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
+    use agent_hub::agents::{cmd, install::HubIdentity};
+    let env = cmd::Env::from_process(a.select.agents_dir.clone())?;
+    let command = match a.command {
+        Some(c) => c,
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this binary's path (pass --command): {e}"))?,
+    };
+    let abs = |p: &std::path::Path| -> Result<String, String> {
+        let p = std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{} is not UTF-8", p.display()))
+    };
+    let id = HubIdentity {
+        command: abs(&command)?,
+        name: a.id.name,
+        token_file: abs(&a.id.token_file)?,
+        port: a.id.port,
+    };
+    let dirs = match a.integrations_dir {
+        Some(d) => vec![d],
+        None => cmd::default_integrations_dirs(),
+    };
+    print_report(cmd::install(
+        &env,
+        &selection(&a.select),
+        Some(id),
+        a.select.dry_run,
+        &dirs,
+    ))
+}
+
+fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
+    use agent_hub::agents::cmd;
+    let env = cmd::Env::from_process(a.agents_dir.clone())?;
+    print_report(cmd::install(&env, &selection(&a), None, a.dry_run, &[]))
 }

@@ -1,0 +1,467 @@
+//! The closed character sets every manifest string passes before it can reach an argv, a path
+//! or a hook command line (000 seed §3 "Manifest strings never reach argv unchecked", §10).
+//!
+//! Owns the checks, the `{prompt}` substitution and the quoting of words written into a hook
+//! command string. Refuses any other substitution: `{prompt}` is the only placeholder, it must
+//! be a whole argv element, and the prompt travels as exactly one element, never through a
+//! shell. Pure: no IO.
+
+use std::fmt;
+
+/// Characters allowed in an argv element from a manifest, for messages.
+pub const ARG_CHARSET: &str = "A-Z a-z 0-9 . _ / : = @ + , -";
+/// Characters allowed in a binary name, for messages.
+pub const NAME_CHARSET: &str = "A-Z a-z 0-9 . _ + -";
+/// Characters allowed in a manifest path after its `~/` or `/`, for messages.
+pub const PATH_CHARSET: &str = "A-Z a-z 0-9 . _ / @ + -";
+/// The one placeholder an argv template may hold, as a whole element.
+pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
+
+/// Longest argv element, path or name a manifest may hold, in bytes.
+pub const MAX_ARG_BYTES: usize = 256;
+/// Longest path a manifest may hold, in bytes.
+pub const MAX_PATH_BYTES: usize = 512;
+/// Longest binary name, in bytes.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// Why a string may not be used. Each message says what is allowed instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgvError {
+    Empty,
+    TooLong {
+        max_bytes: usize,
+    },
+    /// A character outside the closed set; `allowed` is one of the `*_CHARSET` constants.
+    BadChar {
+        ch: char,
+        allowed: &'static str,
+    },
+    /// A name or program that starts with `-` (an option) or `.` (hidden, `..`).
+    BadStart(char),
+    /// A path that is neither `~/…` nor absolute.
+    NotAnchored,
+    /// A path with a `..` component.
+    DotDot,
+    /// `{prompt}` where none may be, or more than once.
+    UnexpectedPlaceholder,
+    /// `{prompt}` glued to other text, e.g. `--prompt={prompt}`.
+    PlaceholderNotWhole,
+    /// A headless template without `{prompt}`.
+    MissingPlaceholder,
+    /// A prompt holding a NUL byte, which no argv can carry.
+    NulInPrompt,
+}
+
+impl fmt::Display for ArgvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgvError::Empty => f.write_str("is empty"),
+            ArgvError::TooLong { max_bytes } => write!(f, "is longer than {max_bytes} bytes"),
+            ArgvError::BadChar { ch, allowed } => {
+                write!(
+                    f,
+                    "holds {ch:?}, outside the allowed characters [{allowed}]"
+                )
+            }
+            ArgvError::BadStart(c) => write!(f, "must not start with {c:?}"),
+            ArgvError::NotAnchored => {
+                f.write_str("must start with \"~/\" (the home directory) or \"/\"")
+            }
+            ArgvError::DotDot => f.write_str("must not have a \"..\" component"),
+            ArgvError::UnexpectedPlaceholder => {
+                write!(f, "may not hold {PROMPT_PLACEHOLDER} here")
+            }
+            ArgvError::PlaceholderNotWhole => write!(
+                f,
+                "holds {PROMPT_PLACEHOLDER} inside other text; it must be a whole element"
+            ),
+            ArgvError::MissingPlaceholder => {
+                write!(f, "needs exactly one element that is {PROMPT_PLACEHOLDER}")
+            }
+            ArgvError::NulInPrompt => f.write_str("the prompt holds a NUL byte"),
+        }
+    }
+}
+
+impl std::error::Error for ArgvError {}
+
+fn arg_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | ':' | '=' | '@' | '+' | ',' | '-')
+}
+
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-')
+}
+
+fn path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '@' | '+' | '-')
+}
+
+fn check_chars(
+    s: &str,
+    max_bytes: usize,
+    ok: fn(char) -> bool,
+    allowed: &'static str,
+) -> Result<(), ArgvError> {
+    if s.is_empty() {
+        return Err(ArgvError::Empty);
+    }
+    if s.len() > max_bytes {
+        return Err(ArgvError::TooLong { max_bytes });
+    }
+    match s.chars().find(|&c| !ok(c)) {
+        Some(ch) => Err(ArgvError::BadChar { ch, allowed }),
+        None => Ok(()),
+    }
+}
+
+/// One argv element (not the program): `[A-Za-z0-9._/:=@+,-]`, 1–256 bytes. No quoting,
+/// whitespace, `$`, `~`, globs or braces, so it means the same with or without a shell.
+pub fn check_arg(s: &str) -> Result<(), ArgvError> {
+    if s.contains(PROMPT_PLACEHOLDER) {
+        return Err(if s == PROMPT_PLACEHOLDER {
+            ArgvError::UnexpectedPlaceholder
+        } else {
+            ArgvError::PlaceholderNotWhole
+        });
+    }
+    check_chars(s, MAX_ARG_BYTES, arg_char, ARG_CHARSET)
+}
+
+/// A binary name looked up on PATH and matched against process names: `[A-Za-z0-9._+-]`,
+/// 1–64 bytes, not starting with `-` or `.`.
+pub fn check_binary_name(s: &str) -> Result<(), ArgvError> {
+    check_chars(s, MAX_NAME_BYTES, name_char, NAME_CHARSET)?;
+    match s.chars().next() {
+        Some(c @ ('-' | '.')) => Err(ArgvError::BadStart(c)),
+        _ => Ok(()),
+    }
+}
+
+/// An argv's program: a binary name (looked up on PATH), or an absolute path under the
+/// path rules.
+pub fn check_program(s: &str) -> Result<(), ArgvError> {
+    if s.starts_with('/') {
+        check_path(s)
+    } else {
+        check_binary_name(s)
+    }
+}
+
+/// A file path from a manifest: `~/…` (under `$HOME`) or absolute, then
+/// `[A-Za-z0-9._/@+-]`, no `..` component, at most 512 bytes.
+pub fn check_path(s: &str) -> Result<(), ArgvError> {
+    check_anchored(s, path_char, PATH_CHARSET)
+}
+
+/// A glob from a manifest: a path that may also hold `*` and `?`. Globs are matched by the
+/// hub itself and never reach an argv or a shell.
+pub fn check_glob(s: &str) -> Result<(), ArgvError> {
+    fn glob_char(c: char) -> bool {
+        path_char(c) || matches!(c, '*' | '?')
+    }
+    check_anchored(s, glob_char, "A-Z a-z 0-9 . _ / @ + - * ?")
+}
+
+fn check_anchored(s: &str, ok: fn(char) -> bool, allowed: &'static str) -> Result<(), ArgvError> {
+    if s.is_empty() {
+        return Err(ArgvError::Empty);
+    }
+    let rest = if let Some(rest) = s.strip_prefix("~/") {
+        rest
+    } else if let Some(rest) = s.strip_prefix('/') {
+        rest
+    } else {
+        return Err(ArgvError::NotAnchored);
+    };
+    if s.len() > MAX_PATH_BYTES {
+        return Err(ArgvError::TooLong {
+            max_bytes: MAX_PATH_BYTES,
+        });
+    }
+    if let Some(ch) = rest.chars().find(|&c| !ok(c)) {
+        return Err(ArgvError::BadChar { ch, allowed });
+    }
+    if rest.split('/').any(|part| part == "..") {
+        return Err(ArgvError::DotDot);
+    }
+    Ok(())
+}
+
+/// Which kind of argv template is being checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Template {
+    /// `run.acp`: the prompt goes over the protocol, so no `{prompt}`.
+    Acp,
+    /// `run.headless`: exactly one whole element is `{prompt}`.
+    Headless,
+}
+
+/// Checks an argv template. An empty template is allowed (the mode is unavailable). On
+/// failure returns the index of the offending element (`None`: the template as a whole).
+pub fn check_template(argv: &[String], kind: Template) -> Result<(), (Option<usize>, ArgvError)> {
+    let Some(program) = argv.first() else {
+        return Ok(());
+    };
+    check_program(program).map_err(|e| {
+        let e = if program.contains(PROMPT_PLACEHOLDER) {
+            ArgvError::UnexpectedPlaceholder
+        } else {
+            e
+        };
+        (Some(0), e)
+    })?;
+    let mut prompts = 0;
+    for (i, arg) in argv.iter().enumerate().skip(1) {
+        if arg == PROMPT_PLACEHOLDER && kind == Template::Headless {
+            prompts += 1;
+            if prompts > 1 {
+                return Err((Some(i), ArgvError::UnexpectedPlaceholder));
+            }
+            continue;
+        }
+        check_arg(arg).map_err(|e| (Some(i), e))?;
+    }
+    if kind == Template::Headless && prompts == 0 {
+        return Err((None, ArgvError::MissingPlaceholder));
+    }
+    Ok(())
+}
+
+/// Builds the argv for one headless run: the template (already checked with
+/// [`check_template`]) with its `{prompt}` element replaced by `prompt`, as one element.
+///
+/// A prompt that starts with `-` gets one leading space, so the agent's option parser reads
+/// it as text and never as a flag (a peer's prompt "--dangerously-skip-permissions" must stay
+/// a prompt).
+pub fn render(template: &[String], prompt: &str) -> Result<Vec<String>, ArgvError> {
+    check_template(template, Template::Headless).map_err(|(_, e)| e)?;
+    if prompt.contains('\0') {
+        return Err(ArgvError::NulInPrompt);
+    }
+    let prompt = if prompt.starts_with('-') {
+        format!(" {prompt}")
+    } else {
+        prompt.to_owned()
+    };
+    Ok(template
+        .iter()
+        .map(|a| {
+            if a == PROMPT_PLACEHOLDER {
+                prompt.clone()
+            } else {
+                a.clone()
+            }
+        })
+        .collect())
+}
+
+/// One word for a POSIX shell command line, as the hook commands that agents run through
+/// `sh -c` need: left bare when every character is in the argv set, else single-quoted
+/// (a `'` inside becomes `'\''`). Hook commands are the one place our words meet a shell, and
+/// the agent, not the hub, runs that shell.
+pub fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(arg_char) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn args_in_the_closed_set_pass() {
+        for ok in [
+            "exec",
+            "--output-format",
+            "json",
+            "-p",
+            "--flag=value",
+            "a,b",
+            "x@y:1",
+            "/usr/bin/x",
+        ] {
+            assert_eq!(check_arg(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn shell_metacharacters_are_refused() {
+        for (bad, ch) in [
+            ("a b", ' '),
+            ("a;b", ';'),
+            ("$(id)", '$'),
+            ("`id`", '`'),
+            ("a|b", '|'),
+            ("a&b", '&'),
+            ("a>b", '>'),
+            ("'x'", '\''),
+            ("\"x\"", '"'),
+            ("a\\b", '\\'),
+            ("~/x", '~'),
+            ("*.rs", '*'),
+            ("a\nb", '\n'),
+            ("a\0b", '\0'),
+            ("é", 'é'),
+        ] {
+            assert_eq!(
+                check_arg(bad),
+                Err(ArgvError::BadChar {
+                    ch,
+                    allowed: ARG_CHARSET
+                }),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(check_arg(""), Err(ArgvError::Empty));
+        assert_eq!(
+            check_arg(&"a".repeat(257)),
+            Err(ArgvError::TooLong { max_bytes: 256 })
+        );
+    }
+
+    #[test]
+    fn binary_names() {
+        assert_eq!(check_binary_name("claude"), Ok(()));
+        assert_eq!(check_binary_name("codex-acp"), Ok(()));
+        assert_eq!(check_binary_name("python3.11"), Ok(()));
+        assert_eq!(check_binary_name("-rf"), Err(ArgvError::BadStart('-')));
+        assert_eq!(check_binary_name(".."), Err(ArgvError::BadStart('.')));
+        assert!(matches!(
+            check_binary_name("bin/claude"),
+            Err(ArgvError::BadChar { ch: '/', .. })
+        ));
+        assert!(matches!(
+            check_binary_name("claude;id"),
+            Err(ArgvError::BadChar { ch: ';', .. })
+        ));
+    }
+
+    #[test]
+    fn programs_are_names_or_absolute_paths() {
+        assert_eq!(check_program("gemini"), Ok(()));
+        assert_eq!(check_program("/opt/codex/bin/codex-acp"), Ok(()));
+        assert_eq!(check_program("/opt/../bin/sh"), Err(ArgvError::DotDot));
+        assert!(check_program("./codex").is_err());
+        assert!(check_program("~/bin/codex").is_err());
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(check_path("~/.claude.json"), Ok(()));
+        assert_eq!(check_path("~/.config/opencode/opencode.json"), Ok(()));
+        assert_eq!(check_path("/etc/agent-hub/x.toml"), Ok(()));
+        assert_eq!(
+            check_path(".codex/config.toml"),
+            Err(ArgvError::NotAnchored)
+        );
+        assert_eq!(check_path("~user/x"), Err(ArgvError::NotAnchored));
+        assert_eq!(check_path("~/../etc/passwd"), Err(ArgvError::DotDot));
+        assert_eq!(check_path("~/a/../../b"), Err(ArgvError::DotDot));
+        assert_eq!(check_path("~/a/..b"), Ok(()));
+        assert!(matches!(
+            check_path("~/My Documents/x"),
+            Err(ArgvError::BadChar { ch: ' ', .. })
+        ));
+        assert!(matches!(
+            check_path("~/$HOME/x"),
+            Err(ArgvError::BadChar { ch: '$', .. })
+        ));
+        assert_eq!(check_path(""), Err(ArgvError::Empty));
+        assert_eq!(
+            check_glob("~/.codex/sessions/*/*/*/rollout-*.jsonl"),
+            Ok(())
+        );
+        assert!(check_path("~/.codex/*.jsonl").is_err());
+    }
+
+    #[test]
+    fn templates() {
+        assert_eq!(check_template(&[], Template::Acp), Ok(()));
+        assert_eq!(
+            check_template(&v(&["gemini", "--acp"]), Template::Acp),
+            Ok(())
+        );
+        assert_eq!(
+            check_template(
+                &v(&["claude", "-p", "{prompt}", "--output-format", "json"]),
+                Template::Headless
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_template(&v(&["opencode", "acp", "{prompt}"]), Template::Acp),
+            Err((Some(2), ArgvError::UnexpectedPlaceholder))
+        );
+        assert_eq!(
+            check_template(&v(&["claude", "-p"]), Template::Headless),
+            Err((None, ArgvError::MissingPlaceholder))
+        );
+        assert_eq!(
+            check_template(&v(&["claude", "{prompt}", "{prompt}"]), Template::Headless),
+            Err((Some(2), ArgvError::UnexpectedPlaceholder))
+        );
+        assert_eq!(
+            check_template(&v(&["claude", "--prompt={prompt}"]), Template::Headless),
+            Err((Some(1), ArgvError::PlaceholderNotWhole))
+        );
+        assert_eq!(
+            check_template(&v(&["{prompt}"]), Template::Headless),
+            Err((Some(0), ArgvError::UnexpectedPlaceholder))
+        );
+        assert!(matches!(
+            check_template(&v(&["sh", "-c", "claude $X"]), Template::Acp),
+            Err((Some(2), ArgvError::BadChar { ch: ' ', .. }))
+        ));
+    }
+
+    #[test]
+    fn the_prompt_is_one_element_whatever_it_holds() {
+        let t = v(&["claude", "-p", "{prompt}", "--output-format", "json"]);
+        let prompt = "fix it; rm -rf ~ && echo $(id) `x` \"q\" 'r'\n{prompt}";
+        let argv = render(&t, prompt).unwrap();
+        assert_eq!(argv.len(), 5);
+        assert_eq!(argv[2], prompt);
+        assert_eq!(argv[4], "json");
+    }
+
+    #[test]
+    fn a_prompt_that_looks_like_a_flag_stays_a_prompt() {
+        let t = v(&["claude", "-p", "{prompt}"]);
+        let argv = render(&t, "--dangerously-skip-permissions").unwrap();
+        assert_eq!(argv[2], " --dangerously-skip-permissions");
+        assert_eq!(render(&t, "a\0b"), Err(ArgvError::NulInPrompt));
+        assert!(render(&v(&["claude", "-p"]), "x").is_err());
+    }
+
+    #[test]
+    fn shell_words() {
+        assert_eq!(
+            shell_word("/usr/local/bin/agent-hub"),
+            "/usr/local/bin/agent-hub"
+        );
+        assert_eq!(
+            shell_word("/Users/J Doe/bin/agent-hub"),
+            "'/Users/J Doe/bin/agent-hub'"
+        );
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$(id)"), "'$(id)'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

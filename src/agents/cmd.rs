@@ -1,0 +1,428 @@
+//! The `agent-hub agents`, `agents ps`, `install` and `uninstall` verbs, minus argument
+//! parsing: `bin/agent-hub.rs` parses, calls these, and prints what they return.
+//!
+//! Owns choosing the agents a verb applies to, the tables and reports, and finding the
+//! OpenCode plugin source. Every problem with one agent (or one manifest) is reported and the
+//! others carry on; `Report::ok` is false when any agent failed, which the binary maps to
+//! exit 1. Reads `$HOME` and `$PATH` once, in `Env::from_process`, so tests can set both.
+
+use super::diff;
+use super::install::{self, Action, AgentPlan, HubIdentity};
+use super::manifest::Manifest;
+use super::probe::{self, AgentInfo};
+use super::procs::{self, AgentProcess};
+use super::registry::{self, Origin, Registry};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// What a verb prints, and whether it fully succeeded.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub stdout: String,
+    pub stderr: String,
+    pub ok: bool,
+}
+
+/// The process environment the verbs read.
+#[derive(Debug, Clone)]
+pub struct Env {
+    pub home: PathBuf,
+    pub path_var: String,
+    pub agents_dir: PathBuf,
+    /// The folder was named with `--agents-dir` (a missing one is then reported).
+    pub agents_dir_explicit: bool,
+}
+
+impl Env {
+    pub fn from_process(agents_dir: Option<PathBuf>) -> Result<Env, String> {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+            .ok_or("HOME is not set to an absolute path")?;
+        let path_var = std::env::var("PATH").unwrap_or_default();
+        Ok(Env {
+            agents_dir: agents_dir
+                .clone()
+                .unwrap_or_else(|| registry::default_dir(&home)),
+            agents_dir_explicit: agents_dir.is_some(),
+            home,
+            path_var,
+        })
+    }
+
+    pub fn registry(&self) -> Registry {
+        Registry::load(&self.agents_dir, self.agents_dir_explicit)
+    }
+}
+
+fn warn_manifests(reg: &Registry, stderr: &mut String) {
+    for p in &reg.problems {
+        let _ = writeln!(stderr, "agent-hub: warning: {p}; manifest skipped");
+    }
+}
+
+fn origin_text(o: &Origin) -> String {
+    match o {
+        Origin::Builtin => "builtin".into(),
+        Origin::File(p) => p.display().to_string(),
+        Origin::Override(p) => format!("{} (overrides the builtin)", p.display()),
+    }
+}
+
+/// Lays out rows as columns separated by two spaces; the last column is not padded.
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 < r.len() {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `agent-hub agents`: every known agent, installed or not.
+pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
+    let reg = env.registry();
+    let mut r = Report {
+        ok: true,
+        ..Report::default()
+    };
+    warn_manifests(&reg, &mut r.stderr);
+    // Probe in parallel: each --version may take a second or two.
+    let infos: Vec<AgentInfo> = std::thread::scope(|s| {
+        let handles: Vec<_> = reg
+            .agents
+            .iter()
+            .map(|(m, o)| {
+                let origin = origin_text(o);
+                let path = env.path_var.as_str();
+                s.spawn(move || probe::probe(m, origin, path, with_version))
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    if json {
+        r.stdout = serde_json::to_string_pretty(&infos).unwrap_or_default() + "\n";
+        return r;
+    }
+    let avail = |argv: &Option<Vec<String>>, ok: bool| match (argv, ok) {
+        (None, _) => "-".to_owned(),
+        (Some(_), true) => "yes".to_owned(),
+        (Some(a), false) => format!("no ({} not found)", a[0]),
+    };
+    let mut rows = vec![[
+        "AGENT",
+        "NAME",
+        "INSTALLED",
+        "VERSION",
+        "ACP",
+        "HEADLESS",
+        "DELIVER",
+        "BINARY",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for i in &infos {
+        rows.push(vec![
+            i.name.clone(),
+            i.display.clone(),
+            if i.installed {
+                "yes".into()
+            } else {
+                "no".into()
+            },
+            i.version.clone().unwrap_or_else(|| "-".into()),
+            avail(&i.acp, i.acp_available),
+            avail(&i.headless, i.headless_available),
+            i.deliver.clone(),
+            i.binary.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    r.stdout = table(&rows);
+    for (m, o) in &reg.agents {
+        if !matches!(o, Origin::Builtin) {
+            let _ = writeln!(r.stdout, "{}: manifest {}", m.name, origin_text(o));
+        }
+    }
+    r
+}
+
+/// `agent-hub agents ps`: running agent processes.
+pub fn ps(env: &Env, json: bool) -> Report {
+    let reg = env.registry();
+    let mut r = Report {
+        ok: true,
+        ..Report::default()
+    };
+    warn_manifests(&reg, &mut r.stderr);
+    let manifests: Vec<&Manifest> = reg.manifests().collect();
+    let procs = match procs::list(&manifests) {
+        Ok(p) => p,
+        Err(e) => {
+            r.ok = false;
+            let _ = writeln!(r.stderr, "agent-hub: {e}");
+            return r;
+        }
+    };
+    r.stdout = render_ps(&procs, json);
+    r
+}
+
+/// The `agents ps` table or JSON.
+pub fn render_ps(procs: &[AgentProcess], json: bool) -> String {
+    if json {
+        return serde_json::to_string_pretty(procs).unwrap_or_default() + "\n";
+    }
+    let mut rows = vec![["PID", "AGENT", "ELAPSED", "CPU%", "STATUS", "CWD"]
+        .map(String::from)
+        .to_vec()];
+    for p in procs {
+        rows.push(vec![
+            p.pid.to_string(),
+            p.agent.clone(),
+            procs::format_elapsed(p.elapsed_secs),
+            format!("{:.1}", p.cpu_percent),
+            p.status.to_owned(),
+            p.cwd.clone().unwrap_or_else(|| "?".into()),
+        ]);
+    }
+    table(&rows)
+}
+
+/// Which agents `install` / `uninstall` act on.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    All,
+    Named(Vec<String>),
+}
+
+/// Where the OpenCode plugin source is looked for when `--integrations-dir` is not given:
+/// beside an installed binary (`<prefix>/share/agent-hub/integrations`) and, for a binary
+/// built in this repository (`target/<profile>/agent-hub`), the repository's `integrations/`.
+/// Never the current directory: a repository being worked on must not choose what gets
+/// installed globally.
+pub fn default_integrations_dirs() -> Vec<PathBuf> {
+    let Ok(exe) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let Some(bin_dir) = exe.parent() else {
+        return Vec::new();
+    };
+    let mut dirs = Vec::new();
+    if let Some(prefix) = bin_dir.parent() {
+        dirs.push(prefix.join("share/agent-hub/integrations"));
+        // Built by cargo: <repo>/target/<profile>/agent-hub.
+        if prefix.file_name().is_some_and(|n| n == "target") {
+            if let Some(repo) = prefix.parent() {
+                dirs.push(repo.join("integrations"));
+            }
+        }
+    }
+    dirs
+}
+
+fn find_plugin(dirs: &[PathBuf]) -> Option<String> {
+    dirs.iter()
+        .map(|d| d.join(install::OPENCODE_PLUGIN_SOURCE))
+        .find_map(|p| std::fs::read_to_string(p).ok())
+}
+
+/// `agent-hub install` (with `Some(id)`) or `uninstall` (with `None`).
+pub fn install(
+    env: &Env,
+    selection: &Selection,
+    id: Option<HubIdentity>,
+    dry_run: bool,
+    integrations_dirs: &[PathBuf],
+) -> Report {
+    let reg = env.registry();
+    let mut r = Report {
+        ok: true,
+        ..Report::default()
+    };
+    warn_manifests(&reg, &mut r.stderr);
+    let action = match id {
+        Some(id) => {
+            if let Err(e) = id.validate() {
+                r.ok = false;
+                let _ = writeln!(r.stderr, "agent-hub: {e}");
+                return r;
+            }
+            if let Err(e) = std::fs::metadata(&id.token_file) {
+                let _ = writeln!(
+                    r.stderr,
+                    "agent-hub: warning: token file {}: {e}; the MCP server and hook fail until it exists (mode 600)",
+                    id.token_file
+                );
+            }
+            Action::Install {
+                id,
+                plugin_source: find_plugin(integrations_dirs),
+            }
+        }
+        None => Action::Uninstall,
+    };
+    let installing = matches!(action, Action::Install { .. });
+    let detected = |m: &Manifest| {
+        m.binaries
+            .iter()
+            .any(|b| probe::which(b, &env.path_var).is_some())
+    };
+    let chosen: Vec<&Manifest> = match selection {
+        Selection::Named(names) => {
+            let mut out = Vec::new();
+            for n in names {
+                match reg.get(n) {
+                    Some(m) => out.push(m),
+                    None => {
+                        r.ok = false;
+                        let known: Vec<&str> = reg.manifests().map(|m| m.name.as_str()).collect();
+                        let _ = writeln!(
+                            r.stderr,
+                            "agent-hub: no agent named {n:?} (known: {})",
+                            known.join(", ")
+                        );
+                    }
+                }
+            }
+            if !r.ok {
+                return r;
+            }
+            out
+        }
+        Selection::All if installing => {
+            let mut out = Vec::new();
+            for m in reg.manifests() {
+                if detected(m) {
+                    out.push(m);
+                } else {
+                    let _ = writeln!(
+                        r.stdout,
+                        "{}: skipped, not found on PATH ({})",
+                        m.name,
+                        m.binaries.join(", ")
+                    );
+                }
+            }
+            out
+        }
+        // Uninstall everywhere: the agent may have been removed before its config was.
+        Selection::All => reg.manifests().collect(),
+    };
+    for m in chosen {
+        let _ = writeln!(r.stdout, "{} ({}):", m.name, m.display);
+        if installing && matches!(selection, Selection::Named(_)) && !detected(m) {
+            let _ = writeln!(
+                r.stdout,
+                "  note: {} is not on PATH; writing its config anyway",
+                m.binaries.join(", ")
+            );
+        }
+        let plan = install::plan(m, &action, &env.home, &install::read_file);
+        report_plan(&mut r, m, &plan, &action, &env.home, dry_run);
+    }
+    if dry_run {
+        r.stdout.push_str("dry run: nothing was written\n");
+    }
+    r
+}
+
+fn report_plan(
+    r: &mut Report,
+    m: &Manifest,
+    plan: &AgentPlan,
+    action: &Action,
+    home: &Path,
+    dry_run: bool,
+) {
+    for n in &plan.notes {
+        let _ = writeln!(r.stdout, "  {n}");
+    }
+    if let Some(e) = &plan.error {
+        r.ok = false;
+        let _ = writeln!(
+            r.stderr,
+            "agent-hub: {}: {e}; nothing was changed for it",
+            m.name
+        );
+        return;
+    }
+    if dry_run {
+        for c in &plan.changes {
+            let label = c.shown.trim_start_matches("~/");
+            r.stdout.push_str(&diff::unified(
+                label,
+                c.before.as_deref(),
+                c.after.as_deref(),
+            ));
+        }
+    } else {
+        match install::apply(plan, action, home) {
+            Ok(backups) => {
+                for b in backups {
+                    let _ = writeln!(r.stdout, "  backup: {b}");
+                }
+            }
+            Err(e) => {
+                r.ok = false;
+                let _ = writeln!(r.stderr, "agent-hub: {}: {e}", m.name);
+                return;
+            }
+        }
+    }
+    if matches!(action, Action::Install { .. }) {
+        for t in &m.install.trust {
+            let _ = writeln!(r.stdout, "  next: {t}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align() {
+        let rows = vec![
+            vec!["A".to_owned(), "BB".to_owned(), "C".to_owned()],
+            vec!["long".to_owned(), "x".to_owned(), "".to_owned()],
+        ];
+        assert_eq!(table(&rows), "A     BB  C\nlong  x\n");
+    }
+
+    #[test]
+    fn ps_rendering() {
+        let p = AgentProcess {
+            pid: 7,
+            ppid: 1,
+            agent: "claude".into(),
+            program: "claude".into(),
+            cwd: None,
+            cpu_percent: 1.25,
+            elapsed_secs: 61,
+            status: "unknown",
+            children: vec![],
+        };
+        assert_eq!(
+            render_ps(&[p], false),
+            "PID  AGENT   ELAPSED  CPU%  STATUS   CWD\n7    claude  01:01    1.2   unknown  ?\n"
+        );
+    }
+}

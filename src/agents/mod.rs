@@ -1,0 +1,20 @@
+//! Agents joining the hub (000 seed §3–§5, issue 5): the agent CLIs on this machine, described
+//! by manifests, observed (`agent-hub agents`, `agents ps`), and wired to the hub by
+//! `agent-hub install` / `uninstall`. docs/agents.md is the user's guide.
+//!
+//! Below the line (no IO): `argv` (closed character sets, `{prompt}`), `manifest` (format,
+//! built-ins), `jsonedit` / `tomledit` (lossless config edits), `diff`, `install::plan`, and
+//! the text parsers in `procs`. Above it: `registry` (the manifests folder), `probe` (PATH,
+//! `--version`), `procs::list` (/proc, ps), `install::apply` (writes), and `cmd`, which the
+//! `agent-hub` binary calls and which returns text rather than printing it.
+
+pub mod argv;
+pub mod cmd;
+pub mod diff;
+pub mod install;
+pub mod jsonedit;
+pub mod manifest;
+pub mod probe;
+pub mod procs;
+pub mod registry;
+pub mod tomledit;

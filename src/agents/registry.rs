@@ -1,0 +1,125 @@
+//! The set of known agents: the built-in manifests, then the manifests folder's overrides and
+//! additions (`--agents-dir`, default `~/.agent-hub/agents/`).
+//!
+//! Owns reading that folder. A file there named `<name>.toml` replaces the built-in of the same
+//! name whole (no merging: what the file says is what the agent is) or adds a new agent. An
+//! invalid file is reported with its path and key and skipped — the built-in it meant to
+//! replace stays — and never stops the others from loading.
+
+use super::manifest::{self, Manifest, ManifestError};
+use std::path::{Path, PathBuf};
+
+/// Where a manifest came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Builtin,
+    /// The file that added it.
+    File(PathBuf),
+    /// The file that replaced the built-in of the same name.
+    Override(PathBuf),
+}
+
+/// The agents this run knows, and every manifest problem found while loading them.
+#[derive(Debug, Default)]
+pub struct Registry {
+    /// Built-ins first in their fixed order, then additions sorted by name.
+    pub agents: Vec<(Manifest, Origin)>,
+    pub problems: Vec<ManifestError>,
+}
+
+/// The default manifests folder under `home`.
+pub fn default_dir(home: &Path) -> PathBuf {
+    home.join(".agent-hub").join("agents")
+}
+
+impl Registry {
+    /// The built-ins only.
+    pub fn builtin() -> Registry {
+        let (ok, problems) = manifest::builtins();
+        Registry {
+            agents: ok.into_iter().map(|m| (m, Origin::Builtin)).collect(),
+            problems,
+        }
+    }
+
+    /// The built-ins plus `dir`'s `*.toml` files. A missing folder is not a problem when it
+    /// is the default (`explicit` false); an explicitly named one that is missing is reported.
+    pub fn load(dir: &Path, explicit: bool) -> Registry {
+        let mut reg = Registry::builtin();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return reg,
+            Err(e) => {
+                reg.problems.push(ManifestError {
+                    source: dir.display().to_string(),
+                    key: String::new(),
+                    problem: format!("cannot read the manifests folder: {e}"),
+                });
+                return reg;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for path in files {
+            let source = path.display().to_string();
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    reg.problems.push(ManifestError {
+                        source,
+                        key: String::new(),
+                        problem: format!("cannot read: {e}"),
+                    });
+                    continue;
+                }
+            };
+            match Manifest::parse(&source, &text) {
+                Ok(m) => {
+                    // One name, one file: two files can then never claim the same agent.
+                    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                    if stem != m.name {
+                        reg.problems.push(ManifestError {
+                            source,
+                            key: "name".into(),
+                            problem: format!(
+                                "{:?} does not match the file name; name the file {}.toml",
+                                m.name, m.name
+                            ),
+                        });
+                        continue;
+                    }
+                    reg.add(m, path);
+                }
+                Err(e) => reg.problems.push(e),
+            }
+        }
+        let builtins = reg
+            .agents
+            .iter()
+            .take_while(|(_, o)| !matches!(o, Origin::File(_)))
+            .count();
+        reg.agents[builtins..].sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        reg
+    }
+
+    fn add(&mut self, m: Manifest, path: PathBuf) {
+        match self.agents.iter_mut().find(|(a, _)| a.name == m.name) {
+            Some(slot) => *slot = (m, Origin::Override(path)),
+            None => self.agents.push((m, Origin::File(path))),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Manifest> {
+        self.agents
+            .iter()
+            .find(|(m, _)| m.name == name)
+            .map(|(m, _)| m)
+    }
+
+    pub fn manifests(&self) -> impl Iterator<Item = &Manifest> {
+        self.agents.iter().map(|(m, _)| m)
+    }
+}

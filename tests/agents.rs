@@ -1,0 +1,687 @@
+//! Agents joining the hub (issue 5, docs/agents.md): manifests against the fixtures in
+//! `protocol/manifests/`, and the real `agent-hub` binary's `install` / `uninstall` into a
+//! temporary HOME for every built-in agent, byte for byte against `protocol/install/<agent>/`
+//! (`before/` → `after-install/` → `after-uninstall/`), plus idempotency, dry runs, `--all`,
+//! `agents` and `agents ps`.
+//!
+//! `AGENTS_BLESS=1 cargo test --release --test agents` rewrites the `.expected` files of the
+//! invalid manifests and the `after-*` trees from what the code does now; review the diff.
+//! Expected files spell the temporary HOME as `{HOME}`.
+
+use agent_hub::agents::diff;
+use agent_hub::agents::manifest::Manifest;
+use agent_hub::agents::registry::{Origin, Registry};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agent-hub");
+const AGENTS: [&str; 5] = ["claude", "codex", "gemini", "opencode", "droid"];
+/// What the installed entries run; fixed so the expected files do not depend on the build dir.
+const HUB_COMMAND: &str = "/usr/local/bin/agent-hub";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bless() -> bool {
+    std::env::var_os("AGENTS_BLESS").is_some_and(|v| v == "1")
+}
+
+// ----- a temporary directory -----
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "agent-hub-agents-{}-{}-{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ----- file trees -----
+
+/// Every file under `dir` (relative path → text), skipping `.agent-hub/` (the token lives
+/// there) and the empty directories an install leaves.
+fn read_tree(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            if rel == ".agent-hub" || rel == "bin" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn write_tree(dir: &Path, files: &BTreeMap<String, String>) {
+    for (rel, text) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+/// Compares a HOME tree with an expected tree (`{HOME}` substituted), with a diff per file.
+fn assert_tree(home: &Path, expected_dir: &Path, what: &str) {
+    let home_s = home.to_str().unwrap();
+    let got: BTreeMap<String, String> = read_tree(home)
+        .into_iter()
+        .map(|(k, v)| (k, v.replace(home_s, "{HOME}")))
+        .collect();
+    if bless() {
+        let _ = std::fs::remove_dir_all(expected_dir);
+        std::fs::create_dir_all(expected_dir).unwrap();
+        write_tree(expected_dir, &got);
+        return;
+    }
+    let want = read_tree(expected_dir);
+    let mut problems = String::new();
+    for k in want
+        .keys()
+        .chain(got.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let d = diff::unified(
+            k,
+            want.get(k).map(String::as_str),
+            got.get(k).map(String::as_str),
+        );
+        problems.push_str(&d);
+    }
+    assert!(
+        problems.is_empty(),
+        "{what}: HOME differs from {} (- expected, + got):\n{problems}",
+        expected_dir.display()
+    );
+}
+
+// ----- running the binary -----
+
+fn run(home: &Path, path_var: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("HOME", home)
+        .env("PATH", path_var)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn token(home: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let t = home.join(".agent-hub/worker.token");
+    std::fs::create_dir_all(t.parent().unwrap()).unwrap();
+    std::fs::write(&t, "secret-token-never-printed\n").unwrap();
+    std::fs::set_permissions(&t, std::fs::Permissions::from_mode(0o600)).unwrap();
+    t.to_str().unwrap().to_owned()
+}
+
+fn install_args<'a>(agent_args: &[&'a str], token: &'a str, integrations: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["install"];
+    a.extend_from_slice(agent_args);
+    a.extend([
+        "--as",
+        "worker",
+        "--token-file",
+        token,
+        "--port",
+        "46110",
+        "--command",
+        HUB_COMMAND,
+        "--integrations-dir",
+        integrations,
+    ]);
+    a
+}
+
+// ----- manifests -----
+
+#[test]
+fn valid_manifest_fixtures_parse_and_are_named_after_their_files() {
+    let dir = root().join("protocol/manifests/valid");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let m = Manifest::parse(&p.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            format!("{}.toml", m.name),
+            p.file_name().unwrap().to_string_lossy()
+        );
+        n += 1;
+    }
+    assert!(n >= 4);
+}
+
+#[test]
+fn invalid_manifest_fixtures_fail_with_their_expected_error() {
+    let dir = root().join("protocol/manifests/invalid");
+    let mut n = 0;
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    for p in &names {
+        match p.extension().and_then(|x| x.to_str()) {
+            Some("toml") => {}
+            Some("expected") => {
+                assert!(
+                    p.with_extension("toml").exists(),
+                    "{} has no manifest",
+                    p.display()
+                );
+                continue;
+            }
+            _ => continue,
+        }
+        let text = std::fs::read_to_string(p).unwrap();
+        let err = Manifest::parse(&p.display().to_string(), &text)
+            .err()
+            .unwrap_or_else(|| panic!("{} parsed but must not", p.display()));
+        assert_eq!(err.source, p.display().to_string());
+        let expected_path = p.with_extension("expected");
+        if bless() {
+            std::fs::write(&expected_path, format!("{}\n", err.detail())).unwrap();
+        }
+        let expected = std::fs::read_to_string(&expected_path)
+            .unwrap_or_else(|_| panic!("{} has no .expected file", p.display()));
+        assert_eq!(err.detail(), expected.trim_end(), "{}", p.display());
+        n += 1;
+    }
+    assert!(n >= 30, "only {n} invalid fixtures");
+}
+
+#[test]
+fn the_manifests_folder_overrides_adds_and_skips_bad_files() {
+    let t = TempDir::new("registry");
+    let valid = root().join("protocol/manifests/valid");
+    let invalid = root().join("protocol/manifests/invalid");
+    std::fs::copy(valid.join("claude.toml"), t.0.join("claude.toml")).unwrap();
+    std::fs::copy(valid.join("goose.toml"), t.0.join("goose.toml")).unwrap();
+    // An invalid override of codex: reported, and the built-in codex stays.
+    let bad = std::fs::read_to_string(invalid.join("acp-shell-string.toml"))
+        .unwrap()
+        .replace("name     = \"x\"", "name     = \"codex\"");
+    std::fs::write(t.0.join("codex.toml"), bad).unwrap();
+    // A valid manifest in a file named after another agent.
+    std::fs::copy(valid.join("minimal.toml"), t.0.join("gemini.toml")).unwrap();
+    std::fs::write(t.0.join("notes.txt"), "not a manifest").unwrap();
+
+    let reg = Registry::load(&t.0, true);
+    let names: Vec<&str> = reg.manifests().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["claude", "codex", "gemini", "opencode", "droid", "goose"]
+    );
+    assert_eq!(
+        reg.get("claude").unwrap().display,
+        "Claude Code (work profile)"
+    );
+    assert!(matches!(reg.agents[0].1, Origin::Override(_)));
+    assert_eq!(
+        reg.get("codex").unwrap().display,
+        "Codex CLI",
+        "the built-in stays"
+    );
+    assert_eq!(reg.get("gemini").unwrap().display, "Gemini CLI");
+    let problems: Vec<String> = reg.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].ends_with("codex.toml: run.acp[2]: holds ' ', outside the allowed characters [A-Z a-z 0-9 . _ / : = @ + , -]"), "{problems:?}");
+    assert!(problems[1].ends_with("gemini.toml: name: \"minimal\" does not match the file name; name the file minimal.toml"), "{problems:?}");
+
+    let missing = Registry::load(&t.0.join("nope"), true);
+    assert_eq!(missing.problems.len(), 1);
+    assert_eq!(Registry::load(&t.0.join("nope"), false).problems.len(), 0);
+}
+
+#[test]
+fn agents_lists_every_agent_and_reports_bad_manifests_without_failing() {
+    let t = TempDir::new("list");
+    let bin = t.0.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    fake_binary(&bin, "codex", "echo 'codex-cli 0.171.0'");
+    fake_binary(&bin, "gemini", "echo 0.61.0");
+    fake_binary(&bin, "opencode", "sleep 30"); // outlives the version timeout? no: killed at 5 s
+    let agents_dir = t.0.join(".agent-hub/agents");
+    std::fs::create_dir_all(&agents_dir).unwrap();
+    std::fs::copy(
+        root().join("protocol/manifests/invalid/binary-shell-metachar.toml"),
+        agents_dir.join("x.toml"),
+    )
+    .unwrap();
+    let path_var = format!("{}:/usr/bin:/bin", bin.display());
+    let started = std::time::Instant::now();
+    let out = run(&t.0, &path_var, &["agents", "--json"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("x.toml: binaries[0]: holds ';'"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("manifest skipped"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    let row = |n: &str| rows.iter().find(|r| r["name"] == n).unwrap().clone();
+    assert_eq!(row("codex")["installed"], true);
+    assert_eq!(row("codex")["version"], "codex-cli 0.171.0");
+    assert_eq!(row("codex")["headless_available"], true);
+    assert_eq!(
+        row("codex")["acp_available"],
+        false,
+        "codex-acp is a separate program"
+    );
+    assert_eq!(row("gemini")["acp_available"], true);
+    assert_eq!(row("opencode")["installed"], true);
+    assert_eq!(
+        row("opencode")["version"],
+        serde_json::Value::Null,
+        "timed out"
+    );
+    assert_eq!(row("claude")["installed"], false);
+    assert_eq!(row("claude")["binary"], serde_json::Value::Null);
+
+    let out = run(&t.0, &path_var, &["agents", "--no-version"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.starts_with("AGENT"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("codex") && l.contains(&bin.join("codex").display().to_string())), "{stdout}");
+}
+
+fn fake_binary(dir: &Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn agents_ps_finds_a_running_agent_with_its_cwd() {
+    let t = TempDir::new("ps");
+    let bin = t.0.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // A manifest agent with a unique binary name, so other tests' processes never match.
+    let name = format!("psagent{}", std::process::id());
+    let agents_dir = t.0.join("agents");
+    std::fs::create_dir_all(&agents_dir).unwrap();
+    let manifest = std::fs::read_to_string(root().join("protocol/manifests/valid/minimal.toml"))
+        .unwrap()
+        .replace("name     = \"minimal\"", &format!("name     = \"{name}\""))
+        .replace(
+            "binaries = [\"minimal-agent\"]",
+            &format!("binaries = [\"{name}\"]"),
+        );
+    std::fs::write(agents_dir.join(format!("{name}.toml")), manifest).unwrap();
+    let work = t.0.join("work dir");
+    std::fs::create_dir_all(&work).unwrap();
+    // `exec sleep` would rename the process; a plain script keeps its name as comm.
+    fake_binary(&bin, &name, "sleep 30; true");
+    let mut child = Command::new(bin.join(&name))
+        .current_dir(&work)
+        .spawn()
+        .unwrap();
+    let mut found = None;
+    for _ in 0..50 {
+        let out = run(
+            &t.0,
+            "/usr/bin:/bin",
+            &[
+                "agents",
+                "ps",
+                "--json",
+                "--agents-dir",
+                agents_dir.to_str().unwrap(),
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        found = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["agent"] == name.as_str())
+            .cloned();
+        if found.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let p = found.expect("the running agent is listed");
+    assert_eq!(p["pid"], child.id());
+    assert_eq!(p["cwd"], work.to_str().unwrap());
+    assert_eq!(p["status"], "unknown");
+}
+
+// ----- install and uninstall -----
+
+/// Installs then uninstalls one agent into a HOME seeded from `protocol/install/<agent>/before`.
+fn golden(agent: &str) {
+    let dir = root().join("protocol/install").join(agent);
+    let t = TempDir::new(agent);
+    let home = &t.0;
+    write_tree(home, &read_tree(&dir.join("before")));
+    let token = token(home);
+    let integrations = root().join("protocol/install/integrations");
+    let integrations = integrations.to_str().unwrap();
+    // An empty PATH: the agent is not "detected", which --agent does not require.
+    let path_var = "/nonexistent";
+    let before = read_tree(home);
+
+    let out = run(
+        home,
+        path_var,
+        &install_args(&["--agent", agent, "--dry-run"], &token, integrations),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("\n+++ b/"),
+        "the dry run shows a diff:\n{stdout}"
+    );
+    assert!(
+        stdout.ends_with("dry run: nothing was written\n"),
+        "{stdout}"
+    );
+    assert_eq!(read_tree(home), before, "a dry run writes nothing");
+
+    let out = run(
+        home,
+        path_var,
+        &install_args(&["--agent", agent], &token, integrations),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains(" added"), "{stdout}");
+    assert!(
+        stdout.contains("  next: "),
+        "the trust steps are printed:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("secret-token") && !stderr.contains("secret-token"),
+        "the token never appears"
+    );
+    assert_tree(
+        home,
+        &dir.join("after-install"),
+        &format!("{agent}: install"),
+    );
+    let installed = read_tree(home);
+    // Every backup holds exactly the file as it was.
+    for (rel, text) in &installed {
+        if let Some(orig) = rel.strip_suffix(".agent-hub.bak") {
+            assert_eq!(Some(text), before.get(orig), "{rel}");
+        }
+    }
+
+    let out = run(
+        home,
+        path_var,
+        &install_args(&["--agent", agent], &token, integrations),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stdout.contains(" added") && !stdout.contains(" updated") && !stdout.contains("backup:"),
+        "second install:\n{stdout}"
+    );
+    assert_eq!(
+        read_tree(home),
+        installed,
+        "a second install changes nothing"
+    );
+
+    let out = run(
+        home,
+        path_var,
+        &["uninstall", "--agent", agent, "--dry-run"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("\n--- a/"), "{stdout}");
+    assert_eq!(read_tree(home), installed, "a dry run writes nothing");
+
+    let out = run(home, path_var, &["uninstall", "--agent", agent]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains(" removed"), "{stdout}");
+    assert!(!stdout.contains("next:"), "{stdout}");
+    assert_tree(
+        home,
+        &dir.join("after-uninstall"),
+        &format!("{agent}: uninstall"),
+    );
+    // Apart from the backups, uninstall gives back the files as they were before.
+    let mut after = read_tree(home);
+    after.retain(|k, _| !k.ends_with(".agent-hub.bak"));
+    assert_eq!(after, before, "{agent}: uninstall reverses install");
+
+    let out = run(home, path_var, &["uninstall", "--agent", agent]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("not present") && !stdout.contains(" removed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn every_builtin_has_golden_files() {
+    let reg = Registry::builtin();
+    let names: Vec<&str> = reg.manifests().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, AGENTS);
+    for a in AGENTS {
+        let dir = root().join("protocol/install").join(a);
+        for sub in ["before", "after-install", "after-uninstall"] {
+            assert!(dir.join(sub).is_dir(), "{}/{sub} is missing", dir.display());
+        }
+    }
+}
+
+#[test]
+fn install_claude() {
+    golden("claude");
+}
+
+#[test]
+fn install_codex() {
+    golden("codex");
+}
+
+#[test]
+fn install_gemini() {
+    golden("gemini");
+}
+
+#[test]
+fn install_opencode() {
+    golden("opencode");
+}
+
+#[test]
+fn install_droid() {
+    golden("droid");
+}
+
+#[test]
+fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home() {
+    let t = TempDir::new("all");
+    let home = &t.0;
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for a in ["claude", "codex", "gemini", "opencode"] {
+        fake_binary(&bin, a, "echo 1.0");
+    }
+    let token = token(home);
+    let integrations = root().join("protocol/install/integrations");
+    let path_var = format!("{}:/usr/bin:/bin", bin.display());
+    let out = run(
+        home,
+        &path_var,
+        &install_args(&["--all"], &token, integrations.to_str().unwrap()),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("droid: skipped, not found on PATH (droid)"),
+        "{stdout}"
+    );
+    let files: Vec<String> = read_tree(home).into_keys().collect();
+    assert_eq!(
+        files,
+        [
+            ".claude.json",
+            ".claude/settings.json",
+            ".codex/config.toml",
+            ".codex/hooks.json",
+            ".config/opencode/opencode.json",
+            ".config/opencode/plugins/agent-hub.js",
+            ".gemini/settings.json",
+        ],
+        "no backups: none of the files existed"
+    );
+    let out = run(home, &path_var, &["uninstall", "--all"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("droid (Factory Droid):"),
+        "uninstall --all visits every agent:\n{stdout}"
+    );
+    assert_eq!(
+        read_tree(home),
+        BTreeMap::new(),
+        "files that held only our entries are gone"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_json_fails_that_agent_and_is_left_alone() {
+    let t = TempDir::new("broken");
+    let home = &t.0;
+    std::fs::write(home.join(".claude.json"), "{ \"a\": 1,, }").unwrap();
+    let token = token(home);
+    let out = run(
+        home,
+        "/nonexistent",
+        &install_args(
+            &["--agent", "claude", "--agent", "codex"],
+            &token,
+            "/nonexistent",
+        ),
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("claude: ~/.claude.json: not valid JSON at line 1, column 10: expected a key or }; nothing was changed for it"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude.json")).unwrap(),
+        "{ \"a\": 1,, }"
+    );
+    assert!(
+        !home.join(".claude/settings.json").exists(),
+        "nothing of claude's is written"
+    );
+    assert!(
+        home.join(".codex/config.toml").exists(),
+        "codex still installed:\n{stdout}"
+    );
+}
+
+#[test]
+fn usage_errors() {
+    let t = TempDir::new("usage");
+    let token = token(&t.0);
+    let out = run(
+        &t.0,
+        "/nonexistent",
+        &install_args(&["--agent", "nosuch"], &token, "/x"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out)
+        .1
+        .contains("no agent named \"nosuch\" (known: claude, codex, gemini, opencode, droid)"));
+    let out = run(
+        &t.0,
+        "/nonexistent",
+        &["install", "--as", "w", "--token-file", "t", "--port", "1"],
+    );
+    assert_eq!(out.status.code(), Some(1), "--agent or --all is required");
+    let out = run(
+        &t.0,
+        "/nonexistent",
+        &install_args(&["--all", "--agent", "claude"], &token, "/x"),
+    );
+    assert_eq!(out.status.code(), Some(1), "not both");
+    let mut bad_name = install_args(&["--agent", "claude"], &token, "/x");
+    bad_name[4] = "a b";
+    let out = run(&t.0, "/nonexistent", &bad_name);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("--as \"a b\" holds ' '"),
+        "{}",
+        text(&out).1
+    );
+    assert_eq!(read_tree(&t.0), BTreeMap::new());
+}
+
+#[test]
+fn symlinked_configs_are_written_through_and_keep_their_link() {
+    let t = TempDir::new("symlink");
+    let home = &t.0;
+    let dotfiles = home.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::write(dotfiles.join("claude.json"), "{\n  \"x\": 1\n}\n").unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("claude.json"), home.join(".claude.json")).unwrap();
+    let token = token(home);
+    let out = run(
+        home,
+        "/nonexistent",
+        &install_args(&["--agent", "claude"], &token, "/x"),
+    );
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(std::fs::symlink_metadata(home.join(".claude.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read_to_string(dotfiles.join("claude.json"))
+        .unwrap()
+        .contains("\"agent-hub\""));
+}
