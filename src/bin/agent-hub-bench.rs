@@ -20,6 +20,11 @@
 //! 3. ack-mode handoff: the same with `"ack":true`, timed until the hub's `acked` line;
 //! 4. RSS per parked await;
 //! 5. round trips/s of concurrent request → reply pairs.
+//!
+//! Then, in process and without a hub (`--relay-only` runs only this; `--no-relay` skips it),
+//! the relay (issue 4; the section "relay" below): the seed's §7.2 LZ4 table on payloads built
+//! here, two `relay::Session`s over a real 127.0.0.1 TCP connection with and without frames and
+//! lz4, and the bytes of full against delta heartbeats for a 50-agent directory.
 
 use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine, IdRequest};
 use clap::{Parser, ValueEnum};
@@ -114,6 +119,9 @@ struct Opts {
     /// Timed handoffs in each handoff phase with the SQLite store.
     #[arg(long, default_value_t = 1_000)]
     sqlite_handoffs: usize,
+    /// The SQLite store's `store.sync` policy: `full` (fsync per commit) or `normal`.
+    #[arg(long, default_value = "full", value_parser = ["full", "normal"])]
+    sqlite_sync: String,
     /// Timed `fdatasync` calls of each kind in the disk probe (0: skip the probe).
     #[arg(long, default_value_t = 200)]
     fsync_probes: usize,
@@ -138,6 +146,22 @@ struct Opts {
     /// Keep the temp dir (config, roster, tokens, audit and service logs) and print its path.
     #[arg(long)]
     keep_dir: bool,
+    /// Run only the relay benchmarks (in process: no hub, no temp dir, no disk probe).
+    #[arg(long)]
+    relay_only: bool,
+    /// Leave the relay benchmarks out of a full run.
+    #[arg(long, conflicts_with = "relay_only")]
+    no_relay: bool,
+    /// 64 KiB session_transfer chunks per link kind in the relay link phase (and an eighth as
+    /// many 512 KiB chunks).
+    #[arg(long, default_value_t = 1_000)]
+    relay_chunks: usize,
+    /// Small task_status messages per link kind in the relay link phase.
+    #[arg(long, default_value_t = 100_000)]
+    relay_messages: usize,
+    /// Write the relay payloads (transcript, heartbeats, bus bodies) into DIR to look at.
+    #[arg(long, value_name = "DIR")]
+    relay_dump: Option<PathBuf>,
 }
 
 impl Opts {
@@ -184,6 +208,27 @@ fn main() -> ExitCode {
 
 fn run(opts: &Opts) -> Res<()> {
     validate(opts)?;
+    if opts.relay_only {
+        let machine = Machine::read();
+        let relay = relay_bench(opts)?;
+        if opts.json {
+            let v = json!({
+                "machine": {"nproc": machine.nproc, "cpu_model": machine.cpu_model, "kernel": machine.kernel},
+                "relay": relay.to_json(opts),
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+        } else {
+            println!(
+                "agent-hub-bench --relay-only: {} CPUs ({}), kernel {}\n",
+                machine.nproc, machine.cpu_model, machine.kernel
+            );
+            print!("{}", relay.to_table(opts));
+        }
+        return Ok(());
+    }
     // Before any other thread exists, so that every thread inherits the blocked mask.
     install_interrupt_cleanup()?;
     let server = find_server(opts.server.as_deref())?;
@@ -270,6 +315,9 @@ fn run(opts: &Opts) -> Res<()> {
         progress("disk: raw fdatasync latency again");
         report.disk_after = Some(Disk::probe(&work.path, opts.fsync_probes)?);
     }
+    if !opts.no_relay {
+        report.relay = Some(relay_bench(opts)?);
+    }
     if opts.json {
         println!(
             "{}",
@@ -318,6 +366,9 @@ fn validate(opts: &Opts) -> Res<()> {
     }
     if !(opts.pairs_secs > 0.0 && opts.pairs_secs.is_finite()) {
         return Err("--pairs-secs must be a positive number of seconds".into());
+    }
+    if opts.relay_chunks == 0 || opts.relay_messages == 0 {
+        return Err("--relay-chunks and --relay-messages must be at least 1".into());
     }
     Ok(())
 }
@@ -616,6 +667,7 @@ fn bench_config(opts: &Opts, kind: StoreKind) -> Res<String> {
     if kind == StoreKind::Sqlite {
         store.insert("path".into(), toml::Value::String(DB_FILE.into()));
         store.insert("max_bytes".into(), toml::Value::Integer(SQLITE_MAX_BYTES));
+        store.insert("sync".into(), toml::Value::String(opts.sqlite_sync.clone()));
     }
     doc.insert("store".into(), toml::Value::Table(store));
     let limits = doc
@@ -1970,6 +2022,7 @@ struct Report {
     /// The fdatasync probe repeated after the phases.
     disk_after: Option<Disk>,
     stores: Vec<StoreReport>,
+    relay: Option<RelayReport>,
 }
 
 impl Report {
@@ -2045,6 +2098,7 @@ impl Report {
             },
             "stores": stores,
             "issue3_targets": targets,
+            "relay": self.relay.as_ref().map(|r| r.to_json(opts)),
         })
     }
 
@@ -2287,6 +2341,1602 @@ impl Report {
             "  4 connections and 2 envelopes, over {} s; ops/s = round trips/s over all pairs.",
             opts.pairs_secs
         );
+        if let Some(r) = &self.relay {
+            let _ = writeln!(t);
+            t.push_str(&r.to_table(opts));
+        }
+        t
+    }
+}
+
+// ----- relay (issue 4): the codec table, a loopback link, heartbeat bytes -----
+//
+// In process, no hub: the relay's sans-IO pieces (`agent_hub::relay`) measured directly. The
+// payloads are built here, deterministically (a fixed xorshift seed), so every run measures the
+// same bytes; see `docs/performance.md`, "Relay", for what each one holds.
+
+/// The raw size of the transcript payload (and of a v0 `session_transfer` chunk).
+const TRANSCRIPT_BYTES: usize = 512 * 1024;
+/// The chunk size of the loopback link's main transfer workload.
+const CHUNK_BYTES: usize = 64 * 1024;
+/// Agents in the directory of the heartbeat-bytes measurement.
+const BEAT_AGENTS: usize = 50;
+/// Beats sent per configuration in the heartbeat-bytes measurement (three full-snapshot cycles).
+const BEATS: usize = 30;
+/// The bench writes what a link's session queues once this much has gathered (the server
+/// writes whatever one loop iteration queued; this stands in for that coalescing).
+const LINK_WRITE_BYTES: usize = 64 * 1024;
+/// A fixed wall clock for the in-memory sessions, so ids and timestamps have the same digits
+/// in every run: 2025-09-14T10:00:00Z.
+const RELAY_T0_MS: i64 = 1_757_844_000_000;
+/// The 29-byte bus body: the seed's measured average body size.
+const BUS_BODY_29: &str = "Tests pass; ready for review.";
+/// The 119-byte bus body: the seed's measured largest body.
+const BUS_BODY_119: &str = "Please review PR #142 (relay frames + lz4): frame.rs and session.rs changed; all tests pass, fuzzed 10 min, no crashes.";
+
+use agent_hub::relay::frame::{decode_body, decode_frame, encode_frame, encode_message, FLAG_LZ4};
+use agent_hub::relay::heartbeat::{AgentEntry, Beat, Directory};
+use agent_hub::relay::{
+    Feature, MsgType, PeerAuth, RelayMessage, Session, SessionConfig, SessionEvent, SessionState,
+    WallClock,
+};
+use std::collections::HashMap;
+use std::hint::black_box;
+
+/// xorshift64*: the payload generator's only source of variety.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+    /// Skewed towards the front of a list, roughly as word frequencies are (Zipf-like).
+    fn skewed<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        &xs[((u.powf(2.2) * xs.len() as f64) as usize).min(xs.len() - 1)]
+    }
+    fn hex(&mut self, n: usize) -> String {
+        (0..n)
+            .map(|_| char::from(b"0123456789abcdef"[self.below(16)]))
+            .collect()
+    }
+    fn base62(&mut self, n: usize) -> String {
+        const A: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        (0..n).map(|_| char::from(A[self.below(A.len())])).collect()
+    }
+    fn uuid(&mut self) -> String {
+        format!(
+            "{}-{}-4{}-a{}-{}",
+            self.hex(8),
+            self.hex(4),
+            self.hex(3),
+            self.hex(3),
+            self.hex(12)
+        )
+    }
+}
+
+/// Words of an agent's prose, most frequent first.
+const WORDS: &[&str] = &[
+    "the",
+    "to",
+    "and",
+    "a",
+    "of",
+    "is",
+    "in",
+    "that",
+    "it",
+    "for",
+    "this",
+    "I",
+    "with",
+    "on",
+    "be",
+    "not",
+    "test",
+    "file",
+    "now",
+    "so",
+    "we",
+    "as",
+    "from",
+    "the",
+    "frame",
+    "let",
+    "me",
+    "check",
+    "code",
+    "when",
+    "which",
+    "one",
+    "session",
+    "error",
+    "an",
+    "if",
+    "are",
+    "but",
+    "should",
+    "can",
+    "function",
+    "by",
+    "all",
+    "line",
+    "at",
+    "change",
+    "then",
+    "relay",
+    "fix",
+    "heartbeat",
+    "message",
+    "there",
+    "run",
+    "build",
+    "its",
+    "only",
+    "each",
+    "type",
+    "before",
+    "new",
+    "what",
+    "because",
+    "value",
+    "still",
+    "case",
+    "tests",
+    "passes",
+    "returns",
+    "first",
+    "bytes",
+    "peer",
+    "link",
+    "handshake",
+    "read",
+    "write",
+    "update",
+    "cargo",
+    "clippy",
+    "looks",
+    "good",
+    "also",
+    "need",
+    "add",
+    "here",
+    "after",
+    "field",
+    "state",
+    "decoder",
+    "payload",
+    "compressed",
+    "size",
+    "length",
+    "check",
+    "buffer",
+    "socket",
+    "closes",
+    "would",
+    "could",
+    "instead",
+    "same",
+    "other",
+    "both",
+    "every",
+    "into",
+    "about",
+    "these",
+    "current",
+    "struct",
+    "enum",
+    "match",
+    "config",
+    "server",
+    "client",
+    "agent",
+    "queue",
+    "hub",
+    "delta",
+    "directory",
+    "version",
+    "feature",
+    "negotiated",
+    "agreed",
+    "proof",
+    "nonce",
+    "key",
+    "mutual",
+    "lines",
+    "upgrade",
+    "limit",
+    "cap",
+    "allocate",
+    "declared",
+    "reserved",
+    "flag",
+    "bit",
+    "protocol",
+    "docs",
+    "issue",
+    "commit",
+    "branch",
+    "review",
+    "failing",
+    "assertion",
+    "expected",
+    "got",
+    "panic",
+    "unwrap",
+    "result",
+    "option",
+    "trait",
+    "impl",
+    "module",
+    "import",
+    "crate",
+    "dependency",
+    "benchmark",
+    "measure",
+    "median",
+    "latency",
+    "throughput",
+    "loopback",
+    "timeout",
+    "interval",
+    "liveness",
+    "reconnect",
+    "backoff",
+    "dialer",
+    "acceptor",
+    "challenge",
+    "catalogue",
+    "fixture",
+    "fuzz",
+    "target",
+    "corpus",
+    "truncated",
+    "oversized",
+    "bomb",
+    "safely",
+    "exactly",
+    "simply",
+    "already",
+    "probably",
+    "actually",
+    "seems",
+    "means",
+    "makes",
+];
+
+/// Tool names of an agent transcript with their share of calls.
+const TOOLS: &[&str] = &[
+    "Read",
+    "Read",
+    "Read",
+    "Bash",
+    "Bash",
+    "Edit",
+    "Grep",
+    "Glob",
+    "TodoWrite",
+];
+
+const PATHS: &[&str] = &[
+    "src/relay/frame.rs",
+    "src/relay/session.rs",
+    "src/relay/heartbeat.rs",
+    "src/relay/message.rs",
+    "src/relay/auth.rs",
+    "src/relay/links.rs",
+    "src/server/relay_io.rs",
+    "src/bin/agent-hub-bench.rs",
+    "docs/relay-protocol.md",
+    "docs/performance.md",
+    "tests/relay_fixtures.rs",
+    "protocol/relay/heartbeat.json",
+    "Cargo.toml",
+    "src/lib.rs",
+];
+
+/// Source text that `Read` and `Edit` results quote: made-up Rust, generated once from a fixed
+/// seed (about 4,100 lines), so the transcript is the same bytes in every build.
+fn quoted_source() -> &'static str {
+    static SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SOURCE.get_or_init(|| {
+        const IDENTS: &[&str] = &[
+            "frame", "body", "len", "buf", "pos", "msg", "peer", "session", "state", "flags",
+            "out", "bytes", "payload", "beat", "directory", "agents", "seq", "base", "ack_id",
+            "features", "nonce", "proof", "key", "line", "cap", "raw", "declared", "n", "i",
+            "now", "deadline", "interval", "stats", "events", "link", "reason", "version",
+        ];
+        const TYPES: &[&str] = &[
+            "Frame", "Session", "RelayMessage", "Directory", "Beat", "Vec<u8>", "String", "usize",
+            "Instant", "Duration", "FrameError", "RelayError", "Feature", "SessionEvent", "u32",
+        ];
+        const METHODS: &[&str] = &[
+            "len", "push", "extend_from_slice", "get", "insert", "remove", "clone", "to_owned",
+            "as_str", "is_empty", "contains", "iter", "map_err", "unwrap_or", "encode_json",
+            "next_frame", "handle_input", "poll_transmit", "decode_line", "push_back",
+        ];
+        let mut rng = Rng(0x6A09_E667_F3BC_C908);
+        let mut s = String::new();
+        // Half the identifiers from the relay's own vocabulary, half any lowercase word.
+        let id = |rng: &mut Rng| loop {
+            let w = if rng.below(2) == 0 { *rng.skewed(IDENTS) } else { *rng.pick(WORDS) };
+            if w.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                break w.to_owned();
+            }
+        };
+        for _ in 0..180 {
+            let _ = writeln!(s, "/// {}", prose(&mut rng, 6, 20));
+            let (a, b, t, u) = (id(&mut rng), id(&mut rng), *rng.pick(TYPES), *rng.pick(TYPES));
+            let _ = writeln!(s, "pub fn {a}_{b}(&mut self, {a}: &{t}) -> Result<{u}, RelayError> {{");
+            for _ in 0..rng.range(4, 14) {
+                let (x, y, m) = (id(&mut rng), id(&mut rng), *rng.pick(METHODS));
+                let _ = match rng.below(8) {
+                    0 => writeln!(s, "    let {x} = self.{y}.{m}()?;"),
+                    1 => writeln!(s, "    if {x}.{m}() > {} {{\n        return Err(RelayError::BadBody(format!(\"{} {{}}\", {y})));\n    }}", rng.range(1, 4096), prose(&mut rng, 3, 7)),
+                    2 => writeln!(s, "    // {}", prose(&mut rng, 5, 14)),
+                    3 => writeln!(s, "    self.{x}.{m}(&{y});"),
+                    4 => writeln!(s, "    match {x} {{\n        Some({y}) => self.{y} = {y},\n        None => return Ok({}::default()),\n    }}", rng.pick(TYPES)),
+                    5 => writeln!(s, "    for {x} in &self.{y} {{\n        out.{m}({x});\n    }}"),
+                    6 => writeln!(s, "    let {x}: {} = {y}.{m}().unwrap_or({});", rng.pick(TYPES), rng.below(100)),
+                    _ => writeln!(s, "    debug_assert!({x}.{m}() <= {y}, \"{}\");", prose(&mut rng, 3, 6)),
+                };
+            }
+            let _ = writeln!(s, "    Ok({})\n}}\n", id(&mut rng));
+            if rng.below(5) == 0 {
+                let (a, b) = (id(&mut rng), id(&mut rng));
+                let _ = writeln!(s, "#[test]\nfn {a}_{b}_{}() {{\n    let {a} = {}::new();\n    assert_eq!({a}.{}(), {});\n}}\n", id(&mut rng), rng.pick(TYPES), rng.pick(METHODS), rng.below(64));
+            }
+        }
+        s
+    })
+}
+
+fn prose(rng: &mut Rng, lo: usize, hi: usize) -> String {
+    let words = rng.range(lo, hi);
+    let mut s = String::new();
+    let mut sentence = 0;
+    for i in 0..words {
+        if i > 0 {
+            s.push(' ');
+        }
+        let w = match rng.below(40) {
+            0 => format!("`{}`", rng.pick(PATHS)),
+            1 => format!(
+                "`{}`",
+                rng.pick(&[
+                    "decode_frame",
+                    "encode_message",
+                    "BeatSender::next_beat",
+                    "handle_input",
+                    "poll_transmit",
+                    "FrameDecoder",
+                    "Session::send",
+                    "intersect"
+                ])
+            ),
+            2 => rng.range(2, 4096).to_string(),
+            _ => (*rng.skewed(WORDS)).to_owned(),
+        };
+        if sentence == 0 {
+            let mut c = w.chars();
+            if let Some(f) = c.next() {
+                s.extend(f.to_uppercase());
+                s.push_str(c.as_str());
+            }
+        } else {
+            s.push_str(&w);
+        }
+        sentence += 1;
+        if sentence > 6 && rng.below(9) == 0 {
+            s.push(*rng.pick(&['.', '.', '.', ':', ',']));
+            sentence = if s.ends_with(',') { 1 } else { 0 };
+        }
+    }
+    s.push('.');
+    s
+}
+
+/// `n` lines of the quoted source from a random line, as `cat -n` numbers them (the form of a
+/// `Read` result).
+fn source_slice(rng: &mut Rng, lo: usize, hi: usize, numbered: bool) -> String {
+    let n = rng.range(lo, hi);
+    let lines: Vec<&str> = quoted_source().lines().collect();
+    let start = rng.below(lines.len().saturating_sub(n).max(1));
+    let mut s = String::new();
+    for (i, l) in lines.iter().skip(start).take(n).enumerate() {
+        if numbered {
+            let _ = writeln!(s, "{:>6}\u{2192}{l}", start + i + 1);
+        } else {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+fn tool_output(rng: &mut Rng, command: &str) -> String {
+    let mut s = String::new();
+    match command {
+        "cargo test" => {
+            let _ = writeln!(s, "   Compiling agent-hub v0.1.0 (/home/dev/agent-hub)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in {}.{:02}s\n     Running unittests src/lib.rs (target/debug/deps/agent_hub-{})\n\nrunning {} tests", rng.range(3, 40), rng.below(100), rng.hex(16), rng.range(20, 60));
+            for _ in 0..rng.range(20, 60) {
+                let module = rng.pick(&[
+                    "relay::frame",
+                    "relay::session",
+                    "relay::heartbeat",
+                    "relay::message",
+                    "relay::tests",
+                    "relay::auth",
+                    "store::sqlite",
+                    "hub::core",
+                ]);
+                let name: Vec<&str> = (0..rng.range(3, 8)).map(|_| *rng.skewed(WORDS)).collect();
+                let _ = writeln!(
+                    s,
+                    "test {module}::tests::{} ... ok",
+                    name.join("_").to_lowercase()
+                );
+            }
+            let _ = writeln!(s, "\ntest result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in {}.{:02}s", rng.range(20, 60), rng.below(3), rng.below(100));
+        }
+        "git status" => {
+            let _ = writeln!(s, "On branch relay-v1\nChanges not staged for commit:\n  (use \"git add <file>...\" to update what will be committed)");
+            for _ in 0..rng.range(1, 6) {
+                let _ = writeln!(s, "\tmodified:   {}", rng.pick(PATHS));
+            }
+        }
+        _ => {
+            for _ in 0..rng.range(3, 25) {
+                let line = source_slice(rng, 1, 1, false);
+                let _ = write!(s, "{}:{}:{}", rng.pick(PATHS), rng.range(1, 1200), line);
+            }
+        }
+    }
+    s
+}
+
+/// A synthetic agent transcript: JSON lines shaped like a coding agent's session file (user
+/// prompts, assistant text, tool calls and their results with quoted source and command
+/// output, token usage, uuids), exactly `bytes` long (the last line is cut).
+fn synthetic_transcript(bytes: usize) -> Vec<u8> {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let session_id = rng.uuid();
+    let cwd = "/home/dev/agent-hub";
+    let mut parent = serde_json::Value::Null;
+    let mut ms: i64 = RELAY_T0_MS;
+    let mut out = Vec::with_capacity(bytes + 64 * 1024);
+    let mut cache_read: u64 = 12_000;
+    while out.len() < bytes {
+        ms += rng.range(200, 20_000) as i64;
+        let ts = chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+            .unwrap_or_default();
+        let uuid = rng.uuid();
+        let envelope = |kind: &str,
+                        message: serde_json::Value,
+                        parent: &serde_json::Value,
+                        uuid: &str,
+                        ts: &str| {
+            json!({
+                "parentUuid": parent, "isSidechain": false, "userType": "external", "cwd": cwd,
+                "sessionId": session_id, "version": "1.0.83", "gitBranch": "relay-v1",
+                "type": kind, "message": message, "uuid": uuid, "timestamp": ts,
+            })
+        };
+        cache_read += rng.range(100, 3000) as u64;
+        let usage = json!({
+            "input_tokens": rng.range(1, 12), "cache_creation_input_tokens": rng.range(0, 4000),
+            "cache_read_input_tokens": cache_read, "output_tokens": rng.range(20, 900),
+            "service_tier": "standard",
+        });
+        let assistant = |rng: &mut Rng, content: serde_json::Value| {
+            json!({
+                "id": format!("msg_01{}", rng.base62(22)), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-5-20250929", "content": content,
+                "stop_reason": null, "stop_sequence": null, "usage": usage,
+            })
+        };
+        let mut lines = Vec::new();
+        match rng.below(20) {
+            0 => {
+                let text = prose(&mut rng, 15, 70);
+                lines.push(envelope(
+                    "user",
+                    json!({"role": "user", "content": text}),
+                    &parent,
+                    &uuid,
+                    &ts,
+                ));
+            }
+            1..=6 => {
+                let text = prose(&mut rng, 10, 140);
+                let m = assistant(&mut rng, json!([{"type": "text", "text": text}]));
+                let mut l = envelope("assistant", m, &parent, &uuid, &ts);
+                l["requestId"] = json!(format!("req_011{}", rng.base62(21)));
+                lines.push(l);
+            }
+            _ => {
+                let tool = *rng.pick(TOOLS);
+                let id = format!("toolu_01{}", rng.base62(22));
+                let path = format!("{cwd}/{}", rng.pick(PATHS));
+                let (input, result, extra) = match tool {
+                    "Read" => {
+                        let n = rng.range(20, 160);
+                        let text = source_slice(&mut rng, n, n, true);
+                        // The result object holds the same lines without their numbers.
+                        let plain: String = text
+                            .lines()
+                            .map(|l| l.split_once('\u{2192}').map_or(l, |(_, code)| code))
+                            .fold(String::new(), |mut acc, l| {
+                                acc.push_str(l);
+                                acc.push('\n');
+                                acc
+                            });
+                        (
+                            json!({"file_path": path, "offset": rng.range(1, 900), "limit": n}),
+                            text,
+                            json!({"type": "text", "file": {"filePath": path, "content": plain, "numLines": n, "startLine": rng.range(1, 900), "totalLines": rng.range(900, 2300)}}),
+                        )
+                    }
+                    "Bash" => {
+                        let command =
+                            *rng.pick(&["cargo test", "cargo test", "git status", "rg -n"]);
+                        let out = tool_output(&mut rng, command);
+                        (
+                            json!({"command": format!("{command} 2>&1 | tail -80"), "description": prose(&mut rng, 3, 9)}),
+                            out.clone(),
+                            json!({"stdout": out, "stderr": "", "interrupted": false, "isImage": false}),
+                        )
+                    }
+                    "Edit" => {
+                        let old = source_slice(&mut rng, 2, 12, false);
+                        let new = source_slice(&mut rng, 2, 14, false);
+                        let shown = source_slice(&mut rng, 8, 20, true);
+                        (
+                            json!({"file_path": path, "old_string": old, "new_string": new}),
+                            format!("The file {path} has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{shown}"),
+                            json!({"filePath": path, "oldString": old, "newString": new, "userModified": false, "replaceAll": false}),
+                        )
+                    }
+                    "Grep" | "Glob" => {
+                        let out = tool_output(&mut rng, "rg -n");
+                        (
+                            json!({"pattern": *rng.skewed(WORDS), "path": cwd, "output_mode": "content", "-n": true}),
+                            out.clone(),
+                            json!({"mode": "content", "numFiles": rng.range(1, 9), "content": out}),
+                        )
+                    }
+                    _ => {
+                        let todos: Vec<serde_json::Value> = (0..rng.range(3, 7))
+                            .map(|_| json!({"content": prose(&mut rng, 6, 6), "status": *rng.pick(&["pending", "in_progress", "completed"]), "activeForm": prose(&mut rng, 5, 5)}))
+                            .collect();
+                        (
+                            json!({"todos": todos}),
+                            "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress. Please proceed with the current tasks if applicable".to_owned(),
+                            json!({"oldTodos": [], "newTodos": todos}),
+                        )
+                    }
+                };
+                let m = assistant(
+                    &mut rng,
+                    json!([{"type": "tool_use", "id": id, "name": tool, "input": input}]),
+                );
+                let mut call = envelope("assistant", m, &parent, &uuid, &ts);
+                call["requestId"] = json!(format!("req_011{}", rng.base62(21)));
+                lines.push(call);
+                let result_uuid = rng.uuid();
+                let r = json!({"role": "user", "content": [{"tool_use_id": id, "type": "tool_result", "content": result}]});
+                let mut l = envelope("user", r, &json!(uuid), &result_uuid, &ts);
+                l["toolUseResult"] = extra;
+                lines.push(l);
+            }
+        }
+        for l in lines {
+            parent = l["uuid"].clone();
+            out.extend_from_slice(&serde_json::to_vec(&l).expect("json"));
+            out.push(b'\n');
+        }
+    }
+    out.truncate(bytes);
+    out
+}
+
+/// A directory of `n` agents named as a hub's roster might name them.
+fn beat_directory(n: usize) -> Directory {
+    const ROLES: &[&str] = &[
+        "impl", "reviewer", "tester", "docs", "planner", "triage", "fuzzer", "release", "bench",
+        "security",
+    ];
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let agents = (0..n)
+        .map(|i| {
+            let name = format!("{}-{}", ROLES[i % ROLES.len()], i / ROLES.len() + 1);
+            (
+                name,
+                AgentEntry {
+                    parked: rng.below(2) as u32,
+                    queued: rng.below(4) as u32,
+                },
+            )
+        })
+        .collect();
+    Directory {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        agents,
+    }
+}
+
+/// The seed's 7.5 KB heartbeat carried 5 claudectl sessions with their stats in `sessions[]`.
+/// This builds a v1 full beat with a 5-agent directory and 5 such sessions (fields of the kind a
+/// fleet dashboard shows: ids, project, status, model, tokens, cost, context, files touched,
+/// recent tool calls, the last message), so the payload is of the seed's size.
+fn rich_heartbeat_payload() -> serde_json::Value {
+    let mut rng = Rng(0xA076_1D64_78BD_642F);
+    let directory = beat_directory(5);
+    let mut v = Beat::Full {
+        seq: Some(1),
+        directory,
+    }
+    .to_payload("barrys-mac-74371ce5", RELAY_T0_MS);
+    let sessions: Vec<serde_json::Value> = (0..5)
+        .map(|i| {
+            let project = *rng.pick(&["agent-hub", "claudectl", "website", "infra", "mobile-app"]);
+            let files: Vec<String> = (0..rng.range(4, 9)).map(|_| rng.pick(PATHS).to_string()).collect();
+            let tools: Vec<serde_json::Value> = (0..6)
+                .map(|k| json!({"tool": *rng.pick(TOOLS), "target": *rng.pick(PATHS), "at_ms": RELAY_T0_MS - 4000 * k, "ok": true}))
+                .collect();
+            json!({
+                "pid": 40_000 + rng.below(20_000), "session_id": rng.uuid(), "agent": "claude",
+                "project": project, "cwd": format!("/Users/barry/src/{project}"),
+                "status": *rng.pick(&["Processing", "WaitingInput", "Idle", "Processing"]),
+                "model": "claude-sonnet-4-5-20250929", "git_branch": format!("feat/{}", rng.skewed(WORDS)),
+                "started_at_ms": RELAY_T0_MS - 1000 * rng.range(60, 20_000) as i64, "last_activity_ms": RELAY_T0_MS - rng.range(0, 30_000) as i64,
+                "elapsed_secs": rng.range(60, 20_000),
+                "tokens": {"input": rng.range(1000, 90_000), "output": rng.range(1000, 60_000), "cache_read": rng.range(100_000, 9_000_000), "cache_write": rng.range(10_000, 400_000)},
+                "cost_usd": rng.range(10, 2500) as f64 / 100.0, "context_pct": rng.range(5, 95) as f64, "burn_rate_usd_per_hr": rng.range(50, 900) as f64 / 100.0,
+                "files_modified": files, "recent_tools": tools,
+                "last_message": prose(&mut rng, 25, 45),
+                "subagents": rng.below(3), "tty": format!("/dev/ttys00{i}"),
+            })
+        })
+        .collect();
+    v["sessions"] = json!(sessions);
+    v
+}
+
+fn base64(raw: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(raw.len().div_ceil(3) * 4);
+    for c in raw.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for (k, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            out.push(if k <= c.len() {
+                char::from(A[((n >> shift) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// A `session_transfer` payload carrying `chunk` as chunk `seq` of `total` of a file whose
+/// SHA-256 is `digest`.
+fn transfer_payload(chunk: &[u8], seq: usize, total: usize, digest: &str) -> serde_json::Value {
+    json!({
+        "session_id": "5f0c1d2e-8a4b-4c6d-9e7f-0a1b2c3d4e5f", "cwd": "/home/dev/agent-hub",
+        "seq": seq, "total": total, "digest": digest, "data": base64(chunk),
+    })
+}
+
+fn task_status_payload() -> serde_json::Value {
+    json!({
+        "task_id": "task_7f3a9c21", "state": "running",
+        "stats": {"tokens_used": 48_213, "cost_usd": 0.7342, "context_pct": 41.5,
+                  "files_modified": ["src/relay/frame.rs", "docs/performance.md"],
+                  "elapsed_secs": 312, "last_activity": "Edit src/relay/frame.rs"},
+    })
+}
+
+/// Median time of one call of `f` in µs: `samples` timed batches, each of enough calls to
+/// last at least 20 µs (so the clock's grain does not matter for small payloads).
+fn median_us(samples: usize, mut f: impl FnMut()) -> f64 {
+    let mut k = 1usize;
+    loop {
+        let t = Instant::now();
+        for _ in 0..k {
+            f();
+        }
+        if t.elapsed() >= Duration::from_micros(20) || k >= 1 << 20 {
+            break;
+        }
+        k *= 2;
+    }
+    let mut v: Vec<f64> = (0..samples)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..k {
+                f();
+            }
+            us(t.elapsed()) / k as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// What `frame::decode_frame` does with a compressed body: read the declared size, allocate
+/// the output, decompress into it (lz4_flex, safe-decode + checked-decode as Cargo.toml has it).
+fn lz4_decode(block: &[u8]) -> Vec<u8> {
+    let declared = u32::from_le_bytes([block[0], block[1], block[2], block[3]]) as usize;
+    let mut out = vec![0u8; declared];
+    let n = lz4_flex::block::decompress_into(&block[4..], &mut out).expect("a valid block");
+    out.truncate(n);
+    out
+}
+
+/// One row of the codec table.
+struct CodecRow {
+    label: String,
+    raw: usize,
+    /// lz4_flex block alone.
+    block: usize,
+    /// As `frame::decode_frame` does it: allocate the output, then decompress.
+    decode_us: f64,
+    encode_us: f64,
+    /// The relay message that carries this payload: its name, its frame body's size, and
+    /// whether `encode_frame` with lz4 agreed compresses it (the 1 KiB threshold, and only when
+    /// smaller).
+    carrier: String,
+    carrier_body: usize,
+    carrier_lz4: bool,
+}
+
+fn codec_row(label: &str, raw: &[u8], carrier: &str, carrier_body: &[u8]) -> Res<CodecRow> {
+    let framed = lz4_flex::block::compress_prepend_size(raw);
+    if lz4_decode(&framed) != raw {
+        return Err(format!("lz4 round trip of {label} differs"));
+    }
+    let samples = if raw.len() > 64 * 1024 { 501 } else { 301 };
+    let decode_us = median_us(samples, || {
+        black_box(lz4_decode(black_box(&framed)));
+    });
+    let encode_us = median_us(samples, || {
+        black_box(lz4_flex::block::compress_prepend_size(black_box(raw)));
+    });
+    let frame = encode_frame(carrier_body, true).map_err(|e| format!("{label}: {e}"))?;
+    Ok(CodecRow {
+        label: label.to_owned(),
+        raw: raw.len(),
+        block: framed.len() - 4,
+        decode_us,
+        encode_us,
+        carrier: carrier.to_owned(),
+        carrier_body: carrier_body.len(),
+        carrier_lz4: frame[4] & FLAG_LZ4 != 0,
+    })
+}
+
+fn relay_msg(t: MsgType, from: &str, payload: serde_json::Value) -> RelayMessage {
+    RelayMessage::new(
+        format!("msg_{RELAY_T0_MS}_17_3f9a0c4d2b7e8f15"),
+        t,
+        from,
+        RELAY_T0_MS,
+        payload,
+    )
+}
+
+/// The three payload kinds of the seed's §7.2 table (the bus message and the heartbeat each in
+/// two sizes), and for the transcript how v0's base64 line compares with our LZ4 frame.
+fn codec_table(transcript: &[u8], dump: Option<&Path>) -> Res<(Vec<CodecRow>, serde_json::Value)> {
+    let from = "barrys-mac-74371ce5";
+    // The seed's §8 sketch of a forwarded bus message (bus-forward is not built yet): what a
+    // frame would carry for a bus message.
+    let forward = |body: &str| {
+        relay_msg(
+            MsgType::Unknown("bus_forward".into()),
+            from,
+            json!({"to": "reviewer@baradas-mac-mini-508f9c0e", "from": "impl@barrys-mac-74371ce5",
+                   "subject": "review.request", "type": "request", "body": body, "hop": 1,
+                   "msg_id": "0b6e2f4a-3c1d-4e5f-8a9b-7c6d5e4f3a2b"}),
+        )
+        .encode_json()
+    };
+    let beat5 = Beat::Full {
+        seq: Some(1),
+        directory: beat_directory(5),
+    }
+    .to_payload(from, RELAY_T0_MS);
+    let beat5_bytes = serde_json::to_vec(&beat5).map_err(|e| e.to_string())?;
+    let rich = rich_heartbeat_payload();
+    let rich_bytes = serde_json::to_vec(&rich).map_err(|e| e.to_string())?;
+    let hb = |p: &serde_json::Value| relay_msg(MsgType::Heartbeat, from, p.clone()).encode_json();
+    let digest = {
+        use sha2::Digest;
+        agent_hub::relay::auth::to_hex(&sha2::Sha256::digest(transcript))
+    };
+    let transfer = relay_msg(
+        MsgType::SessionTransfer,
+        from,
+        transfer_payload(transcript, 0, 1, &digest),
+    );
+    let transfer_body =
+        agent_hub::relay::frame::encode_body(&transfer).map_err(|e| e.to_string())?;
+    let fwd29 = forward(BUS_BODY_29);
+    let fwd119 = forward(BUS_BODY_119);
+    if let Some(dir) = dump {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (name, bytes) in [
+            ("bus-body-29.txt", BUS_BODY_29.as_bytes()),
+            ("bus-body-119.txt", BUS_BODY_119.as_bytes()),
+            ("bus-forward-119.json", &fwd119[..]),
+            ("heartbeat-5-agents.json", &beat5_bytes[..]),
+            ("heartbeat-5-agents-5-sessions.json", &rich_bytes[..]),
+            ("transcript-512k.jsonl", transcript),
+        ] {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    let rows = vec![
+        codec_row(
+            "bus message body, 29 B (seed's average)",
+            BUS_BODY_29.as_bytes(),
+            "bus_forward message (seed §8 sketch)",
+            &fwd29,
+        )?,
+        codec_row(
+            "bus message body, 119 B (seed's largest)",
+            BUS_BODY_119.as_bytes(),
+            "bus_forward message (seed §8 sketch)",
+            &fwd119,
+        )?,
+        codec_row(
+            "bus_forward message with the 119 B body",
+            &fwd119,
+            "itself",
+            &fwd119,
+        )?,
+        codec_row(
+            "heartbeat, 5 agents (our v1 full beat)",
+            &beat5_bytes,
+            "heartbeat message",
+            &hb(&beat5),
+        )?,
+        codec_row(
+            "heartbeat, 5 agents + 5 rich sessions",
+            &rich_bytes,
+            "heartbeat message",
+            &hb(&rich),
+        )?,
+        codec_row(
+            "transcript 512 KiB (synthetic JSONL)",
+            transcript,
+            "one 512 KiB session_transfer",
+            &transfer_body,
+        )?,
+    ];
+    let line = transfer.encode_line().len();
+    let frame = encode_message(&transfer, true)
+        .map_err(|e| e.to_string())?
+        .len();
+    let frame_raw = encode_message(&transfer, false)
+        .map_err(|e| e.to_string())?
+        .len();
+    let transfer_wire = json!({"v0_line_bytes": line, "frame_bytes": frame_raw, "frame_lz4_bytes": frame,
+        "line_over_frame_lz4": (line as f64 / frame as f64 * 100.0).round() / 100.0});
+    Ok((rows, transfer_wire))
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+const RELAY_KEY: [u8; 32] = [0x5a; 32];
+
+fn relay_sessions(features: &[Feature], t0: Instant) -> (Session, Session) {
+    let cfg = |name: &str| {
+        let mut c = SessionConfig::new(
+            name,
+            env!("CARGO_PKG_VERSION"),
+            WallClock {
+                at: t0,
+                unix_ms: RELAY_T0_MS,
+            },
+        );
+        c.features = features.to_vec();
+        c
+    };
+    let auth = PeerAuth {
+        key: RELAY_KEY,
+        allow_v0: false,
+    };
+    let d = Session::dialer(cfg("hubA"), "hubB", auth.clone(), [0x11; 32], 1, t0);
+    let a = Session::acceptor(
+        cfg("hubB"),
+        HashMap::from([("hubA".to_owned(), auth)]),
+        [0x22; 32],
+        2,
+        t0,
+    );
+    (d, a)
+}
+
+fn feature_list(fs: &[Feature]) -> String {
+    fs.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// Moves a session's queued bytes to its socket and reads until the handshake is done.
+fn link_handshake(s: &mut Session, sock: &mut TcpStream) -> Res<()> {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        while let Some(b) = s.poll_transmit() {
+            sock.write_all(&b)
+                .map_err(|e| format!("relay handshake write: {e}"))?;
+        }
+        while let Some(ev) = s.poll_event() {
+            if let SessionEvent::Closed { reason } = ev {
+                return Err(format!("relay handshake failed: {reason}"));
+            }
+        }
+        if s.state() == SessionState::Established {
+            return Ok(());
+        }
+        let n = sock
+            .read(&mut buf)
+            .map_err(|e| format!("relay handshake read: {e}"))?;
+        if n == 0 {
+            return Err("relay handshake: the peer closed".into());
+        }
+        s.handle_input(&buf[..n], Instant::now());
+    }
+}
+
+/// One workload of the loopback link: what is sent and how much of it counts as payload.
+struct Workload {
+    name: String,
+    msg_type: MsgType,
+    /// Payloads sent in turn.
+    payloads: Vec<serde_json::Value>,
+    /// Payload bytes per message: the raw chunk for a transfer, the payload's JSON otherwise.
+    payload_bytes: usize,
+    count: usize,
+}
+
+struct LinkRow {
+    link: &'static str,
+    features: String,
+    workload: String,
+    msgs: usize,
+    payload_bytes: u64,
+    wire_bytes: u64,
+    wall: Duration,
+    send_cpu: Duration,
+    recv_cpu: Duration,
+}
+
+impl LinkRow {
+    fn per_sec(&self) -> f64 {
+        self.msgs as f64 / self.wall.as_secs_f64()
+    }
+    fn payload_mb_s(&self) -> f64 {
+        self.payload_bytes as f64 / 1e6 / self.wall.as_secs_f64()
+    }
+    fn wire_mb_s(&self) -> f64 {
+        self.wire_bytes as f64 / 1e6 / self.wall.as_secs_f64()
+    }
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "link": self.link, "features": self.features, "workload": self.workload,
+            "messages": self.msgs, "wall_s": (self.wall.as_secs_f64() * 1000.0).round() / 1000.0,
+            "frames_per_s": self.per_sec().round(), "payload_mb_per_s": round1(self.payload_mb_s()),
+            "wire_mb_per_s": round1(self.wire_mb_s()), "payload_bytes": self.payload_bytes,
+            "wire_bytes": self.wire_bytes,
+            "wire_bytes_per_msg": (self.wire_bytes as f64 / self.msgs as f64).round(),
+            "send_cpu_us_per_msg": round1(us(self.send_cpu) / self.msgs as f64),
+            "recv_cpu_us_per_msg": round1(us(self.recv_cpu) / self.msgs as f64),
+        })
+    }
+}
+
+/// Two sessions over a real 127.0.0.1 TCP connection: the dialer (this thread) sends the
+/// workload through `Session::message` + `Session::send`, the acceptor (a second thread) reads
+/// the socket into `handle_input` and counts the `Message` events. The clock runs from a barrier
+/// after the handshake until the acceptor has the last message.
+fn link_run(link: &'static str, features: &[Feature], w: &Workload) -> Res<LinkRow> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("relay bench listen: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut dsock = TcpStream::connect(addr).map_err(|e| format!("relay bench connect: {e}"))?;
+    let (mut asock, _) = listener
+        .accept()
+        .map_err(|e| format!("relay bench accept: {e}"))?;
+    for s in [&dsock, &asock] {
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(IO_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        s.set_write_timeout(Some(IO_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+    }
+    let (mut d, mut a) = relay_sessions(features, Instant::now());
+    let barrier = Arc::new(Barrier::new(2));
+    let count = w.count;
+    let msg_type = w.msg_type.clone();
+    let first = w.payloads[0].clone();
+    let b2 = Arc::clone(&barrier);
+    let receiver = std::thread::spawn(move || -> Res<(Duration, Duration, Vec<Feature>)> {
+        let hs = link_handshake(&mut a, &mut asock);
+        b2.wait();
+        hs?;
+        let features = a.features().to_vec();
+        let mut buf = vec![0u8; 256 * 1024];
+        let t0 = Instant::now();
+        let cpu0 = thread_cpu();
+        let mut got = 0;
+        while got < count {
+            let n = asock
+                .read(&mut buf)
+                .map_err(|e| format!("relay bench read: {e}"))?;
+            if n == 0 {
+                return Err(format!(
+                    "relay bench: the sender closed after {got} of {count} messages"
+                ));
+            }
+            a.handle_input(&buf[..n], Instant::now());
+            while let Some(ev) = a.poll_event() {
+                match ev {
+                    SessionEvent::Message(m) => {
+                        if m.msg_type != msg_type || (got == 0 && m.payload != first) {
+                            return Err(format!("relay bench: message {got} is not the one sent"));
+                        }
+                        got += 1;
+                    }
+                    SessionEvent::Closed { reason } => {
+                        return Err(format!("relay bench: acceptor closed: {reason}"))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok((t0.elapsed(), thread_cpu() - cpu0, features))
+    });
+    let hs = link_handshake(&mut d, &mut dsock);
+    barrier.wait();
+    hs?;
+    let bytes0 = d.stats().bytes_out;
+    let cpu0 = thread_cpu();
+    let mut out = Vec::with_capacity(2 * LINK_WRITE_BYTES);
+    let sent: Res<()> = (|| {
+        for i in 0..count {
+            let now = Instant::now();
+            let msg = d.message(
+                w.msg_type.clone(),
+                w.payloads[i % w.payloads.len()].clone(),
+                now,
+            );
+            d.send(msg).map_err(|e| format!("relay bench send: {e}"))?;
+            while let Some(b) = d.poll_transmit() {
+                out.extend_from_slice(&b);
+            }
+            if out.len() >= LINK_WRITE_BYTES {
+                dsock
+                    .write_all(&out)
+                    .map_err(|e| format!("relay bench write: {e}"))?;
+                out.clear();
+            }
+        }
+        dsock
+            .write_all(&out)
+            .map_err(|e| format!("relay bench write: {e}"))
+    })();
+    let send_cpu = thread_cpu() - cpu0;
+    let wire_bytes = d.stats().bytes_out - bytes0;
+    if let Err(e) = sent {
+        drop(dsock);
+        let _ = receiver.join();
+        return Err(e);
+    }
+    let (wall, recv_cpu, agreed) = receiver
+        .join()
+        .map_err(|_| "relay bench receiver panicked".to_string())??;
+    if agreed != d.features() || d.framed() != features.contains(&Feature::FrameBin) {
+        return Err(format!(
+            "relay bench: agreed {:?}, asked for {features:?}",
+            d.features()
+        ));
+    }
+    Ok(LinkRow {
+        link,
+        features: feature_list(&agreed),
+        workload: w.name.clone(),
+        msgs: count,
+        payload_bytes: (w.payload_bytes * count) as u64,
+        wire_bytes,
+        wall,
+        send_cpu,
+        recv_cpu,
+    })
+}
+
+/// The link kinds measured: v1 NDJSON lines (frame-bin not agreed), frames, frames with lz4.
+/// Every one has mutual-auth and hb-delta, as two current hubs would.
+fn link_kinds() -> Vec<(&'static str, Vec<Feature>)> {
+    use Feature::*;
+    vec![
+        ("lines (no frame-bin)", vec![UnknownOk, MutualAuth, HbDelta]),
+        ("frames", vec![UnknownOk, MutualAuth, FrameBin, HbDelta]),
+        (
+            "frames + lz4",
+            vec![UnknownOk, MutualAuth, FrameBin, Lz4, HbDelta],
+        ),
+    ]
+}
+
+/// One configuration's heartbeat bytes.
+struct BeatRow {
+    link: &'static str,
+    features: String,
+    /// Every beat's size on the wire (dialer → acceptor), in order, and whether it was full.
+    beats: Vec<(usize, bool)>,
+    /// Every ack's size (acceptor → dialer; hb-delta only).
+    acks: Vec<usize>,
+    full_payload: usize,
+    delta_payload: Option<usize>,
+}
+
+impl BeatRow {
+    fn full(&self) -> usize {
+        self.beats.iter().find(|b| b.1).map_or(0, |b| b.0)
+    }
+    fn delta(&self) -> Option<usize> {
+        let mut d: Vec<usize> = self.beats.iter().filter(|b| !b.1).map(|b| b.0).collect();
+        d.sort_unstable();
+        d.get(d.len() / 2).copied()
+    }
+    fn ack(&self) -> Option<usize> {
+        let mut a = self.acks.clone();
+        a.sort_unstable();
+        a.get(a.len() / 2).copied()
+    }
+    fn mean_beat(&self) -> f64 {
+        self.beats.iter().map(|b| b.0).sum::<usize>() as f64 / self.beats.len() as f64
+    }
+    fn mean_with_acks(&self) -> f64 {
+        (self.beats.iter().map(|b| b.0).sum::<usize>() + self.acks.iter().sum::<usize>()) as f64
+            / self.beats.len() as f64
+    }
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "link": self.link, "features": self.features, "beats": self.beats.len(),
+            "full_beats": self.beats.iter().filter(|b| b.1).count(),
+            "full_beat_bytes": self.full(), "delta_beat_bytes": self.delta(), "ack_bytes": self.ack(),
+            "full_payload_json_bytes": self.full_payload, "delta_payload_json_bytes": self.delta_payload,
+            "mean_bytes_per_beat": round1(self.mean_beat()),
+            "mean_bytes_per_beat_with_acks": round1(self.mean_with_acks()),
+        })
+    }
+}
+
+/// A message's type and payload from one `poll_transmit` unit (a line or a frame).
+fn unwrap_unit(bytes: &[u8], framed: bool) -> Res<RelayMessage> {
+    if framed {
+        let (f, n) = decode_frame(bytes)
+            .map_err(|e| e.to_string())?
+            .ok_or("a partial frame")?;
+        if n != bytes.len() {
+            return Err("more than one frame in a unit".into());
+        }
+        decode_body(&f.body).map_err(|e| e.to_string())
+    } else {
+        RelayMessage::decode_line(bytes.strip_suffix(b"\n").unwrap_or(bytes))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Two sessions in memory on a virtual clock, beating every 30 s for `BEATS` intervals; the
+/// dialer's directory has `BEAT_AGENTS` agents and one agent's queue count changes before each
+/// beat after the first. Records the size of each beat the dialer sends and each ack it gets
+/// back, and checks that the acceptor's copy of the directory is right after every beat.
+fn beat_run(link: &'static str, features: &[Feature]) -> Res<BeatRow> {
+    let t0 = Instant::now();
+    let (mut d, mut a) = relay_sessions(features, t0);
+    let move_all = |from: &mut Session, to: &mut Session, now: Instant| {
+        while let Some(b) = from.poll_transmit() {
+            to.handle_input(&b, now);
+        }
+    };
+    for _ in 0..4 {
+        move_all(&mut a, &mut d, t0);
+        move_all(&mut d, &mut a, t0);
+    }
+    if d.state() != SessionState::Established || a.state() != SessionState::Established {
+        return Err(format!("heartbeat bench: no link with {features:?}"));
+    }
+    let framed = d.framed();
+    let mut dir = beat_directory(BEAT_AGENTS);
+    let names: Vec<String> = dir.agents.keys().cloned().collect();
+    let interval = agent_hub::relay::session::DEFAULT_HEARTBEAT_INTERVAL;
+    let mut row = BeatRow {
+        link,
+        features: feature_list(d.features()),
+        beats: Vec::new(),
+        acks: Vec::new(),
+        full_payload: 0,
+        delta_payload: None,
+    };
+    for i in 0..BEATS {
+        let now = t0 + interval * i as u32;
+        if i > 0 {
+            let e = dir
+                .agents
+                .get_mut(&names[(i * 7) % names.len()])
+                .expect("agent");
+            e.queued += 1;
+        }
+        d.set_directory(dir.clone());
+        d.handle_timeout(now);
+        while let Some(b) = d.poll_transmit() {
+            let m = unwrap_unit(&b, framed)?;
+            if m.msg_type != MsgType::Heartbeat {
+                return Err(format!("heartbeat bench: the dialer sent a {}", m.msg_type));
+            }
+            let delta = m.payload.get("base").is_some();
+            let payload_len = serde_json::to_vec(&m.payload)
+                .map_err(|e| e.to_string())?
+                .len();
+            if delta {
+                row.delta_payload.get_or_insert(payload_len);
+            } else if row.full_payload == 0 {
+                row.full_payload = payload_len;
+            }
+            row.beats.push((b.len(), !delta));
+            a.handle_input(&b, now);
+        }
+        while let Some(b) = a.poll_transmit() {
+            let m = unwrap_unit(&b, framed)?;
+            if m.msg_type != MsgType::Ack {
+                return Err(format!(
+                    "heartbeat bench: expected an ack, got {}",
+                    m.msg_type
+                ));
+            }
+            row.acks.push(b.len());
+            d.handle_input(&b, now);
+        }
+        // The acceptor beats too (an empty directory), so neither side's liveness runs out.
+        a.handle_timeout(now);
+        move_all(&mut a, &mut d, now);
+        move_all(&mut d, &mut a, now);
+        let mut seen = false;
+        while let Some(ev) = a.poll_event() {
+            match ev {
+                SessionEvent::Heartbeat { directory } => {
+                    if directory != dir {
+                        return Err(format!("heartbeat bench ({link}): the acceptor's directory differs after beat {}", i + 1));
+                    }
+                    seen = true;
+                }
+                SessionEvent::Closed { reason } => {
+                    return Err(format!("heartbeat bench: {reason}"))
+                }
+                _ => {}
+            }
+        }
+        while let Some(ev) = d.poll_event() {
+            if let SessionEvent::Closed { reason } = ev {
+                return Err(format!("heartbeat bench: {reason}"));
+            }
+        }
+        if !seen {
+            return Err(format!(
+                "heartbeat bench ({link}): beat {} did not arrive",
+                i + 1
+            ));
+        }
+    }
+    Ok(row)
+}
+
+#[derive(Default)]
+struct RelayReport {
+    transcript_lines: usize,
+    codec: Vec<CodecRow>,
+    transfer_wire: serde_json::Value,
+    /// What the link's per-message steps cost for one 64 KiB chunk, median µs.
+    steps: Vec<(&'static str, f64)>,
+    links: Vec<LinkRow>,
+    beats: Vec<BeatRow>,
+}
+
+/// The steps a 64 KiB `session_transfer` goes through on each kind of link, timed alone on one
+/// thread, so the link figures can be read: where a chunk's CPU goes.
+fn transfer_steps(payload: &serde_json::Value) -> Res<Vec<(&'static str, f64)>> {
+    let msg = relay_msg(MsgType::SessionTransfer, "hubA", payload.clone());
+    let line = msg.encode_line();
+    let body = agent_hub::relay::frame::encode_body(&msg).map_err(|e| e.to_string())?;
+    let frame = encode_frame(&body, true).map_err(|e| e.to_string())?;
+    let block = frame[5..].to_vec();
+    let n = 201;
+    Ok(vec![
+        (
+            "payload_typed (catalogue check: typed parse + base64 decode of data)",
+            median_us(n, || {
+                black_box(black_box(&msg).payload_typed().is_ok());
+            }),
+        ),
+        (
+            "lines: encode_line",
+            median_us(n, || {
+                black_box(black_box(&msg).encode_line());
+            }),
+        ),
+        (
+            "lines: decode_line",
+            median_us(n, || {
+                black_box(RelayMessage::decode_line(black_box(&line[..line.len() - 1])).is_ok());
+            }),
+        ),
+        (
+            "frames: encode_body (base64 decode, JSON head, raw tail)",
+            median_us(n, || {
+                black_box(agent_hub::relay::frame::encode_body(black_box(&msg)).is_ok());
+            }),
+        ),
+        (
+            "frames: decode_body (JSON head, base64 encode of the tail)",
+            median_us(n, || {
+                black_box(decode_body(black_box(&body)).is_ok());
+            }),
+        ),
+        (
+            "lz4: compress the body",
+            median_us(n, || {
+                black_box(lz4_flex::block::compress_prepend_size(black_box(&body)));
+            }),
+        ),
+        (
+            "lz4: decompress the body",
+            median_us(n, || {
+                black_box(lz4_decode(black_box(&block)));
+            }),
+        ),
+    ])
+}
+
+fn relay_bench(opts: &Opts) -> Res<RelayReport> {
+    progress("relay: building the payloads");
+    let transcript = synthetic_transcript(TRANSCRIPT_BYTES);
+    let mut r = RelayReport {
+        transcript_lines: transcript.iter().filter(|&&b| b == b'\n').count(),
+        ..RelayReport::default()
+    };
+    progress("relay 1: LZ4 ratio and decode time per payload kind");
+    let (codec, transfer_wire) = codec_table(&transcript, opts.relay_dump.as_deref())?;
+    r.codec = codec;
+    r.transfer_wire = transfer_wire;
+
+    let digest = {
+        use sha2::Digest;
+        agent_hub::relay::auth::to_hex(&sha2::Sha256::digest(&transcript))
+    };
+    let total = TRANSCRIPT_BYTES / CHUNK_BYTES;
+    let status = task_status_payload();
+    let workloads = vec![
+        Workload {
+            name: "task_status (small)".into(),
+            msg_type: MsgType::TaskStatus,
+            payload_bytes: serde_json::to_vec(&status)
+                .map_err(|e| e.to_string())?
+                .len(),
+            payloads: vec![status],
+            count: opts.relay_messages,
+        },
+        Workload {
+            name: "session_transfer, 64 KiB chunks".into(),
+            msg_type: MsgType::SessionTransfer,
+            payloads: transcript
+                .chunks(CHUNK_BYTES)
+                .enumerate()
+                .map(|(i, c)| transfer_payload(c, i, total, &digest))
+                .collect(),
+            payload_bytes: CHUNK_BYTES,
+            count: opts.relay_chunks,
+        },
+        Workload {
+            name: "session_transfer, 512 KiB chunks".into(),
+            msg_type: MsgType::SessionTransfer,
+            payloads: vec![transfer_payload(&transcript, 0, 1, &digest)],
+            payload_bytes: TRANSCRIPT_BYTES,
+            count: (opts.relay_chunks / 8).max(1),
+        },
+    ];
+    progress("relay 2: the steps of one 64 KiB chunk, timed alone");
+    r.steps = transfer_steps(&workloads[1].payloads[0])?;
+    for w in &workloads {
+        for (link, features) in link_kinds() {
+            progress(&format!(
+                "relay 2: loopback link, {link}, {} x {}",
+                w.count, w.name
+            ));
+            r.links.push(link_run(link, &features, w)?);
+        }
+    }
+    progress("relay 3: heartbeat bytes, full against delta, 50 agents");
+    use Feature::*;
+    let beat_kinds: Vec<(&'static str, Vec<Feature>)> = vec![
+        ("lines", vec![UnknownOk, MutualAuth]),
+        ("lines", vec![UnknownOk, MutualAuth, HbDelta]),
+        ("frames", vec![UnknownOk, MutualAuth, FrameBin]),
+        ("frames", vec![UnknownOk, MutualAuth, FrameBin, HbDelta]),
+        ("frames + lz4", vec![UnknownOk, MutualAuth, FrameBin, Lz4]),
+        (
+            "frames + lz4",
+            vec![UnknownOk, MutualAuth, FrameBin, Lz4, HbDelta],
+        ),
+    ];
+    for (link, f) in beat_kinds {
+        r.beats.push(beat_run(link, &f)?);
+    }
+    Ok(r)
+}
+
+impl RelayReport {
+    fn to_json(&self, opts: &Opts) -> serde_json::Value {
+        let codec: Vec<serde_json::Value> = self
+            .codec
+            .iter()
+            .map(|c| {
+                json!({
+                    "payload": c.label, "raw_bytes": c.raw, "lz4_block_bytes": c.block,
+                    "lz4_framed_bytes": c.block + 4,
+                    "ratio": (c.raw as f64 / c.block as f64 * 100.0).round() / 100.0,
+                    "ratio_framed": (c.raw as f64 / (c.block + 4) as f64 * 100.0).round() / 100.0,
+                    "decode_us_median": (c.decode_us * 100.0).round() / 100.0,
+                    "encode_us_median": (c.encode_us * 100.0).round() / 100.0,
+                    "carrier": c.carrier, "carrier_body_bytes": c.carrier_body,
+                    "carrier_compressed": c.carrier_lz4,
+                })
+            })
+            .collect();
+        json!({
+            "options": {"relay_chunks": opts.relay_chunks, "relay_messages": opts.relay_messages},
+            "transcript": {"bytes": TRANSCRIPT_BYTES, "lines": self.transcript_lines},
+            "lz4_crate": "lz4_flex 0.10 (safe-encode, safe-decode, checked-decode)",
+            "codec": codec,
+            "transcript_transfer_wire": self.transfer_wire,
+            "link": self.links.iter().map(LinkRow::to_json).collect::<Vec<_>>(),
+            "chunk_64k_steps_us_median": self.steps.iter().map(|(k, v)| (k.to_string(), json!((v * 10.0).round() / 10.0))).collect::<serde_json::Map<_, _>>(),
+            "heartbeat": {"agents": BEAT_AGENTS, "changed_per_beat": 1, "beats": BEATS,
+                          "runs": self.beats.iter().map(BeatRow::to_json).collect::<Vec<_>>()},
+        })
+    }
+
+    fn to_table(&self, opts: &Opts) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "relay 1: LZ4 (lz4_flex block, as frames carry it) on the seed's §7.2 payload kinds"
+        );
+        let _ = writeln!(
+            t,
+            "{:<42} {:>7} {:>7} {:>6} {:>8} {:>9} {:>9}  in our frames (lz4 agreed, 1 KiB threshold)",
+            "payload", "raw B", "lz4 B", "ratio", "+size", "decode µs", "encode µs"
+        );
+        for c in &self.codec {
+            let _ = writeln!(
+                t,
+                "{:<42} {:>7} {:>7} {:>5.2}x {:>7.2}x {:>9.2} {:>9.2}  {}: {} B body, {}",
+                c.label,
+                c.raw,
+                c.block,
+                c.raw as f64 / c.block as f64,
+                c.raw as f64 / (c.block + 4) as f64,
+                c.decode_us,
+                c.encode_us,
+                c.carrier,
+                c.carrier_body,
+                if c.carrier_lz4 {
+                    "compressed"
+                } else {
+                    "sent raw"
+                }
+            );
+        }
+        let w = &self.transfer_wire;
+        let _ = writeln!(
+            t,
+            "  the 512 KiB transcript as one session_transfer: v0 base64 line {} B, frame {} B, frame with lz4 {} B ({}x less than the line)",
+            w["v0_line_bytes"], w["frame_bytes"], w["frame_lz4_bytes"], w["line_over_frame_lz4"]
+        );
+        let _ = writeln!(t, "  ratio: raw / lz4 block; +size: raw / (block + the 4-byte raw size a frame body carries); µs: median of timed batches;");
+        let _ = writeln!(
+            t,
+            "  decode: allocate the output and decompress into it, as frame::decode_frame does"
+        );
+        let _ = writeln!(t);
+        let _ = writeln!(t, "relay 2: one direction over 127.0.0.1 TCP, Session::send -> poll_transmit -> socket -> handle_input -> Message event");
+        let _ = writeln!(
+            t,
+            "{:<34} {:<22} {:>7} {:>7} {:>9} {:>10} {:>9} {:>9} {:>8} {:>8}",
+            "workload",
+            "link",
+            "msgs",
+            "wall s",
+            "frames/s",
+            "payload MB/s",
+            "wire B/msg",
+            "wire MB/s",
+            "send µs",
+            "recv µs"
+        );
+        for l in &self.links {
+            let _ = writeln!(
+                t,
+                "{:<34} {:<22} {:>7} {:>7.2} {:>9.0} {:>10.1} {:>9.0} {:>9.1} {:>8.1} {:>8.1}",
+                l.workload,
+                l.link,
+                l.msgs,
+                l.wall.as_secs_f64(),
+                l.per_sec(),
+                l.payload_mb_s(),
+                l.wire_bytes as f64 / l.msgs as f64,
+                l.wire_mb_s(),
+                us(l.send_cpu) / l.msgs as f64,
+                us(l.recv_cpu) / l.msgs as f64
+            );
+        }
+        let _ = writeln!(t, "  payload: the raw chunk (transfers) or the payload object's JSON (task_status); MB = 10^6 bytes; send/recv µs: each thread's CPU per message");
+        let _ = writeln!(t, "  one 64 KiB chunk's steps, timed alone (median µs):");
+        for (k, v) in &self.steps {
+            let _ = writeln!(t, "    {k:<68} {v:>8.1}");
+        }
+        let _ = writeln!(t, "  counts: --relay-messages {} task_status, --relay-chunks {} 64 KiB chunks, {} 512 KiB chunks; every link also agreed unknown-ok, mutual-auth, hb-delta", opts.relay_messages, opts.relay_chunks, (opts.relay_chunks / 8).max(1));
+        let _ = writeln!(t);
+        let _ = writeln!(t, "relay 3: heartbeat bytes on the wire, {BEAT_AGENTS}-agent directory, one agent's count changes before each beat, {BEATS} beats (full every 10th under hb-delta)");
+        let _ = writeln!(
+            t,
+            "{:<14} {:<42} {:>9} {:>9} {:>6} {:>11} {:>14}",
+            "link", "features", "full B", "delta B", "ack B", "mean B/beat", "with acks B/beat"
+        );
+        for b in &self.beats {
+            let opt = |v: Option<usize>| v.map_or("-".to_owned(), |v| v.to_string());
+            let _ = writeln!(
+                t,
+                "{:<14} {:<42} {:>9} {:>9} {:>6} {:>11.0} {:>14.0}",
+                b.link,
+                b.features,
+                b.full(),
+                opt(b.delta()),
+                opt(b.ack()),
+                b.mean_beat(),
+                b.mean_with_acks()
+            );
+        }
+        if let Some(b) = self.beats.iter().find(|b| b.delta_payload.is_some()) {
+            let _ = writeln!(t, "  payload JSON alone: full {} B, delta {} B; sizes include the envelope and the line's \\n or the frame's 5-byte header", b.full_payload, b.delta_payload.unwrap_or(0));
+        }
         t
     }
 }
