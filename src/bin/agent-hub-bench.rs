@@ -250,6 +250,7 @@ fn run(opts: &Opts) -> Res<()> {
         machine,
         server: server.clone(),
         disk,
+        sqlite_sync: opts.sqlite_sync.clone(),
         ..Report::default()
     };
     report.stores = opts.stores().into_iter().map(StoreReport::new).collect();
@@ -2023,6 +2024,8 @@ struct Report {
     disk_after: Option<Disk>,
     stores: Vec<StoreReport>,
     relay: Option<RelayReport>,
+    /// `store.sync` of the SQLite runs.
+    sqlite_sync: String,
 }
 
 impl Report {
@@ -2194,11 +2197,14 @@ impl Report {
             let _ = writeln!(t);
             let what = match s.kind {
                 StoreKind::Memory => "store: memory (queues in the process only)",
-                StoreKind::Sqlite => {
-                    "store: sqlite (WAL, synchronous=FULL; accepted only once committed)"
-                }
+                StoreKind::Sqlite => "store: sqlite",
             };
-            let _ = writeln!(t, "{what}");
+            if s.kind == StoreKind::Sqlite {
+                let level = self.sqlite_sync.to_uppercase();
+                let _ = writeln!(t, "{what} (WAL, synchronous={level}; accepted only once committed)");
+            } else {
+                let _ = writeln!(t, "{what}");
+            }
             header(&mut t);
             for (r, d) in s.sends.iter().zip(&s.drains) {
                 row(&mut t, "send, connection per op", r);
