@@ -4,13 +4,14 @@
 //! routing, deadlines) → `server` (the mio event loop and the files it writes) and `client`
 //! (the synchronous CLI side). `config` and `roster` load and validate the operator's files.
 //! `deliver` gets mail into agents that are busy in their own loop (stop hooks, plugin drain,
-//! terminal nudge).
+//! terminal nudge). `mcp` offers the client verbs to agents as an MCP server on stdio.
 
 pub mod agents;
 pub mod client;
 pub mod config;
 pub mod deliver;
 pub mod hub;
+pub mod mcp;
 pub mod relay;
 pub mod roster;
 pub mod server;

@@ -143,6 +143,11 @@ enum Command {
     Install(InstallArgs),
     /// Remove exactly the entries `install` adds.
     Uninstall(AgentSelection),
+    /// Serve MCP on stdio (tools send, await, who, whoami) for agents (docs/mcp.md).
+    Mcp {
+        #[command(flatten)]
+        id: Identity,
+    },
 }
 
 fn main() -> ExitCode {
@@ -295,6 +300,12 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Agents(a) => run_agents(a),
         Command::Install(a) => run_install(a),
         Command::Uninstall(a) => run_uninstall(a),
+        Command::Mcp { id } => {
+            // The token is read once, before serving: a bad file exits 1 here.
+            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            agent_hub::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status { id, envelope_id } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
             let st = client::status(&ep, &envelope_id).map_err(|e| e.to_string())?;

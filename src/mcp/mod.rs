@@ -1,0 +1,17 @@
+//! The hub's MCP server (issue 5 "Reach"; docs/mcp.md): `agent-hub mcp --as NAME --token-file F
+//! --port P` speaks MCP (JSON-RPC 2.0, one message per line) on stdio and offers the tools
+//! `send`, `await`, `who` and `whoami` over the hub.
+//!
+//! Owns: `session` (the pure JSON-RPC/MCP state machine: a line in, a reply line or a tool
+//! call out), `tools` (the tool list, argument parsing and bounds, also pure) and `serve` (the
+//! thin stdio loop that runs tool calls against the hub through `client`). Refuses: reading
+//! the token file (the binary does that once, before serving) and printing anything but
+//! JSON-RPC lines on stdout.
+
+pub mod serve;
+pub mod session;
+pub mod tools;
+
+pub use serve::{serve, serve_stdio, ServeError};
+pub use session::{Session, Step, ToolOutcome};
+pub use tools::{AwaitCall, SendCall, ToolCall};
