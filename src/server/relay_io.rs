@@ -32,6 +32,8 @@ struct Link {
     direction: Direction,
     /// The peer the link is for: known at dial time, learned from the handshake on accept.
     peer: Option<String>,
+    /// The other end's address (for log lines about connections that never became a link).
+    addr: SocketAddr,
     /// Still connecting (dialled, not yet writable).
     connecting: bool,
     out: Vec<u8>,
@@ -215,6 +217,7 @@ impl RelayIo {
                             session,
                             direction: Direction::Accepted,
                             peer: None,
+                            addr,
                             connecting: false,
                             out: Vec::new(),
                             out_pos: 0,
@@ -265,6 +268,7 @@ impl RelayIo {
                 session,
                 direction: Direction::Dialled,
                 peer: Some(peer.id.clone()),
+                addr,
                 connecting: true,
                 out: Vec::new(),
                 out_pos: 0,
@@ -338,6 +342,15 @@ impl RelayIo {
                     match self.registry_links.established(&peer, token.0 as u64, direction, transient) {
                         Verdict::Register { replaces } => {
                             if let Some(old) = replaces {
+                                // Logged here: the replaced connection is no longer the link, so
+                                // closing it logs nothing.
+                                self.logs.push((
+                                    "INFO",
+                                    format!(
+                                        "relay: link with {peer} replaced by a newer link ({})",
+                                        if direction == Direction::Dialled { "dialled" } else { "accepted" }
+                                    ),
+                                ));
                                 self.drop_link(registry, Token(old as usize), "replaced by a newer link", now);
                             }
                             let book = self.books.entry(peer.clone()).or_default();
@@ -351,6 +364,9 @@ impl RelayIo {
                             book.status.last_error = None;
                             book.backoff_step = 0;
                             book.dialling = None;
+                            // A redial scheduled before the peer dialled us is moot now; left
+                            // set, its instant would stay in the past and spin the loop.
+                            book.next_dial = None;
                             book.last_heartbeat = Some(now);
                             self.status_dirty = true;
                         }
@@ -452,7 +468,15 @@ impl RelayIo {
         let Some(mut link) = self.links.remove(&token) else { return };
         let _ = registry.deregister(&mut link.stream);
         let was_link = self.registry_links.closed(token.0 as u64);
-        let Some(peer) = link.peer.clone() else { return };
+        let Some(peer) = link.peer.clone() else {
+            // An accepted connection that never finished its handshake: a denial (wrong key,
+            // unknown peer, v0 refused), a malformed handshake or a missed deadline. The
+            // session's reason is the only record of why a peer cannot link.
+            if reason != "hub shutting down" {
+                self.logs.push(("WARN", format!("relay: connection from {} closed before a link: {reason}", link.addr)));
+            }
+            return;
+        };
         let dialled_by_us = self.peers_cfg.iter().any(|p| p.id == peer && p.address.is_some());
         let book = self.books.entry(peer.clone()).or_default();
         if was_link {
@@ -504,7 +528,11 @@ impl RelayIo {
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         let sessions = self.links.values().filter_map(|l| l.session.poll_timeout());
-        let dials = self.books.values().filter_map(|b| b.next_dial);
+        let dials = self
+            .books
+            .iter()
+            .filter(|(peer, _)| self.registry_links.link_of(peer).is_none())
+            .filter_map(|(_, b)| b.next_dial);
         let status = if self.status_dirty { self.next_status_write } else { None };
         sessions.chain(dials).chain(status).min()
     }

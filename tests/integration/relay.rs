@@ -43,13 +43,18 @@ const V0_064_TYPES: [&str; 12] = [
 /// v0's line cap, not counting the `\n`.
 const V0_LINE_CAP: usize = 1_048_576;
 /// The second hub's roster, so each side can tell the other's directory from its own.
-const WEST_AGENTS: [(&str, &str); 2] = [("omega", "tok-omega-SECRET-4e1a"), ("sigma", "tok-sigma-SECRET-90bd")];
+const WEST_AGENTS: [(&str, &str); 2] = [
+    ("omega", "tok-omega-SECRET-4e1a"),
+    ("sigma", "tok-sigma-SECRET-90bd"),
+];
 
 // ----- keys and proofs (the double's own HMAC, independent of src/relay) -----
 
 /// A deterministic 32-byte key as 64 lowercase hex: bytes `seed, seed+1, …`.
 fn key_hex(seed: u8) -> String {
-    (0..32u8).map(|i| format!("{:02x}", seed.wrapping_add(i))).collect()
+    (0..32u8)
+        .map(|i| format!("{:02x}", seed.wrapping_add(i)))
+        .collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -57,7 +62,10 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 /// relay-compat.md: lowercase hex of HMAC-SHA256 keyed with the 32 raw key bytes, over the
@@ -70,15 +78,24 @@ fn proof(key_hex: &str, nonce_hex: &str) -> String {
 }
 
 fn fresh_nonce() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn unix_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 // ----- hub configs -----
@@ -111,14 +128,30 @@ impl RelaySpec {
         }
     }
 
-    fn peer(mut self, id: &'static str, address: Option<SocketAddr>, key: &str, allow_v0: bool) -> RelaySpec {
-        self.peers.push(PeerSpec { id, address, key: key.into(), allow_v0 });
+    fn peer(
+        mut self,
+        id: &'static str,
+        address: Option<SocketAddr>,
+        key: &str,
+        allow_v0: bool,
+    ) -> RelaySpec {
+        self.peers.push(PeerSpec {
+            id,
+            address,
+            key: key.into(),
+            allow_v0,
+        });
         self
     }
 
     /// The `[relay]` table; key files are `keys/<peer>.key` next to the config.
     fn toml(&self) -> String {
-        let list = |v: &[&str]| v.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
+        let list = |v: &[&str]| {
+            v.iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let mut t = format!(
             "\n[relay]\npeer_id = {:?}\nlisten = {:?}\nheartbeat_interval_ms = {HB_MS}\nhandshake_timeout_ms = {}\n\
              reconnect_backoff_ms = [{}]\nfeatures = [{}]\nstatus_path = \"relay-status.json\"\n",
@@ -133,7 +166,10 @@ impl RelaySpec {
             if let Some(a) = p.address {
                 t.push_str(&format!("address = \"{a}\"\n"));
             }
-            t.push_str(&format!("key_file = \"keys/{}.key\"\nallow_v0 = {}\n", p.id, p.allow_v0));
+            t.push_str(&format!(
+                "key_file = \"keys/{}.key\"\nallow_v0 = {}\n",
+                p.id, p.allow_v0
+            ));
         }
         t
     }
@@ -145,7 +181,11 @@ impl RelaySpec {
             std::fs::create_dir(&keys).unwrap();
         }
         for p in &self.peers {
-            write_file(&keys.join(format!("{}.key", p.id)), &format!("{}\n", p.key), 0o600);
+            write_file(
+                &keys.join(format!("{}.key", p.id)),
+                &format!("{}\n", p.key),
+                0o600,
+            );
         }
         setup.config_text = Some(format!("{}{}", setup.generated_config(), self.toml()));
     }
@@ -173,13 +213,22 @@ impl RelayHub {
         spec.apply(&mut setup);
         let hub = setup.start();
         let relay_addr = relay_addr_from_log(&hub);
-        RelayHub { hub, spec, relay_addr }
+        RelayHub {
+            hub,
+            spec,
+            relay_addr,
+        }
     }
 
     /// SIGTERM, asserting a clean exit.
     fn terminate(&mut self) {
         let status = self.hub.terminate();
-        assert!(status.success(), "{} exited with {status}; stderr:\n{}", self.spec.peer_id, self.hub.stderr());
+        assert!(
+            status.success(),
+            "{} exited with {status}; stderr:\n{}",
+            self.spec.peer_id,
+            self.hub.stderr()
+        );
     }
 
     /// Starts the stopped hub again with its client port and relay address pinned (a peer's
@@ -198,17 +247,27 @@ impl RelayHub {
 
     fn status(&self) -> Option<Value> {
         let text = std::fs::read_to_string(self.status_path()).ok()?;
-        Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("status file is not JSON ({e}): {text}")))
+        Some(
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("status file is not JSON ({e}): {text}")),
+        )
     }
 
     fn peer(&self, id: &str) -> Option<Value> {
         let s = self.status()?;
-        s["peers"].as_array().unwrap().iter().find(|p| p["id"] == id).cloned()
+        s["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .cloned()
     }
 
     /// Polls the status file until the peer's row satisfies `pred`; returns the row.
     fn wait_peer(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        poll_until(&format!("{}: {id} {what}", self.spec.peer_id), || self.peer(id).filter(|p| pred(p)))
+        poll_until(&format!("{}: {id} {what}", self.spec.peer_id), || {
+            self.peer(id).filter(|p| pred(p))
+        })
     }
 
     fn wait_up(&self, id: &str) -> Value {
@@ -230,6 +289,7 @@ impl RelayHub {
         let fields: Vec<&str> = after_comm.split_whitespace().collect();
         // utime and stime are fields 14 and 15 of stat; field 3 is after_comm's first.
         let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        // SAFETY: sysconf only reads a system constant.
         ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
     }
 }
@@ -244,7 +304,12 @@ fn relay_addr_from_log(hub: &Hub) -> SocketAddr {
         .rev()
         .find(|l| l.contains("relay started as "))
         .unwrap_or_else(|| panic!("no relay start line in the service log:\n{log}"));
-    line.rsplit("listening on ").next().unwrap().trim().parse().unwrap_or_else(|e| panic!("{e}: {line}"))
+    line.rsplit("listening on ")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {line}"))
 }
 
 /// A port on `ip` where nothing listens (bound, read, released): for a config that must
@@ -254,7 +319,11 @@ fn free_port_on(ip: &str) -> SocketAddr {
 }
 
 fn names(v: &Value) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn count(haystack: &str, needle: &str) -> usize {
@@ -268,17 +337,24 @@ fn assert_serving(h: &RelayHub, agent: &str, token: &str) {
     r.expect_line(OK);
 }
 
-/// ESTABLISHED TCP sockets (IPv4) with `port` as their local or remote port: each connection
-/// between two local processes appears twice (once per end).
-fn established_with(port: u16) -> Vec<String> {
+/// ESTABLISHED TCP sockets (IPv4) with `addr` as their local or remote end: each
+/// connection between two local processes appears twice (once per end).
+fn established_with(addr: SocketAddr) -> Vec<String> {
+    let SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 only: {addr}")
+    };
+    let want = format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(v4.ip().octets()),
+        v4.port()
+    );
     let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    let port_hex = format!("{port:04X}");
     text.lines()
         .skip(1)
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let (local, remote, state) = (f[1], f[2], f[3]);
-            (state == "01" && (local.ends_with(&format!(":{port_hex}")) || remote.ends_with(&format!(":{port_hex}"))))
+            (state == "01" && (local == want || remote == want))
                 .then(|| format!("{local}-{remote}"))
         })
         .collect()
@@ -318,37 +394,73 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
     let mut all: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     all.sort();
     assert_eq!(agreed, all, "every feature both offer is agreed");
-    assert_eq!(e["features"], w["features"], "both ends report the same agreed set");
+    assert_eq!(
+        e["features"], w["features"],
+        "both ends report the same agreed set"
+    );
     assert_eq!(e["peer_version"], w["peer_version"]);
     assert!(!e["peer_version"].as_str().unwrap().is_empty());
 
     // Heartbeats: each side learns the other's directory, and last_heartbeat advances.
-    let e = east.wait_peer("west", "west's agents listed", |p| names(&p["agents"]) == ["omega", "sigma"]);
+    let e = east.wait_peer("west", "west's agents listed", |p| {
+        names(&p["agents"]) == ["omega", "sigma"]
+    });
     let w = west.wait_peer("east", "east's agents listed", |p| {
         names(&p["agents"]) == ["alpha", "beta", "delta", "gamma"]
     });
     for (h, peer, first) in [(&east, "west", &e), (&west, "east", &w)] {
         let t0 = first["last_heartbeat"].as_str().unwrap().to_owned();
-        let later = h.wait_peer(peer, "a newer heartbeat", |p| p["last_heartbeat"].as_str().is_some_and(|t| t > t0.as_str()));
+        let later = h.wait_peer(peer, "a newer heartbeat", |p| {
+            p["last_heartbeat"]
+                .as_str()
+                .is_some_and(|t| t > t0.as_str())
+        });
         assert_eq!(later["state"], "up");
-        assert!(later["bytes_in"].as_u64().unwrap() > 0 && later["bytes_out"].as_u64().unwrap() > 0, "{later}");
+        assert!(
+            later["bytes_in"].as_u64().unwrap() > 0 && later["bytes_out"].as_u64().unwrap() > 0,
+            "{later}"
+        );
         assert_eq!(later["reconnects"], 0, "{later}");
     }
     let elog = east.log();
     let wlog = west.log();
-    assert!(elog.contains("relay: link with west up (accepted, proto 1, features ["), "{elog}");
-    assert!(wlog.contains("relay: link with east up (dialled, proto 1, features ["), "{wlog}");
+    assert!(
+        elog.contains("relay: link with west up (accepted, proto 1, features ["),
+        "{elog}"
+    );
+    assert!(
+        wlog.contains("relay: link with east up (dialled, proto 1, features ["),
+        "{wlog}"
+    );
 
     // The operator's listing.
     let mut cmd = Command::new(SERVER);
-    cmd.args(["relay", "peers", "--config"]).arg(east.config_path());
+    cmd.args(["relay", "peers", "--config"])
+        .arg(east.config_path());
     let out = run(cmd, None);
     out.assert_code(0);
-    let row = out.stdout.lines().find(|l| l.starts_with("west ")).unwrap_or_else(|| panic!("{}", out.stdout));
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("west "))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(&cols[..4], &["west", "up", "accepted", "1"], "{}", out.stdout);
-    assert!(out.stdout.starts_with("peer east listening on 127.0.0.2:"), "{}", out.stdout);
-    assert!(out.stdout.contains("PEER") && out.stdout.contains("RECONNECTS"), "{}", out.stdout);
+    assert_eq!(
+        &cols[..4],
+        &["west", "up", "accepted", "1"],
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.starts_with("peer east listening on 127.0.0.2:"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("PEER") && out.stdout.contains("RECONNECTS"),
+        "{}",
+        out.stdout
+    );
 
     // Idle between beats: the loop sleeps, it does not spin.
     assert_idle(&[&east, &west]);
@@ -366,11 +478,16 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
 fn assert_idle(hubs: &[&RelayHub]) {
     let t0 = Instant::now();
     let before: Vec<f64> = hubs.iter().map(|h| h.cpu_secs()).collect();
-    // The window is a measurement, not a wait for a state: a heartbeat or two must pass.
+    // The window is a measurement, not a wait for a state: the status file (rewritten at
+    // most once a second) must show two newer heartbeats, so it spans about a second.
     let probe = hubs[0];
     let peer = probe.spec.peers[0].id;
-    let hb0 = probe.peer(peer).unwrap()["last_heartbeat"].clone();
-    probe.wait_peer(peer, "a later heartbeat (idle window)", |p| p["last_heartbeat"] != hb0);
+    for _ in 0..2 {
+        let hb = probe.peer(peer).unwrap()["last_heartbeat"].clone();
+        probe.wait_peer(peer, "a later heartbeat (idle window)", |p| {
+            p["last_heartbeat"] != hb
+        });
+    }
     let wall = t0.elapsed().as_secs_f64();
     for (h, b) in hubs.iter().zip(before) {
         let used = h.cpu_secs() - b;
@@ -391,26 +508,39 @@ fn a_link_survives_either_side_restarting() {
 
     // The acceptor restarts: the dialler sees the link drop, backs off, and redials.
     east.terminate();
-    let w = west.wait_peer("east", "down after east stopped", |p| p["state"] != "up" && p["reconnects"] == 1);
+    let w = west.wait_peer("east", "down after east stopped", |p| {
+        p["state"] != "up" && p["reconnects"] == 1
+    });
     assert!(w["last_error"].as_str().is_some(), "{w}");
-    west.hub.wait_service_log("west logs the link down", |l| l.contains("relay: link with east down"));
+    west.hub.wait_service_log("west logs the link down", |l| {
+        l.contains("relay: link with east down")
+    });
     east.restart();
     east.wait_up("west");
     let w = west.wait_up("east");
     assert_eq!(w["reconnects"], 1, "{w}");
     assert_eq!(w["direction"], "dialled");
-    west.wait_peer("east", "east's agents after its restart", |p| names(&p["agents"]).len() == 4);
+    west.wait_peer("east", "east's agents after its restart", |p| {
+        names(&p["agents"]).len() == 4
+    });
 
     // The dialler restarts: the acceptor sees the link drop, and the restarted dialler links.
     west.terminate();
     east.wait_peer("west", "down after west stopped", |p| p["state"] == "down");
     west.restart();
     let e = east.wait_up("west");
-    assert_eq!(e["reconnects"], 0, "the acceptor never dials, so never reconnects: {e}");
+    assert_eq!(
+        e["reconnects"], 0,
+        "the acceptor never dials, so never reconnects: {e}"
+    );
     west.wait_up("east");
-    east.wait_peer("west", "west's agents after its restart", |p| names(&p["agents"]) == ["omega", "sigma"]);
+    east.wait_peer("west", "west's agents after its restart", |p| {
+        names(&p["agents"]) == ["omega", "sigma"]
+    });
     let elog = east.log();
-    assert_eq!(count(&elog, "relay: link with west up"), 2, "{elog}");
+    // Up three times in east's log (kept across its restart): first, after east's restart,
+    // after west's.
+    assert_eq!(count(&elog, "relay: link with west up"), 3, "{elog}");
     assert_idle(&[&east, &west]);
 }
 
@@ -418,13 +548,19 @@ fn a_link_survives_either_side_restarting() {
 fn a_wrong_key_never_links_and_the_acceptor_says_denied() {
     let (east, west) = east_and_west(&key_hex(0x30), &key_hex(0x90));
     // The dialler retries with backoff; every try is denied.
-    east.hub.wait_service_log("two denied handshakes", |l| count(l, "denied") >= 2);
+    east.hub
+        .wait_service_log("two denied handshakes", |l| count(l, "denied") >= 2);
     let w = west.wait_peer("east", "the denial reported", |p| {
-        p["last_error"].as_str().is_some_and(|e| e.contains("denied"))
+        p["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("denied"))
     });
     assert_ne!(w["state"], "up", "{w}");
     let elog = east.log();
-    assert!(elog.contains("wrong proof from west"), "the acceptor says why:\n{elog}");
+    assert!(
+        elog.contains("wrong proof from west"),
+        "the acceptor says why:\n{elog}"
+    );
     assert!(!elog.contains("link with west up"), "{elog}");
     assert!(!west.log().contains("link with east up"), "{}", west.log());
     assert_ne!(east.peer("west").unwrap()["state"], "up");
@@ -446,38 +582,160 @@ fn hubs_that_dial_each_other_settle_on_one_link() {
         RelaySpec::new("east", "127.0.0.2:0").peer("west", Some(west_addr), &key, false),
     );
     // east dials, finds nobody, and backs off.
-    east.hub.wait_service_log("east's failed dial", |l| l.contains("relay: dialling west at"));
+    east.hub.wait_service_log("east's failed dial", |l| {
+        l.contains("relay: dialling west failed")
+    });
     let west = RelayHub::start(
         west_setup(),
-        RelaySpec::new("west", &west_addr.to_string()).peer("east", Some(east.relay_addr), &key, false),
+        RelaySpec::new("west", &west_addr.to_string()).peer(
+            "east",
+            Some(east.relay_addr),
+            &key,
+            false,
+        ),
     );
     assert_eq!(west.relay_addr, west_addr);
     let e = east.wait_up("west");
     let w = west.wait_up("east");
-    assert_ne!(e["direction"], w["direction"], "both ends agree on who opened the link: {e} {w}");
+    assert_ne!(
+        e["direction"], w["direction"],
+        "both ends agree on who opened the link: {e} {w}"
+    );
     let settled = |h: &RelayHub, peer: &str| {
         let p = h.wait_up(peer);
         (p["reconnects"].as_u64().unwrap(), p["direction"].clone())
     };
     let e0 = settled(&east, "west");
     let w0 = settled(&west, "east");
-    let conns0 = one_connection(east.relay_addr.port(), west_addr.port());
+    let conns0 = one_connection(east.relay_addr, west_addr);
     assert_idle(&[&east, &west]);
     // Several intervals later: the same single connection, no reconnects.
     let hb = west.peer("east").unwrap()["last_heartbeat"].clone();
     west.wait_peer("east", "a later heartbeat", |p| p["last_heartbeat"] != hb);
     assert_eq!(settled(&east, "west"), e0);
     assert_eq!(settled(&west, "east"), w0);
-    assert_eq!(one_connection(east.relay_addr.port(), west_addr.port()), conns0, "the link flapped");
+    assert_eq!(
+        one_connection(east.relay_addr, west_addr),
+        conns0,
+        "the link flapped"
+    );
 }
 
-/// Exactly one TCP connection between the two relay ports (seen from both ends); returns it.
-fn one_connection(port_a: u16, port_b: u16) -> Vec<String> {
-    let mut all: Vec<String> = established_with(port_a).into_iter().chain(established_with(port_b)).collect();
+/// Exactly one TCP connection touching the two relay addresses (seen from both ends).
+fn one_connection(a: SocketAddr, b: SocketAddr) -> Vec<String> {
+    let mut all: Vec<String> = established_with(a)
+        .into_iter()
+        .chain(established_with(b))
+        .collect();
     all.sort();
     all.dedup();
     assert_eq!(all.len(), 2, "one connection, seen from both ends: {all:?}");
     all
+}
+
+#[test]
+fn a_simultaneous_dial_keeps_the_link_the_lower_id_opened() {
+    let key = key_hex(0x41);
+    let west_addr = free_port_on("127.0.0.3");
+    // east redials 1 ms after a failure, so a redial is due whenever it is resumed below.
+    let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer("west", Some(west_addr), &key, false);
+    spec.backoff_ms = vec![1];
+    let east = RelayHub::start(Setup::new(), spec);
+    east.hub.wait_service_log("east's failed dial", |l| {
+        l.contains("relay: dialling west failed")
+    });
+    // Frozen, east answers nothing, but its kernel still completes west's TCP connect.
+    east.hub.signal(libc::SIGSTOP);
+    let west = RelayHub::start(
+        west_setup(),
+        RelaySpec::new("west", &west_addr.to_string()).peer(
+            "east",
+            Some(east.relay_addr),
+            &key,
+            false,
+        ),
+    );
+    poll_until("west's connection into the frozen east's backlog", || {
+        (!established_with(east.relay_addr).is_empty()).then_some(())
+    });
+    // Resumed, east accepts west's connection and dials west in one loop turn: two
+    // handshakes in flight at once, one opened by each side.
+    east.hub.signal(libc::SIGCONT);
+    let e = east.wait_up("west");
+    let w = west.wait_up("east");
+    // "east" < "west": the connection east opened survives, on both ends.
+    assert_eq!(e["direction"], "dialled", "{e}");
+    assert_eq!(w["direction"], "accepted", "{w}");
+    let logs = format!("{}{}", east.log(), west.log());
+    assert!(
+        logs.contains("replaced by a newer link (")
+            || logs.contains("a link opened by the lower peer id already exists"),
+        "both connections reached the link registry:\n{logs}"
+    );
+    let conns0 = one_connection(east.relay_addr, west_addr);
+    let e0 = east.wait_up("west")["reconnects"].clone();
+    let w0 = west.wait_up("east")["reconnects"].clone();
+    assert_idle(&[&east, &west]);
+    let hb = east.peer("west").unwrap()["last_heartbeat"].clone();
+    east.wait_peer("west", "a later heartbeat", |p| p["last_heartbeat"] != hb);
+    assert_eq!(east.wait_up("west")["reconnects"], e0);
+    assert_eq!(west.wait_up("east")["reconnects"], w0);
+    assert_eq!(
+        one_connection(east.relay_addr, west_addr),
+        conns0,
+        "the link flapped"
+    );
+}
+
+#[test]
+fn a_transient_connection_never_displaces_the_link() {
+    let key = key_hex(0x42);
+    let (east, west) = east_and_west(&key, &key);
+    east.wait_up("west");
+    west.wait_up("east");
+    let before = established_with(east.relay_addr);
+    // A one-shot v1 connection as west (the right key), no features, transient.
+    let mut c = V0Conn::connect(east.relay_addr);
+    let challenge = c.expect_line("challenge");
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_owned();
+    c.send(
+        "west",
+        "handshake",
+        json!({"proof": proof(&key, &nonce), "version": "0.1.0", "proto": 1, "features": [], "transient": true}),
+    );
+    let ack = c.expect_line("ack");
+    assert_eq!(ack["payload"]["status"], "ok", "{ack}");
+    assert_eq!(ack["payload"]["features"], json!([]), "{ack}");
+    c.send("west", "knowledge_request", json!({"since_epoch": 0}));
+    east.hub
+        .wait_service_log("the transient connection served", |l| {
+            l.contains("relay: west sent knowledge_request")
+        });
+    let log = east.log();
+    assert!(log.contains("relay: link with west up (accepted, proto 1, features [], peer version 0.1.0, transient)"), "{log}");
+    assert!(
+        !log.contains("link with west down") && !log.contains("replaced"),
+        "{log}"
+    );
+    drop(c);
+    // The lasting link is the same TCP connection, still up on both ends.
+    let hb = east.peer("west").unwrap()["last_heartbeat"].clone();
+    east.wait_peer("west", "a later heartbeat", |p| p["last_heartbeat"] != hb);
+    assert_eq!(
+        east.wait_up("west")["features"].as_array().unwrap().len(),
+        ALL_FEATURES.len()
+    );
+    assert_eq!(west.wait_up("east")["reconnects"], 0);
+    let after = established_with(east.relay_addr);
+    assert!(
+        before.iter().all(|c| after.contains(c)),
+        "the link's connection survived: {before:?} {after:?}"
+    );
+    assert!(
+        !east.log().contains("link with west down"),
+        "{}",
+        east.log()
+    );
 }
 
 // ----- the v0 double -----
@@ -504,23 +762,48 @@ fn parse_v0(line: &[u8]) -> Result<V0Line, String> {
     }
     let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
     let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e}): {text}"))?;
-    let o = v.as_object().ok_or_else(|| format!("not an object: {text}"))?;
-    let id = o.get("id").and_then(Value::as_str).ok_or_else(|| format!("id not a string: {text}"))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| format!("not an object: {text}"))?;
+    let id = o
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("id not a string: {text}"))?;
     if id.is_empty() {
         return Err(format!("empty id: {text}"));
     }
-    let t = o.get("msg_type").and_then(Value::as_str).ok_or_else(|| format!("msg_type not a string: {text}"))?;
+    let t = o
+        .get("msg_type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("msg_type not a string: {text}"))?;
     if !V0_064_TYPES.contains(&t) {
         return Err(format!("msg_type {t:?} unknown to claudectl 0.64: {text}"));
     }
-    let from = o.get("from_peer").and_then(Value::as_str).ok_or_else(|| format!("from_peer not a string: {text}"))?;
-    let ts = o.get("timestamp").ok_or_else(|| format!("no timestamp: {text}"))?;
-    let ts = ts.as_i64().ok_or_else(|| format!("timestamp is not an integer: {text}"))?;
+    let from = o
+        .get("from_peer")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("from_peer not a string: {text}"))?;
+    let ts = o
+        .get("timestamp")
+        .ok_or_else(|| format!("no timestamp: {text}"))?;
+    let ts = ts
+        .as_i64()
+        .ok_or_else(|| format!("timestamp is not an integer: {text}"))?;
     if (ts - unix_ms()).abs() > 600_000 {
-        return Err(format!("timestamp {ts} is not unix milliseconds of now: {text}"));
+        return Err(format!(
+            "timestamp {ts} is not unix milliseconds of now: {text}"
+        ));
     }
-    let payload = o.get("payload").and_then(Value::as_object).ok_or_else(|| format!("payload not an object: {text}"))?;
-    Ok(V0Line { msg_type: t.into(), from_peer: from.into(), id: id.into(), payload: payload.clone() })
+    let payload = o
+        .get("payload")
+        .and_then(Value::as_object)
+        .ok_or_else(|| format!("payload not an object: {text}"))?;
+    Ok(V0Line {
+        msg_type: t.into(),
+        from_peer: from.into(),
+        id: id.into(),
+        payload: payload.clone(),
+    })
 }
 
 enum Got {
@@ -540,14 +823,20 @@ struct V0Conn {
 
 impl V0Conn {
     fn connect(addr: SocketAddr) -> V0Conn {
-        let stream = TcpStream::connect_timeout(&addr, DEADLINE).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        let stream = TcpStream::connect_timeout(&addr, DEADLINE)
+            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
         V0Conn::new(stream)
     }
 
     fn new(stream: TcpStream) -> V0Conn {
         stream.set_nodelay(true).unwrap();
         stream.set_write_timeout(Some(DEADLINE)).unwrap();
-        V0Conn { stream, buf: Vec::new(), counter: 0, seen_ids: HashSet::new() }
+        V0Conn {
+            stream,
+            buf: Vec::new(),
+            counter: 0,
+            seen_ids: HashSet::new(),
+        }
     }
 
     /// The next line (without `\n`), EOF, or nothing by `until`.
@@ -561,12 +850,16 @@ impl V0Conn {
             if left.is_zero() {
                 return Got::Timeout;
             }
-            self.stream.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .unwrap();
             let mut chunk = [0u8; 64 * 1024];
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Got::Eof,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Got::Timeout,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Got::Timeout
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => return Got::Eof,
                 Err(e) => panic!("v0 double read: {e}"),
@@ -579,7 +872,11 @@ impl V0Conn {
         match self.next(Instant::now() + DEADLINE) {
             Got::Line(l) => {
                 let parsed = parse_v0(&l).unwrap_or_else(|e| panic!("{what}: {e}"));
-                assert!(self.seen_ids.insert(parsed.id.clone()), "{what}: id {} repeats", parsed.id);
+                assert!(
+                    self.seen_ids.insert(parsed.id.clone()),
+                    "{what}: id {} repeats",
+                    parsed.id
+                );
                 serde_json::from_slice(&l).unwrap()
             }
             Got::Eof => panic!("{what}: the hub closed the connection"),
@@ -591,7 +888,10 @@ impl V0Conn {
     fn expect_silent_close(&mut self, what: &str) {
         match self.next(Instant::now() + DEADLINE) {
             Got::Eof if self.buf.is_empty() => {}
-            Got::Eof => panic!("{what}: the hub sent {:?} before closing", String::from_utf8_lossy(&self.buf)),
+            Got::Eof => panic!(
+                "{what}: the hub sent {:?} before closing",
+                String::from_utf8_lossy(&self.buf)
+            ),
             Got::Line(l) => panic!("{what}: the hub sent {:?}", String::from_utf8_lossy(&l)),
             Got::Timeout => panic!("{what}: the hub neither closed nor spoke within {DEADLINE:?}"),
         }
@@ -612,7 +912,9 @@ impl V0Conn {
     }
 
     fn write_raw(&mut self, text: &str) {
-        self.stream.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("v0 double write: {e}"));
+        self.stream
+            .write_all(text.as_bytes())
+            .unwrap_or_else(|e| panic!("v0 double write: {e}"));
     }
 }
 
@@ -631,13 +933,31 @@ struct V0Report {
 
 /// The linked phase: the double beats every `HB` with `{}` and integer ms timestamps for
 /// `intervals` intervals, checking every line the hub sends.
-fn v0_linked(conn: &mut V0Conn, me: &str, hub_id: &str, intervals: u32) -> V0Report {
+/// `beat` is the double's heartbeat payload (0.64 sends `{}`, later v0 releases the full
+/// form); `extras` go out once, after the first beat.
+fn v0_linked(
+    conn: &mut V0Conn,
+    me: &str,
+    hub_id: &str,
+    intervals: u32,
+    beat: Value,
+    extras: &[(&str, Value)],
+) -> V0Report {
     let mut r = V0Report::default();
     let start = Instant::now();
     let mut last_beat = start;
     for i in 0..intervals {
-        conn.send(me, "heartbeat", json!({}));
+        let mut beat = beat.clone();
+        if let Some(ts) = beat.get_mut("timestamp") {
+            *ts = json!(unix_ms());
+        }
+        conn.send(me, "heartbeat", beat);
         r.beats_sent += 1;
+        if i == 0 {
+            for (t, payload) in extras {
+                conn.send(me, t, payload.clone());
+            }
+        }
         let next = start + HB * (i + 1);
         loop {
             match conn.next(next) {
@@ -657,19 +977,27 @@ fn v0_linked(conn: &mut V0Conn, me: &str, hub_id: &str, intervals: u32) -> V0Rep
                         }
                         if m.msg_type != "heartbeat" {
                             // Nothing else was asked of the hub on this link.
-                            r.violations.push(format!("unexpected {}: {}", m.msg_type, String::from_utf8_lossy(&l)));
+                            r.violations.push(format!(
+                                "unexpected {}: {}",
+                                m.msg_type,
+                                String::from_utf8_lossy(&l)
+                            ));
                             continue;
                         }
                         let extra: Vec<&String> = m
                             .payload
                             .keys()
-                            .filter(|k| !["worker_id", "timestamp", "sessions"].contains(&k.as_str()))
+                            .filter(|k| {
+                                !["worker_id", "timestamp", "sessions"].contains(&k.as_str())
+                            })
                             .collect();
                         if !extra.is_empty() {
-                            r.violations.push(format!("v1 heartbeat keys {extra:?} sent to a v0 peer"));
+                            r.violations
+                                .push(format!("v1 heartbeat keys {extra:?} sent to a v0 peer"));
                         }
                         if m.payload.get("timestamp").is_some_and(|t| !t.is_i64()) {
-                            r.violations.push("heartbeat payload timestamp not an integer".into());
+                            r.violations
+                                .push("heartbeat payload timestamp not an integer".into());
                         }
                         r.hub_beats += 1;
                         r.max_beat_gap = r.max_beat_gap.max(last_beat.elapsed());
@@ -687,10 +1015,21 @@ fn v0_linked(conn: &mut V0Conn, me: &str, hub_id: &str, intervals: u32) -> V0Rep
 const V0_INTERVALS: u32 = 8;
 
 fn assert_v0_report(r: &V0Report) {
-    assert!(r.violations.is_empty(), "the hub sent what a v0 peer cannot read: {:#?}", r.violations);
+    assert!(
+        r.violations.is_empty(),
+        "the hub sent what a v0 peer cannot read: {:#?}",
+        r.violations
+    );
     assert!(!r.closed_by_hub, "the hub closed the v0 link: {r:?}");
-    assert!(r.hub_beats >= 5, "the hub beat {} times in {V0_INTERVALS} intervals: {r:?}", r.hub_beats);
-    assert!(r.max_beat_gap < HB * 3, "a v0 peer declares the hub dead after 3 silent intervals: {r:?}");
+    assert!(
+        r.hub_beats >= 5,
+        "the hub beat {} times in {V0_INTERVALS} intervals: {r:?}",
+        r.hub_beats
+    );
+    assert!(
+        r.max_beat_gap < HB * 3,
+        "a v0 peer declares the hub dead after 3 silent intervals: {r:?}"
+    );
 }
 
 /// The double as a dialler: reads the challenge, answers a v0 handshake.
@@ -701,7 +1040,11 @@ fn v0_dial_and_handshake(addr: SocketAddr, me: &str, key: &str, hub_id: &str) ->
     assert_eq!(challenge["from_peer"], "", "{challenge}");
     let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_owned();
     assert!(is_hex64(&nonce), "{challenge}");
-    c.send(me, "handshake", json!({"proof": proof(key, &nonce), "version": "0.64.0"}));
+    c.send(
+        me,
+        "handshake",
+        json!({"proof": proof(key, &nonce), "version": "0.64.0"}),
+    );
     let ack = c.expect_line("handshake_ack");
     assert_eq!(ack["msg_type"], "handshake_ack", "{ack}");
     assert_eq!(ack["from_peer"], hub_id, "{ack}");
@@ -722,14 +1065,21 @@ fn v0_accept_and_challenge(listener: &TcpListener, key: &str, hub_id: &str) -> (
     assert_eq!(hs["from_peer"], hub_id, "{hs}");
     let p = &hs["payload"];
     assert!(p["version"].is_string(), "{hs}");
-    assert_eq!(p["proof"].as_str(), Some(proof(key, &nonce).as_str()), "the hub's proof over our nonce: {hs}");
+    assert_eq!(
+        p["proof"].as_str(),
+        Some(proof(key, &nonce).as_str()),
+        "the hub's proof over our nonce: {hs}"
+    );
     (c, hs)
 }
 
 #[test]
 fn the_v0_doubles_proof_matches_the_compat_test_vector() {
     let key = hex(&(0u8..32).collect::<Vec<_>>());
-    assert_eq!(proof(&key, &"ab".repeat(32)), "583630234f7e60ecfa2a6ae2e98ee37876e3ff6344457723cb4b42fcf77f7fc0");
+    assert_eq!(
+        proof(&key, &"ab".repeat(32)),
+        "583630234f7e60ecfa2a6ae2e98ee37876e3ff6344457723cb4b42fcf77f7fc0"
+    );
 }
 
 /// A hub accepting `legacy` (a v0 relay) and nothing else.
@@ -745,25 +1095,77 @@ fn a_v0_dialler_stays_linked_and_hears_only_v0() {
     let key = key_hex(0x50);
     let east = hub_with_legacy_peer(None, &key, true);
     let (mut c, ack) = v0_dial_and_handshake(east.relay_addr, "legacy", &key, "east");
-    assert_eq!(ack["payload"], json!({"status": "ok"}), "v0 bytes exactly: {ack}");
+    assert_eq!(
+        ack["payload"],
+        json!({"status": "ok"}),
+        "v0 bytes exactly: {ack}"
+    );
+    // A line ending in \r\n and keys 0.64 does not know, in the envelope and the payload:
+    // tolerated, as v0 peers tolerate them.
+    let now = unix_ms();
+    c.write_raw(&format!(
+        "{{\"id\":\"msg_{now}_crlf\",\"msg_type\":\"heartbeat\",\"from_peer\":\"legacy\",\
+         \"timestamp\":{now},\"payload\":{{\"mood\":\"fine\"}},\"trace\":\"x\"}}\r\n"
+    ));
     let (tx, rx) = mpsc::channel();
     let double = std::thread::spawn(move || {
-        let r = v0_linked(&mut c, "legacy", "east", V0_INTERVALS);
+        // Besides beats: a type the hub parses but does not act on, one that came after 0.64,
+        // and one nobody knows, each twice (the unknown one is logged once, never fatal).
+        let extras = [
+            ("knowledge_request", json!({"since_epoch": 0})),
+            ("knowledge_request", json!({"since_epoch": 1})),
+            (
+                "session_received",
+                json!({"session_id": "s1", "path": "/p", "cwd": "/c", "resume": null}),
+            ),
+            ("telepathy", json!({"thought": 1})),
+            ("telepathy", json!({"thought": 2})),
+        ];
+        let r = v0_linked(&mut c, "legacy", "east", V0_INTERVALS, json!({}), &extras);
         let _ = tx.send(());
-        r
+        (r, c)
     });
     let p = east.wait_up("legacy");
     assert_eq!(p["proto"], 0, "{p}");
     assert_eq!(p["features"], json!([]), "{p}");
     assert_eq!(p["peer_version"], "0.64.0", "{p}");
-    assert_eq!(p["agents"], json!([]), "a v0 peer's beat carries no directory: {p}");
+    assert_eq!(
+        p["agents"],
+        json!([]),
+        "a v0 peer's beat carries no directory: {p}"
+    );
     rx.recv_timeout(DEADLINE).expect("the double finishes");
-    let report = double.join().unwrap();
+    // The double's socket stays open until the checks are done.
+    let (report, _conn) = double.join().unwrap();
     assert_v0_report(&report);
-    assert_eq!(east.peer("legacy").unwrap()["state"], "up", "still linked after the double's run");
+    assert_eq!(
+        east.peer("legacy").unwrap()["state"],
+        "up",
+        "still linked after the double's run"
+    );
     let log = east.log();
-    assert!(log.contains("relay: link with legacy up (accepted, proto 0, features [], peer version 0.64.0)"), "{log}");
+    assert!(
+        log.contains(
+            "relay: link with legacy up (accepted, proto 0, features [], peer version 0.64.0)"
+        ),
+        "{log}"
+    );
     assert!(!log.contains("link with legacy down"), "{log}");
+    assert_eq!(
+        count(&log, "relay: legacy sent knowledge_request; not acted on"),
+        2,
+        "{log}"
+    );
+    assert_eq!(
+        count(&log, "relay: legacy sent session_received; not acted on"),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        count(&log, "unknown message type \"telepathy\""),
+        1,
+        "logged once per type: {log}"
+    );
 }
 
 #[test]
@@ -777,7 +1179,9 @@ fn a_v0_acceptor_stays_linked_and_hears_only_v0() {
     c.send("legacy", "handshake_ack", json!({"status": "ok"}));
     let (tx, rx) = mpsc::channel();
     let double = std::thread::spawn(move || {
-        let r = v0_linked(&mut c, "legacy", "east", V0_INTERVALS);
+        // The full heartbeat later v0 releases send every beat.
+        let beat = json!({"worker_id": "legacy", "timestamp": unix_ms(), "sessions": []});
+        let r = v0_linked(&mut c, "legacy", "east", V0_INTERVALS, beat, &[]);
         let _ = tx.send(());
         (r, c)
     });
@@ -786,12 +1190,63 @@ fn a_v0_acceptor_stays_linked_and_hears_only_v0() {
     assert_eq!(p["features"], json!([]), "{p}");
     assert_eq!(p["direction"], "dialled", "{p}");
     rx.recv_timeout(DEADLINE).expect("the double finishes");
-    let (report, _conn) = double.join().unwrap();
+    let (report, conn) = double.join().unwrap();
     assert_v0_report(&report);
     let p = east.peer("legacy").unwrap();
     assert_eq!(p["state"], "up", "{p}");
     assert_eq!(p["reconnects"], 0, "{p}");
-    assert!(east.log().contains("relay: link with legacy up (dialled, proto 0, features []"), "{}", east.log());
+    assert!(
+        east.log()
+            .contains("relay: link with legacy up (dialled, proto 0, features []"),
+        "{}",
+        east.log()
+    );
+
+    // The v0 relay goes away; we dialled, so we redial (with backoff) and link again.
+    drop(conn);
+    let (mut again, _hs) = v0_accept_and_challenge(&listener, &key, "east");
+    again.send("legacy", "handshake_ack", json!({"status": "ok"}));
+    again.send("legacy", "heartbeat", json!({}));
+    let p = east.wait_peer("legacy", "up again after a redial", |p| {
+        p["state"] == "up" && p["reconnects"] == 1
+    });
+    assert_eq!(p["proto"], 0, "{p}");
+    let beat = again.expect_line("a heartbeat on the new link");
+    assert_eq!(beat["msg_type"], "heartbeat", "{beat}");
+}
+
+#[test]
+fn a_peer_that_stops_beating_is_dropped_after_three_intervals() {
+    let key = key_hex(0x61);
+    let east = hub_with_legacy_peer(None, &key, true);
+    let (mut c, _ack) = v0_dial_and_handshake(east.relay_addr, "legacy", &key, "east");
+    c.send("legacy", "heartbeat", json!({}));
+    // The log, not the status file: the link lives about 3 intervals, the file is rewritten
+    // at most once a second.
+    east.hub
+        .wait_service_log("the link up", |l| l.contains("relay: link with legacy up"));
+    // Other traffic does not count as liveness: only a heartbeat does.
+    let silent_from = Instant::now();
+    let closed = loop {
+        c.send("legacy", "knowledge_request", json!({"since_epoch": 0}));
+        match c.next(Instant::now() + HB / 2) {
+            Got::Eof => break silent_from.elapsed(),
+            Got::Line(l) => assert!(parse_v0(&l).is_ok(), "{}", String::from_utf8_lossy(&l)),
+            Got::Timeout => {}
+        }
+        assert!(
+            silent_from.elapsed() < DEADLINE,
+            "the hub kept a silent peer for {DEADLINE:?}"
+        );
+    };
+    assert!(
+        closed >= HB * 2,
+        "closed after {closed:?}, before 3 intervals of {HB:?}"
+    );
+    east.hub.wait_service_log("the liveness reason", |l| {
+        l.contains("no heartbeat from legacy for 3 intervals")
+    });
+    east.wait_peer("legacy", "down", |p| p["state"] == "down");
 }
 
 #[test]
@@ -802,7 +1257,8 @@ fn with_allow_v0_off_a_v0_peer_is_refused_both_ways() {
     let (mut c, ack) = v0_dial_and_handshake(east.relay_addr, "legacy", &key, "east");
     assert_eq!(ack["payload"], json!({"status": "denied"}), "{ack}");
     c.expect_silent_close("after the denial");
-    east.hub.wait_service_log("the denial's reason", |l| l.contains("allow_v0 is off"));
+    east.hub
+        .wait_service_log("the denial's reason", |l| l.contains("allow_v0 is off"));
     assert_ne!(east.peer("legacy").unwrap()["state"], "up");
 
     // As an acceptor: the hub dials, reads an ok without proto, and leaves having sent nothing
@@ -814,10 +1270,16 @@ fn with_allow_v0_off_a_v0_peer_is_refused_both_ways() {
     c.send("legacy", "heartbeat", json!({}));
     c.expect_silent_close("after a v0 ack with allow_v0 off");
     let p = dialler.wait_peer("legacy", "the refusal reported", |p| {
-        p["last_error"].as_str().is_some_and(|e| e.contains("allow_v0 is off"))
+        p["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("allow_v0 is off"))
     });
     assert_ne!(p["state"], "up", "{p}");
-    assert!(!dialler.log().contains("link with legacy up"), "{}", dialler.log());
+    assert!(
+        !dialler.log().contains("link with legacy up"),
+        "{}",
+        dialler.log()
+    );
 }
 
 #[test]
@@ -839,14 +1301,20 @@ fn an_impostor_acceptor_gets_only_the_handshake_and_never_a_link() {
         assert_eq!(p["proto"], 1, "{hs}");
         let offered = names(&p["features"]);
         assert!(offered.contains(&"mutual-auth".to_owned()), "{hs}");
-        let hub_nonce = p["nonce"].as_str().expect("a nonce under mutual-auth").to_owned();
+        let hub_nonce = p["nonce"]
+            .as_str()
+            .expect("a nonce under mutual-auth")
+            .to_owned();
         assert!(is_hex64(&hub_nonce), "{hs}");
         let ack = match case {
-            "wrong proof" => json!({"status": "ok", "proto": 1, "features": offered, "version": "9.9.9",
-                                    "proof": proof(&wrong, &hub_nonce)}),
+            "wrong proof" => json!({
+                "status": "ok", "proto": 1, "features": offered, "version": "9.9.9",
+                "proof": proof(&wrong, &hub_nonce),
+            }),
             "v0 downgrade" => json!({"status": "ok"}),
             _ => {
-                let without: Vec<&String> = offered.iter().filter(|f| *f != "mutual-auth").collect();
+                let without: Vec<&String> =
+                    offered.iter().filter(|f| *f != "mutual-auth").collect();
                 json!({"status": "ok", "proto": 1, "features": without, "version": "9.9.9"})
             }
         };
@@ -855,16 +1323,107 @@ fn an_impostor_acceptor_gets_only_the_handshake_and_never_a_link() {
         c.expect_silent_close(case);
         east.hub.wait_service_log(why, |l| l.contains(why));
         let p = east.peer("legacy");
-        assert!(p.as_ref().map_or(true, |p| p["state"] != "up"), "{case}: {p:?}");
+        assert!(
+            p.as_ref().map_or(true, |p| p["state"] != "up"),
+            "{case}: {p:?}"
+        );
     }
     let log = east.log();
     assert!(!log.contains("link with legacy up"), "{log}");
-    assert!(!log.contains("legacy sent"), "nothing the impostor sent was read as a message: {log}");
+    assert!(
+        !log.contains("legacy sent"),
+        "nothing the impostor sent was read as a message: {log}"
+    );
     let p = east.wait_peer("legacy", "the last failure reported", |p| {
-        p["last_error"].as_str().is_some_and(|e| e.contains("mutual-auth"))
+        p["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("mutual-auth"))
     });
     assert_ne!(p["state"], "up", "{p}");
     assert_eq!(p["last_heartbeat"], Value::Null, "{p}");
+}
+
+#[test]
+fn a_silent_peer_cannot_hold_a_connection_past_the_handshake_deadline() {
+    let key = key_hex(0x62);
+    let listener = TcpListener::bind("127.0.0.3:0").unwrap();
+    let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer(
+        "legacy",
+        Some(listener.local_addr().unwrap()),
+        &key,
+        true,
+    );
+    spec.handshake_timeout_ms = 300;
+    let east = RelayHub::start(Setup::new(), spec);
+    // As the acceptor east dials: accept, never challenge. east waits for the challenge,
+    // saying nothing, until its deadline; then it redials.
+    listener.set_nonblocking(true).unwrap();
+    let (first, _) = poll_until("east's dial", || listener.accept().ok());
+    first.set_nonblocking(false).unwrap();
+    let mut first = V0Conn::new(first);
+    first.expect_silent_close("a dialler waiting for the challenge");
+    east.hub.wait_service_log("the dial's deadline", |l| {
+        l.contains("relay: dialling legacy failed: handshake not finished within 300 ms")
+    });
+    let (_second, _) = poll_until("east's redial", || listener.accept().ok());
+    // As a dialler to east: connect, read the challenge, never answer.
+    let mut c = V0Conn::connect(east.relay_addr);
+    let challenge = c.expect_line("challenge");
+    assert_eq!(challenge["msg_type"], "challenge");
+    c.expect_silent_close("an acceptor waiting for the handshake");
+    east.hub
+        .wait_service_log("the accepted connection's deadline", |l| {
+            l.contains("closed before a link: handshake not finished within 300 ms")
+        });
+}
+
+#[test]
+fn the_relay_address_is_printed_before_the_ready_line() {
+    let mut setup = Setup::new();
+    RelaySpec::new("east", "127.0.0.2:0")
+        .peer("west", None, &key_hex(0x12), false)
+        .apply(&mut setup);
+    let text = setup.config_text.clone().unwrap();
+    write_file(&setup.config_path(), &text, 0o600);
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("--config").arg(setup.config_path());
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kill(spawn(cmd));
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(DEADLINE).expect("a first stdout line");
+    let second = rx.recv_timeout(DEADLINE).expect("a second stdout line");
+    let addr: SocketAddr = first
+        .strip_prefix("agent-hub-server: relay listening on ")
+        .unwrap_or_else(|| panic!("{first}"))
+        .parse()
+        .unwrap();
+    assert_eq!(addr.ip().to_string(), "127.0.0.2");
+    assert_ne!(addr.port(), 0);
+    assert!(
+        second.starts_with("agent-hub-server: listening on 127.0.0.1:")
+            && second.ends_with("; hub ready"),
+        "{second}"
+    );
+    // The address printed is the one listening: it challenges.
+    let mut c = V0Conn::connect(addr);
+    assert_eq!(c.expect_line("challenge")["msg_type"], "challenge");
+    drop(child);
 }
 
 // ----- the relay subcommands and startup -----
@@ -879,29 +1438,86 @@ fn server(args: &[&str], dir: &Path) -> Output {
 fn keygen_writes_a_private_key_and_refuses_to_overwrite() {
     let setup = Setup::new();
     let dir = setup.path("");
-    let out = server(&["relay", "keygen", "--peer", "mini", "--key-file", "mini.key", "--local", "laptop"], &dir);
+    let out = server(
+        &[
+            "relay",
+            "keygen",
+            "--peer",
+            "mini",
+            "--key-file",
+            "mini.key",
+            "--local",
+            "laptop",
+        ],
+        &dir,
+    );
     out.assert_code(0);
     let key_path = setup.path("mini.key");
     assert_eq!(mode_of(&key_path), 0o600);
     let text = std::fs::read_to_string(&key_path).unwrap();
     let hexkey = text.strip_suffix('\n').expect("one trailing newline");
     assert!(is_hex64(hexkey), "{text:?}");
-    assert!(out.stdout.contains("id = \"mini\"") && out.stdout.contains("id = \"laptop\""), "{}", out.stdout);
-    assert!(out.stdout.contains(hexkey), "the key is printed once, for the other machine");
+    assert!(
+        out.stdout.contains("id = \"mini\"") && out.stdout.contains("id = \"laptop\""),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(hexkey),
+        "the key is printed once, for the other machine"
+    );
 
-    let again = server(&["relay", "keygen", "--peer", "mini", "--key-file", "mini.key"], &dir);
+    let again = server(
+        &[
+            "relay",
+            "keygen",
+            "--peer",
+            "mini",
+            "--key-file",
+            "mini.key",
+        ],
+        &dir,
+    );
     again.assert_code(1);
     assert!(again.stderr.contains("mini.key"), "{}", again.stderr);
-    assert_eq!(std::fs::read_to_string(&key_path).unwrap(), text, "the old key is kept");
+    assert_eq!(
+        std::fs::read_to_string(&key_path).unwrap(),
+        text,
+        "the old key is kept"
+    );
     assert!(!again.stderr.contains(hexkey));
 
-    let bad = server(&["relay", "keygen", "--peer", "no spaces", "--key-file", "x.key"], &dir);
+    let bad = server(
+        &[
+            "relay",
+            "keygen",
+            "--peer",
+            "no spaces",
+            "--key-file",
+            "x.key",
+        ],
+        &dir,
+    );
     bad.assert_code(1);
     assert!(!setup.path("x.key").exists());
 
     // A second key differs.
-    server(&["relay", "keygen", "--peer", "other", "--key-file", "other.key"], &dir).assert_code(0);
-    assert_ne!(std::fs::read_to_string(setup.path("other.key")).unwrap(), text);
+    server(
+        &[
+            "relay",
+            "keygen",
+            "--peer",
+            "other",
+            "--key-file",
+            "other.key",
+        ],
+        &dir,
+    )
+    .assert_code(0);
+    assert_ne!(
+        std::fs::read_to_string(setup.path("other.key")).unwrap(),
+        text
+    );
 }
 
 /// Runs the server expecting exit 1 at `stage` with `needle` in stderr.
@@ -909,8 +1525,16 @@ fn fails_at(setup: &Setup, stage: &str, needle: &str) -> Output {
     let out = setup.run_expecting_exit();
     out.assert_code(1);
     let prefix = format!("agent-hub-server: startup failed at {stage}: ");
-    assert!(out.stderr.starts_with(&prefix), "expected {prefix:?}…, stderr: {}", out.stderr);
-    assert!(out.stderr.contains(needle), "expected {needle:?} in stderr: {}", out.stderr);
+    assert!(
+        out.stderr.starts_with(&prefix),
+        "expected {prefix:?}…, stderr: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(needle),
+        "expected {needle:?} in stderr: {}",
+        out.stderr
+    );
     assert!(!out.stdout.contains("hub ready"), "{}", out.stdout);
     out
 }
@@ -920,20 +1544,34 @@ fn relay_config_errors_are_fatal_at_their_stage() {
     let key = key_hex(0x11);
     // A key file readable by others.
     let mut setup = Setup::new();
-    RelaySpec::new("east", "127.0.0.2:0").peer("west", None, &key, false).apply(&mut setup);
+    RelaySpec::new("east", "127.0.0.2:0")
+        .peer("west", None, &key, false)
+        .apply(&mut setup);
     let key_file = setup.path("keys/west.key");
-    std::fs::set_permissions(&key_file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let out = fails_at(&setup, "relay", &format!("chmod 600 {}", key_file.display()));
+    std::fs::set_permissions(
+        &key_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let out = fails_at(
+        &setup,
+        "relay",
+        &format!("chmod 600 {}", key_file.display()),
+    );
     assert!(!out.stderr.contains(&key));
     // A key file that is not a key.
     write_file(&key_file, "not-a-key\n", 0o600);
     fails_at(&setup, "relay", "64 hex characters");
 
-    let cases: [(Box<dyn Fn(&mut RelaySpec)>, &str); 4] = [
-        (Box::new(|s| s.features.push("telepathy")), "unknown feature \"telepathy\""),
-        (Box::new(|s| s.peer_id = "bad id!"), "relay.peer_id"),
-        (Box::new(|s| s.peers[0].id = "bad peer"), "relay.peers id"),
-        (Box::new(|s| s.listen = "somewhere".into()), "relay.listen"),
+    type Tweak = fn(&mut RelaySpec);
+    let cases: [(Tweak, &str); 4] = [
+        (
+            |s| s.features.push("telepathy"),
+            "unknown feature \"telepathy\"",
+        ),
+        (|s| s.peer_id = "bad id!", "relay.peer_id"),
+        (|s| s.peers[0].id = "bad peer", "relay.peers id"),
+        (|s| s.listen = "somewhere".into(), "relay.listen"),
     ];
     for (tweak, needle) in cases {
         let mut setup = Setup::new();
