@@ -179,46 +179,85 @@ pub const RELAY_FEATURES: [&str; 5] = ["unknown-ok", "mutual-auth", "frame-bin",
 
 /// 1–128 chars of `[A-Za-z0-9_-]`, as v0 peers require of peer ids.
 pub fn valid_peer_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn relay_config(raw: RawRelay, resolve: &dyn Fn(&str, PathBuf) -> Result<PathBuf, ConfigError>) -> Result<RelayConfig, ConfigError> {
+fn relay_config(
+    raw: RawRelay,
+    resolve: &dyn Fn(&str, PathBuf) -> Result<PathBuf, ConfigError>,
+) -> Result<RelayConfig, ConfigError> {
     let bad = |m: String| ConfigError::Invalid(m);
     if !valid_peer_id(&raw.peer_id) {
-        return Err(bad(format!("relay.peer_id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -", raw.peer_id)));
+        return Err(bad(format!(
+            "relay.peer_id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -",
+            raw.peer_id
+        )));
     }
     let listen = if raw.listen.is_empty() {
         None
     } else {
-        Some(raw.listen.parse().map_err(|_| bad(format!("relay.listen {:?} is not an IP:port address", raw.listen)))?)
+        Some(raw.listen.parse().map_err(|_| {
+            bad(format!(
+                "relay.listen {:?} is not an IP:port address",
+                raw.listen
+            ))
+        })?)
     };
     if raw.heartbeat_interval_ms == 0 || raw.handshake_timeout_ms == 0 {
-        return Err(bad("relay.heartbeat_interval_ms and relay.handshake_timeout_ms must be greater than 0".into()));
+        return Err(bad(
+            "relay.heartbeat_interval_ms and relay.handshake_timeout_ms must be greater than 0"
+                .into(),
+        ));
     }
     if raw.reconnect_backoff_ms.is_empty() || raw.reconnect_backoff_ms.contains(&0) {
-        return Err(bad("relay.reconnect_backoff_ms must list at least one wait, each greater than 0".into()));
+        return Err(bad(
+            "relay.reconnect_backoff_ms must list at least one wait, each greater than 0".into(),
+        ));
     }
     for f in &raw.features {
         if !RELAY_FEATURES.contains(&f.as_str()) {
-            return Err(bad(format!("relay.features: unknown feature {f:?} (known: {})", RELAY_FEATURES.join(", "))));
+            return Err(bad(format!(
+                "relay.features: unknown feature {f:?} (known: {})",
+                RELAY_FEATURES.join(", ")
+            )));
         }
     }
     let mut peers = Vec::new();
     for p in raw.peers {
         if !valid_peer_id(&p.id) {
-            return Err(bad(format!("relay.peers id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -", p.id)));
+            return Err(bad(format!(
+                "relay.peers id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -",
+                p.id
+            )));
         }
         if p.id == raw.peer_id {
-            return Err(bad(format!("relay.peers lists {:?}, which is this hub's own peer_id", p.id)));
+            return Err(bad(format!(
+                "relay.peers lists {:?}, which is this hub's own peer_id",
+                p.id
+            )));
         }
         if peers.iter().any(|q: &PeerConfig| q.id == p.id) {
             return Err(bad(format!("relay.peers lists {:?} twice", p.id)));
         }
         let address = match p.address {
             None => None,
-            Some(a) => Some(a.parse().map_err(|_| bad(format!("relay.peers {:?}: address {a:?} is not IP:port", p.id)))?),
+            Some(a) => Some(a.parse().map_err(|_| {
+                bad(format!(
+                    "relay.peers {:?}: address {a:?} is not IP:port",
+                    p.id
+                ))
+            })?),
         };
-        peers.push(PeerConfig { key_file: resolve("relay.peers.key_file", p.key_file)?, id: p.id, address, allow_v0: p.allow_v0 });
+        peers.push(PeerConfig {
+            key_file: resolve("relay.peers.key_file", p.key_file)?,
+            id: p.id,
+            address,
+            allow_v0: p.allow_v0,
+        });
     }
     Ok(RelayConfig {
         peer_id: raw.peer_id,
@@ -257,7 +296,11 @@ pub enum StoreConfig {
     /// In the process only: a restart empties every queue (the 004 behaviour).
     Memory,
     /// In a SQLite database at `path`, at most `max_bytes` large.
-    Sqlite { path: PathBuf, max_bytes: u64, sync: SyncPolicy },
+    Sqlite {
+        path: PathBuf,
+        max_bytes: u64,
+        sync: SyncPolicy,
+    },
 }
 
 /// A validated config with absolute paths.
@@ -319,11 +362,17 @@ impl Config {
             }
             Ok(if p.is_absolute() { p } else { base.join(p) })
         };
-        let store = match (raw.store.kind.as_str(), raw.store.path, raw.store.max_bytes, raw.store.sync) {
+        let store = match (
+            raw.store.kind.as_str(),
+            raw.store.path,
+            raw.store.max_bytes,
+            raw.store.sync,
+        ) {
             ("memory", None, None, None) => StoreConfig::Memory,
             ("memory", _, _, _) => {
                 return Err(ConfigError::Invalid(
-                    "store.path, store.max_bytes and store.sync are only for kind = \"sqlite\"".into(),
+                    "store.path, store.max_bytes and store.sync are only for kind = \"sqlite\""
+                        .into(),
                 ))
             }
             ("sqlite", Some(path), Some(max_bytes), Some(sync)) => {
@@ -437,10 +486,16 @@ mod tests {
         let normal = sqlite.replace("\"full\"", "\"normal\"");
         assert!(matches!(
             Config::parse(&normal, Path::new("/d")).unwrap().store,
-            StoreConfig::Sqlite { sync: SyncPolicy::Normal, .. }
+            StoreConfig::Sqlite {
+                sync: SyncPolicy::Normal,
+                ..
+            }
         ));
         let odd = sqlite.replace("\"full\"", "\"off\"");
-        assert!(Config::parse(&odd, Path::new("/")).unwrap_err().to_string().contains("store.sync"));
+        assert!(Config::parse(&odd, Path::new("/"))
+            .unwrap_err()
+            .to_string()
+            .contains("store.sync"));
         let half = EXAMPLE.replace("kind = \"memory\"", "kind = \"sqlite\"");
         assert!(Config::parse(&half, Path::new("/"))
             .unwrap_err()
@@ -484,15 +539,35 @@ allow_v0 = true
         assert_eq!(r.listen, Some("127.0.0.2:46111".parse().unwrap()));
         assert_eq!(r.peers[0].key_file, PathBuf::from("/d/keys/mini.key"));
         let cases = [
-            (RELAY.replace("peer_id = \"laptop\"", "peer_id = \"lap top\""), "relay.peer_id"),
-            (RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"telepathy\"]"), "unknown feature"),
-            (RELAY.replace("id = \"mini\"", "id = \"laptop\""), "own peer_id"),
-            (RELAY.replace("address = \"127.0.0.3:46111\"", "address = \"mini:46111\""), "not IP:port"),
-            (RELAY.replace("reconnect_backoff_ms = [10000, 20000, 40000, 60000]", "reconnect_backoff_ms = []"), "at least one"),
+            (
+                RELAY.replace("peer_id = \"laptop\"", "peer_id = \"lap top\""),
+                "relay.peer_id",
+            ),
+            (
+                RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"telepathy\"]"),
+                "unknown feature",
+            ),
+            (
+                RELAY.replace("id = \"mini\"", "id = \"laptop\""),
+                "own peer_id",
+            ),
+            (
+                RELAY.replace("address = \"127.0.0.3:46111\"", "address = \"mini:46111\""),
+                "not IP:port",
+            ),
+            (
+                RELAY.replace(
+                    "reconnect_backoff_ms = [10000, 20000, 40000, 60000]",
+                    "reconnect_backoff_ms = []",
+                ),
+                "at least one",
+            ),
             (RELAY.replace("allow_v0 = true", ""), "allow_v0"),
         ];
         for (relay, want) in cases {
-            let e = Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d")).unwrap_err().to_string();
+            let e = Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{want}: {e}");
         }
     }

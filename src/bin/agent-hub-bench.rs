@@ -2201,7 +2201,10 @@ impl Report {
             };
             if s.kind == StoreKind::Sqlite {
                 let level = self.sqlite_sync.to_uppercase();
-                let _ = writeln!(t, "{what} (WAL, synchronous={level}; accepted only once committed)");
+                let _ = writeln!(
+                    t,
+                    "{what} (WAL, synchronous={level}; accepted only once committed)"
+                );
             } else {
                 let _ = writeln!(t, "{what}");
             }

@@ -180,7 +180,11 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 
 fn relay_command(cmd: RelayCommand) -> ExitCode {
     let result = match cmd {
-        RelayCommand::Keygen { peer, key_file, local } => keygen(&peer, &key_file, local.as_deref()),
+        RelayCommand::Keygen {
+            peer,
+            key_file,
+            local,
+        } => keygen(&peer, &key_file, local.as_deref()),
         RelayCommand::Peers { config } => agent_hub::server::relay_status::print_peers(&config),
     };
     match result {
@@ -194,17 +198,22 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
 
 fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String> {
     if !agent_hub::config::valid_peer_id(peer) {
-        return Err(format!("peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"));
+        return Err(format!(
+            "peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
+        ));
     }
     if let Some(l) = local.filter(|l| !agent_hub::config::valid_peer_id(l)) {
-        return Err(format!("local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"));
+        return Err(format!(
+            "local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
+        ));
     }
     let mut key = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
         .map_err(|e| format!("cannot read random bytes: {e}"))?;
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    write_private(key_file, &format!("{hex}\n")).map_err(|e| format!("cannot write {}: {e}", key_file.display()))?;
+    write_private(key_file, &format!("{hex}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", key_file.display()))?;
     let local = local.unwrap_or("THIS-HUB");
     say(format_args!(
         "wrote {} (mode 600)\n\n\

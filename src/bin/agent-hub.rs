@@ -325,7 +325,10 @@ fn print_line(text: &str) -> std::io::Result<()> {
 
 /// The `who` table: one row per agent, parked filters spelled out.
 fn render_presence(p: &agent_hub::wire::Presence) -> String {
-    let mut out = format!("{:<24} {:>6} {:>6}  {:<24} {:<24} {}\n", "AGENT", "PARKED", "QUEUED", "LAST SEEN", "LAST DELIVERY", "FILTERS");
+    let mut out = format!(
+        "{:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
+        "AGENT", "PARKED", "QUEUED", "LAST SEEN", "LAST DELIVERY", "FILTERS"
+    );
     for a in &p.agents {
         let filters: Vec<String> = a
             .parked

@@ -154,7 +154,9 @@ impl Ledger {
     }
 
     pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
-        self.records.get(&(sender.to_owned(), id.to_owned())).map(|r| r.state)
+        self.records
+            .get(&(sender.to_owned(), id.to_owned()))
+            .map(|r| r.state)
     }
 
     /// Records where a restored envelope sits in acceptance order.

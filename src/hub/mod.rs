@@ -16,7 +16,10 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router};
 use crate::config::Limits;
 use crate::roster::{Roster, HUB_NAME};
 use crate::store::{Loaded, StoreOp};
-use crate::wire::{AgentPresence, ParkedFilter, Presence, AwaitRequest, ClientLine, Envelope, EnvelopeStatus, HubLine, IdRequest};
+use crate::wire::{
+    AgentPresence, AwaitRequest, ClientLine, Envelope, EnvelopeStatus, HubLine, IdRequest,
+    ParkedFilter, Presence,
+};
 use chrono::{DateTime, SecondsFormat, Utc};
 use ledger::{Ledger, Record, Seen, State};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -188,7 +191,8 @@ impl Hub {
             // Queued it is; keep the time it became so unless a restart is what requeued it
             // (an ack-mode delivery the crash cut off before its ack).
             if self.ledger.state_of(&e.sender, &e.id) != Some(State::Queued) {
-                self.ledger.set_state(&e.sender, &e.id, State::Queued, false, now_ms);
+                self.ledger
+                    .set_state(&e.sender, &e.id, State::Queued, false, now_ms);
             }
             self.ledger.set_seq(&e.sender, &e.id, e.seq);
             self.router.enqueue_back(Queued {
@@ -382,7 +386,13 @@ impl Hub {
             // Only the ledger: on disk the envelope stays queued until its ack is durable,
             // and a restart queues it again anyway, so a durable "delivered" would cost a
             // commit per delivery and say nothing a restart keeps.
-            self.ledger.set_state(&from, &id, State::Delivered, true, now.wall.timestamp_millis());
+            self.ledger.set_state(
+                &from,
+                &id,
+                State::Delivered,
+                true,
+                now.wall.timestamp_millis(),
+            );
         } else {
             self.store(StoreOp::Remove { seq });
             self.set_state(&from, &id, State::Delivered, false, now);
@@ -472,10 +482,14 @@ impl Hub {
 
     /// `staged_audit` for the acks only (`with_sends` false) or for everything.
     pub fn staged_audit_parts(&self, with_sends: bool) -> impl Iterator<Item = AuditEvent> + '_ {
-        let sends = self.staged.iter().take(if with_sends { usize::MAX } else { 0 }).map(|s| AuditEvent::Accepted {
-            conn: s.conn,
-            envelope: s.env.text.clone(),
-        });
+        let sends = self
+            .staged
+            .iter()
+            .take(if with_sends { usize::MAX } else { 0 })
+            .map(|s| AuditEvent::Accepted {
+                conn: s.conn,
+                envelope: s.env.text.clone(),
+            });
         let acks = self.staged_acks.iter().map(|a| AuditEvent::Acked {
             conn: a.conn,
             id: a.env.id.clone(),
@@ -493,7 +507,11 @@ impl Hub {
 
     /// `staged_store_ops` for the acks only (`with_sends` false) or for everything.
     pub fn staged_store_ops_parts(&self, with_sends: bool, wall_ms: i64, ops: &mut Vec<StoreOp>) {
-        for s in self.staged.iter().take(if with_sends { usize::MAX } else { 0 }) {
+        for s in self
+            .staged
+            .iter()
+            .take(if with_sends { usize::MAX } else { 0 })
+        {
             let e = &s.env;
             ops.push(StoreOp::Insert {
                 seq: e.seq,
@@ -652,7 +670,8 @@ impl Hub {
                         .expect("caller checked the connection exists");
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
-                    self.seen.entry(h.name.clone()).or_default().0 = Some(now.wall.timestamp_millis());
+                    self.seen.entry(h.name.clone()).or_default().0 =
+                        Some(now.wall.timestamp_millis());
                     self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
@@ -710,13 +729,21 @@ impl Hub {
     pub fn presence(&self) -> Presence {
         let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
         for c in self.conns.values() {
-            if let (Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. }, Some(name)) = (&c.phase, &c.name) {
-                let f = ParkedFilter { reply_to: p.filter.reply_to.clone(), kind: p.filter.kind.clone() };
+            if let (
+                Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. },
+                Some(name),
+            ) = (&c.phase, &c.name)
+            {
+                let f = ParkedFilter {
+                    reply_to: p.filter.reply_to.clone(),
+                    kind: p.filter.kind.clone(),
+                };
                 parked.entry(name.as_str()).or_default().push((p.seq, f));
             }
         }
         let ts = |ms: Option<i64>| {
-            ms.and_then(chrono::DateTime::from_timestamp_millis).map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+            ms.and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         };
         let agents = self
             .roster

@@ -1707,7 +1707,11 @@ fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
         [] as [u64; 0],
         "the first byte does not consume in ack mode"
     );
-    assert_eq!(d.states(), [] as [(String, String); 0], "no commit per ack-mode delivery");
+    assert_eq!(
+        d.states(),
+        [] as [(String, String); 0],
+        "no commit per ack-mode delivery"
+    );
     assert_eq!(sim.status("mneme", &id).state, "delivered");
 
     sim.line(r, ""); // blank lines are still nothing
@@ -2762,18 +2766,38 @@ fn who(sim: &mut Sim, asker: &str) -> crate::wire::Presence {
 #[test]
 fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
     let mut sim = Sim::new();
-    assert!(who(&mut sim, "mneme").agents.iter().all(|a| a.last_delivery.is_none() && a.parked.is_empty()));
+    assert!(who(&mut sim, "mneme")
+        .agents
+        .iter()
+        .all(|a| a.last_delivery.is_none() && a.parked.is_empty()));
     let _filtered = sim.await_("datastore", Some("x1"), Some("result"), None);
     let _any = sim.await_("datastore", None, None, None);
     sim.sent("mneme", "scribe", "task", None);
     sim.sent("mneme", "scribe", "task", None);
     let p = who(&mut sim, "scribe");
     let names: Vec<&str> = p.agents.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["datastore", "mneme", "scribe"], "every roster name, sorted");
+    assert_eq!(
+        names,
+        ["datastore", "mneme", "scribe"],
+        "every roster name, sorted"
+    );
     let ds = &p.agents[0];
     assert_eq!(ds.parked.len(), 2);
-    assert_eq!((ds.parked[0].reply_to.as_deref(), ds.parked[0].kind.as_deref()), (Some("x1"), Some("result")));
-    assert_eq!((ds.parked[1].reply_to.as_deref(), ds.parked[1].kind.as_deref()), (None, None), "oldest first");
+    assert_eq!(
+        (
+            ds.parked[0].reply_to.as_deref(),
+            ds.parked[0].kind.as_deref()
+        ),
+        (Some("x1"), Some("result"))
+    );
+    assert_eq!(
+        (
+            ds.parked[1].reply_to.as_deref(),
+            ds.parked[1].kind.as_deref()
+        ),
+        (None, None),
+        "oldest first"
+    );
     assert_eq!(p.agents[2].queued, 2);
     assert!(p.agents[1].last_seen.is_some(), "mneme authenticated");
     // A delivery to datastore's unfiltered await sets its last delivery.

@@ -36,21 +36,40 @@ pub struct Links {
 
 impl Links {
     pub fn new(local_peer_id: String) -> Links {
-        Links { local: local_peer_id, by_peer: HashMap::new() }
+        Links {
+            local: local_peer_id,
+            by_peer: HashMap::new(),
+        }
     }
 
-    pub fn established(&mut self, peer: &str, conn: u64, direction: Direction, transient: bool) -> Verdict {
+    pub fn established(
+        &mut self,
+        peer: &str,
+        conn: u64,
+        direction: Direction,
+        transient: bool,
+    ) -> Verdict {
         if transient {
             return Verdict::Transient;
         }
         let verdict = match self.by_peer.get(peer) {
             None => Verdict::Register { replaces: None },
-            Some(&(old, old_dir)) if old_dir == direction => Verdict::Register { replaces: Some(old) },
+            Some(&(old, old_dir)) if old_dir == direction => Verdict::Register {
+                replaces: Some(old),
+            },
             Some(&(old, _)) => {
                 // Simultaneous dial: keep the connection whose opener has the lower id.
-                let opener = |d: Direction| if d == Direction::Dialled { self.local.as_str() } else { peer };
+                let opener = |d: Direction| {
+                    if d == Direction::Dialled {
+                        self.local.as_str()
+                    } else {
+                        peer
+                    }
+                };
                 if opener(direction) < opener(self.by_peer[peer].1) {
-                    Verdict::Register { replaces: Some(old) }
+                    Verdict::Register {
+                        replaces: Some(old),
+                    }
                 } else {
                     Verdict::Reject("a link opened by the lower peer id already exists".into())
                 }
@@ -64,7 +83,11 @@ impl Links {
 
     /// A connection closed; true if it was a peer's link.
     pub fn closed(&mut self, conn: u64) -> bool {
-        let peer = self.by_peer.iter().find(|(_, &(c, _))| c == conn).map(|(p, _)| p.clone());
+        let peer = self
+            .by_peer
+            .iter()
+            .find(|(_, &(c, _))| c == conn)
+            .map(|(p, _)| p.clone());
         match peer {
             Some(p) => {
                 self.by_peer.remove(&p);
@@ -86,19 +109,38 @@ mod tests {
     #[test]
     fn transient_is_never_the_link() {
         let mut l = Links::new("a".into());
-        assert_eq!(l.established("b", 1, Direction::Accepted, true), Verdict::Transient);
+        assert_eq!(
+            l.established("b", 1, Direction::Accepted, true),
+            Verdict::Transient
+        );
         assert_eq!(l.link_of("b"), None);
-        assert_eq!(l.established("b", 2, Direction::Accepted, false), Verdict::Register { replaces: None });
-        assert_eq!(l.established("b", 3, Direction::Accepted, true), Verdict::Transient);
-        assert_eq!(l.link_of("b"), Some(2), "a transient connection does not displace the link");
+        assert_eq!(
+            l.established("b", 2, Direction::Accepted, false),
+            Verdict::Register { replaces: None }
+        );
+        assert_eq!(
+            l.established("b", 3, Direction::Accepted, true),
+            Verdict::Transient
+        );
+        assert_eq!(
+            l.link_of("b"),
+            Some(2),
+            "a transient connection does not displace the link"
+        );
     }
 
     #[test]
     fn newer_same_direction_wins() {
         let mut l = Links::new("a".into());
         l.established("b", 1, Direction::Accepted, false);
-        assert_eq!(l.established("b", 2, Direction::Accepted, false), Verdict::Register { replaces: Some(1) });
-        assert!(!l.closed(1), "the replaced connection is no longer the link");
+        assert_eq!(
+            l.established("b", 2, Direction::Accepted, false),
+            Verdict::Register { replaces: Some(1) }
+        );
+        assert!(
+            !l.closed(1),
+            "the replaced connection is no longer the link"
+        );
         assert_eq!(l.link_of("b"), Some(2));
     }
 
@@ -108,13 +150,22 @@ mod tests {
         let mut at_a = Links::new("a".into());
         let mut at_b = Links::new("b".into());
         at_a.established("b", 1, Direction::Accepted, false); // b dialled a
-        assert_eq!(at_a.established("b", 2, Direction::Dialled, false), Verdict::Register { replaces: Some(1) });
+        assert_eq!(
+            at_a.established("b", 2, Direction::Dialled, false),
+            Verdict::Register { replaces: Some(1) }
+        );
         at_b.established("a", 7, Direction::Dialled, false); // b dialled a
-        assert!(matches!(at_b.established("a", 8, Direction::Accepted, false), Verdict::Register { replaces: Some(7) }));
+        assert!(matches!(
+            at_b.established("a", 8, Direction::Accepted, false),
+            Verdict::Register { replaces: Some(7) }
+        ));
         // And in the other order of arrival.
         let mut at_a = Links::new("a".into());
         at_a.established("b", 2, Direction::Dialled, false);
-        assert!(matches!(at_a.established("b", 1, Direction::Accepted, false), Verdict::Reject(_)));
+        assert!(matches!(
+            at_a.established("b", 1, Direction::Accepted, false),
+            Verdict::Reject(_)
+        ));
         assert_eq!(at_a.link_of("b"), Some(2));
     }
 

@@ -150,7 +150,10 @@ impl Server {
     }
 
     /// Starts the relay (its listener and its dials). Errors name the key file or address.
-    pub fn start_relay(&mut self, cfg: crate::config::RelayConfig) -> Result<Option<std::net::SocketAddr>, String> {
+    pub fn start_relay(
+        &mut self,
+        cfg: crate::config::RelayConfig,
+    ) -> Result<Option<std::net::SocketAddr>, String> {
         let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
         self.relay = Some(relay);
@@ -190,7 +193,10 @@ impl Server {
                     }
                     token if relay_io::RelayIo::owns(token) => {
                         if let Some(relay) = &mut self.relay {
-                            let (r, w) = (event.is_readable() || event.is_read_closed() || event.is_error(), event.is_writable());
+                            let (r, w) = (
+                                event.is_readable() || event.is_read_closed() || event.is_error(),
+                                event.is_writable(),
+                            );
                             relay.handle_event(self.poll.registry(), token, r, w, now.mono);
                         }
                     }
@@ -501,7 +507,10 @@ impl Server {
             }
             (Err(e), _) | (_, Err(e)) if !self.store_failing => {
                 self.store_failing = true;
-                self.records.log("ERROR", &format!("commit failed: {e}; sends are refused until it succeeds"));
+                self.records.log(
+                    "ERROR",
+                    &format!("commit failed: {e}; sends are refused until it succeeds"),
+                );
             }
             _ => {}
         }
@@ -515,14 +524,18 @@ impl Server {
     fn try_commit(&mut self, with_sends: bool, now: Now) -> Result<(), String> {
         let mut ops = self.pending_ops.clone();
         if self.store.is_durable() {
-            self.hub.staged_store_ops_parts(with_sends, now.wall.timestamp_millis(), &mut ops);
+            self.hub
+                .staged_store_ops_parts(with_sends, now.wall.timestamp_millis(), &mut ops);
         }
         if let Err(e) = self.store.stage(&ops) {
             // Records that gate nothing still go out; the refusals are audited after them.
             let _ = self.records.flush_audit(std::iter::empty());
             return Err(format!("the queue store could not be written ({e})"));
         }
-        if let Err(e) = self.records.flush_audit(self.hub.staged_audit_parts(with_sends)) {
+        if let Err(e) = self
+            .records
+            .flush_audit(self.hub.staged_audit_parts(with_sends))
+        {
             self.store.rollback();
             return Err(format!("the audit log could not be written ({e})"));
         }
@@ -662,7 +675,13 @@ impl Server {
                 .presence()
                 .agents
                 .into_iter()
-                .map(|a| (a.name, a.parked.len() as u32, a.queued.min(u64::from(u32::MAX)) as u32))
+                .map(|a| {
+                    (
+                        a.name,
+                        a.parked.len() as u32,
+                        a.queued.min(u64::from(u32::MAX)) as u32,
+                    )
+                })
                 .collect();
             relay.set_directory(agents);
             self.next_directory = Some(now.mono + Duration::from_secs(1));

@@ -158,11 +158,16 @@ impl Records {
         };
         match self.audit.append(self.pending.as_bytes()) {
             Ok(()) => {
-                self.audit_len = before.as_ref().ok().map(|len| len + self.pending.len() as u64);
+                self.audit_len = before
+                    .as_ref()
+                    .ok()
+                    .map(|len| len + self.pending.len() as u64);
                 // Kept until the caller's commit settles, so `undo_last_batch` can take the
                 // gated records back out and keep the rest.
                 self.last_batch = match before {
-                    Ok(len) if keep < self.pending.len() => Some((len, self.pending[..keep].to_owned())),
+                    Ok(len) if keep < self.pending.len() => {
+                        Some((len, self.pending[..keep].to_owned()))
+                    }
                     _ => None,
                 };
                 self.pending.clear();
@@ -197,13 +202,18 @@ impl Records {
     /// append (the store's commit), so its `accepted`/`acked` records must not stand. The
     /// batch's records that gated nothing go back to the pending buffer for the next flush.
     pub fn undo_last_batch(&mut self) {
-        let Some((len, ungated)) = self.last_batch.take() else { return };
+        let Some((len, ungated)) = self.last_batch.take() else {
+            return;
+        };
         if self.audit.truncate(len).is_ok() {
             self.audit_len = Some(len);
             self.pending.insert_str(0, &ungated);
         } else {
             self.audit_len = None;
-            self.log("ERROR", "audit log: could not take back a batch whose commit failed");
+            self.log(
+                "ERROR",
+                "audit log: could not take back a batch whose commit failed",
+            );
         }
     }
 
@@ -311,13 +321,23 @@ mod tests {
         r.flush_audit(std::iter::empty()).unwrap();
         let good = audit.data.borrow().len();
         r.audit(&AuditEvent::Connected { conn: 2 });
-        let gated = AuditEvent::Accepted { conn: Some(2), envelope: "{\"id\":\"x\"}".into() };
+        let gated = AuditEvent::Accepted {
+            conn: Some(2),
+            envelope: "{\"id\":\"x\"}".into(),
+        };
         r.flush_audit([gated]).unwrap();
         r.undo_last_batch();
-        assert_eq!(audit.data.borrow().len(), good, "the batch is gone from the file");
+        assert_eq!(
+            audit.data.borrow().len(),
+            good,
+            "the batch is gone from the file"
+        );
         r.flush_audit(std::iter::empty()).unwrap();
         let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
-        assert!(text.contains("\"conn\":2") && !text.contains("accepted"), "{text}");
+        assert!(
+            text.contains("\"conn\":2") && !text.contains("accepted"),
+            "{text}"
+        );
     }
 
     #[test]

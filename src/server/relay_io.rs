@@ -73,8 +73,10 @@ pub struct RelayIo {
 /// Reads a peer key file: mode 600 or refused, 64 hex chars.
 pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], String> {
     super::startup::check_private(path, "relay key file")?;
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read relay key file {}: {e}", path.display()))?;
-    crate::relay::auth::parse_key(&text).map_err(|e| format!("relay key file {}: {e}", path.display()))
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read relay key file {}: {e}", path.display()))?;
+    crate::relay::auth::parse_key(&text)
+        .map_err(|e| format!("relay key file {}: {e}", path.display()))
 }
 
 impl RelayIo {
@@ -82,9 +84,19 @@ impl RelayIo {
     pub fn new(cfg: RelayConfig, registry: &Registry, now: Instant) -> Result<RelayIo, String> {
         let mut keys = HashMap::new();
         for p in &cfg.peers {
-            keys.insert(p.id.clone(), PeerAuth { key: load_key(&p.key_file)?, allow_v0: p.allow_v0 });
+            keys.insert(
+                p.id.clone(),
+                PeerAuth {
+                    key: load_key(&p.key_file)?,
+                    allow_v0: p.allow_v0,
+                },
+            );
         }
-        let features = cfg.features.iter().filter_map(|f| Feature::parse(f)).collect();
+        let features = cfg
+            .features
+            .iter()
+            .filter_map(|f| Feature::parse(f))
+            .collect();
         let session_cfg = SessionConfig {
             local_peer: cfg.peer_id.clone(),
             software_version: crate::VERSION.to_owned(),
@@ -98,8 +110,11 @@ impl RelayIo {
         let listener = match cfg.listen {
             None => None,
             Some(addr) => {
-                let mut l = TcpListener::bind(addr).map_err(|e| format!("cannot bind the relay to {addr}: {e}"))?;
-                registry.register(&mut l, RELAY_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+                let mut l = TcpListener::bind(addr)
+                    .map_err(|e| format!("cannot bind the relay to {addr}: {e}"))?;
+                registry
+                    .register(&mut l, RELAY_LISTENER, Interest::READABLE)
+                    .map_err(|e| e.to_string())?;
                 Some(l)
             }
         };
@@ -107,11 +122,17 @@ impl RelayIo {
         for p in &cfg.peers {
             let mut book = PeerBook::default();
             book.status.id = p.id.clone();
-            book.status.state = if p.address.is_some() { "connecting" } else { "down" }.to_owned();
+            book.status.state = if p.address.is_some() {
+                "connecting"
+            } else {
+                "down"
+            }
+            .to_owned();
             book.next_dial = p.address.map(|_| now);
             books.insert(p.id.clone(), book);
         }
-        let random = std::fs::File::open("/dev/urandom").map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
+        let random = std::fs::File::open("/dev/urandom")
+            .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
         Ok(RelayIo {
             peers_cfg: cfg.peers.clone(),
             registry_links: Links::new(cfg.peer_id.clone()),
@@ -151,16 +172,23 @@ impl RelayIo {
         // /dev/urandom does not fail short of a broken system; a zeroed nonce would only make
         // this one handshake guessable, and the failure is logged.
         if let Err(e) = self.random.read_exact(&mut buf) {
-            self.logs.push(("ERROR", format!("relay: cannot read random bytes: {e}")));
+            self.logs
+                .push(("ERROR", format!("relay: cannot read random bytes: {e}")));
         }
         let mut nonce = [0u8; 32];
         nonce.copy_from_slice(&buf[..32]);
-        (nonce, u64::from_le_bytes(buf[32..].try_into().expect("8 bytes")))
+        (
+            nonce,
+            u64::from_le_bytes(buf[32..].try_into().expect("8 bytes")),
+        )
     }
 
     /// The hub's directory for outgoing heartbeats.
     pub fn set_directory(&mut self, agents: Vec<(String, u32, u32)>) {
-        let mut d = Directory { version: crate::VERSION.to_owned(), agents: BTreeMap::new() };
+        let mut d = Directory {
+            version: crate::VERSION.to_owned(),
+            agents: BTreeMap::new(),
+        };
         for (name, parked, queued) in agents {
             d.agents.insert(name, AgentEntry { parked, queued });
         }
@@ -172,7 +200,14 @@ impl RelayIo {
         }
     }
 
-    pub fn handle_event(&mut self, registry: &Registry, token: Token, readable: bool, writable: bool, now: Instant) {
+    pub fn handle_event(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        readable: bool,
+        writable: bool,
+        now: Instant,
+    ) {
         if token == RELAY_LISTENER {
             self.accept(registry, now);
             return;
@@ -199,17 +234,29 @@ impl RelayIo {
 
     fn accept(&mut self, registry: &Registry, now: Instant) {
         loop {
-            let Some(listener) = &self.listener else { return };
+            let Some(listener) = &self.listener else {
+                return;
+            };
             match listener.accept() {
                 Ok((mut stream, addr)) => {
                     let token = Token(self.next_token);
                     self.next_token += 1;
-                    if registry.register(&mut stream, token, Interest::READABLE).is_err() {
+                    if registry
+                        .register(&mut stream, token, Interest::READABLE)
+                        .is_err()
+                    {
                         continue;
                     }
                     let (nonce, seed) = self.entropy();
-                    let session = Session::acceptor(self.session_cfg(now), self.keys.clone(), nonce, seed, now);
-                    self.logs.push(("INFO", format!("relay: connection from {addr}")));
+                    let session = Session::acceptor(
+                        self.session_cfg(now),
+                        self.keys.clone(),
+                        nonce,
+                        seed,
+                        now,
+                    );
+                    self.logs
+                        .push(("INFO", format!("relay: connection from {addr}")));
                     self.links.insert(
                         token,
                         Link {
@@ -230,7 +277,8 @@ impl RelayIo {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    self.logs.push(("WARN", format!("relay: accept failed: {e}")));
+                    self.logs
+                        .push(("WARN", format!("relay: accept failed: {e}")));
                     return;
                 }
             }
@@ -241,19 +289,28 @@ impl RelayIo {
         let Some(addr) = peer.address else { return };
         let token = Token(self.next_token);
         self.next_token += 1;
-        let book = self.books.get_mut(&peer.id).expect("every configured peer has a book");
+        let book = self
+            .books
+            .get_mut(&peer.id)
+            .expect("every configured peer has a book");
         book.next_dial = None;
         book.status.state = "connecting".into();
         self.status_dirty = true;
         let mut stream = match TcpStream::connect(addr) {
             Ok(s) => s,
             Err(e) => {
-                self.logs.push(("WARN", format!("relay: dialling {} at {addr} failed: {e}", peer.id)));
+                self.logs.push((
+                    "WARN",
+                    format!("relay: dialling {} at {addr} failed: {e}", peer.id),
+                ));
                 self.schedule_redial(&peer.id.clone(), now);
                 return;
             }
         };
-        if registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE).is_err() {
+        if registry
+            .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+            .is_err()
+        {
             self.schedule_redial(&peer.id.clone(), now);
             return;
         }
@@ -279,7 +336,9 @@ impl RelayIo {
     }
 
     fn schedule_redial(&mut self, peer: &str, now: Instant) {
-        let Some(book) = self.books.get_mut(peer) else { return };
+        let Some(book) = self.books.get_mut(peer) else {
+            return;
+        };
         let waits = &self.cfg.reconnect_backoff_ms;
         let wait = waits[book.backoff_step.min(waits.len() - 1)];
         book.backoff_step += 1;
@@ -292,7 +351,9 @@ impl RelayIo {
     fn read(&mut self, registry: &Registry, token: Token, now: Instant) {
         let mut buf = [0u8; 64 * 1024];
         loop {
-            let Some(link) = self.links.get_mut(&token) else { return };
+            let Some(link) = self.links.get_mut(&token) else {
+                return;
+            };
             match link.stream.read(&mut buf) {
                 Ok(0) => {
                     link.session.handle_eof();
@@ -322,11 +383,22 @@ impl RelayIo {
     /// Drains a session's events and bytes after any input or timeout.
     fn pump(&mut self, registry: &Registry, token: Token, now: Instant) {
         loop {
-            let Some(link) = self.links.get_mut(&token) else { return };
-            let Some(ev) = link.session.poll_event() else { break };
+            let Some(link) = self.links.get_mut(&token) else {
+                return;
+            };
+            let Some(ev) = link.session.poll_event() else {
+                break;
+            };
             match ev {
-                SessionEvent::Established { peer, proto, features, transient, peer_version } => {
-                    let names: Vec<String> = features.iter().map(|f| f.as_str().to_owned()).collect();
+                SessionEvent::Established {
+                    peer,
+                    proto,
+                    features,
+                    transient,
+                    peer_version,
+                } => {
+                    let names: Vec<String> =
+                        features.iter().map(|f| f.as_str().to_owned()).collect();
                     self.logs.push((
                         "INFO",
                         format!(
@@ -339,7 +411,12 @@ impl RelayIo {
                     link.peer = Some(peer.clone());
                     link.session.set_directory(self.directory.clone());
                     let direction = link.direction;
-                    match self.registry_links.established(&peer, token.0 as u64, direction, transient) {
+                    match self.registry_links.established(
+                        &peer,
+                        token.0 as u64,
+                        direction,
+                        transient,
+                    ) {
                         Verdict::Register { replaces } => {
                             if let Some(old) = replaces {
                                 // Logged here: the replaced connection is no longer the link, so
@@ -348,16 +425,31 @@ impl RelayIo {
                                     "INFO",
                                     format!(
                                         "relay: link with {peer} replaced by a newer link ({})",
-                                        if direction == Direction::Dialled { "dialled" } else { "accepted" }
+                                        if direction == Direction::Dialled {
+                                            "dialled"
+                                        } else {
+                                            "accepted"
+                                        }
                                     ),
                                 ));
-                                self.drop_link(registry, Token(old as usize), "replaced by a newer link", now);
+                                self.drop_link(
+                                    registry,
+                                    Token(old as usize),
+                                    "replaced by a newer link",
+                                    now,
+                                );
                             }
                             let book = self.books.entry(peer.clone()).or_default();
                             book.status.id = peer.clone();
                             book.status.state = "up".into();
-                            book.status.direction =
-                                Some(if direction == Direction::Dialled { "dialled" } else { "accepted" }.into());
+                            book.status.direction = Some(
+                                if direction == Direction::Dialled {
+                                    "dialled"
+                                } else {
+                                    "accepted"
+                                }
+                                .into(),
+                            );
                             book.status.proto = Some(proto);
                             book.status.features = names;
                             book.status.peer_version = Some(peer_version);
@@ -372,7 +464,10 @@ impl RelayIo {
                         }
                         Verdict::Transient => {}
                         Verdict::Reject(why) => {
-                            self.logs.push(("INFO", format!("relay: second link with {peer} closed: {why}")));
+                            self.logs.push((
+                                "INFO",
+                                format!("relay: second link with {peer} closed: {why}"),
+                            ));
                             self.drop_link(registry, token, &why, now);
                             return;
                         }
@@ -382,8 +477,10 @@ impl RelayIo {
                     if let Some(peer) = link.peer.clone() {
                         if let Some(b) = self.books.get_mut(&peer) {
                             b.last_heartbeat = Some(now);
-                            b.status.last_heartbeat =
-                                Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+                            b.status.last_heartbeat = Some(
+                                chrono::Utc::now()
+                                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                            );
                             b.status.agents = directory.agents.keys().cloned().collect();
                             self.status_dirty = true;
                         }
@@ -393,11 +490,20 @@ impl RelayIo {
                     // Forwarding and delegation are later extensions; until then a message is
                     // logged by type and dropped (never its payload: it may carry a prompt).
                     let peer = link.peer.clone().unwrap_or_default();
-                    self.logs.push(("INFO", format!("relay: {peer} sent {}; not acted on by this hub", msg.msg_type.as_str())));
+                    self.logs.push((
+                        "INFO",
+                        format!(
+                            "relay: {peer} sent {}; not acted on by this hub",
+                            msg.msg_type.as_str()
+                        ),
+                    ));
                 }
                 SessionEvent::UnknownType { msg_type } => {
                     let peer = link.peer.clone().unwrap_or_default();
-                    self.logs.push(("WARN", format!("relay: {peer} sent unknown message type {msg_type:?}; dropped")));
+                    self.logs.push((
+                        "WARN",
+                        format!("relay: {peer} sent unknown message type {msg_type:?}; dropped"),
+                    ));
                 }
                 SessionEvent::Log(line) => self.logs.push(("INFO", format!("relay: {line}"))),
                 SessionEvent::Closed { reason } => {
@@ -412,14 +518,17 @@ impl RelayIo {
                 }
             }
         }
-        let Some(link) = self.links.get_mut(&token) else { return };
+        let Some(link) = self.links.get_mut(&token) else {
+            return;
+        };
         let mut queued = false;
         while let Some(bytes) = link.session.poll_transmit() {
             link.out.extend_from_slice(&bytes);
             queued = true;
         }
         if link.out.len() - link.out_pos > MAX_PEER_BACKLOG_BYTES {
-            let msg = format!("more than {MAX_PEER_BACKLOG_BYTES} bytes waiting for the peer to read");
+            let msg =
+                format!("more than {MAX_PEER_BACKLOG_BYTES} bytes waiting for the peer to read");
             self.drop_link(registry, token, &msg, now);
             return;
         }
@@ -429,7 +538,9 @@ impl RelayIo {
     }
 
     fn flush(&mut self, registry: &Registry, token: Token, now: Instant) {
-        let Some(link) = self.links.get_mut(&token) else { return };
+        let Some(link) = self.links.get_mut(&token) else {
+            return;
+        };
         if link.connecting {
             return;
         }
@@ -445,7 +556,11 @@ impl RelayIo {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !link.writable_interest {
                         link.writable_interest = true;
-                        let _ = registry.reregister(&mut link.stream, token, Interest::READABLE | Interest::WRITABLE);
+                        let _ = registry.reregister(
+                            &mut link.stream,
+                            token,
+                            Interest::READABLE | Interest::WRITABLE,
+                        );
                     }
                     return;
                 }
@@ -465,7 +580,9 @@ impl RelayIo {
     }
 
     fn drop_link(&mut self, registry: &Registry, token: Token, reason: &str, now: Instant) {
-        let Some(mut link) = self.links.remove(&token) else { return };
+        let Some(mut link) = self.links.remove(&token) else {
+            return;
+        };
         let _ = registry.deregister(&mut link.stream);
         let was_link = self.registry_links.closed(token.0 as u64);
         let Some(peer) = link.peer.clone() else {
@@ -473,14 +590,24 @@ impl RelayIo {
             // unknown peer, v0 refused), a malformed handshake or a missed deadline. The
             // session's reason is the only record of why a peer cannot link.
             if reason != "hub shutting down" {
-                self.logs.push(("WARN", format!("relay: connection from {} closed before a link: {reason}", link.addr)));
+                self.logs.push((
+                    "WARN",
+                    format!(
+                        "relay: connection from {} closed before a link: {reason}",
+                        link.addr
+                    ),
+                ));
             }
             return;
         };
-        let dialled_by_us = self.peers_cfg.iter().any(|p| p.id == peer && p.address.is_some());
+        let dialled_by_us = self
+            .peers_cfg
+            .iter()
+            .any(|p| p.id == peer && p.address.is_some());
         let book = self.books.entry(peer.clone()).or_default();
         if was_link {
-            self.logs.push(("INFO", format!("relay: link with {peer} down: {reason}")));
+            self.logs
+                .push(("INFO", format!("relay: link with {peer} down: {reason}")));
             book.status.state = "down".into();
             book.status.direction = None;
             book.status.reconnects += u64::from(dialled_by_us);
@@ -492,7 +619,8 @@ impl RelayIo {
         if dialled_by_us && (was_link || was_our_dial) && !linked {
             if was_our_dial && !was_link {
                 book.status.last_error = Some(reason.to_owned());
-                self.logs.push(("WARN", format!("relay: dialling {peer} failed: {reason}")));
+                self.logs
+                    .push(("WARN", format!("relay: dialling {peer} failed: {reason}")));
             }
             self.schedule_redial(&peer, now);
         }
@@ -500,8 +628,12 @@ impl RelayIo {
 
     /// Timers: sessions' deadlines (heartbeats, liveness, handshakes), redials, status file.
     pub fn handle_timeout(&mut self, registry: &Registry, now: Instant) {
-        let due: Vec<Token> =
-            self.links.iter().filter(|(_, l)| l.session.poll_timeout().is_some_and(|t| t <= now)).map(|(t, _)| *t).collect();
+        let due: Vec<Token> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.session.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(t, _)| *t)
+            .collect();
         for token in due {
             if let Some(link) = self.links.get_mut(&token) {
                 link.session.handle_timeout(now);
@@ -512,7 +644,9 @@ impl RelayIo {
             .peers_cfg
             .iter()
             .filter(|p| {
-                self.books.get(&p.id).is_some_and(|b| b.next_dial.is_some_and(|t| t <= now))
+                self.books
+                    .get(&p.id)
+                    .is_some_and(|b| b.next_dial.is_some_and(|t| t <= now))
                     && self.registry_links.link_of(&p.id).is_none()
             })
             .cloned()
@@ -533,7 +667,11 @@ impl RelayIo {
             .iter()
             .filter(|(peer, _)| self.registry_links.link_of(peer).is_none())
             .filter_map(|(_, b)| b.next_dial);
-        let status = if self.status_dirty { self.next_status_write } else { None };
+        let status = if self.status_dirty {
+            self.next_status_write
+        } else {
+            None
+        };
         sessions.chain(dials).chain(status).min()
     }
 
@@ -546,7 +684,13 @@ impl RelayIo {
             peers: self.books.values().map(|b| b.status.clone()).collect(),
         };
         if let Err(e) = write_status(&self.cfg.status_path, &status) {
-            self.logs.push(("WARN", format!("relay: cannot write {}: {e}", self.cfg.status_path.display())));
+            self.logs.push((
+                "WARN",
+                format!(
+                    "relay: cannot write {}: {e}",
+                    self.cfg.status_path.display()
+                ),
+            ));
         }
         self.status_dirty = false;
     }
@@ -565,7 +709,10 @@ impl RelayIo {
 }
 
 fn wall_clock(now: Instant) -> WallClock {
-    WallClock { at: now, unix_ms: chrono::Utc::now().timestamp_millis() }
+    WallClock {
+        at: now,
+        unix_ms: chrono::Utc::now().timestamp_millis(),
+    }
 }
 
 trait DueExt {

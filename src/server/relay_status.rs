@@ -45,7 +45,12 @@ pub struct RelayStatus {
 pub fn write_status(path: &Path, status: &RelayStatus) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let text = serde_json::to_string_pretty(status).map_err(std::io::Error::other)?;
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(text.as_bytes())?;
     f.write_all(b"\n")?;
     drop(f);
@@ -55,12 +60,21 @@ pub fn write_status(path: &Path, status: &RelayStatus) -> std::io::Result<()> {
 /// `agent-hub-server relay peers --config PATH`: reads the status file the hub keeps.
 pub fn print_peers(config_path: &Path) -> Result<(), String> {
     let config = Config::load(config_path).map_err(|e| e.to_string())?;
-    let relay = config.relay.ok_or_else(|| format!("{} has no [relay] table", config_path.display()))?;
+    let relay = config
+        .relay
+        .ok_or_else(|| format!("{} has no [relay] table", config_path.display()))?;
     let text = std::fs::read_to_string(&relay.status_path).map_err(|e| {
-        format!("cannot read {}: {e} (is the hub running with this config?)", relay.status_path.display())
+        format!(
+            "cannot read {}: {e} (is the hub running with this config?)",
+            relay.status_path.display()
+        )
     })?;
-    let status: RelayStatus =
-        serde_json::from_str(&text).map_err(|e| format!("{} is not a relay status file: {e}", relay.status_path.display()))?;
+    let status: RelayStatus = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{} is not a relay status file: {e}",
+            relay.status_path.display()
+        )
+    })?;
     let mut out = format!(
         "peer {} listening on {} (as of {})\n{:<20} {:<11} {:<9} {:<5} {:<26} {:<25} {:>10} {:>10} {:>10}\n",
         status.peer_id,
@@ -77,7 +91,11 @@ pub fn print_peers(config_path: &Path) -> Result<(), String> {
         "RECONNECTS"
     );
     for p in &status.peers {
-        let features = if p.features.is_empty() { "-".to_owned() } else { p.features.join(",") };
+        let features = if p.features.is_empty() {
+            "-".to_owned()
+        } else {
+            p.features.join(",")
+        };
         out.push_str(&format!(
             "{:<20} {:<11} {:<9} {:<5} {:<26} {:<25} {:>10} {:>10} {:>10}\n",
             p.id,

@@ -107,12 +107,18 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                     match server.start_relay(relay) {
                         Ok(a) => {
                             let at = a.map_or("(dialling only)".to_owned(), |a| a.to_string());
-                            server.records().log("INFO", &format!("relay started as {peer_id}, listening on {at}"));
+                            server.records().log(
+                                "INFO",
+                                &format!("relay started as {peer_id}, listening on {at}"),
+                            );
                             server.records().flush_service();
                             a
                         }
                         Err(cause) => {
-                            let e = StartupError { stage: "relay", cause };
+                            let e = StartupError {
+                                stage: "relay",
+                                cause,
+                            };
                             server.records().log("ERROR", &e.to_string());
                             server.records().flush_service();
                             return Err(e);
@@ -120,7 +126,11 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                     }
                 }
             };
-            Ok(Started { server, addr, relay_addr })
+            Ok(Started {
+                server,
+                addr,
+                relay_addr,
+            })
         }
         Err(e) => {
             records.log("ERROR", &e.to_string());
@@ -175,7 +185,11 @@ fn start_rest(
             Box::new(Memory),
             "in memory (queues do not survive a restart)".into(),
         ),
-        StoreConfig::Sqlite { path, max_bytes, sync } => (
+        StoreConfig::Sqlite {
+            path,
+            max_bytes,
+            sync,
+        } => (
             Box::new(Sqlite::open_with(path, *max_bytes, *sync).map_err(fail("store"))?),
             format!("SQLite at {} (cap {max_bytes} bytes)", path.display()),
         ),

@@ -5,9 +5,9 @@
 //! Owns the SQL. Refuses: deciding what to store.
 
 use super::{Loaded, Store, StoreError, StoreOp, StoredEnvelope, StoredId};
+use crate::config::SyncPolicy;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use crate::config::SyncPolicy;
 use std::path::Path;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
@@ -107,7 +107,8 @@ impl Sqlite {
             SyncPolicy::Full => "FULL",
             SyncPolicy::Normal => "NORMAL",
         };
-        conn.pragma_update(None, "synchronous", level).map_err(locked_err)?;
+        conn.pragma_update(None, "synchronous", level)
+            .map_err(locked_err)?;
         let page_size: i64 = conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .map_err(locked_err)?;
@@ -417,7 +418,10 @@ mod tests {
         for (policy, level) in [(SyncPolicy::Full, 2), (SyncPolicy::Normal, 1)] {
             let path = tmp(&format!("sync{level}"));
             let s = Sqlite::open_with(&path, 1 << 30, policy).unwrap();
-            let got: i64 = s.conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+            let got: i64 = s
+                .conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap();
             assert_eq!(got, level, "{policy:?}");
         }
     }
