@@ -7,6 +7,8 @@
 //! Owns a small local harness (copied from tests/deliver.rs: a test binary cannot share it).
 //! Every wait is bounded.
 
+mod common;
+
 use serde_json::{json, Value};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -75,53 +77,8 @@ impl Hub {
             );
         }
         write_private(&d.join("roster.toml"), &roster);
-        write_private(
-            &d.join("config.toml"),
-            "port = 0\naudit_log_path = \"audit.jsonl\"\nservice_log_path = \"service.log\"\n\
-             roster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n[limits]\n\
-             max_line_bytes = 1048576\nmax_connections = 1024\nhello_timeout_ms = 10000\n\
-             verb_timeout_ms = 10000\nwrite_timeout_ms = 30000\nqueue_max_envelopes = 10000\n\
-             queue_max_bytes = 67108864\nhub_max_bytes = 1073741824\nack_timeout_ms = 30000\n\
-             idempotency_window_secs = 86400\nidempotency_max_ids = 1000000\n",
-        );
-        let stderr = fs::File::create(d.join("server.stderr")).unwrap();
-        let mut child = Command::new(SERVER)
-            .arg("--config")
-            .arg(d.join("config.toml"))
-            .current_dir(d)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn agent-hub-server");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let started = Instant::now();
-        let port = loop {
-            let left = DEADLINE.saturating_sub(started.elapsed());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    let port = line
-                        .strip_prefix("agent-hub-server: listening on 127.0.0.1:")
-                        .and_then(|r| r.strip_suffix("; hub ready"))
-                        .and_then(|p| p.parse().ok());
-                    if let Some(p) = port {
-                        break p;
-                    }
-                }
-                Err(_) => {
-                    let _ = child.kill();
-                    let err = fs::read_to_string(d.join("server.stderr")).unwrap_or_default();
-                    panic!("agent-hub-server printed no ready line; stderr:\n{err}");
-                }
-            }
-        };
+        write_private(&d.join("config.toml"), &common::memory_config(30000));
+        let (child, port) = common::start_server(SERVER, d, DEADLINE);
         Hub {
             dir,
             child: Some(child),

@@ -1,0 +1,65 @@
+//! Shared by the small test binaries (tests/deliver.rs, tests/mcp.rs) that need a real hub but
+//! not the whole integration harness: the config text and starting `agent-hub-server` in a
+//! folder until it prints its ready line. Never sleeps; every wait has a deadline.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A config for a memory-store hub on a free port, the example limits but `ack_timeout_ms`.
+pub fn memory_config(ack_timeout_ms: u64) -> String {
+    format!(
+        "port = 0\naudit_log_path = \"audit.jsonl\"\nservice_log_path = \"service.log\"\n\
+         roster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n[limits]\n\
+         max_line_bytes = 1048576\nmax_connections = 1024\nhello_timeout_ms = 10000\n\
+         verb_timeout_ms = 10000\nwrite_timeout_ms = 30000\nqueue_max_envelopes = 10000\n\
+         queue_max_bytes = 67108864\nhub_max_bytes = 1073741824\nack_timeout_ms = {ack_timeout_ms}\n\
+         idempotency_window_secs = 86400\nidempotency_max_ids = 1000000\n"
+    )
+}
+
+/// Starts `server --config <dir>/config.toml` in `dir` and waits (at most `deadline`) for its
+/// ready line; returns the child and its port. Stdout is drained to its end on a thread so the
+/// server never blocks on a full pipe; stderr goes to `<dir>/server.stderr`.
+pub fn start_server(server: &str, dir: &Path, deadline: Duration) -> (Child, u16) {
+    let stderr = std::fs::File::create(dir.join("server.stderr")).unwrap();
+    let mut child = Command::new(server)
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn agent-hub-server");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let started = Instant::now();
+    loop {
+        let left = deadline.saturating_sub(started.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let port = line
+                    .strip_prefix("agent-hub-server: listening on 127.0.0.1:")
+                    .and_then(|r| r.strip_suffix("; hub ready"))
+                    .and_then(|p| p.parse().ok());
+                if let Some(p) = port {
+                    return (child, p);
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let err = std::fs::read_to_string(dir.join("server.stderr")).unwrap_or_default();
+                panic!("agent-hub-server printed no ready line; stderr:\n{err}");
+            }
+        }
+    }
+}
