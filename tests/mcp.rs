@@ -459,6 +459,10 @@ import asyncio, json, sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+def failed(result):
+    # The SDK's attribute is `isError` in 1.x and `is_error` in 2.x.
+    return getattr(result, "is_error", getattr(result, "isError", None))
+
 def server(name):
     return StdioServerParameters(command=sys.argv[1], args=["mcp", "--as", name, "--token-file", sys.argv[3 if name == "alpha" else 4], "--port", sys.argv[2]])
 
@@ -469,12 +473,12 @@ async def main():
             names = [t.name for t in (await a.list_tools()).tools]
             assert names == ["send", "await", "who", "whoami"], names
             sent = await a.call_tool("send", {"to": "beta", "kind": "task", "body": {"py": True}})
-            assert not sent.isError, sent
+            assert failed(sent) is False, sent
             got = await b.call_tool("await", {"timeoutSecs": 10})
             env = json.loads(got.content[0].text)
             assert env["id"] == sent.content[0].text and env["body"] == {"py": True}, env
             empty = await b.call_tool("await", {"timeoutSecs": 0})
-            assert not empty.isError and empty.content[0].text.startswith("no message yet"), empty
+            assert failed(empty) is False and empty.content[0].text.startswith("no message yet"), empty
             print("ok")
 
 asyncio.run(main())
