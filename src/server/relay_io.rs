@@ -23,6 +23,10 @@ pub const RELAY_TOKEN_BASE: usize = 1 << 40;
 const RELAY_LISTENER: Token = Token(RELAY_TOKEN_BASE);
 /// Bytes queued for one peer before the link is dropped as too slow to keep.
 pub const MAX_PEER_BACKLOG_BYTES: usize = 16 * 1024 * 1024;
+/// Failed handshakes from one address within `FAILURE_WINDOW` before it is refused for
+/// `FAILURE_WINDOW` (what v0 acceptors do: relay-compat.md, "Authentication and handshake").
+const MAX_FAILED_HANDSHAKES: u32 = 5;
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// The status file is rewritten at most this often.
 const STATUS_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -65,6 +69,9 @@ pub struct RelayIo {
     directory: Directory,
     status_dirty: bool,
     next_status_write: Option<Instant>,
+    /// Per source address: failed handshakes in the current window (count, window start),
+    /// and until when it is refused.
+    failures: HashMap<std::net::IpAddr, (u32, Instant, Option<Instant>)>,
     /// Service-log lines waiting for the loop to write them.
     pub logs: Vec<(&'static str, String)>,
     random: std::fs::File,
@@ -147,6 +154,7 @@ impl RelayIo {
             status_dirty: true,
             next_status_write: Some(now),
             logs: Vec::new(),
+            failures: HashMap::new(),
             random,
         })
     }
@@ -239,6 +247,10 @@ impl RelayIo {
             };
             match listener.accept() {
                 Ok((mut stream, addr)) => {
+                    if self.refused(addr.ip(), now) {
+                        drop(stream);
+                        continue;
+                    }
                     let token = Token(self.next_token);
                     self.next_token += 1;
                     if registry
@@ -579,6 +591,43 @@ impl RelayIo {
         }
     }
 
+    /// Whether connections from `ip` are refused now (too many failed handshakes).
+    fn refused(&mut self, ip: std::net::IpAddr, now: Instant) -> bool {
+        match self.failures.get(&ip) {
+            Some(&(_, _, Some(until))) if until > now => true,
+            Some(&(_, _, Some(_))) => {
+                self.failures.remove(&ip);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Counts a failed handshake from `ip`; the fifth within the window refuses it for a while.
+    fn note_failure(&mut self, ip: std::net::IpAddr, now: Instant) {
+        let entry = self.failures.entry(ip).or_insert((0, now, None));
+        if now.duration_since(entry.1) > FAILURE_WINDOW {
+            *entry = (0, now, None);
+        }
+        entry.0 += 1;
+        if entry.0 >= MAX_FAILED_HANDSHAKES && entry.2.is_none() {
+            entry.2 = Some(now + FAILURE_WINDOW);
+            self.logs.push((
+                "WARN",
+                format!(
+                    "relay: refusing connections from {ip} for {} s after {MAX_FAILED_HANDSHAKES} failed handshakes",
+                    FAILURE_WINDOW.as_secs()
+                ),
+            ));
+        }
+        // Bounded: addresses whose window and refusal are over are forgotten.
+        if self.failures.len() > 4096 {
+            self.failures.retain(|_, (_, start, until)| {
+                until.is_some_and(|u| u > now) || now.duration_since(*start) <= FAILURE_WINDOW
+            });
+        }
+    }
+
     fn drop_link(&mut self, registry: &Registry, token: Token, reason: &str, now: Instant) {
         let Some(mut link) = self.links.remove(&token) else {
             return;
@@ -597,6 +646,7 @@ impl RelayIo {
                         link.addr
                     ),
                 ));
+                self.note_failure(link.addr.ip(), now);
             }
             return;
         };
