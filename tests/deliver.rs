@@ -15,7 +15,6 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -37,36 +36,7 @@ const SAMPLES: [(&str, &str); 3] = [
 
 // ----- harness -----
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "agent-hub-deliver-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&p).unwrap();
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o700)).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept for inspection: {}", self.0.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn write_private(path: &Path, text: &str) {
-    fs::write(path, text).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
-}
+use common::{write_private, TempDir};
 
 /// A running hub plus a state directory for the delivery commands.
 struct Hub {
@@ -81,7 +51,7 @@ impl Hub {
     }
 
     fn start_with_ack_timeout_ms(ack_timeout_ms: u64) -> Hub {
-        let dir = TempDir::new();
+        let dir = TempDir::new("deliver");
         let d = &dir.0;
         fs::create_dir(d.join("tokens")).unwrap();
         fs::create_dir(d.join("state")).unwrap();

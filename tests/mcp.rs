@@ -13,9 +13,8 @@ use serde_json::{json, Value};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -26,36 +25,7 @@ const AGENTS: [(&str, &str); 2] = [("alpha", "tok-alpha-3e1f"), ("beta", "tok-be
 
 // ----- harness -----
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "agent-hub-mcp-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&p).unwrap();
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o700)).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("kept for inspection: {}", self.0.display());
-        } else {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn write_private(path: &Path, text: &str) {
-    fs::write(path, text).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
-}
+use common::{write_private, TempDir};
 
 struct Hub {
     dir: TempDir,
@@ -65,7 +35,7 @@ struct Hub {
 
 impl Hub {
     fn start() -> Hub {
-        let dir = TempDir::new();
+        let dir = TempDir::new("mcp");
         let d = &dir.0;
         fs::create_dir(d.join("tokens")).unwrap();
         let mut roster = String::from("[agents]\n");

@@ -230,21 +230,26 @@ mod tests {
             .port()
     }
 
-    #[test]
-    fn loop_replies_line_by_line_and_ends_at_eof() {
+    /// Runs the loop over `input` against a port where no hub listens; the reply lines.
+    fn replies(input: &[u8]) -> Vec<Value> {
         let ep = Endpoint {
             name: "a".into(),
             token: "t".into(),
             port: dead_port(),
         };
-        let input = b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\n{bad\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}";
         let mut out = Vec::new();
-        serve(&ep, &input[..], &mut out).unwrap();
-        let lines: Vec<Value> = String::from_utf8(out)
+        serve(&ep, input, &mut out).unwrap();
+        String::from_utf8(out)
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn loop_replies_line_by_line_and_ends_at_eof() {
+        let input = b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\n{bad\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}";
+        let lines = replies(&input[..]);
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[0]["id"], 0);
         assert_eq!(lines[1]["error"]["code"], -32700);
@@ -254,19 +259,8 @@ mod tests {
 
     #[test]
     fn hub_down_is_a_tool_error() {
-        let ep = Endpoint {
-            name: "a".into(),
-            token: "t".into(),
-            port: dead_port(),
-        };
         let input = b"{\"jsonrpc\":\"2.0\",\"id\":\"w\",\"method\":\"tools/call\",\"params\":{\"name\":\"who\"}}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"await\",\"arguments\":{\"timeoutSecs\":0}}}\n";
-        let mut out = Vec::new();
-        serve(&ep, &input[..], &mut out).unwrap();
-        let lines: Vec<Value> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = replies(&input[..]);
         assert_eq!(lines.len(), 2);
         for l in &lines {
             assert_eq!(l["result"]["isError"], true, "{l}");
@@ -280,20 +274,9 @@ mod tests {
 
     #[test]
     fn an_overlong_line_is_skipped() {
-        let ep = Endpoint {
-            name: "a".into(),
-            token: "t".into(),
-            port: 1,
-        };
         let mut input = vec![b'x'; (MAX_LINE_BYTES + 10) as usize];
         input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
-        let mut out = Vec::new();
-        serve(&ep, &input[..], &mut out).unwrap();
-        let lines: Vec<Value> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = replies(&input[..]);
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["error"]["code"], -32700);
         assert_eq!(lines[1]["id"], 3);

@@ -2,9 +2,12 @@
 //! not the whole integration harness: the config text and starting `agent-hub-server` in a
 //! folder until it prints its ready line. Never sleeps; every wait has a deadline.
 
+use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -62,4 +65,38 @@ pub fn start_server(server: &str, dir: &Path, deadline: Duration) -> (Child, u16
             }
         }
     }
+}
+
+/// A private (700) temp folder, removed on drop unless the test panicked (then its path is
+/// printed for inspection).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "agent-hub-{prefix}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&p).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o700)).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for inspection: {}", self.0.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Writes a file readable by its owner only (roster, tokens).
+pub fn write_private(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
