@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// The hub's limits. Every one is explicit in the config file; `config.example.toml` carries
 /// the recommended values.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Longest accepted line, not counting its `\n`.
@@ -51,6 +51,15 @@ impl Limits {
     }
     pub fn ack_timeout(&self) -> Duration {
         Duration::from_millis(self.ack_timeout_ms)
+    }
+
+    /// The `[limits]` table as config text (tests and tools that write configs).
+    pub fn to_toml(&self) -> String {
+        // Invariant: a struct of integers always serialises to TOML.
+        format!(
+            "[limits]\n{}",
+            toml::to_string(self).expect("integers serialise")
+        )
     }
 
     /// The limits of `config.example.toml`, for tests and the demo.
@@ -454,6 +463,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("write_timeout_ms"), "{e}");
+    }
+
+    #[test]
+    fn limits_to_toml_round_trips() {
+        let mut l = Limits::example();
+        l.ack_timeout_ms = 1234;
+        let text = EXAMPLE[..EXAMPLE.find("[limits]").unwrap()].to_owned() + &l.to_toml();
+        assert_eq!(Config::parse(&text, Path::new("/")).unwrap().limits, l);
     }
 
     #[test]

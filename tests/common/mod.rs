@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 
 /// A config for a memory-store hub on a free port, the example limits but `ack_timeout_ms`.
 pub fn memory_config(ack_timeout_ms: u64) -> String {
+    let limits = agent_hub::config::Limits {
+        ack_timeout_ms,
+        ..agent_hub::config::Limits::example()
+    };
     format!(
         "port = 0\naudit_log_path = \"audit.jsonl\"\nservice_log_path = \"service.log\"\n\
-         roster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n[limits]\n\
-         max_line_bytes = 1048576\nmax_connections = 1024\nhello_timeout_ms = 10000\n\
-         verb_timeout_ms = 10000\nwrite_timeout_ms = 30000\nqueue_max_envelopes = 10000\n\
-         queue_max_bytes = 67108864\nhub_max_bytes = 1073741824\nack_timeout_ms = {ack_timeout_ms}\n\
-         idempotency_window_secs = 86400\nidempotency_max_ids = 1000000\n"
+         roster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n{}",
+        limits.to_toml()
     )
 }
 

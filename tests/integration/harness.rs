@@ -105,60 +105,8 @@ pub fn mode_of(path: &Path) -> u32 {
 
 // ----- config -----
 
-/// The `[limits]` table. Defaults are `config.example.toml`'s values.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub max_line_bytes: usize,
-    pub max_connections: usize,
-    pub hello_timeout_ms: u64,
-    pub verb_timeout_ms: u64,
-    pub write_timeout_ms: u64,
-    pub queue_max_envelopes: usize,
-    pub queue_max_bytes: usize,
-    pub hub_max_bytes: usize,
-    pub ack_timeout_ms: u64,
-    pub idempotency_window_secs: u64,
-    pub idempotency_max_ids: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_line_bytes: 1_048_576,
-            max_connections: 1024,
-            hello_timeout_ms: 10_000,
-            verb_timeout_ms: 10_000,
-            write_timeout_ms: 30_000,
-            queue_max_envelopes: 10_000,
-            queue_max_bytes: 67_108_864,
-            hub_max_bytes: 1_073_741_824,
-            ack_timeout_ms: 30_000,
-            idempotency_window_secs: 86_400,
-            idempotency_max_ids: 1_000_000,
-        }
-    }
-}
-
-impl Limits {
-    pub fn toml(&self) -> String {
-        format!(
-            "[limits]\nmax_line_bytes = {}\nmax_connections = {}\nhello_timeout_ms = {}\nverb_timeout_ms = {}\n\
-             write_timeout_ms = {}\nqueue_max_envelopes = {}\nqueue_max_bytes = {}\nhub_max_bytes = {}\n\
-             ack_timeout_ms = {}\nidempotency_window_secs = {}\nidempotency_max_ids = {}\n",
-            self.max_line_bytes,
-            self.max_connections,
-            self.hello_timeout_ms,
-            self.verb_timeout_ms,
-            self.write_timeout_ms,
-            self.queue_max_envelopes,
-            self.queue_max_bytes,
-            self.hub_max_bytes,
-            self.ack_timeout_ms,
-            self.idempotency_window_secs,
-            self.idempotency_max_ids
-        )
-    }
-}
+/// The `[limits]` table: the server's own type, so a new limit needs no change here.
+pub use agent_hub::config::Limits;
 
 /// A test's files before the server starts. Layout of the temp dir:
 /// `config.toml`, `roster.toml`, `tokens/<name>.token`, the two logs (relative paths in the
@@ -198,7 +146,7 @@ impl Setup {
         }
         let s = Setup {
             dir,
-            limits: Limits::default(),
+            limits: Limits::example(),
             audit_log_path: "audit.jsonl".into(),
             service_log_path: "service.log".into(),
             config_text: None,
@@ -265,7 +213,7 @@ impl Setup {
             self.port,
             self.audit_log_path,
             self.service_log_path,
-            self.limits.toml()
+            self.limits.to_toml()
         )
     }
 
