@@ -351,6 +351,25 @@ impl Setup {
         }
     }
 
+    /// Runs the server expecting a fatal startup error at `stage` whose text contains `needle`.
+    pub fn fails_at(&self, stage: &str, needle: &str) -> Output {
+        let out = self.run_expecting_exit();
+        out.assert_code(1);
+        let prefix = format!("agent-hub-server: startup failed at {stage}: ");
+        assert!(
+            out.stderr.starts_with(&prefix),
+            "expected {prefix:?}…, stderr: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(needle),
+            "expected {needle:?} in stderr: {}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("hub ready"), "{}", out.stdout);
+        out
+    }
+
     /// Runs the server expecting it to exit by itself (a fatal startup error).
     pub fn run_expecting_exit(&self) -> Output {
         self.write_config();

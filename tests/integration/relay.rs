@@ -1535,25 +1535,6 @@ fn keygen_writes_a_private_key_and_refuses_to_overwrite() {
     );
 }
 
-/// Runs the server expecting exit 1 at `stage` with `needle` in stderr.
-fn fails_at(setup: &Setup, stage: &str, needle: &str) -> Output {
-    let out = setup.run_expecting_exit();
-    out.assert_code(1);
-    let prefix = format!("agent-hub-server: startup failed at {stage}: ");
-    assert!(
-        out.stderr.starts_with(&prefix),
-        "expected {prefix:?}…, stderr: {}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains(needle),
-        "expected {needle:?} in stderr: {}",
-        out.stderr
-    );
-    assert!(!out.stdout.contains("hub ready"), "{}", out.stdout);
-    out
-}
-
 #[test]
 fn relay_config_errors_are_fatal_at_their_stage() {
     let key = key_hex(0x11);
@@ -1568,15 +1549,11 @@ fn relay_config_errors_are_fatal_at_their_stage() {
         std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
     .unwrap();
-    let out = fails_at(
-        &setup,
-        "relay",
-        &format!("chmod 600 {}", key_file.display()),
-    );
+    let out = setup.fails_at("relay", &format!("chmod 600 {}", key_file.display()));
     assert!(!out.stderr.contains(&key));
     // A key file that is not a key.
     write_file(&key_file, "not-a-key\n", 0o600);
-    fails_at(&setup, "relay", "64 hex characters");
+    setup.fails_at("relay", "64 hex characters");
 
     type Tweak = fn(&mut RelaySpec);
     let cases: [(Tweak, &str); 4] = [
@@ -1593,6 +1570,6 @@ fn relay_config_errors_are_fatal_at_their_stage() {
         let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer("west", None, &key, false);
         tweak(&mut spec);
         spec.apply(&mut setup);
-        fails_at(&setup, "config", needle);
+        setup.fails_at("config", needle);
     }
 }

@@ -11,31 +11,12 @@ use std::time::Duration;
 
 const ROSTER_HEAD: &str = "[agents]\nalpha = \"tok-alpha-SECRET-1d9e\"\n";
 
-/// Runs the server expecting a fatal startup error at `stage` whose text contains `needle`.
-fn fails_at(setup: &Setup, stage: &str, needle: &str) -> Output {
-    let out = setup.run_expecting_exit();
-    out.assert_code(1);
-    let prefix = format!("agent-hub-server: startup failed at {stage}: ");
-    assert!(
-        out.stderr.starts_with(&prefix),
-        "expected {prefix:?}…, stderr: {}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains(needle),
-        "expected {needle:?} in stderr: {}",
-        out.stderr
-    );
-    assert!(!out.stdout.contains("hub ready"), "{}", out.stdout);
-    out
-}
-
 #[test]
 fn a_roster_defining_hub_in_any_letter_case_is_fatal() {
     for name in ["hub", "HUB", "Hub"] {
         let setup = Setup::new();
         setup.write_roster(&format!("{ROSTER_HEAD}{name} = \"tok-x\"\n"), 0o600);
-        fails_at(&setup, "roster", "reserved");
+        setup.fails_at("roster", "reserved");
         // Fatal startup errors reach the service log too once it is open.
         let log = std::fs::read_to_string(setup.path("service.log")).unwrap();
         assert!(log.contains("startup failed at roster"), "{log}");
@@ -48,8 +29,7 @@ fn a_roster_readable_by_others_is_refused_naming_chmod_600() {
         let setup = Setup::new();
         setup.write_roster(ROSTER_HEAD, mode);
         let roster = setup.path("roster.toml");
-        fails_at(
-            &setup,
+        setup.fails_at(
             "roster",
             &format!("fix it with: chmod 600 {}", roster.display()),
         );
@@ -78,7 +58,7 @@ fn bad_rosters_are_fatal() {
     for (text, needle) in cases {
         let setup = Setup::new();
         setup.write_roster(text, 0o600);
-        let out = fails_at(&setup, "roster", needle);
+        let out = setup.fails_at("roster", needle);
         assert!(
             !out.stderr.contains("SECRET"),
             "no token in errors: {}",
@@ -87,7 +67,7 @@ fn bad_rosters_are_fatal() {
     }
     let setup = Setup::new();
     std::fs::remove_file(setup.path("roster.toml")).unwrap();
-    fails_at(&setup, "roster", "cannot read roster");
+    setup.fails_at("roster", "cannot read roster");
 }
 
 #[test]
@@ -127,7 +107,7 @@ fn config_errors_are_fatal() {
     for (text, needle) in cases {
         let mut setup = Setup::new();
         setup.config_text = Some(text);
-        fails_at(&setup, "config", needle);
+        setup.fails_at("config", needle);
     }
     let setup = Setup::new();
     let out = setup.run_server_with(&setup.path("no-such-config.toml"));
@@ -150,7 +130,7 @@ fn a_port_in_use_is_fatal_at_listen() {
             .generated_config()
             .replace("port = 0", &format!("port = {port}")),
     );
-    fails_at(&setup, "listen", &format!("cannot bind 127.0.0.1:{port}"));
+    setup.fails_at("listen", &format!("cannot bind 127.0.0.1:{port}"));
 }
 
 #[test]
@@ -381,8 +361,8 @@ fn a_hub_whose_stdout_nobody_reads_keeps_serving() {
 fn unopenable_record_files_are_fatal_at_their_stage() {
     let mut setup = Setup::new();
     setup.audit_log_path = "no-such-dir/audit.jsonl".into();
-    fails_at(&setup, "audit log", "cannot open audit log");
+    setup.fails_at("audit log", "cannot open audit log");
     let mut setup = Setup::new();
     setup.service_log_path = "no-such-dir/service.log".into();
-    fails_at(&setup, "service log", "cannot open service log");
+    setup.fails_at("service log", "cannot open service log");
 }
