@@ -1,0 +1,545 @@
+#!/usr/bin/env bash
+# End-to-end check of agent-hub with REAL agent CLIs, offline, against a loopback mock LLM.
+#
+#   scripts/e2e-agents.sh [--agent claude|codex|gemini|all]... [--no-build] [--keep] [--trace-net]
+#
+# For each agent (default: claude) it:
+#   1. builds target/release/{agent-hub,agent-hub-server} (cargo build --release; --no-build
+#      uses what is there), and installs the agent CLI from npm, pinned to the version the
+#      facts file verified, into a cache OUTSIDE the repository
+#      ($E2E_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/agent-hub-e2e; reused when present);
+#   2. starts a fresh hub (`agent-hub-server demo DIR --port 0`; the port is read from its
+#      "listening on 127.0.0.1:PORT" line) with identities `worker` and `orchestrator`;
+#   3. starts the shared mock LLM (../shared/tools/mock_llm.py, or $E2E_MOCK_LLM) on a free
+#      127.0.0.1 port through scripts/e2e-mock-llm.py, a wrapper that (a) gives the mock's
+#      tool call the arguments the hub's `send` needs (the mock itself always sends
+#      {"text":"ping-from-mock"}, which `send` refuses) and (b) holds the model's answer to the
+#      tool result until the script says go (see below), and logs every request body;
+#   4. makes a temporary HOME, writes only what points the agent at the mock (Codex provider,
+#      Gemini auth type; telemetry, update checks and plugin sync off), and runs
+#      `agent-hub install --agent NAME --as worker ...` there: the MCP server and the Stop
+#      (Gemini: AfterAgent) hook come from agent-hub's own installer, nothing is hand-written;
+#   5. runs the agent headless (`claude -p`, `codex exec`, `gemini -p`) with the prompt
+#      "CALL_TOOL:send", in a clean environment (env -i) and its own process group. The mock
+#      makes the model call the hub's send tool, through `agent-hub mcp`, to `orchestrator`;
+#   6. meanwhile, as `orchestrator`, awaits that envelope, then sends a reply to `worker`
+#      (`agent-hub send`, correlation id = the agent's envelope) and only then lets the mock
+#      answer the tool result, so the reply is queued before the agent's turn can end;
+#   7. the agent's turn ends, the installed hook (`agent-hub hook stop`) takes the reply and
+#      blocks with it; the agent runs a second turn with it; at the next stop there is no new
+#      mail and the agent exits.
+#
+# Checks, one PASS/FAIL line each:
+#   install        agent-hub install exited 0 and wrote the MCP server and the hook
+#   agent-exit     the agent exited 0 within $E2E_AGENT_TIMEOUT seconds (default 180)
+#   mcp-tool       the mock offered and called the hub's send tool under the agent's own name
+#                  (mcp__agent-hub__send, mcp__agent_hub::send, mcp_agent-hub_send)
+#   hub-envelope   orchestrator received the agent's envelope: from worker, kind e2e-ping, body
+#                  exactly the one the model sent
+#   tool-result    the next model request carried the hub's answer (the envelope id) as the
+#                  tool result
+#   hook-feedback  a later model request holds the Stop-hook feedback: the reply's body, its id
+#                  and `from "orchestrator"` (from the mock's own MOCK_LOG where it shows it; Codex
+#                  wraps hook text in <hook_prompt>, which the mock's log skips, so there the
+#                  wrapper's request log is read)
+#   second-turn    the agent's final answer is the mock's answer to that feedback request
+#   reply-acked    the hub reports the reply `acked` (agent-hub status)
+#   hook-bounded   the hook then let the agent stop: no model request after the feedback turn
+#   loopback-only  (--trace-net, needs strace) the agent connected to no address but 127.0.0.1
+#
+# Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
+# check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
+# unreachable, package not installable, no python3 or no mock). Nothing here fails for lack of
+# network: that is a SKIP.
+#
+# Environment: E2E_CACHE, E2E_MOCK_LLM, E2E_AGENT_TIMEOUT, E2E_{CLAUDE,CODEX,GEMINI}_VERSION
+# (npm versions; "latest" works too), E2E_{CLAUDE,CODEX,GEMINI}_BIN (use this binary
+# instead of installing). Only 127.0.0.1 is used; the npm registry is contacted only to
+# install a missing agent. Every process started here is stopped by its PID (agents by their
+# own process group) on exit. Work files are under a mktemp dir, removed on success and kept
+# (path printed) on failure or with --keep.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-hub-e2e}
+MOCK_LLM=${E2E_MOCK_LLM:-$ROOT/../shared/tools/mock_llm.py}
+AGENT_TIMEOUT=${E2E_AGENT_TIMEOUT:-180}
+CLAUDE_VERSION=${E2E_CLAUDE_VERSION:-2.1.197}
+CODEX_VERSION=${E2E_CODEX_VERSION:-0.171.0}
+GEMINI_VERSION=${E2E_GEMINI_VERSION:-0.61.0}
+
+usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
+
+AGENTS=()
+BUILD=1
+KEEP=0
+TRACE=0
+while (($#)); do
+    case $1 in
+        --agent)
+            [[ $# -ge 2 ]] || { usage >&2; exit 1; }
+            case $2 in
+                claude | codex | gemini) AGENTS+=("$2") ;;
+                all) AGENTS+=(claude codex gemini) ;;
+                *) echo "e2e: unknown agent '$2' (claude, codex, gemini or all)" >&2; exit 1 ;;
+            esac
+            shift 2 ;;
+        --agent=*) set -- --agent "${1#--agent=}" "${@:2}" ;;
+        --no-build) BUILD=0; shift ;;
+        --keep) KEEP=1; shift ;;
+        --trace-net) TRACE=1; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "e2e: unknown argument '$1'" >&2; usage >&2; exit 1 ;;
+    esac
+done
+((${#AGENTS[@]})) || AGENTS=(claude)
+
+NPASS=0 NFAIL=0 NSKIP=0 NRAN=0
+pass() { NPASS=$((NPASS + 1)); echo "PASS [$1] $2${3:+: $3}"; }
+fail() { NFAIL=$((NFAIL + 1)); echo "FAIL [$1] $2${3:+: $3}"; }
+skip() { NSKIP=$((NSKIP + 1)); echo "SKIP [$1] $2"; }
+note() { echo "     [$1] $2"; }
+
+# ---- processes: every one we start is recorded here and stopped by PID on exit ----------
+PIDS=()   # single processes (hub, mock, helper clients)
+PGIDS=()  # agents, each the leader of its own process group (setsid)
+WORK=""
+# A PID leaves these lists as soon as its process has been waited for, so a PID the kernel
+# may have reused is never signalled.
+stop_pid() { kill -TERM "$1" 2>/dev/null || true; }
+forget() {
+    local x=$1 p keep=()
+    for p in ${PIDS[@]+"${PIDS[@]}"}; do [[ $p == "$x" ]] || keep+=("$p"); done
+    PIDS=(${keep[@]+"${keep[@]}"})
+    keep=()
+    for p in ${PGIDS[@]+"${PGIDS[@]}"}; do [[ $p == "$x" ]] || keep+=("$p"); done
+    PGIDS=(${keep[@]+"${keep[@]}"})
+}
+# Stops one process we started (TERM, then KILL after 2 s), reaps it and forgets it.
+reap() {
+    local p=$1 i
+    stop_pid "$p"
+    for ((i = 0; i < 20; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+    forget "$p"
+}
+# Stops what is left of an agent's process group (its leader already exited and was waited
+# for: MCP servers or relaunched children may linger), then forgets it.
+reap_group() {
+    local g=$1 i
+    kill -TERM -- "-$g" 2>/dev/null || true
+    for ((i = 0; i < 20; i++)); do kill -0 -- "-$g" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$g" 2>/dev/null || true
+    forget "$g"
+}
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+    local rc=$? p
+    trap - EXIT INT TERM
+    for p in ${PGIDS[@]+"${PGIDS[@]}"}; do kill -TERM -- "-$p" 2>/dev/null || true; done
+    for p in ${PGIDS[@]+"${PGIDS[@]}"}; do reap_group "$p"; done
+    for p in ${PIDS[@]+"${PIDS[@]}"}; do reap "$p"; done
+    if [[ -n $WORK && -d $WORK ]]; then
+        if ((KEEP || NFAIL || rc != 0 && rc != 77)); then
+            echo "e2e: work files kept in $WORK"
+        else
+            rm -rf "$WORK"
+        fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- prerequisites ---------------------------------------------------------------------
+all_skipped() {
+    echo "SKIP: $1"
+    echo "e2e: 0 passed, 0 failed, ${#AGENTS[@]} skipped"
+    exit 77
+}
+command -v python3 >/dev/null || all_skipped "python3 not found (the mock LLM needs it)"
+[[ -f $MOCK_LLM ]] || all_skipped "mock LLM not found at $MOCK_LLM (set E2E_MOCK_LLM)"
+command -v setsid >/dev/null || all_skipped "setsid not found (util-linux)"
+if ((TRACE)) && ! command -v strace >/dev/null; then
+    echo "e2e: --trace-net needs strace" >&2
+    exit 1
+fi
+
+if ((BUILD)); then
+    echo "e2e: cargo build --release"
+    (cd "$ROOT" && cargo build --release --quiet --bin agent-hub --bin agent-hub-server)
+fi
+AH=$ROOT/target/release/agent-hub
+SERVER=$ROOT/target/release/agent-hub-server
+[[ -x $AH && -x $SERVER ]] || { echo "e2e: $AH or $SERVER missing (build first)" >&2; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/agent-hub-e2e.XXXXXX")
+chmod 700 "$WORK"
+
+nonce() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
+
+# Waits up to $3 seconds for a line matching the sed expression $2 in file $1; prints \1.
+wait_for_line() {
+    local file=$1 expr=$2 secs=$3 out i
+    for ((i = 0; i < secs * 10; i++)); do
+        out=$(sed -n "$expr" "$file" 2>/dev/null | head -n1)
+        [[ -n $out ]] && { echo "$out"; return 0; }
+        sleep 0.1
+    done
+    return 1
+}
+
+# ---- agent CLIs: install (cached) -------------------------------------------------------
+agent_pkg() {
+    case $1 in
+        claude) echo "@anthropic-ai/claude-code@$CLAUDE_VERSION" ;;
+        codex) echo "@openai/codex@$CODEX_VERSION" ;;
+        gemini) echo "@google/gemini-cli@$GEMINI_VERSION" ;;
+    esac
+}
+
+# Prints the agent binary's path, installing the npm package into the cache if needed.
+# Returns 1 (with the reason on stderr) when it cannot.
+agent_bin() {
+    local agent=$1 pkg dir override
+    override=$(eval "echo \${E2E_${agent^^}_BIN:-}")
+    if [[ -n $override ]]; then
+        [[ -x $override ]] || { echo "E2E_${agent^^}_BIN=$override is not executable" >&2; return 1; }
+        echo "$override"
+        return 0
+    fi
+    pkg=$(agent_pkg "$agent")
+    dir=$E2E_CACHE/${pkg//\//+}
+    if [[ ! -x $dir/node_modules/.bin/$agent ]]; then
+        command -v node >/dev/null || { echo "node not found" >&2; return 1; }
+        command -v npm >/dev/null || { echo "npm not found" >&2; return 1; }
+        mkdir -p "$dir"
+        echo "e2e: npm install $pkg into $dir" >&2
+        # A failed or partial install is removed whole, so the next run starts clean.
+        if ! timeout 300 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            --fetch-timeout=30000 --fetch-retries=1 "$pkg" >"$dir.npm.log" 2>&1 ||
+            [[ ! -x $dir/node_modules/.bin/$agent ]]; then
+            rm -rf "$dir"
+            echo "npm install $pkg failed (offline?); see $dir.npm.log" >&2
+            return 1
+        fi
+    fi
+    echo "$dir/node_modules/.bin/$agent"
+}
+
+# ---- one agent ---------------------------------------------------------------------------
+run_agent() {
+    local agent=$1 bin version d home proj hub_port mock_port tok_w tok_o hub_pid mock_pid
+    local send_args reply_body ping_nonce reply_nonce prompt pid
+    if ! bin=$(agent_bin "$agent" 2>"$WORK/$agent-install.err"); then
+        skip "$agent" "$(tail -n1 "$WORK/$agent-install.err")"
+        return 0
+    fi
+    if ! version=$(HOME=$WORK timeout 60 "$bin" --version </dev/null 2>/dev/null | head -n1) || [[ -z $version ]]; then
+        skip "$agent" "$bin --version failed (node too old?)"
+        return 0
+    fi
+    NRAN=$((NRAN + 1))
+    echo "e2e: [$agent] $version ($bin)"
+    d=$WORK/$agent
+    home=$d/home
+    proj=$d/proj
+    mkdir -p "$home" "$proj"
+
+    # Hub.
+    "$SERVER" demo "$d/hub" --port 0 >"$d/hub.out" 2>"$d/hub.err" &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail "$agent" hub "agent-hub-server demo did not start: $(cat "$d/hub.err")"
+        return 0
+    fi
+    tok_w=$d/hub/tokens/worker.token
+    tok_o=$d/hub/tokens/orchestrator.token
+
+    # Mock LLM.
+    ping_nonce=$(nonce)
+    reply_nonce=$(nonce)
+    send_args="{\"to\":\"orchestrator\",\"kind\":\"e2e-ping\",\"body\":{\"e2e\":\"ping\",\"agent\":\"$agent\",\"nonce\":\"$ping_nonce\"}}"
+    MOCK_LOG=$d/mock.log MOCK_REQUEST_LOG=$d/requests.log MOCK_TOOL_ARGS=$send_args \
+        MOCK_GATE_FILE=$d/gate MOCK_GATE_SECS=$AGENT_TIMEOUT \
+        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock.out" 2>"$d/mock.err" &
+    mock_pid=$!
+    PIDS+=("$mock_pid")
+    if ! mock_port=$(wait_for_line "$d/mock.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
+        fail "$agent" mock "mock LLM did not start: $(cat "$d/mock.err")"
+        return 0
+    fi
+    note "$agent" "hub on 127.0.0.1:$hub_port, mock LLM on 127.0.0.1:$mock_port, HOME=$home"
+
+    # What points the agent at the mock (written before install; install keeps it).
+    case $agent in
+        codex)
+            mkdir -p "$home/.codex"
+            cat >"$home/.codex/config.toml" <<EOF
+model = "mock-1"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "mock"
+base_url = "http://127.0.0.1:$mock_port/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+EOF
+            ;;
+        gemini)
+            mkdir -p "$home/.gemini"
+            cat >"$home/.gemini/settings.json" <<EOF
+{
+  "security": { "auth": { "selectedType": "gemini-api-key" } },
+  "privacy": { "usageStatisticsEnabled": false }
+}
+EOF
+            ;;
+    esac
+
+    # agent-hub install, with the agent's binary on PATH as a user would have it.
+    if HOME=$home PATH="$(dirname "$bin"):$PATH" "$AH" install --agent "$agent" \
+        --as worker --token-file "$tok_w" --port "$hub_port" >"$d/install.out" 2>&1 &&
+        grep -q 'MCP server "agent-hub" .* added$' "$d/install.out" &&
+        grep -Eq '(Stop|AfterAgent) hook .* added$' "$d/install.out"; then
+        pass "$agent" install "MCP server and $(grep -Eo '(Stop|AfterAgent) hook' "$d/install.out" | head -n1) added"
+    else
+        fail "$agent" install "$(cat "$d/install.out")"
+        return 0
+    fi
+
+    # The agent, headless, in its own process group, in a clean environment.
+    prompt="agent-hub e2e: CALL_TOOL:send"
+    local envv=(HOME="$home" PATH="$(dirname "$bin"):/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 TERM=dumb)
+    local argv=()
+    case $agent in
+        claude)
+            envv+=(ANTHROPIC_BASE_URL="http://127.0.0.1:$mock_port" ANTHROPIC_API_KEY=dummy
+                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1
+                DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1)
+            # Claude Code refuses some permission modes as root unless IS_SANDBOX=1 (facts §2.1).
+            [[ $(id -u) == 0 ]] && envv+=(IS_SANDBOX=1)
+            argv=("$bin" -p "$prompt" --output-format json --allowedTools mcp__agent-hub__send) ;;
+        codex)
+            envv+=(MOCK_API_KEY=dummy)
+            # Hooks run only when trusted (the TUI's /hooks); this run bypasses trust once, and
+            # approves the hub's MCP tools for exec, as the installer's trust notes tell a user.
+            argv=("$bin" exec --json --skip-git-repo-check --dangerously-bypass-hook-trust
+                -c 'mcp_servers.agent-hub.default_tools_approval_mode="approve"' "$prompt") ;;
+        gemini)
+            envv+=(GEMINI_API_KEY=dummy GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$mock_port"
+                GEMINI_CLI_TRUST_WORKSPACE=true)
+            argv=("$bin" -p "$prompt" --output-format json --allowed-tools mcp_agent-hub_send) ;;
+    esac
+    local tracer=()
+    ((TRACE)) && tracer=(strace -f -qq -e trace=connect -e signal=none -o "$d/connect.strace")
+    local t0=$SECONDS
+    (cd "$proj" && exec setsid timeout -k 5 "$AGENT_TIMEOUT" ${tracer[@]+"${tracer[@]}"} env -i "${envv[@]}" "${argv[@]}" \
+        </dev/null >"$d/agent.out" 2>"$d/agent.err") &
+    pid=$!   # a background job of a non-interactive shell is no group leader, so setsid
+    PGIDS+=("$pid") # did not fork: $pid leads the agent's new session and process group
+
+    # As orchestrator: await the agent's envelope (give up soon after the agent exits).
+    "$AH" await --as orchestrator --token-file "$tok_o" --port "$hub_port" \
+        --timeout "$AGENT_TIMEOUT" >"$d/ping.json" 2>"$d/ping.err" &
+    local await_pid=$! gone=0
+    PIDS+=("$await_pid")
+    while kill -0 "$await_pid" 2>/dev/null; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            gone=$((gone + 1))
+            ((gone > 30)) && { stop_pid "$await_pid"; break; }
+        fi
+        sleep 0.1
+    done
+    wait "$await_pid" 2>/dev/null || true
+    forget "$await_pid"
+    local ping_id=""
+    ping_id=$(python3 - "$d/ping.json" "$send_args" <<'PY' 2>"$d/ping.check" || true
+import json, sys
+env = json.loads(open(sys.argv[1]).readline())
+want = json.loads(sys.argv[2])
+bad = []
+if env.get("from") != "worker": bad.append("from %r" % env.get("from"))
+if env.get("to") != "orchestrator": bad.append("to %r" % env.get("to"))
+if env.get("kind") != want["kind"]: bad.append("kind %r" % env.get("kind"))
+if env.get("body") != want["body"]: bad.append("body %s" % json.dumps(env.get("body")))
+if bad: sys.exit("envelope differs: " + ", ".join(bad))
+print(env["id"])
+PY
+    )
+    if [[ -n $ping_id ]]; then
+        pass "$agent" hub-envelope "orchestrator got $ping_id from worker with the model's body"
+    else
+        fail "$agent" hub-envelope "$(cat "$d/ping.check" "$d/ping.err" 2>/dev/null | tail -n2 | tr '\n' ' ')"
+    fi
+
+    # As orchestrator: reply while the agent's turn is still open, then release the mock.
+    local reply_id=""
+    reply_body="{\"e2e\":\"reply\",\"nonce\":\"$reply_nonce\"}"
+    if reply_id=$("$AH" send --as orchestrator --token-file "$tok_o" --port "$hub_port" \
+        --to worker --kind e2e-reply ${ping_id:+--correlation-id "$ping_id"} \
+        --body "$reply_body" 2>"$d/reply.err"); then
+        note "$agent" "orchestrator replied $reply_id"
+    else
+        fail "$agent" reply-send "$(cat "$d/reply.err")"
+    fi
+    : >"$d/gate"
+
+    local rc=0
+    wait "$pid" || rc=$?
+    local took=$((SECONDS - t0))
+    reap_group "$pid"
+    if ((rc == 0)); then
+        pass "$agent" agent-exit "exit 0 after ${took}s"
+    elif ((rc == 124 || rc == 137)); then
+        fail "$agent" agent-exit "timed out after ${AGENT_TIMEOUT}s"
+    else
+        fail "$agent" agent-exit "exit $rc after ${took}s: $(tail -n3 "$d/agent.err" | tr '\n' ' ')"
+    fi
+
+    # Everything else is read from the logs.
+    AGENT=$agent PING_ID=$ping_id REPLY_ID=$reply_id REPLY_NONCE=$reply_nonce D=$d \
+        python3 - >"$d/checks.out" <<'PY' || true
+import json, os, re
+
+agent, d = os.environ["AGENT"], os.environ["D"]
+ping_id, reply_id, nonce = os.environ["PING_ID"], os.environ["REPLY_ID"], os.environ["REPLY_NONCE"]
+TOOL = {"claude": "mcp__agent-hub__send", "codex": "mcp__agent_hub::send", "gemini": "mcp_agent-hub_send"}[agent]
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return [json.loads(l) for l in f if l.strip()]
+    except FileNotFoundError:
+        return []
+
+def out(name, ok, detail):
+    print("%s\t%s\t%s" % ("PASS" if ok else "FAIL", name, detail))
+
+mock = lines(os.path.join(d, "mock.log"))
+reqs = lines(os.path.join(d, "requests.log"))   # {"n", "reply", "body"} per model request
+
+# mcp-tool: the model was offered the hub's send tool and the mock called it.
+calls = [m for m in mock if m.get("reply", [None])[0] == "tool"]
+if calls and calls[0]["reply"][1] == TOOL:
+    out("mcp-tool", True, "model called %s (mock request %d)" % (TOOL, calls[0]["n"]))
+else:
+    out("mcp-tool", False, "expected a call to %s; mock replies: %s" % (TOOL, [m.get("reply") for m in mock]))
+
+# tool-result: a later request carries the hub's answer (the envelope id) as the tool result.
+def has_result(r):
+    s = json.dumps(r["body"])
+    return ping_id and ping_id in s and any(k in s for k in ('"tool_result"', '"function_call_output"', '"functionResponse"'))
+tr = [r for r in reqs if has_result(r)]
+out("tool-result", bool(tr), ("request %d returned the envelope id to the model" % tr[0]["n"]) if tr
+    else "no model request carried the tool result with id %r" % ping_id)
+
+# hook-feedback: a request holds the rendered reply (body, id, sender), framed the way this
+# agent hands a blocking hook's reason to the model. The mock's own MOCK_LOG must show it
+# too, except for Codex: the mock's log skips user text that starts with "<".
+FRAME = {
+    "claude": r'Stop hook feedback:\nagent-hub: 1 new message for "worker"',
+    "codex": r'<hook_prompt hook_run_id="stop:[^"]*">agent-hub: 1 new message for "worker"',
+    "gemini": r'^agent-hub: 1 new message for "worker"',
+}[agent]
+def strings(o):
+    if isinstance(o, str):
+        yield o
+    elif isinstance(o, dict):
+        for v in o.values(): yield from strings(v)
+    elif isinstance(o, list):
+        for v in o: yield from strings(v)
+def feedback(text):
+    return bool(reply_id) and nonce in text and reply_id in text and 'from "orchestrator"' in text
+fb = [r for r in reqs if any(feedback(t) and re.search(FRAME, t) for t in strings(r["body"]))]
+in_mock = [m for m in mock if feedback(m.get("last_user_text", ""))]
+if fb and (in_mock or agent == "codex"):
+    out("hook-feedback", True, "model request %d held the reply %s from orchestrator as hook feedback (%s)" % (
+        fb[0]["n"], reply_id, "mock log and request log" if in_mock else "request log; the mock's log skips <hook_prompt>"))
+else:
+    out("hook-feedback", False, "reply %s (nonce %s): %d framed request(s) in the request log, %d in the mock log" % (
+        reply_id, nonce, len(fb), len(in_mock)))
+
+# second-turn: the agent's final answer is the mock's answer to the feedback request.
+final = ""
+try:
+    raw = open(os.path.join(d, "agent.out")).read()
+    if agent == "claude":
+        o = json.loads(raw); final = o.get("result", "") if not o.get("is_error") else ""
+    elif agent == "codex":
+        for l in raw.splitlines():
+            try: e = json.loads(l)
+            except ValueError: continue
+            it = e.get("item") or {}
+            if e.get("type") == "item.completed" and it.get("type") == "agent_message":
+                final = it.get("text", "")
+    else:
+        final = json.loads(raw).get("response", "")
+except (OSError, ValueError) as e:
+    final = ""
+want = "MOCK_REPLY %d" % fb[0]["n"] if fb else None
+ok = bool(want) and final.endswith(want)
+out("second-turn", ok, ("final answer %r is the reply to the feedback turn" % want) if ok
+    else "final answer %r, wanted %r" % (final[-80:], want))
+
+# hook-bounded: after the feedback turn the hook let the agent stop: the feedback request was
+# the last model request (the agent's exit is checked apart). hook.log only adds detail.
+last_n = max((r["n"] for r in reqs), default=None)
+hook_log = os.path.join(d, "home/.local/state/agent-hub/hook.log")
+runs = open(hook_log).read().strip().splitlines() if os.path.exists(hook_log) else []
+runs = [l for l in runs if " hook stop as " not in l]
+ok = bool(fb) and fb[-1]["n"] == last_n
+out("hook-bounded", ok, "%s; hook.log: %s" % (
+    "no model request after the feedback turn" if ok else
+    "last model request %s, feedback request %s" % (last_n, fb[-1]["n"] if fb else None),
+    " / ".join(re.sub(r"^\S+ \[\d+\] ", "", l) for l in runs[-3:]) or "empty"))
+PY
+    local status name detail
+    while IFS=$'\t' read -r status name detail; do
+        if [[ $status == PASS ]]; then pass "$agent" "$name" "$detail"; else fail "$agent" "$name" "$detail"; fi
+    done <"$d/checks.out"
+    [[ -s $d/checks.out ]] || fail "$agent" checks "the log checker failed"
+
+    # reply-acked: the hub saw the hook's ack.
+    local st=""
+    if [[ -n $reply_id ]] && st=$("$AH" status --as orchestrator --token-file "$tok_o" --port "$hub_port" \
+        --id "$reply_id" 2>&1) && [[ $st == *'"state":"acked"'* ]]; then
+        pass "$agent" reply-acked "hub: $reply_id acked by worker"
+    else
+        fail "$agent" reply-acked "hub status: ${st:-no reply id}"
+    fi
+
+    if ((TRACE)); then
+        local outside
+        outside=$(grep -E 'connect\(.*(sin_addr|sin6_addr)' "$d/connect.strace" |
+            grep -v -E 'inet_addr\("127\.|inet_pton\(AF_INET6, "::1"|"::ffff:127\.' || true)
+        if [[ -z $outside ]]; then
+            pass "$agent" loopback-only "$(grep -c -E 'connect\(.*sin_addr' "$d/connect.strace") connects, all to 127.0.0.1"
+        else
+            fail "$agent" loopback-only "$(echo "$outside" | head -n3 | tr '\n' ' ')"
+        fi
+    fi
+    reap "$hub_pid"
+    reap "$mock_pid"
+    note "$agent" "agent run took ${took}s"
+}
+
+T0=$SECONDS
+for a in "${AGENTS[@]}"; do
+    run_agent "$a"
+done
+echo "e2e: took $((SECONDS - T0))s"
+echo "e2e: $NPASS passed, $NFAIL failed, $NSKIP skipped"
+((NFAIL == 0)) || exit 1
+((NRAN > 0)) || exit 77
+exit 0
