@@ -9,6 +9,7 @@
 //! Expected files spell the temporary HOME as `{HOME}`.
 
 use agent_hub::agents::diff;
+use agent_hub::agents::install;
 use agent_hub::agents::manifest::Manifest;
 use agent_hub::agents::registry::{Origin, Registry};
 use std::collections::BTreeMap;
@@ -88,12 +89,25 @@ fn write_tree(dir: &Path, files: &BTreeMap<String, String>) {
     }
 }
 
-/// Compares a HOME tree with an expected tree (`{HOME}` substituted), with a diff per file.
+/// A skill file's stamp covers the real HOME path, so it differs in every run: a stamp that
+/// matches its file is spelled `sha256 {SHA256}` in expected files; one that does not match
+/// keeps its digits and so differs from them.
+fn normalise_stamp(text: String) -> String {
+    const PREFIX: &str = "<!-- agent-hub install: sha256 ";
+    if !install::skill_is_pristine(&text) {
+        return text;
+    }
+    let at = text.rfind(PREFIX).unwrap() + PREFIX.len();
+    format!("{}{{SHA256}}{}", &text[..at], &text[at + 64..])
+}
+
+/// Compares a HOME tree with an expected tree (`{HOME}` and `{SHA256}` substituted), with a
+/// diff per file.
 fn assert_tree(home: &Path, expected_dir: &Path, what: &str) {
     let home_s = home.to_str().unwrap();
     let got: BTreeMap<String, String> = read_tree(home)
         .into_iter()
-        .map(|(k, v)| (k, v.replace(home_s, "{HOME}")))
+        .map(|(k, v)| (k, normalise_stamp(v).replace(home_s, "{HOME}")))
         .collect();
     if bless() {
         let _ = std::fs::remove_dir_all(expected_dir);
@@ -571,6 +585,8 @@ fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home()
         [
             ".claude.json",
             ".claude/settings.json",
+            ".claude/skills/agent-hub-orchestrator/SKILL.md",
+            ".claude/skills/agent-hub-resident/SKILL.md",
             ".codex/config.toml",
             ".codex/hooks.json",
             ".config/opencode/opencode.json",
@@ -591,6 +607,183 @@ fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home()
         BTreeMap::new(),
         "files that held only our entries are gone"
     );
+    assert!(
+        !home.join(".claude/skills/agent-hub-orchestrator").exists(),
+        "a skill's emptied folder goes too"
+    );
+}
+
+// ----- skills -----
+
+fn skill_path(home: &Path, name: &str) -> PathBuf {
+    home.join(".claude/skills").join(name).join("SKILL.md")
+}
+
+#[test]
+fn skills_are_placed_once_and_an_edited_skill_is_never_overwritten_or_removed() {
+    let t = TempDir::new("skills");
+    let home = &t.0;
+    let token = token(home);
+    let args = install_args(&["--agent", "claude"], &token, "/nonexistent");
+    let orchestrator = skill_path(home, "agent-hub-orchestrator");
+    let resident = skill_path(home, "agent-hub-resident");
+
+    let out = run(home, "/nonexistent", &[&args[..], &["--dry-run"]].concat());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("--- /dev/null\n+++ b/.claude/skills/agent-hub-orchestrator/SKILL.md\n"),
+        "the dry run shows the skill it would create:\n{stdout}"
+    );
+    assert!(!orchestrator.exists());
+
+    let out = run(home, "/nonexistent", &args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    for name in ["agent-hub-orchestrator", "agent-hub-resident"] {
+        assert!(
+            stdout.contains(&format!(
+                "  ~/.claude/skills/{name}/SKILL.md: skill {name} added\n"
+            )),
+            "{stdout}"
+        );
+    }
+    let installed = read_tree(home);
+    let out = run(home, "/nonexistent", &args);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains(
+            "  ~/.claude/skills/agent-hub-resident/SKILL.md: skill agent-hub-resident already present\n"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(
+        read_tree(home),
+        installed,
+        "a second install changes nothing"
+    );
+
+    // The user makes the resident skill their own.
+    let edited = std::fs::read_to_string(&resident).unwrap() + "\nAlways answer in French.\n";
+    std::fs::write(&resident, &edited).unwrap();
+    let kept = "  ~/.claude/skills/agent-hub-resident/SKILL.md: skill agent-hub-resident was edited after it was installed, or was not written by agent-hub; left as it is";
+    let out = run(home, "/nonexistent", &args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "{kept} (move it away and install again to get this version)\n"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&resident).unwrap(), edited);
+    assert!(!home
+        .join(".claude/skills/agent-hub-resident/SKILL.md.agent-hub.bak")
+        .exists());
+    // An install with another port updates the unedited skill only.
+    let mut other_port = args.clone();
+    let at = other_port.iter().position(|a| *a == "46110").unwrap();
+    other_port[at] = "46111";
+    let out = run(home, "/nonexistent", &other_port);
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains(
+            "~/.claude/skills/agent-hub-orchestrator/SKILL.md: skill agent-hub-orchestrator updated\n"
+        ),
+        "{stdout}"
+    );
+    assert!(std::fs::read_to_string(&orchestrator)
+        .unwrap()
+        .contains("--port 46111`"));
+    assert_eq!(std::fs::read_to_string(&resident).unwrap(), edited);
+
+    let out = run(home, "/nonexistent", &["uninstall", "--agent", "claude"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(
+            "  ~/.claude/skills/agent-hub-orchestrator/SKILL.md: skill agent-hub-orchestrator removed\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("{kept}\n")), "{stdout}");
+    assert!(!orchestrator.exists());
+    // The port change left a backup beside it, so its folder stays.
+    assert!(home
+        .join(".claude/skills/agent-hub-orchestrator/SKILL.md.agent-hub.bak")
+        .exists());
+    let left: Vec<String> = read_tree(home)
+        .into_keys()
+        .filter(|k| !k.ends_with(".agent-hub.bak"))
+        .collect();
+    assert_eq!(left, [".claude/skills/agent-hub-resident/SKILL.md"]);
+    assert_eq!(std::fs::read_to_string(&resident).unwrap(), edited);
+}
+
+#[test]
+fn an_older_skill_of_ours_is_updated_with_a_backup_and_no_skills_leaves_skills_alone() {
+    let t = TempDir::new("skills-old");
+    let home = &t.0;
+    let token = token(home);
+    let args = install_args(&["--agent", "claude"], &token, "/nonexistent");
+    let orchestrator = skill_path(home, "agent-hub-orchestrator");
+    let older = install::stamp_skill(
+        "---\nname: agent-hub-orchestrator\ndescription: an older version\n---\n\nOld text.\n"
+            .to_owned(),
+    );
+    std::fs::create_dir_all(orchestrator.parent().unwrap()).unwrap();
+    std::fs::write(&orchestrator, &older).unwrap();
+
+    let out = run(
+        home,
+        "/nonexistent",
+        &[&args[..], &["--no-skills"]].concat(),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("  ~/.claude/skills: skills not placed (--no-skills)\n"),
+        "{stdout}"
+    );
+    assert!(home.join(".claude.json").exists(), "the rest is installed");
+    assert_eq!(std::fs::read_to_string(&orchestrator).unwrap(), older);
+    assert!(!skill_path(home, "agent-hub-resident").exists());
+
+    let out = run(home, "/nonexistent", &args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(
+            "  ~/.claude/skills/agent-hub-orchestrator/SKILL.md: skill agent-hub-orchestrator updated\n"
+        ),
+        "{stdout}"
+    );
+    let backup = home.join(".claude/skills/agent-hub-orchestrator/SKILL.md.agent-hub.bak");
+    assert!(
+        stdout
+            .contains("  backup: ~/.claude/skills/agent-hub-orchestrator/SKILL.md.agent-hub.bak\n"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), older);
+    let now = std::fs::read_to_string(&orchestrator).unwrap();
+    assert!(install::skill_is_pristine(&now));
+    assert!(
+        now.contains("`$HUB` is `--as worker --token-file "),
+        "{now}"
+    );
+
+    let out = run(home, "/nonexistent", &["uninstall", "--agent", "claude"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(!orchestrator.exists());
+    assert!(
+        backup.exists(),
+        "uninstall never touches backups; the folder stays for it"
+    );
+    assert!(!skill_path(home, "agent-hub-resident")
+        .parent()
+        .unwrap()
+        .exists());
 }
 
 #[test]

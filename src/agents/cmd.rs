@@ -244,13 +244,16 @@ fn find_plugin(dirs: &[PathBuf]) -> Option<String> {
         .find_map(|p| std::fs::read_to_string(p).ok())
 }
 
-/// `agent-hub install` (with `Some(id)`) or `uninstall` (with `None`).
+/// `agent-hub install` (with `Some(id)`) or `uninstall` (with `None`). `skills`: whether an
+/// install places the skills (`--no-skills` turns it off); uninstall ignores it and always
+/// removes the skill files install placed.
 pub fn install(
     env: &Env,
     selection: &Selection,
     id: Option<HubIdentity>,
     dry_run: bool,
     integrations_dirs: &[PathBuf],
+    skills: bool,
 ) -> Report {
     let reg = env.registry();
     let mut r = Report {
@@ -275,6 +278,7 @@ pub fn install(
             Action::Install {
                 id,
                 plugin_source: find_plugin(integrations_dirs),
+                skills,
             }
         }
         None => Action::Uninstall,

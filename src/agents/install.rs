@@ -1,5 +1,6 @@
 //! `agent-hub install` / `uninstall`: register the hub's MCP server in an agent's user-scope
-//! config and place its delivery hook or plugin; and take exactly those entries out again.
+//! config, place its delivery hook or plugin and (for agents with `install.skills_dir`) the
+//! shipped skills; and take exactly those out again.
 //!
 //! Two halves. `plan` is pure: given a manifest, what to do and a way to read files, it returns
 //! each file's text before and after, and what it did in words; it never writes. `apply`
@@ -8,16 +9,21 @@
 //! (temporary file, fsync, rename; through a symlink to its target; the old mode kept).
 //!
 //! What is "ours": the MCP entry named `agent-hub`, a hook whose command runs
-//! `…/agent-hub hook stop`, and the plugin file named in the manifest. Uninstall removes only
-//! those, then any object or array that removal left empty, then a file left holding nothing
-//! but `{}` (or nothing at all). Refuses to forge trust: what the user must approve by hand is
-//! printed from the manifest's `install.trust`, never written into the agent's config.
+//! `…/agent-hub hook stop`, the plugin file named in the manifest, and a skill file
+//! `<skills_dir>/<skill>/SKILL.md` whose last line is our stamp and still matches the text
+//! above it. Uninstall removes only those, then any object or array that removal left empty,
+//! then a file left holding nothing but `{}` (or nothing at all), then a skill's folder left
+//! empty. A skill file edited after install (or one we did not write) is never overwritten or
+//! removed: it is left as it is and the notes say so. Refuses to forge trust: what the user
+//! must approve by hand is printed from the manifest's `install.trust`, never written into the
+//! agent's config.
 
 use super::argv;
 use super::jsonedit::{self, Seg, J};
 use super::manifest::{HookKind, Manifest, McpFormat, SERVER_NAME};
 use super::tomledit;
-use std::collections::BTreeMap;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -29,6 +35,33 @@ pub const HOOK_TIMEOUT_MS: i64 = 30_000;
 pub const BACKUP_SUFFIX: &str = ".agent-hub.bak";
 /// Where the OpenCode plugin source is looked for, under an integrations folder.
 pub const OPENCODE_PLUGIN_SOURCE: &str = "opencode/agent-hub.js";
+/// The file name of a skill inside its folder (Claude Code: `~/.claude/skills/<name>/SKILL.md`).
+pub const SKILL_FILE: &str = "SKILL.md";
+/// The line of a skill source that install replaces with the installing identity.
+pub const SKILL_IDENTITY_MARKER: &str = "<!-- agent-hub install: identity -->";
+const STAMP_PREFIX: &str = "<!-- agent-hub install: sha256 ";
+const STAMP_SUFFIX: &str = "; an edited copy is left alone by install and uninstall -->";
+
+/// A skill shipped in the repository's `skills/<name>/SKILL.md`, compiled in so an installed
+/// binary places it without a checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skill {
+    /// The folder name, equal to the `name` in the front matter.
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+/// The skills `install` places into an agent's `install.skills_dir`.
+pub const SKILLS: [Skill; 2] = [
+    Skill {
+        name: "agent-hub-orchestrator",
+        source: include_str!("../../skills/agent-hub-orchestrator/SKILL.md"),
+    },
+    Skill {
+        name: "agent-hub-resident",
+        source: include_str!("../../skills/agent-hub-resident/SKILL.md"),
+    },
+];
 
 /// Who the installed MCP server and hook authenticate as, and with what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +135,9 @@ pub enum Action {
         id: HubIdentity,
         /// The OpenCode plugin's source text, when it was found.
         plugin_source: Option<String>,
+        /// Place the skills (for agents with `install.skills_dir`); false for `--no-skills`,
+        /// which leaves any skill files alone.
+        skills: bool,
     },
     Uninstall,
 }
@@ -121,6 +157,9 @@ pub struct FileChange {
     pub shown: String,
     pub before: Option<String>,
     pub after: Option<String>,
+    /// When the file is removed, also remove its folder if that is left empty (a skill's own
+    /// folder).
+    pub remove_empty_dir: bool,
 }
 
 /// What `plan` decided for one agent.
@@ -158,6 +197,8 @@ struct Work<'r> {
     /// path → (original, current)
     files: BTreeMap<PathBuf, (Option<String>, Option<String>)>,
     order: Vec<PathBuf>,
+    /// Files whose folder goes too when the file is removed and the folder is left empty.
+    prune: BTreeSet<PathBuf>,
 }
 
 impl Work<'_> {
@@ -188,6 +229,7 @@ impl Work<'_> {
                 let (before, after) = files.remove(&p)?;
                 (before != after).then(|| FileChange {
                     shown: shown(&p, &home),
+                    remove_empty_dir: self.prune.contains(&p),
                     path: p,
                     before,
                     after,
@@ -210,10 +252,12 @@ pub fn plan(
         read,
         files: BTreeMap::new(),
         order: Vec::new(),
+        prune: BTreeSet::new(),
     };
     let mut notes = Vec::new();
     let result = plan_mcp(m, action, &mut work, &mut notes)
-        .and_then(|()| plan_hook(m, action, &mut work, &mut notes));
+        .and_then(|()| plan_hook(m, action, &mut work, &mut notes))
+        .and_then(|()| plan_skills(m, action, &mut work, &mut notes));
     match result {
         Ok(()) => AgentPlan {
             agent: m.name.clone(),
@@ -506,7 +550,9 @@ fn plan_hook(
     if kind == HookKind::OpencodePlugin {
         let cur = work.get(&path)?;
         match action {
-            Action::Install { id, plugin_source } => match plugin_source {
+            Action::Install {
+                id, plugin_source, ..
+            } => match plugin_source {
                 None => notes.push(format!(
                     "{show}: plugin not installed: integrations/{OPENCODE_PLUGIN_SOURCE} was not found (pass --integrations-dir); delivery stays pull-only"
                 )),
@@ -609,6 +655,113 @@ pub fn render_plugin(src: &str, id: &HubIdentity) -> String {
         .replace("@AGENT_HUB_PORT@", &id.port.to_string())
 }
 
+/// A skill as install writes it: the source with its identity marker line replaced by the
+/// installing identity (`$HUB` and the client's path, each a shell word), then a stamp line
+/// holding the SHA-256 of everything above it, by which install and uninstall recognise a copy
+/// nobody has edited. Refuses an identity holding a backtick or a control character, which
+/// would break out of the Markdown code span.
+pub fn render_skill(src: &str, id: &HubIdentity) -> Result<String, String> {
+    for w in [&id.command, &id.name, &id.token_file] {
+        if w.chars().any(|c| c.is_control() || c == '`') {
+            return Err(format!(
+                "{w:?} holds a backtick or a control character and cannot be written into a skill"
+            ));
+        }
+    }
+    let line = format!(
+        "This copy was placed by `agent-hub install`: for this agent `$HUB` is \
+         `--as {} --token-file {} --port {}`, and the client is `{}` (run it by that path when \
+         `agent-hub` is not on PATH). Use another identity only when the user gives you one.",
+        argv::shell_word(&id.name),
+        argv::shell_word(&id.token_file),
+        id.port,
+        argv::shell_word(&id.command),
+    );
+    let mut text = src.replace(SKILL_IDENTITY_MARKER, &line);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(stamp_skill(text))
+}
+
+/// `text` (ending in a newline) followed by the stamp line for it.
+pub fn stamp_skill(text: String) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{text}{STAMP_PREFIX}{hex}{STAMP_SUFFIX}\n")
+}
+
+/// True when `text` ends with our stamp line and the stamp matches the text above it: a skill
+/// file exactly as some install wrote it (this version or an older one, any identity).
+pub fn skill_is_pristine(text: &str) -> bool {
+    let Some(rest) = text.strip_suffix('\n') else {
+        return false;
+    };
+    let start = rest.rfind('\n').map_or(0, |i| i + 1);
+    let (body, last) = text.split_at(start);
+    !body.is_empty() && stamp_skill(body.to_owned()).get(start..) == Some(last)
+}
+
+fn plan_skills(
+    m: &Manifest,
+    action: &Action,
+    work: &mut Work,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    let Some(dir) = &m.install.skills_dir else {
+        return Ok(());
+    };
+    let dir = expand(dir, &work.home);
+    let rendered = |skill: &Skill| match action {
+        Action::Install { id, .. } => Some(render_skill(skill.source, id)),
+        Action::Uninstall => None,
+    };
+    if let Action::Install { skills: false, .. } = action {
+        notes.push(format!(
+            "{}: skills not placed (--no-skills)",
+            shown(&dir, &work.home)
+        ));
+        return Ok(());
+    }
+    for skill in &SKILLS {
+        let path = dir.join(skill.name).join(SKILL_FILE);
+        let show = shown(&path, &work.home);
+        let what = format!("skill {}", skill.name);
+        let cur = work.get(&path)?;
+        let edited = || {
+            format!(
+                "{show}: {what} was edited after it was installed, or was not written by agent-hub; left as it is"
+            )
+        };
+        match (rendered(skill), cur) {
+            (Some(Err(e)), _) => notes.push(format!("{show}: {what} not placed: {e}")),
+            (Some(Ok(want)), None) => {
+                notes.push(status_note(&show, &what, false, true));
+                work.put(&path, Some(want));
+            }
+            (Some(Ok(want)), Some(cur)) if cur == want => {
+                notes.push(status_note(&show, &what, true, false));
+            }
+            (Some(Ok(want)), Some(cur)) if skill_is_pristine(&cur) => {
+                notes.push(status_note(&show, &what, true, true));
+                work.put(&path, Some(want));
+            }
+            (Some(Ok(_)), Some(_)) => notes.push(format!(
+                "{} (move it away and install again to get this version)",
+                edited()
+            )),
+            (None, None) => notes.push(format!("{show}: {what} not present")),
+            (None, Some(cur)) if skill_is_pristine(&cur) => {
+                notes.push(format!("{show}: {what} removed"));
+                work.put(&path, None);
+                work.prune.insert(path);
+            }
+            (None, Some(_)) => notes.push(edited()),
+        }
+    }
+    Ok(())
+}
+
 // ----- IO -----
 
 /// Reads a file for `plan`: `Ok(None)` when it does not exist.
@@ -669,6 +822,13 @@ pub fn apply(plan: &AgentPlan, action: &Action, home: &Path) -> Result<Vec<Strin
                         }
                     })
                     .map_err(|e| format!("{}: cannot remove: {e}", c.shown))?;
+                if c.remove_empty_dir {
+                    if let Some(dir) = c.path.parent() {
+                        // Fails, and is meant to, when the folder holds anything else (a
+                        // backup, the user's own files): then it stays.
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                }
             }
         }
     }
@@ -765,6 +925,7 @@ mod tests {
         let install = Action::Install {
             id: id(),
             plugin_source: Some("// plugin for @AGENT_HUB_AS@\n".into()),
+            skills: true,
         };
         let mut states = Vec::new();
         for action in [&install, &install, &Action::Uninstall] {
@@ -829,6 +990,7 @@ mod tests {
                     ..id()
                 },
                 plugin_source: None,
+                skills: true,
             };
             let read = |p: &Path| Ok(fs.borrow().get(p).cloned());
             let plan = plan(&m, &action, &home, &read);
@@ -852,6 +1014,7 @@ mod tests {
         let action = Action::Install {
             id: id(),
             plugin_source: None,
+            skills: true,
         };
         let p = plan(&manifest("claude"), &action, &home, &read);
         assert!(p.changes.is_empty());
@@ -920,6 +1083,118 @@ mod tests {
         assert!(spaced
             .hook_command()
             .starts_with("'/opt/my hub/agent-hub' hook stop"));
+    }
+
+    #[test]
+    fn skills_render_the_identity_and_carry_a_stamp() {
+        for skill in &SKILLS {
+            assert_eq!(
+                skill.source.matches(SKILL_IDENTITY_MARKER).count(),
+                1,
+                "{}",
+                skill.name
+            );
+            assert!(skill
+                .source
+                .starts_with(&format!("---\nname: {}\n", skill.name)));
+            let out = render_skill(skill.source, &id()).unwrap();
+            assert!(!out.contains(SKILL_IDENTITY_MARKER));
+            assert!(out.contains(
+                "`$HUB` is `--as worker --token-file /home/u/.agent-hub/worker.token --port 46110`, and the client is `/usr/local/bin/agent-hub`"
+            ), "{out}");
+            assert!(out.starts_with(&format!("---\nname: {}\n", skill.name)));
+            assert!(skill_is_pristine(&out));
+            assert!(!skill_is_pristine(skill.source), "the source has no stamp");
+            // Any edit, anywhere, breaks the stamp.
+            assert!(!skill_is_pristine(&out.replacen("worker", "w0rker", 1)));
+            assert!(!skill_is_pristine(&format!("{out}\n")));
+            assert!(!skill_is_pristine(&out[..out.len() - 1]));
+            let last = out.lines().last().unwrap();
+            assert!(!skill_is_pristine(&format!("{last}\n")), "a stamp alone");
+        }
+        let spaced = HubIdentity {
+            token_file: "/home/J Doe/w.token".into(),
+            ..id()
+        };
+        assert!(render_skill(SKILLS[0].source, &spaced)
+            .unwrap()
+            .contains("--token-file '/home/J Doe/w.token' --port"));
+        for bad in ["/a`b", "/a\nb"] {
+            let bad = HubIdentity {
+                token_file: bad.into(),
+                ..id()
+            };
+            assert!(render_skill(SKILLS[0].source, &bad).is_err());
+        }
+    }
+
+    #[test]
+    fn claude_places_the_skills_and_uninstall_takes_only_unedited_ones() {
+        let [_, installed, after] = round_trip("claude", &[]);
+        assert!(after.is_empty());
+        for skill in &SKILLS {
+            let p = PathBuf::from(format!("/h/.claude/skills/{}/SKILL.md", skill.name));
+            assert_eq!(
+                installed[&p],
+                render_skill(skill.source, &id()).unwrap(),
+                "{}",
+                skill.name
+            );
+        }
+        let home = PathBuf::from("/h");
+        let edited_path = home.join(".claude/skills/agent-hub-resident/SKILL.md");
+        let edited = "---\nname: agent-hub-resident\ndescription: mine\n---\n".to_owned();
+        let older = stamp_skill("an older version of ours\n".to_owned());
+        let older_path = home.join(".claude/skills/agent-hub-orchestrator/SKILL.md");
+        let files: HashMap<PathBuf, String> = [
+            (edited_path.clone(), edited.clone()),
+            (older_path.clone(), older.clone()),
+        ]
+        .into();
+        let read = |p: &Path| Ok(files.get(p).cloned());
+        let m = manifest("claude");
+        let install = |skills| Action::Install {
+            id: id(),
+            plugin_source: None,
+            skills,
+        };
+        let p = plan(&m, &install(true), &home, &read);
+        let skill_changes: Vec<&FileChange> = p
+            .changes
+            .iter()
+            .filter(|c| c.path.ends_with(SKILL_FILE))
+            .collect();
+        assert_eq!(skill_changes.len(), 1, "{p:?}");
+        assert_eq!(skill_changes[0].path, older_path);
+        assert_eq!(skill_changes[0].before.as_deref(), Some(older.as_str()));
+        assert!(p.notes.iter().any(|n| n
+            == "~/.claude/skills/agent-hub-orchestrator/SKILL.md: skill agent-hub-orchestrator updated"));
+        assert!(p.notes.iter().any(|n| n.starts_with(
+            "~/.claude/skills/agent-hub-resident/SKILL.md: skill agent-hub-resident was edited after it was installed"
+        )), "{:?}", p.notes);
+
+        let p = plan(&m, &install(false), &home, &read);
+        assert!(p.changes.iter().all(|c| !c.path.ends_with(SKILL_FILE)));
+        assert!(p
+            .notes
+            .contains(&"~/.claude/skills: skills not placed (--no-skills)".to_owned()));
+
+        let p = plan(&m, &Action::Uninstall, &home, &read);
+        assert_eq!(
+            p.changes,
+            vec![FileChange {
+                path: older_path,
+                shown: "~/.claude/skills/agent-hub-orchestrator/SKILL.md".into(),
+                before: Some(older),
+                after: None,
+                remove_empty_dir: true,
+            }]
+        );
+        assert!(
+            p.notes.iter().any(|n| n.ends_with("left as it is")),
+            "{:?}",
+            p.notes
+        );
     }
 
     #[test]

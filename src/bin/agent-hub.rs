@@ -139,9 +139,10 @@ enum Command {
     /// installed or not; `agents ps` lists their running processes (docs/agents.md).
     Agents(AgentsArgs),
     /// Register the hub's MCP server and delivery hook or plugin in agents' user-scope
-    /// configs (a backup of each changed file is kept; docs/agents.md).
+    /// configs, and place the agent-hub skills where the agent has a skills folder (a backup
+    /// of each changed file is kept; docs/agents.md).
     Install(InstallArgs),
-    /// Remove exactly the entries `install` adds.
+    /// Remove exactly the entries and files `install` adds (an edited skill stays).
     Uninstall(AgentSelection),
     /// Serve MCP on stdio (tools send, await, who, whoami) for agents (docs/mcp.md).
     Mcp {
@@ -631,6 +632,10 @@ struct InstallArgs {
     /// binary, or the repository's integrations/ for a binary built in it).
     #[arg(long, value_name = "DIR")]
     integrations_dir: Option<PathBuf>,
+    /// Do not place the agent-hub skills (agent-hub-orchestrator, agent-hub-resident) into the
+    /// agent's skills folder (Claude Code: ~/.claude/skills); they are placed by default.
+    #[arg(long)]
+    no_skills: bool,
 }
 
 fn print_report(r: agent_hub::agents::cmd::Report) -> Result<ExitCode, String> {
@@ -694,11 +699,19 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
         Some(id),
         a.select.dry_run,
         &dirs,
+        !a.no_skills,
     ))
 }
 
 fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
     use agent_hub::agents::cmd;
     let env = cmd::Env::from_process(a.agents_dir.clone())?;
-    print_report(cmd::install(&env, &selection(&a), None, a.dry_run, &[]))
+    print_report(cmd::install(
+        &env,
+        &selection(&a),
+        None,
+        a.dry_run,
+        &[],
+        true,
+    ))
 }
