@@ -33,6 +33,7 @@ PLACEHOLDER = {"text": "ping-from-mock"}
 
 
 def load_mock(path):
+    sys.dont_write_bytecode = True  # leave no __pycache__ beside the shared mock
     spec = importlib.util.spec_from_file_location("mock_llm", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # the mock's own main() is guarded by __name__
