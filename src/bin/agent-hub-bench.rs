@@ -8,7 +8,7 @@
 //! `/proc` and of the child's exit).
 //!
 //! Every phase runs once per queue store (`--store memory|sqlite|both`): the in-memory store
-//! and the SQLite store (WAL, `synchronous=FULL`) side by side in one run, the stores taking
+//! and the SQLite store (WAL, `sync = "full"`: flushed to disk before `accepted`) side by side in one run, the stores taking
 //! turns phase by phase so that a change in the machine's load hits both alike. Before the
 //! phases the bench describes the temp dir's filesystem and times raw `fdatasync` calls on it,
 //! since a durable send can be no quicker than the flush its commit waits for.
@@ -110,7 +110,7 @@ struct Opts {
     /// Sends per client count in the send phase (split across the threads), in-memory store.
     #[arg(long, default_value_t = 20_000)]
     sends: usize,
-    /// Sends per client count with the SQLite store (every commit waits for a disk flush).
+    /// Sends per client count with the SQLite store (every reply waits for a disk flush).
     #[arg(long, default_value_t = 10_000)]
     sqlite_sends: usize,
     /// Timed handoffs (parked await, then send) in each handoff phase, in-memory store.
@@ -2200,11 +2200,12 @@ impl Report {
                 StoreKind::Sqlite => "store: sqlite",
             };
             if s.kind == StoreKind::Sqlite {
-                let level = self.sqlite_sync.to_uppercase();
-                let _ = writeln!(
-                    t,
-                    "{what} (WAL, synchronous={level}; accepted only once committed)"
-                );
+                let how = if self.sqlite_sync == "full" {
+                    "sync=full: accepted once committed and flushed to disk by the flush thread"
+                } else {
+                    "sync=normal: accepted once committed, never flushed by the hub"
+                };
+                let _ = writeln!(t, "{what} (WAL; {how})");
             } else {
                 let _ = writeln!(t, "{what}");
             }

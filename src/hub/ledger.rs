@@ -133,7 +133,7 @@ impl Ledger {
             .insert((sender.to_owned(), id.to_owned()), record);
     }
 
-    /// Moves a remembered envelope to `state`; false if it is not remembered.
+    /// Moves a remembered envelope to `state`; its `seq`, or None if it is not remembered.
     pub fn set_state(
         &mut self,
         sender: &str,
@@ -141,16 +141,12 @@ impl Ledger {
         state: State,
         ack_pending: bool,
         at_ms: i64,
-    ) -> bool {
-        match self.records.get_mut(&(sender.to_owned(), id.to_owned())) {
-            Some(r) => {
-                r.state = state;
-                r.ack_pending = ack_pending;
-                r.state_ms = at_ms;
-                true
-            }
-            None => false,
-        }
+    ) -> Option<u64> {
+        let r = self.records.get_mut(&(sender.to_owned(), id.to_owned()))?;
+        r.state = state;
+        r.ack_pending = ack_pending;
+        r.state_ms = at_ms;
+        Some(r.seq)
     }
 
     pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
@@ -182,10 +178,10 @@ impl Ledger {
     }
 
     /// Forgets records settled longer than the window ago, then the earliest settled ones while
-    /// over `max_ids`. Returns the keys forgotten, earliest settled first. The window runs from
+    /// over `max_ids`. Returns the keys forgotten with their `seq`, earliest settled first. The window runs from
     /// settlement (`state_ms`), not acceptance: an envelope that sat queued for longer than the
     /// window is still remembered for a whole window after it was delivered or acked.
-    pub fn purge(&mut self, now_ms: i64) -> Vec<(String, String)> {
+    pub fn purge(&mut self, now_ms: i64) -> Vec<(String, String, u64)> {
         let cutoff = now_ms.saturating_sub(self.window_ms);
         let mut settled: Vec<(i64, (String, String))> = self
             .records
@@ -198,8 +194,9 @@ impl Ledger {
         let mut gone = Vec::new();
         for (i, (settled_ms, key)) in settled.into_iter().enumerate() {
             if settled_ms <= cutoff || i < over {
-                self.records.remove(&key);
-                gone.push(key);
+                if let Some(r) = self.records.remove(&key) {
+                    gone.push((key.0, key.1, r.seq));
+                }
             } else {
                 break;
             }
@@ -267,7 +264,7 @@ mod tests {
         pending.ack_pending = true;
         l.remember("a", "old-unacked", pending);
         let gone = l.purge(10_000);
-        assert_eq!(gone, vec![("a".to_owned(), "old-acked".to_owned())]);
+        assert_eq!(gone, vec![("a".to_owned(), "old-acked".to_owned(), 0)]);
         assert_eq!(l.len(), 3);
     }
 
@@ -280,19 +277,24 @@ mod tests {
         long_queued.state_ms = 25_000;
         l.remember("a", "x", long_queued);
         assert!(l.purge(30_000).is_empty(), "settled 5 s ago");
-        assert_eq!(l.purge(35_000), vec![("a".to_owned(), "x".to_owned())]);
+        assert_eq!(l.purge(35_000), vec![("a".to_owned(), "x".to_owned(), 0)]);
     }
 
     #[test]
     fn purge_enforces_max_ids_oldest_settled_first() {
         let mut l = Ledger::new(1_000_000, 2);
         for (i, id) in ["p", "q", "r", "s"].iter().enumerate() {
-            l.remember("a", id, rec("b", [0; 32], i as i64, State::Delivered));
+            let mut r = rec("b", [0; 32], i as i64, State::Delivered);
+            r.seq = 100 + i as u64;
+            l.remember("a", id, r);
         }
         let gone = l.purge(10);
         assert_eq!(
-            gone.iter().map(|(_, i)| i.as_str()).collect::<Vec<_>>(),
-            ["p", "q"]
+            gone.iter()
+                .map(|(_, i, seq)| (i.as_str(), *seq))
+                .collect::<Vec<_>>(),
+            [("p", 100), ("q", 101)],
+            "each forgotten id comes with its seq, which names it on disk"
         );
     }
 }

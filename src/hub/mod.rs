@@ -91,6 +91,9 @@ enum Phase {
     },
     /// The reader acked; the ack waits for the commit that makes it durable.
     AckStaged,
+    /// The verb's outcome is committed to the store; its final line (`accepted`, `acked`)
+    /// waits for the store's flush to disk (SPEC §12.1). `outcome` is for the service log.
+    Syncing { outcome: &'static str },
     /// The final line is queued and Close emitted; waiting for `handle_closed`.
     Done,
 }
@@ -106,6 +109,15 @@ struct Conn {
     deadline: Option<Instant>,
     /// The peer sent EOF: nothing more will arrive.
     eof: bool,
+}
+
+/// A final line that waits for the store's flush of the commit `batch` (SPEC §12.1).
+#[derive(Debug)]
+struct Held {
+    batch: u64,
+    conn: ConnId,
+    line: HubLine,
+    outcome: &'static str,
 }
 
 /// The hub core. One per server; every method is synchronous and cheap.
@@ -129,6 +141,11 @@ pub struct Hub {
     next_purge: Option<Instant>,
     /// Per agent: when it last authenticated and when it was last delivered to (wall ms).
     seen: HashMap<String, (Option<i64>, Option<i64>)>,
+    /// Replies waiting for the store's flush, in commit order.
+    held: VecDeque<Held>,
+    /// The newest committed batch whose flush has not been reported: while set, every
+    /// `accepted` and `acked` reply waits for it (`hold_replies_until`).
+    unsynced: Option<u64>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -154,6 +171,8 @@ impl Hub {
             durable: false,
             next_purge: None,
             seen: HashMap::new(),
+            held: VecDeque::new(),
+            unsynced: None,
         }
     }
 
@@ -180,10 +199,12 @@ impl Hub {
                     accepted_ms: rec.accepted_ms,
                     state,
                     state_ms: rec.state_ms,
-                    seq: 0,
+                    seq: rec.seq,
                     ack_pending: false,
                 },
             );
+            // Every remembered id holds a place in acceptance order, queued or not.
+            self.next_seq = self.next_seq.max(rec.seq + 1);
         }
         let now_ms = now.wall.timestamp_millis();
         for e in loaded.envelopes {
@@ -246,8 +267,11 @@ impl Hub {
                 self.cancel_verb(conn, "a second line after the verb: one verb per connection; nothing was queued or consumed", now)
             }
             Phase::Delivering { ack: true, .. } => self.on_ack_line(conn, line, now),
-            // The reply is already out; anything more is discarded while the socket closes.
-            Phase::Delivering { ack: false, .. } | Phase::AckStaged | Phase::Done => {}
+            // The reply is out or decided; anything more is discarded while the socket closes.
+            Phase::Delivering { ack: false, .. }
+            | Phase::AckStaged
+            | Phase::Syncing { .. }
+            | Phase::Done => {}
         }
     }
 
@@ -256,7 +280,10 @@ impl Hub {
         if let Some(c) = self.conns.get(&conn) {
             match c.phase {
                 Phase::Delivering { ack: true, .. } => self.return_unacked(conn, message, now),
-                Phase::Delivering { .. } | Phase::AckStaged | Phase::Done => {}
+                Phase::Delivering { .. }
+                | Phase::AckStaged
+                | Phase::Syncing { .. }
+                | Phase::Done => {}
                 _ => self.cancel_verb(conn, message, now),
             }
         }
@@ -299,7 +326,11 @@ impl Hub {
             Phase::Delivering { ack: true, .. } => {
                 self.return_unacked(conn, "reader closed without acking", now)
             }
-            Phase::Staged | Phase::Delivering { .. } | Phase::AckStaged | Phase::Done => {}
+            Phase::Staged
+            | Phase::Delivering { .. }
+            | Phase::AckStaged
+            | Phase::Syncing { .. }
+            | Phase::Done => {}
         }
     }
 
@@ -350,6 +381,11 @@ impl Hub {
             Phase::Delivering { .. } => self.log_conn(&c, conn, "delivered", "", now),
             // An ack already read stands: the commit settles it without a reply.
             Phase::AckStaged => self.log_conn(&c, conn, "acked", reason, now),
+            // Committed, but the peer left before the flush let its reply go out.
+            Phase::Syncing { outcome } => {
+                let detail = format!("closed before the store's flush: {reason}");
+                self.log_conn(&c, conn, outcome, &detail, now)
+            }
             Phase::Hello | Phase::Verb | Phase::Claimed { .. } | Phase::Done => {}
         }
     }
@@ -439,8 +475,8 @@ impl Hub {
         }
         if self.next_purge.is_some_and(|t| t <= now.mono) {
             self.next_purge = Some(now.mono + PURGE_INTERVAL);
-            for (sender, id) in self.ledger.purge(now.wall.timestamp_millis()) {
-                self.store(StoreOp::Forget { sender, id });
+            for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
+                self.store(StoreOp::Forget { seq, sender, id });
             }
         }
     }
@@ -521,11 +557,6 @@ impl Hub {
                 kind: e.kind.clone(),
                 correlation_id: e.correlation_id.clone(),
                 text: e.text.clone(),
-            });
-            ops.push(StoreOp::Remember {
-                sender: e.from.clone(),
-                id: e.id.clone(),
-                to: e.to.clone(),
                 digest: s.digest,
                 accepted_ms: wall_ms,
             });
@@ -533,6 +564,7 @@ impl Hub {
         for a in &self.staged_acks {
             ops.push(StoreOp::Remove { seq: a.env.seq });
             ops.push(StoreOp::State {
+                seq: a.env.seq,
                 sender: a.env.from.clone(),
                 id: a.env.id.clone(),
                 state: State::Acked.as_str().to_owned(),
@@ -598,14 +630,10 @@ impl Hub {
                     self.ledger
                         .set_state(&a.env.from, &a.env.id, State::Acked, false, at_ms);
                     if live {
-                        self.reply(
-                            a.conn,
-                            &HubLine::Acked {
-                                id: a.env.id.clone(),
-                            },
-                            "acked",
-                            now,
-                        );
+                        let line = HubLine::Acked {
+                            id: a.env.id.clone(),
+                        };
+                        self.reply_durable(a.conn, line, "acked", now);
                     }
                 }
                 Err(why) => {
@@ -621,6 +649,54 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// The commit about to be settled (`commit_parts`) is written but not yet flushed to
+    /// disk: its `accepted` and `acked` replies, and any such reply until `synced` reports
+    /// `batch`, wait for the flush. Batches are numbered in commit order.
+    pub fn hold_replies_until(&mut self, batch: u64) {
+        self.unsynced = Some(batch);
+    }
+
+    /// The store's flush of every commit up to `through` finished. On `Ok` the held replies go
+    /// out; on `Err` their peers get an error line, since the outcome is in the store but
+    /// may not survive a machine crash.
+    pub fn synced(&mut self, through: u64, result: Result<(), String>, now: Now) {
+        while self.held.front().is_some_and(|h| h.batch <= through) {
+            let h = self.held.pop_front().expect("front checked");
+            let live = matches!(
+                self.conns.get(&h.conn),
+                Some(Conn {
+                    phase: Phase::Syncing { .. },
+                    ..
+                })
+            );
+            if !live {
+                continue;
+            }
+            match &result {
+                Ok(()) => self.reply(h.conn, &h.line, h.outcome, now),
+                Err(why) => {
+                    let what = match &h.line {
+                        HubLine::Acked { id } => format!("the ack of {id:?} was recorded"),
+                        HubLine::Accepted { id } => format!("envelope {id:?} was queued"),
+                        _ => "the outcome was recorded".to_owned(),
+                    };
+                    let msg = format!(
+                        "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; a resend with the same id is answered as a duplicate"
+                    );
+                    self.fail(h.conn, &msg, now);
+                }
+            }
+        }
+        if self.unsynced.is_some_and(|b| b <= through) {
+            self.unsynced = None;
+        }
+    }
+
+    /// Replies waiting for the store's flush.
+    pub fn held_replies(&self) -> usize {
+        self.held.len()
     }
 
     // ----- outputs -----
@@ -885,7 +961,8 @@ impl Hub {
                     conn,
                     id: env.id.clone(),
                 }));
-                return self.reply(conn, &HubLine::Accepted { id: env.id }, "duplicate", now);
+                let line = HubLine::Accepted { id: env.id };
+                return self.reply_durable(conn, line, "duplicate", now);
             }
             Seen::Conflict => {
                 let msg = format!(
@@ -1005,7 +1082,7 @@ impl Hub {
             let line = HubLine::Accepted {
                 id: s.env.id.clone(),
             };
-            self.reply(conn, &line, "accepted", now);
+            self.reply_durable(conn, line, "accepted", now);
         }
         match s.target {
             Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
@@ -1129,8 +1206,9 @@ impl Hub {
     /// Records a state change in the ledger and, with a durable store, on disk.
     fn set_state(&mut self, sender: &str, id: &str, state: State, ack_pending: bool, now: Now) {
         let at_ms = now.wall.timestamp_millis();
-        if self.ledger.set_state(sender, id, state, ack_pending, at_ms) {
+        if let Some(seq) = self.ledger.set_state(sender, id, state, ack_pending, at_ms) {
             self.store(StoreOp::State {
+                seq,
                 sender: sender.to_owned(),
                 id: id.to_owned(),
                 state: state.as_str().to_owned(),
@@ -1199,6 +1277,24 @@ impl Hub {
         self.outputs.push_back(Output::Write {
             conn,
             line: line.encode(),
+        });
+    }
+
+    /// `reply` for an outcome the store must hold before the peer hears of it: while a commit
+    /// is waiting for its flush (`hold_replies_until`), the line waits for that flush too.
+    fn reply_durable(&mut self, conn: ConnId, line: HubLine, outcome: &'static str, now: Now) {
+        let Some(batch) = self.unsynced else {
+            return self.reply(conn, &line, outcome, now);
+        };
+        self.set_deadline(conn, None);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.phase = Phase::Syncing { outcome };
+        }
+        self.held.push_back(Held {
+            batch,
+            conn,
+            line,
+            outcome,
         });
     }
 

@@ -1726,6 +1726,7 @@ fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
     let want_ops = [
         StoreOp::Remove { seq },
         StoreOp::State {
+            seq,
             sender: "mneme".into(),
             id: id.clone(),
             state: "acked".into(),
@@ -2086,6 +2087,7 @@ fn an_ack_whose_commit_fails_is_refused_and_the_envelope_requeued() {
         [
             StoreOp::Attempts { seq, attempts: 1 },
             StoreOp::State {
+                seq,
                 sender: "mneme".into(),
                 id: id.clone(),
                 state: "queued".into(),
@@ -2178,7 +2180,7 @@ fn a_plain_delivery_on_a_durable_hub_is_removed_at_its_first_byte() {
     assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
     let seq = d.inserted_seq(&id);
     assert!(
-        matches!(&d.store[..], [StoreOp::Insert { .. }, StoreOp::Remember { id: i, to, .. }] if *i == id && to == "datastore"),
+        matches!(&d.store[..], [StoreOp::Insert { id: i, agent, .. }] if *i == id && agent == "datastore"),
         "{:?}",
         d.store
     );
@@ -2511,8 +2513,9 @@ fn stored(seq: u64, agent: &str, id: &str, sender: &str, attempts: u32) -> Store
     }
 }
 
-fn remembered(sender: &str, id: &str, to: &str, state: &str, ms: i64) -> StoredId {
+fn remembered(seq: u64, sender: &str, id: &str, to: &str, state: &str, ms: i64) -> StoredId {
     StoredId {
+        seq,
         sender: sender.into(),
         id: id.into(),
         to: to.into(),
@@ -2537,12 +2540,14 @@ fn restore_brings_back_queues_in_acceptance_order_and_the_ledger() {
             stored(9, "datastore", "c", "mneme", 0),
         ],
         ids: vec![
-            remembered("mneme", "a", "datastore", "queued", t0),
-            remembered("mneme", "s", "scribe", "queued", t0),
-            remembered("scribe", "b", "datastore", "delivered", t0),
-            remembered("mneme", "c", "datastore", "queued", t0),
-            remembered("mneme", "done", "datastore", "acked", t0),
-            remembered("mneme", "odd", "datastore", "no-such-state", t0),
+            remembered(3, "mneme", "a", "datastore", "queued", t0),
+            remembered(5, "mneme", "s", "scribe", "queued", t0),
+            remembered(7, "scribe", "b", "datastore", "delivered", t0),
+            remembered(9, "mneme", "c", "datastore", "queued", t0),
+            // Settled after the queued ones were accepted: its place in acceptance order
+            // is taken too, though no queue holds it.
+            remembered(12, "mneme", "done", "datastore", "acked", t0),
+            remembered(2, "mneme", "odd", "datastore", "no-such-state", t0),
         ],
     };
     let now = sim.now();
@@ -2588,10 +2593,11 @@ fn restore_brings_back_queues_in_acceptance_order_and_the_ledger() {
         .error(c)
         .starts_with("id \"a\" was already accepted from you"));
 
-    // New envelopes continue after the highest restored seq, behind the restored ones.
+    // New envelopes continue after the highest restored seq (queued or only remembered),
+    // behind the restored ones.
     let (_, fresh) = sim.send("mneme", "datastore", "task", None);
     sim.commit_ok();
-    assert_eq!(sim.drain().inserted_seq(&fresh), 10);
+    assert_eq!(sim.drain().inserted_seq(&fresh), 13);
     assert_eq!(sim.queued_ids("datastore"), ["a", "b", "c", fresh.as_str()]);
     let r = sim.park("datastore");
     assert_eq!(sim.drain().delivered_id(r), "a");
@@ -2659,9 +2665,11 @@ fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
     assert_eq!(
         d.store,
         [StoreOp::Forget {
+            seq: 0,
             sender: "mneme".into(),
             id: settled.clone()
-        }]
+        }],
+        "the first accepted envelope (seq 0) is the settled one"
     );
     assert_eq!(sim.status("mneme", &settled).state, "unknown");
     let st = sim.status("mneme", &queued_for_long);
@@ -2702,6 +2710,7 @@ fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
     assert_eq!(
         d.store,
         [StoreOp::Forget {
+            seq: 1,
             sender: "mneme".into(),
             id: queued_for_long.clone()
         }]
@@ -2808,4 +2817,162 @@ fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
     assert_eq!(p.agents[0].parked.len(), 1);
     let text = serde_json::to_string(&p).unwrap();
     assert!(!text.contains("tok-"), "no token in a who answer: {text}");
+}
+
+// ----- replies held for the store's flush (SPEC §12.1, sync = "full") -----
+
+impl Sim {
+    /// `commit_ok` for a commit that is written but waits for its flush (batch `batch`).
+    fn commit_unflushed(&mut self, batch: u64) {
+        self.hub.hold_replies_until(batch);
+        self.commit_ok();
+    }
+
+    fn flushed(&mut self, through: u64, result: Result<(), String>) {
+        let now = self.now();
+        self.hub.synced(through, result, now);
+    }
+}
+
+#[test]
+fn accepted_waits_for_the_flush_but_the_waiting_reader_does_not() {
+    let mut sim = Sim::durable();
+    let r = sim.park("datastore");
+    let (c, id) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_unflushed(1);
+    let d = sim.drain();
+    assert!(
+        d.untouched(c),
+        "no `accepted` before the flush: {:?}",
+        d.lines(c)
+    );
+    assert_eq!(
+        d.delivered_id(r),
+        id,
+        "the commit is written (it survives a hub crash): the parked reader has it at once"
+    );
+    assert_eq!(sim.hub.held_replies(), 1);
+    // A flush of an earlier batch releases nothing.
+    sim.flushed(0, Ok(()));
+    assert!(sim.drain().untouched(c));
+    sim.flushed(1, Ok(()));
+    let d = sim.drain();
+    assert_eq!(d.lines(c), [HubLine::Accepted { id }]);
+    assert!(d.closed(c));
+    assert_eq!(sim.hub.held_replies(), 0);
+}
+
+#[test]
+fn one_flush_releases_every_batch_up_to_it_in_commit_order() {
+    let mut sim = Sim::durable();
+    let (a, ida) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_unflushed(1);
+    let (b, idb) = sim.send("scribe", "datastore", "task", None);
+    sim.commit_unflushed(2);
+    let (c, _) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_unflushed(3);
+    sim.drain();
+    sim.flushed(2, Ok(()));
+    let d = sim.drain();
+    assert_eq!(d.lines(a), [HubLine::Accepted { id: ida }]);
+    assert_eq!(d.lines(b), [HubLine::Accepted { id: idb }]);
+    assert!(d.untouched(c), "batch 3 waits for its own flush");
+    assert_eq!(sim.hub.held_replies(), 1);
+}
+
+#[test]
+fn a_failed_flush_answers_an_error_that_says_what_happened() {
+    let mut sim = Sim::durable();
+    let (c, id) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_unflushed(1);
+    sim.drain();
+    sim.flushed(1, Err("Input/output error (os error 5)".into()));
+    let d = sim.drain();
+    let msg = d.error(c);
+    assert!(
+        msg.contains(&format!("envelope {id:?} was queued")),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("os error 5") && msg.contains("same id"),
+        "{msg}"
+    );
+    // The envelope is in the queue all the same (the commit was written).
+    assert_eq!(sim.queued_ids("datastore"), [id]);
+}
+
+#[test]
+fn an_ack_is_confirmed_only_after_its_flush() {
+    let mut sim = Sim::durable();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    let r = sim.await_ack("datastore");
+    assert_eq!(sim.drain().delivered_id(r), id);
+    sim.committed(r);
+    sim.ack(r, &id);
+    sim.commit_unflushed(4);
+    let d = sim.drain();
+    assert!(d.untouched(r), "no `acked` before the flush");
+    // Anything the reader sends meanwhile is ignored: the ack stands.
+    sim.line(r, r#"{"ack":{"id":"other"}}"#);
+    sim.eof(r);
+    assert!(sim.drain().untouched(r));
+    sim.flushed(4, Ok(()));
+    let d = sim.drain();
+    assert_eq!(d.lines(r), [HubLine::Acked { id: id.clone() }]);
+    assert_eq!(sim.status("mneme", &id).state, "acked");
+}
+
+#[test]
+fn a_duplicate_resend_waits_for_the_outstanding_flush_too() {
+    let mut sim = Sim::durable();
+    let c = sim.send_id("mneme", "dup-1", "datastore", "task", None, "{}");
+    sim.commit_unflushed(1);
+    sim.drain();
+    // The sender gave up waiting and resent; the first copy is written, not yet flushed.
+    let again = sim.send_id("mneme", "dup-1", "datastore", "task", None, "{}");
+    let d = sim.drain();
+    assert!(
+        d.untouched(again),
+        "a duplicate must not confirm what is not on disk"
+    );
+    assert!(!sim.hub.has_staged(), "and it stages nothing");
+    sim.flushed(1, Ok(()));
+    let d = sim.drain();
+    for conn in [c, again] {
+        assert_eq!(d.lines(conn), [HubLine::Accepted { id: "dup-1".into() }]);
+    }
+    assert_eq!(sim.queued_ids("datastore"), ["dup-1"]);
+    // With nothing outstanding, a duplicate is answered at once.
+    let third = sim.send_id("mneme", "dup-1", "datastore", "task", None, "{}");
+    assert_eq!(
+        sim.drain().lines(third),
+        [HubLine::Accepted { id: "dup-1".into() }]
+    );
+}
+
+#[test]
+fn a_sender_gone_before_the_flush_leaves_its_envelope_queued() {
+    let mut sim = Sim::durable();
+    let (c, id) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_unflushed(1);
+    sim.drain();
+    sim.closed(c, false);
+    let d = sim.drain();
+    assert!(
+        d.logs.iter().any(
+            |l| l.contains("outcome=accepted") && l.contains("closed before the store's flush")
+        ),
+        "{:?}",
+        d.logs
+    );
+    sim.flushed(1, Ok(()));
+    assert!(
+        sim.drain().untouched(c),
+        "nothing is written to a released connection"
+    );
+    assert_eq!(
+        sim.queued_ids("datastore"),
+        [id],
+        "committed: a resend is a duplicate"
+    );
 }

@@ -15,6 +15,7 @@ pub mod startup;
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
+use crate::store::flush::{Flusher, WalFlush};
 use crate::store::{Loaded, Store, StoreOp};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
@@ -24,11 +25,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
-const FIRST_CONN: u64 = 2;
+/// The store's flush thread reports through a waker on this token.
+const FLUSHED: Token = Token(2);
+const FIRST_CONN: u64 = 3;
 
 /// Input read from one socket per readiness event before others get a turn.
 const READ_BUDGET_BYTES: usize = 1024 * 1024;
@@ -91,6 +95,13 @@ pub struct Server {
     refusals: Refusals,
     shutting_down: bool,
     store_failing: bool,
+    /// Flushes the store's commits to disk off the loop (`store.sync = "full"`), or None.
+    flusher: Option<Flusher>,
+    /// The number of the next commit that waits for a flush.
+    next_batch: u64,
+    /// Set once a flush failed: the kernel may have dropped written pages, so no later commit
+    /// can be promised durable; sends are refused until the hub restarts (SPEC §12.1).
+    flush_failed: Option<String>,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
 }
@@ -123,6 +134,16 @@ impl Server {
         let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
         hub.restore(loaded, now);
         hub.start_purging(now);
+        let flusher = match store.flush_path() {
+            Some(wal) => {
+                let waker = Arc::new(mio::Waker::new(poll.registry(), FLUSHED)?);
+                let wake = Arc::new(move || {
+                    let _ = waker.wake();
+                });
+                Some(Flusher::spawn(WalFlush::new(wal), wake)?)
+            }
+            None => None,
+        };
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -144,6 +165,9 @@ impl Server {
             refusals: Refusals::default(),
             shutting_down: false,
             store_failing: false,
+            flusher,
+            next_batch: 1,
+            flush_failed: None,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
@@ -191,6 +215,7 @@ impl Server {
                             self.begin_shutdown(now);
                         }
                     }
+                    FLUSHED => self.take_flushes(now),
                     token if relay_io::RelayIo::owns(token) => {
                         if let Some(relay) = &mut self.relay {
                             let (r, w) = (
@@ -225,6 +250,17 @@ impl Server {
             self.settle(now);
         }
         self.settle(self.now());
+        if let Some(f) = &mut self.flusher {
+            // Whatever was committed reaches the disk before the process ends.
+            for (_, r) in f.wait_all() {
+                if let Err(e) = r {
+                    self.records.log(
+                        "ERROR",
+                        &format!("final flush of the queue store failed: {e}"),
+                    );
+                }
+            }
+        }
         let _ = self.records.flush_audit(std::iter::empty());
         self.records.log("INFO", "hub stopped");
         self.records.flush_service();
@@ -491,7 +527,14 @@ impl Server {
     /// still record acks and delivery removals, which are what free its room.
     fn commit_point(&mut self, now: Now) -> bool {
         let with_sends = self.hub.has_staged_sends();
-        let (sends, acks) = match self.try_commit(true, now) {
+        let first = match &self.flush_failed {
+            // Nothing new may be promised durable; acks and removals are still written.
+            Some(why) => Err(format!(
+                "an earlier flush of the queue store to disk failed ({why}); sends are refused until the hub is restarted"
+            )),
+            None => self.try_commit(true, now),
+        };
+        let (sends, acks) = match first {
             Ok(()) => (Ok(()), Ok(())),
             Err(e) if with_sends => {
                 let rest = self.try_commit(false, now);
@@ -499,6 +542,20 @@ impl Server {
             }
             Err(e) => (Err(e.clone()), Err(e)),
         };
+        // A commit that wrote something the peers are told about waits for its flush.
+        if sends.is_ok() || acks.is_ok() {
+            if let Some(f) = &mut self.flusher {
+                let batch = self.next_batch;
+                self.next_batch += 1;
+                match f.request(batch) {
+                    Ok(()) => self.hub.hold_replies_until(batch),
+                    Err(e) => {
+                        self.records.log("ERROR", &e);
+                        self.flush_failed.get_or_insert(e);
+                    }
+                }
+            }
+        }
         let ok = sends.is_ok() && acks.is_ok();
         match (&sends, &acks) {
             (Ok(()), Ok(())) if self.store_failing => {
@@ -546,6 +603,29 @@ impl Server {
         }
         self.pending_ops.clear();
         Ok(())
+    }
+
+    /// Flushes the flush thread reported: their held replies go out (or, after a failed flush,
+    /// error lines), and a failed flush stops sends for good (`flush_failed`).
+    fn take_flushes(&mut self, now: Now) {
+        let Some(f) = &mut self.flusher else { return };
+        let mut reports = Vec::new();
+        while let Some(r) = f.completed() {
+            reports.push(r);
+        }
+        for (through, result) in reports {
+            if let Err(e) = &result {
+                if self.flush_failed.is_none() {
+                    self.records.log(
+                        "ERROR",
+                        &format!("flushing the queue store to disk failed: {e}; sends are refused until the hub is restarted (check the disk)"),
+                    );
+                    self.flush_failed = Some(e.clone());
+                }
+            }
+            self.hub.synced(through, result, now);
+        }
+        self.drain_outputs();
     }
 
     fn flush_conn(&mut self, id: ConnId, now: Now) {

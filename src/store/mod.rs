@@ -2,9 +2,11 @@
 //! and the loop applies in one transaction per event-loop iteration (group commit).
 //!
 //! Owns the `Store` seam and its two implementations: `Memory` (nothing survives a restart,
-//! the 004 behaviour) and `sqlite::Sqlite` (WAL, `synchronous=FULL`). Refuses routing
-//! decisions: the store records what the core decided, in the order it decided it.
+//! the 004 behaviour) and `sqlite::Sqlite` (WAL), plus `flush`, the thread that flushes
+//! SQLite's WAL to disk off the event loop. Refuses routing decisions: the store records what
+//! the core decided, in the order it decided it.
 
+pub mod flush;
 pub mod sqlite;
 
 use std::fmt;
@@ -13,7 +15,9 @@ use std::sync::Arc;
 /// One change to durable state. Applied in order inside one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreOp {
-    /// An accepted envelope joins its queue. `seq` is its acceptance order.
+    /// An accepted envelope joins its queue, and its id is remembered (idempotent send,
+    /// status) in state `queued`. `seq` is its acceptance order and names it in later
+    /// operations; `digest` covers to, kind, correlationId and body.
     Insert {
         seq: u64,
         agent: String,
@@ -22,30 +26,29 @@ pub enum StoreOp {
         kind: String,
         correlation_id: Option<String>,
         text: Arc<str>,
-    },
-    /// A delivery was committed (first byte, or ack in ack mode): the envelope leaves for good.
-    Remove { seq: u64 },
-    /// How many deliveries of this envelope were attempted and returned.
-    Attempts { seq: u64, attempts: u32 },
-    /// Remember an accepted id (idempotent send, status). `digest` covers to, kind,
-    /// correlationId and body.
-    Remember {
-        sender: String,
-        id: String,
-        to: String,
         digest: [u8; 32],
         accepted_ms: i64,
     },
+    /// A delivery was committed (first byte, or ack in ack mode): the envelope leaves its
+    /// queue for good; its id stays remembered until `Forget`.
+    Remove { seq: u64 },
+    /// How many deliveries of this envelope were attempted and returned.
+    Attempts { seq: u64, attempts: u32 },
     /// A remembered envelope's status changed.
     State {
+        seq: u64,
         sender: String,
         id: String,
         state: String,
         detail: Option<String>,
         at_ms: i64,
     },
-    /// Forget remembered ids in a terminal state older than `before_ms`.
-    Forget { sender: String, id: String },
+    /// Forget a remembered id (settled, past the retention window).
+    Forget {
+        seq: u64,
+        sender: String,
+        id: String,
+    },
 }
 
 /// An envelope as loaded at startup, in acceptance order.
@@ -64,6 +67,8 @@ pub struct StoredEnvelope {
 /// A remembered id as loaded at startup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredId {
+    /// The envelope's acceptance order (unique; restores `Record::seq`).
+    pub seq: u64,
     pub sender: String,
     pub id: String,
     pub to: String,
@@ -115,6 +120,11 @@ pub trait Store {
     fn rollback(&mut self);
     /// True when operations matter (false for `Memory`, so the core can skip building them).
     fn is_durable(&self) -> bool;
+    /// The file whose flush to disk makes a commit survive a machine crash, when the policy
+    /// asks for that (`flush::Flusher` does it off the event loop); None when `commit` is all.
+    fn flush_path(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// Nothing persists: the 004 behaviour.
