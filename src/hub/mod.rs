@@ -583,6 +583,14 @@ impl Hub {
         !self.staged.is_empty()
     }
 
+    /// A staged send goes straight to a parked await: its reader waits for the commit, not
+    /// only its sender.
+    pub fn has_staged_handoff(&self) -> bool {
+        self.staged
+            .iter()
+            .any(|s| matches!(s.target, Target::Waiter(_)))
+    }
+
     /// Settles every staged send: on `Ok` they are accepted and routed; on `Err` (the audit
     /// write failed) each sender gets an error line and nothing is queued. Bounces stay staged
     /// on failure and are tried again with the next commit, so none is dropped.

@@ -15,7 +15,7 @@ pub mod startup;
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
-use crate::store::flush::{Flusher, WalFlush};
+use crate::store::flush::{FlushResult, Flusher, WalFlush};
 use crate::store::{Loaded, Store, StoreOp};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
@@ -249,17 +249,16 @@ impl Server {
             self.tick_relay(now);
             self.settle(now);
         }
-        self.settle(self.now());
-        if let Some(f) = &mut self.flusher {
-            // Whatever was committed reaches the disk before the process ends.
-            for (_, r) in f.wait_all() {
-                if let Err(e) = r {
-                    self.records.log(
-                        "ERROR",
-                        &format!("final flush of the queue store failed: {e}"),
-                    );
-                }
-            }
+        // Whatever is staged is committed and flushed, and its replies written, before the
+        // process ends.
+        loop {
+            let now = self.now();
+            self.settle(now);
+            let reports = match &mut self.flusher {
+                Some(f) if f.is_pending() => f.wait_all(),
+                _ => break,
+            };
+            self.apply_flushes(reports, now);
         }
         let _ = self.records.flush_audit(std::iter::empty());
         self.records.log("INFO", "hub stopped");
@@ -503,7 +502,10 @@ impl Server {
         let mut commit_failed = false;
         loop {
             self.drain_outputs();
-            if (self.hub.has_staged() || !self.pending_ops.is_empty()) && !commit_failed {
+            if (self.hub.has_staged() || !self.pending_ops.is_empty())
+                && !commit_failed
+                && !self.commit_can_wait()
+            {
                 commit_failed = !self.commit_point(now);
                 self.drain_outputs();
             }
@@ -516,6 +518,17 @@ impl Server {
         }
         let _ = self.records.flush_audit(std::iter::empty());
         self.records.flush_service();
+    }
+
+    /// While a flush is running, a commit made now could confirm nothing before the next flush
+    /// anyway (that one starts only when the running one ends), so the loop gathers the staged
+    /// work and commits it once the running flush reports: one commit and one flush for
+    /// everything that arrived meanwhile. Only a handoff to a parked await commits at once,
+    /// because its reader gets the envelope at the commit (SPEC §12.1).
+    fn commit_can_wait(&self) -> bool {
+        self.flusher.as_ref().is_some_and(Flusher::is_pending)
+            && !self.hub.has_staged_handoff()
+            && self.flush_failed.is_none()
     }
 
     /// The one commit of an iteration (PLAN.md §2): the store transaction (pending operations,
@@ -613,6 +626,10 @@ impl Server {
         while let Some(r) = f.completed() {
             reports.push(r);
         }
+        self.apply_flushes(reports, now);
+    }
+
+    fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
         for (through, result) in reports {
             if let Err(e) = &result {
                 if self.flush_failed.is_none() {
