@@ -583,6 +583,11 @@ impl Hub {
         !self.staged.is_empty()
     }
 
+    /// Acks wait for the commit (and their `acked` for its flush).
+    pub fn has_staged_acks(&self) -> bool {
+        !self.staged_acks.is_empty()
+    }
+
     /// A staged send goes straight to a parked await: its reader waits for the commit, not
     /// only its sender.
     pub fn has_staged_handoff(&self) -> bool {

@@ -555,8 +555,12 @@ impl Server {
             }
             Err(e) => (Err(e.clone()), Err(e)),
         };
-        // A commit that wrote something the peers are told about waits for its flush.
-        if sends.is_ok() || acks.is_ok() {
+        // A commit that wrote something the peers are told about waits for its flush. One
+        // holding only changes that gate no reply (removals after plain deliveries, states,
+        // forgotten ids) asks for none: the next flush or checkpoint takes it along, and until
+        // then it survives a hub crash, which is all its promise is (SPEC §12.1).
+        let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
+        if replies {
             if let Some(f) = &mut self.flusher {
                 let batch = self.next_batch;
                 self.next_batch += 1;
