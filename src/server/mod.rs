@@ -250,14 +250,26 @@ impl Server {
             self.settle(now);
         }
         // Whatever is staged is committed and flushed, and its replies written, before the
-        // process ends.
+        // process ends; a flush that outlasts the write deadline (a hung disk) is given up on.
+        let give_up = Instant::now() + self.limits.write_timeout();
         loop {
             let now = self.now();
             self.settle(now);
             let reports = match &mut self.flusher {
-                Some(f) if f.is_pending() => f.wait_all(),
+                Some(f) if f.is_pending() => f.wait_all(give_up),
                 _ => break,
             };
+            if reports.is_empty() {
+                self.records.log(
+                    "ERROR",
+                    &format!(
+                        "the queue store's flush did not finish within {} ms; stopping without confirming {} replies",
+                        self.limits.write_timeout_ms,
+                        self.hub.held_replies()
+                    ),
+                );
+                break;
+            }
             self.apply_flushes(reports, now);
         }
         let _ = self.records.flush_audit(std::iter::empty());

@@ -13,9 +13,9 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// How a flush ended: `Ok`, or the error text (an I/O error from the kernel).
 pub type FlushResult = Result<(), String>;
@@ -78,7 +78,6 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 pub struct Flusher {
     requests: Option<Sender<u64>>,
     done: Receiver<(u64, FlushResult)>,
-    thread: Option<JoinHandle<()>>,
     /// The newest batch asked for and not yet reported.
     pending: Option<u64>,
 }
@@ -89,7 +88,7 @@ impl Flusher {
     pub fn spawn(mut flush: impl Flush, wake: Arc<dyn Fn() + Send + Sync>) -> io::Result<Flusher> {
         let (req_tx, req_rx) = mpsc::channel::<u64>();
         let (done_tx, done_rx) = mpsc::channel();
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("store-flush".into())
             .spawn(move || {
                 // Blocks for a request, then takes every request that queued up meanwhile:
@@ -108,7 +107,6 @@ impl Flusher {
         Ok(Flusher {
             requests: Some(req_tx),
             done: done_rx,
-            thread: Some(thread),
             pending: None,
         })
     }
@@ -150,18 +148,22 @@ impl Flusher {
         self.pending.is_some()
     }
 
-    /// Blocks until every requested flush is reported (used at shutdown).
-    pub fn wait_all(&mut self) -> Vec<(u64, FlushResult)> {
+    /// Blocks until every requested flush is reported, or until `deadline` (used at
+    /// shutdown: a disk that hangs must not hang the exit). Whatever is still pending at the
+    /// deadline stays pending.
+    pub fn wait_all(&mut self, deadline: Instant) -> Vec<(u64, FlushResult)> {
         let mut out = Vec::new();
         while self.pending.is_some() {
-            match self.done.recv() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.done.recv_timeout(left) {
                 Ok((through, r)) => {
                     if self.pending.is_some_and(|p| p <= through) {
                         self.pending = None;
                     }
                     out.push((through, r));
                 }
-                Err(_) => {
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
                     if let Some(p) = self.pending.take() {
                         out.push((p, Err("the store's flush thread has stopped".to_owned())));
                     }
@@ -172,15 +174,8 @@ impl Flusher {
     }
 }
 
-impl Drop for Flusher {
-    fn drop(&mut self) {
-        // Closing the request channel ends the thread after its current flush.
-        self.requests = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+// No Drop: dropping the request sender ends the thread after its current flush. It is not
+// joined, so a flush stuck on a dead disk cannot keep the process from exiting.
 
 #[cfg(test)]
 mod tests {
@@ -224,6 +219,23 @@ mod tests {
         Arc::new(|| {})
     }
 
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(60)
+    }
+
+    #[test]
+    fn waiting_at_shutdown_gives_up_at_its_deadline_on_a_hung_flush() {
+        let gate = Gate::default();
+        let mut f = Flusher::spawn(gate.clone(), noop_wake()).unwrap();
+        f.request(1).unwrap();
+        // The gate never opens: the flush hangs like one on a dead disk.
+        let reports = f.wait_all(Instant::now() + std::time::Duration::from_millis(20));
+        assert!(reports.is_empty());
+        assert!(f.is_pending(), "still pending: nothing was confirmed");
+        drop(f); // must not block on the stuck thread
+        gate.open(1); // let the thread finish so the test process stays tidy
+    }
+
     #[test]
     fn requests_that_queue_during_a_flush_share_the_next_one() {
         let gate = Gate::default();
@@ -237,7 +249,7 @@ mod tests {
             f.request(b).unwrap();
         }
         gate.open(2);
-        let reports = f.wait_all();
+        let reports = f.wait_all(far());
         assert_eq!(reports, vec![(1, Ok(())), (4, Ok(()))]);
         assert_eq!(gate.calls.load(Ordering::SeqCst), 2);
         assert!(!f.is_pending());
@@ -250,7 +262,7 @@ mod tests {
         let mut f = Flusher::spawn(gate.clone(), noop_wake()).unwrap();
         f.request(7).unwrap();
         gate.open(1);
-        let reports = f.wait_all();
+        let reports = f.wait_all(far());
         assert_eq!(reports.len(), 1);
         assert_eq!(reports[0].0, 7);
         assert!(reports[0].1.as_ref().unwrap_err().contains("injected EIO"));
@@ -270,7 +282,7 @@ mod tests {
         .unwrap();
         f.request(1).unwrap();
         gate.open(1);
-        assert_eq!(f.wait_all(), vec![(1, Ok(()))]);
+        assert_eq!(f.wait_all(far()), vec![(1, Ok(()))]);
         // The report was sent before the wake ran; wait for the wake without sleeping blind.
         while woken.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
