@@ -552,36 +552,38 @@ impl Server {
     /// still record acks and delivery removals, which are what free its room.
     fn commit_point(&mut self, now: Now) -> bool {
         let with_sends = self.hub.has_staged_sends();
-        let first = match &self.flush_failed {
+        let (sends, acks) = if let Some(why) = &self.flush_failed {
             // Nothing new may be promised durable; acks and removals are still written.
-            Some(why) => Err(format!(
+            let refused = format!(
                 "an earlier flush of the queue store to disk failed ({why}); sends are refused until the hub is restarted"
-            )),
-            None => self.try_commit(true, now),
-        };
-        let (sends, acks) = match first {
-            Ok(()) => (Ok(()), Ok(())),
-            Err(e) if with_sends => {
-                let rest = self.try_commit(false, now);
-                (Err(e), rest)
+            );
+            (Err(refused), self.try_commit(false, now))
+        } else {
+            match self.try_commit(true, now) {
+                Ok(()) => (Ok(()), Ok(())),
+                Err(e) if with_sends => {
+                    let rest = self.try_commit(false, now);
+                    (Err(e), rest)
+                }
+                Err(e) => (Err(e.clone()), Err(e)),
             }
-            Err(e) => (Err(e.clone()), Err(e)),
         };
         // A commit that wrote something the peers are told about waits for its flush. One
         // holding only changes that gate no reply (removals after plain deliveries, states,
         // forgotten ids) asks for none: the next flush or checkpoint takes it along, and until
         // then it survives a hub crash, which is all its promise is (SPEC §12.1).
         let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
+        let mut unflushable = None;
         if replies {
             if let Some(f) = &mut self.flusher {
                 let batch = self.next_batch;
                 self.next_batch += 1;
-                match f.request(batch) {
-                    Ok(()) => self.hub.hold_replies_until(batch),
-                    Err(e) => {
-                        self.records.log("ERROR", &e);
-                        self.flush_failed.get_or_insert(e);
-                    }
+                self.hub.hold_replies_until(batch);
+                if let Err(e) = f.request(batch) {
+                    // No flush will come: the held replies become errors below.
+                    self.records.log("ERROR", &e);
+                    self.flush_failed.get_or_insert(e.clone());
+                    unflushable = Some((batch, e));
                 }
             }
         }
@@ -601,6 +603,9 @@ impl Server {
             _ => {}
         }
         self.hub.commit_parts(sends, acks, now);
+        if let Some((batch, e)) = unflushable {
+            self.hub.synced(batch, Err(e), now);
+        }
         ok
     }
 
