@@ -432,6 +432,67 @@ fn an_lz4_bomb_is_refused_without_allocating() {
     assert!(LARGEST_BYTES.with(Cell::get) < 4096);
 }
 
+/// Each case's frame read back is its line again, and its line made raw is its frame again:
+/// a `session_transfer` read from a frame holds its chunk raw and writes it as the same base64
+/// `data`; read from a line and made raw, it frames to the same bytes; its typed payload is the
+/// same either way.
+#[test]
+fn every_case_converts_between_its_line_and_its_frame_in_either_direction() {
+    let mut problems = Vec::new();
+    let mut transfers = 0;
+    for (path, f) in load_all() {
+        for c in &f.cases {
+            let at = format!("{} case {}", path.display(), c.name);
+            let mut want_line = c.line.clone().into_bytes();
+            want_line.push(b'\n');
+            let frame = unhex(&c.frame_hex);
+            let Ok(Some((fr, _))) = decode_frame(&frame) else {
+                problems.push(format!("{at}: frame_hex does not decode"));
+                continue;
+            };
+            let from_frame = decode_body(&fr.body).unwrap();
+            let mut from_line = RelayMessage::decode_line(c.line.as_bytes()).unwrap();
+            if from_frame.encode_line() != want_line {
+                problems.push(format!("{at}: frame -> line is not the fixture's line"));
+            }
+            let typed_line = from_line.payload_typed().map_err(|e| e.to_string());
+            if from_frame.payload_typed().map_err(|e| e.to_string()) != typed_line {
+                problems.push(format!(
+                    "{at}: frame and line give different typed payloads"
+                ));
+            }
+            if let Ok(p) = &typed_line {
+                if p.to_value() != from_line.payload {
+                    problems.push(format!("{at}: typed payload -> line payload differs"));
+                }
+            }
+            if f.msg_type == "session_transfer" {
+                transfers += 1;
+                if from_frame.chunk().is_none() || from_frame.payload.get("data").is_some() {
+                    problems.push(format!("{at}: a framed chunk must come back raw"));
+                }
+                from_line.make_chunk_raw().unwrap();
+                if from_line.chunk() != from_frame.chunk() {
+                    problems.push(format!("{at}: line made raw holds another chunk"));
+                }
+            }
+            if hex(&encode_message(&from_line, true).unwrap()) != c.frame_hex {
+                problems.push(format!(
+                    "{at}: line (made raw) -> frame is not the fixture's frame"
+                ));
+            }
+            if hex(&encode_message(&from_frame, true).unwrap()) != c.frame_hex {
+                problems.push(format!("{at}: frame -> frame is not the fixture's frame"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        transfers > 0,
+        "the fixtures must have a session_transfer case"
+    );
+}
+
 /// Rewrites every case's `frame_hex` and `frame_compressed` from its line.
 #[test]
 #[ignore]

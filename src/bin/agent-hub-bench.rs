@@ -3027,30 +3027,13 @@ fn rich_heartbeat_payload() -> serde_json::Value {
     v
 }
 
-fn base64(raw: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(raw.len().div_ceil(3) * 4);
-    for c in raw.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for (k, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            out.push(if k <= c.len() {
-                char::from(A[((n >> shift) & 63) as usize])
-            } else {
-                '='
-            });
-        }
-    }
-    out
-}
-
-/// A `session_transfer` payload carrying `chunk` as chunk `seq` of `total` of a file whose
-/// SHA-256 is `digest`.
-fn transfer_payload(chunk: &[u8], seq: usize, total: usize, digest: &str) -> serde_json::Value {
+/// A `session_transfer` payload without its chunk, for chunk `seq` of `total` of a file whose
+/// SHA-256 is `digest`: the chunk goes beside it raw (`RelayMessage::with_chunk`), as an
+/// application holding the file's bytes sends it.
+fn transfer_head(seq: usize, total: usize, digest: &str) -> serde_json::Value {
     json!({
         "session_id": "5f0c1d2e-8a4b-4c6d-9e7f-0a1b2c3d4e5f", "cwd": "/home/dev/agent-hub",
-        "seq": seq, "total": total, "digest": digest, "data": base64(chunk),
+        "seq": seq, "total": total, "digest": digest,
     })
 }
 
@@ -3181,11 +3164,8 @@ fn codec_table(transcript: &[u8], dump: Option<&Path>) -> Res<(Vec<CodecRow>, se
         use sha2::Digest;
         agent_hub::relay::auth::to_hex(&sha2::Sha256::digest(transcript))
     };
-    let transfer = relay_msg(
-        MsgType::SessionTransfer,
-        from,
-        transfer_payload(transcript, 0, 1, &digest),
-    );
+    let transfer = relay_msg(MsgType::SessionTransfer, from, transfer_head(0, 1, &digest))
+        .with_chunk(transcript);
     let transfer_body =
         agent_hub::relay::frame::encode_body(&transfer).map_err(|e| e.to_string())?;
     let fwd29 = forward(BUS_BODY_29);
@@ -3330,6 +3310,8 @@ struct Workload {
     msg_type: MsgType,
     /// Payloads sent in turn.
     payloads: Vec<serde_json::Value>,
+    /// For transfers, the raw chunk that goes with each payload (`with_chunk`); else empty.
+    chunks: Vec<Arc<[u8]>>,
     /// Payload bytes per message: the raw chunk for a transfer, the payload's JSON otherwise.
     payload_bytes: usize,
     count: usize,
@@ -3395,6 +3377,7 @@ fn link_run(link: &'static str, features: &[Feature], w: &Workload) -> Res<LinkR
     let count = w.count;
     let msg_type = w.msg_type.clone();
     let first = w.payloads[0].clone();
+    let first_chunk = w.chunks.first().cloned();
     let b2 = Arc::clone(&barrier);
     let receiver = std::thread::spawn(move || -> Res<(Duration, Duration, Vec<Feature>)> {
         let hs = link_handshake(&mut a, &mut asock);
@@ -3418,7 +3401,9 @@ fn link_run(link: &'static str, features: &[Feature], w: &Workload) -> Res<LinkR
             while let Some(ev) = a.poll_event() {
                 match ev {
                     SessionEvent::Message(m) => {
-                        if m.msg_type != msg_type || (got == 0 && m.payload != first) {
+                        // A transfer arrives holding its chunk raw, from a line or a frame.
+                        let same = m.payload == first && m.chunk() == first_chunk.as_ref();
+                        if m.msg_type != msg_type || (got == 0 && !same) {
                             return Err(format!("relay bench: message {got} is not the one sent"));
                         }
                         got += 1;
@@ -3441,11 +3426,14 @@ fn link_run(link: &'static str, features: &[Feature], w: &Workload) -> Res<LinkR
     let sent: Res<()> = (|| {
         for i in 0..count {
             let now = Instant::now();
-            let msg = d.message(
+            let mut msg = d.message(
                 w.msg_type.clone(),
                 w.payloads[i % w.payloads.len()].clone(),
                 now,
             );
+            if !w.chunks.is_empty() {
+                msg = msg.with_chunk(Arc::clone(&w.chunks[i % w.chunks.len()]));
+            }
             d.send(msg).map_err(|e| format!("relay bench send: {e}"))?;
             while let Some(b) = d.poll_transmit() {
                 out.extend_from_slice(&b);
@@ -3681,41 +3669,52 @@ struct RelayReport {
 }
 
 /// The steps a 64 KiB `session_transfer` goes through on each kind of link, timed alone on one
-/// thread, so the link figures can be read: where a chunk's CPU goes.
-fn transfer_steps(payload: &serde_json::Value) -> Res<Vec<(&'static str, f64)>> {
-    let msg = relay_msg(MsgType::SessionTransfer, "hubA", payload.clone());
+/// thread, so the link figures can be read: where a chunk's CPU goes. The message holds its
+/// chunk raw, as the link's sender gives it.
+fn transfer_steps(head: &serde_json::Value, chunk: &Arc<[u8]>) -> Res<Vec<(&'static str, f64)>> {
+    let msg =
+        relay_msg(MsgType::SessionTransfer, "hubA", head.clone()).with_chunk(Arc::clone(chunk));
     let line = msg.encode_line();
+    let from_line =
+        RelayMessage::decode_line(&line[..line.len() - 1]).map_err(|e| e.to_string())?;
     let body = agent_hub::relay::frame::encode_body(&msg).map_err(|e| e.to_string())?;
     let frame = encode_frame(&body, true).map_err(|e| e.to_string())?;
     let block = frame[5..].to_vec();
     let n = 201;
     Ok(vec![
         (
-            "payload_typed (catalogue check: typed parse + base64 decode of data)",
+            "payload_typed (catalogue check; the chunk is raw: no base64)",
             median_us(n, || {
                 black_box(black_box(&msg).payload_typed().is_ok());
             }),
         ),
         (
-            "lines: encode_line",
+            "lines: encode_line (JSON + the sender's one base64 encode)",
             median_us(n, || {
                 black_box(black_box(&msg).encode_line());
             }),
         ),
         (
-            "lines: decode_line",
+            "lines: decode_line (JSON; data stays base64 text)",
             median_us(n, || {
                 black_box(RelayMessage::decode_line(black_box(&line[..line.len() - 1])).is_ok());
             }),
         ),
         (
-            "frames: encode_body (base64 decode, JSON head, raw tail)",
+            "lines: make_chunk_raw (the receiver's one base64 decode)",
+            median_us(n, || {
+                let mut m = black_box(&from_line).clone();
+                black_box(m.make_chunk_raw().is_ok());
+            }),
+        ),
+        (
+            "frames: encode_body (JSON head, raw tail)",
             median_us(n, || {
                 black_box(agent_hub::relay::frame::encode_body(black_box(&msg)).is_ok());
             }),
         ),
         (
-            "frames: decode_body (JSON head, base64 encode of the tail)",
+            "frames: decode_body (JSON head, raw tail)",
             median_us(n, || {
                 black_box(decode_body(black_box(&body)).is_ok());
             }),
@@ -3761,29 +3760,30 @@ fn relay_bench(opts: &Opts) -> Res<RelayReport> {
                 .map_err(|e| e.to_string())?
                 .len(),
             payloads: vec![status],
+            chunks: vec![],
             count: opts.relay_messages,
         },
         Workload {
             name: "session_transfer, 64 KiB chunks".into(),
             msg_type: MsgType::SessionTransfer,
-            payloads: transcript
-                .chunks(CHUNK_BYTES)
-                .enumerate()
-                .map(|(i, c)| transfer_payload(c, i, total, &digest))
+            payloads: (0..total)
+                .map(|i| transfer_head(i, total, &digest))
                 .collect(),
+            chunks: transcript.chunks(CHUNK_BYTES).map(Arc::from).collect(),
             payload_bytes: CHUNK_BYTES,
             count: opts.relay_chunks,
         },
         Workload {
             name: "session_transfer, 512 KiB chunks".into(),
             msg_type: MsgType::SessionTransfer,
-            payloads: vec![transfer_payload(&transcript, 0, 1, &digest)],
+            payloads: vec![transfer_head(0, 1, &digest)],
+            chunks: vec![Arc::from(&transcript[..])],
             payload_bytes: TRANSCRIPT_BYTES,
             count: (opts.relay_chunks / 8).max(1),
         },
     ];
     progress("relay 2: the steps of one 64 KiB chunk, timed alone");
-    r.steps = transfer_steps(&workloads[1].payloads[0])?;
+    r.steps = transfer_steps(&workloads[1].payloads[0], &workloads[1].chunks[0])?;
     for w in &workloads {
         for (link, features) in link_kinds() {
             progress(&format!(

@@ -2,12 +2,33 @@
 //!
 //! Strict on decode: only the canonical encoding of some byte string is accepted (padding
 //! required, unused trailing bits zero), so base64 → raw → base64 gives back the same text.
-//! That is what lets a chunk cross a frame link raw and come out as the same message it went
-//! in as (relay-protocol.md, "Binary data in frames"). Refuses: line breaks, URL alphabet.
+//! That is what lets a chunk cross a frame link raw and come out as the same line it went in
+//! as (relay-protocol.md §4, "Binary data in frames"). Used only at the line edge: a chunk is
+//! decoded when a line's message is checked and encoded when a raw chunk is written as a line,
+//! never on a frame link. Refuses: line breaks, URL alphabet.
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+/// Calls of `encode` and `decode` on this thread, counted in test builds only, so the relay's
+/// tests can check how many times a chunk is converted on each side of a link.
+#[cfg(test)]
+pub(crate) mod calls {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(crate) static ENCODES: Cell<usize> = const { Cell::new(0) };
+        pub(crate) static DECODES: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// (encodes, decodes) so far on this thread.
+    pub(crate) fn get() -> (usize, usize) {
+        (ENCODES.with(Cell::get), DECODES.with(Cell::get))
+    }
+}
+
 pub fn encode(raw: &[u8]) -> String {
+    #[cfg(test)]
+    calls::ENCODES.with(|c| c.set(c.get() + 1));
     let mut out = String::with_capacity(raw.len().div_ceil(3) * 4);
     for chunk in raw.chunks(3) {
         let b = [
@@ -47,6 +68,8 @@ impl std::fmt::Display for Base64Error {
 }
 
 pub fn decode(text: &str) -> Result<Vec<u8>, Base64Error> {
+    #[cfg(test)]
+    calls::DECODES.with(|c| c.set(c.get() + 1));
     let bytes = text.as_bytes();
     if bytes.len() % 4 != 0 {
         return Err(Base64Error(

@@ -64,7 +64,7 @@ pub enum FrameError {
     /// after compression (or without it).
     BodyTooLarge { body_bytes: usize },
     /// (sending) The message cannot be made into a body (a `session_transfer` whose `data`
-    /// is not canonical base64).
+    /// is not canonical base64, or that has no chunk).
     BadMessage(RelayError),
 }
 
@@ -242,6 +242,10 @@ pub const RAW_LEN_KEY: &str = "data_len";
 /// A message as a frame body. For `session_transfer` the JSON's payload has `data_len: N`
 /// instead of `data`, and the N raw chunk bytes follow the JSON's closing brace directly (no
 /// base64 in frames). Every other type is its JSON alone.
+///
+/// A message holding its chunk raw (read from a frame, made with `with_chunk`, or made raw by
+/// `Session::send`) is framed without any base64; one holding it as base64 text is decoded
+/// here, once.
 pub fn encode_body(msg: &RelayMessage) -> Result<Vec<u8>, RelayError> {
     if msg.msg_type != MsgType::SessionTransfer {
         return Ok(msg.encode_json());
@@ -253,11 +257,20 @@ pub fn encode_body(msg: &RelayMessage) -> Result<Vec<u8>, RelayError> {
     let Value::Object(map) = &msg.payload else {
         return Err(bad("payload must be an object"));
     };
-    let Some(Value::String(data)) = map.get("data") else {
-        return Err(bad("data must be a base64 string"));
+    let decoded: Vec<u8>;
+    let raw: &[u8] = match msg.chunk() {
+        Some(chunk) => chunk,
+        None => {
+            let Some(Value::String(data)) = map.get("data") else {
+                return Err(bad("data must be a base64 string"));
+            };
+            decoded = base64::decode(data)
+                .map_err(|e| bad(&format!("data is not canonical padded base64: {e}")))?;
+            &decoded
+        }
     };
-    let raw = base64::decode(data)
-        .map_err(|e| bad(&format!("data is not canonical padded base64: {e}")))?;
+    // The head: every payload key but `data` (absent anyway when the chunk is raw), so the
+    // chunk's text, if any, is never copied.
     let mut framed = serde_json::Map::new();
     for (k, v) in map {
         if k != "data" {
@@ -265,19 +278,21 @@ pub fn encode_body(msg: &RelayMessage) -> Result<Vec<u8>, RelayError> {
         }
     }
     framed.insert(RAW_LEN_KEY.into(), Value::from(raw.len()));
-    let head = RelayMessage {
-        id: msg.id.clone(),
-        msg_type: msg.msg_type.clone(),
-        from_peer: msg.from_peer.clone(),
-        timestamp: msg.timestamp,
-        payload: Value::Object(framed),
-    };
+    let head = RelayMessage::new(
+        msg.id.clone(),
+        msg.msg_type.clone(),
+        msg.from_peer.clone(),
+        msg.timestamp,
+        Value::Object(framed),
+    );
     let mut body = head.encode_json();
-    body.extend_from_slice(&raw);
+    body.reserve_exact(raw.len());
+    body.extend_from_slice(raw);
     Ok(body)
 }
 
-/// Reads a frame body back into the message `encode_body` was given.
+/// Reads a frame body back into the message `encode_body` was given. A `session_transfer`
+/// comes back holding its chunk raw (`RelayMessage::chunk`): no base64.
 pub fn decode_body(body: &[u8]) -> Result<RelayMessage, RelayError> {
     let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
     let value = match stream.next() {
@@ -321,8 +336,7 @@ pub fn decode_body(body: &[u8]) -> Result<RelayMessage, RelayError> {
             ))
         }
     }
-    map.insert("data".into(), Value::String(base64::encode(tail)));
-    Ok(msg)
+    Ok(msg.with_chunk(tail))
 }
 
 /// A message as a whole frame, ready to write.
@@ -334,7 +348,9 @@ pub fn encode_message(msg: &RelayMessage, lz4: bool) -> Result<Vec<u8>, FrameErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::message::Payload;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn frame(flags: u8, body: &[u8]) -> Vec<u8> {
         let mut v = ((body.len() + 1) as u32).to_be_bytes().to_vec();
@@ -569,5 +585,109 @@ mod tests {
         assert!(matches!(decode_body(&hb), Err(RelayError::BadBody(_))));
         assert!(matches!(decode_body(b""), Err(RelayError::BadBody(_))));
         assert!(decode_body(b"\xff\xfe").is_err());
+
+        // Framed from the decoded (raw) message: the same body, without any base64.
+        let back = decode_body(&body).unwrap();
+        assert_eq!(back.chunk().map(|c| &c[..]), Some(&raw[..]));
+        assert!(back.payload.get("data").is_none());
+        assert_eq!(encode_body(&back).unwrap(), body);
+    }
+
+    fn transfer_line(raw: &[u8]) -> String {
+        format!(
+            r#"{{"id":"msg_1_1_00","msg_type":"session_transfer","from_peer":"a","timestamp":1700000000000,"payload":{{"cwd":"/w","data":"{}","digest":"ab","seq":2,"session_id":"s1","total":3}}}}"#,
+            base64::encode(raw)
+        )
+    }
+
+    fn calls_since(before: (usize, usize)) -> (usize, usize) {
+        let now = base64::calls::get();
+        (now.0 - before.0, now.1 - before.1)
+    }
+
+    #[test]
+    fn line_to_typed_to_frame_to_typed_round_trips() {
+        for len in [0usize, 1, 2, 3, 1000, 70_000] {
+            let raw: Vec<u8> = (0..len).map(|i| (i * 31 % 256) as u8).collect();
+            let line = transfer_line(&raw);
+            let from_line = RelayMessage::decode_line(line.as_bytes()).unwrap();
+            let typed = match from_line.payload_typed().unwrap() {
+                Payload::SessionTransfer(st) => st,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(&typed.data[..], &raw[..]);
+            // The typed payload as a message holding the chunk raw, framed and read back.
+            let m = RelayMessage::new(
+                from_line.id.clone(),
+                MsgType::SessionTransfer,
+                "a",
+                from_line.timestamp,
+                typed.head(),
+            )
+            .with_chunk(Arc::clone(&typed.data));
+            let before = base64::calls::get();
+            let f = encode_message(&m, true).unwrap();
+            let (fr, _) = decode_frame(&f).unwrap().unwrap();
+            let from_frame = decode_body(&fr.body).unwrap();
+            let again = from_frame.payload_typed().unwrap();
+            assert_eq!(calls_since(before), (0, 0), "no base64 on the frame path");
+            assert_eq!(again, Payload::SessionTransfer(typed));
+            assert_eq!(from_frame, from_line, "the same message in either form");
+            // The frame from the line's message (text form: one decode) is the same frame.
+            assert_eq!(encode_message(&from_line, true).unwrap(), f);
+        }
+    }
+
+    #[test]
+    fn frame_to_typed_to_line_gives_back_the_original_line() {
+        let raw: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 253) as u8).collect();
+        let line = transfer_line(&raw);
+        let f = encode_message(&RelayMessage::decode_line(line.as_bytes()).unwrap(), true).unwrap();
+        let (fr, _) = decode_frame(&f).unwrap().unwrap();
+        assert!(fr.compressed());
+        let m = decode_body(&fr.body).unwrap();
+        // The message itself as a line: one encode, byte-identical to the original.
+        let before = base64::calls::get();
+        assert_eq!(m.encode_json(), line.as_bytes());
+        assert_eq!(calls_since(before), (1, 0));
+        // Through the typed payload.
+        let Payload::SessionTransfer(st) = m.payload_typed().unwrap() else {
+            panic!("not a transfer")
+        };
+        let rebuilt = RelayMessage::new(
+            m.id.clone(),
+            MsgType::SessionTransfer,
+            m.from_peer.clone(),
+            m.timestamp,
+            st.to_value(),
+        );
+        assert_eq!(rebuilt.encode_line(), format!("{line}\n").into_bytes());
+    }
+
+    #[test]
+    fn a_raw_chunk_is_refused_where_it_does_not_belong() {
+        // On another type: framed as that type's JSON, and refused by the typed check.
+        let hb = msg(MsgType::Heartbeat, json!({})).with_chunk(&b"xyz"[..]);
+        assert!(matches!(
+            hb.payload_typed(),
+            Err(RelayError::BadPayload { .. })
+        ));
+        // A text chunk that is not canonical base64 cannot be framed.
+        let bad = msg(
+            MsgType::SessionTransfer,
+            json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d","data":"Zm9=x"}),
+        );
+        assert!(matches!(
+            encode_body(&bad),
+            Err(RelayError::BadPayload { .. })
+        ));
+        let none = msg(
+            MsgType::SessionTransfer,
+            json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d"}),
+        );
+        assert!(matches!(
+            encode_message(&none, false),
+            Err(FrameError::BadMessage(RelayError::BadPayload { .. }))
+        ));
     }
 }

@@ -11,7 +11,9 @@
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The line cap: bytes of a line not counting its `\n` (a trailing `\r` counts).
 pub const LINE_CAP_BYTES: usize = 1_048_576;
@@ -382,16 +384,67 @@ pub fn format_id(unix_ms: i64, counter: u64, random: &[u8]) -> String {
 // ----- the envelope -----
 
 /// One relay message: `{"id","msg_type","from_peer","timestamp","payload"}`.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// A `session_transfer` holds its chunk in one of two forms, and converts between them only
+/// when a link needs the other (relay-protocol.md §4, "Binary data in frames"):
+/// - **base64 text**, as `payload.data`: a message read from a line (`decode_line`), or made by
+///   an application that had the text;
+/// - **raw bytes**, in `chunk` (`payload` then has no `data`): a message read from a frame
+///   (`frame::decode_body`), made with `with_chunk`, or made raw by `make_chunk_raw` (which the
+///   session runs on every message it receives, and on every message it sends as a frame).
+///
+/// A line writes a raw chunk as `data` (one base64 encode, in `encode_json`); a frame writes a
+/// text chunk as raw bytes (one decode, in `frame::encode_body`, unless `make_chunk_raw` already
+/// did it). So each side decodes or encodes a chunk's base64 at most once, and a frame link
+/// never does. Two messages are equal when they are the same message, whatever form each holds
+/// its chunk in.
+#[derive(Clone)]
 pub struct RelayMessage {
     pub id: String,
     pub msg_type: MsgType,
     pub from_peer: String,
     /// Unix epoch milliseconds, always an integer on the wire.
     pub timestamp: i64,
-    /// Always a JSON object. For `session_transfer`, `data` is the padded base64 text of the
-    /// chunk whatever the link (frames carry it raw; see `frame`).
+    /// Always a JSON object. For a `session_transfer` holding its chunk as text, `data` is its
+    /// padded base64; holding it raw, there is no `data` (see `chunk`).
     pub payload: Value,
+    /// A `session_transfer`'s chunk as raw bytes, when the message holds it so. Private so
+    /// that only `with_chunk` and `make_chunk_raw` set it, and they take `data` out of
+    /// `payload` (the invariant: never both).
+    chunk: Option<Arc<[u8]>>,
+}
+
+impl std::fmt::Debug for RelayMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A chunk's length, not its bytes: they may be half a megabyte.
+        f.debug_struct("RelayMessage")
+            .field("id", &self.id)
+            .field("msg_type", &self.msg_type)
+            .field("from_peer", &self.from_peer)
+            .field("timestamp", &self.timestamp)
+            .field("payload", &self.payload)
+            .field("chunk_bytes", &self.chunk.as_ref().map(|c| c.len()))
+            .finish()
+    }
+}
+
+impl PartialEq for RelayMessage {
+    fn eq(&self, other: &RelayMessage) -> bool {
+        if self.id != other.id
+            || self.msg_type != other.msg_type
+            || self.from_peer != other.from_peer
+            || self.timestamp != other.timestamp
+        {
+            return false;
+        }
+        match (&self.chunk, &other.chunk) {
+            (None, None) => self.payload == other.payload,
+            (Some(a), Some(b)) => a == b && self.payload == other.payload,
+            // One holds its chunk as text, the other raw: compare them as a line carries them
+            // (an encode, but equality is for tests and checks, never on the data path).
+            _ => self.line_payload() == other.line_payload(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -417,6 +470,60 @@ impl RelayMessage {
             from_peer: from_peer.into(),
             timestamp,
             payload,
+            chunk: None,
+        }
+    }
+
+    /// This message holding `chunk` raw as its `session_transfer` data: any `data` key is
+    /// taken out of the payload. (`payload_typed`, and so `Session::send`, refuses a raw chunk
+    /// on any other type.)
+    pub fn with_chunk(mut self, chunk: impl Into<Arc<[u8]>>) -> RelayMessage {
+        if let Value::Object(map) = &mut self.payload {
+            map.remove("data");
+        }
+        self.chunk = Some(chunk.into());
+        self
+    }
+
+    /// The chunk's raw bytes, when the message holds them raw (see the type's doc).
+    pub fn chunk(&self) -> Option<&Arc<[u8]>> {
+        self.chunk.as_ref()
+    }
+
+    /// A `session_transfer` holding its chunk as base64 text now holds it raw: the text is
+    /// decoded (strictly: canonical padded base64, at most `CHUNK_CAP_BYTES`) and `data` leaves
+    /// the payload, so no later step decodes it again. Nothing to do for any other type, for a
+    /// chunk already raw, or when `data` is absent or not a string (`payload_typed` says why).
+    /// On error the message is unchanged.
+    pub fn make_chunk_raw(&mut self) -> Result<(), RelayError> {
+        if self.msg_type != MsgType::SessionTransfer || self.chunk.is_some() {
+            return Ok(());
+        }
+        let Value::Object(map) = &mut self.payload else {
+            return Ok(());
+        };
+        let Some(Value::String(text)) = map.get("data") else {
+            return Ok(());
+        };
+        let raw = decode_chunk(text)?;
+        map.remove("data");
+        self.chunk = Some(raw);
+        Ok(())
+    }
+
+    /// The payload as a line carries it: a raw chunk goes back in as base64 `data` (the one
+    /// encode on a line link's sending side).
+    fn line_payload(&self) -> Cow<'_, Value> {
+        match (&self.chunk, &self.payload) {
+            (Some(chunk), Value::Object(map)) => {
+                let mut map = map.clone();
+                map.insert(
+                    "data".into(),
+                    Value::String(crate::relay::base64::encode(chunk)),
+                );
+                Cow::Owned(Value::Object(map))
+            }
+            _ => Cow::Borrowed(&self.payload),
         }
     }
 
@@ -482,24 +589,22 @@ impl RelayMessage {
                 })
             }
         };
-        Ok(RelayMessage {
-            id,
-            msg_type,
-            from_peer,
-            timestamp,
-            payload,
-        })
+        Ok(RelayMessage::new(
+            id, msg_type, from_peer, timestamp, payload,
+        ))
     }
 
     /// Compact JSON in the fixed key order `id, msg_type, from_peer, timestamp, payload`;
     /// payload keys in the order `serde_json::Value` keeps (sorted).
+    /// A raw `session_transfer` chunk is written as base64 `data`, as v0 lines carry it.
     pub fn encode_json(&self) -> Vec<u8> {
+        let payload = self.line_payload();
         let env = Envelope {
             id: &self.id,
             msg_type: &self.msg_type,
             from_peer: &self.from_peer,
             timestamp: self.timestamp,
-            payload: &self.payload,
+            payload: &payload,
         };
         // Serializing strings, an integer and a Value (whose keys are strings) cannot fail.
         serde_json::to_vec(&env).expect("a relay envelope always serializes")
@@ -512,9 +617,20 @@ impl RelayMessage {
         v
     }
 
-    /// The typed payload of this message's type.
+    /// The typed payload of this message's type. A `session_transfer` chunk held as text is
+    /// decoded here (and the bytes dropped afterwards: `make_chunk_raw` keeps them); one held
+    /// raw is shared, never copied or encoded.
     pub fn payload_typed(&self) -> Result<Payload, RelayError> {
-        Payload::parse(&self.msg_type, &self.payload)
+        match &self.chunk {
+            None => Payload::parse(&self.msg_type, &self.payload),
+            Some(chunk) if self.msg_type == MsgType::SessionTransfer => {
+                SessionTransfer::from_raw(&self.payload, chunk).map(Payload::SessionTransfer)
+            }
+            Some(_) => Err(RelayError::BadPayload {
+                msg_type: self.msg_type.as_str().to_owned(),
+                detail: "only session_transfer carries a raw chunk".into(),
+            }),
+        }
     }
 }
 
@@ -781,8 +897,54 @@ pub struct KnowledgeRejected {
     pub units: Value,
 }
 
+/// The largest `session_transfer` chunk, raw: 512 KiB (relay-compat.md; the file is sent in
+/// chunks of at most this, under a 64 MB file cap). Its base64 is 699,052 characters, so it
+/// fits a line; raw, it fits a frame.
+pub const CHUNK_CAP_BYTES: usize = 512 * 1024;
+
+/// The length of the padded base64 of `CHUNK_CAP_BYTES`: a longer `data` is refused before
+/// it is decoded.
+const CHUNK_CAP_BASE64: usize = CHUNK_CAP_BYTES.div_ceil(3) * 4;
+
+fn transfer_error(detail: String) -> RelayError {
+    RelayError::BadPayload {
+        msg_type: "session_transfer".into(),
+        detail,
+    }
+}
+
+fn over_chunk_cap(len: usize) -> RelayError {
+    transfer_error(format!(
+        "data holds {len} raw bytes, over the chunk cap of {CHUNK_CAP_BYTES}"
+    ))
+}
+
+/// A chunk's base64 text to its bytes: the one decode on a line link's receiving side.
+fn decode_chunk(text: &str) -> Result<Arc<[u8]>, RelayError> {
+    if text.len() > CHUNK_CAP_BASE64 {
+        return Err(over_chunk_cap(text.len() / 4 * 3));
+    }
+    let raw = crate::relay::base64::decode(text)
+        .map_err(|e| transfer_error(format!("data is not canonical padded base64: {e}")))?;
+    if raw.len() > CHUNK_CAP_BYTES {
+        return Err(over_chunk_cap(raw.len()));
+    }
+    Ok(raw.into())
+}
+
+/// `session_transfer`'s keys other than its chunk: a frame's JSON head (beside `data_len`),
+/// and the payload of a message holding its chunk raw.
+#[derive(Deserialize)]
+struct TransferHead {
+    session_id: String,
+    cwd: String,
+    seq: u64,
+    total: u64,
+    digest: String,
+}
+
 /// `session_transfer`: one chunk of a session file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq)]
 pub struct SessionTransfer {
     pub session_id: String,
     pub cwd: String,
@@ -790,17 +952,84 @@ pub struct SessionTransfer {
     pub total: u64,
     /// Hex SHA-256 of the whole file.
     pub digest: String,
-    /// Padded base64 of the raw chunk (at most 512 KiB raw). Checked to be canonical.
-    pub data: String,
+    /// The chunk's raw bytes, at most `CHUNK_CAP_BYTES`. A line carries them as `data`,
+    /// canonical padded base64; a frame carries them raw after the JSON.
+    pub data: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for SessionTransfer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionTransfer")
+            .field("session_id", &self.session_id)
+            .field("cwd", &self.cwd)
+            .field("seq", &self.seq)
+            .field("total", &self.total)
+            .field("digest", &self.digest)
+            .field("data_bytes", &self.data.len())
+            .finish()
+    }
 }
 
 impl SessionTransfer {
-    /// The chunk's raw bytes.
-    pub fn data_bytes(&self) -> Result<Vec<u8>, RelayError> {
-        crate::relay::base64::decode(&self.data).map_err(|e| RelayError::BadPayload {
-            msg_type: "session_transfer".into(),
-            detail: format!("data is not canonical padded base64: {e}"),
+    fn with_head(head: TransferHead, data: Arc<[u8]>) -> SessionTransfer {
+        SessionTransfer {
+            session_id: head.session_id,
+            cwd: head.cwd,
+            seq: head.seq,
+            total: head.total,
+            digest: head.digest,
+            data,
+        }
+    }
+
+    /// From a payload holding the chunk as base64 `data` (a line's form): decodes it.
+    fn from_line_payload(payload: &Value) -> Result<SessionTransfer, RelayError> {
+        let head: TransferHead = typed(&MsgType::SessionTransfer, payload)?;
+        let data = match payload.get("data") {
+            Some(Value::String(text)) => decode_chunk(text)?,
+            Some(_) => return Err(transfer_error("data must be a base64 string".into())),
+            None => return Err(transfer_error("missing field `data`".into())),
+        };
+        Ok(SessionTransfer::with_head(head, data))
+    }
+
+    /// From a payload without `data` and the chunk beside it, raw: no base64 at all.
+    fn from_raw(payload: &Value, chunk: &Arc<[u8]>) -> Result<SessionTransfer, RelayError> {
+        let head: TransferHead = typed(&MsgType::SessionTransfer, payload)?;
+        if payload.get("data").is_some() {
+            return Err(transfer_error(
+                "data is given twice: as base64 in the payload and as a raw chunk".into(),
+            ));
+        }
+        if chunk.len() > CHUNK_CAP_BYTES {
+            return Err(over_chunk_cap(chunk.len()));
+        }
+        Ok(SessionTransfer::with_head(head, Arc::clone(chunk)))
+    }
+
+    /// The payload without `data`: what goes beside a raw chunk
+    /// (`RelayMessage::with_chunk`).
+    pub fn head(&self) -> Value {
+        serde_json::json!({
+            "session_id": self.session_id,
+            "cwd": self.cwd,
+            "seq": self.seq,
+            "total": self.total,
+            "digest": self.digest,
         })
+    }
+
+    /// The payload as a line carries it: the head plus `data` in base64 (an encode).
+    pub fn to_value(&self) -> Value {
+        let mut v = self.head();
+        v["data"] = Value::String(crate::relay::base64::encode(&self.data));
+        v
+    }
+
+    /// A copy of the chunk's bytes. Never fails any more: the chunk is checked when the
+    /// payload is parsed, and `data` holds the bytes themselves.
+    pub fn data_bytes(&self) -> Result<Vec<u8>, RelayError> {
+        Ok(self.data.to_vec())
     }
 }
 
@@ -856,7 +1085,9 @@ fn typed<T: for<'de> Deserialize<'de>>(t: &MsgType, payload: &Value) -> Result<T
 
 impl Payload {
     /// Parses a payload for its type: required keys must be present with the right JSON
-    /// type, optional keys may be absent, unknown keys are ignored.
+    /// type, optional keys may be absent, unknown keys are ignored. A `session_transfer`
+    /// payload here is a line's, with `data` in base64 (decoded once, into the typed chunk);
+    /// `RelayMessage::payload_typed` also reads a message holding its chunk raw.
     pub fn parse(msg_type: &MsgType, payload: &Value) -> Result<Payload, RelayError> {
         let t = msg_type;
         Ok(match msg_type {
@@ -876,9 +1107,7 @@ impl Payload {
             MsgType::HiveJoinResult => Payload::HiveJoinResult(typed(t, payload)?),
             MsgType::KnowledgeRejected => Payload::KnowledgeRejected(typed(t, payload)?),
             MsgType::SessionTransfer => {
-                let st: SessionTransfer = typed(t, payload)?;
-                st.data_bytes()?;
-                Payload::SessionTransfer(st)
+                Payload::SessionTransfer(SessionTransfer::from_line_payload(payload)?)
             }
             MsgType::SessionReceived => Payload::SessionReceived(typed(t, payload)?),
             MsgType::Unknown(name) => Payload::Unknown {
@@ -912,7 +1141,8 @@ impl Payload {
     }
 
     /// The payload as JSON: required keys always written (`null` for a null-able one),
-    /// optional keys only when present.
+    /// optional keys only when present; a `session_transfer` chunk as base64 `data`, as a
+    /// line carries it.
     pub fn to_value(&self) -> Value {
         fn v<T: Serialize>(x: &T) -> Value {
             // These structs hold strings, numbers, Values and string-keyed maps only.
@@ -934,7 +1164,7 @@ impl Payload {
             Payload::HiveJoinRequest(p) => v(p),
             Payload::HiveJoinResult(p) => v(p),
             Payload::KnowledgeRejected(p) => v(p),
-            Payload::SessionTransfer(p) => v(p),
+            Payload::SessionTransfer(p) => p.to_value(),
             Payload::SessionReceived(p) => v(p),
             Payload::Unknown { payload, .. } => payload.clone(),
         }
@@ -1153,6 +1383,162 @@ mod tests {
         let p = ok(MsgType::SessionTransfer, st.clone());
         assert_eq!(p.to_value(), st);
         assert_eq!(p.msg_type(), MsgType::SessionTransfer);
+    }
+
+    fn transfer_payload(data: Value) -> Value {
+        json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d","data":data})
+    }
+
+    fn base64_calls_since(before: (usize, usize)) -> (usize, usize) {
+        let now = crate::relay::base64::calls::get();
+        (now.0 - before.0, now.1 - before.1)
+    }
+
+    #[test]
+    fn a_transfer_holds_its_chunk_as_text_or_raw_and_stays_the_same_message() {
+        let raw: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let text = crate::relay::base64::encode(&raw);
+        let l = line(
+            "session_transfer",
+            &transfer_payload(json!(text)).to_string(),
+        );
+        let as_text = RelayMessage::decode_line(l.as_bytes()).unwrap();
+        assert!(
+            as_text.chunk().is_none(),
+            "a line's message holds base64 text"
+        );
+        assert_eq!(as_text.payload["data"], json!(text));
+
+        let before = crate::relay::base64::calls::get();
+        let mut as_raw = as_text.clone();
+        as_raw.make_chunk_raw().unwrap();
+        assert_eq!(base64_calls_since(before), (0, 1), "one decode");
+        assert_eq!(as_raw.chunk().map(|c| &c[..]), Some(&raw[..]));
+        assert!(as_raw.payload.get("data").is_none(), "never both");
+        let before = crate::relay::base64::calls::get();
+        as_raw.make_chunk_raw().unwrap();
+        let typed = as_raw.payload_typed().unwrap();
+        assert_eq!(base64_calls_since(before), (0, 0), "raw: nothing to decode");
+        assert_eq!(typed, as_text.payload_typed().unwrap());
+        let Payload::SessionTransfer(st) = &typed else {
+            panic!("{typed:?}")
+        };
+        assert_eq!(st.data_bytes().unwrap(), raw);
+        assert!(
+            !format!("{st:?}{as_raw:?}").contains("255, 0, 1"),
+            "Debug shows a chunk's length, not its bytes"
+        );
+
+        // Either form is the same message and the same line (the raw one encodes once).
+        assert_eq!(as_raw, as_text);
+        assert_eq!(as_text, as_raw);
+        let before = crate::relay::base64::calls::get();
+        assert_eq!(as_raw.encode_json(), l.as_bytes());
+        assert_eq!(base64_calls_since(before), (1, 0));
+        // Made from bytes with `with_chunk`: the same again; any `data` key is dropped.
+        let made = RelayMessage::new(
+            "msg_1_1",
+            MsgType::SessionTransfer,
+            "mini",
+            1_700_000_000_000,
+            transfer_payload(json!("stale")),
+        )
+        .with_chunk(raw.clone());
+        assert_eq!(made, as_text);
+        let mut other = made.clone();
+        other.id = "msg_1_2".into();
+        assert_ne!(other, as_text);
+        let mut other = made.clone();
+        other.payload["seq"] = json!(1);
+        assert_ne!(other, as_text);
+        let shorter = made.clone().with_chunk(&raw[1..]);
+        assert_ne!(shorter, as_text);
+        assert_ne!(shorter, made);
+    }
+
+    #[test]
+    fn a_bad_chunk_is_refused_and_leaves_the_message_as_it_was() {
+        for bad in ["Zm9", "Zh==", "Zm9v\n", "Zm-v"] {
+            let l = line(
+                "session_transfer",
+                &transfer_payload(json!(bad)).to_string(),
+            );
+            let mut m = RelayMessage::decode_line(l.as_bytes()).unwrap();
+            let e = m.make_chunk_raw().unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("data is not canonical padded base64"),
+                "{e}"
+            );
+            assert!(m.chunk().is_none());
+            assert_eq!(m.encode_json(), l.as_bytes());
+            assert!(m.payload_typed().is_err());
+        }
+        // Absent or not a string: nothing to make raw; the typed check says why.
+        for p in [
+            json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d"}),
+            transfer_payload(json!(5)),
+        ] {
+            let mut m = RelayMessage::new("i", MsgType::SessionTransfer, "p", 1, p);
+            m.make_chunk_raw().unwrap();
+            assert!(m.chunk().is_none());
+            let e = m.payload_typed().unwrap_err().to_string();
+            assert!(e.contains("data"), "{e}");
+        }
+        // Given twice: as a raw chunk and as a `data` key added afterwards.
+        let mut twice = RelayMessage::new(
+            "i",
+            MsgType::SessionTransfer,
+            "p",
+            1,
+            transfer_payload(json!("Zm9v")),
+        )
+        .with_chunk(&b"foo"[..]);
+        twice.payload["data"] = json!("Zm9v");
+        assert!(twice.payload_typed().is_err());
+        // A raw chunk on another type.
+        let m = RelayMessage::new("i", MsgType::Ack, "p", 1, json!({"ack_id": "x"}))
+            .with_chunk(&b"foo"[..]);
+        assert!(m.payload_typed().is_err());
+    }
+
+    #[test]
+    fn the_chunk_cap_holds_in_either_form() {
+        let at_cap = vec![7u8; CHUNK_CAP_BYTES];
+        let over = vec![7u8; CHUNK_CAP_BYTES + 1];
+        let parse = |raw: &[u8]| {
+            Payload::parse(
+                &MsgType::SessionTransfer,
+                &transfer_payload(json!(crate::relay::base64::encode(raw))),
+            )
+        };
+        assert!(parse(&at_cap).is_ok());
+        let e = parse(&over).unwrap_err().to_string();
+        assert!(e.contains("over the chunk cap of 524288"), "{e}");
+        let raw_msg = |raw: &[u8]| {
+            RelayMessage::new(
+                "i",
+                MsgType::SessionTransfer,
+                "p",
+                1,
+                transfer_payload(json!(0)),
+            )
+            .with_chunk(raw)
+        };
+        assert!(raw_msg(&at_cap).payload_typed().is_ok());
+        let e = raw_msg(&over).payload_typed().unwrap_err().to_string();
+        assert!(e.contains("over the chunk cap"), "{e}");
+        // A text form over the cap is refused before it is decoded.
+        let mut m = RelayMessage::new(
+            "i",
+            MsgType::SessionTransfer,
+            "p",
+            1,
+            transfer_payload(json!("A".repeat(CHUNK_CAP_BASE64 + 4))),
+        );
+        let before = crate::relay::base64::calls::get();
+        assert!(m.make_chunk_raw().is_err());
+        assert_eq!(base64_calls_since(before), (0, 0));
     }
 
     #[test]

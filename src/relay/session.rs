@@ -482,7 +482,12 @@ impl Session {
     /// Queues a message for the peer, refusing anything the peer did not negotiate: handshake
     /// types and heartbeats (the session's own), unknown types, v1 types without their
     /// feature, types a v0 peer's release does not know, and invalid payloads.
-    pub fn send(&mut self, msg: RelayMessage) -> Result<(), SendError> {
+    ///
+    /// A `session_transfer` chunk given as base64 text is decoded once here (the check). On a
+    /// frame link the bytes are kept (`make_chunk_raw`), so framing does not decode it again;
+    /// on a line link the text is written as given. A chunk given raw (`with_chunk`) is never
+    /// decoded: a frame carries it as it is, a line encodes it once.
+    pub fn send(&mut self, mut msg: RelayMessage) -> Result<(), SendError> {
         match self.state {
             SessionState::Established => {}
             SessionState::Closed => return Err(SendError::Closed),
@@ -522,6 +527,9 @@ impl Session {
         }
         if msg.id.is_empty() {
             return Err(SendError::BadEnvelope("id is empty".into()));
+        }
+        if self.framed {
+            msg.make_chunk_raw().map_err(SendError::InvalidPayload)?;
         }
         msg.payload_typed().map_err(SendError::InvalidPayload)?;
         self.transmit(&msg)?;
@@ -629,13 +637,7 @@ impl Session {
         now: Instant,
     ) -> RelayMessage {
         let ms = self.cfg.wall_clock.unix_ms_at(now);
-        RelayMessage {
-            id: self.ids.next_id(ms),
-            msg_type,
-            from_peer: from.to_owned(),
-            timestamp: ms,
-            payload,
-        }
+        RelayMessage::new(self.ids.next_id(ms), msg_type, from, ms, payload)
     }
 
     /// Handshake messages are always lines (the upgrade happens after them).
@@ -1027,7 +1029,7 @@ impl Session {
         true
     }
 
-    fn on_message(&mut self, msg: RelayMessage, now: Instant) {
+    fn on_message(&mut self, mut msg: RelayMessage, now: Instant) {
         self.stats.messages_in += 1;
         if !self.remember_id(&msg.id) {
             self.stats.duplicates_dropped += 1;
@@ -1059,7 +1061,9 @@ impl Session {
                 );
                 self.log_once(format!("late:{t}"), line);
             }
-            _ => match msg.payload_typed() {
+            // A session_transfer from a line holds its chunk as base64: the check decodes it
+            // once, and the application gets the bytes (from a frame they are raw already).
+            _ => match msg.make_chunk_raw().and_then(|()| msg.payload_typed()) {
                 Ok(_) => self.events.push_back(SessionEvent::Message(msg)),
                 Err(e) => self.drop_invalid(&msg.msg_type, &e),
             },
@@ -1142,13 +1146,7 @@ impl Session {
                 .next_beat(&id, &self.directory)
                 .to_payload(&local, ms)
         };
-        let msg = RelayMessage {
-            id,
-            msg_type: MsgType::Heartbeat,
-            from_peer: local,
-            timestamp: ms,
-            payload,
-        };
+        let msg = RelayMessage::new(id, MsgType::Heartbeat, local, ms, payload);
         match self.transmit(&msg) {
             Ok(()) => self.stats.beats_sent += 1,
             Err(e) => self.close(format!("cannot send a heartbeat: {e}")),

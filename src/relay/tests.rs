@@ -1468,6 +1468,96 @@ fn session_transfer_crosses_a_frame_link_raw() {
     assert_eq!(got, Some(m));
 }
 
+/// How many base64 encodes and decodes each side runs for one chunk, on each kind of link,
+/// whether the application gives the chunk raw (`with_chunk`) or as base64 text. Frames: none
+/// (for text, the sender's check decodes once and keeps the bytes). Lines: one per side.
+#[test]
+fn a_chunk_is_converted_at_most_once_per_side_and_never_on_frames() {
+    use super::base64;
+    use Feature::*;
+    let raw: Vec<u8> = (0..70_000u32).map(|i| (i * 13 % 256) as u8).collect();
+    let head = json!({"session_id": "s", "cwd": "/w", "seq": 0, "total": 1, "digest": "00"});
+    let mut text_payload = head.clone();
+    text_payload["data"] = json!(base64::encode(&raw));
+    let links: [(&str, Vec<Feature>); 3] = [
+        ("lines", vec![UnknownOk, MutualAuth, HbDelta]),
+        ("frames", vec![UnknownOk, MutualAuth, FrameBin, HbDelta]),
+        ("frames + lz4", Feature::ALL.to_vec()),
+    ];
+    for (link, features) in links {
+        for given_raw in [true, false] {
+            let mut net = Net::v1(&features, &features);
+            net.pump();
+            let m = if given_raw {
+                net.d
+                    .message(MsgType::SessionTransfer, head.clone(), net.now)
+                    .with_chunk(raw.clone())
+            } else {
+                net.d
+                    .message(MsgType::SessionTransfer, text_payload.clone(), net.now)
+            };
+            let case = format!(
+                "{link}, chunk given {}",
+                if given_raw { "raw" } else { "as text" }
+            );
+            let c0 = base64::calls::get();
+            net.d.send(m.clone()).unwrap();
+            let wire = drain(&mut net.d);
+            let c1 = base64::calls::get();
+            net.a.handle_input(&wire, net.now);
+            let evs = events(&mut net.a);
+            let c2 = base64::calls::get();
+            let sender = (c1.0 - c0.0, c1.1 - c0.1);
+            let receiver = (c2.0 - c1.0, c2.1 - c1.1);
+            let framed = link != "lines";
+            let want_sender = match (framed, given_raw) {
+                (true, true) => (0, 0),
+                (true, false) => (0, 1), // the check's decode, kept for the frame
+                (false, true) => (1, 0), // the line's encode
+                (false, false) => (0, 1), // the check's decode; the text goes out as given
+            };
+            let want_receiver = if framed { (0, 0) } else { (0, 1) };
+            assert_eq!(sender, want_sender, "{case}: sender (encodes, decodes)");
+            assert_eq!(
+                receiver, want_receiver,
+                "{case}: receiver (encodes, decodes)"
+            );
+
+            let got: Vec<&RelayMessage> = evs
+                .iter()
+                .filter_map(|e| match e {
+                    SessionEvent::Message(x) => Some(x),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(got.len(), 1, "{case}: {evs:?}");
+            assert_eq!(*got[0], m, "{case}");
+            assert_eq!(
+                got[0].chunk().map(|c| &c[..]),
+                Some(&raw[..]),
+                "{case}: the application gets the bytes"
+            );
+            if !framed {
+                // Byte-identical to the v0 line, whichever form the sender held.
+                assert_eq!(wire, m.encode_line(), "{case}");
+                assert_eq!(
+                    wire,
+                    RelayMessage::decode_line(&wire[..wire.len() - 1])
+                        .unwrap()
+                        .encode_line()
+                );
+            } else {
+                assert!(
+                    !wire
+                        .windows(32)
+                        .any(|w| w == &text_payload["data"].as_str().unwrap().as_bytes()[..32]),
+                    "{case}: no base64 in frames"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn protocol_errors_on_a_frame_link_close_it() {
     for bad in [
