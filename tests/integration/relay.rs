@@ -1,6 +1,7 @@
 //! The relay with the real binaries (issue 4; docs/relay-protocol.md; the v0 wire facts in
 //! shared/design/relay-compat.md): two hubs on 127.0.0.2 and 127.0.0.3 linking, negotiating,
-//! beating and surviving restarts; a wrong key; simultaneous dial; a v0 test double speaking
+//! beating and surviving restarts; a dial leaving from the dialler's listen IP; a wrong key;
+//! simultaneous dial; a v0 test double speaking
 //! claudectl 0.64's lines in both directions; an impostor acceptor; the `relay` subcommands and
 //! relay startup errors.
 //!
@@ -14,7 +15,7 @@ use crate::harness::*;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
@@ -340,14 +341,7 @@ fn assert_serving(h: &RelayHub, agent: &str, token: &str) {
 /// ESTABLISHED TCP sockets (IPv4) with `addr` as their local or remote end: each
 /// connection between two local processes appears twice (once per end).
 fn established_with(addr: SocketAddr) -> Vec<String> {
-    let SocketAddr::V4(v4) = addr else {
-        panic!("IPv4 only: {addr}")
-    };
-    let want = format!(
-        "{:08X}:{:04X}",
-        u32::from_le_bytes(v4.ip().octets()),
-        v4.port()
-    );
+    let want = proc_net_addr(addr);
     let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
     text.lines()
         .skip(1)
@@ -568,12 +562,13 @@ fn a_wrong_key_never_links_and_the_acceptor_says_denied() {
     assert_serving(&east, "alpha", token_of("alpha"));
     assert_serving(&west, "omega", WEST_AGENTS[0].1);
     // After five failed handshakes from one address east refuses it for a minute, as v0
-    // acceptors do (the dialler retries every 100-200 ms here, so it gets there).
+    // acceptors do (the dialler retries every 100-200 ms here, so it gets there). West dials
+    // from its relay listen IP, so that is the address refused.
     east.hub
         .wait_service_log("the failing address refused", |l| {
-            l.contains("refusing connections from 127.0.0.1 for 60 s after 5 failed handshakes")
+            l.contains("refusing connections from 127.0.0.3 for 60 s after 5 failed handshakes")
         });
-    let mut probe = std::net::TcpStream::connect(east.relay_addr).unwrap();
+    let mut probe = connect_from(Ipv4Addr::new(127, 0, 0, 3), east.relay_addr);
     probe
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -585,6 +580,99 @@ fn a_wrong_key_never_links_and_the_acceptor_says_denied() {
         "a refused address gets no challenge: {:?}",
         String::from_utf8_lossy(&buf[..n])
     );
+    // Another address still gets one.
+    let mut other = std::net::TcpStream::connect(east.relay_addr).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let n = other.read(&mut buf).unwrap_or(0);
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).contains("\"challenge\""),
+        "127.0.0.1 is not refused: {:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+}
+
+/// A blocking TCP connection to `to` from `ip` (the kernel picks the port): std cannot bind
+/// before connecting. The test's own, independent of the server's dialling code.
+fn connect_from(ip: Ipv4Addr, to: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(to) = to else {
+        panic!("IPv4 only: {to}")
+    };
+    let sockaddr = |ip: Ipv4Addr, port: u16| {
+        // SAFETY: sockaddr_in is plain data; all-zero bytes are valid.
+        let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_port = port.to_be();
+        a.sin_addr.s_addr = u32::from_ne_bytes(ip.octets());
+        a
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket, owned by the TcpStream from here on (closed on a panic too);
+    // bind and connect read a valid sockaddr_in of `len` bytes during the call only.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let local = sockaddr(ip, 0);
+        let r = libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len);
+        assert_eq!(r, 0, "bind {ip}: {}", std::io::Error::last_os_error());
+        let remote = sockaddr(*to.ip(), to.port());
+        let r = libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len);
+        assert_eq!(r, 0, "connect {to}: {}", std::io::Error::last_os_error());
+        stream
+    }
+}
+
+/// `addr` as /proc/net/tcp writes it (`0300007F:1F90` for 127.0.0.3:8080).
+fn proc_net_addr(addr: SocketAddr) -> String {
+    let SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 only: {addr}")
+    };
+    format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(v4.ip().octets()),
+        v4.port()
+    )
+}
+
+#[test]
+fn a_dial_leaves_from_the_diallers_relay_listen_ip() {
+    let key = key_hex(0x31);
+    let (east, west) = east_and_west(&key, &key);
+    east.wait_up("west");
+    west.wait_up("east");
+    // The acceptor's service log names where the connection came from: west's listen IP
+    // (127.0.0.3), not the 127.0.0.1 the kernel would pick for 127.0.0.2 on its own.
+    let elog = east.log();
+    let from: SocketAddr = elog
+        .lines()
+        .find_map(|l| l.split("relay: connection from ").nth(1))
+        .unwrap_or_else(|| panic!("no accepted connection logged:\n{elog}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(from.ip(), Ipv4Addr::new(127, 0, 0, 3), "{elog}");
+    assert_ne!(
+        from.port(),
+        west.relay_addr.port(),
+        "a fresh port, not the listener's"
+    );
+    // And the kernel agrees: the link's one connection joins east's relay address and that
+    // address.
+    let want = format!("{}-{}", proc_net_addr(east.relay_addr), proc_net_addr(from));
+    assert!(
+        established_with(east.relay_addr).contains(&want),
+        "{want} not among {:?}",
+        established_with(east.relay_addr)
+    );
+    for l in elog
+        .lines()
+        .filter(|l| l.contains("relay: connection from "))
+    {
+        assert!(l.contains("relay: connection from 127.0.0.3:"), "{l}");
+    }
 }
 
 #[test]
