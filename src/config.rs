@@ -292,7 +292,8 @@ struct RawStore {
 /// When a SQLite commit reaches the disk (SPEC §12.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncPolicy {
-    /// `synchronous=FULL`: every commit is fsync'd before `accepted`; survives power loss.
+    /// Every commit is flushed to disk (`fdatasync` of the WAL, on the store's flush thread)
+    /// before `accepted` or `acked` is answered; survives power loss.
     Full,
     /// `synchronous=NORMAL` (WAL): commits reach the OS before `accepted` and the disk at
     /// checkpoints; survives a crash of the hub, not of the machine.
