@@ -146,6 +146,9 @@ pub struct Hub {
     /// The newest committed batch whose flush has not been reported: while set, every
     /// `accepted` and `acked` reply waits for it (`hold_replies_until`).
     unsynced: Option<u64>,
+    /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
+    /// copy's pages may never reach the disk (the loop refuses new sends likewise).
+    flush_failed: Option<String>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -173,6 +176,7 @@ impl Hub {
             seen: HashMap::new(),
             held: VecDeque::new(),
             unsynced: None,
+            flush_failed: None,
         }
     }
 
@@ -696,11 +700,14 @@ impl Hub {
                         _ => "the outcome was recorded".to_owned(),
                     };
                     let msg = format!(
-                        "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; a resend with the same id is answered as a duplicate"
+                        "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; after the hub is restarted, a resend with the same id is answered as a duplicate if it survived, or accepted anew if not"
                     );
                     self.fail(h.conn, &msg, now);
                 }
             }
+        }
+        if let Err(why) = result {
+            self.flush_failed.get_or_insert(why);
         }
         if self.unsynced.is_some_and(|b| b <= through) {
             self.unsynced = None;
@@ -968,6 +975,10 @@ impl Hub {
         );
         match self.ledger.seen(&env.from, &env.id, &digest) {
             Seen::New => {}
+            Seen::Duplicate if self.flush_failed.is_some() => {
+                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
+                return self.fail(conn, &format!("envelope not accepted: {why}"), now);
+            }
             Seen::Duplicate => {
                 // A resend of an envelope already accepted (and durable): same answer, no copy.
                 self.outputs.push_back(Output::Audit(AuditEvent::Duplicate {
@@ -1389,6 +1400,14 @@ impl Hub {
         let line = service_line(c, conn, outcome, detail, now);
         self.outputs.push_back(Output::Log(line));
     }
+}
+
+/// Why every send is refused after a failed flush of the queue store (SPEC §12.1); the
+/// error line reads `envelope not accepted: <this>`.
+pub fn flush_failed_refusal(why: &str) -> String {
+    format!(
+        "an earlier flush of the queue store to disk failed ({why}); sends are refused until the hub is restarted"
+    )
 }
 
 fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -> String {

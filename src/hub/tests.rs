@@ -2898,7 +2898,15 @@ fn a_failed_flush_answers_an_error_that_says_what_happened() {
         "{msg}"
     );
     // The envelope is in the queue all the same (the commit was written).
-    assert_eq!(sim.queued_ids("datastore"), [id]);
+    assert_eq!(sim.queued_ids("datastore"), [id.clone()]);
+    // A resend cannot be confirmed either: its first copy may never reach the disk.
+    let again = sim.send_id("mneme", &id, "datastore", "task", None, "{}");
+    let d = sim.drain();
+    assert_eq!(
+        d.error(again),
+        "envelope not accepted: an earlier flush of the queue store to disk failed (Input/output error (os error 5)); sends are refused until the hub is restarted"
+    );
+    assert!(!sim.hub.has_staged());
 }
 
 #[test]

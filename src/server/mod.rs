@@ -554,9 +554,7 @@ impl Server {
         let with_sends = self.hub.has_staged_sends();
         let (sends, acks) = if let Some(why) = &self.flush_failed {
             // Nothing new may be promised durable; acks and removals are still written.
-            let refused = format!(
-                "an earlier flush of the queue store to disk failed ({why}); sends are refused until the hub is restarted"
-            );
+            let refused = crate::hub::flush_failed_refusal(why);
             (Err(refused), self.try_commit(false, now))
         } else {
             match self.try_commit(true, now) {
