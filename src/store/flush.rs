@@ -76,7 +76,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// The loop's handle on the flush thread.
 pub struct Flusher {
-    requests: Option<Sender<u64>>,
+    requests: Sender<u64>,
     done: Receiver<(u64, FlushResult)>,
     /// The newest batch asked for and not yet reported.
     pending: Option<u64>,
@@ -105,7 +105,7 @@ impl Flusher {
                 }
             })?;
         Ok(Flusher {
-            requests: Some(req_tx),
+            requests: req_tx,
             done: done_rx,
             pending: None,
         })
@@ -113,11 +113,7 @@ impl Flusher {
 
     /// Asks for everything committed up to `batch` to be flushed.
     pub fn request(&mut self, batch: u64) -> Result<(), String> {
-        let sent = self
-            .requests
-            .as_ref()
-            .is_some_and(|tx| tx.send(batch).is_ok());
-        if !sent {
+        if self.requests.send(batch).is_err() {
             return Err("the store's flush thread has stopped".to_owned());
         }
         self.pending = Some(batch);
