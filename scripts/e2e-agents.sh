@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of agent-hub with REAL agent CLIs, offline, against a loopback mock LLM.
 #
-#   scripts/e2e-agents.sh [--agent claude|codex|gemini|all]... [--no-build] [--keep] [--trace-net]
+#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--no-build] [--keep] [--trace-net]
 #
 # For each agent (default: claude) it:
 #   1. builds target/release/{agent-hub,agent-hub-server} (cargo build --release; --no-build
@@ -16,10 +16,13 @@
 #      {"text":"ping-from-mock"}, which `send` refuses) and (b) holds the model's answer to the
 #      tool result until the script says go (see below), and logs every request body;
 #   4. makes a temporary HOME, writes only what points the agent at the mock (Codex provider,
-#      Gemini auth type; telemetry, update checks and plugin sync off), and runs
-#      `agent-hub install --agent NAME --as worker ...` there: the MCP server and the Stop
-#      (Gemini: AfterAgent) hook come from agent-hub's own installer, nothing is hand-written;
-#   5. runs the agent headless (`claude -p`, `codex exec`, `gemini -p`) with the prompt
+#      Gemini auth type, OpenCode provider; telemetry, update checks and plugin sync off), and
+#      runs `agent-hub install --agent NAME --as worker ...` there: the MCP server and the Stop
+#      (Gemini: AfterAgent) hook or the OpenCode plugin come from agent-hub's own installer,
+#      nothing is hand-written;
+#   5. runs the agent headless (`claude -p`, `codex exec`, `gemini -p`; OpenCode as
+#      `opencode serve` prompted over its HTTP API by scripts/e2e-opencode.py, since
+#      `opencode run` exits before a plugin-injected turn runs) with the prompt
 #      "CALL_TOOL:send", in a clean environment (env -i) and its own process group. The mock
 #      makes the model call the hub's send tool, through `agent-hub mcp`, to `orchestrator`;
 #   6. meanwhile, as `orchestrator`, awaits that envelope, then sends a reply to `worker`
@@ -27,13 +30,17 @@
 #      answer the tool result, so the reply is queued before the agent's turn can end;
 #   7. the agent's turn ends, the installed hook (`agent-hub hook stop`) takes the reply and
 #      blocks with it; the agent runs a second turn with it; at the next stop there is no new
-#      mail and the agent exits.
+#      mail and the agent exits. OpenCode: the session goes idle, the installed plugin runs
+#      `agent-hub drain --confirm`, prompts the session with the text (promptAsync) and
+#      confirms; the second turn runs; at the next idle there is no mail; e2e-opencode.py
+#      waits until the session has been idle and unchanged for 3 s, then stops the server.
 #
 # Checks, one PASS/FAIL line each:
-#   install        agent-hub install exited 0 and wrote the MCP server and the hook
+#   install        agent-hub install exited 0 and wrote the MCP server and the hook (plugin)
 #   agent-exit     the agent exited 0 within $E2E_AGENT_TIMEOUT seconds (default 180)
 #   mcp-tool       the mock offered and called the hub's send tool under the agent's own name
-#                  (mcp__agent-hub__send, mcp__agent_hub::send, mcp_agent-hub_send)
+#                  (mcp__agent-hub__send, mcp__agent_hub::send, mcp_agent-hub_send,
+#                  agent-hub_send)
 #   hub-envelope   orchestrator received the agent's envelope: from worker, kind e2e-ping, body
 #                  exactly the one the model sent
 #   tool-result    the next model request carried the hub's answer (the envelope id) as the
@@ -41,9 +48,12 @@
 #   hook-feedback  a later model request holds the Stop-hook feedback: the reply's body, its id
 #                  and `from "orchestrator"` (from the mock's own MOCK_LOG where it shows it; Codex
 #                  wraps hook text in <hook_prompt>, which the mock's log skips, so there the
-#                  wrapper's request log is read)
+#                  wrapper's request log is read; OpenCode gets the plugin's text as a plain
+#                  user message)
 #   second-turn    the agent's final answer is the mock's answer to that feedback request
-#   reply-acked    the hub reports the reply `acked` (agent-hub status)
+#   plugin-inject  (OpenCode) the session's second user message is that drained text
+#   reply-acked    the hub reports the reply `acked` (agent-hub status): by the hook, or by the
+#                  plugin's `drain --confirm` once promptAsync took the text
 #   hook-bounded   the hook then let the agent stop: no model request after the feedback turn
 #   loopback-only  (--trace-net, needs strace) the agent connected to no address but 127.0.0.1
 #
@@ -52,8 +62,9 @@
 # unreachable, package not installable, no python3 or no mock). Nothing here fails for lack of
 # network: that is a SKIP.
 #
-# Environment: E2E_CACHE, E2E_MOCK_LLM, E2E_AGENT_TIMEOUT, E2E_{CLAUDE,CODEX,GEMINI}_VERSION
-# (npm versions; "latest" works too), E2E_{CLAUDE,CODEX,GEMINI}_BIN (use this binary
+# Environment: E2E_CACHE, E2E_MOCK_LLM, E2E_AGENT_TIMEOUT,
+# E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_VERSION (npm versions; "latest" works too),
+# E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_BIN (use this binary
 # instead of installing). Only 127.0.0.1 is used; the npm registry is contacted only to
 # install a missing agent. Every process started here is stopped by its PID (agents by their
 # own process group) on exit. Work files are under a mktemp dir, removed on success and kept
@@ -67,6 +78,7 @@ AGENT_TIMEOUT=${E2E_AGENT_TIMEOUT:-180}
 CLAUDE_VERSION=${E2E_CLAUDE_VERSION:-2.1.197}
 CODEX_VERSION=${E2E_CODEX_VERSION:-0.171.0}
 GEMINI_VERSION=${E2E_GEMINI_VERSION:-0.61.0}
+OPENCODE_VERSION=${E2E_OPENCODE_VERSION:-1.18.33}
 
 usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
 
@@ -79,9 +91,9 @@ while (($#)); do
         --agent)
             [[ $# -ge 2 ]] || { usage >&2; exit 1; }
             case $2 in
-                claude | codex | gemini) AGENTS+=("$2") ;;
-                all) AGENTS+=(claude codex gemini) ;;
-                *) echo "e2e: unknown agent '$2' (claude, codex, gemini or all)" >&2; exit 1 ;;
+                claude | codex | gemini | opencode) AGENTS+=("$2") ;;
+                all) AGENTS+=(claude codex gemini opencode) ;;
+                *) echo "e2e: unknown agent '$2' (claude, codex, gemini, opencode or all)" >&2; exit 1 ;;
             esac
             shift 2 ;;
         --agent=*) set -- --agent "${1#--agent=}" "${@:2}" ;;
@@ -197,6 +209,7 @@ agent_pkg() {
         claude) echo "@anthropic-ai/claude-code@$CLAUDE_VERSION" ;;
         codex) echo "@openai/codex@$CODEX_VERSION" ;;
         gemini) echo "@google/gemini-cli@$GEMINI_VERSION" ;;
+        opencode) echo "opencode-ai@$OPENCODE_VERSION" ;;
     esac
 }
 
@@ -305,14 +318,42 @@ EOF
 }
 EOF
             ;;
+        opencode)
+            # The mock as an OpenAI-compatible provider (built into OpenCode, nothing is
+            # fetched); every tool allowed, as a headless run cannot answer a permission ask.
+            mkdir -p "$home/.config/opencode"
+            cat >"$home/.config/opencode/opencode.json" <<EOF
+{
+  "\$schema": "https://opencode.ai/config.json",
+  "model": "mock/mock-1",
+  "autoupdate": false,
+  "share": "disabled",
+  "permission": { "*": "allow" },
+  "provider": {
+    "mock": {
+      "npm": "@ai-sdk/openai-compatible",
+      "options": { "baseURL": "http://127.0.0.1:$mock_port/v1", "apiKey": "dummy" },
+      "models": { "mock-1": { "tool_call": true } }
+    }
+  }
+}
+EOF
+            # OpenCode npm-installs its plugin SDK (@opencode-ai/plugin) into every config
+            # folder at start, from the registry, unless node_modules exists and the lock file
+            # already lists it. agent-hub's plugin imports only node: modules, so a lock file
+            # saying so keeps the run offline.
+            mkdir -p "$home/.config/opencode/node_modules"
+            printf '{"packages":{"":{"dependencies":{"@opencode-ai/plugin":"%s"}}}}\n' \
+                "$OPENCODE_VERSION" >"$home/.config/opencode/package-lock.json"
+            ;;
     esac
 
     # agent-hub install, with the agent's binary on PATH as a user would have it.
     if HOME=$home PATH="$(dirname "$bin"):$PATH" "$AH" install --agent "$agent" \
         --as worker --token-file "$tok_w" --port "$hub_port" >"$d/install.out" 2>&1 &&
         grep -q 'MCP server "agent-hub" .* added$' "$d/install.out" &&
-        grep -Eq '(Stop|AfterAgent) hook .* added$' "$d/install.out"; then
-        pass "$agent" install "MCP server and $(grep -Eo '(Stop|AfterAgent) hook' "$d/install.out" | head -n1) added"
+        grep -Eq '((Stop|AfterAgent) hook .*|: plugin) added$' "$d/install.out"; then
+        pass "$agent" install "MCP server and $(grep -Eo '(Stop|AfterAgent) hook|plugin added' "$d/install.out" | head -n1 | sed 's/ added$//') added"
     else
         fail "$agent" install "$(cat "$d/install.out")"
         return 0
@@ -340,6 +381,12 @@ EOF
             envv+=(GEMINI_API_KEY=dummy GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$mock_port"
                 GEMINI_CLI_TRUST_WORKSPACE=true)
             argv=("$bin" -p "$prompt" --output-format json --allowed-tools mcp_agent-hub_send) ;;
+        opencode)
+            # `opencode run` exits at the first idle, before the turn the plugin injects there
+            # runs; scripts/e2e-opencode.py runs `opencode serve` and prompts it over HTTP.
+            envv+=(OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1
+                OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_SHARE=1)
+            argv=(python3 "$ROOT/scripts/e2e-opencode.py" "$bin" "$prompt") ;;
     esac
     local tracer=()
     ((TRACE)) && tracer=(strace -f -qq -e trace=connect -e signal=none -o "$d/connect.strace")
@@ -414,7 +461,8 @@ import json, os, re
 
 agent, d = os.environ["AGENT"], os.environ["D"]
 ping_id, reply_id, nonce = os.environ["PING_ID"], os.environ["REPLY_ID"], os.environ["REPLY_NONCE"]
-TOOL = {"claude": "mcp__agent-hub__send", "codex": "mcp__agent_hub::send", "gemini": "mcp_agent-hub_send"}[agent]
+TOOL = {"claude": "mcp__agent-hub__send", "codex": "mcp__agent_hub::send", "gemini": "mcp_agent-hub_send",
+        "opencode": "agent-hub_send"}[agent]
 
 def lines(path):
     try:
@@ -439,7 +487,7 @@ else:
 # tool-result: a later request carries the hub's answer (the envelope id) as the tool result.
 def has_result(r):
     s = json.dumps(r["body"])
-    return ping_id and ping_id in s and any(k in s for k in ('"tool_result"', '"function_call_output"', '"functionResponse"'))
+    return ping_id and ping_id in s and any(k in s for k in ('"tool_result"', '"function_call_output"', '"functionResponse"', '"role": "tool"'))
 tr = [r for r in reqs if has_result(r)]
 out("tool-result", bool(tr), ("request %d returned the envelope id to the model" % tr[0]["n"]) if tr
     else "no model request carried the tool result with id %r" % ping_id)
@@ -451,6 +499,7 @@ FRAME = {
     "claude": r'Stop hook feedback:\nagent-hub: 1 new message for "worker"',
     "codex": r'<hook_prompt hook_run_id="stop:[^"]*">agent-hub: 1 new message for "worker"',
     "gemini": r'^agent-hub: 1 new message for "worker"',
+    "opencode": r'^agent-hub: 1 new message for "worker"',
 }[agent]
 def strings(o):
     if isinstance(o, str):
@@ -483,6 +532,8 @@ try:
             it = e.get("item") or {}
             if e.get("type") == "item.completed" and it.get("type") == "agent_message":
                 final = it.get("text", "")
+    elif agent == "opencode":
+        final = json.loads(raw).get("final", "")
     else:
         final = json.loads(raw).get("response", "")
 except (OSError, ValueError) as e:
@@ -492,6 +543,19 @@ ok = bool(want) and final.endswith(want)
 out("second-turn", ok, ("final answer %r is the reply to the feedback turn" % want) if ok
     else "final answer %r, wanted %r" % (final[-80:], want))
 
+# plugin-inject (OpenCode): the mail entered the same session as its second user message,
+# which only the plugin's promptAsync puts there; e2e-opencode.py returns the session's messages.
+if agent == "opencode":
+    try:
+        msgs = json.loads(open(os.path.join(d, "agent.out")).read()).get("messages", [])
+    except (OSError, ValueError):
+        msgs = []
+    users = ["".join(p.get("text", "") for p in m.get("parts", []) if p.get("type") == "text")
+             for m in msgs if m.get("info", {}).get("role") == "user"]
+    ok = len(users) == 2 and users[1].startswith('agent-hub: 1 new message for "worker"') and feedback(users[1])
+    out("plugin-inject", ok, ("the session's second user message is the drained reply %s" % reply_id) if ok
+        else "session user messages: %s" % [u[:60] for u in users])
+
 # hook-bounded: after the feedback turn the hook let the agent stop: the feedback request was
 # the last model request (the agent's exit is checked apart). hook.log only adds detail.
 last_n = max((r["n"] for r in reqs), default=None)
@@ -499,10 +563,12 @@ hook_log = os.path.join(d, "home/.local/state/agent-hub/hook.log")
 runs = open(hook_log).read().strip().splitlines() if os.path.exists(hook_log) else []
 runs = [l for l in runs if " hook stop as " not in l]
 ok = bool(fb) and fb[-1]["n"] == last_n
-out("hook-bounded", ok, "%s; hook.log: %s" % (
+out("hook-bounded", ok, "%s; %s" % (
     "no model request after the feedback turn" if ok else
     "last model request %s, feedback request %s" % (last_n, fb[-1]["n"] if fb else None),
-    " / ".join(re.sub(r"^\S+ \[\d+\] ", "", l) for l in runs[-3:]) or "empty"))
+    # OpenCode's plugin writes no hook.log; the session stayed idle for the driver's quiet time.
+    "the session then stayed idle" if agent == "opencode" else "hook.log: " +
+    (" / ".join(re.sub(r"^\S+ \[\d+\] ", "", l) for l in runs[-3:]) or "empty")))
 PY
     local status name detail
     while IFS=$'\t' read -r status name detail; do

@@ -65,7 +65,9 @@ class JsonShim:
 
 def carries_tool_result(body):
     text = _json.dumps(body)
-    return any(m in text for m in ('"tool_result"', '"function_call_output"', '"functionResponse"'))
+    # Anthropic, OpenAI Responses, Gemini, OpenAI Chat (OpenCode's provider).
+    markers = ('"tool_result"', '"function_call_output"', '"functionResponse"', '"role": "tool"')
+    return any(m in text for m in markers)
 
 
 CURRENT = threading.local()  # the request body being answered, for the request log
