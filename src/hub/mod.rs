@@ -714,6 +714,12 @@ impl Hub {
         }
     }
 
+    /// The error of the first failed flush, if one failed: from then on sends are refused
+    /// until a restart (SPEC §12.1).
+    pub fn flush_failed(&self) -> Option<&str> {
+        self.flush_failed.as_deref()
+    }
+
     /// Replies waiting for the store's flush.
     pub fn held_replies(&self) -> usize {
         self.held.len()

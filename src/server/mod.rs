@@ -99,9 +99,6 @@ pub struct Server {
     flusher: Option<Flusher>,
     /// The number of the next commit that waits for a flush.
     next_batch: u64,
-    /// Set once a flush failed: the kernel may have dropped written pages, so no later commit
-    /// can be promised durable; sends are refused until the hub restarts (SPEC §12.1).
-    flush_failed: Option<String>,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
 }
@@ -167,7 +164,6 @@ impl Server {
             store_failing: false,
             flusher,
             next_batch: 1,
-            flush_failed: None,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
@@ -540,7 +536,7 @@ impl Server {
     fn commit_can_wait(&self) -> bool {
         self.flusher.as_ref().is_some_and(Flusher::is_pending)
             && !self.hub.has_staged_handoff()
-            && self.flush_failed.is_none()
+            && self.hub.flush_failed().is_none()
     }
 
     /// The one commit of an iteration (PLAN.md §2): the store transaction (pending operations,
@@ -552,8 +548,9 @@ impl Server {
     /// still record acks and delivery removals, which are what free its room.
     fn commit_point(&mut self, now: Now) -> bool {
         let with_sends = self.hub.has_staged_sends();
-        let (sends, acks) = if let Some(why) = &self.flush_failed {
-            // Nothing new may be promised durable; acks and removals are still written.
+        // After a failed flush (the kernel may have dropped written pages) nothing new may be
+        // promised durable until a restart (SPEC §12.1); acks and removals are still written.
+        let (sends, acks) = if let Some(why) = self.hub.flush_failed() {
             let refused = crate::hub::flush_failed_refusal(why);
             (Err(refused), self.try_commit(false, now))
         } else {
@@ -580,7 +577,6 @@ impl Server {
                 if let Err(e) = f.request(batch) {
                     // No flush will come: the held replies become errors below.
                     self.records.log("ERROR", &e);
-                    self.flush_failed.get_or_insert(e.clone());
                     unflushable = Some((batch, e));
                 }
             }
@@ -638,7 +634,7 @@ impl Server {
     }
 
     /// Flushes the flush thread reported: their held replies go out (or, after a failed flush,
-    /// error lines), and a failed flush stops sends for good (`flush_failed`).
+    /// error lines), and a failed flush stops sends until a restart (`Hub::flush_failed`).
     fn take_flushes(&mut self, now: Now) {
         let Some(f) = &mut self.flusher else { return };
         let mut reports = Vec::new();
@@ -651,12 +647,11 @@ impl Server {
     fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
         for (through, result) in reports {
             if let Err(e) = &result {
-                if self.flush_failed.is_none() {
+                if self.hub.flush_failed().is_none() {
                     self.records.log(
                         "ERROR",
                         &format!("flushing the queue store to disk failed: {e}; sends are refused until the hub is restarted (check the disk)"),
                     );
-                    self.flush_failed = Some(e.clone());
                 }
             }
             self.hub.synced(through, result, now);
