@@ -761,9 +761,17 @@ fn a_simultaneous_dial_keeps_the_link_the_lower_id_opened() {
     poll_until("west's connection into the frozen east's backlog", || {
         (!established_with(east.relay_addr).is_empty()).then_some(())
     });
-    // Resumed, east accepts west's connection and dials west in one loop turn: two
-    // handshakes in flight at once, one opened by each side.
+    // West frozen too, so the handshake on its connection cannot finish before east's own
+    // dial lands: east, resumed, accepts west's connection and redials (its 1 ms backoff,
+    // counted from a dial that may have been refused only now); that connect completes in
+    // the frozen west's backlog.
+    west.hub.signal(libc::SIGSTOP);
     east.hub.signal(libc::SIGCONT);
+    poll_until("east's dial into the frozen west's backlog", || {
+        (!established_with(west_addr).is_empty()).then_some(())
+    });
+    // Resumed, west finds two handshakes in flight at once, one opened by each side.
+    west.hub.signal(libc::SIGCONT);
     let e = east.wait_up("west");
     let w = west.wait_up("east");
     // "east" < "west": the connection east opened survives, on both ends.
