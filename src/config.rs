@@ -141,9 +141,19 @@ struct RawRelay {
     reconnect_backoff_ms: Vec<u64>,
     features: Vec<String>,
     status_path: PathBuf,
+    #[serde(default = "default_forward_window")]
+    forward_window: usize,
     #[serde(default)]
     peers: Vec<RawPeer>,
 }
+
+fn default_forward_window() -> usize {
+    DEFAULT_FORWARD_WINDOW
+}
+
+/// `bus_forward` messages in flight (sent, not yet acked) per peer when the config says
+/// nothing.
+pub const DEFAULT_FORWARD_WINDOW: usize = 64;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,6 +162,8 @@ struct RawPeer {
     address: Option<String>,
     key_file: PathBuf,
     allow_v0: bool,
+    #[serde(default)]
+    forward: bool,
 }
 
 /// The relay's settings (SPEC §13): who we are, where we listen, whom we link with.
@@ -169,6 +181,8 @@ pub struct RelayConfig {
     pub features: Vec<String>,
     /// Where the running hub writes its peer table for `agent-hub-server relay peers`.
     pub status_path: PathBuf,
+    /// `bus_forward` messages sent and not yet acked, per peer (SPEC §15).
+    pub forward_window: usize,
     pub peers: Vec<PeerConfig>,
 }
 
@@ -181,10 +195,20 @@ pub struct PeerConfig {
     pub key_file: PathBuf,
     /// Accept a v0 link (no mutual authentication, no features) with this peer.
     pub allow_v0: bool,
+    /// Exchange envelopes with this peer (`bus-forward`, SPEC §15): mail to `name@<id>` is
+    /// forwarded to it, and its hub may queue mail for our agents.
+    pub forward: bool,
 }
 
 /// The feature names this build knows (relay-protocol.md).
-pub const RELAY_FEATURES: [&str; 5] = ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"];
+pub const RELAY_FEATURES: [&str; 6] = [
+    "unknown-ok",
+    "mutual-auth",
+    "frame-bin",
+    "lz4",
+    "hb-delta",
+    "bus-forward",
+];
 
 /// 1–128 chars of `[A-Za-z0-9_-]`, as v0 peers require of peer ids.
 pub fn valid_peer_id(id: &str) -> bool {
@@ -235,8 +259,17 @@ fn relay_config(
             )));
         }
     }
+    if raw.forward_window == 0 {
+        return Err(bad("relay.forward_window must be greater than 0".into()));
+    }
     let mut peers = Vec::new();
     for p in raw.peers {
+        if p.forward && !raw.features.iter().any(|f| f == "bus-forward") {
+            return Err(bad(format!(
+                "relay.peers {:?} sets forward = true, but relay.features does not list \"bus-forward\"",
+                p.id
+            )));
+        }
         if !valid_peer_id(&p.id) {
             return Err(bad(format!(
                 "relay.peers id {:?} must be 1-128 characters of A-Z a-z 0-9 _ -",
@@ -266,6 +299,7 @@ fn relay_config(
             id: p.id,
             address,
             allow_v0: p.allow_v0,
+            forward: p.forward,
         });
     }
     Ok(RelayConfig {
@@ -276,6 +310,7 @@ fn relay_config(
         reconnect_backoff_ms: raw.reconnect_backoff_ms,
         features: raw.features,
         status_path: resolve("relay.status_path", raw.status_path)?,
+        forward_window: raw.forward_window,
         peers,
     })
 }

@@ -1,5 +1,5 @@
 //! Checks the relay catalogue fixtures in `protocol/relay/` (format: its README.md) against
-//! this implementation: one fixture file per v0 msg_type, each case's exact NDJSON line
+//! this implementation: one fixture file per msg_type (v0 and v1), each case's exact NDJSON line
 //! through `RelayMessage::decode_line` and back through `encode_line`, its typed payload
 //! (required keys required, optional ones optional, exact round trip), and its frame-bin
 //! frame (hex, compressed where the body is 1 KiB or more) through the frame codec.
@@ -16,7 +16,7 @@
 use agent_hub::relay::frame::{
     decode_body, decode_frame, encode_message, COMPRESS_MIN_BYTES, FLAG_LZ4,
 };
-use agent_hub::relay::message::{v0_knows, V0_TYPES};
+use agent_hub::relay::message::{v0_knows, V0_TYPES, V1_TYPES};
 use agent_hub::relay::{feature_for, Feature, MsgType, Payload, RelayMessage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -94,6 +94,11 @@ fn catalogue(t: &MsgType) -> Option<Row> {
         MsgType::KnowledgeRejected => v0(false),
         MsgType::SessionTransfer => v0(false),
         MsgType::SessionReceived => v0(false),
+        MsgType::BusForward => Row {
+            introduced: "bus-forward",
+            feature: Some(Feature::BusForward),
+            known_by_0_64: false,
+        },
         // Not a type: whatever arrives under another name is logged once and dropped.
         MsgType::Unknown(_) => return None,
     })
@@ -177,7 +182,7 @@ fn every_type_has_a_fixture_a_catalogue_row_and_a_docs_row() {
     )
     .unwrap();
     let mut problems = Vec::new();
-    for t in V0_TYPES.iter() {
+    for t in V0_TYPES.iter().chain(V1_TYPES.iter()) {
         let Some(row) = catalogue(t) else {
             problems.push(format!("{t}: missing from the catalogue"));
             continue;
@@ -231,8 +236,8 @@ fn every_type_has_a_fixture_a_catalogue_row_and_a_docs_row() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(fixtures.len(), V0_TYPES.len());
-    assert!(catalogue(&MsgType::Unknown("bus_forward".into())).is_none());
+    assert_eq!(fixtures.len(), V0_TYPES.len() + V1_TYPES.len());
+    assert!(catalogue(&MsgType::Unknown("bus_relay".into())).is_none());
 }
 
 #[test]

@@ -3262,6 +3262,7 @@ fn relay_sessions(features: &[Feature], t0: Instant) -> (Session, Session) {
     let auth = PeerAuth {
         key: RELAY_KEY,
         allow_v0: false,
+        forward: false,
     };
     let d = Session::dialer(cfg("hubA"), "hubB", auth.clone(), [0x11; 32], 1, t0);
     let a = Session::acceptor(

@@ -105,10 +105,15 @@ pub enum MsgType {
     KnowledgeRejected,
     SessionTransfer,
     SessionReceived,
+    /// v1 `bus-forward`: an envelope handed to the peer hub for one of its agents.
+    BusForward,
     /// Any other type string, exactly as received. Logged once per type per peer and dropped
     /// (seed §6.3); never sent.
     Unknown(String),
 }
+
+/// The types v1 features added, in catalogue order after the v0 types.
+pub static V1_TYPES: [MsgType; 1] = [MsgType::BusForward];
 
 /// Every v0 type, in catalogue order.
 pub static V0_TYPES: [MsgType; 17] = [
@@ -152,6 +157,7 @@ impl MsgType {
             MsgType::KnowledgeRejected => "knowledge_rejected",
             MsgType::SessionTransfer => "session_transfer",
             MsgType::SessionReceived => "session_received",
+            MsgType::BusForward => "bus_forward",
             MsgType::Unknown(s) => s,
         }
     }
@@ -160,7 +166,8 @@ impl MsgType {
     /// (`Heartbeat`, `HandshakeAck`) is an error, as it is fatal to v0 readers; any other
     /// string is `Unknown`.
     pub fn parse(s: &str) -> Result<MsgType, RelayError> {
-        if let Some(t) = V0_TYPES.iter().find(|t| t.as_str() == s) {
+        let known = || V0_TYPES.iter().chain(V1_TYPES.iter());
+        if let Some(t) = known().find(|t| t.as_str() == s) {
             return Ok(t.clone());
         }
         let squash = |x: &str| -> String {
@@ -170,7 +177,7 @@ impl MsgType {
                 .collect()
         };
         let folded = squash(s);
-        if V0_TYPES.iter().any(|t| squash(t.as_str()) == folded) {
+        if known().any(|t| squash(t.as_str()) == folded) {
             return Err(RelayError::WrongCaseType(s.to_owned()));
         }
         Ok(MsgType::Unknown(s.to_owned()))
@@ -218,16 +225,20 @@ pub enum Feature {
     Lz4,
     /// Heartbeats as deltas against the last acknowledged beat (seed §7.3).
     HbDelta,
+    /// `bus_forward`: envelopes for `name@peer` addresses cross the link (seed §8). Offered
+    /// only to peers configured with `forward = true`.
+    BusForward,
 }
 
 impl Feature {
     /// Every feature, in the canonical order used on the wire and in logs.
-    pub const ALL: [Feature; 5] = [
+    pub const ALL: [Feature; 6] = [
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::FrameBin,
         Feature::Lz4,
         Feature::HbDelta,
+        Feature::BusForward,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -237,6 +248,7 @@ impl Feature {
             Feature::FrameBin => "frame-bin",
             Feature::Lz4 => "lz4",
             Feature::HbDelta => "hb-delta",
+            Feature::BusForward => "bus-forward",
         }
     }
 
@@ -262,9 +274,9 @@ pub fn intersect(ours: &[Feature], theirs: &[Feature]) -> Vec<Feature> {
 
 /// The feature that introduced a message type; None for the v0 types (and for `Unknown`,
 /// which is never sent). A peer is sent a type only if this feature was agreed for the link.
-/// No v1 feature of this build adds a type yet (hb-delta changes `heartbeat`'s payload, it
-/// adds no type); `bus_forward` (seed §8) will be the first. The match is exhaustive so a
-/// new type cannot be added without deciding this.
+/// `bus_forward` is the only type a v1 feature added (hb-delta changes `heartbeat`'s payload,
+/// it adds no type). The match is exhaustive so a new type cannot be added without deciding
+/// this.
 pub fn feature_for(msg_type: &MsgType) -> Option<Feature> {
     match msg_type {
         MsgType::Challenge
@@ -285,6 +297,7 @@ pub fn feature_for(msg_type: &MsgType) -> Option<Feature> {
         | MsgType::SessionTransfer
         | MsgType::SessionReceived
         | MsgType::Unknown(_) => None,
+        MsgType::BusForward => Some(Feature::BusForward),
     }
 }
 
@@ -753,6 +766,21 @@ pub struct Ack {
     /// v1 `hb-delta`: the receiver could not apply the acked heartbeat; send a full one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resync: Option<bool>,
+    /// v1 `bus-forward`: the acked `bus_forward` was refused for good (the reason; the
+    /// sending hub bounces the envelope to its sender). Absent: the envelope is durably queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `bus_forward` (v1 `bus-forward`): one envelope for an agent of the receiving hub.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BusForward {
+    /// The envelope's canonical JSON text as the sending hub accepted it: `to` is
+    /// `name@<receiver's peer id>`, `from` the sender's bare name (the receiver appends
+    /// `@<sender's peer id>`). Carried as a string so the body stays byte for byte.
+    pub envelope: String,
+    /// Hubs this envelope has crossed, counting this one (1 from the hub that accepted it).
+    pub hop: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1063,6 +1091,7 @@ pub enum Payload {
     KnowledgeRejected(KnowledgeRejected),
     SessionTransfer(SessionTransfer),
     SessionReceived(SessionReceived),
+    BusForward(BusForward),
     /// An unknown type's payload, untouched.
     Unknown {
         msg_type: String,
@@ -1110,6 +1139,7 @@ impl Payload {
                 Payload::SessionTransfer(SessionTransfer::from_line_payload(payload)?)
             }
             MsgType::SessionReceived => Payload::SessionReceived(typed(t, payload)?),
+            MsgType::BusForward => Payload::BusForward(typed(t, payload)?),
             MsgType::Unknown(name) => Payload::Unknown {
                 msg_type: name.clone(),
                 payload: payload.clone(),
@@ -1136,6 +1166,7 @@ impl Payload {
             Payload::KnowledgeRejected(_) => MsgType::KnowledgeRejected,
             Payload::SessionTransfer(_) => MsgType::SessionTransfer,
             Payload::SessionReceived(_) => MsgType::SessionReceived,
+            Payload::BusForward(_) => MsgType::BusForward,
             Payload::Unknown { msg_type, .. } => MsgType::Unknown(msg_type.clone()),
         }
     }
@@ -1166,6 +1197,7 @@ impl Payload {
             Payload::KnowledgeRejected(p) => v(p),
             Payload::SessionTransfer(p) => p.to_value(),
             Payload::SessionReceived(p) => v(p),
+            Payload::BusForward(p) => v(p),
             Payload::Unknown { payload, .. } => payload.clone(),
         }
     }
@@ -1310,22 +1342,52 @@ mod tests {
             m.payload_typed().unwrap(),
             Payload::Ack(Ack {
                 ack_id: "z".into(),
-                resync: None
+                resync: None,
+                error: None,
             })
         );
     }
 
     #[test]
     fn unknown_types_are_kept_verbatim() {
-        let m = RelayMessage::decode_line(line("bus_forward", r#"{"a":1}"#).as_bytes()).unwrap();
-        assert_eq!(m.msg_type, MsgType::Unknown("bus_forward".into()));
-        assert_eq!(m.msg_type.as_str(), "bus_forward");
-        let m = RelayMessage::decode_line(line("BusForward", "{}").as_bytes()).unwrap();
-        assert_eq!(m.msg_type, MsgType::Unknown("BusForward".into()));
+        let m = RelayMessage::decode_line(line("bus_relay", r#"{"a":1}"#).as_bytes()).unwrap();
+        assert_eq!(m.msg_type, MsgType::Unknown("bus_relay".into()));
+        assert_eq!(m.msg_type.as_str(), "bus_relay");
+        let m = RelayMessage::decode_line(line("BusRelay", "{}").as_bytes()).unwrap();
+        assert_eq!(m.msg_type, MsgType::Unknown("BusRelay".into()));
         assert!(matches!(
             m.payload_typed().unwrap(),
             Payload::Unknown { .. }
         ));
+    }
+
+    #[test]
+    fn bus_forward_is_a_v1_type_of_its_feature() {
+        let m = RelayMessage::decode_line(
+            line("bus_forward", r#"{"envelope":"{}","hop":1}"#).as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(m.msg_type, MsgType::BusForward);
+        assert_eq!(m.msg_type.v0_index(), None);
+        assert_eq!(feature_for(&m.msg_type), Some(Feature::BusForward));
+        assert_eq!(
+            m.payload_typed().unwrap(),
+            Payload::BusForward(BusForward {
+                envelope: "{}".into(),
+                hop: 1
+            })
+        );
+        // Its v0-style spellings are refused like the v0 types' are.
+        assert_eq!(
+            MsgType::parse("BusForward"),
+            Err(RelayError::WrongCaseType("BusForward".into()))
+        );
+        assert!(
+            RelayMessage::decode_line(line("bus_forward", r#"{"hop":1}"#).as_bytes())
+                .unwrap()
+                .payload_typed()
+                .is_err()
+        );
     }
 
     #[test]
@@ -1571,7 +1633,7 @@ mod tests {
         for f in Feature::ALL {
             assert_eq!(Feature::parse(f.as_str()), Some(f));
         }
-        assert_eq!(Feature::parse("bus-forward"), None);
+        assert_eq!(Feature::parse("bus_forward"), None);
         assert_eq!(Feature::parse("LZ4"), None);
         let ours = [Feature::HbDelta, Feature::Lz4, Feature::UnknownOk];
         let theirs = [

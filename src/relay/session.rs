@@ -102,6 +102,9 @@ pub struct PeerAuth {
     /// Accept a v0 link (no mutual proof, no features). Off: a v1 link with mutual-auth only
     /// (if we offer mutual-auth), so an impostor cannot downgrade the link to skip the proof.
     pub allow_v0: bool,
+    /// Offer `bus-forward` to this peer: its hub may queue envelopes for our agents (a trust
+    /// decision per peer, seed §10), and ours for its agents.
+    pub forward: bool,
 }
 
 impl std::fmt::Debug for PeerAuth {
@@ -109,6 +112,7 @@ impl std::fmt::Debug for PeerAuth {
         f.debug_struct("PeerAuth")
             .field("key", &"<redacted>")
             .field("allow_v0", &self.allow_v0)
+            .field("forward", &self.forward)
             .finish()
     }
 }
@@ -767,7 +771,7 @@ impl Session {
         };
         let offered: Vec<Feature> = Feature::ALL
             .into_iter()
-            .filter(|f| self.cfg.features.contains(f))
+            .filter(|&f| offers(&self.cfg, &auth, f))
             .collect();
         let hs = Handshake {
             proof: auth::proof(&auth.key, &nonce),
@@ -858,6 +862,10 @@ impl Session {
         if !v1 && !auth.allow_v0 {
             return self.deny(format!("handshake denied: {peer} speaks relay v0 (no proto) and allow_v0 is off for it"), now);
         }
+        let agreed: Vec<Feature> = agreed
+            .into_iter()
+            .filter(|&f| offers(&self.cfg, &auth, f))
+            .collect();
         let ack = if v1 {
             HandshakeAck {
                 status: HandshakeStatus::Ok,
@@ -955,7 +963,7 @@ impl Session {
                 let mut agreed = Vec::new();
                 for name in ack.features.iter().flatten() {
                     match Feature::parse(name) {
-                        Some(f) if self.cfg.features.contains(&f) => agreed.push(f),
+                        Some(f) if offers(&self.cfg, &auth, f) => agreed.push(f),
                         _ => {
                             return self.close(format!(
                                 "{peer} agreed to feature {name:?}, which we did not offer"
@@ -1054,6 +1062,14 @@ impl Session {
                     });
                 }
             }
+            t if feature_for(t).is_some_and(|f| !self.features.contains(&f)) => {
+                let f = feature_for(t).expect("checked in the guard");
+                let line = format!(
+                    "dropped a {t} from {}: this link did not agree feature {f} (logged once per type)",
+                    self.peer_name()
+                );
+                self.log_once(format!("unagreed:{t}"), line);
+            }
             t if t.is_handshake() => {
                 let line = format!(
                     "dropped a {t} from {} after the handshake (logged once per type)",
@@ -1123,6 +1139,7 @@ impl Session {
             let ack = Ack {
                 ack_id: msg.id,
                 resync: resync.then_some(true),
+                error: None,
             };
             let from = self.cfg.local_peer.clone();
             let reply = self.make(MsgType::Ack, &from, Payload::Ack(ack).to_value(), now);
@@ -1152,4 +1169,10 @@ impl Session {
             Err(e) => self.close(format!("cannot send a heartbeat: {e}")),
         }
     }
+}
+
+/// Whether we offer feature `f` on a link with the peer `auth` belongs to: `bus-forward` only
+/// to peers configured to forward.
+fn offers(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
+    cfg.features.contains(&f) && (f != Feature::BusForward || auth.forward)
 }

@@ -35,7 +35,11 @@ fn cfg(name: &str, features: &[Feature], t0: Instant) -> SessionConfig {
 }
 
 fn auth_ok(allow_v0: bool) -> PeerAuth {
-    PeerAuth { key: KEY, allow_v0 }
+    PeerAuth {
+        key: KEY,
+        allow_v0,
+        forward: false,
+    }
 }
 
 fn keys_for(peer: &str, auth: PeerAuth) -> HashMap<String, PeerAuth> {
@@ -419,6 +423,56 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
     assert_eq!(net.a.stats().last_heartbeat_received, Some(net.now));
 }
 
+/// `bus-forward` is a trust decision per peer: agreed only when both ends configured the
+/// other with `forward`, and offered by the dialler only then.
+#[test]
+fn bus_forward_is_agreed_only_between_peers_that_both_allow_it() {
+    let forward = |on: bool| PeerAuth {
+        forward: on,
+        ..auth_ok(false)
+    };
+    for (d_on, a_on) in [(true, true), (true, false), (false, true), (false, false)] {
+        let t0 = Instant::now();
+        let mut net = Net::new(
+            cfg("hubA", &Feature::ALL, t0),
+            cfg("hubB", &Feature::ALL, t0),
+            forward(d_on),
+            keys_for("hubA", forward(a_on)),
+            t0,
+        );
+        net.pump();
+        let both = d_on && a_on;
+        assert_eq!(
+            net.d.features().contains(&Feature::BusForward),
+            both,
+            "{d_on} {a_on}"
+        );
+        assert_eq!(net.d.features(), net.a.features());
+        let hs = RelayMessage::decode_line(&split_lines(&net.d2a)[0]).unwrap();
+        let offered = hs.payload["features"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("bus-forward"));
+        assert_eq!(
+            offered, d_on,
+            "the dialler offers it only to a forwarding peer"
+        );
+        // Sending is refused where it was not agreed, and works where it was.
+        let m = net.d.message(
+            MsgType::BusForward,
+            json!({"envelope": "{}", "hop": 1}),
+            net.now,
+        );
+        assert_eq!(net.d.send(m).is_ok(), both, "{d_on} {a_on}");
+        net.pump();
+        let got = net
+            .ev_a
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Message(m) if m.msg_type == MsgType::BusForward));
+        assert_eq!(got, both);
+    }
+}
+
 #[test]
 fn transient_dial_is_reported_on_both_ends() {
     let t0 = Instant::now();
@@ -505,6 +559,7 @@ fn wrong_key_is_denied_and_both_close() {
             PeerAuth {
                 key: OTHER_KEY,
                 allow_v0: false,
+                forward: false,
             },
         ),
         t0,
@@ -649,7 +704,7 @@ fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
         a.handle_input(&v0.heartbeat(T0_MS + i64::from(i) * 30_000), now);
         for t in super::message::V0_TYPES
             .iter()
-            .chain([&MsgType::Unknown("bus_forward".into())])
+            .chain([&MsgType::BusForward, &MsgType::Unknown("bus_relay".into())])
         {
             let m = a.message(t.clone(), sample_payload(t), now);
             if let Err(e) = a.send(m) {
@@ -666,7 +721,7 @@ fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
             .count(),
         21
     );
-    let refused_types: Vec<&str> = refused.iter().take(10).map(|(t, _)| t.as_str()).collect();
+    let refused_types: Vec<&str> = refused.iter().take(9).map(|(t, _)| t.as_str()).collect();
     assert_eq!(
         refused_types,
         [
@@ -679,8 +734,16 @@ fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
             "knowledge_rejected",
             "session_transfer",
             "session_received",
-            "bus_forward"
         ]
+    );
+    assert_eq!(
+        refused
+            .iter()
+            .skip(9)
+            .take(2)
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>(),
+        ["bus_forward", "bus_relay"]
     );
     assert!(
         matches!(&refused[4].1, SendError::NotNegotiated { why, .. } if why.contains("v0 relay"))
@@ -743,6 +806,7 @@ fn sample_payload(t: &MsgType) -> Value {
         MsgType::SessionReceived => {
             json!({"session_id": "s", "path": "/p", "cwd": "/", "resume": true})
         }
+        MsgType::BusForward => json!({"envelope": "{}", "hop": 1}),
         MsgType::Unknown(_) => json!({}),
     }
 }
@@ -1306,9 +1370,13 @@ fn hb_delta_resync_both_sides() {
 #[test]
 fn unknown_types_are_reported_once_per_type_and_dropped() {
     let (_d, mut a, t0) = line_pair(&Feature::ALL[..2]);
-    inject(&mut a, "bus_forward", "u1", json!({"to": "x@y"}), t0);
-    inject(&mut a, "bus_forward", "u2", json!({}), t0);
-    inject(&mut a, "BusForward", "u3", json!({}), t0);
+    inject(&mut a, "bus_relay", "u1", json!({"to": "x@y"}), t0);
+    inject(&mut a, "bus_relay", "u2", json!({}), t0);
+    inject(&mut a, "BusRelay", "u3", json!({}), t0);
+    // A known v1 type on a link that did not agree its feature is never acted on either.
+    let fwd = json!({"envelope": "{}", "hop": 1});
+    inject(&mut a, "bus_forward", "f1", fwd.clone(), t0);
+    inject(&mut a, "bus_forward", "f2", fwd, t0);
     inject(
         &mut a,
         "knowledge_request",
@@ -1324,7 +1392,19 @@ fn unknown_types_are_reported_once_per_type_and_dropped() {
             _ => None,
         })
         .collect();
-    assert_eq!(unknown, ["bus_forward", "BusForward"]);
+    assert_eq!(unknown, ["bus_relay", "BusRelay"]);
+    let not_agreed: Vec<&String> = evs
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Log(l) if l.contains("bus_forward") => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(not_agreed.len(), 1, "{evs:?}");
+    assert!(not_agreed[0].contains("bus-forward"), "{not_agreed:?}");
+    assert!(!evs
+        .iter()
+        .any(|e| matches!(e, SessionEvent::Message(m) if m.msg_type == MsgType::BusForward)));
     assert!(
         matches!(evs.last(), Some(SessionEvent::Message(m)) if m.msg_type == MsgType::KnowledgeRequest)
     );
@@ -1629,7 +1709,8 @@ fn peer_auth_debug_never_shows_the_key() {
         "{:?}",
         PeerAuth {
             key: [0xab; 32],
-            allow_v0: true
+            allow_v0: true,
+            forward: true,
         }
     );
     assert!(!text.contains("171") && !text.contains("ab"), "{text}");

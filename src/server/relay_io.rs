@@ -98,6 +98,7 @@ impl RelayIo {
                 PeerAuth {
                     key: load_key(&p.key_file)?,
                     allow_v0: p.allow_v0,
+                    forward: p.forward,
                 },
             );
         }
