@@ -30,6 +30,21 @@ pub enum Output {
     Log(String),
     /// A change to durable state, applied with the next commit (only with a durable store).
     Store(crate::store::StoreOp),
+    /// Hand the envelope (canonical text, `to` = `name@peer`) to the relay link with `peer`
+    /// as a `bus_forward`; report its ack with `Hub::handle_forward_ack(peer, seq, …)`, or a
+    /// send the link refused as a permanent error there (SPEC §15).
+    Forward {
+        peer: String,
+        seq: u64,
+        envelope: Arc<str>,
+    },
+    /// Answer the peer's `bus_forward` whose relay message id is `ack_id`: `error` None means
+    /// it is durably queued here.
+    ForwardAck {
+        peer: String,
+        ack_id: String,
+        error: Option<String>,
+    },
 }
 
 /// A protocol event for the audit log.
@@ -93,6 +108,40 @@ pub enum AuditEvent {
         to: String,
         reason: String,
         bounced: bool,
+    },
+    /// An envelope from a peer hub's agent, `from` stamped `name@peer`, queued here.
+    Received {
+        peer: String,
+        envelope: Arc<str>,
+    },
+    /// A peer hub's `bus_forward` that was not queued (the reason goes back in its ack).
+    ForwardRefused {
+        peer: String,
+        id: String,
+        reason: String,
+    },
+    /// An envelope for `name@peer` handed to the relay link with `peer`.
+    Forwarded {
+        peer: String,
+        id: String,
+        to: String,
+    },
+    /// The peer hub acked it: queued there, no longer ours. With `error`, it refused the
+    /// envelope for good and the envelope was bounced to its sender.
+    ForwardAcked {
+        peer: String,
+        id: String,
+        to: String,
+        attempts: u32,
+        error: Option<String>,
+    },
+    /// A forward not acked (the link dropped, or no ack within the deadline): queued again.
+    ForwardRequeued {
+        peer: String,
+        id: String,
+        to: String,
+        reason: String,
+        attempts: u32,
     },
     /// An await timed out hub-side; nothing was consumed.
     Timeout {
@@ -161,6 +210,39 @@ impl AuditEvent {
                 write!(out, "\"timeout\",\"conn\":{conn},\"name\":{}", to_json(name))
             }
             AuditEvent::Shutdown { queued } => write!(out, "\"shutdown\",\"queued\":{queued}"),
+            AuditEvent::Received { peer, envelope } => {
+                write!(out, "\"received\",\"peer\":{},\"envelope\":{envelope}", to_json(peer))
+            }
+            AuditEvent::ForwardRefused { peer, id, reason } => write!(
+                out,
+                "\"forward_refused\",\"peer\":{},\"id\":{},\"reason\":{}",
+                to_json(peer),
+                to_json(id),
+                to_json(reason)
+            ),
+            AuditEvent::Forwarded { peer, id, to } => write!(
+                out,
+                "\"forwarded\",\"peer\":{},\"id\":{},\"to\":{}",
+                to_json(peer),
+                to_json(id),
+                to_json(to)
+            ),
+            AuditEvent::ForwardAcked { peer, id, to, attempts, error } => write!(
+                out,
+                "\"forward_acked\",\"peer\":{},\"id\":{},\"to\":{},\"attempts\":{attempts},\"error\":{}",
+                to_json(peer),
+                to_json(id),
+                to_json(to),
+                error.as_deref().map_or_else(|| "null".to_owned(), to_json)
+            ),
+            AuditEvent::ForwardRequeued { peer, id, to, reason, attempts } => write!(
+                out,
+                "\"forward_requeued\",\"peer\":{},\"id\":{},\"to\":{},\"reason\":{},\"attempts\":{attempts}",
+                to_json(peer),
+                to_json(id),
+                to_json(to),
+                to_json(reason)
+            ),
         };
         out.push_str("}\n");
     }
@@ -186,6 +268,24 @@ mod tests {
                 bounced: true,
             },
             AuditEvent::Shutdown { queued: 3 },
+            AuditEvent::ForwardAcked {
+                peer: "west".into(),
+                id: "i".into(),
+                to: "r@west".into(),
+                attempts: 1,
+                error: Some("no \"r\"".into()),
+            },
+            AuditEvent::ForwardAcked {
+                peer: "west".into(),
+                id: "i".into(),
+                to: "r@west".into(),
+                attempts: 0,
+                error: None,
+            },
+            AuditEvent::Received {
+                peer: "west".into(),
+                envelope: Arc::from("{\"id\":\"x\"}"),
+            },
         ];
         for e in events {
             let mut s = String::new();

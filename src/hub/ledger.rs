@@ -14,6 +14,9 @@ pub enum State {
     /// Written to a reader (plain mode: consumed; ack mode: awaiting the ack).
     Delivered,
     Acked,
+    /// Taken over by the peer hub it was addressed to (`name@peer`, SPEC §15): that hub
+    /// acked it after queueing it durably.
+    Forwarded,
     /// Lost after its first byte and bounced to its sender.
     Bounced,
     /// Lost and not bounced (it was itself a bounce).
@@ -26,6 +29,7 @@ impl State {
             State::Queued => "queued",
             State::Delivered => "delivered",
             State::Acked => "acked",
+            State::Forwarded => "forwarded",
             State::Bounced => "bounced",
             State::Lost => "lost",
         }
@@ -36,6 +40,7 @@ impl State {
             "queued" => State::Queued,
             "delivered" => State::Delivered,
             "acked" => State::Acked,
+            "forwarded" => State::Forwarded,
             "bounced" => State::Bounced,
             "lost" => State::Lost,
             _ => return None,
@@ -48,7 +53,7 @@ impl State {
         match self {
             State::Queued => false,
             State::Delivered => !ack_pending,
-            State::Acked | State::Bounced | State::Lost => true,
+            State::Acked | State::Forwarded | State::Bounced | State::Lost => true,
         }
     }
 }

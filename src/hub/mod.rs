@@ -7,6 +7,7 @@
 //! `server` only moves bytes and applies outputs.
 
 pub mod event;
+pub mod forward;
 pub mod ledger;
 pub mod router;
 
@@ -47,8 +48,11 @@ enum Target {
 
 #[derive(Debug)]
 struct Staged {
-    /// The sender's connection; None for the hub's own bounces.
+    /// The sender's connection; None for the hub's own bounces and for envelopes from peers.
     conn: Option<ConnId>,
+    /// An envelope a peer hub forwarded: its peer id and the `bus_forward`'s relay message id,
+    /// acked once the envelope is durable here (SPEC §15).
+    from_peer: Option<(String, String)>,
     env: Queued,
     target: Target,
     /// For the ledger (idempotent resends).
@@ -111,13 +115,25 @@ struct Conn {
     eof: bool,
 }
 
-/// A final line that waits for the store's flush of the commit `batch` (SPEC §12.1).
+/// A final line, or a peer's forward ack, that waits for the store's flush of the commit
+/// `batch` (SPEC §12.1).
 #[derive(Debug)]
 struct Held {
     batch: u64,
-    conn: ConnId,
-    line: HubLine,
-    outcome: &'static str,
+    reply: HeldReply,
+}
+
+#[derive(Debug)]
+enum HeldReply {
+    Line {
+        conn: ConnId,
+        line: HubLine,
+        outcome: &'static str,
+    },
+    ForwardAck {
+        peer: String,
+        ack_id: String,
+    },
 }
 
 /// The hub core. One per server; every method is synchronous and cheap.
@@ -149,6 +165,8 @@ pub struct Hub {
     /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
     /// copy's pages may never reach the disk (the loop refuses new sends likewise).
     flush_failed: Option<String>,
+    /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
+    forwarding: Option<forward::Forwarding>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -177,6 +195,7 @@ impl Hub {
             held: VecDeque::new(),
             unsynced: None,
             flush_failed: None,
+            forwarding: None,
         }
     }
 
@@ -477,6 +496,7 @@ impl Hub {
                 _ => {}
             }
         }
+        self.expire_forwards(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
             self.next_purge = Some(now.mono + PURGE_INTERVAL);
             for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
@@ -614,6 +634,17 @@ impl Hub {
         for mut s in staged {
             match &sends {
                 Ok(()) => self.accept(s, now),
+                Err(why) if s.from_peer.is_some() => {
+                    // Not acked: the peer keeps the envelope and sends it again after its ack
+                    // deadline, so nothing is lost while this store cannot take it.
+                    let (peer, _) = s.from_peer.clone().expect("checked");
+                    let msg = format!(
+                        "envelope {:?} from {peer} not queued: {why}; not acked, so {peer} sends it again",
+                        s.env.id
+                    );
+                    self.outputs.push_back(Output::Log(msg));
+                    self.unstage(s, "", now);
+                }
                 Err(_) if s.conn.is_none() => {
                     // A bounce kept for the next commit is accepted then, behind what is
                     // accepted meanwhile: give it a fresh place in acceptance order.
@@ -681,8 +712,27 @@ impl Hub {
     pub fn synced(&mut self, through: u64, result: Result<(), String>, now: Now) {
         while self.held.front().is_some_and(|h| h.batch <= through) {
             let h = self.held.pop_front().expect("front checked");
+            let (conn, line, outcome) = match h.reply {
+                HeldReply::Line {
+                    conn,
+                    line,
+                    outcome,
+                } => (conn, line, outcome),
+                // A failed flush answers the peer nothing: it sends the envelope again after
+                // its ack deadline, and that resend is refused until the restart.
+                HeldReply::ForwardAck { peer, ack_id } => {
+                    if result.is_ok() {
+                        self.outputs.push_back(Output::ForwardAck {
+                            peer,
+                            ack_id,
+                            error: None,
+                        });
+                    }
+                    continue;
+                }
+            };
             let live = matches!(
-                self.conns.get(&h.conn),
+                self.conns.get(&conn),
                 Some(Conn {
                     phase: Phase::Syncing { .. },
                     ..
@@ -692,9 +742,9 @@ impl Hub {
                 continue;
             }
             match &result {
-                Ok(()) => self.reply(h.conn, &h.line, h.outcome, now),
+                Ok(()) => self.reply(conn, &line, outcome, now),
                 Err(why) => {
-                    let what = match &h.line {
+                    let what = match &line {
                         HubLine::Acked { id } => format!("the ack of {id:?} was recorded"),
                         HubLine::Accepted { id } => format!("envelope {id:?} was queued"),
                         _ => "the outcome was recorded".to_owned(),
@@ -702,7 +752,7 @@ impl Hub {
                     let msg = format!(
                         "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; after the hub is restarted, a resend with the same id is answered as a duplicate if it survived, or accepted anew if not"
                     );
-                    self.fail(h.conn, &msg, now);
+                    self.fail(conn, &msg, now);
                 }
             }
         }
@@ -733,11 +783,14 @@ impl Hub {
 
     /// The earliest deadline the core holds; the IO loop must call `handle_timeout` by then.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conn = self.deadlines.first().map(|&(at, _)| at);
-        match (conn, self.next_purge) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.deadlines.first().map(|&(at, _)| at),
+            self.next_purge,
+            self.forward_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Starts the periodic ledger purge (the loop calls this once it runs).
@@ -1016,39 +1069,22 @@ impl Hub {
         let mut queued = queued_from(&env);
         queued.seq = self.take_seq();
         self.set_deadline(conn, None);
-        let target = match self.router.claim_waiter(&queued) {
-            Some((waiter, parked)) => {
-                let w = self
-                    .conns
-                    .get_mut(&waiter)
-                    .expect("parked waiters are live connections");
-                let Phase::Parked { deadline, ack, .. } = w.phase else {
-                    unreachable!("router waiters are parked")
-                };
-                w.phase = Phase::Claimed {
-                    parked,
-                    deadline,
-                    ack,
-                };
-                self.set_deadline(waiter, None);
-                Target::Waiter(waiter)
+        let target = match self.stage_target(&queued) {
+            Ok(t) => t,
+            Err(full) => {
+                let reason = full.to_string();
+                self.outputs.push_back(Output::Audit(AuditEvent::Refused {
+                    conn,
+                    id: queued.id,
+                    reason: reason.clone(),
+                }));
+                return self.fail(conn, &reason, now);
             }
-            None => match self.router.reserve(&queued.to, queued.size_bytes()) {
-                Ok(()) => Target::Queue { reserved: true },
-                Err(full) => {
-                    let reason = full.to_string();
-                    self.outputs.push_back(Output::Audit(AuditEvent::Refused {
-                        conn,
-                        id: queued.id,
-                        reason: reason.clone(),
-                    }));
-                    return self.fail(conn, &reason, now);
-                }
-            },
         };
         self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
         self.staged.push(Staged {
             conn: Some(conn),
+            from_peer: None,
             env: queued,
             target,
             digest,
@@ -1114,6 +1150,13 @@ impl Hub {
             };
             self.reply_durable(conn, line, "accepted", now);
         }
+        if let Some((peer, ack_id)) = &s.from_peer {
+            self.outputs.push_back(Output::Audit(AuditEvent::Received {
+                peer: peer.clone(),
+                envelope: s.env.text.clone(),
+            }));
+            self.ack_forward_durable(peer.clone(), ack_id.clone());
+        }
         match s.target {
             Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
                 Some((&Phase::Claimed { ack, .. }, false)) => self.deliver(waiter, s.env, ack, now),
@@ -1178,6 +1221,14 @@ impl Hub {
     /// in its acceptance place, ahead of newer ones; a new one at the back). Caps are not
     /// checked here: the envelope is already accepted, and refusing it now would lose it.
     fn route(&mut self, env: Queued, returned: bool, now: Now) {
+        if let Some(peer) = self.remote_peer(&env.to) {
+            if returned {
+                self.router.requeue(env);
+            } else {
+                self.router.enqueue_back(env);
+            }
+            return self.pump_forward(&peer, now);
+        }
         match self.router.claim_waiter(&env) {
             Some((waiter, _)) => {
                 let ack = matches!(
@@ -1269,6 +1320,12 @@ impl Hub {
         if !bounced {
             return; // a lost bounce is not bounced again
         }
+        self.stage_bounce(&env, reason, now);
+    }
+
+    /// Stages the hub's notice to `env`'s sender that `env` is gone (SPEC §5.3): kind
+    /// `bounce`, `from` hub, `correlationId` the lost envelope's id. It waives the caps.
+    fn stage_bounce(&mut self, env: &Queued, reason: &str, now: Now) {
         let body = format!(
             "{{\"id\":{},\"to\":{},\"reason\":{}}}",
             crate::wire::to_json(&env.id),
@@ -1295,6 +1352,7 @@ impl Hub {
         queued.seq = self.take_seq();
         self.staged.push(Staged {
             conn: None,
+            from_peer: None,
             env: queued,
             target: Target::Queue { reserved: false },
             digest,
@@ -1322,9 +1380,11 @@ impl Hub {
         }
         self.held.push_back(Held {
             batch,
-            conn,
-            line,
-            outcome,
+            reply: HeldReply::Line {
+                conn,
+                line,
+                outcome,
+            },
         });
     }
 

@@ -245,6 +245,24 @@ impl Router {
         Some(env)
     }
 
+    /// Removes and returns the oldest envelope (lowest acceptance seq) at the front of any
+    /// queue whose name `pick` accepts: how a forwarding link drains every `name@peer` queue
+    /// of its peer in acceptance order. Linear in the number of queues.
+    pub fn take_oldest_where(&mut self, pick: impl Fn(&str) -> bool) -> Option<Queued> {
+        let name = self
+            .boxes
+            .iter()
+            .filter(|(name, mb)| !mb.queue.is_empty() && pick(name))
+            .min_by_key(|(_, mb)| mb.queue.front().map(|q| q.seq))
+            .map(|(name, _)| name.clone())?;
+        let mb = self.boxes.get_mut(&name)?;
+        let env = mb.queue.pop_front()?;
+        mb.queued_bytes -= env.size_bytes();
+        self.total_bytes -= env.size_bytes();
+        self.gc(&name);
+        Some(env)
+    }
+
     /// Reserves room for one envelope of `bytes` in `agent`'s queue, or refuses when the queue
     /// plus what is already reserved would pass a cap.
     pub fn reserve(&mut self, agent: &str, bytes: usize) -> Result<(), QueueFull> {
@@ -442,6 +460,36 @@ mod tests {
         ));
         r.release("b", 10);
         assert!(r.reserve("b", 2000).is_err(), "byte cap");
+    }
+
+    #[test]
+    fn take_oldest_where_drains_the_picked_queues_in_acceptance_order() {
+        let mut r = Router::new(10, 1000);
+        for (seq, to) in [
+            (3, "b@west"),
+            (1, "a@west"),
+            (2, "local"),
+            (4, "a@west"),
+            (0, "c@north"),
+        ] {
+            let mut e = env(to, &format!("e{seq}"), "k", None);
+            e.seq = seq;
+            r.enqueue_back(e);
+        }
+        let west = |name: &str| name.ends_with("@west");
+        let order: Vec<u64> = std::iter::from_fn(|| r.take_oldest_where(west))
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(order, [1, 3, 4]);
+        assert_eq!(r.stats("a@west"), MailboxStats::default());
+        assert_eq!(r.total_queued(), 2, "other queues untouched");
+        assert_eq!(
+            r.total_bytes,
+            r.queued("local")
+                .chain(r.queued("c@north"))
+                .map(Queued::size_bytes)
+                .sum::<usize>()
+        );
     }
 
     #[test]

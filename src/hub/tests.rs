@@ -64,6 +64,10 @@ struct Drained {
     logs: Vec<String>,
     /// Store operations (only from a hub built `with_durable(true)`).
     store: Vec<crate::store::StoreOp>,
+    /// `Output::Forward`s: (peer, seq, envelope text).
+    forwards: Vec<(String, u64, String)>,
+    /// `Output::ForwardAck`s: (peer, ack_id, error).
+    forward_acks: Vec<(String, String, Option<String>)>,
 }
 
 impl Drained {
@@ -339,6 +343,16 @@ impl Sim {
                 }
                 Output::Audit(e) => self.out.audit.push(e),
                 Output::Store(op) => self.out.store.push(op),
+                Output::Forward {
+                    peer,
+                    seq,
+                    envelope,
+                } => self.out.forwards.push((peer, seq, envelope.to_string())),
+                Output::ForwardAck {
+                    peer,
+                    ack_id,
+                    error,
+                } => self.out.forward_acks.push((peer, ack_id, error)),
                 Output::Log(l) => {
                     assert!(!l.contains("tok-"), "a token reached the service log: {l}");
                     self.out.logs.push(l);
@@ -2984,3 +2998,5 @@ fn a_sender_gone_before_the_flush_leaves_its_envelope_queued() {
         "committed: a resend is a duplicate"
     );
 }
+
+mod forward;

@@ -21,6 +21,7 @@ use conn::{Conn, Flush};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use records::Records;
+use relay_io::ToHub;
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -85,6 +86,8 @@ pub struct Server {
     store: Box<dyn Store>,
     /// The relay to other hubs, when configured.
     relay: Option<relay_io::RelayIo>,
+    /// The core's forwards and forward acks, for the relay (`exchange_with_relay`).
+    to_relay: Vec<Output>,
     /// When the relay's heartbeat directory is next refreshed from the hub.
     next_directory: Option<Instant>,
     /// Store operations that gate nothing, applied with the next commit (retried on failure).
@@ -155,6 +158,7 @@ impl Server {
             records,
             store,
             relay: None,
+            to_relay: Vec::new(),
             next_directory: None,
             pending_ops: Vec::new(),
             reserve_fd: File::open("/dev/null").ok(),
@@ -174,6 +178,16 @@ impl Server {
         &mut self,
         cfg: crate::config::RelayConfig,
     ) -> Result<Option<std::net::SocketAddr>, String> {
+        let forward_peers: Vec<String> = cfg
+            .peers
+            .iter()
+            .filter(|p| p.forward)
+            .map(|p| p.id.clone())
+            .collect();
+        if !forward_peers.is_empty() {
+            self.hub
+                .enable_forwarding(&cfg.peer_id, forward_peers, cfg.forward_window);
+        }
         let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
         self.relay = Some(relay);
@@ -500,8 +514,64 @@ impl Server {
                 Output::Audit(ev) => self.records.audit(&ev),
                 Output::Log(line) => self.records.log("INFO", &line),
                 Output::Store(op) => self.pending_ops.push(op),
+                out @ (Output::Forward { .. } | Output::ForwardAck { .. }) => {
+                    self.to_relay.push(out)
+                }
             }
         }
+    }
+
+    /// Hands the core's forwards and forward acks to the relay, and the relay's events (links
+    /// up and down, forwards and acks from peers) to the core. True if the core got input.
+    fn exchange_with_relay(&mut self, now: Now) -> bool {
+        let Some(relay) = &mut self.relay else {
+            self.to_relay.clear();
+            return false;
+        };
+        let registry = self.poll.registry();
+        for out in std::mem::take(&mut self.to_relay) {
+            match out {
+                Output::Forward {
+                    peer,
+                    seq,
+                    envelope,
+                } => match relay.forward(registry, &peer, seq, &envelope, now.mono) {
+                    relay_io::Forwarded::Sent | relay_io::Forwarded::NoLink => {}
+                    relay_io::Forwarded::Refused(why) => relay.inbox.push(ToHub::ForwardAcked {
+                        peer,
+                        seq,
+                        error: Some(why),
+                    }),
+                },
+                Output::ForwardAck {
+                    peer,
+                    ack_id,
+                    error,
+                } => relay.ack_forward(registry, &peer, ack_id, error, now.mono),
+                _ => {}
+            }
+        }
+        for (level, line) in relay.logs.drain(..) {
+            self.records.log(level, &line);
+        }
+        let inbox = std::mem::take(&mut relay.inbox);
+        let fed = !inbox.is_empty();
+        for ev in inbox {
+            match ev {
+                ToHub::LinkUp { peer } => self.hub.handle_link_up(&peer, now),
+                ToHub::LinkDown { peer, reason } => self.hub.handle_link_down(&peer, &reason, now),
+                ToHub::Forwarded {
+                    peer,
+                    ack_id,
+                    envelope,
+                    hop,
+                } => self.hub.handle_forwarded(&peer, ack_id, &envelope, hop),
+                ToHub::ForwardAcked { peer, seq, error } => {
+                    self.hub.handle_forward_ack(&peer, seq, error, now)
+                }
+            }
+        }
+        fed
     }
 
     /// End of an iteration: commit staged sends behind their audit records, then write every
@@ -510,6 +580,9 @@ impl Server {
         let mut commit_failed = false;
         loop {
             self.drain_outputs();
+            if self.exchange_with_relay(now) {
+                continue;
+            }
             if (self.hub.has_staged() || !self.pending_ops.is_empty())
                 && !commit_failed
                 && !self.commit_can_wait()

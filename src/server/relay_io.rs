@@ -10,8 +10,9 @@ use super::relay_status::{write_status, PeerStatus, RelayStatus};
 use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory};
 use crate::relay::links::{Direction, Links, Verdict};
-use crate::relay::session::{PeerAuth, Session, SessionConfig, SessionEvent, WallClock};
-use crate::relay::Feature;
+use crate::relay::message::{Ack, BusForward};
+use crate::relay::session::{PeerAuth, SendError, Session, SessionConfig, SessionEvent, WallClock};
+use crate::relay::{Feature, MsgType, Payload};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 use std::collections::{BTreeMap, HashMap};
@@ -46,6 +47,43 @@ struct Link {
     out_pos: usize,
     writable_interest: bool,
     closed: bool,
+    /// The registered link agreed `bus-forward`: the hub forwards mail over it.
+    forwarding: bool,
+    /// Our `bus_forward` messages on this link not yet acked: relay message id → the
+    /// envelope's acceptance seq in the hub.
+    forwards: HashMap<String, u64>,
+}
+
+/// What the relay tells the hub core (SPEC §15), drained by the loop after each relay event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToHub {
+    /// A link that agreed `bus-forward` is up.
+    LinkUp { peer: String },
+    /// That link is gone (replaced, dropped, shut down).
+    LinkDown { peer: String, reason: String },
+    /// The peer forwarded an envelope; ack it with `RelayIo::ack_forward(ack_id)`.
+    Forwarded {
+        peer: String,
+        ack_id: String,
+        envelope: String,
+        hop: u32,
+    },
+    /// The peer acked our forward of the envelope of acceptance `seq`.
+    ForwardAcked {
+        peer: String,
+        seq: u64,
+        error: Option<String>,
+    },
+}
+
+/// How `RelayIo::forward` went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Forwarded {
+    Sent,
+    /// No forwarding link with the peer right now; the hub hears `LinkDown` (or already has).
+    NoLink,
+    /// The link cannot carry this envelope (too large for a line or frame): it never will.
+    Refused(String),
 }
 
 #[derive(Default)]
@@ -76,6 +114,8 @@ pub struct RelayIo {
     failures: HashMap<std::net::IpAddr, (u32, Instant, Option<Instant>)>,
     /// Service-log lines waiting for the loop to write them.
     pub logs: Vec<(&'static str, String)>,
+    /// Events for the hub core, in order.
+    pub inbox: Vec<ToHub>,
     random: std::fs::File,
 }
 
@@ -157,6 +197,7 @@ impl RelayIo {
             status_dirty: true,
             next_status_write: Some(now),
             logs: Vec::new(),
+            inbox: Vec::new(),
             failures: HashMap::new(),
             random,
         })
@@ -285,6 +326,8 @@ impl RelayIo {
                             out_pos: 0,
                             writable_interest: false,
                             closed: false,
+                            forwarding: false,
+                            forwards: HashMap::new(),
                         },
                     );
                     self.pump(registry, token, now);
@@ -352,6 +395,8 @@ impl RelayIo {
                 out_pos: 0,
                 writable_interest: true,
                 closed: false,
+                forwarding: false,
+                forwards: HashMap::new(),
             },
         );
     }
@@ -482,6 +527,11 @@ impl RelayIo {
                             book.next_dial = None;
                             book.last_heartbeat = Some(now);
                             self.status_dirty = true;
+                            let link = self.links.get_mut(&token).expect("still open");
+                            if link.session.features().contains(&Feature::BusForward) {
+                                link.forwarding = true;
+                                self.inbox.push(ToHub::LinkUp { peer: peer.clone() });
+                            }
                         }
                         Verdict::Transient => {}
                         Verdict::Reject(why) => {
@@ -507,9 +557,42 @@ impl RelayIo {
                         }
                     }
                 }
+                SessionEvent::Message(msg) if link.forwarding => {
+                    let peer = link.peer.clone().unwrap_or_default();
+                    match msg.payload_typed() {
+                        Ok(Payload::BusForward(BusForward { envelope, hop })) => {
+                            self.inbox.push(ToHub::Forwarded {
+                                peer,
+                                ack_id: msg.id,
+                                envelope,
+                                hop,
+                            });
+                        }
+                        Ok(Payload::Ack(Ack { ack_id, error, .. })) => {
+                            match link.forwards.remove(&ack_id) {
+                                Some(seq) => self.inbox.push(ToHub::ForwardAcked {
+                                    peer,
+                                    seq,
+                                    error,
+                                }),
+                                None => self.logs.push((
+                                    "INFO",
+                                    format!("relay: {peer} acked {ack_id:?}, which is no forward of this link; ignored"),
+                                )),
+                            }
+                        }
+                        _ => self.logs.push((
+                            "INFO",
+                            format!(
+                                "relay: {peer} sent {}; not acted on by this hub",
+                                msg.msg_type.as_str()
+                            ),
+                        )),
+                    }
+                }
                 SessionEvent::Message(msg) => {
-                    // Forwarding and delegation are later extensions; until then a message is
-                    // logged by type and dropped (never its payload: it may carry a prompt).
+                    // Delegation is a later extension; until then a message is logged by type
+                    // and dropped (never its payload: it may carry a prompt).
                     let peer = link.peer.clone().unwrap_or_default();
                     self.logs.push((
                         "INFO",
@@ -643,6 +726,14 @@ impl RelayIo {
         };
         let _ = registry.deregister(&mut link.stream);
         let was_link = self.registry_links.closed(token.0 as u64);
+        if link.forwarding {
+            if let Some(peer) = &link.peer {
+                self.inbox.push(ToHub::LinkDown {
+                    peer: peer.clone(),
+                    reason: reason.to_owned(),
+                });
+            }
+        }
         let Some(peer) = link.peer.clone() else {
             // An accepted connection that never finished its handshake: a denial (wrong key,
             // unknown peer, v0 refused), a malformed handshake or a missed deadline. The
@@ -683,6 +774,77 @@ impl RelayIo {
             }
             self.schedule_redial(&peer, now);
         }
+    }
+
+    /// Sends the envelope of acceptance `seq` (its canonical text) to `peer` as a
+    /// `bus_forward`, hop 1.
+    pub fn forward(
+        &mut self,
+        registry: &Registry,
+        peer: &str,
+        seq: u64,
+        envelope: &str,
+        now: Instant,
+    ) -> Forwarded {
+        let Some(token) = self.forwarding_link(peer) else {
+            return Forwarded::NoLink;
+        };
+        let link = self.links.get_mut(&token).expect("forwarding_link checked");
+        let payload = Payload::BusForward(BusForward {
+            envelope: envelope.to_owned(),
+            hop: 1,
+        })
+        .to_value();
+        let msg = link.session.message(MsgType::BusForward, payload, now);
+        let id = msg.id.clone();
+        match link.session.send(msg) {
+            Ok(()) => {
+                link.forwards.insert(id, seq);
+                self.pump(registry, token, now);
+                Forwarded::Sent
+            }
+            Err(e @ (SendError::TooLarge { .. } | SendError::Frame(_))) => {
+                Forwarded::Refused(format!("the relay link cannot carry it: {e}"))
+            }
+            // Closed or not established: the session's Closed event drops the link, and the
+            // hub hears LinkDown.
+            Err(_) => Forwarded::NoLink,
+        }
+    }
+
+    /// Acks the peer's `bus_forward` `ack_id`: queued here (`error` None) or refused for good.
+    /// Without a forwarding link nothing is sent: the peer sends the envelope again.
+    pub fn ack_forward(
+        &mut self,
+        registry: &Registry,
+        peer: &str,
+        ack_id: String,
+        error: Option<String>,
+        now: Instant,
+    ) {
+        let Some(token) = self.forwarding_link(peer) else {
+            return;
+        };
+        let link = self.links.get_mut(&token).expect("forwarding_link checked");
+        let payload = Payload::Ack(Ack {
+            ack_id,
+            resync: None,
+            error,
+        })
+        .to_value();
+        let msg = link.session.message(MsgType::Ack, payload, now);
+        if link.session.send(msg).is_ok() {
+            self.pump(registry, token, now);
+        }
+    }
+
+    /// The registered link with `peer`, if it agreed `bus-forward`.
+    fn forwarding_link(&self, peer: &str) -> Option<Token> {
+        let token = Token(self.registry_links.link_of(peer)? as usize);
+        self.links
+            .get(&token)
+            .is_some_and(|l| l.forwarding && !l.closed)
+            .then_some(token)
     }
 
     /// Timers: sessions' deadlines (heartbeats, liveness, handshakes), redials, status file.

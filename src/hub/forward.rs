@@ -1,0 +1,414 @@
+//! Mail across hubs (SPEC §15): which `to` addresses belong to a peer hub, the window of
+//! envelopes handed to each peer's relay link and not yet acked, and the checks an envelope
+//! from a peer passes before it is queued here.
+//!
+//! Owns the forwarding half of the sans-IO core. An envelope for `name@peer` is accepted and
+//! queued like any other (its queue is named by the whole address, so caps, the store and
+//! `status` need nothing new); while the link with `peer` is up, the oldest of that peer's
+//! queued envelopes are handed to it, at most `window` unacked at once, and each is removed
+//! only when the peer acks it. A link that drops, or an ack that does not come within
+//! `ack_timeout_ms`, puts them back in acceptance order to be sent again; the receiving hub
+//! answers a resend as a duplicate, so nothing is lost or doubled. Refuses: sockets and
+//! sessions (`server::relay_io` owns those).
+
+use super::{
+    ledger, queued_from, AuditEvent, Hub, Now, Output, Phase, Queued, Staged, State, StoreOp,
+    Target,
+};
+use crate::roster::HUB_NAME;
+use crate::wire::Envelope;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// Hubs an envelope may cross (seed §8's cluster-wide cap). This build never forwards an
+/// envelope it received (its `to` must name a local agent), so it sends hop 1; a peer's
+/// message claiming 0 or more than this is refused.
+pub const MAX_HOPS: u32 = 8;
+
+/// Forwarding state: this hub's relay peer id and one entry per forwarding peer.
+#[derive(Debug)]
+pub struct Forwarding {
+    local: String,
+    window: usize,
+    ack_timeout: Duration,
+    links: HashMap<String, Link>,
+}
+
+#[derive(Debug, Default)]
+struct Link {
+    up: bool,
+    /// Sent on the link and not yet acked, by acceptance seq, with when each was sent.
+    inflight: BTreeMap<u64, (Queued, Instant)>,
+}
+
+/// An envelope from a peer, checked and restamped for local delivery.
+struct Incoming {
+    env: Envelope,
+}
+
+impl Hub {
+    /// Enables forwarding: `local_peer` is this hub's relay peer id, `peers` those configured
+    /// with `forward = true`, `window` the most envelopes unacked per peer.
+    pub fn enable_forwarding(
+        &mut self,
+        local_peer: &str,
+        peers: impl IntoIterator<Item = String>,
+        window: usize,
+    ) {
+        self.forwarding = Some(Forwarding {
+            local: local_peer.to_owned(),
+            window: window.max(1),
+            ack_timeout: self.limits.ack_timeout(),
+            links: peers.into_iter().map(|p| (p, Link::default())).collect(),
+        });
+    }
+
+    /// The peer hub `to` belongs to: `name@peer` (split at the last `@`) where `peer` is a
+    /// forwarding peer and `to` is not itself a roster name. A roster name always stays
+    /// local, so no address that works without forwarding changes meaning.
+    pub fn remote_peer(&self, to: &str) -> Option<String> {
+        let f = self.forwarding.as_ref()?;
+        let (name, peer) = to.rsplit_once('@')?;
+        (!name.is_empty() && f.links.contains_key(peer) && !self.roster.contains(to))
+            .then(|| peer.to_owned())
+    }
+
+    /// The relay link with `peer` is up and agreed `bus-forward`: start handing it mail.
+    pub fn handle_link_up(&mut self, peer: &str, now: Now) {
+        let Some(link) = self.link_mut(peer) else {
+            return;
+        };
+        link.up = true;
+        self.pump_forward(peer, now);
+    }
+
+    /// The link with `peer` is gone: everything it had not acked is queued again, in
+    /// acceptance order, for the next link.
+    pub fn handle_link_down(&mut self, peer: &str, reason: &str, now: Now) {
+        let Some(link) = self.link_mut(peer) else {
+            return;
+        };
+        link.up = false;
+        let inflight = std::mem::take(&mut link.inflight);
+        for (_, (env, _)) in inflight {
+            self.forward_back(peer, env, reason, now);
+        }
+    }
+
+    /// The peer acked the envelope of acceptance `seq` (`Output::Forward`). `error` None: it
+    /// is queued there, durably, and leaves this hub. `error` Some: refused for good (or the
+    /// link could not carry it); it is bounced to its sender. An ack for an envelope no longer
+    /// in flight (requeued after a deadline, then acked late) is ignored: the copy sent
+    /// again is answered as a duplicate.
+    pub fn handle_forward_ack(&mut self, peer: &str, seq: u64, error: Option<String>, now: Now) {
+        let Some(link) = self.link_mut(peer) else {
+            return;
+        };
+        let Some((env, _)) = link.inflight.remove(&seq) else {
+            return;
+        };
+        self.store(StoreOp::Remove { seq });
+        let (from, id) = (env.from.clone(), env.id.clone());
+        self.outputs
+            .push_back(Output::Audit(AuditEvent::ForwardAcked {
+                peer: peer.to_owned(),
+                id: id.clone(),
+                to: env.to.clone(),
+                attempts: env.attempts,
+                error: error.clone(),
+            }));
+        match error {
+            None => self.set_state(&from, &id, State::Forwarded, false, now),
+            Some(why) => {
+                let bounced = env.kind != Envelope::BOUNCE_KIND;
+                let state = if bounced { State::Bounced } else { State::Lost };
+                self.set_state(&from, &id, state, false, now);
+                if bounced {
+                    self.stage_bounce(&env, &format!("refused by {peer}: {why}"), now);
+                }
+            }
+        }
+        self.pump_forward(peer, now);
+    }
+
+    /// A `bus_forward` from `peer` (relay message id `ack_id`) carrying `text`, an envelope
+    /// addressed `name@<this hub>`. Checked, restamped (`from` gets `@peer`, `to` loses
+    /// `@<this hub>`), deduplicated by sender and id, and staged like a send: the ack goes
+    /// out once it is durable. A refusal is acked at once with its reason (the sending hub
+    /// bounces the envelope); a failure of this hub's store is not acked at all (the peer
+    /// sends it again).
+    pub fn handle_forwarded(&mut self, peer: &str, ack_id: String, text: &str, hop: u32) {
+        let Incoming { env } = match self.check_forwarded(peer, text, hop) {
+            Ok(i) => i,
+            Err((id, reason)) => return self.refuse_forward(peer, ack_id, id, reason),
+        };
+        if self.flush_failed.is_some() {
+            let msg = format!(
+                "envelope {:?} from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted",
+                env.id
+            );
+            return self.outputs.push_back(Output::Log(msg));
+        }
+        let digest = ledger::digest(
+            &env.to,
+            &env.kind,
+            env.correlation_id.as_deref(),
+            env.body.get(),
+        );
+        match self.ledger.seen(&env.from, &env.id, &digest) {
+            ledger::Seen::New => {}
+            ledger::Seen::Duplicate => return self.ack_forward_durable(peer.to_owned(), ack_id),
+            ledger::Seen::Conflict => {
+                let reason = format!(
+                    "id {:?} was already accepted from {} with another destination, kind, correlationId or body",
+                    env.id, env.from
+                );
+                return self.refuse_forward(peer, ack_id, env.id, reason);
+            }
+        }
+        if self
+            .staged
+            .iter()
+            .any(|s| s.env.id == env.id && s.env.from == env.from)
+        {
+            // A resend while the first copy waits for its commit: that copy's ack answers
+            // for both (the sender maps either ack to the same envelope).
+            return;
+        }
+        let mut queued = queued_from(&env);
+        queued.seq = self.take_seq();
+        let target = match self.stage_target(&queued) {
+            Ok(t) => t,
+            Err(full) => return self.refuse_forward(peer, ack_id, env.id, full.to_string()),
+        };
+        self.staged.push(Staged {
+            conn: None,
+            from_peer: Some((peer.to_owned(), ack_id)),
+            env: queued,
+            target,
+            digest,
+        });
+    }
+
+    /// Hands the link with `peer` the oldest queued envelopes for it while it is up and its
+    /// window has room.
+    pub(super) fn pump_forward(&mut self, peer: &str, now: Now) {
+        loop {
+            let Some(f) = &self.forwarding else { return };
+            let Some(link) = f.links.get(peer) else {
+                return;
+            };
+            if !link.up || link.inflight.len() >= f.window {
+                return;
+            }
+            let roster = &self.roster;
+            let Some(env) = self.router.take_oldest_where(|name| {
+                name.rsplit_once('@')
+                    .is_some_and(|(n, p)| !n.is_empty() && p == peer)
+                    && !roster.contains(name)
+            }) else {
+                return;
+            };
+            let ms = now.wall.timestamp_millis();
+            // Ledger only, as for an ack-mode delivery: on disk it stays queued until acked.
+            self.ledger
+                .set_state(&env.from, &env.id, State::Delivered, true, ms);
+            self.outputs.push_back(Output::Audit(AuditEvent::Forwarded {
+                peer: peer.to_owned(),
+                id: env.id.clone(),
+                to: env.to.clone(),
+            }));
+            self.outputs.push_back(Output::Forward {
+                peer: peer.to_owned(),
+                seq: env.seq,
+                envelope: env.text.clone(),
+            });
+            if let Some(link) = self.link_mut(peer) {
+                link.inflight.insert(env.seq, (env, now.mono));
+            }
+        }
+    }
+
+    /// When the oldest unacked forward of any link runs out of time.
+    pub(super) fn forward_deadline(&self) -> Option<Instant> {
+        let f = self.forwarding.as_ref()?;
+        f.links
+            .values()
+            .flat_map(|l| l.inflight.values().map(|(_, sent)| *sent))
+            .min()
+            .map(|sent| sent + f.ack_timeout)
+    }
+
+    /// A link whose oldest forward went unacked past the deadline has everything in flight
+    /// queued again and sent again (the peer answers what it already has as duplicates).
+    pub(super) fn expire_forwards(&mut self, now: Now) {
+        let Some(f) = &self.forwarding else { return };
+        let ack_timeout = f.ack_timeout;
+        let stuck: Vec<String> = f
+            .links
+            .iter()
+            .filter(|(_, l)| {
+                l.inflight
+                    .values()
+                    .any(|(_, sent)| *sent + ack_timeout <= now.mono)
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        for peer in stuck {
+            let inflight = match self.link_mut(&peer) {
+                Some(link) => std::mem::take(&mut link.inflight),
+                None => continue,
+            };
+            let reason = format!("no ack within {} ms", ack_timeout.as_millis());
+            for (_, (env, _)) in inflight {
+                self.forward_back(&peer, env, &reason, now);
+            }
+            self.pump_forward(&peer, now);
+        }
+    }
+
+    /// Answers a peer's forward with "queued" once that is durable (SPEC §12.1): at once, or
+    /// with the flush the last commit waits for.
+    pub(super) fn ack_forward_durable(&mut self, peer: String, ack_id: String) {
+        match self.unsynced {
+            Some(batch) => self.held.push_back(super::Held {
+                batch,
+                reply: super::HeldReply::ForwardAck { peer, ack_id },
+            }),
+            None => self.outputs.push_back(Output::ForwardAck {
+                peer,
+                ack_id,
+                error: None,
+            }),
+        }
+    }
+
+    /// Where a new envelope goes: the most specific, oldest parked await (claimed now), or
+    /// room reserved in its queue.
+    pub(super) fn stage_target(
+        &mut self,
+        queued: &Queued,
+    ) -> Result<Target, super::router::QueueFull> {
+        if let Some((waiter, parked)) = self.router.claim_waiter(queued) {
+            let w = self
+                .conns
+                .get_mut(&waiter)
+                .expect("parked waiters are live connections");
+            let Phase::Parked { deadline, ack, .. } = w.phase else {
+                unreachable!("router waiters are parked")
+            };
+            w.phase = Phase::Claimed {
+                parked,
+                deadline,
+                ack,
+            };
+            self.set_deadline(waiter, None);
+            return Ok(Target::Waiter(waiter));
+        }
+        self.router
+            .reserve(&queued.to, queued.size_bytes())
+            .map(|()| Target::Queue { reserved: true })
+    }
+
+    fn check_forwarded(
+        &self,
+        peer: &str,
+        text: &str,
+        hop: u32,
+    ) -> Result<Incoming, (String, String)> {
+        let Some(f) = &self.forwarding else {
+            return Err((
+                String::new(),
+                "this hub does not take forwarded mail".into(),
+            ));
+        };
+        if !f.links.contains_key(peer) {
+            return Err((
+                String::new(),
+                format!("this hub does not take forwarded mail from {peer}"),
+            ));
+        }
+        if text.len() > self.limits.max_line_bytes {
+            return Err((
+                String::new(),
+                format!(
+                    "envelope of {} bytes exceeds this hub's line cap of {} bytes",
+                    text.len(),
+                    self.limits.max_line_bytes
+                ),
+            ));
+        }
+        let mut env = serde_json::from_str::<crate::wire::envelope::RawEnvelope<'_>>(text)
+            .map_err(|e| format!("invalid envelope: {e}"))
+            .and_then(|raw| Envelope::from_raw(raw).map_err(|e| format!("invalid envelope: {e}")))
+            .map_err(|e| (String::new(), e))?;
+        let id = env.id.clone();
+        let refuse = |why: String| Err((id.clone(), why));
+        if hop == 0 || hop > MAX_HOPS {
+            return refuse(format!("hop {hop} is outside 1..={MAX_HOPS}"));
+        }
+        let local = &f.local;
+        let name = match env.to.rsplit_once('@') {
+            Some((name, p)) if p == local.as_str() && !name.is_empty() => name.to_owned(),
+            _ => {
+                return refuse(format!(
+                    "to {:?} is not an address of this hub (name@{local})",
+                    env.to
+                ))
+            }
+        };
+        if !self.roster.contains(&name) {
+            return refuse(format!("no agent named {name:?} on {local}"));
+        }
+        if env.from.is_empty() {
+            return refuse("from must not be empty".into());
+        }
+        // Only a hub makes bounces, and a hub sends nothing else under its own name.
+        if (env.from == HUB_NAME) != (env.kind == Envelope::BOUNCE_KIND) {
+            return refuse(format!(
+                "kind \"bounce\" comes only from \"{HUB_NAME}\", which sends only bounces"
+            ));
+        }
+        env.from = format!("{}@{peer}", env.from);
+        env.to = name;
+        Ok(Incoming { env })
+    }
+
+    fn refuse_forward(&mut self, peer: &str, ack_id: String, id: String, reason: String) {
+        self.outputs
+            .push_back(Output::Audit(AuditEvent::ForwardRefused {
+                peer: peer.to_owned(),
+                id,
+                reason: reason.clone(),
+            }));
+        self.outputs.push_back(Output::ForwardAck {
+            peer: peer.to_owned(),
+            ack_id,
+            error: Some(reason),
+        });
+    }
+
+    /// An unacked forward goes back to its queue in acceptance order, its attempt counted.
+    fn forward_back(&mut self, peer: &str, mut env: Queued, reason: &str, now: Now) {
+        env.attempts = env.attempts.saturating_add(1);
+        self.outputs
+            .push_back(Output::Audit(AuditEvent::ForwardRequeued {
+                peer: peer.to_owned(),
+                id: env.id.clone(),
+                to: env.to.clone(),
+                reason: reason.to_owned(),
+                attempts: env.attempts,
+            }));
+        self.store(StoreOp::Attempts {
+            seq: env.seq,
+            attempts: env.attempts,
+        });
+        let (from, id) = (env.from.clone(), env.id.clone());
+        self.set_state(&from, &id, State::Queued, false, now);
+        self.router.requeue(env);
+    }
+
+    fn link_mut(&mut self, peer: &str) -> Option<&mut Link> {
+        self.forwarding.as_mut()?.links.get_mut(peer)
+    }
+}
