@@ -738,6 +738,10 @@ impl Sim {
                 Output::Audit(_) => {}
                 // The replayer runs an in-memory hub: no store operations are asked for.
                 Output::Store(_) => unreachable!("in-memory hub"),
+                // Nor does it forward: no relay is configured.
+                Output::Forward { .. } | Output::ForwardAck { .. } => {
+                    unreachable!("no forwarding peers")
+                }
                 Output::Log(line) => {
                     if self.secrets.iter().any(|s| line.contains(s.as_str())) {
                         self.log_leaks.push(line);
