@@ -106,6 +106,7 @@ struct PeerSpec {
     address: Option<SocketAddr>,
     key: String,
     allow_v0: bool,
+    forward: bool,
 }
 
 struct RelaySpec {
@@ -141,7 +142,17 @@ impl RelaySpec {
             address,
             key: key.into(),
             allow_v0,
+            forward: false,
         });
+        self
+    }
+
+    /// Every peer exchanges mail (`forward = true`), and `bus-forward` is advertised.
+    fn forwarding(mut self) -> RelaySpec {
+        self.features.push("bus-forward");
+        for p in &mut self.peers {
+            p.forward = true;
+        }
         self
     }
 
@@ -171,6 +182,9 @@ impl RelaySpec {
                 "key_file = \"keys/{}.key\"\nallow_v0 = {}\n",
                 p.id, p.allow_v0
             ));
+            if p.forward {
+                t.push_str("forward = true\n");
+            }
         }
         t
     }
@@ -1668,4 +1682,220 @@ fn relay_config_errors_are_fatal_at_their_stage() {
         spec.apply(&mut setup);
         setup.fails_at("config", needle);
     }
+}
+
+// ----- mail across hubs (SPEC §15) -----
+
+/// A raw connection to `h` authenticated as one of west's agents.
+fn west_login(h: &RelayHub, name: &str) -> Raw {
+    let token = WEST_AGENTS.iter().find(|(n, _)| *n == name).unwrap().1;
+    let mut r = h.hub.raw();
+    r.write(&hello_line(name, token));
+    r.expect_line(OK);
+    r
+}
+
+/// One verb line from a west agent; the reply, parsed.
+fn west_verb(h: &RelayHub, name: &str, line: &str) -> Value {
+    let mut r = west_login(h, name);
+    if line.ends_with('\n') {
+        r.write(line);
+    } else {
+        r.write(&format!("{line}\n"));
+    }
+    r.json()
+}
+
+/// east (alpha…delta, dials) and west (omega, sigma, accepts), forwarding to each other.
+fn forwarding_pair(west_setup_: Setup) -> (RelayHub, RelayHub) {
+    let key = key_hex(0x51);
+    let west = RelayHub::start(
+        west_setup_,
+        RelaySpec::new("west", "127.0.0.3:0")
+            .peer("east", None, &key, false)
+            .forwarding(),
+    );
+    let east = RelayHub::start(
+        Setup::new(),
+        RelaySpec::new("east", "127.0.0.2:0")
+            .peer("west", Some(west.relay_addr), &key, false)
+            .forwarding(),
+    );
+    let e = east.wait_up("west");
+    assert!(
+        names(&e["features"]).contains(&"bus-forward".to_owned()),
+        "{e}"
+    );
+    west.wait_up("east");
+    (east, west)
+}
+
+#[test]
+fn mail_crosses_to_a_peer_hub_and_the_reply_comes_back() {
+    let (east, west) = forwarding_pair(west_setup());
+    let body = r#"{"z":[1.50,2],"a":"\u00e9"}"#;
+    let id = east
+        .hub
+        .cli_send("alpha", "omega@west", "review.request", body);
+    // omega, on the other hub, receives it with from naming the sender's hub.
+    let got = west_verb(&west, "omega", &await_line(None, None, Some(10)));
+    let env = &got["envelope"];
+    assert_eq!(env["id"], json!(id), "{got}");
+    assert_eq!(env["from"], "alpha@east");
+    assert_eq!(env["to"], "omega");
+    assert_eq!(env["kind"], "review.request");
+    let received = west.hub.audit_events("received");
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0]["peer"], "east");
+    // The raw line keeps the body's bytes.
+    let line = std::fs::read_to_string(west.hub.audit_path()).unwrap();
+    assert!(
+        line.contains(body),
+        "the body crossed byte for byte:\n{line}"
+    );
+
+    // The reply goes back by the address it came from.
+    let reply_id = uuid::Uuid::new_v4().to_string();
+    let accepted = west_verb(
+        &west,
+        "omega",
+        &send_line(
+            &reply_id,
+            "alpha@east",
+            "review.done",
+            Some(&id),
+            r#"{"ok":true}"#,
+        ),
+    );
+    assert_eq!(accepted, json!({"accepted": {"id": reply_id}}));
+    let out = east
+        .hub
+        .cli("await", "alpha", &["--reply-to", &id, "--timeout", "10"]);
+    out.assert_code(0);
+    let back: Value = serde_json::from_str(out.stdout.trim_end()).unwrap();
+    assert_eq!(back["from"], "omega@west");
+    assert_eq!(back["to"], "alpha");
+    assert_eq!(back["id"], json!(reply_id));
+
+    // Each side knows where its sender's envelope went.
+    let st = east.hub.cli("status", "alpha", &["--id", &id]);
+    st.assert_code(0);
+    assert!(st.stdout.contains("\"forwarded\""), "{}", st.stdout);
+    let fwd = east.hub.audit_events("forward_acked");
+    assert_eq!(fwd.len(), 1);
+    assert_eq!(fwd[0]["error"], Value::Null);
+    for h in [&east, &west] {
+        let log = h.log();
+        assert!(!log.contains(body) && !log.contains("SECRET"), "{log}");
+    }
+}
+
+#[test]
+fn mail_for_a_down_peer_waits_survives_a_restart_and_arrives_once_in_order() {
+    let key = key_hex(0x52);
+    let west_addr = free_port_on("127.0.0.3");
+    let mut east = RelayHub::start(
+        Setup::new().with_sqlite_store(64 << 20),
+        RelaySpec::new("east", "127.0.0.2:0")
+            .peer("west", Some(west_addr), &key, false)
+            .forwarding(),
+    );
+    let ids: Vec<String> = (0..5)
+        .map(|i| {
+            east.hub.send(
+                "alpha",
+                "omega@west",
+                "task",
+                None,
+                &format!("{{\"n\":{i}}}"),
+            )
+        })
+        .collect();
+    let st = east.hub.cli("status", "alpha", &["--id", &ids[2]]);
+    assert!(
+        st.stdout.contains("\"queued\"") && st.stdout.contains("\"position\":3"),
+        "{}",
+        st.stdout
+    );
+    // A crash of east loses none of them.
+    east.hub.kill();
+    east.restart();
+    let west = RelayHub::start(
+        west_setup(),
+        RelaySpec::new("west", &west_addr.to_string())
+            .peer("east", None, &key, false)
+            .forwarding(),
+    );
+    east.wait_up("west");
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let r = west_verb(&west, "omega", &await_line(None, None, Some(10)));
+        got.push(
+            r["envelope"]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_owned(),
+        );
+    }
+    assert_eq!(got, ids, "every one, in order");
+    assert_eq!(
+        west_verb(&west, "omega", AWAIT_NOW),
+        json!({"timeout": {}}),
+        "and none twice"
+    );
+    east.hub.wait_audit("five forward acks", |a| {
+        a.iter().filter(|e| e["event"] == "forward_acked").count() == 5
+    });
+    let st = east.hub.cli("status", "alpha", &["--id", &ids[4]]);
+    assert!(st.stdout.contains("\"forwarded\""), "{}", st.stdout);
+}
+
+#[test]
+fn a_forward_the_peer_refuses_is_bounced_to_its_sender() {
+    let (east, _west) = forwarding_pair(west_setup());
+    let id = east.hub.send("alpha", "nobody@west", "task", None, "{}");
+    let out = east
+        .hub
+        .cli("await", "alpha", &["--kind", "bounce", "--timeout", "10"]);
+    out.assert_code(0);
+    let bounce: Value = serde_json::from_str(out.stdout.trim_end()).unwrap();
+    assert_eq!(bounce["from"], "hub");
+    assert_eq!(bounce["correlationId"], json!(id));
+    let reason = bounce["body"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("refused by west") && reason.contains("no agent named \"nobody\" on west"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn without_forward_on_both_ends_mail_stays_queued_here() {
+    let key = key_hex(0x53);
+    // west forwards, east does not: the feature is not agreed.
+    let west = RelayHub::start(
+        west_setup(),
+        RelaySpec::new("west", "127.0.0.3:0")
+            .peer("east", None, &key, false)
+            .forwarding(),
+    );
+    let east = RelayHub::start(
+        Setup::new(),
+        RelaySpec::new("east", "127.0.0.2:0").peer("west", Some(west.relay_addr), &key, false),
+    );
+    let e = east.wait_up("west");
+    assert!(
+        !names(&e["features"]).contains(&"bus-forward".to_owned()),
+        "{e}"
+    );
+    let w = west.wait_up("east");
+    assert!(
+        !names(&w["features"]).contains(&"bus-forward".to_owned()),
+        "{w}"
+    );
+    // On east, omega@west is just a name (SPEC §5): queued, never sent.
+    let id = east.hub.send("alpha", "omega@west", "task", None, "{}");
+    let reply = west_verb(&west, "omega", &await_line(None, None, Some(1)));
+    assert_eq!(reply, json!({"timeout": {}}));
+    let st = east.hub.cli("status", "alpha", &["--id", &id]);
+    assert!(st.stdout.contains("\"queued\""), "{}", st.stdout);
 }
