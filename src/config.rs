@@ -591,6 +591,20 @@ allow_v0 = true
         assert_eq!(r.peer_id, "laptop");
         assert_eq!(r.listen, Some("127.0.0.2:46111".parse().unwrap()));
         assert_eq!(r.peers[0].key_file, PathBuf::from("/d/keys/mini.key"));
+        assert!(!r.peers[0].forward, "forwarding is opt-in per peer");
+        assert_eq!(r.forward_window, DEFAULT_FORWARD_WINDOW);
+        // The example's commented relay table, uncommented, is a valid config.
+        let uncommented: String = EXAMPLE
+            .lines()
+            .skip_while(|l| !l.starts_with("# [relay]"))
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::parse(&format!("{EXAMPLE}{uncommented}"), Path::new("/d")).unwrap();
+        let r = c.relay.unwrap();
+        assert!(r.peers[0].forward && r.features.contains(&"bus-forward".to_owned()));
+        assert_eq!(r.forward_window, 64);
         let cases = [
             (
                 RELAY.replace("peer_id = \"laptop\"", "peer_id = \"lap top\""),
@@ -616,6 +630,17 @@ allow_v0 = true
                 "at least one",
             ),
             (RELAY.replace("allow_v0 = true", ""), "allow_v0"),
+            (
+                RELAY.replace("allow_v0 = true", "allow_v0 = true\nforward = true"),
+                "does not list \"bus-forward\"",
+            ),
+            (
+                RELAY.replace(
+                    "status_path = \"relay-status.json\"",
+                    "status_path = \"relay-status.json\"\nforward_window = 0",
+                ),
+                "forward_window must be greater than 0",
+            ),
         ];
         for (relay, want) in cases {
             let e = Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"))

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
 /// key changes (docs/operations.md, "Audit log format").
-pub const AUDIT_FORMAT_VERSION: u32 = 1;
+pub const AUDIT_FORMAT_VERSION: u32 = 2;
 
 /// One instruction from the core, drained through `Hub::poll_output` in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,7 +292,7 @@ mod tests {
             e.encode_into("2026-01-01T00:00:00.000Z", &mut s);
             assert!(s.ends_with('\n'));
             let v: serde_json::Value = serde_json::from_str(&s).unwrap();
-            assert_eq!(v["v"], 1);
+            assert_eq!(v["v"], AUDIT_FORMAT_VERSION);
             assert!(v["event"].is_string());
         }
     }
