@@ -25,6 +25,13 @@ use std::time::{Duration, Instant};
 /// message claiming 0 or more than this is refused.
 pub const MAX_HOPS: u32 = 8;
 
+/// Envelope text bytes sent to one peer and not yet acked, beyond which no further envelope
+/// is sent (one is always allowed). The relay drops a link with more than 16 MiB unsent
+/// (`server::relay_io::MAX_PEER_BACKLOG_BYTES`); a window of large envelopes, each up to 6
+/// times larger on the wire when its text is escaped into the `bus_forward` string, must stay
+/// under that, or the link would drop and the same window be sent again forever.
+pub const FORWARD_WINDOW_BYTES: usize = 2 * 1024 * 1024;
+
 /// Forwarding state: this hub's relay peer id and one entry per forwarding peer.
 #[derive(Debug)]
 pub struct Forwarding {
@@ -39,6 +46,8 @@ struct Link {
     up: bool,
     /// Sent on the link and not yet acked, by acceptance seq, with when each was sent.
     inflight: BTreeMap<u64, (Queued, Instant)>,
+    /// Text bytes of `inflight`.
+    inflight_bytes: usize,
 }
 
 /// An envelope from a peer, checked and restamped for local delivery.
@@ -89,6 +98,7 @@ impl Hub {
             return;
         };
         link.up = false;
+        link.inflight_bytes = 0;
         let inflight = std::mem::take(&mut link.inflight);
         for (_, (env, _)) in inflight {
             self.forward_back(peer, env, reason, now);
@@ -107,6 +117,7 @@ impl Hub {
         let Some((env, _)) = link.inflight.remove(&seq) else {
             return;
         };
+        link.inflight_bytes -= env.size_bytes();
         self.store(StoreOp::Remove { seq });
         let (from, id) = (env.from.clone(), env.id.clone());
         self.outputs
@@ -201,6 +212,7 @@ impl Hub {
             if !link.up || link.inflight.len() >= f.window {
                 return;
             }
+            let (busy, in_bytes) = (!link.inflight.is_empty(), link.inflight_bytes);
             let roster = &self.roster;
             let Some(env) = self.router.take_oldest_where(|name| {
                 name.rsplit_once('@')
@@ -209,6 +221,10 @@ impl Hub {
             }) else {
                 return;
             };
+            if busy && in_bytes + env.size_bytes() > FORWARD_WINDOW_BYTES {
+                // Its turn comes with the next ack.
+                return self.router.requeue(env);
+            }
             let ms = now.wall.timestamp_millis();
             // Ledger only, as for an ack-mode delivery: on disk it stays queued until acked.
             self.ledger
@@ -224,6 +240,7 @@ impl Hub {
                 envelope: env.text.clone(),
             });
             if let Some(link) = self.link_mut(peer) {
+                link.inflight_bytes += env.size_bytes();
                 link.inflight.insert(env.seq, (env, now.mono));
             }
         }
@@ -256,7 +273,10 @@ impl Hub {
             .collect();
         for peer in stuck {
             let inflight = match self.link_mut(&peer) {
-                Some(link) => std::mem::take(&mut link.inflight),
+                Some(link) => {
+                    link.inflight_bytes = 0;
+                    std::mem::take(&mut link.inflight)
+                }
                 None => continue,
             };
             let reason = format!("no ack within {} ms", ack_timeout.as_millis());

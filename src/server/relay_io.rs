@@ -799,6 +799,10 @@ impl RelayIo {
         let id = msg.id.clone();
         match link.session.send(msg) {
             Ok(()) => {
+                // A resend after an ack deadline replaces the earlier send's entry, so a peer
+                // that never acks cannot grow the map (its late ack is then ignored; the
+                // resend's ack settles the envelope).
+                link.forwards.retain(|_, s| *s != seq);
                 link.forwards.insert(id, seq);
                 self.pump(registry, token, now);
                 Forwarded::Sent

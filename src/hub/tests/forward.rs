@@ -518,3 +518,33 @@ fn a_link_that_cannot_carry_an_envelope_bounces_it() {
     assert_eq!(p.east.status_state("mneme", &id).0, "bounced");
     assert_eq!(p.east.queued_ids("mneme").len(), 1);
 }
+
+#[test]
+fn large_envelopes_are_sent_one_byte_budget_at_a_time() {
+    let mut p = Pair::new(false);
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(900 * 1024));
+    for _ in 0..4 {
+        let (c, _) = p
+            .east
+            .send_body("mneme", "datastore@west", "task", None, &big);
+        p.east.commit_ok();
+        p.east.closed(c, true);
+    }
+    p.east.link_up("west");
+    let e = p.east.drain();
+    assert_eq!(
+        e.forwards.len(),
+        2,
+        "two of ~0.9 MiB fit the 2 MiB budget, a third does not"
+    );
+    let now = p.east.now();
+    p.east
+        .hub
+        .handle_forward_ack("west", e.forwards[0].1, None, now);
+    assert_eq!(p.east.drain().forwards.len(), 1);
+    assert_eq!(
+        p.east.queued_ids("datastore@west").len(),
+        1,
+        "the last still queued"
+    );
+}
