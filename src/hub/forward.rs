@@ -98,11 +98,7 @@ impl Hub {
             return;
         };
         link.up = false;
-        link.inflight_bytes = 0;
-        let inflight = std::mem::take(&mut link.inflight);
-        for (_, (env, _)) in inflight {
-            self.forward_back(peer, env, reason, now);
-        }
+        self.requeue_inflight(peer, reason, now);
     }
 
     /// The peer acked the envelope of acceptance `seq` (`Output::Forward`). `error` None: it
@@ -271,18 +267,12 @@ impl Hub {
             })
             .map(|(p, _)| p.clone())
             .collect();
+        if stuck.is_empty() {
+            return;
+        }
+        let reason = format!("no ack within {} ms", ack_timeout.as_millis());
         for peer in stuck {
-            let inflight = match self.link_mut(&peer) {
-                Some(link) => {
-                    link.inflight_bytes = 0;
-                    std::mem::take(&mut link.inflight)
-                }
-                None => continue,
-            };
-            let reason = format!("no ack within {} ms", ack_timeout.as_millis());
-            for (_, (env, _)) in inflight {
-                self.forward_back(&peer, env, &reason, now);
-            }
+            self.requeue_inflight(&peer, &reason, now);
             self.pump_forward(&peer, now);
         }
     }
@@ -410,7 +400,7 @@ impl Hub {
 
     /// An unacked forward goes back to its queue in acceptance order, its attempt counted.
     fn forward_back(&mut self, peer: &str, mut env: Queued, reason: &str, now: Now) {
-        env.attempts = env.attempts.saturating_add(1);
+        self.count_return(&mut env, now);
         self.outputs
             .push_back(Output::Audit(AuditEvent::ForwardRequeued {
                 peer: peer.to_owned(),
@@ -419,13 +409,18 @@ impl Hub {
                 reason: reason.to_owned(),
                 attempts: env.attempts,
             }));
-        self.store(StoreOp::Attempts {
-            seq: env.seq,
-            attempts: env.attempts,
-        });
-        let (from, id) = (env.from.clone(), env.id.clone());
-        self.set_state(&from, &id, State::Queued, false, now);
         self.router.requeue(env);
+    }
+
+    /// Everything in flight to `peer` goes back to its queues, in acceptance order.
+    fn requeue_inflight(&mut self, peer: &str, reason: &str, now: Now) {
+        let Some(link) = self.link_mut(peer) else {
+            return;
+        };
+        link.inflight_bytes = 0;
+        for (_, (env, _)) in std::mem::take(&mut link.inflight) {
+            self.forward_back(peer, env, reason, now);
+        }
     }
 
     fn link_mut(&mut self, peer: &str) -> Option<&mut Link> {

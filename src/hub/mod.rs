@@ -1247,7 +1247,7 @@ impl Hub {
 
     /// A delivery that was not consumed goes back to routing, its attempt counted.
     fn give_back(&mut self, conn: ConnId, mut env: Queued, reason: &str, now: Now) {
-        env.attempts = env.attempts.saturating_add(1);
+        self.count_return(&mut env, now);
         self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
             conn,
             id: env.id.clone(),
@@ -1255,13 +1255,19 @@ impl Hub {
             reason: reason.to_owned(),
             attempts: env.attempts,
         }));
+        self.route(env, true, now);
+    }
+
+    /// An envelope handed out (to a reader or a peer hub) came back unconsumed: one more
+    /// attempt, durably, and queued again in the ledger.
+    fn count_return(&mut self, env: &mut Queued, now: Now) {
+        env.attempts = env.attempts.saturating_add(1);
         self.store(StoreOp::Attempts {
             seq: env.seq,
             attempts: env.attempts,
         });
         let (from, id) = (env.from.clone(), env.id.clone());
         self.set_state(&from, &id, State::Queued, false, now);
-        self.route(env, true, now);
     }
 
     fn deliver(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
