@@ -402,6 +402,17 @@ fn a_peer_envelope_that_breaks_a_rule_is_refused_and_never_queued() {
             other => panic!("case {i}: want an error with {want:?}, got {other:?}"),
         }
     }
+    // Over this hub's line cap: refused before it is parsed.
+    let pad = "x".repeat(Limits::example().max_line_bytes);
+    let huge = env("mneme", "datastore@west", "task")
+        .replace("\"body\":{}", &format!("\"body\":\"{pad}\""));
+    west.hub.handle_forwarded("east", "big".into(), &huge, 1);
+    let d = west.drain();
+    assert!(d.forward_acks[0]
+        .2
+        .as_deref()
+        .unwrap()
+        .contains("exceeds this hub's line cap"));
     assert_eq!(west.hub.total_queued(), 0);
     // From a peer that is not a forwarding peer, nothing is taken either.
     west.hub.handle_forwarded(
