@@ -19,7 +19,10 @@
 //! 2. handoff latency: a parked await, then a send, timed until the awaiter has the envelope;
 //! 3. ack-mode handoff: the same with `"ack":true`, timed until the hub's `acked` line;
 //! 4. RSS per parked await;
-//! 5. round trips/s of concurrent request → reply pairs.
+//! 5. round trips/s of concurrent request → reply pairs;
+//! 6. mail across hubs (SPEC §15): a second hub ("west") linked to the first ("east") by the
+//!    relay with `forward = true`; handoff latency from a send on east to an await parked on
+//!    west, then end-to-end throughput of sends on east drained by awaits on west.
 //!
 //! Then, in process and without a hub (`--relay-only` runs only this; `--no-relay` skips it),
 //! the relay (issue 4; the section "relay" below): the seed's §7.2 LZ4 table on payloads built
@@ -137,6 +140,12 @@ struct Opts {
     /// Requester/responder pairs in the round-trip phase.
     #[arg(long, default_value_t = 8)]
     pairs: usize,
+    /// Timed cross-hub handoffs in the forwarding phase (0 skips the phase).
+    #[arg(long, default_value_t = 500)]
+    forward_handoffs: usize,
+    /// Envelopes sent across hubs in the forwarding phase's throughput run (4 sender threads).
+    #[arg(long, default_value_t = 5_000)]
+    forward_sends: usize,
     /// Print the results as one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -311,6 +320,16 @@ fn run(opts: &Opts) -> Res<()> {
             phase_pairs(hub, &fixture, opts.pairs, opts.pairs_secs)
         })?);
     }
+    if opts.forward_handoffs > 0 {
+        for r in &mut report.stores {
+            let k = r.kind;
+            progress(&format!(
+                "phase 6 ({}): mail across two linked hubs",
+                k.name()
+            ));
+            r.forward = Some(phase_forward(&server, &work.path, &fixture, opts, k)?);
+        }
+    }
     if opts.fsync_probes > 0 {
         // Again after the phases: a shared disk's flush latency moves with its other users.
         progress("disk: raw fdatasync latency again");
@@ -364,6 +383,9 @@ fn validate(opts: &Opts) -> Res<()> {
     }
     if opts.sqlite_sends == 0 || opts.sqlite_handoffs == 0 {
         return Err("--sqlite-sends and --sqlite-handoffs must be at least 1".into());
+    }
+    if opts.forward_handoffs > 0 && opts.forward_sends == 0 {
+        return Err("--forward-sends must be at least 1 (use --forward-handoffs 0 to skip the forwarding phase)".into());
     }
     if !(opts.pairs_secs > 0.0 && opts.pairs_secs.is_finite()) {
         return Err("--pairs-secs must be a positive number of seconds".into());
@@ -421,11 +443,11 @@ fn raise_nofile() -> Res<u64> {
     }
 }
 
-/// The running hub's pid (0: none) and the temp dir, for cleanup on SIGINT/SIGTERM/SIGHUP.
-/// Whoever holds the `HUB_PID` lock and finds the pid there may signal or reap that child;
-/// whoever reaps it sets 0 first. So no thread ever signals a pid that was reaped (and could
-/// have been reused).
-static HUB_PID: Mutex<i32> = Mutex::new(0);
+/// The running hubs' pids (two while the forwarding phase links a pair) and the temp dir, for
+/// cleanup on SIGINT/SIGTERM/SIGHUP. Whoever holds the `HUB_PIDS` lock and finds a pid there
+/// may signal or reap that child; whoever reaps it removes it first. So no thread ever signals
+/// a pid that was reaped (and could have been reused).
+static HUB_PIDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 static WORK_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
 /// Set by the signal thread before it cleans up; it then owns the exit.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -460,15 +482,14 @@ fn install_interrupt_cleanup() -> Res<()> {
         }
         INTERRUPTED.store(true, Ordering::SeqCst);
         // Held until exit: no other thread touches the child after this.
-        let mut pid = hub_pid();
-        if *pid > 0 {
-            // SAFETY: `*pid` is our unreaped child (see HUB_PID); SIGKILL cannot be blocked or
+        let mut pids = hub_pids();
+        for pid in pids.drain(..) {
+            // SAFETY: `pid` is our unreaped child (see HUB_PIDS); SIGKILL cannot be blocked or
             // ignored, so the blocking waitpid returns promptly.
             unsafe {
-                libc::kill(*pid, libc::SIGKILL);
-                libc::waitpid(*pid, std::ptr::null_mut(), 0);
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
             }
-            *pid = 0;
         }
         if let Some(path) = WORK_PATH.lock().ok().and_then(|mut p| p.take()) {
             let _ = std::fs::remove_dir_all(path);
@@ -482,8 +503,8 @@ fn install_interrupt_cleanup() -> Res<()> {
     Ok(())
 }
 
-fn hub_pid() -> std::sync::MutexGuard<'static, i32> {
-    HUB_PID
+fn hub_pids() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    HUB_PIDS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -731,17 +752,23 @@ struct HubProcess {
     child: Option<Child>,
     pid: i32,
     addr: SocketAddr,
+    /// The relay's listen address, when the config has a `[relay]` that listens.
+    relay_addr: Option<SocketAddr>,
     ticks_per_sec: u64,
     stderr_path: PathBuf,
 }
 
 impl HubProcess {
     fn start(server: &Path, fx: &Fixture, kind: StoreKind) -> Res<HubProcess> {
+        HubProcess::start_with(server, fx.config(kind), &fx.stderr_path)
+    }
+
+    fn start_with(server: &Path, config: &Path, stderr_path: &Path) -> Res<HubProcess> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(&fx.stderr_path)
+            .open(stderr_path)
             .map_err(|e| e.to_string())?;
         let mut command = Command::new(server);
         // SAFETY: the closure runs between fork and exec and only calls sigprocmask-style
@@ -757,18 +784,18 @@ impl HubProcess {
             });
         }
         // Held across the spawn, so a signal arriving meanwhile still finds the new pid.
-        let mut slot = hub_pid();
+        let mut pids = hub_pids();
         let mut child = command
             .arg("--config")
-            .arg(fx.config(kind))
+            .arg(config)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
         let pid = child.id() as i32;
-        *slot = pid;
-        drop(slot);
+        pids.push(pid);
+        drop(pids);
         let stdout = child.stdout.take().expect("stdout was piped above");
         // SAFETY: sysconf has no preconditions.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -776,24 +803,30 @@ impl HubProcess {
             child: Some(child),
             pid,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            relay_addr: None,
             ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
-            stderr_path: fx.stderr_path.clone(),
+            stderr_path: stderr_path.to_path_buf(),
         };
         // A reader thread owns stdout for the hub's whole life, so the hub can never block on a
         // full pipe; it hands over the ready line (or the end of stdout) once.
-        let (tx, rx) = mpsc::channel::<Option<String>>();
+        let (tx, rx) = mpsc::channel::<Option<(String, Option<String>)>>();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(stdout);
             let mut line = String::new();
             let mut reported = false;
+            // The server prints the relay's address before its ready line.
+            let mut relay = None;
             loop {
                 line.clear();
                 match reader.read_line(&mut line) {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
+                        if let Some(at) = line.trim_end().split("relay listening on ").nth(1) {
+                            relay = Some(at.to_owned());
+                        }
                         if !reported && line.contains("hub ready") {
                             reported = true;
-                            let _ = tx.send(Some(line.trim_end().to_owned()));
+                            let _ = tx.send(Some((line.trim_end().to_owned(), relay.take())));
                         }
                     }
                 }
@@ -802,8 +835,8 @@ impl HubProcess {
                 let _ = tx.send(None);
             }
         });
-        let ready = match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(Some(line)) => line,
+        let (ready, relay) = match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(Some(lines)) => lines,
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(format!(
                     "the hub exited before it was ready: {}",
@@ -818,6 +851,9 @@ impl HubProcess {
             }
         };
         hub.addr = parse_ready(&ready)?;
+        hub.relay_addr = relay
+            .map(|a| a.parse().map_err(|e| format!("relay address {a:?}: {e}")))
+            .transpose()?;
         Ok(hub)
     }
 
@@ -882,10 +918,10 @@ impl HubProcess {
     /// Fails when the hub has exited (a crash mid-phase).
     fn check_alive(&mut self) -> Res<()> {
         if let Some(child) = &mut self.child {
-            let mut pid = hub_pid();
-            if *pid == self.pid && exited_unreaped(self.pid) {
-                *pid = 0;
-                drop(pid);
+            let mut pids = hub_pids();
+            if pids.contains(&self.pid) && exited_unreaped(self.pid) {
+                pids.retain(|&p| p != self.pid);
+                drop(pids);
                 let status = child
                     .wait()
                     .map_or_else(|e| e.to_string(), |s| s.to_string());
@@ -919,11 +955,11 @@ impl HubProcess {
         let pid = self.pid;
         // Signals `sig` while the child is still ours and unreaped; false once it is not.
         let signal = |sig: libc::c_int| -> bool {
-            let owned = hub_pid();
-            if *owned != pid {
+            let owned = hub_pids();
+            if !owned.contains(&pid) {
                 return false;
             }
-            // SAFETY: kill(2) on our own unreaped child (we hold the HUB_PID lock).
+            // SAFETY: kill(2) on our own unreaped child (we hold the HUB_PIDS lock).
             unsafe {
                 libc::kill(pid, sig);
             }
@@ -934,12 +970,12 @@ impl HubProcess {
         }
         let until = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < until {
-            let mut owned = hub_pid();
-            if *owned != pid {
+            let mut owned = hub_pids();
+            if !owned.contains(&pid) {
                 return None;
             }
             if exited_unreaped(pid) {
-                *owned = 0;
+                owned.retain(|&p| p != pid);
                 drop(owned);
                 return child.wait().ok();
             }
@@ -947,7 +983,7 @@ impl HubProcess {
             std::thread::sleep(POLL_STEP);
         }
         if signal(libc::SIGKILL) {
-            *hub_pid() = 0;
+            hub_pids().retain(|&p| p != pid);
             let _ = child.wait();
         }
         None
@@ -1199,6 +1235,19 @@ struct Cpu {
 }
 
 impl Cpu {
+    /// The CPU of every hub in `hubs` together (one or a linked pair).
+    fn of(hubs: &[&HubProcess]) -> Res<Cpu> {
+        let mut total = Cpu {
+            stat: Duration::ZERO,
+            clock: Some(Duration::ZERO),
+        };
+        for h in hubs {
+            let c = h.cpu()?;
+            total.stat += c.stat;
+            total.clock = total.clock.zip(c.clock).map(|(a, b)| a + b);
+        }
+        Ok(total)
+    }
     fn saturating_sub(self, earlier: Cpu) -> Cpu {
         Cpu {
             stat: self.stat.saturating_sub(earlier.stat),
@@ -1259,15 +1308,32 @@ impl Run {
 // ----- phase 1: connection-per-op sends, then a drain -----
 
 fn phase_sends(hub: &HubProcess, fx: &Fixture, clients: usize, total: usize) -> Res<Run> {
-    let start = Arc::new(Barrier::new(clients + 1));
+    send_run(&[hub], &fx.sender, &fx.sink.name, clients, total, None)
+}
+
+/// Work that runs alongside a send run and ends it (started at the senders' barrier).
+type Drain = Box<dyn FnOnce(Arc<Barrier>) -> Res<()> + Send>;
+
+/// `total` connection-per-op sends from `from` to `to` on `hubs[0]`, over `clients` threads.
+/// With `until`, the clock runs until that also finishes (it is started with the senders):
+/// the forwarding phase's drain on the peer hub. Hub CPU is the sum over `hubs`.
+fn send_run(
+    hubs: &[&HubProcess],
+    from: &Agent,
+    to: &str,
+    clients: usize,
+    total: usize,
+    until: Option<Drain>,
+) -> Res<Run> {
+    let parties = clients + 1 + usize::from(until.is_some());
+    let start = Arc::new(Barrier::new(parties));
+    let waiter = until.map(|f| {
+        let start = start.clone();
+        std::thread::spawn(move || f(start))
+    });
     let mut handles = Vec::new();
     for count in split(total, clients) {
-        let (addr, from, to, start) = (
-            hub.addr,
-            fx.sender.clone(),
-            fx.sink.name.clone(),
-            start.clone(),
-        );
+        let (addr, from, to, start) = (hubs[0].addr, from.clone(), to.to_owned(), start.clone());
         handles.push(std::thread::spawn(move || -> Res<Vec<Duration>> {
             let ts = now_ts();
             let (mut bytes, mut buf) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
@@ -1282,12 +1348,16 @@ fn phase_sends(hub: &HubProcess, fx: &Fixture, clients: usize, total: usize) -> 
             Ok(lat)
         }));
     }
-    let (cpu0, f0) = (hub.cpu()?, dev_flushes());
+    let (cpu0, f0) = (Cpu::of(hubs)?, dev_flushes());
     start.wait();
     let t0 = Instant::now();
     let lats = join_all(handles)?;
+    if let Some(w) = waiter {
+        w.join()
+            .map_err(|_| "the drain thread panicked".to_owned())??;
+    }
     let wall = t0.elapsed();
-    let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    let hub_cpu = Cpu::of(hubs)?.saturating_sub(cpu0);
     let latency = Some(Latency::of(lats.into_iter().flatten().collect()));
     Ok(Run {
         clients,
@@ -1358,9 +1428,31 @@ fn phase_drain(hub: &HubProcess, fx: &Fixture, after_clients: usize, expected: u
 /// `{"ack":{"id":…}}` and the clock stops when it has read `{"acked":{"id":…}}` (the time to
 /// the envelope line is kept too).
 fn phase_handoff(hub: &HubProcess, fx: &Fixture, handoffs: usize, ack: bool) -> Res<HandoffResult> {
+    handoff_between(
+        &[hub],
+        &fx.hand_tx,
+        &fx.hand_rx,
+        &fx.hand_rx.name,
+        handoffs,
+        ack,
+    )
+}
+
+/// The handoff loop of `phase_handoff`. `hubs[0]` takes the sends; the awaiter parks on the
+/// last hub (the same one, or a peer linked by the relay, with `to` naming it `name@peer`).
+/// Hub CPU is the sum over `hubs`.
+fn handoff_between(
+    hubs: &[&HubProcess],
+    sender: &Agent,
+    awaiter: &Agent,
+    to: &str,
+    handoffs: usize,
+    ack: bool,
+) -> Res<HandoffResult> {
+    let (tx_hub, rx_hub) = (hubs[0], hubs[hubs.len() - 1]);
     let warmup = (handoffs / 10).clamp(1, 200);
     let ts = now_ts();
-    let park = await_bytes(&fx.hand_rx, None, None, ack);
+    let park = await_bytes(awaiter, None, None, ack);
     let (mut bytes, mut buf, mut rbuf) = (
         Vec::with_capacity(1024),
         Vec::with_capacity(1024),
@@ -1368,26 +1460,18 @@ fn phase_handoff(hub: &HubProcess, fx: &Fixture, handoffs: usize, ack: bool) -> 
     );
     let mut lat = Vec::with_capacity(handoffs);
     let mut env_lat = Vec::with_capacity(handoffs);
-    let (mut cpu0, mut f0) = (hub.cpu()?, dev_flushes());
+    let (mut cpu0, mut f0) = (Cpu::of(hubs)?, dev_flushes());
     let mut t_start = Instant::now();
     for i in 0..warmup + handoffs {
         if i == warmup {
-            (cpu0, f0) = (hub.cpu()?, dev_flushes());
+            (cpu0, f0) = (Cpu::of(hubs)?, dev_flushes());
             t_start = Instant::now();
         }
-        let mut rx = open(hub.addr, &park)?;
+        let mut rx = open(rx_hub.addr, &park)?;
         expect_ok(&mut rx, &mut rbuf)?;
-        let id = send_bytes(
-            &mut bytes,
-            &fx.hand_tx,
-            &fx.hand_rx.name,
-            "bench",
-            None,
-            &ts,
-            i,
-        )?;
+        let id = send_bytes(&mut bytes, sender, to, "bench", None, &ts, i)?;
         let t0 = Instant::now();
-        let mut tx = open(hub.addr, &bytes)?;
+        let mut tx = open(tx_hub.addr, &bytes)?;
         read_raw(&mut rx, &mut rbuf)?;
         let to_envelope = t0.elapsed();
         match HubLine::decode(&rbuf) {
@@ -1415,7 +1499,7 @@ fn phase_handoff(hub: &HubProcess, fx: &Fixture, handoffs: usize, ack: bool) -> 
         }
     }
     let wall = t_start.elapsed();
-    let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    let hub_cpu = Cpu::of(hubs)?.saturating_sub(cpu0);
     Ok(HandoffResult {
         run: Run {
             clients: 1,
@@ -1940,6 +2024,7 @@ struct StoreReport {
     ack_handoff: Option<HandoffResult>,
     parked: Option<ParkedResult>,
     pairs: Option<Run>,
+    forward: Option<ForwardResult>,
 }
 
 impl StoreReport {
@@ -1952,6 +2037,7 @@ impl StoreReport {
             ack_handoff: None,
             parked: None,
             pairs: None,
+            forward: None,
         }
     }
 
@@ -1977,6 +2063,10 @@ impl StoreReport {
             "ack_handoff": self.ack_handoff.as_ref().map(HandoffResult::to_json),
             "parked": parked,
             "round_trips": self.pairs.as_ref().map(Run::to_json),
+            "forward": self.forward.as_ref().map(|f| json!({
+                "handoff": f.handoff.to_json(),
+                "throughput": f.throughput.to_json(),
+            })),
         })
     }
 }
@@ -2242,6 +2332,14 @@ impl Report {
             if let Some(r) = &s.pairs {
                 row(&mut t, "round trip: send + await, twice", r);
             }
+            if let Some(f) = &s.forward {
+                row(&mut t, "across hubs: handoff east -> west", &f.handoff.run);
+                row(
+                    &mut t,
+                    "across hubs: sends on east, drained west",
+                    &f.throughput,
+                );
+            }
             if let Some(p) = &s.parked {
                 let _ = writeln!(
                     t,
@@ -2350,6 +2448,18 @@ impl Report {
             t,
             "  4 connections and 2 envelopes, over {} s; ops/s = round trips/s over all pairs.",
             opts.pairs_secs
+        );
+        let _ = writeln!(
+            t,
+            "across hubs: a second hub linked by the relay on 127.0.0.1 (forward = true, same store);"
+        );
+        let _ = writeln!(
+            t,
+            "  handoff: await parked on west, send on east to name@west, timed to the envelope;"
+        );
+        let _ = writeln!(
+            t,
+            "  sends: 4 threads send on east while {DRAIN_THREADS} await on west; wall until west has all; hub µs/op sums both hubs."
         );
         if let Some(r) = &self.relay {
             let _ = writeln!(t);
@@ -3949,5 +4059,126 @@ impl RelayReport {
             let _ = writeln!(t, "  payload JSON alone: full {} B, delta {} B; sizes include the envelope and the line's \\n or the frame's 5-byte header", b.full_payload, b.delta_payload.unwrap_or(0));
         }
         t
+    }
+}
+
+// ----- phase 6: mail across two linked hubs (SPEC §15) -----
+
+struct ForwardResult {
+    handoff: HandoffResult,
+    /// Wall: from the first send on east until west's awaits have every envelope.
+    throughput: Run,
+}
+
+/// The `[relay]` table of one side of the bench's pair; the key file sits next to the config.
+fn relay_table(me: &str, listen: &str, peer: &str, address: Option<SocketAddr>) -> String {
+    let address = address.map_or_else(String::new, |a| format!("address = \"{a}\"\n"));
+    format!(
+        "\n[relay]\npeer_id = \"{me}\"\nlisten = \"{listen}\"\nheartbeat_interval_ms = 30000\n\
+         handshake_timeout_ms = 10000\nreconnect_backoff_ms = [100, 1000]\n\
+         features = [\"unknown-ok\", \"mutual-auth\", \"frame-bin\", \"lz4\", \"hb-delta\", \"bus-forward\"]\n\
+         status_path = \"relay-status-{me}.json\"\n\n[[relay.peers]]\nid = \"{peer}\"\n{address}\
+         key_file = \"relay-{me}.key\"\nallow_v0 = false\nforward = true\n"
+    )
+}
+
+/// Starts west (a second fixture in its own folder) and east (the main fixture) linked by the
+/// relay, both with store `kind`, then times cross-hub handoffs and a throughput run.
+fn phase_forward(
+    server: &Path,
+    work: &Path,
+    fx: &Fixture,
+    opts: &Opts,
+    kind: StoreKind,
+) -> Res<ForwardResult> {
+    let west_dir = work.join(format!("west-{}", kind.name()));
+    std::fs::create_dir(&west_dir).map_err(|e| format!("{}: {e}", west_dir.display()))?;
+    std::fs::set_permissions(&west_dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| e.to_string())?;
+    let west = Fixture::write(&west_dir, opts)?;
+    let key = format!(
+        "{}{}\n",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    write_private(&west_dir.join("relay-west.key"), &key)?;
+    let east_key = work.join("relay-east.key");
+    if !east_key.exists() {
+        write_private(&east_key, &key)?;
+    } else {
+        std::fs::write(&east_key, &key).map_err(|e| e.to_string())?;
+    }
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    let west_config = west_dir.join("config-relay.toml");
+    let text = read(west.config(kind))? + &relay_table("west", "127.0.0.1:0", "east", None);
+    write_private(&west_config, &text)?;
+    let west_hub = HubProcess::start_with(server, &west_config, &west.stderr_path)?;
+    let at = west_hub
+        .relay_addr
+        .ok_or("west printed no relay address before its ready line")?;
+    let east_config = work.join(format!("config-{}-relay.toml", kind.name()));
+    let text = read(fx.config(kind))? + &relay_table("east", "", "west", Some(at));
+    write_private(&east_config, &text)?;
+    if kind == StoreKind::Sqlite {
+        fx.remove_db()?;
+    }
+    let mut east_hub = HubProcess::start_with(server, &east_config, &fx.stderr_path)?;
+    let pair = [&east_hub, &west_hub];
+    let result = (|| -> Res<ForwardResult> {
+        // The first (warm-up) handoffs wait for the link to come up.
+        let to = format!("{}@west", west.hand_rx.name);
+        let handoff = handoff_between(
+            &pair,
+            &fx.hand_tx,
+            &west.hand_rx,
+            &to,
+            opts.forward_handoffs,
+            false,
+        )?;
+        let total = opts.forward_sends;
+        let (addr, sink) = (west_hub.addr, west.sink.clone());
+        let drain = move |start: Arc<Barrier>| -> Res<()> {
+            let bytes: Arc<[u8]> = Arc::from(await_bytes(&sink, None, Some(60), false));
+            let handles: Vec<_> = split(total, DRAIN_THREADS)
+                .into_iter()
+                .map(|n| {
+                    let bytes = bytes.clone();
+                    std::thread::spawn(move || -> Res<usize> {
+                        let mut buf = Vec::with_capacity(1024);
+                        for _ in 0..n {
+                            let mut conn = open(addr, &bytes)?;
+                            expect_ok(&mut conn, &mut buf)?;
+                            match read_line(&mut conn, &mut buf)? {
+                                HubLine::Envelope(_) => {}
+                                other => return Err(format!("west drain: got {other:?}")),
+                            }
+                        }
+                        Ok(n)
+                    })
+                })
+                .collect();
+            start.wait();
+            let got: usize = join_all(handles)?.into_iter().sum();
+            if got != total {
+                return Err(format!("west took {got} envelopes, expected {total}"));
+            }
+            Ok(())
+        };
+        let to = format!("{}@west", west.sink.name);
+        let throughput = send_run(&pair, &fx.sender, &to, 4, total, Some(Box::new(drain)))?;
+        Ok(ForwardResult {
+            handoff,
+            throughput,
+        })
+    })();
+    let stopped = east_hub.terminate();
+    drop(west_hub);
+    let result = result?;
+    match stopped {
+        Some(s) if s.success() => Ok(result),
+        _ => Err(format!(
+            "east did not stop cleanly: {}",
+            east_hub.stderr_tail()
+        )),
     }
 }
