@@ -365,13 +365,43 @@ fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::
     d.deserialize_map(ObjectOnly(std::marker::PhantomData))
 }
 
-/// serde_json's message, without its " at line 1 column N" tail when the line is one line.
+/// serde_json's message, without its " at line 1 column N" tail when the line is one line, and
+/// without the string values it quotes: `{"hello":"<token>"}` must not put the token into the
+/// error line and the service log (SPEC §8.2; found by the `hub_session` fuzz target).
 fn malformed(e: &serde_json::Error) -> WireError {
     let mut msg = e.to_string();
     if let Some(pos) = msg.find(" at line ") {
         msg.truncate(pos);
     }
-    WireError::Malformed(msg)
+    WireError::Malformed(without_quoted_strings(&msg))
+}
+
+/// Drops each `"…"` that serde writes after `string ` for a string value (`invalid type:
+/// string "x", expected …`), escapes inside it included. Keys and tags (in backticks) stay:
+/// they name what to fix.
+fn without_quoted_strings(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find("string \"") {
+        out.push_str(&rest[..at + "string".len()]);
+        let quoted = &rest[at + "string \"".len()..];
+        let mut escaped = false;
+        let end = quoted.char_indices().find_map(|(i, c)| match c {
+            _ if escaped => {
+                escaped = false;
+                None
+            }
+            '\\' => {
+                escaped = true;
+                None
+            }
+            '"' => Some(i + 1),
+            _ => None,
+        });
+        rest = &quoted[end.unwrap_or(quoted.len())..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Serialises a value that cannot fail to serialise (strings and plain structs).
@@ -384,4 +414,33 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
 /// Checks that a text is one JSON value (used by the client for `--body`).
 pub fn is_json(text: &str) -> bool {
     serde_json::from_str::<IgnoredAny>(text).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (fuzz target `hub_session`): a hello whose payload is the token as a bare
+    /// string put the token into the error line and the service log.
+    #[test]
+    fn a_malformed_line_error_never_quotes_a_string_value() {
+        for line in [
+            r#"{"hello":"tok-secret-1"}"#,
+            r#"{"hello":{"name":"a","token":["tok-secret-1"]}}"#,
+            r#"{"ack":"tok-secret-1"}"#,
+            r#"{"await":{"kind":{"x":"tok-secret-1"}}}"#,
+        ] {
+            let e = ClientLine::decode(line.as_bytes()).unwrap_err().to_string();
+            assert!(e.starts_with("malformed line: "), "{e}");
+            assert!(!e.contains("tok-secret-1"), "{line}: {e}");
+        }
+        assert_eq!(
+            without_quoted_strings(r#"invalid type: string "a\"b\\", expected x; string "c""#),
+            "invalid type: string, expected x; string"
+        );
+        assert_eq!(
+            without_quoted_strings("unknown field `extra`, expected `name` or `token`"),
+            "unknown field `extra`, expected `name` or `token`"
+        );
+    }
 }

@@ -1,0 +1,204 @@
+//! Fuzz target `mcp_session`: the MCP server session (`mcp::Session`, agents-acp-mcp.md §3)
+//! fed arbitrary stdio bytes, split into lines as `mcp::serve` splits them. Every reply is one
+//! JSON-RPC 2.0 line that echoes the request's id exactly; silence only for blank lines,
+//! notifications and responses; a tool call's arguments always make a line the hub parses
+//! (`wire::ClientLine`), so the model can never make the client send what the hub refuses as
+//! malformed.
+
+use agent_hub::mcp::session::{
+    Session, Step, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+    SUPPORTED_VERSIONS,
+};
+use agent_hub::mcp::tools::AWAIT_MAX_SECS;
+use agent_hub::mcp::{ToolCall, ToolOutcome};
+use agent_hub::wire::{AwaitRequest, ClientLine, Envelope};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+pub fn run(data: &[u8]) {
+    let mut session = Session::new("alpha", 4100);
+    // `serve` reads up to each `\n`; input that ends with one has no empty last line.
+    let body = data.strip_suffix(b"\n").unwrap_or(data);
+    for line in body.split(|&b| b == b'\n') {
+        let step = session.handle(line);
+        check(line, &step);
+        if let Some(v) = session.version() {
+            assert!(SUPPORTED_VERSIONS.contains(&v), "agreed version {v:?}");
+        }
+    }
+}
+
+fn check(line: &[u8], step: &Step) {
+    let request: Option<Map<String, Value>> = std::str::from_utf8(line)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|v| match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        });
+    // Blank as the session reads it (`str::trim`: Unicode white space).
+    let blank = std::str::from_utf8(line).is_ok_and(|t| t.trim().is_empty());
+    match step {
+        Step::Silent => {
+            let quiet = blank
+                || request.as_ref().is_some_and(|m| {
+                    !m.contains_key("id")
+                        || (!m.contains_key("method")
+                            && (m.contains_key("result") || m.contains_key("error")))
+                });
+            assert!(
+                quiet,
+                "no reply to a request: {:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        Step::Reply(text) => {
+            let reply = one_jsonrpc_line(text);
+            let want_id = match request.as_ref().and_then(|m| m.get("id")) {
+                Some(v @ (Value::String(_) | Value::Number(_))) => v.clone(),
+                _ => Value::Null,
+            };
+            assert_eq!(reply["id"], want_id, "the id is not echoed exactly: {text}");
+            if let Some(e) = reply.get("error") {
+                let code = e["code"].as_i64().expect("an error code");
+                assert!(
+                    [
+                        PARSE_ERROR,
+                        INVALID_REQUEST,
+                        METHOD_NOT_FOUND,
+                        INVALID_PARAMS
+                    ]
+                    .contains(&code),
+                    "error code {code}"
+                );
+                assert!(
+                    e["message"].is_string(),
+                    "an error without a message: {text}"
+                );
+            }
+        }
+        Step::Call { id, call } => {
+            let m = request.expect("a tool call comes from a JSON object");
+            assert_eq!(m.get("id"), Some(id), "the call's id is not the request's");
+            assert_eq!(m.get("method").and_then(Value::as_str), Some("tools/call"));
+            check_call(call);
+            // Whatever the hub answered (text from anywhere), the result is one JSON-RPC line.
+            let outcome = ToolOutcome::error(String::from_utf8_lossy(line).into_owned());
+            let reply = one_jsonrpc_line(&Session::tool_result(id, &outcome));
+            assert_eq!(&reply["id"], id);
+            assert_eq!(reply["result"]["isError"], true);
+        }
+    }
+}
+
+fn one_jsonrpc_line(text: &str) -> Value {
+    assert!(!text.contains('\n'), "a reply spans lines: {text:?}");
+    let v: Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("a reply is not JSON ({e}): {text}"));
+    assert_eq!(v["jsonrpc"], "2.0", "{text}");
+    assert!(
+        v.get("result").is_some() != v.get("error").is_some(),
+        "a reply needs exactly one of result and error: {text}"
+    );
+    assert!(v.get("id").is_some(), "a reply without an id: {text}");
+    v
+}
+
+/// The call as `mcp::serve` turns it into a client line: the hub must parse that line back to
+/// the same request.
+fn check_call(call: &ToolCall) {
+    match call {
+        ToolCall::Send(s) => {
+            assert!(!s.to.is_empty() && !s.kind.is_empty(), "{s:?}");
+            assert_ne!(s.correlation_id.as_deref(), Some(""));
+            let env = Envelope::new(
+                "00000000-0000-4000-8000-000000000000".into(),
+                "alpha".into(),
+                s.to.clone(),
+                "2026-07-21T06:40:51Z".into(),
+                s.kind.clone(),
+                s.correlation_id.clone(),
+                s.body.clone(),
+            )
+            .unwrap_or_else(|e| panic!("a send's body is not JSON ({e}): {:?}", s.body));
+            let line = ClientLine::Send(env).encode();
+            match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
+                Ok(ClientLine::Send(back)) => {
+                    assert_eq!(back.to, s.to);
+                    assert_eq!(back.kind, s.kind);
+                    assert_eq!(back.correlation_id, s.correlation_id);
+                    assert_eq!(back.body.get(), s.body);
+                }
+                other => panic!("the hub refuses the line a send makes: {line:?}: {other:?}"),
+            }
+        }
+        ToolCall::Await(a) => {
+            assert!(a.timeout_secs <= AWAIT_MAX_SECS, "{a:?}");
+            let req = AwaitRequest {
+                reply_to: a.reply_to.clone(),
+                kind: a.kind.clone(),
+                timeout_secs: Some(a.timeout_secs),
+                ack: None,
+            };
+            let line = ClientLine::Await(req).encode();
+            match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
+                Ok(ClientLine::Await(back)) => {
+                    assert_eq!(back.reply_to, a.reply_to);
+                    assert_eq!(back.kind, a.kind);
+                    assert_eq!(back.timeout_secs, Some(a.timeout_secs));
+                }
+                other => panic!("the hub refuses the line an await makes: {line:?}: {other:?}"),
+            }
+        }
+        ToolCall::Who | ToolCall::Whoami => {}
+    }
+}
+
+/// A whole session as the MCP clients in tests/mcp.rs and the session's unit tests drive it,
+/// and its refusals, one input per shape.
+pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let session = [
+        init,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"progressToken":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send","arguments":{"to":"beta","kind":"task","body":{"a":1},"correlationId":"c1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"await","arguments":{"timeoutSecs":15,"replyTo":"c1","kind":"reply"}}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"who"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    ]
+    .join("\n");
+    let odd = [
+        "",
+        "{bad",
+        "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        r#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":7}"#,
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"server/discover"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"launch","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"send","arguments":{"to":"b"}}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"await","arguments":{"timeoutSecs":"10.5"}}}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"send","arguments":{"to":"b","kind":"k","body":"text \u2028 with a line separator"}}}"#,
+        r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":[1]}"#,
+    ]
+    .join("\n");
+    let mut out = vec![
+        ("session".to_owned(), session.into_bytes()),
+        ("refusals".to_owned(), odd.into_bytes()),
+        (
+            "not-utf8".to_owned(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffng\"}\n".to_vec(),
+        ),
+    ];
+    for v in SUPPORTED_VERSIONS.iter().chain(["1999-01-01"].iter()) {
+        out.push((
+            format!("initialize-{v}"),
+            init.replace("2025-06-18", v).into_bytes(),
+        ));
+    }
+    out
+}
