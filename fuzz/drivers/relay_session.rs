@@ -542,19 +542,24 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
         ("dialer-v0", H_DIALER | H_ALLOW_V0, ALL, 0),
         ("acceptor-v0", H_ALLOW_V0, ALL, 0),
     ] {
-        let mut s = honest(header, ours, theirs);
-        for (i, (t, p)) in payloads.iter().enumerate() {
-            if i % 2 == 0 {
-                s.they_send(t, p);
-            } else {
-                s.we_send(t, p);
+        // A few catalogue payloads per seed (seeds stay under libFuzzer's 4 KiB default
+        // length, so mutations stay cheap), each way in turn, then beats with a directory.
+        for (n, group) in payloads.chunks(6).enumerate() {
+            let mut s = honest(header, ours, theirs);
+            for (i, (t, p)) in group.iter().enumerate() {
+                if i % 2 == n % 2 {
+                    s.they_send(t, p);
+                } else {
+                    s.we_send(t, p);
+                }
             }
+            s.pump();
+            if n == 0 {
+                s.directory("alpha,beta,gamma", true).advance_secs(31).pump();
+                s.directory("alpha", true).advance_secs(31).pump();
+            }
+            out.push((format!("honest-{name}-{n}"), s.finish()));
         }
-        s.directory("alpha,beta,gamma", true)
-            .advance_secs(31)
-            .pump();
-        s.directory("alpha", true).advance_secs(31).pump();
-        out.push((format!("honest-{name}"), s.finish()));
         let mut s = honest(header, ours, theirs);
         s.flip(3, 0x20).deliver_to_us(0, 7);
         out.push((format!("flipped-{name}"), s.finish()));
