@@ -20,8 +20,8 @@ fn root() -> &'static Path {
 }
 
 /// Every target: the two relay decoders, then the drivers.
-fn targets() -> Vec<(&'static str, fn(&[u8]))> {
-    let mut t: Vec<(&'static str, fn(&[u8]))> = vec![
+fn targets() -> Vec<(&'static str, drivers::Body)> {
+    let mut t: Vec<(&'static str, drivers::Body)> = vec![
         ("frame_decoder", bodies::frame_decoder),
         ("relay_line", bodies::relay_line),
     ];
@@ -30,7 +30,7 @@ fn targets() -> Vec<(&'static str, fn(&[u8]))> {
 }
 
 /// The generated seeds of each target.
-fn generated() -> Vec<(&'static str, Vec<(String, Vec<u8>)>)> {
+fn generated() -> Vec<(&'static str, drivers::Seeds)> {
     vec![
         ("frame_decoder", relay_fixture_seeds(true)),
         ("relay_line", relay_fixture_seeds(false)),
@@ -44,7 +44,7 @@ fn generated() -> Vec<(&'static str, Vec<(String, Vec<u8>)>)> {
 }
 
 /// Each relay fixture case's line, or its frame (protocol/relay/, format in its README).
-fn relay_fixture_seeds(frames: bool) -> Vec<(String, Vec<u8>)> {
+fn relay_fixture_seeds(frames: bool) -> drivers::Seeds {
     let dir = root().join("protocol/relay");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("protocol/relay exists")

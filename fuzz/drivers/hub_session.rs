@@ -456,7 +456,7 @@ impl Sim {
             return;
         }
         let through = if all {
-            self.pending_flushes.drain(..).last()
+            self.pending_flushes.drain(..).next_back()
         } else {
             Some(self.pending_flushes.remove(0))
         };
@@ -687,14 +687,15 @@ fn decode(line: &str) -> HubLine {
 /// pipelined extra line's answer, should the SPEC give it one).
 fn push_tag(conn: ConnId, c: &mut SimConn, tag: Tag) {
     c.tags.push(tag);
-    let ok = match c.tags.as_slice() {
-        [Tag::Ok] | [Tag::Error] => true,
-        [Tag::Ok, Tag::Error | Tag::Final | Tag::Envelope] => true,
-        [Tag::Ok, Tag::Envelope, Tag::Acked | Tag::Error] => true,
-        [Tag::Ok, Tag::Final, Tag::Error] => true,
-        [Tag::Ok, Tag::Envelope, Tag::Acked, Tag::Error] => true,
-        _ => false,
-    };
+    let ok = matches!(
+        c.tags.as_slice(),
+        [Tag::Ok]
+            | [Tag::Error]
+            | [Tag::Ok, Tag::Error | Tag::Final | Tag::Envelope]
+            | [Tag::Ok, Tag::Envelope, Tag::Acked | Tag::Error]
+            | [Tag::Ok, Tag::Final, Tag::Error]
+            | [Tag::Ok, Tag::Envelope, Tag::Acked, Tag::Error]
+    );
     assert!(
         ok,
         "conn {conn}: reply lines in an order SPEC §4 forbids: {:?}",

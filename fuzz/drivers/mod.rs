@@ -19,9 +19,14 @@ pub mod mcp_session;
 pub mod relay_session;
 pub mod roster_parse;
 
+/// A target's body.
+pub type Body = fn(&[u8]);
+/// Named inputs (seeds).
+pub type Seeds = Vec<(String, Vec<u8>)>;
+
 /// Every target in this module: its name (the cargo-fuzz bin, and the seed directory) and its
 /// body.
-pub const TARGETS: [(&str, fn(&[u8])); 6] = [
+pub const TARGETS: [(&str, Body); 6] = [
     ("relay_session", relay_session::run),
     ("hub_session", hub_session::run),
     ("config_parse", config_parse::run),

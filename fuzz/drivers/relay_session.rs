@@ -555,7 +555,9 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
             }
             s.pump();
             if n == 0 {
-                s.directory("alpha,beta,gamma", true).advance_secs(31).pump();
+                s.directory("alpha,beta,gamma", true)
+                    .advance_secs(31)
+                    .pump();
                 s.directory("alpha", true).advance_secs(31).pump();
             }
             out.push((format!("honest-{name}-{n}"), s.finish()));

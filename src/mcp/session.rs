@@ -330,6 +330,37 @@ mod tests {
         }
     }
 
+    /// Regression (fuzz target `mcp_session`): serde_json's default float parsing may be one
+    /// unit in the last place off, so a fractional or huge numeric id came back as another
+    /// number than the one a client (which parses correctly rounded, as JavaScript does)
+    /// sent, and its response never matched its request. Parsed with `float_roundtrip`, the
+    /// echoed text reads back as the correctly rounded value of the id sent.
+    #[test]
+    fn numeric_ids_come_back_as_the_number_sent() {
+        let mut s = session();
+        for id in [
+            "1.0222222222222222",
+            "1.022222222222222222222222222222222222222222222225",
+            "0.1",
+            "1e300",
+            "-2.5e-308",
+            "18446744073709551616",
+            "123456789012345678901234567890",
+        ] {
+            let r = reply(
+                &mut s,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+            );
+            let want: f64 = id.parse().unwrap();
+            assert_eq!(
+                r["id"].as_f64(),
+                Some(want),
+                "id {id} came back as {}",
+                r["id"]
+            );
+        }
+    }
+
     #[test]
     fn unknown_methods_get_method_not_found_at_once() {
         let mut s = session();
