@@ -22,6 +22,12 @@ pub enum Output {
     /// `Hub::handle_delivery_committed`, and must not write it at all to a peer that has
     /// reached EOF or errored (then it closes with `flushed = false`).
     Deliver { conn: ConnId, line: String },
+    /// The connection's final line is buffered and the exchange is over: flush it, then
+    /// release the socket once the client closes its side (or after the linger of SPEC §4.3,
+    /// `limits.hello_timeout_ms`), passing every line the client sends meanwhile to
+    /// `Hub::handle_line` (which answers it with an error and a `Close`). The IO layer then
+    /// calls `Hub::handle_closed`.
+    Answered { conn: ConnId },
     /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
     Close { conn: ConnId },
     /// An audit record that depends on nothing (written with the next batch).
@@ -57,9 +63,11 @@ pub enum AuditEvent {
         conn: ConnId,
         name: String,
     },
+    /// `name` is the asserted name when it is on the roster; None for any other name, which
+    /// may be anything the client sent (a token in the wrong field included, SPEC §6.2).
     AuthFailed {
         conn: ConnId,
-        name: String,
+        name: Option<String>,
     },
     /// An envelope accepted in full, `from` stamped. `conn` is None for the hub's bounces.
     Accepted {
@@ -166,9 +174,11 @@ impl AuditEvent {
             AuditEvent::Authenticated { conn, name } => {
                 write!(out, "\"authenticated\",\"conn\":{conn},\"name\":{}", to_json(name))
             }
-            AuditEvent::AuthFailed { conn, name } => {
-                write!(out, "\"auth_failed\",\"conn\":{conn},\"name\":{}", to_json(name))
-            }
+            AuditEvent::AuthFailed { conn, name } => write!(
+                out,
+                "\"auth_failed\",\"conn\":{conn},\"name\":{}",
+                name.as_deref().map_or_else(|| "null".to_owned(), to_json)
+            ),
             AuditEvent::Accepted { conn, envelope } => {
                 let conn = conn.map_or_else(|| "null".to_owned(), |c| c.to_string());
                 write!(out, "\"accepted\",\"conn\":{conn},\"envelope\":{envelope}")

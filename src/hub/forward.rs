@@ -151,8 +151,7 @@ impl Hub {
         };
         if self.flush_failed.is_some() {
             let msg = format!(
-                "envelope {:?} from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted",
-                env.id
+                "an envelope from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted"
             );
             return self.outputs.push_back(Output::Log(msg));
         }
@@ -348,10 +347,16 @@ impl Hub {
                 ),
             ));
         }
-        let mut env = serde_json::from_str::<crate::wire::envelope::RawEnvelope<'_>>(text)
-            .map_err(|e| format!("invalid envelope: {e}"))
-            .and_then(|raw| Envelope::from_raw(raw).map_err(|e| format!("invalid envelope: {e}")))
-            .map_err(|e| (String::new(), e))?;
+        // The texts of `wire::decode`: a refusal never quotes the peer's envelope.
+        let mut env = crate::wire::decode_envelope(text).map_err(|e| match e {
+            crate::wire::WireError::Envelope(e) => {
+                (String::new(), format!("invalid envelope: {e}"))
+            }
+            crate::wire::WireError::Malformed(why) => {
+                (String::new(), format!("invalid envelope: {why}"))
+            }
+            other => (String::new(), format!("invalid envelope: {other}")),
+        })?;
         let id = env.id.clone();
         let refuse = |why: String| Err((id.clone(), why));
         if hop == 0 || hop > MAX_HOPS {

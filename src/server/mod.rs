@@ -262,6 +262,40 @@ impl Server {
         // Whatever is staged is committed and flushed, and its replies written, before the
         // process ends; a flush that outlasts the write deadline (a hung disk) is given up on.
         let give_up = Instant::now() + self.limits.write_timeout();
+        self.commit_and_flush_all(give_up);
+        // The drain deadline passed with connections still open: each is released as a failed
+        // write releases it, so a delivery cut short is lost and bounced, one not started goes
+        // back to its queue, and an unacked one is returned (SPEC §4.6, §5.3). Their records,
+        // and the bounces, are committed like any other before the process ends.
+        let now = self.now();
+        let left: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in left {
+            self.close(
+                id,
+                false,
+                "the hub stopped before this connection finished",
+                now,
+            );
+        }
+        self.commit_and_flush_all(give_up);
+        if self.hub.has_staged_sends() {
+            // Bounces whose commit kept failing: their losses are audited, the notices are not.
+            self.records.log(
+                "ERROR",
+                "stopping with bounces that could not be committed (the queue store or the audit log is failing); their senders are not told",
+            );
+        }
+        self.hub.stopped();
+        self.drain_outputs();
+        let _ = self.records.flush_audit(std::iter::empty());
+        self.records.log("INFO", "hub stopped");
+        self.records.flush_service();
+        Ok(())
+    }
+
+    /// Settles (commit point, socket writes) until nothing is staged, waiting for the store's
+    /// flushes up to `give_up`.
+    fn commit_and_flush_all(&mut self, give_up: Instant) {
         loop {
             let now = self.now();
             self.settle(now);
@@ -282,10 +316,6 @@ impl Server {
             }
             self.apply_flushes(reports, now);
         }
-        let _ = self.records.flush_audit(std::iter::empty());
-        self.records.log("INFO", "hub stopped");
-        self.records.flush_service();
-        Ok(())
     }
 
     fn now(&self) -> Now {
@@ -442,8 +472,8 @@ impl Server {
             match conn.stream.read(&mut self.scratch) {
                 Ok(0) => {
                     conn.read_eof = true;
-                    if conn.shut_down {
-                        // Lingering after an error: the peer is done too.
+                    if conn.shut_down || (conn.answered && !conn.has_output()) {
+                        // Lingering after an error or an answer: the peer is done too.
                         self.close(id, true, "closed", now);
                     } else {
                         self.hub.handle_eof(id, now);
@@ -504,11 +534,25 @@ impl Server {
                         self.dirty.insert(conn);
                     }
                 }
+                Output::Answered { conn } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.closing = true;
+                        c.answered = true;
+                        self.dirty.insert(conn);
+                    }
+                }
                 Output::Close { conn } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.closing = true;
                         c.discard_input = true;
+                        c.answered = false;
+                        let was_waiting = std::mem::take(&mut c.waiting_for_close);
                         self.dirty.insert(conn);
+                        if was_waiting {
+                            // The linger for the client's close is over; what is written now
+                            // has the write deadline.
+                            self.set_io_deadline(conn, None);
+                        }
                     }
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
@@ -792,6 +836,15 @@ impl Server {
             }
             return;
         }
+        if conn.answered && !conn.read_eof {
+            // The client closes first (SPEC §4.3); until then a line from it is answered.
+            if !conn.waiting_for_close {
+                conn.waiting_for_close = true;
+                let at = now.mono + self.limits.hello_timeout();
+                self.set_io_deadline(id, Some(at));
+            }
+            return;
+        }
         self.close(id, true, "closed", now);
     }
 
@@ -805,7 +858,7 @@ impl Server {
                 continue;
             };
             conn.deadline = None;
-            if conn.shut_down {
+            if conn.shut_down || conn.waiting_for_close {
                 self.close(id, true, "closed after linger", now);
             } else {
                 let msg = format!(
@@ -841,7 +894,11 @@ impl Server {
         // On Linux closing the descriptor removes it from epoll; skip the extra epoll_ctl.
         #[cfg(not(target_os = "linux"))]
         let _ = self.poll.registry().deregister(&mut conn.stream);
-        let flushed = flushed && !conn.has_output();
+        let flushed = match conn.delivery {
+            // A delivery line the kernel took in full was delivered, whatever came after it.
+            Some(d) => d.done,
+            None => flushed && !conn.has_output(),
+        };
         drop(conn);
         self.dirty.remove(&id);
         self.read_again.remove(&id);

@@ -863,8 +863,16 @@ impl Raw {
             .clone()
     }
 
-    /// Asserts the hub closed the connection with nothing more to say.
+    /// Asserts the hub has nothing more to say: the client says it is done (shuts down its
+    /// sending side, as a client does once it has read its reply; the hub waits for that
+    /// after an answer, SPEC §4.3) and the hub closes without another line.
     pub fn expect_eof(&mut self) {
+        self.shutdown_write();
+        self.expect_hub_close();
+    }
+
+    /// Asserts the hub closes the connection by itself, with nothing more to say.
+    pub fn expect_hub_close(&mut self) {
         match self.try_line() {
             Ok(None) => {}
             Ok(Some(l)) => panic!("expected the hub to close, got another line: {l}"),
