@@ -37,6 +37,37 @@ pub struct Limits {
     pub idempotency_window_secs: u64,
     /// Remembered ids at most; past it the oldest settled ones are forgotten early.
     pub idempotency_max_ids: usize,
+    /// How many times one envelope may reach a reader in ack mode and come back without an
+    /// ack; the delivery that reaches it bounces the envelope instead (SPEC §12.2). Optional:
+    /// configs written before it keep loading.
+    #[serde(default = "default_max_deliveries")]
+    pub max_deliveries: u32,
+    /// How many bytes of changes that gate no reply (removals, attempt counts, states,
+    /// forgotten ids) a failing queue store may leave waiting before sends are refused until
+    /// a commit succeeds (SPEC §12.1). Optional, like `max_deliveries`.
+    #[serde(default = "default_store_backlog_max_bytes")]
+    pub store_backlog_max_bytes: usize,
+}
+
+/// `limits.store_backlog_max_bytes` when the config says nothing (16 MiB, the bound the audit
+/// log's held records have).
+pub const DEFAULT_STORE_BACKLOG_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Its accepted range: a backlog below 64 KiB would refuse sends after a handful of
+/// deliveries; one past 1 GiB is no bound on a hub's memory.
+pub const STORE_BACKLOG_BYTES_RANGE: std::ops::RangeInclusive<usize> = 64 * 1024..=1 << 30;
+
+fn default_store_backlog_max_bytes() -> usize {
+    DEFAULT_STORE_BACKLOG_MAX_BYTES
+}
+
+/// `limits.max_deliveries` when the config says nothing.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 10;
+/// The largest `limits.max_deliveries` accepted: past this a poison envelope would occupy
+/// readers for days at the ack deadline, which is no cap at all.
+pub const MAX_MAX_DELIVERIES: u32 = 10_000;
+
+fn default_max_deliveries() -> u32 {
+    DEFAULT_MAX_DELIVERIES
 }
 
 impl Limits {
@@ -76,6 +107,8 @@ impl Limits {
             ack_timeout_ms: 30_000,
             idempotency_window_secs: 86_400,
             idempotency_max_ids: 1_000_000,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+            store_backlog_max_bytes: DEFAULT_STORE_BACKLOG_MAX_BYTES,
         }
     }
 
@@ -113,6 +146,18 @@ impl Limits {
             return Err(ConfigError::Invalid(
                 "limits.max_line_bytes must be at most 67108864".into(),
             ));
+        }
+        if !(1..=MAX_MAX_DELIVERIES).contains(&self.max_deliveries) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_deliveries must be between 1 and {MAX_MAX_DELIVERIES}"
+            )));
+        }
+        if !STORE_BACKLOG_BYTES_RANGE.contains(&self.store_backlog_max_bytes) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.store_backlog_max_bytes must be between {} and {}",
+                STORE_BACKLOG_BYTES_RANGE.start(),
+                STORE_BACKLOG_BYTES_RANGE.end()
+            )));
         }
         Ok(())
     }
@@ -658,5 +703,63 @@ allow_v0 = true
         );
         let c = Config::parse(&abs, Path::new("/etc/hub")).unwrap();
         assert_eq!(c.audit_log_path, PathBuf::from("/var/log/a.jsonl"));
+    }
+
+    /// `max_deliveries` is optional (older configs load with the default) and bounded.
+    #[test]
+    fn max_deliveries_defaults_and_is_bounded() {
+        let without = EXAMPLE.replace("max_deliveries = 10\n", "");
+        assert_ne!(without, EXAMPLE, "the example config sets it");
+        let c = Config::parse(&without, Path::new("/")).unwrap();
+        assert_eq!(c.limits.max_deliveries, DEFAULT_MAX_DELIVERIES);
+        for (v, ok) in [("1", true), ("10000", true), ("0", false), ("10001", false)] {
+            let text = EXAMPLE.replace("max_deliveries = 10\n", &format!("max_deliveries = {v}\n"));
+            match Config::parse(&text, Path::new("/")) {
+                Ok(c) => assert!(ok, "{v} accepted: {:?}", c.limits.max_deliveries),
+                Err(e) => {
+                    assert!(!ok, "{v} refused: {e}");
+                    assert!(
+                        e.to_string()
+                            .contains("limits.max_deliveries must be between 1 and 10000"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        let negative = EXAMPLE.replace("max_deliveries = 10\n", "max_deliveries = -1\n");
+        assert!(Config::parse(&negative, Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn store_backlog_max_bytes_defaults_and_is_bounded() {
+        let key = "store_backlog_max_bytes = 16777216\n";
+        let without = EXAMPLE.replace(key, "");
+        assert_ne!(without, EXAMPLE, "the example config sets it");
+        let c = Config::parse(&without, Path::new("/")).unwrap();
+        assert_eq!(
+            c.limits.store_backlog_max_bytes,
+            DEFAULT_STORE_BACKLOG_MAX_BYTES
+        );
+        for (v, ok) in [
+            ("65536", true),
+            ("1073741824", true),
+            ("65535", false),
+            ("1073741825", false),
+            ("0", false),
+        ] {
+            let text = EXAMPLE.replace(key, &format!("store_backlog_max_bytes = {v}\n"));
+            match Config::parse(&text, Path::new("/")) {
+                Ok(_) => assert!(ok, "{v} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{v} refused: {e}");
+                    assert!(
+                        e.to_string().contains(
+                            "limits.store_backlog_max_bytes must be between 65536 and 1073741824"
+                        ),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 }

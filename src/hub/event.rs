@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
 /// key changes (docs/operations.md, "Audit log format").
-pub const AUDIT_FORMAT_VERSION: u32 = 2;
+pub const AUDIT_FORMAT_VERSION: u32 = 3;
 
 /// One instruction from the core, drained through `Hub::poll_output` in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +117,16 @@ pub enum AuditEvent {
         reason: String,
         bounced: bool,
     },
+    /// An envelope reached its reader `limits.max_deliveries` times without an ack: it is not
+    /// delivered again. `bounced`: its sender was sent a bounce (false for a bounce).
+    GivenUp {
+        conn: ConnId,
+        id: String,
+        to: String,
+        reason: String,
+        attempts: u32,
+        bounced: bool,
+    },
     /// An envelope from a peer hub's agent, `from` stamped `name@peer`, queued here.
     Received {
         peer: String,
@@ -212,6 +222,13 @@ impl AuditEvent {
             AuditEvent::Lost { conn, id, to, reason, bounced } => write!(
                 out,
                 "\"lost\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"bounced\":{bounced}",
+                to_json(id),
+                to_json(to),
+                to_json(reason)
+            ),
+            AuditEvent::GivenUp { conn, id, to, reason, attempts, bounced } => write!(
+                out,
+                "\"given_up\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"attempts\":{attempts},\"bounced\":{bounced}",
                 to_json(id),
                 to_json(to),
                 to_json(reason)

@@ -129,9 +129,10 @@ impl Hub {
             Some(why) => {
                 let bounced = env.kind != Envelope::BOUNCE_KIND;
                 let state = if bounced { State::Bounced } else { State::Lost };
-                self.set_state(&from, &id, state, false, now);
+                let reason = format!("refused by {peer}: {why}");
+                self.settle_gone(&env, state, &reason, now);
                 if bounced {
-                    self.stage_bounce(&env, &format!("refused by {peer}: {why}"), now);
+                    self.stage_bounce(&env, &reason, None, now);
                 }
             }
         }

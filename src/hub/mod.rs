@@ -10,6 +10,7 @@ pub mod event;
 pub mod forward;
 pub mod ledger;
 mod pipeline;
+mod redelivery;
 pub mod router;
 
 pub use event::{AuditEvent, Output};
@@ -179,6 +180,9 @@ pub struct Hub {
     flush_failed: Option<String>,
     /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
     forwarding: Option<forward::Forwarding>,
+    /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
+    /// for `status` (`hub::redelivery`); forgotten with its id.
+    reasons: HashMap<u64, String>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -208,6 +212,7 @@ impl Hub {
             unsynced: None,
             flush_failed: None,
             forwarding: None,
+            reasons: HashMap::new(),
         }
     }
 
@@ -225,6 +230,7 @@ impl Hub {
             let Some(state) = State::parse(&rec.state) else {
                 continue;
             };
+            self.restore_reason(&rec);
             self.ledger.remember(
                 &rec.sender,
                 &rec.id,
@@ -411,9 +417,13 @@ impl Hub {
                 }
                 self.log_conn(&c, conn, "cancelled", reason, now);
             }
-            Phase::Delivering { env, ack: true, .. } => {
+            Phase::Delivering {
+                env,
+                ack: true,
+                committed,
+            } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, now);
+                self.give_back(conn, env, reason, committed, now);
             }
             Phase::Delivering {
                 env,
@@ -421,7 +431,7 @@ impl Hub {
                 ..
             } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, now);
+                self.give_back(conn, env, reason, false, now);
             }
             Phase::Delivering {
                 env,
@@ -530,6 +540,7 @@ impl Hub {
         if self.next_purge.is_some_and(|t| t <= now.mono) {
             self.next_purge = Some(now.mono + PURGE_INTERVAL);
             for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
+                self.reasons.remove(&seq);
                 self.store(StoreOp::Forget { seq, sender, id });
             }
         }
@@ -733,7 +744,8 @@ impl Hub {
                         self.conns.get_mut(&a.conn).expect("live").phase = Phase::Done;
                         self.fail(a.conn, &msg, now);
                     }
-                    self.give_back(a.conn, a.env, &msg, now);
+                    // The reader did ack: this return is the store's doing, not an attempt.
+                    self.give_back(a.conn, a.env, &msg, false, now);
                 }
             }
         }
@@ -966,11 +978,12 @@ impl Hub {
     /// Ends an ack-mode delivery without an ack: an error line, and the envelope goes back.
     pub(super) fn return_unacked(&mut self, conn: ConnId, message: &str, now: Now) {
         let c = self.conns.get_mut(&conn).expect("caller checked");
-        let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::Done) else {
+        let Phase::Delivering { env, committed, .. } = std::mem::replace(&mut c.phase, Phase::Done)
+        else {
             return;
         };
         self.fail(conn, message, now);
-        self.give_back(conn, env, message, now);
+        self.give_back(conn, env, message, committed, now);
     }
 
     fn on_status(&mut self, conn: ConnId, req: IdRequest, now: Now) {
@@ -1006,6 +1019,7 @@ impl Hub {
                     at: chrono::DateTime::from_timestamp_millis(rec.state_ms)
                         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
                     attempts: attempts.filter(|&a| a > 0),
+                    reason: self.reason_of(rec.seq, rec.state),
                     id: req.id,
                 }
             }
@@ -1228,7 +1242,7 @@ impl Hub {
     /// Hands an accepted envelope to the best waiter, else queues it (a returned envelope back
     /// in its acceptance place, ahead of newer ones; a new one at the back). Caps are not
     /// checked here: the envelope is already accepted, and refusing it now would lose it.
-    fn route(&mut self, env: Queued, returned: bool, now: Now) {
+    pub(super) fn route(&mut self, env: Queued, returned: bool, now: Now) {
         if let Some(peer) = self.remote_peer(&env.to) {
             if returned {
                 self.router.requeue(env);
@@ -1253,22 +1267,9 @@ impl Hub {
         }
     }
 
-    /// A delivery that was not consumed goes back to routing, its attempt counted.
-    fn give_back(&mut self, conn: ConnId, mut env: Queued, reason: &str, now: Now) {
-        self.count_return(&mut env, now);
-        self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
-            conn,
-            id: env.id.clone(),
-            to: env.to.clone(),
-            reason: reason.to_owned(),
-            attempts: env.attempts,
-        }));
-        self.route(env, true, now);
-    }
-
     /// An envelope handed out (to a reader or a peer hub) came back unconsumed: one more
     /// attempt, durably, and queued again in the ledger.
-    fn count_return(&mut self, env: &mut Queued, now: Now) {
+    pub(super) fn count_return(&mut self, env: &mut Queued, now: Now) {
         env.attempts = env.attempts.saturating_add(1);
         self.store(StoreOp::Attempts {
             seq: env.seq,
@@ -1317,7 +1318,7 @@ impl Hub {
         }
     }
 
-    fn store(&mut self, op: StoreOp) {
+    pub(super) fn store(&mut self, op: StoreOp) {
         if self.durable {
             self.outputs.push_back(Output::Store(op));
         }
@@ -1327,7 +1328,7 @@ impl Hub {
     fn lose(&mut self, conn: ConnId, env: Queued, reason: &str, now: Now) {
         let bounced = env.kind != Envelope::BOUNCE_KIND;
         let state = if bounced { State::Bounced } else { State::Lost };
-        self.set_state(&env.from, &env.id, state, false, now);
+        self.settle_gone(&env, state, reason, now);
         self.outputs.push_back(Output::Audit(AuditEvent::Lost {
             conn,
             id: env.id.clone(),
@@ -1338,14 +1339,22 @@ impl Hub {
         if !bounced {
             return; // a lost bounce is not bounced again
         }
-        self.stage_bounce(&env, reason, now);
+        self.stage_bounce(&env, reason, None, now);
     }
 
     /// Stages the hub's notice to `env`'s sender that `env` is gone (SPEC §5.3): kind
-    /// `bounce`, `from` hub, `correlationId` the lost envelope's id. It waives the caps.
-    fn stage_bounce(&mut self, env: &Queued, reason: &str, now: Now) {
+    /// `bounce`, `from` hub, `correlationId` the lost envelope's id. It waives the caps. A
+    /// bounce for an envelope given up after its deliveries (SPEC §12.2) also says how many.
+    pub(super) fn stage_bounce(
+        &mut self,
+        env: &Queued,
+        reason: &str,
+        attempts: Option<u32>,
+        now: Now,
+    ) {
+        let attempts = attempts.map_or_else(String::new, |n| format!(",\"attempts\":{n}"));
         let body = format!(
-            "{{\"id\":{},\"to\":{},\"reason\":{}}}",
+            "{{\"id\":{},\"to\":{},\"reason\":{}{attempts}}}",
             crate::wire::to_json(&env.id),
             crate::wire::to_json(&env.to),
             crate::wire::to_json(reason)
@@ -1468,6 +1477,15 @@ impl Hub {
 pub fn flush_failed_refusal(why: &str) -> String {
     format!(
         "an earlier flush of the queue store to disk failed ({why}); sends are refused until the hub is restarted"
+    )
+}
+
+/// Why a send is refused while the queue store's backlog of changes is past
+/// `limits.store_backlog_max_bytes` (SPEC §12.1); the error line reads
+/// `envelope not accepted: <this>`.
+pub fn store_backlog_refusal(backlog_bytes: usize, max_bytes: usize) -> String {
+    format!(
+        "the queue store has been failing and {backlog_bytes} bytes of changes wait for it, past limits.store_backlog_max_bytes ({max_bytes}); sends are refused until a commit succeeds"
     )
 }
 

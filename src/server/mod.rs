@@ -6,6 +6,7 @@
 //! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
 
 pub mod conn;
+mod pending;
 pub mod records;
 pub mod relay_io;
 pub mod relay_status;
@@ -16,7 +17,7 @@ use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
 use crate::store::flush::{FlushResult, Flusher, WalFlush};
-use crate::store::{Loaded, Store, StoreOp};
+use crate::store::{Loaded, Store};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -91,7 +92,7 @@ pub struct Server {
     /// When the relay's heartbeat directory is next refreshed from the hub.
     next_directory: Option<Instant>,
     /// Store operations that gate nothing, applied with the next commit (retried on failure).
-    pending_ops: Vec<StoreOp>,
+    pending_ops: pending::PendingOps,
     /// Held open so that at EMFILE one descriptor can be freed to accept-and-close.
     reserve_fd: Option<File>,
     accept_paused_until: Option<Instant>,
@@ -160,7 +161,7 @@ impl Server {
             relay: None,
             to_relay: Vec::new(),
             next_directory: None,
-            pending_ops: Vec::new(),
+            pending_ops: pending::PendingOps::default(),
             reserve_fd: File::open("/dev/null").ok(),
             accept_paused_until: None,
             refusals: Refusals::default(),
@@ -667,8 +668,15 @@ impl Server {
         let with_sends = self.hub.has_staged_sends();
         // After a failed flush (the kernel may have dropped written pages) nothing new may be
         // promised durable until a restart (SPEC §12.1); acks and removals are still written.
+        let backlog = self.pending_ops.bytes();
         let (sends, acks) = if let Some(why) = self.hub.flush_failed() {
             let refused = crate::hub::flush_failed_refusal(why);
+            (Err(refused), self.try_commit(false, now))
+        } else if with_sends && backlog > self.limits.store_backlog_max_bytes {
+            // The store has been failing long enough that its backlog reached the bound: it is
+            // drained (with the acks) before any send is tried again (SPEC §12.1).
+            let refused =
+                crate::hub::store_backlog_refusal(backlog, self.limits.store_backlog_max_bytes);
             (Err(refused), self.try_commit(false, now))
         } else {
             match self.try_commit(true, now) {
@@ -724,7 +732,7 @@ impl Server {
     /// `with_sends`), the audit batch, the store commit. On success the pending operations are
     /// done; on failure they are kept and nothing of the attempt remains.
     fn try_commit(&mut self, with_sends: bool, now: Now) -> Result<(), String> {
-        let mut ops = self.pending_ops.clone();
+        let mut ops = self.pending_ops.to_vec();
         if self.store.is_durable() {
             self.hub
                 .staged_store_ops_parts(with_sends, now.wall.timestamp_millis(), &mut ops);

@@ -126,7 +126,7 @@ pub struct EmptyPayload {}
 #[serde(deny_unknown_fields)]
 pub struct EnvelopeStatus {
     pub id: String,
-    /// `queued`, `delivered`, `acked`, `bounced`, `lost` or `unknown`.
+    /// `queued`, `delivered`, `acked`, `forwarded`, `bounced`, `lost` or `unknown`.
     pub state: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
@@ -141,6 +141,9 @@ pub struct EnvelopeStatus {
     /// Deliveries that were handed out and came back unacknowledged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// Why a `bounced` or `lost` envelope is gone, when the hub knows (SPEC §12.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A line a client sends, already validated.

@@ -653,7 +653,7 @@ impl Hub {
 
 impl Drop for Hub {
     /// Kills the server, then checks the records every test leaves behind: each audit line is
-    /// JSON with `"v":2`, and the service log holds no token (every roster token carries the
+    /// JSON with `"v":3`, and the service log holds no token (every roster token carries the
     /// marker `SECRET`). Skipped while a test is already failing, and for a special-file audit
     /// log (`/dev/full`).
     fn drop(&mut self) {
@@ -679,7 +679,7 @@ impl Drop for Hub {
             for line in complete_lines(&audit) {
                 let head: Head = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("audit record shape ({e}): {line}"));
-                assert_eq!(head.v, 2, "audit record without \"v\":2: {line}");
+                assert_eq!(head.v, 3, "audit record without \"v\":3: {line}");
             }
             assert!(!audit.contains("SECRET"), "a token reached the audit log");
         }

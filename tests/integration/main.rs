@@ -12,6 +12,7 @@ mod delivery;
 mod durable;
 mod leaks;
 mod limits;
+mod no_loss;
 mod pipelining;
 mod relay;
 mod startup;
