@@ -1,0 +1,1 @@
+//! Attacks on the relay session (filled in next commit).
