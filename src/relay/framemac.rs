@@ -10,8 +10,8 @@
 //! tag = HMAC-SHA256(key of this direction, seq: u64 BE ‖ len ‖ flags ‖ payload)[..16]
 //! ```
 //!
-//! `len` counts flags, payload and tag, so it is at least 17 and at most `FRAME_CAP_BYTES`
-//! + 16 (a message that fits a `frame-bin` frame fits this one). `payload` is the frame-bin
+//! `len` counts flags, payload and tag, so it is at least 17 and at most 16 more than
+//! `FRAME_CAP_BYTES` (a message that fits a `frame-bin` frame fits this one). `payload` is the frame-bin
 //! payload as sent (LZ4 when flagged). `seq` counts this direction's frames from 0, the first
 //! frame after the ack; it is never sent. The tag is checked before the payload is
 //! decompressed or parsed, so unauthenticated bytes reach neither LZ4 nor JSON. Confidentiality
@@ -304,7 +304,7 @@ mod tests {
                 m[i] ^= 1 << bit;
                 let r = a.clone().open(&m);
                 assert!(
-                    matches!(r, Err(_)) || (i < 4 && r == Ok(None)),
+                    r.is_err() || (i < 4 && r == Ok(None)),
                     "byte {i} bit {bit}: {r:?}"
                 );
             }

@@ -309,7 +309,8 @@ mod tests {
             assert!(!t.verify_acceptor_proof(&a, &key, &auth::proof(&key, n)));
         }
         // Every field counts.
-        let changes: Vec<(&str, Box<dyn Fn(&mut Transcript, &mut AckFields)>)> = vec![
+        type Change = Box<dyn Fn(&mut Transcript, &mut AckFields)>;
+        let changes: Vec<(&str, Change)> = vec![
             (
                 "ids swapped",
                 Box::new(|t, _| std::mem::swap(&mut t.dialer, &mut t.acceptor)),
