@@ -80,7 +80,10 @@ fn derive(v: &Vectors) -> Vectors {
     let relined = |m: &RelayMessage, p: Payload| {
         let mut m = m.clone();
         m.payload = p.to_value();
-        String::from_utf8(m.encode_line()).unwrap().trim_end().to_owned()
+        String::from_utf8(m.encode_line())
+            .unwrap()
+            .trim_end()
+            .to_owned()
     };
     let keys = t.frame_keys(&fields, &key);
     let mut d = FrameMac::for_dialer(&keys);
@@ -121,7 +124,11 @@ fn derive(v: &Vectors) -> Vectors {
 #[test]
 fn the_v1_vectors_hold() {
     let v = load();
-    assert_eq!(derive(&v), v, "the vectors changed (bless only after a deliberate change)");
+    assert_eq!(
+        derive(&v),
+        v,
+        "the vectors changed (bless only after a deliberate change)"
+    );
     // The proofs in the lines are the ones listed.
     let hs: Handshake = serde_json::from_value(msg(&v.handshake).payload).unwrap();
     assert_eq!(hs.proof, v.dialer_proof);
@@ -173,7 +180,11 @@ fn the_fixtures_v1_cases_are_this_exchange() {
             .iter()
             .find(|c| c["name"] == case)
             .unwrap_or_else(|| panic!("{file}: no case {case}"));
-        assert_eq!(c["line"].as_str(), Some(line.as_str()), "{file} case {case}");
+        assert_eq!(
+            c["line"].as_str(),
+            Some(line.as_str()),
+            "{file} case {case}"
+        );
     }
 }
 
