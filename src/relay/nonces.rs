@@ -8,10 +8,10 @@
 //! A nonce is needed only while the session that issued it waits for its answer, so each
 //! entry carries that session's handshake deadline and is forgotten after it. The book is also
 //! bounded (`NONCE_BOOK_CAP`): past it the oldest entry goes first. Evicting a live entry needs
-//! that many handshakes opened within one handshake timeout, which the listener's caps on
-//! unauthenticated connections rule out; and for a v1 peer the transcript proof (`transcript`)
-//! refuses a reflection even without the book, which is defence in depth there and the only
-//! defence for a v0 peer (`allow_v0 = true`).
+//! that many handshakes opened within one handshake timeout (a cap on unauthenticated relay
+//! connections keeps that out of reach). For a v1 peer the transcript proof (`transcript`)
+//! refuses a reflection even without the book, so the book is defence in depth there; for a
+//! v0 peer (`allow_v0 = true`) it is the only defence.
 //!
 //! Sans-IO: time is passed in. It is a shared handle (`Arc<Mutex<…>>`) only so that sessions
 //! stay `Send`; the server is single-threaded and the lock is never contended. The relay IO
