@@ -201,14 +201,41 @@ pub struct PeerConfig {
 }
 
 /// The feature names this build knows (relay-protocol.md).
-pub const RELAY_FEATURES: [&str; 6] = [
+pub const RELAY_FEATURES: [&str; 7] = [
     "unknown-ok",
     "mutual-auth",
     "frame-bin",
     "lz4",
     "hb-delta",
     "bus-forward",
+    "frame-mac",
 ];
+
+/// The relay's frame-mac rules (docs/relay-protocol.md §3): `frame-mac` needs `frame-bin` and
+/// `mutual-auth`, and is offered whenever both are (it need not be listed: integrity is on by
+/// default between v1 peers). A peer with `allow_v0 = false` links only with all three, so
+/// `features` must then list `mutual-auth` and `frame-bin`, or that peer could never link.
+fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result<(), ConfigError> {
+    let has = |f: &[String], name: &str| f.iter().any(|x| x == name);
+    let prerequisites = has(features, "mutual-auth") && has(features, "frame-bin");
+    if has(features, "frame-mac") && !prerequisites {
+        return Err(ConfigError::Invalid(
+            "relay.features lists \"frame-mac\", which needs \"frame-bin\" and \"mutual-auth\" too"
+                .into(),
+        ));
+    }
+    if let Some(p) = strict_peers.first() {
+        if !prerequisites {
+            return Err(ConfigError::Invalid(format!(
+                "relay.peers {p:?} has allow_v0 = false, which links only with mutual-auth and frame-mac: relay.features must list \"mutual-auth\" and \"frame-bin\""
+            )));
+        }
+    }
+    if prerequisites && !has(features, "frame-mac") {
+        features.push("frame-mac".into());
+    }
+    Ok(())
+}
 
 /// 1–128 chars of `[A-Za-z0-9_-]`, as v0 peers require of peer ids.
 pub fn valid_peer_id(id: &str) -> bool {
@@ -262,9 +289,17 @@ fn relay_config(
     if raw.forward_window == 0 {
         return Err(bad("relay.forward_window must be greater than 0".into()));
     }
+    let mut features = raw.features;
+    let strict: Vec<&str> = raw
+        .peers
+        .iter()
+        .filter(|p| !p.allow_v0)
+        .map(|p| p.id.as_str())
+        .collect();
+    settle_frame_mac(&mut features, &strict)?;
     let mut peers = Vec::new();
     for p in raw.peers {
-        if p.forward && !raw.features.iter().any(|f| f == "bus-forward") {
+        if p.forward && !features.iter().any(|f| f == "bus-forward") {
             return Err(bad(format!(
                 "relay.peers {:?} sets forward = true, but relay.features does not list \"bus-forward\"",
                 p.id
@@ -308,7 +343,7 @@ fn relay_config(
         heartbeat_interval_ms: raw.heartbeat_interval_ms,
         handshake_timeout_ms: raw.handshake_timeout_ms,
         reconnect_backoff_ms: raw.reconnect_backoff_ms,
-        features: raw.features,
+        features,
         status_path: resolve("relay.status_path", raw.status_path)?,
         forward_window: raw.forward_window,
         peers,
@@ -648,6 +683,41 @@ allow_v0 = true
                 .to_string();
             assert!(e.contains(want), "{want}: {e}");
         }
+    }
+
+    #[test]
+    fn frame_mac_is_implied_by_its_prerequisites_and_required_without_v0() {
+        let parse = |relay: &str| Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"));
+        let r = parse(RELAY).unwrap().relay.unwrap();
+        assert_eq!(
+            r.features.last().map(String::as_str),
+            Some("frame-mac"),
+            "{:?}",
+            r.features
+        );
+        let listed = RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"frame-mac\"]");
+        let r = parse(&listed).unwrap().relay.unwrap();
+        assert_eq!(r.features.iter().filter(|f| *f == "frame-mac").count(), 1);
+        let no_bin = RELAY.replace("\"frame-bin\", ", "");
+        let r = parse(&no_bin).unwrap().relay.unwrap();
+        assert!(
+            !r.features.contains(&"frame-mac".to_owned()),
+            "{:?}",
+            r.features
+        );
+        let e = parse(&no_bin.replace("\"hb-delta\"]", "\"hb-delta\", \"frame-mac\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs \"frame-bin\" and \"mutual-auth\""), "{e}");
+        let strict = RELAY
+            .replace("allow_v0 = true", "allow_v0 = false")
+            .replace("\"mutual-auth\", ", "");
+        let e = parse(&strict).unwrap_err().to_string();
+        assert!(
+            e.contains("\"mini\" has allow_v0 = false") && e.contains("must list"),
+            "{e}"
+        );
+        assert!(parse(&RELAY.replace("allow_v0 = true", "allow_v0 = false")).is_ok());
     }
 
     #[test]

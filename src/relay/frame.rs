@@ -122,13 +122,21 @@ pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, FrameError> {
     if buf.len() < total {
         return Ok(None);
     }
-    let body = &buf[HEADER_BYTES..total];
+    Ok(Some((
+        open_payload(flags, &buf[HEADER_BYTES..total])?,
+        total,
+    )))
+}
+
+/// A frame from its flags and the bytes after them (decompressed if flagged). `framemac`
+/// calls this once a frame's tag has checked, so only authenticated bytes reach LZ4.
+pub fn open_payload(flags: u8, payload: &[u8]) -> Result<Frame, FrameError> {
     let body = if flags & FLAG_LZ4 != 0 {
-        decompress(body)?
+        decompress(payload)?
     } else {
-        body.to_vec()
+        payload.to_vec()
     };
-    Ok(Some((Frame { flags, body }, total)))
+    Ok(Frame { flags, body })
 }
 
 fn decompress(block: &[u8]) -> Result<Vec<u8>, FrameError> {

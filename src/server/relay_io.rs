@@ -156,6 +156,8 @@ impl RelayIo {
             listen_port: cfg.listen.map(|a| a.port()),
             transient: false,
             wall_clock: wall_clock(now),
+            // One book for every session this hub runs (each takes a clone of this config).
+            nonces: crate::relay::nonces::NonceBook::new(),
         };
         let listener = match cfg.listen {
             None => None,
