@@ -80,7 +80,7 @@ pub struct Limits {
     /// At most one `Progress` event per interval.
     pub progress_interval_ms: u64,
     /// After the agent closes its stdout, wait this long for its exit status before deciding
-    /// without it.
+    /// without it; after it exits, this long for the rest of its stdout.
     pub eof_exit_wait_ms: u64,
     /// After `CloseStdin`, wait this long for the agent to exit before `Signal(Term)`.
     pub stdin_grace_ms: u64,

@@ -133,8 +133,12 @@ pub struct Session {
     logs_suppressed: u64,
     agent_requests: u64,
     recent_agent_ids: VecDeque<Value>,
-    /// The agent closed its stdout at this instant (before the outcome).
-    eof_at: Option<Instant>,
+    /// The agent closed its stdout.
+    eof_seen: bool,
+    /// Before the outcome, the agent closed its stdout or exited at this instant, and the
+    /// other half (the exit status, or the rest of its output) is awaited until
+    /// `eof_exit_wait_ms` later.
+    gone_at: Option<Instant>,
     stdin_closed: bool,
     /// The next escalation of the shutdown and when it is due.
     shutdown: Option<(Signal, Instant)>,
@@ -183,7 +187,8 @@ impl Session {
             logs_suppressed: 0,
             agent_requests: 0,
             recent_agent_ids: VecDeque::new(),
-            eof_at: None,
+            eof_seen: false,
+            gone_at: None,
             stdin_closed: false,
             shutdown: None,
             killed: false,
@@ -265,19 +270,29 @@ impl Session {
         self.on_line(line, now);
     }
 
-    /// The agent closed its stdout. A final line without a newline is still read.
+    /// The agent closed its stdout. A final line without a newline is still read. Before the
+    /// outcome, the session then waits up to `eof_exit_wait_ms` for the exit status, so the
+    /// reason can say how the agent ended.
     pub fn handle_eof(&mut self, now: Instant) {
         if self.lines.pending_len() > 0 {
             self.handle_input(b"\n", now);
         }
-        if self.phase == Phase::Done || self.eof_at.is_some() {
+        if self.eof_seen {
             return;
         }
-        // Give the IO a moment to reap the process, so the reason can say how it ended.
-        self.eof_at = Some(now);
+        self.eof_seen = true;
+        if self.phase == Phase::Done {
+            return;
+        }
+        match self.exit {
+            Some(status) => self.agent_gone(Some(status), now),
+            None => self.gone_at = Some(now),
+        }
     }
 
-    /// The agent's process exited (the IO reaped it).
+    /// The agent's process exited (the IO reaped it). Its last lines may still be in the
+    /// pipe when the exit is seen (a crash right after a write), so before the outcome the
+    /// session keeps reading until `handle_eof`, or for at most `eof_exit_wait_ms`.
     pub fn handle_exit(&mut self, status: ExitStatus, now: Instant) {
         if self.exit.is_some() || self.finished {
             return;
@@ -285,8 +300,10 @@ impl Session {
         self.exit = Some(status);
         if self.phase == Phase::Done {
             self.end_of_process();
-        } else {
+        } else if self.eof_seen {
             self.agent_gone(Some(status), now);
+        } else {
+            self.gone_at = Some(now);
         }
     }
 
@@ -367,7 +384,7 @@ impl Session {
         if self.phase != Phase::Done {
             consider(self.task_deadline());
             consider(self.step_deadline().map(|(t, _)| t));
-            consider(self.eof_deadline());
+            consider(self.gone_deadline());
             if self.progress_dirty {
                 consider(self.progress_due());
             }
@@ -764,8 +781,8 @@ impl Session {
         }
     }
 
-    fn eof_deadline(&self) -> Option<Instant> {
-        self.eof_at.map(|t| t + ms(self.limits.eof_exit_wait_ms))
+    fn gone_deadline(&self) -> Option<Instant> {
+        self.gone_at.map(|t| t + ms(self.limits.eof_exit_wait_ms))
     }
 
     fn progress_due(&self) -> Option<Instant> {
@@ -782,7 +799,7 @@ impl Session {
         if let Some((t, _)) = self.step_deadline().filter(|(t, _)| now >= *t) {
             due.push((t, 1));
         }
-        if let Some(t) = self.eof_deadline().filter(|t| now >= *t) {
+        if let Some(t) = self.gone_deadline().filter(|t| now >= *t) {
             due.push((t, 2));
         }
         let Some(&(_, which)) = due.iter().min() else {
@@ -791,7 +808,7 @@ impl Session {
         match which {
             0 => self.on_task_deadline(now),
             1 => self.on_step_deadline(now),
-            _ => self.agent_gone(None, now),
+            _ => self.agent_gone(self.exit, now),
         }
     }
 
@@ -909,7 +926,7 @@ impl Session {
         }
         self.phase = Phase::Done;
         self.progress_dirty = false;
-        self.eof_at = None;
+        self.gone_at = None;
         self.prompt = None;
         let progress = self.progress(now);
         let (text, truncated) = self.fold.take_text();

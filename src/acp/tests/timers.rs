@@ -379,8 +379,55 @@ fn eof_without_an_exit_status_fails_after_the_wait() {
 }
 
 #[test]
+fn lines_still_in_the_pipe_after_the_exit_are_read() {
+    let mut d = Drive::prompting(limits_fast());
+    d.at(10);
+    d.exit(0);
+    assert!(!d.s.has_outcome(), "waits for the rest of the output");
+    assert_eq!(d.s.poll_timeout(), Some(d.t0 + Duration::from_millis(60)));
+    d.chunk("last words");
+    d.prompt_result(json!({"stopReason":"end_turn"}));
+    let o = d.outcome();
+    assert_eq!(completed(&o), &StopReason::EndTurn);
+    assert_eq!(o.text, "last words");
+    // Exited already: no CloseStdin, no TERM; one kill for stragglers; finished.
+    let ev = d.take_events();
+    assert!(
+        matches!(
+            ev.as_slice(),
+            [
+                Event::Progress(_),
+                Event::Outcome(_),
+                Event::Signal(Signal::Kill),
+                Event::Finished
+            ]
+        ),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn an_exit_without_eof_decides_after_the_wait() {
+    let mut d = Drive::prompting(limits_fast());
+    d.chunk("half");
+    d.exit(3);
+    d.at(49);
+    assert!(!d.s.has_outcome());
+    d.at(50);
+    assert_eq!(
+        d.status(),
+        Status::Failed(Failure::Exited {
+            during: Step::Prompt,
+            status: Some(ExitStatus::code(3))
+        })
+    );
+    assert!(d.s.is_finished());
+}
+
+#[test]
 fn exit_during_the_handshake_and_during_a_cancel() {
     let mut d = Drive::new(config());
+    d.eof();
     d.s.handle_exit(ExitStatus::signal(9), d.now);
     d.drain();
     assert_eq!(
@@ -390,6 +437,7 @@ fn exit_during_the_handshake_and_during_a_cancel() {
     let mut d = Drive::prompting(config());
     d.cancel();
     d.exit(0);
+    d.eof();
     assert_eq!(
         d.status(),
         Status::Cancelled {
