@@ -6,6 +6,7 @@
 //! `deliver` gets mail into agents that are busy in their own loop (stop hooks, plugin drain,
 //! terminal nudge). `mcp` offers the client verbs to agents as an MCP server on stdio.
 
+pub mod acp;
 pub mod agents;
 pub mod client;
 pub mod config;
