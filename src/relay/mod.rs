@@ -12,9 +12,11 @@ pub mod auth;
 mod base64;
 pub mod frame;
 pub mod heartbeat;
+pub mod json_budget;
 pub mod links;
 pub mod message;
 pub mod session;
+pub mod throttle;
 
 pub use message::{feature_for, Feature, MsgType, Payload, RelayError, RelayMessage};
 pub use session::{
