@@ -12,5 +12,6 @@ mod delivery;
 mod durable;
 mod limits;
 mod relay;
+mod relay_limits;
 mod startup;
 mod wire;
