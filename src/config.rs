@@ -796,6 +796,16 @@ allow_v0 = true
                 max_peer_directory_bytes: 1 << 20,
             }
         );
+        // The example's commented caps are the defaults.
+        let example: String = EXAMPLE
+            .lines()
+            .filter_map(|l| l.strip_prefix("# max_").map(|k| format!("max_{k}\n")))
+            .collect();
+        assert_eq!(example.lines().count(), 5, "{example}");
+        assert_eq!(
+            parse(&example).unwrap().relay.unwrap().limits,
+            RelayLimits::default()
+        );
         // Lowering max_connections alone lowers the defaults it bounds.
         let r = parse("max_connections = 4").unwrap().relay.unwrap();
         assert_eq!(

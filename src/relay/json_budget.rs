@@ -84,7 +84,7 @@ pub fn check(bytes: &[u8]) -> Result<(), usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::relay::frame::{decode_body, decode_frame, encode_frame, DECOMPRESSED_CAP_BYTES};
     use crate::relay::message::{RelayError, RelayMessage, LINE_CAP_BYTES};
@@ -148,8 +148,8 @@ mod tests {
     static ALLOC: Counting = Counting;
 
     /// The most bytes held at once (above what was held before) while `f` runs, counting what
-    /// it returns.
-    fn peak_bytes<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    /// it returns. This thread's allocations only.
+    pub(crate) fn peak_bytes<T>(f: impl FnOnce() -> T) -> (usize, T) {
         LIVE.with(|l| l.set(0));
         PEAK.with(|p| p.set(0));
         MEASURING.with(|m| m.set(true));
@@ -321,7 +321,7 @@ mod tests {
             // The most items under the cap (the count is monotonic in the items).
             let (mut lo, mut hi) = (0usize, MAX_JSON_VALUES);
             while lo < hi {
-                let mid = (lo + hi + 1) / 2;
+                let mid = (lo + hi).div_ceil(2);
                 if check(&message_n(shape, mid)).is_ok() {
                     lo = mid;
                 } else {

@@ -5,7 +5,9 @@
 //! Layers, bottom up: `auth` (keys, nonces, proofs) and `message` (the envelope, its NDJSON
 //! line codec, the typed catalogue) → `frame` (binary frames + LZ4) and `heartbeat` (the
 //! directory, full and delta beats) → `session` (one connection's state machine) → `links`
-//! (which connection is a peer's lasting link). All of it is sans-IO: no sockets, files,
+//! (which connection is a peer's lasting link). Beside them: `json_budget` (what a message may
+//! cost once parsed) and `throttle` (the rate limit on log lines a peer triggers), both for
+//! docs/relay-protocol.md "Limits". All of it is sans-IO: no sockets, files,
 //! clocks, threads or randomness; the server moves the bytes and passes the time in.
 
 pub mod auth;

@@ -207,3 +207,44 @@ fn a_message_with_too_many_json_values_closes_the_link_unparsed() {
     assert!(reason.contains("JSON values"), "{reason}");
     assert!(!evs.iter().any(|e| matches!(e, SessionEvent::Message(_))));
 }
+
+#[test]
+fn a_connection_in_its_handshake_holds_little_memory() {
+    use crate::relay::json_budget::tests::peak_bytes;
+    use std::sync::Arc;
+    struct Shared(Arc<HashMap<String, PeerAuth>>);
+    impl PeerKeys for Shared {
+        fn lookup(&self, peer: &str) -> Option<PeerAuth> {
+            self.0.get(peer).cloned()
+        }
+    }
+    // A hub with a hundred peers: an accepted connection shares their keys, copies none.
+    let keys: Arc<HashMap<String, PeerAuth>> = Arc::new(
+        (0..100)
+            .map(|i| (format!("peer-{i}"), auth_ok(false)))
+            .collect(),
+    );
+    let t0 = Instant::now();
+    let (held, mut s) = peak_bytes(|| {
+        Session::acceptor(
+            cfg("hubB", &Feature::ALL, t0),
+            Shared(Arc::clone(&keys)),
+            [3; 32],
+            3,
+            t0,
+        )
+    });
+    assert!(std::mem::size_of::<Session>() < 2048);
+    assert!(held < 2048, "{held} bytes for a fresh acceptor");
+    // The most a silent stranger can make it buffer: a handshake line just under the cap.
+    let line = vec![b'{'; HANDSHAKE_LINE_CAP_BYTES];
+    let (held, ()) = peak_bytes(|| s.handle_input(&line, t0));
+    assert!(held <= HANDSHAKE_LINE_CAP_BYTES + 1024, "{held}");
+    assert_eq!(s.state(), SessionState::AwaitingHandshake);
+    s.handle_input(b"{", t0);
+    assert_eq!(
+        s.state(),
+        SessionState::Closed,
+        "one byte more is over the cap"
+    );
+}
