@@ -144,6 +144,16 @@ struct RawRelay {
     #[serde(default = "default_forward_window")]
     forward_window: usize,
     #[serde(default)]
+    max_connections: Option<usize>,
+    #[serde(default)]
+    max_unauthenticated: Option<usize>,
+    #[serde(default)]
+    max_connections_per_address: Option<usize>,
+    #[serde(default)]
+    max_peer_agents: Option<usize>,
+    #[serde(default)]
+    max_peer_directory_bytes: Option<usize>,
+    #[serde(default)]
     peers: Vec<RawPeer>,
 }
 
@@ -183,7 +193,89 @@ pub struct RelayConfig {
     pub status_path: PathBuf,
     /// `bus_forward` messages sent and not yet acked, per peer (SPEC §15).
     pub forward_window: usize,
+    /// Caps on connections and on what one peer may make this hub hold.
+    pub limits: RelayLimits,
     pub peers: Vec<PeerConfig>,
+}
+
+/// The relay's caps (docs/relay-protocol.md, "Limits"): optional keys of `[relay]`, each with
+/// a default and an upper bound checked at startup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayLimits {
+    /// Accepted relay connections open at once, in any state.
+    pub max_connections: usize,
+    /// Accepted relay connections that have not finished their handshake.
+    pub max_unauthenticated: usize,
+    /// Accepted relay connections open at once from one source IP address.
+    pub max_connections_per_address: usize,
+    /// Agents one peer's heartbeat directory may hold here.
+    pub max_peer_agents: usize,
+    /// Bytes one peer's directory may hold here (names + 8 per agent + the version).
+    pub max_peer_directory_bytes: usize,
+}
+
+/// The most `relay.max_connections` may be.
+pub const MAX_RELAY_CONNECTIONS_BOUND: usize = 65_536;
+/// The most `relay.max_peer_agents` may be: a full or delta heartbeat of that many agents
+/// stays well inside a message's JSON value budget (`relay::json_budget::MAX_JSON_VALUES`).
+pub const MAX_PEER_AGENTS_BOUND: usize = 4096;
+/// The most `relay.max_peer_directory_bytes` may be (a link keeps up to 17 directories: the
+/// current one and the delta history).
+pub const MAX_PEER_DIRECTORY_BYTES_BOUND: usize = 1 << 20;
+
+impl RelayLimits {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let within = |key: &str, v: usize, max: usize, why: &str| {
+            if v == 0 || v > max {
+                return Err(ConfigError::Invalid(format!(
+                    "relay.{key} is {v}; it must be from 1 to {max}{why}"
+                )));
+            }
+            Ok(())
+        };
+        within(
+            "max_connections",
+            self.max_connections,
+            MAX_RELAY_CONNECTIONS_BOUND,
+            "",
+        )?;
+        within(
+            "max_unauthenticated",
+            self.max_unauthenticated,
+            self.max_connections,
+            " (relay.max_connections)",
+        )?;
+        within(
+            "max_connections_per_address",
+            self.max_connections_per_address,
+            self.max_connections,
+            " (relay.max_connections)",
+        )?;
+        within(
+            "max_peer_agents",
+            self.max_peer_agents,
+            MAX_PEER_AGENTS_BOUND,
+            "",
+        )?;
+        within(
+            "max_peer_directory_bytes",
+            self.max_peer_directory_bytes,
+            MAX_PEER_DIRECTORY_BYTES_BOUND,
+            "",
+        )
+    }
+}
+
+impl Default for RelayLimits {
+    fn default() -> RelayLimits {
+        RelayLimits {
+            max_connections: 64,
+            max_unauthenticated: 16,
+            max_connections_per_address: 8,
+            max_peer_agents: crate::relay::heartbeat::DEFAULT_MAX_PEER_AGENTS,
+            max_peer_directory_bytes: crate::relay::heartbeat::DEFAULT_MAX_PEER_DIRECTORY_BYTES,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -297,6 +389,24 @@ fn relay_config(
         .map(|p| p.id.as_str())
         .collect();
     settle_frame_mac(&mut features, &strict)?;
+    // A key left out takes its default; the two capped by max_connections take at most it,
+    // so lowering max_connections alone is a valid config.
+    let d = RelayLimits::default();
+    let max_connections = raw.max_connections.unwrap_or(d.max_connections);
+    let limits = RelayLimits {
+        max_connections,
+        max_unauthenticated: raw
+            .max_unauthenticated
+            .unwrap_or(d.max_unauthenticated.min(max_connections)),
+        max_connections_per_address: raw
+            .max_connections_per_address
+            .unwrap_or(d.max_connections_per_address.min(max_connections)),
+        max_peer_agents: raw.max_peer_agents.unwrap_or(d.max_peer_agents),
+        max_peer_directory_bytes: raw
+            .max_peer_directory_bytes
+            .unwrap_or(d.max_peer_directory_bytes),
+    };
+    limits.validate()?;
     let mut peers = Vec::new();
     for p in raw.peers {
         if p.forward && !features.iter().any(|f| f == "bus-forward") {
@@ -346,6 +456,7 @@ fn relay_config(
         features,
         status_path: resolve("relay.status_path", raw.status_path)?,
         forward_window: raw.forward_window,
+        limits,
         peers,
     })
 }
@@ -718,6 +829,87 @@ allow_v0 = true
             "{e}"
         );
         assert!(parse(&RELAY.replace("allow_v0 = true", "allow_v0 = false")).is_ok());
+    }
+
+    #[test]
+    fn relay_limits_are_optional_with_defaults_and_bounded() {
+        let parse = |extra: &str| {
+            let relay = RELAY.replace(
+                "status_path = \"relay-status.json\"",
+                &format!("status_path = \"relay-status.json\"\n{extra}"),
+            );
+            Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"))
+        };
+        let r = parse("").unwrap().relay.unwrap();
+        assert_eq!(r.limits, RelayLimits::default());
+        assert_eq!(
+            (
+                r.limits.max_connections,
+                r.limits.max_unauthenticated,
+                r.limits.max_connections_per_address,
+                r.limits.max_peer_agents,
+                r.limits.max_peer_directory_bytes
+            ),
+            (64, 16, 8, 1024, 131_072)
+        );
+        let set =
+            "max_connections = 10\nmax_unauthenticated = 4\nmax_connections_per_address = 2\n\
+                   max_peer_agents = 4096\nmax_peer_directory_bytes = 1048576";
+        let r = parse(set).unwrap().relay.unwrap();
+        assert_eq!(
+            r.limits,
+            RelayLimits {
+                max_connections: 10,
+                max_unauthenticated: 4,
+                max_connections_per_address: 2,
+                max_peer_agents: 4096,
+                max_peer_directory_bytes: 1 << 20,
+            }
+        );
+        // The example's commented caps are the defaults.
+        let example: String = EXAMPLE
+            .lines()
+            .filter_map(|l| l.strip_prefix("# max_").map(|k| format!("max_{k}\n")))
+            .collect();
+        assert_eq!(example.lines().count(), 5, "{example}");
+        assert_eq!(
+            parse(&example).unwrap().relay.unwrap().limits,
+            RelayLimits::default()
+        );
+        // Lowering max_connections alone lowers the defaults it bounds.
+        let r = parse("max_connections = 4").unwrap().relay.unwrap();
+        assert_eq!(
+            (
+                r.limits.max_unauthenticated,
+                r.limits.max_connections_per_address
+            ),
+            (4, 4)
+        );
+        let refused = [
+            ("max_connections = 0", "relay.max_connections is 0"),
+            ("max_connections = 65537", "from 1 to 65536"),
+            ("max_unauthenticated = 0", "relay.max_unauthenticated is 0"),
+            (
+                "max_unauthenticated = 65",
+                "from 1 to 64 (relay.max_connections)",
+            ),
+            (
+                "max_connections = 4\nmax_connections_per_address = 5",
+                "relay.max_connections_per_address is 5",
+            ),
+            ("max_peer_agents = 4097", "from 1 to 4096"),
+            (
+                "max_peer_directory_bytes = 0",
+                "max_peer_directory_bytes is 0",
+            ),
+            ("max_peer_directory_bytes = 1048577", "from 1 to 1048576"),
+            ("max_peer_agents = -1", "expected usize"),
+            ("max_connexions = 3", "unknown field"),
+        ];
+        for (extra, want) in refused {
+            let e = parse(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
     }
 
     #[test]

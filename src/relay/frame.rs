@@ -302,6 +302,9 @@ pub fn encode_body(msg: &RelayMessage) -> Result<Vec<u8>, RelayError> {
 /// Reads a frame body back into the message `encode_body` was given. A `session_transfer`
 /// comes back holding its chunk raw (`RelayMessage::chunk`): no base64.
 pub fn decode_body(body: &[u8]) -> Result<RelayMessage, RelayError> {
+    crate::relay::json_budget::check(body).map_err(|_| RelayError::TooManyValues {
+        cap: crate::relay::json_budget::MAX_JSON_VALUES,
+    })?;
     let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
     let value = match stream.next() {
         None => return Err(RelayError::BadBody("empty body".into())),

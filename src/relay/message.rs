@@ -50,6 +50,11 @@ pub enum RelayError {
     },
     /// A frame body that is not one message (plus, for `session_transfer`, its raw data).
     BadBody(String),
+    /// More JSON values than `json_budget::MAX_JSON_VALUES`: refused before parsing, so a
+    /// message cannot swell into a tree many times its size.
+    TooManyValues {
+        cap: usize,
+    },
 }
 
 impl std::fmt::Display for RelayError {
@@ -78,6 +83,10 @@ impl std::fmt::Display for RelayError {
                 write!(f, "{msg_type} payload is invalid: {detail}")
             }
             RelayError::BadBody(d) => write!(f, "frame body is invalid: {d}"),
+            RelayError::TooManyValues { cap } => write!(
+                f,
+                "relay message holds more than {cap} JSON values (strings, numbers, arrays, objects); refused unparsed"
+            ),
         }
     }
 }
@@ -565,6 +574,9 @@ impl RelayMessage {
         if std::str::from_utf8(bytes).is_err() {
             return Err(RelayError::NotUtf8);
         }
+        crate::relay::json_budget::check(bytes).map_err(|_| RelayError::TooManyValues {
+            cap: crate::relay::json_budget::MAX_JSON_VALUES,
+        })?;
         let v: Value =
             serde_json::from_slice(bytes).map_err(|e| RelayError::NotJson(e.to_string()))?;
         RelayMessage::from_value(v)

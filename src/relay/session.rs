@@ -15,7 +15,9 @@
 use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
 use crate::relay::frame::{self, decode_body, decode_frame, FrameError};
 use crate::relay::framemac::{self, FrameMac};
-use crate::relay::heartbeat::{v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory};
+use crate::relay::heartbeat::{
+    v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory, DirectoryCaps,
+};
 use crate::relay::message::{
     feature_for, intersect, v0_knows, Ack, Challenge, Feature, Handshake, HandshakeAck,
     HandshakeStatus, IdGen, MsgType, Payload, RelayError, RelayMessage, LINE_CAP_BYTES,
@@ -39,6 +41,11 @@ pub const DEDUPE_IDS: usize = 1000;
 /// Before authentication a line may be at most this long: handshake lines are small, and an
 /// unauthenticated peer should not make us buffer a megabyte.
 pub const HANDSHAKE_LINE_CAP_BYTES: usize = 16 * 1024;
+/// Distinct unknown types remembered per link for log-once (docs/relay-protocol.md,
+/// "Limits"); past it, new unknown types are dropped without a line of their own.
+pub const MAX_UNKNOWN_TYPES: usize = 64;
+/// Bytes of an unknown type's name kept and logged: a peer chooses the name, up to a line long.
+pub const UNKNOWN_TYPE_SHOWN_BYTES: usize = 64;
 
 /// Which end of the TCP connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +202,11 @@ pub struct SessionStats {
     pub duplicates_dropped: u64,
     /// Messages of a known type dropped because their payload did not match the catalogue.
     pub invalid_dropped: u64,
+    /// Messages of an unknown type (all dropped).
+    pub unknown_dropped: u64,
+    /// Heartbeats that came sooner than half an interval after the last one applied: they
+    /// count for liveness, and are otherwise dropped (not applied, not acked).
+    pub beats_over_rate: u64,
 }
 
 /// Why `send` refused a message. Nothing was queued.
@@ -293,7 +305,13 @@ pub struct Session {
     beat_rx: BeatReceiver,
     seen_ids: HashSet<String>,
     seen_order: VecDeque<String>,
+    /// Unknown types already reported on this link (at most `MAX_UNKNOWN_TYPES`, each name cut
+    /// to `UNKNOWN_TYPE_SHOWN_BYTES`).
     unknown_seen: HashSet<String>,
+    /// The most of the peer's directory kept (`set_directory_caps`).
+    directory_caps: DirectoryCaps,
+    /// When the last heartbeat was applied (heartbeats faster than the agreed rate are not).
+    last_beat_applied: Option<Instant>,
     /// Log lines already written once on this link (so a misbehaving peer cannot flood the
     /// service log): keyed by what was wrong.
     logged_once: HashSet<String>,
@@ -364,6 +382,8 @@ impl Session {
             seen_ids: HashSet::new(),
             seen_order: VecDeque::new(),
             unknown_seen: HashSet::new(),
+            directory_caps: DirectoryCaps::default(),
+            last_beat_applied: None,
             logged_once: HashSet::new(),
             stats: SessionStats::default(),
             cfg,
@@ -571,6 +591,11 @@ impl Session {
     /// The hub's directory, carried by every heartbeat from now on.
     pub fn set_directory(&mut self, directory: Directory) {
         self.directory = directory;
+    }
+
+    /// The most of the peer's directory this session keeps (default: `DirectoryCaps::default`).
+    pub fn set_directory_caps(&mut self, caps: DirectoryCaps) {
+        self.directory_caps = caps;
     }
 
     /// Re-anchors the wall clock used for timestamps and ids.
@@ -1224,14 +1249,7 @@ impl Session {
                 Ok(_) => {}
                 Err(e) => self.drop_invalid(&msg.msg_type, &e),
             },
-            MsgType::Unknown(name) => {
-                // seed §6.3: logged once per type per peer, dropped, never fatal, never acked.
-                if self.unknown_seen.insert(name.clone()) {
-                    self.events.push_back(SessionEvent::UnknownType {
-                        msg_type: name.clone(),
-                    });
-                }
-            }
+            MsgType::Unknown(name) => self.on_unknown_type(name),
             t if feature_for(t).is_some_and(|f| !self.features.contains(&f)) => {
                 let f = feature_for(t).expect("checked in the guard");
                 let line = format!(
@@ -1273,6 +1291,42 @@ impl Session {
         self.log_once(format!("invalid:{t}"), line);
     }
 
+    /// seed §6.3: an unknown type is logged once per type per link, dropped, never fatal,
+    /// never acked. The names remembered for that are capped in number and length, so a peer
+    /// inventing a new type per message cannot grow the set or the log.
+    fn on_unknown_type(&mut self, name: &str) {
+        self.stats.unknown_dropped += 1;
+        let mut cut = name.len().min(UNKNOWN_TYPE_SHOWN_BYTES);
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let shown = &name[..cut];
+        if self.unknown_seen.contains(shown) {
+            return;
+        }
+        if self.unknown_seen.len() >= MAX_UNKNOWN_TYPES {
+            let line = format!(
+                "{} sent more than {MAX_UNKNOWN_TYPES} distinct unknown message types; later new ones are dropped without a line (logged once)",
+                self.peer_name()
+            );
+            self.log_once("unknown-types-full".into(), line);
+            return;
+        }
+        self.unknown_seen.insert(shown.to_owned());
+        self.events.push_back(SessionEvent::UnknownType {
+            msg_type: shown.to_owned(),
+        });
+    }
+
+    /// Whether a heartbeat at `now` comes sooner than the agreed rate allows: half an interval
+    /// after the last one applied (a peer on the same interval never does, and one with a
+    /// shorter interval is applied every other half interval).
+    fn beat_too_soon(&self, now: Instant) -> bool {
+        let gap = self.cfg.heartbeat_interval / 2;
+        self.last_beat_applied
+            .is_some_and(|t| now.saturating_duration_since(t) < gap)
+    }
+
     fn log_once(&mut self, key: String, line: String) {
         if self.logged_once.insert(key) {
             self.events.push_back(SessionEvent::Log(line));
@@ -1284,6 +1338,19 @@ impl Session {
         self.liveness_from = Some(now);
         self.stats.last_heartbeat_received = Some(now);
         self.stats.beats_received += 1;
+        if self.beat_too_soon(now) {
+            // Not applied and not acked: under hb-delta the sender's base stays the last beat
+            // we acked, which we still hold, so its next delta applies.
+            self.stats.beats_over_rate += 1;
+            let line = format!(
+                "heartbeats from {} come faster than one per {} ms; the extras are dropped (logged once)",
+                self.peer_name(),
+                (self.cfg.heartbeat_interval / 2).as_millis()
+            );
+            self.log_once("heartbeat-rate".into(), line);
+            return;
+        }
+        self.last_beat_applied = Some(now);
         let beat = if self.proto == 0 {
             // A v0 peer's beat never carries a directory, whatever keys it has.
             Ok(Beat::Bare)
@@ -1295,7 +1362,23 @@ impl Session {
             }
         };
         let resync = match beat {
-            Ok(b) => self.beat_rx.apply(b) == Applied::NeedResync,
+            Ok(b) => match self.beat_rx.apply_within(b, self.directory_caps) {
+                Applied::Applied => false,
+                Applied::NeedResync => true,
+                Applied::OverCap(over) => {
+                    let caps = self.directory_caps;
+                    let line = format!(
+                        "heartbeat from {} describes {} agents in {} bytes, over the caps of {} agents and {} bytes (max_peer_agents, max_peer_directory_bytes); its directory is not applied (logged once)",
+                        self.peer_name(),
+                        over.agents,
+                        over.bytes,
+                        caps.max_agents,
+                        caps.max_bytes
+                    );
+                    self.log_once("directory-cap".into(), line);
+                    true
+                }
+            },
             Err(e) => {
                 let line = format!(
                     "heartbeat from {} carries no usable directory: {e} (logged once)",

@@ -1861,3 +1861,5 @@ fn sessions_can_move_between_threads() {
     assert_send::<Session>();
     assert_send::<SessionEvent>();
 }
+
+mod limits;

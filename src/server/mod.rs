@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod records;
+pub mod relay_gate;
 pub mod relay_io;
 pub mod relay_status;
 pub mod signal;
@@ -188,6 +189,12 @@ impl Server {
             self.hub
                 .enable_forwarding(&cfg.peer_id, forward_peers, cfg.forward_window);
         }
+        // Relay connections and client connections must fit in the descriptors together, or
+        // a flood of relay connections could take the ones local clients need.
+        if let Some(nofile) = relay_gate::nofile_limit() {
+            let dials = cfg.peers.iter().filter(|p| p.address.is_some()).count();
+            relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)?;
+        }
         let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
         self.relay = Some(relay);
@@ -249,6 +256,9 @@ impl Server {
             }
             for id in std::mem::take(&mut self.read_again) {
                 self.read(id, now);
+            }
+            if let Some(relay) = &mut self.relay {
+                relay.read_pending(self.poll.registry(), now.mono);
             }
             if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
                 self.accept_paused_until = None;
@@ -312,7 +322,7 @@ impl Server {
         if self.hub.has_staged() || !self.pending_ops.is_empty() {
             consider(Some(now + COMMIT_RETRY));
         }
-        if !self.read_again.is_empty() {
+        if !self.read_again.is_empty() || self.relay.as_ref().is_some_and(|r| r.wants_read()) {
             return Some(Duration::ZERO);
         }
         next.map(|t| t.saturating_duration_since(now))

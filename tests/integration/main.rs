@@ -13,5 +13,6 @@ mod durable;
 mod limits;
 mod relay;
 mod relay_attack;
+mod relay_limits;
 mod startup;
 mod wire;
