@@ -267,7 +267,13 @@ impl Hub {
                 eof: false,
             },
         );
-        self.set_deadline(conn, Some(now.mono + self.limits.hello_timeout()));
+        self.set_deadline(
+            conn,
+            Some(crate::deadline::after(
+                now.mono,
+                self.limits.hello_timeout(),
+            )),
+        );
         self.outputs
             .push_back(Output::Audit(AuditEvent::Connected { conn }));
         if self.shutting_down {
@@ -827,7 +833,10 @@ impl Hub {
                     c.phase = Phase::Verb;
                     self.seen.entry(h.name.clone()).or_default().0 =
                         Some(now.wall.timestamp_millis());
-                    self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
+                    self.set_deadline(
+                        conn,
+                        Some(crate::deadline::after(now.mono, self.limits.verb_timeout())),
+                    );
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
                             conn,
@@ -1283,7 +1292,10 @@ impl Hub {
         };
         self.outputs.push_back(Output::Deliver { conn, line });
         if ack {
-            self.set_deadline(conn, Some(now.mono + self.limits.ack_timeout()));
+            self.set_deadline(
+                conn,
+                Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
+            );
         } else {
             self.set_deadline(conn, None);
             self.outputs.push_back(Output::Close { conn });
