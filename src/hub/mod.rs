@@ -504,10 +504,17 @@ impl Hub {
         }
         self.expire_forwards(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
-            self.next_purge = Some(now.mono + PURGE_INTERVAL);
-            for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
+            let now_ms = now.wall.timestamp_millis();
+            for (sender, id, seq) in self.ledger.purge(now_ms) {
                 self.store(StoreOp::Forget { seq, sender, id });
             }
+            // A backlog (a restart after a long stop) is forgotten a batch per iteration.
+            let wait = if self.ledger.purge_pending(now_ms) {
+                Duration::ZERO
+            } else {
+                PURGE_INTERVAL
+            };
+            self.next_purge = Some(crate::deadline::after(now.mono, wait));
         }
     }
 

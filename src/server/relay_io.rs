@@ -6,7 +6,7 @@
 //! address a dial leaves from (`dial_source`, `connect_from`) and the status file. Refuses:
 //! parsing relay messages.
 
-use super::relay_status::{write_status, PeerStatus, RelayStatus};
+use super::relay_status::{PeerStatus, RelayStatus, StatusWriter};
 use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory};
 use crate::relay::links::{Direction, Links, Verdict};
@@ -109,6 +109,8 @@ pub struct RelayIo {
     directory: Directory,
     status_dirty: bool,
     next_status_write: Option<Instant>,
+    /// Writes the status file off the loop (`relay_status::StatusWriter`).
+    status_writer: StatusWriter,
     /// Per source address: failed handshakes in the current window (count, window start),
     /// and until when it is refused.
     failures: HashMap<std::net::IpAddr, (u32, Instant, Option<Instant>)>,
@@ -183,6 +185,8 @@ impl RelayIo {
         }
         let random = std::fs::File::open("/dev/urandom")
             .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
+        let status_writer = StatusWriter::spawn(cfg.status_path.clone())
+            .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
         Ok(RelayIo {
             peers_cfg: cfg.peers.clone(),
             registry_links: Links::new(cfg.peer_id.clone()),
@@ -196,6 +200,7 @@ impl RelayIo {
             directory: Directory::default(),
             status_dirty: true,
             next_status_write: Some(now),
+            status_writer,
             logs: Vec::new(),
             inbox: Vec::new(),
             failures: HashMap::new(),
@@ -908,15 +913,10 @@ impl RelayIo {
             listen: self.local_addr().map(|a| a.to_string()),
             peers: self.books.values().map(|b| b.status.clone()).collect(),
         };
-        if let Err(e) = write_status(&self.cfg.status_path, &status) {
-            self.logs.push((
-                "WARN",
-                format!(
-                    "relay: cannot write {}: {e}",
-                    self.cfg.status_path.display()
-                ),
-            ));
+        for e in self.status_writer.take_errors() {
+            self.logs.push(("WARN", format!("relay: {e}")));
         }
+        self.status_writer.submit(status);
         self.status_dirty = false;
     }
 

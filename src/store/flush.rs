@@ -142,8 +142,11 @@ enum Report {
 
 /// The checkpoint policy's state, kept by the loop's handle (module doc). Pure: time is
 /// passed in.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CheckpointPolicy {
+    /// `CHECKPOINT_PAGES` and `HOLD_PAGES` (smaller in tests).
+    ask_pages: u32,
+    hold_pages: u32,
     /// A checkpoint was asked for and has not reported.
     running: bool,
     /// Commits wait for the running checkpoint: the WAL passed `HOLD_PAGES`.
@@ -157,17 +160,38 @@ pub struct CheckpointPolicy {
     pub done: u64,
 }
 
+impl Default for CheckpointPolicy {
+    fn default() -> CheckpointPolicy {
+        CheckpointPolicy::with_pages(CHECKPOINT_PAGES, HOLD_PAGES)
+    }
+}
+
 impl CheckpointPolicy {
+    /// A policy asking at `ask_pages` and holding commits at `hold_pages`.
+    pub fn with_pages(ask_pages: u32, hold_pages: u32) -> CheckpointPolicy {
+        CheckpointPolicy {
+            ask_pages,
+            hold_pages,
+            running: false,
+            hold: false,
+            retry_at: None,
+            failures: 0,
+            unlogged_failures: 0,
+            last_failure_log: None,
+            done: 0,
+        }
+    }
+
     /// A commit left the WAL `frames` long: true if a checkpoint should be asked for now.
     pub fn committed(&mut self, frames: u32, now: Instant) -> bool {
-        if frames >= HOLD_PAGES && self.running {
+        if frames >= self.hold_pages && self.running {
             self.hold = true;
         }
-        if self.running || frames < CHECKPOINT_PAGES || self.retry_at.is_some_and(|t| now < t) {
+        if self.running || frames < self.ask_pages || self.retry_at.is_some_and(|t| now < t) {
             return false;
         }
         self.running = true;
-        self.hold = frames >= HOLD_PAGES;
+        self.hold = frames >= self.hold_pages;
         true
     }
 
@@ -340,6 +364,12 @@ impl Flusher {
     /// Commits must wait for the running checkpoint (module doc).
     pub fn holds_commits(&self) -> bool {
         self.checkpoints.holds_commits()
+    }
+
+    /// Replaces the checkpoint policy's thresholds (tests that drive a real WAL past them
+    /// without writing 128 MiB).
+    pub fn set_checkpoint_pages(&mut self, ask_pages: u32, hold_pages: u32) {
+        self.checkpoints = CheckpointPolicy::with_pages(ask_pages, hold_pages);
     }
 
     /// Checkpoints that succeeded so far.

@@ -7,6 +7,7 @@
 
 mod harness;
 
+mod bounds;
 mod client_cli;
 mod delivery;
 mod durable;
