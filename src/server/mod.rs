@@ -5,6 +5,7 @@
 //! and commit staged sends; apply the core's outputs; flush sockets, tracking the first
 //! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
 
+pub mod audit_chain;
 pub mod conn;
 pub mod records;
 pub mod relay_io;
@@ -285,6 +286,11 @@ impl Server {
             }
         }
         let _ = self.records.flush_audit(std::iter::empty());
+        if let Some(head) = self.records.chain_head() {
+            // A copy of the head outside the audit log: `audit verify --anchor` checks it.
+            self.records
+                .log("INFO", &format!("audit chain head at stop: sha256 {head}"));
+        }
         self.records.log("INFO", "hub stopped");
         self.records.flush_service();
         Ok(())

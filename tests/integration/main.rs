@@ -7,6 +7,7 @@
 
 mod harness;
 
+mod audit_chain;
 mod bounds;
 mod client_cli;
 mod delivery;
