@@ -133,6 +133,10 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
     Option::<String>::deserialize(d).map(Some)
 }
 
+/// A hash that must be among the records: the hash, what it is, where it was found (file
+/// index, line).
+type Anchor = (Hash, String, Option<(usize, u64)>);
+
 /// Checks lines in order, across files (pure; `verify_files` feeds it).
 #[derive(Debug)]
 pub struct Verifier {
@@ -143,7 +147,7 @@ pub struct Verifier {
     summary: Summary,
     /// Hashes that must be among the records, with what they are (for the message), and
     /// where each was found.
-    anchors: Vec<(Hash, String, Option<(usize, u64)>)>,
+    anchors: Vec<Anchor>,
 }
 
 impl Verifier {
@@ -310,7 +314,7 @@ impl Verifier {
                 }
             }
         }
-        for (anchor, what, found) in &self.anchors {
+        for (_, what, found) in &self.anchors {
             if let (Some((f, l)), Some((_, lf, ll))) = (found, last) {
                 if (*f, *l) != (lf, ll) {
                     let note = format!(
@@ -319,7 +323,6 @@ impl Verifier {
                     );
                     self.summary.notes.push(note);
                 }
-                let _ = anchor;
             }
         }
         self.summary.head = last.map(|(h, _, _)| h);

@@ -617,7 +617,7 @@ mod tests {
             ),
             "{notes:?}"
         );
-        let out = audit_chain::verify_files(&[path.clone()], &[])
+        let out = audit_chain::verify_files(std::slice::from_ref(&path), &[])
             .unwrap()
             .unwrap();
         assert!(

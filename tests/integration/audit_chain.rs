@@ -87,7 +87,7 @@ fn the_chain_survives_a_restart_and_verifies_with_its_count_and_head() {
     let logged = log
         .lines()
         .filter_map(|l| l.split("audit chain head at stop: sha256 ").nth(1))
-        .last()
+        .next_back()
         .unwrap();
     assert_eq!(logged, head);
     let kept = std::fs::read_to_string(hub.setup.path("audit.jsonl.head")).unwrap();
