@@ -337,6 +337,9 @@ impl Records {
         &mut self,
         gated: I,
     ) -> Result<(), String> {
+        // Only this call's batch can be taken back: a batch from an earlier call was settled
+        // by its own commit (and an empty call must not leave it undoable).
+        self.last_batch = None;
         let ts = Self::now_ts();
         let keep = self.pending.len();
         for ev in gated {
@@ -538,6 +541,10 @@ mod tests {
         assert_eq!(r.chain_head(), kept);
         *audit.full.borrow_mut() = false;
         r.flush_audit([accepted("d")]).unwrap();
+        // Regression: an attempt that wrote nothing (a commit of purges alone) then failed
+        // must not take back the batch before it, which its own commit had settled.
+        r.flush_audit(std::iter::empty()).unwrap();
+        r.undo_last_batch();
         let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
         let events = assert_chain_holds(&text);
         assert_eq!(

@@ -23,6 +23,10 @@ use std::sync::Arc;
 /// docs/operations.md.
 pub const SCHEMA_VERSION: i64 = 2;
 
+/// How long a commit on the loop's connection waits for a lock the checkpoint connection
+/// holds (`open_with`).
+const LOOP_BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
+
 pub struct Sqlite {
     /// Declared first so it closes before the fields its WAL hook and lock rely on.
     conn: Connection,
@@ -272,6 +276,10 @@ impl Sqlite {
         // pragma replaces the WAL hook, so the hook is installed after it.)
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(locked_err)?;
+        // The checkpoint connection takes SQLite's WAL-index locks for microseconds at a time
+        // (never the write lock: PASSIVE only). A commit that meets one waits it out instead
+        // of failing a send; anything longer is a real fault and fails the commit.
+        conn.busy_timeout(LOOP_BUSY_TIMEOUT).map_err(locked_err)?;
         let wal_frames = Arc::new(AtomicU32::new(0));
         // SAFETY: the handle is `conn`'s; the counter outlives the hook (`on_wal_commit`).
         unsafe {
