@@ -10,6 +10,7 @@
 pub mod flush;
 pub mod rows;
 pub mod sqlite;
+mod sqlite_wal;
 
 #[cfg(test)]
 mod corrupt_tests;
