@@ -4,6 +4,8 @@
 //! Owns parsing and validation of config text into `Config`. Refuses IO except reading the
 //! file in `Config::load`.
 
+pub mod bounds;
+
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -79,41 +81,57 @@ impl Limits {
         }
     }
 
+    /// Every limit is positive and within its upper bound (`bounds`).
     fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&str, u64); 11] = [
-            ("limits.max_line_bytes", self.max_line_bytes as u64),
-            ("limits.max_connections", self.max_connections as u64),
+        use bounds::*;
+        let n = |v: usize| v as u64;
+        check_bytes(
+            "limits.max_line_bytes",
+            n(self.max_line_bytes),
+            MAX_LINE_BYTES,
+        )?;
+        check_count(
+            "limits.max_connections",
+            n(self.max_connections),
+            MAX_CONNECTIONS,
+        )?;
+        for (key, v) in [
             ("limits.hello_timeout_ms", self.hello_timeout_ms),
             ("limits.verb_timeout_ms", self.verb_timeout_ms),
             ("limits.write_timeout_ms", self.write_timeout_ms),
-            (
-                "limits.queue_max_envelopes",
-                self.queue_max_envelopes as u64,
-            ),
-            ("limits.queue_max_bytes", self.queue_max_bytes as u64),
-            ("limits.hub_max_bytes", self.hub_max_bytes as u64),
-            ("limits.ack_timeout_ms", self.ack_timeout_ms),
-            (
-                "limits.idempotency_window_secs",
-                self.idempotency_window_secs,
-            ),
-            (
-                "limits.idempotency_max_ids",
-                self.idempotency_max_ids as u64,
-            ),
-        ];
-        for (key, v) in positive {
-            if v == 0 {
-                return Err(ConfigError::Invalid(format!(
-                    "{key} must be greater than 0"
-                )));
-            }
+        ] {
+            check_duration_ms(key, v, MAX_CLIENT_TIMEOUT_MS)?;
         }
-        if self.max_line_bytes > 64 * 1024 * 1024 {
-            return Err(ConfigError::Invalid(
-                "limits.max_line_bytes must be at most 67108864".into(),
-            ));
-        }
+        check_count(
+            "limits.queue_max_envelopes",
+            n(self.queue_max_envelopes),
+            MAX_QUEUE_ENVELOPES,
+        )?;
+        check_bytes(
+            "limits.queue_max_bytes",
+            n(self.queue_max_bytes),
+            MAX_QUEUE_BYTES,
+        )?;
+        check_bytes(
+            "limits.hub_max_bytes",
+            n(self.hub_max_bytes),
+            MAX_QUEUE_BYTES,
+        )?;
+        check_duration_ms(
+            "limits.ack_timeout_ms",
+            self.ack_timeout_ms,
+            MAX_ACK_TIMEOUT_MS,
+        )?;
+        check_duration_secs(
+            "limits.idempotency_window_secs",
+            self.idempotency_window_secs,
+            MAX_IDEMPOTENCY_WINDOW_SECS,
+        )?;
+        check_count(
+            "limits.idempotency_max_ids",
+            n(self.idempotency_max_ids),
+            MAX_IDEMPOTENCY_IDS,
+        )?;
         Ok(())
     }
 }
@@ -359,16 +377,30 @@ fn relay_config(
             ))
         })?)
     };
-    if raw.heartbeat_interval_ms == 0 || raw.handshake_timeout_ms == 0 {
-        return Err(bad(
-            "relay.heartbeat_interval_ms and relay.handshake_timeout_ms must be greater than 0"
-                .into(),
-        ));
-    }
+    bounds::check_duration_ms(
+        "relay.heartbeat_interval_ms",
+        raw.heartbeat_interval_ms,
+        bounds::MAX_HEARTBEAT_INTERVAL_MS,
+    )?;
+    bounds::check_duration_ms(
+        "relay.handshake_timeout_ms",
+        raw.handshake_timeout_ms,
+        bounds::MAX_HANDSHAKE_TIMEOUT_MS,
+    )?;
     if raw.reconnect_backoff_ms.is_empty() || raw.reconnect_backoff_ms.contains(&0) {
         return Err(bad(
             "relay.reconnect_backoff_ms must list at least one wait, each greater than 0".into(),
         ));
+    }
+    if raw.reconnect_backoff_ms.len() as u64 > bounds::MAX_BACKOFF_STEPS {
+        return Err(bad(format!(
+            "relay.reconnect_backoff_ms lists {} waits, more than its upper bound of {}",
+            raw.reconnect_backoff_ms.len(),
+            bounds::MAX_BACKOFF_STEPS
+        )));
+    }
+    for &wait in &raw.reconnect_backoff_ms {
+        bounds::check_duration_ms("relay.reconnect_backoff_ms", wait, bounds::MAX_BACKOFF_MS)?;
     }
     for f in &raw.features {
         if !RELAY_FEATURES.contains(&f.as_str()) {
@@ -378,9 +410,11 @@ fn relay_config(
             )));
         }
     }
-    if raw.forward_window == 0 {
-        return Err(bad("relay.forward_window must be greater than 0".into()));
-    }
+    bounds::check_count(
+        "relay.forward_window",
+        raw.forward_window as u64,
+        bounds::MAX_FORWARD_WINDOW,
+    )?;
     let mut features = raw.features;
     let strict: Vec<&str> = raw
         .peers
@@ -576,11 +610,13 @@ impl Config {
                         )))
                     }
                 };
-                if max_bytes < 1024 * 1024 {
-                    return Err(ConfigError::Invalid(
-                        "store.max_bytes must be at least 1048576".into(),
-                    ));
-                }
+                bounds::check(
+                    "store.max_bytes",
+                    max_bytes,
+                    bounds::MIN_STORE_BYTES,
+                    bounds::MAX_STORE_BYTES,
+                    bounds::Unit::Bytes,
+                )?;
                 StoreConfig::Sqlite {
                     path: resolve("store.path", path)?,
                     max_bytes,

@@ -10,6 +10,7 @@ pub mod acp;
 pub mod agents;
 pub mod client;
 pub mod config;
+pub mod deadline;
 pub mod deliver;
 pub mod hub;
 pub mod mcp;

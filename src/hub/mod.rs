@@ -267,7 +267,13 @@ impl Hub {
                 eof: false,
             },
         );
-        self.set_deadline(conn, Some(now.mono + self.limits.hello_timeout()));
+        self.set_deadline(
+            conn,
+            Some(crate::deadline::after(
+                now.mono,
+                self.limits.hello_timeout(),
+            )),
+        );
         self.outputs
             .push_back(Output::Audit(AuditEvent::Connected { conn }));
         if self.shutting_down {
@@ -498,10 +504,17 @@ impl Hub {
         }
         self.expire_forwards(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
-            self.next_purge = Some(now.mono + PURGE_INTERVAL);
-            for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
+            let now_ms = now.wall.timestamp_millis();
+            for (sender, id, seq) in self.ledger.purge(now_ms) {
                 self.store(StoreOp::Forget { seq, sender, id });
             }
+            // A backlog (a restart after a long stop) is forgotten a batch per iteration.
+            let wait = if self.ledger.purge_pending(now_ms) {
+                Duration::ZERO
+            } else {
+                PURGE_INTERVAL
+            };
+            self.next_purge = Some(crate::deadline::after(now.mono, wait));
         }
     }
 
@@ -827,7 +840,10 @@ impl Hub {
                     c.phase = Phase::Verb;
                     self.seen.entry(h.name.clone()).or_default().0 =
                         Some(now.wall.timestamp_millis());
-                    self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
+                    self.set_deadline(
+                        conn,
+                        Some(crate::deadline::after(now.mono, self.limits.verb_timeout())),
+                    );
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
                             conn,
@@ -1283,7 +1299,10 @@ impl Hub {
         };
         self.outputs.push_back(Output::Deliver { conn, line });
         if ack {
-            self.set_deadline(conn, Some(now.mono + self.limits.ack_timeout()));
+            self.set_deadline(
+                conn,
+                Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
+            );
         } else {
             self.set_deadline(conn, None);
             self.outputs.push_back(Output::Close { conn });

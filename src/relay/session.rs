@@ -343,7 +343,7 @@ impl Session {
         rand_seed: u64,
         now: Instant,
     ) -> Session {
-        let deadline = now + cfg.handshake_timeout;
+        let deadline = crate::deadline::after(now, cfg.handshake_timeout);
         // Both the acceptor's challenge nonce and the dialer's own nonce are ours: a peer
         // handing either back to any of our sessions is reflecting it.
         cfg.nonces.issue(&nonce_hex(&nonce), deadline, now);
@@ -477,10 +477,10 @@ impl Session {
                 if let Some(due) = self.next_beat_at {
                     if now >= due {
                         self.send_beat(now);
-                        let mut next = due + self.cfg.heartbeat_interval;
+                        let mut next = crate::deadline::after(due, self.cfg.heartbeat_interval);
                         if next <= now {
                             // Late (a stalled loop): do not send a burst to catch up.
-                            next = now + self.cfg.heartbeat_interval;
+                            next = crate::deadline::after(now, self.cfg.heartbeat_interval);
                         }
                         if self.state == SessionState::Established {
                             self.next_beat_at = Some(next);
@@ -686,8 +686,14 @@ impl Session {
     }
 
     fn liveness_deadline(&self) -> Option<Instant> {
-        self.liveness_from
-            .map(|t| t + self.cfg.heartbeat_interval * LIVENESS_INTERVALS)
+        self.liveness_from.map(|t| {
+            crate::deadline::after(
+                t,
+                self.cfg
+                    .heartbeat_interval
+                    .saturating_mul(LIVENESS_INTERVALS),
+            )
+        })
     }
 
     fn make(

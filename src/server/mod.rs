@@ -5,6 +5,7 @@
 //! and commit staged sends; apply the core's outputs; flush sockets, tracking the first
 //! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
 
+pub mod audit_chain;
 pub mod conn;
 pub mod records;
 pub mod relay_gate;
@@ -16,7 +17,7 @@ pub mod startup;
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
-use crate::store::flush::{FlushResult, Flusher, WalFlush};
+use crate::store::flush::{FlushResult, Flusher};
 use crate::store::{Loaded, Store, StoreOp};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
@@ -99,7 +100,8 @@ pub struct Server {
     refusals: Refusals,
     shutting_down: bool,
     store_failing: bool,
-    /// Flushes the store's commits to disk off the loop (`store.sync = "full"`), or None.
+    /// The store's background thread: flushes commits to disk (`store.sync = "full"`) and
+    /// checkpoints the WAL, off the loop; None for the memory store.
     flusher: Option<Flusher>,
     /// The number of the next commit that waits for a flush.
     next_batch: u64,
@@ -116,7 +118,7 @@ impl Server {
         roster: Roster,
         limits: Limits,
         records: Records,
-        store: Box<dyn Store>,
+        mut store: Box<dyn Store>,
         loaded: Loaded,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
@@ -135,13 +137,13 @@ impl Server {
         let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
         hub.restore(loaded, now);
         hub.start_purging(now);
-        let flusher = match store.flush_path() {
-            Some(wal) => {
+        let flusher = match store.take_background() {
+            Some(work) => {
                 let waker = Arc::new(mio::Waker::new(poll.registry(), FLUSHED)?);
                 let wake = Arc::new(move || {
                     let _ = waker.wake();
                 });
-                Some(Flusher::spawn(WalFlush::new(wal), wake)?)
+                Some(Flusher::spawn_background(work, wake)?)
             }
             None => None,
         };
@@ -271,15 +273,17 @@ impl Server {
         }
         // Whatever is staged is committed and flushed, and its replies written, before the
         // process ends; a flush that outlasts the write deadline (a hung disk) is given up on.
-        let give_up = Instant::now() + self.limits.write_timeout();
+        let give_up = crate::deadline::after(Instant::now(), self.limits.write_timeout());
         loop {
             let now = self.now();
             self.settle(now);
             let reports = match &mut self.flusher {
-                Some(f) if f.is_pending() => f.wait_all(give_up),
+                Some(f) if f.is_busy() => f.wait_all(give_up),
                 _ => break,
             };
-            if reports.is_empty() {
+            let stuck = self.flusher.as_ref().is_some_and(Flusher::is_busy);
+            self.apply_flushes(reports, now);
+            if stuck {
                 self.records.log(
                     "ERROR",
                     &format!(
@@ -290,9 +294,13 @@ impl Server {
                 );
                 break;
             }
-            self.apply_flushes(reports, now);
         }
         let _ = self.records.flush_audit(std::iter::empty());
+        if let Some(head) = self.records.chain_head() {
+            // A copy of the head outside the audit log: `audit verify --anchor` checks it.
+            self.records
+                .log("INFO", &format!("audit chain head at stop: sha256 {head}"));
+        }
         self.records.log("INFO", "hub stopped");
         self.records.flush_service();
         Ok(())
@@ -616,7 +624,13 @@ impl Server {
     /// work and commits it once the running flush reports: one commit and one flush for
     /// everything that arrived meanwhile. Only a handoff to a parked await commits at once,
     /// because its reader gets the envelope at the commit (SPEC §12.1).
+    ///
+    /// A checkpoint that must copy the whole WAL holds every commit, handoffs too, until it
+    /// ends (`flush` module doc): that is what keeps the WAL bounded.
     fn commit_can_wait(&self) -> bool {
+        if self.flusher.as_ref().is_some_and(Flusher::holds_commits) {
+            return true;
+        }
         self.flusher.as_ref().is_some_and(Flusher::is_pending)
             && !self.hub.has_staged_handoff()
             && self.hub.flush_failed().is_none()
@@ -653,7 +667,7 @@ impl Server {
         let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
         let mut unflushable = None;
         if replies {
-            if let Some(f) = &mut self.flusher {
+            if let Some(f) = self.flusher.as_mut().filter(|f| f.syncs()) {
                 let batch = self.next_batch;
                 self.next_batch += 1;
                 self.hub.hold_replies_until(batch);
@@ -712,6 +726,9 @@ impl Server {
             self.records.undo_last_batch();
             return Err(format!("the queue store could not be written ({e})"));
         }
+        if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
+            f.wal_committed(frames);
+        }
         self.pending_ops.clear();
         Ok(())
     }
@@ -728,6 +745,11 @@ impl Server {
     }
 
     fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
+        if let Some(f) = &mut self.flusher {
+            for (level, line) in f.take_logs() {
+                self.records.log(level, &line);
+            }
+        }
         for (through, result) in reports {
             if let Err(e) = &result {
                 if self.hub.flush_failed().is_none() {
@@ -779,7 +801,7 @@ impl Server {
                     );
                 }
                 if conn.deadline.is_none() {
-                    let at = now.mono + self.limits.write_timeout();
+                    let at = crate::deadline::after(now.mono, self.limits.write_timeout());
                     self.set_io_deadline(id, Some(at));
                 }
             }
@@ -797,7 +819,7 @@ impl Server {
             if !conn.shut_down {
                 conn.shut_down = true;
                 let _ = conn.stream.shutdown(Shutdown::Write);
-                let at = now.mono + self.limits.hello_timeout();
+                let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
                 self.set_io_deadline(id, Some(at));
             }
             return;
@@ -904,7 +926,10 @@ impl Server {
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        self.shutdown_deadline = Some(now.mono + self.limits.write_timeout());
+        self.shutdown_deadline = Some(crate::deadline::after(
+            now.mono,
+            self.limits.write_timeout(),
+        ));
         if let Some(relay) = &mut self.relay {
             relay.close_all(self.poll.registry(), now.mono);
         }

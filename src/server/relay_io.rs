@@ -12,7 +12,7 @@ use super::relay_gate::{
     dropped_summary, is_fd_exhaustion, throttled, Gate, SharedKeys, PEER_LOG_BURST,
     PEER_LOG_REFILL, STRANGER_LOG_BURST, STRANGER_LOG_REFILL,
 };
-use super::relay_status::{write_status, PeerStatus, RelayStatus};
+use super::relay_status::{PeerStatus, RelayStatus, StatusWriter};
 use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory, DirectoryCaps};
 use crate::relay::links::{Direction, Links, Verdict};
@@ -156,6 +156,8 @@ pub struct RelayIo {
     read_again: BTreeSet<Token>,
     /// The most of a peer's directory a session keeps.
     directory_caps: DirectoryCaps,
+    /// Writes the status file off the loop (`relay_status::StatusWriter`).
+    status_writer: StatusWriter,
     /// Service-log lines waiting for the loop to write them.
     pub logs: Vec<(&'static str, String)>,
     /// Events for the hub core, in order.
@@ -233,6 +235,8 @@ impl RelayIo {
         };
         let random = std::fs::File::open("/dev/urandom")
             .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
+        let status_writer = StatusWriter::spawn(cfg.status_path.clone())
+            .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
         Ok(RelayIo {
             peers_cfg: cfg.peers.clone(),
             registry_links: Links::new(cfg.peer_id.clone()),
@@ -251,6 +255,7 @@ impl RelayIo {
             directory: Directory::default(),
             status_dirty: true,
             next_status_write: Some(now),
+            status_writer,
             logs: Vec::new(),
             inbox: Vec::new(),
             random,
@@ -468,7 +473,7 @@ impl RelayIo {
         let waits = &self.cfg.reconnect_backoff_ms;
         let wait = waits[book.backoff_step.min(waits.len() - 1)];
         book.backoff_step += 1;
-        book.next_dial = Some(now + Duration::from_millis(wait));
+        book.next_dial = Some(crate::deadline::after(now, Duration::from_millis(wait)));
         book.dialling = None;
         book.status.state = "backoff".into();
         self.status_dirty = true;
@@ -1005,15 +1010,10 @@ impl RelayIo {
             listen: self.local_addr().map(|a| a.to_string()),
             peers: self.books.values().map(|b| b.status.clone()).collect(),
         };
-        if let Err(e) = write_status(&self.cfg.status_path, &status) {
-            self.logs.push((
-                "WARN",
-                format!(
-                    "relay: cannot write {}: {e}",
-                    self.cfg.status_path.display()
-                ),
-            ));
+        for e in self.status_writer.take_errors() {
+            self.logs.push(("WARN", format!("relay: {e}")));
         }
+        self.status_writer.submit(status);
         self.status_dirty = false;
     }
 

@@ -7,6 +7,8 @@
 
 mod harness;
 
+mod audit_chain;
+mod bounds;
 mod client_cli;
 mod delivery;
 mod durable;
