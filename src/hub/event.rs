@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
-/// key changes (docs/operations.md, "Audit log format").
+/// key changes (docs/operations.md, "Audit log format"). Version 3: every record carries
+/// `prev`, which the server fills in as it writes (`server::audit_chain`), and adds
+/// `given_up` (SPEC §12.2).
 pub const AUDIT_FORMAT_VERSION: u32 = 3;
 
 /// One instruction from the core, drained through `Hub::poll_output` in order.

@@ -249,7 +249,7 @@ impl Hub {
             .values()
             .flat_map(|l| l.inflight.values().map(|(_, sent)| *sent))
             .min()
-            .map(|sent| sent + f.ack_timeout)
+            .map(|sent| crate::deadline::after(sent, f.ack_timeout))
     }
 
     /// A link whose oldest forward went unacked past the deadline has everything in flight
@@ -263,7 +263,7 @@ impl Hub {
             .filter(|(_, l)| {
                 l.inflight
                     .values()
-                    .any(|(_, sent)| *sent + ack_timeout <= now.mono)
+                    .any(|(_, sent)| crate::deadline::after(*sent, ack_timeout) <= now.mono)
             })
             .map(|(p, _)| p.clone())
             .collect();

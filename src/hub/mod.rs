@@ -287,7 +287,13 @@ impl Hub {
                 held_extra: false,
             },
         );
-        self.set_deadline(conn, Some(now.mono + self.limits.hello_timeout()));
+        self.set_deadline(
+            conn,
+            Some(crate::deadline::after(
+                now.mono,
+                self.limits.hello_timeout(),
+            )),
+        );
         self.outputs
             .push_back(Output::Audit(AuditEvent::Connected { conn }));
         if self.shutting_down {
@@ -538,11 +544,18 @@ impl Hub {
         }
         self.expire_forwards(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
-            self.next_purge = Some(now.mono + PURGE_INTERVAL);
-            for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
+            let now_ms = now.wall.timestamp_millis();
+            for (sender, id, seq) in self.ledger.purge(now_ms) {
                 self.reasons.remove(&seq);
                 self.store(StoreOp::Forget { seq, sender, id });
             }
+            // A backlog (a restart after a long stop) is forgotten a batch per iteration.
+            let wait = if self.ledger.purge_pending(now_ms) {
+                Duration::ZERO
+            } else {
+                PURGE_INTERVAL
+            };
+            self.next_purge = Some(crate::deadline::after(now.mono, wait));
         }
     }
 
@@ -879,7 +892,10 @@ impl Hub {
                     c.phase = Phase::Verb;
                     self.seen.entry(h.name.clone()).or_default().0 =
                         Some(now.wall.timestamp_millis());
-                    self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
+                    self.set_deadline(
+                        conn,
+                        Some(crate::deadline::after(now.mono, self.limits.verb_timeout())),
+                    );
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
                             conn,
@@ -1292,7 +1308,10 @@ impl Hub {
         };
         self.outputs.push_back(Output::Deliver { conn, line });
         if ack {
-            self.set_deadline(conn, Some(now.mono + self.limits.ack_timeout()));
+            self.set_deadline(
+                conn,
+                Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
+            );
             // A line that came while the await was parked is the line after this delivery.
             let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
             if let Some(input) = held {

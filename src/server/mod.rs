@@ -5,9 +5,11 @@
 //! and commit staged sends; apply the core's outputs; flush sockets, tracking the first
 //! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
 
+pub mod audit_chain;
 pub mod conn;
 mod pending;
 pub mod records;
+pub mod relay_gate;
 pub mod relay_io;
 pub mod relay_status;
 pub mod signal;
@@ -16,7 +18,7 @@ pub mod startup;
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
-use crate::store::flush::{FlushResult, Flusher, WalFlush};
+use crate::store::flush::{FlushResult, Flusher};
 use crate::store::{Loaded, Store};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
@@ -99,7 +101,8 @@ pub struct Server {
     refusals: Refusals,
     shutting_down: bool,
     store_failing: bool,
-    /// Flushes the store's commits to disk off the loop (`store.sync = "full"`), or None.
+    /// The store's background thread: flushes commits to disk (`store.sync = "full"`) and
+    /// checkpoints the WAL, off the loop; None for the memory store.
     flusher: Option<Flusher>,
     /// The number of the next commit that waits for a flush.
     next_batch: u64,
@@ -116,7 +119,7 @@ impl Server {
         roster: Roster,
         limits: Limits,
         records: Records,
-        store: Box<dyn Store>,
+        mut store: Box<dyn Store>,
         loaded: Loaded,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
@@ -135,13 +138,13 @@ impl Server {
         let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
         hub.restore(loaded, now);
         hub.start_purging(now);
-        let flusher = match store.flush_path() {
-            Some(wal) => {
+        let flusher = match store.take_background() {
+            Some(work) => {
                 let waker = Arc::new(mio::Waker::new(poll.registry(), FLUSHED)?);
                 let wake = Arc::new(move || {
                     let _ = waker.wake();
                 });
-                Some(Flusher::spawn(WalFlush::new(wal), wake)?)
+                Some(Flusher::spawn_background(work, wake)?)
             }
             None => None,
         };
@@ -188,6 +191,12 @@ impl Server {
         if !forward_peers.is_empty() {
             self.hub
                 .enable_forwarding(&cfg.peer_id, forward_peers, cfg.forward_window);
+        }
+        // Relay connections and client connections must fit in the descriptors together, or
+        // a flood of relay connections could take the ones local clients need.
+        if let Some(nofile) = relay_gate::nofile_limit() {
+            let dials = cfg.peers.iter().filter(|p| p.address.is_some()).count();
+            relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)?;
         }
         let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
@@ -251,6 +260,9 @@ impl Server {
             for id in std::mem::take(&mut self.read_again) {
                 self.read(id, now);
             }
+            if let Some(relay) = &mut self.relay {
+                relay.read_pending(self.poll.registry(), now.mono);
+            }
             if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
                 self.accept_paused_until = None;
                 self.accept(now);
@@ -262,7 +274,7 @@ impl Server {
         }
         // Whatever is staged is committed and flushed, and its replies written, before the
         // process ends; a flush that outlasts the write deadline (a hung disk) is given up on.
-        let give_up = Instant::now() + self.limits.write_timeout();
+        let give_up = crate::deadline::after(Instant::now(), self.limits.write_timeout());
         self.commit_and_flush_all(give_up);
         // The drain deadline passed with connections still open: each is released as a failed
         // write releases it, so a delivery cut short is lost and bounced, one not started goes
@@ -289,6 +301,11 @@ impl Server {
         self.hub.stopped();
         self.drain_outputs();
         let _ = self.records.flush_audit(std::iter::empty());
+        if let Some(head) = self.records.chain_head() {
+            // A copy of the head outside the audit log: `audit verify --anchor` checks it.
+            self.records
+                .log("INFO", &format!("audit chain head at stop: sha256 {head}"));
+        }
         self.records.log("INFO", "hub stopped");
         self.records.flush_service();
         Ok(())
@@ -301,10 +318,12 @@ impl Server {
             let now = self.now();
             self.settle(now);
             let reports = match &mut self.flusher {
-                Some(f) if f.is_pending() => f.wait_all(give_up),
+                Some(f) if f.is_busy() => f.wait_all(give_up),
                 _ => break,
             };
-            if reports.is_empty() {
+            let stuck = self.flusher.as_ref().is_some_and(Flusher::is_busy);
+            self.apply_flushes(reports, now);
+            if stuck {
                 self.records.log(
                     "ERROR",
                     &format!(
@@ -315,7 +334,6 @@ impl Server {
                 );
                 break;
             }
-            self.apply_flushes(reports, now);
         }
     }
 
@@ -343,7 +361,7 @@ impl Server {
         if self.hub.has_staged() || !self.pending_ops.is_empty() {
             consider(Some(now + COMMIT_RETRY));
         }
-        if !self.read_again.is_empty() {
+        if !self.read_again.is_empty() || self.relay.as_ref().is_some_and(|r| r.wants_read()) {
             return Some(Duration::ZERO);
         }
         next.map(|t| t.saturating_duration_since(now))
@@ -651,7 +669,13 @@ impl Server {
     /// work and commits it once the running flush reports: one commit and one flush for
     /// everything that arrived meanwhile. Only a handoff to a parked await commits at once,
     /// because its reader gets the envelope at the commit (SPEC §12.1).
+    ///
+    /// A checkpoint that must copy the whole WAL holds every commit, handoffs too, until it
+    /// ends (`flush` module doc): that is what keeps the WAL bounded.
     fn commit_can_wait(&self) -> bool {
+        if self.flusher.as_ref().is_some_and(Flusher::holds_commits) {
+            return true;
+        }
         self.flusher.as_ref().is_some_and(Flusher::is_pending)
             && !self.hub.has_staged_handoff()
             && self.hub.flush_failed().is_none()
@@ -695,7 +719,7 @@ impl Server {
         let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
         let mut unflushable = None;
         if replies {
-            if let Some(f) = &mut self.flusher {
+            if let Some(f) = self.flusher.as_mut().filter(|f| f.syncs()) {
                 let batch = self.next_batch;
                 self.next_batch += 1;
                 self.hub.hold_replies_until(batch);
@@ -754,6 +778,9 @@ impl Server {
             self.records.undo_last_batch();
             return Err(format!("the queue store could not be written ({e})"));
         }
+        if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
+            f.wal_committed(frames);
+        }
         self.pending_ops.clear();
         Ok(())
     }
@@ -770,6 +797,11 @@ impl Server {
     }
 
     fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
+        if let Some(f) = &mut self.flusher {
+            for (level, line) in f.take_logs() {
+                self.records.log(level, &line);
+            }
+        }
         for (through, result) in reports {
             if let Err(e) = &result {
                 if self.hub.flush_failed().is_none() {
@@ -821,7 +853,7 @@ impl Server {
                     );
                 }
                 if conn.deadline.is_none() {
-                    let at = now.mono + self.limits.write_timeout();
+                    let at = crate::deadline::after(now.mono, self.limits.write_timeout());
                     self.set_io_deadline(id, Some(at));
                 }
             }
@@ -839,18 +871,34 @@ impl Server {
             if !conn.shut_down {
                 conn.shut_down = true;
                 let _ = conn.stream.shutdown(Shutdown::Write);
-                let at = now.mono + self.limits.hello_timeout();
+                let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
                 self.set_io_deadline(id, Some(at));
             }
             return;
         }
-        if conn.answered && !conn.read_eof {
-            // The client closes first (SPEC §4.3); until then a line from it is answered.
-            if !conn.waiting_for_close {
+        if conn.answered && !conn.read_eof && !conn.waiting_for_close {
+            // For `limits.answer_linger_ms` a line the client wrote before it read the reply
+            // still goes to the core and is answered (SPEC §4.3); then the hub ends its side.
+            let linger = self.limits.answer_linger();
+            if !linger.is_zero() {
                 conn.waiting_for_close = true;
-                let at = now.mono + self.limits.hello_timeout();
+                let at = crate::deadline::after(now.mono, linger);
                 self.set_io_deadline(id, Some(at));
+                return;
             }
+        }
+        if conn.answered && !conn.read_eof {
+            // The answer linger is over: end like after an error line (SPEC §4.4), so a
+            // client reading until the hub closes sees the end, and unread input is drained
+            // rather than answered with a reset.
+            conn.answered = false;
+            conn.waiting_for_close = false;
+            conn.discard_input = true;
+            conn.linger = true;
+            conn.shut_down = true;
+            let _ = conn.stream.shutdown(Shutdown::Write);
+            let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
+            self.set_io_deadline(id, Some(at));
             return;
         }
         self.close(id, true, "closed", now);
@@ -866,7 +914,9 @@ impl Server {
                 continue;
             };
             conn.deadline = None;
-            if conn.shut_down || conn.waiting_for_close {
+            if conn.waiting_for_close && !conn.shut_down {
+                self.finish_close(id, now);
+            } else if conn.shut_down || conn.waiting_for_close {
                 self.close(id, true, "closed after linger", now);
             } else {
                 let msg = format!(
@@ -959,7 +1009,10 @@ impl Server {
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        self.shutdown_deadline = Some(now.mono + self.limits.write_timeout());
+        self.shutdown_deadline = Some(crate::deadline::after(
+            now.mono,
+            self.limits.write_timeout(),
+        ));
         if let Some(relay) = &mut self.relay {
             relay.close_all(self.poll.registry(), now.mono);
         }

@@ -1119,8 +1119,8 @@ fn a_resend_whose_first_attempt_was_committed_is_a_duplicate_after_a_crash() {
 #[test]
 fn an_audit_log_torn_by_a_crash_is_cut_back_at_startup() {
     let setup = sqlite_setup();
-    let whole = "{\"v\":3,\"ts\":\"2026-01-01T00:00:00Z\",\"event\":\"connected\",\"conn\":2}\n";
-    let torn = "{\"v\":3,\"ts\":\"2026-01-01T00:00:0";
+    let whole = "{\"v\":2,\"ts\":\"2026-01-01T00:00:00Z\",\"event\":\"connected\",\"conn\":2}\n";
+    let torn = "{\"v\":2,\"ts\":\"2026-01-01T00:00:0";
     write_file(&setup.path("audit.jsonl"), &format!("{whole}{torn}"), 0o600);
     let hub = setup.start();
     let id = hub.send("alpha", "beta", "task", None, "{}");

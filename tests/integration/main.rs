@@ -7,6 +7,8 @@
 
 mod harness;
 
+mod audit_chain;
+mod bounds;
 mod client_cli;
 mod delivery;
 mod durable;
@@ -15,5 +17,7 @@ mod limits;
 mod no_loss;
 mod pipelining;
 mod relay;
+mod relay_attack;
+mod relay_limits;
 mod startup;
 mod wire;

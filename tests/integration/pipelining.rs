@@ -69,7 +69,8 @@ fn crlf_line_ends_are_tolerated() {
 
 #[test]
 fn a_line_after_a_send_gets_the_same_answer_however_it_was_written() {
-    let hub = Hub::start();
+    // A linger no scheduling stall outlasts: the line written after the reply is read.
+    let hub = Hub::with_limits(|l| l.answer_linger_ms = 600_000);
     for (i, split) in SPLITS.into_iter().enumerate() {
         let id = format!("send-{i}");
         let verb = format!(
@@ -103,7 +104,8 @@ fn a_line_after_a_send_gets_the_same_answer_however_it_was_written() {
 
 #[test]
 fn a_line_after_a_parked_await_gets_the_same_answer_however_it_was_written() {
-    let hub = Hub::start();
+    // A linger no scheduling stall outlasts: the line written after the reply is read.
+    let hub = Hub::with_limits(|l| l.answer_linger_ms = 600_000);
     for (i, split) in SPLITS.into_iter().enumerate() {
         let await_line = format!("{AWAIT}\n");
         // `park` writes hello and await in one write and reads ok: the await is parked then.
@@ -133,7 +135,8 @@ fn a_line_after_a_parked_await_gets_the_same_answer_however_it_was_written() {
 
 #[test]
 fn an_ack_written_with_its_await_is_the_ack_however_it_was_written() {
-    let hub = Hub::start();
+    // A linger no scheduling stall outlasts: the line written after the reply is read.
+    let hub = Hub::with_limits(|l| l.answer_linger_ms = 600_000);
     for (i, split) in SPLITS.into_iter().enumerate() {
         let id = format!("acked-{i}");
         let ack = format!(r#"{{"ack":{{"id":"{id}"}}}}"#);
@@ -164,13 +167,39 @@ fn an_ack_written_with_its_await_is_the_ack_however_it_was_written() {
     }
 }
 
-/// The hub closes an answered connection by itself once the linger passes, for a client that
-/// reads its reply and then waits for the close.
+/// The hub ends an answered connection by itself once `answer_linger_ms` passes, for a client
+/// that reads its reply and then reads on until the hub closes (SPEC §4.3); the hello
+/// deadline, far longer here, is not what ends it.
 #[test]
-fn an_answered_connection_is_closed_after_the_linger() {
-    let hub = Hub::with_limits(|l| l.hello_timeout_ms = 300);
+fn an_answered_connection_is_ended_after_the_answer_linger() {
+    let hub = Hub::with_limits(|l| {
+        l.answer_linger_ms = 200;
+        l.hello_timeout_ms = 600_000;
+    });
     let mut s = hub.login("alpha");
     s.write(&format!("{AWAIT_NOW}\n"));
     s.expect_line(TIMEOUT);
     s.expect_hub_close();
+}
+
+/// With no linger the end of the stream follows the reply at once, and a line written after
+/// it is discarded unanswered: it is never executed.
+#[test]
+fn with_no_answer_linger_the_end_follows_the_reply() {
+    let hub = Hub::with_limits(|l| {
+        l.answer_linger_ms = 0;
+        l.hello_timeout_ms = 600_000;
+    });
+    let mut s = hub.raw();
+    s.write(&format!(
+        "{}{}",
+        hello_line("alpha", token_of("alpha")),
+        send_line("nolinger-1", "beta", "task", None, "{}")
+    ));
+    s.expect_line(OK);
+    s.expect_line(r#"{"accepted":{"id":"nolinger-1"}}"#);
+    s.expect_hub_close();
+    s.write(&send_line("nolinger-2", "beta", "task", None, "{}"));
+    s.shutdown_write();
+    assert_eq!(hub.drain("beta"), ["nolinger-1"]);
 }
