@@ -4,6 +4,8 @@
 //! Owns parsing and validation of config text into `Config`. Refuses IO except reading the
 //! file in `Config::load`.
 
+pub mod bounds;
+
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,51 @@ pub struct Limits {
     pub idempotency_window_secs: u64,
     /// Remembered ids at most; past it the oldest settled ones are forgotten early.
     pub idempotency_max_ids: usize,
+    /// How many times one envelope may reach a reader in ack mode and come back without an
+    /// ack; the delivery that reaches it bounces the envelope instead (SPEC §12.2). Optional:
+    /// configs written before it keep loading.
+    #[serde(default = "default_max_deliveries")]
+    pub max_deliveries: u32,
+    /// How many bytes of changes that gate no reply (removals, attempt counts, states,
+    /// forgotten ids) a failing queue store may leave waiting before sends are refused until
+    /// a commit succeeds (SPEC §12.1). Optional, like `max_deliveries`.
+    #[serde(default = "default_store_backlog_max_bytes")]
+    pub store_backlog_max_bytes: usize,
+    /// How long an answered connection stays open for a line the client wrote before it read
+    /// the reply, before the hub ends its side (SPEC §4.3). 0 ends it right after the reply.
+    /// Optional, like `max_deliveries`.
+    #[serde(default = "default_answer_linger_ms")]
+    pub answer_linger_ms: u64,
+}
+
+/// `limits.answer_linger_ms` when the config says nothing: far longer than a client that
+/// pipelines takes between two writes on one machine, short enough that a client reading
+/// until the hub closes is not kept waiting noticeably.
+pub const DEFAULT_ANSWER_LINGER_MS: u64 = 500;
+
+fn default_answer_linger_ms() -> u64 {
+    DEFAULT_ANSWER_LINGER_MS
+}
+
+/// `limits.store_backlog_max_bytes` when the config says nothing (16 MiB, the bound the audit
+/// log's held records have).
+pub const DEFAULT_STORE_BACKLOG_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Its accepted range: a backlog below 64 KiB would refuse sends after a handful of
+/// deliveries; one past 1 GiB is no bound on a hub's memory.
+pub const STORE_BACKLOG_BYTES_RANGE: std::ops::RangeInclusive<usize> = 64 * 1024..=1 << 30;
+
+fn default_store_backlog_max_bytes() -> usize {
+    DEFAULT_STORE_BACKLOG_MAX_BYTES
+}
+
+/// `limits.max_deliveries` when the config says nothing.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 10;
+/// The largest `limits.max_deliveries` accepted: past this a poison envelope would occupy
+/// readers for days at the ack deadline, which is no cap at all.
+pub const MAX_MAX_DELIVERIES: u32 = 10_000;
+
+fn default_max_deliveries() -> u32 {
+    DEFAULT_MAX_DELIVERIES
 }
 
 impl Limits {
@@ -51,6 +98,9 @@ impl Limits {
     }
     pub fn ack_timeout(&self) -> Duration {
         Duration::from_millis(self.ack_timeout_ms)
+    }
+    pub fn answer_linger(&self) -> Duration {
+        Duration::from_millis(self.answer_linger_ms)
     }
 
     /// The `[limits]` table as config text (tests and tools that write configs).
@@ -76,43 +126,82 @@ impl Limits {
             ack_timeout_ms: 30_000,
             idempotency_window_secs: 86_400,
             idempotency_max_ids: 1_000_000,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+            store_backlog_max_bytes: DEFAULT_STORE_BACKLOG_MAX_BYTES,
+            answer_linger_ms: DEFAULT_ANSWER_LINGER_MS,
         }
     }
 
+    /// Every limit is positive and within its upper bound (`bounds`).
     fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&str, u64); 11] = [
-            ("limits.max_line_bytes", self.max_line_bytes as u64),
-            ("limits.max_connections", self.max_connections as u64),
+        use bounds::*;
+        let n = |v: usize| v as u64;
+        check_bytes(
+            "limits.max_line_bytes",
+            n(self.max_line_bytes),
+            MAX_LINE_BYTES,
+        )?;
+        check_count(
+            "limits.max_connections",
+            n(self.max_connections),
+            MAX_CONNECTIONS,
+        )?;
+        for (key, v) in [
             ("limits.hello_timeout_ms", self.hello_timeout_ms),
             ("limits.verb_timeout_ms", self.verb_timeout_ms),
             ("limits.write_timeout_ms", self.write_timeout_ms),
-            (
-                "limits.queue_max_envelopes",
-                self.queue_max_envelopes as u64,
-            ),
-            ("limits.queue_max_bytes", self.queue_max_bytes as u64),
-            ("limits.hub_max_bytes", self.hub_max_bytes as u64),
-            ("limits.ack_timeout_ms", self.ack_timeout_ms),
-            (
-                "limits.idempotency_window_secs",
-                self.idempotency_window_secs,
-            ),
-            (
-                "limits.idempotency_max_ids",
-                self.idempotency_max_ids as u64,
-            ),
-        ];
-        for (key, v) in positive {
-            if v == 0 {
-                return Err(ConfigError::Invalid(format!(
-                    "{key} must be greater than 0"
-                )));
-            }
+        ] {
+            check_duration_ms(key, v, MAX_CLIENT_TIMEOUT_MS)?;
         }
-        if self.max_line_bytes > 64 * 1024 * 1024 {
-            return Err(ConfigError::Invalid(
-                "limits.max_line_bytes must be at most 67108864".into(),
-            ));
+        check_count(
+            "limits.queue_max_envelopes",
+            n(self.queue_max_envelopes),
+            MAX_QUEUE_ENVELOPES,
+        )?;
+        check_bytes(
+            "limits.queue_max_bytes",
+            n(self.queue_max_bytes),
+            MAX_QUEUE_BYTES,
+        )?;
+        check_bytes(
+            "limits.hub_max_bytes",
+            n(self.hub_max_bytes),
+            MAX_QUEUE_BYTES,
+        )?;
+        check_duration_ms(
+            "limits.ack_timeout_ms",
+            self.ack_timeout_ms,
+            MAX_ACK_TIMEOUT_MS,
+        )?;
+        check_duration_secs(
+            "limits.idempotency_window_secs",
+            self.idempotency_window_secs,
+            MAX_IDEMPOTENCY_WINDOW_SECS,
+        )?;
+        check_count(
+            "limits.idempotency_max_ids",
+            n(self.idempotency_max_ids),
+            MAX_IDEMPOTENCY_IDS,
+        )?;
+        // 0 is allowed: the hub ends an answered connection right after its reply.
+        check(
+            "limits.answer_linger_ms",
+            self.answer_linger_ms,
+            0,
+            MAX_CLIENT_TIMEOUT_MS,
+            Unit::Millis,
+        )?;
+        if !(1..=MAX_MAX_DELIVERIES).contains(&self.max_deliveries) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_deliveries must be between 1 and {MAX_MAX_DELIVERIES}"
+            )));
+        }
+        if !STORE_BACKLOG_BYTES_RANGE.contains(&self.store_backlog_max_bytes) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.store_backlog_max_bytes must be between {} and {}",
+                STORE_BACKLOG_BYTES_RANGE.start(),
+                STORE_BACKLOG_BYTES_RANGE.end()
+            )));
         }
         Ok(())
     }
@@ -143,6 +232,16 @@ struct RawRelay {
     status_path: PathBuf,
     #[serde(default = "default_forward_window")]
     forward_window: usize,
+    #[serde(default)]
+    max_connections: Option<usize>,
+    #[serde(default)]
+    max_unauthenticated: Option<usize>,
+    #[serde(default)]
+    max_connections_per_address: Option<usize>,
+    #[serde(default)]
+    max_peer_agents: Option<usize>,
+    #[serde(default)]
+    max_peer_directory_bytes: Option<usize>,
     #[serde(default)]
     peers: Vec<RawPeer>,
 }
@@ -183,7 +282,89 @@ pub struct RelayConfig {
     pub status_path: PathBuf,
     /// `bus_forward` messages sent and not yet acked, per peer (SPEC §15).
     pub forward_window: usize,
+    /// Caps on connections and on what one peer may make this hub hold.
+    pub limits: RelayLimits,
     pub peers: Vec<PeerConfig>,
+}
+
+/// The relay's caps (docs/relay-protocol.md, "Limits"): optional keys of `[relay]`, each with
+/// a default and an upper bound checked at startup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayLimits {
+    /// Accepted relay connections open at once, in any state.
+    pub max_connections: usize,
+    /// Accepted relay connections that have not finished their handshake.
+    pub max_unauthenticated: usize,
+    /// Accepted relay connections open at once from one source IP address.
+    pub max_connections_per_address: usize,
+    /// Agents one peer's heartbeat directory may hold here.
+    pub max_peer_agents: usize,
+    /// Bytes one peer's directory may hold here (names + 8 per agent + the version).
+    pub max_peer_directory_bytes: usize,
+}
+
+/// The most `relay.max_connections` may be.
+pub const MAX_RELAY_CONNECTIONS_BOUND: usize = 65_536;
+/// The most `relay.max_peer_agents` may be: a full or delta heartbeat of that many agents
+/// stays well inside a message's JSON value budget (`relay::json_budget::MAX_JSON_VALUES`).
+pub const MAX_PEER_AGENTS_BOUND: usize = 4096;
+/// The most `relay.max_peer_directory_bytes` may be (a link keeps up to 17 directories: the
+/// current one and the delta history).
+pub const MAX_PEER_DIRECTORY_BYTES_BOUND: usize = 1 << 20;
+
+impl RelayLimits {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let within = |key: &str, v: usize, max: usize, why: &str| {
+            if v == 0 || v > max {
+                return Err(ConfigError::Invalid(format!(
+                    "relay.{key} is {v}; it must be from 1 to {max}{why}"
+                )));
+            }
+            Ok(())
+        };
+        within(
+            "max_connections",
+            self.max_connections,
+            MAX_RELAY_CONNECTIONS_BOUND,
+            "",
+        )?;
+        within(
+            "max_unauthenticated",
+            self.max_unauthenticated,
+            self.max_connections,
+            " (relay.max_connections)",
+        )?;
+        within(
+            "max_connections_per_address",
+            self.max_connections_per_address,
+            self.max_connections,
+            " (relay.max_connections)",
+        )?;
+        within(
+            "max_peer_agents",
+            self.max_peer_agents,
+            MAX_PEER_AGENTS_BOUND,
+            "",
+        )?;
+        within(
+            "max_peer_directory_bytes",
+            self.max_peer_directory_bytes,
+            MAX_PEER_DIRECTORY_BYTES_BOUND,
+            "",
+        )
+    }
+}
+
+impl Default for RelayLimits {
+    fn default() -> RelayLimits {
+        RelayLimits {
+            max_connections: 64,
+            max_unauthenticated: 16,
+            max_connections_per_address: 8,
+            max_peer_agents: crate::relay::heartbeat::DEFAULT_MAX_PEER_AGENTS,
+            max_peer_directory_bytes: crate::relay::heartbeat::DEFAULT_MAX_PEER_DIRECTORY_BYTES,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,14 +382,41 @@ pub struct PeerConfig {
 }
 
 /// The feature names this build knows (relay-protocol.md).
-pub const RELAY_FEATURES: [&str; 6] = [
+pub const RELAY_FEATURES: [&str; 7] = [
     "unknown-ok",
     "mutual-auth",
     "frame-bin",
     "lz4",
     "hb-delta",
     "bus-forward",
+    "frame-mac",
 ];
+
+/// The relay's frame-mac rules (docs/relay-protocol.md §3): `frame-mac` needs `frame-bin` and
+/// `mutual-auth`, and is offered whenever both are (it need not be listed: integrity is on by
+/// default between v1 peers). A peer with `allow_v0 = false` links only with all three, so
+/// `features` must then list `mutual-auth` and `frame-bin`, or that peer could never link.
+fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result<(), ConfigError> {
+    let has = |f: &[String], name: &str| f.iter().any(|x| x == name);
+    let prerequisites = has(features, "mutual-auth") && has(features, "frame-bin");
+    if has(features, "frame-mac") && !prerequisites {
+        return Err(ConfigError::Invalid(
+            "relay.features lists \"frame-mac\", which needs \"frame-bin\" and \"mutual-auth\" too"
+                .into(),
+        ));
+    }
+    if let Some(p) = strict_peers.first() {
+        if !prerequisites {
+            return Err(ConfigError::Invalid(format!(
+                "relay.peers {p:?} has allow_v0 = false, which links only with mutual-auth and frame-mac: relay.features must list \"mutual-auth\" and \"frame-bin\""
+            )));
+        }
+    }
+    if prerequisites && !has(features, "frame-mac") {
+        features.push("frame-mac".into());
+    }
+    Ok(())
+}
 
 /// 1–128 chars of `[A-Za-z0-9_-]`, as v0 peers require of peer ids.
 pub fn valid_peer_id(id: &str) -> bool {
@@ -240,16 +448,30 @@ fn relay_config(
             ))
         })?)
     };
-    if raw.heartbeat_interval_ms == 0 || raw.handshake_timeout_ms == 0 {
-        return Err(bad(
-            "relay.heartbeat_interval_ms and relay.handshake_timeout_ms must be greater than 0"
-                .into(),
-        ));
-    }
+    bounds::check_duration_ms(
+        "relay.heartbeat_interval_ms",
+        raw.heartbeat_interval_ms,
+        bounds::MAX_HEARTBEAT_INTERVAL_MS,
+    )?;
+    bounds::check_duration_ms(
+        "relay.handshake_timeout_ms",
+        raw.handshake_timeout_ms,
+        bounds::MAX_HANDSHAKE_TIMEOUT_MS,
+    )?;
     if raw.reconnect_backoff_ms.is_empty() || raw.reconnect_backoff_ms.contains(&0) {
         return Err(bad(
             "relay.reconnect_backoff_ms must list at least one wait, each greater than 0".into(),
         ));
+    }
+    if raw.reconnect_backoff_ms.len() as u64 > bounds::MAX_BACKOFF_STEPS {
+        return Err(bad(format!(
+            "relay.reconnect_backoff_ms lists {} waits, more than its upper bound of {}",
+            raw.reconnect_backoff_ms.len(),
+            bounds::MAX_BACKOFF_STEPS
+        )));
+    }
+    for &wait in &raw.reconnect_backoff_ms {
+        bounds::check_duration_ms("relay.reconnect_backoff_ms", wait, bounds::MAX_BACKOFF_MS)?;
     }
     for f in &raw.features {
         if !RELAY_FEATURES.contains(&f.as_str()) {
@@ -259,12 +481,40 @@ fn relay_config(
             )));
         }
     }
-    if raw.forward_window == 0 {
-        return Err(bad("relay.forward_window must be greater than 0".into()));
-    }
+    bounds::check_count(
+        "relay.forward_window",
+        raw.forward_window as u64,
+        bounds::MAX_FORWARD_WINDOW,
+    )?;
+    let mut features = raw.features;
+    let strict: Vec<&str> = raw
+        .peers
+        .iter()
+        .filter(|p| !p.allow_v0)
+        .map(|p| p.id.as_str())
+        .collect();
+    settle_frame_mac(&mut features, &strict)?;
+    // A key left out takes its default; the two capped by max_connections take at most it,
+    // so lowering max_connections alone is a valid config.
+    let d = RelayLimits::default();
+    let max_connections = raw.max_connections.unwrap_or(d.max_connections);
+    let limits = RelayLimits {
+        max_connections,
+        max_unauthenticated: raw
+            .max_unauthenticated
+            .unwrap_or(d.max_unauthenticated.min(max_connections)),
+        max_connections_per_address: raw
+            .max_connections_per_address
+            .unwrap_or(d.max_connections_per_address.min(max_connections)),
+        max_peer_agents: raw.max_peer_agents.unwrap_or(d.max_peer_agents),
+        max_peer_directory_bytes: raw
+            .max_peer_directory_bytes
+            .unwrap_or(d.max_peer_directory_bytes),
+    };
+    limits.validate()?;
     let mut peers = Vec::new();
     for p in raw.peers {
-        if p.forward && !raw.features.iter().any(|f| f == "bus-forward") {
+        if p.forward && !features.iter().any(|f| f == "bus-forward") {
             return Err(bad(format!(
                 "relay.peers {:?} sets forward = true, but relay.features does not list \"bus-forward\"",
                 p.id
@@ -308,9 +558,10 @@ fn relay_config(
         heartbeat_interval_ms: raw.heartbeat_interval_ms,
         handshake_timeout_ms: raw.handshake_timeout_ms,
         reconnect_backoff_ms: raw.reconnect_backoff_ms,
-        features: raw.features,
+        features,
         status_path: resolve("relay.status_path", raw.status_path)?,
         forward_window: raw.forward_window,
+        limits,
         peers,
     })
 }
@@ -430,11 +681,13 @@ impl Config {
                         )))
                     }
                 };
-                if max_bytes < 1024 * 1024 {
-                    return Err(ConfigError::Invalid(
-                        "store.max_bytes must be at least 1048576".into(),
-                    ));
-                }
+                bounds::check(
+                    "store.max_bytes",
+                    max_bytes,
+                    bounds::MIN_STORE_BYTES,
+                    bounds::MAX_STORE_BYTES,
+                    bounds::Unit::Bytes,
+                )?;
                 StoreConfig::Sqlite {
                     path: resolve("store.path", path)?,
                     max_bytes,
@@ -651,6 +904,122 @@ allow_v0 = true
     }
 
     #[test]
+    fn frame_mac_is_implied_by_its_prerequisites_and_required_without_v0() {
+        let parse = |relay: &str| Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"));
+        let r = parse(RELAY).unwrap().relay.unwrap();
+        assert_eq!(
+            r.features.last().map(String::as_str),
+            Some("frame-mac"),
+            "{:?}",
+            r.features
+        );
+        let listed = RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"frame-mac\"]");
+        let r = parse(&listed).unwrap().relay.unwrap();
+        assert_eq!(r.features.iter().filter(|f| *f == "frame-mac").count(), 1);
+        let no_bin = RELAY.replace("\"frame-bin\", ", "");
+        let r = parse(&no_bin).unwrap().relay.unwrap();
+        assert!(
+            !r.features.contains(&"frame-mac".to_owned()),
+            "{:?}",
+            r.features
+        );
+        let e = parse(&no_bin.replace("\"hb-delta\"]", "\"hb-delta\", \"frame-mac\"]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs \"frame-bin\" and \"mutual-auth\""), "{e}");
+        let strict = RELAY
+            .replace("allow_v0 = true", "allow_v0 = false")
+            .replace("\"mutual-auth\", ", "");
+        let e = parse(&strict).unwrap_err().to_string();
+        assert!(
+            e.contains("\"mini\" has allow_v0 = false") && e.contains("must list"),
+            "{e}"
+        );
+        assert!(parse(&RELAY.replace("allow_v0 = true", "allow_v0 = false")).is_ok());
+    }
+
+    #[test]
+    fn relay_limits_are_optional_with_defaults_and_bounded() {
+        let parse = |extra: &str| {
+            let relay = RELAY.replace(
+                "status_path = \"relay-status.json\"",
+                &format!("status_path = \"relay-status.json\"\n{extra}"),
+            );
+            Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"))
+        };
+        let r = parse("").unwrap().relay.unwrap();
+        assert_eq!(r.limits, RelayLimits::default());
+        assert_eq!(
+            (
+                r.limits.max_connections,
+                r.limits.max_unauthenticated,
+                r.limits.max_connections_per_address,
+                r.limits.max_peer_agents,
+                r.limits.max_peer_directory_bytes
+            ),
+            (64, 16, 8, 1024, 131_072)
+        );
+        let set =
+            "max_connections = 10\nmax_unauthenticated = 4\nmax_connections_per_address = 2\n\
+                   max_peer_agents = 4096\nmax_peer_directory_bytes = 1048576";
+        let r = parse(set).unwrap().relay.unwrap();
+        assert_eq!(
+            r.limits,
+            RelayLimits {
+                max_connections: 10,
+                max_unauthenticated: 4,
+                max_connections_per_address: 2,
+                max_peer_agents: 4096,
+                max_peer_directory_bytes: 1 << 20,
+            }
+        );
+        // The example's commented caps are the defaults.
+        let example: String = EXAMPLE
+            .lines()
+            .filter_map(|l| l.strip_prefix("# max_").map(|k| format!("max_{k}\n")))
+            .collect();
+        assert_eq!(example.lines().count(), 5, "{example}");
+        assert_eq!(
+            parse(&example).unwrap().relay.unwrap().limits,
+            RelayLimits::default()
+        );
+        // Lowering max_connections alone lowers the defaults it bounds.
+        let r = parse("max_connections = 4").unwrap().relay.unwrap();
+        assert_eq!(
+            (
+                r.limits.max_unauthenticated,
+                r.limits.max_connections_per_address
+            ),
+            (4, 4)
+        );
+        let refused = [
+            ("max_connections = 0", "relay.max_connections is 0"),
+            ("max_connections = 65537", "from 1 to 65536"),
+            ("max_unauthenticated = 0", "relay.max_unauthenticated is 0"),
+            (
+                "max_unauthenticated = 65",
+                "from 1 to 64 (relay.max_connections)",
+            ),
+            (
+                "max_connections = 4\nmax_connections_per_address = 5",
+                "relay.max_connections_per_address is 5",
+            ),
+            ("max_peer_agents = 4097", "from 1 to 4096"),
+            (
+                "max_peer_directory_bytes = 0",
+                "max_peer_directory_bytes is 0",
+            ),
+            ("max_peer_directory_bytes = 1048577", "from 1 to 1048576"),
+            ("max_peer_agents = -1", "expected usize"),
+            ("max_connexions = 3", "unknown field"),
+        ];
+        for (extra, want) in refused {
+            let e = parse(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+    }
+
+    #[test]
     fn absolute_paths_stay() {
         let abs = EXAMPLE.replace(
             "audit_log_path = \"audit.jsonl\"",
@@ -658,5 +1027,63 @@ allow_v0 = true
         );
         let c = Config::parse(&abs, Path::new("/etc/hub")).unwrap();
         assert_eq!(c.audit_log_path, PathBuf::from("/var/log/a.jsonl"));
+    }
+
+    /// `max_deliveries` is optional (older configs load with the default) and bounded.
+    #[test]
+    fn max_deliveries_defaults_and_is_bounded() {
+        let without = EXAMPLE.replace("max_deliveries = 10\n", "");
+        assert_ne!(without, EXAMPLE, "the example config sets it");
+        let c = Config::parse(&without, Path::new("/")).unwrap();
+        assert_eq!(c.limits.max_deliveries, DEFAULT_MAX_DELIVERIES);
+        for (v, ok) in [("1", true), ("10000", true), ("0", false), ("10001", false)] {
+            let text = EXAMPLE.replace("max_deliveries = 10\n", &format!("max_deliveries = {v}\n"));
+            match Config::parse(&text, Path::new("/")) {
+                Ok(c) => assert!(ok, "{v} accepted: {:?}", c.limits.max_deliveries),
+                Err(e) => {
+                    assert!(!ok, "{v} refused: {e}");
+                    assert!(
+                        e.to_string()
+                            .contains("limits.max_deliveries must be between 1 and 10000"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        let negative = EXAMPLE.replace("max_deliveries = 10\n", "max_deliveries = -1\n");
+        assert!(Config::parse(&negative, Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn store_backlog_max_bytes_defaults_and_is_bounded() {
+        let key = "store_backlog_max_bytes = 16777216\n";
+        let without = EXAMPLE.replace(key, "");
+        assert_ne!(without, EXAMPLE, "the example config sets it");
+        let c = Config::parse(&without, Path::new("/")).unwrap();
+        assert_eq!(
+            c.limits.store_backlog_max_bytes,
+            DEFAULT_STORE_BACKLOG_MAX_BYTES
+        );
+        for (v, ok) in [
+            ("65536", true),
+            ("1073741824", true),
+            ("65535", false),
+            ("1073741825", false),
+            ("0", false),
+        ] {
+            let text = EXAMPLE.replace(key, &format!("store_backlog_max_bytes = {v}\n"));
+            match Config::parse(&text, Path::new("/")) {
+                Ok(_) => assert!(ok, "{v} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{v} refused: {e}");
+                    assert!(
+                        e.to_string().contains(
+                            "limits.store_backlog_max_bytes must be between 65536 and 1073741824"
+                        ),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -6,9 +6,11 @@
 //! `deliver` gets mail into agents that are busy in their own loop (stop hooks, plugin drain,
 //! terminal nudge). `mcp` offers the client verbs to agents as an MCP server on stdio.
 
+pub mod acp;
 pub mod agents;
 pub mod client;
 pub mod config;
+pub mod deadline;
 pub mod deliver;
 pub mod hub;
 pub mod mcp;

@@ -410,11 +410,22 @@ enum Action {
     Expect {
         conn: String,
         lines: Vec<String>,
-        closed: bool,
+        then: Then,
     },
     Advance(Duration),
     Fault(Option<String>, Fault),
     Shutdown,
+}
+
+/// What the connection is after an `expect` (protocol/README.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// The hub keeps it open and the exchange goes on.
+    Open,
+    /// The hub sent its final line and waits only for the client's close (SPEC §4.3).
+    Answered,
+    /// The hub closed it.
+    Closed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -482,19 +493,20 @@ impl Step {
             actions.push(Action::Close(conn()?));
         }
         if let Some(lines) = &self.expect {
-            let closed = match self.then.as_deref() {
-                Some("closed") => true,
-                Some("open") => false,
+            let then = match self.then.as_deref() {
+                Some("closed") => Then::Closed,
+                Some("answered") => Then::Answered,
+                Some("open") => Then::Open,
                 other => {
                     return Err(format!(
-                        "expect needs then = \"open\" or \"closed\", got {other:?}"
+                        "expect needs then = \"open\", \"answered\" or \"closed\", got {other:?}"
                     ))
                 }
             };
             actions.push(Action::Expect {
                 conn: conn()?,
                 lines: lines.clone(),
-                closed,
+                then,
             });
         } else if self.then.is_some() {
             return Err("then without expect".into());
@@ -530,6 +542,8 @@ struct SimConn {
     received: Vec<String>,
     /// The hub asked for the connection to be closed.
     closed: bool,
+    /// The hub sent its final line (`Output::Answered`) and waits for the client's close.
+    answered: bool,
     /// The socket took every byte written to it.
     flushed: bool,
     /// A write to the socket failed: the IO layer releases it, whether or not the hub asked
@@ -724,6 +738,11 @@ impl Sim {
                         Some(Fault::AuditWriteFails) => unreachable!("not a connection fault"),
                     }
                 }
+                Output::Answered { conn } => {
+                    let c = self.by_id(conn);
+                    assert!(!c.closed, "the hub answered after closing the connection");
+                    c.answered = true;
+                }
                 Output::Close { conn } => {
                     let c = self.by_id(conn);
                     c.closed = true;
@@ -772,15 +791,19 @@ impl Sim {
             }
             Action::Write(name, bytes) => self.write(&name, &bytes)?,
             Action::Close(name) => {
-                let id = self.conn(&name).id;
-                self.hub.handle_eof(id, self.now);
+                let c = self.conn(&name);
+                let id = c.id;
+                if c.answered && !c.closed {
+                    // Answered: the server releases the socket at the client's close.
+                    c.closed = true;
+                    let flushed = c.flushed;
+                    self.hub.handle_closed(id, flushed, "closed", self.now);
+                } else {
+                    self.hub.handle_eof(id, self.now);
+                }
                 self.pump();
             }
-            Action::Expect {
-                conn,
-                lines,
-                closed,
-            } => {
+            Action::Expect { conn, lines, then } => {
                 let c = self.conn(&conn);
                 let got = std::mem::take(&mut c.received);
                 if got.len() != lines.len() || !got.iter().zip(&lines).all(|(g, p)| matches(p, g)) {
@@ -790,9 +813,15 @@ impl Sim {
                         lines.join("\n      ")
                     ));
                 }
-                if c.closed != closed {
-                    let state = if c.closed { "closed" } else { "open" };
-                    return Err(format!("{conn}: connection is {state}, expected otherwise"));
+                let state = match (c.closed, c.answered) {
+                    (true, _) => Then::Closed,
+                    (false, true) => Then::Answered,
+                    (false, false) => Then::Open,
+                };
+                if state != then {
+                    return Err(format!(
+                        "{conn}: connection is {state:?}, expected {then:?}"
+                    ));
                 }
             }
             Action::Advance(d) => self.advance(d),

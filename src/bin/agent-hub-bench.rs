@@ -3369,9 +3369,12 @@ fn relay_sessions(features: &[Feature], t0: Instant) -> (Session, Session) {
         c.features = features.to_vec();
         c
     };
+    // A link without frame-mac (the kinds measured here) is allowed only with allow_v0 on
+    // (docs/relay-protocol.md §3).
+    let strict = agent_hub::relay::framemac::missing_without_v0(features).is_empty();
     let auth = PeerAuth {
         key: RELAY_KEY,
-        allow_v0: false,
+        allow_v0: !strict,
         forward: false,
     };
     let d = Session::dialer(cfg("hubA"), "hubB", auth.clone(), [0x11; 32], 1, t0);

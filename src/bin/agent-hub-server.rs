@@ -2,7 +2,9 @@
 //! config, roster and tokens into a folder and runs the hub on them.
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
-//! error (stderr and the service log say which stage); 2 usage errors.
+//! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
+//! chain holds, 1 it breaks (the first broken record is named), 2 usage or an unreadable
+//! file (docs/operations.md, "Verifying the audit log").
 
 use agent_hub::server::startup;
 use clap::{Parser, Subcommand};
@@ -30,6 +32,9 @@ enum Command {
     /// Relay helpers: make a peer key, list the running hub's peers.
     #[command(subcommand)]
     Relay(RelayCommand),
+    /// Audit log tools.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Create (or reuse) a demo hub in DIR: config, roster, two agents' tokens; then run it.
     Demo {
         /// Folder for the demo's files; created if missing.
@@ -62,10 +67,29 @@ enum RelayCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the hash chain of audit log files: prints OK with the record count and the head
+    /// hash, or the first record where the chain breaks and why. Exit 0 the chain holds, 1 it
+    /// breaks, 2 usage error or a file that cannot be read.
+    Verify {
+        /// Audit log files, oldest first (a rotated file before the one that followed it).
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// A record hash kept somewhere else (the service log's "audit chain head at stop"
+        /// line, the head an earlier verify printed): that record must be in the files.
+        #[arg(long, value_name = "SHA256")]
+        anchor: Vec<String>,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (config, demo) = match (cli.command, cli.config) {
         (Some(Command::Relay(cmd)), _) => return relay_command(cmd),
+        (Some(Command::Audit(AuditCommand::Verify { paths, anchor })), _) => {
+            return audit_verify(&paths, &anchor)
+        }
         (Some(Command::Demo { dir, port }), _) => match write_demo(&dir, port) {
             Ok(path) => (path, true),
             Err(e) => {
@@ -236,4 +260,48 @@ fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String
         key_file.display(),
     ));
     Ok(())
+}
+
+fn audit_verify(paths: &[PathBuf], anchors: &[String]) -> ExitCode {
+    use agent_hub::server::audit_chain::{hex, parse_hex, verify_files};
+    let mut expected = Vec::new();
+    for a in anchors {
+        match parse_hex(&a.to_ascii_lowercase()) {
+            Some(h) => expected.push((h, format!("--anchor {a}"))),
+            None => {
+                eprintln!("agent-hub-server: audit verify: --anchor {a:?} is not a SHA-256 hex digest (64 hex digits)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match verify_files(paths, &expected) {
+        Err(e) => {
+            eprintln!("agent-hub-server: audit verify: {e}");
+            ExitCode::from(2)
+        }
+        Ok(Err(b)) => {
+            let file = paths
+                .get(b.file)
+                .map_or("?".into(), |p| p.display().to_string());
+            say(format_args!("BROKEN at {file} line {}: {}", b.line, b.why));
+            ExitCode::from(1)
+        }
+        Ok(Ok(s)) => {
+            let files = if paths.len() == 1 { "file" } else { "files" };
+            say(format_args!(
+                "OK: {} records in {} {files} ({} chained, {} from before audit format 3)",
+                s.records,
+                paths.len(),
+                s.chained,
+                s.legacy
+            ));
+            if let Some(h) = s.head {
+                say(format_args!("head sha256 {}", hex(&h)));
+            }
+            for n in &s.notes {
+                say(format_args!("note: {n}"));
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }

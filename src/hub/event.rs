@@ -10,8 +10,10 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
-/// key changes (docs/operations.md, "Audit log format").
-pub const AUDIT_FORMAT_VERSION: u32 = 2;
+/// key changes (docs/operations.md, "Audit log format"). Version 3: every record carries
+/// `prev`, which the server fills in as it writes (`server::audit_chain`), and adds
+/// `given_up` (SPEC §12.2).
+pub const AUDIT_FORMAT_VERSION: u32 = 3;
 
 /// One instruction from the core, drained through `Hub::poll_output` in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +24,12 @@ pub enum Output {
     /// `Hub::handle_delivery_committed`, and must not write it at all to a peer that has
     /// reached EOF or errored (then it closes with `flushed = false`).
     Deliver { conn: ConnId, line: String },
+    /// The connection's final line is buffered and the exchange is over: flush it, then
+    /// release the socket once the client closes its side (or after the linger of SPEC §4.3,
+    /// `limits.hello_timeout_ms`), passing every line the client sends meanwhile to
+    /// `Hub::handle_line` (which answers it with an error and a `Close`). The IO layer then
+    /// calls `Hub::handle_closed`.
+    Answered { conn: ConnId },
     /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
     Close { conn: ConnId },
     /// An audit record that depends on nothing (written with the next batch).
@@ -57,9 +65,11 @@ pub enum AuditEvent {
         conn: ConnId,
         name: String,
     },
+    /// `name` is the asserted name when it is on the roster; None for any other name, which
+    /// may be anything the client sent (a token in the wrong field included, SPEC §6.2).
     AuthFailed {
         conn: ConnId,
-        name: String,
+        name: Option<String>,
     },
     /// An envelope accepted in full, `from` stamped. `conn` is None for the hub's bounces.
     Accepted {
@@ -107,6 +117,16 @@ pub enum AuditEvent {
         id: String,
         to: String,
         reason: String,
+        bounced: bool,
+    },
+    /// An envelope reached its reader `limits.max_deliveries` times without an ack: it is not
+    /// delivered again. `bounced`: its sender was sent a bounce (false for a bounce).
+    GivenUp {
+        conn: ConnId,
+        id: String,
+        to: String,
+        reason: String,
+        attempts: u32,
         bounced: bool,
     },
     /// An envelope from a peer hub's agent, `from` stamped `name@peer`, queued here.
@@ -166,9 +186,11 @@ impl AuditEvent {
             AuditEvent::Authenticated { conn, name } => {
                 write!(out, "\"authenticated\",\"conn\":{conn},\"name\":{}", to_json(name))
             }
-            AuditEvent::AuthFailed { conn, name } => {
-                write!(out, "\"auth_failed\",\"conn\":{conn},\"name\":{}", to_json(name))
-            }
+            AuditEvent::AuthFailed { conn, name } => write!(
+                out,
+                "\"auth_failed\",\"conn\":{conn},\"name\":{}",
+                name.as_deref().map_or_else(|| "null".to_owned(), to_json)
+            ),
             AuditEvent::Accepted { conn, envelope } => {
                 let conn = conn.map_or_else(|| "null".to_owned(), |c| c.to_string());
                 write!(out, "\"accepted\",\"conn\":{conn},\"envelope\":{envelope}")
@@ -202,6 +224,13 @@ impl AuditEvent {
             AuditEvent::Lost { conn, id, to, reason, bounced } => write!(
                 out,
                 "\"lost\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"bounced\":{bounced}",
+                to_json(id),
+                to_json(to),
+                to_json(reason)
+            ),
+            AuditEvent::GivenUp { conn, id, to, reason, attempts, bounced } => write!(
+                out,
+                "\"given_up\",\"conn\":{conn},\"id\":{},\"to\":{},\"reason\":{},\"attempts\":{attempts},\"bounced\":{bounced}",
                 to_json(id),
                 to_json(to),
                 to_json(reason)

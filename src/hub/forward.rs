@@ -129,9 +129,10 @@ impl Hub {
             Some(why) => {
                 let bounced = env.kind != Envelope::BOUNCE_KIND;
                 let state = if bounced { State::Bounced } else { State::Lost };
-                self.set_state(&from, &id, state, false, now);
+                let reason = format!("refused by {peer}: {why}");
+                self.settle_gone(&env, state, &reason, now);
                 if bounced {
-                    self.stage_bounce(&env, &format!("refused by {peer}: {why}"), now);
+                    self.stage_bounce(&env, &reason, None, now);
                 }
             }
         }
@@ -151,8 +152,7 @@ impl Hub {
         };
         if self.flush_failed.is_some() {
             let msg = format!(
-                "envelope {:?} from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted",
-                env.id
+                "an envelope from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted"
             );
             return self.outputs.push_back(Output::Log(msg));
         }
@@ -249,7 +249,7 @@ impl Hub {
             .values()
             .flat_map(|l| l.inflight.values().map(|(_, sent)| *sent))
             .min()
-            .map(|sent| sent + f.ack_timeout)
+            .map(|sent| crate::deadline::after(sent, f.ack_timeout))
     }
 
     /// A link whose oldest forward went unacked past the deadline has everything in flight
@@ -263,7 +263,7 @@ impl Hub {
             .filter(|(_, l)| {
                 l.inflight
                     .values()
-                    .any(|(_, sent)| *sent + ack_timeout <= now.mono)
+                    .any(|(_, sent)| crate::deadline::after(*sent, ack_timeout) <= now.mono)
             })
             .map(|(p, _)| p.clone())
             .collect();
@@ -348,10 +348,16 @@ impl Hub {
                 ),
             ));
         }
-        let mut env = serde_json::from_str::<crate::wire::envelope::RawEnvelope<'_>>(text)
-            .map_err(|e| format!("invalid envelope: {e}"))
-            .and_then(|raw| Envelope::from_raw(raw).map_err(|e| format!("invalid envelope: {e}")))
-            .map_err(|e| (String::new(), e))?;
+        // The texts of `wire::decode`: a refusal never quotes the peer's envelope.
+        let mut env = crate::wire::decode_envelope(text).map_err(|e| match e {
+            crate::wire::WireError::Envelope(e) => {
+                (String::new(), format!("invalid envelope: {e}"))
+            }
+            crate::wire::WireError::Malformed(why) => {
+                (String::new(), format!("invalid envelope: {why}"))
+            }
+            other => (String::new(), format!("invalid envelope: {other}")),
+        })?;
         let id = env.id.clone();
         let refuse = |why: String| Err((id.clone(), why));
         if hop == 0 || hop > MAX_HOPS {

@@ -2,10 +2,28 @@
 //! digest of it, and where it is now. It answers idempotent resends and `status` queries, and
 //! forgets settled ids after the retention window.
 //!
+//! The purge runs on the event loop, so it must not walk the whole ledger (a million ids):
+//! settled records are also kept in an index ordered by settlement time, and a purge takes
+//! from its front only what it forgets, at most `PURGE_BATCH` per call (`purge_pending` tells
+//! the caller to come back soon for the rest).
+//!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Records forgotten by one `purge` at most: bounded work per event-loop iteration even after
+/// a restart that finds a whole window's worth expired. Each one also costs a row delete in
+/// the next store commit.
+pub const PURGE_BATCH: usize = 4096;
+
+/// Sender and id, shared between the map and the settlement index.
+type Key = (Arc<str>, Arc<str>);
+
+fn key(sender: &str, id: &str) -> Key {
+    (Arc::from(sender), Arc::from(id))
+}
 
 /// Where an accepted envelope is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,17 +121,23 @@ pub fn digest(to: &str, kind: &str, correlation_id: Option<&str>, body: &str) ->
 
 #[derive(Debug)]
 pub struct Ledger {
-    records: HashMap<(String, String), Record>,
+    records: HashMap<Key, Record>,
+    /// Every settled record as (settled at, key): the purge's order (module doc).
+    settled: BTreeSet<(i64, Key)>,
     window_ms: i64,
     max_ids: usize,
+    /// Index entries the purges have looked at (tests count work, not time).
+    examined: u64,
 }
 
 impl Ledger {
     pub fn new(window_secs: u64, max_ids: usize) -> Ledger {
         Ledger {
             records: HashMap::new(),
+            settled: BTreeSet::new(),
             window_ms: (window_secs as i64).saturating_mul(1000),
             max_ids,
+            examined: 0,
         }
     }
 
@@ -125,17 +149,41 @@ impl Ledger {
         self.records.is_empty()
     }
 
+    /// Index entries looked at by every purge so far.
+    pub fn examined(&self) -> u64 {
+        self.examined
+    }
+
     pub fn seen(&self, sender: &str, id: &str, digest: &[u8; 32]) -> Seen {
-        match self.records.get(&(sender.to_owned(), id.to_owned())) {
+        match self.records.get(&key(sender, id)) {
             None => Seen::New,
             Some(r) if &r.digest == digest => Seen::Duplicate,
             Some(_) => Seen::Conflict,
         }
     }
 
+    /// Keeps the settlement index in step with a record's change from `before` to `after`.
+    fn reindex(&mut self, k: &Key, before: Option<(i64, bool)>, after: Option<(i64, bool)>) {
+        if let Some((ms, true)) = before {
+            self.settled.remove(&(ms, k.clone()));
+        }
+        if let Some((ms, true)) = after {
+            self.settled.insert((ms, k.clone()));
+        }
+    }
+
+    fn settlement(r: &Record) -> (i64, bool) {
+        (r.state_ms, r.state.settled(r.ack_pending))
+    }
+
     pub fn remember(&mut self, sender: &str, id: &str, record: Record) {
-        self.records
-            .insert((sender.to_owned(), id.to_owned()), record);
+        let k = key(sender, id);
+        let after = Some(Self::settlement(&record));
+        let before = self
+            .records
+            .insert(k.clone(), record)
+            .map(|old| Self::settlement(&old));
+        self.reindex(&k, before, after);
     }
 
     /// Moves a remembered envelope to `state`; its `seq`, or None if it is not remembered.
@@ -147,66 +195,77 @@ impl Ledger {
         ack_pending: bool,
         at_ms: i64,
     ) -> Option<u64> {
-        let r = self.records.get_mut(&(sender.to_owned(), id.to_owned()))?;
+        let (k, r) = self.records.get_key_value(&key(sender, id))?;
+        let (k, before) = (k.clone(), Self::settlement(r));
+        let r = self.records.get_mut(&k)?;
         r.state = state;
         r.ack_pending = ack_pending;
         r.state_ms = at_ms;
-        Some(r.seq)
+        let (seq, after) = (r.seq, Self::settlement(r));
+        self.reindex(&k, Some(before), Some(after));
+        Some(seq)
     }
 
     pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
-        self.records
-            .get(&(sender.to_owned(), id.to_owned()))
-            .map(|r| r.state)
+        self.records.get(&key(sender, id)).map(|r| r.state)
     }
 
     /// Records where a restored envelope sits in acceptance order.
     pub fn set_seq(&mut self, sender: &str, id: &str, seq: u64) {
-        if let Some(r) = self.records.get_mut(&(sender.to_owned(), id.to_owned())) {
+        if let Some(r) = self.records.get_mut(&key(sender, id)) {
             r.seq = seq;
         }
     }
 
     /// The record of `id` that `asker` may see: one it sent, else one addressed to it.
     pub fn lookup(&self, asker: &str, id: &str) -> Option<(&str, &Record)> {
-        if let Some((k, r)) = self
-            .records
-            .get_key_value(&(asker.to_owned(), id.to_owned()))
-        {
-            return Some((k.0.as_str(), r));
+        if let Some((k, r)) = self.records.get_key_value(&key(asker, id)) {
+            return Some((&k.0, r));
         }
         // Linear in the ledger's size; status is an operator-rate query, not a hot path.
         self.records
             .iter()
-            .find(|((_, i), r)| i == id && r.to == asker)
-            .map(|((s, _), r)| (s.as_str(), r))
+            .find(|((_, i), r)| &**i == id && r.to == asker)
+            .map(|((s, _), r)| (&**s, r))
+    }
+
+    /// Whether the front of the settlement index is due: past the window, or the ledger over
+    /// `max_ids`.
+    fn front_due(&self, cutoff: i64) -> bool {
+        match self.settled.first() {
+            Some((ms, _)) => *ms <= cutoff || self.records.len() > self.max_ids,
+            None => false,
+        }
     }
 
     /// Forgets records settled longer than the window ago, then the earliest settled ones while
-    /// over `max_ids`. Returns the keys forgotten with their `seq`, earliest settled first. The window runs from
-    /// settlement (`state_ms`), not acceptance: an envelope that sat queued for longer than the
-    /// window is still remembered for a whole window after it was delivered or acked.
+    /// over `max_ids`, at most `PURGE_BATCH` of them. Returns the keys forgotten with their
+    /// `seq`, earliest settled first. The window runs from settlement (`state_ms`), not
+    /// acceptance: an envelope that sat queued for longer than the window is still remembered
+    /// for a whole window after it was delivered or acked. Looks at the index entries it
+    /// forgets and one more.
     pub fn purge(&mut self, now_ms: i64) -> Vec<(String, String, u64)> {
         let cutoff = now_ms.saturating_sub(self.window_ms);
-        let mut settled: Vec<(i64, (String, String))> = self
-            .records
-            .iter()
-            .filter(|(_, r)| r.state.settled(r.ack_pending))
-            .map(|(k, r)| (r.state_ms, k.clone()))
-            .collect();
-        settled.sort();
-        let over = self.records.len().saturating_sub(self.max_ids);
         let mut gone = Vec::new();
-        for (i, (settled_ms, key)) in settled.into_iter().enumerate() {
-            if settled_ms <= cutoff || i < over {
-                if let Some(r) = self.records.remove(&key) {
-                    gone.push((key.0, key.1, r.seq));
-                }
-            } else {
+        while gone.len() < PURGE_BATCH {
+            self.examined += 1;
+            if !self.front_due(cutoff) {
                 break;
+            }
+            let Some((_, k)) = self.settled.pop_first() else {
+                break;
+            };
+            if let Some(r) = self.records.remove(&k) {
+                gone.push((k.0.to_string(), k.1.to_string(), r.seq));
             }
         }
         gone
+    }
+
+    /// True when a `purge` at `now_ms` would forget something: the last one stopped at its
+    /// batch limit, or more became due.
+    pub fn purge_pending(&self, now_ms: i64) -> bool {
+        self.front_due(now_ms.saturating_sub(self.window_ms))
     }
 }
 
@@ -301,5 +360,74 @@ mod tests {
             [("p", 100), ("q", 101)],
             "each forgotten id comes with its seq, which names it on disk"
         );
+    }
+
+    /// The purge touches what it forgets and one more entry, however large the ledger.
+    #[test]
+    fn a_purge_examines_only_what_it_forgets() {
+        let mut l = Ledger::new(10, 1_000_000);
+        for i in 0..100_000i64 {
+            // Ten settled long ago, the rest recently; a few thousand still queued.
+            let ms = if i < 10 { i } else { 50_000 + i };
+            let state = if i % 20 == 19 {
+                State::Queued
+            } else {
+                State::Acked
+            };
+            l.remember("a", &format!("id{i}"), rec("b", [0; 32], ms, state));
+        }
+        let before = l.examined();
+        let gone = l.purge(20_000);
+        assert_eq!(gone.len(), 10);
+        assert_eq!(
+            l.examined() - before,
+            11,
+            "the ten forgotten and the first kept"
+        );
+        let before = l.examined();
+        assert!(l.purge(20_000).is_empty());
+        assert_eq!(l.examined() - before, 1);
+        assert!(!l.purge_pending(20_000));
+        assert_eq!(l.len(), 100_000 - 10);
+    }
+
+    #[test]
+    fn a_backlog_is_forgotten_in_batches() {
+        let mut l = Ledger::new(10, 1_000_000);
+        let n = PURGE_BATCH * 2 + 5;
+        for i in 0..n {
+            l.remember(
+                "a",
+                &format!("id{i}"),
+                rec("b", [0; 32], i as i64, State::Acked),
+            );
+        }
+        assert!(l.purge_pending(1_000_000));
+        assert_eq!(l.purge(1_000_000).len(), PURGE_BATCH);
+        assert!(
+            l.purge_pending(1_000_000),
+            "the rest waits for the next call"
+        );
+        assert_eq!(l.purge(1_000_000).len(), PURGE_BATCH);
+        assert_eq!(l.purge(1_000_000).len(), 5);
+        assert!(!l.purge_pending(1_000_000) && l.is_empty());
+    }
+
+    /// A record that settles, unsettles (ack pending again) or settles again is found by the
+    /// purge under its latest settlement time only.
+    #[test]
+    fn the_index_follows_every_state_change() {
+        let mut l = Ledger::new(10, 100);
+        l.remember("a", "x", rec("b", [0; 32], 0, State::Queued));
+        assert!(l.purge(1_000_000).is_empty(), "queued: never purged");
+        l.set_state("a", "x", State::Delivered, true, 1_000);
+        assert!(l.purge(1_000_000).is_empty(), "awaiting its ack: kept");
+        l.set_state("a", "x", State::Acked, false, 5_000);
+        assert!(l.purge(14_000).is_empty(), "acked 9 s ago");
+        // Remembered again under the same key (a restore): the old index entry goes.
+        l.remember("a", "x", rec("b", [0; 32], 20_000, State::Acked));
+        assert!(l.purge(29_000).is_empty());
+        assert_eq!(l.purge(30_000).len(), 1);
+        assert!(l.settled.is_empty() && l.is_empty());
     }
 }

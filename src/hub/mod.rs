@@ -9,6 +9,8 @@
 pub mod event;
 pub mod forward;
 pub mod ledger;
+mod pipeline;
+mod redelivery;
 pub mod router;
 
 pub use event::{AuditEvent, Output};
@@ -98,6 +100,10 @@ enum Phase {
     /// The verb's outcome is committed to the store; its final line (`accepted`, `acked`)
     /// waits for the store's flush to disk (SPEC §12.1). `outcome` is for the service log.
     Syncing { outcome: &'static str },
+    /// The final line is queued and `Output::Answered` emitted: the exchange is over, the
+    /// connection stays open until the client closes it, and a line it sends meanwhile gets
+    /// the error of SPEC §4.3.
+    Replied,
     /// The final line is queued and Close emitted; waiting for `handle_closed`.
     Done,
 }
@@ -113,6 +119,13 @@ struct Conn {
     deadline: Option<Instant>,
     /// The peer sent EOF: nothing more will arrive.
     eof: bool,
+    /// Input that arrived while the verb was pending, kept for when the connection can take it
+    /// (SPEC §4.3): the first such line, summarised as the line after an ack-mode delivery,
+    /// when the pending verb is an ack-mode await (it becomes that line if the await delivers).
+    held_ack: Option<pipeline::AckInput>,
+    /// A line arrived while the verb was pending that will be answered as a line after the
+    /// verb's reply.
+    held_extra: bool,
 }
 
 /// A final line, or a peer's forward ack, that waits for the store's flush of the commit
@@ -167,6 +180,9 @@ pub struct Hub {
     flush_failed: Option<String>,
     /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
     forwarding: Option<forward::Forwarding>,
+    /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
+    /// for `status` (`hub::redelivery`); forgotten with its id.
+    reasons: HashMap<u64, String>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -196,6 +212,7 @@ impl Hub {
             unsynced: None,
             flush_failed: None,
             forwarding: None,
+            reasons: HashMap::new(),
         }
     }
 
@@ -213,6 +230,7 @@ impl Hub {
             let Some(state) = State::parse(&rec.state) else {
                 continue;
             };
+            self.restore_reason(&rec);
             self.ledger.remember(
                 &rec.sender,
                 &rec.id,
@@ -265,9 +283,17 @@ impl Hub {
                 opened: now.mono,
                 deadline: None,
                 eof: false,
+                held_ack: None,
+                held_extra: false,
             },
         );
-        self.set_deadline(conn, Some(now.mono + self.limits.hello_timeout()));
+        self.set_deadline(
+            conn,
+            Some(crate::deadline::after(
+                now.mono,
+                self.limits.hello_timeout(),
+            )),
+        );
         self.outputs
             .push_back(Output::Audit(AuditEvent::Connected { conn }));
         if self.shutting_down {
@@ -275,40 +301,54 @@ impl Hub {
         }
     }
 
-    /// One complete line from the peer, without its `\n`.
+    /// One complete line from the peer, without its `\n`. Every line is one line of the
+    /// protocol, a blank one included (SPEC §2.1), and lines are taken in the order they came:
+    /// one that arrives while the verb is pending waits until the verb is answered (SPEC §4.3),
+    /// so how the bytes were split into reads never changes an outcome.
     pub fn handle_line(&mut self, conn: ConnId, line: &[u8], now: Now) {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return; // blank lines carry nothing (SPEC §2.1)
-        }
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
         match c.phase {
             Phase::Hello => self.on_hello_line(conn, line, now),
             Phase::Verb => self.on_verb_line(conn, line, now),
-            Phase::Staged | Phase::Parked { .. } | Phase::Claimed { .. } => {
-                self.cancel_verb(conn, "a second line after the verb: one verb per connection; nothing was queued or consumed", now)
+            Phase::Delivering { ack: true, .. } => {
+                let input = pipeline::AckInput::of_line(line);
+                self.on_ack_input(conn, input, now)
             }
-            Phase::Delivering { ack: true, .. } => self.on_ack_line(conn, line, now),
-            // The reply is out or decided; anything more is discarded while the socket closes.
-            Phase::Delivering { ack: false, .. }
+            Phase::Staged
+            | Phase::Parked { .. }
+            | Phase::Claimed { .. }
             | Phase::AckStaged
-            | Phase::Syncing { .. }
-            | Phase::Done => {}
+            | Phase::Syncing { .. } => self.hold(conn, || pipeline::AckInput::of_line(line)),
+            Phase::Delivering { ack: false, .. } | Phase::Replied => {
+                self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
+            }
+            // An error line is out: input is discarded while the socket closes.
+            Phase::Done => {}
         }
     }
 
-    /// The peer sent a line longer than the cap (or other undecodable input).
+    /// The peer sent a line longer than the cap (or other undecodable input). It takes the
+    /// place of a line, in order, as `handle_line` says.
     pub fn handle_bad_input(&mut self, conn: ConnId, message: &str, now: Now) {
-        if let Some(c) = self.conns.get(&conn) {
-            match c.phase {
-                Phase::Delivering { ack: true, .. } => self.return_unacked(conn, message, now),
-                Phase::Delivering { .. }
-                | Phase::AckStaged
-                | Phase::Syncing { .. }
-                | Phase::Done => {}
-                _ => self.cancel_verb(conn, message, now),
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        match c.phase {
+            Phase::Hello | Phase::Verb => self.fail(conn, message, now),
+            Phase::Delivering { ack: true, .. } => self.return_unacked(conn, message, now),
+            Phase::Staged
+            | Phase::Parked { .. }
+            | Phase::Claimed { .. }
+            | Phase::AckStaged
+            | Phase::Syncing { .. } => {
+                self.hold(conn, || pipeline::AckInput::NotAck(message.to_owned()))
             }
+            Phase::Delivering { ack: false, .. } | Phase::Replied => {
+                self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
+            }
+            Phase::Done => {}
         }
     }
 
@@ -349,10 +389,12 @@ impl Hub {
             Phase::Delivering { ack: true, .. } => {
                 self.return_unacked(conn, "reader closed without acking", now)
             }
+            // Once answered, the IO layer closes on EOF itself (`Output::Answered`).
             Phase::Staged
             | Phase::Delivering { .. }
             | Phase::AckStaged
             | Phase::Syncing { .. }
+            | Phase::Replied
             | Phase::Done => {}
         }
     }
@@ -381,9 +423,13 @@ impl Hub {
                 }
                 self.log_conn(&c, conn, "cancelled", reason, now);
             }
-            Phase::Delivering { env, ack: true, .. } => {
+            Phase::Delivering {
+                env,
+                ack: true,
+                committed,
+            } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, now);
+                self.give_back(conn, env, reason, committed, now);
             }
             Phase::Delivering {
                 env,
@@ -391,7 +437,7 @@ impl Hub {
                 ..
             } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, now);
+                self.give_back(conn, env, reason, false, now);
             }
             Phase::Delivering {
                 env,
@@ -409,7 +455,7 @@ impl Hub {
                 let detail = format!("closed before the store's flush: {reason}");
                 self.log_conn(&c, conn, outcome, &detail, now)
             }
-            Phase::Hello | Phase::Verb | Phase::Claimed { .. } | Phase::Done => {}
+            Phase::Hello | Phase::Verb | Phase::Claimed { .. } | Phase::Replied | Phase::Done => {}
         }
     }
 
@@ -498,10 +544,18 @@ impl Hub {
         }
         self.expire_forwards(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
-            self.next_purge = Some(now.mono + PURGE_INTERVAL);
-            for (sender, id, seq) in self.ledger.purge(now.wall.timestamp_millis()) {
+            let now_ms = now.wall.timestamp_millis();
+            for (sender, id, seq) in self.ledger.purge(now_ms) {
+                self.reasons.remove(&seq);
                 self.store(StoreOp::Forget { seq, sender, id });
             }
+            // A backlog (a restart after a long stop) is forgotten a batch per iteration.
+            let wait = if self.ledger.purge_pending(now_ms) {
+                Duration::ZERO
+            } else {
+                PURGE_INTERVAL
+            };
+            self.next_purge = Some(crate::deadline::after(now.mono, wait));
         }
     }
 
@@ -519,9 +573,19 @@ impl Hub {
                     self.router.unpark(&parked);
                     self.fail(conn, "hub is shutting down; nothing was consumed", now);
                 }
+                // Answered: close once the final line is written, without waiting for the
+                // client's close (a plain delivery's outcome is still decided at the close).
+                Phase::Replied | Phase::Delivering { ack: false, .. } => {
+                    self.outputs.push_back(Output::Close { conn })
+                }
                 _ => {}
             }
         }
+    }
+
+    /// The hub is about to exit: the `shutdown` record, with what is still queued, goes last,
+    /// after every loss, bounce and requeue the shutdown itself caused (SPEC §4.6, §8.1).
+    pub fn stopped(&mut self) {
         let queued = self.router.total_queued();
         self.outputs
             .push_back(Output::Audit(AuditEvent::Shutdown { queued }));
@@ -638,9 +702,9 @@ impl Hub {
                     // Not acked: the peer keeps the envelope and sends it again after its ack
                     // deadline, so nothing is lost while this store cannot take it.
                     let (peer, _) = s.from_peer.clone().expect("checked");
+                    // No id: the service log holds no value a peer sent (SPEC §8.2).
                     let msg = format!(
-                        "envelope {:?} from {peer} not queued: {why}; not acked, so {peer} sends it again",
-                        s.env.id
+                        "an envelope from {peer} not queued: {why}; not acked, so {peer} sends it again"
                     );
                     self.outputs.push_back(Output::Log(msg));
                     self.unstage(s, "", now);
@@ -693,7 +757,8 @@ impl Hub {
                         self.conns.get_mut(&a.conn).expect("live").phase = Phase::Done;
                         self.fail(a.conn, &msg, now);
                     }
-                    self.give_back(a.conn, a.env, &msg, now);
+                    // The reader did ack: this return is the store's doing, not an attempt.
+                    self.give_back(a.conn, a.env, &msg, false, now);
                 }
             }
         }
@@ -827,7 +892,10 @@ impl Hub {
                     c.phase = Phase::Verb;
                     self.seen.entry(h.name.clone()).or_default().0 =
                         Some(now.wall.timestamp_millis());
-                    self.set_deadline(conn, Some(now.mono + self.limits.verb_timeout()));
+                    self.set_deadline(
+                        conn,
+                        Some(crate::deadline::after(now.mono, self.limits.verb_timeout())),
+                    );
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
                             conn,
@@ -835,8 +903,11 @@ impl Hub {
                         }));
                     self.write(conn, &HubLine::Ok);
                 } else {
+                    // A name not on the roster is client text like any other: it may be the
+                    // token itself, sent in the wrong field, so it is not recorded.
+                    let name = self.roster.contains(&h.name).then_some(h.name);
                     self.outputs
-                        .push_back(Output::Audit(AuditEvent::AuthFailed { conn, name: h.name }));
+                        .push_back(Output::Audit(AuditEvent::AuthFailed { conn, name }));
                     self.fail(
                         conn,
                         "authentication failed: unknown name or wrong token",
@@ -920,49 +991,15 @@ impl Hub {
         Presence { agents }
     }
 
-    /// The line after an ack-mode delivery must be the ack for that envelope.
-    fn on_ack_line(&mut self, conn: ConnId, line: &[u8], now: Now) {
-        let Phase::Delivering { env, .. } = &self.conns[&conn].phase else {
-            return;
-        };
-        let expected = env.id.clone();
-        match ClientLine::decode(line) {
-            Ok(ClientLine::Ack(IdRequest { id })) if id == expected => {
-                let c = self.conns.get_mut(&conn).expect("caller checked");
-                let Phase::Delivering { env, .. } =
-                    std::mem::replace(&mut c.phase, Phase::AckStaged)
-                else {
-                    unreachable!("matched above")
-                };
-                self.set_deadline(conn, None);
-                self.staged_acks.push(StagedAck { conn, env });
-            }
-            Ok(ClientLine::Ack(IdRequest { id })) => {
-                let msg = format!("ack for {id:?} does not match the delivered envelope {expected:?}; it will be delivered again");
-                self.return_unacked(conn, &msg, now);
-            }
-            Ok(other) => {
-                let msg = format!(
-                    "expected an ack, got {}; the envelope will be delivered again",
-                    other.tag()
-                );
-                self.return_unacked(conn, &msg, now);
-            }
-            Err(e) => {
-                let msg = format!("{e}; the envelope will be delivered again");
-                self.return_unacked(conn, &msg, now);
-            }
-        }
-    }
-
     /// Ends an ack-mode delivery without an ack: an error line, and the envelope goes back.
-    fn return_unacked(&mut self, conn: ConnId, message: &str, now: Now) {
+    pub(super) fn return_unacked(&mut self, conn: ConnId, message: &str, now: Now) {
         let c = self.conns.get_mut(&conn).expect("caller checked");
-        let Phase::Delivering { env, .. } = std::mem::replace(&mut c.phase, Phase::Done) else {
+        let Phase::Delivering { env, committed, .. } = std::mem::replace(&mut c.phase, Phase::Done)
+        else {
             return;
         };
         self.fail(conn, message, now);
-        self.give_back(conn, env, message, now);
+        self.give_back(conn, env, message, committed, now);
     }
 
     fn on_status(&mut self, conn: ConnId, req: IdRequest, now: Now) {
@@ -998,6 +1035,7 @@ impl Hub {
                     at: chrono::DateTime::from_timestamp_millis(rec.state_ms)
                         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
                     attempts: attempts.filter(|&a| a > 0),
+                    reason: self.reason_of(rec.seq, rec.state),
                     id: req.id,
                 }
             }
@@ -1220,7 +1258,7 @@ impl Hub {
     /// Hands an accepted envelope to the best waiter, else queues it (a returned envelope back
     /// in its acceptance place, ahead of newer ones; a new one at the back). Caps are not
     /// checked here: the envelope is already accepted, and refusing it now would lose it.
-    fn route(&mut self, env: Queued, returned: bool, now: Now) {
+    pub(super) fn route(&mut self, env: Queued, returned: bool, now: Now) {
         if let Some(peer) = self.remote_peer(&env.to) {
             if returned {
                 self.router.requeue(env);
@@ -1245,22 +1283,9 @@ impl Hub {
         }
     }
 
-    /// A delivery that was not consumed goes back to routing, its attempt counted.
-    fn give_back(&mut self, conn: ConnId, mut env: Queued, reason: &str, now: Now) {
-        self.count_return(&mut env, now);
-        self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
-            conn,
-            id: env.id.clone(),
-            to: env.to.clone(),
-            reason: reason.to_owned(),
-            attempts: env.attempts,
-        }));
-        self.route(env, true, now);
-    }
-
     /// An envelope handed out (to a reader or a peer hub) came back unconsumed: one more
     /// attempt, durably, and queued again in the ledger.
-    fn count_return(&mut self, env: &mut Queued, now: Now) {
+    pub(super) fn count_return(&mut self, env: &mut Queued, now: Now) {
         env.attempts = env.attempts.saturating_add(1);
         self.store(StoreOp::Attempts {
             seq: env.seq,
@@ -1283,10 +1308,17 @@ impl Hub {
         };
         self.outputs.push_back(Output::Deliver { conn, line });
         if ack {
-            self.set_deadline(conn, Some(now.mono + self.limits.ack_timeout()));
+            self.set_deadline(
+                conn,
+                Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
+            );
+            // A line that came while the await was parked is the line after this delivery.
+            let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
+            if let Some(input) = held {
+                self.on_ack_input(conn, input, now);
+            }
         } else {
-            self.set_deadline(conn, None);
-            self.outputs.push_back(Output::Close { conn });
+            self.end_exchange(conn, now);
         }
     }
 
@@ -1305,7 +1337,7 @@ impl Hub {
         }
     }
 
-    fn store(&mut self, op: StoreOp) {
+    pub(super) fn store(&mut self, op: StoreOp) {
         if self.durable {
             self.outputs.push_back(Output::Store(op));
         }
@@ -1315,7 +1347,7 @@ impl Hub {
     fn lose(&mut self, conn: ConnId, env: Queued, reason: &str, now: Now) {
         let bounced = env.kind != Envelope::BOUNCE_KIND;
         let state = if bounced { State::Bounced } else { State::Lost };
-        self.set_state(&env.from, &env.id, state, false, now);
+        self.settle_gone(&env, state, reason, now);
         self.outputs.push_back(Output::Audit(AuditEvent::Lost {
             conn,
             id: env.id.clone(),
@@ -1326,14 +1358,22 @@ impl Hub {
         if !bounced {
             return; // a lost bounce is not bounced again
         }
-        self.stage_bounce(&env, reason, now);
+        self.stage_bounce(&env, reason, None, now);
     }
 
     /// Stages the hub's notice to `env`'s sender that `env` is gone (SPEC §5.3): kind
-    /// `bounce`, `from` hub, `correlationId` the lost envelope's id. It waives the caps.
-    fn stage_bounce(&mut self, env: &Queued, reason: &str, now: Now) {
+    /// `bounce`, `from` hub, `correlationId` the lost envelope's id. It waives the caps. A
+    /// bounce for an envelope given up after its deliveries (SPEC §12.2) also says how many.
+    pub(super) fn stage_bounce(
+        &mut self,
+        env: &Queued,
+        reason: &str,
+        attempts: Option<u32>,
+        now: Now,
+    ) {
+        let attempts = attempts.map_or_else(String::new, |n| format!(",\"attempts\":{n}"));
         let body = format!(
-            "{{\"id\":{},\"to\":{},\"reason\":{}}}",
+            "{{\"id\":{},\"to\":{},\"reason\":{}{attempts}}}",
             crate::wire::to_json(&env.id),
             crate::wire::to_json(&env.to),
             crate::wire::to_json(reason)
@@ -1394,15 +1434,15 @@ impl Hub {
         });
     }
 
-    /// Sends the connection's final line and closes it.
+    /// Sends the connection's final line; the exchange is over (`end_exchange`).
     fn reply(&mut self, conn: ConnId, line: &HubLine, outcome: &str, now: Now) {
         self.write(conn, line);
         self.log(conn, outcome, "", now);
-        self.finish(conn);
+        self.end_exchange(conn, now);
     }
 
     /// Sends an error line (always the last line) and closes.
-    fn fail(&mut self, conn: ConnId, message: &str, now: Now) {
+    pub(super) fn fail(&mut self, conn: ConnId, message: &str, now: Now) {
         self.write(
             conn,
             &HubLine::Error {
@@ -1413,30 +1453,7 @@ impl Hub {
         self.finish(conn);
     }
 
-    /// Undoes whatever the verb set in motion, then fails the connection with `message`.
-    fn cancel_verb(&mut self, conn: ConnId, message: &str, now: Now) {
-        let phase = std::mem::replace(
-            &mut self.conns.get_mut(&conn).expect("caller checked").phase,
-            Phase::Done,
-        );
-        match phase {
-            Phase::Staged => {
-                if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
-                    let s = self.staged.remove(pos);
-                    self.unstage(s, message, now);
-                }
-            }
-            Phase::Parked { parked, .. } => {
-                self.router.unpark(&parked);
-            }
-            // Leaving the phase as Done makes `accept` route the envelope elsewhere.
-            Phase::Claimed { .. } => {}
-            other => self.conns.get_mut(&conn).expect("caller checked").phase = other,
-        }
-        self.fail(conn, message, now);
-    }
-
-    fn finish(&mut self, conn: ConnId) {
+    pub(super) fn finish(&mut self, conn: ConnId) {
         self.set_deadline(conn, None);
         if let Some(c) = self.conns.get_mut(&conn) {
             // A claimed waiter becomes Done too: once closed it must take no more input, and
@@ -1448,7 +1465,7 @@ impl Hub {
         self.outputs.push_back(Output::Close { conn });
     }
 
-    fn set_deadline(&mut self, conn: ConnId, deadline: Option<Instant>) {
+    pub(super) fn set_deadline(&mut self, conn: ConnId, deadline: Option<Instant>) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -1482,9 +1499,22 @@ pub fn flush_failed_refusal(why: &str) -> String {
     )
 }
 
+/// Why a send is refused while the queue store's backlog of changes is past
+/// `limits.store_backlog_max_bytes` (SPEC §12.1); the error line reads
+/// `envelope not accepted: <this>`.
+pub fn store_backlog_refusal(backlog_bytes: usize, max_bytes: usize) -> String {
+    format!(
+        "the queue store has been failing and {backlog_bytes} bytes of changes wait for it, past limits.store_backlog_max_bytes ({max_bytes}); sends are refused until a commit succeeds"
+    )
+}
+
+/// A connection's service-log line. Its detail is an error or close reason with every quoted
+/// span left out (`pipeline::redact_quoted`): the ids and names some error texts quote come
+/// from clients and peers, and the service log holds none of their values (SPEC §8.2).
 fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -> String {
     let elapsed_us = now.mono.saturating_duration_since(c.opened).as_micros();
     let name = c.name.as_deref().unwrap_or("-");
+    let detail = pipeline::redact_quoted(detail);
     if detail.is_empty() {
         format!(
             "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us}",

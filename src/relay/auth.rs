@@ -82,6 +82,11 @@ fn decode_hex32(text: &str) -> Result<[u8; KEY_BYTES], KeyError> {
     Ok(out)
 }
 
+/// A received proof's 32 bytes (64 hex digits of either case); None for anything else.
+pub fn decode_proof(text: &str) -> Option<[u8; KEY_BYTES]> {
+    decode_hex32(text).ok()
+}
+
 /// Lowercase hex of any bytes.
 pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

@@ -122,13 +122,21 @@ pub fn decode_frame(buf: &[u8]) -> Result<Option<(Frame, usize)>, FrameError> {
     if buf.len() < total {
         return Ok(None);
     }
-    let body = &buf[HEADER_BYTES..total];
+    Ok(Some((
+        open_payload(flags, &buf[HEADER_BYTES..total])?,
+        total,
+    )))
+}
+
+/// A frame from its flags and the bytes after them (decompressed if flagged). `framemac`
+/// calls this once a frame's tag has checked, so only authenticated bytes reach LZ4.
+pub fn open_payload(flags: u8, payload: &[u8]) -> Result<Frame, FrameError> {
     let body = if flags & FLAG_LZ4 != 0 {
-        decompress(body)?
+        decompress(payload)?
     } else {
-        body.to_vec()
+        payload.to_vec()
     };
-    Ok(Some((Frame { flags, body }, total)))
+    Ok(Frame { flags, body })
 }
 
 fn decompress(block: &[u8]) -> Result<Vec<u8>, FrameError> {
@@ -294,6 +302,9 @@ pub fn encode_body(msg: &RelayMessage) -> Result<Vec<u8>, RelayError> {
 /// Reads a frame body back into the message `encode_body` was given. A `session_transfer`
 /// comes back holding its chunk raw (`RelayMessage::chunk`): no base64.
 pub fn decode_body(body: &[u8]) -> Result<RelayMessage, RelayError> {
+    crate::relay::json_budget::check(body).map_err(|_| RelayError::TooManyValues {
+        cap: crate::relay::json_budget::MAX_JSON_VALUES,
+    })?;
     let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Value>();
     let value = match stream.next() {
         None => return Err(RelayError::BadBody("empty body".into())),

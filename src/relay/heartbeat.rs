@@ -7,7 +7,11 @@
 //! relative to the beat `base`, the last one the receiver acknowledged. The receiver acks
 //! every beat with `ack {ack_id}` (adding `resync: true` when it could not apply it); a full
 //! beat goes every 10th beat (seq 1, 11, 21, …), whenever no beat is acknowledged yet, and
-//! after a resync request. Refuses: timers and IO (`session` decides when a beat is due).
+//! after a resync request. A peer's directory is kept only while it fits `DirectoryCaps`
+//! (`[relay] max_peer_agents`, `max_peer_directory_bytes`): a beat that would pass a cap is not
+//! applied (`Applied::OverCap`), so a peer cannot make this hub hold an unbounded directory,
+//! nor sixteen of them in the delta history. Refuses: timers and IO (`session` decides when a
+//! beat is due).
 
 use crate::relay::message::{AgentUpsert, Heartbeat};
 use serde::{Deserialize, Serialize};
@@ -19,6 +23,29 @@ pub const FULL_EVERY_BEATS: u64 = 10;
 /// Beats remembered on each side: unacknowledged beats (sender) and applied states that a
 /// delta may name as its base (receiver). A base older than this forces a resync.
 pub const HISTORY_BEATS: usize = 16;
+
+/// Agents a peer's directory may hold when the config says nothing.
+pub const DEFAULT_MAX_PEER_AGENTS: usize = 1024;
+/// Bytes a peer's directory may hold when the config says nothing (`Directory::size_bytes`).
+pub const DEFAULT_MAX_PEER_DIRECTORY_BYTES: usize = 128 * 1024;
+/// What one agent costs in `Directory::size_bytes` beside its name: its two counts.
+pub const AGENT_ENTRY_BYTES: usize = 8;
+
+/// The most a peer's directory may hold here. A beat that would pass either cap is not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectoryCaps {
+    pub max_agents: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for DirectoryCaps {
+    fn default() -> DirectoryCaps {
+        DirectoryCaps {
+            max_agents: DEFAULT_MAX_PEER_AGENTS,
+            max_bytes: DEFAULT_MAX_PEER_DIRECTORY_BYTES,
+        }
+    }
+}
 
 /// One agent's counts in a hub's directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -35,6 +62,23 @@ pub struct Directory {
 }
 
 impl Directory {
+    /// The directory's size as its caps count it: the version's bytes, and per agent its
+    /// name's bytes plus `AGENT_ENTRY_BYTES`.
+    pub fn size_bytes(&self) -> usize {
+        self.agents.keys().fold(self.version.len(), |n, name| {
+            n.saturating_add(name.len() + AGENT_ENTRY_BYTES)
+        })
+    }
+
+    /// Whether the directory fits `caps`; Err names what it holds.
+    pub fn fits(&self, caps: DirectoryCaps) -> Result<(), OverCap> {
+        let (agents, bytes) = (self.agents.len(), self.size_bytes());
+        if agents > caps.max_agents || bytes > caps.max_bytes {
+            return Err(OverCap { agents, bytes });
+        }
+        Ok(())
+    }
+
     /// What turns `base` into `self`: entries added or changed, names removed, and the new
     /// version if it changed.
     pub fn diff_from(&self, base: &Directory) -> (Option<String>, Vec<AgentUpsert>, Vec<String>) {
@@ -271,6 +315,13 @@ impl BeatSender {
     }
 }
 
+/// What a directory that passed a cap holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverCap {
+    pub agents: usize,
+    pub bytes: usize,
+}
+
 /// What applying a beat did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -278,6 +329,9 @@ pub enum Applied {
     Applied,
     /// A delta against a base we no longer (or never) had: ask for a full beat.
     NeedResync,
+    /// The directory the beat describes passes a cap: not applied, the last one that fit is
+    /// kept. Answered like a resync (a delta against it could not be applied either).
+    OverCap(OverCap),
 }
 
 /// The receiving side: the peer's directory as of its last applied beat, and the recent
@@ -313,13 +367,22 @@ impl BeatReceiver {
         self.history.push_back((seq, d.clone()));
     }
 
+    /// Applies a beat within the default caps.
     pub fn apply(&mut self, beat: Beat) -> Applied {
+        self.apply_within(beat, DirectoryCaps::default())
+    }
+
+    /// Applies a beat unless the directory it describes passes `caps`.
+    pub fn apply_within(&mut self, beat: Beat, caps: DirectoryCaps) -> Applied {
         match beat {
             Beat::Bare => {
                 self.current.agents.clear();
                 Applied::Applied
             }
             Beat::Full { seq, directory } => {
+                if let Err(over) = directory.fits(caps) {
+                    return Applied::OverCap(over);
+                }
                 if let (Some(s), true) = (seq, self.delta) {
                     self.remember(s, &directory);
                 }
@@ -342,6 +405,9 @@ impl BeatReceiver {
                 };
                 let mut d = base_dir.clone();
                 d.apply(version.as_deref(), &upsert, &remove);
+                if let Err(over) = d.fits(caps) {
+                    return Applied::OverCap(over);
+                }
                 self.remember(seq, &d);
                 self.current = d;
                 Applied::Applied
@@ -523,6 +589,99 @@ mod tests {
         );
         assert_eq!(rx.apply(Beat::Bare), Applied::Applied);
         assert_eq!(rx.current(), &dir("0.64.0", &[]));
+    }
+
+    #[test]
+    fn a_directory_over_a_cap_is_never_applied_and_the_last_that_fit_stays() {
+        let caps = DirectoryCaps {
+            max_agents: 3,
+            max_bytes: 40,
+        };
+        let mut rx = BeatReceiver::new(true, "");
+        let fits = dir("1", &[("a", 0, 0), ("b", 0, 0), ("c", 0, 0)]);
+        assert_eq!(fits.size_bytes(), 1 + 3 * (1 + AGENT_ENTRY_BYTES));
+        let full = |seq, d: &Directory| Beat::Full {
+            seq: Some(seq),
+            directory: d.clone(),
+        };
+        assert_eq!(rx.apply_within(full(1, &fits), caps), Applied::Applied);
+        // One agent too many, in a full beat: refused, the directory unchanged.
+        let four = dir("1", &[("a", 0, 0), ("b", 0, 0), ("c", 0, 0), ("d", 0, 0)]);
+        assert_eq!(
+            rx.apply_within(full(2, &four), caps),
+            Applied::OverCap(OverCap {
+                agents: 4,
+                bytes: 37
+            })
+        );
+        assert_eq!(rx.current(), &fits);
+        // Too many bytes in one long name.
+        let long = dir("1", &[(&"x".repeat(32), 0, 0)]);
+        assert!(matches!(
+            rx.apply_within(full(3, &long), caps),
+            Applied::OverCap(OverCap {
+                agents: 1,
+                bytes: 41
+            })
+        ));
+        // A delta that would add a fourth agent to beat 1: refused, and not remembered, so a
+        // later delta against it needs a resync.
+        let grow = Beat::Delta {
+            seq: 4,
+            base: 1,
+            version: None,
+            upsert: vec![AgentUpsert {
+                name: "d".into(),
+                parked: 0,
+                queued: 0,
+            }],
+            remove: vec![],
+        };
+        assert!(matches!(
+            rx.apply_within(grow, caps),
+            Applied::OverCap(OverCap { agents: 4, .. })
+        ));
+        assert_eq!(rx.current(), &fits);
+        let on_refused = Beat::Delta {
+            seq: 5,
+            base: 4,
+            version: None,
+            upsert: vec![],
+            remove: vec![],
+        };
+        assert_eq!(rx.apply_within(on_refused, caps), Applied::NeedResync);
+        // A delta that swaps an agent stays within the caps and applies.
+        let swap = Beat::Delta {
+            seq: 6,
+            base: 1,
+            version: None,
+            upsert: vec![AgentUpsert {
+                name: "d".into(),
+                parked: 1,
+                queued: 2,
+            }],
+            remove: vec!["a".into()],
+        };
+        assert_eq!(rx.apply_within(swap, caps), Applied::Applied);
+        assert_eq!(
+            rx.current(),
+            &dir("1", &[("b", 0, 0), ("c", 0, 0), ("d", 1, 2)])
+        );
+        // The defaults hold a thousand agents with ordinary names.
+        let many = directory_of(DEFAULT_MAX_PEER_AGENTS);
+        assert_eq!(many.fits(DirectoryCaps::default()), Ok(()));
+        assert!(directory_of(DEFAULT_MAX_PEER_AGENTS + 1)
+            .fits(DirectoryCaps::default())
+            .is_err());
+    }
+
+    fn directory_of(n: usize) -> Directory {
+        Directory {
+            version: "0.1.0".into(),
+            agents: (0..n)
+                .map(|i| (format!("agent-{i:05}"), AgentEntry::default()))
+                .collect(),
+        }
     }
 
     #[test]

@@ -50,6 +50,11 @@ pub enum RelayError {
     },
     /// A frame body that is not one message (plus, for `session_transfer`, its raw data).
     BadBody(String),
+    /// More JSON values than `json_budget::MAX_JSON_VALUES`: refused before parsing, so a
+    /// message cannot swell into a tree many times its size.
+    TooManyValues {
+        cap: usize,
+    },
 }
 
 impl std::fmt::Display for RelayError {
@@ -78,6 +83,10 @@ impl std::fmt::Display for RelayError {
                 write!(f, "{msg_type} payload is invalid: {detail}")
             }
             RelayError::BadBody(d) => write!(f, "frame body is invalid: {d}"),
+            RelayError::TooManyValues { cap } => write!(
+                f,
+                "relay message holds more than {cap} JSON values (strings, numbers, arrays, objects); refused unparsed"
+            ),
         }
     }
 }
@@ -228,17 +237,21 @@ pub enum Feature {
     /// `bus_forward`: envelopes for `name@peer` addresses cross the link (seed §8). Offered
     /// only to peers configured with `forward = true`.
     BusForward,
+    /// Every frame carries a MAC under a per-link key and an implicit sequence number
+    /// (`relay::framemac`). Needs `frame-bin` and `mutual-auth`.
+    FrameMac,
 }
 
 impl Feature {
     /// Every feature, in the canonical order used on the wire and in logs.
-    pub const ALL: [Feature; 6] = [
+    pub const ALL: [Feature; 7] = [
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::FrameBin,
         Feature::Lz4,
         Feature::HbDelta,
         Feature::BusForward,
+        Feature::FrameMac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -249,6 +262,7 @@ impl Feature {
             Feature::Lz4 => "lz4",
             Feature::HbDelta => "hb-delta",
             Feature::BusForward => "bus-forward",
+            Feature::FrameMac => "frame-mac",
         }
     }
 
@@ -560,6 +574,9 @@ impl RelayMessage {
         if std::str::from_utf8(bytes).is_err() {
             return Err(RelayError::NotUtf8);
         }
+        crate::relay::json_budget::check(bytes).map_err(|_| RelayError::TooManyValues {
+            cap: crate::relay::json_budget::MAX_JSON_VALUES,
+        })?;
         let v: Value =
             serde_json::from_slice(bytes).map_err(|e| RelayError::NotJson(e.to_string()))?;
         RelayMessage::from_value(v)
@@ -675,12 +692,20 @@ where
 pub struct Challenge {
     /// 64 lowercase hex characters of 32 random bytes.
     pub nonce: String,
+    /// v1 marker: the acceptor verifies v1 transcript proofs (docs/relay-protocol.md §2.1).
+    /// v0 dialers ignore it, as they ignore any extra key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proto: Option<u32>,
+    /// v1 marker: the acceptor's peer id, bound into both proofs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// `handshake`: the dialler's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Handshake {
-    /// Lowercase hex HMAC-SHA256 over the challenge nonce's hex text.
+    /// Lowercase hex HMAC-SHA256: v0, over the challenge nonce's hex text; v1 (`proto` ≥ 1),
+    /// over the dialer's transcript (`relay::transcript`).
     pub proof: String,
     /// The dialler's software version.
     pub version: String,
@@ -717,7 +742,7 @@ pub struct HandshakeAck {
     /// v1: the agreed features (the intersection).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub features: Option<Vec<String>>,
-    /// v1 `mutual-auth`: HMAC over the dialler's nonce text.
+    /// v1 `mutual-auth`: the acceptor's transcript proof (`relay::transcript`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
     /// v1: the acceptor's software version.

@@ -2,19 +2,28 @@
 //! the v0 facts in `shared/design/relay-compat.md`; the whole protocol in
 //! `docs/relay-protocol.md`).
 //!
-//! Layers, bottom up: `auth` (keys, nonces, proofs) and `message` (the envelope, its NDJSON
-//! line codec, the typed catalogue) → `frame` (binary frames + LZ4) and `heartbeat` (the
-//! directory, full and delta beats) → `session` (one connection's state machine) → `links`
-//! (which connection is a peer's lasting link). All of it is sans-IO: no sockets, files,
-//! clocks, threads or randomness; the server moves the bytes and passes the time in.
+//! Layers, bottom up: `auth` (keys, nonces, v0 proofs), `transcript` (v1 proofs and frame
+//! keys), `nonces` (the nonces a hub issued, against reflection) and `message` (the envelope,
+//! its NDJSON line codec, the typed catalogue) → `frame` (binary frames + LZ4), `framemac`
+//! (their MACs) and `heartbeat` (the directory, full and delta beats) → `session` (one
+//! connection's state machine) → `links` (which connection is a peer's lasting link). Beside
+//! them: `json_budget` (what a message may cost once parsed) and `throttle` (the rate limit on
+//! log lines a peer triggers), both for docs/relay-protocol.md "Limits". All of it is sans-IO:
+//! no sockets, files, clocks, threads or randomness; the server moves the bytes and passes the
+//! time in.
 
 pub mod auth;
 mod base64;
 pub mod frame;
+pub mod framemac;
 pub mod heartbeat;
+pub mod json_budget;
 pub mod links;
 pub mod message;
+pub mod nonces;
 pub mod session;
+pub mod throttle;
+pub mod transcript;
 
 pub use message::{feature_for, Feature, MsgType, Payload, RelayError, RelayMessage};
 pub use session::{
@@ -28,5 +37,7 @@ pub fn reconnect_delay(attempt: u32) -> std::time::Duration {
     std::time::Duration::from_secs(SECS[(attempt as usize).min(SECS.len() - 1)])
 }
 
+#[cfg(test)]
+mod attack_tests;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,9 @@
 //! One relay connection's protocol state (relay-compat.md; seed §6–§7): the acceptor's
 //! challenge, the dialler's handshake, the ack and its v1 negotiation (proto, features,
-//! mutual proof), the switch to frames, heartbeats both ways, liveness, unknown types and
-//! duplicate ids, and what the application may send to this peer.
+//! transcript proofs both ways, frame-mac keys), the switch to frames, heartbeats both ways,
+//! liveness, unknown types and duplicate ids, and what the application may send to this peer.
+//! The proofs' bytes are `transcript`'s, the frame tags `framemac`'s, the reflection check
+//! `nonces`'; this file decides when each applies (docs/relay-protocol.md §2).
 //!
 //! Sans-IO: bytes in through `handle_input` (any split), bytes out through `poll_transmit` (in
 //! order), events through `poll_event`, time through `handle_timeout`/`poll_timeout`, every
@@ -12,11 +14,16 @@
 
 use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
 use crate::relay::frame::{self, decode_body, decode_frame, FrameError};
-use crate::relay::heartbeat::{v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory};
+use crate::relay::framemac::{self, FrameMac};
+use crate::relay::heartbeat::{
+    v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory, DirectoryCaps,
+};
 use crate::relay::message::{
     feature_for, intersect, v0_knows, Ack, Challenge, Feature, Handshake, HandshakeAck,
     HandshakeStatus, IdGen, MsgType, Payload, RelayError, RelayMessage, LINE_CAP_BYTES,
 };
+use crate::relay::nonces::NonceBook;
+use crate::relay::transcript::{AckFields, Transcript};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -34,6 +41,11 @@ pub const DEDUPE_IDS: usize = 1000;
 /// Before authentication a line may be at most this long: handshake lines are small, and an
 /// unauthenticated peer should not make us buffer a megabyte.
 pub const HANDSHAKE_LINE_CAP_BYTES: usize = 16 * 1024;
+/// Distinct unknown types remembered per link for log-once (docs/relay-protocol.md,
+/// "Limits"); past it, new unknown types are dropped without a line of their own.
+pub const MAX_UNKNOWN_TYPES: usize = 64;
+/// Bytes of an unknown type's name kept and logged: a peer chooses the name, up to a line long.
+pub const UNKNOWN_TYPE_SHOWN_BYTES: usize = 64;
 
 /// Which end of the TCP connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +89,9 @@ pub struct SessionConfig {
     /// The wall clock at some instant. Take it when the session is made (a suspended laptop's
     /// monotonic clock stops while the wall clock runs); `Session::set_wall_clock` re-anchors.
     pub wall_clock: WallClock,
+    /// The nonces this hub issued, shared by all its sessions (clones share it): a challenge
+    /// or handshake carrying one of them is a reflection and is refused.
+    pub nonces: NonceBook,
 }
 
 impl SessionConfig {
@@ -91,6 +106,7 @@ impl SessionConfig {
             listen_port: None,
             transient: false,
             wall_clock,
+            nonces: NonceBook::new(),
         }
     }
 }
@@ -99,8 +115,9 @@ impl SessionConfig {
 #[derive(Clone, PartialEq, Eq)]
 pub struct PeerAuth {
     pub key: [u8; 32],
-    /// Accept a v0 link (no mutual proof, no features). Off: a v1 link with mutual-auth only
-    /// (if we offer mutual-auth), so an impostor cannot downgrade the link to skip the proof.
+    /// Accept a v0 link (no mutual proof, no features). Off: only a v1 link with
+    /// `mutual-auth` and `frame-mac`, and as a dialer we sign no v0 proof for this peer, so an
+    /// impostor can neither downgrade the link nor use us as a signing oracle.
     pub allow_v0: bool,
     /// Offer `bus-forward` to this peer: its hub may queue envelopes for our agents (a trust
     /// decision per peer, seed §10), and ours for its agents.
@@ -185,6 +202,11 @@ pub struct SessionStats {
     pub duplicates_dropped: u64,
     /// Messages of a known type dropped because their payload did not match the catalogue.
     pub invalid_dropped: u64,
+    /// Messages of an unknown type (all dropped).
+    pub unknown_dropped: u64,
+    /// Heartbeats that came sooner than half an interval after the last one applied: they
+    /// count for liveness, and are otherwise dropped (not applied, not acked).
+    pub beats_over_rate: u64,
 }
 
 /// Why `send` refused a message. Nothing was queued.
@@ -251,6 +273,13 @@ pub struct Session {
     keys: Option<Box<dyn PeerKeys>>,
     /// Acceptor: the challenge's nonce; dialer: the nonce the acceptor must prove.
     nonce_hex: String,
+    /// Dialer: the challenge carried the v1 marker, so our handshake was v1 and the ack must
+    /// be too.
+    v1_challenge: bool,
+    /// Dialer: our v1 handshake's transcript, until the ack is checked.
+    transcript: Option<Transcript>,
+    /// `frame-mac` agreed: every frame is sealed and opened here.
+    mac: Option<FrameMac>,
     proto: u32,
     features: Vec<Feature>,
     peer_version: String,
@@ -276,7 +305,13 @@ pub struct Session {
     beat_rx: BeatReceiver,
     seen_ids: HashSet<String>,
     seen_order: VecDeque<String>,
+    /// Unknown types already reported on this link (at most `MAX_UNKNOWN_TYPES`, each name cut
+    /// to `UNKNOWN_TYPE_SHOWN_BYTES`).
     unknown_seen: HashSet<String>,
+    /// The most of the peer's directory kept (`set_directory_caps`).
+    directory_caps: DirectoryCaps,
+    /// When the last heartbeat was applied (heartbeats faster than the agreed rate are not).
+    last_beat_applied: Option<Instant>,
     /// Log lines already written once on this link (so a misbehaving peer cannot flood the
     /// service log): keyed by what was wrong.
     logged_once: HashSet<String>,
@@ -308,7 +343,10 @@ impl Session {
         rand_seed: u64,
         now: Instant,
     ) -> Session {
-        let deadline = now + cfg.handshake_timeout;
+        let deadline = crate::deadline::after(now, cfg.handshake_timeout);
+        // Both the acceptor's challenge nonce and the dialer's own nonce are ours: a peer
+        // handing either back to any of our sessions is reflecting it.
+        cfg.nonces.issue(&nonce_hex(&nonce), deadline, now);
         Session {
             role,
             state: match role {
@@ -319,6 +357,9 @@ impl Session {
             auth: None,
             keys: None,
             nonce_hex: nonce_hex(&nonce),
+            v1_challenge: false,
+            transcript: None,
+            mac: None,
             proto: 0,
             features: Vec::new(),
             peer_version: String::new(),
@@ -341,6 +382,8 @@ impl Session {
             seen_ids: HashSet::new(),
             seen_order: VecDeque::new(),
             unknown_seen: HashSet::new(),
+            directory_caps: DirectoryCaps::default(),
+            last_beat_applied: None,
             logged_once: HashSet::new(),
             stats: SessionStats::default(),
             cfg,
@@ -378,8 +421,12 @@ impl Session {
     ) -> Session {
         let mut s = Session::new(cfg, Role::Acceptor, nonce, rand_seed, now);
         s.keys = Some(Box::new(keys));
+        // The v1 marker (proto, our id): a v0 dialer ignores extra keys (relay-compat.md), a v1
+        // dialer learns it must answer with a transcript proof and may sign nothing else.
         let payload = Payload::Challenge(Challenge {
             nonce: s.nonce_hex.clone(),
+            proto: Some(PROTO),
+            peer: Some(s.cfg.local_peer.clone()),
         })
         .to_value();
         let msg = s.make(MsgType::Challenge, "", payload, now);
@@ -430,10 +477,10 @@ impl Session {
                 if let Some(due) = self.next_beat_at {
                     if now >= due {
                         self.send_beat(now);
-                        let mut next = due + self.cfg.heartbeat_interval;
+                        let mut next = crate::deadline::after(due, self.cfg.heartbeat_interval);
                         if next <= now {
                             // Late (a stalled loop): do not send a burst to catch up.
-                            next = now + self.cfg.heartbeat_interval;
+                            next = crate::deadline::after(now, self.cfg.heartbeat_interval);
                         }
                         if self.state == SessionState::Established {
                             self.next_beat_at = Some(next);
@@ -546,6 +593,11 @@ impl Session {
         self.directory = directory;
     }
 
+    /// The most of the peer's directory this session keeps (default: `DirectoryCaps::default`).
+    pub fn set_directory_caps(&mut self, caps: DirectoryCaps) {
+        self.directory_caps = caps;
+    }
+
     /// Re-anchors the wall clock used for timestamps and ids.
     pub fn set_wall_clock(&mut self, wall_clock: WallClock) {
         self.cfg.wall_clock = wall_clock;
@@ -614,6 +666,11 @@ impl Session {
         self.framed
     }
 
+    /// Frames sent and received under `frame-mac` (None when it was not agreed).
+    pub fn frame_mac_counts(&self) -> Option<(u64, u64)> {
+        self.mac.as_ref().map(FrameMac::counts)
+    }
+
     pub fn stats(&self) -> &SessionStats {
         &self.stats
     }
@@ -629,8 +686,14 @@ impl Session {
     }
 
     fn liveness_deadline(&self) -> Option<Instant> {
-        self.liveness_from
-            .map(|t| t + self.cfg.heartbeat_interval * LIVENESS_INTERVALS)
+        self.liveness_from.map(|t| {
+            crate::deadline::after(
+                t,
+                self.cfg
+                    .heartbeat_interval
+                    .saturating_mul(LIVENESS_INTERVALS),
+            )
+        })
     }
 
     fn make(
@@ -654,7 +717,19 @@ impl Session {
     /// A message in the link's current form (line or frame).
     fn transmit(&mut self, msg: &RelayMessage) -> Result<(), SendError> {
         let bytes = if self.framed {
-            frame::encode_message(msg, self.lz4).map_err(SendError::Frame)?
+            let bytes = frame::encode_message(msg, self.lz4).map_err(SendError::Frame)?;
+            match &mut self.mac {
+                None => bytes,
+                Some(mac) => match mac.seal(bytes) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Only 2^64 frames exhaust the sequence; a frame the cap refuses was
+                        // refused by `encode_message` already.
+                        self.close(format!("cannot send on this link: {e}"));
+                        return Err(SendError::Closed);
+                    }
+                },
+            }
         } else {
             let line = msg.encode_line();
             if line.len() - 1 > LINE_CAP_BYTES {
@@ -702,7 +777,14 @@ impl Session {
     fn process(&mut self, now: Instant) {
         while self.state != SessionState::Closed {
             if self.framed {
-                match decode_frame(&self.inbuf[self.in_pos..]) {
+                // Under frame-mac each frame's tag is checked before its payload is touched.
+                let next = match &mut self.mac {
+                    Some(mac) => mac
+                        .open(&self.inbuf[self.in_pos..])
+                        .map_err(|e| e.to_string()),
+                    None => decode_frame(&self.inbuf[self.in_pos..]).map_err(|e| e.to_string()),
+                };
+                match next {
                     Ok(None) => break,
                     Ok(Some((frame, n))) => {
                         self.in_pos += n;
@@ -753,37 +835,86 @@ impl Session {
         }
     }
 
-    /// Dialer: answer the challenge with our proof, version, proto, features and nonce.
+    /// Dialer: answer the challenge. A v1 challenge (its marker: `proto` and the acceptor's
+    /// `peer` id) gets a v1 handshake whose proof is over the transcript; an unmarked one a
+    /// v0 handshake, and only if this peer's `allow_v0` is on: otherwise nothing is signed.
+    /// A nonce this hub issued itself is never signed (docs/relay-protocol.md §2.3).
     fn on_challenge(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
         let msg = match decoded {
             Ok(m) if m.msg_type == MsgType::Challenge => m,
             Ok(m) => return self.close(format!("expected challenge, got {}", m.msg_type)),
             Err(e) => return self.close(format!("malformed challenge: {e}")),
         };
-        let nonce = match msg.payload_typed() {
-            Ok(Payload::Challenge(c)) if is_nonce_hex(&c.nonce) => c.nonce,
+        let ch = match msg.payload_typed() {
+            Ok(Payload::Challenge(c)) if is_nonce_hex(&c.nonce) => c,
             _ => {
                 return self.close("malformed challenge: nonce must be 64 lowercase hex characters")
             }
         };
+        let peer = self.peer_name().to_owned();
+        if self.cfg.nonces.issued(&ch.nonce, now) {
+            return self.close(format!(
+                "refused the challenge answering our dial to {peer}: its nonce is one this hub issued itself, so someone is reflecting our own challenges back at us (nothing signed)"
+            ));
+        }
+        let v1 = match (ch.proto, &ch.peer) {
+            (Some(p), Some(id)) if p >= 1 => {
+                if !valid_peer_id(id) {
+                    return self.close("malformed challenge: peer is not a valid peer id");
+                }
+                if *id != peer {
+                    return self.close(format!(
+                        "the relay answering our dial to {peer} says it is {id:?} (a wrong address?); nothing signed"
+                    ));
+                }
+                true
+            }
+            (Some(p), None) if p >= 1 => {
+                return self.close("malformed challenge: a v1 challenge must name its peer")
+            }
+            _ => false,
+        };
         let Some(auth) = self.auth.clone() else {
             return self.close("internal: a dialer without a key");
         };
-        let offered: Vec<Feature> = Feature::ALL
-            .into_iter()
-            .filter(|&f| offers(&self.cfg, &auth, f))
-            .collect();
-        let hs = Handshake {
-            proof: auth::proof(&auth.key, &nonce),
-            version: self.cfg.software_version.clone(),
-            listen_port: self.cfg.listen_port,
-            transient: self.cfg.transient.then_some(true),
-            proto: Some(PROTO),
-            features: Some(feature_names(&offered)),
-            nonce: offered
-                .contains(&Feature::MutualAuth)
-                .then(|| self.nonce_hex.clone()),
+        if !v1 && !auth.allow_v0 {
+            return self.close(format!(
+                "{peer}'s challenge has no v1 marker (a relay v0 peer, an older agent-hub, or a downgrade in flight) and allow_v0 is off for it: nothing signed"
+            ));
+        }
+        let hs = if v1 {
+            let offered: Vec<Feature> = Feature::ALL
+                .into_iter()
+                .filter(|&f| offers(&self.cfg, &auth, f))
+                .collect();
+            let mut hs = Handshake {
+                proof: String::new(),
+                version: self.cfg.software_version.clone(),
+                listen_port: self.cfg.listen_port,
+                transient: self.cfg.transient.then_some(true),
+                proto: Some(PROTO),
+                features: Some(feature_names(&offered)),
+                nonce: offered
+                    .contains(&Feature::MutualAuth)
+                    .then(|| self.nonce_hex.clone()),
+            };
+            let t = Transcript::new(&self.cfg.local_peer, &peer, &ch.nonce, &hs);
+            hs.proof = t.dialer_proof(&auth.key);
+            self.transcript = Some(t);
+            hs
+        } else {
+            // v0 bytes: the proof over the nonce text, and only v0's keys.
+            Handshake {
+                proof: auth::proof(&auth.key, &ch.nonce),
+                version: self.cfg.software_version.clone(),
+                listen_port: self.cfg.listen_port,
+                transient: self.cfg.transient.then_some(true),
+                proto: None,
+                features: None,
+                nonce: None,
+            }
         };
+        self.v1_challenge = v1;
         let from = self.cfg.local_peer.clone();
         let msg = self.make(
             MsgType::Handshake,
@@ -795,7 +926,8 @@ impl Session {
         self.state = SessionState::AwaitingAck;
     }
 
-    /// Acceptor: check the claimed peer's proof; ack (ok or denied) or close without an ack.
+    /// Acceptor: check the claimed peer's proof (the transcript proof for `proto` ≥ 1, v0's
+    /// otherwise); ack (ok or denied) or close without an ack.
     fn on_handshake(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
         // A malformed handshake gets no ack at all, only a close (relay-compat.md step 3).
         let msg = match decoded {
@@ -828,61 +960,100 @@ impl Session {
             Vec::new()
         };
         let agreed = intersect(&self.cfg.features, &theirs);
-        let dialer_nonce = if agreed.contains(&Feature::MutualAuth) {
-            match hs.nonce {
-                Some(n) if is_nonce_hex(&n) => Some(n),
-                _ => {
-                    return self.close(format!(
-                    "malformed handshake from {peer}: mutual-auth offered without a 64-hex nonce"
-                ))
-                }
-            }
-        } else {
-            None
+        let mutual = agreed.contains(&Feature::MutualAuth);
+        if mutual && !hs.nonce.as_deref().is_some_and(is_nonce_hex) {
+            return self.close(format!(
+                "malformed handshake from {peer}: mutual-auth offered without a 64-hex nonce"
+            ));
+        }
+        // The transcript is bound to our own id and nonce, so a proof made for any other
+        // connection (or direction) does not verify here.
+        let transcript =
+            v1.then(|| Transcript::new(&peer, &self.cfg.local_peer, &self.nonce_hex, &hs));
+        let check = |key: &[u8; 32]| match &transcript {
+            Some(t) => t.verify_dialer_proof(key, &hs.proof),
+            None => auth::verify(key, &self.nonce_hex, &hs.proof),
         };
         let auth = self.keys.take().and_then(|k| k.lookup(&peer));
         let proof_ok = match &auth {
-            Some(a) => auth::verify(&a.key, &self.nonce_hex, &hs.proof),
+            Some(a) => check(&a.key),
             None => {
                 // Same work for an unknown id, so timing does not tell which ids exist.
-                let _ = auth::verify(&[0u8; 32], &self.nonce_hex, &hs.proof);
+                let _ = check(&[0u8; 32]);
                 false
             }
         };
         let auth = match auth {
             None => return self.deny(format!("handshake denied: unknown peer id {peer:?}"), now),
             Some(_) if !proof_ok => {
+                let hint = if v1 {
+                    " (different key? an agent-hub built before v1 transcript proofs is refused too)"
+                } else {
+                    " (different key?)"
+                };
                 return self.deny(
-                    format!("handshake denied: wrong proof from {peer} (different key?)"),
+                    format!("handshake denied: wrong proof from {peer}{hint}"),
                     now,
-                )
+                );
             }
             Some(a) => a,
         };
+        if mutual {
+            let n = hs.nonce.as_deref().unwrap_or_default();
+            if n == self.nonce_hex || self.cfg.nonces.issued(n, now) {
+                return self.deny(
+                    format!("handshake denied: {peer}'s nonce is one this hub issued itself (a reflection attempt)"),
+                    now,
+                );
+            }
+        }
         if !v1 && !auth.allow_v0 {
             return self.deny(format!("handshake denied: {peer} speaks relay v0 (no proto) and allow_v0 is off for it"), now);
         }
-        let agreed: Vec<Feature> = agreed
-            .into_iter()
-            .filter(|&f| offers(&self.cfg, &auth, f))
-            .collect();
-        let ack = if v1 {
-            HandshakeAck {
-                status: HandshakeStatus::Ok,
-                proto: Some(PROTO),
-                features: Some(feature_names(&agreed)),
-                proof: dialer_nonce.map(|n| auth::proof(&auth.key, &n)),
-                version: Some(self.cfg.software_version.clone()),
+        let agreed: Vec<Feature> = framemac::settle(
+            agreed
+                .into_iter()
+                .filter(|&f| offers(&self.cfg, &auth, f))
+                .collect(),
+        );
+        if v1 && !auth.allow_v0 {
+            let missing = framemac::missing_without_v0(&agreed);
+            if !missing.is_empty() {
+                return self.deny(
+                    format!(
+                        "handshake denied: the link with {peer} would lack {}, required while allow_v0 is off for it",
+                        feature_names(&missing).join(", ")
+                    ),
+                    now,
+                );
             }
-        } else {
+        }
+        let ack = match &transcript {
+            Some(t) => {
+                let mut ack = HandshakeAck {
+                    status: HandshakeStatus::Ok,
+                    proto: Some(PROTO),
+                    features: Some(feature_names(&agreed)),
+                    proof: None,
+                    version: Some(self.cfg.software_version.clone()),
+                };
+                if agreed.contains(&Feature::MutualAuth) {
+                    let fields = AckFields::of(&ack);
+                    ack.proof = Some(t.acceptor_proof(&fields, &auth.key));
+                    if agreed.contains(&Feature::FrameMac) {
+                        self.mac = Some(FrameMac::for_acceptor(&t.frame_keys(&fields, &auth.key)));
+                    }
+                }
+                ack
+            }
             // v0 bytes exactly: `{"status":"ok"}` and nothing else.
-            HandshakeAck {
+            None => HandshakeAck {
                 status: HandshakeStatus::Ok,
                 proto: None,
                 features: None,
                 proof: None,
                 version: None,
-            }
+            },
         };
         self.peer = Some(peer);
         self.auth = Some(auth);
@@ -921,8 +1092,9 @@ impl Session {
         self.close(reason);
     }
 
-    /// Dialer: the acceptor's verdict. Under mutual-auth its proof is checked before we send
-    /// anything else, so an impostor acceptor learns nothing and can inject nothing.
+    /// Dialer: the acceptor's verdict. Under mutual-auth its transcript proof (which covers
+    /// our offer and its answer) is checked before we send anything else, so an impostor
+    /// acceptor learns nothing and can inject nothing.
     fn on_ack(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
         let peer = self.peer_name().to_owned();
         let msg = match decoded {
@@ -950,7 +1122,13 @@ impl Session {
             return self.close("internal: a dialer without a key");
         };
         match ack.proto {
+            None | Some(0) if self.v1_challenge => {
+                return self.close(format!(
+                    "{peer} challenged as relay v1 but answered as a relay v0 (no proto in its handshake_ack): a downgrade attempt"
+                ));
+            }
             None | Some(0) => {
+                // An unmarked challenge is answered only with allow_v0 on (`on_challenge`).
                 if !auth.allow_v0 {
                     return self.close(format!(
                         "{peer} answered as a relay v0 (no proto in its handshake_ack) and allow_v0 is off for it"
@@ -958,6 +1136,11 @@ impl Session {
                 }
                 self.proto = 0;
                 self.features = Vec::new();
+            }
+            Some(PROTO) if !self.v1_challenge => {
+                return self.close(format!(
+                    "{peer} answered our relay v0 handshake with a v1 handshake_ack"
+                ));
             }
             Some(PROTO) => {
                 let mut agreed = Vec::new();
@@ -972,20 +1155,37 @@ impl Session {
                     }
                 }
                 let agreed = intersect(&agreed, &Feature::ALL);
+                if agreed.contains(&Feature::FrameMac) && !framemac::prerequisites_met(&agreed) {
+                    return self.close(format!(
+                        "{peer} agreed to frame-mac without frame-bin and mutual-auth"
+                    ));
+                }
+                let Some(t) = self.transcript.take() else {
+                    return self.close("internal: a v1 handshake without its transcript");
+                };
+                let fields = AckFields::of(&ack);
                 if agreed.contains(&Feature::MutualAuth) {
                     let proven = ack
                         .proof
                         .as_deref()
-                        .is_some_and(|p| auth::verify(&auth.key, &self.nonce_hex, p));
+                        .is_some_and(|p| t.verify_acceptor_proof(&fields, &auth.key, p));
                     if !proven {
                         return self.close(format!(
-                            "{peer} failed mutual authentication: its handshake_ack does not prove our nonce with the shared key (an impostor, or a different key)"
+                            "{peer} failed mutual authentication: its handshake_ack does not prove this handshake with the shared key (an impostor, a tampered ack, or a different key)"
                         ));
                     }
-                } else if self.cfg.features.contains(&Feature::MutualAuth) && !auth.allow_v0 {
-                    return self.close(format!(
-                        "{peer} did not agree to mutual-auth, which is required while allow_v0 is off for it"
-                    ));
+                }
+                if !auth.allow_v0 {
+                    let missing = framemac::missing_without_v0(&agreed);
+                    if !missing.is_empty() {
+                        return self.close(format!(
+                            "{peer} did not agree to {}, required while allow_v0 is off for it",
+                            feature_names(&missing).join(", ")
+                        ));
+                    }
+                }
+                if agreed.contains(&Feature::FrameMac) {
+                    self.mac = Some(FrameMac::for_dialer(&t.frame_keys(&fields, &auth.key)));
                 }
                 self.proto = PROTO;
                 self.features = agreed;
@@ -1004,6 +1204,7 @@ impl Session {
     fn establish(&mut self, now: Instant) {
         self.state = SessionState::Established;
         self.handshake_deadline = None;
+        self.transcript = None;
         self.framed = self.features.contains(&Feature::FrameBin);
         self.lz4 = self.framed && self.features.contains(&Feature::Lz4);
         let delta = self.features.contains(&Feature::HbDelta);
@@ -1054,14 +1255,7 @@ impl Session {
                 Ok(_) => {}
                 Err(e) => self.drop_invalid(&msg.msg_type, &e),
             },
-            MsgType::Unknown(name) => {
-                // seed §6.3: logged once per type per peer, dropped, never fatal, never acked.
-                if self.unknown_seen.insert(name.clone()) {
-                    self.events.push_back(SessionEvent::UnknownType {
-                        msg_type: name.clone(),
-                    });
-                }
-            }
+            MsgType::Unknown(name) => self.on_unknown_type(name),
             t if feature_for(t).is_some_and(|f| !self.features.contains(&f)) => {
                 let f = feature_for(t).expect("checked in the guard");
                 let line = format!(
@@ -1103,6 +1297,42 @@ impl Session {
         self.log_once(format!("invalid:{t}"), line);
     }
 
+    /// seed §6.3: an unknown type is logged once per type per link, dropped, never fatal,
+    /// never acked. The names remembered for that are capped in number and length, so a peer
+    /// inventing a new type per message cannot grow the set or the log.
+    fn on_unknown_type(&mut self, name: &str) {
+        self.stats.unknown_dropped += 1;
+        let mut cut = name.len().min(UNKNOWN_TYPE_SHOWN_BYTES);
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let shown = &name[..cut];
+        if self.unknown_seen.contains(shown) {
+            return;
+        }
+        if self.unknown_seen.len() >= MAX_UNKNOWN_TYPES {
+            let line = format!(
+                "{} sent more than {MAX_UNKNOWN_TYPES} distinct unknown message types; later new ones are dropped without a line (logged once)",
+                self.peer_name()
+            );
+            self.log_once("unknown-types-full".into(), line);
+            return;
+        }
+        self.unknown_seen.insert(shown.to_owned());
+        self.events.push_back(SessionEvent::UnknownType {
+            msg_type: shown.to_owned(),
+        });
+    }
+
+    /// Whether a heartbeat at `now` comes sooner than the agreed rate allows: half an interval
+    /// after the last one applied (a peer on the same interval never does, and one with a
+    /// shorter interval is applied every other half interval).
+    fn beat_too_soon(&self, now: Instant) -> bool {
+        let gap = self.cfg.heartbeat_interval / 2;
+        self.last_beat_applied
+            .is_some_and(|t| now.saturating_duration_since(t) < gap)
+    }
+
     fn log_once(&mut self, key: String, line: String) {
         if self.logged_once.insert(key) {
             self.events.push_back(SessionEvent::Log(line));
@@ -1114,6 +1344,19 @@ impl Session {
         self.liveness_from = Some(now);
         self.stats.last_heartbeat_received = Some(now);
         self.stats.beats_received += 1;
+        if self.beat_too_soon(now) {
+            // Not applied and not acked: under hb-delta the sender's base stays the last beat
+            // we acked, which we still hold, so its next delta applies.
+            self.stats.beats_over_rate += 1;
+            let line = format!(
+                "heartbeats from {} come faster than one per {} ms; the extras are dropped (logged once)",
+                self.peer_name(),
+                (self.cfg.heartbeat_interval / 2).as_millis()
+            );
+            self.log_once("heartbeat-rate".into(), line);
+            return;
+        }
+        self.last_beat_applied = Some(now);
         let beat = if self.proto == 0 {
             // A v0 peer's beat never carries a directory, whatever keys it has.
             Ok(Beat::Bare)
@@ -1125,7 +1368,23 @@ impl Session {
             }
         };
         let resync = match beat {
-            Ok(b) => self.beat_rx.apply(b) == Applied::NeedResync,
+            Ok(b) => match self.beat_rx.apply_within(b, self.directory_caps) {
+                Applied::Applied => false,
+                Applied::NeedResync => true,
+                Applied::OverCap(over) => {
+                    let caps = self.directory_caps;
+                    let line = format!(
+                        "heartbeat from {} describes {} agents in {} bytes, over the caps of {} agents and {} bytes (max_peer_agents, max_peer_directory_bytes); its directory is not applied (logged once)",
+                        self.peer_name(),
+                        over.agents,
+                        over.bytes,
+                        caps.max_agents,
+                        caps.max_bytes
+                    );
+                    self.log_once("directory-cap".into(), line);
+                    true
+                }
+            },
             Err(e) => {
                 let line = format!(
                     "heartbeat from {} carries no usable directory: {e} (logged once)",
@@ -1172,7 +1431,9 @@ impl Session {
 }
 
 /// Whether we offer feature `f` on a link with the peer `auth` belongs to: `bus-forward` only
-/// to peers configured to forward.
+/// to peers configured to forward, `frame-mac` only with its prerequisites.
 fn offers(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
-    cfg.features.contains(&f) && (f != Feature::BusForward || auth.forward)
+    cfg.features.contains(&f)
+        && (f != Feature::BusForward || auth.forward)
+        && (f != Feature::FrameMac || framemac::prerequisites_met(&cfg.features))
 }

@@ -31,6 +31,7 @@ fn cfg(name: &str, features: &[Feature], t0: Instant) -> SessionConfig {
             at: t0,
             unix_ms: T0_MS,
         },
+        nonces: super::nonces::NonceBook::new(),
     }
 }
 
@@ -78,8 +79,23 @@ fn split_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Reads `n_lines` lines and then frames to the end; returns the messages and the frames'
-/// flags.
+/// A frame-mac stream as plain frame-bin frames: each frame's tag removed and its `len`
+/// shortened (the tags are not checked: the test reads, `framemac`'s tests authenticate).
+fn strip_tags(bytes: &[u8]) -> Vec<u8> {
+    use super::framemac::TAG_BYTES;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        out.extend_from_slice(&((len - TAG_BYTES) as u32).to_be_bytes());
+        out.extend_from_slice(&bytes[pos + 4..pos + 4 + len - TAG_BYTES]);
+        pos += 4 + len;
+    }
+    out
+}
+
+/// Reads `n_lines` lines and then frame-mac frames to the end; returns the messages and the
+/// frames' flags.
 fn split_lines_then_frames(bytes: &[u8], n_lines: usize) -> (Vec<RelayMessage>, Vec<u8>) {
     let mut msgs = Vec::new();
     let mut pos = 0;
@@ -93,6 +109,8 @@ fn split_lines_then_frames(bytes: &[u8], n_lines: usize) -> (Vec<RelayMessage>, 
         pos = end + 1;
     }
     let mut flags = Vec::new();
+    let bytes = strip_tags(&bytes[pos..]);
+    let mut pos = 0;
     while pos < bytes.len() {
         let (f, n) = decode_frame(&bytes[pos..]).unwrap().expect("a whole frame");
         flags.push(f.flags);
@@ -136,13 +154,17 @@ impl Net {
         }
     }
 
+    /// Two v1 hubs; `allow_v0` is off when both offer what a link then needs (mutual-auth,
+    /// frame-bin, frame-mac), and on otherwise, since only then may a link lack them.
     fn v1(dfeat: &[Feature], afeat: &[Feature]) -> Net {
         let t0 = Instant::now();
+        let strict = |f: &[Feature]| super::framemac::missing_without_v0(f).is_empty();
+        let allow_v0 = !(strict(dfeat) && strict(afeat));
         Net::new(
             cfg("hubA", dfeat, t0),
             cfg("hubB", afeat, t0),
-            auth_ok(false),
-            keys_for("hubA", auth_ok(false)),
+            auth_ok(allow_v0),
+            keys_for("hubA", auth_ok(allow_v0)),
             t0,
         )
     }
@@ -301,6 +323,16 @@ impl V0Peer {
         )
     }
 
+    /// A challenge with the v1 marker (what an impostor that speaks v1 sends).
+    fn challenge_v1(&mut self, nonce: &str, peer: &str) -> Vec<u8> {
+        self.line(
+            "challenge",
+            "",
+            &format!("{{\"nonce\":\"{nonce}\",\"peer\":\"{peer}\",\"proto\":1}}"),
+            T0_MS,
+        )
+    }
+
     fn handshake(&mut self, nonce: &str) -> Vec<u8> {
         let proof = auth::proof(&self.key, nonce);
         let id = self.id;
@@ -326,6 +358,16 @@ impl V0Peer {
         let id = self.id;
         self.line("heartbeat", id, "{}", ms)
     }
+}
+
+/// `payload` (a v1 handshake without its proof) with hubA's transcript proof under `KEY`,
+/// answering `acceptor`'s challenge `nonce`: what our dialer would send.
+fn v1_handshake(acceptor: &str, nonce: &str, mut payload: Value) -> Value {
+    payload["proof"] = json!("");
+    let hs: super::message::Handshake = serde_json::from_value(payload.clone()).unwrap();
+    let t = super::transcript::Transcript::new("hubA", acceptor, nonce, &hs);
+    payload["proof"] = json!(t.dialer_proof(&KEY));
+    payload
 }
 
 fn nonce_of_challenge(bytes: &[u8]) -> String {
@@ -369,7 +411,7 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
     net.d = {
         let mut c = cfg("hubA", &Feature::ALL, net.now);
         c.listen_port = Some(4611);
-        Session::dialer(c, "hubB", auth_ok(false), [0x11; 32], 1, net.now)
+        Session::dialer(c, "hubB", auth_ok(true), [0x11; 32], 1, net.now)
     };
     net.pump();
     let want = vec![
@@ -388,16 +430,29 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
     assert_eq!((net.d.proto(), net.a.proto()), (Some(1), Some(1)));
     assert!(!net.d.framed(), "frame-bin was not agreed: lines stay");
 
-    // The handshake carried proto, features and the dialer's nonce; the ack the agreed set,
-    // the acceptor's version and its proof over that nonce.
+    // The handshake carried proto, features and the dialer's nonce, and its proof is over
+    // the transcript; the ack the agreed set, the acceptor's version and its transcript proof.
     let d_lines = split_lines(&net.d2a);
     let hs = RelayMessage::decode_line(&d_lines[0]).unwrap();
     assert_eq!(hs.from_peer, "hubA");
     assert_eq!(hs.payload["proto"], json!(1));
     assert_eq!(
         hs.payload["features"],
-        json!(["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"])
+        json!([
+            "unknown-ok",
+            "mutual-auth",
+            "frame-bin",
+            "lz4",
+            "hb-delta",
+            "frame-mac"
+        ])
     );
+    let hs_typed = match hs.payload_typed().unwrap() {
+        super::Payload::Handshake(h) => h,
+        other => panic!("{other:?}"),
+    };
+    let t = super::transcript::Transcript::new("hubA", "hubB", &"22".repeat(32), &hs_typed);
+    assert_eq!(hs.payload["proof"], json!(t.dialer_proof(&KEY)));
     assert_eq!(hs.payload["nonce"], json!("11".repeat(32)));
     assert_eq!(hs.payload["listen_port"], json!(4611));
     assert!(hs.payload.get("transient").is_none());
@@ -408,7 +463,13 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
         ack.payload["features"],
         json!(["unknown-ok", "mutual-auth", "lz4", "hb-delta"])
     );
-    assert_eq!(
+    let ack_typed = match ack.payload_typed().unwrap() {
+        super::Payload::HandshakeAck(a) => a,
+        other => panic!("{other:?}"),
+    };
+    let fields = super::transcript::AckFields::of(&ack_typed);
+    assert_eq!(ack.payload["proof"], json!(t.acceptor_proof(&fields, &KEY)));
+    assert_ne!(
         ack.payload["proof"],
         json!(auth::proof(&KEY, &"11".repeat(32)))
     );
@@ -671,9 +732,12 @@ fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
     let id = RelayMessage::decode_line(ch.trim_end().as_bytes())
         .unwrap()
         .id;
+    // v0's challenge plus the v1 marker, extra payload keys a v0 dialer ignores
+    // (relay-compat.md: "Extra keys anywhere are ignored by v0 peers"; checked below by
+    // `v0_64_reader_accepts`).
     assert_eq!(
         ch,
-        format!("{{\"id\":\"{id}\",\"msg_type\":\"challenge\",\"from_peer\":\"\",\"timestamp\":{T0_MS},\"payload\":{{\"nonce\":\"{nonce}\"}}}}\n")
+        format!("{{\"id\":\"{id}\",\"msg_type\":\"challenge\",\"from_peer\":\"\",\"timestamp\":{T0_MS},\"payload\":{{\"nonce\":\"{nonce}\",\"peer\":\"hubB\",\"proto\":1}}}}\n")
     );
     a.handle_input(&v0.handshake(&nonce), t0);
     let ack = drain(&mut a);
@@ -892,16 +956,21 @@ fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
         key: KEY,
         counter: 0,
     };
+    // An unmarked challenge: no v0 proof is ever made for a peer whose allow_v0 is off, so
+    // nobody can use this dialer to sign a v0 challenge (no signing oracle).
     d.handle_input(&v0.challenge(&"cd".repeat(32)), t0);
-    assert_eq!(split_lines(&drain(&mut d)).len(), 1);
-    d.handle_input(&v0.ack("ok"), t0);
+    assert_eq!(d.poll_transmit(), None, "nothing signed, nothing sent");
     let evs = events(&mut d);
+    let why = closed_reason(&evs).unwrap();
     assert!(
-        closed_reason(&evs).unwrap().contains("allow_v0 is off"),
+        why.contains("no v1 marker")
+            && why.contains("allow_v0 is off")
+            && why.contains("nothing signed"),
         "{evs:?}"
     );
+    d.handle_input(&v0.ack("ok"), t0);
     d.handle_timeout(t0 + INTERVAL * 5);
-    assert_eq!(d.poll_transmit(), None, "nothing after the handshake");
+    assert_eq!(d.poll_transmit(), None, "nothing after the challenge");
 }
 
 #[test]
@@ -931,22 +1000,34 @@ fn allow_v0_off_denies_a_v0_dialer() {
         .contains("allow_v0 is off"));
 }
 
-/// An impostor acceptor (it does not hold the key) answers "ok" to anything. Under
+/// An impostor acceptor (it does not hold the key) answers "ok" to anything. It challenges
+/// as v1 (an unmarked challenge gets nothing signed at all: `allow_v0_off_…`); under
 /// mutual-auth the dialer sends nothing after its handshake and closes.
 #[test]
 fn impostor_acceptor_fails_mutual_auth() {
     let t0 = Instant::now();
+    let nd = "11".repeat(32);
+    let all: Vec<&str> = Feature::ALL
+        .iter()
+        .filter(|f| **f != Feature::BusForward)
+        .map(|f| f.as_str())
+        .collect();
     let cases: Vec<(&str, bool, Value)> = vec![
         (
             "wrong key",
             false,
-            json!({"status": "ok", "proto": 1, "features": ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"],
-                   "proof": auth::proof(&OTHER_KEY, &"11".repeat(32)), "version": "0.1.0"}),
+            json!({"status": "ok", "proto": 1, "features": all, "version": "0.1.0",
+                   "proof": "filled in below with OTHER_KEY"}),
         ),
         (
             "no proof",
             true,
             json!({"status": "ok", "proto": 1, "features": ["mutual-auth"]}),
+        ),
+        (
+            "a v0 proof of our nonce, with the right key (an older build's mutual proof)",
+            true,
+            json!({"status": "ok", "proto": 1, "features": ["mutual-auth"], "proof": auth::proof(&KEY, &nd)}),
         ),
         (
             "a proof of some other nonce",
@@ -959,9 +1040,19 @@ fn impostor_acceptor_fails_mutual_auth() {
             json!({"status": "ok", "proto": 1, "features": ["frame-bin"]}),
         ),
         (
+            "answers v0 after challenging as v1, allow_v0 on",
+            true,
+            json!({"status": "ok"}),
+        ),
+        (
             "agrees a feature we never offered",
             true,
             json!({"status": "ok", "proto": 1, "features": ["bus-forward"]}),
+        ),
+        (
+            "agrees frame-mac without mutual-auth",
+            true,
+            json!({"status": "ok", "proto": 1, "features": ["frame-bin", "frame-mac"]}),
         ),
         (
             "speaks proto 2",
@@ -969,7 +1060,7 @@ fn impostor_acceptor_fails_mutual_auth() {
             json!({"status": "ok", "proto": 2, "features": []}),
         ),
     ];
-    for (name, allow_v0, ack_payload) in cases {
+    for (name, allow_v0, mut ack_payload) in cases {
         let mut d = Session::dialer(
             cfg("hubA", &Feature::ALL, t0),
             "hubB",
@@ -983,9 +1074,20 @@ fn impostor_acceptor_fails_mutual_auth() {
             key: OTHER_KEY,
             counter: 0,
         };
-        d.handle_input(&imp.challenge(&"cd".repeat(32)), t0);
+        d.handle_input(&imp.challenge_v1(&"cd".repeat(32), "hubB"), t0);
         let hs = drain(&mut d);
         assert_eq!(split_lines(&hs).len(), 1);
+        if ack_payload["proof"] == "filled in below with OTHER_KEY" {
+            let hs = RelayMessage::decode_line(&split_lines(&hs)[0]).unwrap();
+            let Ok(super::Payload::Handshake(h)) = hs.payload_typed() else {
+                panic!("{hs:?}")
+            };
+            let t = super::transcript::Transcript::new("hubA", "hubB", &"cd".repeat(32), &h);
+            let typed: super::message::HandshakeAck =
+                serde_json::from_value(ack_payload.clone()).unwrap();
+            let fields = super::transcript::AckFields::of(&typed);
+            ack_payload["proof"] = json!(t.acceptor_proof(&fields, &OTHER_KEY));
+        }
         let ack = imp.line("handshake_ack", "hubB", &ack_payload.to_string(), T0_MS);
         // The impostor also pipelines a message it wants us to act on.
         let mut bytes = ack;
@@ -1024,7 +1126,7 @@ fn impostor_acceptor_fails_mutual_auth() {
         key: OTHER_KEY,
         counter: 0,
     };
-    d.handle_input(&imp.challenge(&"cd".repeat(32)), t0);
+    d.handle_input(&imp.challenge_v1(&"cd".repeat(32), "hubB"), t0);
     drain(&mut d);
     d.handle_input(
         &imp.line(
@@ -1145,14 +1247,14 @@ fn liveness_expires_exactly_at_three_intervals_and_other_traffic_does_not_count(
     let mut d = Session::dialer(
         cfg("hubA", &feats, t0),
         "hubB",
-        auth_ok(false),
+        auth_ok(true),
         [1; 32],
         1,
         t0,
     );
     let mut a = Session::acceptor(
         cfg("hubB", &feats, t0),
-        keys_for("hubA", auth_ok(false)),
+        keys_for("hubA", auth_ok(true)),
         [2; 32],
         2,
         t0,
@@ -1265,20 +1367,21 @@ fn hb_delta_applies_deltas_and_sends_a_full_beat_every_tenth() {
         .any(|e| matches!(e, SessionEvent::Message(_))));
 }
 
-/// Two v1 sessions without frame-bin, so test code can read and inject lines between them.
+/// Two v1 sessions without frame-bin, so test code can read and inject lines between them
+/// (a link without frame-mac: only with `allow_v0` on).
 fn line_pair(features: &[Feature]) -> (Session, Session, Instant) {
     let t0 = Instant::now();
     let mut d = Session::dialer(
         cfg("hubA", features, t0),
         "hubB",
-        auth_ok(false),
+        auth_ok(true),
         [1; 32],
         1,
         t0,
     );
     let mut a = Session::acceptor(
         cfg("hubB", features, t0),
-        keys_for("hubA", auth_ok(false)),
+        keys_for("hubA", auth_ok(true)),
         [2; 32],
         2,
         t0,
@@ -1538,7 +1641,7 @@ fn session_transfer_crosses_a_frame_link_raw() {
         "no base64 in frames"
     );
     let mut dec = FrameDecoder::new();
-    dec.push(wire);
+    dec.push(&strip_tags(wire));
     let body = dec.next_frame().unwrap().unwrap().body;
     assert!(body.ends_with(&raw), "the chunk travels raw");
     let got = net.ev_a.iter().find_map(|e| match e {
@@ -1721,14 +1824,18 @@ fn acceptor_ignores_feature_names_it_does_not_know() {
     let t0 = Instant::now();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
-        keys_for("hubA", auth_ok(false)),
+        keys_for("hubA", auth_ok(true)),
         [0x22; 32],
         2,
         t0,
     );
     let nonce = nonce_of_challenge(&drain(&mut a));
-    let payload = json!({"proof": auth::proof(&KEY, &nonce), "version": "9.0.0", "proto": 1,
-        "features": ["bus-forward", "lz4", "agents", "frame-bin", "lz4"]});
+    let payload = v1_handshake(
+        "hubB",
+        &nonce,
+        json!({"version": "9.0.0", "proto": 1,
+            "features": ["bus-forward", "lz4", "agents", "frame-bin", "lz4"]}),
+    );
     inject(&mut a, "handshake", "h1", payload, t0);
     let ack = RelayMessage::decode_line(&split_lines(&drain(&mut a))[0]).unwrap();
     assert_eq!(
@@ -1754,3 +1861,5 @@ fn sessions_can_move_between_threads() {
     assert_send::<Session>();
     assert_send::<SessionEvent>();
 }
+
+mod limits;

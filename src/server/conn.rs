@@ -13,8 +13,13 @@ use std::time::Instant;
 pub struct DeliveryMark {
     /// Offset of the delivery line's first byte in `out`.
     pub start: usize,
+    /// Offset just past its last byte.
+    pub end: usize,
     /// The first byte was accepted and reported to the core.
     pub committed: bool,
+    /// Every byte of it was accepted: whatever follows it (an error line) cannot make it a
+    /// partial write (SPEC §5.3).
+    pub done: bool,
 }
 
 pub struct Conn {
@@ -25,6 +30,11 @@ pub struct Conn {
     pub delivery: Option<DeliveryMark>,
     /// The core asked for a close once `out` is flushed.
     pub closing: bool,
+    /// The core's exchange is over (`Output::Answered`): once `out` is flushed the socket
+    /// waits for the client's close, and its lines still go to the core.
+    pub answered: bool,
+    /// Answered, flushed, and the linger deadline for the client's close is running.
+    pub waiting_for_close: bool,
     /// An error line was written: wait for the peer's EOF before closing, so the kernel does
     /// not answer unread input with a reset that destroys the error line in flight.
     pub linger: bool,
@@ -57,6 +67,8 @@ impl Conn {
             out_pos: 0,
             delivery: None,
             closing: false,
+            answered: false,
+            waiting_for_close: false,
             linger: false,
             discard_input: false,
             read_eof: false,
@@ -80,7 +92,9 @@ impl Conn {
     pub fn queue_delivery(&mut self, line: &[u8]) {
         self.delivery = Some(DeliveryMark {
             start: self.out.len(),
+            end: self.out.len() + line.len(),
             committed: false,
+            done: false,
         });
         self.out.extend_from_slice(line);
     }
@@ -123,6 +137,7 @@ impl Conn {
                             d.committed = true;
                             on_commit();
                         }
+                        d.done |= self.out_pos >= d.end;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flush::Blocked,

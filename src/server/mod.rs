@@ -5,8 +5,11 @@
 //! and commit staged sends; apply the core's outputs; flush sockets, tracking the first
 //! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
 
+pub mod audit_chain;
 pub mod conn;
+mod pending;
 pub mod records;
+pub mod relay_gate;
 pub mod relay_io;
 pub mod relay_status;
 pub mod signal;
@@ -15,8 +18,8 @@ pub mod startup;
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
 use crate::roster::Roster;
-use crate::store::flush::{FlushResult, Flusher, WalFlush};
-use crate::store::{Loaded, Store, StoreOp};
+use crate::store::flush::{FlushResult, Flusher};
+use crate::store::{Loaded, Store};
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -91,14 +94,15 @@ pub struct Server {
     /// When the relay's heartbeat directory is next refreshed from the hub.
     next_directory: Option<Instant>,
     /// Store operations that gate nothing, applied with the next commit (retried on failure).
-    pending_ops: Vec<StoreOp>,
+    pending_ops: pending::PendingOps,
     /// Held open so that at EMFILE one descriptor can be freed to accept-and-close.
     reserve_fd: Option<File>,
     accept_paused_until: Option<Instant>,
     refusals: Refusals,
     shutting_down: bool,
     store_failing: bool,
-    /// Flushes the store's commits to disk off the loop (`store.sync = "full"`), or None.
+    /// The store's background thread: flushes commits to disk (`store.sync = "full"`) and
+    /// checkpoints the WAL, off the loop; None for the memory store.
     flusher: Option<Flusher>,
     /// The number of the next commit that waits for a flush.
     next_batch: u64,
@@ -115,7 +119,7 @@ impl Server {
         roster: Roster,
         limits: Limits,
         records: Records,
-        store: Box<dyn Store>,
+        mut store: Box<dyn Store>,
         loaded: Loaded,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
@@ -134,13 +138,13 @@ impl Server {
         let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
         hub.restore(loaded, now);
         hub.start_purging(now);
-        let flusher = match store.flush_path() {
-            Some(wal) => {
+        let flusher = match store.take_background() {
+            Some(work) => {
                 let waker = Arc::new(mio::Waker::new(poll.registry(), FLUSHED)?);
                 let wake = Arc::new(move || {
                     let _ = waker.wake();
                 });
-                Some(Flusher::spawn(WalFlush::new(wal), wake)?)
+                Some(Flusher::spawn_background(work, wake)?)
             }
             None => None,
         };
@@ -160,7 +164,7 @@ impl Server {
             relay: None,
             to_relay: Vec::new(),
             next_directory: None,
-            pending_ops: Vec::new(),
+            pending_ops: pending::PendingOps::default(),
             reserve_fd: File::open("/dev/null").ok(),
             accept_paused_until: None,
             refusals: Refusals::default(),
@@ -187,6 +191,12 @@ impl Server {
         if !forward_peers.is_empty() {
             self.hub
                 .enable_forwarding(&cfg.peer_id, forward_peers, cfg.forward_window);
+        }
+        // Relay connections and client connections must fit in the descriptors together, or
+        // a flood of relay connections could take the ones local clients need.
+        if let Some(nofile) = relay_gate::nofile_limit() {
+            let dials = cfg.peers.iter().filter(|p| p.address.is_some()).count();
+            relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)?;
         }
         let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
@@ -250,6 +260,9 @@ impl Server {
             for id in std::mem::take(&mut self.read_again) {
                 self.read(id, now);
             }
+            if let Some(relay) = &mut self.relay {
+                relay.read_pending(self.poll.registry(), now.mono);
+            }
             if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
                 self.accept_paused_until = None;
                 self.accept(now);
@@ -261,15 +274,56 @@ impl Server {
         }
         // Whatever is staged is committed and flushed, and its replies written, before the
         // process ends; a flush that outlasts the write deadline (a hung disk) is given up on.
-        let give_up = Instant::now() + self.limits.write_timeout();
+        let give_up = crate::deadline::after(Instant::now(), self.limits.write_timeout());
+        self.commit_and_flush_all(give_up);
+        // The drain deadline passed with connections still open: each is released as a failed
+        // write releases it, so a delivery cut short is lost and bounced, one not started goes
+        // back to its queue, and an unacked one is returned (SPEC §4.6, §5.3). Their records,
+        // and the bounces, are committed like any other before the process ends.
+        let now = self.now();
+        let left: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in left {
+            self.close(
+                id,
+                false,
+                "the hub stopped before this connection finished",
+                now,
+            );
+        }
+        self.commit_and_flush_all(give_up);
+        if self.hub.has_staged_sends() {
+            // Bounces whose commit kept failing: their losses are audited, the notices are not.
+            self.records.log(
+                "ERROR",
+                "stopping with bounces that could not be committed (the queue store or the audit log is failing); their senders are not told",
+            );
+        }
+        self.hub.stopped();
+        self.drain_outputs();
+        let _ = self.records.flush_audit(std::iter::empty());
+        if let Some(head) = self.records.chain_head() {
+            // A copy of the head outside the audit log: `audit verify --anchor` checks it.
+            self.records
+                .log("INFO", &format!("audit chain head at stop: sha256 {head}"));
+        }
+        self.records.log("INFO", "hub stopped");
+        self.records.flush_service();
+        Ok(())
+    }
+
+    /// Settles (commit point, socket writes) until nothing is staged, waiting for the store's
+    /// flushes up to `give_up`.
+    fn commit_and_flush_all(&mut self, give_up: Instant) {
         loop {
             let now = self.now();
             self.settle(now);
             let reports = match &mut self.flusher {
-                Some(f) if f.is_pending() => f.wait_all(give_up),
+                Some(f) if f.is_busy() => f.wait_all(give_up),
                 _ => break,
             };
-            if reports.is_empty() {
+            let stuck = self.flusher.as_ref().is_some_and(Flusher::is_busy);
+            self.apply_flushes(reports, now);
+            if stuck {
                 self.records.log(
                     "ERROR",
                     &format!(
@@ -280,12 +334,7 @@ impl Server {
                 );
                 break;
             }
-            self.apply_flushes(reports, now);
         }
-        let _ = self.records.flush_audit(std::iter::empty());
-        self.records.log("INFO", "hub stopped");
-        self.records.flush_service();
-        Ok(())
     }
 
     fn now(&self) -> Now {
@@ -312,7 +361,7 @@ impl Server {
         if self.hub.has_staged() || !self.pending_ops.is_empty() {
             consider(Some(now + COMMIT_RETRY));
         }
-        if !self.read_again.is_empty() {
+        if !self.read_again.is_empty() || self.relay.as_ref().is_some_and(|r| r.wants_read()) {
             return Some(Duration::ZERO);
         }
         next.map(|t| t.saturating_duration_since(now))
@@ -442,8 +491,8 @@ impl Server {
             match conn.stream.read(&mut self.scratch) {
                 Ok(0) => {
                     conn.read_eof = true;
-                    if conn.shut_down {
-                        // Lingering after an error: the peer is done too.
+                    if conn.shut_down || (conn.answered && !conn.has_output()) {
+                        // Lingering after an error or an answer: the peer is done too.
                         self.close(id, true, "closed", now);
                     } else {
                         self.hub.handle_eof(id, now);
@@ -504,11 +553,25 @@ impl Server {
                         self.dirty.insert(conn);
                     }
                 }
+                Output::Answered { conn } => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.closing = true;
+                        c.answered = true;
+                        self.dirty.insert(conn);
+                    }
+                }
                 Output::Close { conn } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.closing = true;
                         c.discard_input = true;
+                        c.answered = false;
+                        let was_waiting = std::mem::take(&mut c.waiting_for_close);
                         self.dirty.insert(conn);
+                        if was_waiting {
+                            // The linger for the client's close is over; what is written now
+                            // has the write deadline.
+                            self.set_io_deadline(conn, None);
+                        }
                     }
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
@@ -606,7 +669,13 @@ impl Server {
     /// work and commits it once the running flush reports: one commit and one flush for
     /// everything that arrived meanwhile. Only a handoff to a parked await commits at once,
     /// because its reader gets the envelope at the commit (SPEC §12.1).
+    ///
+    /// A checkpoint that must copy the whole WAL holds every commit, handoffs too, until it
+    /// ends (`flush` module doc): that is what keeps the WAL bounded.
     fn commit_can_wait(&self) -> bool {
+        if self.flusher.as_ref().is_some_and(Flusher::holds_commits) {
+            return true;
+        }
         self.flusher.as_ref().is_some_and(Flusher::is_pending)
             && !self.hub.has_staged_handoff()
             && self.hub.flush_failed().is_none()
@@ -623,8 +692,15 @@ impl Server {
         let with_sends = self.hub.has_staged_sends();
         // After a failed flush (the kernel may have dropped written pages) nothing new may be
         // promised durable until a restart (SPEC §12.1); acks and removals are still written.
+        let backlog = self.pending_ops.bytes();
         let (sends, acks) = if let Some(why) = self.hub.flush_failed() {
             let refused = crate::hub::flush_failed_refusal(why);
+            (Err(refused), self.try_commit(false, now))
+        } else if with_sends && backlog > self.limits.store_backlog_max_bytes {
+            // The store has been failing long enough that its backlog reached the bound: it is
+            // drained (with the acks) before any send is tried again (SPEC §12.1).
+            let refused =
+                crate::hub::store_backlog_refusal(backlog, self.limits.store_backlog_max_bytes);
             (Err(refused), self.try_commit(false, now))
         } else {
             match self.try_commit(true, now) {
@@ -643,7 +719,7 @@ impl Server {
         let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
         let mut unflushable = None;
         if replies {
-            if let Some(f) = &mut self.flusher {
+            if let Some(f) = self.flusher.as_mut().filter(|f| f.syncs()) {
                 let batch = self.next_batch;
                 self.next_batch += 1;
                 self.hub.hold_replies_until(batch);
@@ -680,7 +756,7 @@ impl Server {
     /// `with_sends`), the audit batch, the store commit. On success the pending operations are
     /// done; on failure they are kept and nothing of the attempt remains.
     fn try_commit(&mut self, with_sends: bool, now: Now) -> Result<(), String> {
-        let mut ops = self.pending_ops.clone();
+        let mut ops = self.pending_ops.to_vec();
         if self.store.is_durable() {
             self.hub
                 .staged_store_ops_parts(with_sends, now.wall.timestamp_millis(), &mut ops);
@@ -702,6 +778,9 @@ impl Server {
             self.records.undo_last_batch();
             return Err(format!("the queue store could not be written ({e})"));
         }
+        if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
+            f.wal_committed(frames);
+        }
         self.pending_ops.clear();
         Ok(())
     }
@@ -718,6 +797,11 @@ impl Server {
     }
 
     fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
+        if let Some(f) = &mut self.flusher {
+            for (level, line) in f.take_logs() {
+                self.records.log(level, &line);
+            }
+        }
         for (through, result) in reports {
             if let Err(e) = &result {
                 if self.hub.flush_failed().is_none() {
@@ -769,7 +853,7 @@ impl Server {
                     );
                 }
                 if conn.deadline.is_none() {
-                    let at = now.mono + self.limits.write_timeout();
+                    let at = crate::deadline::after(now.mono, self.limits.write_timeout());
                     self.set_io_deadline(id, Some(at));
                 }
             }
@@ -787,9 +871,34 @@ impl Server {
             if !conn.shut_down {
                 conn.shut_down = true;
                 let _ = conn.stream.shutdown(Shutdown::Write);
-                let at = now.mono + self.limits.hello_timeout();
+                let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
                 self.set_io_deadline(id, Some(at));
             }
+            return;
+        }
+        if conn.answered && !conn.read_eof && !conn.waiting_for_close {
+            // For `limits.answer_linger_ms` a line the client wrote before it read the reply
+            // still goes to the core and is answered (SPEC §4.3); then the hub ends its side.
+            let linger = self.limits.answer_linger();
+            if !linger.is_zero() {
+                conn.waiting_for_close = true;
+                let at = crate::deadline::after(now.mono, linger);
+                self.set_io_deadline(id, Some(at));
+                return;
+            }
+        }
+        if conn.answered && !conn.read_eof {
+            // The answer linger is over: end like after an error line (SPEC §4.4), so a
+            // client reading until the hub closes sees the end, and unread input is drained
+            // rather than answered with a reset.
+            conn.answered = false;
+            conn.waiting_for_close = false;
+            conn.discard_input = true;
+            conn.linger = true;
+            conn.shut_down = true;
+            let _ = conn.stream.shutdown(Shutdown::Write);
+            let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
+            self.set_io_deadline(id, Some(at));
             return;
         }
         self.close(id, true, "closed", now);
@@ -805,7 +914,9 @@ impl Server {
                 continue;
             };
             conn.deadline = None;
-            if conn.shut_down {
+            if conn.waiting_for_close && !conn.shut_down {
+                self.finish_close(id, now);
+            } else if conn.shut_down || conn.waiting_for_close {
                 self.close(id, true, "closed after linger", now);
             } else {
                 let msg = format!(
@@ -841,7 +952,11 @@ impl Server {
         // On Linux closing the descriptor removes it from epoll; skip the extra epoll_ctl.
         #[cfg(not(target_os = "linux"))]
         let _ = self.poll.registry().deregister(&mut conn.stream);
-        let flushed = flushed && !conn.has_output();
+        let flushed = match conn.delivery {
+            // A delivery line the kernel took in full was delivered, whatever came after it.
+            Some(d) => d.done,
+            None => flushed && !conn.has_output(),
+        };
         drop(conn);
         self.dirty.remove(&id);
         self.read_again.remove(&id);
@@ -894,7 +1009,10 @@ impl Server {
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        self.shutdown_deadline = Some(now.mono + self.limits.write_timeout());
+        self.shutdown_deadline = Some(crate::deadline::after(
+            now.mono,
+            self.limits.write_timeout(),
+        ));
         if let Some(relay) = &mut self.relay {
             relay.close_all(self.poll.registry(), now.mono);
         }

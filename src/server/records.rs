@@ -3,14 +3,19 @@
 //!
 //! Owns the on-disk form of both records and what happens when a write fails: the audit batch
 //! is cut back to its last good length, the sends it carried are refused by the caller, and
-//! records that gate nothing are kept (bounded) for the next attempt. Refuses: deciding what
-//! to record (the hub core does that).
+//! records that gate nothing are kept (bounded) for the next attempt. Owns the audit log's
+//! hash chain as written (`audit_chain` has its rules): each record's `prev` is filled in when
+//! its batch is written, never when it is queued, so a failed or undone batch leaves the chain
+//! ending at the last record that stayed in the file. Refuses: deciding what to record (the
+//! hub core does that).
 
+use super::audit_chain::{self, chain_line, chain_start_record, Hash};
+use crate::hub::event::AUDIT_FORMAT_VERSION;
 use crate::hub::AuditEvent;
 use chrono::{SecondsFormat, Utc};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// Records that gate nothing and could not be written are kept up to this many bytes; past it
@@ -57,7 +62,6 @@ pub fn open_record_file(path: &Path) -> io::Result<File> {
 /// next run's first record would be glued to it and both would be unreadable. `file` is the
 /// append handle opened on `path`; special files are left alone.
 pub fn cut_torn_tail(path: &Path, file: &File) -> io::Result<u64> {
-    use std::os::unix::fs::FileExt;
     let meta = file.metadata()?;
     let len = meta.len();
     if !meta.is_file() || len == 0 {
@@ -83,15 +87,170 @@ pub fn cut_torn_tail(path: &Path, file: &File) -> io::Result<u64> {
     Ok(len)
 }
 
+/// Reads the last complete line of a record file (its newline removed), or None when the
+/// file is empty. The file ends in a newline (`cut_torn_tail` ran first).
+pub fn last_line(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let reader = File::open(path)?;
+    let len = reader.metadata()?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    // The byte before `end` is the last line's newline; scan back for the one before it.
+    let end = len - 1;
+    let mut start = end;
+    let mut buf = vec![0u8; 64 * 1024];
+    while start > 0 {
+        let from = start.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(start - from) as usize];
+        reader.read_exact_at(chunk, from)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            start = from + i as u64 + 1;
+            break;
+        }
+        start = from;
+    }
+    let mut line = vec![0u8; (end - start) as usize];
+    reader.read_exact_at(&mut line, start)?;
+    Ok(Some(line))
+}
+
+/// Where the audit chain stands when the hub opens its log (`open_chain`).
+pub struct Chain {
+    /// The hash of the last record in the file, which the next record names as `prev`; None
+    /// when nothing before it is known (a new log).
+    head: Option<Hash>,
+    /// The next batch begins with a `chain_start` record giving this reason.
+    start: Option<String>,
+    /// The `.head` file, rewritten with the head after every batch.
+    head_file: Option<File>,
+}
+
+impl Chain {
+    /// A new log with no predecessor and no head file (tests, special files).
+    pub fn new_log() -> Chain {
+        Chain {
+            head: None,
+            start: Some("new audit log".into()),
+            head_file: None,
+        }
+    }
+}
+
+/// Finds where the chain of the audit log at `path` (opened as `file`, its torn tail cut)
+/// stands, and what the service log should say about it. A log with records continues from
+/// its last one; an empty log continues the chain its `.head` file names (the log was
+/// rotated: moved away and the hub restarted) with a `chain_start` saying so, or starts a new
+/// chain. A `.head` that names another record than the log's last one (records cut from its
+/// end while the hub was down, or a crash between the two writes) is reported in a
+/// `chain_start`, and the chain continues from the log's last record.
+pub fn open_chain(path: &Path, file: &File) -> io::Result<(Chain, Vec<(&'static str, String)>)> {
+    let mut notes = Vec::new();
+    if !file.metadata()?.is_file() {
+        return Ok((Chain::new_log(), notes));
+    }
+    let head_path = audit_chain::head_path(path);
+    let recorded = match audit_chain::read_head(&head_path) {
+        Ok(h) => h,
+        Err(e) => {
+            notes.push(("WARN", format!("audit chain: {e}; ignoring it")));
+            None
+        }
+    };
+    let last = last_line(path)?.map(|l| audit_chain::line_hash(&l));
+    let (head, start) = match (last, recorded) {
+        (Some(last), recorded) => {
+            let start = recorded.filter(|r| *r != last).map(|r| {
+                let why = format!(
+                    "the log's last record is not the chain head the hub last recorded ({}): records may have been cut from the end of the log, or the hub stopped between writing the log and {}",
+                    audit_chain::hex(&r),
+                    head_path.display()
+                );
+                notes.push(("WARN", format!("audit chain: {why}")));
+                why
+            });
+            notes.push((
+                "INFO",
+                format!(
+                    "audit chain continues from the log's last record (sha256 {})",
+                    audit_chain::hex(&last)
+                ),
+            ));
+            (Some(last), start)
+        }
+        (None, Some(r)) => {
+            notes.push((
+                "INFO",
+                format!(
+                    "audit chain: the log is new; its first record continues the chain recorded in {} (sha256 {})",
+                    head_path.display(),
+                    audit_chain::hex(&r)
+                ),
+            ));
+            (
+                Some(r),
+                Some(format!(
+                    "new audit log file; the chain continues from the last record of the file before it, as recorded in {}",
+                    head_path.display()
+                )),
+            )
+        }
+        (None, None) => {
+            notes.push((
+                "INFO",
+                "audit chain: a new log starts a new chain".to_owned(),
+            ));
+            (None, Some("new audit log".to_owned()))
+        }
+    };
+    let head_file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&head_path)
+        .map_err(|e| {
+            notes.push((
+                "WARN",
+                format!(
+                    "audit chain: cannot open {}: {e}; the chain head is not recorded beside the log",
+                    head_path.display()
+                ),
+            ))
+        })
+        .ok();
+    Ok((
+        Chain {
+            head,
+            start,
+            head_file,
+        },
+        notes,
+    ))
+}
+
+/// The part of the last batch `undo_last_batch` needs.
+struct LastBatch {
+    /// The file's length before the batch.
+    len: u64,
+    /// Its records that gated nothing, as queued (without `prev`).
+    ungated: String,
+    /// The chain as it stood before the batch.
+    head: Option<Hash>,
+    start: Option<String>,
+}
+
 pub struct Records {
     audit: Box<dyn Sink>,
     /// The audit file's length after the last good append (None until first asked), so a
     /// failed batch can be cut back without an `fstat` before every append.
     audit_len: Option<u64>,
     /// The length before the last append and the part of it that gated nothing.
-    last_batch: Option<(u64, String)>,
-    /// Encoded records that gate nothing, waiting for the next flush.
+    last_batch: Option<LastBatch>,
+    /// Encoded records that gate nothing, waiting for the next flush (without `prev`).
     pending: String,
+    /// Where the chain stands (`Chain`).
+    chain: Chain,
+    head_failing: bool,
     service: Box<dyn Sink>,
     service_buf: String,
     dropped_audit: u64,
@@ -109,13 +268,47 @@ impl Records {
             service_buf: String::new(),
             dropped_audit: 0,
             audit_failing: false,
+            chain: Chain::new_log(),
+            head_failing: false,
         }
     }
 
-    /// Replaces the audit sink, keeping the service log and anything buffered.
-    pub fn set_audit(&mut self, audit: Box<dyn Sink>) {
+    /// Replaces the audit sink and the chain it continues (`open_chain`), keeping the service
+    /// log and anything buffered.
+    pub fn set_audit(&mut self, audit: Box<dyn Sink>, chain: Chain) {
         self.audit = audit;
         self.audit_len = None;
+        self.chain = chain;
+    }
+
+    /// The hash of the last record written, for the service log at shutdown.
+    pub fn chain_head(&self) -> Option<String> {
+        self.chain.head.as_ref().map(audit_chain::hex)
+    }
+
+    /// Rewrites the `.head` file with the chain's head (fixed length, in place).
+    fn record_head(&mut self) {
+        let Some(f) = &self.chain.head_file else {
+            return;
+        };
+        let r = match &self.chain.head {
+            Some(h) => f.write_all_at(format!("{}\n", audit_chain::hex(h)).as_bytes(), 0),
+            None => f.set_len(0),
+        };
+        match r {
+            Ok(()) if self.head_failing => {
+                self.head_failing = false;
+                self.log("INFO", "audit chain head file writable again");
+            }
+            Err(e) if !self.head_failing => {
+                self.head_failing = true;
+                self.log(
+                    "WARN",
+                    &format!("audit chain: cannot record the chain head beside the log: {e}"),
+                );
+            }
+            _ => {}
+        }
     }
 
     fn now_ts() -> String {
@@ -144,6 +337,9 @@ impl Records {
         &mut self,
         gated: I,
     ) -> Result<(), String> {
+        // Only this call's batch can be taken back: a batch from an earlier call was settled
+        // by its own commit (and an empty call must not leave it undoable).
+        self.last_batch = None;
         let ts = Self::now_ts();
         let keep = self.pending.len();
         for ev in gated {
@@ -156,20 +352,33 @@ impl Records {
             Some(len) => Ok(len),
             None => self.audit.len(),
         };
-        match self.audit.append(self.pending.as_bytes()) {
+        // The chain's links are made now, in file order: the chain_start first if one is due.
+        let mut batch = String::with_capacity(self.pending.len() + 80 * 64);
+        let mut head = self.chain.head;
+        if let Some(reason) = &self.chain.start {
+            let start = chain_start_record(AUDIT_FORMAT_VERSION, &ts, reason);
+            head = Some(chain_line(&start, head.as_ref(), &mut batch));
+        }
+        for record in self.pending.split_inclusive('\n') {
+            head = Some(chain_line(record, head.as_ref(), &mut batch));
+        }
+        match self.audit.append(batch.as_bytes()) {
             Ok(()) => {
-                self.audit_len = before
-                    .as_ref()
-                    .ok()
-                    .map(|len| len + self.pending.len() as u64);
+                self.audit_len = before.as_ref().ok().map(|len| len + batch.len() as u64);
                 // Kept until the caller's commit settles, so `undo_last_batch` can take the
-                // gated records back out and keep the rest.
+                // gated records back out, keep the rest and put the chain back where it was.
                 self.last_batch = match before {
-                    Ok(len) if keep < self.pending.len() => {
-                        Some((len, self.pending[..keep].to_owned()))
-                    }
+                    Ok(len) if keep < self.pending.len() => Some(LastBatch {
+                        len,
+                        ungated: self.pending[..keep].to_owned(),
+                        head: self.chain.head,
+                        start: self.chain.start.clone(),
+                    }),
                     _ => None,
                 };
+                self.chain.head = head;
+                self.chain.start = None;
+                self.record_head();
                 self.pending.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
@@ -202,12 +411,16 @@ impl Records {
     /// append (the store's commit), so its `accepted`/`acked` records must not stand. The
     /// batch's records that gated nothing go back to the pending buffer for the next flush.
     pub fn undo_last_batch(&mut self) {
-        let Some((len, ungated)) = self.last_batch.take() else {
+        let Some(last) = self.last_batch.take() else {
             return;
         };
-        if self.audit.truncate(len).is_ok() {
-            self.audit_len = Some(len);
-            self.pending.insert_str(0, &ungated);
+        if self.audit.truncate(last.len).is_ok() {
+            self.audit_len = Some(last.len);
+            self.pending.insert_str(0, &last.ungated);
+            // The next record links to the last one left in the file.
+            self.chain.head = last.head;
+            self.chain.start = last.start;
+            self.record_head();
         } else {
             self.audit_len = None;
             self.log(
@@ -287,6 +500,143 @@ mod tests {
         }
     }
 
+    /// The text verifies as one chain from a chain_start; returns the records' events.
+    fn assert_chain_holds(text: &str) -> Vec<String> {
+        let mut v = audit_chain::Verifier::new(vec!["mem".into()]);
+        let mut events = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            v.line(0, i as u64 + 1, line.as_bytes())
+                .unwrap_or_else(|b| panic!("broken: {b:?}\n{text}"));
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            events.push(r["event"].as_str().unwrap().to_owned());
+        }
+        v.finish().unwrap();
+        events
+    }
+
+    /// The undone batch took a chain_start, records that gated nothing and a gated one
+    /// with it; what is written next links to the last record that stayed in the file, and a
+    /// batch cut back after a failed append leaves the chain as it was.
+    #[test]
+    fn the_chain_stays_whole_across_undone_and_failed_batches() {
+        let audit = MemSink::default();
+        let mut r = Records::new(Box::new(audit.clone()), Box::new(MemSink::default()));
+        let accepted = |id: &str| AuditEvent::Accepted {
+            conn: Some(2),
+            envelope: format!("{{\"id\":\"{id}\"}}").into(),
+        };
+        // The very first batch is undone: the chain_start goes with it and comes back.
+        r.audit(&AuditEvent::Connected { conn: 1 });
+        r.flush_audit([accepted("a")]).unwrap();
+        r.undo_last_batch();
+        assert!(audit.data.borrow().is_empty());
+        r.flush_audit(std::iter::empty()).unwrap();
+        let kept = r.chain_head();
+        r.audit(&AuditEvent::Connected { conn: 2 });
+        r.flush_audit([accepted("b")]).unwrap();
+        r.undo_last_batch();
+        assert_eq!(r.chain_head(), kept, "the head is the last record left");
+        *audit.full.borrow_mut() = true;
+        assert!(r.flush_audit([accepted("c")]).is_err());
+        assert_eq!(r.chain_head(), kept);
+        *audit.full.borrow_mut() = false;
+        r.flush_audit([accepted("d")]).unwrap();
+        // Regression: an attempt that wrote nothing (a commit of purges alone) then failed
+        // must not take back the batch before it, which its own commit had settled.
+        r.flush_audit(std::iter::empty()).unwrap();
+        r.undo_last_batch();
+        let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
+        let events = assert_chain_holds(&text);
+        assert_eq!(
+            events,
+            ["chain_start", "connected", "connected", "accepted"],
+            "{text}"
+        );
+        assert!(text.contains("\"id\":\"d\"") && !text.contains("\"id\":\"b\""));
+    }
+
+    #[test]
+    fn the_chain_continues_from_the_file_or_its_head_file_and_says_when_they_disagree() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-chain-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("audit.jsonl");
+        let head_path = audit_chain::head_path(&path);
+        let run = |events: u32| -> (String, Vec<(&'static str, String)>) {
+            let file = open_record_file(&path).unwrap();
+            cut_torn_tail(&path, &file).unwrap();
+            let (chain, notes) = open_chain(&path, &file).unwrap();
+            let mut r = Records::new(Box::new(MemSink::default()), Box::new(MemSink::default()));
+            r.set_audit(Box::new(file), chain);
+            for conn in 0..events {
+                r.audit(&AuditEvent::Connected {
+                    conn: u64::from(conn),
+                });
+                r.flush_audit(std::iter::empty()).unwrap();
+            }
+            (r.chain_head().unwrap_or_default(), notes)
+        };
+        // A new log, then a restart that continues it without a second chain_start.
+        let (head1, notes) = run(2);
+        assert!(notes
+            .iter()
+            .any(|(_, n)| n.contains("a new log starts a new chain")));
+        let (head2, notes) = run(1);
+        assert!(notes.iter().any(|(_, n)| n.contains(&head1)), "{notes:?}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            assert_chain_holds(&text)
+                .iter()
+                .filter(|e| *e == "chain_start")
+                .count(),
+            1
+        );
+        assert_eq!(std::fs::read_to_string(&head_path).unwrap().trim(), head2);
+        // Rotation: the log moved away, the hub restarted on a new file.
+        let old = dir.join("audit.jsonl.1");
+        std::fs::rename(&path, &old).unwrap();
+        let (head3, _) = run(1);
+        let out = audit_chain::verify_files(&[old.clone(), path.clone()], &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(out.records, 6);
+        assert_eq!(out.head.map(|h| audit_chain::hex(&h)), Some(head3.clone()));
+        assert!(
+            out.notes
+                .iter()
+                .any(|n| n.contains("chain_start: new audit log file")),
+            "{:?}",
+            out.notes
+        );
+        // The log's last record cut off while the hub was down: the next start says so in a
+        // chain_start, and the chain still verifies from there on.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cut = &text[..text[..text.len() - 1].rfind('\n').unwrap() + 1];
+        std::fs::write(&path, cut).unwrap();
+        let err = audit_chain::verify_files(std::slice::from_ref(&path), &[])
+            .unwrap()
+            .unwrap_err();
+        assert!(err.why.contains("records were cut from the end"), "{err:?}");
+        let (_, notes) = run(1);
+        assert!(
+            notes.iter().any(
+                |(l, n)| *l == "WARN" && n.contains("not the chain head the hub last recorded")
+            ),
+            "{notes:?}"
+        );
+        let out = audit_chain::verify_files(std::slice::from_ref(&path), &[])
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.notes
+                .iter()
+                .any(|n| n.contains("records may have been cut")),
+            "{:?}",
+            out.notes
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_torn_tail_is_cut_back_to_the_last_complete_line() {
         let dir = std::env::temp_dir().join(format!("agent-hub-torn-{}", std::process::id()));
@@ -338,6 +688,7 @@ mod tests {
             text.contains("\"conn\":2") && !text.contains("accepted"),
             "{text}"
         );
+        assert_chain_holds(&text);
     }
 
     #[test]
@@ -360,8 +711,13 @@ mod tests {
         *audit.full.borrow_mut() = false;
         r.flush_audit(std::iter::empty()).unwrap();
         let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
-        assert_eq!(text.lines().count(), 2);
+        assert_eq!(
+            text.lines().count(),
+            3,
+            "chain_start and two records: {text}"
+        );
         assert!(text.contains("\"conn\":2"));
+        assert_chain_holds(&text);
         assert!(
             !text.contains("accepted"),
             "the refused send's record was not kept"

@@ -3,22 +3,30 @@
 //! heartbeats, liveness — is in `relay::session`; this file only moves bytes and keeps books.
 //!
 //! Owns which connection is a peer's link (`relay::links` decides), redial timing, the
-//! address a dial leaves from (`dial_source`, `connect_from`) and the status file. Refuses:
-//! parsing relay messages.
+//! address a dial leaves from (`dial_source`, `connect_from`) and the status file; applies the
+//! caps of docs/relay-protocol.md "Limits" that need a socket: admission at accept
+//! (`relay_gate` keeps the books), a read budget per connection per loop iteration, and a rate
+//! limit on every log line a peer or a stranger can trigger. Refuses: parsing relay messages.
 
-use super::relay_status::{write_status, PeerStatus, RelayStatus};
+use super::relay_gate::{
+    dropped_summary, is_fd_exhaustion, throttled, Gate, SharedKeys, PEER_LOG_BURST,
+    PEER_LOG_REFILL, STRANGER_LOG_BURST, STRANGER_LOG_REFILL,
+};
+use super::relay_status::{PeerStatus, RelayStatus, StatusWriter};
 use crate::config::{PeerConfig, RelayConfig};
-use crate::relay::heartbeat::{AgentEntry, Directory};
+use crate::relay::heartbeat::{AgentEntry, Directory, DirectoryCaps};
 use crate::relay::links::{Direction, Links, Verdict};
 use crate::relay::message::{Ack, BusForward};
 use crate::relay::session::{PeerAuth, SendError, Session, SessionConfig, SessionEvent, WallClock};
+use crate::relay::throttle::Throttle;
 use crate::relay::{Feature, MsgType, Payload};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Relay tokens live above this, apart from client connections.
@@ -26,13 +34,14 @@ pub const RELAY_TOKEN_BASE: usize = 1 << 40;
 const RELAY_LISTENER: Token = Token(RELAY_TOKEN_BASE);
 /// Bytes queued for one peer before the link is dropped as too slow to keep.
 pub const MAX_PEER_BACKLOG_BYTES: usize = 16 * 1024 * 1024;
-/// Failed handshakes from one address within `FAILURE_WINDOW` before it is refused for
-/// `FAILURE_WINDOW` (what v0 acceptors do: relay-compat.md, "Authentication and handshake").
-const MAX_FAILED_HANDSHAKES: u32 = 5;
-const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// The status file is rewritten at most this often.
 const STATUS_INTERVAL: Duration = Duration::from_secs(1);
-
+/// Bytes read from one relay connection per loop iteration before other sockets get a turn
+/// (the client side's `READ_BUDGET_BYTES`, smaller: a frame may decompress fourfold).
+pub const RELAY_READ_BUDGET_BYTES: usize = 256 * 1024;
+/// How long the relay stops accepting after `accept` failed for want of descriptors: the
+/// connection stays in the backlog, and the client listener keeps what descriptors there are.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 struct Link {
     stream: TcpStream,
     session: Session,
@@ -52,6 +61,34 @@ struct Link {
     /// Our `bus_forward` messages on this link not yet acked: relay message id → the
     /// envelope's acceptance seq in the hub.
     forwards: HashMap<String, u64>,
+    /// Accepted: the address the gate counts it against; None for our dials.
+    admitted: Option<IpAddr>,
+    /// Accepted and past its handshake (the gate no longer counts it unauthenticated).
+    authenticated: bool,
+    /// Log lines this connection's peer has triggered.
+    log_throttle: Throttle,
+}
+
+impl Link {
+    fn new(stream: TcpStream, session: Session, direction: Direction, addr: SocketAddr) -> Link {
+        Link {
+            stream,
+            session,
+            direction,
+            peer: None,
+            addr,
+            connecting: false,
+            out: Vec::new(),
+            out_pos: 0,
+            writable_interest: false,
+            closed: false,
+            forwarding: false,
+            forwards: HashMap::new(),
+            admitted: None,
+            authenticated: false,
+            log_throttle: Throttle::new(PEER_LOG_BURST, PEER_LOG_REFILL),
+        }
+    }
 }
 
 /// What the relay tells the hub core (SPEC §15), drained by the loop after each relay event.
@@ -99,7 +136,7 @@ struct PeerBook {
 pub struct RelayIo {
     cfg: RelayConfig,
     session_cfg: SessionConfig,
-    keys: HashMap<String, PeerAuth>,
+    keys: Arc<HashMap<String, PeerAuth>>,
     peers_cfg: Vec<PeerConfig>,
     listener: Option<TcpListener>,
     links: HashMap<Token, Link>,
@@ -109,9 +146,18 @@ pub struct RelayIo {
     directory: Directory,
     status_dirty: bool,
     next_status_write: Option<Instant>,
-    /// Per source address: failed handshakes in the current window (count, window start),
-    /// and until when it is refused.
-    failures: HashMap<std::net::IpAddr, (u32, Instant, Option<Instant>)>,
+    /// Admission of accepted connections: caps, failed handshakes, refusal tallies.
+    gate: Gate,
+    /// Lines about connections still in their handshake, from anyone.
+    stranger_log: Throttle,
+    /// Accepting stopped until then (descriptors ran out).
+    accept_paused_until: Option<Instant>,
+    /// Connections whose read budget ran out: read again next iteration.
+    read_again: BTreeSet<Token>,
+    /// The most of a peer's directory a session keeps.
+    directory_caps: DirectoryCaps,
+    /// Writes the status file off the loop (`relay_status::StatusWriter`).
+    status_writer: StatusWriter,
     /// Service-log lines waiting for the loop to write them.
     pub logs: Vec<(&'static str, String)>,
     /// Events for the hub core, in order.
@@ -156,6 +202,8 @@ impl RelayIo {
             listen_port: cfg.listen.map(|a| a.port()),
             transient: false,
             wall_clock: wall_clock(now),
+            // One book for every session this hub runs (each takes a clone of this config).
+            nonces: crate::relay::nonces::NonceBook::new(),
         };
         let listener = match cfg.listen {
             None => None,
@@ -181,14 +229,25 @@ impl RelayIo {
             book.next_dial = p.address.map(|_| now);
             books.insert(p.id.clone(), book);
         }
+        let directory_caps = DirectoryCaps {
+            max_agents: cfg.limits.max_peer_agents,
+            max_bytes: cfg.limits.max_peer_directory_bytes,
+        };
         let random = std::fs::File::open("/dev/urandom")
             .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
+        let status_writer = StatusWriter::spawn(cfg.status_path.clone())
+            .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
         Ok(RelayIo {
             peers_cfg: cfg.peers.clone(),
             registry_links: Links::new(cfg.peer_id.clone()),
+            gate: Gate::new(cfg.limits),
+            stranger_log: Throttle::new(STRANGER_LOG_BURST, STRANGER_LOG_REFILL),
+            accept_paused_until: None,
+            read_again: BTreeSet::new(),
+            directory_caps,
             cfg,
             session_cfg,
-            keys,
+            keys: Arc::new(keys),
             listener,
             links: HashMap::new(),
             books,
@@ -196,9 +255,9 @@ impl RelayIo {
             directory: Directory::default(),
             status_dirty: true,
             next_status_write: Some(now),
+            status_writer,
             logs: Vec::new(),
             inbox: Vec::new(),
-            failures: HashMap::new(),
             random,
         })
     }
@@ -284,14 +343,20 @@ impl RelayIo {
         }
     }
 
+    /// Accepts until the backlog is empty. A connection past a cap is closed at once, unread
+    /// and unlogged (the gate sums it into one line per interval), so a flood neither spins the
+    /// loop nor fills the log; past the descriptor limit accepting pauses briefly instead.
     fn accept(&mut self, registry: &Registry, now: Instant) {
+        if self.accept_paused_until.is_some() {
+            return;
+        }
         loop {
             let Some(listener) = &self.listener else {
                 return;
             };
             match listener.accept() {
                 Ok((mut stream, addr)) => {
-                    if self.refused(addr.ip(), now) {
+                    if self.gate.admit(addr.ip(), now).is_err() {
                         drop(stream);
                         continue;
                     }
@@ -301,45 +366,56 @@ impl RelayIo {
                         .register(&mut stream, token, Interest::READABLE)
                         .is_err()
                     {
+                        self.gate.closed(addr.ip(), false);
                         continue;
                     }
                     let (nonce, seed) = self.entropy();
-                    let session = Session::acceptor(
+                    let mut session = Session::acceptor(
                         self.session_cfg(now),
-                        self.keys.clone(),
+                        SharedKeys(Arc::clone(&self.keys)),
                         nonce,
                         seed,
                         now,
                     );
-                    self.logs
-                        .push(("INFO", format!("relay: connection from {addr}")));
-                    self.links.insert(
-                        token,
-                        Link {
-                            stream,
-                            session,
-                            direction: Direction::Accepted,
-                            peer: None,
-                            addr,
-                            connecting: false,
-                            out: Vec::new(),
-                            out_pos: 0,
-                            writable_interest: false,
-                            closed: false,
-                            forwarding: false,
-                            forwards: HashMap::new(),
-                        },
+                    session.set_directory_caps(self.directory_caps);
+                    throttled(
+                        &mut self.logs,
+                        &mut self.stranger_log,
+                        "INFO",
+                        format!("relay: connection from {addr}"),
+                        now,
                     );
+                    let mut link = Link::new(stream, session, Direction::Accepted, addr);
+                    link.admitted = Some(addr.ip());
+                    self.links.insert(token, link);
                     self.pump(registry, token, now);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_fd_exhaustion(&e) => {
+                    self.gate.no_descriptors(now);
+                    self.accept_paused_until = Some(now + ACCEPT_PAUSE);
+                    break;
+                }
                 Err(e) => {
-                    self.logs
-                        .push(("WARN", format!("relay: accept failed: {e}")));
-                    return;
+                    throttled(
+                        &mut self.logs,
+                        &mut self.stranger_log,
+                        "WARN",
+                        format!("relay: accept failed: {e}"),
+                        now,
+                    );
+                    break;
                 }
             }
+        }
+        self.log_refusals(now, false);
+    }
+
+    /// The gate's summed refusal line, when one is due.
+    fn log_refusals(&mut self, now: Instant, force: bool) {
+        if let Some(line) = self.gate.poll_log(now, force) {
+            self.logs.push(("WARN", line));
         }
     }
 
@@ -380,25 +456,14 @@ impl RelayIo {
         }
         let (nonce, seed) = self.entropy();
         let auth = self.keys[&peer.id].clone();
-        let session = Session::dialer(self.session_cfg(now), &peer.id, auth, nonce, seed, now);
+        let mut session = Session::dialer(self.session_cfg(now), &peer.id, auth, nonce, seed, now);
+        session.set_directory_caps(self.directory_caps);
         self.books.get_mut(&peer.id).expect("book").dialling = Some(token);
-        self.links.insert(
-            token,
-            Link {
-                stream,
-                session,
-                direction: Direction::Dialled,
-                peer: Some(peer.id.clone()),
-                addr,
-                connecting: true,
-                out: Vec::new(),
-                out_pos: 0,
-                writable_interest: true,
-                closed: false,
-                forwarding: false,
-                forwards: HashMap::new(),
-            },
-        );
+        let mut link = Link::new(stream, session, Direction::Dialled, addr);
+        link.peer = Some(peer.id.clone());
+        link.connecting = true;
+        link.writable_interest = true;
+        self.links.insert(token, link);
     }
 
     fn schedule_redial(&mut self, peer: &str, now: Instant) {
@@ -408,19 +473,28 @@ impl RelayIo {
         let waits = &self.cfg.reconnect_backoff_ms;
         let wait = waits[book.backoff_step.min(waits.len() - 1)];
         book.backoff_step += 1;
-        book.next_dial = Some(now + Duration::from_millis(wait));
+        book.next_dial = Some(crate::deadline::after(now, Duration::from_millis(wait)));
         book.dialling = None;
         book.status.state = "backoff".into();
         self.status_dirty = true;
     }
 
+    /// Reads until `WouldBlock` or `RELAY_READ_BUDGET_BYTES`; a connection whose budget ran
+    /// out is read again next iteration (`read_pending`), after every other socket had its
+    /// turn, so one fast peer cannot starve the others or the local clients.
     fn read(&mut self, registry: &Registry, token: Token, now: Instant) {
         let mut buf = [0u8; 64 * 1024];
+        let mut budget = RELAY_READ_BUDGET_BYTES;
         loop {
             let Some(link) = self.links.get_mut(&token) else {
                 return;
             };
-            match link.stream.read(&mut buf) {
+            if budget == 0 {
+                self.read_again.insert(token);
+                return;
+            }
+            let want = buf.len().min(budget);
+            match link.stream.read(&mut buf[..want]) {
                 Ok(0) => {
                     link.session.handle_eof();
                     self.pump(registry, token, now);
@@ -428,6 +502,7 @@ impl RelayIo {
                     return;
                 }
                 Ok(n) => {
+                    budget -= n;
                     link.session.handle_input(&buf[..n], now);
                     if let Some(peer) = &link.peer {
                         if let Some(b) = self.books.get_mut(peer) {
@@ -444,6 +519,18 @@ impl RelayIo {
                 }
             }
         }
+    }
+
+    /// Reads the connections whose read budget ran out in the last iteration.
+    pub fn read_pending(&mut self, registry: &Registry, now: Instant) {
+        for token in std::mem::take(&mut self.read_again) {
+            self.read(registry, token, now);
+        }
+    }
+
+    /// Whether a connection waits to be read again (the loop then polls without waiting).
+    pub fn wants_read(&self) -> bool {
+        !self.read_again.is_empty()
     }
 
     /// Drains a session's events and bytes after any input or timeout.
@@ -476,6 +563,10 @@ impl RelayIo {
                     ));
                     link.peer = Some(peer.clone());
                     link.session.set_directory(self.directory.clone());
+                    if link.admitted.is_some() && !link.authenticated {
+                        link.authenticated = true;
+                        self.gate.authenticated();
+                    }
                     let direction = link.direction;
                     match self.registry_links.established(
                         &peer,
@@ -575,41 +666,59 @@ impl RelayIo {
                                     seq,
                                     error,
                                 }),
-                                None => self.logs.push((
+                                None => throttled(
+                                    &mut self.logs,
+                                    &mut link.log_throttle,
                                     "INFO",
                                     format!("relay: {peer} acked {ack_id:?}, which is no forward of this link; ignored"),
-                                )),
+                                    now,
+                                ),
                             }
                         }
-                        _ => self.logs.push((
+                        _ => throttled(
+                            &mut self.logs,
+                            &mut link.log_throttle,
                             "INFO",
                             format!(
                                 "relay: {peer} sent {}; not acted on by this hub",
                                 msg.msg_type.as_str()
                             ),
-                        )),
+                            now,
+                        ),
                     }
                 }
                 SessionEvent::Message(msg) => {
                     // Delegation is a later extension; until then a message is logged by type
                     // and dropped (never its payload: it may carry a prompt).
                     let peer = link.peer.clone().unwrap_or_default();
-                    self.logs.push((
+                    throttled(
+                        &mut self.logs,
+                        &mut link.log_throttle,
                         "INFO",
                         format!(
                             "relay: {peer} sent {}; not acted on by this hub",
                             msg.msg_type.as_str()
                         ),
-                    ));
+                        now,
+                    );
                 }
                 SessionEvent::UnknownType { msg_type } => {
                     let peer = link.peer.clone().unwrap_or_default();
-                    self.logs.push((
+                    throttled(
+                        &mut self.logs,
+                        &mut link.log_throttle,
                         "WARN",
                         format!("relay: {peer} sent unknown message type {msg_type:?}; dropped"),
-                    ));
+                        now,
+                    );
                 }
-                SessionEvent::Log(line) => self.logs.push(("INFO", format!("relay: {line}"))),
+                SessionEvent::Log(line) => throttled(
+                    &mut self.logs,
+                    &mut link.log_throttle,
+                    "INFO",
+                    format!("relay: {line}"),
+                    now,
+                ),
                 SessionEvent::Closed { reason } => {
                     link.closed = true;
                     // Write what the session queued (a denial) before closing.
@@ -683,48 +792,23 @@ impl RelayIo {
         }
     }
 
-    /// Whether connections from `ip` are refused now (too many failed handshakes).
-    fn refused(&mut self, ip: std::net::IpAddr, now: Instant) -> bool {
-        match self.failures.get(&ip) {
-            Some(&(_, _, Some(until))) if until > now => true,
-            Some(&(_, _, Some(_))) => {
-                self.failures.remove(&ip);
-                false
-            }
-            _ => false,
-        }
-    }
-
-    /// Counts a failed handshake from `ip`; the fifth within the window refuses it for a while.
-    fn note_failure(&mut self, ip: std::net::IpAddr, now: Instant) {
-        let entry = self.failures.entry(ip).or_insert((0, now, None));
-        if now.duration_since(entry.1) > FAILURE_WINDOW {
-            *entry = (0, now, None);
-        }
-        entry.0 += 1;
-        if entry.0 >= MAX_FAILED_HANDSHAKES && entry.2.is_none() {
-            entry.2 = Some(now + FAILURE_WINDOW);
-            self.logs.push((
-                "WARN",
-                format!(
-                    "relay: refusing connections from {ip} for {} s after {MAX_FAILED_HANDSHAKES} failed handshakes",
-                    FAILURE_WINDOW.as_secs()
-                ),
-            ));
-        }
-        // Bounded: addresses whose window and refusal are over are forgotten.
-        if self.failures.len() > 4096 {
-            self.failures.retain(|_, (_, start, until)| {
-                until.is_some_and(|u| u > now) || now.duration_since(*start) <= FAILURE_WINDOW
-            });
-        }
-    }
-
     fn drop_link(&mut self, registry: &Registry, token: Token, reason: &str, now: Instant) {
         let Some(mut link) = self.links.remove(&token) else {
             return;
         };
         let _ = registry.deregister(&mut link.stream);
+        self.read_again.remove(&token);
+        if let Some(ip) = link.admitted {
+            self.gate.closed(ip, link.authenticated);
+        }
+        let held_back = link.log_throttle.held_back();
+        if held_back > 0 {
+            let who = link.peer.clone().unwrap_or_else(|| link.addr.to_string());
+            self.logs.push((
+                "INFO",
+                format!("relay: {held_back} more log lines about {who} were held back by the log rate limit before the connection closed"),
+            ));
+        }
         let was_link = self.registry_links.closed(token.0 as u64);
         if link.forwarding {
             if let Some(peer) = &link.peer {
@@ -739,14 +823,19 @@ impl RelayIo {
             // unknown peer, v0 refused), a malformed handshake or a missed deadline. The
             // session's reason is the only record of why a peer cannot link.
             if reason != "hub shutting down" {
-                self.logs.push((
+                throttled(
+                    &mut self.logs,
+                    &mut self.stranger_log,
                     "WARN",
                     format!(
                         "relay: connection from {} closed before a link: {reason}",
                         link.addr
                     ),
-                ));
-                self.note_failure(link.addr.ip(), now);
+                    now,
+                );
+                if let Some(line) = self.gate.handshake_failed(link.addr.ip(), now) {
+                    throttled(&mut self.logs, &mut self.stranger_log, "WARN", line, now);
+                }
             }
             return;
         };
@@ -756,8 +845,11 @@ impl RelayIo {
             .any(|p| p.id == peer && p.address.is_some());
         let book = self.books.entry(peer.clone()).or_default();
         if was_link {
-            self.logs
-                .push(("INFO", format!("relay: link with {peer} down: {reason}")));
+            let dropped = dropped_summary(link.session.stats());
+            self.logs.push((
+                "INFO",
+                format!("relay: link with {peer} down: {reason}{dropped}"),
+            ));
             book.status.state = "down".into();
             book.status.direction = None;
             book.status.reconnects += u64::from(dialled_by_us);
@@ -879,6 +971,11 @@ impl RelayIo {
         for p in dials {
             self.dial(registry, &p, now);
         }
+        if self.accept_paused_until.is_some_and(|t| t <= now) {
+            self.accept_paused_until = None;
+            self.accept(registry, now);
+        }
+        self.log_refusals(now, false);
         if self.status_dirty && self.next_status_write.is_none_or_due(now) {
             self.write_status_file();
             self.next_status_write = Some(now + STATUS_INTERVAL);
@@ -897,7 +994,12 @@ impl RelayIo {
         } else {
             None
         };
-        sessions.chain(dials).chain(status).min()
+        sessions
+            .chain(dials)
+            .chain(status)
+            .chain(self.accept_paused_until)
+            .chain(self.gate.poll_timeout())
+            .min()
     }
 
     pub fn write_status_file(&mut self) {
@@ -908,15 +1010,10 @@ impl RelayIo {
             listen: self.local_addr().map(|a| a.to_string()),
             peers: self.books.values().map(|b| b.status.clone()).collect(),
         };
-        if let Err(e) = write_status(&self.cfg.status_path, &status) {
-            self.logs.push((
-                "WARN",
-                format!(
-                    "relay: cannot write {}: {e}",
-                    self.cfg.status_path.display()
-                ),
-            ));
+        for e in self.status_writer.take_errors() {
+            self.logs.push(("WARN", format!("relay: {e}")));
         }
+        self.status_writer.submit(status);
         self.status_dirty = false;
     }
 
@@ -928,6 +1025,14 @@ impl RelayIo {
         }
         for b in self.books.values_mut() {
             b.next_dial = None;
+        }
+        self.log_refusals(now, true);
+        let held_back = self.stranger_log.take_held_back();
+        if held_back > 0 {
+            self.logs.push((
+                "INFO",
+                format!("relay: {held_back} more log lines about connections that never became links were held back by the log rate limit"),
+            ));
         }
         self.write_status_file();
     }

@@ -1,13 +1,25 @@
 //! The relay's peer table on disk: the running hub rewrites it (atomically) when a peer's
-//! state changes or a heartbeat arrives, and `agent-hub-server relay peers` prints it.
+//! state changes or a heartbeat arrives, at most once a second, and `agent-hub-server relay
+//! peers` prints it.
 //!
-//! Owns the file's format (JSON, `"v": 1`). Never holds a key or a proof.
+//! Owns the file's format (JSON, `"v": 1`) and `StatusWriter`, the thread that writes it so
+//! the event loop never serialises, writes or renames it itself (issue 9: no disk work on the
+//! loop). Never holds a key or a proof.
 
 use crate::config::Config;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long dropping the writer waits for the last snapshot to reach the file (the table
+/// written at shutdown); a disk that takes longer does not hold the exit.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Write errors kept for the loop to log; more between two looks are counted, not kept.
+const MAX_KEPT_ERRORS: usize = 8;
 
 /// Format version of the status file.
 pub const STATUS_FORMAT_VERSION: u32 = 1;
@@ -39,6 +51,123 @@ pub struct RelayStatus {
     pub peer_id: String,
     pub listen: Option<String>,
     pub peers: Vec<PeerStatus>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The newest snapshot not yet taken by the thread: a newer one replaces it, so a slow
+    /// disk skips tables instead of queueing them.
+    next: Option<RelayStatus>,
+    writing: bool,
+    closed: bool,
+    errors: Vec<String>,
+    dropped_errors: u64,
+    /// Files written so far.
+    written: u64,
+}
+
+/// The loop's handle on the status file's writer thread.
+pub struct StatusWriter {
+    shared: Arc<(Mutex<Slot>, Condvar)>,
+}
+
+/// The slot's lock, whoever panicked while holding it: a `Slot` is plain data, consistent
+/// after any step.
+fn lock(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl StatusWriter {
+    /// Starts the thread that writes `path`.
+    pub fn spawn(path: PathBuf) -> std::io::Result<StatusWriter> {
+        let shared = Arc::new((Mutex::new(Slot::default()), Condvar::new()));
+        let theirs = shared.clone();
+        std::thread::Builder::new()
+            .name("relay-status".into())
+            .spawn(move || {
+                let (m, cv) = &*theirs;
+                loop {
+                    let status = {
+                        let mut slot = lock(m);
+                        while slot.next.is_none() && !slot.closed {
+                            slot = cv.wait(slot).unwrap_or_else(|p| p.into_inner());
+                        }
+                        match slot.next.take() {
+                            Some(s) => {
+                                slot.writing = true;
+                                s
+                            }
+                            None => return,
+                        }
+                    };
+                    let result = write_status(&path, &status);
+                    let mut slot = lock(m);
+                    slot.writing = false;
+                    slot.written += 1;
+                    if let Err(e) = result {
+                        if slot.errors.len() < MAX_KEPT_ERRORS {
+                            slot.errors
+                                .push(format!("cannot write {}: {e}", path.display()));
+                        } else {
+                            slot.dropped_errors += 1;
+                        }
+                    }
+                    cv.notify_all();
+                }
+            })?;
+        Ok(StatusWriter { shared })
+    }
+
+    /// Hands over the newest table; the thread writes it when it is free.
+    pub fn submit(&self, status: RelayStatus) {
+        let (m, cv) = &*self.shared;
+        lock(m).next = Some(status);
+        cv.notify_all();
+    }
+
+    /// Write errors since the last call, for the service log.
+    pub fn take_errors(&self) -> Vec<String> {
+        let mut slot = lock(&self.shared.0);
+        let mut out = std::mem::take(&mut slot.errors);
+        let dropped = std::mem::take(&mut slot.dropped_errors);
+        if dropped > 0 {
+            out.push(format!("{dropped} more status file write errors"));
+        }
+        out
+    }
+
+    /// Files written so far.
+    pub fn written(&self) -> u64 {
+        lock(&self.shared.0).written
+    }
+
+    /// Waits until every submitted table is written, or `deadline`; true if idle.
+    pub fn wait_idle(&self, deadline: Instant) -> bool {
+        let (m, cv) = &*self.shared;
+        let mut slot = lock(m);
+        while slot.next.is_some() || slot.writing {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            slot = cv
+                .wait_timeout(slot, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+        true
+    }
+}
+
+impl Drop for StatusWriter {
+    /// Lets the last table (the one written at shutdown) reach the file, bounded by
+    /// `EXIT_WAIT`, then ends the thread.
+    fn drop(&mut self) {
+        self.wait_idle(crate::deadline::after(Instant::now(), EXIT_WAIT));
+        let (m, cv) = &*self.shared;
+        lock(m).closed = true;
+        cv.notify_all();
+    }
 }
 
 /// Writes the status file atomically (temp file + rename), mode 600.
@@ -114,4 +243,81 @@ pub fn print_peers(config_path: &Path) -> Result<(), String> {
     }
     print!("{out}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("agent-hub-status-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn table(n: u64) -> RelayStatus {
+        RelayStatus {
+            v: STATUS_FORMAT_VERSION,
+            updated: format!("t{n}"),
+            peer_id: "me".into(),
+            listen: None,
+            peers: vec![PeerStatus {
+                id: "p".into(),
+                bytes_in: n,
+                ..PeerStatus::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn the_writer_thread_writes_the_newest_table_and_skips_the_ones_it_could_not_keep_up_with() {
+        let dir = tmp("newest");
+        let path = dir.join("relay-status.json");
+        let w = StatusWriter::spawn(path.clone()).unwrap();
+        for n in 1..=500 {
+            w.submit(table(n));
+        }
+        assert!(w.wait_idle(Instant::now() + Duration::from_secs(10)));
+        let back: RelayStatus =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            back,
+            table(500),
+            "the last table submitted is the one on disk"
+        );
+        assert!(w.written() >= 1 && w.written() <= 500);
+        assert!(w.take_errors().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn write_errors_come_back_to_the_loop_and_are_bounded() {
+        let dir = tmp("errors");
+        let w = StatusWriter::spawn(dir.join("no-such-dir").join("s.json")).unwrap();
+        for n in 0..20 {
+            w.submit(table(n));
+            assert!(w.wait_idle(Instant::now() + Duration::from_secs(10)));
+        }
+        let errors = w.take_errors();
+        assert_eq!(errors.len(), MAX_KEPT_ERRORS + 1, "{errors:?}");
+        assert!(errors[0].contains("cannot write"), "{errors:?}");
+        assert!(errors.last().unwrap().contains("12 more"), "{errors:?}");
+        assert!(w.take_errors().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn dropping_the_writer_lets_the_last_table_reach_the_file() {
+        let dir = tmp("drop");
+        let path = dir.join("s.json");
+        let w = StatusWriter::spawn(path.clone()).unwrap();
+        w.submit(table(7));
+        drop(w);
+        let back: RelayStatus =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(back, table(7));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

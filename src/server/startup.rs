@@ -3,7 +3,7 @@
 //!
 //! Owns the checks on the operator's files (modes, paths) and binding to loopback only.
 
-use super::records::{cut_torn_tail, open_record_file, Records};
+use super::records::{cut_torn_tail, open_chain, open_record_file, Records};
 use super::signal::Signals;
 use super::Server;
 use crate::config::{Config, StoreConfig};
@@ -180,6 +180,17 @@ fn start_rest(
             &format!("cannot check the audit log for a partial last record: {e}"),
         ),
     }
+    let (chain, notes) = open_chain(&config.audit_log_path, &audit)
+        .map_err(|e| {
+            format!(
+                "cannot read the last record of {} to continue its hash chain: {e}",
+                config.audit_log_path.display()
+            )
+        })
+        .map_err(fail("audit log"))?;
+    for (level, line) in notes {
+        records.log(level, &line);
+    }
     let (mut store, what): (Box<dyn Store>, String) = match &config.store {
         StoreConfig::Memory => (
             Box::new(Memory),
@@ -214,7 +225,7 @@ fn start_rest(
     } else {
         None
     };
-    records.set_audit(Box::new(audit));
+    records.set_audit(Box::new(audit), chain);
     records.log("INFO", &format!("limits: {:?}", config.limits));
     records.log("INFO", &format!("listener bound {addr}; hub ready"));
     records.flush_service();

@@ -3,11 +3,17 @@
 //!
 //! Owns the `Store` seam and its two implementations: `Memory` (nothing survives a restart,
 //! the 004 behaviour) and `sqlite::Sqlite` (WAL), plus `flush`, the thread that flushes
-//! SQLite's WAL to disk off the event loop. Refuses routing decisions: the store records what
-//! the core decided, in the order it decided it.
+//! SQLite's WAL to disk and checkpoints it off the event loop, and `rows`, the checks on what
+//! is read back at startup. Refuses routing decisions: the store records what the core
+//! decided, in the order it decided it.
 
 pub mod flush;
+pub mod rows;
 pub mod sqlite;
+mod sqlite_wal;
+
+#[cfg(test)]
+mod corrupt_tests;
 
 use std::fmt;
 use std::sync::Arc;
@@ -94,6 +100,8 @@ pub enum StoreError {
     Schema(String),
     /// A write failed (disk full, I/O error); nothing of the transaction was kept.
     Write(String),
+    /// A row read back at startup is not one this hub could have written (`rows`).
+    Corrupt(String),
 }
 
 impl fmt::Display for StoreError {
@@ -102,6 +110,10 @@ impl fmt::Display for StoreError {
             StoreError::Open(e) => write!(f, "cannot open the queue store: {e}"),
             StoreError::Schema(e) => write!(f, "queue store schema: {e}"),
             StoreError::Write(e) => write!(f, "queue store write failed: {e}"),
+            StoreError::Corrupt(e) => write!(
+                f,
+                "the queue store holds a row this hub cannot have written: {e}; restore the store from a backup, or move it away to start with empty queues"
+            ),
         }
     }
 }
@@ -123,6 +135,16 @@ pub trait Store {
     /// The file whose flush to disk makes a commit survive a machine crash, when the policy
     /// asks for that (`flush::Flusher` does it off the event loop); None when `commit` is all.
     fn flush_path(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// The write-ahead log's length in frames after the last commit, for the checkpoint
+    /// policy (`flush::CheckpointPolicy`); None when the store has no WAL.
+    fn wal_frames(&self) -> Option<u32> {
+        None
+    }
+    /// The work for the background thread (flushes, checkpoints), handed over once; None when
+    /// the store needs no thread.
+    fn take_background(&mut self) -> Option<flush::Background> {
         None
     }
 }

@@ -24,7 +24,9 @@ pub struct Envelope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvelopeError {
     Empty(&'static str),
-    BadTimestamp(String),
+    /// `ts` is not RFC 3339. The text does not quote it: error texts never repeat the
+    /// line's values (SPEC §2.4).
+    BadTimestamp,
     ReservedKind,
 }
 
@@ -32,7 +34,7 @@ impl fmt::Display for EnvelopeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EnvelopeError::Empty(field) => write!(f, "{field} must not be empty"),
-            EnvelopeError::BadTimestamp(ts) => write!(f, "ts {ts:?} is not an RFC 3339 timestamp"),
+            EnvelopeError::BadTimestamp => write!(f, "ts is not an RFC 3339 timestamp"),
             EnvelopeError::ReservedKind => write!(f, "kind \"bounce\" is reserved for the hub"),
         }
     }
@@ -60,7 +62,29 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
     Option::<String>::deserialize(d).map(Some)
 }
 
-impl RawEnvelope<'_> {
+impl<'a> RawEnvelope<'a> {
+    /// The envelope as `wire::decode` read it; `correlation_id` is None when the key was
+    /// absent and Some(None) when it was null.
+    pub(crate) fn from_parts(
+        id: String,
+        from: String,
+        to: String,
+        ts: String,
+        kind: String,
+        correlation_id: Option<Option<String>>,
+        body: &'a RawValue,
+    ) -> RawEnvelope<'a> {
+        RawEnvelope {
+            id,
+            from,
+            to,
+            ts,
+            kind,
+            correlation_id,
+            body,
+        }
+    }
+
     pub(crate) fn has_correlation_key(&self) -> bool {
         self.correlation_id.is_some()
     }
@@ -82,7 +106,7 @@ impl Envelope {
             return Err(EnvelopeError::Empty("correlationId"));
         }
         if chrono::DateTime::parse_from_rfc3339(&raw.ts).is_err() {
-            return Err(EnvelopeError::BadTimestamp(raw.ts));
+            return Err(EnvelopeError::BadTimestamp);
         }
         Ok(Envelope {
             id: raw.id,

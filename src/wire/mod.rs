@@ -4,6 +4,7 @@
 //! Owns: `ClientLine` (client → hub) and `HubLine` (hub → client). Refuses: any IO. The server
 //! and the client both go through this module, so they cannot disagree about a line.
 
+mod decode;
 pub mod envelope;
 pub mod lines;
 
@@ -125,7 +126,7 @@ pub struct EmptyPayload {}
 #[serde(deny_unknown_fields)]
 pub struct EnvelopeStatus {
     pub id: String,
-    /// `queued`, `delivered`, `acked`, `bounced`, `lost` or `unknown`.
+    /// `queued`, `delivered`, `acked`, `forwarded`, `bounced`, `lost` or `unknown`.
     pub state: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
@@ -140,6 +141,9 @@ pub struct EnvelopeStatus {
     /// Deliveries that were handed out and came back unacknowledged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// Why a `bounced` or `lost` envelope is gone, when the hub knows (SPEC §12.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A line a client sends, already validated.
@@ -155,36 +159,18 @@ pub enum ClientLine {
     Who,
 }
 
-/// The raw shape of a client line: exactly one known tag. Borrowed from the line so the body's
-/// raw text can be kept verbatim.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-enum RawClientLine<'a> {
-    #[serde(rename = "hello", deserialize_with = "object")]
-    Hello(Hello),
-    #[serde(rename = "send", borrow, deserialize_with = "object")]
-    Send(envelope::RawEnvelope<'a>),
-    #[serde(rename = "await", deserialize_with = "object")]
-    Await(AwaitRequest),
-    #[serde(rename = "ack", deserialize_with = "object")]
-    Ack(IdRequest),
-    #[serde(rename = "status", deserialize_with = "object")]
-    Status(IdRequest),
-    #[serde(rename = "who", deserialize_with = "object")]
-    Who(EmptyPayload),
-}
-
 impl ClientLine {
     /// Decodes one line (without its `\n`; a trailing `\r` is tolerated as JSON whitespace).
+    /// An error's text never quotes the line (`wire::decode`), so it may be logged.
     pub fn decode(line: &[u8]) -> Result<ClientLine, WireError> {
         let text = std::str::from_utf8(line).map_err(|_| WireError::NotUtf8)?;
-        let raw: RawClientLine<'_> = serde_json::from_str(text).map_err(|e| malformed(&e))?;
+        let raw = decode::client_line(text).map_err(|e| malformed(&e))?;
         match raw {
-            RawClientLine::Hello(h) => Ok(ClientLine::Hello(h)),
-            RawClientLine::Send(raw) => Ok(ClientLine::Send(
+            decode::Payload::Hello(h) => Ok(ClientLine::Hello(h)),
+            decode::Payload::Send(raw) => Ok(ClientLine::Send(
                 Envelope::from_raw(raw).map_err(WireError::Envelope)?,
             )),
-            RawClientLine::Await(a) => {
+            decode::Payload::Await(a) => {
                 if a.reply_to.as_deref() == Some("") {
                     return Err(WireError::EmptyFilter("replyTo"));
                 }
@@ -193,11 +179,11 @@ impl ClientLine {
                 }
                 Ok(ClientLine::Await(a))
             }
-            RawClientLine::Ack(r) if r.id.is_empty() => Err(WireError::EmptyId("ack")),
-            RawClientLine::Status(r) if r.id.is_empty() => Err(WireError::EmptyId("status")),
-            RawClientLine::Ack(r) => Ok(ClientLine::Ack(r)),
-            RawClientLine::Status(r) => Ok(ClientLine::Status(r)),
-            RawClientLine::Who(EmptyPayload {}) => Ok(ClientLine::Who),
+            decode::Payload::Ack(r) if r.id.is_empty() => Err(WireError::EmptyId("ack")),
+            decode::Payload::Status(r) if r.id.is_empty() => Err(WireError::EmptyId("status")),
+            decode::Payload::Ack(r) => Ok(ClientLine::Ack(r)),
+            decode::Payload::Status(r) => Ok(ClientLine::Status(r)),
+            decode::Payload::Who => Ok(ClientLine::Who),
         }
     }
 
@@ -402,6 +388,13 @@ fn without_quoted_strings(msg: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Decodes an envelope's JSON object under SPEC §3's rules, with the error texts of
+/// `ClientLine::decode`: used for envelopes a peer hub forwards (SPEC §15).
+pub fn decode_envelope(text: &str) -> Result<Envelope, WireError> {
+    let raw = decode::envelope(text).map_err(|e| malformed(&e))?;
+    Envelope::from_raw(raw).map_err(WireError::Envelope)
 }
 
 /// Serialises a value that cannot fail to serialise (strings and plain structs).

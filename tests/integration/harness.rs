@@ -653,7 +653,8 @@ impl Hub {
 
 impl Drop for Hub {
     /// Kills the server, then checks the records every test leaves behind: each audit line is
-    /// JSON with `"v":2`, and the service log holds no token (every roster token carries the
+    /// JSON with `"v":3` (or 2, written before by the test), the log verifies as one hash
+    /// chain, and the service log holds no token (every roster token carries the
     /// marker `SECRET`). Skipped while a test is already failing, and for a special-file audit
     /// log (`/dev/full`).
     fn drop(&mut self) {
@@ -679,9 +680,21 @@ impl Drop for Hub {
             for line in complete_lines(&audit) {
                 let head: Head = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("audit record shape ({e}): {line}"));
-                assert_eq!(head.v, 2, "audit record without \"v\":2: {line}");
+                assert!(
+                    head.v == 3 || head.v == 2,
+                    "audit record of version {}: {line}",
+                    head.v
+                );
             }
             assert!(!audit.contains("SECRET"), "a token reached the audit log");
+            // Every test's log is one unbroken hash chain (a line torn by a SIGKILL at the
+            // very end aside: the next start would cut it).
+            match agent_hub::server::audit_chain::verify_files(&[self.audit_path()], &[]) {
+                Ok(Ok(_)) => {}
+                Ok(Err(b)) if b.why.contains("incomplete") => {}
+                Ok(Err(b)) => panic!("the audit chain breaks at line {}: {}", b.line, b.why),
+                Err(e) => panic!("cannot verify the audit log: {e}"),
+            }
         }
         let log = self.service_log();
         assert!(
@@ -863,8 +876,16 @@ impl Raw {
             .clone()
     }
 
-    /// Asserts the hub closed the connection with nothing more to say.
+    /// Asserts the hub has nothing more to say: the client says it is done (shuts down its
+    /// sending side, as a client does once it has read its reply; the hub waits for that
+    /// after an answer, SPEC §4.3) and the hub closes without another line.
     pub fn expect_eof(&mut self) {
+        self.shutdown_write();
+        self.expect_hub_close();
+    }
+
+    /// Asserts the hub closes the connection by itself, with nothing more to say.
+    pub fn expect_hub_close(&mut self) {
         match self.try_line() {
             Ok(None) => {}
             Ok(Some(l)) => panic!("expected the hub to close, got another line: {l}"),

@@ -7,10 +7,17 @@
 
 mod harness;
 
+mod audit_chain;
+mod bounds;
 mod client_cli;
 mod delivery;
 mod durable;
+mod leaks;
 mod limits;
+mod no_loss;
+mod pipelining;
 mod relay;
+mod relay_attack;
+mod relay_limits;
 mod startup;
 mod wire;

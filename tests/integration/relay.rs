@@ -22,10 +22,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Heartbeat interval of every hub in this module: a peer is dead after 3 of them.
-const HB_MS: u64 = 200;
-const HB: Duration = Duration::from_millis(HB_MS);
+pub(crate) const HB_MS: u64 = 200;
+pub(crate) const HB: Duration = Duration::from_millis(HB_MS);
 /// The relay feature set this build knows, in the order the config lists them.
-const ALL_FEATURES: [&str; 5] = ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"];
+pub(crate) const ALL_FEATURES: [&str; 5] =
+    ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"];
 /// The 12 msg_types claudectl 0.64 knows (relay-compat.md); anything else kills its reader.
 const V0_064_TYPES: [&str; 12] = [
     "challenge",
@@ -52,17 +53,17 @@ const WEST_AGENTS: [(&str, &str); 2] = [
 // ----- keys and proofs (the double's own HMAC, independent of src/relay) -----
 
 /// A deterministic 32-byte key as 64 lowercase hex: bytes `seed, seed+1, …`.
-fn key_hex(seed: u8) -> String {
+pub(crate) fn key_hex(seed: u8) -> String {
     (0..32u8)
         .map(|i| format!("{:02x}", seed.wrapping_add(i)))
         .collect()
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Vec<u8> {
+pub(crate) fn unhex(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
@@ -78,7 +79,7 @@ fn proof(key_hex: &str, nonce_hex: &str) -> String {
     hex(&mac.finalize().into_bytes())
 }
 
-fn fresh_nonce() -> String {
+pub(crate) fn fresh_nonce() -> String {
     format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
@@ -86,13 +87,13 @@ fn fresh_nonce() -> String {
     )
 }
 
-fn is_hex64(s: &str) -> bool {
+pub(crate) fn is_hex64(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn unix_ms() -> i64 {
+pub(crate) fn unix_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -101,25 +102,25 @@ fn unix_ms() -> i64 {
 
 // ----- hub configs -----
 
-struct PeerSpec {
-    id: &'static str,
-    address: Option<SocketAddr>,
-    key: String,
-    allow_v0: bool,
-    forward: bool,
+pub(crate) struct PeerSpec {
+    pub(crate) id: &'static str,
+    pub(crate) address: Option<SocketAddr>,
+    pub(crate) key: String,
+    pub(crate) allow_v0: bool,
+    pub(crate) forward: bool,
 }
 
-struct RelaySpec {
-    peer_id: &'static str,
-    listen: String,
-    features: Vec<&'static str>,
-    backoff_ms: Vec<u64>,
-    handshake_timeout_ms: u64,
-    peers: Vec<PeerSpec>,
+pub(crate) struct RelaySpec {
+    pub(crate) peer_id: &'static str,
+    pub(crate) listen: String,
+    pub(crate) features: Vec<&'static str>,
+    pub(crate) backoff_ms: Vec<u64>,
+    pub(crate) handshake_timeout_ms: u64,
+    pub(crate) peers: Vec<PeerSpec>,
 }
 
 impl RelaySpec {
-    fn new(peer_id: &'static str, listen: &str) -> RelaySpec {
+    pub(crate) fn new(peer_id: &'static str, listen: &str) -> RelaySpec {
         RelaySpec {
             peer_id,
             listen: listen.into(),
@@ -130,7 +131,7 @@ impl RelaySpec {
         }
     }
 
-    fn peer(
+    pub(crate) fn peer(
         mut self,
         id: &'static str,
         address: Option<SocketAddr>,
@@ -148,7 +149,7 @@ impl RelaySpec {
     }
 
     /// Every peer exchanges mail (`forward = true`), and `bus-forward` is advertised.
-    fn forwarding(mut self) -> RelaySpec {
+    pub(crate) fn forwarding(mut self) -> RelaySpec {
         self.features.push("bus-forward");
         for p in &mut self.peers {
             p.forward = true;
@@ -207,13 +208,13 @@ impl RelaySpec {
 }
 
 /// A running hub with a relay.
-struct RelayHub {
-    hub: Hub,
-    spec: RelaySpec,
-    relay_addr: SocketAddr,
+pub(crate) struct RelayHub {
+    pub(crate) hub: Hub,
+    pub(crate) spec: RelaySpec,
+    pub(crate) relay_addr: SocketAddr,
 }
 
-fn west_setup() -> Setup {
+pub(crate) fn west_setup() -> Setup {
     let setup = Setup::new();
     let mut roster = String::from("[agents]\n");
     for (name, token) in WEST_AGENTS {
@@ -224,7 +225,7 @@ fn west_setup() -> Setup {
 }
 
 impl RelayHub {
-    fn start(mut setup: Setup, spec: RelaySpec) -> RelayHub {
+    pub(crate) fn start(mut setup: Setup, spec: RelaySpec) -> RelayHub {
         spec.apply(&mut setup);
         let hub = setup.start();
         let relay_addr = relay_addr_from_log(&hub);
@@ -260,7 +261,7 @@ impl RelayHub {
         self.hub.setup.path("relay-status.json")
     }
 
-    fn status(&self) -> Option<Value> {
+    pub(crate) fn status(&self) -> Option<Value> {
         let text = std::fs::read_to_string(self.status_path()).ok()?;
         Some(
             serde_json::from_str(&text)
@@ -268,7 +269,7 @@ impl RelayHub {
         )
     }
 
-    fn peer(&self, id: &str) -> Option<Value> {
+    pub(crate) fn peer(&self, id: &str) -> Option<Value> {
         let s = self.status()?;
         s["peers"]
             .as_array()
@@ -279,21 +280,21 @@ impl RelayHub {
     }
 
     /// Polls the status file until the peer's row satisfies `pred`; returns the row.
-    fn wait_peer(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait_peer(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         poll_until(&format!("{}: {id} {what}", self.spec.peer_id), || {
             self.peer(id).filter(|p| pred(p))
         })
     }
 
-    fn wait_up(&self, id: &str) -> Value {
+    pub(crate) fn wait_up(&self, id: &str) -> Value {
         self.wait_peer(id, "up", |p| p["state"] == "up")
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.hub.service_log()
     }
 
-    fn config_path(&self) -> PathBuf {
+    pub(crate) fn config_path(&self) -> PathBuf {
         self.hub.setup.config_path()
     }
 
@@ -329,11 +330,11 @@ fn relay_addr_from_log(hub: &Hub) -> SocketAddr {
 
 /// A port on `ip` where nothing listens (bound, read, released): for a config that must
 /// name a peer's relay address before that peer runs.
-fn free_port_on(ip: &str) -> SocketAddr {
+pub(crate) fn free_port_on(ip: &str) -> SocketAddr {
     TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap()
 }
 
-fn names(v: &Value) -> Vec<String> {
+pub(crate) fn names(v: &Value) -> Vec<String> {
     v.as_array()
         .unwrap()
         .iter()
@@ -341,7 +342,7 @@ fn names(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn count(haystack: &str, needle: &str) -> usize {
+pub(crate) fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
@@ -400,6 +401,8 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
     let mut agreed = names(&e["features"]);
     agreed.sort();
     let mut all: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
+    // frame-mac is implied by mutual-auth and frame-bin (docs/relay-protocol.md §3).
+    all.push("frame-mac".into());
     all.sort();
     assert_eq!(agreed, all, "every feature both offer is agreed");
     assert_eq!(
@@ -609,7 +612,7 @@ fn a_wrong_key_never_links_and_the_acceptor_says_denied() {
 
 /// A blocking TCP connection to `to` from `ip` (the kernel picks the port): std cannot bind
 /// before connecting. The test's own, independent of the server's dialling code.
-fn connect_from(ip: Ipv4Addr, to: SocketAddr) -> TcpStream {
+pub(crate) fn connect_from(ip: Ipv4Addr, to: SocketAddr) -> TcpStream {
     use std::os::fd::FromRawFd;
     let SocketAddr::V4(to) = to else {
         panic!("IPv4 only: {to}")
@@ -819,25 +822,29 @@ fn a_transient_connection_never_displaces_the_link() {
     east.wait_up("west");
     west.wait_up("east");
     let before = established_with(east.relay_addr);
-    // A one-shot v1 connection as west (the right key), no features, transient.
-    let mut c = V0Conn::connect(east.relay_addr);
-    let challenge = c.expect_line("challenge");
-    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_owned();
-    c.send(
+    // A one-shot v1 connection as west (the right key), transient. allow_v0 is off for west,
+    // so it must prove the transcript and speak frame-mac: the docs' own double does.
+    let mut c = crate::relay_attack::V1Dialer::dial(
+        east.relay_addr,
         "west",
-        "handshake",
-        json!({"proof": proof(&key, &nonce), "version": "0.1.0", "proto": 1, "features": [], "transient": true}),
+        "east",
+        &key,
+        json!({"transient": true}),
     );
-    let ack = c.expect_line("ack");
+    let ack = c.ack.clone();
     assert_eq!(ack["payload"]["status"], "ok", "{ack}");
-    assert_eq!(ack["payload"]["features"], json!([]), "{ack}");
-    c.send("west", "knowledge_request", json!({"since_epoch": 0}));
+    assert_eq!(
+        ack["payload"]["features"],
+        json!(["unknown-ok", "mutual-auth", "frame-bin", "frame-mac"]),
+        "{ack}"
+    );
+    c.send("knowledge_request", json!({"since_epoch": 0}));
     east.hub
         .wait_service_log("the transient connection served", |l| {
             l.contains("relay: west sent knowledge_request")
         });
     let log = east.log();
-    assert!(log.contains("relay: link with west up (accepted, proto 1, features [], peer version 0.1.0, transient)"), "{log}");
+    assert!(log.contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,frame-mac], peer version 0.1.0, transient)"), "{log}");
     assert!(
         !log.contains("link with west down") && !log.contains("replaced"),
         "{log}"
@@ -848,7 +855,8 @@ fn a_transient_connection_never_displaces_the_link() {
     east.wait_peer("west", "a later heartbeat", |p| p["last_heartbeat"] != hb);
     assert_eq!(
         east.wait_up("west")["features"].as_array().unwrap().len(),
-        ALL_FEATURES.len()
+        ALL_FEATURES.len() + 1,
+        "the configured features and frame-mac"
     );
     assert_eq!(west.wait_up("east")["reconnects"], 0);
     let after = established_with(east.relay_addr);
@@ -1176,13 +1184,18 @@ fn v0_dial_and_handshake(addr: SocketAddr, me: &str, key: &str, hub_id: &str) ->
     (c, ack)
 }
 
-/// The double as an acceptor: waits (bounded) for the hub's connection, sends the challenge,
-/// checks the hub's handshake proof; returns the connection, the nonce and the handshake.
-fn v0_accept_and_challenge(listener: &TcpListener, key: &str, hub_id: &str) -> (V0Conn, Value) {
+/// The double as an acceptor: waits (bounded) for the hub's connection.
+fn v0_accept(listener: &TcpListener) -> V0Conn {
     listener.set_nonblocking(true).unwrap();
     let (stream, _) = poll_until("the hub to dial the double", || listener.accept().ok());
     stream.set_nonblocking(false).unwrap();
-    let mut c = V0Conn::new(stream);
+    V0Conn::new(stream)
+}
+
+/// The double as an acceptor: waits (bounded) for the hub's connection, sends the challenge,
+/// checks the hub's handshake proof; returns the connection, the nonce and the handshake.
+fn v0_accept_and_challenge(listener: &TcpListener, key: &str, hub_id: &str) -> (V0Conn, Value) {
+    let mut c = v0_accept(listener);
     let nonce = fresh_nonce();
     c.send("", "challenge", json!({ "nonce": nonce }));
     let hs = c.expect_line("the hub's handshake");
@@ -1299,8 +1312,11 @@ fn a_v0_acceptor_stays_linked_and_hears_only_v0() {
     let listener = TcpListener::bind("127.0.0.3:0").unwrap();
     let east = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, true);
     let (mut c, hs) = v0_accept_and_challenge(&listener, &key, "east");
-    // v1 keys in the handshake are extra keys a v0 acceptor ignores.
-    assert_eq!(hs["payload"]["proto"], 1, "{hs}");
+    // An unmarked challenge (a v0 acceptor) gets a v0 handshake: the proof over its nonce
+    // (checked by the double) and v0's keys only, nothing a v1 acceptor would verify.
+    for k in ["proto", "features", "nonce"] {
+        assert!(hs["payload"].get(k).is_none(), "{k}: {hs}");
+    }
     c.send("legacy", "handshake_ack", json!({"status": "ok"}));
     let (tx, rx) = mpsc::channel();
     let double = std::thread::spawn(move || {
@@ -1386,18 +1402,17 @@ fn with_allow_v0_off_a_v0_peer_is_refused_both_ways() {
         .wait_service_log("the denial's reason", |l| l.contains("allow_v0 is off"));
     assert_ne!(east.peer("legacy").unwrap()["state"], "up");
 
-    // As an acceptor: the hub dials, reads an ok without proto, and leaves having sent nothing
-    // after its handshake.
+    // As a dialler: the hub reads a v0 challenge (no v1 marker) and leaves without signing
+    // it: no v0 proof is ever made for a peer whose allow_v0 is off.
     let listener = TcpListener::bind("127.0.0.3:0").unwrap();
     let dialler = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, false);
-    let (mut c, _hs) = v0_accept_and_challenge(&listener, &key, "east");
-    c.send("legacy", "handshake_ack", json!({"status": "ok"}));
-    c.send("legacy", "heartbeat", json!({}));
-    c.expect_silent_close("after a v0 ack with allow_v0 off");
+    let mut c = v0_accept(&listener);
+    c.send("", "challenge", json!({ "nonce": fresh_nonce() }));
+    c.expect_silent_close("after a v0 challenge with allow_v0 off");
     let p = dialler.wait_peer("legacy", "the refusal reported", |p| {
         p["last_error"]
             .as_str()
-            .is_some_and(|e| e.contains("allow_v0 is off"))
+            .is_some_and(|e| e.contains("no v1 marker") && e.contains("nothing signed"))
     });
     assert_ne!(p["state"], "up", "{p}");
     assert!(
@@ -1413,17 +1428,36 @@ fn an_impostor_acceptor_gets_only_the_handshake_and_never_a_link() {
     let wrong = key_hex(0xa0);
     let listener = TcpListener::bind("127.0.0.3:0").unwrap();
     let east = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, false);
-    // Three tries, one per redial: a wrong mutual proof, a downgrade to v0, and a v1 ack that
-    // leaves mutual-auth out. Each time the impostor pipelines a heartbeat after its ack.
+    // One try per redial. First a v0 challenge: nothing signed at all. Then v1 challenges
+    // (the marker naming "legacy"), answered with a wrong acceptor proof, an older build's
+    // v0-style proof of the hub's nonce (with the right key), a downgrade to v0, and a v1 ack
+    // that leaves mutual-auth and frame-mac out. Each time the impostor pipelines a heartbeat.
     let cases = [
+        ("v0 challenge", "no v1 marker"),
         ("wrong proof", "failed mutual authentication"),
-        ("v0 downgrade", "allow_v0 is off"),
-        ("no mutual-auth", "did not agree to mutual-auth"),
+        ("v0-style proof", "failed mutual authentication"),
+        ("v0 downgrade", "a downgrade attempt"),
+        ("no mutual-auth", "did not agree to mutual-auth, frame-mac"),
     ];
     for (case, why) in cases {
-        let (mut c, hs) = v0_accept_and_challenge(&listener, &key, "east");
+        let mut c = v0_accept(&listener);
+        let nonce = fresh_nonce();
+        if case == "v0 challenge" {
+            c.send("", "challenge", json!({ "nonce": nonce }));
+            c.expect_silent_close(case);
+            east.hub.wait_service_log(why, |l| l.contains(why));
+            continue;
+        }
+        let ch = json!({"payload": {"nonce": nonce, "peer": "legacy", "proto": 1}});
+        c.send("", "challenge", ch["payload"].clone());
+        let hs = c.expect_line("the hub's v1 handshake");
         let p = &hs["payload"];
         assert_eq!(p["proto"], 1, "{hs}");
+        assert_ne!(
+            p["proof"].as_str(),
+            Some(proof(&key, &nonce).as_str()),
+            "never a v0 proof: {hs}"
+        );
         let offered = names(&p["features"]);
         assert!(offered.contains(&"mutual-auth".to_owned()), "{hs}");
         let hub_nonce = p["nonce"]
@@ -1431,19 +1465,33 @@ fn an_impostor_acceptor_gets_only_the_handshake_and_never_a_link() {
             .expect("a nonce under mutual-auth")
             .to_owned();
         assert!(is_hex64(&hub_nonce), "{hs}");
-        let ack = match case {
-            "wrong proof" => json!({
+        let mut ack = match case {
+            "wrong proof" | "v0-style proof" => json!({"payload": {
                 "status": "ok", "proto": 1, "features": offered, "version": "9.9.9",
-                "proof": proof(&wrong, &hub_nonce),
-            }),
-            "v0 downgrade" => json!({"status": "ok"}),
+            }}),
+            "v0 downgrade" => json!({"payload": {"status": "ok"}}),
             _ => {
-                let without: Vec<&String> =
-                    offered.iter().filter(|f| *f != "mutual-auth").collect();
-                json!({"status": "ok", "proto": 1, "features": without, "version": "9.9.9"})
+                let without: Vec<&String> = offered
+                    .iter()
+                    .filter(|f| *f != "mutual-auth" && *f != "frame-mac")
+                    .collect();
+                json!({"payload": {"status": "ok", "proto": 1, "features": without, "version": "9.9.9"}})
             }
         };
-        c.send("legacy", "handshake_ack", ack);
+        if case == "wrong proof" {
+            let label = "agent-hub relay v1 acceptor proof";
+            ack["payload"]["proof"] = json!(crate::relay_attack::proof(
+                &wrong,
+                label,
+                &ch,
+                &hs,
+                Some(&ack)
+            ));
+        }
+        if case == "v0-style proof" {
+            ack["payload"]["proof"] = json!(proof(&key, &hub_nonce));
+        }
+        c.send("legacy", "handshake_ack", ack["payload"].clone());
         c.send("legacy", "heartbeat", json!({}));
         c.expect_silent_close(case);
         east.hub.wait_service_log(why, |l| l.contains(why));
@@ -1687,7 +1735,7 @@ fn relay_config_errors_are_fatal_at_their_stage() {
 // ----- mail across hubs (SPEC §15) -----
 
 /// A raw connection to `h` authenticated as one of west's agents.
-fn west_login(h: &RelayHub, name: &str) -> Raw {
+pub(crate) fn west_login(h: &RelayHub, name: &str) -> Raw {
     let token = WEST_AGENTS.iter().find(|(n, _)| *n == name).unwrap().1;
     let mut r = h.hub.raw();
     r.write(&hello_line(name, token));
@@ -1696,7 +1744,7 @@ fn west_login(h: &RelayHub, name: &str) -> Raw {
 }
 
 /// One verb line from a west agent; the reply, parsed.
-fn west_verb(h: &RelayHub, name: &str, line: &str) -> Value {
+pub(crate) fn west_verb(h: &RelayHub, name: &str, line: &str) -> Value {
     let mut r = west_login(h, name);
     if line.ends_with('\n') {
         r.write(line);
@@ -1744,6 +1792,11 @@ fn mail_crosses_to_a_peer_hub_and_the_reply_comes_back() {
     assert_eq!(env["from"], "alpha@east");
     assert_eq!(env["to"], "omega");
     assert_eq!(env["kind"], "review.request");
+    // `received` is written after the commit that hands the envelope over (it gates
+    // nothing), so it may reach the file just after omega has the envelope: poll for it.
+    west.hub.wait_audit("the received record", |a| {
+        a.iter().any(|v| v["event"] == "received")
+    });
     let received = west.hub.audit_events("received");
     assert_eq!(received.len(), 1);
     assert_eq!(received[0]["peer"], "east");

@@ -196,7 +196,11 @@ fn every_audit_line_is_versioned_json() {
         a.iter().filter(|v| v["event"] == "timeout").count() == 1
     });
     for rec in &audit {
-        assert_eq!(rec["v"], 2, "{rec}");
+        assert_eq!(rec["v"], 3, "{rec}");
+        assert!(
+            rec["prev"].is_string() || rec["event"] == "chain_start",
+            "{rec}"
+        );
         assert!(rec["event"].is_string(), "{rec}");
         let ts = rec["ts"].as_str().unwrap_or_else(|| panic!("no ts: {rec}"));
         assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{rec}");

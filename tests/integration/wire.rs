@@ -52,20 +52,6 @@ fn hello_and_verb_pipelined_in_one_write_work() {
 }
 
 #[test]
-fn blank_lines_are_ignored_before_and_after_hello() {
-    let hub = Hub::start();
-    let mut s = hub.raw();
-    s.write(&format!(
-        "\n \r\n\t\n{}\n\r\n{}",
-        hello_line("alpha", token_of("alpha")),
-        send_line("blank-1", "beta", "task", None, "1")
-    ));
-    s.expect_line(OK);
-    s.expect_line(r#"{"accepted":{"id":"blank-1"}}"#);
-    s.expect_eof();
-}
-
-#[test]
 fn auth_failures_get_one_error_line_and_are_audited() {
     let hub = Hub::start();
     let cases = [
@@ -87,12 +73,13 @@ fn auth_failures_get_one_error_line_and_are_audited() {
     let failed = hub.wait_audit("four auth_failed records", |a| {
         a.iter().filter(|v| v["event"] == "auth_failed").count() == 4
     });
-    let names: Vec<&str> = failed
+    // A name not on the roster is not recorded (it may be a token in the wrong field).
+    let names: Vec<Option<&str>> = failed
         .iter()
         .filter(|v| v["event"] == "auth_failed")
-        .map(|v| v["name"].as_str().unwrap())
+        .map(|v| v["name"].as_str())
         .collect();
-    assert_eq!(names, ["alpha", "alpha", "mallory", "alpha"]);
+    assert_eq!(names, [Some("alpha"), Some("alpha"), None, Some("alpha")]);
     assert!(hub.audit_events("authenticated").is_empty());
 }
 
@@ -118,70 +105,6 @@ fn a_second_hello_is_refused() {
     s.write(&hello_line("alpha", token_of("alpha")));
     assert_eq!(s.error(), "a second hello on one connection");
     s.expect_eof();
-}
-
-#[test]
-fn a_second_line_after_send_cancels_it_and_nothing_is_queued() {
-    let hub = Hub::start();
-    let mut s = hub.raw();
-    // All in one write, so the hub sees the second line before it commits the send.
-    s.write(&format!(
-        "{}{}{AWAIT}\n",
-        hello_line("alpha", token_of("alpha")),
-        send_line("twice-1", "beta", "task", None, "1")
-    ));
-    s.expect_line(OK);
-    let msg = s.error();
-    assert!(msg.starts_with("a second line after the verb"), "{msg}");
-    assert!(msg.contains("nothing was queued or consumed"), "{msg}");
-    s.expect_eof();
-    assert_eq!(
-        hub.drain("beta"),
-        Vec::<String>::new(),
-        "the cancelled send was not queued"
-    );
-    let audit = hub.audit();
-    assert!(
-        !audit.iter().any(|v| v["event"] == "accepted"),
-        "no accepted record: {audit:?}"
-    );
-    assert!(
-        audit
-            .iter()
-            .any(|v| v["event"] == "refused" && v["id"] == "twice-1"),
-        "refused record: {audit:?}"
-    );
-}
-
-#[test]
-fn a_second_line_after_a_parked_await_cancels_it_and_nothing_is_consumed() {
-    let hub = Hub::start();
-    // Pipelined: hello, await (parks: nothing is queued), then a second verb.
-    let mut s = hub.raw();
-    s.write(&format!(
-        "{}{AWAIT}\n{}",
-        hello_line("beta", token_of("beta")),
-        send_line("sneaky", "beta", "task", None, "1")
-    ));
-    s.expect_line(OK);
-    assert!(s.error().starts_with("a second line after the verb"));
-    s.expect_eof();
-
-    // After parking: the second line arrives later on its own.
-    let mut p = hub.park("beta", AWAIT);
-    p.write(&format!("{AWAIT}\n"));
-    assert!(p.error().starts_with("a second line after the verb"));
-    p.expect_eof();
-
-    // Neither cancelled waiter takes the next envelope: it is queued for a later await.
-    let id = hub.send("alpha", "beta", "task", None, "{}");
-    assert_eq!(hub.drain("beta"), vec![id]);
-    assert!(
-        hub.audit_events("refused")
-            .iter()
-            .all(|v| v["id"] != "sneaky"),
-        "the second verb was never staged"
-    );
 }
 
 #[test]
@@ -315,11 +238,11 @@ fn envelope_field_rules_are_enforced_and_nothing_is_queued() {
         ),
         (
             with("ts", json!("yesterday")),
-            "invalid envelope: ts \"yesterday\" is not an RFC 3339 timestamp",
+            "invalid envelope: ts is not an RFC 3339 timestamp",
         ),
         (
             with("ts", json!("2026-07-21 06:40:51")),
-            "invalid envelope: ts \"2026-07-21 06:40:51\" is not an RFC 3339 timestamp",
+            "invalid envelope: ts is not an RFC 3339 timestamp",
         ),
         (
             with("kind", json!("bounce")),
@@ -335,7 +258,7 @@ fn envelope_field_rules_are_enforced_and_nothing_is_queued() {
         ),
     ];
     let malformed: Vec<(serde_json::Value, &str)> = vec![
-        (with("extra", json!(1)), "unknown field `extra`"),
+        (with("extra", json!(1)), "unknown field in `send`"),
         (without("body"), "missing field `body`"),
         (without("id"), "missing field `id`"),
         (without("from"), "missing field `from`"),

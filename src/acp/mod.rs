@@ -1,0 +1,30 @@
+//! The ACP client (issue 11; docs/acp.md; facts in agents-acp-mcp.md §1, §5, Appendix A):
+//! the hub drives a delegated task on an agent CLI over the Agent Client Protocol v1.
+//!
+//! Owns, all pure: `session` (the state machine for one task on one agent process: ids of
+//! both directions, the requests, policies, deadlines, the one outcome), `rpc` (classifying
+//! JSON-RPC lines and building ours), `progress` (folding `session/update`), `permission`
+//! (answering permission requests by policy), `outcome` (the outcome types), `config` (what a
+//! session is given, with every limit's default and bound) and `sanitize` (bounded, redacted
+//! excerpts of agent strings for logs). Refuses: processes, pipes, signals, clocks and
+//! threads; the runner that spawns the agent and carries out `Event`s lives elsewhere.
+
+pub mod config;
+pub mod outcome;
+pub mod permission;
+pub mod progress;
+pub mod rpc;
+pub mod sanitize;
+pub mod session;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ConfigError, Limits, McpServer, PermissionPolicy, SessionConfig};
+pub use outcome::{
+    CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
+};
+pub use progress::{
+    AgentInfo, ContextUsage, Cost, PermissionCounts, PlanEntry, Progress, ToolCounts,
+};
+pub use session::{Event, Level, Log, Session, Signal};

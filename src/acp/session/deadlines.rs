@@ -1,0 +1,260 @@
+//! The session's deadlines and endings (docs/acp.md "Deadlines", "Outcomes", "Shutdown"):
+//! which deadline is due, the task budget and the per-step waits, the cancel grace, the
+//! agent going away, and emitting the one outcome followed by the shutdown escalation.
+//! Part of `Session`; split out so each file does one job.
+
+use super::{cancelled_status, ms, Cause, Event, Level, Log, Phase, Session, Signal};
+use crate::acp::outcome::{CancelEnd, ExitStatus, Failure, Outcome, Status, Step};
+use crate::acp::rpc::RpcError;
+use std::time::Instant;
+
+impl Session {
+    // ----- deadlines -----
+
+    pub(super) fn task_deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Initializing { .. } | Phase::Creating { .. } | Phase::Prompting { .. } => {
+                Some(self.deadline)
+            }
+            Phase::Cancelling { .. } | Phase::Done => None,
+        }
+    }
+
+    /// The current step's own deadline: a response wait or the cancel grace.
+    pub(super) fn step_deadline(&self) -> Option<(Instant, u64)> {
+        let l = &self.limits;
+        match self.phase {
+            Phase::Initializing { since, .. } => {
+                Some((since + ms(l.initialize_timeout_ms), l.initialize_timeout_ms))
+            }
+            Phase::Creating { since, .. } => Some((
+                since + ms(l.session_new_timeout_ms),
+                l.session_new_timeout_ms,
+            )),
+            Phase::Cancelling { since, .. } => {
+                Some((since + ms(l.cancel_grace_ms), l.cancel_grace_ms))
+            }
+            Phase::Prompting { .. } | Phase::Done => None,
+        }
+    }
+
+    pub(super) fn gone_deadline(&self) -> Option<Instant> {
+        self.gone_at.map(|t| t + ms(self.limits.eof_exit_wait_ms))
+    }
+
+    pub(super) fn progress_due(&self) -> Option<Instant> {
+        self.last_progress
+            .map(|t| t + ms(self.limits.progress_interval_ms))
+    }
+
+    pub(super) fn run_deadlines(&mut self, now: Instant) {
+        // When several are due, the earliest decides; on a tie the task's own budget does.
+        let mut due: Vec<(Instant, u8)> = Vec::new();
+        if let Some(t) = self.task_deadline().filter(|t| now >= *t) {
+            due.push((t, 0));
+        }
+        if let Some((t, _)) = self.step_deadline().filter(|(t, _)| now >= *t) {
+            due.push((t, 1));
+        }
+        if let Some(t) = self.gone_deadline().filter(|t| now >= *t) {
+            due.push((t, 2));
+        }
+        let Some(&(_, which)) = due.iter().min() else {
+            return;
+        };
+        match which {
+            0 => self.on_task_deadline(now),
+            1 => self.on_step_deadline(now),
+            _ => self.agent_gone(self.exit, now),
+        }
+    }
+
+    pub(super) fn on_task_deadline(&mut self, now: Instant) {
+        let secs = self
+            .deadline
+            .saturating_duration_since(self.start)
+            .as_secs_f64();
+        match self.phase {
+            Phase::Initializing { .. } | Phase::Creating { .. } => {
+                self.log(
+                    Level::Warn,
+                    format!("task timed out after {secs} s, before the prompt was sent"),
+                );
+                self.finish(
+                    Status::TimedOut {
+                        end: CancelEnd::BeforePrompt,
+                    },
+                    now,
+                );
+            }
+            Phase::Prompting { id } => {
+                self.log(
+                    Level::Warn,
+                    format!("task timed out after {secs} s; cancelling the prompt"),
+                );
+                self.send_cancel(id, Cause::Deadline, now);
+            }
+            Phase::Cancelling { .. } | Phase::Done => {}
+        }
+    }
+
+    pub(super) fn on_step_deadline(&mut self, now: Instant) {
+        let Some((_, waited_ms)) = self.step_deadline() else {
+            return;
+        };
+        match self.phase {
+            Phase::Initializing { .. } => self.finish(
+                Status::Failed(Failure::NoAnswer {
+                    step: Step::Initialize,
+                    waited_ms,
+                }),
+                now,
+            ),
+            Phase::Creating { .. } => self.finish(
+                Status::Failed(Failure::NoAnswer {
+                    step: Step::SessionNew,
+                    waited_ms,
+                }),
+                now,
+            ),
+            Phase::Cancelling { cause, .. } => {
+                self.log(
+                    Level::Warn,
+                    format!("agent did not answer session/cancel within {waited_ms} ms"),
+                );
+                self.finish(
+                    cancelled_status(cause, CancelEnd::NoAnswer { waited_ms }),
+                    now,
+                )
+            }
+            Phase::Prompting { .. } | Phase::Done => {}
+        }
+    }
+
+    // ----- endings -----
+
+    /// The agent exited (status known) or closed its output (status None) before the outcome.
+    pub(super) fn agent_gone(&mut self, status: Option<ExitStatus>, now: Instant) {
+        let status = match self.phase {
+            Phase::Initializing { .. } => Status::Failed(Failure::Exited {
+                during: Step::Initialize,
+                status,
+            }),
+            Phase::Creating { .. } => Status::Failed(Failure::Exited {
+                during: Step::SessionNew,
+                status,
+            }),
+            Phase::Prompting { .. } => Status::Failed(Failure::Exited {
+                during: Step::Prompt,
+                status,
+            }),
+            Phase::Cancelling { cause, .. } => cancelled_status(cause, CancelEnd::Exited(status)),
+            Phase::Done => return,
+        };
+        self.finish(status, now);
+    }
+
+    pub(super) fn garbage(&mut self, why: String, now: Instant) {
+        self.log(Level::Warn, format!("agent spoke garbage: {why}"));
+        let status = match self.phase {
+            Phase::Cancelling { cause, .. } => cancelled_status(cause, CancelEnd::Garbage),
+            Phase::Done => return,
+            _ => Status::Failed(Failure::Garbage(why)),
+        };
+        self.finish(status, now);
+    }
+
+    pub(super) fn rpc_failed(&mut self, step: Step, e: RpcError, now: Instant) {
+        let message = self.secrets.clean(&e.message);
+        self.finish(
+            Status::Failed(Failure::Rpc {
+                step,
+                code: e.code,
+                message,
+            }),
+            now,
+        );
+    }
+
+    /// Emits the outcome (once) and starts the shutdown.
+    pub(super) fn finish(&mut self, status: Status, now: Instant) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.phase = Phase::Done;
+        self.progress_dirty = false;
+        self.gone_at = None;
+        self.prompt = None;
+        let progress = self.progress(now);
+        let (text, truncated) = self.fold.take_text();
+        let mut summary = format!(
+            "outcome {}: {} text bytes{}, {} tool calls, {} permission requests",
+            status.name(),
+            text.len(),
+            if truncated { " (truncated)" } else { "" },
+            progress.tool_calls.total + progress.tool_calls.untracked,
+            progress.permissions.asked,
+        );
+        if progress.malformed_lines > 0 || progress.anomalies > 0 {
+            summary.push_str(&format!(
+                ", {} malformed lines, {} anomalies",
+                progress.malformed_lines, progress.anomalies
+            ));
+        }
+        if self.logs_suppressed > 0 {
+            summary.push_str(&format!(
+                ", {} log lines suppressed (max_log_events)",
+                self.logs_suppressed
+            ));
+        }
+        let level = match status {
+            Status::Completed { .. } | Status::Cancelled { .. } => Level::Info,
+            _ => Level::Warn,
+        };
+        // The summary is past the budget on purpose: it is the one line that must be seen.
+        self.events.push_back(Event::Log(Log {
+            level,
+            message: summary,
+        }));
+        self.events.push_back(Event::Outcome(Outcome {
+            status,
+            text,
+            truncated,
+            usage: self.usage,
+            progress,
+        }));
+        if self.exit.is_some() {
+            self.end_of_process();
+        } else {
+            self.stdin_closed = true;
+            self.events.push_back(Event::CloseStdin);
+            self.shutdown = Some((Signal::Term, now + ms(self.limits.stdin_grace_ms)));
+        }
+    }
+
+    pub(super) fn end_of_process(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.shutdown = None;
+        if !self.killed {
+            // Whatever the agent left in its group (Gemini's relaunched child, codex-acp's
+            // native binary, MCP servers, §5.2) must not outlive the task.
+            self.events.push_back(Event::Signal(Signal::Kill));
+        }
+        let status = self.exit.map_or("unknown status".into(), |s| s.to_string());
+        let mut msg = format!("agent exited ({status})");
+        if self.lines_after_outcome > 0 {
+            msg.push_str(&format!(
+                "; {} lines after the outcome ignored",
+                self.lines_after_outcome
+            ));
+        }
+        self.events.push_back(Event::Log(Log {
+            level: Level::Info,
+            message: msg,
+        }));
+        self.events.push_back(Event::Finished);
+    }
+}

@@ -1,0 +1,307 @@
+//! fake-acp-agent: a TEST-ONLY ACP agent for the hub's ACP client tests (docs/acp.md "The fake
+//! agent"). It is not a product and does nothing useful on its own. It uses only std and
+//! serde_json and speaks ACP v1 on stdio (NDJSON), like the example agent of
+//! agents-acp-mcp.md Appendix A.1.
+//!
+//! Usage: `fake-acp-agent [SCENARIO [N]]`. SCENARIO comes from argv[1], or else the env
+//! `FAKE_ACP_SCENARIO`, or else `end_turn`. It says how the agent answers `session/prompt`:
+//!
+//! | scenario | on `session/prompt` |
+//! |---|---|
+//! | `end_turn [N]` | N text chunks (default 3), one tool call (pending → completed), a `usage_update` with `used: null`, then `end_turn` with `usage` |
+//! | `stop REASON` | one chunk, then that `stopReason` (`max_tokens`, `refusal`, anything) |
+//! | `permission` | a tool call and a `session/request_permission` (allow_once / reject_once); then a chunk `permission: <optionId or cancelled>` and `end_turn`, or `cancelled` if a cancel came |
+//! | `hang` | one chunk, then nothing until `session/cancel`, answered `cancelled` |
+//! | `deaf` | one chunk, then never answers, not even a cancel |
+//! | `crash [CODE]` | one chunk, then exits with CODE (default 3) mid-prompt |
+//! | `ignore_eof` | `end_turn`, then keeps running after stdin ends (as codex-acp does, §2.1) until signalled |
+//! | `garbage [N]` | N non-JSON lines (default 100), then nothing |
+//! | `huge_line [MIB]` | one line of MIB mebibytes (default 32) without a newline until its end |
+//! | `not_logged_in` | (at `session/new`) error -32000 "Authentication required" |
+//! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
+//!
+//! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
+//! `session/new` (session id `fake-session-1`), sends its own requests with ids from 0 (as
+//! real agents do), and exits 0 when stdin ends (except `ignore_eof`). With
+//! `FAKE_ACP_RECORD=PATH` every line it reads is appended to PATH, so a test can check exactly
+//! what the client sent. Not done yet: playing a whole MCP conversation (`send` then `await`);
+//! `mcp_call` makes one tool call.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+const SESSION: &str = "fake-session-1";
+
+struct Agent {
+    input: Box<dyn Iterator<Item = String>>,
+    record: Option<std::fs::File>,
+    next_id: u64,
+    cancelled: bool,
+    mcp_servers: Vec<Value>,
+}
+
+impl Agent {
+    /// The next line from the client, or None at EOF. Cancels are noted on the way.
+    fn read(&mut self) -> Option<Value> {
+        loop {
+            let line = self.input.next()?;
+            if let Some(f) = self.record.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if v["method"] == "session/cancel" {
+                self.cancelled = true;
+            }
+            return Some(v);
+        }
+    }
+
+    fn send(&self, v: Value) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    }
+
+    fn respond(&self, id: &Value, result: Value) {
+        self.send(json!({"jsonrpc":"2.0","id":id,"result":result}));
+    }
+
+    fn update(&self, update: Value) {
+        self.send(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SESSION,"update":update}}));
+    }
+
+    fn chunk(&self, text: &str) {
+        self.update(
+            json!({"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":text}}),
+        );
+    }
+
+    /// Waits for a cancel (true) or EOF (false).
+    fn wait_for_cancel(&mut self) -> bool {
+        while !self.cancelled {
+            if self.read().is_none() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let scenario = args
+        .first()
+        .cloned()
+        .or_else(|| std::env::var("FAKE_ACP_SCENARIO").ok())
+        .unwrap_or_else(|| "end_turn".into());
+    let param = args.get(1).cloned();
+    let record = std::env::var_os("FAKE_ACP_RECORD").and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+    });
+    let stdin = BufReader::new(std::io::stdin());
+    let mut agent = Agent {
+        input: Box::new(stdin.lines().map_while(Result::ok)),
+        record,
+        next_id: 0,
+        cancelled: false,
+        mcp_servers: Vec::new(),
+    };
+    while let Some(msg) = agent.read() {
+        let id = msg["id"].clone();
+        match msg["method"].as_str() {
+            Some("initialize") => agent.respond(
+                &id,
+                json!({"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[],"agentInfo":{"name":"fake-acp-agent","version":"1"}}),
+            ),
+            Some("session/new") if scenario == "not_logged_in" => agent.send(
+                json!({"jsonrpc":"2.0","id":id,"error":{"code":-32000,"message":"Authentication required"}}),
+            ),
+            Some("session/new") => {
+                agent.mcp_servers = msg["params"]["mcpServers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                agent.respond(&id, json!({"sessionId":SESSION}));
+            }
+            Some("session/prompt") => {
+                agent.cancelled = false;
+                prompt(&mut agent, &scenario, param.as_deref(), &id);
+            }
+            Some(_) if !id.is_null() => agent.send(
+                json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),
+            ),
+            _ => {}
+        }
+    }
+    if scenario == "ignore_eof" {
+        // Stay alive until a signal ends the process; park can wake spuriously, hence the loop.
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
+    let end = |agent: &Agent, reason: &str| agent.respond(id, json!({"stopReason":reason}));
+    match scenario {
+        "end_turn" | "ignore_eof" => {
+            let n: u64 = param.and_then(|p| p.parse().ok()).unwrap_or(3);
+            for i in 1..=n {
+                agent.chunk(&format!("chunk {i} "));
+            }
+            agent.update(json!({"sessionUpdate":"tool_call","toolCallId":"call_1","title":"Reading files","kind":"read","status":"pending"}));
+            agent.update(json!({"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"completed"}));
+            agent.update(json!({"sessionUpdate":"usage_update","used":null,"size":1000,"cost":{"amount":0.5,"currency":"USD"}}));
+            agent.respond(
+                id,
+                json!({"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":4,"totalTokens":7}}),
+            );
+        }
+        "stop" => {
+            agent.chunk("stopping");
+            end(agent, param.unwrap_or("max_tokens"));
+        }
+        "permission" => {
+            agent.update(json!({"sessionUpdate":"tool_call","toolCallId":"call_2","title":"Edit config","kind":"edit","status":"pending"}));
+            let rid = agent.next_id;
+            agent.next_id += 1;
+            agent.send(json!({"jsonrpc":"2.0","id":rid,"method":"session/request_permission","params":{"sessionId":SESSION,"toolCall":{"toolCallId":"call_2","title":"Edit config"},"options":[{"kind":"allow_once","name":"Allow","optionId":"allow"},{"kind":"reject_once","name":"Reject","optionId":"reject"}]}}));
+            let answer = loop {
+                let Some(m) = agent.read() else { return };
+                if m["id"] == json!(rid) && m.get("method").is_none() {
+                    break m;
+                }
+            };
+            let outcome = &answer["result"]["outcome"];
+            let said = match outcome["outcome"].as_str() {
+                Some("selected") => outcome["optionId"].as_str().unwrap_or("?").to_owned(),
+                _ => "cancelled".to_owned(),
+            };
+            agent.chunk(&format!("permission: {said}"));
+            end(
+                agent,
+                if agent.cancelled {
+                    "cancelled"
+                } else {
+                    "end_turn"
+                },
+            );
+        }
+        "hang" => {
+            agent.chunk("working on it");
+            if agent.wait_for_cancel() {
+                end(agent, "cancelled");
+            }
+        }
+        "deaf" => agent.chunk("not listening"),
+        "crash" => {
+            agent.chunk("about to crash");
+            std::process::exit(param.and_then(|p| p.parse().ok()).unwrap_or(3));
+        }
+        "garbage" => {
+            let n: u64 = param.and_then(|p| p.parse().ok()).unwrap_or(100);
+            let mut out = std::io::stdout().lock();
+            for i in 0..n {
+                let _ = writeln!(out, "garbage line {i} <<<not json>>>");
+            }
+            let _ = out.flush();
+        }
+        "huge_line" => {
+            let mib: usize = param.and_then(|p| p.parse().ok()).unwrap_or(32);
+            let block = vec![b'x'; 1 << 20];
+            let mut out = std::io::stdout().lock();
+            for _ in 0..mib {
+                if out.write_all(&block).is_err() {
+                    return;
+                }
+            }
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
+        "mcp_call" => {
+            let text = match mcp_call(agent.mcp_servers.first()) {
+                Ok(t) => t,
+                Err(e) => format!("mcp_call failed: {e}"),
+            };
+            agent.chunk(&text);
+            end(agent, "end_turn");
+        }
+        other => {
+            agent.chunk(&format!("unknown scenario {other}"));
+            end(agent, "refusal");
+        }
+    }
+}
+
+/// One MCP tool call to the server entry `server` (§1.4 shape): spawn, handshake, call.
+fn mcp_call(server: Option<&Value>) -> Result<String, String> {
+    let server = server.ok_or("session/new listed no MCP server")?;
+    let command = server["command"].as_str().ok_or("no command")?;
+    let args: Vec<&str> = server["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut cmd = Command::new(command);
+    cmd.args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for e in server["env"].as_array().into_iter().flatten() {
+        if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
+            cmd.env(k, v);
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("spawn {command}: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+    let mut call = move |v: Value, want: Option<u64>| -> Result<Value, String> {
+        writeln!(stdin, "{v}").map_err(|e| e.to_string())?;
+        stdin.flush().map_err(|e| e.to_string())?;
+        let Some(want) = want else {
+            return Ok(Value::Null);
+        };
+        loop {
+            let line = lines
+                .next()
+                .ok_or("server closed its stdout")?
+                .map_err(|e| e.to_string())?;
+            let r: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+            if r["id"] == json!(want) {
+                return Ok(r);
+            }
+        }
+    };
+    call(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fake-acp-agent","version":"1"}}}),
+        Some(0),
+    )?;
+    call(
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        None,
+    )?;
+    let tool = std::env::var("FAKE_ACP_TOOL").unwrap_or_else(|_| "whoami".into());
+    let arguments: Value = std::env::var("FAKE_ACP_TOOL_ARGS")
+        .ok()
+        .and_then(|a| serde_json::from_str(&a).ok())
+        .unwrap_or_else(|| json!({}));
+    let r = call(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":tool,"arguments":arguments}}),
+        Some(1),
+    )?;
+    // Closing its stdin is the server's signal to stop; the kill covers one that does not.
+    drop(call);
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Some(e) = r.get("error") {
+        return Err(format!("tool error {e}"));
+    }
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    Ok(format!("tool {tool}: {text}"))
+}

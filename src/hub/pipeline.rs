@@ -1,0 +1,191 @@
+//! What follows a connection's verb (SPEC §4.3, §12.2): lines taken strictly in the order they
+//! came, whatever reads they arrived in, so that no outcome depends on how the client's bytes
+//! were split into TCP segments.
+//!
+//! Owns: holding the input that arrives while a verb is still pending (a send not yet
+//! committed, a parked await, an ack or a reply waiting for its commit or flush), the line
+//! after an ack-mode delivery, the end of an exchange once its final line is out, and the
+//! error a line after the verb gets. Refuses IO, like the rest of the core.
+//!
+//! The rule: a verb runs as if it were alone. A line that arrives while it is pending is not
+//! looked at until the verb's answer is out; then it is what it would have been had it come
+//! later: the ack candidate after an ack-mode delivery, otherwise a line after the verb,
+//! answered with `LINE_AFTER_THE_VERB` after the verb's own reply. Held input is summarised at
+//! once (an ack's id as a digest), so a connection never holds more than a few bytes of it.
+
+use super::{ConnId, Hub, Now, Output, Phase, StagedAck};
+use crate::wire::{ClientLine, IdRequest};
+use sha2::{Digest, Sha256};
+
+/// The error a line after the verb's reply gets (SPEC §4.3); it is the connection's last line.
+pub const LINE_AFTER_THE_VERB: &str =
+    "a line after the verb: one verb per connection; that line was not executed";
+
+/// The line after an ack-mode delivery, reduced to what decides its outcome (SPEC §12.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckInput {
+    /// An `ack` line: the SHA-256 of the id it names.
+    Ack([u8; 32]),
+    /// Anything else: the error line it gets, the envelope going back to routing.
+    NotAck(String),
+}
+
+fn id_digest(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+impl AckInput {
+    pub fn of_line(line: &[u8]) -> AckInput {
+        match ClientLine::decode(line) {
+            Ok(ClientLine::Ack(IdRequest { id })) => AckInput::Ack(id_digest(&id)),
+            Ok(other) => AckInput::NotAck(format!(
+                "expected an ack, got {}; the envelope will be delivered again",
+                other.tag()
+            )),
+            Err(e) => AckInput::NotAck(format!("{e}; the envelope will be delivered again")),
+        }
+    }
+}
+
+impl Hub {
+    /// Keeps input that arrived while `conn`'s verb is pending: the first line after an
+    /// ack-mode await (summarised by `summary`, only then), or the mark that a line came.
+    pub(super) fn hold(&mut self, conn: ConnId, summary: impl FnOnce() -> AckInput) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let ack_await = matches!(
+            c.phase,
+            Phase::Parked { ack: true, .. } | Phase::Claimed { ack: true, .. }
+        );
+        if ack_await && c.held_ack.is_none() && !c.held_extra {
+            c.held_ack = Some(summary());
+        } else {
+            c.held_extra = true;
+        }
+    }
+
+    /// The line after an ack-mode delivery: the ack of the delivered envelope is staged for
+    /// the commit; anything else returns the envelope with an error line.
+    pub(super) fn on_ack_input(&mut self, conn: ConnId, input: AckInput, now: Now) {
+        let Some(Phase::Delivering { env, .. }) = self.conns.get(&conn).map(|c| &c.phase) else {
+            return;
+        };
+        let delivered = env.id.clone();
+        match input {
+            AckInput::Ack(digest) if digest == id_digest(&delivered) => {
+                let c = self.conns.get_mut(&conn).expect("checked above");
+                let Phase::Delivering { env, .. } =
+                    std::mem::replace(&mut c.phase, Phase::AckStaged)
+                else {
+                    unreachable!("matched above")
+                };
+                self.set_deadline(conn, None);
+                self.staged_acks.push(StagedAck { conn, env });
+            }
+            // The acked id is the client's text and is not repeated; the delivered one is
+            // what the reader was just given.
+            AckInput::Ack(_) => {
+                let msg = format!(
+                    "ack does not match the delivered envelope {delivered:?}; it will be delivered again"
+                );
+                self.return_unacked(conn, &msg, now);
+            }
+            AckInput::NotAck(msg) => self.return_unacked(conn, &msg, now),
+        }
+    }
+
+    /// The connection's final line is out. A line that came while the verb was pending is
+    /// answered now, after it; otherwise the exchange is over and the connection stays open
+    /// only until the client closes it (`Output::Answered`). A plain delivery keeps its phase:
+    /// its outcome (delivered or lost) is decided when the socket is released.
+    pub(super) fn end_exchange(&mut self, conn: ConnId, now: Now) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.held_ack.take().is_some() || std::mem::take(&mut c.held_extra) {
+            return self.fail(conn, LINE_AFTER_THE_VERB, now);
+        }
+        if !matches!(c.phase, Phase::Delivering { .. }) {
+            c.phase = Phase::Replied;
+        }
+        self.set_deadline(conn, None);
+        // A stopping hub does not wait for clients to close (SPEC §4.6).
+        self.outputs.push_back(if self.shutting_down {
+            Output::Close { conn }
+        } else {
+            Output::Answered { conn }
+        });
+    }
+}
+
+/// `text` with every double-quoted span, as `{:?}` writes a string, replaced by `"…"`. Error
+/// texts quote only values that came from clients or peers (an id, a recipient), so the
+/// service log, which holds none of them (SPEC §8.2), gets the text without them.
+pub fn redact_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        out.push_str("\"…\"");
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => break,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_spans_are_left_out_escapes_and_all() {
+        let id = "se\"cr\\et\u{1}";
+        let text = format!(
+            "id {id:?} was already accepted; queue for {:?} is full",
+            "x"
+        );
+        let red = redact_quoted(&text);
+        assert_eq!(
+            red,
+            "id \"…\" was already accepted; queue for \"…\" is full"
+        );
+        assert!(!red.contains("cr"));
+        assert_eq!(
+            redact_quoted("no quotes (os error 28)"),
+            "no quotes (os error 28)"
+        );
+        // An unterminated quote swallows the rest rather than leaking it.
+        assert_eq!(redact_quoted("a \"secret"), "a \"…\"");
+    }
+
+    #[test]
+    fn an_ack_line_is_known_by_its_id_digest_only() {
+        let a = AckInput::of_line(br#"{"ack":{"id":"e1"}}"#);
+        assert_eq!(a, AckInput::Ack(id_digest("e1")));
+        assert_ne!(a, AckInput::Ack(id_digest("e2")));
+        assert_eq!(
+            AckInput::of_line(br#"{"send":{}}"#),
+            AckInput::NotAck(
+                "malformed line: missing field `id`; the envelope will be delivered again".into()
+            )
+        );
+        assert_eq!(
+            AckInput::of_line(b""),
+            AckInput::NotAck(
+                "malformed line: EOF while parsing a value; the envelope will be delivered again"
+                    .into()
+            )
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! Envelopes that come back (SPEC §12.2, §12.4): which returns count as an attempt, the cap on
+//! attempts (`limits.max_deliveries`) past which a local envelope is given up and bounced
+//! instead of delivered again, and the reason `status` gives for an envelope that is gone.
+//!
+//! Owns `Hub::give_back`, `Hub::give_up` and the `reasons` of bounced and lost envelopes.
+//! Refuses IO, like the rest of the core.
+//!
+//! An attempt is a delivery that reached its reader — the reader's socket took its first byte —
+//! and came back without an ack: the reader closed, sent something other than the ack, or let
+//! the ack deadline pass. That is how an envelope that makes its reader crash shows itself.
+//! Returns that are not the reader's doing count for nothing: a delivery that never reached the
+//! reader (zero bytes written, SPEC §5.3), an ack that was read but whose commit failed, and a
+//! delivery still open when a stopping hub released its connection (SPEC §4.6).
+//! Forwards to a peer hub count their returns as attempts too (`hub::forward`), but are never
+//! given up: a link that drops or a peer whose store fails is not the envelope's fault, and a
+//! peer refuses for good any envelope it cannot take, in its ack.
+
+use super::{ledger, AuditEvent, ConnId, Hub, Now, Output, Queued, State, StoreOp};
+use crate::wire::Envelope;
+
+impl Hub {
+    /// A delivery that was not consumed goes back to routing. `reached_reader`: the reader's
+    /// socket took its first byte and the reader did not ack (an attempt, counted durably);
+    /// an envelope whose attempts reach `limits.max_deliveries` is given up instead.
+    pub(super) fn give_back(
+        &mut self,
+        conn: ConnId,
+        mut env: Queued,
+        reason: &str,
+        reached_reader: bool,
+        now: Now,
+    ) {
+        // A delivery the stopping hub itself ended (SPEC §4.6) is no attempt either.
+        if reached_reader && !self.shutting_down {
+            self.count_return(&mut env, now);
+            if env.attempts >= self.limits.max_deliveries && self.remote_peer(&env.to).is_none() {
+                return self.give_up(conn, env, reason, now);
+            }
+        } else {
+            let (from, id) = (env.from.clone(), env.id.clone());
+            self.set_state(&from, &id, State::Queued, false, now);
+        }
+        self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
+            conn,
+            id: env.id.clone(),
+            to: env.to.clone(),
+            reason: reason.to_owned(),
+            attempts: env.attempts,
+        }));
+        self.route(env, true, now);
+    }
+
+    /// The envelope reached its reader `limits.max_deliveries` times and was never acked: it
+    /// leaves its queue for good, durably, and its sender gets a bounce that says why and how
+    /// often (a bounce given up on is not bounced again).
+    fn give_up(&mut self, conn: ConnId, env: Queued, last: &str, now: Now) {
+        let bounced = env.kind != Envelope::BOUNCE_KIND;
+        let reason = format!(
+            "not acked after {} deliveries, the most limits.max_deliveries allows; the last ended: {last}",
+            env.attempts
+        );
+        let state = if bounced { State::Bounced } else { State::Lost };
+        self.store(StoreOp::Remove { seq: env.seq });
+        self.settle_gone(&env, state, &reason, now);
+        self.outputs.push_back(Output::Audit(AuditEvent::GivenUp {
+            conn,
+            id: env.id.clone(),
+            to: env.to.clone(),
+            reason: reason.clone(),
+            attempts: env.attempts,
+            bounced,
+        }));
+        // No id or name: the service log holds no client value (SPEC §8.2).
+        self.outputs.push_back(Output::Log(format!(
+            "conn={conn} an envelope was not acked after {} deliveries (limits.max_deliveries); {}",
+            env.attempts,
+            if bounced {
+                "bounced to its sender"
+            } else {
+                "it was a bounce: dropped"
+            }
+        )));
+        if bounced {
+            self.stage_bounce(&env, &reason, Some(env.attempts), now);
+        }
+    }
+
+    /// Records that `env` is gone (`Bounced` or `Lost`) and why, in the ledger and the store,
+    /// so that `status` can say it, across restarts with a durable store.
+    pub(super) fn settle_gone(&mut self, env: &Queued, state: State, reason: &str, now: Now) {
+        let at_ms = now.wall.timestamp_millis();
+        if let Some(seq) = self
+            .ledger
+            .set_state(&env.from, &env.id, state, false, at_ms)
+        {
+            self.reasons.insert(seq, reason.to_owned());
+            self.store(StoreOp::State {
+                seq,
+                sender: env.from.clone(),
+                id: env.id.clone(),
+                state: state.as_str().to_owned(),
+                detail: Some(reason.to_owned()),
+                at_ms,
+            });
+        }
+    }
+
+    /// The reason a remembered envelope of acceptance `seq` is gone, if it is and one is known.
+    pub(super) fn reason_of(&self, seq: u64, state: State) -> Option<String> {
+        matches!(state, State::Bounced | State::Lost)
+            .then(|| self.reasons.get(&seq).cloned())
+            .flatten()
+    }
+
+    /// Restores the reason of a remembered id loaded from the store.
+    pub(super) fn restore_reason(&mut self, rec: &crate::store::StoredId) {
+        let gone = matches!(
+            ledger::State::parse(&rec.state),
+            Some(State::Bounced | State::Lost)
+        );
+        if let (true, Some(detail)) = (gone, &rec.detail) {
+            self.reasons.insert(rec.seq, detail.clone());
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Reading the queue store's rows back at startup, trusting nothing: every column is checked
+//! for its type, its range and its agreement with the rest of the row before the hub builds
+//! queues and the ledger from it (docs/operations.md, "Queue store schema and migrations").
+//!
+//! A file edited by hand, damaged on disk or written by a buggy build must stop the hub with
+//! a clear error naming the row and what is wrong with it, never panic it, overflow its
+//! arithmetic (`seq + 1`, attempt counts) or restore an envelope whose text says something
+//! else than its row. Error texts name columns and rows, never a value from an envelope (a
+//! body or an id must not reach the service log).
+//!
+//! Owns the column list of the load query and the checks. Refuses IO beyond reading a row.
+
+use super::{StoredEnvelope, StoredId};
+use rusqlite::types::ValueRef;
+use rusqlite::Row;
+use std::collections::HashMap;
+
+/// Columns in the order `decode` reads them.
+pub(super) const SELECT_ALL: &str = "SELECT seq, recipient, id, sender, kind, correlation_id, text, attempts, digest, accepted_ms, state, detail, state_ms FROM envelopes ORDER BY seq";
+
+/// The largest acceptance number a row may carry. The hub numbers new envelopes after the
+/// largest it loads and stores them as SQLite integers (i64), so a seq near i64::MAX would
+/// leave no room; 2^62 leaves 2^62 more acceptances (146,000 years at a million a second).
+pub const MAX_SEQ: i64 = 1 << 62;
+
+/// Envelope text longer than this cannot have been accepted: `limits.max_line_bytes` is at
+/// most 64 MiB (`config::bounds::MAX_LINE_BYTES`) and the canonical text is about the
+/// line's size. Twice that leaves room for a stamped `from` and `correlationId`.
+pub const MAX_TEXT_BYTES: usize = 128 * 1024 * 1024;
+
+/// Wall-clock times (milliseconds since 1970) must fall in 1970..=9999: what RFC 3339 can
+/// show in `status`, and far from i64 overflow when the retention window is added.
+pub const MAX_UNIX_MS: i64 = 253_402_300_799_999;
+
+/// The states a remembered id can be in (`hub::ledger::State`; a test keeps the two lists
+/// equal).
+pub const STATES: [&str; 6] = [
+    "queued",
+    "delivered",
+    "acked",
+    "forwarded",
+    "bounced",
+    "lost",
+];
+
+fn kind(v: &ValueRef<'_>) -> &'static str {
+    match v {
+        ValueRef::Null => "NULL",
+        ValueRef::Integer(_) => "an integer",
+        ValueRef::Real(_) => "a real number",
+        ValueRef::Text(_) => "text",
+        ValueRef::Blob(_) => "a blob",
+    }
+}
+
+/// One row's columns, each decoded with its column's name for the error.
+struct Cols<'r, 's> {
+    row: &'r Row<'s>,
+}
+
+impl Cols<'_, '_> {
+    fn get(&self, i: usize, name: &str) -> Result<ValueRef<'_>, String> {
+        self.row
+            .get_ref(i)
+            .map_err(|e| format!("column {name} cannot be read ({e})"))
+    }
+
+    fn int(&self, i: usize, name: &str, min: i64, max: i64) -> Result<i64, String> {
+        match self.get(i, name)? {
+            ValueRef::Integer(v) if (min..=max).contains(&v) => Ok(v),
+            ValueRef::Integer(v) => Err(format!("{name} is {v}, outside {min}..={max}")),
+            other => Err(format!("{name} is {}, not an integer", kind(&other))),
+        }
+    }
+
+    fn text(&self, i: usize, name: &str) -> Result<String, String> {
+        match self.opt_text(i, name)? {
+            Some(s) => Ok(s),
+            None => Err(format!("{name} is NULL, not text")),
+        }
+    }
+
+    fn opt_text(&self, i: usize, name: &str) -> Result<Option<String>, String> {
+        match self.get(i, name)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) => Ok(Some(s.to_owned())),
+                Err(e) => Err(format!(
+                    "{name} is not valid UTF-8 (bad byte at offset {})",
+                    e.valid_up_to()
+                )),
+            },
+            other => Err(format!("{name} is {}, not text", kind(&other))),
+        }
+    }
+
+    fn nonempty(&self, i: usize, name: &str) -> Result<String, String> {
+        let s = self.text(i, name)?;
+        if s.is_empty() {
+            return Err(format!("{name} is empty"));
+        }
+        Ok(s)
+    }
+}
+
+/// The three fields of an envelope's text that must agree with its row. Unknown fields (the
+/// body among them) are skipped unparsed.
+#[derive(serde::Deserialize)]
+struct Head {
+    id: String,
+    from: String,
+    to: String,
+}
+
+/// Checks the canonical text of a queued envelope against its row.
+fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(), String> {
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(format!(
+            "text is {} bytes, more than any accepted envelope ({MAX_TEXT_BYTES})",
+            text.len()
+        ));
+    }
+    if !text.trim_start().starts_with('{') {
+        return Err("text is not a JSON object".into());
+    }
+    // The error's category and position only: serde's own text can quote a value.
+    let head: Head = serde_json::from_str(text).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "lacks a string id, from or to",
+            _ => "is not valid JSON",
+        };
+        format!("text {what} (line {}, column {})", e.line(), e.column())
+    })?;
+    for (field, got, want, column) in [
+        ("id", &head.id, id, "id"),
+        ("from", &head.from, sender, "sender"),
+        ("to", &head.to, recipient, "recipient"),
+    ] {
+        if got != want {
+            return Err(format!(
+                "the envelope text's \"{field}\" differs from the row's {column}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Decodes one row: its remembered id, and the queued envelope when `text` is set.
+pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>), String> {
+    let c = Cols { row };
+    let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
+    let at = |e: String| format!("row seq {seq}: {e}");
+    let recipient = c.nonempty(1, "recipient").map_err(at)?;
+    let id = c.nonempty(2, "id").map_err(at)?;
+    let sender = c.nonempty(3, "sender").map_err(at)?;
+    let digest = match c.get(8, "digest").map_err(at)? {
+        ValueRef::Blob(b) if b.len() == 32 => {
+            let mut d = [0u8; 32];
+            d.copy_from_slice(b);
+            d
+        }
+        ValueRef::Blob(b) => return Err(at(format!("digest is {} bytes, not 32", b.len()))),
+        other => return Err(at(format!("digest is {}, not a blob", kind(&other)))),
+    };
+    let state = c.text(10, "state").map_err(at)?;
+    if !STATES.contains(&state.as_str()) {
+        return Err(at(format!(
+            "state is not one of {} (it holds {} characters)",
+            STATES.join(", "),
+            state.chars().count()
+        )));
+    }
+    let stored = StoredId {
+        seq,
+        digest,
+        accepted_ms: c.int(9, "accepted_ms", 0, MAX_UNIX_MS).map_err(at)?,
+        state,
+        detail: c.opt_text(11, "detail").map_err(at)?,
+        state_ms: c.int(12, "state_ms", 0, MAX_UNIX_MS).map_err(at)?,
+        sender,
+        id,
+        to: recipient,
+    };
+    let Some(text) = c.opt_text(6, "text").map_err(at)? else {
+        return Ok((stored, None));
+    };
+    check_text(&text, &stored.id, &stored.sender, &stored.to).map_err(at)?;
+    let envelope = StoredEnvelope {
+        seq,
+        agent: stored.to.clone(),
+        id: stored.id.clone(),
+        sender: stored.sender.clone(),
+        kind: c.text(4, "kind").map_err(at)?,
+        correlation_id: c.opt_text(5, "correlation_id").map_err(at)?,
+        text,
+        attempts: c.int(7, "attempts", 0, i64::from(u32::MAX)).map_err(at)? as u32,
+    };
+    Ok((stored, Some(envelope)))
+}
+
+/// Rows come `ORDER BY seq`: a seq that does not grow is one seen twice (the schema's
+/// primary key forbids it, so only a rebuilt table can hold it).
+pub(super) fn check_order(previous: Option<u64>, seq: u64) -> Result<(), String> {
+    match previous {
+        Some(p) if seq <= p => Err(format!("seq {seq} appears more than once")),
+        _ => Ok(()),
+    }
+}
+
+/// No two rows may remember the same id from the same sender: the ledger keys by them, so one
+/// would silently shadow the other.
+pub(super) fn check_unique(ids: &[StoredId]) -> Result<(), String> {
+    let mut seen: HashMap<(&str, &str), u64> = HashMap::with_capacity(ids.len());
+    for r in ids {
+        if let Some(first) = seen.insert((r.sender.as_str(), r.id.as_str()), r.seq) {
+            return Err(format!(
+                "rows seq {first} and seq {} hold the same sender and id",
+                r.seq
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::ledger::State;
+
+    #[test]
+    fn the_state_list_is_the_ledgers() {
+        for s in STATES {
+            assert_eq!(State::parse(s).map(State::as_str), Some(s));
+        }
+        for s in [
+            State::Queued,
+            State::Delivered,
+            State::Acked,
+            State::Forwarded,
+            State::Bounced,
+            State::Lost,
+        ] {
+            assert!(STATES.contains(&s.as_str()));
+        }
+    }
+
+    #[test]
+    fn text_errors_never_quote_the_envelope() {
+        let e = check_text(r#"{"id":7,"body":"SECRET"}"#, "x", "a", "b").unwrap_err();
+        assert!(!e.contains("SECRET"), "{e}");
+        let e = check_text(r#"{"id":"x","from":"a","to":"SECRET"}"#, "x", "a", "b").unwrap_err();
+        assert!(!e.contains("SECRET"), "{e}");
+        assert!(check_text(r#"{"id":"x","from":"a","to":"b","body":{}}"#, "x", "a", "b").is_ok());
+    }
+}

@@ -1,0 +1,553 @@
+//! Decoding of client lines into their typed payloads (SPEC §2.2–§2.4), with error texts that
+//! never quote the line: an error names the tag or key it is about (as the protocol spells
+//! it), the kind of value that came (`string`, `integer`, `map`, …) and what was expected, and
+//! nothing else. No string, number, unknown key or unknown tag taken from the line appears in
+//! it, so a token sent where a name, an id or an object belongs cannot reach an error line, the
+//! audit log or the service log through its error (SPEC §2.4, §8.2).
+//!
+//! Owns the serde visitors of every client payload, and of an envelope arriving from a peer hub
+//! (SPEC §15). serde's derived visitors cannot serve: their errors quote the offending value
+//! (`invalid type: string "…"`) and the unknown key (``unknown field `…` ``). JSON syntax errors
+//! are serde_json's own; they name a position, never the text. Refuses IO.
+
+use super::envelope::RawEnvelope;
+use super::{AwaitRequest, Hello, IdRequest};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use std::fmt;
+
+/// The tags a client line may carry, in the order error texts list them.
+const TAGS: &[&str] = &["hello", "send", "await", "ack", "status", "who"];
+
+const HELLO_KEYS: &[&str] = &["name", "token"];
+const ENVELOPE_KEYS: &[&str] = &["id", "from", "to", "ts", "kind", "correlationId", "body"];
+const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack"];
+const ID_KEYS: &[&str] = &["id"];
+
+/// A client line's payload, by tag, before the field rules of SPEC §3.2 and §5.2.
+pub(crate) enum Payload<'a> {
+    Hello(Hello),
+    Send(RawEnvelope<'a>),
+    Await(AwaitRequest),
+    Ack(IdRequest),
+    Status(IdRequest),
+    Who,
+}
+
+/// Decodes one client line: exactly one JSON object holding exactly one known tag.
+pub(crate) fn client_line(text: &str) -> Result<Payload<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = (&mut de).deserialize_any(V(Want::Line))?;
+    de.end()?;
+    match value {
+        Val::Line(p) => Ok(p),
+        _ => Err(de::Error::custom(
+            "internal: a line decoded to something else",
+        )),
+    }
+}
+
+/// Decodes an envelope's own JSON object (a peer hub's `bus_forward`, SPEC §15).
+pub(crate) fn envelope(text: &str) -> Result<RawEnvelope<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = (&mut de).deserialize_any(V(Want::Object(Obj::Send)))?;
+    de.end()?;
+    match value {
+        Val::Line(Payload::Send(env)) => Ok(env),
+        _ => Err(de::Error::custom(
+            "internal: an envelope decoded to something else",
+        )),
+    }
+}
+
+/// What the value at hand must be.
+#[derive(Clone, Copy)]
+enum Want {
+    /// A whole line: an object with one tag.
+    Line,
+    /// A payload object.
+    Object(Obj),
+    Text,
+    /// A string or null.
+    OptText,
+    /// A whole number of seconds or null.
+    OptSecs,
+    /// A boolean or null.
+    OptFlag,
+}
+
+#[derive(Clone, Copy)]
+enum Obj {
+    Hello,
+    Send,
+    Await,
+    Ack,
+    Status,
+    Who,
+}
+
+impl Obj {
+    fn tag(self) -> &'static str {
+        match self {
+            Obj::Hello => "hello",
+            Obj::Send => "send",
+            Obj::Await => "await",
+            Obj::Ack => "ack",
+            Obj::Status => "status",
+            Obj::Who => "who",
+        }
+    }
+
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Obj::Hello => HELLO_KEYS,
+            Obj::Send => ENVELOPE_KEYS,
+            Obj::Await => AWAIT_KEYS,
+            Obj::Ack | Obj::Status => ID_KEYS,
+            Obj::Who => &[],
+        }
+    }
+}
+
+impl Want {
+    fn expected(self) -> &'static str {
+        match self {
+            Want::Line => "an object with one tag",
+            Want::Object(_) => "an object",
+            Want::Text | Want::OptText => "a string",
+            Want::OptSecs => "u64",
+            Want::OptFlag => "a boolean",
+        }
+    }
+}
+
+/// A decoded value of any of the shapes `Want` names.
+enum Val<'de> {
+    Null,
+    Text(String),
+    Secs(u64),
+    Flag(bool),
+    Line(Payload<'de>),
+}
+
+/// The error for a value of the wrong kind: the kind, never the value.
+fn wrong<E: de::Error>(kind: &str, want: Want) -> E {
+    E::custom(format_args!(
+        "invalid type: {kind}, expected {}",
+        want.expected()
+    ))
+}
+
+/// `` `a` ``, `` `a` or `b` ``, `` one of `a`, `b`, `c` ``: the names a protocol expects.
+struct OneOf(&'static [&'static str]);
+
+impl fmt::Display for OneOf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            [] => f.write_str("none"),
+            [a] => write!(f, "`{a}`"),
+            [a, b] => write!(f, "`{a}` or `{b}`"),
+            names => {
+                f.write_str("one of ")?;
+                for (i, n) in names.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "`{n}`")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One value visitor for every shape, so that each of the `visit_*` methods serde_json's
+/// `deserialize_any` can call is written once, and none of serde's quoting defaults is left.
+struct V(Want);
+
+impl<'de> Visitor<'de> for V {
+    type Value = Val<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.expected())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::OptText | Want::OptSecs | Want::OptFlag => Ok(Val::Null),
+            w => Err(wrong("null", w)),
+        }
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::OptFlag => Ok(Val::Flag(v)),
+            w => Err(wrong("boolean", w)),
+        }
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::OptSecs => Ok(Val::Secs(v)),
+            w => Err(wrong("integer", w)),
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::OptSecs if v >= 0 => Ok(Val::Secs(v as u64)),
+            Want::OptSecs => Err(E::custom("invalid value: negative integer, expected u64")),
+            w => Err(wrong("integer", w)),
+        }
+    }
+
+    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
+        Err(wrong("floating point", self.0))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::Text | Want::OptText => Ok(Val::Text(v.to_owned())),
+            w => Err(wrong("string", w)),
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<Val<'de>, A::Error> {
+        Err(wrong("sequence", self.0))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Val<'de>, A::Error> {
+        match self.0 {
+            Want::Line => line(map).map(Val::Line),
+            Want::Object(obj) => payload(obj, map).map(Val::Line),
+            w => Err(wrong("map", w)),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for V {
+    type Value = Val<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Val<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// A key among `names` (its index), or a refusal that names where it was, never the key.
+struct Key {
+    /// The payload whose key this is (`hello`, `send`, …); None for a line's tag.
+    tag: Option<&'static str>,
+    names: &'static [&'static str],
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = usize;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", OneOf(self.names))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
+        self.names
+            .iter()
+            .position(|n| *n == v)
+            .ok_or_else(|| match self.tag {
+                None => E::custom(format_args!("unknown tag, expected {}", OneOf(self.names))),
+                Some(tag) if self.names.is_empty() => E::custom(format_args!(
+                    "unknown field in `{tag}`, which has no fields"
+                )),
+                Some(tag) => E::custom(format_args!(
+                    "unknown field in `{tag}`, expected {}",
+                    OneOf(self.names)
+                )),
+            })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = usize;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+/// `{"<tag>":{…}}`: one key, a known tag, its payload.
+fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
+    let tag = Key {
+        tag: None,
+        names: TAGS,
+    };
+    let Some(i) = map.next_key_seed(tag)? else {
+        return Err(de::Error::custom("a line holds one tag, found none"));
+    };
+    let obj = [
+        Obj::Hello,
+        Obj::Send,
+        Obj::Await,
+        Obj::Ack,
+        Obj::Status,
+        Obj::Who,
+    ][i];
+    let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
+        return Err(de::Error::custom(
+            "internal: a payload decoded to something else",
+        ));
+    };
+    if map.next_key::<IgnoredAny>()?.is_some() {
+        return Err(de::Error::custom(
+            "a line holds one tag, found more than one",
+        ));
+    }
+    Ok(p)
+}
+
+/// A payload object's fields: each known key at most once, the required ones present.
+fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>, A::Error> {
+    let names = obj.keys();
+    let mut seen = 0u32;
+    let mut texts: [Option<String>; 7] = Default::default();
+    let mut secs = None;
+    let mut flag = None;
+    let mut correlation: Option<Option<String>> = None;
+    let mut body: Option<&'de RawValue> = None;
+    let key = || Key {
+        tag: Some(obj.tag()),
+        names,
+    };
+    while let Some(i) = map.next_key_seed(key())? {
+        if seen & (1 << i) != 0 {
+            return Err(de::Error::custom(format_args!(
+                "duplicate field `{}`",
+                names[i]
+            )));
+        }
+        seen |= 1 << i;
+        let want = match (obj, names[i]) {
+            (Obj::Send, "body") => {
+                body = Some(map.next_value::<&'de RawValue>()?);
+                continue;
+            }
+            (Obj::Send, "correlationId") | (Obj::Await, "replyTo" | "kind") => Want::OptText,
+            (Obj::Await, "timeoutSecs") => Want::OptSecs,
+            (Obj::Await, "ack") => Want::OptFlag,
+            _ => Want::Text,
+        };
+        match map.next_value_seed(V(want))? {
+            Val::Text(s) if matches!((obj, names[i]), (Obj::Send, "correlationId")) => {
+                correlation = Some(Some(s))
+            }
+            Val::Null if matches!((obj, names[i]), (Obj::Send, "correlationId")) => {
+                correlation = Some(None)
+            }
+            Val::Text(s) => texts[i] = Some(s),
+            Val::Null => {}
+            Val::Secs(s) => secs = Some(s),
+            Val::Flag(b) => flag = Some(b),
+            Val::Line(_) => return Err(de::Error::custom("internal: a field decoded to a line")),
+        }
+    }
+    let mut take = |i: usize| {
+        texts[i]
+            .take()
+            .ok_or_else(|| de::Error::custom(format_args!("missing field `{}`", names[i])))
+    };
+    Ok(match obj {
+        Obj::Hello => Payload::Hello(Hello {
+            name: take(0)?,
+            token: take(1)?,
+        }),
+        Obj::Send => {
+            // serde's order for the first missing field: declaration order, body last.
+            let (id, from, to, ts, kind) = (take(0)?, take(1)?, take(2)?, take(3)?, take(4)?);
+            let body = body.ok_or_else(|| de::Error::custom("missing field `body`"))?;
+            Payload::Send(RawEnvelope::from_parts(
+                id,
+                from,
+                to,
+                ts,
+                kind,
+                correlation,
+                body,
+            ))
+        }
+        Obj::Await => Payload::Await(AwaitRequest {
+            reply_to: texts[0].take(),
+            kind: texts[1].take(),
+            timeout_secs: secs,
+            ack: flag,
+        }),
+        Obj::Ack => Payload::Ack(IdRequest { id: take(0)? }),
+        Obj::Status => Payload::Status(IdRequest { id: take(0)? }),
+        Obj::Who => Payload::Who,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "Tok3n-9f2c";
+
+    fn error_of(line: &str) -> String {
+        match client_line(line) {
+            Ok(_) => panic!("{line} decoded"),
+            Err(e) => {
+                let mut m = e.to_string();
+                if let Some(at) = m.find(" at line ") {
+                    m.truncate(at);
+                }
+                m
+            }
+        }
+    }
+
+    /// Every shape of a wrong value, an unknown key or an unknown tag, each carrying the
+    /// secret where the value, key or tag goes: the error names none of them.
+    #[test]
+    fn no_error_quotes_the_line() {
+        let s = SECRET;
+        let cases = [
+            format!(r#"{{"hello":"{s}"}}"#),
+            format!(r#"{{"hello":["mneme","{s}"]}}"#),
+            format!(r#"{{"hello":{{"name":"mneme","token":["{s}"]}}}}"#),
+            format!(r#"{{"hello":{{"name":"mneme","token":{{"{s}":1}}}}}}"#),
+            format!(r#"{{"hello":{{"name":"mneme","{s}":"x"}}}}"#),
+            format!(r#"{{"hello":{{"name":{{"t":"{s}"}},"token":"x"}}}}"#),
+            format!(r#"{{"{s}":{{}}}}"#),
+            format!(r#"{{"hello":{{"name":"a","token":"b"}},"{s}":1}}"#),
+            format!(r#""{s}""#),
+            format!(r#"["{s}"]"#),
+            format!(r#"{{"await":{{"timeoutSecs":"{s}"}}}}"#),
+            format!(r#"{{"await":{{"ack":"{s}"}}}}"#),
+            format!(r#"{{"await":{{"kind":["{s}"]}}}}"#),
+            format!(r#"{{"ack":"{s}"}}"#),
+            format!(r#"{{"ack":{{"id":["{s}"]}}}}"#),
+            format!(r#"{{"status":{{"id":{{"a":"{s}"}}}}}}"#),
+            format!(r#"{{"who":{{"{s}":1}}}}"#),
+            format!(
+                r#"{{"send":{{"id":"e","from":"a","to":"b","ts":"{s}x","kind":1,"body":{{}}}}}}"#
+            ),
+            format!(
+                r#"{{"send":{{"id":"e","from":"a","to":"b","ts":"t","kind":"k","correlationId":["{s}"],"body":{{}}}}}}"#
+            ),
+            format!(
+                r#"{{"send":{{"id":"e","from":"a","to":"b","ts":"t","kind":"k","body":{{"m":"{s}"}},"{s}":2}}}}"#
+            ),
+            format!(
+                r#"{{"send":{{"id":"e","from":"a","to":"b","ts":"t","kind":"k","body":{{"m":"{s}"}}}}}}x{s}"#
+            ),
+            format!(
+                r#"{{"send":{{"id":"e","from":"a","to":"b","ts":"t","kind":"k","body":{{"m":"{s}",}}}}}}"#
+            ),
+        ];
+        for line in &cases {
+            let err = error_of(line);
+            assert!(!err.contains(SECRET), "{line}\n  -> {err}");
+            assert!(!err.contains("Tok3n"), "{line}\n  -> {err}");
+        }
+        // Numbers are values too.
+        let err = error_of(r#"{"await":{"timeoutSecs":-987654321}}"#);
+        assert!(!err.contains("987654321"), "{err}");
+        let err = error_of(r#"{"hello":{"name":"a","token":987654321}}"#);
+        assert!(!err.contains("987654321"), "{err}");
+        let err = error_of(r#"{"await":{"timeoutSecs":98765.4321}}"#);
+        assert!(!err.contains("98765"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_the_key_the_kind_and_what_was_expected() {
+        let cases = [
+            (
+                r#"{"hello":"x"}"#,
+                "invalid type: string, expected an object",
+            ),
+            (
+                r#"{"hello":null}"#,
+                "invalid type: null, expected an object",
+            ),
+            (
+                r#"{"hello":["a","b"]}"#,
+                "invalid type: sequence, expected an object",
+            ),
+            (
+                r#"{"hello":{"name":"a","token":5}}"#,
+                "invalid type: integer, expected a string",
+            ),
+            (
+                r#"{"hello":{"name":"a","token":"t","x":1}}"#,
+                "unknown field in `hello`, expected `name` or `token`",
+            ),
+            (r#"{"hello":{"name":"a"}}"#, "missing field `token`"),
+            (
+                r#"{"hello":{"name":"a","name":"b","token":"t"}}"#,
+                "duplicate field `name`",
+            ),
+            (
+                r#"{"ping":{}}"#,
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`",
+            ),
+            ("{}", "a line holds one tag, found none"),
+            (
+                r#"{"who":{},"who":{}}"#,
+                "a line holds one tag, found more than one",
+            ),
+            (
+                "42",
+                "invalid type: integer, expected an object with one tag",
+            ),
+            (
+                r#"{"await":{"timeoutSecs":-1}}"#,
+                "invalid value: negative integer, expected u64",
+            ),
+            (
+                r#"{"await":{"timeoutSecs":1.0}}"#,
+                "invalid type: floating point, expected u64",
+            ),
+            (
+                r#"{"await":{"ack":"true"}}"#,
+                "invalid type: string, expected a boolean",
+            ),
+            (
+                r#"{"who":{"x":1}}"#,
+                "unknown field in `who`, which has no fields",
+            ),
+            ("", "EOF while parsing a value"),
+            ("hello", "expected value"),
+        ];
+        for (line, want) in cases {
+            assert_eq!(error_of(line), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn good_lines_decode_with_every_field() {
+        let Payload::Send(env) = client_line(
+            r#"{"send":{"body":{"a": [1]},"kind":"k","ts":"t","to":"b","from":"a","id":"e","correlationId":null}}"#,
+        )
+        .unwrap() else {
+            panic!("a send")
+        };
+        assert!(env.has_correlation_key());
+        let Payload::Await(a) =
+            client_line(r#"{"await":{"replyTo":"r","kind":null,"timeoutSecs":5,"ack":true}}"#)
+                .unwrap()
+        else {
+            panic!("an await")
+        };
+        assert_eq!(
+            a,
+            AwaitRequest {
+                reply_to: Some("r".into()),
+                kind: None,
+                timeout_secs: Some(5),
+                ack: Some(true)
+            }
+        );
+        assert!(matches!(
+            client_line(r#"{"who":{}}"#).unwrap(),
+            Payload::Who
+        ));
+        let Payload::Hello(h) = client_line(r#"{"hello":{"token":"t\u0041","name":"n"}}"#).unwrap()
+        else {
+            panic!("a hello")
+        };
+        assert_eq!((h.name.as_str(), h.token.as_str()), ("n", "tA"));
+    }
+}
