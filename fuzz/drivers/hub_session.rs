@@ -97,6 +97,11 @@ struct SimConn {
     read_eof: bool,
     /// The core asked for a close.
     closing: bool,
+    /// The core's exchange is over (`Output::Answered`): lines still go to the core until
+    /// the client closes or the answer linger passes, when the loop releases the socket.
+    answered: bool,
+    /// When the answered connection's output was all flushed (the linger runs from it).
+    answered_since: Option<Instant>,
     /// Output waits in the socket's buffer: (a delivery not yet started, anything at all).
     delivery_unstarted: bool,
     has_output: bool,
@@ -216,6 +221,8 @@ impl Sim {
             discard: false,
             read_eof: false,
             closing: false,
+            answered: false,
+            answered_since: None,
             delivery_unstarted: false,
             has_output: false,
             waiting_since: None,
@@ -303,8 +310,13 @@ impl Sim {
         }
         c.read_eof = true;
         let id = c.id;
+        let answered = c.answered && !c.has_output;
         self.hub.handle_eof(id, self.now);
         self.drain();
+        if answered {
+            // The client closed an answered connection: the loop releases it.
+            self.close(id, true, "closed");
+        }
     }
 
     /// The socket is released: the core hears of it once, and the slot is free.
@@ -337,6 +349,8 @@ impl Sim {
                 c.waiting_since.get_or_insert(self.now.mono);
             } else if c.closing {
                 return self.close(id, true, "closed");
+            } else if c.answered {
+                c.answered_since.get_or_insert(self.now.mono);
             }
             return;
         }
@@ -365,6 +379,12 @@ impl Sim {
         c.waiting_since = None;
         if c.closing {
             self.close(id, true, "closed");
+        } else if c.answered {
+            if c.read_eof {
+                self.close(id, true, "closed");
+            } else {
+                c.answered_since.get_or_insert(self.now.mono);
+            }
         }
     }
 
@@ -496,6 +516,21 @@ impl Sim {
         for id in late {
             self.close(id, false, "write deadline passed");
         }
+        // The answer linger passed: the loop ends the connection (input is discarded from
+        // then on) and releases it when the client closes; the core hears of the release.
+        let linger = self.limits.answer_linger();
+        let ended: Vec<ConnId> = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|c| {
+                c.answered && c.answered_since.is_some_and(|t| self.now.mono >= t + linger)
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in ended {
+            self.close(id, true, "closed after linger");
+        }
         self.settle();
     }
 
@@ -508,6 +543,7 @@ impl Sim {
     }
 
     fn apply(&mut self, out: Output) {
+        if std::env::var_os("FUZZ_TRACE").is_some() { eprintln!("OUT {out:?}"); }
         match out {
             Output::Write { conn, line } => {
                 let c = self.live(conn, "a line");
@@ -551,6 +587,13 @@ impl Sim {
                 let c = self.live(conn, "a close");
                 c.closing = true;
                 c.discard = true;
+                c.answered = false;
+                self.dirty.insert(conn);
+            }
+            Output::Answered { conn } => {
+                let c = self.live(conn, "an answer");
+                assert!(!c.answered, "conn {conn}: answered twice");
+                c.answered = true;
                 self.dirty.insert(conn);
             }
             Output::Audit(ev) => match ev {
