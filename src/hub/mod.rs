@@ -312,11 +312,23 @@ impl Hub {
         match c.phase {
             Phase::Hello => self.on_hello_line(conn, line, now),
             Phase::Verb => self.on_verb_line(conn, line, now),
-            Phase::Delivering { ack: true, .. } => {
+            Phase::Delivering {
+                ack: true,
+                committed: true,
+                ..
+            } => {
                 let input = pipeline::AckInput::of_line(line);
                 self.on_ack_input(conn, input, now)
             }
-            Phase::Staged
+            // An ack cannot settle an envelope whose delivery has not reached the reader's
+            // socket yet (SPEC §12.2): it waits for the first byte, like one written while
+            // the await was parked.
+            Phase::Delivering {
+                ack: true,
+                committed: false,
+                ..
+            }
+            | Phase::Staged
             | Phase::Parked { .. }
             | Phase::Claimed { .. }
             | Phase::AckStaged
@@ -498,6 +510,12 @@ impl Hub {
                 true,
                 now.wall.timestamp_millis(),
             );
+            // The line after this delivery that came before its first byte was taken (while
+            // parked, or while the socket was full) is the ack candidate now.
+            let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
+            if let Some(input) = held {
+                self.on_ack_input(conn, input, now);
+            }
         } else {
             self.store(StoreOp::Remove { seq });
             self.set_state(&from, &id, State::Delivered, false, now);
@@ -1312,11 +1330,9 @@ impl Hub {
                 conn,
                 Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
             );
-            // A line that came while the await was parked is the line after this delivery.
-            let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
-            if let Some(input) = held {
-                self.on_ack_input(conn, input, now);
-            }
+            // A line that came while the await was parked is the line after this delivery;
+            // it is taken once the delivery's first byte is accepted
+            // (`handle_delivery_committed`), never before.
         } else {
             self.end_exchange(conn, now);
         }

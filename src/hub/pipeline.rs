@@ -56,7 +56,13 @@ impl Hub {
         };
         let ack_await = matches!(
             c.phase,
-            Phase::Parked { ack: true, .. } | Phase::Claimed { ack: true, .. }
+            Phase::Parked { ack: true, .. }
+                | Phase::Claimed { ack: true, .. }
+                | Phase::Delivering {
+                    ack: true,
+                    committed: false,
+                    ..
+                }
         );
         if ack_await && c.held_ack.is_none() && !c.held_extra {
             c.held_ack = Some(summary());

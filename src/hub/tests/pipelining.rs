@@ -349,3 +349,54 @@ fn shutdown_closes_answered_connections() {
     }
     assert_eq!(closes, 1);
 }
+
+/// Regression (fuzz target `hub_session`, transcript `pipelined_ack_while_parked`): an ack
+/// written while the await was parked was taken the moment the envelope was handed to the
+/// IO layer, before the socket had accepted a byte of it. The envelope was acked without a
+/// `delivered` record, and a delivery that then failed with zero bytes was gone though its
+/// reader never saw it. The held ack now waits for the delivery's first byte.
+#[test]
+fn a_held_ack_waits_for_the_delivery_to_reach_the_socket() {
+    // The delivery fails before its first byte: the envelope is queued again, not acked.
+    let mut sim = Sim::new();
+    let r = sim.await_ack("datastore");
+    sim.ack(r, "env-0001");
+    sim.drain();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        !d.lines(r).iter().any(|l| matches!(l, HubLine::Acked { .. })),
+        "acked before a byte of the delivery was taken: {:?}",
+        d.lines(r)
+    );
+    assert!(!d.audit.iter().any(|e| matches!(e, AuditEvent::Acked { .. })));
+    sim.closed(r, false);
+    sim.commit_ok();
+    sim.drain();
+    assert_eq!(sim.queued_ids("datastore"), [id.clone()]);
+    assert_ne!(sim.status("mneme", &id).state, "acked");
+
+    // The delivery reaches the socket: `delivered`, then the held ack, then `acked`.
+    let mut sim = Sim::new();
+    let r = sim.await_ack("datastore");
+    sim.ack(r, "env-0001");
+    sim.drain();
+    let id = sim.sent("mneme", "datastore", "task", None);
+    sim.drain();
+    sim.committed(r);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(d.lines(r).last(), Some(&HubLine::Acked { id: id.clone() }));
+    let order: Vec<&str> = d
+        .audit
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::Delivered { .. } => Some("delivered"),
+            AuditEvent::Acked { .. } => Some("acked"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["delivered", "acked"]);
+    assert!(sim.queued_ids("datastore").is_empty());
+}
