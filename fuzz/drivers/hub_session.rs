@@ -543,7 +543,6 @@ impl Sim {
     }
 
     fn apply(&mut self, out: Output) {
-        if std::env::var_os("FUZZ_TRACE").is_some() { eprintln!("OUT {out:?}"); }
         match out {
             Output::Write { conn, line } => {
                 let c = self.live(conn, "a line");
