@@ -73,9 +73,6 @@ pub fn run(data: &[u8]) {
                     let shorter = &token[..token.char_indices().last().map_or(0, |(i, _)| i)];
                     assert!(!roster.verify(name, shorter), "{name:?}: a prefix passes");
                 }
-                if secret(token) {
-                    assert!(!debug.contains(token.as_str()), "Debug shows a token");
-                }
                 for (other, _) in &entries {
                     if other != name {
                         assert!(
@@ -86,6 +83,21 @@ pub fn run(data: &[u8]) {
                 }
             }
             assert!(!roster.verify(HUB_NAME, ""));
+            // `Debug` depends on the names only: the same names with other tokens print the
+            // same. (A substring test is not enough: a token may spell a piece of the Debug
+            // text itself, `Roster { names: [...`, found by this target.)
+            let mut agents = toml::Table::new();
+            for (i, (name, _)) in entries.iter().enumerate() {
+                agents.insert(
+                    name.clone(),
+                    toml::Value::String(format!("replacement-token-{i:06}-for-debug")),
+                );
+            }
+            let mut doc = toml::Table::new();
+            doc.insert("agents".to_owned(), toml::Value::Table(agents));
+            let other = toml::to_string(&doc).expect("a table of strings serialises");
+            let other = Roster::parse(&other).expect("the same names with plain tokens parse");
+            assert_eq!(debug, format!("{other:?}"), "Debug shows a token");
         }
     }
 }
