@@ -11,6 +11,14 @@
 //! denial ack); the IO layer writes it and then closes the socket. Refuses: sockets, clocks,
 //! randomness (nonce and id seed are passed in), and deciding which connection is a peer's
 //! lasting link (`links` does).
+//!
+//! One job per file: this one holds the session's types, its inputs and outputs, what the
+//! application may send, and the line/frame reader; `handshake` the challenge, handshake, ack
+//! and negotiation up to `Established`; `established` what an established link receives
+//! (duplicate ids, unknown types, heartbeats) and the beats it sends.
+
+mod established;
+mod handshake;
 
 use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
 use crate::relay::frame::{self, decode_body, decode_frame, FrameError};
@@ -24,6 +32,7 @@ use crate::relay::message::{
 };
 use crate::relay::nonces::NonceBook;
 use crate::relay::transcript::{AckFields, Transcript};
+use crate::wire::LineBuffer;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -288,11 +297,9 @@ pub struct Session {
     /// Frames instead of lines (frame-bin agreed), from the byte after the ack line.
     framed: bool,
     lz4: bool,
-    inbuf: Vec<u8>,
-    /// Bytes of `inbuf` consumed.
-    in_pos: usize,
-    /// Bytes after `in_pos` already searched for `\n`.
-    scanned: usize,
+    /// Bytes read and not yet consumed: lines before (and without) `frame-bin`, frames after
+    /// the upgrade, both from this one buffer.
+    input: LineBuffer,
     out: VecDeque<Vec<u8>>,
     events: VecDeque<SessionEvent>,
     ids: IdGen,
@@ -367,9 +374,7 @@ impl Session {
             peer_listen_port: None,
             framed: false,
             lz4: false,
-            inbuf: Vec::new(),
-            in_pos: 0,
-            scanned: 0,
+            input: LineBuffer::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
             ids: IdGen::new(rand_seed),
@@ -442,17 +447,11 @@ impl Session {
             return;
         }
         self.stats.bytes_in += bytes.len() as u64;
-        if self.in_pos > 0 {
-            self.inbuf.drain(..self.in_pos);
-            self.in_pos = 0;
-        }
-        self.inbuf.extend_from_slice(bytes);
+        self.input.push(bytes);
         self.process(now);
-        if self.in_pos == self.inbuf.len() {
+        if self.input.pending_len() == 0 {
             // Nothing pending: hold no buffer between messages.
-            self.inbuf = Vec::new();
-            self.in_pos = 0;
-            self.scanned = 0;
+            self.input = LineBuffer::new();
         }
     }
 
@@ -612,8 +611,7 @@ impl Session {
         self.state = SessionState::Closed;
         self.handshake_deadline = None;
         self.next_beat_at = None;
-        self.inbuf = Vec::new();
-        self.in_pos = 0;
+        self.input = LineBuffer::new();
         self.keys = None;
         self.events.push_back(SessionEvent::Closed { reason });
     }
@@ -747,47 +745,18 @@ impl Session {
         Ok(())
     }
 
-    /// The next complete line as a range of `inbuf`, None for "need more", Err(length) when
-    /// the line (or the partial line) passes `cap`.
-    fn next_line(&mut self, cap: usize) -> Result<Option<(usize, usize)>, usize> {
-        let pending = &self.inbuf[self.in_pos..];
-        let from = self.scanned.min(pending.len());
-        match pending[from..].iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                let n = from + i;
-                self.scanned = 0;
-                if n > cap {
-                    return Err(n);
-                }
-                let start = self.in_pos;
-                self.in_pos += n + 1;
-                Ok(Some((start, start + n)))
-            }
-            None => {
-                self.scanned = pending.len();
-                if pending.len() > cap {
-                    Err(pending.len())
-                } else {
-                    Ok(None)
-                }
-            }
-        }
-    }
-
     fn process(&mut self, now: Instant) {
         while self.state != SessionState::Closed {
             if self.framed {
                 // Under frame-mac each frame's tag is checked before its payload is touched.
                 let next = match &mut self.mac {
-                    Some(mac) => mac
-                        .open(&self.inbuf[self.in_pos..])
-                        .map_err(|e| e.to_string()),
-                    None => decode_frame(&self.inbuf[self.in_pos..]).map_err(|e| e.to_string()),
+                    Some(mac) => mac.open(self.input.pending()).map_err(|e| e.to_string()),
+                    None => decode_frame(self.input.pending()).map_err(|e| e.to_string()),
                 };
                 match next {
                     Ok(None) => break,
                     Ok(Some((frame, n))) => {
-                        self.in_pos += n;
+                        self.input.consume(n);
                         match decode_body(&frame.body) {
                             Ok(msg) => self.on_message(msg, now),
                             Err(e) => {
@@ -804,8 +773,14 @@ impl Session {
             } else {
                 HANDSHAKE_LINE_CAP_BYTES
             };
-            match self.next_line(cap) {
+            // The one line splitter (`wire::LineBuffer`): the cap excludes the `\n`, and a
+            // partial line is refused as soon as it passes the cap.
+            let decoded = match self.input.next_line(cap) {
                 Ok(None) => break,
+                Err(too_long) => Err(too_long.len_bytes),
+                Ok(Some(line)) => Ok(RelayMessage::decode_line(line)),
+            };
+            match decoded {
                 Err(len) => {
                     let what = if self.state == SessionState::Established {
                         "line"
@@ -816,624 +791,19 @@ impl Session {
                         "{what} of {len}+ bytes exceeds the cap of {cap} bytes"
                     ));
                 }
-                Ok(Some((a, b))) => {
-                    let decoded = RelayMessage::decode_line(&self.inbuf[a..b]);
-                    match self.state {
-                        SessionState::AwaitingChallenge => self.on_challenge(decoded, now),
-                        SessionState::AwaitingHandshake => self.on_handshake(decoded, now),
-                        SessionState::AwaitingAck => self.on_ack(decoded, now),
-                        SessionState::Established => match decoded {
-                            Ok(msg) => self.on_message(msg, now),
-                            Err(e) => {
-                                self.close(format!("protocol error from {}: {e}", self.peer_name()))
-                            }
-                        },
-                        SessionState::Closed => {}
-                    }
-                }
-            }
-        }
-    }
-
-    /// Dialer: answer the challenge. A v1 challenge (its marker: `proto` and the acceptor's
-    /// `peer` id) gets a v1 handshake whose proof is over the transcript; an unmarked one a
-    /// v0 handshake, and only if this peer's `allow_v0` is on: otherwise nothing is signed.
-    /// A nonce this hub issued itself is never signed (docs/relay-protocol.md §2.3).
-    fn on_challenge(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
-        let msg = match decoded {
-            Ok(m) if m.msg_type == MsgType::Challenge => m,
-            Ok(m) => return self.close(format!("expected challenge, got {}", m.msg_type)),
-            Err(e) => return self.close(format!("malformed challenge: {e}")),
-        };
-        let ch = match msg.payload_typed() {
-            Ok(Payload::Challenge(c)) if is_nonce_hex(&c.nonce) => c,
-            _ => {
-                return self.close("malformed challenge: nonce must be 64 lowercase hex characters")
-            }
-        };
-        let peer = self.peer_name().to_owned();
-        if self.cfg.nonces.issued(&ch.nonce, now) {
-            return self.close(format!(
-                "refused the challenge answering our dial to {peer}: its nonce is one this hub issued itself, so someone is reflecting our own challenges back at us (nothing signed)"
-            ));
-        }
-        let v1 = match (ch.proto, &ch.peer) {
-            (Some(p), Some(id)) if p >= 1 => {
-                if !valid_peer_id(id) {
-                    return self.close("malformed challenge: peer is not a valid peer id");
-                }
-                if *id != peer {
-                    return self.close(format!(
-                        "the relay answering our dial to {peer} says it is {id:?} (a wrong address?); nothing signed"
-                    ));
-                }
-                true
-            }
-            (Some(p), None) if p >= 1 => {
-                return self.close("malformed challenge: a v1 challenge must name its peer")
-            }
-            _ => false,
-        };
-        let Some(auth) = self.auth.clone() else {
-            return self.close("internal: a dialer without a key");
-        };
-        if !v1 && !auth.allow_v0 {
-            return self.close(format!(
-                "{peer}'s challenge has no v1 marker (a relay v0 peer, an older agent-hub, or a downgrade in flight) and allow_v0 is off for it: nothing signed"
-            ));
-        }
-        let hs = if v1 {
-            let offered: Vec<Feature> = Feature::ALL
-                .into_iter()
-                .filter(|&f| offers(&self.cfg, &auth, f))
-                .collect();
-            let mut hs = Handshake {
-                proof: String::new(),
-                version: self.cfg.software_version.clone(),
-                listen_port: self.cfg.listen_port,
-                transient: self.cfg.transient.then_some(true),
-                proto: Some(PROTO),
-                features: Some(feature_names(&offered)),
-                nonce: offered
-                    .contains(&Feature::MutualAuth)
-                    .then(|| self.nonce_hex.clone()),
-            };
-            let t = Transcript::new(&self.cfg.local_peer, &peer, &ch.nonce, &hs);
-            hs.proof = t.dialer_proof(&auth.key);
-            self.transcript = Some(t);
-            hs
-        } else {
-            // v0 bytes: the proof over the nonce text, and only v0's keys.
-            Handshake {
-                proof: auth::proof(&auth.key, &ch.nonce),
-                version: self.cfg.software_version.clone(),
-                listen_port: self.cfg.listen_port,
-                transient: self.cfg.transient.then_some(true),
-                proto: None,
-                features: None,
-                nonce: None,
-            }
-        };
-        self.v1_challenge = v1;
-        let from = self.cfg.local_peer.clone();
-        let msg = self.make(
-            MsgType::Handshake,
-            &from,
-            Payload::Handshake(hs).to_value(),
-            now,
-        );
-        self.queue_line(&msg);
-        self.state = SessionState::AwaitingAck;
-    }
-
-    /// Acceptor: check the claimed peer's proof (the transcript proof for `proto` ≥ 1, v0's
-    /// otherwise); ack (ok or denied) or close without an ack.
-    fn on_handshake(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
-        // A malformed handshake gets no ack at all, only a close (relay-compat.md step 3).
-        let msg = match decoded {
-            Ok(m) if m.msg_type == MsgType::Handshake => m,
-            Ok(m) => {
-                return self.close(format!(
-                    "malformed handshake: expected handshake, got {}",
-                    m.msg_type
-                ))
-            }
-            Err(e) => return self.close(format!("malformed handshake: {e}")),
-        };
-        let hs = match msg.payload_typed() {
-            Ok(Payload::Handshake(h)) => h,
-            Ok(_) => return self.close("malformed handshake"),
-            Err(e) => return self.close(format!("malformed handshake: {e}")),
-        };
-        if !valid_peer_id(&msg.from_peer) {
-            return self.close("malformed handshake: from_peer is not a valid peer id");
-        }
-        let peer = msg.from_peer;
-        let v1 = hs.proto.unwrap_or(0) >= 1;
-        let theirs: Vec<Feature> = if v1 {
-            hs.features
-                .iter()
-                .flatten()
-                .filter_map(|n| Feature::parse(n))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let agreed = intersect(&self.cfg.features, &theirs);
-        let mutual = agreed.contains(&Feature::MutualAuth);
-        if mutual && !hs.nonce.as_deref().is_some_and(is_nonce_hex) {
-            return self.close(format!(
-                "malformed handshake from {peer}: mutual-auth offered without a 64-hex nonce"
-            ));
-        }
-        // The transcript is bound to our own id and nonce, so a proof made for any other
-        // connection (or direction) does not verify here.
-        let transcript =
-            v1.then(|| Transcript::new(&peer, &self.cfg.local_peer, &self.nonce_hex, &hs));
-        let check = |key: &[u8; 32]| match &transcript {
-            Some(t) => t.verify_dialer_proof(key, &hs.proof),
-            None => auth::verify(key, &self.nonce_hex, &hs.proof),
-        };
-        let auth = self.keys.take().and_then(|k| k.lookup(&peer));
-        let proof_ok = match &auth {
-            Some(a) => check(&a.key),
-            None => {
-                // Same work for an unknown id, so timing does not tell which ids exist.
-                let _ = check(&[0u8; 32]);
-                false
-            }
-        };
-        let auth = match auth {
-            None => return self.deny(format!("handshake denied: unknown peer id {peer:?}"), now),
-            Some(_) if !proof_ok => {
-                let hint = if v1 {
-                    " (different key? an agent-hub built before v1 transcript proofs is refused too)"
-                } else {
-                    " (different key?)"
-                };
-                return self.deny(
-                    format!("handshake denied: wrong proof from {peer}{hint}"),
-                    now,
-                );
-            }
-            Some(a) => a,
-        };
-        if mutual {
-            let n = hs.nonce.as_deref().unwrap_or_default();
-            if n == self.nonce_hex || self.cfg.nonces.issued(n, now) {
-                return self.deny(
-                    format!("handshake denied: {peer}'s nonce is one this hub issued itself (a reflection attempt)"),
-                    now,
-                );
-            }
-        }
-        if !v1 && !auth.allow_v0 {
-            return self.deny(format!("handshake denied: {peer} speaks relay v0 (no proto) and allow_v0 is off for it"), now);
-        }
-        let agreed: Vec<Feature> = framemac::settle(
-            agreed
-                .into_iter()
-                .filter(|&f| offers(&self.cfg, &auth, f))
-                .collect(),
-        );
-        if v1 && !auth.allow_v0 {
-            let missing = framemac::missing_without_v0(&agreed);
-            if !missing.is_empty() {
-                return self.deny(
-                    format!(
-                        "handshake denied: the link with {peer} would lack {}, required while allow_v0 is off for it",
-                        feature_names(&missing).join(", ")
-                    ),
-                    now,
-                );
-            }
-        }
-        let ack = match &transcript {
-            Some(t) => {
-                let mut ack = HandshakeAck {
-                    status: HandshakeStatus::Ok,
-                    proto: Some(PROTO),
-                    features: Some(feature_names(&agreed)),
-                    proof: None,
-                    version: Some(self.cfg.software_version.clone()),
-                };
-                if agreed.contains(&Feature::MutualAuth) {
-                    let fields = AckFields::of(&ack);
-                    ack.proof = Some(t.acceptor_proof(&fields, &auth.key));
-                    if agreed.contains(&Feature::FrameMac) {
-                        self.mac = Some(FrameMac::for_acceptor(&t.frame_keys(&fields, &auth.key)));
-                    }
-                }
-                ack
-            }
-            // v0 bytes exactly: `{"status":"ok"}` and nothing else.
-            None => HandshakeAck {
-                status: HandshakeStatus::Ok,
-                proto: None,
-                features: None,
-                proof: None,
-                version: None,
-            },
-        };
-        self.peer = Some(peer);
-        self.auth = Some(auth);
-        self.proto = if v1 { PROTO } else { 0 };
-        self.features = if v1 { agreed } else { Vec::new() };
-        self.peer_version = hs.version;
-        self.peer_transient = hs.transient == Some(true);
-        self.peer_listen_port = hs.listen_port;
-        let from = self.cfg.local_peer.clone();
-        let msg = self.make(
-            MsgType::HandshakeAck,
-            &from,
-            Payload::HandshakeAck(ack).to_value(),
-            now,
-        );
-        self.queue_line(&msg);
-        self.establish(now);
-    }
-
-    fn deny(&mut self, reason: String, now: Instant) {
-        let ack = HandshakeAck {
-            status: HandshakeStatus::Denied,
-            proto: None,
-            features: None,
-            proof: None,
-            version: None,
-        };
-        let from = self.cfg.local_peer.clone();
-        let msg = self.make(
-            MsgType::HandshakeAck,
-            &from,
-            Payload::HandshakeAck(ack).to_value(),
-            now,
-        );
-        self.queue_line(&msg);
-        self.close(reason);
-    }
-
-    /// Dialer: the acceptor's verdict. Under mutual-auth its transcript proof (which covers
-    /// our offer and its answer) is checked before we send anything else, so an impostor
-    /// acceptor learns nothing and can inject nothing.
-    fn on_ack(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
-        let peer = self.peer_name().to_owned();
-        let msg = match decoded {
-            Ok(m) if m.msg_type == MsgType::HandshakeAck => m,
-            Ok(m) => {
-                return self.close(format!(
-                    "expected handshake_ack from {peer}, got {}",
-                    m.msg_type
-                ))
-            }
-            Err(e) => return self.close(format!("malformed handshake_ack from {peer}: {e}")),
-        };
-        let ack = match msg.payload_typed() {
-            Ok(Payload::HandshakeAck(a)) => a,
-            Ok(_) => return self.close(format!("malformed handshake_ack from {peer}")),
-            Err(e) => return self.close(format!("malformed handshake_ack from {peer}: {e}")),
-        };
-        if ack.status == HandshakeStatus::Denied {
-            return self.close(format!(
-                "{peer} denied our handshake (a different key, or it does not know us as {:?})",
-                self.cfg.local_peer
-            ));
-        }
-        let Some(auth) = self.auth.clone() else {
-            return self.close("internal: a dialer without a key");
-        };
-        match ack.proto {
-            None | Some(0) if self.v1_challenge => {
-                return self.close(format!(
-                    "{peer} challenged as relay v1 but answered as a relay v0 (no proto in its handshake_ack): a downgrade attempt"
-                ));
-            }
-            None | Some(0) => {
-                // An unmarked challenge is answered only with allow_v0 on (`on_challenge`).
-                if !auth.allow_v0 {
-                    return self.close(format!(
-                        "{peer} answered as a relay v0 (no proto in its handshake_ack) and allow_v0 is off for it"
-                    ));
-                }
-                self.proto = 0;
-                self.features = Vec::new();
-            }
-            Some(PROTO) if !self.v1_challenge => {
-                return self.close(format!(
-                    "{peer} answered our relay v0 handshake with a v1 handshake_ack"
-                ));
-            }
-            Some(PROTO) => {
-                let mut agreed = Vec::new();
-                for name in ack.features.iter().flatten() {
-                    match Feature::parse(name) {
-                        Some(f) if offers(&self.cfg, &auth, f) => agreed.push(f),
-                        _ => {
-                            return self.close(format!(
-                                "{peer} agreed to feature {name:?}, which we did not offer"
-                            ))
+                Ok(decoded) => match self.state {
+                    SessionState::AwaitingChallenge => self.on_challenge(decoded, now),
+                    SessionState::AwaitingHandshake => self.on_handshake(decoded, now),
+                    SessionState::AwaitingAck => self.on_ack(decoded, now),
+                    SessionState::Established => match decoded {
+                        Ok(msg) => self.on_message(msg, now),
+                        Err(e) => {
+                            self.close(format!("protocol error from {}: {e}", self.peer_name()))
                         }
-                    }
-                }
-                let agreed = intersect(&agreed, &Feature::ALL);
-                if agreed.contains(&Feature::FrameMac) && !framemac::prerequisites_met(&agreed) {
-                    return self.close(format!(
-                        "{peer} agreed to frame-mac without frame-bin and mutual-auth"
-                    ));
-                }
-                let Some(t) = self.transcript.take() else {
-                    return self.close("internal: a v1 handshake without its transcript");
-                };
-                let fields = AckFields::of(&ack);
-                if agreed.contains(&Feature::MutualAuth) {
-                    let proven = ack
-                        .proof
-                        .as_deref()
-                        .is_some_and(|p| t.verify_acceptor_proof(&fields, &auth.key, p));
-                    if !proven {
-                        return self.close(format!(
-                            "{peer} failed mutual authentication: its handshake_ack does not prove this handshake with the shared key (an impostor, a tampered ack, or a different key)"
-                        ));
-                    }
-                }
-                if !auth.allow_v0 {
-                    let missing = framemac::missing_without_v0(&agreed);
-                    if !missing.is_empty() {
-                        return self.close(format!(
-                            "{peer} did not agree to {}, required while allow_v0 is off for it",
-                            feature_names(&missing).join(", ")
-                        ));
-                    }
-                }
-                if agreed.contains(&Feature::FrameMac) {
-                    self.mac = Some(FrameMac::for_dialer(&t.frame_keys(&fields, &auth.key)));
-                }
-                self.proto = PROTO;
-                self.features = agreed;
-            }
-            Some(p) => {
-                return self.close(format!(
-                    "{peer} answered proto {p}; this build speaks proto {PROTO}"
-                ));
+                    },
+                    SessionState::Closed => {}
+                },
             }
         }
-        self.peer_version = ack.version.unwrap_or_default();
-        self.peer_transient = self.cfg.transient;
-        self.establish(now);
     }
-
-    fn establish(&mut self, now: Instant) {
-        self.state = SessionState::Established;
-        self.handshake_deadline = None;
-        self.transcript = None;
-        self.framed = self.features.contains(&Feature::FrameBin);
-        self.lz4 = self.framed && self.features.contains(&Feature::Lz4);
-        let delta = self.features.contains(&Feature::HbDelta);
-        self.beat_tx = BeatSender::new(delta);
-        self.beat_rx = BeatReceiver::new(delta, &self.peer_version);
-        self.liveness_from = Some(now);
-        // The first beat is due at once, but goes out from `handle_timeout`, so the layer above
-        // can `set_directory` on `Established` and have even the first beat carry it.
-        self.next_beat_at = Some(now);
-        self.events.push_back(SessionEvent::Established {
-            peer: self.peer_name().to_owned(),
-            proto: self.proto,
-            features: self.features.clone(),
-            transient: self.peer_transient,
-            peer_version: self.peer_version.clone(),
-        });
-    }
-
-    /// False if the id is among the last `DEDUPE_IDS` received (then the message is dropped).
-    fn remember_id(&mut self, id: &str) -> bool {
-        if self.seen_ids.contains(id) {
-            return false;
-        }
-        if self.seen_order.len() == DEDUPE_IDS {
-            if let Some(old) = self.seen_order.pop_front() {
-                self.seen_ids.remove(&old);
-            }
-        }
-        self.seen_ids.insert(id.to_owned());
-        self.seen_order.push_back(id.to_owned());
-        true
-    }
-
-    fn on_message(&mut self, mut msg: RelayMessage, now: Instant) {
-        self.stats.messages_in += 1;
-        if !self.remember_id(&msg.id) {
-            self.stats.duplicates_dropped += 1;
-            return;
-        }
-        match &msg.msg_type {
-            MsgType::Heartbeat => self.on_heartbeat(msg, now),
-            MsgType::Ack => match msg.payload_typed() {
-                Ok(Payload::Ack(a)) => {
-                    if !self.beat_tx.handle_ack(&a.ack_id, a.resync == Some(true)) {
-                        self.events.push_back(SessionEvent::Message(msg));
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => self.drop_invalid(&msg.msg_type, &e),
-            },
-            MsgType::Unknown(name) => self.on_unknown_type(name),
-            t if feature_for(t).is_some_and(|f| !self.features.contains(&f)) => {
-                let f = feature_for(t).expect("checked in the guard");
-                let line = format!(
-                    "dropped a {t} from {}: this link did not agree feature {f} (logged once per type)",
-                    self.peer_name()
-                );
-                self.log_once(format!("unagreed:{t}"), line);
-            }
-            t if t.is_handshake() => {
-                let line = format!(
-                    "dropped a {t} from {} after the handshake (logged once per type)",
-                    self.peer_name()
-                );
-                self.log_once(format!("late:{t}"), line);
-            }
-            // A session_transfer from a line holds its chunk as base64: the check decodes it
-            // once, and the application gets the bytes (from a frame they are raw already).
-            _ => match msg.make_chunk_raw().and_then(|()| msg.payload_typed()) {
-                Ok(_) => self.events.push_back(SessionEvent::Message(msg)),
-                Err(e) => self.drop_invalid(&msg.msg_type, &e),
-            },
-        }
-    }
-
-    fn drop_invalid(&mut self, t: &MsgType, e: &RelayError) {
-        self.stats.invalid_dropped += 1;
-        // serde's texts may quote a value (which could be part of a prompt): only a missing
-        // key's name is safe to log.
-        let detail = match e {
-            RelayError::BadPayload { detail, .. } if detail.starts_with("missing field") => {
-                detail.as_str()
-            }
-            _ => "a key has the wrong type",
-        };
-        let line = format!(
-            "dropped a {t} from {}: payload does not match the catalogue ({detail}; logged once per type)",
-            self.peer_name()
-        );
-        self.log_once(format!("invalid:{t}"), line);
-    }
-
-    /// seed §6.3: an unknown type is logged once per type per link, dropped, never fatal,
-    /// never acked. The names remembered for that are capped in number and length, so a peer
-    /// inventing a new type per message cannot grow the set or the log.
-    fn on_unknown_type(&mut self, name: &str) {
-        self.stats.unknown_dropped += 1;
-        let mut cut = name.len().min(UNKNOWN_TYPE_SHOWN_BYTES);
-        while !name.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let shown = &name[..cut];
-        if self.unknown_seen.contains(shown) {
-            return;
-        }
-        if self.unknown_seen.len() >= MAX_UNKNOWN_TYPES {
-            let line = format!(
-                "{} sent more than {MAX_UNKNOWN_TYPES} distinct unknown message types; later new ones are dropped without a line (logged once)",
-                self.peer_name()
-            );
-            self.log_once("unknown-types-full".into(), line);
-            return;
-        }
-        self.unknown_seen.insert(shown.to_owned());
-        self.events.push_back(SessionEvent::UnknownType {
-            msg_type: shown.to_owned(),
-        });
-    }
-
-    /// Whether a heartbeat at `now` comes sooner than the agreed rate allows: half an interval
-    /// after the last one applied (a peer on the same interval never does, and one with a
-    /// shorter interval is applied every other half interval).
-    fn beat_too_soon(&self, now: Instant) -> bool {
-        let gap = self.cfg.heartbeat_interval / 2;
-        self.last_beat_applied
-            .is_some_and(|t| now.saturating_duration_since(t) < gap)
-    }
-
-    fn log_once(&mut self, key: String, line: String) {
-        if self.logged_once.insert(key) {
-            self.events.push_back(SessionEvent::Log(line));
-        }
-    }
-
-    fn on_heartbeat(&mut self, msg: RelayMessage, now: Instant) {
-        // Liveness counts heartbeats only, whatever their payload (relay-compat.md).
-        self.liveness_from = Some(now);
-        self.stats.last_heartbeat_received = Some(now);
-        self.stats.beats_received += 1;
-        if self.beat_too_soon(now) {
-            // Not applied and not acked: under hb-delta the sender's base stays the last beat
-            // we acked, which we still hold, so its next delta applies.
-            self.stats.beats_over_rate += 1;
-            let line = format!(
-                "heartbeats from {} come faster than one per {} ms; the extras are dropped (logged once)",
-                self.peer_name(),
-                (self.cfg.heartbeat_interval / 2).as_millis()
-            );
-            self.log_once("heartbeat-rate".into(), line);
-            return;
-        }
-        self.last_beat_applied = Some(now);
-        let beat = if self.proto == 0 {
-            // A v0 peer's beat never carries a directory, whatever keys it has.
-            Ok(Beat::Bare)
-        } else {
-            match msg.payload_typed() {
-                Ok(Payload::Heartbeat(h)) => Beat::from_payload(&h),
-                Ok(_) => Err("not a heartbeat payload".into()),
-                Err(_) => Err("a directory key has the wrong type".into()),
-            }
-        };
-        let resync = match beat {
-            Ok(b) => match self.beat_rx.apply_within(b, self.directory_caps) {
-                Applied::Applied => false,
-                Applied::NeedResync => true,
-                Applied::OverCap(over) => {
-                    let caps = self.directory_caps;
-                    let line = format!(
-                        "heartbeat from {} describes {} agents in {} bytes, over the caps of {} agents and {} bytes (max_peer_agents, max_peer_directory_bytes); its directory is not applied (logged once)",
-                        self.peer_name(),
-                        over.agents,
-                        over.bytes,
-                        caps.max_agents,
-                        caps.max_bytes
-                    );
-                    self.log_once("directory-cap".into(), line);
-                    true
-                }
-            },
-            Err(e) => {
-                let line = format!(
-                    "heartbeat from {} carries no usable directory: {e} (logged once)",
-                    self.peer_name()
-                );
-                self.log_once("heartbeat".into(), line);
-                true
-            }
-        };
-        if self.features.contains(&Feature::HbDelta) {
-            let ack = Ack {
-                ack_id: msg.id,
-                resync: resync.then_some(true),
-                error: None,
-            };
-            let from = self.cfg.local_peer.clone();
-            let reply = self.make(MsgType::Ack, &from, Payload::Ack(ack).to_value(), now);
-            if let Err(e) = self.transmit(&reply) {
-                return self.close(format!("cannot acknowledge a heartbeat: {e}"));
-            }
-        }
-        let directory = self.beat_rx.current().clone();
-        self.events.push_back(SessionEvent::Heartbeat { directory });
-    }
-
-    fn send_beat(&mut self, now: Instant) {
-        let ms = self.cfg.wall_clock.unix_ms_at(now);
-        let id = self.ids.next_id(ms);
-        let local = self.cfg.local_peer.clone();
-        let payload = if self.proto == 0 {
-            // A v0 peer never gets a directory: only the keys later v0 releases send.
-            v0_payload(&local, ms)
-        } else {
-            self.beat_tx
-                .next_beat(&id, &self.directory)
-                .to_payload(&local, ms)
-        };
-        let msg = RelayMessage::new(id, MsgType::Heartbeat, local, ms, payload);
-        match self.transmit(&msg) {
-            Ok(()) => self.stats.beats_sent += 1,
-            Err(e) => self.close(format!("cannot send a heartbeat: {e}")),
-        }
-    }
-}
-
-/// Whether we offer feature `f` on a link with the peer `auth` belongs to: `bus-forward` only
-/// to peers configured to forward, `frame-mac` only with its prerequisites.
-fn offers(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
-    cfg.features.contains(&f)
-        && (f != Feature::BusForward || auth.forward)
-        && (f != Feature::FrameMac || framemac::prerequisites_met(&cfg.features))
 }
