@@ -1,4 +1,4 @@
-//! Heartbeats and the hub directory they carry (relay-compat.md, "Liveness"; seed §7.3).
+//! Heartbeats and the hub directory they carry (docs/relay-protocol.md §5).
 //!
 //! A v0 peer is sent `{worker_id, timestamp, sessions: []}` (the later-v0 full form; 0.64,
 //! which sends `{}`, ignores the keys) and never a directory. A v1 peer is sent the directory:

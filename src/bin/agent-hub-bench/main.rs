@@ -7,11 +7,11 @@
 //! the server (it is a black box here) and sleeping to synchronize (only short bounded polls of
 //! `/proc` and of the child's exit).
 //!
-//! Every phase runs once per queue store (`--store memory|sqlite|both`): the in-memory store
-//! and the SQLite store (WAL, `sync = "full"`: flushed to disk before `accepted`) side by side in one run, the stores taking
-//! turns phase by phase so that a change in the machine's load hits both alike. Before the
-//! phases the bench describes the temp dir's filesystem and times raw `fdatasync` calls on it,
-//! since a durable send can be no quicker than the flush its commit waits for.
+//! Every phase runs once per queue store (`--store memory|sqlite|both`): the in-memory store and
+//! the SQLite store (WAL, `sync = "full"`: flushed to disk before `accepted`) side by side in one
+//! run, the stores taking turns phase by phase so that a change in the machine's load hits both
+//! alike. Before the phases the bench describes the temp dir's filesystem and times raw `fdatasync`
+//! calls on it, since a durable send can be no quicker than the flush its commit waits for.
 //!
 //! Phases, each on a fresh hub (and a fresh database) so one phase's heap and queues never skew
 //! the next:
@@ -24,10 +24,10 @@
 //!    relay with `forward = true`; handoff latency from a send on east to an await parked on
 //!    west, then end-to-end throughput of sends on east drained by awaits on west.
 //!
-//! Then, in process and without a hub (`--relay-only` runs only this; `--no-relay` skips it),
-//! the relay (issue 4; the section "relay" below): the seed's §7.2 LZ4 table on payloads built
-//! here, two `relay::Session`s over a real 127.0.0.1 TCP connection with and without frames and
-//! lz4, and the bytes of full against delta heartbeats for a 50-agent directory.
+//! Then, in process and without a hub (`--relay-only` runs only this; `--no-relay` skips it), the
+//! relay (issue 4; the section "relay" below): the LZ4 table of docs/performance.md "Relay" on
+//! payloads built here, two `relay::Session`s over a real 127.0.0.1 TCP connection with and without
+//! frames and lz4, and the bytes of full against delta heartbeats for a 50-agent directory.
 //!
 //! The code, one job per module: `options` (the command line and fixed parameters), `runner`
 //! (the phases in order), `fixtures` and `hub_process` (the throwaway hub), `client` (the

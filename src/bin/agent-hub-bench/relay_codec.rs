@@ -28,10 +28,11 @@ pub(crate) fn beat_directory(n: usize) -> Directory {
     }
 }
 
-/// The seed's 7.5 KB heartbeat carried 5 claudectl sessions with their stats in `sessions[]`.
+/// The 7.5 KB heartbeat of the issue-4 measurements (docs/performance.md "The payloads") carried
+/// 5 claudectl sessions with their stats in `sessions[]`.
 /// This builds a v1 full beat with a 5-agent directory and 5 such sessions (fields of the kind a
 /// fleet dashboard shows: ids, project, status, model, tokens, cost, context, files touched,
-/// recent tool calls, the last message), so the payload is of the seed's size.
+/// recent tool calls, the last message), so the payload is of that size.
 pub(crate) fn rich_heartbeat_payload() -> serde_json::Value {
     let mut rng = Rng(0xA076_1D64_78BD_642F);
     let directory = beat_directory(5);
@@ -179,7 +180,8 @@ pub(crate) fn relay_msg(t: MsgType, from: &str, payload: serde_json::Value) -> R
     )
 }
 
-/// The three payload kinds of the seed's §7.2 table (the bus message and the heartbeat each in
+/// The three payload kinds of the LZ4 table (docs/performance.md "1. LZ4 on the seed's payload
+/// kinds") (the bus message and the heartbeat each in
 /// two sizes), and for the transcript how v0's base64 line compares with our LZ4 frame.
 pub(crate) fn codec_table(
     transcript: &[u8],

@@ -23,9 +23,9 @@ pub(crate) const LINK_WRITE_BYTES: usize = 64 * 1024;
 /// A fixed wall clock for the in-memory sessions, so ids and timestamps have the same digits
 /// in every run: 2025-09-14T10:00:00Z.
 pub(crate) const RELAY_T0_MS: i64 = 1_757_844_000_000;
-/// The 29-byte bus body: the seed's measured average body size.
+/// The 29-byte bus body: the measured average body size (docs/performance.md "The payloads").
 pub(crate) const BUS_BODY_29: &str = "Tests pass; ready for review.";
-/// The 119-byte bus body: the seed's measured largest body.
+/// The 119-byte bus body: the measured largest body (docs/performance.md "The payloads").
 pub(crate) const BUS_BODY_119: &str = "Please review PR #142 (relay frames + lz4): frame.rs and session.rs changed; all tests pass, fuzzed 10 min, no crashes.";
 
 /// xorshift64*: the payload generator's only source of variety.

@@ -7,8 +7,8 @@
 use super::RelayError;
 use serde::Serialize;
 
-/// A relay message type. The 17 v0 types, in relay-compat.md's catalogue order (the first 12
-/// are the ones claudectl 0.64 knows), and `Unknown` for any other string, kept verbatim.
+/// A relay message type. The 17 v0 types, in the catalogue order of docs/relay-protocol.md §8 (the
+/// first 12 are the ones claudectl 0.64 knows), and `Unknown` for any other string, kept verbatim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MsgType {
     Challenge,
@@ -31,7 +31,7 @@ pub enum MsgType {
     /// v1 `bus-forward`: an envelope handed to the peer hub for one of its agents.
     BusForward,
     /// Any other type string, exactly as received. Logged once per type per peer and dropped
-    /// (seed §6.3); never sent.
+    /// (docs/relay-protocol.md §6); never sent.
     Unknown(String),
 }
 
@@ -135,20 +135,20 @@ impl Serialize for MsgType {
 
 // ----- features -----
 
-/// A v1 feature (seed §6.2), on for a link only when both sides advertise it.
+/// A v1 feature (docs/relay-protocol.md §3), on for a link only when both sides advertise it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Feature {
-    /// Unknown msg_types are logged once and dropped, never fatal (seed §6.3).
+    /// Unknown msg_types are logged once and dropped, never fatal (docs/relay-protocol.md §6).
     UnknownOk,
     /// The dialler checks the acceptor's proof over the dialler's own nonce too.
     MutualAuth,
-    /// Length-prefixed binary frames after the ack (seed §6.4).
+    /// Length-prefixed binary frames after the ack (docs/relay-protocol.md §4).
     FrameBin,
     /// LZ4 block compression of frame bodies of 1 KiB or more (only with `frame-bin`).
     Lz4,
-    /// Heartbeats as deltas against the last acknowledged beat (seed §7.3).
+    /// Heartbeats as deltas against the last acknowledged beat (docs/relay-protocol.md §5).
     HbDelta,
-    /// `bus_forward`: envelopes for `name@peer` addresses cross the link (seed §8). Offered
+    /// `bus_forward`: envelopes for `name@peer` addresses cross the link (SPEC §15). Offered
     /// only to peers configured with `forward = true`.
     BusForward,
     /// Every frame carries a MAC under a per-link key and an implicit sequence number
@@ -239,10 +239,10 @@ pub struct V0Release {
     pub known_types: usize,
 }
 
-/// Observed v0 releases, oldest first. 0.64 knows the first 12 types. relay-compat.md says the
-/// other five "came in later versions" without naming one, so no row grants them yet: a v0
-/// peer of any version is sent only the first 12 until a release is observed to know more
-/// (add its row here, with the version it was observed in).
+/// Observed v0 releases, oldest first. 0.64 knows the first 12 types. The v0 facts
+/// (docs/relay-protocol.md §9) say the other five "came in later versions" without naming one, so
+/// no row grants them yet: a v0 peer of any version is sent only the first 12 until a release is
+/// observed to know more (add its row here, with the version it was observed in).
 pub const V0_RELEASES: &[V0Release] = &[V0Release {
     since: (0, 0, 0),
     known_types: 12,

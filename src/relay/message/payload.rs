@@ -145,7 +145,7 @@ pub struct TaskContext {
     pub git_commit: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relevant_files: Option<Vec<String>>,
-    /// Shape not pinned by relay-compat.md: kept as JSON.
+    /// Shape not pinned by the v0 facts: kept as JSON (docs/relay-protocol.md §8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brain_context: Option<Value>,
     pub dependency_graph: DependencyGraph,
@@ -160,7 +160,8 @@ pub struct DelegateTask {
     #[serde(deserialize_with = "required_nullable")]
     pub cwd: Option<String>,
     pub context: TaskContext,
-    /// The seed's addition: which agent runs it (default `claude` when absent).
+    /// This project's addition (docs/relay-protocol.md §8): which agent runs it (default `claude`
+    /// when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
 }
@@ -173,7 +174,7 @@ pub struct TaskStats {
     pub files_modified: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elapsed_secs: Option<u64>,
-    /// Shape not pinned by relay-compat.md: kept as JSON.
+    /// Shape not pinned by the v0 facts: kept as JSON (docs/relay-protocol.md §8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_activity: Option<Value>,
 }
@@ -243,7 +244,7 @@ pub struct HiveJoinRequest {
     pub hive_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// Shape not pinned by relay-compat.md: kept as JSON.
+    /// Shape not pinned by the v0 facts: kept as JSON (docs/relay-protocol.md §8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<Value>,
 }
@@ -267,7 +268,8 @@ pub struct HiveJoinResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KnowledgeRejected {
     pub reason: String,
-    /// relay-compat.md writes `units` without `[]` here: its shape is kept as JSON.
+    /// The v0 facts give `units` without `[]` here: its shape is kept as JSON
+    /// (docs/relay-protocol.md §8).
     pub units: Value,
 }
 

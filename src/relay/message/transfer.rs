@@ -34,9 +34,9 @@ pub struct BusForward {
     pub hop: u32,
 }
 
-/// The largest `session_transfer` chunk, raw: 512 KiB (relay-compat.md; the file is sent in
-/// chunks of at most this, under a 64 MB file cap). Its base64 is 699,052 characters, so it
-/// fits a line; raw, it fits a frame.
+/// The largest `session_transfer` chunk, raw: 512 KiB (docs/relay-protocol.md §8; the file is sent
+/// in chunks of at most this, under a 64 MB file cap). Its base64 is 699,052 characters, so it fits
+/// a line; raw, it fits a frame.
 pub const CHUNK_CAP_BYTES: usize = 512 * 1024;
 
 /// The length of the padded base64 of `CHUNK_CAP_BYTES`: a longer `data` is refused before
@@ -179,6 +179,6 @@ pub struct SessionReceived {
     pub session_id: String,
     pub path: String,
     pub cwd: String,
-    /// Shape not pinned by relay-compat.md: kept as JSON.
+    /// Shape not pinned by the v0 facts: kept as JSON (docs/relay-protocol.md §8).
     pub resume: Value,
 }

@@ -80,8 +80,8 @@ impl Session {
         self.log_once(format!("invalid:{t}"), line);
     }
 
-    /// seed §6.3: an unknown type is logged once per type per link, dropped, never fatal,
-    /// never acked. The names remembered for that are capped in number and length, so a peer
+    /// docs/relay-protocol.md §6: an unknown type is logged once per type per link, dropped, never
+    /// fatal, never acked. The names remembered for that are capped in number and length, so a peer
     /// inventing a new type per message cannot grow the set or the log.
     pub(super) fn on_unknown_type(&mut self, name: &str) {
         self.stats.unknown_dropped += 1;
@@ -123,7 +123,7 @@ impl Session {
     }
 
     pub(super) fn on_heartbeat(&mut self, msg: RelayMessage, now: Instant) {
-        // Liveness counts heartbeats only, whatever their payload (relay-compat.md).
+        // Liveness counts heartbeats only, whatever their payload (docs/relay-protocol.md §5).
         self.liveness_from = Some(now);
         self.stats.last_heartbeat_received = Some(now);
         self.stats.beats_received += 1;

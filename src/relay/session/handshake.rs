@@ -100,7 +100,7 @@ impl Session {
     /// Acceptor: check the claimed peer's proof (the transcript proof for `proto` ≥ 1, v0's
     /// otherwise); ack (ok or denied) or close without an ack.
     pub(super) fn on_handshake(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
-        // A malformed handshake gets no ack at all, only a close (relay-compat.md step 3).
+        // A malformed handshake gets no ack at all, only a close (docs/relay-protocol.md §2.4).
         let msg = match decoded {
             Ok(m) if m.msg_type == MsgType::Handshake => m,
             Ok(m) => {

@@ -1,4 +1,4 @@
-//! One relay connection's protocol state (relay-compat.md; seed §6–§7): the acceptor's
+//! One relay connection's protocol state (docs/relay-protocol.md §1–§7): the acceptor's
 //! challenge, the dialler's handshake, the ack and its v1 negotiation (proto, features,
 //! transcript proofs both ways, frame-mac keys), the switch to frames, heartbeats both ways,
 //! liveness, unknown types and duplicate ids, and what the application may send to this peer.
@@ -129,7 +129,7 @@ pub struct PeerAuth {
     /// impostor can neither downgrade the link nor use us as a signing oracle.
     pub allow_v0: bool,
     /// Offer `bus-forward` to this peer: its hub may queue envelopes for our agents (a trust
-    /// decision per peer, seed §10), and ours for its agents.
+    /// decision per peer, docs/relay-protocol.md §2.4, §3), and ours for its agents.
     pub forward: bool,
 }
 
@@ -426,8 +426,9 @@ impl Session {
     ) -> Session {
         let mut s = Session::new(cfg, Role::Acceptor, nonce, rand_seed, now);
         s.keys = Some(Box::new(keys));
-        // The v1 marker (proto, our id): a v0 dialer ignores extra keys (relay-compat.md), a v1
-        // dialer learns it must answer with a transcript proof and may sign nothing else.
+        // The v1 marker (proto, our id): a v0 dialer ignores extra keys (docs/relay-protocol.md
+        // §2.1), a v1 dialer learns it must answer with a transcript proof and may sign nothing
+        // else.
         let payload = Payload::Challenge(Challenge {
             nonce: s.nonce_hex.clone(),
             proto: Some(PROTO),
