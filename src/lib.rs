@@ -8,6 +8,7 @@
 
 pub mod acp;
 pub mod agents;
+pub mod atomic_file;
 pub mod client;
 pub mod config;
 pub mod deadline;

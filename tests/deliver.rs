@@ -27,7 +27,7 @@ const AGENTS: [(&str, &str); 3] = [
     ("gamma", "tok-gamma-07c2"),
 ];
 
-/// The recorded hook inputs, one per agent (agents-acp-mcp.md Appendix A.4).
+/// The recorded hook inputs, one per agent (docs/delivery.md; `protocol/hooks/`).
 const SAMPLES: [(&str, &str); 3] = [
     ("claude", include_str!("../protocol/hooks/claude.json")),
     ("codex", include_str!("../protocol/hooks/codex.json")),

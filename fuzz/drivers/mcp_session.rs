@@ -1,4 +1,4 @@
-//! Fuzz target `mcp_session`: the MCP server session (`mcp::Session`, agents-acp-mcp.md §3)
+//! Fuzz target `mcp_session`: the MCP server session (`mcp::Session`, docs/mcp.md)
 //! fed arbitrary stdio bytes, split into lines as `mcp::serve` splits them. Every reply is one
 //! JSON-RPC 2.0 line that echoes the request's id exactly; silence only for blank lines,
 //! notifications and responses; a tool call's arguments always make a line the hub parses

@@ -3,9 +3,9 @@
 //! default and its upper bound.
 //!
 //! Owns validation of all of it, without IO: `cwd` must be absolute (whether it exists is the
-//! runner's check), each MCP server's command absolute (agents-acp-mcp.md §1.4 asks for it),
-//! names and env names plain. Refuses: reading any file, and holding the prompt anywhere a log
-//! could see it.
+//! runner's check), each MCP server's command absolute (ACP asks for it: docs/acp.md "What we
+//! send"), names and env names plain. Refuses: reading any file, and holding the prompt anywhere a
+//! log could see it.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

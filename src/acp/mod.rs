@@ -1,4 +1,4 @@
-//! The ACP client (issue 11; docs/acp.md; facts in agents-acp-mcp.md §1, §5, Appendix A):
+//! The ACP client (issue 11; docs/acp.md):
 //! the hub drives a delegated task on an agent CLI over the Agent Client Protocol v1.
 //!
 //! Owns, all pure: `session` (the state machine for one task on one agent process: ids of

@@ -1,4 +1,4 @@
-//! Answering `session/request_permission` by policy (agents-acp-mcp.md §1.7; docs/acp.md
+//! Answering `session/request_permission` by policy (docs/acp.md
 //! "Permission requests"). Pure: the options in, the answer's `outcome` object out.
 //!
 //! Rules: `Reject` picks `reject_once`, else `reject_always`, else answers `cancelled`;

@@ -1,4 +1,4 @@
-//! Folding `session/update` notifications (agents-acp-mcp.md §1.6) into a bounded progress
+//! Folding `session/update` notifications into a bounded progress
 //! snapshot and the agent's text for the turn (docs/acp.md "Progress").
 //!
 //! Owns: the text accumulator (text blocks of `agent_message_chunk` only, capped at

@@ -1,5 +1,6 @@
-//! JSON-RPC 2.0 as ACP uses it (agents-acp-mcp.md §1.1, §1.8): classifying one line from the
-//! agent, and building the lines we send. Pure and stateless.
+//! JSON-RPC 2.0 as ACP uses it (docs/acp.md "What we send", "How the agent's messages are
+//! answered"): classifying one line from the agent, and building the lines we send. Pure and
+//! stateless.
 //!
 //! Parsing is loose where agents are (a missing `jsonrpc` member is accepted, unknown members
 //! are ignored) and strict where a mistake would mis-route a message: an id is a string or a

@@ -1,5 +1,5 @@
 //! The closed character sets every manifest string passes before it can reach an argv, a path
-//! or a hook command line (000 seed §3 "Manifest strings never reach argv unchecked", §10).
+//! or a hook command line (docs/agents.md "Manifests", the closed character sets).
 //!
 //! Owns the checks, the `{prompt}` substitution and the quoting of words written into a hook
 //! command string. Refuses any other substitution: `{prompt}` is the only placeholder, it must

@@ -1,6 +1,6 @@
-//! Agent manifests (000 seed §3): one TOML file describes one agent CLI — its binaries, how
-//! it is observed, run, delivered to and installed into, and which of its native tools are
-//! which canonical tool. See docs/agents.md for the format.
+//! Agent manifests (docs/agents.md "Manifests"): one TOML file describes one agent CLI — its
+//! binaries, how it is observed, run, delivered to and installed into, and which of its native
+//! tools are which canonical tool. See docs/agents.md for the format.
 //!
 //! Owns parsing and validating manifest text into a `Manifest`, and the built-in set
 //! (`builtin/*.toml`, embedded at compile time). Refuses IO: reading a manifests folder is
@@ -12,8 +12,8 @@ use super::argv::{self, ArgvError, Template};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// The built-in manifests: (file name, TOML text). Checked against
-/// `../shared/design/agents-acp-mcp.md` §4; docs/agents.md says what each row rests on.
+/// The built-in manifests: (file name, TOML text); docs/agents.md "Built-in agents" says what
+/// each row rests on.
 pub const BUILTIN: [(&str, &str); 5] = [
     ("claude.toml", include_str!("builtin/claude.toml")),
     ("codex.toml", include_str!("builtin/codex.toml")),
@@ -96,8 +96,9 @@ pub enum Outcome {
 /// Delivery modes (`deliver.mode`, 000 §5.2), fastest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliverMode {
-    /// A Stop-style hook runs `agent-hub hook stop` at the end of each turn (Claude Code,
-    /// Codex, Gemini's AfterAgent, Droid). `claude-stop-hook` is accepted as the seed's name.
+    /// A Stop-style hook runs `agent-hub hook stop` at the end of each turn (Claude Code, Codex,
+    /// Gemini's AfterAgent, Droid). `claude-stop-hook` is accepted as an alias (docs/agents.md
+    /// "Manifests").
     StopHook,
     /// The agent's plugin system calls `agent-hub drain` (OpenCode).
     PluginEvent,

@@ -1,4 +1,4 @@
-//! Agents joining the hub (000 seed §3–§5, issue 5): the agent CLIs on this machine, described
+//! Agents joining the hub (docs/agents.md, issue 5): the agent CLIs on this machine, described
 //! by manifests, observed (`agent-hub agents`, `agents ps`), and wired to the hub by
 //! `agent-hub install` / `uninstall`. docs/agents.md is the user's guide.
 //!

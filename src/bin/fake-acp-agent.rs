@@ -1,7 +1,6 @@
 //! fake-acp-agent: a TEST-ONLY ACP agent for the hub's ACP client tests (docs/acp.md "The fake
 //! agent"). It is not a product and does nothing useful on its own. It uses only std and
-//! serde_json and speaks ACP v1 on stdio (NDJSON), like the example agent of
-//! agents-acp-mcp.md Appendix A.1.
+//! serde_json and speaks ACP v1 on stdio (NDJSON), as docs/acp.md describes.
 //!
 //! Usage: `fake-acp-agent [SCENARIO [N]]`. SCENARIO comes from argv[1], or else the env
 //! `FAKE_ACP_SCENARIO`, or else `end_turn`. It says how the agent answers `session/prompt`:

@@ -1,5 +1,5 @@
-//! The JSON a Stop / AfterAgent hook reads on stdin (agents-acp-mcp.md §4.2, samples in
-//! `protocol/hooks/`). Owns pulling out the few fields the hub's hook acts on — session id,
+//! The JSON a Stop / AfterAgent hook reads on stdin (docs/delivery.md "What it does", samples
+//! in `protocol/hooks/`). Owns pulling out the few fields the hub's hook acts on — session id,
 //! event name, `stop_hook_active` — from objects whose other fields differ per agent and
 //! version. Pure: bytes in, `HookInput` out.
 //!
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 
 /// Which agent most likely wrote the input, from the fields only it sends. For logs only:
-/// the hook behaves the same for all of them (agents-acp-mcp.md §5.6).
+/// the hook behaves the same for all of them (docs/delivery.md "What it does").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookAgent {
     ClaudeCode,
@@ -143,7 +143,7 @@ fn truthy(v: &Value) -> bool {
     }
 }
 
-/// Fields seen only from one agent (agents-acp-mcp.md §4.2 and Appendix A.4).
+/// Fields seen only from one agent (the samples in `protocol/hooks/`).
 fn infer_agent(obj: &Map<String, Value>, event: &HookEvent) -> HookAgent {
     if *event == HookEvent::AfterAgent || obj.contains_key("prompt_response") {
         HookAgent::Gemini
@@ -163,7 +163,7 @@ fn infer_agent(obj: &Map<String, Value>, event: &HookEvent) -> HookAgent {
 mod tests {
     use super::*;
 
-    /// The recorded samples (agents-acp-mcp.md Appendix A.4), as shipped in protocol/hooks/.
+    /// The recorded samples, as shipped in protocol/hooks/.
     const CLAUDE: &str = include_str!("../../protocol/hooks/claude.json");
     const CODEX: &str = include_str!("../../protocol/hooks/codex.json");
     const GEMINI: &str = include_str!("../../protocol/hooks/gemini.json");

@@ -1,4 +1,4 @@
-//! Delivery into running agents (000 seed §5.2, issue 5 "Deliver"): getting hub mail in front
+//! Delivery into running agents (docs/delivery.md, issue 5 "Deliver"): getting hub mail in front
 //! of a model that is busy in its own loop, without ever breaking that loop.
 //!
 //! Modes, fastest and safest first:

@@ -188,8 +188,8 @@ fn quote(s: &str) -> String {
     serde_json::Value::String(s.to_owned()).to_string()
 }
 
-/// The stop hook's output (agents-acp-mcp.md §4.2): one JSON object every Stop/AfterAgent
-/// agent accepts.
+/// The stop hook's output (docs/delivery.md "How mail is shown to the model"): one JSON object
+/// every Stop/AfterAgent agent accepts.
 pub fn block_decision(reason: &str) -> String {
     serde_json::json!({ "decision": "block", "reason": reason }).to_string()
 }

@@ -122,15 +122,7 @@ pub fn save_state(path: &Path, state: &StopState) -> std::io::Result<()> {
         .ok_or_else(|| std::io::Error::other("state path has no parent"))?;
     ensure_private_dir(dir)?;
     let text = serde_json::to_string(state).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("state"),
-        std::process::id()
-    ));
-    write_private(&tmp, text.as_bytes())?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
+    crate::atomic_file::write_atomic(path, text.as_bytes(), 0o600)
 }
 
 /// Creates `dir` (and parents) and makes the last component mode 700.

@@ -1,6 +1,6 @@
-//! Terminal mode (000 seed §5.2 `terminal`): a short notice typed into a tmux pane with
-//! `tmux send-keys`. The least safe delivery mode, because it types into a live prompt where a
-//! person may be typing too; it is opt-in and carries a notice, never a message body.
+//! Terminal mode (docs/delivery.md "Terminal: `agent-hub nudge`"): a short notice typed into a tmux
+//! pane with `tmux send-keys`. The least safe delivery mode, because it types into a live prompt
+//! where a person may be typing too; it is opt-in and carries a notice, never a message body.
 //!
 //! Owns checking the pane target and name against closed character sets, neutralising the
 //! text (control characters stripped, a leading prompt-trigger character such as `/` made

@@ -1,5 +1,5 @@
 //! The pure MCP session: one JSON-RPC line in, a reply line, nothing, or a tool call to run
-//! out (agents-acp-mcp.md §3). No IO: the stdio loop (`serve`) feeds lines and writes replies.
+//! out (docs/mcp.md). No IO: the stdio loop (`serve`) feeds lines and writes replies.
 //!
 //! Owns: JSON-RPC validation and its error codes, the classic `initialize` handshake with
 //! version negotiation, `ping`, `tools/list`, turning `tools/call` into a `ToolCall`, and the

@@ -1,4 +1,4 @@
-//! Relay authentication primitives (relay-compat.md, "Authentication and handshake"): the
+//! Relay authentication primitives (docs/relay-protocol.md §2): the
 //! 32-byte pre-shared keys, challenge nonces, the HMAC-SHA256 proof and its constant-time
 //! check, and peer-id syntax.
 //!
@@ -163,7 +163,7 @@ mod tests {
         k
     }
 
-    /// relay-compat.md's test vector, exactly.
+    /// The v0 test vector of docs/relay-protocol.md §2.1, exactly.
     #[test]
     fn proof_matches_the_v0_test_vector() {
         let nonce = "ab".repeat(32);

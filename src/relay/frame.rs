@@ -1,5 +1,5 @@
-//! Binary frames (feature `frame-bin`, seed §6.4): `len: u32 BE` (of flags + body),
-//! `flags: u8`, body. Flag bit 0: the body is an LZ4 block with the raw size first as u32 LE
+//! Binary frames (feature `frame-bin`, docs/relay-protocol.md §4): `len: u32 BE` (of flags +
+//! body), `flags: u8`, body. Flag bit 0: the body is an LZ4 block with the raw size first as u32 LE
 //! (lz4_flex's size-prepended block format). Bits 1–7 are reserved: a frame with one set is a
 //! protocol error. The body, once decompressed, is one `RelayMessage` as JSON; a
 //! `session_transfer` body carries its chunk raw after the JSON (see `encode_body`).
@@ -17,7 +17,7 @@ use serde_json::Value;
 pub const FRAME_CAP_BYTES: usize = 1 << 20;
 /// The largest body once decompressed: 4 MiB.
 pub const DECOMPRESSED_CAP_BYTES: usize = 4 << 20;
-/// Bodies shorter than this are never compressed (seed §7.3: small ones grow).
+/// Bodies shorter than this are never compressed (docs/performance.md "Relay": small ones grow).
 pub const COMPRESS_MIN_BYTES: usize = 1024;
 /// Flag bit 0: LZ4 block, raw size prepended (u32 LE).
 pub const FLAG_LZ4: u8 = 0x01;

@@ -1,4 +1,4 @@
-//! Heartbeats and the hub directory they carry (relay-compat.md, "Liveness"; seed §7.3).
+//! Heartbeats and the hub directory they carry (docs/relay-protocol.md §5).
 //!
 //! A v0 peer is sent `{worker_id, timestamp, sessions: []}` (the later-v0 full form; 0.64,
 //! which sends `{}`, ignores the keys) and never a directory. A v1 peer is sent the directory:
@@ -13,8 +13,10 @@
 //! nor sixteen of them in the delta history. Refuses: timers and IO (`session` decides when a
 //! beat is due).
 
+// `AgentEntry` lives with the heartbeat payload so this module depends on `message`, never
+// the reverse; it is re-exported here, where the directory uses it.
+pub use crate::relay::message::AgentEntry;
 use crate::relay::message::{AgentUpsert, Heartbeat};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -45,13 +47,6 @@ impl Default for DirectoryCaps {
             max_bytes: DEFAULT_MAX_PEER_DIRECTORY_BYTES,
         }
     }
-}
-
-/// One agent's counts in a hub's directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct AgentEntry {
-    pub parked: u32,
-    pub queued: u32,
 }
 
 /// A hub's directory: its software version and its agents by name.

@@ -1,4 +1,4 @@
-//! Which connection is a peer's lasting link (relay-compat.md, "Liveness and reconnection").
+//! Which connection is a peer's lasting link (docs/relay-protocol.md §2.5, §5; SPEC §13.2).
 //!
 //! Owns the rules when a second connection for the same peer completes its handshake: a
 //! transient connection is never registered; a newer connection in the same direction replaces

@@ -1,6 +1,5 @@
-//! The relay: hubs on different machines link over the relay wire protocol (000 seed §6–§7;
-//! the v0 facts in `shared/design/relay-compat.md`; the whole protocol in
-//! `docs/relay-protocol.md`).
+//! The relay: hubs on different machines link over the relay wire protocol (the whole protocol,
+//! v0 and v1, in `docs/relay-protocol.md`; SPEC §13, §15).
 //!
 //! Layers, bottom up: `auth` (keys, nonces, v0 proofs), `transcript` (v1 proofs and frame
 //! keys), `nonces` (the nonces a hub issued, against reflection) and `message` (the envelope,
@@ -30,8 +29,8 @@ pub use session::{
     PeerAuth, Role, SendError, Session, SessionConfig, SessionEvent, SessionState, WallClock,
 };
 
-/// Waits before each redial of a link we dialled (relay-compat.md: 10 s, 20 s, 40 s, then
-/// every 60 s). `attempt` counts from 0 for the first redial.
+/// Waits before each redial of a link we dialled (docs/relay-protocol.md §2.5: 10 s, 20 s,
+/// 40 s, then every 60 s). `attempt` counts from 0 for the first redial.
 pub fn reconnect_delay(attempt: u32) -> std::time::Duration {
     const SECS: [u64; 4] = [10, 20, 40, 60];
     std::time::Duration::from_secs(SECS[(attempt as usize).min(SECS.len() - 1)])

@@ -1,6 +1,6 @@
 //! The relay session driven end to end in memory on a virtual clock: a dialer and an acceptor
-//! (ours, or a v0 double speaking relay-compat.md's exact lines, or an impostor) exchange
-//! bytes through `handle_input`/`poll_transmit`, and time moves only through
+//! (ours, or a v0 double speaking the exact v0 lines of docs/relay-protocol.md §1–§2, or an
+//! impostor) exchange bytes through `handle_input`/`poll_transmit`, and time moves only through
 //! `handle_timeout`. Refuses: sockets and real time.
 
 use super::auth;
@@ -244,7 +244,7 @@ impl Net {
     }
 }
 
-// ----- a v0 peer double, written from relay-compat.md alone -----
+// ----- a v0 peer double, written from the v0 facts of docs/relay-protocol.md alone -----
 
 /// The 12 types claudectl 0.64 knows, exact case.
 const V0_64_TYPES: [&str; 12] = [
@@ -262,7 +262,7 @@ const V0_64_TYPES: [&str; 12] = [
     "knowledge_snapshot",
 ];
 
-/// What kills a 0.64 reader (relay-compat.md "Framing"): checked on every byte we send it.
+/// What kills a 0.64 reader (docs/relay-protocol.md §1): checked on every byte we send it.
 fn v0_64_reader_accepts(line: &[u8]) -> Result<Value, String> {
     if line.len() > 1_048_576 {
         return Err("over-long line".into());
@@ -708,8 +708,8 @@ fn the_key_lookup_may_be_a_closure() {
     assert!(Net::established(&net.ev_a).is_some());
 }
 
-/// A v0 dialer (claudectl 0.64, exact relay-compat.md lines) against our acceptor: v0 bytes
-/// only, for many intervals, and the link stays up.
+/// A v0 dialer (claudectl 0.64, the exact v0 lines of docs/relay-protocol.md) against our acceptor:
+/// v0 bytes only, for many intervals, and the link stays up.
 #[test]
 fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
     let t0 = Instant::now();
@@ -733,7 +733,7 @@ fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
         .unwrap()
         .id;
     // v0's challenge plus the v1 marker, extra payload keys a v0 dialer ignores
-    // (relay-compat.md: "Extra keys anywhere are ignored by v0 peers"; checked below by
+    // (docs/relay-protocol.md §8: unknown extra keys are ignored everywhere; checked below by
     // `v0_64_reader_accepts`).
     assert_eq!(
         ch,

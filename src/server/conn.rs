@@ -5,7 +5,7 @@
 
 use crate::wire::LineBuffer;
 use mio::net::TcpStream;
-use std::io::{self, Write};
+use std::io;
 use std::time::Instant;
 
 /// The state of the delivery line in `out`, if one is there.
@@ -127,23 +127,22 @@ impl Conn {
     /// Writes until done or blocked. `on_commit` runs once when the delivery's first byte
     /// is accepted.
     pub fn flush(&mut self, mut on_commit: impl FnMut()) -> Flush {
-        while self.out_pos < self.out.len() {
-            match self.stream.write(&self.out[self.out_pos..]) {
-                Ok(0) => return Flush::Failed(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => {
-                    self.out_pos += n;
-                    if let Some(d) = &mut self.delivery {
-                        if !d.committed && self.out_pos > d.start {
-                            d.committed = true;
-                            on_commit();
-                        }
-                        d.done |= self.out_pos >= d.end;
+        use super::write_buf::{write_until_blocked, Drain};
+        let delivery = &mut self.delivery;
+        let drained =
+            write_until_blocked(&mut self.stream, &self.out, &mut self.out_pos, |pos, _| {
+                if let Some(d) = delivery {
+                    if !d.committed && pos > d.start {
+                        d.committed = true;
+                        on_commit();
                     }
+                    d.done |= pos >= d.end;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flush::Blocked,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Flush::Failed(e),
-            }
+            });
+        match drained {
+            Drain::Drained => {}
+            Drain::Blocked => return Flush::Blocked,
+            Drain::Failed(e) => return Flush::Failed(e),
         }
         self.out = Vec::new();
         self.out_pos = 0;

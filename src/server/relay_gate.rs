@@ -1,7 +1,7 @@
 //! Who may hold a relay connection (docs/relay-protocol.md, "Limits"): the caps on accepted
 //! relay connections — in all, still in their handshake, and per source address — the refusal
-//! of an address after failed handshakes (what v0 acceptors do: relay-compat.md,
-//! "Authentication and handshake"), and the tally of refusals, reported as one summed line per
+//! of an address after failed handshakes (what v0 acceptors do:
+//! docs/relay-protocol.md §2.4), and the tally of refusals, reported as one summed line per
 //! `REFUSAL_LOG_INTERVAL`, never a line per refusal. Also the rule that relay connections and
 //! client connections fit in the process's descriptors together (`check_descriptors`), and
 //! the rate limit on log lines peers and strangers trigger (`throttled`).
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Failed handshakes from one address within `FAILURE_WINDOW` before it is refused for
-/// `FAILURE_WINDOW` (relay-compat.md: 5 in 60 s).
+/// `FAILURE_WINDOW` (docs/relay-protocol.md "Limits": 5 in 60 s, as v0 acceptors do).
 pub const MAX_FAILED_HANDSHAKES: u32 = 5;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// At most one summed refusal line this often (as the client listener's, `server::mod`).

@@ -8,8 +8,6 @@
 
 use crate::config::Config;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -170,20 +168,11 @@ impl Drop for StatusWriter {
     }
 }
 
-/// Writes the status file atomically (temp file + rename), mode 600.
+/// Writes the status file atomically (`atomic_file`: temp file, fsync, rename), mode 600.
 pub fn write_status(path: &Path, status: &RelayStatus) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let text = serde_json::to_string_pretty(status).map_err(std::io::Error::other)?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    let mut text = serde_json::to_string_pretty(status).map_err(std::io::Error::other)?;
+    text.push('\n');
+    crate::atomic_file::write_atomic(path, text.as_bytes(), 0o600)
 }
 
 /// `agent-hub-server relay peers --config PATH`: reads the status file the hub keeps.

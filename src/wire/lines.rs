@@ -1,4 +1,7 @@
-//! Splitting a byte stream into `\n`-terminated lines under a length cap.
+//! Splitting a byte stream into `\n`-terminated lines under a length cap: the one line
+//! splitter, used by client connections (`server::conn`), the ACP session and the relay
+//! session (whose frames, once agreed, are read from the same buffer through `pending` and
+//! `consume`).
 //!
 //! "Incomplete" is not an error: `next_line` yields a line, nothing yet, or `LineTooLong` as
 //! soon as the buffered bytes without a newline pass the cap, before any more is buffered.
@@ -7,6 +10,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LineTooLong {
     pub max_line_bytes: usize,
+    /// The bytes the refused line held when it was refused, not counting its `\n`: the whole
+    /// line when its newline was found, else the partial line buffered so far.
+    pub len_bytes: usize,
 }
 
 impl std::fmt::Display for LineTooLong {
@@ -57,8 +63,14 @@ impl LineBuffer {
                 self.consumed += n + 1;
                 Ok(Some(&self.buf[start..start + n]))
             }
-            Some(_) => Err(LineTooLong { max_line_bytes }),
-            None if pending.len() > max_line_bytes => Err(LineTooLong { max_line_bytes }),
+            Some(n) => Err(LineTooLong {
+                max_line_bytes,
+                len_bytes: n,
+            }),
+            None if pending.len() > max_line_bytes => Err(LineTooLong {
+                max_line_bytes,
+                len_bytes: pending.len(),
+            }),
             None => Ok(None),
         }
     }
@@ -66,6 +78,19 @@ impl LineBuffer {
     /// Bytes buffered that are not yet part of a returned line.
     pub fn pending_len(&self) -> usize {
         self.buf.len() - self.consumed
+    }
+
+    /// The bytes buffered that are not yet consumed, for a reader that takes something other
+    /// than a line from the stream (the relay's binary frames).
+    pub fn pending(&self) -> &[u8] {
+        &self.buf[self.consumed..]
+    }
+
+    /// Marks the first `n` pending bytes consumed (at most all of them). The newline search
+    /// starts again at the new first pending byte.
+    pub fn consume(&mut self, n: usize) {
+        self.consumed += n.min(self.pending_len());
+        self.scanned = 0;
     }
 
     /// Drops consumed bytes; frees the allocation when nothing is pending, so an idle
@@ -114,7 +139,13 @@ mod tests {
         b.push(b"12345\n");
         assert_eq!(b.next_line(5).unwrap(), Some(&b"12345"[..]));
         b.push(b"123456\n");
-        assert_eq!(b.next_line(5), Err(LineTooLong { max_line_bytes: 5 }));
+        assert_eq!(
+            b.next_line(5),
+            Err(LineTooLong {
+                max_line_bytes: 5,
+                len_bytes: 6
+            })
+        );
     }
 
     #[test]
@@ -136,6 +167,26 @@ mod tests {
         b.push(b"12345");
         assert_eq!(b.next_line(5).unwrap(), None);
         b.push(b"6");
-        assert_eq!(b.next_line(5), Err(LineTooLong { max_line_bytes: 5 }));
+        assert_eq!(
+            b.next_line(5),
+            Err(LineTooLong {
+                max_line_bytes: 5,
+                len_bytes: 6
+            })
+        );
+    }
+
+    #[test]
+    fn frames_can_be_read_from_the_same_buffer() {
+        let mut b = LineBuffer::new();
+        b.push(b"hello\n\x00\x03abcrest");
+        assert_eq!(b.next_line(10).unwrap(), Some(&b"hello"[..]));
+        assert_eq!(b.pending(), b"\x00\x03abcrest");
+        b.consume(5);
+        assert_eq!(b.pending(), b"rest");
+        b.consume(100);
+        assert_eq!(b.pending_len(), 0);
+        b.shrink();
+        assert_eq!(b.pending(), b"");
     }
 }

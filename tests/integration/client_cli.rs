@@ -1,4 +1,4 @@
-//! The `agent-hub` CLI as users and skills run it (SPEC §9, wire-compat.md "Client contract"):
+//! The `agent-hub` CLI as users and skills run it (SPEC §9 "Client CLI contract"):
 //! its output, exit codes 0/1/2, stderr prefix, token-file rules, `--body -`, filters and
 //! timeouts.
 //!

@@ -1,6 +1,6 @@
 //! Delivery end to end (SPEC §5, §12.2): queueing for names that never connected, the routing
-//! tiers, filters, FIFO order at volume, the dead-waiter regressions of wire-compat.md ("Known
-//! faults … we must not copy"), and acknowledged delivery, which closes the window a plain
+//! tiers, filters, FIFO order at volume, the dead-waiter regressions of SPEC §11 ("Differences
+//! from the implementation in use"), and acknowledged delivery, which closes the window a plain
 //! delivery leaves when its reader dies with the bytes in the kernel.
 //!
 //! Owns: which connection receives which envelope, and that none is lost when a waiter dies.
@@ -186,7 +186,7 @@ fn parked_await_closed_just_before_a_send_is_queued_or_accounted_for() {
     // (loopback packets are processed asynchronously under CPU contention). If the hub has
     // the FIN when it routes or by its pre-delivery peek, the envelope stays queued. If the
     // FIN is still in flight, the write into the dying socket succeeds and the envelope is
-    // gone: the kernel-buffer window of wire-compat.md that only an acknowledged delivery
+    // gone: the kernel-buffer window of SPEC §11 and §5.6 that only an acknowledged delivery
     // mode closes. Either way the audit log says where every envelope went.
     let hub = Hub::start();
     let mut logins = 0;

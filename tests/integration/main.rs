@@ -1,5 +1,5 @@
 //! The end-to-end test binary: the real `agent-hub-server` and `agent-hub` binaries on
-//! ephemeral loopback ports, one temp dir per test (style.md habit 8).
+//! ephemeral loopback ports, one temp dir per test (`harness.rs`).
 //!
 //! Owns only the module list. Timing-exact behaviour (deadlines to the millisecond, zero-byte
 //! write outcomes) is refused here: the sans-IO simulation in `src/hub/tests.rs` owns it, and

@@ -1,5 +1,5 @@
-//! The relay with the real binaries (issue 4; docs/relay-protocol.md; the v0 wire facts in
-//! shared/design/relay-compat.md): two hubs on 127.0.0.2 and 127.0.0.3 linking, negotiating,
+//! The relay with the real binaries (issue 4; docs/relay-protocol.md, v0 and
+//! v1): two hubs on 127.0.0.2 and 127.0.0.3 linking, negotiating,
 //! beating and surviving restarts; a dial leaving from the dialler's listen IP; a wrong key;
 //! simultaneous dial; a v0 test double speaking
 //! claudectl 0.64's lines in both directions; an impostor acceptor; the `relay` subcommands and
@@ -27,7 +27,8 @@ pub(crate) const HB: Duration = Duration::from_millis(HB_MS);
 /// The relay feature set this build knows, in the order the config lists them.
 pub(crate) const ALL_FEATURES: [&str; 5] =
     ["unknown-ok", "mutual-auth", "frame-bin", "lz4", "hb-delta"];
-/// The 12 msg_types claudectl 0.64 knows (relay-compat.md); anything else kills its reader.
+/// The 12 msg_types claudectl 0.64 knows (docs/relay-protocol.md §9); anything else kills its
+/// reader.
 const V0_064_TYPES: [&str; 12] = [
     "challenge",
     "handshake",
@@ -70,8 +71,8 @@ pub(crate) fn unhex(text: &str) -> Vec<u8> {
         .collect()
 }
 
-/// relay-compat.md: lowercase hex of HMAC-SHA256 keyed with the 32 raw key bytes, over the
-/// ASCII text of the nonce hex.
+/// docs/relay-protocol.md §2.1: lowercase hex of HMAC-SHA256 keyed with the 32 raw key bytes, over
+/// the ASCII text of the nonce hex.
 fn proof(key_hex: &str, nonce_hex: &str) -> String {
     use hmac::{Hmac, Mac};
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&unhex(key_hex)).unwrap();

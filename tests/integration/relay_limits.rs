@@ -24,7 +24,8 @@ fn key_hex(seed: u8) -> String {
         .collect()
 }
 
-/// relay-compat.md's proof: HMAC-SHA256 keyed with the raw key over the nonce's hex text.
+/// The v0 proof (docs/relay-protocol.md §2.1): HMAC-SHA256 keyed with the raw key over the nonce's
+/// hex text.
 fn proof(key_hex: &str, nonce_hex: &str) -> String {
     use hmac::{Hmac, Mac};
     let key: Vec<u8> = (0..64)

@@ -1,5 +1,5 @@
-//! Every wire line and every bad input, over raw sockets against the real server (SPEC §2–§3,
-//! wire-compat.md "Lines", "Envelope rules on send", "Connection flow").
+//! Every wire line and every bad input, over raw sockets against the real server (SPEC §2
+//! "Transport and framing", §3.2 "Rules", §4 "Connection flow").
 //!
 //! Owns: exact hub replies to good and bad lines, envelope validation, `from` stamping and the
 //! byte-for-byte body. Refuses timing (see `limits`) and routing order (see `delivery`).

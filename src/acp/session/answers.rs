@@ -1,4 +1,4 @@
-//! Answering the agent's requests (agents-acp-mcp.md §1.1, §1.7; docs/acp.md "How the
+//! Answering the agent's requests (docs/acp.md "How the
 //! agent's messages are answered"): `session/request_permission` by policy, -32601 for
 //! `fs/*`, `terminal/*` (not advertised) and everything else, the request flood cap, and
 //! noticing reused ids. Part of `Session`; split out so each file does one job.

@@ -1,5 +1,4 @@
-//! The ACP client session: one task, one agent process, one session (docs/acp.md; facts in
-//! agents-acp-mcp.md §1, §5, Appendix A).
+//! The ACP client session: one task, one agent process, one session (docs/acp.md).
 //!
 //! Sans-IO: agent stdout bytes in through `handle_input` (any split) or `handle_line`, the
 //! process's end through `handle_eof`/`handle_exit`, the caller's cancel through `cancel`,

@@ -1,5 +1,5 @@
-//! Every stop reason, and permission requests under each policy (agents-acp-mcp.md §1.5,
-//! §1.7; docs/acp.md "Permission requests", "Outcomes").
+//! Every stop reason, and permission requests under each policy (docs/acp.md
+//! "Permission requests", "Outcomes").
 
 use super::*;
 

@@ -1,7 +1,7 @@
-//! Real agents' transcripts (agents-acp-mcp.md Appendix A, §1.12, §2.1), replayed against the
-//! session. Our request ids count from 0 where the probe's counted from 1; everything the
-//! agents sent is as recorded, with the transcript's elisions (`…`) filled in with
-//! representative values.
+//! Real agents' transcripts (docs/acp.md "How the agent's messages are answered"), replayed against
+//! the session. Our request ids count from 0 where the probe's counted from 1; everything the
+//! agents sent is as recorded, with the transcript's elisions (`…`) filled in with representative
+//! values.
 
 use super::*;
 

@@ -1,0 +1,273 @@
+//! `agent-hub install` / `uninstall`: register the hub's MCP server in an agent's user-scope
+//! config, place its delivery hook or plugin and (for agents with `install.skills_dir`) the
+//! shipped skills; and take exactly those out again.
+//!
+//! Two halves. `plan` is pure: given a manifest, what to do and a way to read files, it returns
+//! each file's text before and after, and what it did in words; it never writes. `apply`
+//! does the IO: it re-reads every file (refusing if one changed meanwhile), keeps a backup
+//! `<file>.agent-hub.bak` of each existing file an install changes, and writes atomically
+//! (temporary file, fsync, rename; through a symlink to its target; the old mode kept).
+//!
+//! What is "ours": the MCP entry named `agent-hub`, a hook whose command runs
+//! `…/agent-hub hook stop`, the plugin file named in the manifest, and a skill file
+//! `<skills_dir>/<skill>/SKILL.md` whose last line is our stamp and still matches the text
+//! above it. Uninstall removes only those, then any object or array that removal left empty,
+//! then a file left holding nothing but `{}` (or nothing at all), then a skill's folder left
+//! empty. A skill file edited after install (or one we did not write) is never overwritten or
+//! removed: it is left as it is and the notes say so. Refuses to forge trust: what the user
+//! must approve by hand is printed from the manifest's `install.trust`, never written into the
+//! agent's config.
+//!
+//! One job per file: this one holds the plan's types and `plan` itself; `mcp` the MCP server
+//! entry, `hooks` the delivery hook and the OpenCode plugin, `skills` the shipped skills and
+//! their stamp, `apply` the IO.
+
+mod apply;
+mod hooks;
+mod mcp;
+mod skills;
+
+pub use apply::*;
+pub use hooks::*;
+use mcp::*;
+pub use skills::*;
+
+use super::argv;
+use super::jsonedit::{self, Seg, J};
+use super::manifest::{HookKind, Manifest, McpFormat, SERVER_NAME};
+use super::tomledit;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Seconds a Stop hook may run (Claude Code, Codex, Droid count seconds).
+pub const HOOK_TIMEOUT_SECS: i64 = 30;
+/// The same for Gemini, which counts milliseconds.
+pub const HOOK_TIMEOUT_MS: i64 = 30_000;
+/// Suffix of the backup kept beside each file an install changes.
+pub const BACKUP_SUFFIX: &str = ".agent-hub.bak";
+/// Where the OpenCode plugin source is looked for, under an integrations folder.
+pub const OPENCODE_PLUGIN_SOURCE: &str = "opencode/agent-hub.js";
+
+/// Who the installed MCP server and hook authenticate as, and with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubIdentity {
+    /// The `agent-hub` binary agents run: an absolute path.
+    pub command: String,
+    pub name: String,
+    /// Absolute.
+    pub token_file: String,
+    pub port: u16,
+}
+
+impl HubIdentity {
+    /// Checks what cannot be repaired later: an absolute command and token path, and a name
+    /// the hub could have on its roster and that reads the same inside a hook command line.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.command.starts_with('/') {
+            return Err(format!(
+                "the hub command {:?} must be an absolute path",
+                self.command
+            ));
+        }
+        if !self.token_file.starts_with('/') {
+            return Err(format!(
+                "--token-file {:?} must be an absolute path",
+                self.token_file
+            ));
+        }
+        argv::check_arg(&self.name).map_err(|e| format!("--as {:?} {e}", self.name))?;
+        if self.name.starts_with('-') {
+            return Err(format!("--as {:?} must not start with '-'", self.name));
+        }
+        if self.name.eq_ignore_ascii_case("hub") {
+            return Err("--as hub: the name \"hub\" is reserved for the hub itself".into());
+        }
+        if self.port == 0 {
+            return Err("--port must be the hub's port, not 0".into());
+        }
+        Ok(())
+    }
+
+    /// The MCP server's arguments: `mcp --as NAME --token-file F --port P`.
+    pub fn mcp_args(&self) -> Vec<String> {
+        vec![
+            "mcp".into(),
+            "--as".into(),
+            self.name.clone(),
+            "--token-file".into(),
+            self.token_file.clone(),
+            "--port".into(),
+            self.port.to_string(),
+        ]
+    }
+
+    /// The Stop hook's command line, which the agent runs through its shell.
+    pub fn hook_command(&self) -> String {
+        format!(
+            "{} hook stop --as {} --token-file {} --port {}",
+            argv::shell_word(&self.command),
+            argv::shell_word(&self.name),
+            argv::shell_word(&self.token_file),
+            self.port
+        )
+    }
+}
+
+/// What to do.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Install {
+        id: HubIdentity,
+        /// The OpenCode plugin's source text, when it was found.
+        plugin_source: Option<String>,
+        /// Place the skills (for agents with `install.skills_dir`); false for `--no-skills`,
+        /// which leaves any skill files alone.
+        skills: bool,
+    },
+    Uninstall,
+}
+
+impl Action {
+    fn is_install(&self) -> bool {
+        matches!(self, Action::Install { .. })
+    }
+}
+
+/// One file's change. `None` on either side: the file does not exist (before) or is removed
+/// (after).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: PathBuf,
+    /// `~/…` when under home, for messages.
+    pub shown: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// When the file is removed, also remove its folder if that is left empty (a skill's own
+    /// folder).
+    pub remove_empty_dir: bool,
+}
+
+/// What `plan` decided for one agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentPlan {
+    pub agent: String,
+    /// Files that change, in the order first touched.
+    pub changes: Vec<FileChange>,
+    /// One line per entry: what was (or would be) done.
+    pub notes: Vec<String>,
+    /// Set when the agent cannot be done; then `changes` is empty and nothing is written.
+    pub error: Option<String>,
+}
+
+/// Expands a manifest path (`~/…` or absolute, already checked) against `home`.
+pub fn expand(path: &str, home: &Path) -> PathBuf {
+    match path.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None => PathBuf::from(path),
+    }
+}
+
+/// `~/…` for a path under `home`, else the path.
+pub fn shown(path: &Path, home: &Path) -> String {
+    match path.strip_prefix(home) {
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// Files as the plan sees them: read once each, then the plan's own edits.
+struct Work<'r> {
+    home: PathBuf,
+    read: &'r dyn Fn(&Path) -> io::Result<Option<String>>,
+    /// path → (original, current)
+    files: BTreeMap<PathBuf, (Option<String>, Option<String>)>,
+    order: Vec<PathBuf>,
+    /// Files whose folder goes too when the file is removed and the folder is left empty.
+    prune: BTreeSet<PathBuf>,
+}
+
+impl Work<'_> {
+    fn get(&mut self, path: &Path) -> Result<Option<String>, String> {
+        if let Some((_, cur)) = self.files.get(path) {
+            return Ok(cur.clone());
+        }
+        let text = (self.read)(path)
+            .map_err(|e| format!("{}: cannot read: {e}", shown(path, &self.home)))?;
+        self.files
+            .insert(path.to_owned(), (text.clone(), text.clone()));
+        self.order.push(path.to_owned());
+        Ok(text)
+    }
+
+    fn put(&mut self, path: &Path, text: Option<String>) {
+        if let Some(slot) = self.files.get_mut(path) {
+            slot.1 = text;
+        }
+    }
+
+    fn changes(self) -> Vec<FileChange> {
+        let home = self.home;
+        let mut files = self.files;
+        self.order
+            .into_iter()
+            .filter_map(|p| {
+                let (before, after) = files.remove(&p)?;
+                (before != after).then(|| FileChange {
+                    shown: shown(&p, &home),
+                    remove_empty_dir: self.prune.contains(&p),
+                    path: p,
+                    before,
+                    after,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Plans `action` for one agent. `read` returns a file's text, `Ok(None)` when it does not
+/// exist.
+pub fn plan(
+    m: &Manifest,
+    action: &Action,
+    home: &Path,
+    read: &dyn Fn(&Path) -> io::Result<Option<String>>,
+) -> AgentPlan {
+    let mut work = Work {
+        home: home.to_owned(),
+        read,
+        files: BTreeMap::new(),
+        order: Vec::new(),
+        prune: BTreeSet::new(),
+    };
+    let mut notes = Vec::new();
+    let result = plan_mcp(m, action, &mut work, &mut notes)
+        .and_then(|()| plan_hook(m, action, &mut work, &mut notes))
+        .and_then(|()| plan_skills(m, action, &mut work, &mut notes));
+    match result {
+        Ok(()) => AgentPlan {
+            agent: m.name.clone(),
+            changes: work.changes(),
+            notes,
+            error: None,
+        },
+        Err(e) => AgentPlan {
+            agent: m.name.clone(),
+            changes: Vec::new(),
+            notes,
+            error: Some(e),
+        },
+    }
+}
+
+pub(super) fn status_note(show: &str, what: &str, existed: bool, changed: bool) -> String {
+    match (existed, changed) {
+        (_, false) => format!("{show}: {what} already present"),
+        (true, true) => format!("{show}: {what} updated"),
+        (false, true) => format!("{show}: {what} added"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,281 @@
+//! The hub under test as a child process: start, wait for READY, stop, and its CPU time and RSS
+//! read from `/proc/PID`.
+
+use crate::*;
+
+// ----- the hub process and /proc -----
+
+/// A running hub. Dropping it stops the process (SIGTERM, then SIGKILL after a bounded wait).
+pub(crate) struct HubProcess {
+    pub(crate) child: Option<Child>,
+    pub(crate) pid: i32,
+    pub(crate) addr: SocketAddr,
+    /// The relay's listen address, when the config has a `[relay]` that listens.
+    pub(crate) relay_addr: Option<SocketAddr>,
+    pub(crate) ticks_per_sec: u64,
+    pub(crate) stderr_path: PathBuf,
+}
+
+impl HubProcess {
+    pub(crate) fn start(server: &Path, fx: &Fixture, kind: StoreKind) -> Res<HubProcess> {
+        HubProcess::start_with(server, fx.config(kind), &fx.stderr_path)
+    }
+
+    pub(crate) fn start_with(server: &Path, config: &Path, stderr_path: &Path) -> Res<HubProcess> {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(stderr_path)
+            .map_err(|e| e.to_string())?;
+        let mut command = Command::new(server);
+        // SAFETY: the closure runs between fork and exec and only calls sigprocmask-style
+        // pthread_sigmask on a local set, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                // The bench blocks SIGINT/SIGTERM/SIGHUP for its signal thread; the hub must
+                // start with them deliverable so that SIGTERM stops it cleanly.
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+        // Held across the spawn, so a signal arriving meanwhile still finds the new pid.
+        let mut pids = hub_pids();
+        let mut child = command
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
+        let pid = child.id() as i32;
+        pids.push(pid);
+        drop(pids);
+        let stdout = child.stdout.take().expect("stdout was piped above");
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let mut hub = HubProcess {
+            child: Some(child),
+            pid,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            relay_addr: None,
+            ticks_per_sec: if ticks > 0 { ticks as u64 } else { 100 },
+            stderr_path: stderr_path.to_path_buf(),
+        };
+        // A reader thread owns stdout for the hub's whole life, so the hub can never block on a
+        // full pipe; it hands over the ready line (or the end of stdout) once.
+        let (tx, rx) = mpsc::channel::<Option<(String, Option<String>)>>();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let mut reported = false;
+            // The server prints the relay's address before its ready line.
+            let mut relay = None;
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if let Some(at) = line.trim_end().split("relay listening on ").nth(1) {
+                            relay = Some(at.to_owned());
+                        }
+                        if !reported && line.contains("hub ready") {
+                            reported = true;
+                            let _ = tx.send(Some((line.trim_end().to_owned(), relay.take())));
+                        }
+                    }
+                }
+            }
+            if !reported {
+                let _ = tx.send(None);
+            }
+        });
+        let (ready, relay) = match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(Some(lines)) => lines,
+            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(format!(
+                    "the hub exited before it was ready: {}",
+                    hub.stderr_tail()
+                ));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!(
+                    "the hub printed no ready line within {READY_TIMEOUT:?}: {}",
+                    hub.stderr_tail()
+                ));
+            }
+        };
+        hub.addr = parse_ready(&ready)?;
+        hub.relay_addr = relay
+            .map(|a| a.parse().map_err(|e| format!("relay address {a:?}: {e}")))
+            .transpose()?;
+        Ok(hub)
+    }
+
+    /// The hub's CPU time so far (user + system): from `/proc/PID/stat` in clock ticks, and
+    /// from the process CPU clock in nanoseconds as a cross-check at fine grain.
+    pub(crate) fn cpu(&self) -> Res<Cpu> {
+        let text = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .map_err(|e| format!("hub stat: {e}"))?;
+        // Fields after the parenthesised command name start at field 3 (state); utime and
+        // stime are fields 14 and 15 (proc(5)).
+        let rest = text
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or("hub stat: no command field")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let field = |i: usize| -> Res<u64> {
+            fields
+                .get(i)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| format!("hub stat: field {} unreadable", i + 3))
+        };
+        let ticks = field(11)? + field(12)?;
+        let stat = Duration::from_nanos(ticks * 1_000_000_000 / self.ticks_per_sec);
+        // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
+        let clock = unsafe {
+            let mut id: libc::clockid_t = 0;
+            let mut ts: libc::timespec = std::mem::zeroed();
+            if libc::clock_getcpuclockid(self.pid, &mut id) == 0
+                && libc::clock_gettime(id, &mut ts) == 0
+            {
+                Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+            } else {
+                None
+            }
+        };
+        Ok(Cpu { stat, clock })
+    }
+
+    /// The hub's resident set size in bytes, from `VmRSS` in `/proc/PID/status`.
+    pub(crate) fn rss_bytes(&self) -> Res<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .map_err(|e| format!("hub status: {e}"))?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .ok_or("hub status: no VmRSS")?;
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .ok_or("hub status: VmRSS unreadable")?;
+        Ok(kib * 1024)
+    }
+
+    /// Open descriptors of the hub: tells when it has closed what the bench closed.
+    pub(crate) fn open_fds(&self) -> Res<usize> {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid))
+            .map(|d| d.count())
+            .map_err(|e| format!("hub fds: {e}"))
+    }
+
+    /// Fails when the hub has exited (a crash mid-phase).
+    pub(crate) fn check_alive(&mut self) -> Res<()> {
+        if let Some(child) = &mut self.child {
+            let mut pids = hub_pids();
+            if pids.contains(&self.pid) && exited_unreaped(self.pid) {
+                pids.retain(|&p| p != self.pid);
+                drop(pids);
+                let status = child
+                    .wait()
+                    .map_or_else(|e| e.to_string(), |s| s.to_string());
+                self.child = None;
+                return Err(format!(
+                    "the hub exited during the run ({status}): {}",
+                    self.stderr_tail()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Clean stop: SIGTERM and a bounded wait for exit 0; the caller learns of a bad exit.
+    pub(crate) fn stop(mut self) -> Res<()> {
+        let status = self.terminate();
+        match status {
+            Some(s) if s.success() => Ok(()),
+            Some(s) => Err(format!(
+                "the hub exited with {s} on SIGTERM: {}",
+                self.stderr_tail()
+            )),
+            None => Err("the hub did not stop on SIGTERM and was killed".into()),
+        }
+    }
+
+    /// SIGTERM, wait up to `STOP_TIMEOUT`, else SIGKILL. Returns the exit status if it
+    /// stopped by itself.
+    pub(crate) fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let pid = self.pid;
+        // Signals `sig` while the child is still ours and unreaped; false once it is not.
+        let signal = |sig: libc::c_int| -> bool {
+            let owned = hub_pids();
+            if !owned.contains(&pid) {
+                return false;
+            }
+            // SAFETY: kill(2) on our own unreaped child (we hold the HUB_PIDS lock).
+            unsafe {
+                libc::kill(pid, sig);
+            }
+            true
+        };
+        if !signal(libc::SIGTERM) {
+            return None; // the signal thread has it
+        }
+        let until = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < until {
+            let mut owned = hub_pids();
+            if !owned.contains(&pid) {
+                return None;
+            }
+            if exited_unreaped(pid) {
+                owned.retain(|&p| p != pid);
+                drop(owned);
+                return child.wait().ok();
+            }
+            drop(owned);
+            std::thread::sleep(POLL_STEP);
+        }
+        if signal(libc::SIGKILL) {
+            hub_pids().retain(|&p| p != pid);
+            let _ = child.wait();
+        }
+        None
+    }
+
+    pub(crate) fn stderr_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        let text = text.trim();
+        if text.is_empty() {
+            "(no stderr)".into()
+        } else {
+            text.lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ")
+        }
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+pub(crate) fn parse_ready(line: &str) -> Res<SocketAddr> {
+    let rest = line
+        .strip_prefix("agent-hub-server: listening on ")
+        .ok_or_else(|| format!("unexpected ready line {line:?}"))?;
+    let addr = rest.split(';').next().unwrap_or_default();
+    addr.parse()
+        .map_err(|e| format!("ready line {line:?}: bad address: {e}"))
+}

@@ -1,0 +1,189 @@
+//! The run: checks the options, then per store a fresh hub for each phase in turn, and hands
+//! the figures to `report`; `with_hub` starts and stops the hub around one phase.
+
+use crate::*;
+
+pub(crate) fn run(opts: &Opts) -> Res<()> {
+    validate(opts)?;
+    if opts.relay_only {
+        let machine = Machine::read();
+        let relay = relay_bench(opts)?;
+        if opts.json {
+            let v = json!({
+                "machine": {"nproc": machine.nproc, "cpu_model": machine.cpu_model, "kernel": machine.kernel},
+                "relay": relay.to_json(opts),
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+        } else {
+            println!(
+                "agent-hub-bench --relay-only: {} CPUs ({}), kernel {}\n",
+                machine.nproc, machine.cpu_model, machine.kernel
+            );
+            print!("{}", relay.to_table(opts));
+        }
+        return Ok(());
+    }
+    // Before any other thread exists, so that every thread inherits the blocked mask.
+    install_interrupt_cleanup()?;
+    let server = find_server(opts.server.as_deref())?;
+    let nofile = raise_nofile()?;
+    let needed =
+        opts.parked as u64 + 4 * opts.clients.iter().copied().max().unwrap_or(1) as u64 + 256;
+    if nofile < needed {
+        return Err(format!(
+            "RLIMIT_NOFILE hard limit is {nofile}, but --parked {} needs about {needed} descriptors in the bench and in the hub; lower --parked or raise the limit",
+            opts.parked
+        ));
+    }
+    let work = WorkDir::create(opts.work_dir.as_deref(), opts.keep_dir)?;
+    let fixture = Fixture::write(&work.path, opts)?;
+    let machine = Machine::read();
+    progress("disk: the temp dir's filesystem and raw fdatasync latency");
+    let disk = Disk::probe(&work.path, opts.fsync_probes)?;
+    let mut report = Report {
+        machine,
+        server: server.clone(),
+        disk,
+        sqlite_sync: opts.sqlite_sync.clone(),
+        ..Report::default()
+    };
+    report.stores = opts.stores().into_iter().map(StoreReport::new).collect();
+
+    // Phases outer, stores inner (and in phase 1 client counts outer): the stores take turns,
+    // so drift in the machine's load over the run hits both alike.
+    for &c in &opts.clients {
+        for r in &mut report.stores {
+            let k = r.kind;
+            progress(&format!(
+                "phase 1 ({}): connection-per-op sends, C={c}",
+                k.name()
+            ));
+            let n = opts.sends_for(k);
+            let (send, drain, ticks) = with_hub(&server, &fixture, k, |hub| {
+                let send = phase_sends(hub, &fixture, c, n)?;
+                let drain = phase_drain(hub, &fixture, c, n)?;
+                Ok((send, drain, hub.ticks_per_sec))
+            })?;
+            r.sends.push(send);
+            r.drains.push(drain);
+            report.ticks_per_sec = ticks;
+        }
+    }
+    for ack in [false, true] {
+        for r in &mut report.stores {
+            let k = r.kind;
+            let what = if ack {
+                "phase 3 ({}): ack-mode handoff latency"
+            } else {
+                "phase 2 ({}): handoff latency"
+            };
+            progress(&what.replace("{}", k.name()));
+            let h = with_hub(&server, &fixture, k, |hub| {
+                phase_handoff(hub, &fixture, opts.handoffs_for(k), ack)
+            })?;
+            if ack {
+                r.ack_handoff = Some(h);
+            } else {
+                r.handoff = Some(h);
+            }
+        }
+    }
+    for r in &mut report.stores {
+        let k = r.kind;
+        progress(&format!("phase 4 ({}): RSS per parked await", k.name()));
+        r.parked = Some(with_hub(&server, &fixture, k, |hub| {
+            phase_parked(hub, &fixture, opts.parked)
+        })?);
+    }
+    for r in &mut report.stores {
+        let k = r.kind;
+        progress(&format!(
+            "phase 5 ({}): request/reply round trips",
+            k.name()
+        ));
+        r.pairs = Some(with_hub(&server, &fixture, k, |hub| {
+            phase_pairs(hub, &fixture, opts.pairs, opts.pairs_secs)
+        })?);
+    }
+    if opts.forward_handoffs > 0 {
+        for r in &mut report.stores {
+            let k = r.kind;
+            progress(&format!(
+                "phase 6 ({}): mail across two linked hubs",
+                k.name()
+            ));
+            r.forward = Some(phase_forward(&server, &work.path, &fixture, opts, k)?);
+        }
+    }
+    if opts.fsync_probes > 0 {
+        // Again after the phases: a shared disk's flush latency moves with its other users.
+        progress("disk: raw fdatasync latency again");
+        report.disk_after = Some(Disk::probe(&work.path, opts.fsync_probes)?);
+    }
+    if !opts.no_relay {
+        report.relay = Some(relay_bench(opts)?);
+    }
+    if opts.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.to_json(opts)).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", report.to_table(opts));
+    }
+    Ok(())
+}
+
+/// Runs one phase on a fresh hub and stops it cleanly. When the phase fails, says whether the
+/// hub crashed, which is the more useful error.
+pub(crate) fn with_hub<T>(
+    server: &Path,
+    fx: &Fixture,
+    kind: StoreKind,
+    phase: impl FnOnce(&HubProcess) -> Res<T>,
+) -> Res<T> {
+    if kind == StoreKind::Sqlite {
+        // A fresh database per phase, like a fresh hub: no queue or remembered id carries over.
+        fx.remove_db()?;
+    }
+    let mut hub = HubProcess::start(server, fx, kind)?;
+    match phase(&hub) {
+        Ok(v) => {
+            hub.stop()?;
+            Ok(v)
+        }
+        Err(e) => match hub.check_alive() {
+            Err(crash) => Err(format!("{e}; {crash}")),
+            Ok(()) => Err(e),
+        },
+    }
+}
+
+pub(crate) fn validate(opts: &Opts) -> Res<()> {
+    if opts.clients.is_empty() || opts.clients.contains(&0) {
+        return Err("--clients needs one or more counts, each at least 1".into());
+    }
+    if opts.sends == 0 || opts.handoffs == 0 || opts.parked == 0 || opts.pairs == 0 {
+        return Err("--sends, --handoffs, --parked and --pairs must be at least 1".into());
+    }
+    if opts.sqlite_sends == 0 || opts.sqlite_handoffs == 0 {
+        return Err("--sqlite-sends and --sqlite-handoffs must be at least 1".into());
+    }
+    if opts.forward_handoffs > 0 && opts.forward_sends == 0 {
+        return Err("--forward-sends must be at least 1 (use --forward-handoffs 0 to skip the forwarding phase)".into());
+    }
+    if !(opts.pairs_secs > 0.0 && opts.pairs_secs.is_finite()) {
+        return Err("--pairs-secs must be a positive number of seconds".into());
+    }
+    if opts.relay_chunks == 0 || opts.relay_messages == 0 {
+        return Err("--relay-chunks and --relay-messages must be at least 1".into());
+    }
+    Ok(())
+}
+
+pub(crate) fn progress(msg: &str) {
+    eprintln!("agent-hub-bench: {msg}");
+}

@@ -1,0 +1,446 @@
+//! Tests of the relay message codec: the envelope's strictness, the payload catalogue's
+//! required and optional keys, the two forms of a transfer chunk, ids, the v0 release table
+//! and feature names.
+
+use super::msg_type::parse_version;
+use super::transfer::CHUNK_CAP_BASE64;
+use super::*;
+use serde_json::{json, Value};
+
+fn line(t: &str, payload: &str) -> String {
+    format!(
+        r#"{{"id":"msg_1_1","msg_type":"{t}","from_peer":"mini","timestamp":1700000000000,"payload":{payload}}}"#
+    )
+}
+
+#[test]
+fn decodes_and_reencodes_a_v0_line_exactly() {
+    let l = line("heartbeat", "{}");
+    let m = RelayMessage::decode_line(l.as_bytes()).unwrap();
+    assert_eq!(m.msg_type, MsgType::Heartbeat);
+    assert_eq!(m.timestamp, 1_700_000_000_000);
+    assert_eq!(m.from_peer, "mini");
+    assert_eq!(m.encode_json(), l.as_bytes());
+    assert_eq!(m.encode_line(), format!("{l}\n").into_bytes());
+}
+
+#[test]
+fn envelope_errors_are_typed_never_panics() {
+    let cases: Vec<(String, RelayError)> = vec![
+        (
+            line("heartbeat", "{}").replace("1700000000000", "1700000000000.5"),
+            RelayError::FloatTimestamp,
+        ),
+        (
+            line("heartbeat", "{}").replace("1700000000000", "1.7e12"),
+            RelayError::FloatTimestamp,
+        ),
+        (
+            r#"{"id":"x","msg_type":"heartbeat","from_peer":"p","timestamp":1}"#.into(),
+            RelayError::MissingField("payload"),
+        ),
+        (
+            line("heartbeat", "null"),
+            RelayError::FieldType {
+                field: "payload",
+                expected: "an object",
+            },
+        ),
+        (
+            line("Heartbeat", "{}"),
+            RelayError::WrongCaseType("Heartbeat".into()),
+        ),
+        (
+            line("HandshakeAck", "{}"),
+            RelayError::WrongCaseType("HandshakeAck".into()),
+        ),
+        (
+            line("HEARTBEAT", "{}"),
+            RelayError::WrongCaseType("HEARTBEAT".into()),
+        ),
+        (
+            line("heartbeat", "{}").replace("1700000000000", "\"1700000000000\""),
+            RelayError::FieldType {
+                field: "timestamp",
+                expected: "integer unix milliseconds",
+            },
+        ),
+        (
+            line("heartbeat", "{}").replace("1700000000000", "18446744073709551615"),
+            RelayError::FieldType {
+                field: "timestamp",
+                expected: "integer unix milliseconds within i64",
+            },
+        ),
+        (
+            r#"{"msg_type":"heartbeat","from_peer":"p","timestamp":1,"payload":{}}"#.into(),
+            RelayError::MissingField("id"),
+        ),
+        (
+            r#"{"id":7,"msg_type":"heartbeat","from_peer":"p","timestamp":1,"payload":{}}"#.into(),
+            RelayError::FieldType {
+                field: "id",
+                expected: "a string",
+            },
+        ),
+        ("[1,2]".into(), RelayError::NotAnObject),
+        ("".into(), RelayError::EmptyLine),
+        ("\r".into(), RelayError::EmptyLine),
+    ];
+    for (l, want) in cases {
+        assert_eq!(RelayMessage::decode_line(l.as_bytes()), Err(want), "{l}");
+    }
+    assert!(matches!(
+        RelayMessage::decode_line(b"{not json"),
+        Err(RelayError::NotJson(_))
+    ));
+    assert!(matches!(
+        RelayMessage::decode_line(b"   "),
+        Err(RelayError::NotJson(_))
+    ));
+    assert_eq!(
+        RelayMessage::decode_line(b"{\"id\":\"\xff\"}"),
+        Err(RelayError::NotUtf8)
+    );
+}
+
+#[test]
+fn trailing_cr_is_tolerated_and_counts_against_the_cap() {
+    let l = format!("{}\r", line("heartbeat", "{}"));
+    assert!(RelayMessage::decode_line(l.as_bytes()).is_ok());
+
+    // A line of exactly the cap passes; one byte more does not; the \r is one of them.
+    let base = line("heartbeat", r#"{"pad":""}"#);
+    let fill = LINE_CAP_BYTES - base.len();
+    let exact = base.replace(r#""pad":"""#, &format!(r#""pad":"{}""#, "x".repeat(fill)));
+    assert_eq!(exact.len(), LINE_CAP_BYTES);
+    assert!(RelayMessage::decode_line(exact.as_bytes()).is_ok());
+    let with_cr = format!("{exact}\r");
+    assert_eq!(
+        RelayMessage::decode_line(with_cr.as_bytes()),
+        Err(RelayError::LineTooLong {
+            len_bytes: LINE_CAP_BYTES + 1
+        })
+    );
+    // The \r counts: cap - 1 bytes of JSON plus \r is exactly the cap and passes.
+    let shorter = base.replace(
+        r#""pad":"""#,
+        &format!(r#""pad":"{}""#, "x".repeat(fill - 1)),
+    );
+    let shorter_cr = format!("{shorter}\r");
+    assert_eq!(shorter_cr.len(), LINE_CAP_BYTES);
+    assert!(RelayMessage::decode_line(shorter_cr.as_bytes()).is_ok());
+}
+
+#[test]
+fn extra_keys_are_ignored_everywhere() {
+    let l = r#"{"id":"a","msg_type":"ack","from_peer":"p","timestamp":5,"payload":{"ack_id":"z","later":1},"trace":"x"}"#;
+    let m = RelayMessage::decode_line(l.as_bytes()).unwrap();
+    assert_eq!(
+        m.payload_typed().unwrap(),
+        Payload::Ack(Ack {
+            ack_id: "z".into(),
+            resync: None,
+            error: None,
+        })
+    );
+}
+
+#[test]
+fn unknown_types_are_kept_verbatim() {
+    let m = RelayMessage::decode_line(line("bus_relay", r#"{"a":1}"#).as_bytes()).unwrap();
+    assert_eq!(m.msg_type, MsgType::Unknown("bus_relay".into()));
+    assert_eq!(m.msg_type.as_str(), "bus_relay");
+    let m = RelayMessage::decode_line(line("BusRelay", "{}").as_bytes()).unwrap();
+    assert_eq!(m.msg_type, MsgType::Unknown("BusRelay".into()));
+    assert!(matches!(
+        m.payload_typed().unwrap(),
+        Payload::Unknown { .. }
+    ));
+}
+
+#[test]
+fn bus_forward_is_a_v1_type_of_its_feature() {
+    let m =
+        RelayMessage::decode_line(line("bus_forward", r#"{"envelope":"{}","hop":1}"#).as_bytes())
+            .unwrap();
+    assert_eq!(m.msg_type, MsgType::BusForward);
+    assert_eq!(m.msg_type.v0_index(), None);
+    assert_eq!(feature_for(&m.msg_type), Some(Feature::BusForward));
+    assert_eq!(
+        m.payload_typed().unwrap(),
+        Payload::BusForward(BusForward {
+            envelope: "{}".into(),
+            hop: 1
+        })
+    );
+    // Its v0-style spellings are refused like the v0 types' are.
+    assert_eq!(
+        MsgType::parse("BusForward"),
+        Err(RelayError::WrongCaseType("BusForward".into()))
+    );
+    assert!(
+        RelayMessage::decode_line(line("bus_forward", r#"{"hop":1}"#).as_bytes())
+            .unwrap()
+            .payload_typed()
+            .is_err()
+    );
+}
+
+#[test]
+fn every_v0_type_round_trips_its_name() {
+    for (i, t) in V0_TYPES.iter().enumerate() {
+        assert_eq!(MsgType::parse(t.as_str()).unwrap(), *t);
+        assert_eq!(t.v0_index(), Some(i));
+        assert_eq!(feature_for(t), None);
+    }
+    assert_eq!(MsgType::Unknown("x".into()).v0_index(), None);
+}
+
+#[test]
+fn required_keys_are_required_and_optional_ones_optional() {
+    let ok = |t: MsgType, v: Value| Payload::parse(&t, &v).unwrap();
+    let bad = |t: MsgType, v: Value| Payload::parse(&t, &v).unwrap_err();
+    let ctx = json!({"dependency_graph": {"blocks": [], "blocked_by": []}});
+    // cwd: required, null allowed.
+    ok(
+        MsgType::DelegateTask,
+        json!({"task_id":"t","prompt":"p","cwd":null,"context":ctx}),
+    );
+    let e = bad(
+        MsgType::DelegateTask,
+        json!({"task_id":"t","prompt":"p","context":ctx}),
+    );
+    assert!(e.to_string().contains("cwd"), "{e}");
+    // dependency_graph: always present.
+    bad(
+        MsgType::DelegateTask,
+        json!({"task_id":"t","prompt":"p","cwd":"/x","context":{}}),
+    );
+    ok(MsgType::Heartbeat, json!({}));
+    ok(
+        MsgType::Heartbeat,
+        json!({"worker_id":"w","timestamp":1,"sessions":[]}),
+    );
+    ok(MsgType::Handshake, json!({"proof":"p","version":"0.64.0"}));
+    bad(MsgType::Handshake, json!({"proof":"p"}));
+    bad(
+        MsgType::Handshake,
+        json!({"proof":"p","version":"1","listen_port":70000}),
+    );
+    ok(MsgType::HandshakeAck, json!({"status":"ok"}));
+    bad(MsgType::HandshakeAck, json!({"status":"OK"}));
+    ok(MsgType::HiveJoinRequest, json!({}));
+    bad(MsgType::HiveJoinResult, json!({}));
+    bad(MsgType::Ack, json!({}));
+    let st = json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d","data":"Zm9v"});
+    ok(MsgType::SessionTransfer, st.clone());
+    let mut not_b64 = st.clone();
+    not_b64["data"] = json!("Zm9");
+    bad(MsgType::SessionTransfer, not_b64);
+    // Typed round trip.
+    let p = ok(MsgType::SessionTransfer, st.clone());
+    assert_eq!(p.to_value(), st);
+    assert_eq!(p.msg_type(), MsgType::SessionTransfer);
+}
+
+fn transfer_payload(data: Value) -> Value {
+    json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d","data":data})
+}
+
+fn base64_calls_since(before: (usize, usize)) -> (usize, usize) {
+    let now = crate::relay::base64::calls::get();
+    (now.0 - before.0, now.1 - before.1)
+}
+
+#[test]
+fn a_transfer_holds_its_chunk_as_text_or_raw_and_stays_the_same_message() {
+    let raw: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+    let text = crate::relay::base64::encode(&raw);
+    let l = line(
+        "session_transfer",
+        &transfer_payload(json!(text)).to_string(),
+    );
+    let as_text = RelayMessage::decode_line(l.as_bytes()).unwrap();
+    assert!(
+        as_text.chunk().is_none(),
+        "a line's message holds base64 text"
+    );
+    assert_eq!(as_text.payload["data"], json!(text));
+
+    let before = crate::relay::base64::calls::get();
+    let mut as_raw = as_text.clone();
+    as_raw.make_chunk_raw().unwrap();
+    assert_eq!(base64_calls_since(before), (0, 1), "one decode");
+    assert_eq!(as_raw.chunk().map(|c| &c[..]), Some(&raw[..]));
+    assert!(as_raw.payload.get("data").is_none(), "never both");
+    let before = crate::relay::base64::calls::get();
+    as_raw.make_chunk_raw().unwrap();
+    let typed = as_raw.payload_typed().unwrap();
+    assert_eq!(base64_calls_since(before), (0, 0), "raw: nothing to decode");
+    assert_eq!(typed, as_text.payload_typed().unwrap());
+    let Payload::SessionTransfer(st) = &typed else {
+        panic!("{typed:?}")
+    };
+    assert_eq!(st.data_bytes().unwrap(), raw);
+    assert!(
+        !format!("{st:?}{as_raw:?}").contains("255, 0, 1"),
+        "Debug shows a chunk's length, not its bytes"
+    );
+
+    // Either form is the same message and the same line (the raw one encodes once).
+    assert_eq!(as_raw, as_text);
+    assert_eq!(as_text, as_raw);
+    let before = crate::relay::base64::calls::get();
+    assert_eq!(as_raw.encode_json(), l.as_bytes());
+    assert_eq!(base64_calls_since(before), (1, 0));
+    // Made from bytes with `with_chunk`: the same again; any `data` key is dropped.
+    let made = RelayMessage::new(
+        "msg_1_1",
+        MsgType::SessionTransfer,
+        "mini",
+        1_700_000_000_000,
+        transfer_payload(json!("stale")),
+    )
+    .with_chunk(raw.clone());
+    assert_eq!(made, as_text);
+    let mut other = made.clone();
+    other.id = "msg_1_2".into();
+    assert_ne!(other, as_text);
+    let mut other = made.clone();
+    other.payload["seq"] = json!(1);
+    assert_ne!(other, as_text);
+    let shorter = made.clone().with_chunk(&raw[1..]);
+    assert_ne!(shorter, as_text);
+    assert_ne!(shorter, made);
+}
+
+#[test]
+fn a_bad_chunk_is_refused_and_leaves_the_message_as_it_was() {
+    for bad in ["Zm9", "Zh==", "Zm9v\n", "Zm-v"] {
+        let l = line(
+            "session_transfer",
+            &transfer_payload(json!(bad)).to_string(),
+        );
+        let mut m = RelayMessage::decode_line(l.as_bytes()).unwrap();
+        let e = m.make_chunk_raw().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("data is not canonical padded base64"),
+            "{e}"
+        );
+        assert!(m.chunk().is_none());
+        assert_eq!(m.encode_json(), l.as_bytes());
+        assert!(m.payload_typed().is_err());
+    }
+    // Absent or not a string: nothing to make raw; the typed check says why.
+    for p in [
+        json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d"}),
+        transfer_payload(json!(5)),
+    ] {
+        let mut m = RelayMessage::new("i", MsgType::SessionTransfer, "p", 1, p);
+        m.make_chunk_raw().unwrap();
+        assert!(m.chunk().is_none());
+        let e = m.payload_typed().unwrap_err().to_string();
+        assert!(e.contains("data"), "{e}");
+    }
+    // Given twice: as a raw chunk and as a `data` key added afterwards.
+    let mut twice = RelayMessage::new(
+        "i",
+        MsgType::SessionTransfer,
+        "p",
+        1,
+        transfer_payload(json!("Zm9v")),
+    )
+    .with_chunk(&b"foo"[..]);
+    twice.payload["data"] = json!("Zm9v");
+    assert!(twice.payload_typed().is_err());
+    // A raw chunk on another type.
+    let m = RelayMessage::new("i", MsgType::Ack, "p", 1, json!({"ack_id": "x"}))
+        .with_chunk(&b"foo"[..]);
+    assert!(m.payload_typed().is_err());
+}
+
+#[test]
+fn the_chunk_cap_holds_in_either_form() {
+    let at_cap = vec![7u8; CHUNK_CAP_BYTES];
+    let over = vec![7u8; CHUNK_CAP_BYTES + 1];
+    let parse = |raw: &[u8]| {
+        Payload::parse(
+            &MsgType::SessionTransfer,
+            &transfer_payload(json!(crate::relay::base64::encode(raw))),
+        )
+    };
+    assert!(parse(&at_cap).is_ok());
+    let e = parse(&over).unwrap_err().to_string();
+    assert!(e.contains("over the chunk cap of 524288"), "{e}");
+    let raw_msg = |raw: &[u8]| {
+        RelayMessage::new(
+            "i",
+            MsgType::SessionTransfer,
+            "p",
+            1,
+            transfer_payload(json!(0)),
+        )
+        .with_chunk(raw)
+    };
+    assert!(raw_msg(&at_cap).payload_typed().is_ok());
+    let e = raw_msg(&over).payload_typed().unwrap_err().to_string();
+    assert!(e.contains("over the chunk cap"), "{e}");
+    // A text form over the cap is refused before it is decoded.
+    let mut m = RelayMessage::new(
+        "i",
+        MsgType::SessionTransfer,
+        "p",
+        1,
+        transfer_payload(json!("A".repeat(CHUNK_CAP_BASE64 + 4))),
+    );
+    let before = crate::relay::base64::calls::get();
+    assert!(m.make_chunk_raw().is_err());
+    assert_eq!(base64_calls_since(before), (0, 0));
+}
+
+#[test]
+fn ids_are_unique_and_shaped() {
+    let mut a = IdGen::new(1);
+    let mut b = IdGen::new(2);
+    let ia = a.next_id(1_700_000_000_000);
+    let ib = b.next_id(1_700_000_000_000);
+    assert_ne!(ia, ib, "same ms and counter, different sessions");
+    assert!(ia.starts_with("msg_1700000000000_1_"), "{ia}");
+    assert_eq!(ia.len(), "msg_1700000000000_1_".len() + 16);
+    assert_ne!(a.next_id(1_700_000_000_000), ia);
+    assert_eq!(format_id(5, 2, &[0xab, 0x01]), "msg_5_2_ab01");
+}
+
+#[test]
+fn v0_release_table() {
+    assert_eq!(v0_known_types("0.64.0").len(), 12);
+    assert_eq!(v0_known_types("0.64").len(), 12);
+    assert_eq!(v0_known_types("garbage").len(), 12);
+    assert!(v0_knows("0.64.0", &MsgType::KnowledgeSnapshot));
+    assert!(!v0_knows("0.64.0", &MsgType::HiveJoinRequest));
+    assert!(!v0_knows("0.64.0", &MsgType::SessionTransfer));
+    assert!(!v0_knows("0.64.0", &MsgType::Unknown("x".into())));
+    assert_eq!(parse_version("v0.80.1-beta"), Some((0, 80, 1)));
+}
+
+#[test]
+fn feature_names_and_intersection() {
+    for f in Feature::ALL {
+        assert_eq!(Feature::parse(f.as_str()), Some(f));
+    }
+    assert_eq!(Feature::parse("bus_forward"), None);
+    assert_eq!(Feature::parse("LZ4"), None);
+    let ours = [Feature::HbDelta, Feature::Lz4, Feature::UnknownOk];
+    let theirs = [
+        Feature::Lz4,
+        Feature::UnknownOk,
+        Feature::FrameBin,
+        Feature::Lz4,
+    ];
+    assert_eq!(
+        intersect(&ours, &theirs),
+        vec![Feature::UnknownOk, Feature::Lz4]
+    );
+}

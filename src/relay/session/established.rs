@@ -1,0 +1,214 @@
+//! An established relay link's receiving side and its beats (docs/relay-protocol.md §5, §6):
+//! duplicate ids dropped, invalid and unknown types logged once and dropped, heartbeats
+//! applied to the peer's directory (with the `hb-delta` acks and resyncs), and the beats this
+//! side sends. Refuses: IO and what an application message means (the server's).
+
+use super::*;
+
+impl Session {
+    /// False if the id is among the last `DEDUPE_IDS` received (then the message is dropped).
+    pub(super) fn remember_id(&mut self, id: &str) -> bool {
+        if self.seen_ids.contains(id) {
+            return false;
+        }
+        if self.seen_order.len() == DEDUPE_IDS {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen_ids.remove(&old);
+            }
+        }
+        self.seen_ids.insert(id.to_owned());
+        self.seen_order.push_back(id.to_owned());
+        true
+    }
+
+    pub(super) fn on_message(&mut self, mut msg: RelayMessage, now: Instant) {
+        self.stats.messages_in += 1;
+        if !self.remember_id(&msg.id) {
+            self.stats.duplicates_dropped += 1;
+            return;
+        }
+        match &msg.msg_type {
+            MsgType::Heartbeat => self.on_heartbeat(msg, now),
+            MsgType::Ack => match msg.payload_typed() {
+                Ok(Payload::Ack(a)) => {
+                    if !self.beat_tx.handle_ack(&a.ack_id, a.resync == Some(true)) {
+                        self.events.push_back(SessionEvent::Message(msg));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => self.drop_invalid(&msg.msg_type, &e),
+            },
+            MsgType::Unknown(name) => self.on_unknown_type(name),
+            t if feature_for(t).is_some_and(|f| !self.features.contains(&f)) => {
+                let f = feature_for(t).expect("checked in the guard");
+                let line = format!(
+                    "dropped a {t} from {}: this link did not agree feature {f} (logged once per type)",
+                    self.peer_name()
+                );
+                self.log_once(format!("unagreed:{t}"), line);
+            }
+            t if t.is_handshake() => {
+                let line = format!(
+                    "dropped a {t} from {} after the handshake (logged once per type)",
+                    self.peer_name()
+                );
+                self.log_once(format!("late:{t}"), line);
+            }
+            // A session_transfer from a line holds its chunk as base64: the check decodes it
+            // once, and the application gets the bytes (from a frame they are raw already).
+            _ => match msg.make_chunk_raw().and_then(|()| msg.payload_typed()) {
+                Ok(_) => self.events.push_back(SessionEvent::Message(msg)),
+                Err(e) => self.drop_invalid(&msg.msg_type, &e),
+            },
+        }
+    }
+
+    pub(super) fn drop_invalid(&mut self, t: &MsgType, e: &RelayError) {
+        self.stats.invalid_dropped += 1;
+        // serde's texts may quote a value (which could be part of a prompt): only a missing
+        // key's name is safe to log.
+        let detail = match e {
+            RelayError::BadPayload { detail, .. } if detail.starts_with("missing field") => {
+                detail.as_str()
+            }
+            _ => "a key has the wrong type",
+        };
+        let line = format!(
+            "dropped a {t} from {}: payload does not match the catalogue ({detail}; logged once per type)",
+            self.peer_name()
+        );
+        self.log_once(format!("invalid:{t}"), line);
+    }
+
+    /// docs/relay-protocol.md §6: an unknown type is logged once per type per link, dropped, never
+    /// fatal, never acked. The names remembered for that are capped in number and length, so a peer
+    /// inventing a new type per message cannot grow the set or the log.
+    pub(super) fn on_unknown_type(&mut self, name: &str) {
+        self.stats.unknown_dropped += 1;
+        let mut cut = name.len().min(UNKNOWN_TYPE_SHOWN_BYTES);
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let shown = &name[..cut];
+        if self.unknown_seen.contains(shown) {
+            return;
+        }
+        if self.unknown_seen.len() >= MAX_UNKNOWN_TYPES {
+            let line = format!(
+                "{} sent more than {MAX_UNKNOWN_TYPES} distinct unknown message types; later new ones are dropped without a line (logged once)",
+                self.peer_name()
+            );
+            self.log_once("unknown-types-full".into(), line);
+            return;
+        }
+        self.unknown_seen.insert(shown.to_owned());
+        self.events.push_back(SessionEvent::UnknownType {
+            msg_type: shown.to_owned(),
+        });
+    }
+
+    /// Whether a heartbeat at `now` comes sooner than the agreed rate allows: half an interval
+    /// after the last one applied (a peer on the same interval never does, and one with a
+    /// shorter interval is applied every other half interval).
+    pub(super) fn beat_too_soon(&self, now: Instant) -> bool {
+        let gap = self.cfg.heartbeat_interval / 2;
+        self.last_beat_applied
+            .is_some_and(|t| now.saturating_duration_since(t) < gap)
+    }
+
+    pub(super) fn log_once(&mut self, key: String, line: String) {
+        if self.logged_once.insert(key) {
+            self.events.push_back(SessionEvent::Log(line));
+        }
+    }
+
+    pub(super) fn on_heartbeat(&mut self, msg: RelayMessage, now: Instant) {
+        // Liveness counts heartbeats only, whatever their payload (docs/relay-protocol.md §5).
+        self.liveness_from = Some(now);
+        self.stats.last_heartbeat_received = Some(now);
+        self.stats.beats_received += 1;
+        if self.beat_too_soon(now) {
+            // Not applied and not acked: under hb-delta the sender's base stays the last beat
+            // we acked, which we still hold, so its next delta applies.
+            self.stats.beats_over_rate += 1;
+            let line = format!(
+                "heartbeats from {} come faster than one per {} ms; the extras are dropped (logged once)",
+                self.peer_name(),
+                (self.cfg.heartbeat_interval / 2).as_millis()
+            );
+            self.log_once("heartbeat-rate".into(), line);
+            return;
+        }
+        self.last_beat_applied = Some(now);
+        let beat = if self.proto == 0 {
+            // A v0 peer's beat never carries a directory, whatever keys it has.
+            Ok(Beat::Bare)
+        } else {
+            match msg.payload_typed() {
+                Ok(Payload::Heartbeat(h)) => Beat::from_payload(&h),
+                Ok(_) => Err("not a heartbeat payload".into()),
+                Err(_) => Err("a directory key has the wrong type".into()),
+            }
+        };
+        let resync = match beat {
+            Ok(b) => match self.beat_rx.apply_within(b, self.directory_caps) {
+                Applied::Applied => false,
+                Applied::NeedResync => true,
+                Applied::OverCap(over) => {
+                    let caps = self.directory_caps;
+                    let line = format!(
+                        "heartbeat from {} describes {} agents in {} bytes, over the caps of {} agents and {} bytes (max_peer_agents, max_peer_directory_bytes); its directory is not applied (logged once)",
+                        self.peer_name(),
+                        over.agents,
+                        over.bytes,
+                        caps.max_agents,
+                        caps.max_bytes
+                    );
+                    self.log_once("directory-cap".into(), line);
+                    true
+                }
+            },
+            Err(e) => {
+                let line = format!(
+                    "heartbeat from {} carries no usable directory: {e} (logged once)",
+                    self.peer_name()
+                );
+                self.log_once("heartbeat".into(), line);
+                true
+            }
+        };
+        if self.features.contains(&Feature::HbDelta) {
+            let ack = Ack {
+                ack_id: msg.id,
+                resync: resync.then_some(true),
+                error: None,
+            };
+            let from = self.cfg.local_peer.clone();
+            let reply = self.make(MsgType::Ack, &from, Payload::Ack(ack).to_value(), now);
+            if let Err(e) = self.transmit(&reply) {
+                return self.close(format!("cannot acknowledge a heartbeat: {e}"));
+            }
+        }
+        let directory = self.beat_rx.current().clone();
+        self.events.push_back(SessionEvent::Heartbeat { directory });
+    }
+
+    pub(super) fn send_beat(&mut self, now: Instant) {
+        let ms = self.cfg.wall_clock.unix_ms_at(now);
+        let id = self.ids.next_id(ms);
+        let local = self.cfg.local_peer.clone();
+        let payload = if self.proto == 0 {
+            // A v0 peer never gets a directory: only the keys later v0 releases send.
+            v0_payload(&local, ms)
+        } else {
+            self.beat_tx
+                .next_beat(&id, &self.directory)
+                .to_payload(&local, ms)
+        };
+        let msg = RelayMessage::new(id, MsgType::Heartbeat, local, ms, payload);
+        match self.transmit(&msg) {
+            Ok(()) => self.stats.beats_sent += 1,
+            Err(e) => self.close(format!("cannot send a heartbeat: {e}")),
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! A relay link's socket IO (docs/relay-protocol.md "Limits"): the `Link` book of one
+//! connection, reading with a per-iteration budget, pumping the session's events and bytes,
+//! flushing the output queue, and dropping a link with its log lines. Refuses: protocol
+//! decisions (`relay::session`) and which connection is a peer's link (`relay::links`).
+
+use super::super::write_buf::{write_until_blocked, Drain};
+use super::*;
+
+pub(super) struct Link {
+    pub(super) stream: TcpStream,
+    pub(super) session: Session,
+    pub(super) direction: Direction,
+    /// The peer the link is for: known at dial time, learned from the handshake on accept.
+    pub(super) peer: Option<String>,
+    /// The other end's address (for log lines about connections that never became a link).
+    pub(super) addr: SocketAddr,
+    /// Still connecting (dialled, not yet writable).
+    pub(super) connecting: bool,
+    pub(super) out: Vec<u8>,
+    pub(super) out_pos: usize,
+    pub(super) writable_interest: bool,
+    pub(super) closed: bool,
+    /// The registered link agreed `bus-forward`: the hub forwards mail over it.
+    pub(super) forwarding: bool,
+    /// Our `bus_forward` messages on this link not yet acked: relay message id → the
+    /// envelope's acceptance seq in the hub.
+    pub(super) forwards: HashMap<String, u64>,
+    /// Accepted: the address the gate counts it against; None for our dials.
+    pub(super) admitted: Option<IpAddr>,
+    /// Accepted and past its handshake (the gate no longer counts it unauthenticated).
+    pub(super) authenticated: bool,
+    /// Log lines this connection's peer has triggered.
+    pub(super) log_throttle: Throttle,
+}
+
+impl Link {
+    pub(super) fn new(
+        stream: TcpStream,
+        session: Session,
+        direction: Direction,
+        addr: SocketAddr,
+    ) -> Link {
+        Link {
+            stream,
+            session,
+            direction,
+            peer: None,
+            addr,
+            connecting: false,
+            out: Vec::new(),
+            out_pos: 0,
+            writable_interest: false,
+            closed: false,
+            forwarding: false,
+            forwards: HashMap::new(),
+            admitted: None,
+            authenticated: false,
+            log_throttle: Throttle::new(PEER_LOG_BURST, PEER_LOG_REFILL),
+        }
+    }
+}
+
+impl RelayIo {
+    /// Reads until `WouldBlock` or `RELAY_READ_BUDGET_BYTES`; a connection whose budget ran
+    /// out is read again next iteration (`read_pending`), after every other socket had its
+    /// turn, so one fast peer cannot starve the others or the local clients.
+    pub(super) fn read(&mut self, registry: &Registry, token: Token, now: Instant) {
+        let mut buf = [0u8; 64 * 1024];
+        let mut budget = RELAY_READ_BUDGET_BYTES;
+        loop {
+            let Some(link) = self.links.get_mut(&token) else {
+                return;
+            };
+            if budget == 0 {
+                self.read_again.insert(token);
+                return;
+            }
+            let want = buf.len().min(budget);
+            match link.stream.read(&mut buf[..want]) {
+                Ok(0) => {
+                    link.session.handle_eof();
+                    self.pump(registry, token, now);
+                    self.drop_link(registry, token, "peer closed the connection", now);
+                    return;
+                }
+                Ok(n) => {
+                    budget -= n;
+                    link.session.handle_input(&buf[..n], now);
+                    if let Some(peer) = &link.peer {
+                        if let Some(b) = self.books.get_mut(peer) {
+                            b.status.bytes_in += n as u64;
+                        }
+                    }
+                    self.pump(registry, token, now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.drop_link(registry, token, &format!("read failed: {e}"), now);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads the connections whose read budget ran out in the last iteration.
+    pub fn read_pending(&mut self, registry: &Registry, now: Instant) {
+        for token in std::mem::take(&mut self.read_again) {
+            self.read(registry, token, now);
+        }
+    }
+
+    /// Whether a connection waits to be read again (the loop then polls without waiting).
+    pub fn wants_read(&self) -> bool {
+        !self.read_again.is_empty()
+    }
+
+    /// Drains a session's events and bytes after any input or timeout.
+    pub(super) fn pump(&mut self, registry: &Registry, token: Token, now: Instant) {
+        loop {
+            let Some(link) = self.links.get_mut(&token) else {
+                return;
+            };
+            let Some(ev) = link.session.poll_event() else {
+                break;
+            };
+            match ev {
+                SessionEvent::Established {
+                    peer,
+                    proto,
+                    features,
+                    transient,
+                    peer_version,
+                } => {
+                    let names: Vec<String> =
+                        features.iter().map(|f| f.as_str().to_owned()).collect();
+                    self.logs.push((
+                        "INFO",
+                        format!(
+                            "relay: link with {peer} up ({}, proto {proto}, features [{}], peer version {peer_version}{})",
+                            if link.direction == Direction::Dialled { "dialled" } else { "accepted" },
+                            names.join(","),
+                            if transient { ", transient" } else { "" }
+                        ),
+                    ));
+                    link.peer = Some(peer.clone());
+                    link.session.set_directory(self.directory.clone());
+                    if link.admitted.is_some() && !link.authenticated {
+                        link.authenticated = true;
+                        self.gate.authenticated();
+                    }
+                    let direction = link.direction;
+                    match self.registry_links.established(
+                        &peer,
+                        token.0 as u64,
+                        direction,
+                        transient,
+                    ) {
+                        Verdict::Register { replaces } => {
+                            if let Some(old) = replaces {
+                                // Logged here: the replaced connection is no longer the link, so
+                                // closing it logs nothing.
+                                self.logs.push((
+                                    "INFO",
+                                    format!(
+                                        "relay: link with {peer} replaced by a newer link ({})",
+                                        if direction == Direction::Dialled {
+                                            "dialled"
+                                        } else {
+                                            "accepted"
+                                        }
+                                    ),
+                                ));
+                                self.drop_link(
+                                    registry,
+                                    Token(old as usize),
+                                    "replaced by a newer link",
+                                    now,
+                                );
+                            }
+                            let book = self.books.entry(peer.clone()).or_default();
+                            book.status.id = peer.clone();
+                            book.status.state = "up".into();
+                            book.status.direction = Some(
+                                if direction == Direction::Dialled {
+                                    "dialled"
+                                } else {
+                                    "accepted"
+                                }
+                                .into(),
+                            );
+                            book.status.proto = Some(proto);
+                            book.status.features = names;
+                            book.status.peer_version = Some(peer_version);
+                            book.status.last_error = None;
+                            book.backoff_step = 0;
+                            book.dialling = None;
+                            // A redial scheduled before the peer dialled us is moot now; left
+                            // set, its instant would stay in the past and spin the loop.
+                            book.next_dial = None;
+                            book.last_heartbeat = Some(now);
+                            self.status_dirty = true;
+                            let link = self.links.get_mut(&token).expect("still open");
+                            if link.session.features().contains(&Feature::BusForward) {
+                                link.forwarding = true;
+                                self.inbox.push(ToHub::LinkUp { peer: peer.clone() });
+                            }
+                        }
+                        Verdict::Transient => {}
+                        Verdict::Reject(why) => {
+                            self.logs.push((
+                                "INFO",
+                                format!("relay: second link with {peer} closed: {why}"),
+                            ));
+                            self.drop_link(registry, token, &why, now);
+                            return;
+                        }
+                    }
+                }
+                SessionEvent::Heartbeat { directory } => {
+                    if let Some(peer) = link.peer.clone() {
+                        if let Some(b) = self.books.get_mut(&peer) {
+                            b.last_heartbeat = Some(now);
+                            b.status.last_heartbeat = Some(
+                                chrono::Utc::now()
+                                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                            );
+                            b.status.agents = directory.agents.keys().cloned().collect();
+                            self.status_dirty = true;
+                        }
+                    }
+                }
+                SessionEvent::Message(msg) if link.forwarding => {
+                    let peer = link.peer.clone().unwrap_or_default();
+                    match msg.payload_typed() {
+                        Ok(Payload::BusForward(BusForward { envelope, hop })) => {
+                            self.inbox.push(ToHub::Forwarded {
+                                peer,
+                                ack_id: msg.id,
+                                envelope,
+                                hop,
+                            });
+                        }
+                        Ok(Payload::Ack(Ack { ack_id, error, .. })) => {
+                            match link.forwards.remove(&ack_id) {
+                                Some(seq) => self.inbox.push(ToHub::ForwardAcked {
+                                    peer,
+                                    seq,
+                                    error,
+                                }),
+                                None => throttled(
+                                    &mut self.logs,
+                                    &mut link.log_throttle,
+                                    "INFO",
+                                    format!("relay: {peer} acked {ack_id:?}, which is no forward of this link; ignored"),
+                                    now,
+                                ),
+                            }
+                        }
+                        _ => throttled(
+                            &mut self.logs,
+                            &mut link.log_throttle,
+                            "INFO",
+                            format!(
+                                "relay: {peer} sent {}; not acted on by this hub",
+                                msg.msg_type.as_str()
+                            ),
+                            now,
+                        ),
+                    }
+                }
+                SessionEvent::Message(msg) => {
+                    // Delegation is a later extension; until then a message is logged by type
+                    // and dropped (never its payload: it may carry a prompt).
+                    let peer = link.peer.clone().unwrap_or_default();
+                    throttled(
+                        &mut self.logs,
+                        &mut link.log_throttle,
+                        "INFO",
+                        format!(
+                            "relay: {peer} sent {}; not acted on by this hub",
+                            msg.msg_type.as_str()
+                        ),
+                        now,
+                    );
+                }
+                SessionEvent::UnknownType { msg_type } => {
+                    let peer = link.peer.clone().unwrap_or_default();
+                    throttled(
+                        &mut self.logs,
+                        &mut link.log_throttle,
+                        "WARN",
+                        format!("relay: {peer} sent unknown message type {msg_type:?}; dropped"),
+                        now,
+                    );
+                }
+                SessionEvent::Log(line) => throttled(
+                    &mut self.logs,
+                    &mut link.log_throttle,
+                    "INFO",
+                    format!("relay: {line}"),
+                    now,
+                ),
+                SessionEvent::Closed { reason } => {
+                    link.closed = true;
+                    // Write what the session queued (a denial) before closing.
+                    while let Some(bytes) = link.session.poll_transmit() {
+                        link.out.extend_from_slice(&bytes);
+                    }
+                    self.flush(registry, token, now);
+                    self.drop_link(registry, token, &reason, now);
+                    return;
+                }
+            }
+        }
+        let Some(link) = self.links.get_mut(&token) else {
+            return;
+        };
+        let mut queued = false;
+        while let Some(bytes) = link.session.poll_transmit() {
+            link.out.extend_from_slice(&bytes);
+            queued = true;
+        }
+        if link.out.len() - link.out_pos > MAX_PEER_BACKLOG_BYTES {
+            let msg =
+                format!("more than {MAX_PEER_BACKLOG_BYTES} bytes waiting for the peer to read");
+            self.drop_link(registry, token, &msg, now);
+            return;
+        }
+        if queued {
+            self.flush(registry, token, now);
+        }
+    }
+
+    pub(super) fn flush(&mut self, registry: &Registry, token: Token, now: Instant) {
+        let Some(link) = self.links.get_mut(&token) else {
+            return;
+        };
+        if link.connecting {
+            return;
+        }
+        let book = link.peer.as_ref().and_then(|p| self.books.get_mut(p));
+        let mut book = book;
+        let counted = |_, n: usize| {
+            if let Some(b) = book.as_mut() {
+                b.status.bytes_out += n as u64;
+            }
+        };
+        match write_until_blocked(&mut link.stream, &link.out, &mut link.out_pos, counted) {
+            Drain::Drained => {}
+            Drain::Blocked => {
+                if !link.writable_interest {
+                    link.writable_interest = true;
+                    let _ = registry.reregister(
+                        &mut link.stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    );
+                }
+                return;
+            }
+            Drain::Failed(e) => {
+                self.drop_link(registry, token, &format!("write failed: {e}"), now);
+                return;
+            }
+        }
+        link.out.clear();
+        link.out_pos = 0;
+        if link.writable_interest {
+            link.writable_interest = false;
+            let _ = registry.reregister(&mut link.stream, token, Interest::READABLE);
+        }
+    }
+
+    pub(super) fn drop_link(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        reason: &str,
+        now: Instant,
+    ) {
+        let Some(mut link) = self.links.remove(&token) else {
+            return;
+        };
+        let _ = registry.deregister(&mut link.stream);
+        self.read_again.remove(&token);
+        if let Some(ip) = link.admitted {
+            self.gate.closed(ip, link.authenticated);
+        }
+        let held_back = link.log_throttle.held_back();
+        if held_back > 0 {
+            let who = link.peer.clone().unwrap_or_else(|| link.addr.to_string());
+            self.logs.push((
+                "INFO",
+                format!("relay: {held_back} more log lines about {who} were held back by the log rate limit before the connection closed"),
+            ));
+        }
+        let was_link = self.registry_links.closed(token.0 as u64);
+        if link.forwarding {
+            if let Some(peer) = &link.peer {
+                self.inbox.push(ToHub::LinkDown {
+                    peer: peer.clone(),
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+        let Some(peer) = link.peer.clone() else {
+            // An accepted connection that never finished its handshake: a denial (wrong key,
+            // unknown peer, v0 refused), a malformed handshake or a missed deadline. The
+            // session's reason is the only record of why a peer cannot link.
+            if reason != "hub shutting down" {
+                throttled(
+                    &mut self.logs,
+                    &mut self.stranger_log,
+                    "WARN",
+                    format!(
+                        "relay: connection from {} closed before a link: {reason}",
+                        link.addr
+                    ),
+                    now,
+                );
+                if let Some(line) = self.gate.handshake_failed(link.addr.ip(), now) {
+                    throttled(&mut self.logs, &mut self.stranger_log, "WARN", line, now);
+                }
+            }
+            return;
+        };
+        let dialled_by_us = self
+            .peers_cfg
+            .iter()
+            .any(|p| p.id == peer && p.address.is_some());
+        let book = self.books.entry(peer.clone()).or_default();
+        if was_link {
+            let dropped = dropped_summary(link.session.stats());
+            self.logs.push((
+                "INFO",
+                format!("relay: link with {peer} down: {reason}{dropped}"),
+            ));
+            book.status.state = "down".into();
+            book.status.direction = None;
+            book.status.reconnects += u64::from(dialled_by_us);
+            book.status.last_error = Some(reason.to_owned());
+            self.status_dirty = true;
+        }
+        let was_our_dial = book.dialling == Some(token);
+        let linked = self.registry_links.link_of(&peer).is_some();
+        if dialled_by_us && (was_link || was_our_dial) && !linked {
+            if was_our_dial && !was_link {
+                book.status.last_error = Some(reason.to_owned());
+                self.logs
+                    .push(("WARN", format!("relay: dialling {peer} failed: {reason}")));
+            }
+            self.schedule_redial(&peer, now);
+        }
+    }
+}
