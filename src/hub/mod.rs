@@ -5,6 +5,8 @@
 //! Inputs are `handle_*` with the time passed in; outputs are drained with `poll_output`; the
 //! next deadline is `poll_timeout`. Refuses: sockets, files, clocks, threads. The mio loop in
 //! `server` only moves bytes and applies outputs.
+// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod event;
 pub mod forward;

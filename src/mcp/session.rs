@@ -7,6 +7,8 @@
 //! (new SDK clients probe with `server/discover` and stall 10 s on silence); notifications
 //! never get a reply; ids (0 and strings included) are echoed exactly; tool failures are
 //! results with `isError`, unknown tools are -32602.
+// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use super::tools::{self, ToolArgError, ToolCall};
 use serde_json::{json, Value};

@@ -125,7 +125,7 @@ fn acceptor(
 /// hubA's dial, rewriting the marker's peer id to the one hubA expects.
 #[test]
 fn a_reflected_challenge_is_refused_before_anything_is_signed() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     for allow_v0 in [false, true] {
         let book = NonceBook::new();
         let mut dial = dialer("hubA", "hubB", allow_v0, &book, 0x11, t0);
@@ -159,7 +159,7 @@ fn a_reflected_challenge_is_refused_before_anything_is_signed() {
 /// the book exists and why `allow_v0 = true` is documented as unprotected (§12).
 #[test]
 fn without_the_book_the_transcript_still_refuses_a_reflection_and_v0_does_not() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     // v1: the attacker shuttles the challenge one way and the handshake (from_peer
     // rewritten) the other, on two connections.
     let mut dial = dialer("hubA", "hubB", false, &NonceBook::new(), 0x11, t0);
@@ -207,7 +207,7 @@ fn without_the_book_the_transcript_still_refuses_a_reflection_and_v0_does_not() 
 /// listener's handshake — and rewrites ids so each side sees what it expects.
 #[test]
 fn shuttling_each_sides_challenge_to_the_other_links_nothing() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let book = NonceBook::new();
     let mut dial = dialer("hubA", "hubB", false, &book, 0x11, t0);
     let mut listen = acceptor("hubA", "hubB", false, &book, 0x22, t0);
@@ -251,7 +251,7 @@ fn shuttling_each_sides_challenge_to_the_other_links_nothing() {
 /// it, and under frame-mac it cannot change or add a single frame.
 #[test]
 fn a_splice_between_two_hubs_is_only_a_relay_and_cannot_inject() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let (book_a, book_b) = (NonceBook::new(), NonceBook::new());
     let mut a_listen = acceptor("hubA", "hubB", false, &book_a, 0x22, t0);
     let mut b_dial = dialer("hubB", "hubA", false, &book_b, 0x33, t0);
@@ -295,7 +295,7 @@ struct Outcome {
 /// One handshake between genuine hubA (dialer) and hubB (acceptor) through an attacker that
 /// rewrites the challenge, the handshake and the ack.
 fn through(d_allow_v0: bool, a_allow_v0: bool, ch: Tamper, hs: Tamper, ack: Tamper) -> Outcome {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = dialer("hubA", "hubB", d_allow_v0, &NonceBook::new(), 0x11, t0);
     let mut a = acceptor("hubB", "hubA", a_allow_v0, &NonceBook::new(), 0x22, t0);
     let mut c = parse(&drain(&mut a));
@@ -524,7 +524,7 @@ fn with_allow_v0_on_at_both_ends_a_stripped_marker_gives_a_v0_link() {
 
 #[test]
 fn a_handshake_carrying_a_nonce_this_hub_issued_is_denied() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let book = NonceBook::new();
     // hubB has a dial of its own open (its nonce 0x44 is in the book) and a listener.
     let _own_dial = dialer("hubB", "hubA", false, &book, 0x44, t0);
@@ -572,7 +572,7 @@ fn a_handshake_carrying_a_nonce_this_hub_issued_is_denied() {
 
 /// A linked frame-mac pair; returns the dialer, the acceptor and now.
 fn linked() -> (Session, Session, Instant) {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = dialer("hubA", "hubB", false, &NonceBook::new(), 0x11, t0);
     let mut a = acceptor("hubB", "hubA", false, &NonceBook::new(), 0x22, t0);
     d.handle_input(&drain(&mut a), t0);

@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_nonce_is_known_until_its_deadline_and_clones_share_the_book() {
-        let t0 = Instant::now();
+        let t0 = crate::deadline::test_origin();
         let book = NonceBook::new();
         let other_session = book.clone();
         book.issue(&"ab".repeat(32), t0 + Duration::from_secs(10), t0);
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn the_book_is_bounded_and_evicts_the_oldest_first() {
-        let t0 = Instant::now();
+        let t0 = crate::deadline::test_origin();
         let until = t0 + Duration::from_secs(10);
         let book = NonceBook::new();
         for i in 0..NONCE_BOOK_CAP + 10 {

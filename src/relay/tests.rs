@@ -157,7 +157,7 @@ impl Net {
     /// Two v1 hubs; `allow_v0` is off when both offer what a link then needs (mutual-auth,
     /// frame-bin, frame-mac), and on otherwise, since only then may a link lack them.
     fn v1(dfeat: &[Feature], afeat: &[Feature]) -> Net {
-        let t0 = Instant::now();
+        let t0 = crate::deadline::test_origin();
         let strict = |f: &[Feature]| super::framemac::missing_without_v0(f).is_empty();
         let allow_v0 = !(strict(dfeat) && strict(afeat));
         Net::new(
@@ -493,7 +493,7 @@ fn bus_forward_is_agreed_only_between_peers_that_both_allow_it() {
         ..auth_ok(false)
     };
     for (d_on, a_on) in [(true, true), (true, false), (false, true), (false, false)] {
-        let t0 = Instant::now();
+        let t0 = crate::deadline::test_origin();
         let mut net = Net::new(
             cfg("hubA", &Feature::ALL, t0),
             cfg("hubB", &Feature::ALL, t0),
@@ -536,7 +536,7 @@ fn bus_forward_is_agreed_only_between_peers_that_both_allow_it() {
 
 #[test]
 fn transient_dial_is_reported_on_both_ends() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut c = cfg("hubA", &Feature::ALL, t0);
     c.transient = true;
     let mut net = Net::new(
@@ -554,7 +554,7 @@ fn transient_dial_is_reported_on_both_ends() {
 
 #[test]
 fn frame_bin_switches_after_the_ack_even_within_one_read() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -610,7 +610,7 @@ fn any_split_of_the_input_gives_the_same_events() {
 
 #[test]
 fn wrong_key_is_denied_and_both_close() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut net = Net::new(
         cfg("hubA", &Feature::ALL, t0),
         cfg("hubB", &Feature::ALL, t0),
@@ -656,7 +656,7 @@ fn wrong_key_is_denied_and_both_close() {
 
 #[test]
 fn unknown_peer_id_is_denied() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut net = Net::new(
         cfg("hubA", &Feature::ALL, t0),
         cfg("hubB", &Feature::ALL, t0),
@@ -678,7 +678,7 @@ fn unknown_peer_id_is_denied() {
 
 #[test]
 fn the_key_lookup_may_be_a_closure() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -712,7 +712,7 @@ fn the_key_lookup_may_be_a_closure() {
 /// v0 bytes only, for many intervals, and the link stays up.
 #[test]
 fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("old", auth_ok(true)),
@@ -878,7 +878,7 @@ fn sample_payload(t: &MsgType) -> Value {
 /// Our dialer against a v0 acceptor double: a v0 link (no features, lines only).
 #[test]
 fn v0_acceptor_gives_a_v0_link_when_allowed() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "old",
@@ -942,7 +942,7 @@ fn d_msg(s: &mut Session, t: MsgType, now: Instant) -> RelayMessage {
 
 #[test]
 fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "old",
@@ -975,7 +975,7 @@ fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
 
 #[test]
 fn allow_v0_off_denies_a_v0_dialer() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("old", auth_ok(false)),
@@ -1005,7 +1005,7 @@ fn allow_v0_off_denies_a_v0_dialer() {
 /// mutual-auth the dialer sends nothing after its handshake and closes.
 #[test]
 fn impostor_acceptor_fails_mutual_auth() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let nd = "11".repeat(32);
     let all: Vec<&str> = Feature::ALL
         .iter()
@@ -1145,7 +1145,7 @@ fn impostor_acceptor_fails_mutual_auth() {
 
 #[test]
 fn malformed_handshakes_get_no_ack() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let good_proof = |nonce: &str| auth::proof(&KEY, nonce);
     type Make = Box<dyn Fn(&str) -> Vec<u8>>;
     let cases: Vec<(&str, Make)> = vec![
@@ -1210,7 +1210,7 @@ fn malformed_handshakes_get_no_ack() {
 
 #[test]
 fn handshake_deadline_frees_the_slot_exactly_on_time() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("hubA", auth_ok(true)),
@@ -1242,7 +1242,7 @@ fn handshake_deadline_frees_the_slot_exactly_on_time() {
 
 #[test]
 fn liveness_expires_exactly_at_three_intervals_and_other_traffic_does_not_count() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let feats = [Feature::UnknownOk, Feature::MutualAuth];
     let mut d = Session::dialer(
         cfg("hubA", &feats, t0),
@@ -1370,7 +1370,7 @@ fn hb_delta_applies_deltas_and_sends_a_full_beat_every_tenth() {
 /// Two v1 sessions without frame-bin, so test code can read and inject lines between them
 /// (a link without frame-mac: only with `allow_v0` on).
 fn line_pair(features: &[Feature]) -> (Session, Session, Instant) {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", features, t0),
         "hubB",
@@ -1573,7 +1573,7 @@ fn invalid_payloads_of_known_types_are_dropped_and_wrong_envelopes_close() {
 
 #[test]
 fn send_refuses_what_the_link_did_not_negotiate() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -1763,7 +1763,7 @@ fn protocol_errors_on_a_frame_link_close_it() {
 
 #[test]
 fn wall_clock_and_ids() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let w = WallClock {
         at: t0,
         unix_ms: T0_MS,
@@ -1821,7 +1821,7 @@ fn peer_auth_debug_never_shows_the_key() {
 
 #[test]
 fn acceptor_ignores_feature_names_it_does_not_know() {
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("hubA", auth_ok(true)),

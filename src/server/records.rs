@@ -23,6 +23,8 @@ use std::path::Path;
 const MAX_PENDING_AUDIT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Where records go. A seam so tests can make writes fail like a full disk.
+// `len` is a file's size, read to cut a failed append back; an `is_empty` would mean nothing.
+#[allow(clippy::len_without_is_empty)]
 pub trait Sink {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Cuts the file back to `len` bytes after a failed append.

@@ -140,22 +140,23 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
     }
 }
 
+/// What the stages after the service log hand the server: the client listener and its
+/// address, the signal pipe, the roster, the store and what it loaded.
+type Stages = (
+    mio::net::TcpListener,
+    SocketAddr,
+    Option<Signals>,
+    Roster,
+    Box<dyn Store>,
+    Loaded,
+);
+
 fn start_rest(
     config: &Config,
     audit: Result<std::fs::File, String>,
     records: &mut Records,
     install_signals: bool,
-) -> Result<
-    (
-        mio::net::TcpListener,
-        SocketAddr,
-        Option<Signals>,
-        Roster,
-        Box<dyn Store>,
-        Loaded,
-    ),
-    StartupError,
-> {
+) -> Result<Stages, StartupError> {
     check_private(&config.roster_path, "roster").map_err(fail("roster"))?;
     let text = std::fs::read_to_string(&config.roster_path)
         .map_err(|e| format!("cannot read roster {}: {e}", config.roster_path.display()))

@@ -61,6 +61,7 @@ pub fn start_server(server: &str, dir: &Path, deadline: Duration) -> (Child, u16
             }
             Err(_) => {
                 let _ = child.kill();
+                let _ = child.wait();
                 let err = std::fs::read_to_string(dir.join("server.stderr")).unwrap_or_default();
                 panic!("agent-hub-server printed no ready line; stderr:\n{err}");
             }

@@ -224,7 +224,7 @@ fn a_connection_in_its_handshake_holds_little_memory() {
             .map(|i| (format!("peer-{i}"), auth_ok(false)))
             .collect(),
     );
-    let t0 = Instant::now();
+    let t0 = crate::deadline::test_origin();
     let (held, mut s) = peak_bytes(|| {
         Session::acceptor(
             cfg("hubB", &Feature::ALL, t0),
