@@ -16,6 +16,7 @@ pub mod hub;
 pub mod mcp;
 pub mod relay;
 pub mod roster;
+pub mod runner;
 pub mod server;
 pub mod store;
 pub mod wire;
