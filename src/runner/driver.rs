@@ -70,7 +70,7 @@ impl Driver {
         vec![
             TaskEvent::Log(Log {
                 level,
-                message: format!("outcome {}: {status}", status.name()),
+                message: format!("outcome {status}"),
             }),
             TaskEvent::Outcome(Outcome {
                 status,
