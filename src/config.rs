@@ -984,6 +984,7 @@ allow_v0 = true
         // The example's commented caps are the defaults.
         let example: String = EXAMPLE
             .lines()
+            .skip_while(|l| !l.starts_with("# [relay]"))
             .filter_map(|l| l.strip_prefix("# max_").map(|k| format!("max_{k}\n")))
             .collect();
         assert_eq!(example.lines().count(), 5, "{example}");

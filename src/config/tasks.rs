@@ -677,4 +677,34 @@ mod whole_config {
         let bad = format!("{EXAMPLE}\n[tasks]\ncwd_roots = [\"/\"]\nqueue_max = -1\n");
         assert!(Config::parse(&bad, base).is_err());
     }
+
+    #[test]
+    fn the_examples_commented_table_uncommented_is_valid_and_says_the_defaults() {
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let table: String = EXAMPLE
+            .lines()
+            .skip_while(|l| !l.starts_with("# [tasks]"))
+            .take_while(|l| !l.is_empty())
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .replace("/home/me/src", tmp.to_str().unwrap());
+        assert!(table.starts_with("[tasks]\n"), "{table}");
+        let c = Config::parse(&format!("{EXAMPLE}\n{table}"), Path::new("/d")).unwrap();
+        let t = c.tasks.unwrap();
+        assert_eq!(
+            (t.max_concurrent, t.queue_max, t.timeout_secs),
+            (4, 64, 1800)
+        );
+        assert_eq!(t.prompt_max_bytes, super::DEFAULT_PROMPT_MAX_BYTES as usize);
+        assert_eq!(
+            t.permission_for("claude"),
+            crate::acp::PermissionPolicy::Allow
+        );
+        assert_eq!(
+            t.permission_for("codex"),
+            crate::acp::PermissionPolicy::Reject
+        );
+    }
 }

@@ -9,7 +9,7 @@ use super::driver::Driver;
 use super::pipes::Input;
 use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,10 +76,7 @@ impl TaskHandle {
 
     /// The next event, if one is waiting.
     pub fn try_event(&self) -> Option<TaskEvent> {
-        match self.events.try_recv() {
-            Ok(ev) => Some(ev),
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-        }
+        self.events.try_recv().ok()
     }
 
     /// Waits up to `timeout` for the next event (for tests and simple owners).
