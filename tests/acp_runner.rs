@@ -271,7 +271,7 @@ fn a_hanging_prompt_times_out_through_session_cancel() {
     let record = dir.0.join("received.jsonl");
     // The budget must outlast spawning and the handshake on a loaded machine.
     let mut c = cfg();
-    c.task_timeout_ms = 3_000;
+    c.task_timeout_ms = 5_000;
     let r = run(with_env(
         spec(&["hang"], c),
         "FAKE_ACP_RECORD",
@@ -370,7 +370,7 @@ fn an_agent_ignoring_sigterm_and_its_grandchild_end_in_sigkill() {
 #[test]
 fn a_deaf_agent_times_out_and_is_shut_down() {
     let mut c = cfg();
-    c.task_timeout_ms = 3_000;
+    c.task_timeout_ms = 5_000;
     c.limits.cancel_grace_ms = 200;
     let r = run(spec(&["deaf"], c));
     assert_eq!(
@@ -387,7 +387,7 @@ fn an_agent_that_stops_reading_stdin_never_blocks_the_runner() {
     // 2000 answers overflow the pipe, so the writer thread blocks; the deadlines still run
     // on the driver and the escalation unblocks the writer.
     let mut c = cfg();
-    c.task_timeout_ms = 3_000;
+    c.task_timeout_ms = 5_000;
     c.limits.cancel_grace_ms = 200;
     c.limits.stdin_grace_ms = 200;
     let r = run(spec(&["stdin_deaf", "2000"], c));
