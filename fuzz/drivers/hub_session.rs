@@ -524,9 +524,7 @@ impl Sim {
             .iter()
             .flatten()
             .filter(|c| {
-                c.answered
-                    && c.answered_since
-                        .is_some_and(|t| self.now.mono >= t + linger)
+                c.answered && c.answered_since.is_some_and(|t| self.now.mono >= t + linger)
             })
             .map(|c| c.id)
             .collect();
