@@ -5,6 +5,7 @@
 //! file in `Config::load`.
 
 pub mod bounds;
+pub mod tasks;
 
 use serde::Deserialize;
 use std::fmt;
@@ -218,6 +219,9 @@ struct RawConfig {
     limits: Limits,
     #[serde(default)]
     relay: Option<RawRelay>,
+    /// Optional: absent, delegation is off (config/tasks.rs).
+    #[serde(default)]
+    tasks: Option<tasks::RawTasks>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -611,6 +615,8 @@ pub struct Config {
     pub limits: Limits,
     /// None: no relay (this hub links with no other machine).
     pub relay: Option<RelayConfig>,
+    /// None: delegated tasks are off (the `[tasks]` table is absent).
+    pub tasks: Option<tasks::TasksConfig>,
 }
 
 #[derive(Debug)]
@@ -709,6 +715,7 @@ impl Config {
             None => None,
             Some(r) => Some(relay_config(r, &resolve)?),
         };
+        let tasks = raw.tasks.map(tasks::TasksConfig::from_raw).transpose()?;
         Ok(Config {
             port: raw.port,
             relay,
@@ -717,6 +724,7 @@ impl Config {
             service_log_path: resolve("service_log_path", raw.service_log_path)?,
             roster_path: resolve("roster_path", raw.roster_path)?,
             limits: raw.limits,
+            tasks,
         })
     }
 }
@@ -976,6 +984,7 @@ allow_v0 = true
         // The example's commented caps are the defaults.
         let example: String = EXAMPLE
             .lines()
+            .skip_while(|l| !l.starts_with("# [relay]"))
             .filter_map(|l| l.strip_prefix("# max_").map(|k| format!("max_{k}\n")))
             .collect();
         assert_eq!(example.lines().count(), 5, "{example}");

@@ -5,6 +5,8 @@
 //! (the synchronous CLI side). `config` and `roster` load and validate the operator's files.
 //! `deliver` gets mail into agents that are busy in their own loop (stop hooks, plugin drain,
 //! terminal nudge). `mcp` offers the client verbs to agents as an MCP server on stdio.
+//! `acp` is the pure ACP client session for delegated tasks; `runner` is the IO that runs one on
+//! an agent process (docs/acp.md).
 
 pub mod acp;
 pub mod agents;
@@ -17,6 +19,7 @@ pub mod hub;
 pub mod mcp;
 pub mod relay;
 pub mod roster;
+pub mod runner;
 pub mod server;
 pub mod store;
 pub mod wire;

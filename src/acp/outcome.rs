@@ -165,6 +165,9 @@ pub enum Refusal {
     },
     /// `initialize` answered a protocol version we do not speak (we speak 1, §1.1).
     UnsupportedProtocol { version: String },
+    /// The task itself was refused before any agent was started (its session config did not
+    /// validate, or the runner's own checks failed); the reason never holds the prompt.
+    Invalid(String),
 }
 
 impl fmt::Display for Refusal {
@@ -184,6 +187,7 @@ impl fmt::Display for Refusal {
                 f,
                 "agent speaks ACP protocol version {version}; the hub speaks 1"
             ),
+            Refusal::Invalid(why) => write!(f, "the task is invalid: {why}"),
         }
     }
 }
@@ -209,6 +213,8 @@ pub enum Failure {
         during: Step,
         status: Option<ExitStatus>,
     },
+    /// The runner could not start the agent process (or the thread driving it); nothing ran.
+    Spawn(String),
 }
 
 impl fmt::Display for Failure {
@@ -248,6 +254,7 @@ impl fmt::Display for Failure {
                 "agent closed its output while waiting for {}",
                 during.method()
             ),
+            Failure::Spawn(why) => write!(f, "could not start the agent: {why}"),
         }
     }
 }

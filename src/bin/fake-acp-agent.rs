@@ -17,13 +17,16 @@
 //! | `garbage [N]` | N non-JSON lines (default 100), then nothing |
 //! | `huge_line [MIB]` | one line of MIB mebibytes (default 32) without a newline until its end |
 //! | `not_logged_in` | (at `session/new`) error -32000 "Authentication required" |
+//! | `ignore_term` | like `ignore_eof`, but SIGTERM is ignored too, and first it starts a grandchild in its process group (which inherits the ignored SIGTERM and parks) and reports `grandchild PID` as a chunk: only a SIGKILL of the whole group ends both |
+//! | `stdin_deaf [N]` | one chunk, N `session/request_permission` requests (default 2000), then never reads stdin again (so the client's answers fill the pipe) and parks until signalled |
 //! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
 //!
 //! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
 //! `session/new` (session id `fake-session-1`), sends its own requests with ids from 0 (as
 //! real agents do), and exits 0 when stdin ends (except `ignore_eof`). With
 //! `FAKE_ACP_RECORD=PATH` every line it reads is appended to PATH, so a test can check exactly
-//! what the client sent. Not done yet: playing a whole MCP conversation (`send` then `await`);
+//! what the client sent. With `FAKE_ACP_STDERR=TEXT` it first writes TEXT and a newline
+//! to stderr. `ignore_term` calls `signal(2)` through libc; everything else is std. Not done yet: playing a whole MCP conversation (`send` then `await`);
 //! `mcp_call` makes one tool call.
 
 use serde_json::{json, Value};
@@ -97,6 +100,21 @@ fn main() {
         .or_else(|| std::env::var("FAKE_ACP_SCENARIO").ok())
         .unwrap_or_else(|| "end_turn".into());
     let param = args.get(1).cloned();
+    if scenario == "__park" {
+        park_forever();
+    }
+    if let Some(text) = std::env::var_os("FAKE_ACP_STDERR") {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_encoded_bytes());
+        let _ = err.write_all(b"\n");
+    }
+    if scenario == "ignore_term" {
+        // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions; children
+        // started later inherit it across exec.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        }
+    }
     let record = std::env::var_os("FAKE_ACP_RECORD").and_then(|p| {
         std::fs::OpenOptions::new()
             .create(true)
@@ -139,17 +157,40 @@ fn main() {
             _ => {}
         }
     }
-    if scenario == "ignore_eof" {
-        // Stay alive until a signal ends the process; park can wake spuriously, hence the loop.
-        loop {
-            std::thread::park();
-        }
+    if scenario == "ignore_eof" || scenario == "ignore_term" {
+        park_forever();
+    }
+}
+
+/// Stays alive until a signal ends the process; park can wake spuriously, hence the loop.
+fn park_forever() -> ! {
+    loop {
+        std::thread::park();
     }
 }
 
 fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
     let end = |agent: &Agent, reason: &str| agent.respond(id, json!({"stopReason":reason}));
     match scenario {
+        "ignore_term" => {
+            // The grandchild keeps our stdout and stderr: the client must not wait for them.
+            let me = std::env::current_exe().unwrap_or_else(|_| "fake-acp-agent".into());
+            match Command::new(me).arg("__park").stdin(Stdio::null()).spawn() {
+                Ok(child) => agent.chunk(&format!("grandchild {}", child.id())),
+                Err(e) => agent.chunk(&format!("no grandchild: {e}")),
+            }
+            end(agent, "end_turn");
+        }
+        "stdin_deaf" => {
+            agent.chunk("deaf to stdin");
+            let n: u64 = param.and_then(|p| p.parse().ok()).unwrap_or(2000);
+            for _ in 0..n {
+                let rid = agent.next_id;
+                agent.next_id += 1;
+                agent.send(json!({"jsonrpc":"2.0","id":rid,"method":"session/request_permission","params":{"sessionId":SESSION,"toolCall":{"toolCallId":"call_3","title":"Spam"},"options":[{"kind":"allow_once","name":"Allow","optionId":"allow"},{"kind":"reject_once","name":"Reject","optionId":"reject"}]}}));
+            }
+            park_forever();
+        }
         "end_turn" | "ignore_eof" => {
             let n: u64 = param.and_then(|p| p.parse().ok()).unwrap_or(3);
             for i in 1..=n {

@@ -1401,7 +1401,9 @@ fn with_allow_v0_off_a_v0_peer_is_refused_both_ways() {
     c.expect_silent_close("after the denial");
     east.hub
         .wait_service_log("the denial's reason", |l| l.contains("allow_v0 is off"));
-    assert_ne!(east.peer("legacy").unwrap()["state"], "up");
+    // The status file is written by its own thread: wait for it to list the peer.
+    let row = east.wait_peer("legacy", "listed", |_| true);
+    assert_ne!(row["state"], "up");
 
     // As a dialler: the hub reads a v0 challenge (no v1 marker) and leaves without signing
     // it: no v0 proof is ever made for a peer whose allow_v0 is off.

@@ -272,6 +272,21 @@ impl Session {
         self.on_line(line, now);
     }
 
+    /// For IO layers that split lines themselves with the same cap (src/runner): the line
+    /// being read passed `max_line_bytes`. Fails the session as `handle_input` would, without
+    /// the caller having to hand over the oversized bytes.
+    pub fn handle_line_too_long(&mut self, now: Instant) {
+        if self.phase == Phase::Done {
+            self.lines_after_outcome += 1;
+            return;
+        }
+        let why = format!(
+            "a line longer than {} bytes (max_line_bytes)",
+            self.limits.max_line_bytes
+        );
+        self.garbage(why, now);
+    }
+
     /// The agent closed its stdout. A final line without a newline is still read. Before the
     /// outcome, the session then waits up to `eof_exit_wait_ms` for the exit status, so the
     /// reason can say how the agent ended.

@@ -1,0 +1,231 @@
+//! A task's credential file (issue 11, "its credential lives in a mode-600 file for the
+//! task's lifetime, never on an argv, removed at the end").
+//!
+//! Owns one file holding one token: created new (never an existing file, never through a
+//! symlink) with mode 0600 in a private folder, and removed when the value is dropped (the
+//! runner drops it when the task ends). Refuses: a folder that is a symlink, not ours, or
+//! open to group or others; keeping the token in memory; putting it in an error or a
+//! `Debug` line.
+
+use std::fmt;
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Longest token accepted (tokens are short random strings; this only stops a mistake).
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
+/// The token file of one task; removed on drop.
+pub struct TaskCredential {
+    path: PathBuf,
+}
+
+#[derive(Debug)]
+pub enum CredentialError {
+    /// The file name is not `[A-Za-z0-9_-]{1,64}`.
+    BadName,
+    /// Empty, too long, or holds whitespace or a control character.
+    BadToken,
+    /// The folder cannot be used (why, in words).
+    Folder(PathBuf, String),
+    Io(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for CredentialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialError::BadName => {
+                write!(f, "a credential file name must be 1-64 of [A-Za-z0-9_-]")
+            }
+            CredentialError::BadToken => write!(
+                f,
+                "a task token must be 1-{MAX_TOKEN_BYTES} bytes without whitespace or control characters"
+            ),
+            CredentialError::Folder(p, why) => {
+                write!(f, "credential folder {}: {why}", p.display())
+            }
+            CredentialError::Io(p, e) => write!(f, "credential file {}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for CredentialError {}
+
+impl TaskCredential {
+    /// Writes `token` and a newline to `folder/<name>.token`. The folder is created with mode
+    /// 0700 when missing; an existing one must be a real directory owned by this user with no
+    /// group or other permissions. The file must not exist yet.
+    pub fn create(
+        folder: &Path,
+        name: &str,
+        token: &str,
+    ) -> Result<TaskCredential, CredentialError> {
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !plain {
+            return Err(CredentialError::BadName);
+        }
+        if token.is_empty()
+            || token.len() > MAX_TOKEN_BYTES
+            || token.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(CredentialError::BadToken);
+        }
+        private_folder(folder)?;
+        let path = folder.join(format!("{name}.token"));
+        let io = |e| CredentialError::Io(path.clone(), e);
+        // create_new is O_CREAT|O_EXCL: it fails on any existing entry, a symlink included,
+        // so nothing another user planted is ever written through.
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        // The guard exists from here on, so a failed write still removes the file.
+        let cred = TaskCredential { path: path.clone() };
+        // The umask can only take bits away; set the mode explicitly anyway.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io)?;
+        file.write_all(token.as_bytes())
+            .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.sync_all())
+            .map_err(io)?;
+        Ok(cred)
+    }
+
+    /// Where the token is: what goes on the agent's side as `--token-file`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TaskCredential {
+    fn drop(&mut self) {
+        // Nothing to report to: a file already gone is the goal.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl fmt::Debug for TaskCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskCredential")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn private_folder(folder: &Path) -> Result<(), CredentialError> {
+    let bad = |why: String| Err(CredentialError::Folder(folder.to_owned(), why));
+    if !folder.is_absolute() {
+        return bad("must be an absolute path".into());
+    }
+    match std::fs::symlink_metadata(folder) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(folder)
+                .map_err(|e| CredentialError::Io(folder.to_owned(), e))?;
+        }
+        Err(e) => return Err(CredentialError::Io(folder.to_owned(), e)),
+        Ok(_) => {}
+    }
+    let meta =
+        std::fs::symlink_metadata(folder).map_err(|e| CredentialError::Io(folder.to_owned(), e))?;
+    if meta.file_type().is_symlink() {
+        return bad("is a symlink; give the real folder".into());
+    }
+    if !meta.is_dir() {
+        return bad("is not a directory".into());
+    }
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return bad(format!("is owned by uid {}, not by this user", meta.uid()));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return bad(format!(
+            "has mode {mode:03o}; it must be private: chmod 700 {}",
+            folder.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("agent-hub-cred-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        p
+    }
+
+    #[test]
+    fn file_is_0600_in_a_0700_folder_and_removed_on_drop() {
+        let dir = temp("ok").join("tokens");
+        let c = TaskCredential::create(&dir, "task-1", "tok-abcdef123456").unwrap();
+        let meta = std::fs::metadata(c.path()).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::read_to_string(c.path()).unwrap(),
+            "tok-abcdef123456\n"
+        );
+        assert!(!format!("{c:?}").contains("tok-abcdef"));
+        // The hub's own reader accepts it.
+        assert_eq!(
+            crate::client::read_token_file(c.path()).unwrap(),
+            "tok-abcdef123456"
+        );
+        let path = c.path().to_owned();
+        drop(c);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[test]
+    fn refuses_open_folders_symlinks_existing_files_and_bad_input() {
+        let root = temp("bad");
+        std::fs::create_dir_all(&root).unwrap();
+        let open = root.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = TaskCredential::create(&open, "t", "tok-abcdef").unwrap_err();
+        assert!(e.to_string().contains("mode 755"), "{e}");
+        let private = root.join("private");
+        DirBuilder::new().mode(0o700).create(&private).unwrap();
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&private, &link).unwrap();
+        let e = TaskCredential::create(&link, "t", "tok-abcdef").unwrap_err();
+        assert!(e.to_string().contains("symlink"), "{e}");
+        // A planted symlink in place of the file is not written through.
+        let target = root.join("target");
+        std::os::unix::fs::symlink(&target, private.join("t.token")).unwrap();
+        let e = TaskCredential::create(&private, "t", "tok-abcdef").unwrap_err();
+        assert!(matches!(e, CredentialError::Io(..)), "{e}");
+        assert!(!target.exists());
+        assert!(!e.to_string().contains("tok-abcdef"));
+        for name in ["", "../x", "a/b", "a b"] {
+            assert!(matches!(
+                TaskCredential::create(&private, name, "tok"),
+                Err(CredentialError::BadName)
+            ));
+        }
+        for tok in ["", "two words", "line\nbreak"] {
+            assert!(matches!(
+                TaskCredential::create(&private, "u", tok),
+                Err(CredentialError::BadToken)
+            ));
+        }
+        assert!(TaskCredential::create(Path::new("rel"), "u", "tok").is_err());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

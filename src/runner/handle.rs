@@ -1,0 +1,111 @@
+//! The owner's side of a task run: `start` and `TaskHandle` (docs/acp.md "The runner").
+//!
+//! Owns the channel of `TaskEvent`s, the wake callback called after each send (the mio loop
+//! plugs a `mio::Waker` in), and the two requests an owner can make: cancel, and "I am gone"
+//! (dropping the handle, which cancels too). Refuses: ever blocking the owner (`start`,
+//! `cancel` and drop return at once; the driver thread does the rest).
+
+use super::driver::Driver;
+use super::pipes::Input;
+use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Flags the owner sets and the driver reads (and one the driver sets).
+#[derive(Debug, Default)]
+pub(super) struct Control {
+    pub(super) cancel: AtomicBool,
+    pub(super) abandoned: AtomicBool,
+    pub(super) ended: AtomicBool,
+    pub(super) pid: AtomicU32,
+}
+
+/// A running (or ended) task. Dropping it cancels the task; the driver still carries out
+/// the shutdown, reaps the child and removes the credential.
+pub struct TaskHandle {
+    events: Receiver<TaskEvent>,
+    control: Arc<Control>,
+    poke: SyncSender<Input>,
+}
+
+/// Starts one task on its own driver thread and returns at once. The agent is spawned on
+/// that thread; a spawn failure arrives as a `failed` outcome like any other end. `wake` is
+/// called after each event is sent. If even the thread cannot be started, the outcome and
+/// `Ended` are already in the channel when `start` returns (and `wake` is not called).
+pub fn start(spec: TaskSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
+    let (events_tx, events) = mpsc::channel();
+    let (poke, inputs) = mpsc::sync_channel(INPUT_QUEUE);
+    let control = Arc::new(Control::default());
+    let driver = Driver::new(
+        spec,
+        Arc::clone(&control),
+        events_tx.clone(),
+        wake,
+        inputs,
+        poke.clone(),
+    );
+    let spawned = std::thread::Builder::new()
+        .name("acp-task".into())
+        .spawn(move || driver.run());
+    if let Err(e) = spawned {
+        // The closure, the spec and its credential were dropped with the error.
+        for ev in Driver::not_started(crate::acp::Status::Failed(crate::acp::Failure::Spawn(
+            format!("cannot start the task's thread: {e}"),
+        ))) {
+            let _ = events_tx.send(ev);
+        }
+        control.ended.store(true, Ordering::Release);
+    }
+    TaskHandle {
+        events,
+        control,
+        poke,
+    }
+}
+
+impl TaskHandle {
+    /// Asks for the task to stop: `session/cancel` if the prompt runs (the outcome is then
+    /// `cancelled`), then the shutdown escalation. Idempotent; never blocks.
+    pub fn cancel(&self) {
+        self.control.cancel.store(true, Ordering::Release);
+        // A full queue means the driver is busy with input and reads the flag right after.
+        let _ = self.poke.try_send(Input::Poke);
+    }
+
+    /// The next event, if one is waiting.
+    pub fn try_event(&self) -> Option<TaskEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// Waits up to `timeout` for the next event (for tests and simple owners).
+    pub fn next_event(&self, timeout: Duration) -> Result<TaskEvent, RecvTimeoutError> {
+        self.events.recv_timeout(timeout)
+    }
+
+    /// The channel itself, for owners that want to iterate.
+    pub fn events(&self) -> &Receiver<TaskEvent> {
+        &self.events
+    }
+
+    /// True once the driver has sent (or is about to send) `Ended`: nothing more will run.
+    pub fn has_ended(&self) -> bool {
+        self.control.ended.load(Ordering::Acquire)
+    }
+
+    /// The agent's pid (and process group id) once started.
+    pub fn pid(&self) -> Option<u32> {
+        match self.control.pid.load(Ordering::Acquire) {
+            0 => None,
+            pid => Some(pid),
+        }
+    }
+}
+
+impl Drop for TaskHandle {
+    fn drop(&mut self) {
+        self.control.abandoned.store(true, Ordering::Release);
+        let _ = self.poke.try_send(Input::Poke);
+    }
+}
