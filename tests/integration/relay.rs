@@ -270,7 +270,18 @@ impl RelayHub {
         )
     }
 
+    /// The peer's row of the status file. Every configured peer is listed, but the file is
+    /// written by its own thread (docs/operations.md), so a row may not be there yet right
+    /// after startup: this waits until it is.
     pub(crate) fn peer(&self, id: &str) -> Option<Value> {
+        Some(poll_until(
+            &format!("{}: {id} listed in the status file", self.spec.peer_id),
+            || self.peer_now(id),
+        ))
+    }
+
+    /// The peer's row as the status file says now (None: not listed yet).
+    pub(crate) fn peer_now(&self, id: &str) -> Option<Value> {
         let s = self.status()?;
         s["peers"]
             .as_array()
@@ -283,7 +294,7 @@ impl RelayHub {
     /// Polls the status file until the peer's row satisfies `pred`; returns the row.
     pub(crate) fn wait_peer(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         poll_until(&format!("{}: {id} {what}", self.spec.peer_id), || {
-            self.peer(id).filter(|p| pred(p))
+            self.peer_now(id).filter(|p| pred(p))
         })
     }
 
