@@ -1,5 +1,5 @@
-//! What the core asks the IO layer to do: write a line, deliver an envelope, close a
-//! connection, record an audit event, log a service line.
+//! What the core asks the IO layer to do: write a line, hand over an envelope, close a
+//! connection, record an audit event, log a service line, write a commit batch.
 //!
 //! Owns the output vocabulary of the core and the audit record encoding (format version
 //! `AUDIT_FORMAT_VERSION`). Refuses IO: the server writes these where they belong.
@@ -36,8 +36,11 @@ pub enum Output {
     Audit(AuditEvent),
     /// A service-log line (no timestamp; the writer adds it). Never holds a token or a body.
     Log(String),
-    /// A change to durable state, applied with the next commit (only with a durable store).
-    Store(crate::store::StoreOp),
+    /// A service-log line at level ERROR (a failing store or disk).
+    LogError(String),
+    /// Write this batch (store operations, then audit records, then the store commit) and
+    /// report the result with `Hub::handle_committed` (`hub::commit::Batch`).
+    Commit(super::commit::Batch),
     /// Hand the envelope (canonical text, `to` = `name@peer`) to the relay link with `peer`
     /// as a `bus_forward`; report its ack with `Hub::handle_forward_ack(peer, seq, …)`, or a
     /// send the link refused as a permanent error there (SPEC §15).

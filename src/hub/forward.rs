@@ -173,11 +173,7 @@ impl Hub {
                 return self.refuse_forward(peer, ack_id, env.id, reason);
             }
         }
-        if self
-            .staged
-            .iter()
-            .any(|s| s.env.id == env.id && s.env.from == env.from)
-        {
+        if self.is_staged(&env.from, &env.id) {
             // A resend while the first copy waits for its commit: that copy's ack answers
             // for both (the sender maps either ack to the same envelope).
             return;
