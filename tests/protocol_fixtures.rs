@@ -718,7 +718,7 @@ impl Sim {
                             .to_owned(),
                     );
                 }
-                Output::Deliver { conn, line } => {
+                Output::Handoff { conn, line } => {
                     let c = self.by_id(conn);
                     assert!(!c.closed, "the hub delivered after closing the connection");
                     match c.fault.take() {

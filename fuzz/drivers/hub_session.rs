@@ -535,9 +535,9 @@ impl Sim {
                 c.has_output = true;
                 self.dirty.insert(conn);
             }
-            Output::Deliver { conn, line } => {
+            Output::Handoff { conn, line } => {
                 let HubLine::Envelope(text) = decode(&line) else {
-                    panic!("conn {conn}: Deliver carried {line:?}")
+                    panic!("conn {conn}: Handoff carried {line:?}")
                 };
                 assert!(
                     self.accepted.contains_key(&text),

@@ -20,10 +20,12 @@ pub const AUDIT_FORMAT_VERSION: u32 = 3;
 pub enum Output {
     /// Append a complete line (with `\n`) to the connection's write buffer.
     Write { conn: ConnId, line: String },
-    /// Append a delivery line. The IO layer must report the first byte the socket accepts via
+    /// Append a delivery line: the envelope is handed to the reader's socket (the word
+    /// "deliver" is kept for `src/deliver/`, which gets mail into running agents). The IO
+    /// layer must report the first byte the socket accepts via
     /// `Hub::handle_delivery_committed`, and must not write it at all to a peer that has
     /// reached EOF or errored (then it closes with `flushed = false`).
-    Deliver { conn: ConnId, line: String },
+    Handoff { conn: ConnId, line: String },
     /// The connection's final line is buffered and the exchange is over: flush it, then
     /// release the socket once the client closes its side (or after the linger of SPEC §4.3,
     /// `limits.hello_timeout_ms`), passing every line the client sends meanwhile to

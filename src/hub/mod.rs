@@ -933,7 +933,7 @@ impl Hub {
         };
         let ack = req.ack.unwrap_or(false);
         if let Some(env) = self.router.take_first_match(&name, &filter) {
-            return self.deliver(conn, env, ack, now);
+            return self.hand_off(conn, env, ack, now);
         }
         match req.timeout_secs {
             Some(0) => {
@@ -985,7 +985,9 @@ impl Hub {
         }
         match s.target {
             Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
-                Some((&Phase::Claimed { ack, .. }, false)) => self.deliver(waiter, s.env, ack, now),
+                Some((&Phase::Claimed { ack, .. }, false)) => {
+                    self.hand_off(waiter, s.env, ack, now)
+                }
                 // The claimed waiter went away meanwhile: route as if it had never parked.
                 _ => self.route(s.env, false, now),
             },
@@ -1064,7 +1066,7 @@ impl Hub {
                         ..
                     })
                 );
-                self.deliver(waiter, env, ack, now)
+                self.hand_off(waiter, env, ack, now)
             }
             None if returned => self.router.requeue(env),
             None => self.router.enqueue_back(env),
@@ -1083,7 +1085,7 @@ impl Hub {
         self.set_state(&from, &id, State::Queued, false, now);
     }
 
-    fn deliver(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
+    fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
         let line = HubLine::Envelope(env.text.to_string()).encode();
         let c = self
             .conns
@@ -1094,7 +1096,7 @@ impl Hub {
             committed: false,
             ack,
         };
-        self.outputs.push_back(Output::Deliver { conn, line });
+        self.outputs.push_back(Output::Handoff { conn, line });
         if ack {
             self.set_deadline(
                 conn,

@@ -375,7 +375,7 @@ impl Sim {
     fn collect(&mut self) {
         while let Some(o) = self.hub.poll_output() {
             match o {
-                Output::Write { conn, line } | Output::Deliver { conn, line }
+                Output::Write { conn, line } | Output::Handoff { conn, line }
                     if self.closed_by_hub.contains(&conn) =>
                 {
                     panic!("conn {conn}: wrote {line:?} after Close");
@@ -384,13 +384,13 @@ impl Sim {
                     let decoded = decode(&line);
                     assert!(
                         !matches!(decoded, HubLine::Envelope(_)),
-                        "envelopes go out as Deliver"
+                        "envelopes go out as Handoff"
                     );
                     self.out.conns.entry(conn).or_default().lines.push(decoded);
                 }
-                Output::Deliver { conn, line } => {
+                Output::Handoff { conn, line } => {
                     let HubLine::Envelope(text) = decode(&line) else {
-                        panic!("Deliver carried {line:?}")
+                        panic!("Handoff carried {line:?}")
                     };
                     let got = self.out.conns.entry(conn).or_default();
                     assert!(got.delivered.is_none(), "conn {conn}: a second delivery");

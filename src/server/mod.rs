@@ -537,7 +537,7 @@ impl Server {
                         self.dirty.insert(conn);
                     }
                 }
-                Output::Deliver { conn, line } => {
+                Output::Handoff { conn, line } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.queue_delivery(line.as_bytes());
                         self.dirty.insert(conn);
