@@ -261,7 +261,7 @@ fn a_sender_gone_while_its_batch_is_in_flight_gets_nothing_but_its_envelope_is_q
         d.untouched(c),
         "nothing is written to a released connection"
     );
-    assert_eq!(d.accepted_ids(), [id.clone()]);
+    assert_eq!(d.accepted_ids(), std::slice::from_ref(&id));
     assert_eq!(sim.queued_ids("datastore"), [id]);
 }
 
