@@ -6,6 +6,7 @@
 //! next deadline is `poll_timeout`. Refuses: sockets, files, clocks, threads. The mio loop in
 //! `server` only moves bytes and applies outputs.
 
+mod admit;
 mod commit;
 pub mod event;
 pub mod forward;
@@ -26,7 +27,7 @@ use crate::wire::{
     ParkedFilter, Presence,
 };
 use chrono::{DateTime, SecondsFormat, Utc};
-use ledger::{Ledger, Record, Seen, State};
+use ledger::{Ledger, Record, State};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -855,65 +856,47 @@ impl Hub {
             );
         }
         env.from = name;
-        let digest = ledger::digest(
-            &env.to,
-            &env.kind,
-            env.correlation_id.as_deref(),
-            env.body.get(),
-        );
-        match self.ledger.seen(&env.from, &env.id, &digest) {
-            Seen::New => {}
-            Seen::Duplicate if self.flush_failed.is_some() => {
-                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
-                return self.fail(conn, &format!("envelope not accepted: {why}"), now);
+        match self.admit(&env, Some(conn), None) {
+            admit::Admission::Staged => {
+                self.set_deadline(conn, None);
+                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
             }
-            Seen::Duplicate => {
+            admit::Admission::Duplicate if self.flush_failed.is_some() => {
+                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
+                self.fail(conn, &format!("envelope not accepted: {why}"), now)
+            }
+            admit::Admission::Duplicate => {
                 // A resend of an envelope already accepted (and durable): same answer, no copy.
                 self.outputs.push_back(Output::Audit(AuditEvent::Duplicate {
                     conn,
                     id: env.id.clone(),
                 }));
                 let line = HubLine::Accepted { id: env.id };
-                return self.reply_durable(conn, line, "duplicate", now);
+                self.reply_durable(conn, line, "duplicate", now)
             }
-            Seen::Conflict => {
+            admit::Admission::Conflict => {
                 let msg = format!(
                     "id {:?} was already accepted from you with another destination, kind, correlationId or body; use a new id",
                     env.id
                 );
-                return self.fail(conn, &msg, now);
+                self.fail(conn, &msg, now)
             }
-        }
-        if self.is_staged(&env.from, &env.id) {
-            let msg = format!(
-                "a send with id {:?} is being accepted on another connection; retry",
-                env.id
-            );
-            return self.fail(conn, &msg, now);
-        }
-        let mut queued = queued_from(&env);
-        queued.seq = self.take_seq();
-        self.set_deadline(conn, None);
-        let target = match self.stage_target(&queued) {
-            Ok(t) => t,
-            Err(full) => {
-                let reason = full.to_string();
+            admit::Admission::InProgress => {
+                let msg = format!(
+                    "a send with id {:?} is being accepted on another connection; retry",
+                    env.id
+                );
+                self.fail(conn, &msg, now)
+            }
+            admit::Admission::Full(reason) => {
                 self.outputs.push_back(Output::Audit(AuditEvent::Refused {
                     conn,
-                    id: queued.id,
+                    id: env.id,
                     reason: reason.clone(),
                 }));
-                return self.fail(conn, &reason, now);
+                self.fail(conn, &reason, now)
             }
-        };
-        self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
-        self.staged.push(Staged {
-            conn: Some(conn),
-            from_peer: None,
-            env: queued,
-            target,
-            digest,
-        });
+        }
     }
 
     fn take_seq(&mut self) -> u64 {
