@@ -562,6 +562,8 @@ struct Sim {
     next_id: ConnId,
     now: Now,
     audit_fails: bool,
+    /// Batches fail at their audit write (during one commit point of `pump`).
+    batch_fails: bool,
     /// Delivery faults armed for connections not yet opened.
     armed: HashMap<String, Fault>,
     /// Strings that must never reach the service log (SPEC §8.2).
@@ -586,7 +588,11 @@ impl Sim {
         secrets.push("body-canary".to_owned());
         Sim {
             max_line_bytes: config.limits.max_line_bytes,
-            hub: Hub::new(roster, config.limits),
+            hub: Hub::new(
+                roster,
+                config.limits,
+                Box::new(agent_hub::hub::ids::SeededIds::new(0)),
+            ),
             conns: HashMap::new(),
             by_id: HashMap::new(),
             next_id: 1,
@@ -595,6 +601,7 @@ impl Sim {
                 wall: chrono::Utc::now(),
             },
             audit_fails: false,
+            batch_fails: false,
             armed: HashMap::new(),
             secrets,
             log_leaks: Vec::new(),
@@ -654,22 +661,19 @@ impl Sim {
         Ok(())
     }
 
-    /// Drains outputs, committing staged sends, until the core is quiet.
+    /// Drains outputs, running the core's commit point (as each loop iteration does) until
+    /// nothing waits for a batch. An armed audit fault fails every batch of one commit point.
     fn pump(&mut self) {
         loop {
             self.drain();
-            if !self.hub.has_staged() {
+            if !self.hub.has_commit_work() {
                 break;
             }
-            let result = if std::mem::take(&mut self.audit_fails) {
-                Err(
-                    "the audit log could not be written (No space left on device (os error 28))"
-                        .to_owned(),
-                )
-            } else {
-                Ok(())
-            };
-            self.hub.commit(result, self.now);
+            self.batch_fails = std::mem::take(&mut self.audit_fails);
+            self.hub.handle_timeout(self.now);
+            self.hub.handle_commit_point(self.now, false);
+            self.drain();
+            self.batch_fails = false;
         }
     }
 
@@ -714,7 +718,7 @@ impl Sim {
                             .to_owned(),
                     );
                 }
-                Output::Deliver { conn, line } => {
+                Output::Handoff { conn, line } => {
                     let c = self.by_id(conn);
                     assert!(!c.closed, "the hub delivered after closing the connection");
                     match c.fault.take() {
@@ -755,8 +759,22 @@ impl Sim {
                     self.hub.handle_closed(conn, flushed, reason, self.now);
                 }
                 Output::Audit(_) => {}
-                // The replayer runs an in-memory hub: no store operations are asked for.
-                Output::Store(_) => unreachable!("in-memory hub"),
+                // The loop writes the batch (the replayer runs an in-memory hub: only its audit
+                // records matter) and reports back.
+                Output::Commit(batch) => {
+                    let result = if self.batch_fails {
+                        Err("the audit log could not be written (No space left on device (os error 28))"
+                            .to_owned())
+                    } else {
+                        Ok(())
+                    };
+                    self.hub.handle_committed(batch.id, result, self.now);
+                }
+                Output::LogError(line) => {
+                    if self.secrets.iter().any(|s| line.contains(s.as_str())) {
+                        self.log_leaks.push(line);
+                    }
+                }
                 // Nor does it forward: no relay is configured.
                 Output::Forward { .. } | Output::ForwardAck { .. } => {
                     unreachable!("no forwarding peers")

@@ -97,7 +97,11 @@ fn now_at(t: Instant) -> Now {
 fn run_hub(limits: &Limits) {
     let roster = Roster::parse("[agents]\na = \"token-a\"\nb = \"token-b\"\n").expect("valid");
     let t0 = Instant::now();
-    let mut hub = Hub::new(roster, limits.clone());
+    let mut hub = Hub::new(
+        roster,
+        limits.clone(),
+        Box::new(agent_hub::hub::ids::SeededIds::new(0)),
+    );
     hub.start_purging(now_at(t0));
     hub.enable_forwarding("here", ["there".to_owned()], 1);
     hub.handle_connect(1, now_at(t0));

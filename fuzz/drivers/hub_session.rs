@@ -1,8 +1,9 @@
 //! Fuzz target `hub_session`: the hub core (`hub::Hub`) behind the client line decoder
 //! (`wire::LineBuffer`, `wire::ClientLine`), driven the way the server's loop drives it
-//! (`server::mod`: read → `handle_line` per line → `handle_timeout` → commit the staged sends
-//! behind their audit batch → hold replies for the store's flush → flush sockets, reporting the
-//! first accepted byte of each delivery → `handle_closed`), with arbitrary bytes and lines on up
+//! (`server::mod`: read → `handle_line` per line → `handle_timeout` → the commit point, each
+//! `Output::Commit` written or failed as the store's health says and reported back → flushes
+//! reported with `handle_synced` → flush sockets, reporting the first accepted byte of each
+//! delivery → `handle_closed`), with arbitrary bytes and lines on up
 //! to four connections, socket faults, store failures, a clock, shutdown, and a forwarding peer.
 //!
 //! Checks, on every output: a line only to a connection the core holds, never after its Close,
@@ -129,7 +130,6 @@ struct Sim {
     health: Health,
     flusher: bool,
     pending_flushes: Vec<u64>,
-    next_batch: u64,
     forwarding: bool,
     /// Forwards handed to the relay and not yet acked by our simulated peer, by seq.
     forwards: Vec<u64>,
@@ -166,7 +166,11 @@ impl Sim {
         }
         let flusher = header & H_FLUSHER != 0;
         let forwarding = header & H_FORWARD != 0;
-        let mut hub = Hub::new(roster(), limits.clone()).with_durable(flusher);
+        // Bounce ids from a seed: a crash reproduces from its input alone.
+        let ids = agent_hub::hub::ids::SeededIds::new(u64::from(header));
+        let mut hub = Hub::new(roster(), limits.clone(), Box::new(ids))
+            .with_durable(flusher)
+            .with_sync(flusher);
         if forwarding {
             hub.enable_forwarding(LOCAL, [PEER.to_owned()], 2);
         }
@@ -191,7 +195,6 @@ impl Sim {
             health: Health::Ok,
             flusher,
             pending_flushes: Vec::new(),
-            next_batch: 1,
             forwarding,
             forwards: Vec::new(),
             next_ack_id: 1,
@@ -388,15 +391,12 @@ impl Sim {
         }
     }
 
-    /// The end of an iteration (`Server::settle`).
+    /// The end of an iteration (`Server::settle`): the core's commit point, then the sockets.
     fn settle(&mut self) {
-        let mut commit_failed = false;
         loop {
             self.drain();
-            if self.hub.has_staged() && !commit_failed && !self.commit_can_wait() {
-                commit_failed = !self.commit_point();
-                self.drain();
-            }
+            self.hub.handle_commit_point(self.now, false);
+            self.drain();
             if self.dirty.is_empty() {
                 break;
             }
@@ -406,68 +406,41 @@ impl Sim {
         }
     }
 
-    fn commit_can_wait(&self) -> bool {
-        self.flusher
-            && !self.pending_flushes.is_empty()
-            && !self.hub.has_staged_handoff()
-            && self.hub.flush_failed().is_none()
-    }
-
-    /// `Server::commit_point`.
-    fn commit_point(&mut self) -> bool {
-        let with_sends = self.hub.has_staged_sends();
-        let (sends, acks) = if let Some(why) = self.hub.flush_failed() {
-            let refused = agent_hub::hub::flush_failed_refusal(why);
-            (Err(refused), self.try_commit(false))
-        } else {
-            match self.try_commit(true) {
-                Ok(()) => (Ok(()), Ok(())),
-                Err(e) if with_sends => {
-                    let rest = self.try_commit(false);
-                    (Err(e), rest)
-                }
-                Err(e) => (Err(e.clone()), Err(e)),
-            }
-        };
-        let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
-        if replies && self.flusher {
-            let batch = self.next_batch;
-            self.next_batch += 1;
-            self.hub.hold_replies_until(batch);
-            self.pending_flushes.push(batch);
-        }
-        let ok = sends.is_ok() && acks.is_ok();
-        self.hub.commit_parts(sends, acks, self.now);
-        ok
-    }
-
-    /// `Server::try_commit`, with the store's health deciding; a written audit batch is
+    /// `Server::write_batch`, with the store's health deciding; a written audit batch is
     /// counted.
-    fn try_commit(&mut self, with_sends: bool) -> Result<(), String> {
+    fn execute(&mut self, batch: agent_hub::hub::Batch) {
+        let sends = batch
+            .audit
+            .iter()
+            .any(|e| matches!(e, AuditEvent::Accepted { .. }));
         let fails = match self.health {
             Health::Ok => false,
             Health::FailOnce => {
                 self.health = Health::Ok;
                 true
             }
-            Health::Full => with_sends && self.hub.has_staged_sends(),
+            Health::Full => sends,
             Health::Failing => true,
         };
-        if fails {
-            return Err("the queue store could not be written (disk full)".into());
-        }
-        let batch: Vec<AuditEvent> = self.hub.staged_audit_parts(with_sends).collect();
-        for ev in batch {
-            match ev {
-                AuditEvent::Accepted { envelope, .. } => {
-                    *self.accepted.entry(envelope.to_string()).or_default() += 1;
-                    self.accepted_total += 1;
+        let result = if fails {
+            Err("the queue store could not be written (disk full)".to_owned())
+        } else {
+            for ev in &batch.audit {
+                match ev {
+                    AuditEvent::Accepted { envelope, .. } => {
+                        *self.accepted.entry(envelope.to_string()).or_default() += 1;
+                        self.accepted_total += 1;
+                    }
+                    AuditEvent::Acked { .. } => self.acked += 1,
+                    _ => {}
                 }
-                AuditEvent::Acked { .. } => self.acked += 1,
-                _ => {}
             }
-        }
-        Ok(())
+            if batch.sync {
+                self.pending_flushes.push(batch.id);
+            }
+            Ok(())
+        };
+        self.hub.handle_committed(batch.id, result, self.now);
     }
 
     /// The store's flush reports the oldest pending batch, or all of them.
@@ -486,7 +459,7 @@ impl Sim {
             Err("fdatasync failed: Input/output error (os error 5)".to_owned())
         };
         if let Some(batch) = through {
-            self.hub.synced(batch, result, self.now);
+            self.hub.handle_synced(batch, result, self.now);
         }
         self.drain();
     }
@@ -524,7 +497,9 @@ impl Sim {
             .iter()
             .flatten()
             .filter(|c| {
-                c.answered && c.answered_since.is_some_and(|t| self.now.mono >= t + linger)
+                c.answered
+                    && c.answered_since
+                        .is_some_and(|t| self.now.mono >= t + linger)
             })
             .map(|c| c.id)
             .collect();
@@ -560,9 +535,9 @@ impl Sim {
                 c.has_output = true;
                 self.dirty.insert(conn);
             }
-            Output::Deliver { conn, line } => {
+            Output::Handoff { conn, line } => {
                 let HubLine::Envelope(text) = decode(&line) else {
-                    panic!("conn {conn}: Deliver carried {line:?}")
+                    panic!("conn {conn}: Handoff carried {line:?}")
                 };
                 assert!(
                     self.accepted.contains_key(&text),
@@ -623,7 +598,13 @@ impl Sim {
                     }
                 }
             }
-            Output::Store(_) => {}
+            Output::LogError(line) => {
+                assert!(
+                    !line.contains('\n') && !line.contains('\r'),
+                    "a service-log line spans lines: {line:?}"
+                );
+            }
+            Output::Commit(batch) => self.execute(batch),
             Output::Forward {
                 peer,
                 seq,

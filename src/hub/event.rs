@@ -1,5 +1,5 @@
-//! What the core asks the IO layer to do: write a line, deliver an envelope, close a
-//! connection, record an audit event, log a service line.
+//! What the core asks the IO layer to do: write a line, hand over an envelope, close a
+//! connection, record an audit event, log a service line, write a commit batch.
 //!
 //! Owns the output vocabulary of the core and the audit record encoding (format version
 //! `AUDIT_FORMAT_VERSION`). Refuses IO: the server writes these where they belong.
@@ -20,10 +20,12 @@ pub const AUDIT_FORMAT_VERSION: u32 = 3;
 pub enum Output {
     /// Append a complete line (with `\n`) to the connection's write buffer.
     Write { conn: ConnId, line: String },
-    /// Append a delivery line. The IO layer must report the first byte the socket accepts via
+    /// Append a delivery line: the envelope is handed to the reader's socket (the word
+    /// "deliver" is kept for `src/deliver/`, which gets mail into running agents). The IO
+    /// layer must report the first byte the socket accepts via
     /// `Hub::handle_delivery_committed`, and must not write it at all to a peer that has
     /// reached EOF or errored (then it closes with `flushed = false`).
-    Deliver { conn: ConnId, line: String },
+    Handoff { conn: ConnId, line: String },
     /// The connection's final line is buffered and the exchange is over: flush it, then
     /// release the socket once the client closes its side (or after the linger of SPEC §4.3,
     /// `limits.hello_timeout_ms`), passing every line the client sends meanwhile to
@@ -36,8 +38,11 @@ pub enum Output {
     Audit(AuditEvent),
     /// A service-log line (no timestamp; the writer adds it). Never holds a token or a body.
     Log(String),
-    /// A change to durable state, applied with the next commit (only with a durable store).
-    Store(crate::store::StoreOp),
+    /// A service-log line at level ERROR (a failing store or disk).
+    LogError(String),
+    /// Write this batch (store operations, then audit records, then the store commit) and
+    /// report the result with `Hub::handle_committed` (`hub::commit::Batch`).
+    Commit(super::commit::Batch),
     /// Hand the envelope (canonical text, `to` = `name@peer`) to the relay link with `peer`
     /// as a `bus_forward`; report its ack with `Hub::handle_forward_ack(peer, seq, …)`, or a
     /// send the link refused as a permanent error there (SPEC §15).

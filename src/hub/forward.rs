@@ -11,10 +11,8 @@
 //! answers a resend as a duplicate, so nothing is lost or doubled. Refuses: sockets and
 //! sessions (`server::relay_io` owns those).
 
-use super::{
-    ledger, queued_from, AuditEvent, Hub, Now, Output, Phase, Queued, Staged, State, StoreOp,
-    Target,
-};
+use super::admit::Admission;
+use super::{AuditEvent, Hub, Now, Output, Phase, Queued, State, StoreOp, Target};
 use crate::roster::HUB_NAME;
 use crate::wire::Envelope;
 use std::collections::{BTreeMap, HashMap};
@@ -156,45 +154,21 @@ impl Hub {
             );
             return self.outputs.push_back(Output::Log(msg));
         }
-        let digest = ledger::digest(
-            &env.to,
-            &env.kind,
-            env.correlation_id.as_deref(),
-            env.body.get(),
-        );
-        match self.ledger.seen(&env.from, &env.id, &digest) {
-            ledger::Seen::New => {}
-            ledger::Seen::Duplicate => return self.ack_forward_durable(peer.to_owned(), ack_id),
-            ledger::Seen::Conflict => {
+        match self.admit(&env, None, Some((peer.to_owned(), ack_id.clone()))) {
+            Admission::Staged => {}
+            Admission::Duplicate => self.ack_forward_durable(peer.to_owned(), ack_id),
+            Admission::Conflict => {
                 let reason = format!(
                     "id {:?} was already accepted from {} with another destination, kind, correlationId or body",
                     env.id, env.from
                 );
-                return self.refuse_forward(peer, ack_id, env.id, reason);
+                self.refuse_forward(peer, ack_id, env.id, reason)
             }
-        }
-        if self
-            .staged
-            .iter()
-            .any(|s| s.env.id == env.id && s.env.from == env.from)
-        {
             // A resend while the first copy waits for its commit: that copy's ack answers
             // for both (the sender maps either ack to the same envelope).
-            return;
+            Admission::InProgress => {}
+            Admission::Full(reason) => self.refuse_forward(peer, ack_id, env.id, reason),
         }
-        let mut queued = queued_from(&env);
-        queued.seq = self.take_seq();
-        let target = match self.stage_target(&queued) {
-            Ok(t) => t,
-            Err(full) => return self.refuse_forward(peer, ack_id, env.id, full.to_string()),
-        };
-        self.staged.push(Staged {
-            conn: None,
-            from_peer: Some((peer.to_owned(), ack_id)),
-            env: queued,
-            target,
-            digest,
-        });
     }
 
     /// Hands the link with `peer` the oldest queued envelopes for it while it is up and its

@@ -8,8 +8,11 @@
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod admit;
+mod commit;
 pub mod event;
 pub mod forward;
+pub mod ids;
 pub mod ledger;
 mod pipeline;
 mod redelivery;
@@ -26,7 +29,7 @@ use crate::wire::{
     ParkedFilter, Presence,
 };
 use chrono::{DateTime, SecondsFormat, Utc};
-use ledger::{Ledger, Record, Seen, State};
+use ledger::{Ledger, Record, State};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -182,6 +185,10 @@ pub struct Hub {
     flush_failed: Option<String>,
     /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
     forwarding: Option<forward::Forwarding>,
+    /// The batches of staged work and their results (`commit`).
+    commit: commit::Commits,
+    /// Ids for the hub's own envelopes.
+    ids: Box<dyn ids::IdSource>,
     /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
     /// for `status` (`hub::redelivery`); forgotten with its id.
     reasons: HashMap<u64, String>,
@@ -191,7 +198,9 @@ pub struct Hub {
 const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Hub {
-    pub fn new(roster: Roster, limits: Limits) -> Hub {
+    /// A hub with no connections. `ids` makes the ids of the hub's own envelopes (bounces):
+    /// the core draws nothing random itself (`ids`).
+    pub fn new(roster: Roster, limits: Limits, ids: Box<dyn ids::IdSource>) -> Hub {
         let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes)
             .with_total_cap(limits.hub_max_bytes);
         let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids);
@@ -215,10 +224,13 @@ impl Hub {
             flush_failed: None,
             forwarding: None,
             reasons: HashMap::new(),
+            commit: commit::Commits::default(),
+            ids,
         }
     }
 
-    /// Asks for `Output::Store` operations: set when a durable store is configured.
+    /// Asks for store operations in each `Output::Commit`: set when a durable store is
+    /// configured.
     pub fn with_durable(mut self, durable: bool) -> Hub {
         self.durable = durable;
         self
@@ -434,8 +446,12 @@ impl Hub {
                         &format!("sender went away before the commit: {reason}"),
                         now,
                     );
+                    self.log_conn(&c, conn, "cancelled", reason, now);
+                } else {
+                    // Its batch is being written: the batch's result decides, unanswered.
+                    let detail = format!("closed while its send was being committed: {reason}");
+                    self.log_conn(&c, conn, "closed", &detail, now);
                 }
-                self.log_conn(&c, conn, "cancelled", reason, now);
             }
             Phase::Delivering {
                 env,
@@ -524,8 +540,9 @@ impl Hub {
         }
     }
 
-    /// Expires every deadline at or before `now`.
+    /// Expires every deadline at or before `now`. The loop calls it once per iteration.
     pub fn handle_timeout(&mut self, now: Now) {
+        self.new_commit_round();
         while let Some(&(at, conn)) = self.deadlines.first() {
             if at > now.mono {
                 break;
@@ -616,250 +633,6 @@ impl Hub {
         self.router.total_queued()
     }
 
-    // ----- staging and commit (SPEC §5.1, §8) -----
-
-    /// The audit records of the sends staged since the last commit, in order. The IO layer
-    /// writes them (with the other pending records) and then calls `commit`.
-    pub fn staged_audit(&self) -> impl Iterator<Item = AuditEvent> + '_ {
-        self.staged_audit_parts(true)
-    }
-
-    /// `staged_audit` for the acks only (`with_sends` false) or for everything.
-    pub fn staged_audit_parts(&self, with_sends: bool) -> impl Iterator<Item = AuditEvent> + '_ {
-        let sends = self
-            .staged
-            .iter()
-            .take(if with_sends { usize::MAX } else { 0 })
-            .map(|s| AuditEvent::Accepted {
-                conn: s.conn,
-                envelope: s.env.text.clone(),
-            });
-        let acks = self.staged_acks.iter().map(|a| AuditEvent::Acked {
-            conn: a.conn,
-            id: a.env.id.clone(),
-            to: a.env.to.clone(),
-            attempts: a.env.attempts,
-        });
-        sends.chain(acks)
-    }
-
-    /// The store operations the staged sends and acks need, appended to `ops` in order. The
-    /// loop applies them in the same transaction as the other pending operations.
-    pub fn staged_store_ops(&self, wall_ms: i64, ops: &mut Vec<StoreOp>) {
-        self.staged_store_ops_parts(true, wall_ms, ops)
-    }
-
-    /// `staged_store_ops` for the acks only (`with_sends` false) or for everything.
-    pub fn staged_store_ops_parts(&self, with_sends: bool, wall_ms: i64, ops: &mut Vec<StoreOp>) {
-        for s in self
-            .staged
-            .iter()
-            .take(if with_sends { usize::MAX } else { 0 })
-        {
-            let e = &s.env;
-            ops.push(StoreOp::Insert {
-                seq: e.seq,
-                agent: e.to.clone(),
-                id: e.id.clone(),
-                sender: e.from.clone(),
-                kind: e.kind.clone(),
-                correlation_id: e.correlation_id.clone(),
-                text: e.text.clone(),
-                digest: s.digest,
-                accepted_ms: wall_ms,
-            });
-        }
-        for a in &self.staged_acks {
-            ops.push(StoreOp::Remove { seq: a.env.seq });
-            ops.push(StoreOp::State {
-                seq: a.env.seq,
-                sender: a.env.from.clone(),
-                id: a.env.id.clone(),
-                state: State::Acked.as_str().to_owned(),
-                detail: None,
-                at_ms: wall_ms,
-            });
-        }
-    }
-
-    pub fn has_staged(&self) -> bool {
-        !self.staged.is_empty() || !self.staged_acks.is_empty()
-    }
-
-    /// Sends (or bounces) wait for the commit.
-    pub fn has_staged_sends(&self) -> bool {
-        !self.staged.is_empty()
-    }
-
-    /// Acks wait for the commit (and their `acked` for its flush).
-    pub fn has_staged_acks(&self) -> bool {
-        !self.staged_acks.is_empty()
-    }
-
-    /// A staged send goes straight to a parked await: its reader waits for the commit, not
-    /// only its sender.
-    pub fn has_staged_handoff(&self) -> bool {
-        self.staged
-            .iter()
-            .any(|s| matches!(s.target, Target::Waiter(_)))
-    }
-
-    /// Settles every staged send: on `Ok` they are accepted and routed; on `Err` (the audit
-    /// write failed) each sender gets an error line and nothing is queued. Bounces stay staged
-    /// on failure and are tried again with the next commit, so none is dropped.
-    pub fn commit(&mut self, result: Result<(), String>, now: Now) {
-        self.commit_parts(result.clone(), result, now)
-    }
-
-    /// `commit` with separate outcomes for the staged sends and the staged acks (the loop
-    /// retries a failed commit without its sends, so acks can free a full store).
-    pub fn commit_parts(&mut self, sends: Result<(), String>, acks: Result<(), String>, now: Now) {
-        let staged = std::mem::take(&mut self.staged);
-        for mut s in staged {
-            match &sends {
-                Ok(()) => self.accept(s, now),
-                Err(why) if s.from_peer.is_some() => {
-                    // Not acked: the peer keeps the envelope and sends it again after its ack
-                    // deadline, so nothing is lost while this store cannot take it.
-                    let (peer, _) = s.from_peer.clone().expect("checked");
-                    // No id: the service log holds no value a peer sent (SPEC §8.2).
-                    let msg = format!(
-                        "an envelope from {peer} not queued: {why}; not acked, so {peer} sends it again"
-                    );
-                    self.outputs.push_back(Output::Log(msg));
-                    self.unstage(s, "", now);
-                }
-                Err(_) if s.conn.is_none() => {
-                    // A bounce kept for the next commit is accepted then, behind what is
-                    // accepted meanwhile: give it a fresh place in acceptance order.
-                    s.env.seq = self.take_seq();
-                    self.staged.push(s)
-                }
-                Err(why) => {
-                    let msg = format!("envelope not accepted: {why}");
-                    let conn = s.conn;
-                    self.unstage(s, &msg, now);
-                    if let Some(conn) = conn {
-                        self.fail(conn, &msg, now);
-                    }
-                }
-            }
-        }
-        for a in std::mem::take(&mut self.staged_acks) {
-            let live = matches!(
-                self.conns.get(&a.conn),
-                Some(Conn {
-                    phase: Phase::AckStaged,
-                    ..
-                })
-            );
-            match &acks {
-                Ok(()) => {
-                    // The staged transaction already holds the durable `acked` state
-                    // (`staged_store_ops`): update the ledger only, or every ack would cost a
-                    // second store write (and a second fsync) in a commit of its own.
-                    let at_ms = now.wall.timestamp_millis();
-                    self.ledger
-                        .set_state(&a.env.from, &a.env.id, State::Acked, false, at_ms);
-                    if live {
-                        let line = HubLine::Acked {
-                            id: a.env.id.clone(),
-                        };
-                        self.reply_durable(a.conn, line, "acked", now);
-                    }
-                }
-                Err(why) => {
-                    let msg =
-                        format!("ack not recorded: {why}; the envelope will be delivered again");
-                    if live {
-                        // No longer AckStaged: `finish` keeps that phase, and the close would
-                        // then be logged as `acked` for an envelope that was requeued.
-                        self.conns.get_mut(&a.conn).expect("live").phase = Phase::Done;
-                        self.fail(a.conn, &msg, now);
-                    }
-                    // The reader did ack: this return is the store's doing, not an attempt.
-                    self.give_back(a.conn, a.env, &msg, false, now);
-                }
-            }
-        }
-    }
-
-    /// The commit about to be settled (`commit_parts`) is written but not yet flushed to
-    /// disk: its `accepted` and `acked` replies, and any such reply until `synced` reports
-    /// `batch`, wait for the flush. Batches are numbered in commit order.
-    pub fn hold_replies_until(&mut self, batch: u64) {
-        self.unsynced = Some(batch);
-    }
-
-    /// The store's flush of every commit up to `through` finished. On `Ok` the held replies go
-    /// out; on `Err` their peers get an error line, since the outcome is in the store but
-    /// may not survive a machine crash.
-    pub fn synced(&mut self, through: u64, result: Result<(), String>, now: Now) {
-        while self.held.front().is_some_and(|h| h.batch <= through) {
-            let h = self.held.pop_front().expect("front checked");
-            let (conn, line, outcome) = match h.reply {
-                HeldReply::Line {
-                    conn,
-                    line,
-                    outcome,
-                } => (conn, line, outcome),
-                // A failed flush answers the peer nothing: it sends the envelope again after
-                // its ack deadline, and that resend is refused until the restart.
-                HeldReply::ForwardAck { peer, ack_id } => {
-                    if result.is_ok() {
-                        self.outputs.push_back(Output::ForwardAck {
-                            peer,
-                            ack_id,
-                            error: None,
-                        });
-                    }
-                    continue;
-                }
-            };
-            let live = matches!(
-                self.conns.get(&conn),
-                Some(Conn {
-                    phase: Phase::Syncing { .. },
-                    ..
-                })
-            );
-            if !live {
-                continue;
-            }
-            match &result {
-                Ok(()) => self.reply(conn, &line, outcome, now),
-                Err(why) => {
-                    let what = match &line {
-                        HubLine::Acked { id } => format!("the ack of {id:?} was recorded"),
-                        HubLine::Accepted { id } => format!("envelope {id:?} was queued"),
-                        _ => "the outcome was recorded".to_owned(),
-                    };
-                    let msg = format!(
-                        "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; after the hub is restarted, a resend with the same id is answered as a duplicate if it survived, or accepted anew if not"
-                    );
-                    self.fail(conn, &msg, now);
-                }
-            }
-        }
-        if let Err(why) = result {
-            self.flush_failed.get_or_insert(why);
-        }
-        if self.unsynced.is_some_and(|b| b <= through) {
-            self.unsynced = None;
-        }
-    }
-
-    /// The error of the first failed flush, if one failed: from then on sends are refused
-    /// until a restart (SPEC §12.1).
-    pub fn flush_failed(&self) -> Option<&str> {
-        self.flush_failed.as_deref()
-    }
-
-    /// Replies waiting for the store's flush.
-    pub fn held_replies(&self) -> usize {
-        self.held.len()
-    }
-
     // ----- outputs -----
 
     pub fn poll_output(&mut self) -> Option<Output> {
@@ -872,6 +645,7 @@ impl Hub {
             self.deadlines.first().map(|&(at, _)| at),
             self.next_purge,
             self.forward_deadline(),
+            self.commit_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -1084,69 +858,47 @@ impl Hub {
             );
         }
         env.from = name;
-        let digest = ledger::digest(
-            &env.to,
-            &env.kind,
-            env.correlation_id.as_deref(),
-            env.body.get(),
-        );
-        match self.ledger.seen(&env.from, &env.id, &digest) {
-            Seen::New => {}
-            Seen::Duplicate if self.flush_failed.is_some() => {
-                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
-                return self.fail(conn, &format!("envelope not accepted: {why}"), now);
+        match self.admit(&env, Some(conn), None) {
+            admit::Admission::Staged => {
+                self.set_deadline(conn, None);
+                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
             }
-            Seen::Duplicate => {
+            admit::Admission::Duplicate if self.flush_failed.is_some() => {
+                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
+                self.fail(conn, &format!("envelope not accepted: {why}"), now)
+            }
+            admit::Admission::Duplicate => {
                 // A resend of an envelope already accepted (and durable): same answer, no copy.
                 self.outputs.push_back(Output::Audit(AuditEvent::Duplicate {
                     conn,
                     id: env.id.clone(),
                 }));
                 let line = HubLine::Accepted { id: env.id };
-                return self.reply_durable(conn, line, "duplicate", now);
+                self.reply_durable(conn, line, "duplicate", now)
             }
-            Seen::Conflict => {
+            admit::Admission::Conflict => {
                 let msg = format!(
                     "id {:?} was already accepted from you with another destination, kind, correlationId or body; use a new id",
                     env.id
                 );
-                return self.fail(conn, &msg, now);
+                self.fail(conn, &msg, now)
             }
-        }
-        if self
-            .staged
-            .iter()
-            .any(|s| s.env.id == env.id && s.env.from == env.from)
-        {
-            let msg = format!(
-                "a send with id {:?} is being accepted on another connection; retry",
-                env.id
-            );
-            return self.fail(conn, &msg, now);
-        }
-        let mut queued = queued_from(&env);
-        queued.seq = self.take_seq();
-        self.set_deadline(conn, None);
-        let target = match self.stage_target(&queued) {
-            Ok(t) => t,
-            Err(full) => {
-                let reason = full.to_string();
+            admit::Admission::InProgress => {
+                let msg = format!(
+                    "a send with id {:?} is being accepted on another connection; retry",
+                    env.id
+                );
+                self.fail(conn, &msg, now)
+            }
+            admit::Admission::Full(reason) => {
                 self.outputs.push_back(Output::Audit(AuditEvent::Refused {
                     conn,
-                    id: queued.id,
+                    id: env.id,
                     reason: reason.clone(),
                 }));
-                return self.fail(conn, &reason, now);
+                self.fail(conn, &reason, now)
             }
-        };
-        self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
-        self.staged.push(Staged {
-            conn: Some(conn),
-            from_peer: None,
-            env: queued,
-            target,
-            digest,
-        });
+        }
     }
 
     fn take_seq(&mut self) -> u64 {
@@ -1166,7 +918,7 @@ impl Hub {
         };
         let ack = req.ack.unwrap_or(false);
         if let Some(env) = self.router.take_first_match(&name, &filter) {
-            return self.deliver(conn, env, ack, now);
+            return self.hand_off(conn, env, ack, now);
         }
         match req.timeout_secs {
             Some(0) => {
@@ -1202,7 +954,8 @@ impl Hub {
             ack_pending: false,
         };
         self.ledger.remember(&e.from, &e.id, record);
-        if let Some(conn) = s.conn {
+        // A sender that went away while its batch was being written gets no reply.
+        if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
             let line = HubLine::Accepted {
                 id: s.env.id.clone(),
             };
@@ -1217,7 +970,9 @@ impl Hub {
         }
         match s.target {
             Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
-                Some((&Phase::Claimed { ack, .. }, false)) => self.deliver(waiter, s.env, ack, now),
+                Some((&Phase::Claimed { ack, .. }, false)) => {
+                    self.hand_off(waiter, s.env, ack, now)
+                }
                 // The claimed waiter went away meanwhile: route as if it had never parked.
                 _ => self.route(s.env, false, now),
             },
@@ -1296,7 +1051,7 @@ impl Hub {
                         ..
                     })
                 );
-                self.deliver(waiter, env, ack, now)
+                self.hand_off(waiter, env, ack, now)
             }
             None if returned => self.router.requeue(env),
             None => self.router.enqueue_back(env),
@@ -1315,7 +1070,7 @@ impl Hub {
         self.set_state(&from, &id, State::Queued, false, now);
     }
 
-    fn deliver(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
+    fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
         let line = HubLine::Envelope(env.text.to_string()).encode();
         let c = self
             .conns
@@ -1326,7 +1081,7 @@ impl Hub {
             committed: false,
             ack,
         };
-        self.outputs.push_back(Output::Deliver { conn, line });
+        self.outputs.push_back(Output::Handoff { conn, line });
         if ack {
             self.set_deadline(
                 conn,
@@ -1352,12 +1107,6 @@ impl Hub {
                 detail: None,
                 at_ms,
             });
-        }
-    }
-
-    pub(super) fn store(&mut self, op: StoreOp) {
-        if self.durable {
-            self.outputs.push_back(Output::Store(op));
         }
     }
 
@@ -1397,7 +1146,7 @@ impl Hub {
             crate::wire::to_json(reason)
         );
         let bounce = Envelope::new(
-            uuid::Uuid::new_v4().to_string(),
+            self.ids.next_id(),
             HUB_NAME.to_owned(),
             env.from.clone(),
             now.wall.to_rfc3339_opts(SecondsFormat::Millis, true),
@@ -1426,29 +1175,14 @@ impl Hub {
     // ----- replies and bookkeeping -----
 
     fn write(&mut self, conn: ConnId, line: &HubLine) {
+        // Nothing goes to a connection the IO layer released (a batch's outcome can come
+        // after its sender left).
+        if !self.conns.contains_key(&conn) {
+            return;
+        }
         self.outputs.push_back(Output::Write {
             conn,
             line: line.encode(),
-        });
-    }
-
-    /// `reply` for an outcome the store must hold before the peer hears of it: while a commit
-    /// is waiting for its flush (`hold_replies_until`), the line waits for that flush too.
-    fn reply_durable(&mut self, conn: ConnId, line: HubLine, outcome: &'static str, now: Now) {
-        let Some(batch) = self.unsynced else {
-            return self.reply(conn, &line, outcome, now);
-        };
-        self.set_deadline(conn, None);
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.phase = Phase::Syncing { outcome };
-        }
-        self.held.push_back(Held {
-            batch,
-            reply: HeldReply::Line {
-                conn,
-                line,
-                outcome,
-            },
         });
     }
 
@@ -1473,12 +1207,13 @@ impl Hub {
 
     pub(super) fn finish(&mut self, conn: ConnId) {
         self.set_deadline(conn, None);
-        if let Some(c) = self.conns.get_mut(&conn) {
-            // A claimed waiter becomes Done too: once closed it must take no more input, and
-            // `accept` routes the envelope of a waiter that is no longer Claimed elsewhere.
-            if !matches!(c.phase, Phase::Delivering { .. } | Phase::AckStaged) {
-                c.phase = Phase::Done;
-            }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        // A claimed waiter becomes Done too: once closed it must take no more input, and
+        // `accept` routes the envelope of a waiter that is no longer Claimed elsewhere.
+        if !matches!(c.phase, Phase::Delivering { .. } | Phase::AckStaged) {
+            c.phase = Phase::Done;
         }
         self.outputs.push_back(Output::Close { conn });
     }
@@ -1509,22 +1244,7 @@ impl Hub {
     }
 }
 
-/// Why every send is refused after a failed flush of the queue store (SPEC §12.1); the
-/// error line reads `envelope not accepted: <this>`.
-pub fn flush_failed_refusal(why: &str) -> String {
-    format!(
-        "an earlier flush of the queue store to disk failed ({why}); sends are refused until the hub is restarted"
-    )
-}
-
-/// Why a send is refused while the queue store's backlog of changes is past
-/// `limits.store_backlog_max_bytes` (SPEC §12.1); the error line reads
-/// `envelope not accepted: <this>`.
-pub fn store_backlog_refusal(backlog_bytes: usize, max_bytes: usize) -> String {
-    format!(
-        "the queue store has been failing and {backlog_bytes} bytes of changes wait for it, past limits.store_backlog_max_bytes ({max_bytes}); sends are refused until a commit succeeds"
-    )
-}
+pub use commit::{flush_failed_refusal, store_backlog_refusal, Batch};
 
 /// A connection's service-log line. Its detail is an error or close reason with every quoted
 /// span left out (`pipeline::redact_quoted`): the ids and names some error texts quote come

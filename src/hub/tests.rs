@@ -1,9 +1,10 @@
 //! Deterministic simulation tests of the sans-IO `Hub` (SPEC §4–§5, wire-compat.md).
 //!
 //! Owns the `Sim` harness: a hub on a virtual clock, driven the way the IO loop drives it
-//! (lines in, `staged_audit` + `commit` once per iteration, delivery outcomes reported back),
-//! with every output decoded through the client's own `HubLine::decode`. Refuses sockets,
-//! threads, sleeps and the real clock: time moves only through `Sim::advance`.
+//! (lines in, the commit point, each `Output::Commit` executed against a fake store and audit
+//! log that can be told to fail and reported back, delivery outcomes reported back), with
+//! every output decoded through the client's own `HubLine::decode`. Refuses sockets, threads,
+//! sleeps and the real clock: time moves only through `Sim::advance`.
 
 use super::*;
 use crate::wire::HubLine;
@@ -16,6 +17,9 @@ mneme = "tok-mneme"
 datastore = "tok-datastore"
 scribe = "tok-scribe"
 "#;
+
+/// The seed of every simulation's id source (bounce ids): a run is reproducible from it.
+const SEED: u64 = 0x5eed;
 
 const HELLO_MS: u64 = 1_000;
 const VERB_MS: u64 = 2_000;
@@ -62,7 +66,7 @@ struct Drained {
     /// Audit events, with the staged `Accepted` records placed where the IO loop writes them.
     audit: Vec<AuditEvent>,
     logs: Vec<String>,
-    /// Store operations (only from a hub built `with_durable(true)`).
+    /// Store operations of the batches written (only from a hub built `with_durable(true)`).
     store: Vec<crate::store::StoreOp>,
     /// `Output::Forward`s: (peer, seq, envelope text).
     forwards: Vec<(String, u64, String)>,
@@ -152,9 +156,27 @@ struct Sim {
     to_release: BTreeSet<ConnId>,
     /// Connections with a delivery whose outcome the IO has not yet reported.
     delivering: BTreeSet<ConnId>,
-    /// The hub was built `with_durable(true)`: `commit_ok` also collects the staged store
-    /// operations, after the pending ones, as the loop's one transaction holds them.
-    durable: bool,
+    /// The fake store: how it answers the next batches.
+    store: FakeStore,
+    /// The audit log fails every batch written while this is set.
+    audit_fails: bool,
+    /// Batches are kept in `batches` unexecuted (a batch in flight) instead of written.
+    hold_batches: bool,
+    batches: Vec<Batch>,
+    /// Batches that asked for a flush, with the test's label for each (`commit_unflushed`).
+    flush_labels: Vec<(u64, u64)>,
+    next_label: Option<u64>,
+}
+
+/// How the simulation's store answers a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum FakeStore {
+    #[default]
+    Ok,
+    /// Batches that carry sends fail (a full store); acks and removals still go in.
+    Full,
+    /// Every batch fails.
+    Failing,
 }
 
 impl Sim {
@@ -174,7 +196,12 @@ impl Sim {
         tweak(&mut limits);
         let roster = Roster::parse(ROSTER).expect("test roster is valid");
         Sim {
-            hub: Hub::new(roster, limits).with_durable(durable),
+            hub: Hub::new(
+                roster,
+                limits,
+                Box::new(crate::hub::ids::SeededIds::new(SEED)),
+            )
+            .with_durable(durable),
             base: Instant::now(),
             elapsed: Duration::ZERO,
             wall: DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
@@ -186,7 +213,12 @@ impl Sim {
             closed_by_hub: BTreeSet::new(),
             to_release: BTreeSet::new(),
             delivering: BTreeSet::new(),
-            durable,
+            store: FakeStore::Ok,
+            audit_fails: false,
+            hold_batches: false,
+            batches: Vec::new(),
+            flush_labels: Vec::new(),
+            next_label: None,
         }
     }
 
@@ -260,29 +292,62 @@ impl Sim {
         self.hub.handle_delivery_committed(c, now);
     }
 
-    /// The audit write of this iteration succeeded: the staged records go to the audit log
-    /// (after the outputs already drained), then the hub settles them.
+    /// The loop's commit point with a healthy store and audit log: each batch the core emits
+    /// is written (its records join the audit log after the outputs already drained) and
+    /// reported back.
     fn commit_ok(&mut self) {
-        self.collect();
-        let staged: Vec<AuditEvent> = self.hub.staged_audit().collect();
-        self.out.audit.extend(staged);
-        if self.durable {
-            let mut ops = Vec::new();
-            self.hub
-                .staged_store_ops(self.wall.timestamp_millis(), &mut ops);
-            self.out.store.extend(ops);
-        }
-        let now = self.now();
-        self.hub.commit(Ok(()), now);
+        self.commit_point();
     }
 
-    /// The audit write failed: nothing staged reaches the log.
+    /// The commit point with an audit log that fails every write: nothing staged reaches it.
     fn commit_err(&mut self) {
+        self.audit_fails = true;
+        self.commit_point();
+        self.audit_fails = false;
+    }
+
+    /// A new loop iteration reaching its commit point: the loop's `handle_timeout`, then the
+    /// core's `handle_commit_point`, then its outputs (batches executed as they come).
+    fn commit_point(&mut self) {
+        self.collect();
         let now = self.now();
-        self.hub.commit(
-            Err("the audit log could not be written (disk full)".to_owned()),
-            now,
-        );
+        self.hub.handle_timeout(now);
+        self.hub.handle_commit_point(now, false);
+        self.collect();
+    }
+
+    /// What the server's `write_batch` does, against the fake store and audit log.
+    fn execute(&mut self, batch: Batch) {
+        let sends = batch
+            .audit
+            .iter()
+            .any(|e| matches!(e, AuditEvent::Accepted { .. }));
+        let result = match self.store {
+            FakeStore::Failing => Err("the queue store could not be written (disk full)"),
+            FakeStore::Full if sends => Err("the queue store could not be written (disk full)"),
+            _ if self.audit_fails => Err("the audit log could not be written (disk full)"),
+            _ => Ok(()),
+        };
+        if result.is_ok() {
+            self.out.audit.extend(batch.audit);
+            self.out.store.extend(batch.store_ops);
+            if batch.sync {
+                let label = self.next_label.take().unwrap_or(batch.id);
+                self.flush_labels.push((label, batch.id));
+            }
+        }
+        let now = self.now();
+        self.hub
+            .handle_committed(batch.id, result.map_err(str::to_owned), now);
+    }
+
+    /// Executes the batches held in flight (`hold_batches`), with the store as it is now.
+    fn release_batches(&mut self) {
+        self.hold_batches = false;
+        for b in std::mem::take(&mut self.batches) {
+            self.execute(b);
+        }
+        self.collect();
     }
 
     /// Moves the virtual clock and lets the hub expire its deadlines, as the loop does.
@@ -310,7 +375,7 @@ impl Sim {
     fn collect(&mut self) {
         while let Some(o) = self.hub.poll_output() {
             match o {
-                Output::Write { conn, line } | Output::Deliver { conn, line }
+                Output::Write { conn, line } | Output::Handoff { conn, line }
                     if self.closed_by_hub.contains(&conn) =>
                 {
                     panic!("conn {conn}: wrote {line:?} after Close");
@@ -319,13 +384,13 @@ impl Sim {
                     let decoded = decode(&line);
                     assert!(
                         !matches!(decoded, HubLine::Envelope(_)),
-                        "envelopes go out as Deliver"
+                        "envelopes go out as Handoff"
                     );
                     self.out.conns.entry(conn).or_default().lines.push(decoded);
                 }
-                Output::Deliver { conn, line } => {
+                Output::Handoff { conn, line } => {
                     let HubLine::Envelope(text) = decode(&line) else {
-                        panic!("Deliver carried {line:?}")
+                        panic!("Handoff carried {line:?}")
                     };
                     let got = self.out.conns.entry(conn).or_default();
                     assert!(got.delivered.is_none(), "conn {conn}: a second delivery");
@@ -353,7 +418,12 @@ impl Sim {
                     self.out.conns.entry(conn).or_default().closed = true;
                 }
                 Output::Audit(e) => self.out.audit.push(e),
-                Output::Store(op) => self.out.store.push(op),
+                Output::Commit(b) if self.hold_batches => self.batches.push(b),
+                Output::Commit(b) => self.execute(b),
+                Output::LogError(l) => {
+                    assert!(!l.contains("tok-"), "a token reached the service log: {l}");
+                    self.out.logs.push(l);
+                }
                 Output::Forward {
                     peer,
                     seq,
@@ -1677,8 +1747,12 @@ fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
     assert!(sim.hub.has_staged(), "an ack is staged like a send");
     assert_eq!(sim.next_deadline_ms(), None, "a staged ack has no deadline");
     let wall_ms = sim.wall.timestamp_millis();
-    let mut ops = Vec::new();
-    sim.hub.staged_store_ops(wall_ms, &mut ops);
+    sim.hold_batches = true;
+    sim.commit_point();
+    let [batch] = &sim.batches[..] else {
+        panic!("one batch: {:?}", sim.batches)
+    };
+    let ops = batch.store_ops.clone();
     let want_ops = [
         StoreOp::Remove { seq },
         StoreOp::State {
@@ -1691,7 +1765,7 @@ fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
         },
     ];
     assert_eq!(ops, want_ops);
-    let staged: Vec<AuditEvent> = sim.hub.staged_audit().collect();
+    let staged = batch.audit.clone();
     assert_eq!(
         staged,
         [AuditEvent::Acked {
@@ -1702,7 +1776,7 @@ fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
         }]
     );
 
-    sim.commit_ok();
+    sim.release_batches();
     let d = sim.drain();
     assert_eq!(d.lines(r), [HubLine::Acked { id: id.clone() }]);
     assert!(d.closed(r));
@@ -1753,6 +1827,7 @@ fn an_ack_for_another_id_returns_the_envelope_to_the_next_await() {
     sim.committed(r);
     sim.drain();
     sim.ack(r, &e2);
+    sim.commit_ok();
     let d = sim.drain();
     let msg =
         format!("ack does not match the delivered envelope \"{e1}\"; it will be delivered again");
@@ -2032,6 +2107,7 @@ fn an_ack_whose_commit_fails_is_refused_and_the_envelope_requeued() {
     sim.ack(r, &id);
     sim.drain();
     sim.commit_err();
+    sim.commit_ok();
     let d = sim.drain();
     let msg = "ack not recorded: the audit log could not be written (disk full); the envelope will be delivered again";
     assert_eq!(
@@ -2153,6 +2229,7 @@ fn a_plain_delivery_on_a_durable_hub_is_removed_at_its_first_byte() {
     let lost_nothing = sim.park("datastore");
     sim.drain();
     sim.closed(lost_nothing, false);
+    sim.commit_ok();
     let d = sim.drain();
     assert_eq!(d.removes(), [] as [u64; 0]);
     assert!(
@@ -2168,6 +2245,7 @@ fn a_plain_delivery_on_a_durable_hub_is_removed_at_its_first_byte() {
     assert_eq!(d.delivered_id(r), id);
     assert!(d.store.is_empty(), "nothing durable before the first byte");
     sim.committed(r);
+    sim.commit_ok();
     let d = sim.drain();
     assert_eq!(d.removes(), [seq]);
     assert_eq!(d.states(), [(id, "delivered".to_owned())]);
@@ -2572,6 +2650,7 @@ fn restore_brings_back_queues_in_acceptance_order_and_the_ledger() {
     let r = sim.park("datastore");
     assert_eq!(sim.drain().delivered_id(r), "a");
     sim.committed(r);
+    sim.commit_ok();
     assert_eq!(sim.drain().removes(), [3]);
 }
 
@@ -2620,17 +2699,20 @@ fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
     let r = sim.park("datastore");
     assert_eq!(sim.drain().delivered_id(r), settled);
     sim.io_flush();
+    sim.commit_ok();
     sim.drain();
 
     // Within the window: nothing is forgotten.
     for _ in 0..5 {
         sim.advance(10_000);
     }
+    sim.commit_ok();
     assert!(sim.drain().store.is_empty());
     assert_eq!(sim.status("mneme", &settled).state, "delivered");
     // At it (settled a whole window ago): the settled id goes, in memory and on disk; the
     // queued one stays.
     sim.advance(10_000);
+    sim.commit_ok();
     let d = sim.drain();
     assert_eq!(
         d.store,
@@ -2669,13 +2751,16 @@ fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
     let r = sim.park("datastore");
     assert_eq!(sim.drain().delivered_id(r), queued_for_long);
     sim.io_flush();
+    sim.commit_ok();
     assert_eq!(sim.drain().removes().len(), 1);
     sim.advance(10_000);
+    sim.commit_ok();
     assert!(sim.drain().store.is_empty(), "settled 10 s ago");
     assert_eq!(sim.status("mneme", &queued_for_long).state, "delivered");
     for _ in 0..5 {
         sim.advance(10_000);
     }
+    sim.commit_ok();
     let d = sim.drain();
     assert_eq!(
         d.store,
@@ -2792,15 +2877,27 @@ fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
 // ----- replies held for the store's flush (SPEC §12.1, sync = "full") -----
 
 impl Sim {
-    /// `commit_ok` for a commit that is written but waits for its flush (batch `batch`).
-    fn commit_unflushed(&mut self, batch: u64) {
-        self.hub.hold_replies_until(batch);
+    /// `commit_ok` with a store that flushes to disk (`store.sync = "full"`): the batch is
+    /// written and waits for its flush, which the test calls `label`.
+    fn commit_unflushed(&mut self, label: u64) {
+        self.hub.commit.sync = true;
+        self.next_label = Some(label);
         self.commit_ok();
+        self.hub.commit.sync = false;
+        assert!(self.next_label.is_none(), "the batch asked for no flush");
     }
 
+    /// The store's flush of every batch up to the one labelled `through` finished.
     fn flushed(&mut self, through: u64, result: Result<(), String>) {
+        let batch = self
+            .flush_labels
+            .iter()
+            .filter(|&&(label, _)| label <= through)
+            .map(|&(_, id)| id)
+            .max()
+            .unwrap_or(0);
         let now = self.now();
-        self.hub.synced(through, result, now);
+        self.hub.handle_synced(batch, result, now);
     }
 }
 
@@ -2835,6 +2932,11 @@ fn accepted_waits_for_the_flush_but_the_waiting_reader_does_not() {
 #[test]
 fn one_flush_releases_every_batch_up_to_it_in_commit_order() {
     let mut sim = Sim::durable();
+    // Handoffs to parked readers: those commit at once even while a flush runs (SPEC §12.1),
+    // so three batches can wait for flushes at the same time.
+    for _ in 0..3 {
+        sim.park("datastore");
+    }
     let (a, ida) = sim.send("mneme", "datastore", "task", None);
     sim.commit_unflushed(1);
     let (b, idb) = sim.send("scribe", "datastore", "task", None);
@@ -2964,6 +3066,8 @@ fn a_sender_gone_before_the_flush_leaves_its_envelope_queued() {
     );
 }
 
+mod commit;
 mod forward;
+mod ids;
 mod pipelining;
 mod redelivery;

@@ -7,7 +7,7 @@
 
 pub mod audit_chain;
 pub mod conn;
-mod pending;
+pub mod os_ids;
 pub mod records;
 pub mod relay_gate;
 pub mod relay_io;
@@ -45,8 +45,6 @@ const READ_BUDGET_BYTES: usize = 1024 * 1024;
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Minimum gap between two service-log lines about refused connections.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
-/// How often staged bounces are retried while the audit log is failing.
-const COMMIT_RETRY: Duration = Duration::from_millis(500);
 
 /// How the server run ended.
 #[derive(Debug)]
@@ -94,19 +92,14 @@ pub struct Server {
     to_relay: Vec<Output>,
     /// When the relay's heartbeat directory is next refreshed from the hub.
     next_directory: Option<Instant>,
-    /// Store operations that gate nothing, applied with the next commit (retried on failure).
-    pending_ops: pending::PendingOps,
     /// Held open so that at EMFILE one descriptor can be freed to accept-and-close.
     reserve_fd: Option<File>,
     accept_paused_until: Option<Instant>,
     refusals: Refusals,
     shutting_down: bool,
-    store_failing: bool,
     /// The store's background thread: flushes commits to disk (`store.sync = "full"`) and
     /// checkpoints the WAL, off the loop; None for the memory store.
     flusher: Option<Flusher>,
-    /// The number of the next commit that waits for a flush.
-    next_batch: u64,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
 }
@@ -136,7 +129,8 @@ impl Server {
             mono: Instant::now(),
             wall: chrono::Utc::now(),
         };
-        let mut hub = Hub::new(roster, limits.clone()).with_durable(store.is_durable());
+        let mut hub = Hub::new(roster, limits.clone(), Box::new(os_ids::OsIds))
+            .with_durable(store.is_durable());
         hub.restore(loaded, now);
         hub.start_purging(now);
         let flusher = match store.take_background() {
@@ -149,6 +143,8 @@ impl Server {
             }
             None => None,
         };
+        // Replies wait for a flush only where the flush thread makes commits durable on disk.
+        let hub = hub.with_sync(flusher.as_ref().is_some_and(Flusher::syncs));
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -165,14 +161,11 @@ impl Server {
             relay: None,
             to_relay: Vec::new(),
             next_directory: None,
-            pending_ops: pending::PendingOps::default(),
             reserve_fd: File::open("/dev/null").ok(),
             accept_paused_until: None,
             refusals: Refusals::default(),
             shutting_down: false,
-            store_failing: false,
             flusher,
-            next_batch: 1,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
@@ -358,9 +351,6 @@ impl Server {
         if let Some(relay) = &self.relay {
             consider(relay.poll_timeout());
             consider(self.next_directory);
-        }
-        if self.hub.has_staged() || !self.pending_ops.is_empty() {
-            consider(Some(now + COMMIT_RETRY));
         }
         if !self.read_again.is_empty() || self.relay.as_ref().is_some_and(|r| r.wants_read()) {
             return Some(Duration::ZERO);
@@ -548,7 +538,7 @@ impl Server {
                         self.dirty.insert(conn);
                     }
                 }
-                Output::Deliver { conn, line } => {
+                Output::Handoff { conn, line } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.queue_delivery(line.as_bytes());
                         self.dirty.insert(conn);
@@ -577,7 +567,8 @@ impl Server {
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
                 Output::Log(line) => self.records.log("INFO", &line),
-                Output::Store(op) => self.pending_ops.push(op),
+                Output::LogError(line) => self.records.log("ERROR", &line),
+                Output::Commit(batch) => self.write_batch(batch),
                 out @ (Output::Forward { .. } | Output::ForwardAck { .. }) => {
                     self.to_relay.push(out)
                 }
@@ -638,22 +629,18 @@ impl Server {
         fed
     }
 
-    /// End of an iteration: commit staged sends behind their audit records, then write every
-    /// dirty socket, repeating while those writes produce more work (requeues, bounces).
+    /// End of an iteration: the core's commit point (it emits the batch to write, if any),
+    /// then every dirty socket written, repeating while those writes produce more work
+    /// (requeues, bounces).
     fn settle(&mut self, now: Now) {
-        let mut commit_failed = false;
         loop {
             self.drain_outputs();
             if self.exchange_with_relay(now) {
                 continue;
             }
-            if (self.hub.has_staged() || !self.pending_ops.is_empty())
-                && !commit_failed
-                && !self.commit_can_wait()
-            {
-                commit_failed = !self.commit_point(now);
-                self.drain_outputs();
-            }
+            let holds = self.flusher.as_ref().is_some_and(Flusher::holds_commits);
+            self.hub.handle_commit_point(now, holds);
+            self.drain_outputs();
             if self.dirty.is_empty() {
                 break;
             }
@@ -665,112 +652,32 @@ impl Server {
         self.records.flush_service();
     }
 
-    /// While a flush is running, a commit made now could confirm nothing before the next flush
-    /// anyway (that one starts only when the running one ends), so the loop gathers the staged
-    /// work and commits it once the running flush reports: one commit and one flush for
-    /// everything that arrived meanwhile. Only a handoff to a parked await commits at once,
-    /// because its reader gets the envelope at the commit (SPEC §12.1).
-    ///
-    /// A checkpoint that must copy the whole WAL holds every commit, handoffs too, until it
-    /// ends (`flush` module doc): that is what keeps the WAL bounded.
-    fn commit_can_wait(&self) -> bool {
-        if self.flusher.as_ref().is_some_and(Flusher::holds_commits) {
-            return true;
-        }
-        self.flusher.as_ref().is_some_and(Flusher::is_pending)
-            && !self.hub.has_staged_handoff()
-            && self.hub.flush_failed().is_none()
-    }
-
-    /// The one commit of an iteration (PLAN.md §2): the store transaction (pending operations,
-    /// then the staged sends' and acks'), the audit batch, then the store commit. Only when all
-    /// three succeed are the staged sends accepted; otherwise they are refused, the store
-    /// transaction is rolled back, and pending operations wait for the next attempt.
-    ///
-    /// A failed commit that carried sends is tried once more without them: a full store must
-    /// still record acks and delivery removals, which are what free its room.
-    fn commit_point(&mut self, now: Now) -> bool {
-        let with_sends = self.hub.has_staged_sends();
-        // After a failed flush (the kernel may have dropped written pages) nothing new may be
-        // promised durable until a restart (SPEC §12.1); acks and removals are still written.
-        let backlog = self.pending_ops.bytes();
-        let (sends, acks) = if let Some(why) = self.hub.flush_failed() {
-            let refused = crate::hub::flush_failed_refusal(why);
-            (Err(refused), self.try_commit(false, now))
-        } else if with_sends && backlog > self.limits.store_backlog_max_bytes {
-            // The store has been failing long enough that its backlog reached the bound: it is
-            // drained (with the acks) before any send is tried again (SPEC §12.1).
-            let refused =
-                crate::hub::store_backlog_refusal(backlog, self.limits.store_backlog_max_bytes);
-            (Err(refused), self.try_commit(false, now))
-        } else {
-            match self.try_commit(true, now) {
-                Ok(()) => (Ok(()), Ok(())),
-                Err(e) if with_sends => {
-                    let rest = self.try_commit(false, now);
-                    (Err(e), rest)
-                }
-                Err(e) => (Err(e.clone()), Err(e)),
-            }
+    /// Carries out one `Output::Commit` exactly as `hub::commit::Batch` says: the store
+    /// transaction, the audit batch, the store commit, undoing what was done when a step
+    /// fails, then the flush request for a batch that waits for one. Decides nothing: the
+    /// core gets the result and says what follows.
+    fn write_batch(&mut self, batch: crate::hub::Batch) {
+        let result = self.try_write_batch(&batch);
+        let now = self.now();
+        let unflushable = match (&result, batch.sync, &mut self.flusher) {
+            (Ok(()), true, Some(f)) => f.request(batch.id).err(),
+            (Ok(()), true, None) => Some("the store has no flush thread".to_owned()),
+            _ => None,
         };
-        // A commit that wrote something the peers are told about waits for its flush. One
-        // holding only changes that gate no reply (removals after plain deliveries, states,
-        // forgotten ids) asks for none: the next flush or checkpoint takes it along, and until
-        // then it survives a hub crash, which is all its promise is (SPEC §12.1).
-        let replies = (with_sends && sends.is_ok()) || (self.hub.has_staged_acks() && acks.is_ok());
-        let mut unflushable = None;
-        if replies {
-            if let Some(f) = self.flusher.as_mut().filter(|f| f.syncs()) {
-                let batch = self.next_batch;
-                self.next_batch += 1;
-                self.hub.hold_replies_until(batch);
-                if let Err(e) = f.request(batch) {
-                    // No flush will come: the held replies become errors below.
-                    self.records.log("ERROR", &e);
-                    unflushable = Some((batch, e));
-                }
-            }
+        self.hub.handle_committed(batch.id, result, now);
+        if let Some(e) = unflushable {
+            // No flush will come: the held replies become errors.
+            self.hub.handle_synced(batch.id, Err(e), now);
         }
-        let ok = sends.is_ok() && acks.is_ok();
-        match (&sends, &acks) {
-            (Ok(()), Ok(())) if self.store_failing => {
-                self.store_failing = false;
-                self.records.log("INFO", "commits succeed again");
-            }
-            (Err(e), _) | (_, Err(e)) if !self.store_failing => {
-                self.store_failing = true;
-                self.records.log(
-                    "ERROR",
-                    &format!("commit failed: {e}; sends are refused until it succeeds"),
-                );
-            }
-            _ => {}
-        }
-        self.hub.commit_parts(sends, acks, now);
-        if let Some((batch, e)) = unflushable {
-            self.hub.synced(batch, Err(e), now);
-        }
-        ok
     }
 
-    /// One attempt: pending operations plus the staged acks (and the staged sends when
-    /// `with_sends`), the audit batch, the store commit. On success the pending operations are
-    /// done; on failure they are kept and nothing of the attempt remains.
-    fn try_commit(&mut self, with_sends: bool, now: Now) -> Result<(), String> {
-        let mut ops = self.pending_ops.to_vec();
-        if self.store.is_durable() {
-            self.hub
-                .staged_store_ops_parts(with_sends, now.wall.timestamp_millis(), &mut ops);
-        }
-        if let Err(e) = self.store.stage(&ops) {
+    fn try_write_batch(&mut self, batch: &crate::hub::Batch) -> Result<(), String> {
+        if let Err(e) = self.store.stage(&batch.store_ops) {
             // Records that gate nothing still go out; the refusals are audited after them.
             let _ = self.records.flush_audit(std::iter::empty());
             return Err(format!("the queue store could not be written ({e})"));
         }
-        if let Err(e) = self
-            .records
-            .flush_audit(self.hub.staged_audit_parts(with_sends))
-        {
+        if let Err(e) = self.records.flush_audit(batch.audit.iter().cloned()) {
             self.store.rollback();
             return Err(format!("the audit log could not be written ({e})"));
         }
@@ -782,7 +689,6 @@ impl Server {
         if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
             f.wal_committed(frames);
         }
-        self.pending_ops.clear();
         Ok(())
     }
 
@@ -804,15 +710,7 @@ impl Server {
             }
         }
         for (through, result) in reports {
-            if let Err(e) = &result {
-                if self.hub.flush_failed().is_none() {
-                    self.records.log(
-                        "ERROR",
-                        &format!("flushing the queue store to disk failed: {e}; sends are refused until the hub is restarted (check the disk)"),
-                    );
-                }
-            }
-            self.hub.synced(through, result, now);
+            self.hub.handle_synced(through, result, now);
         }
         self.drain_outputs();
     }

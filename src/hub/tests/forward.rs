@@ -91,7 +91,11 @@ impl Pair {
 fn only_a_non_roster_name_at_a_forwarding_peer_is_remote() {
     let mut sim = Sim::forwarding("east", "west", false);
     let roster = "[agents]\n\"ops@west\" = \"tok-a\"\nmneme = \"tok-mneme\"\n";
-    sim.hub = Hub::new(Roster::parse(roster).unwrap(), Limits::example());
+    sim.hub = Hub::new(
+        Roster::parse(roster).unwrap(),
+        Limits::example(),
+        Box::new(crate::hub::ids::SeededIds::new(SEED)),
+    );
     sim.hub
         .enable_forwarding("east", ["west".to_owned()], WINDOW);
     assert_eq!(
@@ -152,6 +156,7 @@ fn mail_for_a_peer_queues_until_the_link_is_up_then_leaves_only_when_acked() {
 
     let now = p.east.now();
     p.east.hub.handle_forward_ack("west", seq, None, now);
+    p.east.commit_ok();
     let d = p.east.drain();
     assert!(d.store.contains(&StoreOp::Remove { seq }), "{:?}", d.store);
     assert!(d

@@ -204,9 +204,11 @@ fn a_durable_hub_removes_a_given_up_envelope_and_keeps_why_across_a_restart() {
     let seq = sim.drain().inserted_seq(&id);
     sim.closed(c, true);
     sim.crash_reader("datastore");
+    sim.commit_ok();
     let d = sim.drain();
     assert!(d.store.contains(&StoreOp::Attempts { seq, attempts: 1 }));
     sim.crash_reader("datastore");
+    sim.commit_ok();
     let d = sim.drain();
     assert!(d.store.contains(&StoreOp::Attempts { seq, attempts: 2 }));
     assert!(d.removes().contains(&seq), "out of its queue on disk");

@@ -7,7 +7,8 @@
 //! outcome is the same), and a `Forget` replaces everything before it for its row: the backlog
 //! holds at most a few operations per envelope, so it cannot outgrow what the hub already holds
 //! in memory. Its estimated size is what `limits.store_backlog_max_bytes` bounds (SPEC §12.1).
-//! Refuses deciding what follows from the bound: the loop refuses sends past it.
+//! Refuses deciding what follows from the bound: the commit point (`hub::commit`) refuses
+//! sends past it.
 
 use crate::store::StoreOp;
 use std::collections::HashMap;
@@ -120,6 +121,7 @@ impl PendingOps {
         self.ops.iter().flatten().cloned().collect()
     }
 
+    #[cfg(test)]
     pub fn clear(&mut self) {
         *self = PendingOps::default();
     }

@@ -1,0 +1,63 @@
+//! One set of checks for a new envelope, shared by a local `send` (SPEC §5.1, §12.3) and a
+//! peer hub's forward (SPEC §15): idempotency against the ledger, a copy already staged or in
+//! the batch being written, the queue caps; then the staging itself.
+//!
+//! Owns what both paths must agree on. Refuses answering: the local path answers with reply
+//! and error lines, the forward path with forward acks, each from the `Admission`.
+
+use super::{ledger, queued_from, ConnId, Hub, Staged};
+use crate::wire::Envelope;
+
+/// What became of an envelope offered for staging.
+pub(super) enum Admission {
+    /// Staged for the next batch.
+    Staged,
+    /// Its id was accepted before from the same sender with the same content.
+    Duplicate,
+    /// Its id was accepted before from the same sender with other content.
+    Conflict,
+    /// A copy with its id is staged or being committed.
+    InProgress,
+    /// Its queue (or the hub) is full: the reason.
+    Full(String),
+}
+
+impl Hub {
+    /// Checks `env` (its `from` already stamped) and stages it when new. `conn` is the
+    /// sender's connection, `from_peer` the peer and relay message id of a forward.
+    pub(super) fn admit(
+        &mut self,
+        env: &Envelope,
+        conn: Option<ConnId>,
+        from_peer: Option<(String, String)>,
+    ) -> Admission {
+        let digest = ledger::digest(
+            &env.to,
+            &env.kind,
+            env.correlation_id.as_deref(),
+            env.body.get(),
+        );
+        match self.ledger.seen(&env.from, &env.id, &digest) {
+            ledger::Seen::New => {}
+            ledger::Seen::Duplicate => return Admission::Duplicate,
+            ledger::Seen::Conflict => return Admission::Conflict,
+        }
+        if self.is_staged(&env.from, &env.id) {
+            return Admission::InProgress;
+        }
+        let mut queued = queued_from(env);
+        queued.seq = self.take_seq();
+        let target = match self.stage_target(&queued) {
+            Ok(t) => t,
+            Err(full) => return Admission::Full(full.to_string()),
+        };
+        self.staged.push(Staged {
+            conn,
+            from_peer,
+            env: queued,
+            target,
+            digest,
+        });
+        Admission::Staged
+    }
+}
