@@ -202,7 +202,7 @@ impl Sim {
                 Box::new(crate::hub::ids::SeededIds::new(SEED)),
             )
             .with_durable(durable),
-            base: Instant::now(),
+            base: crate::deadline::test_origin(),
             elapsed: Duration::ZERO,
             wall: DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
                 .expect("fixed time")
@@ -2744,7 +2744,7 @@ fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
             id: settled.clone()
         }]
     );
-    assert_eq!(d.accepted_ids(), [settled.clone()]);
+    assert_eq!(d.accepted_ids(), std::slice::from_ref(&settled));
 
     // The window runs from settlement: the envelope queued for a whole window is kept for
     // another whole window after its delivery.
@@ -2970,7 +2970,7 @@ fn a_failed_flush_answers_an_error_that_says_what_happened() {
         "{msg}"
     );
     // The envelope is in the queue all the same (the commit was written).
-    assert_eq!(sim.queued_ids("datastore"), [id.clone()]);
+    assert_eq!(sim.queued_ids("datastore"), std::slice::from_ref(&id));
     // A resend cannot be confirmed either: its first copy may never reach the disk.
     let again = sim.send_id("mneme", &id, "datastore", "task", None, "{}");
     let d = sim.drain();

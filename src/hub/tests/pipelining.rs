@@ -374,7 +374,7 @@ fn a_held_ack_waits_for_the_delivery_to_reach_the_socket() {
     sim.closed(r, false);
     sim.commit_ok();
     sim.drain();
-    assert_eq!(sim.queued_ids("datastore"), [id.clone()]);
+    assert_eq!(sim.queued_ids("datastore"), std::slice::from_ref(&id));
     assert_ne!(sim.status("mneme", &id).state, "acked");
 
     // The delivery reaches the socket: `delivered`, then the held ack, then `acked`.
