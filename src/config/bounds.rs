@@ -249,7 +249,10 @@ mod tests {
         assert_eq!(c.limits.answer_linger_ms, 0);
         let without = format!("{head}{}", l.to_toml()).replace("answer_linger_ms = 0\n", "");
         let c = Config::parse(&without, Path::new("/d")).unwrap();
-        assert_eq!(c.limits.answer_linger_ms, crate::config::DEFAULT_ANSWER_LINGER_MS);
+        assert_eq!(
+            c.limits.answer_linger_ms,
+            crate::config::DEFAULT_ANSWER_LINGER_MS
+        );
     }
 
     #[test]

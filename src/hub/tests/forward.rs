@@ -129,7 +129,10 @@ fn mail_for_a_peer_queues_until_the_link_is_up_then_leaves_only_when_acked() {
     let d = p.east.drain();
     assert!(d.forwards.is_empty(), "no link yet");
     let seq = d.inserted_seq(&id);
-    assert_eq!(p.east.queued_ids("datastore@west"), std::slice::from_ref(&id));
+    assert_eq!(
+        p.east.queued_ids("datastore@west"),
+        std::slice::from_ref(&id)
+    );
     assert_eq!(
         p.east.status_state("mneme", &id),
         ("queued".into(), Some(1))

@@ -366,11 +366,16 @@ fn a_held_ack_waits_for_the_delivery_to_reach_the_socket() {
     sim.commit_ok();
     let d = sim.drain();
     assert!(
-        !d.lines(r).iter().any(|l| matches!(l, HubLine::Acked { .. })),
+        !d.lines(r)
+            .iter()
+            .any(|l| matches!(l, HubLine::Acked { .. })),
         "acked before a byte of the delivery was taken: {:?}",
         d.lines(r)
     );
-    assert!(!d.audit.iter().any(|e| matches!(e, AuditEvent::Acked { .. })));
+    assert!(!d
+        .audit
+        .iter()
+        .any(|e| matches!(e, AuditEvent::Acked { .. })));
     sim.closed(r, false);
     sim.commit_ok();
     sim.drain();
