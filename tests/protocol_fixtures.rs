@@ -747,7 +747,7 @@ impl Sim {
                     assert!(!c.closed, "the hub answered after closing the connection");
                     c.answered = true;
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     let c = self.by_id(conn);
                     c.closed = true;
                     let flushed = c.flushed;

@@ -142,7 +142,7 @@ fn run_hub(limits: &Limits) {
                     let l = HubLine::decode(line.trim_end().as_bytes()).expect("a hub line");
                     silent_refused |= matches!(l, HubLine::Error { .. });
                 }
-                Output::Close { conn } | Output::Answered { conn } => {
+                Output::Close { conn, .. } | Output::Answered { conn } => {
                     hub.handle_closed(conn, true, "closed", now)
                 }
                 _ => {}

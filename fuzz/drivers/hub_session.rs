@@ -557,7 +557,7 @@ impl Sim {
                 c.has_output = true;
                 self.dirty.insert(conn);
             }
-            Output::Close { conn } => {
+            Output::Close { conn, .. } => {
                 let c = self.live(conn, "a close");
                 c.closing = true;
                 c.discard = true;

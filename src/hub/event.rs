@@ -28,12 +28,15 @@ pub enum Output {
     Handoff { conn: ConnId, line: String },
     /// The connection's final line is buffered and the exchange is over: flush it, then
     /// release the socket once the client closes its side (or after the linger of SPEC §4.3,
-    /// `limits.hello_timeout_ms`), passing every line the client sends meanwhile to
+    /// `limits.answer_linger_ms`), passing every line the client sends meanwhile to
     /// `Hub::handle_line` (which answers it with an error and a `Close`). The IO layer then
     /// calls `Hub::handle_closed`.
     Answered { conn: ConnId },
     /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
-    Close { conn: ConnId },
+    /// With `linger` (the connection's last line was an error, SPEC §4.4) it first shuts
+    /// down its sending side and waits, up to `limits.hello_timeout_ms`, for the client to
+    /// close, so unread input cannot turn the close into a reset that destroys the error line.
+    Close { conn: ConnId, linger: bool },
     /// An audit record that depends on nothing (written with the next batch).
     Audit(AuditEvent),
     /// A service-log line (no timestamp; the writer adds it). Never holds a token or a body.

@@ -131,6 +131,8 @@ struct Conn {
     /// A line arrived while the verb was pending that will be answered as a line after the
     /// verb's reply.
     held_extra: bool,
+    /// An error line was written: the close lingers (SPEC §4.4, `Output::Close`).
+    errored: bool,
 }
 
 /// A final line, or a peer's forward ack, that waits for the store's flush of the commit
@@ -299,6 +301,7 @@ impl Hub {
                 eof: false,
                 held_ack: None,
                 held_extra: false,
+                errored: false,
             },
         );
         self.set_deadline(
@@ -613,7 +616,10 @@ impl Hub {
                 // Answered: close once the final line is written, without waiting for the
                 // client's close (a plain delivery's outcome is still decided at the close).
                 Phase::Replied | Phase::Delivering { ack: false, .. } => {
-                    self.outputs.push_back(Output::Close { conn })
+                    self.outputs.push_back(Output::Close {
+                        conn,
+                        linger: false,
+                    })
                 }
                 _ => {}
             }
@@ -1177,9 +1183,10 @@ impl Hub {
     fn write(&mut self, conn: ConnId, line: &HubLine) {
         // Nothing goes to a connection the IO layer released (a batch's outcome can come
         // after its sender left).
-        if !self.conns.contains_key(&conn) {
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
-        }
+        };
+        c.errored |= matches!(line, HubLine::Error { .. });
         self.outputs.push_back(Output::Write {
             conn,
             line: line.encode(),
@@ -1215,7 +1222,8 @@ impl Hub {
         if !matches!(c.phase, Phase::Delivering { .. } | Phase::AckStaged) {
             c.phase = Phase::Done;
         }
-        self.outputs.push_back(Output::Close { conn });
+        let linger = c.errored;
+        self.outputs.push_back(Output::Close { conn, linger });
     }
 
     pub(super) fn set_deadline(&mut self, conn: ConnId, deadline: Option<Instant>) {

@@ -118,7 +118,10 @@ impl Hub {
         self.set_deadline(conn, None);
         // A stopping hub does not wait for clients to close (SPEC §4.6).
         self.outputs.push_back(if self.shutting_down {
-            Output::Close { conn }
+            Output::Close {
+                conn,
+                linger: false,
+            }
         } else {
             Output::Answered { conn }
         });

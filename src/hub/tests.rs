@@ -401,7 +401,7 @@ impl Sim {
                         .push((conn, serde_json::from_str(&text).expect("envelope is JSON")));
                     self.delivering.insert(conn);
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, .. } => {
                     assert!(self.closed_by_hub.insert(conn), "conn {conn}: closed twice");
                     self.to_release.insert(conn);
                     self.out.conns.entry(conn).or_default().closed = true;

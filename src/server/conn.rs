@@ -35,8 +35,9 @@ pub struct Conn {
     pub answered: bool,
     /// Answered, flushed, and the linger deadline for the client's close is running.
     pub waiting_for_close: bool,
-    /// An error line was written: wait for the peer's EOF before closing, so the kernel does
-    /// not answer unread input with a reset that destroys the error line in flight.
+    /// The core's `Close` said to linger (its last line was an error): wait for the peer's EOF
+    /// before closing, so the kernel does not answer unread input with a reset that destroys
+    /// the error line in flight.
     pub linger: bool,
     /// Input is discarded (after an error, or once the verb has been answered).
     pub discard_input: bool,
@@ -83,9 +84,6 @@ impl Conn {
     }
 
     pub fn queue_line(&mut self, line: &[u8]) {
-        if line.starts_with(b"{\"error\"") {
-            self.linger = true;
-        }
         self.out.extend_from_slice(line);
     }
 

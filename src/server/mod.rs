@@ -551,9 +551,10 @@ impl Server {
                         self.dirty.insert(conn);
                     }
                 }
-                Output::Close { conn } => {
+                Output::Close { conn, linger } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.closing = true;
+                        c.linger |= linger;
                         c.discard_input = true;
                         c.answered = false;
                         let was_waiting = std::mem::take(&mut c.waiting_for_close);

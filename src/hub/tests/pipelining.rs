@@ -345,7 +345,7 @@ fn shutdown_closes_answered_connections() {
     sim.hub.shutdown(now);
     let mut closes = 0;
     while let Some(o) = sim.hub.poll_output() {
-        closes += usize::from(matches!(o, Output::Close { conn } if conn == c));
+        closes += usize::from(matches!(o, Output::Close { conn, .. } if conn == c));
     }
     assert_eq!(closes, 1);
 }
@@ -404,4 +404,32 @@ fn a_held_ack_waits_for_the_delivery_to_reach_the_socket() {
         .collect();
     assert_eq!(order, ["delivered", "acked"]);
     assert!(sim.queued_ids("datastore").is_empty());
+}
+
+/// The core says when a close lingers (SPEC §4.4): after an error line, and not after a
+/// connection that ended without one; the IO layer never looks at a line's text to decide.
+#[test]
+fn a_close_lingers_after_an_error_line_only() {
+    let closes = |sim: &mut Sim, c: ConnId| -> Vec<bool> {
+        let mut v = Vec::new();
+        while let Some(o) = sim.hub.poll_output() {
+            if let Output::Close { conn, linger } = o {
+                if conn == c {
+                    v.push(linger);
+                }
+            }
+        }
+        v
+    };
+    let mut sim = Sim::new();
+    let c = sim.open();
+    sim.line(c, "not json");
+    assert_eq!(closes(&mut sim, c), [true], "a malformed first line");
+    let c = sim.login("mneme");
+    sim.eof(c);
+    assert_eq!(
+        closes(&mut sim, c),
+        [false],
+        "the client left before its verb"
+    );
 }
