@@ -73,7 +73,7 @@ pub(crate) fn unhex(text: &str) -> Vec<u8> {
 
 /// docs/relay-protocol.md §2.1: lowercase hex of HMAC-SHA256 keyed with the 32 raw key bytes, over
 /// the ASCII text of the nonce hex.
-fn proof(key_hex: &str, nonce_hex: &str) -> String {
+pub(crate) fn proof(key_hex: &str, nonce_hex: &str) -> String {
     use hmac::{Hmac, Mac};
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&unhex(key_hex)).unwrap();
     mac.update(nonce_hex.as_bytes());

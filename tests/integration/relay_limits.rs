@@ -11,42 +11,12 @@
 //! speaks relay v0, whose bytes never change, with its own HMAC.
 
 use crate::harness::*;
+use crate::relay::{connect_from, key_hex, proof, unix_ms};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// 64 hex characters of a deterministic key (bytes `seed, seed+1, …`).
-fn key_hex(seed: u8) -> String {
-    (0..32u8)
-        .map(|i| format!("{:02x}", seed.wrapping_add(i)))
-        .collect()
-}
-
-/// The v0 proof (docs/relay-protocol.md §2.1): HMAC-SHA256 keyed with the raw key over the nonce's
-/// hex text.
-fn proof(key_hex: &str, nonce_hex: &str) -> String {
-    use hmac::{Hmac, Mac};
-    let key: Vec<u8> = (0..64)
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&key_hex[i..i + 2], 16).unwrap())
-        .collect();
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
-    mac.update(nonce_hex.as_bytes());
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
 
 /// A hub with a relay listening on 127.0.0.2, knowing one peer, `legacy` (v0 allowed), with
 /// `extra` lines added to its `[relay]` table (which has no `handshake_timeout_ms`).
@@ -72,37 +42,6 @@ fn relay_hub(setup: Setup, key: &str, extra: &str) -> (Hub, SocketAddr) {
         .parse()
         .unwrap();
     (hub, addr)
-}
-
-/// A blocking connection to `to` from `ip` (std cannot bind before connecting).
-fn connect_from(ip: Ipv4Addr, to: SocketAddr) -> TcpStream {
-    use std::os::fd::FromRawFd;
-    let SocketAddr::V4(to) = to else {
-        panic!("IPv4 only: {to}")
-    };
-    let sockaddr = |ip: Ipv4Addr, port: u16| {
-        // SAFETY: sockaddr_in is plain data; all-zero bytes are valid.
-        let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        a.sin_family = libc::AF_INET as libc::sa_family_t;
-        a.sin_port = port.to_be();
-        a.sin_addr.s_addr = u32::from_ne_bytes(ip.octets());
-        a
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: a fresh socket, owned by the TcpStream from here on (closed on a panic too);
-    // bind and connect read a valid sockaddr_in of `len` bytes during the call only.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let stream = TcpStream::from_raw_fd(fd);
-        let local = sockaddr(ip, 0);
-        let r = libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len);
-        assert_eq!(r, 0, "bind {ip}: {}", std::io::Error::last_os_error());
-        let remote = sockaddr(*to.ip(), to.port());
-        let r = libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len);
-        assert_eq!(r, 0, "connect {to}: {}", std::io::Error::last_os_error());
-        stream
-    }
 }
 
 /// CPU seconds (user + system) process `pid` has used.
