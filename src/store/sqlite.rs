@@ -437,6 +437,18 @@ mod tests {
         dir.join("queue.db")
     }
 
+    /// `insert` with a text padded by `pad`, for tests that fill pages.
+    fn padded(seq: u64, id: &str, pad: &str) -> StoreOp {
+        let mut op = insert(seq, "b", id);
+        if let StoreOp::Insert { text, .. } = &mut op {
+            *text = Arc::from(format!(
+                "{},\"pad\":\"{pad}\"}}",
+                text.trim_end_matches('}')
+            ));
+        }
+        op
+    }
+
     fn insert(seq: u64, agent: &str, id: &str) -> StoreOp {
         StoreOp::Insert {
             seq,
@@ -711,19 +723,7 @@ mod tests {
         });
         let big = "x".repeat(3000);
         for seq in 1..=1500u64 {
-            let mut ops = vec![StoreOp::Insert {
-                seq,
-                agent: "b".into(),
-                id: format!("e{seq}"),
-                sender: "a".into(),
-                kind: "k".into(),
-                correlation_id: None,
-                text: Arc::from(format!(
-                    "{{\"id\":\"e{seq}\",\"from\":\"a\",\"to\":\"b\",\"pad\":\"{big}\"}}"
-                )),
-                digest: [1; 32],
-                accepted_ms: 5,
-            }];
+            let mut ops = vec![padded(seq, &format!("e{seq}"), &big)];
             if seq % 3 == 0 {
                 ops.push(StoreOp::Remove { seq: seq - 1 });
             }
@@ -774,19 +774,7 @@ mod tests {
                 continue;
             }
             seq += 1;
-            let mut ops = vec![StoreOp::Insert {
-                seq,
-                agent: "b".into(),
-                id: format!("e{seq}"),
-                sender: "a".into(),
-                kind: "k".into(),
-                correlation_id: None,
-                text: Arc::from(format!(
-                    "{{\"id\":\"e{seq}\",\"from\":\"a\",\"to\":\"b\",\"pad\":\"{pad}\"}}"
-                )),
-                digest: [1; 32],
-                accepted_ms: 5,
-            }];
+            let mut ops = vec![padded(seq, &format!("e{seq}"), &pad)];
             if seq > 1 {
                 ops.push(StoreOp::Remove { seq: seq - 1 });
             }
@@ -873,19 +861,7 @@ mod tests {
         let mut full = false;
         for _ in 0..200 {
             seq += 1;
-            let op = StoreOp::Insert {
-                seq,
-                agent: "b".into(),
-                id: format!("i{seq}"),
-                sender: "a".into(),
-                kind: "k".into(),
-                correlation_id: None,
-                text: Arc::from(format!(
-                    "{{\"id\":\"i{seq}\",\"from\":\"a\",\"to\":\"b\",\"pad\":\"{big}\"}}"
-                )),
-                digest: [0; 32],
-                accepted_ms: 0,
-            };
+            let op = padded(seq, &format!("i{seq}"), &big);
             match s.stage(&[op]).and_then(|()| s.commit()) {
                 Ok(()) => {}
                 Err(StoreError::Write(m)) => {
