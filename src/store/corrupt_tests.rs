@@ -217,3 +217,80 @@ fn a_file_of_garbage_is_an_error() {
     let r = Sqlite::open(&path, 1 << 30).and_then(|mut s| s.load());
     assert!(r.is_err(), "garbage loaded: {:?}", r.map(|l| l.ids.len()));
 }
+
+/// A store holding one delegated task row besides the healthy envelopes.
+const TASK_ID: &str = "task-0123456789abcdef0123456789abcdef";
+
+fn with_task(name: &str) -> PathBuf {
+    let path = healthy(name);
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    s.stage(&[StoreOp::TaskPut(super::StoredTask {
+        seq: 1,
+        id: TASK_ID.into(),
+        delegator: "a".into(),
+        state: "running".into(),
+        doc: r#"{"prompt":"PROMPT-MARKER"}"#.into(),
+        updated_ms: 1_700_000_000_000,
+    })])
+    .unwrap();
+    s.commit().unwrap();
+    path
+}
+
+#[test]
+fn every_corrupt_task_column_is_named_without_quoting_the_record() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "task-id-shape",
+            "UPDATE tasks SET id = '../../etc/passwd'",
+            "task row seq 1: id is not task- and 32 hex digits",
+        ),
+        (
+            "task-state",
+            "UPDATE tasks SET state = 'teleported'",
+            "task row seq 1: state is not one of queued, running",
+        ),
+        (
+            "task-doc-not-json",
+            "UPDATE tasks SET doc = '{\"prompt\":\"PROMPT-MARKER\"'",
+            "task row seq 1: doc is not valid JSON",
+        ),
+        (
+            "task-doc-array",
+            "UPDATE tasks SET doc = '[\"PROMPT-MARKER\"]'",
+            "task row seq 1: doc is not a JSON object",
+        ),
+        (
+            "task-empty-delegator",
+            "UPDATE tasks SET delegator = ''",
+            "task row seq 1: delegator is empty",
+        ),
+        (
+            "task-time",
+            "UPDATE tasks SET updated_ms = -3",
+            "task row seq 1: updated_ms is -3, outside",
+        ),
+        (
+            "task-seq",
+            "UPDATE tasks SET seq = -1",
+            "seq is -1, outside 0..=",
+        ),
+    ];
+    for (name, sql, want) in cases {
+        let path = with_task(name);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(sql).unwrap();
+        }
+        let err = match Sqlite::open(&path, 1 << 30).unwrap().load_tasks() {
+            Err(e @ StoreError::Corrupt(_)) => e.to_string(),
+            Err(e) => panic!("{name}: expected a corrupt-row error, got {e}"),
+            Ok(l) => panic!("{name}: loaded {} tasks from a corrupt store", l.len()),
+        };
+        assert!(err.contains(want), "{name}: {err}");
+        assert!(
+            !err.contains("PROMPT-MARKER"),
+            "{name} quotes the record: {err}"
+        );
+    }
+}

@@ -55,6 +55,28 @@ pub enum StoreOp {
         sender: String,
         id: String,
     },
+    /// A delegated task was accepted or changed state (docs/delegation.md "Durability"):
+    /// the row is written whole. `doc` is the task's own JSON record (`tasks`), opaque here
+    /// beyond being checked as a JSON object at load.
+    TaskPut(StoredTask),
+    /// A settled task left the history (`tasks.history_max`).
+    TaskForget { id: String },
+}
+
+/// A delegated task's row, as written and as loaded at startup (in acceptance order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTask {
+    /// Acceptance order among tasks (unique): restores the task queue's order.
+    pub seq: u64,
+    /// `task-` and 32 hex digits.
+    pub id: String,
+    pub delegator: String,
+    /// The task's state name (`tasks`' states; checked at load against `rows::TASK_STATES`).
+    pub state: String,
+    /// The task's record as a JSON object: what the task core needs to run it again after a
+    /// restart (the prompt among it) and to answer `task_status`.
+    pub doc: String,
+    pub updated_ms: i64,
 }
 
 /// An envelope as loaded at startup, in acceptance order.
@@ -124,6 +146,11 @@ impl std::error::Error for StoreError {}
 pub trait Store {
     /// Loads what survived the last run.
     fn load(&mut self) -> Result<Loaded, StoreError>;
+    /// Loads the delegated tasks that survived the last run, in acceptance order
+    /// (docs/delegation.md "Durability"). A store that keeps nothing has none.
+    fn load_tasks(&mut self) -> Result<Vec<StoredTask>, StoreError> {
+        Ok(Vec::new())
+    }
     /// Begins a transaction, applies `ops` in order. Nothing is durable until `commit`.
     fn stage(&mut self, ops: &[StoreOp]) -> Result<(), StoreError>;
     /// Makes the staged transaction durable.

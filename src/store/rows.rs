@@ -10,7 +10,7 @@
 //!
 //! Owns the column list of the load query and the checks. Refuses IO beyond reading a row.
 
-use super::{StoredEnvelope, StoredId};
+use super::{StoredEnvelope, StoredId, StoredTask};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 use std::collections::HashMap;
@@ -42,6 +42,77 @@ pub const STATES: [&str; 6] = [
     "bounced",
     "lost",
 ];
+
+/// Columns of the tasks query, in the order `decode_task` reads them (acceptance order).
+pub(super) const SELECT_TASKS: &str =
+    "SELECT seq, id, delegator, state, doc, updated_ms FROM tasks ORDER BY seq";
+
+/// The states a stored task can be in (`tasks::TaskState`'s names; a test there keeps the
+/// two lists equal).
+pub const TASK_STATES: [&str; 9] = [
+    "queued",
+    "running",
+    "cancelling",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "refused",
+    "hub_restarted",
+];
+
+/// A task's stored record is at most this long: the prompt (`tasks.prompt_max_bytes`, at
+/// most 16 MiB) plus the outcome text cap and small fields.
+pub const MAX_TASK_DOC_BYTES: usize = 64 * 1024 * 1024;
+
+/// Decodes one task row, checking what the task core relies on: a task id of the shape the
+/// hub issues, a known state, a JSON object for the record. The record's own fields are the
+/// task core's to check when it restores them.
+pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
+    let c = Cols { row };
+    let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
+    let at = |e: String| format!("task row seq {seq}: {e}");
+    let id = c.nonempty(1, "id").map_err(at)?;
+    let hex = id.strip_prefix("task-").unwrap_or("");
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(at("id is not task- and 32 hex digits".into()));
+    }
+    let delegator = c.nonempty(2, "delegator").map_err(at)?;
+    let state = c.text(3, "state").map_err(at)?;
+    if !TASK_STATES.contains(&state.as_str()) {
+        return Err(at(format!(
+            "state is not one of {} (it holds {} characters)",
+            TASK_STATES.join(", "),
+            state.chars().count()
+        )));
+    }
+    let doc = c.text(4, "doc").map_err(at)?;
+    if doc.len() > MAX_TASK_DOC_BYTES {
+        return Err(at(format!(
+            "doc is {} bytes, more than any task record ({MAX_TASK_DOC_BYTES})",
+            doc.len()
+        )));
+    }
+    match serde_json::from_str::<serde_json::Value>(&doc) {
+        Ok(serde_json::Value::Object(_)) => {}
+        Ok(_) => return Err(at("doc is not a JSON object".into())),
+        Err(e) => {
+            return Err(at(format!(
+                "doc is not valid JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            )))
+        }
+    }
+    Ok(StoredTask {
+        seq,
+        id,
+        delegator,
+        state,
+        doc,
+        updated_ms: c.int(5, "updated_ms", 0, MAX_UNIX_MS).map_err(at)?,
+    })
+}
 
 fn kind(v: &ValueRef<'_>) -> &'static str {
     match v {

@@ -10,7 +10,7 @@
 
 use super::flush::{Background, WalFlush};
 use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint};
-use super::{rows, Loaded, Store, StoreError, StoreOp};
+use super::{rows, Loaded, Store, StoreError, StoreOp, StoredTask};
 use crate::config::SyncPolicy;
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use std::fs::File;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
 /// docs/operations.md.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a commit on the loop's connection waits for a lock the checkpoint connection
 /// holds (`open_with`).
@@ -63,6 +63,22 @@ CREATE TABLE envelopes (
     state_ms       INTEGER NOT NULL
 );
 ";
+
+/// Version 3 adds delegated tasks (docs/delegation.md "Durability"): one row per task, written
+/// whole on each change. `seq` is the acceptance order, which a restart keeps for the queue.
+const SCHEMA_V3_TASKS: &str = "
+CREATE TABLE tasks (
+    id         TEXT PRIMARY KEY,
+    seq        INTEGER NOT NULL UNIQUE,
+    delegator  TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    doc        TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+";
+
+/// Version 2 to 3: the tasks table; envelopes are untouched.
+const MIGRATE_2_TO_3: &str = "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
 
 /// Version 1 to 2: queued envelopes keep their `seq` and take their remembered columns;
 /// remembered ids whose envelope left its queue get fresh keys after every queued one (any
@@ -249,6 +265,7 @@ impl Sqlite {
                 let tx = self.conn.transaction().map_err(open_err)?;
                 tx.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);").map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V2).map_err(open_err)?;
+                tx.execute_batch(SCHEMA_V3_TASKS).map_err(open_err)?;
                 tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION.to_string()])
                     .map_err(open_err)?;
                 tx.commit().map_err(open_err)?;
@@ -265,6 +282,13 @@ impl Sqlite {
                 );
                 tx.execute_batch(&step)
                     .map_err(|e| StoreError::Schema(format!("migrating schema 1 to 2: {e}")))?;
+                tx.commit().map_err(open_err)?;
+                self.migrate()
+            }
+            Some(2) => {
+                let tx = self.conn.transaction().map_err(open_err)?;
+                tx.execute_batch(&format!("{SCHEMA_V3_TASKS}{MIGRATE_2_TO_3}"))
+                    .map_err(|e| StoreError::Schema(format!("migrating schema 2 to 3: {e}")))?;
                 tx.commit().map_err(open_err)?;
                 self.migrate()
             }
@@ -331,6 +355,27 @@ impl Sqlite {
                     .prepare_cached("DELETE FROM envelopes WHERE seq = ?1")?;
                 st.execute(params![*seq as i64])?;
             }
+            StoreOp::TaskPut(t) => {
+                let mut st = self.conn.prepare_cached(
+                    "INSERT INTO tasks (id, seq, delegator, state, doc, updated_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(id) DO UPDATE SET state = ?4, doc = ?5, updated_ms = ?6",
+                )?;
+                st.execute(params![
+                    t.id,
+                    t.seq as i64,
+                    t.delegator,
+                    t.state,
+                    t.doc,
+                    t.updated_ms
+                ])?;
+            }
+            StoreOp::TaskForget { id } => {
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM tasks WHERE id = ?1")?;
+                st.execute(params![id])?;
+            }
         }
         Ok(())
     }
@@ -351,6 +396,16 @@ impl Store for Sqlite {
         }
         rows::check_unique(&loaded.ids).map_err(StoreError::Corrupt)?;
         Ok(loaded)
+    }
+
+    fn load_tasks(&mut self) -> Result<Vec<StoredTask>, StoreError> {
+        let mut st = self.conn.prepare(rows::SELECT_TASKS).map_err(open_err)?;
+        let mut cursor = st.query([]).map_err(open_err)?;
+        let mut tasks = Vec::new();
+        while let Some(r) = cursor.next().map_err(open_err)? {
+            tasks.push(rows::decode_task(r).map_err(StoreError::Corrupt)?);
+        }
+        Ok(tasks)
     }
 
     fn stage(&mut self, ops: &[StoreOp]) -> Result<(), StoreError> {
@@ -885,5 +940,79 @@ mod tests {
         s.stage(&[insert(seq, "b", "again")]).unwrap();
         s.commit().unwrap();
         assert_eq!(s.load().unwrap().envelopes.len(), 1);
+    }
+
+    fn task(seq: u64, hex: char, state: &str, doc: &str) -> StoreOp {
+        StoreOp::TaskPut(crate::store::StoredTask {
+            seq,
+            id: format!("task-{}", hex.to_string().repeat(32)),
+            delegator: "a".into(),
+            state: state.into(),
+            doc: doc.into(),
+            updated_ms: 2000 + seq as i64,
+        })
+    }
+
+    /// Task rows are upserted whole, come back in acceptance order whatever order their ids
+    /// sort in, and leave with `TaskForget`; a rollback keeps none of a failed batch.
+    #[test]
+    fn task_rows_upsert_load_in_order_and_are_forgotten() {
+        let path = tmp("tasks");
+        {
+            let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+            s.stage(&[task(1, 'f', "queued", "{}"), task(2, 'a', "queued", "{}")])
+                .unwrap();
+            s.commit().unwrap();
+            s.stage(&[task(1, 'f', "completed", r#"{"text":"done"}"#)])
+                .unwrap();
+            s.commit().unwrap();
+            s.stage(&[task(3, 'b', "queued", "{}")]).unwrap();
+            s.rollback();
+        }
+        let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+        let tasks = s.load_tasks().unwrap();
+        let got: Vec<(u64, &str, &str)> = tasks
+            .iter()
+            .map(|t| (t.seq, t.state.as_str(), t.doc.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [(1, "completed", r#"{"text":"done"}"#), (2, "queued", "{}")]
+        );
+        assert_eq!(tasks[0].updated_ms, 2001);
+        s.stage(&[StoreOp::TaskForget {
+            id: format!("task-{}", "f".repeat(32)),
+        }])
+        .unwrap();
+        s.commit().unwrap();
+        let left: Vec<u64> = s.load_tasks().unwrap().iter().map(|t| t.seq).collect();
+        assert_eq!(left, [2]);
+    }
+
+    /// A schema 2 store (the release before delegated tasks) opens as schema 3 with its
+    /// envelopes untouched and an empty task table.
+    #[test]
+    fn schema_2_is_migrated_to_3_keeping_envelopes() {
+        let path = tmp("migrate23");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(&format!(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 INSERT INTO meta VALUES ('schema_version', '2');{SCHEMA_V2}
+                 INSERT INTO envelopes VALUES (5, 'a', 'q1', 'b', 'task', NULL,
+                     '{{\"id\":\"q1\",\"from\":\"a\",\"to\":\"b\"}}', 1, zeroblob(32), 100,
+                     'queued', NULL, 100);"
+            ))
+            .unwrap();
+        }
+        let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+        assert_eq!(s.version().unwrap(), Some(3));
+        let loaded = s.load().unwrap();
+        assert_eq!(loaded.envelopes.len(), 1);
+        assert_eq!(loaded.envelopes[0].attempts, 1);
+        assert!(s.load_tasks().unwrap().is_empty());
+        s.stage(&[task(1, 'c', "queued", "{}")]).unwrap();
+        s.commit().unwrap();
+        assert_eq!(s.load_tasks().unwrap().len(), 1);
     }
 }

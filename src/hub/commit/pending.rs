@@ -60,6 +60,8 @@ fn op_bytes(op: &StoreOp) -> usize {
                 ..
             } => sender.len() + id.len() + state.len() + detail.as_ref().map_or(0, String::len),
             StoreOp::Forget { sender, id, .. } => sender.len() + id.len(),
+            StoreOp::TaskPut(t) => t.id.len() + t.delegator.len() + t.state.len() + t.doc.len(),
+            StoreOp::TaskForget { id } => id.len(),
         }
 }
 
@@ -71,7 +73,10 @@ impl PendingOps {
             StoreOp::State { seq, .. } => (*seq, Slot::State),
             StoreOp::Forget { seq, .. } => (*seq, Slot::Forget),
             // Inserts travel with the staged sends, never here; keep one in order if it comes.
-            StoreOp::Insert { .. } => return self.append(op),
+            // A task's rows are few and written whole: kept in order, never coalesced.
+            StoreOp::Insert { .. } | StoreOp::TaskPut(_) | StoreOp::TaskForget { .. } => {
+                return self.append(op)
+            }
         };
         if slot == Slot::Forget {
             // The row is deleted: nothing written to it before matters any more.
