@@ -14,6 +14,7 @@ pub mod relay_io;
 pub mod relay_status;
 pub mod signal;
 pub mod startup;
+pub mod tasks;
 mod write_buf;
 
 use crate::config::Limits;

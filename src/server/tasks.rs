@@ -1,0 +1,427 @@
+//! The task executor: the IO side of delegated work (docs/delegation.md "How a task runs").
+//!
+//! Owns: turning the core's "start this task" into a running `runner` task (the agent's
+//! checked argv from its manifest, the task's cwd checked again on the filesystem, the child's
+//! environment, the task's credential file, the hub's own MCP server on the session), the
+//! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, and draining their
+//! events back to the core. Refuses: deciding anything. Which task starts, when, and what its
+//! outcome means are the core's (`tasks`); a start that fails here becomes the same events a
+//! failed run produces (a `refused` or `failed` outcome, then `Ended`), so the core sees one
+//! path for every end.
+
+use crate::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
+use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the executor needs to start one task, from the core's start instruction.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The task id, which is also the task identity's name (docs/delegation.md "Names").
+    pub id: String,
+    /// The manifest name; already known to be runnable when the core accepted the task.
+    pub agent: String,
+    pub cwd: PathBuf,
+    pub prompt: String,
+    pub timeout_ms: u64,
+    /// The task identity's token: written to the credential file, never to an argv or a log.
+    pub token: String,
+}
+
+/// The agent's argv, resolved from its manifest (`agents::runnable`): argv[0] absolute.
+pub trait ResolveAgent {
+    fn acp_argv(&self, agent: &str) -> Result<Vec<OsString>, String>;
+}
+
+/// The parts of the hub's setup every task shares.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// The `agent-hub` client binary the agent runs as its MCP server.
+    pub client_binary: PathBuf,
+    /// The hub's client port, for the task identity's MCP server.
+    pub port: u16,
+    /// Where task credential files live (mode 0700; `runner::TaskCredential`).
+    pub credentials_dir: PathBuf,
+    /// The environment the agent gets: name and value, taken from the hub's own at startup
+    /// through `tasks.env_pass` (docs/delegation.md "The agent's environment").
+    pub env: Vec<(OsString, OsString)>,
+    /// Values of that environment that must never reach a log (API keys, tokens).
+    pub secrets: Vec<String>,
+    /// Canonical working-directory roots (`tasks.cwd_roots`).
+    pub cwd_roots: Vec<PathBuf>,
+    pub default_permission: PermissionPolicy,
+    pub agent_permission: std::collections::BTreeMap<String, PermissionPolicy>,
+    pub limits: crate::acp::Limits,
+}
+
+pub struct Executor {
+    runtime: Runtime,
+    resolve: Box<dyn ResolveAgent>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+    running: HashMap<String, TaskHandle>,
+    /// Events of tasks that ended before a handle existed (start refused here), in order.
+    synthetic: Vec<(String, TaskEvent)>,
+}
+
+impl Executor {
+    pub fn new(
+        runtime: Runtime,
+        resolve: Box<dyn ResolveAgent>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> Executor {
+        Executor {
+            runtime,
+            resolve,
+            wake,
+            running: HashMap::new(),
+            synthetic: Vec::new(),
+        }
+    }
+
+    /// Starts `launch` and returns at once. Whatever goes wrong comes back through `drain`
+    /// as the task's outcome and `Ended`.
+    pub fn start(&mut self, launch: Launch) {
+        let id = launch.id.clone();
+        match self.spec(&launch) {
+            Ok(spec) => {
+                let wake = Arc::clone(&self.wake);
+                let handle = runner::start(spec, Box::new(move || wake()));
+                self.running.insert(id, handle);
+            }
+            Err(status) => {
+                let outcome = crate::acp::Outcome {
+                    status,
+                    text: String::new(),
+                    truncated: false,
+                    usage: None,
+                    progress: crate::acp::Progress::default(),
+                };
+                self.synthetic
+                    .push((id.clone(), TaskEvent::Outcome(outcome)));
+                self.synthetic
+                    .push((id, TaskEvent::Ended(runner::TaskEnd::default())));
+                (self.wake)();
+            }
+        }
+    }
+
+    /// Asks a running task to stop (`session/cancel`, then the runner's shutdown). A task
+    /// this executor does not hold has already ended; its outcome is on its way.
+    pub fn cancel(&self, id: &str) {
+        if let Some(h) = self.running.get(id) {
+            h.cancel();
+        }
+    }
+
+    /// Every event that arrived since the last call, per task in order. A task's handle is
+    /// dropped after its `Ended`.
+    pub fn drain(&mut self) -> Vec<(String, TaskEvent)> {
+        let mut out = std::mem::take(&mut self.synthetic);
+        let mut ended = Vec::new();
+        for (id, handle) in &self.running {
+            while let Some(ev) = handle.try_event() {
+                let last = matches!(ev, TaskEvent::Ended(_));
+                out.push((id.clone(), ev));
+                if last {
+                    ended.push(id.clone());
+                    break;
+                }
+            }
+        }
+        for id in ended {
+            self.running.remove(&id);
+        }
+        out
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Builds the runner's spec, or the status the task ends with when it cannot be run.
+    fn spec(&self, launch: &Launch) -> Result<TaskSpec, Status> {
+        let refuse = |why: String| Status::Refused(Refusal::Invalid(why));
+        // The core checked the path lexically; only the filesystem knows where its symlinks
+        // lead, so the check is made again on the canonical path, which the task runs in.
+        let cwd = crate::config::tasks::check_cwd(&self.runtime.cwd_roots, &launch.cwd)
+            .map_err(|e| refuse(e.to_string()))?;
+        let argv = self
+            .resolve
+            .acp_argv(&launch.agent)
+            .map_err(|e| refuse(format!("agent {}: {e}", launch.agent)))?;
+        let credential =
+            TaskCredential::create(&self.runtime.credentials_dir, &launch.id, &launch.token)
+                .map_err(|e| {
+                    Status::Failed(Failure::Spawn(format!(
+                        "cannot write the task's credential file: {e}"
+                    )))
+                })?;
+        let mut session = SessionConfig::new(&cwd, launch.prompt.clone(), launch.timeout_ms);
+        session.permission = self
+            .runtime
+            .agent_permission
+            .get(&launch.agent)
+            .copied()
+            .unwrap_or(self.runtime.default_permission);
+        session.limits = self.runtime.limits.clone();
+        session.mcp_servers = vec![mcp_server(
+            &self.runtime.client_binary,
+            &launch.id,
+            credential.path(),
+            self.runtime.port,
+        )];
+        let mut secrets = self.runtime.secrets.clone();
+        secrets.push(launch.token.clone());
+        Ok(TaskSpec {
+            argv,
+            env: self.runtime.env.clone(),
+            session,
+            secrets,
+            credential: Some(credential),
+        })
+    }
+}
+
+/// The hub's MCP server as the agent starts it: `agent-hub mcp` as the task identity. The
+/// token travels in a file (mode 0600), never on this argv (docs/delegation.md "Names").
+fn mcp_server(client: &Path, name: &str, token_file: &Path, port: u16) -> McpServer {
+    McpServer {
+        name: "agent-hub".into(),
+        command: client.to_owned(),
+        args: vec![
+            "mcp".into(),
+            "--as".into(),
+            name.into(),
+            "--token-file".into(),
+            token_file.to_string_lossy().into_owned(),
+            "--port".into(),
+            port.to_string(),
+        ],
+        env: Vec::new(),
+    }
+}
+
+/// Environment names passed to agents unless `tasks.env_pass` says otherwise: what a CLI
+/// needs to find its binaries, its home and its config, plus the provider families' own
+/// variables (keys and endpoint overrides), matched as prefixes where they end in `*`.
+pub const DEFAULT_ENV_PASS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "NODE_OPTIONS",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "ANTHROPIC_*",
+    "CLAUDE_*",
+    "OPENAI_*",
+    "CODEX_*",
+    "GEMINI_*",
+    "GOOGLE_*",
+    "OPENCODE_*",
+    "FACTORY_*",
+    "DROID_*",
+];
+
+/// The environment for agents: the variables of `from` whose names `pass` admits (exact
+/// names, or prefixes ending in `*`), sorted by name. Values of names that look like
+/// credentials are returned as secrets too, so the runner redacts them from every excerpt.
+pub fn pass_env(
+    from: impl IntoIterator<Item = (OsString, OsString)>,
+    pass: &[String],
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let admitted = |name: &str| {
+        pass.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == p,
+        })
+    };
+    let mut env: Vec<(OsString, OsString)> = from
+        .into_iter()
+        .filter(|(k, _)| k.to_str().is_some_and(admitted))
+        .collect();
+    env.sort();
+    let secrets = env
+        .iter()
+        .filter(|(k, v)| {
+            let k = k.to_string_lossy().to_ascii_uppercase();
+            let looks_secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
+                .iter()
+                .any(|w| k.contains(w));
+            looks_secret && !v.is_empty()
+        })
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .collect();
+    (env, secrets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn only_admitted_names_pass_and_key_values_become_secrets() {
+        let pass: Vec<String> = ["PATH", "ANTHROPIC_*"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let (env, secrets) = pass_env(
+            os(&[
+                ("PATH", "/usr/bin"),
+                ("ANTHROPIC_API_KEY", "sk-ant-SECRET"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+                ("AWS_SECRET_ACCESS_KEY", "aws-SECRET"),
+                ("PATHOLOGICAL", "x"),
+                ("LD_PRELOAD", "/tmp/evil.so"),
+            ]),
+            &pass,
+        );
+        assert_eq!(
+            env,
+            os(&[
+                ("ANTHROPIC_API_KEY", "sk-ant-SECRET"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+                ("PATH", "/usr/bin"),
+            ])
+        );
+        assert_eq!(secrets, ["sk-ant-SECRET"]);
+    }
+
+    #[test]
+    fn the_default_list_never_passes_loader_or_shell_hooks() {
+        let pass: Vec<String> = DEFAULT_ENV_PASS.iter().map(|s| s.to_string()).collect();
+        let (env, _) = pass_env(
+            os(&[
+                ("LD_PRELOAD", "/tmp/evil.so"),
+                ("LD_LIBRARY_PATH", "/tmp"),
+                ("BASH_ENV", "/tmp/rc"),
+                ("ENV", "/tmp/rc"),
+                ("AGENT_HUB_TOKEN", "hub-secret"),
+                ("HOME", "/home/u"),
+            ]),
+            &pass,
+        );
+        assert_eq!(env, os(&[("HOME", "/home/u")]));
+    }
+
+    #[test]
+    fn the_mcp_server_carries_a_token_file_never_a_token() {
+        let s = mcp_server(
+            Path::new("/opt/bin/agent-hub"),
+            "task-0123",
+            Path::new("/run/c/task-0123.token"),
+            7411,
+        );
+        assert_eq!(
+            s.args,
+            [
+                "mcp",
+                "--as",
+                "task-0123",
+                "--token-file",
+                "/run/c/task-0123.token",
+                "--port",
+                "7411"
+            ]
+        );
+        assert!(s.env.is_empty());
+    }
+
+    struct NoAgents;
+    impl ResolveAgent for NoAgents {
+        fn acp_argv(&self, agent: &str) -> Result<Vec<OsString>, String> {
+            Err(format!("no manifest named {agent}"))
+        }
+    }
+
+    /// A start refused before any process exists ends like any run: one outcome, then
+    /// `Ended`, and the waker is called so the loop drains them.
+    #[test]
+    fn a_start_refused_here_ends_with_one_outcome_and_ended() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-exec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        let roots = vec![std::fs::canonicalize(dir.join("work")).unwrap()];
+        let woke = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = Arc::clone(&woke);
+        let mut ex = Executor::new(
+            Runtime {
+                client_binary: "/bin/false".into(),
+                port: 1,
+                credentials_dir: dir.join("creds"),
+                env: Vec::new(),
+                secrets: Vec::new(),
+                cwd_roots: roots.clone(),
+                default_permission: PermissionPolicy::default(),
+                agent_permission: Default::default(),
+                limits: crate::acp::Limits::default(),
+            },
+            Box::new(NoAgents),
+            Arc::new(move || {
+                w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+        );
+        let launch = |id: &str, cwd: PathBuf| Launch {
+            id: id.into(),
+            agent: "ghost".into(),
+            cwd,
+            prompt: "p".into(),
+            timeout_ms: 1000,
+            token: "tok".into(),
+        };
+        // Outside the roots (a symlink out would be caught the same way, canonicalised).
+        ex.start(launch("task-a", dir.clone()));
+        // Inside the roots, but no such agent.
+        ex.start(launch("task-b", roots[0].clone()));
+        let evs = ex.drain();
+        assert_eq!(woke.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let names: Vec<(&str, &str)> = evs
+            .iter()
+            .map(|(id, e)| {
+                let what = match e {
+                    TaskEvent::Outcome(o) => o.status.name(),
+                    TaskEvent::Ended(_) => "ended",
+                    _ => "other",
+                };
+                (id.as_str(), what)
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("task-a", "refused"),
+                ("task-a", "ended"),
+                ("task-b", "refused"),
+                ("task-b", "ended")
+            ]
+        );
+        // Neither left a credential file behind.
+        assert!(std::fs::read_dir(dir.join("creds"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true));
+        assert_eq!(ex.running(), 0);
+    }
+}
