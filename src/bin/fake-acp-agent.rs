@@ -19,6 +19,7 @@
 //! | `not_logged_in` | (at `session/new`) error -32000 "Authentication required" |
 //! | `ignore_term` | like `ignore_eof`, but SIGTERM is ignored too, and first it starts a grandchild in its process group (which inherits the ignored SIGTERM and parks) and reports `grandchild PID` as a chunk: only a SIGKILL of the whole group ends both |
 //! | `stdin_deaf [N]` | one chunk, N `session/request_permission` requests (default 2000), then never reads stdin again (so the client's answers fill the pipe) and parks until signalled |
+//! | `mcp_send NAME` | like `mcp_call`, with the tool `send` and arguments `{"to":NAME,"kind":"note","body":{"from_task":…}}` |
 //! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
 //!
 //! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
@@ -265,8 +266,20 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
             let _ = out.write_all(b"\n");
             let _ = out.flush();
         }
-        "mcp_call" => {
-            let text = match mcp_call(agent.mcp_servers.first()) {
+        "mcp_call" | "mcp_send" => {
+            let tool_env = std::env::var("FAKE_ACP_TOOL").unwrap_or_else(|_| "whoami".into());
+            let args_env: Value = std::env::var("FAKE_ACP_TOOL_ARGS")
+                .ok()
+                .and_then(|a| serde_json::from_str(&a).ok())
+                .unwrap_or_else(|| json!({}));
+            let (tool, arguments) = match (scenario, param) {
+                ("mcp_send", Some(to)) => (
+                    "send".to_owned(),
+                    json!({"to": to, "kind": "note", "body": {"from_task": "hello from the task"}}),
+                ),
+                _ => (tool_env, args_env),
+            };
+            let text = match mcp_call(agent.mcp_servers.first(), &tool, arguments) {
                 Ok(t) => t,
                 Err(e) => format!("mcp_call failed: {e}"),
             };
@@ -281,7 +294,7 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
 }
 
 /// One MCP tool call to the server entry `server` (§1.4 shape): spawn, handshake, call.
-fn mcp_call(server: Option<&Value>) -> Result<String, String> {
+fn mcp_call(server: Option<&Value>, tool: &str, arguments: Value) -> Result<String, String> {
     let server = server.ok_or("session/new listed no MCP server")?;
     let command = server["command"].as_str().ok_or("no command")?;
     let args: Vec<&str> = server["args"]
@@ -326,11 +339,6 @@ fn mcp_call(server: Option<&Value>) -> Result<String, String> {
         json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
         None,
     )?;
-    let tool = std::env::var("FAKE_ACP_TOOL").unwrap_or_else(|_| "whoami".into());
-    let arguments: Value = std::env::var("FAKE_ACP_TOOL_ARGS")
-        .ok()
-        .and_then(|a| serde_json::from_str(&a).ok())
-        .unwrap_or_else(|| json!({}));
     let r = call(
         json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":tool,"arguments":arguments}}),
         Some(1),

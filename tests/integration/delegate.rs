@@ -1,0 +1,348 @@
+//! Delegated work through the real binaries (issue 11, docs/delegation.md): the hub runs a
+//! task on `fake-acp-agent` (src/bin/fake-acp-agent.rs) named by a manifest in the config's
+//! `tasks.manifests_dir`, and the delegator learns the outcome as an envelope from `hub`
+//! correlated to the task id. Every wait is an await with a deadline, never a sleep.
+
+use crate::harness::{hello_line, token_of, Hub, Setup, OK};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
+
+/// A manifest for the fake agent: `run.acp` is its absolute path and a scenario.
+fn manifest(name: &str, scenario: &[&str]) -> String {
+    let mut acp = vec![format!("{FAKE:?}")];
+    acp.extend(scenario.iter().map(|s| format!("{s:?}")));
+    format!(
+        r#"name = "{name}"
+display = "Fake ACP agent ({name})"
+binaries = ["fake-acp-agent"]
+
+[observe]
+sessions = "none"
+transcript = "none"
+
+[run]
+acp = [{}]
+headless = []
+outcome = "exit-code"
+
+[deliver]
+mode = "pull"
+
+[install]
+mcp_config = ""
+hook = "none"
+skills_dir = ""
+"#,
+        acp.join(", ")
+    )
+}
+
+/// A hub with `[tasks]` on, the fake agent under several scenarios, and `work/` as the only
+/// working-directory root. `extra` is appended to the `[tasks]` table.
+fn setup_with(extra: &str, sqlite: bool) -> Setup {
+    let mut setup = Setup::new();
+    if sqlite {
+        setup = setup.with_sqlite_store(1 << 30);
+    }
+    std::fs::create_dir_all(setup.path("work/sub")).unwrap();
+    std::fs::create_dir_all(setup.path("manifests")).unwrap();
+    for (name, scenario) in [
+        ("fake", &["end_turn", "2"][..]),
+        ("fakehang", &["hang"][..]),
+        ("fakecrash", &["crash", "7"][..]),
+        ("fakemcp", &["mcp_call"][..]),
+        ("fakesend", &["mcp_send", "alpha"][..]),
+    ] {
+        std::fs::write(
+            setup.path(&format!("manifests/{name}.toml")),
+            manifest(name, scenario),
+        )
+        .unwrap();
+    }
+    let root = std::fs::canonicalize(setup.path("work")).unwrap();
+    let tasks = format!(
+        "\n[tasks]\ncwd_roots = [{:?}]\nmanifests_dir = {:?}\ncredentials_dir = {:?}\n{extra}\n",
+        root.to_str().unwrap(),
+        setup.path("manifests").to_str().unwrap(),
+        setup.path("task-creds").to_str().unwrap(),
+    );
+    setup.config_text = Some(format!("{}{tasks}", setup.generated_config()));
+    setup
+}
+
+fn work(hub: &Hub) -> PathBuf {
+    std::fs::canonicalize(hub.setup.path("work")).unwrap()
+}
+
+/// One verb line as `name`; returns the hub's reply.
+fn verb(hub: &Hub, name: &str, line: &Value) -> Value {
+    let mut r = hub.raw();
+    r.write(&format!("{}{line}\n", hello_line(name, token_of(name))));
+    r.expect_line(OK);
+    r.json()
+}
+
+fn delegate(hub: &Hub, from: &str, agent: &str, extra: Value) -> Value {
+    let mut req = json!({"agent": agent, "cwd": work(hub), "prompt": "do the thing"});
+    for (k, v) in extra.as_object().unwrap() {
+        req[k] = v.clone();
+    }
+    verb(hub, from, &json!({ "delegate": req }))
+}
+
+fn task_id(reply: &Value) -> String {
+    let id = reply["delegated"]["task"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected delegated, got {reply}"));
+    assert!(id.starts_with("task-") && id.len() == 37, "{id}");
+    id.to_owned()
+}
+
+/// Waits (a parked await with a deadline, no sleep) for the task's outcome envelope.
+fn outcome(hub: &Hub, name: &str, task: &str) -> Value {
+    let mut r = hub.raw();
+    r.stream()
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    r.write(&format!(
+        "{}{}\n",
+        hello_line(name, token_of(name)),
+        json!({"await": {"replyTo": task, "kind": "task_outcome", "timeoutSecs": 60}})
+    ));
+    r.expect_line(OK);
+    let reply = r.json();
+    let env = reply
+        .get("envelope")
+        .unwrap_or_else(|| panic!("expected the outcome envelope, got {reply}"))
+        .clone();
+    assert_eq!(env["from"], "hub");
+    assert_eq!(env["to"], name);
+    assert_eq!(env["kind"], "task_outcome");
+    assert_eq!(env["correlationId"], task);
+    assert_eq!(env["body"]["task"], task);
+    env["body"].clone()
+}
+
+fn status(hub: &Hub, name: &str, task: &str) -> Value {
+    verb(hub, name, &json!({"task_status": {"task": task}}))["task_status"].clone()
+}
+
+/// Polls `task_status` until `pred` holds (bounded; each poll is a round trip, not a sleep).
+fn wait_status(hub: &Hub, name: &str, task: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = status(hub, name, task);
+        if pred(&s) {
+            return s;
+        }
+        assert!(Instant::now() < until, "task status never matched: {s}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_local_task_runs_to_end_turn_and_its_outcome_reaches_the_delegator() {
+    let hub = setup_with("", false).start();
+    let reply = delegate(&hub, "alpha", "fake", json!({}));
+    let task = task_id(&reply);
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    assert_eq!(body["stopReason"], "end_turn");
+    assert_eq!(body["agent"], "fake");
+    assert!(body["text"].as_str().unwrap().contains("chunk"), "{body}");
+    // Exactly one outcome: nothing else is queued for alpha.
+    assert!(hub.drain("alpha").is_empty());
+    let s = status(&hub, "alpha", &task);
+    assert_eq!(s["state"], "completed");
+    // The task's credential file is gone once it ended.
+    let left: Vec<_> = std::fs::read_dir(hub.setup.path("task-creds"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "credential files left: {left:?}");
+    // The audit log has the task's life.
+    let events: Vec<String> = hub
+        .audit()
+        .iter()
+        .filter_map(|r| r["event"].as_str().map(str::to_owned))
+        .filter(|e| e.starts_with("task_"))
+        .collect();
+    assert!(events.contains(&"task_accepted".to_owned()), "{events:?}");
+    assert!(events.contains(&"task_ended".to_owned()), "{events:?}");
+}
+
+#[test]
+fn only_the_delegator_sees_or_cancels_a_task() {
+    let hub = setup_with("", false).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakehang", json!({})));
+    assert_eq!(
+        status(&hub, "beta", &task),
+        json!({"task": task, "state": "unknown"})
+    );
+    let r = verb(&hub, "beta", &json!({"cancel": {"task": task}}));
+    assert_eq!(r["cancel"]["state"], "unknown", "{r}");
+    wait_status(&hub, "alpha", &task, |s| s["state"] == "running");
+    let r = verb(&hub, "alpha", &json!({"cancel": {"task": task}}));
+    assert!(
+        ["cancelling", "cancelled"].contains(&r["cancel"]["state"].as_str().unwrap()),
+        "{r}"
+    );
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "cancelled", "{body}");
+    // beta's list has nothing; alpha's has the task.
+    let l = verb(&hub, "beta", &json!({"tasks": {}}));
+    assert_eq!(l["tasks"]["tasks"], json!([]));
+    let l = verb(&hub, "alpha", &json!({"tasks": {}}));
+    assert_eq!(l["tasks"]["tasks"][0]["task"], task);
+}
+
+#[test]
+fn a_task_past_its_timeout_ends_timed_out() {
+    let hub = setup_with("", false).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakehang", json!({"timeoutSecs": 1})));
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "timed_out", "{body}");
+}
+
+#[test]
+fn an_agent_that_crashes_ends_failed_with_why() {
+    let hub = setup_with("", false).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakecrash", json!({})));
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "failed", "{body}");
+    assert!(!body["reason"].as_str().unwrap_or("").is_empty(), "{body}");
+}
+
+#[test]
+fn refusals_at_the_verb_are_errors_and_create_no_task() {
+    let hub = setup_with("", false).start();
+    let outside = hub.setup.path("cwd");
+    for (req, want) in [
+        (
+            json!({"agent": "ghost", "cwd": work(&hub), "prompt": "p"}),
+            "invalid delegate:",
+        ),
+        (
+            json!({"agent": "fake", "cwd": outside, "prompt": "p"}),
+            "invalid delegate:",
+        ),
+        (
+            json!({"agent": "fake", "cwd": format!("{}/../cwd", work(&hub).display()), "prompt": "p"}),
+            "invalid delegate:",
+        ),
+        (
+            json!({"agent": "fake", "cwd": "relative/dir", "prompt": "p"}),
+            "invalid delegate:",
+        ),
+        (
+            json!({"agent": "/bin/sh", "cwd": work(&hub), "prompt": "p"}),
+            "invalid delegate:",
+        ),
+        (
+            json!({"agent": "fake", "cwd": work(&hub), "prompt": ""}),
+            "invalid delegate:",
+        ),
+    ] {
+        let r = verb(&hub, "alpha", &json!({ "delegate": req }));
+        let err = r["error"].as_str().unwrap_or_else(|| panic!("{req}: {r}"));
+        assert!(err.starts_with(want), "{req}: {err}");
+    }
+    let l = verb(&hub, "alpha", &json!({"tasks": {}}));
+    assert_eq!(l["tasks"]["tasks"], json!([]));
+}
+
+#[test]
+fn tasks_beyond_the_concurrency_cap_wait_in_order() {
+    let hub = setup_with("max_concurrent = 1", false).start();
+    let first = task_id(&delegate(&hub, "alpha", "fakehang", json!({})));
+    let second = task_id(&delegate(&hub, "alpha", "fake", json!({})));
+    wait_status(&hub, "alpha", &first, |s| s["state"] == "running");
+    let s = status(&hub, "alpha", &second);
+    assert_eq!(s["state"], "queued", "{s}");
+    assert_eq!(s["position"], 1, "{s}");
+    verb(&hub, "alpha", &json!({"cancel": {"task": first}}));
+    assert_eq!(outcome(&hub, "alpha", &first)["state"], "cancelled");
+    assert_eq!(outcome(&hub, "alpha", &second)["state"], "completed");
+}
+
+#[test]
+fn the_task_agent_mails_its_delegator_through_the_hubs_mcp_server() {
+    let hub = setup_with("", false).start();
+    // The fake agent starts the hub's MCP server as the session names it and calls `whoami`.
+    let task = task_id(&delegate(&hub, "alpha", "fakemcp", json!({})));
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    // The tool answered with the task identity's name (whoami).
+    assert!(body["text"].as_str().unwrap().contains(&task), "{body}");
+}
+
+#[test]
+fn mid_task_mail_from_the_task_identity_reaches_the_delegator() {
+    let hub = setup_with("", false).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakesend", json!({})));
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    let env = hub
+        .poll_envelope("alpha", crate::harness::AWAIT_NOW)
+        .expect("the task's note");
+    assert_eq!(env["from"], task.as_str());
+    assert_eq!(env["kind"], "note");
+    assert_eq!(env["body"]["from_task"], "hello from the task");
+}
+
+#[test]
+fn a_task_identity_may_mail_only_its_delegator() {
+    // fakesend mails alpha, but beta delegated: the send is refused and the agent says so.
+    let hub = setup_with("", false).start();
+    let task = task_id(&delegate(&hub, "beta", "fakesend", json!({})));
+    let body = outcome(&hub, "beta", &task);
+    assert!(body["text"].as_str().unwrap().contains("failed"), "{body}");
+    assert!(hub.drain("alpha").is_empty());
+}
+
+#[test]
+fn a_task_running_when_the_hub_dies_is_reported_hub_restarted_once() {
+    let mut hub = setup_with("", true).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakehang", json!({})));
+    wait_status(&hub, "alpha", &task, |s| s["state"] == "running");
+    hub.kill();
+    hub.restart();
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "hub_restarted", "{body}");
+    assert!(hub.drain("alpha").is_empty());
+    // Another restart does not report it again.
+    hub.terminate();
+    hub.restart();
+    assert!(hub.drain("alpha").is_empty());
+    assert_eq!(status(&hub, "alpha", &task)["state"], "hub_restarted");
+}
+
+#[test]
+fn a_queued_task_survives_a_restart_and_then_runs() {
+    let mut hub = setup_with("max_concurrent = 1", true).start();
+    let first = task_id(&delegate(&hub, "alpha", "fakehang", json!({})));
+    let second = task_id(&delegate(&hub, "alpha", "fake", json!({})));
+    wait_status(&hub, "alpha", &first, |s| s["state"] == "running");
+    hub.kill();
+    hub.restart();
+    assert_eq!(outcome(&hub, "alpha", &first)["state"], "hub_restarted");
+    assert_eq!(outcome(&hub, "alpha", &second)["state"], "completed");
+}
+
+#[test]
+fn a_hub_without_tasks_refuses_delegation_clearly() {
+    let hub = Setup::new().start();
+    let r = verb(
+        &hub,
+        "alpha",
+        &json!({"delegate": {"agent": "fake", "cwd": "/tmp", "prompt": "p"}}),
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not enabled")),
+        "{r}"
+    );
+}
