@@ -13,7 +13,7 @@
 //! answered with `LINE_AFTER_THE_VERB` after the verb's own reply. Held input is summarised at
 //! once (an ack's id as a digest), so a connection never holds more than a few bytes of it.
 
-use super::{ConnId, Hub, Now, Output, Phase, StagedAck};
+use super::{ConnId, Hub, Now, Output, Phase};
 use crate::wire::{ClientLine, IdRequest};
 use sha2::{Digest, Sha256};
 
@@ -30,7 +30,7 @@ pub enum AckInput {
     NotAck(String),
 }
 
-fn id_digest(id: &str) -> [u8; 32] {
+pub(super) fn id_digest(id: &str) -> [u8; 32] {
     Sha256::digest(id.as_bytes()).into()
 }
 
@@ -68,36 +68,6 @@ impl Hub {
             c.held_ack = Some(summary());
         } else {
             c.held_extra = true;
-        }
-    }
-
-    /// The line after an ack-mode delivery: the ack of the delivered envelope is staged for
-    /// the commit; anything else returns the envelope with an error line.
-    pub(super) fn on_ack_input(&mut self, conn: ConnId, input: AckInput, now: Now) {
-        let Some(Phase::Delivering { env, .. }) = self.conns.get(&conn).map(|c| &c.phase) else {
-            return;
-        };
-        let delivered = env.id.clone();
-        match input {
-            AckInput::Ack(digest) if digest == id_digest(&delivered) => {
-                let c = self.conns.get_mut(&conn).expect("checked above");
-                let Phase::Delivering { env, .. } =
-                    std::mem::replace(&mut c.phase, Phase::AckStaged)
-                else {
-                    unreachable!("matched above")
-                };
-                self.set_deadline(conn, None);
-                self.staged_acks.push(StagedAck { conn, env });
-            }
-            // The acked id is the client's text and is not repeated; the delivered one is
-            // what the reader was just given.
-            AckInput::Ack(_) => {
-                let msg = format!(
-                    "ack does not match the delivered envelope {delivered:?}; it will be delivered again"
-                );
-                self.return_unacked(conn, &msg, now);
-            }
-            AckInput::NotAck(msg) => self.return_unacked(conn, &msg, now),
         }
     }
 

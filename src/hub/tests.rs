@@ -7,7 +7,9 @@
 //! sleeps and the real clock: time moves only through `Sim::advance`.
 
 use super::*;
-use crate::wire::HubLine;
+use crate::store::Loaded;
+use crate::wire::{Envelope, EnvelopeStatus, HubLine};
+use chrono::SecondsFormat;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,0 +1,238 @@
+//! Routing glue between the verbs and the `Router` (SPEC §5, §5.3): an accepted envelope
+//! handed to the best waiter or queued, the hand-off of a delivery line and the moment it
+//! is consumed (its first byte taken by the socket), an envelope's state in the ledger and
+//! the store, the loss of a committed delivery and the bounce that tells its sender, and the
+//! acceptance order (`Queued::seq`). Refuses IO, like the rest of the core.
+
+use super::event::{AuditEvent, Output};
+use super::ledger::{self, State};
+use super::router::Queued;
+use super::session::{Conn, Phase};
+use super::{ConnId, Hub, Now, Staged, Target};
+use crate::roster::HUB_NAME;
+use crate::store::StoreOp;
+use crate::wire::{Envelope, HubLine};
+use chrono::SecondsFormat;
+use std::sync::Arc;
+
+impl Hub {
+    /// The socket accepted the first byte of the delivery: the envelope is consumed (SPEC §5.3).
+    /// In ack mode the envelope stays the hub's until the ack (SPEC §12.2).
+    pub fn handle_delivery_committed(&mut self, conn: ConnId, now: Now) {
+        let Some(Conn {
+            phase:
+                Phase::Delivering {
+                    env,
+                    committed,
+                    ack,
+                },
+            ..
+        }) = self.conns.get_mut(&conn)
+        else {
+            return;
+        };
+        if *committed {
+            return;
+        }
+        *committed = true;
+        let ack = *ack;
+        self.seen.entry(env.to.clone()).or_default().1 = Some(now.wall.timestamp_millis());
+        let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
+        self.outputs.push_back(Output::Audit(AuditEvent::Delivered {
+            conn,
+            id: id.clone(),
+            to,
+            ack,
+        }));
+        if ack {
+            // Only the ledger: on disk the envelope stays queued until its ack is durable,
+            // and a restart queues it again anyway, so a durable "delivered" would cost a
+            // commit per delivery and say nothing a restart keeps.
+            self.ledger.set_state(
+                &from,
+                &id,
+                State::Delivered,
+                true,
+                now.wall.timestamp_millis(),
+            );
+            // The line after this delivery that came before its first byte was taken (while
+            // parked, or while the socket was full) is the ack candidate now.
+            let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
+            if let Some(input) = held {
+                self.on_ack_input(conn, input, now);
+            }
+        } else {
+            self.store(StoreOp::Remove { seq });
+            self.set_state(&from, &id, State::Delivered, false, now);
+        }
+    }
+
+    pub(super) fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Hands an accepted envelope to the best waiter, else queues it (a returned envelope back
+    /// in its acceptance place, ahead of newer ones; a new one at the back). Caps are not
+    /// checked here: the envelope is already accepted, and refusing it now would lose it.
+    pub(super) fn route(&mut self, env: Queued, returned: bool, now: Now) {
+        if let Some(peer) = self.remote_peer(&env.to) {
+            if returned {
+                self.router.requeue(env);
+            } else {
+                self.router.enqueue_back(env);
+            }
+            return self.pump_forward(&peer, now);
+        }
+        match self.router.claim_waiter(&env) {
+            Some((waiter, _)) => {
+                let ack = matches!(
+                    self.conns.get(&waiter),
+                    Some(Conn {
+                        phase: Phase::Parked { ack: true, .. },
+                        ..
+                    })
+                );
+                self.hand_off(waiter, env, ack, now)
+            }
+            None if returned => self.router.requeue(env),
+            None => self.router.enqueue_back(env),
+        }
+    }
+
+    /// An envelope handed out (to a reader or a peer hub) came back unconsumed: one more
+    /// attempt, durably, and queued again in the ledger.
+    pub(super) fn count_return(&mut self, env: &mut Queued, now: Now) {
+        env.attempts = env.attempts.saturating_add(1);
+        self.store(StoreOp::Attempts {
+            seq: env.seq,
+            attempts: env.attempts,
+        });
+        let (from, id) = (env.from.clone(), env.id.clone());
+        self.set_state(&from, &id, State::Queued, false, now);
+    }
+
+    pub(super) fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
+        let line = HubLine::Envelope(env.text.to_string()).encode();
+        let c = self
+            .conns
+            .get_mut(&conn)
+            .expect("deliver targets a live connection");
+        c.phase = Phase::Delivering {
+            env,
+            committed: false,
+            ack,
+        };
+        self.outputs.push_back(Output::Handoff { conn, line });
+        if ack {
+            self.set_deadline(
+                conn,
+                Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
+            );
+            // A line that came while the await was parked is the line after this delivery;
+            // it is taken once the delivery's first byte is accepted
+            // (`handle_delivery_committed`), never before.
+        } else {
+            self.end_exchange(conn, now);
+        }
+    }
+
+    /// Records a state change in the ledger and, with a durable store, on disk.
+    pub(super) fn set_state(
+        &mut self,
+        sender: &str,
+        id: &str,
+        state: State,
+        ack_pending: bool,
+        now: Now,
+    ) {
+        let at_ms = now.wall.timestamp_millis();
+        if let Some(seq) = self.ledger.set_state(sender, id, state, ack_pending, at_ms) {
+            self.store(StoreOp::State {
+                seq,
+                sender: sender.to_owned(),
+                id: id.to_owned(),
+                state: state.as_str().to_owned(),
+                detail: None,
+                at_ms,
+            });
+        }
+    }
+
+    /// A committed delivery was cut short: audit the loss and bounce it to its sender.
+    pub(super) fn lose(&mut self, conn: ConnId, env: Queued, reason: &str, now: Now) {
+        let bounced = env.kind != Envelope::BOUNCE_KIND;
+        let state = if bounced { State::Bounced } else { State::Lost };
+        self.settle_gone(&env, state, reason, now);
+        self.outputs.push_back(Output::Audit(AuditEvent::Lost {
+            conn,
+            id: env.id.clone(),
+            to: env.to.clone(),
+            reason: reason.to_owned(),
+            bounced,
+        }));
+        if !bounced {
+            return; // a lost bounce is not bounced again
+        }
+        self.stage_bounce(&env, reason, None, now);
+    }
+
+    /// Stages the hub's notice to `env`'s sender that `env` is gone (SPEC §5.3): kind
+    /// `bounce`, `from` hub, `correlationId` the lost envelope's id. It waives the caps. A
+    /// bounce for an envelope given up after its deliveries (SPEC §12.2) also says how many.
+    pub(super) fn stage_bounce(
+        &mut self,
+        env: &Queued,
+        reason: &str,
+        attempts: Option<u32>,
+        now: Now,
+    ) {
+        let attempts = attempts.map_or_else(String::new, |n| format!(",\"attempts\":{n}"));
+        let body = format!(
+            "{{\"id\":{},\"to\":{},\"reason\":{}{attempts}}}",
+            crate::wire::to_json(&env.id),
+            crate::wire::to_json(&env.to),
+            crate::wire::to_json(reason)
+        );
+        let bounce = Envelope::new(
+            self.ids.next_id(),
+            HUB_NAME.to_owned(),
+            env.from.clone(),
+            now.wall.to_rfc3339_opts(SecondsFormat::Millis, true),
+            Envelope::BOUNCE_KIND.to_owned(),
+            Some(env.id.clone()),
+            body,
+        )
+        .expect("the bounce body is built from JSON strings");
+        let digest = ledger::digest(
+            &bounce.to,
+            &bounce.kind,
+            bounce.correlation_id.as_deref(),
+            bounce.body.get(),
+        );
+        let mut queued = queued_from(&bounce);
+        queued.seq = self.take_seq();
+        self.staged.push(Staged {
+            conn: None,
+            from_peer: None,
+            env: queued,
+            target: Target::Queue { reserved: false },
+            digest,
+        });
+    }
+}
+
+/// The router's form of an envelope: routing fields plus the canonical text.
+pub(super) fn queued_from(env: &Envelope) -> Queued {
+    Queued {
+        id: env.id.clone(),
+        from: env.from.clone(),
+        to: env.to.clone(),
+        kind: env.kind.clone(),
+        correlation_id: env.correlation_id.clone(),
+        text: Arc::from(env.to_json()),
+        seq: 0, // stamped at staging
+        attempts: 0,
+    }
+}

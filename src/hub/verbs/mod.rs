@@ -1,0 +1,9 @@
+//! One file per verb (SPEC §4.3, §5, §12, §14), each an `impl Hub` block with that verb's
+//! handlers and the helpers only it uses. The connection protocol that dispatches to them
+//! is `hub::session`; what they share (replies, routing, the commit) lives beside it.
+
+mod ack;
+mod await_;
+mod send;
+mod status;
+mod who;

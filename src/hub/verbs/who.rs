@@ -1,0 +1,52 @@
+//! The `who` verb (SPEC §14): presence, every roster name with its parked awaits, queue
+//! length and when it was last seen and last delivered to.
+
+use crate::hub::session::Phase;
+use crate::hub::Hub;
+use crate::wire::{AgentPresence, ParkedFilter, Presence};
+use chrono::SecondsFormat;
+use std::collections::HashMap;
+
+impl Hub {
+    /// Every roster name with its parked awaits (oldest first), queue length, and when it was
+    /// last seen and last delivered to (SPEC §14). Linear in open connections: an
+    /// operator-rate query.
+    pub fn presence(&self) -> Presence {
+        let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
+        for c in self.conns.values() {
+            if let (
+                Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. },
+                Some(name),
+            ) = (&c.phase, &c.name)
+            {
+                let f = ParkedFilter {
+                    reply_to: p.filter.reply_to.clone(),
+                    kind: p.filter.kind.clone(),
+                };
+                parked.entry(name.as_str()).or_default().push((p.seq, f));
+            }
+        }
+        let ts = |ms: Option<i64>| {
+            ms.and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        };
+        let agents = self
+            .roster
+            .names()
+            .into_iter()
+            .map(|name| {
+                let mut waits = parked.remove(name).unwrap_or_default();
+                waits.sort_by_key(|(seq, _)| *seq);
+                let (seen, delivered) = self.seen.get(name).copied().unwrap_or_default();
+                AgentPresence {
+                    name: name.to_owned(),
+                    parked: waits.into_iter().map(|(_, f)| f).collect(),
+                    queued: self.router.stats(name).queued as u64,
+                    last_seen: ts(seen),
+                    last_delivery: ts(delivered),
+                }
+            })
+            .collect();
+        Presence { agents }
+    }
+}
