@@ -22,6 +22,7 @@ pub mod roster;
 pub mod runner;
 pub mod server;
 pub mod store;
+pub mod tasks;
 pub mod wire;
 
 /// The software version, reported by `--version` and in logs.

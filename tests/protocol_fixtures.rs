@@ -197,7 +197,12 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             v
         }
         ClientLine::Ack(r) | ClientLine::Status(r) => json!({"id": r.id}),
-        ClientLine::Who => json!({}),
+        ClientLine::Who | ClientLine::Tasks => json!({}),
+        ClientLine::Delegate(d) => json!({
+            "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
+            "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,
+        }),
+        ClientLine::TaskStatus(r) | ClientLine::Cancel(r) => json!({"task": r.task}),
     };
     match v {
         Value::Object(m) => (line.tag(), m),
@@ -287,6 +292,19 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
             serde_json::to_value(st).map_err(|e| e.to_string())?,
         ),
         HubLine::Who(p) => ("who", serde_json::to_value(p).map_err(|e| e.to_string())?),
+        HubLine::Delegated(r) => (
+            "delegated",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::Cancel(r) => (
+            "cancel",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::TaskStatus(r) => (
+            "task_status",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::Tasks(l) => ("tasks", serde_json::to_value(l).map_err(|e| e.to_string())?),
         HubLine::Envelope(text) => {
             let e: EnvelopeText<'_> = serde_json::from_str(text)
                 .map_err(|e| format!("decoded envelope text does not parse: {e}"))?;

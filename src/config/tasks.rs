@@ -2,8 +2,9 @@
 //! "Delegated tasks", docs/acp.md "The runner"). The table absent means delegation is off.
 //!
 //! Owns parsing and validating the table (every key optional with a default, except
-//! `cwd_roots`; every value bounded; the roots canonicalised at startup) and `check_cwd`, the
-//! test a task's working directory must pass. Refuses: unknown keys, a root that is relative
+//! `cwd_roots`; every value bounded; the roots canonicalised at startup; the delegation keys
+//! of docs/delegation.md "Limits") and `check_cwd`, the test a task's working directory must
+//! pass. Refuses: unknown keys, a root that is relative
 //! or missing, a cwd reached through a symlink or `..` that leaves every root.
 
 use super::bounds::{self, Unit};
@@ -28,6 +29,20 @@ pub const DEFAULT_MAX_CONCURRENT: u64 = 4;
 pub const DEFAULT_QUEUE_MAX: u64 = 64;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 1800;
 pub const DEFAULT_PROMPT_MAX_BYTES: u64 = 256 << 10;
+/// `tasks.min_progress_secs`: the shortest `progressSecs` a delegator may ask for.
+pub const DEFAULT_MIN_PROGRESS_SECS: u64 = 10;
+pub const MAX_MIN_PROGRESS_SECS: u64 = 24 * 3600;
+/// `tasks.outcome_text_max_bytes`: the agent's final text in the outcome envelope.
+pub const DEFAULT_OUTCOME_TEXT_MAX_BYTES: u64 = 64 << 10;
+/// Bounded by the session's own text cap bound: more text than the session keeps cannot be
+/// sent anyway.
+pub const MAX_OUTCOME_TEXT_MAX_BYTES: u64 = Limits::MAX.max_text_bytes as u64;
+/// `tasks.history_max`: settled tasks kept for `task_status`/`tasks` (a few hundred bytes
+/// each in memory and in the store).
+pub const DEFAULT_HISTORY_MAX: u64 = 1000;
+pub const MAX_HISTORY: u64 = 1_000_000;
+/// Entries of `tasks.may_mail`.
+pub const MAX_MAY_MAIL: usize = 256;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,6 +55,13 @@ pub(super) struct RawTasks {
     permission: Option<String>,
     #[serde(default)]
     agent_permission: BTreeMap<String, String>,
+    // Delegation (docs/delegation.md "Limits").
+    #[serde(default)]
+    may_mail: Vec<String>,
+    min_progress_secs: Option<u64>,
+    outcome_text_max_bytes: Option<u64>,
+    history_max: Option<u64>,
+    manifests_dir: Option<PathBuf>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -74,6 +96,16 @@ pub struct TasksConfig {
     pub agent_permission: BTreeMap<String, PermissionPolicy>,
     /// The session limits every task gets.
     pub limits: Limits,
+    /// Names a task's identity may mail besides its delegator (roster names).
+    pub may_mail: Vec<String>,
+    /// The shortest `progressSecs` a delegation may ask for (0 asks for none).
+    pub min_progress_secs: u64,
+    /// The cap on the agent's final text in a `task_outcome` envelope.
+    pub outcome_text_max_bytes: usize,
+    /// Settled tasks kept for `task_status` and `tasks`, oldest dropped first.
+    pub history_max: usize,
+    /// An extra folder of agent manifests the runner looks in (absolute).
+    pub manifests_dir: Option<PathBuf>,
 }
 
 impl TasksConfig {
@@ -173,6 +205,7 @@ impl TasksConfig {
         }
 
         let limits = session_limits(&raw, prompt_max_bytes)?;
+        let delegation = delegation_keys(&raw)?;
         Ok(TasksConfig {
             // Each fits: bounded above far below usize::MAX.
             max_concurrent: max_concurrent as usize,
@@ -183,8 +216,89 @@ impl TasksConfig {
             permission,
             agent_permission,
             limits,
+            may_mail: delegation.may_mail,
+            min_progress_secs: delegation.min_progress_secs,
+            outcome_text_max_bytes: delegation.outcome_text_max_bytes,
+            history_max: delegation.history_max,
+            manifests_dir: delegation.manifests_dir,
         })
     }
+}
+
+/// The delegation keys of the table, validated.
+struct DelegationKeys {
+    may_mail: Vec<String>,
+    min_progress_secs: u64,
+    outcome_text_max_bytes: usize,
+    history_max: usize,
+    manifests_dir: Option<PathBuf>,
+}
+
+fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
+    if raw.may_mail.len() > MAX_MAY_MAIL {
+        return Err(ConfigError::Invalid(format!(
+            "tasks.may_mail lists {} names; at most {MAX_MAY_MAIL}",
+            raw.may_mail.len()
+        )));
+    }
+    let mut may_mail: Vec<String> = Vec::new();
+    for name in &raw.may_mail {
+        // A roster name (roster::Roster::parse's rule: not blank, not the hub); a task
+        // identity is no target, its names being reserved.
+        if name.trim().is_empty()
+            || name.eq_ignore_ascii_case(crate::roster::HUB_NAME)
+            || name.starts_with(crate::tasks::TASK_PREFIX)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "tasks.may_mail: {name:?} is not an agent name a task may mail"
+            )));
+        }
+        if !may_mail.contains(name) {
+            may_mail.push(name.clone());
+        }
+    }
+    let min_progress_secs = raw.min_progress_secs.unwrap_or(DEFAULT_MIN_PROGRESS_SECS);
+    bounds::check(
+        "tasks.min_progress_secs",
+        min_progress_secs,
+        1,
+        MAX_MIN_PROGRESS_SECS,
+        Unit::Secs,
+    )?;
+    let outcome_text_max_bytes = raw
+        .outcome_text_max_bytes
+        .unwrap_or(DEFAULT_OUTCOME_TEXT_MAX_BYTES);
+    bounds::check(
+        "tasks.outcome_text_max_bytes",
+        outcome_text_max_bytes,
+        0,
+        MAX_OUTCOME_TEXT_MAX_BYTES,
+        Unit::Bytes,
+    )?;
+    let history_max = raw.history_max.unwrap_or(DEFAULT_HISTORY_MAX);
+    bounds::check(
+        "tasks.history_max",
+        history_max,
+        0,
+        MAX_HISTORY,
+        Unit::Count,
+    )?;
+    if let Some(dir) = &raw.manifests_dir {
+        if !dir.is_absolute() {
+            return Err(ConfigError::Invalid(format!(
+                "tasks.manifests_dir: {} is not an absolute path",
+                dir.display()
+            )));
+        }
+    }
+    Ok(DelegationKeys {
+        may_mail,
+        // Both fit: bounded far below usize::MAX.
+        min_progress_secs,
+        outcome_text_max_bytes: outcome_text_max_bytes as usize,
+        history_max: history_max as usize,
+        manifests_dir: raw.manifests_dir.clone(),
+    })
 }
 
 /// The session limits: each key optional with `acp::Limits::default()`, bounded as
@@ -441,6 +555,50 @@ mod tests {
         };
         assert_eq!(t.limits, want);
         assert_eq!(t.cwd_roots, vec![d.0.clone()]);
+        assert!(t.may_mail.is_empty());
+        assert_eq!(t.min_progress_secs, 10);
+        assert_eq!(t.outcome_text_max_bytes, 65_536);
+        assert_eq!(t.history_max, 1000);
+        assert_eq!(t.manifests_dir, None);
+    }
+
+    #[test]
+    fn delegation_keys_are_read_and_bounded() {
+        let d = Dir::new("delegation");
+        let root = format!("cwd_roots = [{:?}]\n", d.0);
+        let t = parse(&format!(
+            "{root}may_mail = [\"critic\", \"scribe\", \"critic\"]\nmin_progress_secs = 1\noutcome_text_max_bytes = 0\nhistory_max = 0\nmanifests_dir = \"/opt/manifests\"\n"
+        ))
+        .unwrap();
+        assert_eq!(t.may_mail, vec!["critic".to_owned(), "scribe".to_owned()]);
+        assert_eq!(
+            (t.min_progress_secs, t.outcome_text_max_bytes, t.history_max),
+            (1, 0, 0)
+        );
+        assert_eq!(t.manifests_dir, Some(PathBuf::from("/opt/manifests")));
+        let cases = [
+            ("min_progress_secs = 0", "tasks.min_progress_secs must be greater than 0"),
+            ("min_progress_secs = 86401", "tasks.min_progress_secs = 86401 is above its upper bound of 86400 (1 day)"),
+            ("outcome_text_max_bytes = 16777217", "tasks.outcome_text_max_bytes = 16777217 is above its upper bound of 16777216 (16 MiB)"),
+            ("history_max = 1000001", "tasks.history_max = 1000001 is above its upper bound of 1000000"),
+            ("manifests_dir = \"relative\"", "tasks.manifests_dir: relative is not an absolute path"),
+            ("may_mail = [\"hub\"]", "tasks.may_mail: \"hub\" is not an agent name a task may mail"),
+            ("may_mail = [\"HUB\"]", "is not an agent name a task may mail"),
+            ("may_mail = [\"task-0123\"]", "is not an agent name a task may mail"),
+            ("may_mail = [\" \"]", "is not an agent name a task may mail"),
+            ("may_mail = \"critic\"", "invalid type"),
+            ("history_max = -1", "invalid value"),
+        ];
+        for (line, want) in cases {
+            let e = err(&format!("{root}{line}"));
+            assert!(e.contains(want), "{line}: {e}");
+        }
+        let many: Vec<String> = (0..=MAX_MAY_MAIL).map(|i| format!("\"a{i}\"")).collect();
+        let e = err(&format!("{root}may_mail = [{}]", many.join(",")));
+        assert!(
+            e.contains("tasks.may_mail lists 257 names; at most 256"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -698,6 +856,11 @@ mod whole_config {
             (4, 64, 1800)
         );
         assert_eq!(t.prompt_max_bytes, super::DEFAULT_PROMPT_MAX_BYTES as usize);
+        assert_eq!(
+            (t.min_progress_secs, t.outcome_text_max_bytes, t.history_max),
+            (10, 65_536, 1000)
+        );
+        assert!(t.may_mail.is_empty());
         assert_eq!(
             t.permission_for("claude"),
             crate::acp::PermissionPolicy::Allow

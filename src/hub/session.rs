@@ -378,6 +378,17 @@ impl Hub {
                 let presence = self.presence();
                 self.reply(conn, &HubLine::Who(presence), "who", now)
             }
+            // Delegation verbs (docs/delegation.md): answered once the task book is wired in.
+            Ok(
+                l @ (ClientLine::Delegate(_)
+                | ClientLine::TaskStatus(_)
+                | ClientLine::Tasks
+                | ClientLine::Cancel(_)),
+            ) => self.fail(
+                conn,
+                &format!("invalid {}: delegation is not enabled on this hub", l.tag()),
+                now,
+            ),
         }
     }
 

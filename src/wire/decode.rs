@@ -11,18 +11,39 @@
 //! are serde_json's own; they name a position, never the text. Refuses IO.
 
 use super::envelope::RawEnvelope;
+use super::task::{DelegateRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
 
 /// The tags a client line may carry, in the order error texts list them.
-const TAGS: &[&str] = &["hello", "send", "await", "ack", "status", "who"];
+const TAGS: &[&str] = &[
+    "hello",
+    "send",
+    "await",
+    "ack",
+    "status",
+    "who",
+    "delegate",
+    "task_status",
+    "tasks",
+    "cancel",
+];
 
 const HELLO_KEYS: &[&str] = &["name", "token"];
 const ENVELOPE_KEYS: &[&str] = &["id", "from", "to", "ts", "kind", "correlationId", "body"];
 const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack"];
 const ID_KEYS: &[&str] = &["id"];
+const DELEGATE_KEYS: &[&str] = &[
+    "agent",
+    "cwd",
+    "prompt",
+    "timeoutSecs",
+    "progressSecs",
+    "peer",
+];
+const TASK_KEYS: &[&str] = &["task"];
 
 /// A client line's payload, by tag, before the field rules of SPEC §3.2 and §5.2.
 pub(crate) enum Payload<'a> {
@@ -32,6 +53,10 @@ pub(crate) enum Payload<'a> {
     Ack(IdRequest),
     Status(IdRequest),
     Who,
+    Delegate(DelegateRequest),
+    TaskStatus(TaskRequest),
+    Tasks,
+    Cancel(TaskRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag.
@@ -84,6 +109,10 @@ enum Obj {
     Ack,
     Status,
     Who,
+    Delegate,
+    TaskStatus,
+    Tasks,
+    Cancel,
 }
 
 impl Obj {
@@ -95,6 +124,10 @@ impl Obj {
             Obj::Ack => "ack",
             Obj::Status => "status",
             Obj::Who => "who",
+            Obj::Delegate => "delegate",
+            Obj::TaskStatus => "task_status",
+            Obj::Tasks => "tasks",
+            Obj::Cancel => "cancel",
         }
     }
 
@@ -104,7 +137,9 @@ impl Obj {
             Obj::Send => ENVELOPE_KEYS,
             Obj::Await => AWAIT_KEYS,
             Obj::Ack | Obj::Status => ID_KEYS,
-            Obj::Who => &[],
+            Obj::Who | Obj::Tasks => &[],
+            Obj::Delegate => DELEGATE_KEYS,
+            Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
         }
     }
 }
@@ -284,6 +319,10 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::Ack,
         Obj::Status,
         Obj::Who,
+        Obj::Delegate,
+        Obj::TaskStatus,
+        Obj::Tasks,
+        Obj::Cancel,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -303,7 +342,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
     let names = obj.keys();
     let mut seen = 0u32;
     let mut texts: [Option<String>; 7] = Default::default();
-    let mut secs = None;
+    let mut secs: [Option<u64>; 7] = Default::default();
     let mut flag = None;
     let mut correlation: Option<Option<String>> = None;
     let mut body: Option<&'de RawValue> = None;
@@ -325,7 +364,10 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 continue;
             }
             (Obj::Send, "correlationId") | (Obj::Await, "replyTo" | "kind") => Want::OptText,
-            (Obj::Await, "timeoutSecs") => Want::OptSecs,
+            (Obj::Await, "timeoutSecs") | (Obj::Delegate, "timeoutSecs" | "progressSecs") => {
+                Want::OptSecs
+            }
+            (Obj::Delegate, "peer") => Want::OptText,
             (Obj::Await, "ack") => Want::OptFlag,
             _ => Want::Text,
         };
@@ -338,7 +380,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             }
             Val::Text(s) => texts[i] = Some(s),
             Val::Null => {}
-            Val::Secs(s) => secs = Some(s),
+            Val::Secs(s) => secs[i] = Some(s),
             Val::Flag(b) => flag = Some(b),
             Val::Line(_) => return Err(de::Error::custom("internal: a field decoded to a line")),
         }
@@ -370,12 +412,26 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         Obj::Await => Payload::Await(AwaitRequest {
             reply_to: texts[0].take(),
             kind: texts[1].take(),
-            timeout_secs: secs,
+            timeout_secs: secs[2],
             ack: flag,
         }),
         Obj::Ack => Payload::Ack(IdRequest { id: take(0)? }),
         Obj::Status => Payload::Status(IdRequest { id: take(0)? }),
         Obj::Who => Payload::Who,
+        Obj::Delegate => {
+            let (agent, cwd, prompt) = (take(0)?, take(1)?, take(2)?);
+            Payload::Delegate(DelegateRequest {
+                agent,
+                cwd,
+                prompt,
+                timeout_secs: secs[3],
+                progress_secs: secs[4],
+                peer: texts[5].take(),
+            })
+        }
+        Obj::TaskStatus => Payload::TaskStatus(TaskRequest { task: take(0)? }),
+        Obj::Tasks => Payload::Tasks,
+        Obj::Cancel => Payload::Cancel(TaskRequest { task: take(0)? }),
     })
 }
 
@@ -481,7 +537,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

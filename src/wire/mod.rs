@@ -9,6 +9,7 @@
 mod decode;
 pub mod envelope;
 pub mod lines;
+pub mod task;
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -17,6 +18,9 @@ use std::fmt;
 
 pub use envelope::{Envelope, EnvelopeError};
 pub use lines::{LineBuffer, LineTooLong};
+pub use task::{
+    DelegateRequest, PlanSummary, TaskList, TaskProgress, TaskRecord, TaskRequest, TaskStateReply,
+};
 
 /// Why a line from a peer was refused. The `Display` text is what travels in the error line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +35,8 @@ pub enum WireError {
     EmptyFilter(&'static str),
     /// An `ack` or `status` line named an empty id.
     EmptyId(&'static str),
+    /// A `task_status` or `cancel` line named an empty task.
+    EmptyTask(&'static str),
 }
 
 impl fmt::Display for WireError {
@@ -41,6 +47,7 @@ impl fmt::Display for WireError {
             WireError::Envelope(e) => write!(f, "invalid envelope: {e}"),
             WireError::EmptyFilter(key) => write!(f, "invalid await: {key} must not be empty"),
             WireError::EmptyId(tag) => write!(f, "invalid {tag}: id must not be empty"),
+            WireError::EmptyTask(tag) => write!(f, "invalid {tag}: task must not be empty"),
         }
     }
 }
@@ -159,6 +166,12 @@ pub enum ClientLine {
     Status(IdRequest),
     /// Presence (SPEC §14): who is on the roster, parked, queued, last seen.
     Who,
+    /// Delegated work (docs/delegation.md): run a task on an agent.
+    Delegate(DelegateRequest),
+    TaskStatus(TaskRequest),
+    /// The asker's tasks.
+    Tasks,
+    Cancel(TaskRequest),
 }
 
 impl ClientLine {
@@ -186,6 +199,14 @@ impl ClientLine {
             decode::Payload::Ack(r) => Ok(ClientLine::Ack(r)),
             decode::Payload::Status(r) => Ok(ClientLine::Status(r)),
             decode::Payload::Who => Ok(ClientLine::Who),
+            decode::Payload::Delegate(d) => Ok(ClientLine::Delegate(d)),
+            decode::Payload::TaskStatus(r) if r.task.is_empty() => {
+                Err(WireError::EmptyTask("task_status"))
+            }
+            decode::Payload::Cancel(r) if r.task.is_empty() => Err(WireError::EmptyTask("cancel")),
+            decode::Payload::TaskStatus(r) => Ok(ClientLine::TaskStatus(r)),
+            decode::Payload::Tasks => Ok(ClientLine::Tasks),
+            decode::Payload::Cancel(r) => Ok(ClientLine::Cancel(r)),
         }
     }
 
@@ -198,6 +219,10 @@ impl ClientLine {
             ClientLine::Ack(r) => format!("{{\"ack\":{}}}", to_json(r)),
             ClientLine::Status(r) => format!("{{\"status\":{}}}", to_json(r)),
             ClientLine::Who => "{\"who\":{}}".to_owned(),
+            ClientLine::Delegate(d) => format!("{{\"delegate\":{}}}", to_json(d)),
+            ClientLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
+            ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
+            ClientLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
         };
         s.push('\n');
         s
@@ -212,6 +237,10 @@ impl ClientLine {
             ClientLine::Ack(_) => "ack",
             ClientLine::Status(_) => "status",
             ClientLine::Who => "who",
+            ClientLine::Delegate(_) => "delegate",
+            ClientLine::TaskStatus(_) => "task_status",
+            ClientLine::Tasks => "tasks",
+            ClientLine::Cancel(_) => "cancel",
         }
     }
 }
@@ -236,6 +265,12 @@ pub enum HubLine {
     Status(EnvelopeStatus),
     /// Our extension: the answer to `who` (SPEC §14).
     Who(Presence),
+    /// Our extension (docs/delegation.md): the task is accepted, after its commit.
+    Delegated(TaskStateReply),
+    TaskStatus(TaskRecord),
+    Tasks(TaskList),
+    /// The answer to `cancel`: the task's state after the request.
+    Cancel(TaskStateReply),
 }
 
 #[derive(Deserialize)]
@@ -273,6 +308,14 @@ enum RawHubLine<'a> {
     Status(EnvelopeStatus),
     #[serde(rename = "who", deserialize_with = "object")]
     Who(Presence),
+    #[serde(rename = "delegated", deserialize_with = "object")]
+    Delegated(TaskStateReply),
+    #[serde(rename = "task_status", deserialize_with = "object")]
+    TaskStatus(TaskRecord),
+    #[serde(rename = "tasks", deserialize_with = "object")]
+    Tasks(TaskList),
+    #[serde(rename = "cancel", deserialize_with = "object")]
+    Cancel(TaskStateReply),
 }
 
 impl HubLine {
@@ -287,6 +330,10 @@ impl HubLine {
             HubLine::Acked { .. } => "acked",
             HubLine::Status(_) => "status",
             HubLine::Who(_) => "who",
+            HubLine::Delegated(_) => "delegated",
+            HubLine::TaskStatus(_) => "task_status",
+            HubLine::Tasks(_) => "tasks",
+            HubLine::Cancel(_) => "cancel",
         }
     }
 
@@ -303,6 +350,10 @@ impl HubLine {
             RawHubLine::Acked(a) => HubLine::Acked { id: a.id },
             RawHubLine::Status(st) => HubLine::Status(st),
             RawHubLine::Who(p) => HubLine::Who(p),
+            RawHubLine::Delegated(r) => HubLine::Delegated(r),
+            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(r),
+            RawHubLine::Tasks(l) => HubLine::Tasks(l),
+            RawHubLine::Cancel(r) => HubLine::Cancel(r),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -331,6 +382,10 @@ impl HubLine {
             HubLine::Acked { id } => format!("{{\"acked\":{{\"id\":{}}}}}", to_json(id)),
             HubLine::Status(st) => format!("{{\"status\":{}}}", to_json(st)),
             HubLine::Who(p) => format!("{{\"who\":{}}}", to_json(p)),
+            HubLine::Delegated(r) => format!("{{\"delegated\":{}}}", to_json(r)),
+            HubLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
+            HubLine::Tasks(l) => format!("{{\"tasks\":{}}}", to_json(l)),
+            HubLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
         };
         s.push('\n');
         s

@@ -1,0 +1,130 @@
+//! The checks a `delegate` passes at the verb, before any task exists (docs/delegation.md
+//! "Refusals"), and their refusal texts. Everything here is lexical: the cwd is normalised
+//! (`.` and `..` resolved on the text, never on the filesystem) and compared with the roots by
+//! whole components. The runner checks the same cwd again with the filesystem, canonicalised
+//! (`config::tasks::check_cwd`), so a symlink cannot lead out either; a failure there is a
+//! `refused` outcome.
+//!
+//! Owns `DelegateRefusal` and `lexical_cwd`. Refuses IO. No refusal quotes the client's
+//! values (the prompt never, the cwd and agent neither): the asker knows what it sent.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// Why a `delegate` was refused at the verb; no task exists. `Display` is the text of the
+/// `{"error":…}` line, always `invalid delegate: …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelegateRefusal {
+    /// The hub has no `[tasks]` table.
+    NotEnabled,
+    /// A task's own identity asked: tasks may not delegate (docs/delegation.md "Task identity").
+    TaskIdentity,
+    /// The agent is not one this hub can run (`runnable` lists those it can).
+    UnknownAgent {
+        runnable: Vec<String>,
+    },
+    /// For a peer: not a valid agent name at all.
+    InvalidAgentName,
+    CwdNotAbsolute,
+    CwdNotUtf8OrNul,
+    CwdOutsideRoots {
+        roots: Vec<String>,
+    },
+    PromptEmpty,
+    PromptTooLarge {
+        bytes: usize,
+        max_bytes: usize,
+    },
+    TimeoutOutOfRange {
+        max_secs: u64,
+    },
+    ProgressOutOfRange {
+        min_secs: u64,
+        max_secs: u64,
+    },
+    QueueFull {
+        queue_max: usize,
+    },
+    UnknownPeer,
+}
+
+impl fmt::Display for DelegateRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid delegate: ")?;
+        match self {
+            DelegateRefusal::NotEnabled => f.write_str("delegation is not enabled on this hub"),
+            DelegateRefusal::TaskIdentity => f.write_str("a task may not delegate"),
+            DelegateRefusal::UnknownAgent { runnable } if runnable.is_empty() => {
+                f.write_str("unknown agent; this hub has no agent that can take delegated work")
+            }
+            DelegateRefusal::UnknownAgent { runnable } => write!(
+                f,
+                "unknown agent; this hub can run: {}",
+                runnable.join(", ")
+            ),
+            DelegateRefusal::InvalidAgentName => f.write_str(
+                "agent is not an agent name ([a-z0-9][a-z0-9_-]*, at most 32 bytes)",
+            ),
+            DelegateRefusal::CwdNotAbsolute => f.write_str("cwd must be an absolute path"),
+            DelegateRefusal::CwdNotUtf8OrNul => f.write_str("cwd must not contain a NUL byte"),
+            DelegateRefusal::CwdOutsideRoots { roots } => write!(
+                f,
+                "cwd is under none of tasks.cwd_roots ({})",
+                roots.join(", ")
+            ),
+            DelegateRefusal::PromptEmpty => f.write_str("prompt must not be empty"),
+            DelegateRefusal::PromptTooLarge { bytes, max_bytes } => write!(
+                f,
+                "prompt is {bytes} bytes, over tasks.prompt_max_bytes ({max_bytes})"
+            ),
+            DelegateRefusal::TimeoutOutOfRange { max_secs } => {
+                write!(f, "timeoutSecs must be 1..={max_secs} (tasks.timeout_secs)")
+            }
+            DelegateRefusal::ProgressOutOfRange { min_secs, max_secs } => write!(
+                f,
+                "progressSecs must be 0 (no progress envelopes) or {min_secs}..={max_secs} (tasks.min_progress_secs)"
+            ),
+            DelegateRefusal::QueueFull { queue_max } => write!(
+                f,
+                "the task queue is full (tasks.queue_max = {queue_max}); try again later"
+            ),
+            DelegateRefusal::UnknownPeer => {
+                f.write_str("unknown peer, or a peer this hub does not delegate to")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DelegateRefusal {}
+
+/// `cwd` made absolute-and-normal on its text (`.` dropped, `..` taking off the component
+/// before it, `/..` staying `/`), if it lies under one of `roots` by whole components: the
+/// path the runner is asked to use (and re-checks with the filesystem). `roots` are the
+/// configured (canonical) roots.
+pub fn lexical_cwd(roots: &[PathBuf], cwd: &str) -> Result<PathBuf, DelegateRefusal> {
+    if cwd.contains('\0') {
+        return Err(DelegateRefusal::CwdNotUtf8OrNul);
+    }
+    let path = Path::new(cwd);
+    if !path.is_absolute() {
+        return Err(DelegateRefusal::CwdNotAbsolute);
+    }
+    let mut normal = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::Normal(part) => normal.push(part),
+        }
+    }
+    // `Path::starts_with` compares whole components: `/srv/ab` is not under `/srv/a`.
+    if roots.iter().any(|r| normal.starts_with(r)) {
+        Ok(normal)
+    } else {
+        Err(DelegateRefusal::CwdOutsideRoots {
+            roots: roots.iter().map(|r| r.display().to_string()).collect(),
+        })
+    }
+}

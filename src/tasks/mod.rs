@@ -1,0 +1,1102 @@
+//! The task book (issue 11; docs/delegation.md): every delegated task this hub knows, its
+//! state machine, and what the hub must do about it, as data.
+//!
+//! Inputs: `submit` (a `delegate` verb), `next_to_start` (a free runner slot), `handle_event`
+//! (the runner's `TaskEvent`s), `cancel`, `handle_timeout`, `restore` (rows from the store at
+//! startup), `shutdown`. Outputs, drained with `poll_action`: `Start` a runner, `Cancel` one,
+//! and `Commit`: store operations, at most one envelope for the delegator and audit records
+//! that must go into ONE commit batch, so an outcome envelope and the task's final state are
+//! durable together or not at all. Time is passed in (`hub::Now`); ids and tokens come from
+//! the caller's `IdSource`.
+//!
+//! Refuses IO: processes, files (the cwd check here is lexical; the runner re-checks with the
+//! filesystem), sockets, clocks. Answers visibility: a task is visible only to its delegator.
+// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod body;
+mod check;
+mod records;
+
+#[cfg(test)]
+mod tests;
+
+pub use body::{cap_text, summarise, OUTCOME_KIND, PROGRESS_KIND};
+pub use check::{lexical_cwd, DelegateRefusal};
+pub use records::{StoredTask, TaskAudit, TaskStoreOp};
+
+use crate::acp::{Outcome, Status};
+use crate::config::tasks::TasksConfig;
+use crate::hub::ids::IdSource;
+use crate::hub::Now;
+use crate::roster::HUB_NAME;
+use crate::runner::TaskEvent;
+use crate::wire::{DelegateRequest, Envelope, TaskList, TaskProgress, TaskRecord, TaskStateReply};
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Every task id and task identity starts with this; roster names may not.
+pub const TASK_PREFIX: &str = "task-";
+/// `progressSecs` at most (a week, like `tasks.timeout_secs`).
+pub const MAX_PROGRESS_SECS: u64 = crate::config::tasks::MAX_TASK_TIMEOUT_SECS;
+
+/// Whether a name is in the reserved task namespace (docs/delegation.md "Names").
+pub fn is_task_name(name: &str) -> bool {
+    name.starts_with(TASK_PREFIX)
+}
+
+/// `task-` + 32 lowercase hex: a UUIDv4 in simple form from the hub's `IdSource`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(String);
+
+impl TaskId {
+    pub fn generate(ids: &mut dyn IdSource) -> TaskId {
+        TaskId(format!("{TASK_PREFIX}{}", simple_hex(&ids.next_id())))
+    }
+
+    /// The id if `s` has the shape of one.
+    pub fn parse(s: &str) -> Option<TaskId> {
+        let hex = s.strip_prefix(TASK_PREFIX)?;
+        let ok = hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        ok.then(|| TaskId(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A hyphenated UUID's hex digits, lowercase.
+fn simple_hex(id: &str) -> String {
+    id.chars()
+        .filter(|c| *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Where a task is (docs/delegation.md "States").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    Queued,
+    Running,
+    /// Cancel asked; the runner's outcome is not in yet.
+    Cancelling,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+    Refused,
+    /// It was running when the hub stopped.
+    HubRestarted,
+}
+
+impl TaskState {
+    pub const ALL: [TaskState; 9] = [
+        TaskState::Queued,
+        TaskState::Running,
+        TaskState::Cancelling,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Cancelled,
+        TaskState::TimedOut,
+        TaskState::Refused,
+        TaskState::HubRestarted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Queued => "queued",
+            TaskState::Running => "running",
+            TaskState::Cancelling => "cancelling",
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+            TaskState::TimedOut => "timed_out",
+            TaskState::Refused => "refused",
+            TaskState::HubRestarted => "hub_restarted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TaskState> {
+        TaskState::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Final: its outcome envelope is committed and nothing changes it again.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            TaskState::Queued | TaskState::Running | TaskState::Cancelling
+        )
+    }
+}
+
+/// What the book is told at construction: the `[tasks]` limits it enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookConfig {
+    pub max_concurrent: usize,
+    pub queue_max: usize,
+    /// The default and the upper bound of a task's `timeoutSecs`.
+    pub timeout_secs: u64,
+    pub prompt_max_bytes: usize,
+    /// Canonical roots (as `TasksConfig::cwd_roots` are).
+    pub cwd_roots: Vec<PathBuf>,
+    pub min_progress_secs: u64,
+    pub outcome_text_max_bytes: usize,
+    pub history_max: usize,
+    /// Names a task identity may mail besides its delegator.
+    pub may_mail: Vec<String>,
+}
+
+impl From<&TasksConfig> for BookConfig {
+    fn from(t: &TasksConfig) -> BookConfig {
+        BookConfig {
+            max_concurrent: t.max_concurrent,
+            queue_max: t.queue_max,
+            timeout_secs: t.timeout_secs,
+            prompt_max_bytes: t.prompt_max_bytes,
+            cwd_roots: t.cwd_roots.clone(),
+            min_progress_secs: t.min_progress_secs,
+            outcome_text_max_bytes: t.outcome_text_max_bytes,
+            history_max: t.history_max,
+            may_mail: t.may_mail.clone(),
+        }
+    }
+}
+
+/// What the runner (or, with `peer`, the relay) is asked to run. `Debug` hides the prompt
+/// and the token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StartSpec {
+    pub task: TaskId,
+    pub delegator: String,
+    pub agent: String,
+    pub peer: Option<String>,
+    /// Lexically normalised; the runner canonicalises and re-checks it.
+    pub cwd: PathBuf,
+    pub prompt: String,
+    pub timeout_secs: u64,
+    /// The task identity's token (`task-…` connects with it through `agent-hub mcp`).
+    pub token: String,
+}
+
+impl fmt::Debug for StartSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StartSpec")
+            .field("task", &self.task)
+            .field("delegator", &self.delegator)
+            .field("agent", &self.agent)
+            .field("peer", &self.peer)
+            .field("cwd", &self.cwd)
+            .field("prompt_bytes", &self.prompt.len())
+            .field("timeout_secs", &self.timeout_secs)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Store operations, the envelope to the delegator and the audit records of one step: the
+/// hub writes all of them in ONE commit batch (hub::commit), or none.
+#[derive(Debug, Clone, Default)]
+pub struct TaskCommit {
+    pub store: Vec<TaskStoreOp>,
+    /// `from: hub`, `to:` the delegator, `correlationId:` the task id; queued like any
+    /// accepted envelope (waiving the caps, as bounces do).
+    pub envelope: Option<Envelope>,
+    pub audit: Vec<TaskAudit>,
+}
+
+/// One instruction from the book, drained in order with `poll_action`.
+#[derive(Debug, Clone)]
+pub enum TaskAction {
+    /// Run the task. The hub should start it once the commit carrying its `running` state
+    /// (queued just before this action) is written: a crash in between then reports
+    /// `hub_restarted` rather than running the work twice.
+    Start(StartSpec),
+    /// Ask the runner (or the peer) to cancel the task; its outcome comes back as an event.
+    Cancel(TaskId),
+    Commit(TaskCommit),
+    /// A service-log line (no prompt, text or token).
+    Log(String),
+}
+
+#[derive(Debug)]
+struct Task {
+    seq: u64,
+    id: TaskId,
+    delegator: String,
+    agent: String,
+    peer: Option<String>,
+    cwd: PathBuf,
+    prompt: String,
+    timeout_secs: u64,
+    progress_secs: u64,
+    state: TaskState,
+    created_ms: i64,
+    started_ms: Option<i64>,
+    ended_ms: Option<i64>,
+    elapsed_ms: Option<u64>,
+    stop_reason: Option<String>,
+    reason: Option<String>,
+    pid: Option<u32>,
+    /// The task identity's token, from start until the outcome.
+    token: Option<String>,
+    /// Holds a runner slot: from `Start` until the runner's `Ended`.
+    holds_slot: bool,
+    /// The latest progress, and what the last progress envelope said, when, with which id.
+    progress: Option<TaskProgress>,
+    progress_elapsed_ms: u64,
+    sent: Option<TaskProgress>,
+    sent_at: Option<Instant>,
+    sent_envelope: Option<String>,
+}
+
+/// How a task ends, for `settle`.
+struct Ending<'a> {
+    state: TaskState,
+    stop_reason: Option<String>,
+    reason: Option<String>,
+    text: &'a str,
+    truncated: bool,
+    elapsed_ms: u64,
+    usage: Option<body::UsageBody>,
+    cost: Option<&'a crate::acp::Cost>,
+}
+
+impl Ending<'_> {
+    fn bare(state: TaskState, reason: String, elapsed_ms: u64) -> Ending<'static> {
+        Ending {
+            state,
+            stop_reason: None,
+            reason: Some(reason),
+            text: "",
+            truncated: false,
+            elapsed_ms,
+            usage: None,
+            cost: None,
+        }
+    }
+}
+
+/// The state, stop reason and reason an ACP outcome maps to (docs/delegation.md "States").
+pub fn outcome_state(status: &Status) -> (TaskState, Option<String>, Option<String>) {
+    use crate::acp::CancelEnd;
+    let stopped = |end: &CancelEnd| match end {
+        CancelEnd::Stopped(r) => Some(r.as_str().to_owned()),
+        _ => None,
+    };
+    match status {
+        Status::Completed { stop_reason } => (
+            TaskState::Completed,
+            Some(stop_reason.as_str().to_owned()),
+            None,
+        ),
+        Status::Cancelled { end } => (TaskState::Cancelled, stopped(end), Some(end.to_string())),
+        Status::TimedOut { end } => (TaskState::TimedOut, stopped(end), Some(end.to_string())),
+        Status::Refused(r) => (TaskState::Refused, None, Some(r.to_string())),
+        Status::Failed(f) => (TaskState::Failed, None, Some(f.to_string())),
+    }
+}
+
+/// The book. One per hub with a `[tasks]` table.
+#[derive(Debug)]
+pub struct TaskBook {
+    config: BookConfig,
+    /// Agents this hub can run (the runnable catalogue: installed manifests with ACP).
+    agents: BTreeSet<String>,
+    /// Peers this hub may delegate to.
+    peers: BTreeSet<String>,
+    tasks: BTreeMap<TaskId, Task>,
+    /// Waiting to start, in acceptance order.
+    queue: VecDeque<TaskId>,
+    /// Settled tasks kept for `task_status`/`tasks`, oldest settled first.
+    settled: VecDeque<TaskId>,
+    /// Runner slots held (`holds_slot`).
+    slots: usize,
+    next_seq: u64,
+    actions: VecDeque<TaskAction>,
+    shutting_down: bool,
+}
+
+fn rfc3339(ms: i64) -> Option<String> {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+fn ms_between(from_ms: i64, to_ms: i64) -> u64 {
+    u64::try_from(to_ms.saturating_sub(from_ms)).unwrap_or(0)
+}
+
+impl TaskBook {
+    pub fn new(
+        config: BookConfig,
+        agents: impl IntoIterator<Item = String>,
+        peers: impl IntoIterator<Item = String>,
+    ) -> TaskBook {
+        TaskBook {
+            config,
+            agents: agents.into_iter().collect(),
+            peers: peers.into_iter().collect(),
+            tasks: BTreeMap::new(),
+            queue: VecDeque::new(),
+            settled: VecDeque::new(),
+            slots: 0,
+            next_seq: 1,
+            actions: VecDeque::new(),
+            shutting_down: false,
+        }
+    }
+
+    pub fn config(&self) -> &BookConfig {
+        &self.config
+    }
+
+    /// The runnable catalogue changed (manifests installed or removed).
+    pub fn set_agents(&mut self, agents: impl IntoIterator<Item = String>) {
+        self.agents = agents.into_iter().collect();
+    }
+
+    pub fn set_peers(&mut self, peers: impl IntoIterator<Item = String>) {
+        self.peers = peers.into_iter().collect();
+    }
+
+    /// The next instruction, in order.
+    pub fn poll_action(&mut self) -> Option<TaskAction> {
+        self.actions.pop_front()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Runner slots held: tasks started whose runner has not reported `Ended`.
+    pub fn slots_held(&self) -> usize {
+        self.slots
+    }
+
+    /// Tasks running or cancelling (their outcome not yet in).
+    pub fn active(&self) -> usize {
+        self.tasks
+            .values()
+            .filter(|t| matches!(t.state, TaskState::Running | TaskState::Cancelling))
+            .count()
+    }
+
+    /// Accepts a delegation from `delegator` as a queued task, or refuses it with no task
+    /// made. Every check here needs no filesystem (docs/delegation.md "Refusals").
+    pub fn submit(
+        &mut self,
+        req: DelegateRequest,
+        delegator: &str,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) -> Result<TaskId, DelegateRefusal> {
+        let c = &self.config;
+        if is_task_name(delegator) {
+            return Err(DelegateRefusal::TaskIdentity);
+        }
+        match &req.peer {
+            Some(peer) => {
+                if !self.peers.contains(peer) {
+                    return Err(DelegateRefusal::UnknownPeer);
+                }
+                if !crate::agents::manifest::valid_name(&req.agent) {
+                    return Err(DelegateRefusal::InvalidAgentName);
+                }
+            }
+            None if !self.agents.contains(&req.agent) => {
+                return Err(DelegateRefusal::UnknownAgent {
+                    runnable: self.agents.iter().cloned().collect(),
+                })
+            }
+            None => {}
+        }
+        let cwd = lexical_cwd(&c.cwd_roots, &req.cwd)?;
+        if req.prompt.is_empty() {
+            return Err(DelegateRefusal::PromptEmpty);
+        }
+        if req.prompt.len() > c.prompt_max_bytes {
+            return Err(DelegateRefusal::PromptTooLarge {
+                bytes: req.prompt.len(),
+                max_bytes: c.prompt_max_bytes,
+            });
+        }
+        let timeout_secs = req.timeout_secs.unwrap_or(c.timeout_secs);
+        if !(1..=c.timeout_secs).contains(&timeout_secs) {
+            return Err(DelegateRefusal::TimeoutOutOfRange {
+                max_secs: c.timeout_secs,
+            });
+        }
+        let progress_secs = req.progress_secs.unwrap_or(0);
+        if progress_secs != 0 && !(c.min_progress_secs..=MAX_PROGRESS_SECS).contains(&progress_secs)
+        {
+            return Err(DelegateRefusal::ProgressOutOfRange {
+                min_secs: c.min_progress_secs,
+                max_secs: MAX_PROGRESS_SECS,
+            });
+        }
+        // Only a task that will wait needs queue room: the queued tasks the free slots take
+        // next do not count against `queue_max` (0 means exactly that: no waiting at all).
+        let free = c.max_concurrent.saturating_sub(self.slots);
+        let would_wait = (self.queue.len() + 1).saturating_sub(free);
+        if would_wait > c.queue_max {
+            return Err(DelegateRefusal::QueueFull {
+                queue_max: c.queue_max,
+            });
+        }
+        let id = loop {
+            let id = TaskId::generate(ids);
+            if !self.tasks.contains_key(&id) {
+                break id;
+            }
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let created_ms = now.wall.timestamp_millis();
+        let cwd_text = cwd.display().to_string();
+        let row = StoredTask {
+            seq,
+            task: id.0.clone(),
+            delegator: delegator.to_owned(),
+            agent: req.agent.clone(),
+            peer: req.peer.clone(),
+            cwd: cwd_text.clone(),
+            prompt: req.prompt.clone(),
+            timeout_secs,
+            progress_secs,
+            state: TaskState::Queued.as_str().to_owned(),
+            created_ms,
+            ..StoredTask::default()
+        };
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            store: vec![TaskStoreOp::Insert(row)],
+            envelope: None,
+            audit: vec![TaskAudit::Accepted {
+                task: id.0.clone(),
+                delegator: delegator.to_owned(),
+                agent: req.agent.clone(),
+                peer: req.peer.clone(),
+                cwd: cwd_text,
+                prompt_bytes: req.prompt.len(),
+            }],
+        }));
+        self.tasks.insert(
+            id.clone(),
+            Task {
+                seq,
+                id: id.clone(),
+                delegator: delegator.to_owned(),
+                agent: req.agent,
+                peer: req.peer,
+                cwd,
+                prompt: req.prompt,
+                timeout_secs,
+                progress_secs,
+                state: TaskState::Queued,
+                created_ms,
+                started_ms: None,
+                ended_ms: None,
+                elapsed_ms: None,
+                stop_reason: None,
+                reason: None,
+                pid: None,
+                token: None,
+                holds_slot: false,
+                progress: None,
+                progress_elapsed_ms: 0,
+                sent: None,
+                sent_at: None,
+                sent_envelope: None,
+            },
+        );
+        self.queue.push_back(id.clone());
+        Ok(id)
+    }
+
+    /// The oldest queued task, started, while fewer than `max_concurrent` runner slots are
+    /// held (a slot is freed only by the runner's `Ended`). Queues its commit (`running`,
+    /// `task_started`, drawn token) and returns what to run; the caller loops until None
+    /// (`start_ready` does, queueing each as `TaskAction::Start`).
+    pub fn next_to_start(&mut self, now: Now, ids: &mut dyn IdSource) -> Option<StartSpec> {
+        if self.shutting_down || self.slots >= self.config.max_concurrent {
+            return None;
+        }
+        let id = self.queue.pop_front()?;
+        let Some(t) = self.tasks.get_mut(&id) else {
+            // Invariant: every queued id has a task; a stray one is dropped.
+            return self.next_to_start(now, ids);
+        };
+        let token = format!(
+            "{}{}",
+            simple_hex(&ids.next_id()),
+            simple_hex(&ids.next_id())
+        );
+        let started_ms = now.wall.timestamp_millis();
+        t.state = TaskState::Running;
+        t.started_ms = Some(started_ms);
+        t.sent_at = Some(now.mono);
+        t.token = Some(token.clone());
+        t.holds_slot = true;
+        self.slots += 1;
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            store: vec![TaskStoreOp::State {
+                task: id.0.clone(),
+                state: TaskState::Running.as_str().to_owned(),
+                started_ms: Some(started_ms),
+                at_ms: started_ms,
+            }],
+            envelope: None,
+            audit: vec![TaskAudit::Started {
+                task: id.0.clone(),
+                agent: t.agent.clone(),
+            }],
+        }));
+        Some(StartSpec {
+            task: id,
+            delegator: t.delegator.clone(),
+            agent: t.agent.clone(),
+            peer: t.peer.clone(),
+            cwd: t.cwd.clone(),
+            prompt: t.prompt.clone(),
+            timeout_secs: t.timeout_secs,
+            token,
+        })
+    }
+
+    /// Every task that can start now, each as a `TaskAction::Start` after its commit.
+    pub fn start_ready(&mut self, now: Now, ids: &mut dyn IdSource) {
+        while let Some(spec) = self.next_to_start(now, ids) {
+            self.actions.push_back(TaskAction::Start(spec));
+        }
+    }
+
+    /// One event from the task's runner. `progress_pending(envelope_id)` says whether an
+    /// envelope the hub queued is still waiting unconsumed (the previous progress envelope
+    /// holds back the next, docs/delegation.md "Envelopes").
+    pub fn handle_event(
+        &mut self,
+        task: &TaskId,
+        event: TaskEvent,
+        now: Now,
+        ids: &mut dyn IdSource,
+        progress_pending: &dyn Fn(&str) -> bool,
+    ) {
+        let Some(t) = self.tasks.get_mut(task) else {
+            self.actions.push_back(TaskAction::Log(format!(
+                "task {task}: runner event for a task the hub does not hold"
+            )));
+            return;
+        };
+        match event {
+            TaskEvent::Started { pid } => {
+                t.pid = Some(pid);
+                self.actions.push_back(TaskAction::Commit(TaskCommit {
+                    store: vec![TaskStoreOp::Pid {
+                        task: task.0.clone(),
+                        pid,
+                    }],
+                    ..TaskCommit::default()
+                }));
+            }
+            TaskEvent::Progress(p) => {
+                if matches!(t.state, TaskState::Running | TaskState::Cancelling) {
+                    t.progress = Some(summarise(&p));
+                    t.progress_elapsed_ms = p.elapsed_ms;
+                    self.maybe_progress(task, now, ids, progress_pending);
+                }
+            }
+            // The hub writes the runner's log lines itself; nothing here decides on them.
+            TaskEvent::Log(_) => {}
+            TaskEvent::Outcome(o) => self.on_outcome(task, o, now, ids),
+            TaskEvent::Ended(end) => {
+                if t.holds_slot {
+                    t.holds_slot = false;
+                    self.slots -= 1;
+                }
+                if !t.state.is_final() {
+                    // The runner promises an outcome before Ended; if one never came, the
+                    // delegator still gets exactly one.
+                    let why = match end.exit {
+                        Some(s) => format!("the runner ended ({s}) without an outcome"),
+                        None => "the runner ended without an outcome".to_owned(),
+                    };
+                    let elapsed = t
+                        .started_ms
+                        .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+                    self.settle(
+                        task,
+                        Ending::bare(TaskState::Failed, why, elapsed),
+                        now,
+                        ids,
+                    );
+                }
+                if !self.shutting_down {
+                    self.start_ready(now, ids);
+                }
+            }
+        }
+    }
+
+    fn on_outcome(&mut self, task: &TaskId, o: Outcome, now: Now, ids: &mut dyn IdSource) {
+        let Some(t) = self.tasks.get(task) else {
+            return;
+        };
+        if !matches!(t.state, TaskState::Running | TaskState::Cancelling) {
+            // Exactly one outcome: a second one, or one for a task settled another way
+            // (cancelled while queued, restored as hub_restarted), changes nothing.
+            self.actions.push_back(TaskAction::Log(format!(
+                "task {task}: outcome {} ignored, the task is already {}",
+                o.status.name(),
+                t.state.as_str()
+            )));
+            return;
+        }
+        // Cancel racing completion: whatever the runner decided is the outcome (its session
+        // makes every prompt that ends after a cancel `cancelled`, docs/acp.md).
+        let (state, stop_reason, reason) = outcome_state(&o.status);
+        let ending = Ending {
+            state,
+            stop_reason,
+            reason,
+            text: &o.text,
+            truncated: o.truncated,
+            elapsed_ms: o.progress.elapsed_ms,
+            usage: o.usage.as_ref().map(body::UsageBody::from),
+            cost: o.progress.cost.as_ref(),
+        };
+        self.settle(task, ending, now, ids);
+    }
+
+    /// The task's one outcome: final state, its envelope, its store op and audit record in
+    /// one commit, with any history pruning it causes.
+    fn settle(&mut self, task: &TaskId, e: Ending<'_>, now: Now, ids: &mut dyn IdSource) {
+        let max_text = self.config.outcome_text_max_bytes;
+        let Some(t) = self.tasks.get_mut(task) else {
+            return;
+        };
+        let ended_ms = now.wall.timestamp_millis();
+        let (text, cut) = cap_text(e.text, max_text);
+        let state = e.state.as_str();
+        let body = body::json(&body::OutcomeBody {
+            task: task.as_str(),
+            agent: &t.agent,
+            peer: t.peer.as_deref(),
+            state,
+            stop_reason: e.stop_reason.as_deref(),
+            text,
+            truncated: e.truncated || cut,
+            reason: e.reason.as_deref(),
+            elapsed_ms: e.elapsed_ms,
+            usage: e.usage,
+            cost: e.cost.and_then(body::CostBody::from),
+        });
+        let envelope = hub_envelope(&t.delegator, task, OUTCOME_KIND, body, now, ids);
+        let mut store = vec![TaskStoreOp::Settle {
+            task: task.0.clone(),
+            state: state.to_owned(),
+            stop_reason: e.stop_reason.clone(),
+            reason: e.reason.clone(),
+            ended_ms,
+            elapsed_ms: e.elapsed_ms,
+        }];
+        let mut audit = vec![TaskAudit::Ended {
+            task: task.0.clone(),
+            state: state.to_owned(),
+            stop_reason: e.stop_reason.clone(),
+            reason: e.reason.clone(),
+            elapsed_ms: e.elapsed_ms,
+        }];
+        t.state = e.state;
+        t.ended_ms = Some(ended_ms);
+        t.elapsed_ms = Some(e.elapsed_ms);
+        t.stop_reason = e.stop_reason;
+        t.reason = e.reason;
+        t.token = None;
+        t.prompt = String::new();
+        t.progress = None;
+        self.queue.retain(|q| q != task);
+        self.settled.push_back(task.clone());
+        while self.settled.len() > self.config.history_max {
+            let Some(old) = self.settled.pop_front() else {
+                break;
+            };
+            self.tasks.remove(&old);
+            store.push(TaskStoreOp::Forget {
+                task: old.0.clone(),
+            });
+            audit.push(TaskAudit::Forgotten { task: old.0 });
+        }
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            store,
+            envelope: Some(envelope),
+            audit,
+        }));
+    }
+
+    /// A progress envelope for `task` if the task asked for them, an interval has passed
+    /// since the last, something changed since, and the last one was consumed.
+    fn maybe_progress(
+        &mut self,
+        task: &TaskId,
+        now: Now,
+        ids: &mut dyn IdSource,
+        progress_pending: &dyn Fn(&str) -> bool,
+    ) {
+        let Some(t) = self.tasks.get_mut(task) else {
+            return;
+        };
+        if t.progress_secs == 0 || t.state != TaskState::Running {
+            return;
+        }
+        let Some(p) = &t.progress else {
+            return;
+        };
+        if t.sent.as_ref() == Some(p) {
+            return;
+        }
+        let due = t
+            .sent_at
+            .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)));
+        if due.is_some_and(|d| now.mono < d) {
+            return;
+        }
+        if t.sent_envelope.as_deref().is_some_and(progress_pending) {
+            return;
+        }
+        let body = body::json(&body::ProgressBody {
+            task: task.as_str(),
+            agent: &t.agent,
+            state: TaskState::Running.as_str(),
+            elapsed_ms: t.progress_elapsed_ms,
+            updates: p.updates,
+            tool_calls: p.tool_calls,
+            last_tool: p.last_tool.as_deref(),
+            plan: p.plan.as_ref(),
+        });
+        let env = hub_envelope(&t.delegator, task, PROGRESS_KIND, body, now, ids);
+        t.sent = Some(p.clone());
+        t.sent_at = Some(now.mono);
+        t.sent_envelope = Some(env.id.clone());
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            envelope: Some(env),
+            ..TaskCommit::default()
+        }));
+    }
+
+    /// Progress held back by the interval or by an unconsumed envelope goes out once it can.
+    pub fn handle_timeout(
+        &mut self,
+        now: Now,
+        ids: &mut dyn IdSource,
+        progress_pending: &dyn Fn(&str) -> bool,
+    ) {
+        let waiting: Vec<TaskId> = self
+            .tasks
+            .values()
+            .filter(|t| t.progress_secs > 0 && t.state == TaskState::Running)
+            .filter(|t| t.progress.is_some() && t.progress != t.sent)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in waiting {
+            self.maybe_progress(&id, now, ids, progress_pending);
+        }
+    }
+
+    /// When `handle_timeout` may have progress to send: the earliest end of an interval of a
+    /// task with unsent progress (a task held back by an unconsumed envelope is looked at
+    /// again one interval later).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.tasks
+            .values()
+            .filter(|t| t.progress_secs > 0 && t.state == TaskState::Running)
+            .filter(|t| t.progress.is_some() && t.progress != t.sent)
+            .filter_map(|t| {
+                t.sent_at
+                    .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)))
+            })
+            .min()
+    }
+
+    /// The delegator's cancel: a queued task ends `cancelled` at once; a running one becomes
+    /// `cancelling` and its runner is asked to stop (its outcome follows as an event); any
+    /// other state is answered as it is. Another asker gets `unknown`, as for no such task.
+    pub fn cancel(
+        &mut self,
+        task: &str,
+        asker: &str,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) -> TaskStateReply {
+        let reply = |state: &str| TaskStateReply {
+            task: task.to_owned(),
+            state: state.to_owned(),
+        };
+        let Some(id) = TaskId::parse(task) else {
+            return reply("unknown");
+        };
+        let Some(t) = self.tasks.get_mut(&id) else {
+            return reply("unknown");
+        };
+        if t.delegator != asker {
+            return reply("unknown");
+        }
+        match t.state {
+            TaskState::Queued => {
+                self.settle(
+                    &id,
+                    Ending::bare(
+                        TaskState::Cancelled,
+                        "cancelled by the delegator before it started".to_owned(),
+                        0,
+                    ),
+                    now,
+                    ids,
+                );
+            }
+            TaskState::Running => {
+                t.state = TaskState::Cancelling;
+                let at_ms = now.wall.timestamp_millis();
+                self.actions.push_back(TaskAction::Commit(TaskCommit {
+                    store: vec![TaskStoreOp::State {
+                        task: id.0.clone(),
+                        state: TaskState::Cancelling.as_str().to_owned(),
+                        started_ms: None,
+                        at_ms,
+                    }],
+                    envelope: None,
+                    audit: vec![TaskAudit::CancelAsked { task: id.0.clone() }],
+                }));
+                self.actions.push_back(TaskAction::Cancel(id.clone()));
+            }
+            _ => {}
+        }
+        let state = self.tasks.get(&id).map_or("unknown", |t| t.state.as_str());
+        reply(state)
+    }
+
+    /// `task_status`: the record if `asker` delegated it, else `unknown`.
+    pub fn status(&self, task: &str, asker: &str, now: Now) -> TaskRecord {
+        match TaskId::parse(task).and_then(|id| self.tasks.get(&id)) {
+            Some(t) if t.delegator == asker => self.record(t, now),
+            _ => TaskRecord::unknown(task),
+        }
+    }
+
+    /// `tasks`: the asker's tasks, oldest first.
+    pub fn list(&self, asker: &str, now: Now) -> TaskList {
+        let mut mine: Vec<&Task> = self
+            .tasks
+            .values()
+            .filter(|t| t.delegator == asker)
+            .collect();
+        mine.sort_by_key(|t| t.seq);
+        TaskList {
+            tasks: mine.into_iter().map(|t| self.record(t, now)).collect(),
+        }
+    }
+
+    fn record(&self, t: &Task, now: Now) -> TaskRecord {
+        let active = matches!(t.state, TaskState::Running | TaskState::Cancelling);
+        let position = (t.state == TaskState::Queued)
+            .then(|| self.queue.iter().position(|q| *q == t.id))
+            .flatten()
+            .map(|i| i as u64 + 1);
+        let elapsed_ms = match (t.elapsed_ms, t.started_ms) {
+            (Some(e), _) => Some(e),
+            (None, Some(s)) if active => Some(ms_between(s, now.wall.timestamp_millis())),
+            _ => None,
+        };
+        TaskRecord {
+            task: t.id.0.clone(),
+            agent: Some(t.agent.clone()),
+            peer: t.peer.clone(),
+            state: t.state.as_str().to_owned(),
+            position,
+            created_at: rfc3339(t.created_ms),
+            started_at: t.started_ms.and_then(rfc3339),
+            ended_at: t.ended_ms.and_then(rfc3339),
+            elapsed_ms,
+            stop_reason: t.stop_reason.clone(),
+            reason: t.reason.clone(),
+            progress: if active { t.progress.clone() } else { None },
+        }
+    }
+
+    /// The agent's process group, once the runner reported it (also after a restart, from
+    /// the store: the server makes sure a `hub_restarted` task's group is gone).
+    pub fn pid(&self, task: &TaskId) -> Option<u32> {
+        self.tasks.get(task).and_then(|t| t.pid)
+    }
+
+    /// The delegator of a task, whoever asks (for the hub's routing of peer replies).
+    pub fn delegator(&self, task: &TaskId) -> Option<&str> {
+        self.tasks.get(task).map(|t| t.delegator.as_str())
+    }
+
+    /// Whether `name`/`token` is a live task identity (from its start to its outcome);
+    /// the delegator when it is. The comparison is the roster's constant-time one.
+    pub fn verify_identity(&self, name: &str, token: &str) -> Option<&str> {
+        let t = self.tasks.get(&TaskId::parse(name)?)?;
+        let want = t.token.as_deref()?;
+        let same = crate::roster::ct_eq(want.as_bytes(), token.as_bytes());
+        same.then_some(t.delegator.as_str())
+    }
+
+    /// Whether the task identity `name` may send to `to`: its delegator, or a name in
+    /// `tasks.may_mail`, and only while it is live.
+    pub fn may_mail(&self, name: &str, to: &str) -> bool {
+        let Some(t) = TaskId::parse(name).and_then(|id| self.tasks.get(&id)) else {
+            return false;
+        };
+        t.token.is_some() && (t.delegator == to || self.config.may_mail.iter().any(|m| m == to))
+    }
+
+    /// Rebuilds the book from the store's rows at startup: queued tasks stay queued in
+    /// acceptance order; running and cancelling ones end `hub_restarted` (their commits are
+    /// the first actions); settled ones are the history. Then `start_ready` is up to the
+    /// caller.
+    pub fn restore(&mut self, mut rows: Vec<StoredTask>, now: Now, ids: &mut dyn IdSource) {
+        rows.sort_by_key(|r| r.seq);
+        let mut history: Vec<(i64, u64, TaskId)> = Vec::new();
+        let mut restarted = Vec::new();
+        for r in rows {
+            let Some(id) = TaskId::parse(&r.task) else {
+                self.actions.push_back(TaskAction::Log(format!(
+                    "stored task row {} has no valid task id; ignored",
+                    r.seq
+                )));
+                continue;
+            };
+            self.next_seq = self.next_seq.max(r.seq + 1);
+            let state = TaskState::parse(&r.state);
+            let t = Task {
+                seq: r.seq,
+                id: id.clone(),
+                delegator: r.delegator,
+                agent: r.agent,
+                peer: r.peer,
+                cwd: PathBuf::from(r.cwd),
+                prompt: r.prompt,
+                timeout_secs: r.timeout_secs,
+                progress_secs: r.progress_secs,
+                state: state.unwrap_or(TaskState::Running),
+                created_ms: r.created_ms,
+                started_ms: r.started_ms,
+                ended_ms: r.ended_ms,
+                elapsed_ms: r.elapsed_ms,
+                stop_reason: r.stop_reason,
+                reason: r.reason,
+                pid: r.pid,
+                token: None,
+                holds_slot: false,
+                progress: None,
+                progress_elapsed_ms: 0,
+                sent: None,
+                sent_at: None,
+                sent_envelope: None,
+            };
+            match state {
+                Some(TaskState::Queued) => self.queue.push_back(id.clone()),
+                Some(s) if s.is_final() => {
+                    history.push((t.ended_ms.unwrap_or(t.created_ms), t.seq, id.clone()))
+                }
+                // Running, cancelling, or a state this binary does not know.
+                _ => restarted.push(id.clone()),
+            }
+            self.tasks.insert(id, t);
+        }
+        history.sort();
+        self.settled = history.into_iter().map(|(_, _, id)| id).collect();
+        for id in restarted {
+            let elapsed = self
+                .tasks
+                .get(&id)
+                .and_then(|t| t.started_ms)
+                .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+            let why = "the hub restarted while the task was running; its process group was ended"
+                .to_owned();
+            self.settle(
+                &id,
+                Ending::bare(TaskState::HubRestarted, why, elapsed),
+                now,
+                ids,
+            );
+        }
+        // A smaller history_max than before takes effect now.
+        let mut store = Vec::new();
+        let mut audit = Vec::new();
+        while self.settled.len() > self.config.history_max {
+            let Some(old) = self.settled.pop_front() else {
+                break;
+            };
+            self.tasks.remove(&old);
+            store.push(TaskStoreOp::Forget {
+                task: old.0.clone(),
+            });
+            audit.push(TaskAudit::Forgotten { task: old.0 });
+        }
+        if !store.is_empty() {
+            self.actions.push_back(TaskAction::Commit(TaskCommit {
+                store,
+                envelope: None,
+                audit,
+            }));
+        }
+    }
+
+    /// The hub is stopping: no task starts any more, and every running task is asked to
+    /// cancel (its outcome, if it comes before the drain deadline, settles it; one still
+    /// running at exit stays `running` in the store and is reported `hub_restarted` at the
+    /// next start). Queued tasks stay queued, in the store too.
+    pub fn shutdown(&mut self) {
+        self.shutting_down = true;
+        let running: Vec<TaskId> = self
+            .tasks
+            .values()
+            .filter(|t| t.state == TaskState::Running)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in running {
+            if let Some(t) = self.tasks.get_mut(&id) {
+                t.state = TaskState::Cancelling;
+            }
+            self.actions.push_back(TaskAction::Cancel(id));
+        }
+    }
+}
+
+/// An envelope from the hub to the delegator about `task`.
+fn hub_envelope(
+    to: &str,
+    task: &TaskId,
+    kind: &str,
+    body: String,
+    now: Now,
+    ids: &mut dyn IdSource,
+) -> Envelope {
+    Envelope::new(
+        ids.next_id(),
+        HUB_NAME.to_owned(),
+        to.to_owned(),
+        now.wall.to_rfc3339_opts(SecondsFormat::Millis, true),
+        kind.to_owned(),
+        Some(task.0.clone()),
+        body,
+    )
+    // Invariant: the body is serde_json's own output, one JSON value.
+    .expect("a task body is one JSON value")
+}

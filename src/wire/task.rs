@@ -1,0 +1,330 @@
+//! The delegation verbs' payloads (issue 11; docs/delegation.md "Verbs and replies"): what a
+//! client sends in `delegate`, `task_status`, `tasks` and `cancel`, and what the hub answers in
+//! `delegated`, `task_status`, `tasks` and `cancel`.
+//!
+//! Owns the types and their JSON shapes (keys in the documented order, optional keys absent
+//! rather than null). Decoding of the client side goes through `wire::decode`, like every
+//! client line, so no error quotes a value; the hub side is serde-derived (the client reads
+//! it). Refuses: any rule that needs the hub's state or config (agents, roots, caps): those
+//! are `tasks::TaskBook::submit`'s.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// `{"delegate":{"agent":…,"cwd":…,"prompt":…,"timeoutSecs":…,"progressSecs":…,"peer":…}}`.
+/// The optional keys may be null or absent; the encoder leaves them out when `None`.
+#[derive(Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DelegateRequest {
+    pub agent: String,
+    pub cwd: String,
+    pub prompt: String,
+    #[serde(
+        rename = "timeoutSecs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout_secs: Option<u64>,
+    /// 0 or absent: no progress envelopes.
+    #[serde(
+        rename = "progressSecs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub progress_secs: Option<u64>,
+    /// A relay peer id: the task runs on that hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+}
+
+/// The prompt is the delegator's work and may be large or confidential: `Debug` (and so any
+/// log line built from it) shows its size only.
+impl fmt::Debug for DelegateRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelegateRequest")
+            .field("agent", &self.agent)
+            .field("cwd", &self.cwd)
+            .field("prompt_bytes", &self.prompt.len())
+            .field("timeout_secs", &self.timeout_secs)
+            .field("progress_secs", &self.progress_secs)
+            .field("peer", &self.peer)
+            .finish()
+    }
+}
+
+/// `{"task_status":{"task":…}}` and `{"cancel":{"task":…}}`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRequest {
+    pub task: String,
+}
+
+/// `{"delegated":{"task":…,"state":…}}` and the hub's `{"cancel":{"task":…,"state":…}}`: a
+/// task and its state after the request.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStateReply {
+    pub task: String,
+    pub state: String,
+}
+
+/// The plan of a running task, summarised: how many entries, how many done, the first one in
+/// progress (an excerpt, as `acp::progress` keeps it).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSummary {
+    pub total: u64,
+    pub completed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+}
+
+/// A running task's progress in a task record.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskProgress {
+    /// `session/update` notifications folded so far.
+    pub updates: u64,
+    /// Distinct tool calls seen.
+    #[serde(rename = "toolCalls")]
+    pub tool_calls: u64,
+    #[serde(rename = "lastTool", default, skip_serializing_if = "Option::is_none")]
+    pub last_tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSummary>,
+}
+
+/// What `task_status` answers and `tasks` lists: keys in this order, each optional one
+/// absent (not null) when it does not apply. A task the asker may not see is
+/// `{"task":…,"state":"unknown"}` (`TaskRecord::unknown`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRecord {
+    pub task: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    pub state: String,
+    /// Queued: the 1-based place in the task queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// RFC 3339 with milliseconds, UTC.
+    #[serde(rename = "createdAt", default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(rename = "startedAt", default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(rename = "endedAt", default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    #[serde(rename = "elapsedMs", default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    #[serde(
+        rename = "stopReason",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TaskProgress>,
+}
+
+impl TaskRecord {
+    /// The answer about a task that does not exist or is not the asker's: the two are not
+    /// told apart (docs/delegation.md "Visibility").
+    pub fn unknown(task: &str) -> TaskRecord {
+        TaskRecord {
+            task: task.to_owned(),
+            state: "unknown".to_owned(),
+            ..TaskRecord::default()
+        }
+    }
+}
+
+/// `{"tasks":{"tasks":[…]}}`: the asker's tasks, oldest first (newest last).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskList {
+    pub tasks: Vec<TaskRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{ClientLine, HubLine, WireError};
+
+    fn round_trip_client(line: &str) -> ClientLine {
+        let decoded = ClientLine::decode(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(decoded.encode().trim_end(), line, "canonical");
+        decoded
+    }
+
+    #[test]
+    fn client_task_lines_round_trip() {
+        let ClientLine::Delegate(d) = round_trip_client(
+            r#"{"delegate":{"agent":"codex","cwd":"/srv/p","prompt":"fix it","timeoutSecs":600,"progressSecs":0,"peer":"lab"}}"#,
+        ) else {
+            panic!("a delegate")
+        };
+        assert_eq!(
+            (d.timeout_secs, d.progress_secs, d.peer.as_deref()),
+            (Some(600), Some(0), Some("lab"))
+        );
+        let ClientLine::Delegate(d) =
+            round_trip_client(r#"{"delegate":{"agent":"codex","cwd":"/srv/p","prompt":"x"}}"#)
+        else {
+            panic!("a delegate")
+        };
+        assert_eq!(
+            (d.timeout_secs, d.progress_secs, d.peer),
+            (None, None, None)
+        );
+        // Nulls decode as absent and are not written back.
+        let nulls = ClientLine::decode(
+            br#"{"delegate":{"peer":null,"prompt":"x","timeoutSecs":null,"cwd":"/a","agent":"c","progressSecs":null}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            nulls.encode(),
+            "{\"delegate\":{\"agent\":\"c\",\"cwd\":\"/a\",\"prompt\":\"x\"}}\n"
+        );
+        assert!(matches!(
+            round_trip_client(r#"{"task_status":{"task":"task-1"}}"#),
+            ClientLine::TaskStatus(TaskRequest { task }) if task == "task-1"
+        ));
+        assert!(matches!(
+            round_trip_client(r#"{"cancel":{"task":"task-1"}}"#),
+            ClientLine::Cancel(TaskRequest { task }) if task == "task-1"
+        ));
+        assert!(matches!(
+            round_trip_client(r#"{"tasks":{}}"#),
+            ClientLine::Tasks
+        ));
+        assert_eq!(ClientLine::Tasks.tag(), "tasks");
+    }
+
+    #[test]
+    fn client_task_lines_are_refused_without_quoting_them() {
+        let secret = "Pr0mpt-s3cret";
+        let cases = [
+            (
+                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","{secret}":1}}}}"#),
+                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`",
+            ),
+            (
+                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x"}}}}"#),
+                "malformed line: missing field `prompt`",
+            ),
+            (
+                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":["{secret}"]}}}}"#),
+                "malformed line: invalid type: sequence, expected a string",
+            ),
+            (
+                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","timeoutSecs":"{secret}"}}}}"#),
+                "malformed line: invalid type: string, expected u64",
+            ),
+            (
+                r#"{"delegate":{"agent":"a","cwd":"/x","prompt":"p","progressSecs":-5}}"#.into(),
+                "malformed line: invalid value: negative integer, expected u64",
+            ),
+            (
+                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","peer":7}}}}"#),
+                "malformed line: invalid type: integer, expected a string",
+            ),
+            (
+                r#"{"delegate":{"agent":"a","agent":"b","cwd":"/x","prompt":"p"}}"#.into(),
+                "malformed line: duplicate field `agent`",
+            ),
+            (
+                format!(r#"{{"task_status":{{"task":"t","{secret}":1}}}}"#),
+                "malformed line: unknown field in `task_status`, expected `task`",
+            ),
+            (
+                r#"{"task_status":{}}"#.into(),
+                "malformed line: missing field `task`",
+            ),
+            (
+                r#"{"task_status":{"task":""}}"#.into(),
+                "invalid task_status: task must not be empty",
+            ),
+            (
+                r#"{"cancel":{"task":""}}"#.into(),
+                "invalid cancel: task must not be empty",
+            ),
+            (
+                format!(r#"{{"cancel":"{secret}"}}"#),
+                "malformed line: invalid type: string, expected an object",
+            ),
+            (
+                format!(r#"{{"tasks":{{"{secret}":1}}}}"#),
+                "malformed line: unknown field in `tasks`, which has no fields",
+            ),
+            (
+                r#"{"delegated":{"task":"t","state":"queued"}}"#.into(),
+                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`",
+            ),
+        ];
+        for (line, want) in &cases {
+            let e = ClientLine::decode(line.as_bytes()).unwrap_err();
+            assert_eq!(e.to_string(), *want, "{line}");
+            assert!(!e.to_string().contains(secret));
+        }
+        assert_eq!(
+            ClientLine::decode(br#"{"cancel":{"task":""}}"#).unwrap_err(),
+            WireError::EmptyTask("cancel")
+        );
+    }
+
+    #[test]
+    fn the_prompt_never_reaches_debug() {
+        let d = DelegateRequest {
+            agent: "codex".into(),
+            cwd: "/srv".into(),
+            prompt: "the secret plan".into(),
+            ..DelegateRequest::default()
+        };
+        let shown = format!("{:?}", ClientLine::Delegate(d));
+        assert!(!shown.contains("secret plan"), "{shown}");
+        assert!(shown.contains("prompt_bytes: 15"), "{shown}");
+    }
+
+    fn round_trip_hub(line: &str) -> HubLine {
+        let decoded = HubLine::decode(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(decoded.encode().trim_end(), line, "canonical");
+        decoded
+    }
+
+    #[test]
+    fn hub_task_lines_round_trip() {
+        assert_eq!(
+            round_trip_hub(r#"{"delegated":{"task":"task-1","state":"queued"}}"#),
+            HubLine::Delegated(TaskStateReply {
+                task: "task-1".into(),
+                state: "queued".into()
+            })
+        );
+        assert!(matches!(
+            round_trip_hub(r#"{"cancel":{"task":"task-1","state":"cancelling"}}"#),
+            HubLine::Cancel(TaskStateReply { state, .. }) if state == "cancelling"
+        ));
+        let full = r#"{"task_status":{"task":"task-1","agent":"codex","peer":"lab","state":"running","createdAt":"2026-12-01T10:00:00.000Z","startedAt":"2026-12-01T10:00:01.000Z","elapsedMs":1500,"progress":{"updates":4,"toolCalls":2,"lastTool":"Read","plan":{"total":3,"completed":1,"current":"edit"}}}}"#;
+        let HubLine::TaskStatus(r) = round_trip_hub(full) else {
+            panic!("a task_status")
+        };
+        assert_eq!(r.progress.unwrap().plan.unwrap().total, 3);
+        assert_eq!(
+            round_trip_hub(r#"{"task_status":{"task":"task-9","state":"unknown"}}"#),
+            HubLine::TaskStatus(TaskRecord::unknown("task-9"))
+        );
+        let HubLine::Tasks(list) = round_trip_hub(
+            r#"{"tasks":{"tasks":[{"task":"task-1","agent":"codex","state":"queued","position":1,"createdAt":"2026-12-01T10:00:00.000Z"},{"task":"task-2","agent":"codex","state":"completed","createdAt":"2026-12-01T10:00:00.000Z","startedAt":"2026-12-01T10:00:00.000Z","endedAt":"2026-12-01T10:00:02.000Z","elapsedMs":2000,"stopReason":"end_turn"}]}}"#,
+        ) else {
+            panic!("a tasks")
+        };
+        assert_eq!(list.tasks.len(), 2);
+        round_trip_hub(r#"{"tasks":{"tasks":[]}}"#);
+        assert!(HubLine::decode(br#"{"delegated":{"task":"t"}}"#).is_err());
+        assert!(HubLine::decode(br#"{"task_status":{"task":"t","state":"x","extra":1}}"#).is_err());
+    }
+}
