@@ -2,7 +2,7 @@
 //! ephemeral loopback ports, one temp dir per test (`harness.rs`).
 //!
 //! Owns only the module list. Timing-exact behaviour (deadlines to the millisecond, zero-byte
-//! write outcomes) is refused here: the sans-IO simulation in `src/hub/tests.rs` owns it, and
+//! write outcomes) is refused here: the sans-IO simulation in `src/hub/tests/` owns it, and
 //! these tests use real time only with generous bounds.
 
 mod harness;
