@@ -224,14 +224,18 @@ const TASK_ID: &str = "task-0123456789abcdef0123456789abcdef";
 fn with_task(name: &str) -> PathBuf {
     let path = healthy(name);
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    s.stage(&[StoreOp::TaskPut(super::StoredTask {
+    s.stage(&[StoreOp::Task(super::TaskStoreOp::Insert(super::StoredTask {
         seq: 1,
-        id: TASK_ID.into(),
+        task: TASK_ID.into(),
         delegator: "a".into(),
+        agent: "codex".into(),
+        cwd: "/w/CWD-MARKER".into(),
+        prompt: "PROMPT-MARKER".into(),
+        timeout_secs: 60,
         state: "running".into(),
-        doc: r#"{"prompt":"PROMPT-MARKER"}"#.into(),
-        updated_ms: 1_700_000_000_000,
-    })])
+        created_ms: 1_700_000_000_000,
+        ..Default::default()
+    }))])
     .unwrap();
     s.commit().unwrap();
     path
@@ -242,8 +246,8 @@ fn every_corrupt_task_column_is_named_without_quoting_the_record() {
     let cases: &[(&str, &str, &str)] = &[
         (
             "task-id-shape",
-            "UPDATE tasks SET id = '../../etc/passwd'",
-            "task row seq 1: id is not task- and 32 hex digits",
+            "UPDATE tasks SET task = '../../etc/passwd'",
+            "task row seq 1: task is not task- and 32 hex digits",
         ),
         (
             "task-state",
@@ -251,14 +255,19 @@ fn every_corrupt_task_column_is_named_without_quoting_the_record() {
             "task row seq 1: state is not one of queued, running",
         ),
         (
-            "task-doc-not-json",
-            "UPDATE tasks SET doc = '{\"prompt\":\"PROMPT-MARKER\"'",
-            "task row seq 1: doc is not valid JSON",
+            "task-prompt-blob",
+            "UPDATE tasks SET prompt = X'00ff'",
+            "task row seq 1: prompt is a blob, not text",
         ),
         (
-            "task-doc-array",
-            "UPDATE tasks SET doc = '[\"PROMPT-MARKER\"]'",
-            "task row seq 1: doc is not a JSON object",
+            "task-negative-pid",
+            "UPDATE tasks SET pid = -1",
+            "task row seq 1: pid is -1, outside",
+        ),
+        (
+            "task-huge-timeout",
+            "UPDATE tasks SET timeout_secs = 99999999999",
+            "task row seq 1: timeout_secs is 99999999999",
         ),
         (
             "task-empty-delegator",
@@ -267,8 +276,8 @@ fn every_corrupt_task_column_is_named_without_quoting_the_record() {
         ),
         (
             "task-time",
-            "UPDATE tasks SET updated_ms = -3",
-            "task row seq 1: updated_ms is -3, outside",
+            "UPDATE tasks SET created_ms = -3",
+            "task row seq 1: created_ms is -3, outside",
         ),
         (
             "task-seq",

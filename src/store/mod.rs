@@ -16,6 +16,7 @@ mod sqlite_wal;
 mod corrupt_tests;
 
 use std::fmt;
+pub use crate::tasks::{StoredTask, TaskStoreOp};
 use std::sync::Arc;
 
 /// One change to durable state. Applied in order inside one transaction.
@@ -55,28 +56,9 @@ pub enum StoreOp {
         sender: String,
         id: String,
     },
-    /// A delegated task was accepted or changed state (docs/delegation.md "Durability"):
-    /// the row is written whole. `doc` is the task's own JSON record (`tasks`), opaque here
-    /// beyond being checked as a JSON object at load.
-    TaskPut(StoredTask),
-    /// A settled task left the history (`tasks.history_max`).
-    TaskForget { id: String },
-}
-
-/// A delegated task's row, as written and as loaded at startup (in acceptance order).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredTask {
-    /// Acceptance order among tasks (unique): restores the task queue's order.
-    pub seq: u64,
-    /// `task-` and 32 hex digits.
-    pub id: String,
-    pub delegator: String,
-    /// The task's state name (`tasks`' states; checked at load against `rows::TASK_STATES`).
-    pub state: String,
-    /// The task's record as a JSON object: what the task core needs to run it again after a
-    /// restart (the prompt among it) and to answer `task_status`.
-    pub doc: String,
-    pub updated_ms: i64,
+    /// A change to the tasks table (docs/delegation.md "Durability"), as the task book
+    /// asked for it; every one of a task step travels in the same batch as its envelope.
+    Task(TaskStoreOp),
 }
 
 /// An envelope as loaded at startup, in acceptance order.

@@ -44,11 +44,10 @@ pub const STATES: [&str; 6] = [
 ];
 
 /// Columns of the tasks query, in the order `decode_task` reads them (acceptance order).
-pub(super) const SELECT_TASKS: &str =
-    "SELECT seq, id, delegator, state, doc, updated_ms FROM tasks ORDER BY seq";
+pub(super) const SELECT_TASKS: &str = "SELECT seq, task, delegator, agent, peer, cwd, prompt, timeout_secs, progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms, stop_reason, reason, pid FROM tasks ORDER BY seq";
 
-/// The states a stored task can be in (`tasks::TaskState`'s names; a test there keeps the
-/// two lists equal).
+/// The states a stored task can be in (`tasks::TaskState`'s names; a test keeps the two
+/// lists equal).
 pub const TASK_STATES: [&str; 9] = [
     "queued",
     "running",
@@ -61,24 +60,22 @@ pub const TASK_STATES: [&str; 9] = [
     "hub_restarted",
 ];
 
-/// A task's stored record is at most this long: the prompt (`tasks.prompt_max_bytes`, at
-/// most 16 MiB) plus the outcome text cap and small fields.
-pub const MAX_TASK_DOC_BYTES: usize = 64 * 1024 * 1024;
+/// Longest prompt a row may hold: `tasks.prompt_max_bytes` is bounded by the ACP session's
+/// `max_prompt_bytes` upper bound, far below this.
+pub const MAX_PROMPT_BYTES: usize = 64 * 1024 * 1024;
 
-/// Decodes one task row, checking what the task core relies on: a task id of the shape the
-/// hub issues, a known state, a JSON object for the record. The record's own fields are the
-/// task core's to check when it restores them.
+/// Decodes one task row, checking what the task book relies on: a task id of the shape the
+/// hub issues, a known state, numbers in range. Error texts name the column, never a value
+/// (the prompt and the cwd are the delegator's).
 pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
     let c = Cols { row };
     let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
     let at = |e: String| format!("task row seq {seq}: {e}");
-    let id = c.nonempty(1, "id").map_err(at)?;
-    let hex = id.strip_prefix("task-").unwrap_or("");
-    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(at("id is not task- and 32 hex digits".into()));
+    let task = c.nonempty(1, "task").map_err(at)?;
+    if crate::tasks::TaskId::parse(&task).is_none() {
+        return Err(at("task is not task- and 32 hex digits".into()));
     }
-    let delegator = c.nonempty(2, "delegator").map_err(at)?;
-    let state = c.text(3, "state").map_err(at)?;
+    let state = c.text(9, "state").map_err(at)?;
     if !TASK_STATES.contains(&state.as_str()) {
         return Err(at(format!(
             "state is not one of {} (it holds {} characters)",
@@ -86,31 +83,42 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
             state.chars().count()
         )));
     }
-    let doc = c.text(4, "doc").map_err(at)?;
-    if doc.len() > MAX_TASK_DOC_BYTES {
+    let prompt = c.text(6, "prompt").map_err(at)?;
+    if prompt.len() > MAX_PROMPT_BYTES {
         return Err(at(format!(
-            "doc is {} bytes, more than any task record ({MAX_TASK_DOC_BYTES})",
-            doc.len()
+            "prompt is {} bytes, more than any accepted ({MAX_PROMPT_BYTES})",
+            prompt.len()
         )));
     }
-    match serde_json::from_str::<serde_json::Value>(&doc) {
-        Ok(serde_json::Value::Object(_)) => {}
-        Ok(_) => return Err(at("doc is not a JSON object".into())),
-        Err(e) => {
-            return Err(at(format!(
-                "doc is not valid JSON (line {}, column {})",
-                e.line(),
-                e.column()
-            )))
+    let secs = crate::config::tasks::MAX_TASK_TIMEOUT_SECS as i64;
+    let opt_int = |i: usize, name: &str, max: i64| -> Result<Option<i64>, String> {
+        match c.get(i, name)? {
+            ValueRef::Null => Ok(None),
+            _ => c.int(i, name, 0, max).map(Some),
         }
-    }
+    };
     Ok(StoredTask {
         seq,
-        id,
-        delegator,
+        task,
+        delegator: c.nonempty(2, "delegator").map_err(at)?,
+        agent: c.nonempty(3, "agent").map_err(at)?,
+        peer: c.opt_text(4, "peer").map_err(at)?,
+        cwd: c.nonempty(5, "cwd").map_err(at)?,
+        prompt,
+        timeout_secs: c.int(7, "timeout_secs", 0, secs).map_err(at)? as u64,
+        progress_secs: c.int(8, "progress_secs", 0, secs).map_err(at)? as u64,
         state,
-        doc,
-        updated_ms: c.int(5, "updated_ms", 0, MAX_UNIX_MS).map_err(at)?,
+        created_ms: c.int(10, "created_ms", 0, MAX_UNIX_MS).map_err(at)?,
+        started_ms: opt_int(11, "started_ms", MAX_UNIX_MS).map_err(at)?,
+        ended_ms: opt_int(12, "ended_ms", MAX_UNIX_MS).map_err(at)?,
+        elapsed_ms: opt_int(13, "elapsed_ms", MAX_UNIX_MS)
+            .map_err(at)?
+            .map(|v| v as u64),
+        stop_reason: c.opt_text(14, "stop_reason").map_err(at)?,
+        reason: c.opt_text(15, "reason").map_err(at)?,
+        pid: opt_int(16, "pid", i64::from(i32::MAX))
+            .map_err(at)?
+            .map(|v| v as u32),
     })
 }
 

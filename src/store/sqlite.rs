@@ -10,7 +10,7 @@
 
 use super::flush::{Background, WalFlush};
 use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint};
-use super::{rows, Loaded, Store, StoreError, StoreOp, StoredTask};
+use super::{rows, Loaded, Store, StoreError, StoreOp, StoredTask, TaskStoreOp};
 use crate::config::SyncPolicy;
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use std::fs::File;
@@ -68,12 +68,23 @@ CREATE TABLE envelopes (
 /// whole on each change. `seq` is the acceptance order, which a restart keeps for the queue.
 const SCHEMA_V3_TASKS: &str = "
 CREATE TABLE tasks (
-    id         TEXT PRIMARY KEY,
-    seq        INTEGER NOT NULL UNIQUE,
-    delegator  TEXT NOT NULL,
-    state      TEXT NOT NULL,
-    doc        TEXT NOT NULL,
-    updated_ms INTEGER NOT NULL
+    seq           INTEGER PRIMARY KEY,
+    task          TEXT NOT NULL UNIQUE,
+    delegator     TEXT NOT NULL,
+    agent         TEXT NOT NULL,
+    peer          TEXT,
+    cwd           TEXT NOT NULL,
+    prompt        TEXT NOT NULL,
+    timeout_secs  INTEGER NOT NULL,
+    progress_secs INTEGER NOT NULL,
+    state         TEXT NOT NULL,
+    created_ms    INTEGER NOT NULL,
+    started_ms    INTEGER,
+    ended_ms      INTEGER,
+    elapsed_ms    INTEGER,
+    stop_reason   TEXT,
+    reason        TEXT,
+    pid           INTEGER
 );
 ";
 
@@ -296,6 +307,84 @@ impl Sqlite {
         }
     }
 
+    fn apply_task(&self, op: &TaskStoreOp) -> rusqlite::Result<()> {
+        match op {
+            TaskStoreOp::Insert(t) => {
+                let mut st = self.conn.prepare_cached(
+                    "INSERT INTO tasks (seq, task, delegator, agent, peer, cwd, prompt, timeout_secs,
+                         progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms,
+                         stop_reason, reason, pid)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                )?;
+                st.execute(params![
+                    t.seq as i64,
+                    t.task,
+                    t.delegator,
+                    t.agent,
+                    t.peer,
+                    t.cwd,
+                    t.prompt,
+                    t.timeout_secs as i64,
+                    t.progress_secs as i64,
+                    t.state,
+                    t.created_ms,
+                    t.started_ms,
+                    t.ended_ms,
+                    t.elapsed_ms.map(|v| v as i64),
+                    t.stop_reason,
+                    t.reason,
+                    t.pid
+                ])?;
+            }
+            TaskStoreOp::State {
+                task,
+                state,
+                started_ms,
+                ..
+            } => {
+                let mut st = self.conn.prepare_cached(
+                    "UPDATE tasks SET state = ?2, started_ms = coalesce(?3, started_ms) WHERE task = ?1",
+                )?;
+                st.execute(params![task, state, started_ms])?;
+            }
+            TaskStoreOp::Pid { task, pid } => {
+                let mut st = self
+                    .conn
+                    .prepare_cached("UPDATE tasks SET pid = ?2 WHERE task = ?1")?;
+                st.execute(params![task, pid])?;
+            }
+            TaskStoreOp::Settle {
+                task,
+                state,
+                stop_reason,
+                reason,
+                ended_ms,
+                elapsed_ms,
+            } => {
+                // The prompt is not kept once the task can never run again.
+                let mut st = self.conn.prepare_cached(
+                    "UPDATE tasks SET state = ?2, stop_reason = ?3, reason = ?4, ended_ms = ?5,
+                         elapsed_ms = ?6, prompt = '' WHERE task = ?1",
+                )?;
+                st.execute(params![
+                    task,
+                    state,
+                    stop_reason,
+                    reason,
+                    ended_ms,
+                    *elapsed_ms as i64
+                ])?;
+            }
+            TaskStoreOp::Forget { task } => {
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM tasks WHERE task = ?1")?;
+                st.execute(params![task])?;
+            }
+        }
+        Ok(())
+    }
+
     fn apply(&self, op: &StoreOp) -> rusqlite::Result<()> {
         match op {
             StoreOp::Insert {
@@ -355,27 +444,7 @@ impl Sqlite {
                     .prepare_cached("DELETE FROM envelopes WHERE seq = ?1")?;
                 st.execute(params![*seq as i64])?;
             }
-            StoreOp::TaskPut(t) => {
-                let mut st = self.conn.prepare_cached(
-                    "INSERT INTO tasks (id, seq, delegator, state, doc, updated_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT(id) DO UPDATE SET state = ?4, doc = ?5, updated_ms = ?6",
-                )?;
-                st.execute(params![
-                    t.id,
-                    t.seq as i64,
-                    t.delegator,
-                    t.state,
-                    t.doc,
-                    t.updated_ms
-                ])?;
-            }
-            StoreOp::TaskForget { id } => {
-                let mut st = self
-                    .conn
-                    .prepare_cached("DELETE FROM tasks WHERE id = ?1")?;
-                st.execute(params![id])?;
-            }
+            StoreOp::Task(op) => self.apply_task(op)?,
         }
         Ok(())
     }
@@ -942,48 +1011,78 @@ mod tests {
         assert_eq!(s.load().unwrap().envelopes.len(), 1);
     }
 
-    fn task(seq: u64, hex: char, state: &str, doc: &str) -> StoreOp {
-        StoreOp::TaskPut(crate::store::StoredTask {
-            seq,
-            id: format!("task-{}", hex.to_string().repeat(32)),
-            delegator: "a".into(),
-            state: state.into(),
-            doc: doc.into(),
-            updated_ms: 2000 + seq as i64,
-        })
+    fn task_id(hex: char) -> String {
+        format!("task-{}", hex.to_string().repeat(32))
     }
 
-    /// Task rows are upserted whole, come back in acceptance order whatever order their ids
-    /// sort in, and leave with `TaskForget`; a rollback keeps none of a failed batch.
+    fn task(seq: u64, hex: char) -> StoreOp {
+        StoreOp::Task(TaskStoreOp::Insert(StoredTask {
+            seq,
+            task: task_id(hex),
+            delegator: "a".into(),
+            agent: "codex".into(),
+            peer: None,
+            cwd: "/w".into(),
+            prompt: "PROMPT".into(),
+            timeout_secs: 60,
+            progress_secs: 0,
+            state: "queued".into(),
+            created_ms: 2000 + seq as i64,
+            ..StoredTask::default()
+        }))
+    }
+
+    /// Task rows come back in acceptance order whatever order their ids sort in, with every
+    /// later change applied; a settle clears the prompt; a rolled-back batch keeps nothing;
+    /// `Forget` removes the row.
     #[test]
-    fn task_rows_upsert_load_in_order_and_are_forgotten() {
+    fn task_rows_apply_load_in_order_and_are_forgotten() {
         let path = tmp("tasks");
         {
             let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-            s.stage(&[task(1, 'f', "queued", "{}"), task(2, 'a', "queued", "{}")])
-                .unwrap();
+            s.stage(&[task(1, 'f'), task(2, 'a')]).unwrap();
             s.commit().unwrap();
-            s.stage(&[task(1, 'f', "completed", r#"{"text":"done"}"#)])
-                .unwrap();
+            s.stage(&[
+                StoreOp::Task(TaskStoreOp::State {
+                    task: task_id('f'),
+                    state: "running".into(),
+                    started_ms: Some(3000),
+                    at_ms: 3000,
+                }),
+                StoreOp::Task(TaskStoreOp::Pid {
+                    task: task_id('f'),
+                    pid: 4242,
+                }),
+                StoreOp::Task(TaskStoreOp::Settle {
+                    task: task_id('f'),
+                    state: "completed".into(),
+                    stop_reason: Some("end_turn".into()),
+                    reason: None,
+                    ended_ms: 4000,
+                    elapsed_ms: 1000,
+                }),
+            ])
+            .unwrap();
             s.commit().unwrap();
-            s.stage(&[task(3, 'b', "queued", "{}")]).unwrap();
+            s.stage(&[task(3, 'b')]).unwrap();
             s.rollback();
         }
         let mut s = Sqlite::open(&path, 1 << 30).unwrap();
         let tasks = s.load_tasks().unwrap();
-        let got: Vec<(u64, &str, &str)> = tasks
-            .iter()
-            .map(|t| (t.seq, t.state.as_str(), t.doc.as_str()))
-            .collect();
-        assert_eq!(
-            got,
-            [(1, "completed", r#"{"text":"done"}"#), (2, "queued", "{}")]
-        );
-        assert_eq!(tasks[0].updated_ms, 2001);
-        s.stage(&[StoreOp::TaskForget {
-            id: format!("task-{}", "f".repeat(32)),
-        }])
-        .unwrap();
+        assert_eq!(tasks.len(), 2);
+        let f = &tasks[0];
+        assert_eq!((f.seq, f.task.as_str()), (1, task_id('f').as_str()));
+        assert_eq!(f.state, "completed");
+        assert_eq!(f.started_ms, Some(3000));
+        assert_eq!(f.ended_ms, Some(4000));
+        assert_eq!(f.elapsed_ms, Some(1000));
+        assert_eq!(f.pid, Some(4242));
+        assert_eq!(f.stop_reason.as_deref(), Some("end_turn"));
+        assert_eq!(f.prompt, "", "a settled task keeps no prompt");
+        assert_eq!(tasks[1].prompt, "PROMPT");
+        assert_eq!(tasks[1].state, "queued");
+        s.stage(&[StoreOp::Task(TaskStoreOp::Forget { task: task_id('f') })])
+            .unwrap();
         s.commit().unwrap();
         let left: Vec<u64> = s.load_tasks().unwrap().iter().map(|t| t.seq).collect();
         assert_eq!(left, [2]);
@@ -1011,7 +1110,7 @@ mod tests {
         assert_eq!(loaded.envelopes.len(), 1);
         assert_eq!(loaded.envelopes[0].attempts, 1);
         assert!(s.load_tasks().unwrap().is_empty());
-        s.stage(&[task(1, 'c', "queued", "{}")]).unwrap();
+        s.stage(&[task(1, 'c')]).unwrap();
         s.commit().unwrap();
         assert_eq!(s.load_tasks().unwrap().len(), 1);
     }

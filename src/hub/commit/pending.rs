@@ -60,9 +60,32 @@ fn op_bytes(op: &StoreOp) -> usize {
                 ..
             } => sender.len() + id.len() + state.len() + detail.as_ref().map_or(0, String::len),
             StoreOp::Forget { sender, id, .. } => sender.len() + id.len(),
-            StoreOp::TaskPut(t) => t.id.len() + t.delegator.len() + t.state.len() + t.doc.len(),
-            StoreOp::TaskForget { id } => id.len(),
+            StoreOp::Task(op) => task_op_bytes(op),
         }
+}
+
+/// A task operation's strings (the prompt of an insert among them).
+fn task_op_bytes(op: &crate::store::TaskStoreOp) -> usize {
+    use crate::store::TaskStoreOp as T;
+    match op {
+        T::Insert(t) => {
+            t.task.len() + t.delegator.len() + t.agent.len() + t.cwd.len() + t.prompt.len()
+        }
+        T::State { task, state, .. } => task.len() + state.len(),
+        T::Pid { task, .. } | T::Forget { task } => task.len(),
+        T::Settle {
+            task,
+            state,
+            stop_reason,
+            reason,
+            ..
+        } => {
+            task.len()
+                + state.len()
+                + stop_reason.as_ref().map_or(0, String::len)
+                + reason.as_ref().map_or(0, String::len)
+        }
+    }
 }
 
 impl PendingOps {
@@ -74,7 +97,7 @@ impl PendingOps {
             StoreOp::Forget { seq, .. } => (*seq, Slot::Forget),
             // Inserts travel with the staged sends, never here; keep one in order if it comes.
             // A task's rows are few and written whole: kept in order, never coalesced.
-            StoreOp::Insert { .. } | StoreOp::TaskPut(_) | StoreOp::TaskForget { .. } => {
+            StoreOp::Insert { .. } | StoreOp::Task(_) => {
                 return self.append(op)
             }
         };
