@@ -173,14 +173,11 @@ pub fn payload(line: &[u8], tag: &str) -> Result<String, ClientError> {
     let map: BTreeMap<String, Box<RawValue>> = serde_json::from_str(text).map_err(|e| {
         ClientError::Protocol(format!("the reply is not a JSON object with one tag: {e}"))
     })?;
-    if map.len() != 1 {
+    let keys = map.len();
+    let (Some((key, value)), 1) = (map.into_iter().next(), keys) else {
         return Err(ClientError::Protocol(format!(
-            "expected {tag}, got an object with {} keys",
-            map.len()
+            "expected {tag}, got an object with {keys} keys"
         )));
-    }
-    let Some((key, value)) = map.into_iter().next() else {
-        unreachable!("the map has exactly one entry")
     };
     if key == "error" {
         return Err(ClientError::Hub(error_message(value.get())?));
