@@ -12,6 +12,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+pub mod task;
+pub mod task_view;
+
 /// How long to wait for the hub to accept the TCP connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait for any reply that the hub gives without waiting itself (ok, accepted).
@@ -130,6 +133,17 @@ impl Exchange {
         connect: Duration,
         reply: Duration,
     ) -> Result<Exchange, ClientError> {
+        Exchange::open_text(ep, &verb.encode(), connect, reply)
+    }
+
+    /// `open_within` for a verb line already encoded (with its `\n`): the extension verbs of
+    /// `task`, which `wire` has no types for yet.
+    fn open_text(
+        ep: &Endpoint,
+        verb_line: &str,
+        connect: Duration,
+        reply: Duration,
+    ) -> Result<Exchange, ClientError> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, ep.port));
         let stream = TcpStream::connect_timeout(&addr, connect).map_err(|e| {
             ClientError::Connect(format!("cannot connect to the hub at {addr}: {e}"))
@@ -142,7 +156,7 @@ impl Exchange {
             token: ep.token.clone(),
         });
         let mut bytes = hello.encode();
-        bytes.push_str(&verb.encode());
+        bytes.push_str(verb_line);
         (&stream).write_all(bytes.as_bytes()).map_err(io_err)?;
         let mut ex = Exchange {
             reader: BufReader::new(stream),
@@ -165,6 +179,16 @@ impl Exchange {
     }
 
     fn read_line(&mut self) -> Result<HubLine, ClientError> {
+        let buf = self.read_raw()?;
+        match HubLine::decode(&buf) {
+            Ok(HubLine::Error { message }) => Err(ClientError::Hub(message)),
+            Ok(line) => Ok(line),
+            Err(e) => Err(ClientError::Protocol(e.to_string())),
+        }
+    }
+
+    /// One line's bytes without its `\n`, bounded by `MAX_REPLY_BYTES`.
+    fn read_raw(&mut self) -> Result<Vec<u8>, ClientError> {
         let mut buf = Vec::new();
         let n = (&mut self.reader)
             .take(MAX_REPLY_BYTES)
@@ -187,11 +211,7 @@ impl Exchange {
         if buf.pop() != Some(b'\n') {
             return Err(ClientError::Protocol("reply line cut short".into()));
         }
-        match HubLine::decode(&buf) {
-            Ok(HubLine::Error { message }) => Err(ClientError::Hub(message)),
-            Ok(line) => Ok(line),
-            Err(e) => Err(ClientError::Protocol(e.to_string())),
-        }
+        Ok(buf)
     }
 }
 
@@ -454,4 +474,49 @@ pub fn await_envelope(ep: &Endpoint, req: AwaitRequest) -> Result<AwaitOutcome, 
         HubLine::Timeout => Ok(AwaitOutcome::Timeout),
         other => Err(unexpected(other, "envelope or timeout")),
     }
+}
+
+/// One delegation verb (`client::task`): hello and the verb line, `ok`, then one reply line
+/// read as `{"<tag>":…}`.
+fn task_exchange<T: for<'de> serde::Deserialize<'de>>(
+    ep: &Endpoint,
+    verb_line: &str,
+    tag: &str,
+) -> Result<task::Answer<T>, ClientError> {
+    let mut ex = Exchange::open_text(ep, verb_line, CONNECT_TIMEOUT, REPLY_TIMEOUT)?;
+    let line = ex.read_raw()?;
+    task::answer(&line, tag)
+}
+
+/// Asks the hub to run a task (issue 11, docs/delegation.md). Not retried: a delegation has no
+/// id of its own to make a resend harmless, so a failure after the line went out says the
+/// task may exist.
+pub fn delegate(
+    ep: &Endpoint,
+    req: &task::DelegateRequest,
+) -> Result<task::Answer<task::Delegated>, ClientError> {
+    task_exchange(ep, &task::delegate_line(req), "delegated").map_err(|e| match e {
+        ClientError::Io(m) => ClientError::Io(format!(
+            "{m}; the hub may have accepted the task: `agent-hub task list` shows your tasks"
+        )),
+        other => other,
+    })
+}
+
+/// The record of a task this agent delegated (`unknown` for any other).
+pub fn task_status(
+    ep: &Endpoint,
+    task_id: &str,
+) -> Result<task::Answer<task::TaskRecord>, ClientError> {
+    task_exchange(ep, &task::task_status_line(task_id), "task_status")
+}
+
+/// Every task this agent delegated that the hub still remembers, newest last.
+pub fn tasks(ep: &Endpoint) -> Result<task::Answer<task::TaskList>, ClientError> {
+    task_exchange(ep, &task::tasks_line(), "tasks")
+}
+
+/// Asks the hub to cancel a task this agent delegated; returns the state after the request.
+pub fn cancel(ep: &Endpoint, task_id: &str) -> Result<task::Answer<task::Cancelled>, ClientError> {
+    task_exchange(ep, &task::cancel_line(task_id), "cancel")
 }

@@ -241,7 +241,19 @@ fn send_then_await_between_two_identities() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["send", "await", "who", "whoami"]);
+    assert_eq!(
+        names,
+        [
+            "send",
+            "await",
+            "who",
+            "whoami",
+            "delegate",
+            "task_status",
+            "tasks",
+            "cancel"
+        ]
+    );
 
     let me = a.call(3, "whoami", json!({}));
     assert_eq!(
@@ -441,7 +453,7 @@ async def main():
         async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
             await a.initialize(); await b.initialize()
             names = [t.name for t in (await a.list_tools()).tools]
-            assert names == ["send", "await", "who", "whoami"], names
+            assert names == ["send", "await", "who", "whoami", "delegate", "task_status", "tasks", "cancel"], names
             sent = await a.call_tool("send", {"to": "beta", "kind": "task", "body": {"py": True}})
             assert failed(sent) is False, sent
             got = await b.call_tool("await", {"timeoutSecs": 10})

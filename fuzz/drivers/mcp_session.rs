@@ -5,6 +5,7 @@
 //! (`wire::ClientLine`), so the model can never make the client send what the hub refuses as
 //! malformed.
 
+use agent_hub::client::task;
 use agent_hub::mcp::session::{
     Session, Step, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
     SUPPORTED_VERSIONS,
@@ -150,8 +151,40 @@ fn check_call(call: &ToolCall) {
                 other => panic!("the hub refuses the line an await makes: {line:?}: {other:?}"),
             }
         }
-        ToolCall::Who | ToolCall::Whoami => {}
+        ToolCall::Who | ToolCall::Whoami | ToolCall::Tasks => {}
+        // The task verbs have no `wire` types yet (issue 11): their lines must be one JSON
+        // line that reads back as the same request.
+        ToolCall::Delegate(d) => {
+            assert!(!d.agent.is_empty() && d.cwd.starts_with('/'), "{d:?}");
+            assert!(!d.prompt.trim().is_empty(), "{d:?}");
+            assert!(d.timeout_secs != Some(0), "{d:?}");
+            assert_ne!(d.peer.as_deref(), Some(""));
+            let v = one_client_line(&task::delegate_line(d))["delegate"].clone();
+            assert_eq!(v["agent"], d.agent.as_str());
+            assert_eq!(v["cwd"], d.cwd.as_str());
+            assert_eq!(v["prompt"], d.prompt.as_str());
+            assert_eq!(v["timeoutSecs"].as_u64(), d.timeout_secs);
+            assert_eq!(v["progressSecs"].as_u64(), d.progress_secs);
+            assert_eq!(v["peer"].as_str(), d.peer.as_deref());
+        }
+        ToolCall::TaskStatus(t) | ToolCall::Cancel(t) => {
+            assert!(!t.is_empty());
+            let (line, tag) = match call {
+                ToolCall::Cancel(_) => (task::cancel_line(t), "cancel"),
+                _ => (task::task_status_line(t), "task_status"),
+            };
+            assert_eq!(one_client_line(&line)[tag]["task"], t.as_str());
+        }
     }
+}
+
+fn one_client_line(line: &str) -> Value {
+    assert!(
+        line.ends_with('\n') && line.matches('\n').count() == 1,
+        "a task line spans lines: {line:?}"
+    );
+    serde_json::from_str(line.trim_end_matches('\n'))
+        .unwrap_or_else(|e| panic!("a task line is not JSON ({e}): {line:?}"))
 }
 
 /// A whole session as the MCP clients in tests/mcp.rs and the session's unit tests drive it,
@@ -167,6 +200,10 @@ pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
         r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"who"}}"#,
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"codex","cwd":"/w/repo","prompt":"fix it","timeoutSecs":600,"progressSecs":30,"peer":"lab"}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"task_status","arguments":{"task":"task-0123456789abcdef0123456789abcdef"}}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks"}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-0123456789abcdef0123456789abcdef"}}}"#,
     ]
     .join("\n");
     let odd = [

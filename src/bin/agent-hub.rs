@@ -1,7 +1,8 @@
 //! `agent-hub`: the client CLI (SPEC §9). `send` and `await`, one connection per verb.
 //!
 //! Exit codes: 0 success; 1 any failure with nothing queued or consumed (usage errors
-//! included); 2 an await timed out hub-side (stderr silent).
+//! included); 2 an await timed out hub-side (stderr silent); 3 `delegate --wait` saw the task
+//! end in a state other than `completed` (docs/delegation.md "Exit codes").
 //!
 //! Delivery into running agents (`src/deliver`, docs/delivery.md): `hook stop` always exits 0
 //! and writes only to stdout, only a block decision, since it runs inside an agent's turn;
@@ -144,7 +145,17 @@ enum Command {
     Install(InstallArgs),
     /// Remove exactly the entries and files `install` adds (an edited skill stays).
     Uninstall(AgentSelection),
-    /// Serve MCP on stdio (tools send, await, who, whoami) for agents (docs/mcp.md).
+    /// Hand a prompt to an agent the hub runs (docs/delegation.md); prints the task id. The
+    /// outcome arrives as a `task_outcome` envelope correlated to it:
+    /// `agent-hub await --reply-to TASK --kind task_outcome`.
+    Delegate(DelegateArgs),
+    /// The tasks you delegated: `status`, `list`, `cancel`.
+    Task {
+        #[command(subcommand)]
+        task: TaskCommand,
+    },
+    /// Serve MCP on stdio (tools send, await, who, whoami, delegate, task_status, tasks,
+    /// cancel) for agents (docs/mcp.md).
     Mcp {
         #[command(flatten)]
         id: Identity,
@@ -298,6 +309,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             deliver::run::nudge(&opts).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Delegate(a) => run_delegate(a),
+        Command::Task { task } => run_task(task),
         Command::Agents(a) => run_agents(a),
         Command::Install(a) => run_install(a),
         Command::Uninstall(a) => run_uninstall(a),
@@ -352,6 +365,160 @@ fn render_presence(p: &agent_hub::wire::Presence) -> String {
         ));
     }
     out
+}
+
+// ----- delegation: delegate, task status|list|cancel (src/client/task*.rs, docs/delegation.md) -----
+
+#[derive(Args)]
+struct DelegateArgs {
+    #[command(flatten)]
+    id: Identity,
+    /// The agent to run the task on, by manifest name (see `agent-hub agents`).
+    #[arg(long, value_name = "AGENT")]
+    agent: String,
+    /// The task's working directory; a relative one is taken from here. It must lie under one
+    /// of the hub's `tasks.cwd_roots`.
+    #[arg(long, value_name = "DIR")]
+    cwd: PathBuf,
+    /// The prompt, or - to read it from stdin (at most 16 MiB, surrounding whitespace trimmed).
+    #[arg(long, value_name = "TEXT")]
+    prompt: String,
+    /// Run the task on this relay peer's hub instead of this one.
+    #[arg(long, value_name = "PEER")]
+    peer: Option<String>,
+    /// The task's wall-clock budget in seconds (default: the hub's tasks.timeout_secs).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+    /// Send a task_progress envelope at most every SECS seconds while it runs (0: none, the
+    /// default; the hub's minimum is tasks.min_progress_secs).
+    #[arg(long, value_name = "SECS")]
+    progress: Option<u64>,
+    /// Print the hub's whole answer ({"task","state"}) as JSON instead of the task id.
+    #[arg(long)]
+    json: bool,
+    /// After printing the id, wait for the task's outcome envelope and print it; exit 0 if the
+    /// task completed, 3 if it ended in any other state.
+    #[arg(long)]
+    wait: bool,
+}
+
+#[derive(Subcommand)]
+enum TaskCommand {
+    /// One task's record as one JSON line (state `unknown` for a task that is not yours).
+    Status {
+        #[command(flatten)]
+        id: Identity,
+        /// The task id (task-…).
+        #[arg(long = "id", value_name = "TASK")]
+        task: String,
+        /// The same JSON line (accepted for symmetry with the other verbs).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Your tasks, oldest first: task, agent, peer, state, age.
+    List {
+        #[command(flatten)]
+        id: Identity,
+        /// Print the hub's answer as one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a task you delegated; prints its state after the request (exit 1 if the hub
+    /// knows no such task of yours).
+    Cancel {
+        #[command(flatten)]
+        id: Identity,
+        /// The task id (task-…).
+        #[arg(long = "id", value_name = "TASK")]
+        task: String,
+        /// Print the hub's answer ({"task","state"}) as JSON instead of the state.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
+    use agent_hub::client::{task, task_view};
+    // Everything the client can check is checked before the token file is read.
+    let prompt = task_view::read_prompt(&a.prompt, std::io::stdin().lock())?;
+    let cwd = task_view::absolute_cwd(&a.cwd)?;
+    let ep = endpoint(a.id).map_err(|e| e.to_string())?;
+    let req = task::DelegateRequest {
+        agent: a.agent,
+        cwd,
+        prompt,
+        timeout_secs: a.timeout,
+        progress_secs: a.progress,
+        peer: a.peer,
+    };
+    let answer = client::delegate(&ep, &req).map_err(|e| e.to_string())?;
+    let text = if a.json {
+        answer.text
+    } else {
+        answer.value.task.clone()
+    };
+    print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
+    if !a.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The same await as `agent-hub await --reply-to TASK --kind task_outcome`, on a second
+    // connection: acked after it is printed, so a killed client loses nothing.
+    let req = AwaitRequest {
+        reply_to: Some(answer.value.task),
+        kind: Some(task::TASK_OUTCOME_KIND.to_owned()),
+        timeout_secs: None,
+        ack: None,
+    };
+    let mut state = None;
+    let printed = client::await_acked(&ep, req, |text| {
+        state = task::outcome_state(text);
+        print_line(text)
+    })
+    .map_err(|e| e.to_string())?;
+    match printed {
+        None => Ok(ExitCode::from(2)),
+        Some(acked) => {
+            if let Acked::Unconfirmed(why) = acked {
+                eprintln!("agent-hub: warning: ack not confirmed ({why}); the envelope may be delivered again with the same id");
+            }
+            Ok(ExitCode::from(task::wait_exit_code(state.as_deref())))
+        }
+    }
+}
+
+fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
+    let out = |text: &str| print_line(text).map_err(|e| format!("cannot write to stdout: {e}"));
+    match t {
+        TaskCommand::Status { id, task, json: _ } => {
+            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let answer = client::task_status(&ep, &task).map_err(|e| e.to_string())?;
+            out(&answer.text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::List { id, json } => {
+            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let answer = client::tasks(&ep).map_err(|e| e.to_string())?;
+            if json {
+                out(&answer.text)?;
+            } else {
+                let now = chrono::Utc::now();
+                let table = client::task_view::render_tasks(&answer.value.tasks, now);
+                out(table.trim_end())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::Cancel { id, task, json } => {
+            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let answer = client::cancel(&ep, &task).map_err(|e| e.to_string())?;
+            let state = answer.value.state.as_deref().unwrap_or("unknown");
+            out(if json { &answer.text } else { state })?;
+            if state == "unknown" {
+                eprintln!("agent-hub: no task {task} of yours is known to the hub");
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 // ----- delivery: hook stop, drain (src/deliver, docs/delivery.md) -----

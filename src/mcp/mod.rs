@@ -1,6 +1,7 @@
 //! The hub's MCP server (issue 5 "Reach"; docs/mcp.md): `agent-hub mcp --as NAME --token-file F
 //! --port P` speaks MCP (JSON-RPC 2.0, one message per line) on stdio and offers the tools
-//! `send`, `await`, `who` and `whoami` over the hub.
+//! `send`, `await`, `who` and `whoami` over the hub, and for delegated work (issue 11,
+//! docs/delegation.md) `delegate`, `task_status`, `tasks` and `cancel`.
 //!
 //! Owns: `session` (the pure JSON-RPC/MCP state machine: a line in, a reply line or a tool
 //! call out), `tools` (the tool list, argument parsing and bounds, also pure) and `serve` (the

@@ -1,7 +1,8 @@
 //! The thin stdio loop of `agent-hub mcp`: reads one line at a time, lets `Session` decide,
 //! writes and flushes each reply, and runs the tool calls against the hub through `client`.
 //!
-//! Owns: bounded line reading, the hub IO of `send`/`await`/`who`, and the ack discipline of
+//! Owns: bounded line reading, the hub IO of `send`/`await`/`who` and of the task tools
+//! (`delegate`, `task_status`, `tasks`, `cancel`: `client::task` builds their lines), and the ack discipline of
 //! `await` (the envelope is acked only after its result line is written and flushed; if the
 //! write fails it is released unacked and the hub delivers it again). Calls run one at a
 //! time, in order; stdout carries nothing but JSON-RPC lines.
@@ -122,6 +123,12 @@ fn run_call(
         ToolCall::Send(s) => send(ep, s),
         ToolCall::Who => who(ep),
         ToolCall::Await(a) => return await_one(ep, id, a, out),
+        ToolCall::Delegate(req) => answered("delegate", client::delegate(ep, &req).map(|a| a.text)),
+        ToolCall::TaskStatus(t) => {
+            answered("task_status", client::task_status(ep, &t).map(|a| a.text))
+        }
+        ToolCall::Tasks => answered("tasks", client::tasks(ep).map(|a| a.text)),
+        ToolCall::Cancel(t) => answered("cancel", client::cancel(ep, &t).map(|a| a.text)),
         ToolCall::Whoami => {
             // The session answers whoami itself; kept total for any future caller.
             ToolOutcome::ok(
@@ -140,6 +147,14 @@ fn hub_failure(tool: &str, e: &ClientError) -> ToolOutcome {
         _ => "the exchange with the hub failed",
     };
     ToolOutcome::error(format!("{tool} failed: {what}: {e}"))
+}
+
+/// A task verb's result: the hub's JSON payload as it sent it, or the failure in words.
+fn answered(tool: &str, r: Result<String, ClientError>) -> ToolOutcome {
+    match r {
+        Ok(text) => ToolOutcome::ok(text),
+        Err(e) => hub_failure(tool, &e),
+    }
 }
 
 fn send(ep: &Endpoint, s: SendCall) -> ToolOutcome {
@@ -270,6 +285,33 @@ mod tests {
                 .contains("not reachable"));
         }
         assert_eq!(lines[0]["id"], "w");
+    }
+
+    #[test]
+    fn task_tools_with_the_hub_down_are_tool_errors() {
+        let input = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"codex","cwd":"/w","prompt":"go"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_status","arguments":{"task":"task-1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"tasks"}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-1"}}}"#,
+            "\n",
+        );
+        let lines = replies(input.as_bytes());
+        assert_eq!(lines.len(), 4);
+        for (l, tool) in lines
+            .iter()
+            .zip(["delegate", "task_status", "tasks", "cancel"])
+        {
+            assert_eq!(l["result"]["isError"], true, "{l}");
+            let text = l["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.starts_with(&format!("{tool} failed: the hub is not reachable")),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -178,7 +178,7 @@ impl Session {
                 "capabilities": {"tools": {"listChanged": false}},
                 "serverInfo": {"name": "agent-hub", "version": crate::VERSION},
                 "instructions": format!(
-                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to wait for a message (it returns \"{}\" after at most {} s; call it again to keep waiting), `who` to see the agents.",
+                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to wait for a message (it returns \"{}\" after at most {} s; call it again to keep waiting), `who` to see the agents. `delegate` hands a task to an agent the hub starts; its result comes back as a message you `await` with replyTo = the task id; `task_status`, `tasks` and `cancel` manage your tasks.",
                     self.name, tools::NO_MESSAGE, tools::AWAIT_MAX_SECS
                 ),
             }),
@@ -449,7 +449,81 @@ mod tests {
             .iter()
             .map(|t| t["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["send", "await", "who", "whoami"]);
+        assert_eq!(
+            names,
+            [
+                "send",
+                "await",
+                "who",
+                "whoami",
+                "delegate",
+                "task_status",
+                "tasks",
+                "cancel"
+            ]
+        );
+    }
+
+    #[test]
+    fn task_tools_become_calls_and_bad_arguments_stay_with_the_model() {
+        let mut s = session();
+        let step = s.handle(br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"codex","cwd":"/w","prompt":"go","progressSecs":30}}}"#);
+        assert_eq!(
+            step,
+            Step::Call {
+                id: json!(11),
+                call: ToolCall::Delegate(crate::client::task::DelegateRequest {
+                    agent: "codex".into(),
+                    cwd: "/w".into(),
+                    prompt: "go".into(),
+                    timeout_secs: None,
+                    progress_secs: Some(30),
+                    peer: None,
+                })
+            }
+        );
+        for (line, call) in [
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"task_status","arguments":{"task":"task-9"}}}"#,
+                ToolCall::TaskStatus("task-9".into()),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"tasks"}}"#,
+                ToolCall::Tasks,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-9"}}}"#,
+                ToolCall::Cancel("task-9".into()),
+            ),
+        ] {
+            assert_eq!(
+                s.handle(line.as_bytes()),
+                Step::Call {
+                    id: json!("s"),
+                    call
+                },
+                "{line}"
+            );
+        }
+        let r = reply(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"codex","cwd":"repo","prompt":"go"}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], true);
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("delegate: invalid arguments: cwd must be an absolute path"),
+            "{text}"
+        );
+        let r = reply(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"cancel","arguments":{}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], true);
+        assert!(r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("task is required"));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! Schemas), the parsing of `tools/call` arguments into typed calls, and the await bounds.
 //!
 //! Owns: `ToolCall` and its argument rules. Refuses: any IO (the stdio loop in `serve` runs
-//! the calls). Names stay short and free of underscores: every agent prefixes them its own way
-//! (`mcp__hub__send`, `mcp_hub_send`, `hub_send`).
+//! the calls). Names stay short, since every agent prefixes them its own way
+//! (`mcp__hub__send`, `mcp_hub_send`, `hub_send`); `task_status` is the one with an
+//! underscore, the name issue 11 gives it.
 
+use crate::client::task::{DelegateRequest, TASK_OUTCOME_KIND};
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -23,7 +25,26 @@ pub enum ToolCall {
     Await(AwaitCall),
     Who,
     Whoami,
+    /// `delegate {agent, cwd, prompt, timeoutSecs?, progressSecs?, peer?}` (issue 11).
+    Delegate(DelegateRequest),
+    /// `task_status {task}`.
+    TaskStatus(String),
+    /// `tasks {}`: the caller's tasks.
+    Tasks,
+    /// `cancel {task}`.
+    Cancel(String),
 }
+
+/// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
+/// not silently the hub's default.
+pub const DELEGATE_KEYS: [&str; 6] = [
+    "agent",
+    "cwd",
+    "prompt",
+    "timeoutSecs",
+    "progressSecs",
+    "peer",
+];
 
 /// `send {to, kind, body, correlationId?}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +132,58 @@ pub fn list() -> Value {
             "description": "Your own agent name on the hub (what others pass as `to`) and the hub's address.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "delegate",
+            "title": "Delegate a task to an agent",
+            "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you with kind {TASK_OUTCOME_KIND} and correlationId = the task id: call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "Which agent runs the task, by its manifest name (e.g. codex, claude, gemini)."},
+                    "cwd": {"type": "string", "description": "Absolute path of the directory the task works in; it must lie under a folder the hub allows."},
+                    "prompt": {"type": "string", "description": "Everything the agent needs to know: it sees nothing of your context."},
+                    "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
+                    "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
+                    "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."}
+                },
+                "required": ["agent", "cwd", "prompt"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
+        },
+        {
+            "name": "task_status",
+            "title": "Status of a delegated task",
+            "description": "Where a task you delegated is: its record as JSON (task, agent, peer, state — queued, running, cancelling, completed, failed, cancelled, timed_out, refused, hub_restarted — position in the queue, times, elapsedMs, reason, progress). A task that is not yours reads as state unknown.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id delegate returned (task-…)."}
+                },
+                "required": ["task"]
+            },
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "tasks",
+            "title": "Your delegated tasks",
+            "description": "List the tasks you delegated that the hub still remembers, oldest first, each as its record (task, agent, peer, state, times).",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "cancel",
+            "title": "Cancel a delegated task",
+            "description": format!("Cancel a task you delegated. Returns {{\"task\",\"state\"}}: cancelled (it had not started), cancelling (it is being stopped; its {TASK_OUTCOME_KIND} message follows), the final state it had already reached, or unknown (no such task of yours)."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id delegate returned (task-…)."}
+                },
+                "required": ["task"]
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
         }
     ]})
 }
@@ -149,12 +222,78 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
         })),
         "who" => Ok(ToolCall::Who),
         "whoami" => Ok(ToolCall::Whoami),
+        "delegate" => delegate(args),
+        "task_status" => Ok(ToolCall::TaskStatus(required_str(args, "task")?)),
+        "tasks" => Ok(ToolCall::Tasks),
+        "cancel" => Ok(ToolCall::Cancel(required_str(args, "task")?)),
         other => Err(ToolArgError::UnknownTool(other.to_owned())),
     }
 }
 
 fn is_tool(name: &str) -> bool {
-    matches!(name, "send" | "await" | "who" | "whoami")
+    matches!(
+        name,
+        "send" | "await" | "who" | "whoami" | "delegate" | "task_status" | "tasks" | "cancel"
+    )
+}
+
+fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    if let Some(k) = args.keys().find(|k| !DELEGATE_KEYS.contains(&k.as_str())) {
+        return Err(ToolArgError::BadArgs(format!(
+            "unknown argument {k:?} (delegate takes {})",
+            DELEGATE_KEYS.join(", ")
+        )));
+    }
+    let agent = required_str(args, "agent")?;
+    let cwd = required_str(args, "cwd")?;
+    // The MCP server runs in whatever directory the agent CLI started it in, which need not be
+    // the model's idea of "here": a relative path is refused rather than guessed.
+    if !cwd.starts_with('/') {
+        return Err(ToolArgError::BadArgs(format!(
+            "cwd must be an absolute path, got {cwd:?}"
+        )));
+    }
+    let prompt = required_str(args, "prompt")?;
+    if prompt.trim().is_empty() {
+        return Err(ToolArgError::BadArgs("prompt must not be empty".into()));
+    }
+    Ok(ToolCall::Delegate(DelegateRequest {
+        agent,
+        cwd,
+        prompt,
+        timeout_secs: optional_secs(args, "timeoutSecs", 1)?,
+        progress_secs: optional_secs(args, "progressSecs", 0)?,
+        peer: optional_str(args, "peer")?,
+    }))
+}
+
+/// A whole number of seconds, at least `min`: an integer, an integral float (`600.0`) or a
+/// numeric string; absent or null is None (the hub's default).
+fn optional_secs(
+    args: &Map<String, Value>,
+    key: &str,
+    min: u64,
+) -> Result<Option<u64>, ToolArgError> {
+    let bad = || {
+        ToolArgError::BadArgs(format!(
+            "{key} must be a whole number of seconds, {min} or more"
+        ))
+    };
+    let n = match args.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.clone(),
+        Some(Value::String(s)) => s.trim().parse::<serde_json::Number>().map_err(|_| bad())?,
+        Some(_) => return Err(bad()),
+    };
+    let secs = match (n.as_u64(), n.as_f64()) {
+        (Some(u), _) => u,
+        (None, Some(f)) if f.fract() == 0.0 && f >= 0.0 && f <= u64::MAX as f64 => f as u64,
+        _ => return Err(bad()),
+    };
+    if secs < min {
+        return Err(bad());
+    }
+    Ok(Some(secs))
 }
 
 fn required_str(args: &Map<String, Value>, key: &str) -> Result<String, ToolArgError> {
@@ -199,16 +338,227 @@ mod tests {
     use super::*;
 
     #[test]
-    fn list_has_four_short_tools_with_object_schemas() {
+    fn list_has_short_tools_with_object_schemas() {
         let l = list();
         let tools = l["tools"].as_array().unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["send", "await", "who", "whoami"]);
+        assert_eq!(
+            names,
+            [
+                "send",
+                "await",
+                "who",
+                "whoami",
+                "delegate",
+                "task_status",
+                "tasks",
+                "cancel"
+            ]
+        );
         for t in tools {
+            let name = t["name"].as_str().unwrap();
             assert_eq!(t["inputSchema"]["type"], "object");
             assert!(!t["description"].as_str().unwrap().is_empty());
-            assert!(!t["name"].as_str().unwrap().contains('_'));
+            assert!(!t["title"].as_str().unwrap().is_empty());
+            assert!(
+                name.len() <= 12 && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}"
+            );
+            assert!(is_tool(name), "{name}");
+            // Every declared argument has a type (except send's body, which is any JSON) and
+            // words for the model; every required one is declared.
+            let props = t["inputSchema"]["properties"].as_object().unwrap();
+            for (arg, schema) in props {
+                if (name, arg.as_str()) != ("send", "body") {
+                    assert!(schema["type"].is_string(), "{name}.{arg}");
+                }
+                assert!(
+                    !schema["description"].as_str().unwrap().is_empty(),
+                    "{name}.{arg}"
+                );
+            }
+            for req in t["inputSchema"]["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                assert!(props.contains_key(req.as_str().unwrap()), "{name}: {req}");
+            }
         }
+    }
+
+    #[test]
+    fn task_tool_schemas_match_what_parse_call_takes() {
+        let l = list();
+        let tool = |n: &str| {
+            l["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == n)
+                .unwrap()
+                .clone()
+        };
+        let d = tool("delegate");
+        let props: Vec<&str> = d["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut keys = DELEGATE_KEYS.to_vec();
+        keys.sort_unstable();
+        let mut props = props;
+        props.sort_unstable();
+        assert_eq!(props, keys);
+        assert_eq!(
+            d["inputSchema"]["required"],
+            json!(["agent", "cwd", "prompt"])
+        );
+        assert_eq!(
+            d["inputSchema"]["properties"]["timeoutSecs"]["type"],
+            "integer"
+        );
+        assert_eq!(d["inputSchema"]["properties"]["timeoutSecs"]["minimum"], 1);
+        assert_eq!(d["inputSchema"]["properties"]["progressSecs"]["minimum"], 0);
+        assert!(d["description"].as_str().unwrap().contains("task_outcome"));
+        for n in ["task_status", "cancel"] {
+            assert_eq!(tool(n)["inputSchema"]["required"], json!(["task"]), "{n}");
+        }
+        assert_eq!(tool("tasks")["inputSchema"]["properties"], json!({}));
+    }
+
+    #[test]
+    fn delegate_arguments() {
+        let c = parse_call(
+            "delegate",
+            Some(&json!({"agent":"codex","cwd":"/w/repo","prompt":"fix it","timeoutSecs":600,"progressSecs":"30","peer":"lab"})),
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            ToolCall::Delegate(DelegateRequest {
+                agent: "codex".into(),
+                cwd: "/w/repo".into(),
+                prompt: "fix it".into(),
+                timeout_secs: Some(600),
+                progress_secs: Some(30),
+                peer: Some("lab".into()),
+            })
+        );
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/","prompt":"p","timeoutSecs":null,"progressSecs":0,"peer":null})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (d.timeout_secs, d.progress_secs, d.peer),
+            (None, Some(0), None)
+        );
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/","prompt":"p","timeoutSecs":90.0})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(d.timeout_secs, Some(90));
+    }
+
+    #[test]
+    fn delegate_argument_errors_are_bad_args() {
+        let ok = json!({"agent":"codex","cwd":"/w","prompt":"p"});
+        let with = |k: &str, v: Value| {
+            let mut m = ok.as_object().unwrap().clone();
+            m.insert(k.into(), v);
+            Value::Object(m)
+        };
+        let without = |k: &str| {
+            let mut m = ok.as_object().unwrap().clone();
+            m.remove(k);
+            Value::Object(m)
+        };
+        for (args, needle) in [
+            (without("agent"), "agent is required"),
+            (without("cwd"), "cwd is required"),
+            (without("prompt"), "prompt is required"),
+            (with("agent", json!("")), "agent must not be empty"),
+            (with("agent", json!(["codex"])), "agent must be a string"),
+            (with("cwd", json!("repo")), "absolute"),
+            (with("cwd", json!("./repo")), "absolute"),
+            (
+                with(
+                    "prompt",
+                    json!(
+                        " 
+ "
+                    ),
+                ),
+                "prompt must not be empty",
+            ),
+            (
+                with("prompt", json!({"text":"p"})),
+                "prompt must be a string",
+            ),
+            (with("timeoutSecs", json!(0)), "timeoutSecs"),
+            (with("timeoutSecs", json!(-5)), "timeoutSecs"),
+            (with("timeoutSecs", json!(1.5)), "timeoutSecs"),
+            (with("timeoutSecs", json!("soon")), "timeoutSecs"),
+            (with("timeoutSecs", json!(true)), "timeoutSecs"),
+            (with("timeoutSecs", json!(1e300)), "timeoutSecs"),
+            (with("progressSecs", json!(-1)), "progressSecs"),
+            (with("peer", json!(7)), "peer must be a string"),
+            (with("peer", json!("")), "peer must not be empty"),
+            (
+                with("timeout_secs", json!(60)),
+                "unknown argument \"timeout_secs\"",
+            ),
+        ] {
+            match parse_call("delegate", Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert!(m.contains(needle), "{args}: {m}"),
+                other => panic!("{args}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            parse_call("delegate", None),
+            Err(ToolArgError::BadArgs(_))
+        ));
+        assert!(matches!(
+            parse_call("delegate", Some(&json!("codex"))),
+            Err(ToolArgError::BadArgs(_))
+        ));
+    }
+
+    #[test]
+    fn task_status_tasks_and_cancel_arguments() {
+        assert_eq!(
+            parse_call("task_status", Some(&json!({"task":"task-1"}))),
+            Ok(ToolCall::TaskStatus("task-1".into()))
+        );
+        assert_eq!(
+            parse_call("cancel", Some(&json!({"task":"task-2"}))),
+            Ok(ToolCall::Cancel("task-2".into()))
+        );
+        assert_eq!(parse_call("tasks", None), Ok(ToolCall::Tasks));
+        for name in ["task_status", "cancel"] {
+            for args in [
+                json!({}),
+                json!({"task":""}),
+                json!({"task":3}),
+                json!({"id":"task-1"}),
+            ] {
+                assert!(
+                    matches!(parse_call(name, Some(&args)), Err(ToolArgError::BadArgs(_))),
+                    "{name} {args}"
+                );
+            }
+        }
+        assert_eq!(
+            parse_call("taskstatus", None),
+            Err(ToolArgError::UnknownTool("taskstatus".into()))
+        );
     }
 
     #[test]
