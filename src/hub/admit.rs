@@ -57,6 +57,7 @@ impl Hub {
             env: queued,
             target,
             digest,
+            rider: None,
         });
         Admission::Staged
     }

@@ -61,6 +61,15 @@ pub enum Output {
         ack_id: String,
         error: Option<String>,
     },
+    /// Start a delegated task's agent (`server::tasks`); its events come back through
+    /// `Hub::handle_task_event`. Its `running` state is already committed.
+    StartTask(Box<crate::tasks::StartSpec>),
+    /// Ask a running task's agent to stop (`session/cancel`, then the runner's shutdown).
+    CancelTask { task: crate::tasks::TaskId },
+    /// A task was running when the hub last stopped and the store knows its process group:
+    /// make sure that group is gone, if it is still the task's (docs/delegation.md
+    /// "Durability"). Nothing waits for it.
+    KillOrphan { task: String, pid: u32 },
 }
 
 /// A protocol event for the audit log.
@@ -180,6 +189,9 @@ pub enum AuditEvent {
     Shutdown {
         queued: usize,
     },
+    /// A delegated task's step (docs/delegation.md "Audit"): accepted, started, cancel
+    /// asked, ended, forgotten.
+    Task(crate::tasks::TaskAudit),
 }
 
 impl AuditEvent {
@@ -247,6 +259,10 @@ impl AuditEvent {
                 write!(out, "\"timeout\",\"conn\":{conn},\"name\":{}", to_json(name))
             }
             AuditEvent::Shutdown { queued } => write!(out, "\"shutdown\",\"queued\":{queued}"),
+            AuditEvent::Task(t) => {
+                t.encode_fields_into(out);
+                Ok(())
+            }
             AuditEvent::Received { peer, envelope } => {
                 write!(out, "\"received\",\"peer\":{},\"envelope\":{envelope}", to_json(peer))
             }

@@ -28,6 +28,7 @@ mod restore;
 pub mod router;
 mod routing;
 mod session;
+mod tasks;
 mod verbs;
 
 pub use event::{AuditEvent, Output};
@@ -74,6 +75,38 @@ struct Staged {
     target: Target,
     /// For the ledger (idempotent resends).
     digest: [u8; 32],
+    /// Store changes and audit records written in the same batch as this envelope, or not
+    /// at all: a task's final state rides with its outcome envelope (docs/delegation.md
+    /// "Durability"), so neither is ever committed without the other.
+    rider: Option<Box<Rider>>,
+}
+
+/// What rides with a staged envelope (`Staged::rider`).
+#[derive(Debug, Default)]
+struct Rider {
+    store: Vec<StoreOp>,
+    audit: Vec<AuditEvent>,
+}
+
+/// A task step with no envelope that must be committed before something follows from it
+/// (docs/delegation.md "Durability"): a delegation before its `delegated` reply, a task's
+/// `running` state before its agent is started.
+#[derive(Debug)]
+struct StagedTask {
+    store: Vec<StoreOp>,
+    audit: Vec<AuditEvent>,
+    then: TaskThen,
+}
+
+#[derive(Debug)]
+enum TaskThen {
+    /// Answer the delegator's connection (`delegated`); on a failed commit, refuse it and
+    /// withdraw the task.
+    Reply { conn: ConnId, task: crate::tasks::TaskId },
+    /// Start the agent.
+    Start(Box<crate::tasks::StartSpec>),
+    /// Nothing waits for it (a state the book records, such as `cancelling`).
+    Nothing,
 }
 
 /// An ack waiting for the commit that makes it durable (SPEC §12.2).
@@ -142,6 +175,10 @@ pub struct Hub {
     /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
     /// for `status` (`hub::redelivery`); forgotten with its id.
     reasons: HashMap<u64, String>,
+    /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
+    tasks: Option<crate::tasks::TaskBook>,
+    /// Task steps waiting for a batch (`StagedTask`).
+    staged_tasks: Vec<StagedTask>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -176,6 +213,8 @@ impl Hub {
             reasons: HashMap::new(),
             commit: commit::Commits::default(),
             ids,
+            tasks: None,
+            staged_tasks: Vec::new(),
         }
     }
 
@@ -226,6 +265,7 @@ impl Hub {
             }
         }
         self.expire_forwards(now);
+        self.expire_tasks(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
             let now_ms = now.wall.timestamp_millis();
             for (sender, id, seq) in self.ledger.purge(now_ms) {
@@ -268,6 +308,7 @@ impl Hub {
             self.next_purge,
             self.forward_deadline(),
             self.commit_deadline(),
+            self.tasks.as_ref().and_then(crate::tasks::TaskBook::poll_timeout),
         ]
         .into_iter()
         .flatten()

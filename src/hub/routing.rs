@@ -219,6 +219,7 @@ impl Hub {
             env: queued,
             target: Target::Queue { reserved: false },
             digest,
+            rider: None,
         });
     }
 }

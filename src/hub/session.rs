@@ -240,6 +240,17 @@ impl Hub {
                         now,
                     );
                     self.log_conn(&c, conn, "cancelled", reason, now);
+                } else if let Some(pos) = self.staged_tasks.iter().position(
+                    |t| matches!(t.then, super::TaskThen::Reply { conn: c, .. } if c == conn),
+                ) {
+                    // A delegation never answered `delegated` must not run either.
+                    let t = self.staged_tasks.remove(pos);
+                    if let (super::TaskThen::Reply { task, .. }, Some(book)) =
+                        (t.then, self.tasks.as_mut())
+                    {
+                        book.withdraw(&task);
+                    }
+                    self.log_conn(&c, conn, "cancelled", reason, now);
                 } else {
                     // Its batch is being written: the batch's result decides, unanswered.
                     let detail = format!("closed while its send was being committed: {reason}");
@@ -286,6 +297,7 @@ impl Hub {
     /// error line and is closed; parked awaits consume nothing.
     pub fn shutdown(&mut self, now: Now) {
         self.shutting_down = true;
+        self.shutdown_tasks(now);
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for conn in ids {
             let phase = &self.conns[&conn].phase;
@@ -315,7 +327,14 @@ impl Hub {
         match ClientLine::decode(line) {
             Err(e) => self.fail(conn, &e.to_string(), now),
             Ok(ClientLine::Hello(h)) => {
-                if self.roster.verify(&h.name, &h.token) {
+                // A task identity (docs/delegation.md "Task identity") is checked only for a
+                // `task-` name, which no roster may hold.
+                let verified = if crate::tasks::is_task_name(&h.name) {
+                    self.verify_task_identity(&h.name, &h.token)
+                } else {
+                    self.roster.verify(&h.name, &h.token)
+                };
+                if verified {
                     let c = self
                         .conns
                         .get_mut(&conn)
@@ -378,17 +397,22 @@ impl Hub {
                 let presence = self.presence();
                 self.reply(conn, &HubLine::Who(presence), "who", now)
             }
-            // Delegation verbs (docs/delegation.md): answered once the task book is wired in.
-            Ok(
-                l @ (ClientLine::Delegate(_)
-                | ClientLine::TaskStatus(_)
-                | ClientLine::Tasks
-                | ClientLine::Cancel(_)),
-            ) => self.fail(
-                conn,
-                &format!("invalid {}: delegation is not enabled on this hub", l.tag()),
-                now,
-            ),
+            Ok(ClientLine::Delegate(req)) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "delegate";
+                self.on_delegate(conn, req, now)
+            }
+            Ok(ClientLine::TaskStatus(req)) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "task_status";
+                self.on_task_status(conn, req, now)
+            }
+            Ok(ClientLine::Tasks) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "tasks";
+                self.on_tasks(conn, now)
+            }
+            Ok(ClientLine::Cancel(req)) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "cancel";
+                self.on_cancel(conn, req, now)
+            }
         }
     }
 

@@ -17,6 +17,7 @@
 mod body;
 mod check;
 mod records;
+mod withdraw;
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,9 @@
 mod pending;
 
 use super::ledger::State;
-use super::{Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, Target};
+use super::{
+    Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, StagedTask, Target,
+};
 use crate::hub::AuditEvent;
 use crate::store::StoreOp;
 use crate::wire::HubLine;
@@ -68,6 +70,8 @@ struct InFlight {
     id: u64,
     /// The staged sends; in a retry without sends they ride along unwritten.
     sends: Vec<Staged>,
+    /// Task steps, written with the sends (they are new promises too) or not at all.
+    tasks: Vec<StagedTask>,
     acks: Vec<StagedAck>,
     /// The pending changes this batch took: given back when it fails.
     ops: PendingOps,
@@ -119,7 +123,7 @@ impl Hub {
             return;
         }
         self.commit.retry_at = None;
-        let with_sends = !self.staged.is_empty();
+        let with_sends = !self.staged.is_empty() || !self.staged_tasks.is_empty();
         let backlog = self.commit.pending.bytes();
         let max = self.limits.store_backlog_max_bytes;
         if let Some(why) = &self.flush_failed {
@@ -142,12 +146,14 @@ impl Hub {
     fn emit_batch(&mut self, with_sends: bool, sends_result: Option<Result<(), String>>, now: Now) {
         let sends = std::mem::take(&mut self.staged);
         let acks = std::mem::take(&mut self.staged_acks);
-        self.emit_batch_of(sends, acks, with_sends, sends_result, now);
+        let tasks = std::mem::take(&mut self.staged_tasks);
+        self.emit_batch_of(sends, tasks, acks, with_sends, sends_result, now);
     }
 
     fn emit_batch_of(
         &mut self,
         sends: Vec<Staged>,
+        tasks: Vec<StagedTask>,
         acks: Vec<StagedAck>,
         with_sends: bool,
         sends_result: Option<Result<(), String>>,
@@ -177,6 +183,15 @@ impl Hub {
                 conn: s.conn,
                 envelope: e.text.clone(),
             });
+            if let Some(r) = &s.rider {
+                store_ops.extend(r.store.iter().cloned());
+                audit.extend(r.audit.iter().cloned());
+            }
+        }
+        let written_tasks: &[StagedTask] = if with_sends { &tasks } else { &[] };
+        for t in written_tasks {
+            store_ops.extend(t.store.iter().cloned());
+            audit.extend(t.audit.iter().cloned());
         }
         for a in &acks {
             if self.durable {
@@ -201,13 +216,15 @@ impl Hub {
         // holding only changes that gate no reply (removals after plain deliveries, states,
         // forgotten ids) asks for none: the next flush or checkpoint takes it along, and until
         // then it survives a hub crash, which is all its promise is (SPEC §12.1).
-        let sync = self.commit.sync && (!written.is_empty() || !acks.is_empty());
+        let sync = self.commit.sync
+            && (!written.is_empty() || !acks.is_empty() || !written_tasks.is_empty());
         self.commit.next_id = self.commit.next_id.max(1);
         let id = self.commit.next_id;
         self.commit.next_id += 1;
         self.commit.in_flight = Some(InFlight {
             id,
             sends,
+            tasks,
             acks,
             ops,
             sends_result,
@@ -243,7 +260,7 @@ impl Hub {
                     self.unsynced = Some(id);
                 }
                 let sends = f.sends_result.unwrap_or(Ok(()));
-                self.settle_batch(f.sends, sends, f.acks, Ok(()), now);
+                self.settle_batch(f.sends, f.tasks, sends, f.acks, Ok(()), now);
             }
             Err(e) => {
                 // The changes it took wait again, ahead of any emitted meanwhile.
@@ -251,11 +268,11 @@ impl Hub {
                 for op in newer.to_vec() {
                     self.commit.pending.push(op);
                 }
-                if f.sends_result.is_none() && !f.sends.is_empty() {
-                    return self.emit_batch_of(f.sends, f.acks, false, Some(Err(e)), now);
+                if f.sends_result.is_none() && !(f.sends.is_empty() && f.tasks.is_empty()) {
+                    return self.emit_batch_of(f.sends, f.tasks, f.acks, false, Some(Err(e)), now);
                 }
                 let sends = f.sends_result.unwrap_or_else(|| Err(e.clone()));
-                self.settle_batch(f.sends, sends, f.acks, Err(e), now);
+                self.settle_batch(f.sends, f.tasks, sends, f.acks, Err(e), now);
                 if self.has_commit_work() {
                     self.commit.retry_at = Some(now.mono + COMMIT_RETRY);
                 }
@@ -267,6 +284,7 @@ impl Hub {
     fn settle_batch(
         &mut self,
         sends: Vec<Staged>,
+        tasks: Vec<StagedTask>,
         sends_result: Result<(), String>,
         acks: Vec<StagedAck>,
         acks_result: Result<(), String>,
@@ -288,8 +306,10 @@ impl Hub {
                 }
             }
         }
+        let tasks_result = sends_result.clone();
         self.settle_sends(sends, sends_result, now);
         self.settle_acks(acks, acks_result, now);
+        self.settle_staged_tasks(tasks, &tasks_result, now);
     }
 
     fn settle_sends(&mut self, sends: Vec<Staged>, result: Result<(), String>, now: Now) {
@@ -445,7 +465,7 @@ impl Hub {
 
     /// Sends, bounces or acks wait for a batch.
     pub fn has_staged(&self) -> bool {
-        !self.staged.is_empty() || !self.staged_acks.is_empty()
+        !self.staged.is_empty() || !self.staged_acks.is_empty() || !self.staged_tasks.is_empty()
     }
 
     /// Anything waits for a batch: staged sends, acks, or changes that gate nothing.

@@ -4,6 +4,7 @@
 
 mod ack;
 mod await_;
+mod delegate;
 mod send;
 mod status;
 mod who;

@@ -31,6 +31,9 @@ impl Hub {
                 now,
             );
         }
+        if let Some(why) = self.task_send_refusal(&name, &env.to) {
+            return self.fail(conn, why, now);
+        }
         env.from = name;
         match self.admit(&env, Some(conn), None) {
             admit::Admission::Staged => {
