@@ -250,10 +250,7 @@ impl Links {
         let mut peers: Vec<String> = self.by_peer.keys().cloned().collect();
         peers.sort();
         for peer in peers {
-            loop {
-                let Some(entry) = self.by_peer.get(&peer) else {
-                    break;
-                };
+            while let Some(entry) = self.by_peer.get(&peer) {
                 let due = entry
                     .standby
                     .iter()
