@@ -325,6 +325,10 @@ fn agents_lists_every_agent_and_reports_bad_manifests_without_failing() {
         "codex-acp is a separate program"
     );
     assert_eq!(row("gemini")["acp_available"], true);
+    // Delegated work: ACP where its program is there, else the headless fallback, else no.
+    assert_eq!(row("gemini")["delegate"], "acp");
+    assert_eq!(row("codex")["delegate"], "headless", "codex-acp is missing");
+    assert_eq!(row("claude")["delegate"], "no");
     assert_eq!(row("opencode")["installed"], true);
     assert_eq!(
         row("opencode")["version"],
@@ -337,6 +341,9 @@ fn agents_lists_every_agent_and_reports_bad_manifests_without_failing() {
     let out = run(&t.0, &path_var, &["agents", "--no-version"]);
     let (stdout, _) = text(&out);
     assert!(stdout.starts_with("AGENT"), "{stdout}");
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    let at = |c: &str| header.iter().position(|h| *h == c);
+    assert_eq!(at("DELEGATE"), at("HEADLESS").map(|i| i + 1), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("codex") && l.contains(&bin.join("codex").display().to_string())), "{stdout}");
 }
 

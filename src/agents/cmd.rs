@@ -134,6 +134,7 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
         "VERSION",
         "ACP",
         "HEADLESS",
+        "DELEGATE",
         "DELIVER",
         "BINARY",
     ]
@@ -151,6 +152,7 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
             i.version.clone().unwrap_or_else(|| "-".into()),
             avail(&i.acp, i.acp_available),
             avail(&i.headless, i.headless_available),
+            i.delegate.tag().to_owned(),
             i.deliver.clone(),
             i.binary.clone().unwrap_or_else(|| "-".into()),
         ]);

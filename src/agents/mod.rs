@@ -4,8 +4,8 @@
 //!
 //! Below the line (no IO): `argv` (closed character sets, `{prompt}`), `manifest` (format,
 //! built-ins), `jsonedit` / `tomledit` (lossless config edits), `diff`, `install::plan`, and
-//! the text parsers in `procs`. Above it: `registry` (the manifests folder), `probe` (PATH,
-//! `--version`), `procs::list` (/proc, ps), `install::apply` (writes), and `cmd`, which the
+//! the text parsers in `procs`. Above it: `registry` (the manifests folders), `probe` (PATH,
+//! `--version`), `runnable` (which agents take delegated work, and how), `procs::list` (/proc, ps), `install::apply` (writes), and `cmd`, which the
 //! `agent-hub` binary calls and which returns text rather than printing it.
 
 pub mod argv;
@@ -17,4 +17,5 @@ pub mod manifest;
 pub mod probe;
 pub mod procs;
 pub mod registry;
+pub mod runnable;
 pub mod tomledit;

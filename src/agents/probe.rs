@@ -173,6 +173,9 @@ pub struct AgentInfo {
     pub acp_available: bool,
     pub headless: Option<Vec<String>>,
     pub headless_available: bool,
+    /// How it takes delegated work: `acp`, `headless` (the fallback) or `no`
+    /// (`runnable::delegate_mode`, the rule the task runner applies).
+    pub delegate: super::runnable::Delegate,
     pub deliver: String,
     /// "builtin", or the manifest file that added or overrode it.
     pub manifest: String,
@@ -201,6 +204,7 @@ pub fn probe(
         acp_available: available(&m.run.acp),
         headless: (!m.run.headless.is_empty()).then(|| m.run.headless.clone()),
         headless_available: available(&m.run.headless),
+        delegate: super::runnable::delegate_mode(m, path_var),
         deliver: m.deliver.tag().to_owned(),
         manifest: manifest_origin,
     }

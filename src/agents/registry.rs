@@ -105,6 +105,50 @@ impl Registry {
         reg
     }
 
+    /// The built-ins, then `user_dir`'s manifests (`load`), then `extra`'s (the server's
+    /// `tasks.manifests_dir`, an explicitly named folder: missing is a problem): the later
+    /// folder replaces an agent of the same name whole, as a file replaces a built-in.
+    pub fn load_with_extra(user_dir: &Path, user_explicit: bool, extra: Option<&Path>) -> Registry {
+        let mut reg = Registry::load(user_dir, user_explicit);
+        let Some(extra) = extra else {
+            return reg;
+        };
+        let more = Registry::load(extra, true);
+        reg.problems.extend(more.problems);
+        let mut added = Vec::new();
+        for (m, origin) in more.agents {
+            let path = match origin {
+                Origin::Builtin => continue,
+                Origin::File(p) | Origin::Override(p) => p,
+            };
+            let builtin = reg
+                .agents
+                .iter()
+                .any(|(a, o)| a.name == m.name && !matches!(o, Origin::File(_)));
+            match reg.agents.iter_mut().find(|(a, _)| a.name == m.name) {
+                Some(slot) => {
+                    *slot = (
+                        m,
+                        if builtin {
+                            Origin::Override(path)
+                        } else {
+                            Origin::File(path)
+                        },
+                    )
+                }
+                None => added.push((m, Origin::File(path))),
+            }
+        }
+        reg.agents.extend(added);
+        let builtins = reg
+            .agents
+            .iter()
+            .take_while(|(_, o)| !matches!(o, Origin::File(_)))
+            .count();
+        reg.agents[builtins..].sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        reg
+    }
+
     fn add(&mut self, m: Manifest, path: PathBuf) {
         match self.agents.iter_mut().find(|(a, _)| a.name == m.name) {
             Some(slot) => *slot = (m, Origin::Override(path)),

@@ -4,7 +4,8 @@
 //! Layers, bottom up: `auth` (keys, nonces, v0 proofs), `transcript` (v1 proofs and frame
 //! keys), `nonces` (the nonces a hub issued, against reflection) and `message` (the envelope,
 //! its NDJSON line codec, the typed catalogue) → `frame` (binary frames + LZ4), `framemac`
-//! (their MACs) and `heartbeat` (the directory, full and delta beats) → `session` (one
+//! (their MACs), `heartbeat` (the directory, full and delta beats) and `cards` (the `agents`
+//! feature's capability list) → `session` (one
 //! connection's state machine) → `links` (which connection is a peer's lasting link). Beside
 //! them: `json_budget` (what a message may cost once parsed) and `throttle` (the rate limit on
 //! log lines a peer triggers), both for docs/relay-protocol.md "Limits". All of it is sans-IO:
@@ -15,6 +16,7 @@
 
 pub mod auth;
 mod base64;
+pub mod cards;
 pub mod frame;
 pub mod framemac;
 pub mod heartbeat;

@@ -444,7 +444,8 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
             "frame-bin",
             "lz4",
             "hb-delta",
-            "frame-mac"
+            "frame-mac",
+            "agents"
         ])
     );
     let hs_typed = match hs.payload_typed().unwrap() {
@@ -1834,7 +1835,7 @@ fn acceptor_ignores_feature_names_it_does_not_know() {
         "hubB",
         &nonce,
         json!({"version": "9.0.0", "proto": 1,
-            "features": ["bus-forward", "lz4", "agents", "frame-bin", "lz4"]}),
+            "features": ["bus-forward", "lz4", "telepathy", "frame-bin", "lz4"]}),
     );
     inject(&mut a, "handshake", "h1", payload, t0);
     let ack = RelayMessage::decode_line(&split_lines(&drain(&mut a))[0]).unwrap();
@@ -1862,4 +1863,5 @@ fn sessions_can_move_between_threads() {
     assert_send::<SessionEvent>();
 }
 
+mod cards;
 mod limits;

@@ -20,5 +20,6 @@ mod pipelining;
 mod relay;
 mod relay_attack;
 mod relay_limits;
+mod relay_one_shot;
 mod startup;
 mod wire;

@@ -117,6 +117,8 @@ pub(crate) struct RelaySpec {
     pub(crate) features: Vec<&'static str>,
     pub(crate) backoff_ms: Vec<u64>,
     pub(crate) handshake_timeout_ms: u64,
+    /// `HB_MS` unless a test needs a slower beat.
+    pub(crate) heartbeat_ms: u64,
     pub(crate) peers: Vec<PeerSpec>,
 }
 
@@ -128,6 +130,7 @@ impl RelaySpec {
             features: ALL_FEATURES.to_vec(),
             backoff_ms: vec![100, 200],
             handshake_timeout_ms: 2000,
+            heartbeat_ms: HB_MS,
             peers: Vec::new(),
         }
     }
@@ -167,10 +170,11 @@ impl RelaySpec {
                 .join(", ")
         };
         let mut t = format!(
-            "\n[relay]\npeer_id = {:?}\nlisten = {:?}\nheartbeat_interval_ms = {HB_MS}\nhandshake_timeout_ms = {}\n\
+            "\n[relay]\npeer_id = {:?}\nlisten = {:?}\nheartbeat_interval_ms = {}\nhandshake_timeout_ms = {}\n\
              reconnect_backoff_ms = [{}]\nfeatures = [{}]\nstatus_path = \"relay-status.json\"\n",
             self.peer_id,
             self.listen,
+            self.heartbeat_ms,
             self.handshake_timeout_ms,
             self.backoff_ms.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", "),
             list(&self.features),
@@ -886,16 +890,16 @@ fn a_transient_connection_never_displaces_the_link() {
 // ----- the v0 double -----
 
 /// One v0 line the double received, checked field by field as a claudectl 0.64 reader would.
-struct V0Line {
-    msg_type: String,
-    from_peer: String,
-    id: String,
-    payload: Map<String, Value>,
+pub(crate) struct V0Line {
+    pub(crate) msg_type: String,
+    pub(crate) from_peer: String,
+    pub(crate) id: String,
+    pub(crate) payload: Map<String, Value>,
 }
 
 /// Checks one line (without its `\n`) as claudectl 0.64's reader would parse it; Err says
 /// what would have killed that reader.
-fn parse_v0(line: &[u8]) -> Result<V0Line, String> {
+pub(crate) fn parse_v0(line: &[u8]) -> Result<V0Line, String> {
     if line.is_empty() {
         return Err("a blank line".into());
     }
@@ -951,15 +955,15 @@ fn parse_v0(line: &[u8]) -> Result<V0Line, String> {
     })
 }
 
-enum Got {
+pub(crate) enum Got {
     Line(Vec<u8>),
     Eof,
     Timeout,
 }
 
 /// The double's socket: lines split by hand so every raw byte is seen, every read bounded.
-struct V0Conn {
-    stream: TcpStream,
+pub(crate) struct V0Conn {
+    pub(crate) stream: TcpStream,
     buf: Vec<u8>,
     counter: u64,
     /// Ids received, to check they never repeat.
@@ -967,7 +971,7 @@ struct V0Conn {
 }
 
 impl V0Conn {
-    fn connect(addr: SocketAddr) -> V0Conn {
+    pub(crate) fn connect(addr: SocketAddr) -> V0Conn {
         let stream = TcpStream::connect_timeout(&addr, DEADLINE)
             .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
         V0Conn::new(stream)
@@ -985,7 +989,7 @@ impl V0Conn {
     }
 
     /// The next line (without `\n`), EOF, or nothing by `until`.
-    fn next(&mut self, until: Instant) -> Got {
+    pub(crate) fn next(&mut self, until: Instant) -> Got {
         loop {
             if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
@@ -1013,7 +1017,7 @@ impl V0Conn {
     }
 
     /// The next line, parsed as v0; panics on EOF, timeout or anything 0.64 could not read.
-    fn expect_line(&mut self, what: &str) -> Value {
+    pub(crate) fn expect_line(&mut self, what: &str) -> Value {
         match self.next(Instant::now() + DEADLINE) {
             Got::Line(l) => {
                 let parsed = parse_v0(&l).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -1043,7 +1047,7 @@ impl V0Conn {
     }
 
     /// Writes one v0 envelope line, as claudectl 0.64 forms it.
-    fn send(&mut self, from: &str, msg_type: &str, payload: Value) {
+    pub(crate) fn send(&mut self, from: &str, msg_type: &str, payload: Value) {
         self.counter += 1;
         let now = unix_ms();
         let line = json!({
@@ -1178,7 +1182,12 @@ fn assert_v0_report(r: &V0Report) {
 }
 
 /// The double as a dialler: reads the challenge, answers a v0 handshake.
-fn v0_dial_and_handshake(addr: SocketAddr, me: &str, key: &str, hub_id: &str) -> (V0Conn, Value) {
+pub(crate) fn v0_dial_and_handshake(
+    addr: SocketAddr,
+    me: &str,
+    key: &str,
+    hub_id: &str,
+) -> (V0Conn, Value) {
     let mut c = V0Conn::connect(addr);
     let challenge = c.expect_line("challenge");
     assert_eq!(challenge["msg_type"], "challenge", "{challenge}");
@@ -1197,7 +1206,7 @@ fn v0_dial_and_handshake(addr: SocketAddr, me: &str, key: &str, hub_id: &str) ->
 }
 
 /// The double as an acceptor: waits (bounded) for the hub's connection.
-fn v0_accept(listener: &TcpListener) -> V0Conn {
+pub(crate) fn v0_accept(listener: &TcpListener) -> V0Conn {
     listener.set_nonblocking(true).unwrap();
     let (stream, _) = poll_until("the hub to dial the double", || listener.accept().ok());
     stream.set_nonblocking(false).unwrap();
@@ -1206,7 +1215,11 @@ fn v0_accept(listener: &TcpListener) -> V0Conn {
 
 /// The double as an acceptor: waits (bounded) for the hub's connection, sends the challenge,
 /// checks the hub's handshake proof; returns the connection, the nonce and the handshake.
-fn v0_accept_and_challenge(listener: &TcpListener, key: &str, hub_id: &str) -> (V0Conn, Value) {
+pub(crate) fn v0_accept_and_challenge(
+    listener: &TcpListener,
+    key: &str,
+    hub_id: &str,
+) -> (V0Conn, Value) {
     let mut c = v0_accept(listener);
     let nonce = fresh_nonce();
     c.send("", "challenge", json!({ "nonce": nonce }));

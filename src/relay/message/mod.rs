@@ -26,8 +26,8 @@ pub use msg_type::{
     V0_MIN_KNOWN_TYPES, V0_RELEASES, V0_TYPES, V1_TYPES,
 };
 pub use payload::{
-    AgentEntry, AgentUpsert, Challenge, DelegateTask, DependencyGraph, Handshake, HandshakeAck,
-    HandshakeStatus, Heartbeat, HiveJoinRequest, HiveJoinResult, KnowledgeRejected,
+    AgentCard, AgentEntry, AgentUpsert, Challenge, DelegateTask, DependencyGraph, Handshake,
+    HandshakeAck, HandshakeStatus, Heartbeat, HiveJoinRequest, HiveJoinResult, KnowledgeRejected,
     KnowledgeRequest, KnowledgeSnapshot, KnowledgeSync, Payload, TaskContext, TaskHandoff,
     TaskInterrupt, TaskStats, TaskStatus,
 };

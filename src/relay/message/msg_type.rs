@@ -154,11 +154,14 @@ pub enum Feature {
     /// Every frame carries a MAC under a per-link key and an implicit sequence number
     /// (`relay::framemac`). Needs `frame-bin` and `mutual-auth`.
     FrameMac,
+    /// Heartbeats carry `agent_cards`: one entry per agent manifest installed on the sending
+    /// hub, so a delegator can pick a machine (000 seed §6.6; docs/relay-protocol.md §5).
+    Agents,
 }
 
 impl Feature {
     /// Every feature, in the canonical order used on the wire and in logs.
-    pub const ALL: [Feature; 7] = [
+    pub const ALL: [Feature; 8] = [
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::FrameBin,
@@ -166,6 +169,7 @@ impl Feature {
         Feature::HbDelta,
         Feature::BusForward,
         Feature::FrameMac,
+        Feature::Agents,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -177,6 +181,7 @@ impl Feature {
             Feature::HbDelta => "hb-delta",
             Feature::BusForward => "bus-forward",
             Feature::FrameMac => "frame-mac",
+            Feature::Agents => "agents",
         }
     }
 

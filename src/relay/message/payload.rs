@@ -127,6 +127,37 @@ pub struct Heartbeat {
     pub upsert: Option<Vec<AgentUpsert>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remove: Option<Vec<String>>,
+    /// Feature `agents`: the sender's installed agent manifests, the whole list. Sent in every
+    /// full beat and in a delta when it changed; absent means unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_cards: Option<Vec<AgentCard>>,
+}
+
+/// One installed agent manifest in a heartbeat's `agent_cards` (feature `agents`, 000 seed
+/// §6.6): what a delegating peer needs to pick a machine for `agent = "<name>"`. The shape
+/// borrows the A2A agent card's name and version; nothing else of A2A.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCard {
+    /// The manifest name (what `delegate_task.agent` names).
+    pub name: String,
+    /// The binary's `--version` line, when the hub knows it (probed off its event loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `run.acp`'s program is on the hub's PATH.
+    pub acp: bool,
+    /// `run.headless`'s program is on the hub's PATH.
+    pub headless: bool,
+    /// Whether the agent's credential is present; absent when the manifest does not say how
+    /// to tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credential: Option<bool>,
+}
+
+impl AgentCard {
+    /// What the card costs in `DirectoryCaps`' byte count: its strings plus 8.
+    pub fn size_bytes(&self) -> usize {
+        self.name.len() + self.version.as_ref().map_or(0, String::len) + 8
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -145,7 +145,15 @@ impl Session {
             Ok(Beat::Bare)
         } else {
             match msg.payload_typed() {
-                Ok(Payload::Heartbeat(h)) => Beat::from_payload(&h),
+                Ok(Payload::Heartbeat(mut h)) => {
+                    // Only under `agents`: a peer that did not agree it has no say here.
+                    if let Some(cards) = h.agent_cards.take() {
+                        if self.features.contains(&Feature::Agents) {
+                            self.receive_cards(cards);
+                        }
+                    }
+                    Beat::from_payload(&h)
+                }
                 Ok(_) => Err("not a heartbeat payload".into()),
                 Err(_) => Err("a directory key has the wrong type".into()),
             }
@@ -193,6 +201,20 @@ impl Session {
         self.events.push_back(SessionEvent::Heartbeat { directory });
     }
 
+    fn receive_cards(&mut self, cards: Vec<AgentCard>) {
+        if let Err(over) = self.cards.receive(cards, self.directory_caps) {
+            let line = format!(
+                "heartbeat from {} lists {} agent cards in {} bytes, over the caps of {} cards and {} bytes (max_peer_agents, max_peer_directory_bytes); not applied (logged once)",
+                self.peer_name(),
+                over.agents,
+                over.bytes,
+                crate::relay::cards::MAX_AGENT_CARDS.min(self.directory_caps.max_agents),
+                self.directory_caps.max_bytes
+            );
+            self.log_once("cards-cap".into(), line);
+        }
+    }
+
     pub(super) fn send_beat(&mut self, now: Instant) {
         let ms = self.cfg.wall_clock.unix_ms_at(now);
         let id = self.ids.next_id(ms);
@@ -201,9 +223,15 @@ impl Session {
             // A v0 peer never gets a directory: only the keys later v0 releases send.
             v0_payload(&local, ms)
         } else {
-            self.beat_tx
-                .next_beat(&id, &self.directory)
-                .to_payload(&local, ms)
+            let beat = self.beat_tx.next_beat(&id, &self.directory);
+            let mut payload = beat.to_payload(&local, ms);
+            if self.features.contains(&Feature::Agents) {
+                let full = matches!(beat, Beat::Full { .. });
+                if let Some(cards) = self.cards.for_beat(full) {
+                    payload["agent_cards"] = serde_json::json!(cards);
+                }
+            }
+            payload
         };
         let msg = RelayMessage::new(id, MsgType::Heartbeat, local, ms, payload);
         match self.transmit(&msg) {

@@ -21,13 +21,14 @@ mod established;
 mod handshake;
 
 use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
+use crate::relay::cards::CardBook;
 use crate::relay::frame::{self, decode_body, decode_frame, FrameError};
 use crate::relay::framemac::{self, FrameMac};
 use crate::relay::heartbeat::{
     v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory, DirectoryCaps,
 };
 use crate::relay::message::{
-    feature_for, intersect, v0_knows, Ack, Challenge, Feature, Handshake, HandshakeAck,
+    feature_for, intersect, v0_knows, Ack, AgentCard, Challenge, Feature, Handshake, HandshakeAck,
     HandshakeStatus, IdGen, MsgType, Payload, RelayError, RelayMessage, LINE_CAP_BYTES,
 };
 use crate::relay::nonces::NonceBook;
@@ -323,6 +324,8 @@ pub struct Session {
     /// service log): keyed by what was wrong.
     logged_once: HashSet<String>,
     stats: SessionStats,
+    /// Feature `agents`: our capability list and the peer's (`relay::cards`).
+    cards: CardBook,
 }
 
 impl std::fmt::Debug for Session {
@@ -391,6 +394,7 @@ impl Session {
             last_beat_applied: None,
             logged_once: HashSet::new(),
             stats: SessionStats::default(),
+            cards: CardBook::default(),
             cfg,
         }
     }
@@ -591,6 +595,17 @@ impl Session {
     /// The hub's directory, carried by every heartbeat from now on.
     pub fn set_directory(&mut self, directory: Directory) {
         self.directory = directory;
+    }
+
+    /// The installed agent manifests this hub advertises under feature `agents` (computed by
+    /// the server off its loop); carried by the next full beat, or the next beat if changed.
+    pub fn set_agent_cards(&mut self, cards: Vec<AgentCard>) {
+        self.cards.set_ours(cards);
+    }
+
+    /// The peer's agent cards as last received (empty without feature `agents`).
+    pub fn peer_agent_cards(&self) -> &[AgentCard] {
+        self.cards.peer()
     }
 
     /// The most of the peer's directory this session keeps (default: `DirectoryCaps::default`).

@@ -121,6 +121,10 @@ impl RelayIo {
             let Some(link) = self.links.get_mut(&token) else {
                 return;
             };
+            if let Some(t) = link.session.stats().last_heartbeat_received {
+                // Every beat counts for the link's liveness, those over the rate too (§5).
+                self.registry_links.heartbeat(token.0 as u64, t);
+            }
             let Some(ev) = link.session.poll_event() else {
                 break;
             };
@@ -134,29 +138,39 @@ impl RelayIo {
                 } => {
                     let names: Vec<String> =
                         features.iter().map(|f| f.as_str().to_owned()).collect();
-                    self.logs.push((
-                        "INFO",
-                        format!(
-                            "relay: link with {peer} up ({}, proto {proto}, features [{}], peer version {peer_version}{})",
-                            if link.direction == Direction::Dialled { "dialled" } else { "accepted" },
-                            names.join(","),
-                            if transient { ", transient" } else { "" }
-                        ),
-                    ));
+                    let direction = link.direction;
+                    let how = format!(
+                        "{}, proto {proto}, features [{}], peer version {peer_version}",
+                        direction_name(direction),
+                        names.join(","),
+                    );
                     link.peer = Some(peer.clone());
                     link.session.set_directory(self.directory.clone());
+                    link.session.set_agent_cards(self.agent_cards.clone());
                     if link.admitted.is_some() && !link.authenticated {
                         link.authenticated = true;
                         self.gate.authenticated();
                     }
-                    let direction = link.direction;
+                    // A v1 peer marks its one-shots `transient`; a v0 peer (claudectl 0.64's
+                    // `relay delegate`) does not, so its second connection must prove it lasts
+                    // (relay::links, docs/relay-protocol.md §2.6).
+                    let opened = if transient {
+                        Opened::Transient
+                    } else if proto >= 1 {
+                        Opened::Lasting
+                    } else {
+                        Opened::Unproven
+                    };
                     match self.registry_links.established(
                         &peer,
                         token.0 as u64,
                         direction,
-                        transient,
+                        opened,
+                        now,
                     ) {
                         Verdict::Register { replaces } => {
+                            self.logs
+                                .push(("INFO", format!("relay: link with {peer} up ({how})")));
                             if let Some(old) = replaces {
                                 // Logged here: the replaced connection is no longer the link, so
                                 // closing it logs nothing.
@@ -164,11 +178,7 @@ impl RelayIo {
                                     "INFO",
                                     format!(
                                         "relay: link with {peer} replaced by a newer link ({})",
-                                        if direction == Direction::Dialled {
-                                            "dialled"
-                                        } else {
-                                            "accepted"
-                                        }
+                                        direction_name(direction)
                                     ),
                                 ));
                                 self.drop_link(
@@ -178,39 +188,26 @@ impl RelayIo {
                                     now,
                                 );
                             }
-                            let book = self.books.entry(peer.clone()).or_default();
-                            book.status.id = peer.clone();
-                            book.status.state = "up".into();
-                            book.status.direction = Some(
-                                if direction == Direction::Dialled {
-                                    "dialled"
-                                } else {
-                                    "accepted"
-                                }
-                                .into(),
-                            );
-                            book.status.proto = Some(proto);
-                            book.status.features = names;
-                            book.status.peer_version = Some(peer_version);
-                            book.status.last_error = None;
-                            book.backoff_step = 0;
-                            book.dialling = None;
-                            // A redial scheduled before the peer dialled us is moot now; left
-                            // set, its instant would stay in the past and spin the loop.
-                            book.next_dial = None;
-                            book.last_heartbeat = Some(now);
-                            self.status_dirty = true;
-                            let link = self.links.get_mut(&token).expect("still open");
-                            if link.session.features().contains(&Feature::BusForward) {
-                                link.forwarding = true;
-                                self.inbox.push(ToHub::LinkUp { peer: peer.clone() });
-                            }
+                            self.make_link(&peer, token, now);
                         }
-                        Verdict::Transient => {}
+                        Verdict::Transient => self.logs.push((
+                            "INFO",
+                            format!("relay: link with {peer} up ({how}, transient)"),
+                        )),
+                        Verdict::Standby => throttled(
+                            &mut self.logs,
+                            &mut self.second_conn_log,
+                            "INFO",
+                            format!(
+                                "relay: second connection from {peer} ({how}) served beside the live link, which stays the link (it replaces it only if it outlasts {} ms or the link goes down)",
+                                STANDBY_GRACE.as_millis()
+                            ),
+                            now,
+                        ),
                         Verdict::Reject(why) => {
                             self.logs.push((
                                 "INFO",
-                                format!("relay: second link with {peer} closed: {why}"),
+                                format!("relay: second link with {peer} ({how}) closed: {why}"),
                             ));
                             self.drop_link(registry, token, &why, now);
                             return;
@@ -218,7 +215,11 @@ impl RelayIo {
                     }
                 }
                 SessionEvent::Heartbeat { directory } => {
-                    if let Some(peer) = link.peer.clone() {
+                    let is_link = link
+                        .peer
+                        .as_deref()
+                        .is_some_and(|p| self.registry_links.link_of(p) == Some(token.0 as u64));
+                    if let Some(peer) = link.peer.clone().filter(|_| is_link) {
                         if let Some(b) = self.books.get_mut(&peer) {
                             b.last_heartbeat = Some(now);
                             b.status.last_heartbeat = Some(
@@ -230,7 +231,9 @@ impl RelayIo {
                         }
                     }
                 }
-                SessionEvent::Message(msg) if link.forwarding => {
+                SessionEvent::Message(msg)
+                    if link.session.features().contains(&Feature::BusForward) =>
+                {
                     let peer = link.peer.clone().unwrap_or_default();
                     match msg.payload_typed() {
                         Ok(Payload::BusForward(BusForward { envelope, hop })) => {
@@ -242,7 +245,17 @@ impl RelayIo {
                             });
                         }
                         Ok(Payload::Ack(Ack { ack_id, error, .. })) => {
-                            match link.forwards.remove(&ack_id) {
+                            // The ack may come back on another of the peer's connections than
+                            // the forward left on (a link replaced meanwhile, §2.6).
+                            let seq = link.forwards.remove(&ack_id).or_else(|| {
+                                let peer_ = Some(peer.as_str());
+                                self.links
+                                    .values_mut()
+                                    .filter(|l| l.peer.as_deref() == peer_)
+                                    .find_map(|l| l.forwards.remove(&ack_id))
+                            });
+                            let link = self.links.get_mut(&token).expect("still open");
+                            match seq {
                                 Some(seq) => self.inbox.push(ToHub::ForwardAcked {
                                     peer,
                                     seq,
@@ -372,6 +385,82 @@ impl RelayIo {
         }
     }
 
+    /// `token` is `peer`'s link now (`relay::links` said so): the peer's book says up, a
+    /// pending redial is moot, and the hub hears `LinkUp` if the link forwards mail.
+    pub(super) fn make_link(&mut self, peer: &str, token: Token, now: Instant) {
+        let Some(link) = self.links.get_mut(&token) else {
+            return;
+        };
+        let book = self.books.entry(peer.to_owned()).or_default();
+        book.status.id = peer.to_owned();
+        book.status.state = "up".into();
+        book.status.direction = Some(direction_name(link.direction).into());
+        book.status.proto = link.session.proto();
+        book.status.features = link
+            .session
+            .features()
+            .iter()
+            .map(|f| f.as_str().to_owned())
+            .collect();
+        book.status.peer_version = Some(link.session.peer_version().to_owned());
+        book.status.last_error = None;
+        book.backoff_step = 0;
+        book.dialling = None;
+        // A redial scheduled before the peer dialled us is moot now; left set, its instant
+        // would stay in the past and spin the loop.
+        book.next_dial = None;
+        book.last_heartbeat = Some(now);
+        self.status_dirty = true;
+        if link.session.features().contains(&Feature::BusForward) && !link.forwarding {
+            link.forwarding = true;
+            self.inbox.push(ToHub::LinkUp {
+                peer: peer.to_owned(),
+            });
+        }
+    }
+
+    /// Later changes of who is a peer's link: standbys that outlived the grace (§2.6).
+    pub(super) fn apply_link_changes(&mut self, registry: &Registry, now: Instant) {
+        for change in self.registry_links.handle_timeout(now) {
+            match change {
+                Change::Promote {
+                    peer,
+                    conn,
+                    replaces,
+                } => {
+                    let next = Token(conn as usize);
+                    let how = self
+                        .links
+                        .get(&next)
+                        .map_or("", |l| direction_name(l.direction));
+                    self.logs.push((
+                        "INFO",
+                        format!(
+                            "relay: link with {peer} replaced by its second connection ({how}), open for {} ms",
+                            STANDBY_GRACE.as_millis()
+                        ),
+                    ));
+                    if let Some(old) = replaces {
+                        self.drop_link(
+                            registry,
+                            Token(old as usize),
+                            "replaced by a newer link",
+                            now,
+                        );
+                    }
+                    self.make_link(&peer, next, now);
+                }
+                Change::Reject { peer, conn, why } => {
+                    self.logs.push((
+                        "INFO",
+                        format!("relay: second link with {peer} closed: {why}"),
+                    ));
+                    self.drop_link(registry, Token(conn as usize), &why, now);
+                }
+            }
+        }
+    }
+
     pub(super) fn drop_link(
         &mut self,
         registry: &Registry,
@@ -395,7 +484,20 @@ impl RelayIo {
                 format!("relay: {held_back} more log lines about {who} were held back by the log rate limit before the connection closed"),
             ));
         }
-        let was_link = self.registry_links.closed(token.0 as u64);
+        let was_standby = self.registry_links.is_standby(token.0 as u64);
+        let (was_link, promoted) = self.registry_links.closed(token.0 as u64, now);
+        if was_standby && reason != "hub shutting down" {
+            let peer = link.peer.clone().unwrap_or_default();
+            throttled(
+                &mut self.logs,
+                &mut self.second_conn_log,
+                "INFO",
+                format!(
+                    "relay: second connection from {peer} closed ({reason}); the link stays up"
+                ),
+                now,
+            );
+        }
         if link.forwarding {
             if let Some(peer) = &link.peer {
                 self.inbox.push(ToHub::LinkDown {
@@ -403,6 +505,21 @@ impl RelayIo {
                     reason: reason.to_owned(),
                 });
             }
+        }
+        if let Some(Change::Promote { peer, conn, .. }) = promoted {
+            // The link's second connection takes over at once (§2.6): the peer stays linked.
+            let dropped = dropped_summary(link.session.stats());
+            let next = Token(conn as usize);
+            let how = self
+                .links
+                .get(&next)
+                .map_or("", |l| direction_name(l.direction));
+            self.logs.push((
+                "INFO",
+                format!("relay: link with {peer} moved to its second connection ({how}): the first closed: {reason}{dropped}"),
+            ));
+            self.make_link(&peer, next, now);
+            return;
         }
         let Some(peer) = link.peer.clone() else {
             // An accepted connection that never finished its handshake: a denial (wrong key,
@@ -452,5 +569,12 @@ impl RelayIo {
             }
             self.schedule_redial(&peer, now);
         }
+    }
+}
+
+pub(super) fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Dialled => "dialled",
+        Direction::Accepted => "accepted",
     }
 }

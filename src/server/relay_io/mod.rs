@@ -13,6 +13,7 @@
 //! accept through `relay_gate`, the accept pause when descriptors run out, the refusal
 //! summary). This file holds the peer table and what the loop calls.
 
+pub mod cards;
 mod dial;
 mod link;
 mod throttle;
@@ -24,7 +25,7 @@ use super::relay_gate::{
 use super::relay_status::{PeerStatus, RelayStatus, StatusWriter};
 use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory, DirectoryCaps};
-use crate::relay::links::{Direction, Links, Verdict};
+use crate::relay::links::{Change, Direction, Links, Opened, Verdict, STANDBY_GRACE};
 use crate::relay::message::{Ack, BusForward};
 use crate::relay::session::{PeerAuth, SendError, Session, SessionConfig, SessionEvent, WallClock};
 use crate::relay::throttle::Throttle;
@@ -112,6 +113,9 @@ pub struct RelayIo {
     gate: Gate,
     /// Lines about connections still in their handshake, from anyone.
     stranger_log: Throttle,
+    /// Lines about peers' second connections (one-shots), for all peers together: a peer
+    /// with its key can open them as fast as it likes.
+    second_conn_log: Throttle,
     /// Accepting stopped until then (descriptors ran out).
     accept_paused_until: Option<Instant>,
     /// Connections whose read budget ran out: read again next iteration.
@@ -120,6 +124,10 @@ pub struct RelayIo {
     directory_caps: DirectoryCaps,
     /// Writes the status file off the loop (`relay_status::StatusWriter`).
     status_writer: StatusWriter,
+    /// Feature `agents`: the cards every link's heartbeats advertise, and the thread that
+    /// computes them off the loop (None when the feature is not offered).
+    agent_cards: Vec<crate::relay::message::AgentCard>,
+    card_prober: Option<cards::CardProber>,
     /// Service-log lines waiting for the loop to write them.
     pub logs: Vec<(&'static str, String)>,
     /// Events for the hub core, in order.
@@ -199,9 +207,22 @@ impl RelayIo {
             .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
         let status_writer = StatusWriter::spawn(cfg.status_path.clone())
             .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
+        let card_prober = if session_cfg.features.contains(&Feature::Agents) {
+            Some(
+                cards::CardProber::spawn(cards::CardSource::from_process(None))
+                    .map_err(|e| format!("cannot start the agent card prober: {e}"))?,
+            )
+        } else {
+            None
+        };
         Ok(RelayIo {
             peers_cfg: cfg.peers.clone(),
-            registry_links: Links::new(cfg.peer_id.clone()),
+            registry_links: Links::new(
+                cfg.peer_id.clone(),
+                Duration::from_millis(cfg.heartbeat_interval_ms),
+                STANDBY_GRACE,
+            ),
+            second_conn_log: Throttle::new(PEER_LOG_BURST, PEER_LOG_REFILL),
             gate: Gate::new(cfg.limits),
             stranger_log: Throttle::new(STRANGER_LOG_BURST, STRANGER_LOG_REFILL),
             accept_paused_until: None,
@@ -218,6 +239,8 @@ impl RelayIo {
             status_dirty: true,
             next_status_write: Some(now),
             status_writer,
+            agent_cards: Vec::new(),
+            card_prober,
             logs: Vec::new(),
             inbox: Vec::new(),
             random,
@@ -269,6 +292,17 @@ impl RelayIo {
             self.directory = d.clone();
             for link in self.links.values_mut() {
                 link.session.set_directory(d.clone());
+            }
+        }
+    }
+
+    /// The installed agents every link advertises under feature `agents` (also fed by the
+    /// prober thread; a caller with its own catalogue may set them directly).
+    pub fn set_agent_cards(&mut self, cards: Vec<crate::relay::message::AgentCard>) {
+        if cards != self.agent_cards {
+            self.agent_cards = cards;
+            for link in self.links.values_mut() {
+                link.session.set_agent_cards(self.agent_cards.clone());
             }
         }
     }
@@ -394,6 +428,10 @@ impl RelayIo {
             }
             self.pump(registry, token, now);
         }
+        self.apply_link_changes(registry, now);
+        if let Some(cards) = self.card_prober.as_ref().and_then(|p| p.latest()) {
+            self.set_agent_cards(cards);
+        }
         let dials: Vec<PeerConfig> = self
             .peers_cfg
             .iter()
@@ -436,6 +474,7 @@ impl RelayIo {
             .chain(status)
             .chain(self.accept_paused_until)
             .chain(self.gate.poll_timeout())
+            .chain(self.registry_links.poll_timeout())
             .min()
     }
 
