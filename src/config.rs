@@ -386,7 +386,7 @@ pub struct PeerConfig {
 }
 
 /// The feature names this build knows (relay-protocol.md).
-pub const RELAY_FEATURES: [&str; 7] = [
+pub const RELAY_FEATURES: [&str; 8] = [
     "unknown-ok",
     "mutual-auth",
     "frame-bin",
@@ -394,6 +394,7 @@ pub const RELAY_FEATURES: [&str; 7] = [
     "hb-delta",
     "bus-forward",
     "frame-mac",
+    "agents",
 ];
 
 /// The relay's frame-mac rules (docs/relay-protocol.md §3): `frame-mac` needs `frame-bin` and

@@ -62,6 +62,8 @@ pub(super) struct RawTasks {
     outcome_text_max_bytes: Option<u64>,
     history_max: Option<u64>,
     manifests_dir: Option<PathBuf>,
+    credentials_dir: Option<PathBuf>,
+    env_pass: Option<Vec<String>>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -106,6 +108,12 @@ pub struct TasksConfig {
     pub history_max: usize,
     /// An extra folder of agent manifests the runner looks in (absolute).
     pub manifests_dir: Option<PathBuf>,
+    /// Where task credential files are written (absolute); None: `task-credentials` beside
+    /// the audit log (docs/delegation.md "How a task runs").
+    pub credentials_dir: Option<PathBuf>,
+    /// Environment names (or `PREFIX*`) passed to agents; None: the default list
+    /// (docs/delegation.md "The agent's environment").
+    pub env_pass: Option<Vec<String>>,
 }
 
 impl TasksConfig {
@@ -221,6 +229,8 @@ impl TasksConfig {
             outcome_text_max_bytes: delegation.outcome_text_max_bytes,
             history_max: delegation.history_max,
             manifests_dir: delegation.manifests_dir,
+            credentials_dir: delegation.credentials_dir,
+            env_pass: delegation.env_pass,
         })
     }
 }
@@ -232,7 +242,12 @@ struct DelegationKeys {
     outcome_text_max_bytes: usize,
     history_max: usize,
     manifests_dir: Option<PathBuf>,
+    credentials_dir: Option<PathBuf>,
+    env_pass: Option<Vec<String>>,
 }
+
+/// Entries of `tasks.env_pass`.
+pub const MAX_ENV_PASS: usize = 256;
 
 fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
     if raw.may_mail.len() > MAX_MAY_MAIL {
@@ -291,6 +306,34 @@ fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
             )));
         }
     }
+    if let Some(dir) = &raw.credentials_dir {
+        if !dir.is_absolute() {
+            return Err(ConfigError::Invalid(format!(
+                "tasks.credentials_dir: {} is not an absolute path",
+                dir.display()
+            )));
+        }
+    }
+    if let Some(names) = &raw.env_pass {
+        if names.len() > MAX_ENV_PASS {
+            return Err(ConfigError::Invalid(format!(
+                "tasks.env_pass lists {} names; at most {MAX_ENV_PASS}",
+                names.len()
+            )));
+        }
+        for n in names {
+            let stem = n.strip_suffix('*').unwrap_or(n);
+            let plain = !stem.is_empty()
+                && stem
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !plain {
+                return Err(ConfigError::Invalid(format!(
+                    "tasks.env_pass: {n:?} is not an environment variable name (A-Z, 0-9, _; a trailing * for a prefix)"
+                )));
+            }
+        }
+    }
     Ok(DelegationKeys {
         may_mail,
         // Both fit: bounded far below usize::MAX.
@@ -298,6 +341,8 @@ fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
         outcome_text_max_bytes: outcome_text_max_bytes as usize,
         history_max: history_max as usize,
         manifests_dir: raw.manifests_dir.clone(),
+        credentials_dir: raw.credentials_dir.clone(),
+        env_pass: raw.env_pass.clone(),
     })
 }
 

@@ -205,12 +205,7 @@ impl Hub {
         for t in tasks {
             match (result, t.then) {
                 (Ok(()), TaskThen::Reply { conn, task }) => {
-                    let state = self
-                        .tasks
-                        .as_ref()
-                        .map(|b| b.status(task.as_str(), "", now).state)
-                        .unwrap_or_default();
-                    let _ = state;
+                    // Committed as queued; starting it is a later step of its own.
                     let line = HubLine::Delegated(TaskStateReply {
                         task: task.as_str().to_owned(),
                         state: "queued".to_owned(),
@@ -244,5 +239,12 @@ impl Hub {
                 }
             }
         }
+    }
+}
+
+impl Hub {
+    /// Turns delegation on in a running hub (the server, once its executor exists).
+    pub fn enable_tasks(&mut self, book: TaskBook) {
+        self.tasks = Some(book);
     }
 }

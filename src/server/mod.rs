@@ -38,7 +38,9 @@ const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 /// The store's flush thread reports through a waker on this token.
 const FLUSHED: Token = Token(2);
-const FIRST_CONN: u64 = 3;
+/// Delegated tasks' runner threads report through a waker on this token (`tasks`).
+const TASKS: Token = Token(3);
+const FIRST_CONN: u64 = 4;
 
 /// Input read from one socket per readiness event before others get a turn.
 const READ_BUDGET_BYTES: usize = 1024 * 1024;
@@ -101,6 +103,8 @@ pub struct Server {
     /// The store's background thread: flushes commits to disk (`store.sync = "full"`) and
     /// checkpoints the WAL, off the loop; None for the memory store.
     flusher: Option<Flusher>,
+    /// Delegated tasks' executor, when `[tasks]` is configured (`tasks`).
+    tasks: Option<tasks::Executor>,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
 }
@@ -167,6 +171,7 @@ impl Server {
             refusals: Refusals::default(),
             shutting_down: false,
             flusher,
+            tasks: None,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
@@ -209,8 +214,11 @@ impl Server {
         let mut events = Events::with_capacity(1024);
         loop {
             let now = self.now();
+            // The drain waits for open connections and for running tasks' outcomes (the
+            // cancel asked at shutdown), up to the deadline (SPEC §4.6, docs/delegation.md).
             if self.shutting_down
-                && (self.conns.is_empty() || self.shutdown_deadline.is_some_and(|d| now.mono >= d))
+                && ((self.conns.is_empty() && self.hub.active_tasks() == 0)
+                    || self.shutdown_deadline.is_some_and(|d| now.mono >= d))
             {
                 break;
             }
@@ -231,6 +239,7 @@ impl Server {
                         }
                     }
                     FLUSHED => self.take_flushes(now),
+                    TASKS => self.take_task_events(now),
                     token if relay_io::RelayIo::owns(token) => {
                         if let Some(relay) = &mut self.relay {
                             let (r, w) = (
@@ -569,6 +578,9 @@ impl Server {
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
                 Output::Log(line) => self.records.log("INFO", &line),
+                Output::StartTask(spec) => self.start_task(*spec),
+                Output::CancelTask { task } => self.cancel_task(task.as_str()),
+                Output::KillOrphan { task, pid } => self.kill_orphan(&task, pid),
                 Output::LogError(line) => self.records.log("ERROR", &line),
                 Output::Commit(batch) => self.write_batch(batch),
                 out @ (Output::Forward { .. } | Output::ForwardAck { .. }) => {

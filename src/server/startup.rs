@@ -100,6 +100,17 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                 loaded,
             )
             .map_err(fail("event loop"))?;
+            if let Some(tasks) = &config.tasks {
+                if let Err(cause) = server.start_tasks(tasks, addr.port(), &config.audit_log_path) {
+                    let e = StartupError {
+                        stage: "tasks",
+                        cause,
+                    };
+                    server.records().log("ERROR", &e.to_string());
+                    server.records().flush_service();
+                    return Err(e);
+                }
+            }
             let relay_addr = match config.relay.clone() {
                 None => None,
                 Some(relay) => {

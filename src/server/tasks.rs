@@ -174,9 +174,11 @@ impl Executor {
         )];
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
+        let mut env = self.runtime.env.clone();
+        env.push((TASK_MARK.into(), launch.id.clone().into()));
         Ok(TaskSpec {
             argv,
-            env: self.runtime.env.clone(),
+            env,
             session,
             secrets,
             credential: Some(credential),
@@ -269,6 +271,177 @@ pub fn pass_env(
         .map(|(_, v)| v.to_string_lossy().into_owned())
         .collect();
     (env, secrets)
+}
+
+
+/// Resolves manifest names through the agent registry, as `agent-hub agents` does
+/// (`agents::runnable`): built-ins, the user's folder, `tasks.manifests_dir`.
+struct Registry {
+    reg: crate::agents::registry::Registry,
+    path_var: String,
+}
+
+impl ResolveAgent for Registry {
+    fn acp_argv(&self, agent: &str) -> Result<Vec<OsString>, String> {
+        let spec = crate::agents::runnable::resolve(&self.reg, agent, &self.path_var)
+            .map_err(|e| e.to_string())?;
+        if spec.mode != crate::agents::runnable::Delegate::Acp {
+            return Err("it has no ACP entry point on this machine (run.acp)".into());
+        }
+        Ok(spec.argv.into_iter().map(OsString::from).collect())
+    }
+}
+
+/// The environment variable that marks an agent's processes as a task's, so that after a
+/// crash the next hub kills a process group only if it is still that task's
+/// (`Server::kill_orphan`).
+pub const TASK_MARK: &str = "AGENT_HUB_TASK";
+
+impl super::Server {
+    /// Turns delegation on (`[tasks]`): loads the agent catalogue and the stored tasks,
+    /// builds the book and the executor. `port` is the client port the task identities'
+    /// MCP servers connect to; `audit_log` places the default credentials folder.
+    pub fn start_tasks(
+        &mut self,
+        cfg: &crate::config::tasks::TasksConfig,
+        port: u16,
+        audit_log: &Path,
+    ) -> Result<(), String> {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let path_var = std::env::var("PATH").unwrap_or_default();
+        let user_dir = std::env::var_os("AGENT_HUB_AGENTS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| crate::agents::registry::default_dir(&home));
+        let reg = crate::agents::registry::Registry::load_with_extra(
+            &user_dir,
+            false,
+            cfg.manifests_dir.as_deref(),
+        );
+        let runnable: Vec<String> = crate::agents::runnable::list(&reg, &path_var)
+            .into_iter()
+            .filter(|(_, d)| *d == crate::agents::runnable::Delegate::Acp)
+            .map(|(name, _)| name)
+            .collect();
+        let rows = self
+            .store
+            .load_tasks()
+            .map_err(|e| format!("loading stored tasks: {e}"))?;
+        let credentials_dir = cfg.credentials_dir.clone().unwrap_or_else(|| {
+            audit_log
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("task-credentials")
+        });
+        let pass: Vec<String> = match &cfg.env_pass {
+            Some(names) => names.clone(),
+            None => DEFAULT_ENV_PASS.iter().map(|s| s.to_string()).collect(),
+        };
+        let (mut env, secrets) = pass_env(std::env::vars_os(), &pass);
+        env.retain(|(k, _)| k != TASK_MARK);
+        let client_binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("agent-hub")))
+            .filter(|p| p.is_file())
+            .ok_or("cannot find the agent-hub client binary beside agent-hub-server (task agents run it as their MCP server)")?;
+        let runtime = Runtime {
+            client_binary,
+            port,
+            credentials_dir,
+            env,
+            secrets,
+            cwd_roots: cfg.cwd_roots.clone(),
+            default_permission: cfg.permission,
+            agent_permission: cfg.agent_permission.clone(),
+            limits: cfg.limits.clone(),
+        };
+        let waker = Arc::new(
+            mio::Waker::new(self.poll.registry(), super::TASKS)
+                .map_err(|e| format!("task waker: {e}"))?,
+        );
+        let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            let _ = waker.wake();
+        });
+        self.tasks = Some(Executor::new(
+            runtime,
+            Box::new(Registry { reg, path_var }),
+            wake,
+        ));
+        let peers: Vec<String> = Vec::new();
+        let book = crate::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
+        self.hub.enable_tasks(book);
+        let now = self.now();
+        let n = rows.len();
+        self.hub.restore_tasks(rows, now);
+        self.records.log(
+            "INFO",
+            &format!(
+                "delegation on: {} runnable agents ({}); {n} stored tasks",
+                runnable.len(),
+                runnable.join(", ")
+            ),
+        );
+        Ok(())
+    }
+
+    pub(super) fn start_task(&mut self, spec: crate::tasks::StartSpec) {
+        let launch = Launch {
+            id: spec.task.as_str().to_owned(),
+            agent: spec.agent.clone(),
+            cwd: spec.cwd.clone(),
+            prompt: spec.prompt.clone(),
+            timeout_ms: spec.timeout_secs.saturating_mul(1000),
+            token: spec.token.clone(),
+        };
+        match self.tasks.as_mut() {
+            Some(ex) => ex.start(launch),
+            None => self
+                .records
+                .log("ERROR", "a task start without an executor; ignored"),
+        }
+    }
+
+    pub(super) fn cancel_task(&mut self, task: &str) {
+        if let Some(ex) = &self.tasks {
+            ex.cancel(task);
+        }
+    }
+
+    /// The runner threads poked the waker: every event goes to the core, in order.
+    pub(super) fn take_task_events(&mut self, now: crate::hub::Now) {
+        let Some(ex) = self.tasks.as_mut() else {
+            return;
+        };
+        for (task, event) in ex.drain() {
+            self.hub.handle_task_event(&task, event, now);
+        }
+    }
+
+    /// Kills the process group `pid` if its leader still carries this task's mark: after a
+    /// crash the group may be gone and its id reused by another program, which must never be
+    /// signalled (docs/delegation.md "Durability").
+    pub(super) fn kill_orphan(&mut self, task: &str, pid: u32) {
+        let environ = match std::fs::read(format!("/proc/{pid}/environ")) {
+            Ok(e) => e,
+            Err(_) => return, // gone, or not ours to read: nothing to do
+        };
+        let mark = format!("{TASK_MARK}={task}");
+        let ours = environ.split(|&b| b == 0).any(|v| v == mark.as_bytes());
+        let Ok(pgid) = i32::try_from(pid) else {
+            return;
+        };
+        if !ours {
+            return;
+        }
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is shared.
+        let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        self.records.log(
+            if rc == 0 { "WARN" } else { "ERROR" },
+            &format!(
+                "task {task}: its agent (process group {pid}) outlived the last hub; {}",
+                if rc == 0 { "killed" } else { "could not kill it" }
+            ),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod harness;
 mod audit_chain;
 mod bounds;
 mod client_cli;
+mod delegate;
 mod delegate_cli;
 mod delivery;
 mod durable;
