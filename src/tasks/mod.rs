@@ -264,6 +264,9 @@ struct Task {
     sent: Option<TaskProgress>,
     sent_at: Option<Instant>,
     sent_envelope: Option<String>,
+    /// Progress held back by an unconsumed envelope is looked at again no sooner than this,
+    /// so a delegator that never reads cannot make `poll_timeout` a past instant.
+    held_until: Option<Instant>,
 }
 
 /// How a task ends, for `settle`.
@@ -522,6 +525,7 @@ impl TaskBook {
                 sent: None,
                 sent_at: None,
                 sent_envelope: None,
+                held_until: None,
             },
         );
         self.queue.push_back(id.clone());
@@ -776,6 +780,10 @@ impl TaskBook {
             return;
         }
         if t.sent_envelope.as_deref().is_some_and(progress_pending) {
+            t.held_until = Some(crate::deadline::after(
+                now.mono,
+                Duration::from_secs(t.progress_secs),
+            ));
             return;
         }
         let body = body::json(&body::ProgressBody {
@@ -792,6 +800,7 @@ impl TaskBook {
         t.sent = Some(p.clone());
         t.sent_at = Some(now.mono);
         t.sent_envelope = Some(env.id.clone());
+        t.held_until = None;
         self.actions.push_back(TaskAction::Commit(TaskCommit {
             envelope: Some(env),
             ..TaskCommit::default()
@@ -818,16 +827,18 @@ impl TaskBook {
     }
 
     /// When `handle_timeout` may have progress to send: the earliest end of an interval of a
-    /// task with unsent progress (a task held back by an unconsumed envelope is looked at
-    /// again one interval later).
+    /// task with unsent progress; a task held back by an unconsumed envelope is looked at
+    /// again one interval after it was held back (never a past instant over and over).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.tasks
             .values()
             .filter(|t| t.progress_secs > 0 && t.state == TaskState::Running)
             .filter(|t| t.progress.is_some() && t.progress != t.sent)
             .filter_map(|t| {
-                t.sent_at
-                    .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)))
+                let due = t
+                    .sent_at
+                    .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)))?;
+                Some(t.held_until.map_or(due, |h| h.max(due)))
             })
             .min()
     }
@@ -1009,6 +1020,7 @@ impl TaskBook {
                 sent: None,
                 sent_at: None,
                 sent_envelope: None,
+                held_until: None,
             };
             match state {
                 Some(TaskState::Queued) => self.queue.push_back(id.clone()),

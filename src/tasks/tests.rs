@@ -902,6 +902,11 @@ fn progress_envelopes_follow_interval_change_and_consumption() {
     let pending_id = first_id.clone();
     r2.event_pending(&t, progress(2, 1), &move |id| id == pending_id);
     assert!(envelopes(&r2.actions(), PROGRESS_KIND).is_empty());
+    // Held back: the next look is an interval away, not in the past (no busy loop).
+    assert_eq!(
+        r2.book.poll_timeout(),
+        Some(r2.clock.now().mono + Duration::from_secs(10))
+    );
     // Consumed: it goes out at the next check.
     let now = r2.clock.now();
     r2.book.handle_timeout(now, &mut r2.ids, &|_| false);

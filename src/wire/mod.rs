@@ -267,7 +267,8 @@ pub enum HubLine {
     Who(Presence),
     /// Our extension (docs/delegation.md): the task is accepted, after its commit.
     Delegated(TaskStateReply),
-    TaskStatus(TaskRecord),
+    /// Boxed: a record is several times the size of every other hub line.
+    TaskStatus(Box<TaskRecord>),
     Tasks(TaskList),
     /// The answer to `cancel`: the task's state after the request.
     Cancel(TaskStateReply),
@@ -351,7 +352,7 @@ impl HubLine {
             RawHubLine::Status(st) => HubLine::Status(st),
             RawHubLine::Who(p) => HubLine::Who(p),
             RawHubLine::Delegated(r) => HubLine::Delegated(r),
-            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(r),
+            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(Box::new(r)),
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
             RawHubLine::Envelope(raw) => {

@@ -213,7 +213,7 @@ mod tests {
                 "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`",
             ),
             (
-                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x"}}}}"#),
+                r#"{"delegate":{"agent":"a","cwd":"/x"}}"#.to_owned(),
                 "malformed line: missing field `prompt`",
             ),
             (
@@ -229,7 +229,7 @@ mod tests {
                 "malformed line: invalid value: negative integer, expected u64",
             ),
             (
-                format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","peer":7}}}}"#),
+                r#"{"delegate":{"agent":"a","cwd":"/x","prompt":"p","peer":7}}"#.to_owned(),
                 "malformed line: invalid type: integer, expected a string",
             ),
             (
@@ -315,7 +315,7 @@ mod tests {
         assert_eq!(r.progress.unwrap().plan.unwrap().total, 3);
         assert_eq!(
             round_trip_hub(r#"{"task_status":{"task":"task-9","state":"unknown"}}"#),
-            HubLine::TaskStatus(TaskRecord::unknown("task-9"))
+            HubLine::TaskStatus(Box::new(TaskRecord::unknown("task-9")))
         );
         let HubLine::Tasks(list) = round_trip_hub(
             r#"{"tasks":{"tasks":[{"task":"task-1","agent":"codex","state":"queued","position":1,"createdAt":"2026-12-01T10:00:00.000Z"},{"task":"task-2","agent":"codex","state":"completed","createdAt":"2026-12-01T10:00:00.000Z","startedAt":"2026-12-01T10:00:00.000Z","endedAt":"2026-12-01T10:00:02.000Z","elapsedMs":2000,"stopReason":"end_turn"}]}}"#,
