@@ -797,6 +797,10 @@ impl Sim {
                 Output::Forward { .. } | Output::ForwardAck { .. } => {
                     unreachable!("no forwarding peers")
                 }
+                // Nor does it run tasks: no `[tasks]` table.
+                Output::StartTask(_) | Output::CancelTask { .. } | Output::KillOrphan { .. } => {
+                    unreachable!("no tasks are configured")
+                }
                 Output::Log(line) => {
                     if self.secrets.iter().any(|s| line.contains(s.as_str())) {
                         self.log_leaks.push(line);

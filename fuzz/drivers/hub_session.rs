@@ -584,6 +584,10 @@ impl Sim {
                 AuditEvent::ForwardAcked { .. } => self.forward_acked += 1,
                 _ => {}
             },
+            // No `[tasks]` table in the fuzzed hub: nothing is ever delegated.
+            Output::StartTask(_) | Output::CancelTask { .. } | Output::KillOrphan { .. } => {
+                unreachable!("no tasks are configured")
+            }
             Output::Log(line) => {
                 assert!(
                     !line.contains('\n') && !line.contains('\r'),

@@ -323,10 +323,8 @@ fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
         }
         for n in names {
             let stem = n.strip_suffix('*').unwrap_or(n);
-            let plain = !stem.is_empty()
-                && stem
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            let plain =
+                !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             if !plain {
                 return Err(ConfigError::Invalid(format!(
                     "tasks.env_pass: {n:?} is not an environment variable name (A-Z, 0-9, _; a trailing * for a prefix)"

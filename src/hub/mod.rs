@@ -102,7 +102,10 @@ struct StagedTask {
 enum TaskThen {
     /// Answer the delegator's connection (`delegated`); on a failed commit, refuse it and
     /// withdraw the task.
-    Reply { conn: ConnId, task: crate::tasks::TaskId },
+    Reply {
+        conn: ConnId,
+        task: crate::tasks::TaskId,
+    },
     /// Start the agent.
     Start(Box<crate::tasks::StartSpec>),
     /// Nothing waits for it (a state the book records, such as `cancelling`).
@@ -308,7 +311,9 @@ impl Hub {
             self.next_purge,
             self.forward_deadline(),
             self.commit_deadline(),
-            self.tasks.as_ref().and_then(crate::tasks::TaskBook::poll_timeout),
+            self.tasks
+                .as_ref()
+                .and_then(crate::tasks::TaskBook::poll_timeout),
         ]
         .into_iter()
         .flatten()

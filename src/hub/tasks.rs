@@ -161,7 +161,12 @@ impl Hub {
 
     /// One book commit: with an envelope, the envelope is staged and everything else rides
     /// with it; without one, it is a `StagedTask` (answered to `reply_to` when given).
-    pub(super) fn stage_task_commit(&mut self, c: TaskCommit, reply_to: Option<(ConnId, TaskId)>, _now: Now) {
+    pub(super) fn stage_task_commit(
+        &mut self,
+        c: TaskCommit,
+        reply_to: Option<(ConnId, TaskId)>,
+        _now: Now,
+    ) {
         let store: Vec<StoreOp> = if self.durable {
             c.store.into_iter().map(StoreOp::Task).collect()
         } else {

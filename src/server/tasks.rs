@@ -273,7 +273,6 @@ pub fn pass_env(
     (env, secrets)
 }
 
-
 /// Resolves manifest names through the agent registry, as `agent-hub agents` does
 /// (`agents::runnable`): built-ins, the user's folder, `tasks.manifests_dir`.
 struct Registry {
@@ -307,7 +306,9 @@ impl super::Server {
         port: u16,
         audit_log: &Path,
     ) -> Result<(), String> {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default();
         let path_var = std::env::var("PATH").unwrap_or_default();
         let user_dir = std::env::var_os("AGENT_HUB_AGENTS_DIR")
             .map(PathBuf::from)
@@ -317,6 +318,11 @@ impl super::Server {
             false,
             cfg.manifests_dir.as_deref(),
         );
+        for p in &reg.problems {
+            // A manifest that does not load is not runnable; the operator learns why.
+            self.records
+                .log("WARN", &format!("agent manifest skipped: {p}"));
+        }
         let runnable: Vec<String> = crate::agents::runnable::list(&reg, &path_var)
             .into_iter()
             .filter(|(_, d)| *d == crate::agents::runnable::Delegate::Acp)
@@ -438,7 +444,11 @@ impl super::Server {
             if rc == 0 { "WARN" } else { "ERROR" },
             &format!(
                 "task {task}: its agent (process group {pid}) outlived the last hub; {}",
-                if rc == 0 { "killed" } else { "could not kill it" }
+                if rc == 0 {
+                    "killed"
+                } else {
+                    "could not kill it"
+                }
             ),
         );
     }

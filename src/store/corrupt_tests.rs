@@ -224,18 +224,20 @@ const TASK_ID: &str = "task-0123456789abcdef0123456789abcdef";
 fn with_task(name: &str) -> PathBuf {
     let path = healthy(name);
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    s.stage(&[StoreOp::Task(super::TaskStoreOp::Insert(super::StoredTask {
-        seq: 1,
-        task: TASK_ID.into(),
-        delegator: "a".into(),
-        agent: "codex".into(),
-        cwd: "/w/CWD-MARKER".into(),
-        prompt: "PROMPT-MARKER".into(),
-        timeout_secs: 60,
-        state: "running".into(),
-        created_ms: 1_700_000_000_000,
-        ..Default::default()
-    }))])
+    s.stage(&[StoreOp::Task(super::TaskStoreOp::Insert(
+        super::StoredTask {
+            seq: 1,
+            task: TASK_ID.into(),
+            delegator: "a".into(),
+            agent: "codex".into(),
+            cwd: "/w/CWD-MARKER".into(),
+            prompt: "PROMPT-MARKER".into(),
+            timeout_secs: 60,
+            state: "running".into(),
+            created_ms: 1_700_000_000_000,
+            ..Default::default()
+        },
+    ))])
     .unwrap();
     s.commit().unwrap();
     path

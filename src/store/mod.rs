@@ -15,8 +15,8 @@ mod sqlite_wal;
 #[cfg(test)]
 mod corrupt_tests;
 
-use std::fmt;
 pub use crate::tasks::{StoredTask, TaskStoreOp};
+use std::fmt;
 use std::sync::Arc;
 
 /// One change to durable state. Applied in order inside one transaction.

@@ -311,6 +311,7 @@ outcome = "exit-code"
 mode = "pull"
 
 [install]
+mcp_config = ""
 hook = "none"
 skills_dir = ""
 trust = []
@@ -343,7 +344,6 @@ fn outcome(hub: &Hub, name: &str, task: &str) -> Value {
 }
 
 #[test]
-#[ignore = "needs the hub's delegate verb (lead wires it)"]
 fn delegate_prints_a_task_id_and_the_outcome_is_a_correlated_envelope() {
     let (hub, work) = delegation_hub();
     let out = delegate(&hub, "alpha", "fake", &work, &["--prompt", "say hello"]);
@@ -373,7 +373,6 @@ fn delegate_prints_a_task_id_and_the_outcome_is_a_correlated_envelope() {
 }
 
 #[test]
-#[ignore = "needs the hub's delegate verb (lead wires it)"]
 fn delegate_json_and_a_prompt_from_stdin() {
     let (hub, work) = delegation_hub();
     let out = hub.cli_stdin(
@@ -399,7 +398,6 @@ fn delegate_json_and_a_prompt_from_stdin() {
 }
 
 #[test]
-#[ignore = "needs the hub's delegate verb (lead wires it)"]
 fn delegate_wait_prints_the_outcome_and_exits_by_its_state() {
     let (hub, work) = delegation_hub();
     let out = delegate(&hub, "alpha", "fake", &work, &["--prompt", "p", "--wait"]);
@@ -428,7 +426,6 @@ fn delegate_wait_prints_the_outcome_and_exits_by_its_state() {
 }
 
 #[test]
-#[ignore = "needs the hub's delegate verb (lead wires it)"]
 fn refusals_are_the_hubs_error_and_create_no_task() {
     let (hub, work) = delegation_hub();
     for (agent, cwd, needle) in [
@@ -452,7 +449,6 @@ fn refusals_are_the_hubs_error_and_create_no_task() {
 /// `--cwd` is made absolute against the client's working directory: `.` run from inside the
 /// allowed root is accepted, `.` run from outside it is refused.
 #[test]
-#[ignore = "needs the hub's delegate verb (lead wires it)"]
 fn a_relative_cwd_is_taken_from_the_clients_directory() {
     let (hub, work) = delegation_hub();
     let mut cmd = hub.cli_command(
@@ -476,7 +472,6 @@ fn a_relative_cwd_is_taken_from_the_clients_directory() {
 }
 
 #[test]
-#[ignore = "needs the hub's delegate verb (lead wires it)"]
 fn task_list_status_and_cancel() {
     let (hub, work) = delegation_hub();
     let out = delegate(&hub, "alpha", "fake-hang", &work, &["--prompt", "wait"]);

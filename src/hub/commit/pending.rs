@@ -97,9 +97,7 @@ impl PendingOps {
             StoreOp::Forget { seq, .. } => (*seq, Slot::Forget),
             // Inserts travel with the staged sends, never here; keep one in order if it comes.
             // A task's rows are few and written whole: kept in order, never coalesced.
-            StoreOp::Insert { .. } | StoreOp::Task(_) => {
-                return self.append(op)
-            }
+            StoreOp::Insert { .. } | StoreOp::Task(_) => return self.append(op),
         };
         if slot == Slot::Forget {
             // The row is deleted: nothing written to it before matters any more.

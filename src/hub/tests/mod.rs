@@ -80,6 +80,10 @@ struct Drained {
     forwards: Vec<(String, u64, String)>,
     /// `Output::ForwardAck`s: (peer, ack_id, error).
     forward_acks: Vec<(String, String, Option<String>)>,
+    /// Delegated tasks' outputs (`hub::tasks`): starts, cancels, orphans to kill.
+    task_starts: Vec<crate::tasks::StartSpec>,
+    task_cancels: Vec<String>,
+    task_orphans: Vec<(String, u32)>,
 }
 
 impl Drained {
@@ -446,6 +450,9 @@ impl Sim {
                     assert!(!l.contains("tok-"), "a token reached the service log: {l}");
                     self.out.logs.push(l);
                 }
+                Output::StartTask(spec) => self.out.task_starts.push(*spec),
+                Output::CancelTask { task } => self.out.task_cancels.push(task.as_str().to_owned()),
+                Output::KillOrphan { task, pid } => self.out.task_orphans.push((task, pid)),
             }
         }
     }

@@ -65,7 +65,12 @@ impl Hub {
             return self.not_enabled(conn, "task_status", now);
         };
         let record = book.status(&req.task, &name, now);
-        self.reply(conn, &HubLine::TaskStatus(record), "task_status", now);
+        self.reply(
+            conn,
+            &HubLine::TaskStatus(Box::new(record)),
+            "task_status",
+            now,
+        );
     }
 
     pub(in crate::hub) fn on_tasks(&mut self, conn: ConnId, now: Now) {
