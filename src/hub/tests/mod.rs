@@ -815,4 +815,5 @@ mod redelivery;
 mod restore;
 mod send;
 mod shutdown;
+mod tasks;
 mod who;

@@ -1,0 +1,307 @@
+//! Simulation tests of delegated work in the hub (`hub::tasks`, docs/delegation.md
+//! "Durability"): a `delegated` reply only after its task's row is committed, an agent
+//! started only after the commit of its `running` state, an outcome envelope and its task's
+//! final state in one batch or neither, task identities at hello and at send.
+
+use super::*;
+use crate::runner::{TaskEnd, TaskEvent};
+use crate::store::{StoreOp, TaskStoreOp};
+use crate::tasks::{BookConfig, TaskBook};
+
+fn book() -> TaskBook {
+    TaskBook::new(
+        BookConfig {
+            max_concurrent: 1,
+            queue_max: 4,
+            timeout_secs: 60,
+            prompt_max_bytes: 1000,
+            cwd_roots: vec!["/w".into()],
+            min_progress_secs: 10,
+            outcome_text_max_bytes: 1000,
+            history_max: 10,
+            may_mail: Vec::new(),
+        },
+        ["fake".to_owned()],
+        Vec::<String>::new(),
+    )
+}
+
+fn tasks_sim() -> Sim {
+    let mut sim = Sim::durable();
+    sim.hub.enable_tasks(book());
+    sim
+}
+
+fn delegate_text() -> String {
+    json!({"delegate": {"agent": "fake", "cwd": "/w/repo", "prompt": "do it"}}).to_string()
+}
+
+/// `mneme` delegates; returns its connection. Nothing committed yet.
+fn delegate(sim: &mut Sim) -> ConnId {
+    let c = sim.login("mneme");
+    sim.line(c, &delegate_text());
+    c
+}
+
+fn delegated_task(d: &Drained, c: ConnId) -> String {
+    match d.lines(c) {
+        [HubLine::Delegated(r)] => r.task.clone(),
+        other => panic!("expected delegated, got {other:?}"),
+    }
+}
+
+fn task_ops(store: &[StoreOp]) -> Vec<&TaskStoreOp> {
+    store
+        .iter()
+        .filter_map(|op| match op {
+            StoreOp::Task(t) => Some(t),
+            _ => None,
+        })
+        .collect()
+}
+
+fn outcome_completed() -> TaskEvent {
+    TaskEvent::Outcome(crate::acp::Outcome {
+        status: crate::acp::Status::Completed {
+            stop_reason: crate::acp::StopReason::EndTurn,
+        },
+        text: "all done".into(),
+        truncated: false,
+        usage: None,
+        progress: crate::acp::Progress::default(),
+    })
+}
+
+/// Delegates, commits, and starts the task; returns its id.
+fn running_task(sim: &mut Sim) -> String {
+    let c = delegate(sim);
+    sim.commit_ok();
+    let task = delegated_task(&sim.drain(), c);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(
+        d.task_starts.len(),
+        1,
+        "the task starts after its running state"
+    );
+    let now = sim.now();
+    sim.hub
+        .handle_task_event(&task, TaskEvent::Started { pid: 4242 }, now);
+    sim.commit_ok();
+    sim.drain();
+    task
+}
+
+#[test]
+fn delegated_waits_for_the_row_and_the_agent_for_its_running_state() {
+    let mut sim = tasks_sim();
+    let c = delegate(&mut sim);
+    let d = sim.drain();
+    assert!(d.lines(c).is_empty(), "no reply before the commit");
+    assert!(d.task_starts.is_empty());
+    sim.commit_ok();
+    let d = sim.drain();
+    let task = delegated_task(&d, c);
+    assert!(matches!(
+        task_ops(&d.store)[..],
+        [TaskStoreOp::Insert(ref row)] if row.task == task && row.state == "queued"
+    ));
+    assert!(d
+        .audit
+        .iter()
+        .any(|e| matches!(e, AuditEvent::Task(t) if t.event() == "task_accepted")));
+    assert!(
+        d.task_starts.is_empty(),
+        "the running state is not committed yet"
+    );
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(matches!(
+        task_ops(&d.store)[..],
+        [TaskStoreOp::State { ref state, .. }] if state == "running"
+    ));
+    assert_eq!(d.task_starts.len(), 1);
+    assert_eq!(d.task_starts[0].task.as_str(), task);
+    assert_eq!(d.task_starts[0].prompt, "do it");
+}
+
+#[test]
+fn a_failed_commit_refuses_the_delegation_and_no_task_remains() {
+    let mut sim = tasks_sim();
+    let c = delegate(&mut sim);
+    sim.store = FakeStore::Failing;
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        d.error(c).starts_with("delegation not accepted: "),
+        "{}",
+        d.error(c)
+    );
+    sim.store = FakeStore::Ok;
+    let l = sim.login("mneme");
+    sim.line(l, r#"{"tasks":{}}"#);
+    let d = sim.drain();
+    match d.lines(l) {
+        [HubLine::Tasks(list)] => assert!(list.tasks.is_empty(), "{list:?}"),
+        other => panic!("{other:?}"),
+    }
+    sim.commit_ok();
+    assert!(
+        sim.drain().task_starts.is_empty(),
+        "a refused task never starts"
+    );
+}
+
+#[test]
+fn a_delegator_gone_before_the_commit_leaves_no_task() {
+    let mut sim = tasks_sim();
+    let c = delegate(&mut sim);
+    sim.closed(c, true);
+    sim.commit_ok();
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(task_ops(&d.store).is_empty(), "{:?}", d.store);
+    assert!(d.task_starts.is_empty());
+}
+
+#[test]
+fn the_outcome_envelope_and_the_final_state_are_written_together_or_not_at_all() {
+    let mut sim = tasks_sim();
+    let task = running_task(&mut sim);
+    let now = sim.now();
+    sim.hub.handle_task_event(&task, outcome_completed(), now);
+    // A full store refuses the batch with the envelope; its retry without sends must not
+    // write the final state alone.
+    sim.store = FakeStore::Full;
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        !task_ops(&d.store)
+            .iter()
+            .any(|t| matches!(t, TaskStoreOp::Settle { .. })),
+        "the final state was written without its envelope: {:?}",
+        d.store
+    );
+    assert!(d.accepted_ids().is_empty());
+    sim.store = FakeStore::Ok;
+    sim.commit_ok();
+    let d = sim.drain();
+    let settles = task_ops(&d.store)
+        .iter()
+        .filter(|t| matches!(t, TaskStoreOp::Settle { state, .. } if state == "completed"))
+        .count();
+    let inserts: Vec<_> = d
+        .store
+        .iter()
+        .filter(|op| matches!(op, StoreOp::Insert { kind, agent, .. } if kind == "task_outcome" && agent == "mneme"))
+        .collect();
+    assert_eq!((settles, inserts.len()), (1, 1), "{:?}", d.store);
+    // The delegator's await on the task id gets it, from the hub.
+    let r = sim.login("mneme");
+    sim.line(r, &await_text(Some(&task), Some("task_outcome"), Some(0)));
+    let env = sim.drain().envelope(r);
+    assert_eq!(env["from"], "hub");
+    assert_eq!(env["correlationId"], task.as_str());
+    assert_eq!(env["body"]["state"], "completed");
+    assert_eq!(env["body"]["text"], "all done");
+}
+
+#[test]
+fn the_next_task_starts_only_when_the_runner_has_ended() {
+    let mut sim = tasks_sim();
+    let first = running_task(&mut sim);
+    let c = delegate(&mut sim);
+    sim.commit_ok();
+    let _second = delegated_task(&sim.drain(), c);
+    let now = sim.now();
+    sim.hub.handle_task_event(&first, outcome_completed(), now);
+    sim.commit_ok();
+    sim.commit_ok();
+    assert!(
+        sim.drain().task_starts.is_empty(),
+        "max_concurrent 1: the slot is held until the process is reaped"
+    );
+    let now = sim.now();
+    sim.hub
+        .handle_task_event(&first, TaskEvent::Ended(TaskEnd::default()), now);
+    sim.commit_ok();
+    assert_eq!(sim.drain().task_starts.len(), 1);
+}
+
+/// A running task and its identity's token, read from the start instruction.
+fn running_task_with_token(sim: &mut Sim) -> (String, String) {
+    let c = delegate(sim);
+    sim.commit_ok();
+    let task = delegated_task(&sim.drain(), c);
+    sim.commit_ok();
+    let d = sim.drain();
+    (task, d.task_starts[0].token.clone())
+}
+
+#[test]
+fn a_live_task_identity_may_mail_its_delegator_and_nobody_else() {
+    let mut sim = tasks_sim();
+    let (task, token) = running_task_with_token(&mut sim);
+    let c = sim.open();
+    sim.line(c, &hello_text(&task, &token));
+    sim.line(c, &send_text("t-1", "datastore", "note", None, "{}"));
+    let d = sim.drain();
+    assert_eq!(d.lines(c).first(), Some(&HubLine::Ok));
+    assert!(
+        d.error(c)
+            .starts_with("invalid envelope: a task may mail only its delegator"),
+        "{}",
+        d.error(c)
+    );
+    let c = sim.open();
+    sim.line(c, &hello_text(&task, &token));
+    sim.line(c, &send_text("t-2", "mneme", "note", None, "{}"));
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(d.accepted_ids(), ["t-2"]);
+    // After its outcome the identity is gone.
+    let now = sim.now();
+    sim.hub.handle_task_event(&task, outcome_completed(), now);
+    sim.commit_ok();
+    sim.drain();
+    let c = sim.open();
+    sim.line(c, &hello_text(&task, &token));
+    assert_eq!(
+        sim.drain().error(c),
+        "authentication failed: unknown name or wrong token"
+    );
+}
+
+#[test]
+fn a_restart_reports_a_running_task_once_and_names_its_process_group() {
+    let mut sim = tasks_sim();
+    let task = running_task(&mut sim);
+    // The rows the store would hold now.
+    let rows = vec![crate::store::StoredTask {
+        seq: 1,
+        task: task.clone(),
+        delegator: "mneme".into(),
+        agent: "fake".into(),
+        cwd: "/w/repo".into(),
+        prompt: "do it".into(),
+        timeout_secs: 60,
+        state: "running".into(),
+        created_ms: 1,
+        started_ms: Some(2),
+        pid: Some(4242),
+        ..Default::default()
+    }];
+    let mut sim = Sim::durable();
+    sim.hub.enable_tasks(book());
+    let now = sim.now();
+    sim.hub.restore_tasks(rows, now);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert_eq!(d.task_orphans, [(task.clone(), 4242)]);
+    let settles = task_ops(&d.store)
+        .iter()
+        .filter(|t| matches!(t, TaskStoreOp::Settle { state, .. } if state == "hub_restarted"))
+        .count();
+    assert_eq!(settles, 1);
+    assert!(d.task_starts.is_empty());
+}
