@@ -57,9 +57,13 @@ impl fmt::Display for RosterError {
             RosterError::BlankToken(n) => {
                 write!(f, "roster entry {n:?} has a blank or whitespace-only token")
             }
-            RosterError::ReservedName(n) => write!(
+            RosterError::ReservedName(n) if n.eq_ignore_ascii_case(HUB_NAME) => write!(
                 f,
                 "roster defines {n:?}: the name \"hub\" is reserved in any letter case"
+            ),
+            RosterError::ReservedName(n) => write!(
+                f,
+                "roster defines {n:?}: names starting with \"task-\" are the hub's task identities (docs/delegation.md)"
             ),
             RosterError::SharedToken(a, b) => write!(
                 f,
@@ -99,7 +103,7 @@ impl Roster {
             if name.trim().is_empty() {
                 return Err(RosterError::BlankName);
             }
-            if name.eq_ignore_ascii_case(HUB_NAME) {
+            if name.eq_ignore_ascii_case(HUB_NAME) || crate::tasks::is_task_name(&name) {
                 return Err(RosterError::ReservedName(name));
             }
             let token = match value {
@@ -176,6 +180,16 @@ mod tests {
         assert!(!r.verify("ghost", "t1"));
         assert_eq!(r.names(), vec!["datastore", "mneme"]);
         assert!(!format!("{r:?}").contains("t1"));
+    }
+
+    /// A roster entry named like a task identity could be impersonated by, or impersonate, a
+    /// delegated task (docs/delegation.md "Task identity"): refused at load.
+    #[test]
+    fn task_identity_names_are_reserved() {
+        let e = Roster::parse("[agents]\nmneme = \"t1\"\n\"task-0123\" = \"t2\"\n").unwrap_err();
+        assert_eq!(e, RosterError::ReservedName("task-0123".into()));
+        assert!(e.to_string().contains("task identities"), "{e}");
+        assert!(Roster::parse("[agents]\ntasker = \"t1\"\n").is_ok());
     }
 
     #[test]
