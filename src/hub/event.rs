@@ -26,16 +26,17 @@ pub enum Output {
     /// `Hub::handle_delivery_committed`, and must not write it at all to a peer that has
     /// reached EOF or errored (then it closes with `flushed = false`).
     Handoff { conn: ConnId, line: String },
-    /// The connection's final line is buffered and the exchange is over: flush it, then
-    /// release the socket once the client closes its side (or after the linger of SPEC §4.3,
-    /// `limits.answer_linger_ms`), passing every line the client sends meanwhile to
-    /// `Hub::handle_line` (which answers it with an error and a `Close`). The IO layer then
-    /// calls `Hub::handle_closed`.
+    /// The connection's final line is buffered and the exchange is over: flush it, report
+    /// the flush with `Hub::handle_flushed`, and keep passing every line the client sends to
+    /// `Hub::handle_line` (which answers it with an error and a `Close`) until the core's
+    /// `Close` (the answer linger of SPEC §4.3, `limits.answer_linger_ms`, decided in
+    /// `hub::linger`) or the client's close; then call `Hub::handle_closed`.
     Answered { conn: ConnId },
     /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
-    /// With `linger` (the connection's last line was an error, SPEC §4.4) it first shuts
-    /// down its sending side and waits, up to `limits.hello_timeout_ms`, for the client to
-    /// close, so unread input cannot turn the close into a reset that destroys the error line.
+    /// With `linger` (the connection's last line was an error, or the answer linger is over,
+    /// SPEC §4.4) it first shuts down its sending side, discards what the client still sends
+    /// and waits, up to `limits.hello_timeout_ms`, for the client to close, so unread input
+    /// cannot turn the close into a reset that destroys the last line.
     Close { conn: ConnId, linger: bool },
     /// An audit record that depends on nothing (written with the next batch).
     Audit(AuditEvent),

@@ -22,6 +22,7 @@ pub mod event;
 pub mod forward;
 pub mod ids;
 pub mod ledger;
+mod linger;
 mod pipeline;
 mod redelivery;
 mod restore;
@@ -264,6 +265,7 @@ impl Hub {
                     );
                     self.return_unacked(conn, &msg, now);
                 }
+                phase if linger::answered(phase) => self.answer_linger_over(conn),
                 _ => {}
             }
         }

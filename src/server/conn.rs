@@ -33,7 +33,8 @@ pub struct Conn {
     /// The core's exchange is over (`Output::Answered`): once `out` is flushed the socket
     /// waits for the client's close, and its lines still go to the core.
     pub answered: bool,
-    /// Answered, flushed, and the linger deadline for the client's close is running.
+    /// Answered, flushed and reported to the core (`Hub::handle_flushed`): the core's answer
+    /// linger runs, and its `Close` or the client's close ends the connection.
     pub waiting_for_close: bool,
     /// The core's `Close` said to linger (its last line was an error): wait for the peer's EOF
     /// before closing, so the kernel does not answer unread input with a reset that destroys
@@ -44,7 +45,8 @@ pub struct Conn {
     pub read_eof: bool,
     /// The write side was shut down after the final flush.
     pub shut_down: bool,
-    /// Write deadline while output is pending, then linger deadline while closing.
+    /// Write deadline while output is pending, then the deadline for the client's close once
+    /// the write side is shut down.
     pub deadline: Option<Instant>,
     pub writable_interest: bool,
 }

@@ -567,13 +567,8 @@ impl Server {
                         c.linger |= linger;
                         c.discard_input = true;
                         c.answered = false;
-                        let was_waiting = std::mem::take(&mut c.waiting_for_close);
+                        c.waiting_for_close = false;
                         self.dirty.insert(conn);
-                        if was_waiting {
-                            // The linger for the client's close is over; what is written now
-                            // has the write deadline.
-                            self.set_io_deadline(conn, None);
-                        }
                     }
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
@@ -774,8 +769,9 @@ impl Server {
         }
     }
 
-    /// Output is flushed and the core is done: close now, or linger for the peer's EOF after
-    /// an error line so unread input does not turn our close into a reset.
+    /// Output is flushed and the core is done: close now, linger for the peer's EOF after the
+    /// core's `Close { linger: true }` so unread input does not turn our close into a reset,
+    /// or, after `Answered`, report the flush to the core and wait for what it decides.
     fn finish_close(&mut self, id: ConnId, now: Now) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
@@ -789,29 +785,14 @@ impl Server {
             }
             return;
         }
-        if conn.answered && !conn.read_eof && !conn.waiting_for_close {
-            // For `limits.answer_linger_ms` a line the client wrote before it read the reply
-            // still goes to the core and is answered (SPEC §4.3); then the hub ends its side.
-            let linger = self.limits.answer_linger();
-            if !linger.is_zero() {
-                conn.waiting_for_close = true;
-                let at = crate::deadline::after(now.mono, linger);
-                self.set_io_deadline(id, Some(at));
-                return;
-            }
-        }
         if conn.answered && !conn.read_eof {
-            // The answer linger is over: end like after an error line (SPEC §4.4), so a
-            // client reading until the hub closes sees the end, and unread input is drained
-            // rather than answered with a reset.
-            conn.answered = false;
-            conn.waiting_for_close = false;
-            conn.discard_input = true;
-            conn.linger = true;
-            conn.shut_down = true;
-            let _ = conn.stream.shutdown(Shutdown::Write);
-            let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
-            self.set_io_deadline(id, Some(at));
+            // The reply is in the kernel: the core decides how long the client's lines are
+            // still taken and when this side ends (`hub::linger`, SPEC §4.3); its `Close`
+            // arrives at once or from `handle_timeout`.
+            if !std::mem::replace(&mut conn.waiting_for_close, true) {
+                self.hub.handle_flushed(id, now);
+                self.drain_outputs();
+            }
             return;
         }
         self.close(id, true, "closed", now);
@@ -827,9 +808,7 @@ impl Server {
                 continue;
             };
             conn.deadline = None;
-            if conn.waiting_for_close && !conn.shut_down {
-                self.finish_close(id, now);
-            } else if conn.shut_down || conn.waiting_for_close {
+            if conn.shut_down {
                 self.close(id, true, "closed after linger", now);
             } else {
                 let msg = format!(

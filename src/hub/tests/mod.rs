@@ -10,7 +10,7 @@
 //! `await_` (§5.2), `delivery_and_loss` (§5.3–§5.5), `commit_failure` and `commit` (§8,
 //! §12.1), `shutdown` (§4.6), `ack` (§12.2), `idempotence_status` (§12.3, §12.4), `restore`
 //! (§12.1), `flush` (§12.1 `sync = "full"`), `who` (§14), `forward` (§15), `pipelining`
-//! (§4.3), `redelivery`, `ids`.
+//! (§4.3), `linger` (§4.3, §4.4), `redelivery`, `ids`.
 
 use super::*;
 use crate::store::Loaded;
@@ -810,6 +810,7 @@ mod forward;
 mod hello_and_lines;
 mod idempotence_status;
 mod ids;
+mod linger;
 mod pipelining;
 mod redelivery;
 mod restore;

@@ -1,0 +1,206 @@
+//! The `[limits]` table (SPEC §7; docs/operations.md "Limits"): the hub's caps on lines,
+//! connections, queues, deadlines and the idempotency window.
+//!
+//! Owns the `Limits` struct as it is read from TOML (every key required except the few later
+//! ones, which default), those defaults, the duration accessors and the startup validation of
+//! each value against its bound (config/bounds.rs). Refuses: a zero or out-of-bounds value.
+
+use super::{bounds, ConfigError};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// The hub's limits. Every one is explicit in the config file; `config.example.toml` carries
+/// the recommended values.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Longest accepted line, not counting its `\n`.
+    pub max_line_bytes: usize,
+    /// Open client connections at once; beyond it a connection gets an error line and is closed.
+    pub max_connections: usize,
+    /// Deadline for the hello line, from accept.
+    pub hello_timeout_ms: u64,
+    /// Deadline for the verb line, from the `ok` line.
+    pub verb_timeout_ms: u64,
+    /// Deadline for a reply or delivery to be taken in full by the peer's socket.
+    pub write_timeout_ms: u64,
+    /// Envelopes queued for one agent at most.
+    pub queue_max_envelopes: usize,
+    /// Bytes of envelope text queued for one agent at most.
+    pub queue_max_bytes: usize,
+    /// Bytes of envelope text queued across all agents at most.
+    pub hub_max_bytes: usize,
+    /// How long an ack-mode reader has to ack a delivery before it is given to another.
+    pub ack_timeout_ms: u64,
+    /// How long accepted ids are remembered for idempotent resends and status queries after
+    /// the envelope settled (delivered, acked or bounced).
+    pub idempotency_window_secs: u64,
+    /// Remembered ids at most; past it the oldest settled ones are forgotten early.
+    pub idempotency_max_ids: usize,
+    /// How many times one envelope may reach a reader in ack mode and come back without an
+    /// ack; the delivery that reaches it bounces the envelope instead (SPEC §12.2). Optional:
+    /// configs written before it keep loading.
+    #[serde(default = "default_max_deliveries")]
+    pub max_deliveries: u32,
+    /// How many bytes of changes that gate no reply (removals, attempt counts, states,
+    /// forgotten ids) a failing queue store may leave waiting before sends are refused until
+    /// a commit succeeds (SPEC §12.1). Optional, like `max_deliveries`.
+    #[serde(default = "default_store_backlog_max_bytes")]
+    pub store_backlog_max_bytes: usize,
+    /// How long an answered connection stays open for a line the client wrote before it read
+    /// the reply, before the hub ends its side (SPEC §4.3). 0 ends it right after the reply.
+    /// Optional, like `max_deliveries`.
+    #[serde(default = "default_answer_linger_ms")]
+    pub answer_linger_ms: u64,
+}
+
+/// `limits.answer_linger_ms` when the config says nothing: far longer than a client that
+/// pipelines takes between two writes on one machine, short enough that a client reading
+/// until the hub closes is not kept waiting noticeably.
+pub const DEFAULT_ANSWER_LINGER_MS: u64 = 500;
+
+fn default_answer_linger_ms() -> u64 {
+    DEFAULT_ANSWER_LINGER_MS
+}
+
+/// `limits.store_backlog_max_bytes` when the config says nothing (16 MiB, the bound the audit
+/// log's held records have).
+pub const DEFAULT_STORE_BACKLOG_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Its accepted range: a backlog below 64 KiB would refuse sends after a handful of
+/// deliveries; one past 1 GiB is no bound on a hub's memory.
+pub const STORE_BACKLOG_BYTES_RANGE: std::ops::RangeInclusive<usize> = 64 * 1024..=1 << 30;
+
+fn default_store_backlog_max_bytes() -> usize {
+    DEFAULT_STORE_BACKLOG_MAX_BYTES
+}
+
+/// `limits.max_deliveries` when the config says nothing.
+pub const DEFAULT_MAX_DELIVERIES: u32 = 10;
+/// The largest `limits.max_deliveries` accepted: past this a poison envelope would occupy
+/// readers for days at the ack deadline, which is no cap at all.
+pub const MAX_MAX_DELIVERIES: u32 = 10_000;
+
+fn default_max_deliveries() -> u32 {
+    DEFAULT_MAX_DELIVERIES
+}
+
+impl Limits {
+    pub fn hello_timeout(&self) -> Duration {
+        Duration::from_millis(self.hello_timeout_ms)
+    }
+    pub fn verb_timeout(&self) -> Duration {
+        Duration::from_millis(self.verb_timeout_ms)
+    }
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
+    }
+    pub fn ack_timeout(&self) -> Duration {
+        Duration::from_millis(self.ack_timeout_ms)
+    }
+    pub fn answer_linger(&self) -> Duration {
+        Duration::from_millis(self.answer_linger_ms)
+    }
+
+    /// The `[limits]` table as config text (tests and tools that write configs).
+    pub fn to_toml(&self) -> String {
+        // Invariant: a struct of integers always serialises to TOML.
+        format!(
+            "[limits]\n{}",
+            toml::to_string(self).expect("integers serialise")
+        )
+    }
+
+    /// The limits of `config.example.toml`, for tests and the demo.
+    pub fn example() -> Limits {
+        Limits {
+            max_line_bytes: 1_048_576,
+            max_connections: 1024,
+            hello_timeout_ms: 10_000,
+            verb_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
+            queue_max_envelopes: 10_000,
+            queue_max_bytes: 64 * 1024 * 1024,
+            hub_max_bytes: 1024 * 1024 * 1024,
+            ack_timeout_ms: 30_000,
+            idempotency_window_secs: 86_400,
+            idempotency_max_ids: 1_000_000,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+            store_backlog_max_bytes: DEFAULT_STORE_BACKLOG_MAX_BYTES,
+            answer_linger_ms: DEFAULT_ANSWER_LINGER_MS,
+        }
+    }
+
+    /// Every limit is positive and within its upper bound (`bounds`).
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        use bounds::*;
+        let n = |v: usize| v as u64;
+        check_bytes(
+            "limits.max_line_bytes",
+            n(self.max_line_bytes),
+            MAX_LINE_BYTES,
+        )?;
+        check_count(
+            "limits.max_connections",
+            n(self.max_connections),
+            MAX_CONNECTIONS,
+        )?;
+        for (key, v) in [
+            ("limits.hello_timeout_ms", self.hello_timeout_ms),
+            ("limits.verb_timeout_ms", self.verb_timeout_ms),
+            ("limits.write_timeout_ms", self.write_timeout_ms),
+        ] {
+            check_duration_ms(key, v, MAX_CLIENT_TIMEOUT_MS)?;
+        }
+        check_count(
+            "limits.queue_max_envelopes",
+            n(self.queue_max_envelopes),
+            MAX_QUEUE_ENVELOPES,
+        )?;
+        check_bytes(
+            "limits.queue_max_bytes",
+            n(self.queue_max_bytes),
+            MAX_QUEUE_BYTES,
+        )?;
+        check_bytes(
+            "limits.hub_max_bytes",
+            n(self.hub_max_bytes),
+            MAX_QUEUE_BYTES,
+        )?;
+        check_duration_ms(
+            "limits.ack_timeout_ms",
+            self.ack_timeout_ms,
+            MAX_ACK_TIMEOUT_MS,
+        )?;
+        check_duration_secs(
+            "limits.idempotency_window_secs",
+            self.idempotency_window_secs,
+            MAX_IDEMPOTENCY_WINDOW_SECS,
+        )?;
+        check_count(
+            "limits.idempotency_max_ids",
+            n(self.idempotency_max_ids),
+            MAX_IDEMPOTENCY_IDS,
+        )?;
+        // 0 is allowed: the hub ends an answered connection right after its reply.
+        check(
+            "limits.answer_linger_ms",
+            self.answer_linger_ms,
+            0,
+            MAX_CLIENT_TIMEOUT_MS,
+            Unit::Millis,
+        )?;
+        if !(1..=MAX_MAX_DELIVERIES).contains(&self.max_deliveries) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_deliveries must be between 1 and {MAX_MAX_DELIVERIES}"
+            )));
+        }
+        if !STORE_BACKLOG_BYTES_RANGE.contains(&self.store_backlog_max_bytes) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.store_backlog_max_bytes must be between {} and {}",
+                STORE_BACKLOG_BYTES_RANGE.start(),
+                STORE_BACKLOG_BYTES_RANGE.end()
+            )));
+        }
+        Ok(())
+    }
+}
