@@ -85,7 +85,7 @@ impl Hub {
         let Some(book) = self.tasks.as_mut() else {
             return;
         };
-        if book.poll_timeout().is_none_or(|at| at > now.mono) {
+        if !book.poll_timeout().is_some_and(|at| at <= now.mono) {
             return;
         }
         let ledger = &self.ledger;
