@@ -151,7 +151,8 @@ fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
     let config = dir.join("config.toml");
     if !config.exists() {
         let example = include_str!("../../config.example.toml");
-        let text = example.replace("port = 46110", &format!("port = {port}"));
+        let mut text = example.replace("port = 46110", &format!("port = {port}"));
+        text.push_str(&demo_tasks_table(&std::env::current_dir()?)?);
         write_private(&config, &text)?;
         let mut roster = String::from("[agents]\n");
         for name in DEMO_AGENTS {
@@ -167,6 +168,20 @@ fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
     Ok(config)
 }
 
+/// The demo accepts delegated work out of the box (docs/delegation.md): on the agents this
+/// machine has (the DELEGATE column of `agent-hub agents`), in working directories under the
+/// folder the demo was started from, with permission requests rejected (the default).
+fn demo_tasks_table(started_in: &Path) -> std::io::Result<String> {
+    let root = std::fs::canonicalize(started_in)?;
+    let root = root.to_str().ok_or_else(|| {
+        std::io::Error::other("the folder the demo was started from is not UTF-8")
+    })?;
+    Ok(format!(
+        "\n# Written by `agent-hub-server demo`: delegated tasks may run in folders under the one\n# the demo was started from.\n[tasks]\ncwd_roots = [{}]\n",
+        toml::Value::String(root.to_owned())
+    ))
+}
+
 fn print_demo_help(dir: &Path, port: u16) {
     let d = dir.display();
     say(format_args!(
@@ -179,6 +194,9 @@ fn print_demo_help(dir: &Path, port: u16) {
     ));
     say(format_args!(
         "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
+    ));
+    say(format_args!(
+        "  agent-hub delegate --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --agent AGENT --cwd . --prompt '...' --wait   (agents: agent-hub agents, column DELEGATE)"
     ));
 }
 

@@ -16,7 +16,9 @@
 
 mod body;
 mod check;
+mod query;
 mod records;
+mod restore;
 mod withdraw;
 
 #[cfg(test)]
@@ -900,54 +902,6 @@ impl TaskBook {
         reply(state)
     }
 
-    /// `task_status`: the record if `asker` delegated it, else `unknown`.
-    pub fn status(&self, task: &str, asker: &str, now: Now) -> TaskRecord {
-        match TaskId::parse(task).and_then(|id| self.tasks.get(&id)) {
-            Some(t) if t.delegator == asker => self.record(t, now),
-            _ => TaskRecord::unknown(task),
-        }
-    }
-
-    /// `tasks`: the asker's tasks, oldest first.
-    pub fn list(&self, asker: &str, now: Now) -> TaskList {
-        let mut mine: Vec<&Task> = self
-            .tasks
-            .values()
-            .filter(|t| t.delegator == asker)
-            .collect();
-        mine.sort_by_key(|t| t.seq);
-        TaskList {
-            tasks: mine.into_iter().map(|t| self.record(t, now)).collect(),
-        }
-    }
-
-    fn record(&self, t: &Task, now: Now) -> TaskRecord {
-        let active = matches!(t.state, TaskState::Running | TaskState::Cancelling);
-        let position = (t.state == TaskState::Queued)
-            .then(|| self.queue.iter().position(|q| *q == t.id))
-            .flatten()
-            .map(|i| i as u64 + 1);
-        let elapsed_ms = match (t.elapsed_ms, t.started_ms) {
-            (Some(e), _) => Some(e),
-            (None, Some(s)) if active => Some(ms_between(s, now.wall.timestamp_millis())),
-            _ => None,
-        };
-        TaskRecord {
-            task: t.id.0.clone(),
-            agent: Some(t.agent.clone()),
-            peer: t.peer.clone(),
-            state: t.state.as_str().to_owned(),
-            position,
-            created_at: rfc3339(t.created_ms),
-            started_at: t.started_ms.and_then(rfc3339),
-            ended_at: t.ended_ms.and_then(rfc3339),
-            elapsed_ms,
-            stop_reason: t.stop_reason.clone(),
-            reason: t.reason.clone(),
-            progress: if active { t.progress.clone() } else { None },
-        }
-    }
-
     /// The agent's process group, once the runner reported it (also after a restart, from
     /// the store: the server makes sure a `hub_restarted` task's group is gone).
     pub fn pid(&self, task: &TaskId) -> Option<u32> {
@@ -975,120 +929,6 @@ impl TaskBook {
             return false;
         };
         t.token.is_some() && (t.delegator == to || self.config.may_mail.iter().any(|m| m == to))
-    }
-
-    /// Rebuilds the book from the store's rows at startup: queued tasks stay queued in
-    /// acceptance order; running and cancelling ones end `hub_restarted` (their commits are
-    /// the first actions); settled ones are the history. Then `start_ready` is up to the
-    /// caller.
-    pub fn restore(&mut self, mut rows: Vec<StoredTask>, now: Now, ids: &mut dyn IdSource) {
-        rows.sort_by_key(|r| r.seq);
-        let mut history: Vec<(i64, u64, TaskId)> = Vec::new();
-        let mut restarted = Vec::new();
-        for r in rows {
-            let Some(id) = TaskId::parse(&r.task) else {
-                self.actions.push_back(TaskAction::Log(format!(
-                    "stored task row {} has no valid task id; ignored",
-                    r.seq
-                )));
-                continue;
-            };
-            self.next_seq = self.next_seq.max(r.seq + 1);
-            let state = TaskState::parse(&r.state);
-            let t = Task {
-                seq: r.seq,
-                id: id.clone(),
-                delegator: r.delegator,
-                agent: r.agent,
-                peer: r.peer,
-                cwd: PathBuf::from(r.cwd),
-                prompt: r.prompt,
-                timeout_secs: r.timeout_secs,
-                progress_secs: r.progress_secs,
-                state: state.unwrap_or(TaskState::Running),
-                created_ms: r.created_ms,
-                started_ms: r.started_ms,
-                ended_ms: r.ended_ms,
-                elapsed_ms: r.elapsed_ms,
-                stop_reason: r.stop_reason,
-                reason: r.reason,
-                pid: r.pid,
-                token: None,
-                holds_slot: false,
-                progress: None,
-                progress_elapsed_ms: 0,
-                sent: None,
-                sent_at: None,
-                sent_envelope: None,
-                held_until: None,
-            };
-            match state {
-                Some(TaskState::Queued) => self.queue.push_back(id.clone()),
-                Some(s) if s.is_final() => {
-                    history.push((t.ended_ms.unwrap_or(t.created_ms), t.seq, id.clone()))
-                }
-                // Running, cancelling, or a state this binary does not know.
-                _ => restarted.push(id.clone()),
-            }
-            self.tasks.insert(id, t);
-        }
-        history.sort();
-        self.settled = history.into_iter().map(|(_, _, id)| id).collect();
-        for id in restarted {
-            let elapsed = self
-                .tasks
-                .get(&id)
-                .and_then(|t| t.started_ms)
-                .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
-            let why = "the hub restarted while the task was running; its process group was ended"
-                .to_owned();
-            self.settle(
-                &id,
-                Ending::bare(TaskState::HubRestarted, why, elapsed),
-                now,
-                ids,
-            );
-        }
-        // A smaller history_max than before takes effect now.
-        let mut store = Vec::new();
-        let mut audit = Vec::new();
-        while self.settled.len() > self.config.history_max {
-            let Some(old) = self.settled.pop_front() else {
-                break;
-            };
-            self.tasks.remove(&old);
-            store.push(TaskStoreOp::Forget {
-                task: old.0.clone(),
-            });
-            audit.push(TaskAudit::Forgotten { task: old.0 });
-        }
-        if !store.is_empty() {
-            self.actions.push_back(TaskAction::Commit(TaskCommit {
-                store,
-                envelope: None,
-                audit,
-            }));
-        }
-    }
-
-    /// The hub is stopping: no task starts any more, and every running task is asked to
-    /// cancel (its outcome, if it comes before the drain deadline, settles it; one still
-    /// running at exit stays `running` in the store and is reported `hub_restarted` at the
-    /// next start). Queued tasks stay queued, in the store too.
-    pub fn shutdown(&mut self) {
-        self.shutting_down = true;
-        let running: Vec<TaskId> = self
-            .tasks
-            .values()
-            .filter(|t| t.state == TaskState::Running)
-            .map(|t| t.id.clone())
-            .collect();
-        for id in running {
-            if let Some(t) = self.tasks.get_mut(&id) {
-                t.state = TaskState::Cancelling;
-            }
-            self.actions.push_back(TaskAction::Cancel(id));
-        }
     }
 }
 

@@ -382,7 +382,7 @@ impl Setup {
 }
 
 /// `agent-hub-server: listening on 127.0.0.1:PORT; hub ready` → PORT.
-fn parse_ready_line(line: &str) -> Option<u16> {
+pub fn parse_ready_line(line: &str) -> Option<u16> {
     let rest = line.strip_prefix("agent-hub-server: listening on 127.0.0.1:")?;
     rest.strip_suffix("; hub ready")?.parse().ok()
 }

@@ -370,3 +370,68 @@ fn unopenable_record_files_are_fatal_at_their_stage() {
     setup.service_log_path = "no-such-dir/service.log".into();
     setup.fails_at("service log", "cannot open service log");
 }
+
+/// `agent-hub-server demo DIR` accepts delegated work out of the box (issue 11): its config
+/// has a `[tasks]` table whose one root is the folder the demo was started from. Probed with
+/// the verb: an agent that does not exist is refused as unknown, not "not enabled" (which
+/// agents exist depends on the machine).
+#[test]
+fn the_demo_accepts_delegation_under_the_folder_it_was_started_from() {
+    let tmp = TempDir::new();
+    let started_in = tmp.path.join("work");
+    std::fs::create_dir_all(started_in.join("repo")).unwrap();
+    let demo = tmp.path.join("demo");
+    let mut cmd = std::process::Command::new(SERVER);
+    cmd.args(["demo", demo.to_str().unwrap(), "--port", "0"])
+        .current_dir(&started_in)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn the demo");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let port = loop {
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .expect("the demo prints its ready line");
+        if let Some(p) = parse_ready_line(&line) {
+            break p;
+        }
+    };
+    let token = std::fs::read_to_string(demo.join("tokens/orchestrator.token")).unwrap();
+    let ask = |cwd: &std::path::Path, agent: &str| {
+        let mut r = Raw::connect(port);
+        r.write(&format!(
+            "{}{}\n",
+            hello_line("orchestrator", token.trim()),
+            serde_json::json!({"delegate": {"agent": agent, "cwd": cwd, "prompt": "p"}})
+        ));
+        r.expect_line(OK);
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let inside = std::fs::canonicalize(started_in.join("repo")).unwrap();
+    let err = ask(&inside, "no-such-agent");
+    assert!(err.starts_with("invalid delegate: unknown agent"), "{err}");
+    let config = std::fs::read_to_string(demo.join("config.toml")).unwrap();
+    assert!(config.contains("[tasks]"), "{config}");
+    let root = std::fs::canonicalize(&started_in).unwrap();
+    assert!(
+        config.contains(&format!("cwd_roots = [{:?}]", root.to_str().unwrap())),
+        "{config}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

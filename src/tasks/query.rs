@@ -1,0 +1,55 @@
+//! What the task book answers about tasks (docs/delegation.md "Verbs and replies"):
+//! `task_status` and `tasks`, each visible only to the task's delegator, and the record both
+//! show. Refuses IO.
+
+use super::*;
+
+impl TaskBook {
+    /// `task_status`: the record if `asker` delegated it, else `unknown`.
+    pub fn status(&self, task: &str, asker: &str, now: Now) -> TaskRecord {
+        match TaskId::parse(task).and_then(|id| self.tasks.get(&id)) {
+            Some(t) if t.delegator == asker => self.record(t, now),
+            _ => TaskRecord::unknown(task),
+        }
+    }
+
+    /// `tasks`: the asker's tasks, oldest first.
+    pub fn list(&self, asker: &str, now: Now) -> TaskList {
+        let mut mine: Vec<&Task> = self
+            .tasks
+            .values()
+            .filter(|t| t.delegator == asker)
+            .collect();
+        mine.sort_by_key(|t| t.seq);
+        TaskList {
+            tasks: mine.into_iter().map(|t| self.record(t, now)).collect(),
+        }
+    }
+
+    fn record(&self, t: &Task, now: Now) -> TaskRecord {
+        let active = matches!(t.state, TaskState::Running | TaskState::Cancelling);
+        let position = (t.state == TaskState::Queued)
+            .then(|| self.queue.iter().position(|q| *q == t.id))
+            .flatten()
+            .map(|i| i as u64 + 1);
+        let elapsed_ms = match (t.elapsed_ms, t.started_ms) {
+            (Some(e), _) => Some(e),
+            (None, Some(s)) if active => Some(ms_between(s, now.wall.timestamp_millis())),
+            _ => None,
+        };
+        TaskRecord {
+            task: t.id.0.clone(),
+            agent: Some(t.agent.clone()),
+            peer: t.peer.clone(),
+            state: t.state.as_str().to_owned(),
+            position,
+            created_at: rfc3339(t.created_ms),
+            started_at: t.started_ms.and_then(rfc3339),
+            ended_at: t.ended_ms.and_then(rfc3339),
+            elapsed_ms,
+            stop_reason: t.stop_reason.clone(),
+            reason: t.reason.clone(),
+            progress: if active { t.progress.clone() } else { None },
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The task book across a restart and at shutdown (docs/delegation.md "Durability"):
+//! rebuilding it from the store's rows (queued tasks stay queued in order, running ones end
+//! `hub_restarted` exactly once, settled ones are the history) and stopping it. Refuses IO.
+
+use super::*;
+
+impl TaskBook {
+    /// Rebuilds the book from the store's rows at startup: queued tasks stay queued in
+    /// acceptance order; running and cancelling ones end `hub_restarted` (their commits are
+    /// the first actions); settled ones are the history. Then `start_ready` is up to the
+    /// caller.
+    pub fn restore(&mut self, mut rows: Vec<StoredTask>, now: Now, ids: &mut dyn IdSource) {
+        rows.sort_by_key(|r| r.seq);
+        let mut history: Vec<(i64, u64, TaskId)> = Vec::new();
+        let mut restarted = Vec::new();
+        for r in rows {
+            let Some(id) = TaskId::parse(&r.task) else {
+                self.actions.push_back(TaskAction::Log(format!(
+                    "stored task row {} has no valid task id; ignored",
+                    r.seq
+                )));
+                continue;
+            };
+            self.next_seq = self.next_seq.max(r.seq + 1);
+            let state = TaskState::parse(&r.state);
+            let t = Task {
+                seq: r.seq,
+                id: id.clone(),
+                delegator: r.delegator,
+                agent: r.agent,
+                peer: r.peer,
+                cwd: PathBuf::from(r.cwd),
+                prompt: r.prompt,
+                timeout_secs: r.timeout_secs,
+                progress_secs: r.progress_secs,
+                state: state.unwrap_or(TaskState::Running),
+                created_ms: r.created_ms,
+                started_ms: r.started_ms,
+                ended_ms: r.ended_ms,
+                elapsed_ms: r.elapsed_ms,
+                stop_reason: r.stop_reason,
+                reason: r.reason,
+                pid: r.pid,
+                token: None,
+                holds_slot: false,
+                progress: None,
+                progress_elapsed_ms: 0,
+                sent: None,
+                sent_at: None,
+                sent_envelope: None,
+                held_until: None,
+            };
+            match state {
+                Some(TaskState::Queued) => self.queue.push_back(id.clone()),
+                Some(s) if s.is_final() => {
+                    history.push((t.ended_ms.unwrap_or(t.created_ms), t.seq, id.clone()))
+                }
+                // Running, cancelling, or a state this binary does not know.
+                _ => restarted.push(id.clone()),
+            }
+            self.tasks.insert(id, t);
+        }
+        history.sort();
+        self.settled = history.into_iter().map(|(_, _, id)| id).collect();
+        for id in restarted {
+            let elapsed = self
+                .tasks
+                .get(&id)
+                .and_then(|t| t.started_ms)
+                .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+            let why = "the hub restarted while the task was running; its process group was ended"
+                .to_owned();
+            self.settle(
+                &id,
+                Ending::bare(TaskState::HubRestarted, why, elapsed),
+                now,
+                ids,
+            );
+        }
+        // A smaller history_max than before takes effect now.
+        let mut store = Vec::new();
+        let mut audit = Vec::new();
+        while self.settled.len() > self.config.history_max {
+            let Some(old) = self.settled.pop_front() else {
+                break;
+            };
+            self.tasks.remove(&old);
+            store.push(TaskStoreOp::Forget {
+                task: old.0.clone(),
+            });
+            audit.push(TaskAudit::Forgotten { task: old.0 });
+        }
+        if !store.is_empty() {
+            self.actions.push_back(TaskAction::Commit(TaskCommit {
+                store,
+                envelope: None,
+                audit,
+            }));
+        }
+    }
+
+    /// The hub is stopping: no task starts any more, and every running task is asked to
+    /// cancel (its outcome, if it comes before the drain deadline, settles it; one still
+    /// running at exit stays `running` in the store and is reported `hub_restarted` at the
+    /// next start). Queued tasks stay queued, in the store too.
+    pub fn shutdown(&mut self) {
+        self.shutting_down = true;
+        let running: Vec<TaskId> = self
+            .tasks
+            .values()
+            .filter(|t| t.state == TaskState::Running)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in running {
+            if let Some(t) = self.tasks.get_mut(&id) {
+                t.state = TaskState::Cancelling;
+            }
+            self.actions.push_back(TaskAction::Cancel(id));
+        }
+    }
+}
