@@ -348,6 +348,21 @@ fn ms_between(from_ms: i64, to_ms: i64) -> u64 {
 }
 
 impl TaskBook {
+    /// Forgets the oldest settled tasks beyond `history_max`, adding their store and audit
+    /// records to the commit being built.
+    fn prune_history(&mut self, store: &mut Vec<TaskStoreOp>, audit: &mut Vec<TaskAudit>) {
+        while self.settled.len() > self.config.history_max {
+            let Some(old) = self.settled.pop_front() else {
+                break;
+            };
+            self.tasks.remove(&old);
+            store.push(TaskStoreOp::Forget {
+                task: old.0.clone(),
+            });
+            audit.push(TaskAudit::Forgotten { task: old.0 });
+        }
+    }
+
     pub fn new(
         config: BookConfig,
         agents: impl IntoIterator<Item = String>,
@@ -737,16 +752,7 @@ impl TaskBook {
         t.progress = None;
         self.queue.retain(|q| q != task);
         self.settled.push_back(task.clone());
-        while self.settled.len() > self.config.history_max {
-            let Some(old) = self.settled.pop_front() else {
-                break;
-            };
-            self.tasks.remove(&old);
-            store.push(TaskStoreOp::Forget {
-                task: old.0.clone(),
-            });
-            audit.push(TaskAudit::Forgotten { task: old.0 });
-        }
+        self.prune_history(&mut store, &mut audit);
         self.actions.push_back(TaskAction::Commit(TaskCommit {
             store,
             envelope: Some(envelope),

@@ -80,16 +80,7 @@ impl TaskBook {
         // A smaller history_max than before takes effect now.
         let mut store = Vec::new();
         let mut audit = Vec::new();
-        while self.settled.len() > self.config.history_max {
-            let Some(old) = self.settled.pop_front() else {
-                break;
-            };
-            self.tasks.remove(&old);
-            store.push(TaskStoreOp::Forget {
-                task: old.0.clone(),
-            });
-            audit.push(TaskAudit::Forgotten { task: old.0 });
-        }
+        self.prune_history(&mut store, &mut audit);
         if !store.is_empty() {
             self.actions.push_back(TaskAction::Commit(TaskCommit {
                 store,
