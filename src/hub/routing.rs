@@ -8,7 +8,7 @@ use super::event::{AuditEvent, Output};
 use super::ledger::{self, State};
 use super::router::Queued;
 use super::session::{Conn, Phase};
-use super::{ConnId, Hub, Now, Staged, Target};
+use super::{ConnId, Hub, Now, Rider, Staged, Target};
 use crate::roster::HUB_NAME;
 use crate::store::StoreOp;
 use crate::wire::{Envelope, HubLine};
@@ -205,13 +205,20 @@ impl Hub {
             body,
         )
         .expect("the bounce body is built from JSON strings");
+        self.stage_hub_envelope(&bounce, None);
+    }
+
+    /// Stages an envelope the hub itself sends (a bounce, a task's outcome or progress):
+    /// queued for its recipient with a fresh place in acceptance order, waiving the caps
+    /// (a notice of the hub's must never be refused, SPEC §5.5), with what rides along.
+    pub(super) fn stage_hub_envelope(&mut self, env: &Envelope, rider: Option<Box<Rider>>) {
         let digest = ledger::digest(
-            &bounce.to,
-            &bounce.kind,
-            bounce.correlation_id.as_deref(),
-            bounce.body.get(),
+            &env.to,
+            &env.kind,
+            env.correlation_id.as_deref(),
+            env.body.get(),
         );
-        let mut queued = queued_from(&bounce);
+        let mut queued = queued_from(env);
         queued.seq = self.take_seq();
         self.staged.push(Staged {
             conn: None,
@@ -219,7 +226,7 @@ impl Hub {
             env: queued,
             target: Target::Queue { reserved: false },
             digest,
-            rider: None,
+            rider,
         });
     }
 }

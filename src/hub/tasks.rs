@@ -8,8 +8,8 @@
 //! `delegated` reply waits for the commit of its task's row, and an agent is started only
 //! after the commit of its task's `running` state (`StagedTask`). Refuses IO.
 
-use super::{AuditEvent, ConnId, Hub, Now, Output, Rider, Staged, StagedTask, Target, TaskThen};
-use crate::hub::ledger::{self, State};
+use super::{AuditEvent, ConnId, Hub, Now, Output, Rider, StagedTask, TaskThen};
+use crate::hub::ledger::State;
 use crate::runner::TaskEvent;
 use crate::store::StoreOp;
 use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskCommit, TaskId};
@@ -181,23 +181,7 @@ impl Hub {
             self.staged_tasks.push(StagedTask { store, audit, then });
             return;
         };
-        let digest = ledger::digest(
-            &env.to,
-            &env.kind,
-            env.correlation_id.as_deref(),
-            env.body.get(),
-        );
-        let mut queued = super::queued_from(&env);
-        queued.seq = self.take_seq();
-        self.staged.push(Staged {
-            conn: None,
-            from_peer: None,
-            env: queued,
-            // Like a bounce, the hub's notice waives the caps: it must never be refused.
-            target: Target::Queue { reserved: false },
-            digest,
-            rider: Some(Box::new(Rider { store, audit })),
-        });
+        self.stage_hub_envelope(&env, Some(Box::new(Rider { store, audit })));
     }
 
     /// The outcome of a batch for its task steps.
