@@ -16,8 +16,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What the executor needs to start one task, from the core's start instruction.
-#[derive(Debug, Clone)]
+/// What the executor needs to start one task, from the core's start instruction. `Debug`
+/// shows the prompt by size and never the token.
+#[derive(Clone)]
 pub struct Launch {
     /// The task id, which is also the task identity's name (docs/delegation.md "Names").
     pub id: String,
@@ -28,6 +29,19 @@ pub struct Launch {
     pub timeout_ms: u64,
     /// The task identity's token: written to the credential file, never to an argv or a log.
     pub token: String,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("id", &self.id)
+            .field("agent", &self.agent)
+            .field("cwd", &self.cwd)
+            .field("prompt_bytes", &self.prompt.len())
+            .field("timeout_ms", &self.timeout_ms)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// The agent's argv, resolved from its manifest (`agents::runnable`): argv[0] absolute.
@@ -508,6 +522,20 @@ mod tests {
             &pass,
         );
         assert_eq!(env, os(&[("HOME", "/home/u")]));
+    }
+
+    #[test]
+    fn a_launch_never_shows_its_token_or_prompt() {
+        let l = Launch {
+            id: "task-1".into(),
+            agent: "fake".into(),
+            cwd: "/w".into(),
+            prompt: "PROMPT-SECRET".into(),
+            timeout_ms: 1,
+            token: "TOKEN-SECRET".into(),
+        };
+        let shown = format!("{l:?}");
+        assert!(!shown.contains("SECRET"), "{shown}");
     }
 
     #[test]
