@@ -373,3 +373,48 @@ fn a_hub_without_tasks_refuses_delegation_clearly() {
         "{r}"
     );
 }
+
+/// The task identity's token and the delegator's prompt reach no log: the token is read
+/// from the credential file while the task runs (as an attacker on the same account could),
+/// then searched for in the service log, the audit log and the hub's stderr after the task
+/// ended; the prompt, a marker, likewise (the audit log records only its size).
+#[test]
+fn neither_the_task_token_nor_the_prompt_reaches_a_log() {
+    let hub = setup_with("", false).start();
+    let prompt = "PROMPT-MARKER-7f3a do the thing";
+    let mut req = json!({"agent": "fakehang", "cwd": work(&hub), "prompt": prompt});
+    req["timeoutSecs"] = json!(30);
+    let task = task_id(&verb(&hub, "alpha", &json!({ "delegate": req })));
+    wait_status(&hub, "alpha", &task, |s| s["state"] == "running");
+    let cred = hub.setup.path(&format!("task-creds/{task}.token"));
+    let token = crate::harness::poll_until("the task's credential file", || {
+        std::fs::read_to_string(&cred)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+    });
+    let token = token.trim().to_owned();
+    assert_eq!(crate::harness::mode_of(&cred) & 0o777, 0o600);
+    // The token works as the task identity while the task runs …
+    let mut r = hub.raw();
+    r.write(&format!("{}\n", hello_line(&task, &token)));
+    r.expect_line(OK);
+    // … and a wrong one for the same name is refused.
+    let mut r = hub.raw();
+    r.write(&format!("{}\n", hello_line(&task, &format!("{token}x"))));
+    assert!(r.line().contains("authentication failed"));
+    verb(&hub, "alpha", &json!({"cancel": {"task": task}}));
+    assert_eq!(outcome(&hub, "alpha", &task)["state"], "cancelled");
+    let logs = [
+        hub.service_log(),
+        std::fs::read_to_string(hub.audit_path()).unwrap(),
+    ];
+    for text in &logs {
+        assert!(!text.contains(&token), "the task token reached a log");
+        assert!(!text.contains("PROMPT-MARKER"), "the prompt reached a log");
+    }
+    assert!(!hub.stderr().contains(&token));
+    // After the outcome the identity is gone.
+    let mut r = hub.raw();
+    r.write(&format!("{}\n", hello_line(&task, &token)));
+    assert!(r.line().contains("authentication failed"));
+}
