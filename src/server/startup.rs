@@ -100,6 +100,9 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                 loaded,
             )
             .map_err(fail("event loop"))?;
+            if config.tasks.is_none() {
+                server.warn_stored_tasks();
+            }
             if let Some(tasks) = &config.tasks {
                 if let Err(cause) = server.start_tasks(tasks, addr.port(), &config.audit_log_path) {
                     let e = StartupError {

@@ -403,6 +403,31 @@ impl super::Server {
         Ok(())
     }
 
+    /// Without `[tasks]`, tasks a previous run left in the store are kept there untouched
+    /// (a later start with `[tasks]` settles them); the operator is told how many wait, so
+    /// nothing is left unreported.
+    pub fn warn_stored_tasks(&mut self) {
+        let open = match self.store.load_tasks() {
+            Ok(rows) => rows
+                .iter()
+                .filter(|r| matches!(r.state.as_str(), "queued" | "running" | "cancelling"))
+                .count(),
+            Err(e) => {
+                self.records
+                    .log("ERROR", &format!("loading stored tasks: {e}"));
+                return;
+            }
+        };
+        if open > 0 {
+            self.records.log(
+                "WARN",
+                &format!(
+                    "{open} delegated tasks in the queue store are unfinished, but [tasks] is not configured: they stay in the store, and their delegators hear nothing until the hub starts with [tasks] again"
+                ),
+            );
+        }
+    }
+
     pub(super) fn start_task(&mut self, spec: crate::tasks::StartSpec) {
         let launch = Launch {
             id: spec.task.as_str().to_owned(),
