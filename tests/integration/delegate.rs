@@ -418,3 +418,30 @@ fn neither_the_task_token_nor_the_prompt_reaches_a_log() {
     r.write(&format!("{}\n", hello_line(&task, &token)));
     assert!(r.line().contains("authentication failed"));
 }
+
+/// A prompt one byte over `tasks.prompt_max_bytes` is refused at the verb, one at the cap is
+/// accepted: the cap is the config's, exactly.
+#[test]
+fn the_prompt_cap_is_exact() {
+    let hub = setup_with("prompt_max_bytes = 16", false).start();
+    let at_cap = "x".repeat(16);
+    let over = "x".repeat(17);
+    let r = verb(
+        &hub,
+        "alpha",
+        &json!({"delegate": {"agent": "fake", "cwd": work(&hub), "prompt": over}}),
+    );
+    let err = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(err.starts_with("invalid delegate:"), "{r}");
+    assert!(
+        !err.contains("xxxxxxxxxxxxxxxxx"),
+        "the refusal quotes the prompt: {err}"
+    );
+    let r = verb(
+        &hub,
+        "alpha",
+        &json!({"delegate": {"agent": "fake", "cwd": work(&hub), "prompt": at_cap}}),
+    );
+    let task = task_id(&r);
+    assert_eq!(outcome(&hub, "alpha", &task)["state"], "completed");
+}
