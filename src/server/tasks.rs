@@ -161,6 +161,12 @@ impl Executor {
         // lead, so the check is made again on the canonical path, which the task runs in.
         let cwd = crate::config::tasks::check_cwd(&self.runtime.cwd_roots, &launch.cwd)
             .map_err(|e| refuse(e.to_string()))?;
+        if !self.runtime.client_binary.is_file() {
+            return Err(refuse(format!(
+                "{} is missing (the task's agent runs it as its MCP server)",
+                self.runtime.client_binary.display()
+            )));
+        }
         let argv = self
             .resolve
             .acp_argv(&launch.agent)
@@ -358,11 +364,22 @@ impl super::Server {
         };
         let (mut env, secrets) = pass_env(std::env::vars_os(), &pass);
         env.retain(|(k, _)| k != TASK_MARK);
+        // The client binary beside the server; when it is missing (only the server was
+        // built, as `cargo run --bin agent-hub-server` does) the hub still starts, and each
+        // task is refused with the reason (`Executor::spec`) until it is there.
         let client_binary = std::env::current_exe()
             .ok()
             .and_then(|p| p.parent().map(|d| d.join("agent-hub")))
-            .filter(|p| p.is_file())
-            .ok_or("cannot find the agent-hub client binary beside agent-hub-server (task agents run it as their MCP server)")?;
+            .unwrap_or_else(|| PathBuf::from("agent-hub"));
+        if !client_binary.is_file() {
+            self.records.log(
+                "WARN",
+                &format!(
+                    "{} is missing: delegated tasks are refused until it is built (their agents run it as their MCP server)",
+                    client_binary.display()
+                ),
+            );
+        }
         let runtime = Runtime {
             client_binary,
             port,
@@ -547,6 +564,53 @@ mod tests {
             &pass,
         );
         assert_eq!(env, os(&[("HOME", "/home/u")]));
+    }
+
+    /// Only the server was built: the hub runs, and a task is refused saying what is missing.
+    #[test]
+    fn a_missing_client_binary_refuses_the_task_not_the_hub() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-exec-nb-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        let root = std::fs::canonicalize(dir.join("work")).unwrap();
+        let mut ex = Executor::new(
+            Runtime {
+                client_binary: dir.join("no-such-agent-hub"),
+                port: 1,
+                credentials_dir: dir.join("creds"),
+                env: Vec::new(),
+                secrets: Vec::new(),
+                cwd_roots: vec![root.clone()],
+                default_permission: PermissionPolicy::default(),
+                agent_permission: Default::default(),
+                limits: crate::acp::Limits::default(),
+            },
+            Box::new(NoAgents),
+            Arc::new(|| {}),
+        );
+        ex.start(Launch {
+            id: "task-c".into(),
+            agent: "ghost".into(),
+            cwd: root,
+            prompt: "p".into(),
+            timeout_ms: 1000,
+            token: "tok".into(),
+        });
+        let evs = ex.drain();
+        match &evs[0].1 {
+            TaskEvent::Outcome(o) => {
+                assert_eq!(o.status.name(), "refused");
+                assert!(
+                    o.status
+                        .to_string()
+                        .contains("no-such-agent-hub is missing"),
+                    "{}",
+                    o.status
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(evs[1].1, TaskEvent::Ended(_)));
     }
 
     #[test]
