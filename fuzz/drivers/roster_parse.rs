@@ -31,8 +31,15 @@ pub fn run(data: &[u8]) {
         })
         .map(String::as_str)
         .collect();
-    // A token no key spells: seeing it in a text can only be a leak.
-    let secret = |token: &str| token.len() >= 8 && keys.iter().all(|k| !k.contains(token));
+    // A token no key spells, raw or as a refusal quotes it (`{:?}`, so a tab in a name reads
+    // `\t`): seeing it in a text can only be a leak. (Found by this target: a name with a tab
+    // before `0ken-…` spells the token `t0ken-…` once quoted.)
+    let quoted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+    let secret = |token: &str| {
+        token.len() >= 8
+            && keys.iter().all(|k| !k.contains(token))
+            && quoted.iter().all(|k| !k.contains(token))
+    };
     match parsed {
         Err(e) => {
             let msg = e.to_string();
@@ -114,6 +121,10 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
             "[agents]\n\"agent one\" = \"t0ken-one-aaaa\"\n\"ünï\" = 'literal-token-b'\n".into(),
         ),
         ("shared-token".to_owned(), b"[agents]\na = \"same-token-x\"\nb = \"same-token-x\"\n".to_vec()),
+        (
+            "shared-token-escaped-name".to_owned(),
+            b"[agents]\n\"stok\\t0ken-on-e\" = \"t0ken-on-e\"\nb = \"t0ken-on-e\"\n".to_vec(),
+        ),
         ("reserved".to_owned(), b"[agents]\nHub = \"hub-token-zz\"\n".to_vec()),
         ("outside".to_owned(), b"x = 1\n[agents]\na = \"t\"\n".to_vec()),
         ("nested".to_owned(), b"[agents]\na = { token = \"t\" }\n[agents.b]\nc = 1\n".to_vec()),
