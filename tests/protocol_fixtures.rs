@@ -798,7 +798,10 @@ impl Sim {
                     unreachable!("no forwarding peers")
                 }
                 // Nor does it run tasks: no `[tasks]` table.
-                Output::StartTask(_) | Output::CancelTask { .. } | Output::KillOrphan { .. } => {
+                Output::StartTask(_)
+                | Output::CancelTask { .. }
+                | Output::KillOrphan { .. }
+                | Output::ToPeer(_) => {
                     unreachable!("no tasks are configured")
                 }
                 Output::Log(line) => {

@@ -585,7 +585,11 @@ impl Sim {
                 _ => {}
             },
             // No `[tasks]` table in the fuzzed hub: nothing is ever delegated.
-            Output::StartTask(_) | Output::CancelTask { .. } | Output::KillOrphan { .. } => {
+            // Nor does it hear from relay peers about tasks.
+            Output::StartTask(_)
+            | Output::CancelTask { .. }
+            | Output::KillOrphan { .. }
+            | Output::ToPeer(_) => {
                 unreachable!("no tasks are configured")
             }
             Output::Log(line) => {

@@ -113,6 +113,15 @@ impl Config {
             Some(r) => Some(relay::relay_config(r, &resolve)?),
         };
         let tasks = raw.tasks.map(tasks::TasksConfig::from_raw).transpose()?;
+        // A peer allowed to delegate needs somewhere for its tasks to run.
+        if let (Some(r), None) = (&relay, &tasks) {
+            if let Some(p) = r.peers.iter().find(|p| p.delegate) {
+                return Err(ConfigError::Invalid(format!(
+                    "relay.peers {:?} sets delegate = true, but there is no [tasks] table to run its tasks",
+                    p.id
+                )));
+            }
+        }
         Ok(Config {
             port: raw.port,
             relay,

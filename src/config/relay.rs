@@ -53,6 +53,8 @@ struct RawPeer {
     allow_v0: bool,
     #[serde(default)]
     forward: bool,
+    #[serde(default)]
+    delegate: bool,
 }
 
 /// The relay's settings (SPEC §13): who we are, where we listen, whom we link with.
@@ -169,6 +171,9 @@ pub struct PeerConfig {
     /// Exchange envelopes with this peer (`bus-forward`, SPEC §15): mail to `name@<id>` is
     /// forwarded to it, and its hub may queue mail for our agents.
     pub forward: bool,
+    /// Run the tasks this peer delegates here (`delegate_task`, docs/delegation.md "Across
+    /// hubs"). Off by default: a trust decision, the 000 seed's §10.
+    pub delegate: bool,
 }
 
 /// The feature names this build knows (relay-protocol.md).
@@ -342,6 +347,7 @@ pub(super) fn relay_config(
             address,
             allow_v0: p.allow_v0,
             forward: p.forward,
+            delegate: p.delegate,
         });
     }
     Ok(RelayConfig {

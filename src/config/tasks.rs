@@ -43,6 +43,10 @@ pub const DEFAULT_HISTORY_MAX: u64 = 1000;
 pub const MAX_HISTORY: u64 = 1_000_000;
 /// Entries of `tasks.may_mail`.
 pub const MAX_MAY_MAIL: usize = 256;
+/// `tasks.peer_status_secs`: how often a task a relay peer delegated here is reported to it
+/// as running (v0 `task_status`, docs/delegation.md "Across hubs").
+pub const DEFAULT_PEER_STATUS_SECS: u64 = 30;
+pub const MAX_PEER_STATUS_SECS: u64 = 3600;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +65,7 @@ pub(super) struct RawTasks {
     min_progress_secs: Option<u64>,
     outcome_text_max_bytes: Option<u64>,
     history_max: Option<u64>,
+    peer_status_secs: Option<u64>,
     manifests_dir: Option<PathBuf>,
     credentials_dir: Option<PathBuf>,
     env_pass: Option<Vec<String>>,
@@ -106,6 +111,8 @@ pub struct TasksConfig {
     pub outcome_text_max_bytes: usize,
     /// Settled tasks kept for `task_status` and `tasks`, oldest dropped first.
     pub history_max: usize,
+    /// Seconds between `task_status` messages to a peer that delegated a task here.
+    pub peer_status_secs: u64,
     /// An extra folder of agent manifests the runner looks in (absolute).
     pub manifests_dir: Option<PathBuf>,
     /// Where task credential files are written (absolute); None: `task-credentials` beside
@@ -228,6 +235,7 @@ impl TasksConfig {
             min_progress_secs: delegation.min_progress_secs,
             outcome_text_max_bytes: delegation.outcome_text_max_bytes,
             history_max: delegation.history_max,
+            peer_status_secs: delegation.peer_status_secs,
             manifests_dir: delegation.manifests_dir,
             credentials_dir: delegation.credentials_dir,
             env_pass: delegation.env_pass,
@@ -241,6 +249,7 @@ struct DelegationKeys {
     min_progress_secs: u64,
     outcome_text_max_bytes: usize,
     history_max: usize,
+    peer_status_secs: u64,
     manifests_dir: Option<PathBuf>,
     credentials_dir: Option<PathBuf>,
     env_pass: Option<Vec<String>>,
@@ -298,6 +307,14 @@ fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
         MAX_HISTORY,
         Unit::Count,
     )?;
+    let peer_status_secs = raw.peer_status_secs.unwrap_or(DEFAULT_PEER_STATUS_SECS);
+    bounds::check(
+        "tasks.peer_status_secs",
+        peer_status_secs,
+        1,
+        MAX_PEER_STATUS_SECS,
+        Unit::Secs,
+    )?;
     if let Some(dir) = &raw.manifests_dir {
         if !dir.is_absolute() {
             return Err(ConfigError::Invalid(format!(
@@ -338,6 +355,7 @@ fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
         min_progress_secs,
         outcome_text_max_bytes: outcome_text_max_bytes as usize,
         history_max: history_max as usize,
+        peer_status_secs,
         manifests_dir: raw.manifests_dir.clone(),
         credentials_dir: raw.credentials_dir.clone(),
         env_pass: raw.env_pass.clone(),

@@ -67,6 +67,10 @@ pub enum Output {
     StartTask(Box<crate::tasks::StartSpec>),
     /// Ask a running task's agent to stop (`session/cancel`, then the runner's shutdown).
     CancelTask { task: crate::tasks::TaskId },
+    /// Send a task message to the relay peer over its lasting link (docs/delegation.md
+    /// "Across hubs"). With no such link nothing is sent and the relay reports the link down
+    /// (`Hub::handle_peer_link`); the book sends what it must again on the next link.
+    ToPeer(Box<super::PeerSend>),
     /// A task was running when the hub last stopped and the store knows its process group:
     /// make sure that group is gone, if it is still the task's (docs/delegation.md
     /// "Durability"). Nothing waits for it.

@@ -23,6 +23,7 @@ pub mod forward;
 pub mod ids;
 pub mod ledger;
 mod linger;
+mod peer_tasks;
 mod pipeline;
 mod redelivery;
 mod restore;
@@ -111,7 +112,23 @@ enum TaskThen {
     Start(Box<crate::tasks::StartSpec>),
     /// Nothing waits for it (a state the book records, such as `cancelling`).
     Nothing,
+    /// Messages to relay peers, sent once the step that caused them is durable
+    /// (docs/delegation.md "Across hubs").
+    ToPeer(Vec<PeerSend>),
 }
+
+/// One task message for a relay peer (`Output::ToPeer`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerSend {
+    pub peer: String,
+    pub payload: crate::relay::message::Payload,
+    /// A final `task_handoff` of the peer's task of this id: the relay reports its ack.
+    pub handoff: Option<String>,
+}
+
+// `Output` is `Eq`; the payloads the book builds carry only finite numbers (it drops NaN and
+// infinite costs), so equality is reflexive for every value made here.
+impl Eq for PeerSend {}
 
 /// An ack waiting for the commit that makes it durable (SPEC §12.2).
 #[derive(Debug)]

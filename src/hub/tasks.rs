@@ -8,7 +8,7 @@
 //! `delegated` reply waits for the commit of its task's row, and an agent is started only
 //! after the commit of its task's `running` state (`StagedTask`). Refuses IO.
 
-use super::{AuditEvent, ConnId, Hub, Now, Output, Rider, StagedTask, TaskThen};
+use super::{AuditEvent, ConnId, Hub, Now, Output, PeerSend, Rider, StagedTask, TaskThen};
 use crate::hub::ledger::State;
 use crate::runner::TaskEvent;
 use crate::store::StoreOp;
@@ -155,6 +155,15 @@ impl Hub {
                 }
                 TaskAction::Cancel(task) => self.outputs.push_back(Output::CancelTask { task }),
                 TaskAction::Log(line) => self.outputs.push_back(Output::Log(line)),
+                TaskAction::ToPeer {
+                    peer,
+                    payload,
+                    handoff,
+                } => self.stage_peer_send(PeerSend {
+                    peer,
+                    payload,
+                    handoff,
+                }),
             }
         }
     }
@@ -208,6 +217,11 @@ impl Hub {
                     self.outputs.push_back(Output::StartTask(spec));
                 }
                 (Ok(()), TaskThen::Nothing) => {}
+                (Ok(()), TaskThen::ToPeer(sends)) => {
+                    for send in sends {
+                        self.outputs.push_back(Output::ToPeer(Box::new(send)));
+                    }
+                }
                 (Err(why), TaskThen::Reply { conn, task }) => {
                     if let Some(book) = self.tasks.as_mut() {
                         book.withdraw(&task);

@@ -578,7 +578,7 @@ impl Server {
                 Output::KillOrphan { task, pid } => self.kill_orphan(&task, pid),
                 Output::LogError(line) => self.records.log("ERROR", &line),
                 Output::Commit(batch) => self.write_batch(batch),
-                out @ (Output::Forward { .. } | Output::ForwardAck { .. }) => {
+                out @ (Output::Forward { .. } | Output::ForwardAck { .. } | Output::ToPeer(_)) => {
                     self.to_relay.push(out)
                 }
             }
@@ -612,6 +612,17 @@ impl Server {
                     ack_id,
                     error,
                 } => relay.ack_forward(registry, &peer, ack_id, error, now.mono),
+                Output::ToPeer(send) => {
+                    if !relay.send_task(registry, &send, now.mono) {
+                        // No lasting link after all: the book hears it is down and sends what
+                        // it must again on the next one.
+                        relay.inbox.push(ToHub::PeerLink {
+                            peer: send.peer,
+                            up: false,
+                            v1: false,
+                        });
+                    }
+                }
                 _ => {}
             }
         }
@@ -632,6 +643,15 @@ impl Server {
                 } => self.hub.handle_forwarded(&peer, ack_id, &envelope, hop),
                 ToHub::ForwardAcked { peer, seq, error } => {
                     self.hub.handle_forward_ack(&peer, seq, error, now)
+                }
+                ToHub::PeerLink { peer, up, v1 } => self.hub.handle_peer_link(&peer, up, v1, now),
+                ToHub::PeerTask {
+                    peer,
+                    msg_id,
+                    payload,
+                } => self.hub.handle_peer_message(&peer, &msg_id, *payload, now),
+                ToHub::PeerTaskAcked { peer, task_id } => {
+                    self.hub.handle_peer_task_acked(&peer, &task_id)
                 }
             }
         }

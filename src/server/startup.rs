@@ -104,7 +104,12 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                 server.warn_stored_tasks();
             }
             if let Some(tasks) = &config.tasks {
-                if let Err(cause) = server.start_tasks(tasks, addr.port(), &config.audit_log_path) {
+                if let Err(cause) = server.start_tasks(
+                    tasks,
+                    config.relay.as_ref(),
+                    addr.port(),
+                    &config.audit_log_path,
+                ) {
                     let e = StartupError {
                         stage: "tasks",
                         cause,

@@ -323,6 +323,7 @@ impl super::Server {
     pub fn start_tasks(
         &mut self,
         cfg: &crate::config::tasks::TasksConfig,
+        relay: Option<&crate::config::RelayConfig>,
         port: u16,
         audit_log: &Path,
     ) -> Result<(), String> {
@@ -403,8 +404,22 @@ impl super::Server {
             Box::new(Registry { reg, path_var }),
             wake,
         ));
-        let peers: Vec<String> = Vec::new();
-        let book = crate::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
+        // Any relay peer can be delegated to; only those with `delegate = true` may delegate
+        // here (docs/delegation.md "Across hubs").
+        let peers: Vec<String> = relay
+            .map(|r| r.peers.iter().map(|p| p.id.clone()).collect())
+            .unwrap_or_default();
+        let accept: Vec<String> = relay
+            .map(|r| {
+                r.peers
+                    .iter()
+                    .filter(|p| p.delegate)
+                    .map(|p| p.id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut book = crate::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
+        book.set_accept_from(accept);
         self.hub.enable_tasks(book);
         let now = self.now();
         let n = rows.len();

@@ -52,6 +52,27 @@ pub(super) struct UsageBody {
 }
 
 impl UsageBody {
+    /// Only a total, as a relay peer's `task_handoff` reports it.
+    pub fn with_total(total: u64) -> UsageBody {
+        UsageBody {
+            input_tokens: None,
+            output_tokens: None,
+            total_tokens: Some(total),
+            cached_read_tokens: None,
+            cached_write_tokens: None,
+            thought_tokens: None,
+        }
+    }
+
+    /// The total, or input plus output when no total was reported.
+    pub fn total(&self) -> u64 {
+        self.total_tokens.unwrap_or_else(|| {
+            self.input_tokens
+                .unwrap_or(0)
+                .saturating_add(self.output_tokens.unwrap_or(0))
+        })
+    }
+
     pub fn from(u: &TokenUsage) -> UsageBody {
         UsageBody {
             input_tokens: u.input_tokens,

@@ -128,3 +128,26 @@ pub fn lexical_cwd(roots: &[PathBuf], cwd: &str) -> Result<PathBuf, DelegateRefu
         })
     }
 }
+
+/// A cwd for a task on a peer: absolute and free of NUL, `.` and `..` resolved on the text.
+/// The peer checks it against its own `tasks.cwd_roots` on its own filesystem.
+pub(super) fn remote_cwd(cwd: &str) -> Result<PathBuf, DelegateRefusal> {
+    if cwd.contains('\0') {
+        return Err(DelegateRefusal::CwdNotUtf8OrNul);
+    }
+    let p = Path::new(cwd);
+    if !p.is_absolute() {
+        return Err(DelegateRefusal::CwdNotAbsolute);
+    }
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    Ok(out)
+}

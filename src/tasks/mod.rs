@@ -16,6 +16,7 @@
 
 mod body;
 mod check;
+mod peer;
 mod query;
 mod records;
 mod restore;
@@ -26,6 +27,9 @@ mod tests;
 
 pub use body::{cap_text, summarise, OUTCOME_KIND, PROGRESS_KIND};
 pub use check::{lexical_cwd, DelegateRefusal};
+pub use peer::{
+    valid_remote_task_id, Origin, PeerSubmit, CANCEL_GRACE, STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
+};
 pub use records::{StoredTask, TaskAudit, TaskStoreOp};
 
 use crate::acp::{Outcome, Status};
@@ -163,6 +167,8 @@ pub struct BookConfig {
     pub history_max: usize,
     /// Names a task identity may mail besides its delegator.
     pub may_mail: Vec<String>,
+    /// Worker side: seconds between `task_status` messages to a delegating peer.
+    pub peer_status_secs: u64,
 }
 
 impl From<&TasksConfig> for BookConfig {
@@ -177,6 +183,7 @@ impl From<&TasksConfig> for BookConfig {
             outcome_text_max_bytes: t.outcome_text_max_bytes,
             history_max: t.history_max,
             may_mail: t.may_mail.clone(),
+            peer_status_secs: t.peer_status_secs,
         }
     }
 }
@@ -230,8 +237,16 @@ pub enum TaskAction {
     /// (queued just before this action) is written: a crash in between then reports
     /// `hub_restarted` rather than running the work twice.
     Start(StartSpec),
-    /// Ask the runner (or the peer) to cancel the task; its outcome comes back as an event.
+    /// Ask the runner to cancel the task; its outcome comes back as an event.
     Cancel(TaskId),
+    /// Send a task message to a relay peer over its lasting link (docs/delegation.md
+    /// "Across hubs"). `handoff` names the peer's task id when this is a final
+    /// `task_handoff` kept for resending until confirmed (`TaskBook::handle_peer_acked`).
+    ToPeer {
+        peer: String,
+        payload: crate::relay::message::Payload,
+        handoff: Option<String>,
+    },
     Commit(TaskCommit),
     /// A service-log line (no prompt, text or token).
     Log(String),
@@ -269,6 +284,18 @@ struct Task {
     /// Progress held back by an unconsumed envelope is looked at again no sooner than this,
     /// so a delegator that never reads cannot make `poll_timeout` a past instant.
     held_until: Option<Instant>,
+    /// Worker side: the relay peer that delegated the task, and its id there.
+    origin: Option<Origin>,
+    /// Delegator side (`peer`): the worker has answered for it (a `task_status` or its
+    /// handoff came), so a dropped link does not make the hub send it again.
+    confirmed: bool,
+    /// Delegator side: `delegate_task` must be sent (again) when the peer's link is up.
+    needs_send: bool,
+    /// Delegator side: the deadline (the timeout; while cancelling, the cancel grace).
+    /// Worker side: when the next periodic `task_status` goes to the delegating peer.
+    peer_timer: Option<Instant>,
+    /// Worker side: the delegating peer asked it to stop (`task_interrupt` stop).
+    stopped_by_peer: bool,
 }
 
 /// How a task ends, for `settle`.
@@ -336,6 +363,14 @@ pub struct TaskBook {
     next_seq: u64,
     actions: VecDeque<TaskAction>,
     shutting_down: bool,
+    /// Peers whose `delegate_task` this hub runs (`relay.peers` `delegate = true`).
+    accept_from: BTreeSet<String>,
+    /// Peers with a lasting relay link now, and whether it speaks v1 (acks handoffs).
+    links: BTreeMap<String, bool>,
+    /// Delegator side: tasks for a peer waiting for its link, in acceptance order.
+    peer_waiting: VecDeque<TaskId>,
+    /// Worker side: final handoffs not yet confirmed, by peer (`peer::PendingHandoff`).
+    handoffs: BTreeMap<String, Vec<peer::PendingHandoff>>,
 }
 
 fn rfc3339(ms: i64) -> Option<String> {
@@ -379,6 +414,10 @@ impl TaskBook {
             next_seq: 1,
             actions: VecDeque::new(),
             shutting_down: false,
+            accept_from: BTreeSet::new(),
+            links: BTreeMap::new(),
+            peer_waiting: VecDeque::new(),
+            handoffs: BTreeMap::new(),
         }
     }
 
@@ -414,6 +453,7 @@ impl TaskBook {
         self.tasks
             .values()
             .filter(|t| matches!(t.state, TaskState::Running | TaskState::Cancelling))
+            .filter(|t| t.peer.is_none())
             .count()
     }
 
@@ -426,10 +466,23 @@ impl TaskBook {
         now: Now,
         ids: &mut dyn IdSource,
     ) -> Result<TaskId, DelegateRefusal> {
-        let c = &self.config;
         if is_task_name(delegator) {
             return Err(DelegateRefusal::TaskIdentity);
         }
+        self.insert(req, delegator, None, now, ids)
+    }
+
+    /// The checks every delegation passes and the new queued task: a local delegator's
+    /// (`origin` None) or a relay peer's (`origin`, `peer::submit_from_peer`).
+    fn insert(
+        &mut self,
+        req: DelegateRequest,
+        delegator: &str,
+        origin: Option<Origin>,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) -> Result<TaskId, DelegateRefusal> {
+        let c = &self.config;
         match &req.peer {
             Some(peer) => {
                 if !self.peers.contains(peer) {
@@ -446,7 +499,12 @@ impl TaskBook {
             }
             None => {}
         }
-        let cwd = lexical_cwd(&c.cwd_roots, &req.cwd)?;
+        // A peer's cwd names a folder on the peer's machine: only its shape is checked here;
+        // the peer's own roots decide (docs/delegation.md "Across hubs").
+        let cwd = match &req.peer {
+            Some(_) => check::remote_cwd(&req.cwd)?,
+            None => lexical_cwd(&c.cwd_roots, &req.cwd)?,
+        };
         if req.prompt.is_empty() {
             return Err(DelegateRefusal::PromptEmpty);
         }
@@ -473,7 +531,11 @@ impl TaskBook {
         // Only a task that will wait needs queue room: the queued tasks the free slots take
         // next do not count against `queue_max` (0 means exactly that: no waiting at all).
         let free = c.max_concurrent.saturating_sub(self.slots);
-        let would_wait = (self.queue.len() + 1).saturating_sub(free);
+        let would_wait = match &req.peer {
+            // Tasks for peers wait only for a link, never for a local slot.
+            Some(_) => self.peer_waiting.len() + 1,
+            None => (self.queue.len() + 1).saturating_sub(free),
+        };
         if would_wait > c.queue_max {
             return Err(DelegateRefusal::QueueFull {
                 queue_max: c.queue_max,
@@ -543,9 +605,20 @@ impl TaskBook {
                 sent_at: None,
                 sent_envelope: None,
                 held_until: None,
+                origin,
+                confirmed: false,
+                needs_send: true,
+                peer_timer: None,
+                stopped_by_peer: false,
             },
         );
-        self.queue.push_back(id.clone());
+        // A task for a peer goes out from `start_ready`, as a local one starts: after the
+        // commit of its row.
+        if self.tasks.get(&id).is_some_and(|t| t.peer.is_some()) {
+            self.peer_waiting.push_back(id.clone());
+        } else {
+            self.queue.push_back(id.clone());
+        }
         Ok(id)
     }
 
@@ -603,6 +676,10 @@ impl TaskBook {
     pub fn start_ready(&mut self, now: Now, ids: &mut dyn IdSource) {
         while let Some(spec) = self.next_to_start(now, ids) {
             self.actions.push_back(TaskAction::Start(spec));
+        }
+        let linked: Vec<String> = self.links.keys().cloned().collect();
+        for peer in linked {
+            self.pump_peer(&peer, now);
         }
     }
 
@@ -712,6 +789,10 @@ impl TaskBook {
         };
         let ended_ms = now.wall.timestamp_millis();
         let (text, cut) = cap_text(e.text, max_text);
+        let handoff = t.origin.clone().map(|o| {
+            let h = peer::handoff(&o, &e, text, t.stopped_by_peer);
+            (o, h)
+        });
         let state = e.state.as_str();
         let body = body::json(&body::OutcomeBody {
             task: task.as_str(),
@@ -726,7 +807,17 @@ impl TaskBook {
             usage: e.usage,
             cost: e.cost.and_then(body::CostBody::from),
         });
-        let envelope = hub_envelope(&t.delegator, task, OUTCOME_KIND, body, now, ids);
+        let envelope = match &t.origin {
+            None => Some(hub_envelope(
+                &t.delegator,
+                task,
+                OUTCOME_KIND,
+                body,
+                now,
+                ids,
+            )),
+            Some(_) => None,
+        };
         let mut store = vec![TaskStoreOp::Settle {
             task: task.0.clone(),
             state: state.to_owned(),
@@ -750,14 +841,19 @@ impl TaskBook {
         t.token = None;
         t.prompt = String::new();
         t.progress = None;
+        t.peer_timer = None;
         self.queue.retain(|q| q != task);
+        self.peer_waiting.retain(|q| q != task);
         self.settled.push_back(task.clone());
         self.prune_history(&mut store, &mut audit);
         self.actions.push_back(TaskAction::Commit(TaskCommit {
             store,
-            envelope: Some(envelope),
+            envelope,
             audit,
         }));
+        if let Some((origin, h)) = handoff {
+            self.queue_handoff(origin, h, now);
+        }
     }
 
     /// A progress envelope for `task` if the task asked for them, an interval has passed
@@ -832,6 +928,7 @@ impl TaskBook {
         for id in waiting {
             self.maybe_progress(&id, now, ids, progress_pending);
         }
+        self.expire_peer(now, ids);
     }
 
     /// When `handle_timeout` may have progress to send: the earliest end of an interval of a
@@ -848,6 +945,7 @@ impl TaskBook {
                     .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)))?;
                 Some(t.held_until.map_or(due, |h| h.max(due)))
             })
+            .chain(self.peer_timeout())
             .min()
     }
 
@@ -887,6 +985,7 @@ impl TaskBook {
                     ids,
                 );
             }
+            TaskState::Running if t.peer.is_some() => self.cancel_at_peer(&id, now, ids),
             TaskState::Running => {
                 t.state = TaskState::Cancelling;
                 let at_ms = now.wall.timestamp_millis();

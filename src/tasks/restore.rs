@@ -49,9 +49,37 @@ impl TaskBook {
                 sent_at: None,
                 sent_envelope: None,
                 held_until: None,
+                origin: None,
+                confirmed: false,
+                needs_send: true,
+                peer_timer: None,
+                stopped_by_peer: false,
             };
+            let mut t = t;
+            t.origin = Origin::parse(&t.delegator);
             match state {
+                Some(TaskState::Queued) if t.peer.is_some() => {
+                    self.peer_waiting.push_back(id.clone())
+                }
                 Some(TaskState::Queued) => self.queue.push_back(id.clone()),
+                // A task running on a peer runs on: the peer is told again once linked (it
+                // ignores a task it already has) and its handoff settles it; the timeout
+                // counts from its start (docs/delegation.md "Across hubs").
+                Some(TaskState::Running) if t.peer.is_some() => {
+                    let started = t.started_ms.unwrap_or(t.created_ms);
+                    let left = (started + (t.timeout_secs as i64) * 1000)
+                        .saturating_sub(now.wall.timestamp_millis())
+                        .max(0);
+                    t.peer_timer = Some(crate::deadline::after(
+                        now.mono,
+                        Duration::from_millis(left as u64),
+                    ));
+                }
+                // Cancelling on a peer: its handoff or the cancel grace settles it.
+                Some(TaskState::Cancelling) if t.peer.is_some() => {
+                    t.peer_timer = Some(crate::deadline::after(now.mono, CANCEL_GRACE));
+                    t.needs_send = false;
+                }
                 Some(s) if s.is_final() => {
                     history.push((t.ended_ms.unwrap_or(t.created_ms), t.seq, id.clone()))
                 }
@@ -93,13 +121,14 @@ impl TaskBook {
     /// The hub is stopping: no task starts any more, and every running task is asked to
     /// cancel (its outcome, if it comes before the drain deadline, settles it; one still
     /// running at exit stays `running` in the store and is reported `hub_restarted` at the
-    /// next start). Queued tasks stay queued, in the store too.
+    /// next start). Queued tasks stay queued, in the store too. Tasks running on a peer are
+    /// left running there: their handoff settles them after the restart.
     pub fn shutdown(&mut self) {
         self.shutting_down = true;
         let running: Vec<TaskId> = self
             .tasks
             .values()
-            .filter(|t| t.state == TaskState::Running)
+            .filter(|t| t.state == TaskState::Running && t.peer.is_none())
             .map(|t| t.id.clone())
             .collect();
         for id in running {

@@ -10,6 +10,9 @@ use crate::hub::ids::SeededIds;
 use crate::runner::TaskEnd;
 use serde_json::Value;
 
+#[path = "peer_tests.rs"]
+mod peer_tests;
+
 struct Clock {
     origin: Instant,
     wall0: DateTime<Utc>,
@@ -46,6 +49,7 @@ fn config() -> BookConfig {
         outcome_text_max_bytes: 16,
         history_max: 1000,
         may_mail: vec!["critic".into()],
+        peer_status_secs: 30,
     }
 }
 
@@ -588,7 +592,6 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
             agent: "codex".into(),
             cwd: "/srv/root".into(),
             prompt: "p".into(),
-            peer: Some("lab".into()),
             ..DelegateRequest::default()
         })
         .unwrap();
@@ -622,7 +625,7 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
     let acts = r.actions();
     let e = envelopes(&acts, OUTCOME_KIND)[0];
     let want = format!(
-        r#"{{"task":"{a}","agent":"codex","peer":"lab","state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3}},"cost":{{"amount":0.25,"currency":"USD"}}}}"#
+        r#"{{"task":"{a}","agent":"codex","state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3}},"cost":{{"amount":0.25,"currency":"USD"}}}}"#
     );
     assert_eq!(e.body.get(), want);
     assert_eq!(cap_text("ééé", 3), ("é", true));
@@ -1087,7 +1090,9 @@ fn verb_time_refusals_make_no_task() {
     }))
     .unwrap();
     r.request(with(&|q| q.prompt = "x".repeat(100))).unwrap();
-    // Two will take the free slots, three wait: the queue of 3 is full.
+    r.request(base.clone()).unwrap();
+    // Five local ones: two will take the free slots, three wait, so the queue of 3 is full
+    // (the peer's task waits for its link, apart: peer_tests).
     assert!(matches!(
         r.request(base.clone()),
         Err(DelegateRefusal::QueueFull { queue_max: 3 })

@@ -8,10 +8,10 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
+pub(crate) const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 
 /// A manifest for the fake agent: `run.acp` is its absolute path and a scenario.
-fn manifest(name: &str, scenario: &[&str]) -> String {
+pub(crate) fn manifest(name: &str, scenario: &[&str]) -> String {
     let mut acp = vec![format!("{FAKE:?}")];
     acp.extend(scenario.iter().map(|s| format!("{s:?}")));
     format!(
@@ -95,7 +95,7 @@ fn work(hub: &Hub) -> PathBuf {
 }
 
 /// One verb line as `name`; returns the hub's reply.
-fn verb(hub: &Hub, name: &str, line: &Value) -> Value {
+pub(crate) fn verb(hub: &Hub, name: &str, line: &Value) -> Value {
     let mut r = hub.raw();
     r.write(&format!("{}{line}\n", hello_line(name, token_of(name))));
     r.expect_line(OK);
@@ -110,7 +110,7 @@ fn delegate(hub: &Hub, from: &str, agent: &str, extra: Value) -> Value {
     verb(hub, from, &json!({ "delegate": req }))
 }
 
-fn task_id(reply: &Value) -> String {
+pub(crate) fn task_id(reply: &Value) -> String {
     let id = reply["delegated"]["task"]
         .as_str()
         .unwrap_or_else(|| panic!("expected delegated, got {reply}"));
@@ -119,7 +119,7 @@ fn task_id(reply: &Value) -> String {
 }
 
 /// Waits (a parked await with a deadline, no sleep) for the task's outcome envelope.
-fn outcome(hub: &Hub, name: &str, task: &str) -> Value {
+pub(crate) fn outcome(hub: &Hub, name: &str, task: &str) -> Value {
     let mut r = hub.raw();
     r.stream()
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -143,12 +143,17 @@ fn outcome(hub: &Hub, name: &str, task: &str) -> Value {
     env["body"].clone()
 }
 
-fn status(hub: &Hub, name: &str, task: &str) -> Value {
+pub(crate) fn status(hub: &Hub, name: &str, task: &str) -> Value {
     verb(hub, name, &json!({"task_status": {"task": task}}))["task_status"].clone()
 }
 
 /// Polls `task_status` until `pred` holds (bounded; each poll is a round trip, not a sleep).
-fn wait_status(hub: &Hub, name: &str, task: &str, pred: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_status(
+    hub: &Hub,
+    name: &str,
+    task: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let s = status(hub, name, task);

@@ -109,6 +109,8 @@ pub(crate) struct PeerSpec {
     pub(crate) key: String,
     pub(crate) allow_v0: bool,
     pub(crate) forward: bool,
+    /// `delegate = true`: the peer may delegate tasks here.
+    pub(crate) delegate: bool,
 }
 
 pub(crate) struct RelaySpec {
@@ -120,6 +122,8 @@ pub(crate) struct RelaySpec {
     /// `HB_MS` unless a test needs a slower beat.
     pub(crate) heartbeat_ms: u64,
     pub(crate) peers: Vec<PeerSpec>,
+    /// Appended to the config after `[relay]` (a `[tasks]` table).
+    pub(crate) tail: String,
 }
 
 impl RelaySpec {
@@ -132,6 +136,7 @@ impl RelaySpec {
             handshake_timeout_ms: 2000,
             heartbeat_ms: HB_MS,
             peers: Vec::new(),
+            tail: String::new(),
         }
     }
 
@@ -148,6 +153,7 @@ impl RelaySpec {
             key: key.into(),
             allow_v0,
             forward: false,
+            delegate: false,
         });
         self
     }
@@ -191,7 +197,11 @@ impl RelaySpec {
             if p.forward {
                 t.push_str("forward = true\n");
             }
+            if p.delegate {
+                t.push_str("delegate = true\n");
+            }
         }
+        t.push_str(&self.tail);
         t
     }
 

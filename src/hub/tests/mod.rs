@@ -84,6 +84,8 @@ struct Drained {
     task_starts: Vec<crate::tasks::StartSpec>,
     task_cancels: Vec<String>,
     task_orphans: Vec<(String, u32)>,
+    /// `Output::ToPeer`, in order.
+    to_peers: Vec<crate::hub::PeerSend>,
 }
 
 impl Drained {
@@ -453,6 +455,7 @@ impl Sim {
                 Output::StartTask(spec) => self.out.task_starts.push(*spec),
                 Output::CancelTask { task } => self.out.task_cancels.push(task.as_str().to_owned()),
                 Output::KillOrphan { task, pid } => self.out.task_orphans.push((task, pid)),
+                Output::ToPeer(send) => self.out.to_peers.push(*send),
             }
         }
     }

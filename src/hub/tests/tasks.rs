@@ -20,6 +20,7 @@ fn book() -> TaskBook {
             outcome_text_max_bytes: 1000,
             history_max: 10,
             may_mail: Vec::new(),
+            peer_status_secs: 30,
         },
         ["fake".to_owned()],
         Vec::<String>::new(),
@@ -304,4 +305,127 @@ fn a_restart_reports_a_running_task_once_and_names_its_process_group() {
         .count();
     assert_eq!(settles, 1);
     assert!(d.task_starts.is_empty());
+}
+
+// ----- across hubs (docs/delegation.md "Across hubs") -----
+
+fn peer_sim() -> Sim {
+    let mut sim = Sim::durable();
+    let mut b = TaskBook::new(
+        BookConfig {
+            cwd_roots: vec!["/w".into()],
+            ..book().config().clone()
+        },
+        ["fake".to_owned()],
+        ["lab".to_owned()],
+    );
+    b.set_accept_from(["lab".to_owned()]);
+    sim.hub.enable_tasks(b);
+    sim
+}
+
+fn handoff(task: &str) -> crate::relay::message::Payload {
+    crate::relay::message::Payload::TaskHandoff(crate::relay::message::TaskHandoff {
+        task_id: task.into(),
+        state: "completed".into(),
+        summary: "built".into(),
+        artifacts: Vec::new(),
+        git_ref: None,
+        total_cost_usd: 0.0,
+        total_tokens: 0,
+        model: None,
+        usage: None,
+    })
+}
+
+#[test]
+fn a_peer_hears_of_a_task_only_after_its_running_state_is_committed() {
+    use crate::relay::message::Payload;
+    let mut sim = peer_sim();
+    let now = sim.now();
+    sim.hub.handle_peer_link("lab", true, true, now);
+    let c = sim.login("mneme");
+    let line =
+        json!({"delegate": {"agent": "codex", "cwd": "/far/repo", "prompt": "p", "peer": "lab"}});
+    sim.line(c, &line.to_string());
+    let d = sim.drain();
+    assert!(d.to_peers.is_empty() && d.lines(c).is_empty());
+    sim.commit_ok();
+    let d = sim.drain();
+    let task = delegated_task(&d, c);
+    assert!(
+        d.to_peers.is_empty(),
+        "the running state is not committed yet"
+    );
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        matches!(task_ops(&d.store)[..], [TaskStoreOp::State { ref state, .. }] if state == "running")
+    );
+    match &d.to_peers[..] {
+        [s] => {
+            assert_eq!(s.peer, "lab");
+            assert!(matches!(&s.payload, Payload::DelegateTask(t) if t.task_id == task));
+        }
+        other => panic!("expected one delegate_task, got {other:?}"),
+    }
+    // The handoff's ack waits for the outcome envelope's batch.
+    let now = sim.now();
+    sim.hub
+        .handle_peer_message("lab", "m-7", handoff(&task), now);
+    let d = sim.drain();
+    assert!(
+        d.to_peers.is_empty(),
+        "no ack before the outcome is durable"
+    );
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        matches!(&d.to_peers[..], [s] if matches!(&s.payload, Payload::Ack(a) if a.ack_id == "m-7"))
+    );
+    assert!(task_ops(&d.store)
+        .iter()
+        .any(|op| matches!(op, TaskStoreOp::Settle { state, .. } if state == "completed")));
+}
+
+#[test]
+fn a_failed_commit_holds_the_message_for_the_peer() {
+    use crate::relay::message::Payload;
+    let mut sim = peer_sim();
+    let now = sim.now();
+    sim.hub.handle_peer_link("lab", true, false, now);
+    let d = json!({"task_id": "ext-1", "prompt": "p", "cwd": "/w/repo", "context": {"dependency_graph": {"blocks": [], "blocked_by": []}}, "agent": "fake"});
+    let payload =
+        Payload::parse(&crate::relay::MsgType::DelegateTask, &d).expect("a delegate_task");
+    sim.hub.handle_peer_message("lab", "m-1", payload, now);
+    sim.commit_err();
+    assert!(
+        sim.drain().to_peers.is_empty(),
+        "its row is not durable: the peer is told nothing"
+    );
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        d.to_peers
+            .iter()
+            .any(|s| matches!(&s.payload, Payload::TaskStatus(t) if t.task_id == "ext-1" && t.state == "running")),
+        "{:?}",
+        d.to_peers
+    );
+}
+
+#[test]
+fn without_tasks_a_peers_delegation_is_refused_with_a_handoff() {
+    use crate::relay::message::Payload;
+    let mut sim = Sim::durable();
+    let d = json!({"task_id": "ext-1", "prompt": "p", "cwd": null, "context": {"dependency_graph": {"blocks": [], "blocked_by": []}}});
+    let payload =
+        Payload::parse(&crate::relay::MsgType::DelegateTask, &d).expect("a delegate_task");
+    let now = sim.now();
+    sim.hub.handle_peer_message("lab", "m-1", payload, now);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        matches!(&d.to_peers[..], [s] if matches!(&s.payload, Payload::TaskHandoff(h) if h.state == "failed" && h.summary.contains("not enabled")))
+    );
 }

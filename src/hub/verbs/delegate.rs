@@ -49,8 +49,10 @@ impl Hub {
                         }
                         TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
                         TaskAction::Log(l) => self.outputs.push_back(crate::hub::Output::Log(l)),
-                        // A submit starts nothing and cancels nothing.
-                        TaskAction::Start(_) | TaskAction::Cancel(_) => {}
+                        // A submit starts nothing, cancels nothing and tells no peer.
+                        TaskAction::Start(_)
+                        | TaskAction::Cancel(_)
+                        | TaskAction::ToPeer { .. } => {}
                     }
                 }
                 self.set_deadline(conn, None);

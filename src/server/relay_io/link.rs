@@ -25,6 +25,9 @@ pub(super) struct Link {
     /// Our `bus_forward` messages on this link not yet acked: relay message id → the
     /// envelope's acceptance seq in the hub.
     pub(super) forwards: HashMap<String, u64>,
+    /// Our final `task_handoff`s on this link not yet acked: relay message id → the peer's
+    /// task id (docs/delegation.md "Across hubs"; only v1 peers ack them).
+    pub(super) handoffs: HashMap<String, String>,
     /// Accepted: the address the gate counts it against; None for our dials.
     pub(super) admitted: Option<IpAddr>,
     /// Accepted and past its handshake (the gate no longer counts it unauthenticated).
@@ -53,6 +56,7 @@ impl Link {
             closed: false,
             forwarding: false,
             forwards: HashMap::new(),
+            handoffs: HashMap::new(),
             admitted: None,
             authenticated: false,
             log_throttle: Throttle::new(PEER_LOG_BURST, PEER_LOG_REFILL),
@@ -229,6 +233,42 @@ impl RelayIo {
                             b.status.agents = directory.agents.keys().cloned().collect();
                             self.status_dirty = true;
                         }
+                    }
+                }
+                SessionEvent::Message(msg) if is_task_message(&msg.msg_type) => {
+                    // From any authenticated connection of the peer: claudectl's one-shots
+                    // carry `delegate_task` and `task_interrupt` (docs/relay-protocol.md §2.6).
+                    let peer = link.peer.clone().unwrap_or_default();
+                    match msg.payload_typed() {
+                        Ok(payload) => self.inbox.push(ToHub::PeerTask {
+                            peer,
+                            msg_id: msg.id,
+                            payload: Box::new(payload),
+                        }),
+                        Err(_) => throttled(
+                            &mut self.logs,
+                            &mut link.log_throttle,
+                            "WARN",
+                            format!(
+                                "relay: {peer} sent a {} whose payload does not parse; dropped",
+                                msg.msg_type.as_str()
+                            ),
+                            now,
+                        ),
+                    }
+                }
+                SessionEvent::Message(msg)
+                    if msg.msg_type == MsgType::Ack
+                        && handoff_ack_id(&msg)
+                            .is_some_and(|id| link.handoffs.contains_key(&id)) =>
+                {
+                    // The ack of one of our final handoffs on this link (a v1 peer answers
+                    // on the link the handoff came on; one acked elsewhere is sent again on
+                    // the next link and acked then).
+                    let peer = link.peer.clone().unwrap_or_default();
+                    let id = handoff_ack_id(&msg).unwrap_or_default();
+                    if let Some(task_id) = link.handoffs.remove(&id) {
+                        self.inbox.push(ToHub::PeerTaskAcked { peer, task_id });
                     }
                 }
                 SessionEvent::Message(msg)
@@ -411,6 +451,11 @@ impl RelayIo {
         book.next_dial = None;
         book.last_heartbeat = Some(now);
         self.status_dirty = true;
+        self.inbox.push(ToHub::PeerLink {
+            peer: peer.to_owned(),
+            up: true,
+            v1: link.session.proto().is_some_and(|p| p >= 1),
+        });
         if link.session.features().contains(&Feature::BusForward) && !link.forwarding {
             link.forwarding = true;
             self.inbox.push(ToHub::LinkUp {
@@ -521,6 +566,15 @@ impl RelayIo {
             self.make_link(&peer, next, now);
             return;
         }
+        if was_link {
+            if let Some(peer) = &link.peer {
+                self.inbox.push(ToHub::PeerLink {
+                    peer: peer.clone(),
+                    up: false,
+                    v1: false,
+                });
+            }
+        }
         let Some(peer) = link.peer.clone() else {
             // An accepted connection that never finished its handshake: a denial (wrong key,
             // unknown peer, v0 refused), a malformed handshake or a missed deadline. The
@@ -576,5 +630,22 @@ pub(super) fn direction_name(d: Direction) -> &'static str {
     match d {
         Direction::Dialled => "dialled",
         Direction::Accepted => "accepted",
+    }
+}
+
+/// The four task messages (docs/delegation.md "Across hubs"), which the hub core takes from
+/// any authenticated connection of a peer.
+fn is_task_message(t: &MsgType) -> bool {
+    matches!(
+        t,
+        MsgType::DelegateTask | MsgType::TaskStatus | MsgType::TaskHandoff | MsgType::TaskInterrupt
+    )
+}
+
+/// The `ack_id` of an `ack` message, when its payload parses.
+fn handoff_ack_id(msg: &crate::relay::message::RelayMessage) -> Option<String> {
+    match msg.payload_typed() {
+        Ok(Payload::Ack(a)) => Some(a.ack_id),
+        _ => None,
     }
 }

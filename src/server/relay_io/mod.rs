@@ -55,8 +55,20 @@ pub const RELAY_READ_BUDGET_BYTES: usize = 256 * 1024;
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// What the relay tells the hub core (SPEC §15), drained by the loop after each relay event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToHub {
+    /// The lasting link with a peer is up (any proto, any features; `v1`: it speaks v1) or
+    /// gone; delegated work rides on it (docs/delegation.md "Across hubs").
+    PeerLink { peer: String, up: bool, v1: bool },
+    /// A task message from any authenticated connection of the peer (claudectl's one-shots
+    /// carry `delegate_task` and `task_interrupt`).
+    PeerTask {
+        peer: String,
+        msg_id: String,
+        payload: Box<Payload>,
+    },
+    /// The peer acked our final `task_handoff` of its task `task_id`.
+    PeerTaskAcked { peer: String, task_id: String },
     /// A link that agreed `bus-forward` is up.
     LinkUp { peer: String },
     /// That link is gone (replaced, dropped, shut down).
@@ -402,6 +414,58 @@ impl RelayIo {
         let msg = link.session.message(MsgType::Ack, payload, now);
         if link.session.send(msg).is_ok() {
             self.pump(registry, token, now);
+        }
+    }
+
+    /// Sends a task message to `peer` on its lasting link (never a one-shot standing by,
+    /// docs/relay-protocol.md §2.6). False when there is no such link or it cannot take the
+    /// message (closing); the hub then treats the link as down.
+    pub fn send_task(
+        &mut self,
+        registry: &Registry,
+        send: &crate::hub::PeerSend,
+        now: Instant,
+    ) -> bool {
+        let Some(token) = self
+            .registry_links
+            .link_of(&send.peer)
+            .map(|t| Token(t as usize))
+            .filter(|t| self.links.get(t).is_some_and(|l| !l.closed))
+        else {
+            return false;
+        };
+        let link = self.links.get_mut(&token).expect("checked above");
+        let msg_type = send.payload.msg_type();
+        let msg = link
+            .session
+            .message(msg_type.clone(), send.payload.to_value(), now);
+        let id = msg.id.clone();
+        match link.session.send(msg) {
+            Ok(()) => {
+                if let Some(task_id) = &send.handoff {
+                    link.handoffs.retain(|_, t| t != task_id);
+                    link.handoffs.insert(id, task_id.clone());
+                }
+                self.pump(registry, token, now);
+                true
+            }
+            Err(e @ (SendError::Closed | SendError::NotEstablished)) => {
+                let _ = e;
+                false
+            }
+            Err(e) => {
+                // Never sendable on this link (a type the peer's release does not know, a
+                // payload too large): said once per message, never its payload.
+                self.logs.push((
+                    "WARN",
+                    format!(
+                        "relay: {} to {} not sent: {e}",
+                        msg_type.as_str(),
+                        send.peer
+                    ),
+                ));
+                true
+            }
         }
     }
 

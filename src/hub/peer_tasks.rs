@@ -1,0 +1,110 @@
+//! The hub's side of delegated work across hubs (docs/delegation.md "Across hubs"): relay
+//! peers' task messages and link changes fed to the task book, and the book's messages for
+//! peers held until the commit of the step that caused them.
+//!
+//! Owns the glue only; `crate::tasks::peer` decides. The rule kept here: a message to a peer
+//! (a `delegate_task`, a status, a final handoff, the ack of a peer's handoff) leaves only
+//! after the commit of the step that made it, so a peer never hears of a task, or of an
+//! outcome, this hub could lose in a crash. Refuses IO.
+
+use super::{Hub, Now, Output, PeerSend, StagedTask, TaskThen};
+use crate::hub::ledger::State;
+use crate::relay::message::{Payload, TaskHandoff};
+
+impl Hub {
+    /// The lasting relay link with `peer` came up (`v1`: it speaks v1) or went down.
+    pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
+        let Some(book) = self.tasks.as_mut() else {
+            return;
+        };
+        book.handle_peer_link(peer, up, v1, now, &mut *self.ids);
+        self.drain_task_actions(now);
+    }
+
+    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`) from
+    /// an authenticated connection of `peer`; `msg_id` is its relay message id.
+    pub fn handle_peer_message(&mut self, peer: &str, msg_id: &str, payload: Payload, now: Now) {
+        let Some(book) = self.tasks.as_mut() else {
+            if let Payload::DelegateTask(d) = &payload {
+                // Never silence: the delegating peer hears why (claudectl shows it).
+                self.stage_peer_send(PeerSend {
+                    peer: peer.to_owned(),
+                    payload: Payload::TaskHandoff(refusal(
+                        &d.task_id,
+                        "delegation is not enabled on this hub",
+                    )),
+                    handoff: None,
+                });
+                self.outputs.push_back(Output::Log(format!(
+                    "relay: {peer} sent delegate_task; refused: delegation is not enabled on this hub"
+                )));
+            } else {
+                self.outputs.push_back(Output::Log(format!(
+                    "relay: {peer} sent {}; this hub runs no delegated work",
+                    payload.msg_type().as_str()
+                )));
+            }
+            return;
+        };
+        if self.shutting_down {
+            if let Payload::DelegateTask(d) = &payload {
+                self.stage_peer_send(PeerSend {
+                    peer: peer.to_owned(),
+                    payload: Payload::TaskHandoff(refusal(&d.task_id, "the hub is shutting down")),
+                    handoff: None,
+                });
+                return;
+            }
+        }
+        let ledger = &self.ledger;
+        let pending = |envelope_id: &str| {
+            ledger.state_of(crate::roster::HUB_NAME, envelope_id) == Some(State::Queued)
+        };
+        book.handle_peer_message(peer, msg_id, payload, now, &mut *self.ids, &pending);
+        self.drain_task_actions(now);
+        self.start_tasks(now);
+    }
+
+    /// A v1 peer acked our final handoff of its task `task_id`.
+    pub fn handle_peer_task_acked(&mut self, peer: &str, task_id: &str) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.handle_peer_acked(peer, task_id);
+        }
+    }
+
+    /// Holds a message for a peer until the commit of the step that caused it: it rides on
+    /// the last staged task step (that step's, or one staged before it in the same batch), or
+    /// on an empty step of its own in the next batch.
+    pub(super) fn stage_peer_send(&mut self, send: PeerSend) {
+        match self.staged_tasks.last_mut() {
+            Some(StagedTask {
+                then: then @ TaskThen::Nothing,
+                ..
+            }) => *then = TaskThen::ToPeer(vec![send]),
+            Some(StagedTask {
+                then: TaskThen::ToPeer(sends),
+                ..
+            }) => sends.push(send),
+            _ => self.staged_tasks.push(StagedTask {
+                store: Vec::new(),
+                audit: Vec::new(),
+                then: TaskThen::ToPeer(vec![send]),
+            }),
+        }
+    }
+}
+
+/// A failed v0 handoff saying why a peer's task was not taken.
+fn refusal(task_id: &str, why: &str) -> TaskHandoff {
+    TaskHandoff {
+        task_id: task_id.to_owned(),
+        state: "failed".to_owned(),
+        summary: format!("refused: {why}"),
+        artifacts: Vec::new(),
+        git_ref: None,
+        total_cost_usd: 0.0,
+        total_tokens: 0,
+        model: None,
+        usage: None,
+    }
+}

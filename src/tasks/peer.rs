@@ -1,0 +1,734 @@
+//! Delegated work across hubs (docs/delegation.md "Across hubs"; the v0 task messages in
+//! docs/relay-protocol.md §8): both halves, as book state and `TaskAction::ToPeer` messages.
+//!
+//! Delegator side: a task with `peer` waits for that peer's lasting link, goes out as
+//! `delegate_task` (with `agent` only under v1: a v0 peer reads none), and is settled by the
+//! peer's `task_handoff`; its timeout is kept here, and a cancel is a `task_interrupt` stop
+//! with a grace for the peer's answer. A `delegate_task` sent on a link that dropped before
+//! the peer answered for it is sent again on the next link; the peer ignores a task id it
+//! already holds, so the task runs once.
+//!
+//! Worker side: a `delegate_task` from a peer allowed to delegate (`relay.peers` `delegate =
+//! true`) becomes an ordinary local task whose delegator is its `Origin`. It is answered with
+//! `task_status` running at once and every `tasks.peer_status_secs`; its one outcome becomes
+//! a final `task_handoff` in the v0 shape, kept until confirmed: acked by a v1 peer, or still
+//! on the link it went out on `V0_HANDOFF_GRACE` later for a v0 one (claudectl acks nothing);
+//! a link that drops first gets it again on the next link. `task_interrupt` stop cancels
+//! (answered as claudectl does, a failed handoff "Stopped by controller"); nudge and reroute
+//! get a status.
+//!
+//! Refuses IO; relay sessions and sockets are `server::relay_io`'s.
+
+use super::*;
+use crate::relay::message::{
+    Ack, DelegateTask, DependencyGraph, Payload, TaskContext, TaskHandoff, TaskInterrupt,
+    TaskStats, TaskStatus,
+};
+
+/// How long a peer has to answer a cancel (`task_interrupt` stop) with its handoff before the
+/// task is settled `cancelled` here anyway.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(30);
+/// A final handoff sent to a v0 peer is taken as received once the link it went out on is
+/// still the peer's link this long after (docs/relay-protocol.md §2.6: a v0 sender must send
+/// it again if that link drops).
+pub const V0_HANDOFF_GRACE: Duration = Duration::from_secs(5);
+/// Final handoffs kept unconfirmed for one peer at most; beyond it the oldest is dropped with
+/// a log line (a peer that never links again cannot grow the hub).
+pub const MAX_PENDING_HANDOFFS: usize = 1024;
+/// The agent a peer's `delegate_task` without `agent` runs (the 000 seed's default).
+pub const DEFAULT_PEER_AGENT: &str = "claude";
+/// The v0 summary of a task the delegating peer stopped (what claudectl's own worker says).
+pub const STOPPED_BY_CONTROLLER: &str = "Stopped by controller";
+
+const ORIGIN_PREFIX: &str = "task-from:";
+
+/// Worker side: who delegated a task over the relay. Its text form is the task's
+/// `delegator`, `task-from:<peer>:<task id there>`: in the reserved `task-` namespace, so no
+/// roster name can ever be mistaken for it (or see the task).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub peer: String,
+    pub task_id: String,
+}
+
+impl Origin {
+    pub fn delegator(&self) -> String {
+        format!("{ORIGIN_PREFIX}{}:{}", self.peer, self.task_id)
+    }
+
+    pub fn parse(delegator: &str) -> Option<Origin> {
+        let (peer, task_id) = delegator.strip_prefix(ORIGIN_PREFIX)?.split_once(':')?;
+        (crate::config::valid_peer_id(peer) && valid_remote_task_id(task_id)).then(|| Origin {
+            peer: peer.to_owned(),
+            task_id: task_id.to_owned(),
+        })
+    }
+}
+
+/// A peer's task id: 1–128 bytes of `[A-Za-z0-9._:-]` (claudectl's are UUIDs; ours are
+/// `task-<hex>`). Anything else is refused before it reaches a log or the store.
+pub fn valid_remote_task_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// What became of a peer's `delegate_task`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerSubmit {
+    Accepted(TaskId),
+    /// A task id this hub already holds from that peer (a resend): nothing changes.
+    Duplicate,
+    /// Refused; the peer has been sent a failed handoff saying why.
+    Refused(String),
+}
+
+/// A final handoff not yet confirmed by the peer.
+#[derive(Debug, Clone)]
+pub(super) struct PendingHandoff {
+    task_id: String,
+    handoff: TaskHandoff,
+    /// When it went out on the current link; None: to send on the next.
+    sent_at: Option<Instant>,
+}
+
+/// The v0 `task_handoff` for a task's ending: `completed`, or `failed` with the reason.
+pub(super) fn handoff(o: &Origin, e: &Ending<'_>, text: &str, stopped: bool) -> TaskHandoff {
+    let state = if e.state == TaskState::Completed {
+        "completed"
+    } else {
+        "failed"
+    };
+    let summary = match (e.state, stopped) {
+        (TaskState::Completed, _) => text.to_owned(),
+        (TaskState::Cancelled, true) => STOPPED_BY_CONTROLLER.to_owned(),
+        _ => {
+            let why = e.reason.as_deref().unwrap_or(e.state.as_str());
+            if text.is_empty() {
+                format!("{}: {why}", e.state.as_str())
+            } else {
+                format!("{}: {why}\n\n{text}", e.state.as_str())
+            }
+        }
+    };
+    let total_tokens = e.usage.as_ref().map_or(0, body::UsageBody::total);
+    let total_cost_usd = e
+        .cost
+        .filter(|c| c.currency.eq_ignore_ascii_case("USD") && c.amount.is_finite())
+        .map_or(0.0, |c| c.amount);
+    TaskHandoff {
+        task_id: o.task_id.clone(),
+        state: state.to_owned(),
+        summary,
+        artifacts: Vec::new(),
+        git_ref: None,
+        total_cost_usd,
+        total_tokens,
+        model: None,
+        usage: e.usage.as_ref().and_then(|u| serde_json::to_value(u).ok()),
+    }
+}
+
+fn stats(elapsed_ms: u64) -> TaskStats {
+    TaskStats {
+        tokens_used: 0,
+        cost_usd: 0.0,
+        context_pct: 0.0,
+        files_modified: Vec::new(),
+        elapsed_secs: Some(elapsed_ms / 1000),
+        last_activity: None,
+    }
+}
+
+impl TaskBook {
+    /// Peers this hub runs delegated work for (`delegate = true`).
+    pub fn set_accept_from(&mut self, peers: impl IntoIterator<Item = String>) {
+        self.accept_from = peers.into_iter().collect();
+    }
+
+    pub fn accepts_from(&self, peer: &str) -> bool {
+        self.accept_from.contains(peer)
+    }
+
+    /// Worker side: a peer's `delegate_task`. A refusal is answered with a failed handoff at
+    /// once (claudectl shows it to its user), never silence.
+    pub fn submit_from_peer(
+        &mut self,
+        peer: &str,
+        d: DelegateTask,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) -> PeerSubmit {
+        if !valid_remote_task_id(&d.task_id) {
+            self.actions.push_back(TaskAction::Log(format!(
+                "relay: {peer} sent delegate_task with a task id that is not 1-128 bytes of [A-Za-z0-9._:-]; ignored"
+            )));
+            return PeerSubmit::Refused("bad task id".to_owned());
+        }
+        let origin = Origin {
+            peer: peer.to_owned(),
+            task_id: d.task_id.clone(),
+        };
+        let delegator = origin.delegator();
+        if self.tasks.values().any(|t| t.delegator == delegator) {
+            return PeerSubmit::Duplicate;
+        }
+        let refuse = |book: &mut TaskBook, why: String| {
+            let h = TaskHandoff {
+                task_id: d.task_id.clone(),
+                state: "failed".to_owned(),
+                summary: format!("refused: {why}"),
+                artifacts: Vec::new(),
+                git_ref: None,
+                total_cost_usd: 0.0,
+                total_tokens: 0,
+                model: None,
+                usage: None,
+            };
+            book.queue_handoff(origin.clone(), h, now);
+            book.actions.push_back(TaskAction::Log(format!(
+                "relay: delegate_task {} from {peer} refused: {why}",
+                d.task_id
+            )));
+            PeerSubmit::Refused(why)
+        };
+        if !self.accept_from.contains(peer) {
+            let why = format!(
+                "this hub does not take delegated work from {peer} (relay.peers delegate = false)"
+            );
+            return refuse(self, why);
+        }
+        let cwd = match d.cwd.clone().or_else(|| {
+            self.config
+                .cwd_roots
+                .first()
+                .map(|r| r.display().to_string())
+        }) {
+            Some(c) => c,
+            None => return refuse(self, "no cwd given and tasks.cwd_roots is empty".to_owned()),
+        };
+        let req = DelegateRequest {
+            agent: d.agent.unwrap_or_else(|| DEFAULT_PEER_AGENT.to_owned()),
+            cwd,
+            prompt: d.prompt,
+            timeout_secs: None,
+            progress_secs: None,
+            peer: None,
+        };
+        match self.insert(req, &delegator, Some(origin.clone()), now, ids) {
+            Err(r) => refuse(self, r.to_string()),
+            Ok(id) => {
+                // v0: `task_status` running at once, then periodically (relay-compat.md).
+                self.send_status(&id, now);
+                PeerSubmit::Accepted(id)
+            }
+        }
+    }
+
+    /// Worker side: `task_status` running for a local task a peer delegated, and the next
+    /// one's time.
+    fn send_status(&mut self, id: &TaskId, now: Now) {
+        let every = Duration::from_secs(self.config.peer_status_secs.max(1));
+        let Some(t) = self.tasks.get_mut(id) else {
+            return;
+        };
+        let Some(o) = t.origin.clone() else {
+            return;
+        };
+        t.peer_timer = Some(crate::deadline::after(now.mono, every));
+        let elapsed = t
+            .started_ms
+            .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+        if !self.links.contains_key(&o.peer) {
+            return; // Statuses are not kept: the next one, or the handoff, says more.
+        }
+        let payload = Payload::TaskStatus(TaskStatus {
+            task_id: o.task_id,
+            state: "running".to_owned(),
+            stats: stats(elapsed),
+        });
+        self.actions.push_back(TaskAction::ToPeer {
+            peer: o.peer,
+            payload,
+            handoff: None,
+        });
+    }
+
+    /// Worker side: a final handoff is kept until confirmed and sent now if the peer is
+    /// linked.
+    pub(super) fn queue_handoff(&mut self, o: Origin, h: TaskHandoff, now: Now) {
+        let pending = self.handoffs.entry(o.peer.clone()).or_default();
+        pending.retain(|p| p.task_id != o.task_id);
+        if pending.len() >= MAX_PENDING_HANDOFFS {
+            let old = pending.remove(0);
+            self.actions.push_back(TaskAction::Log(format!(
+                "relay: handoff of {} for {} dropped unconfirmed: more than {MAX_PENDING_HANDOFFS} wait for that peer",
+                old.task_id, o.peer
+            )));
+        }
+        let pending = self.handoffs.entry(o.peer.clone()).or_default();
+        pending.push(PendingHandoff {
+            task_id: o.task_id,
+            handoff: h,
+            sent_at: None,
+        });
+        self.pump_handoffs(&o.peer, now);
+    }
+
+    fn pump_handoffs(&mut self, peer: &str, now: Now) {
+        if !self.links.contains_key(peer) {
+            return;
+        }
+        let Some(pending) = self.handoffs.get_mut(peer) else {
+            return;
+        };
+        for p in pending.iter_mut().filter(|p| p.sent_at.is_none()) {
+            p.sent_at = Some(now.mono);
+            self.actions.push_back(TaskAction::ToPeer {
+                peer: peer.to_owned(),
+                payload: Payload::TaskHandoff(p.handoff.clone()),
+                handoff: Some(p.task_id.clone()),
+            });
+        }
+    }
+
+    /// A v1 peer acked our handoff of its task `task_id`: it has it.
+    pub fn handle_peer_acked(&mut self, peer: &str, task_id: &str) {
+        if let Some(pending) = self.handoffs.get_mut(peer) {
+            pending.retain(|p| p.task_id != task_id);
+        }
+    }
+
+    /// Handoffs waiting for `peer` (a test and `status` figure).
+    pub fn pending_handoffs(&self, peer: &str) -> usize {
+        self.handoffs.get(peer).map_or(0, Vec::len)
+    }
+
+    /// The lasting relay link with `peer` is up (`v1`: it speaks v1) or down.
+    pub fn handle_peer_link(
+        &mut self,
+        peer: &str,
+        up: bool,
+        v1: bool,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) {
+        if up {
+            self.links.insert(peer.to_owned(), v1);
+            self.pump_peer(peer, now);
+            self.pump_handoffs(peer, now);
+            return;
+        }
+        self.links.remove(peer);
+        if let Some(pending) = self.handoffs.get_mut(peer) {
+            for p in pending.iter_mut() {
+                p.sent_at = None;
+            }
+        }
+        let mine: Vec<(TaskId, TaskState)> = self
+            .tasks
+            .values()
+            .filter(|t| t.peer.as_deref() == Some(peer) && t.origin.is_none() && !t.confirmed)
+            .map(|t| (t.id.clone(), t.state))
+            .collect();
+        for (id, state) in mine {
+            match state {
+                TaskState::Running => {
+                    if let Some(t) = self.tasks.get_mut(&id) {
+                        t.needs_send = true;
+                    }
+                }
+                TaskState::Cancelling => {
+                    let why = format!(
+                        "cancelled; the link with {peer} dropped before it answered for the task"
+                    );
+                    self.settle(&id, Ending::bare(TaskState::Cancelled, why, 0), now, ids);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Delegator side: every task for `peer` that must go out, sent, if the peer is linked.
+    pub(super) fn pump_peer(&mut self, peer: &str, now: Now) {
+        let Some(&v1) = self.links.get(peer) else {
+            return;
+        };
+        if self.shutting_down {
+            return;
+        }
+        // Never-started tasks first become running (committed like a local start); other
+        // peers' keep their order.
+        let waiting: Vec<TaskId> = self.peer_waiting.drain(..).collect();
+        let (mine, others): (Vec<TaskId>, Vec<TaskId>) = waiting
+            .into_iter()
+            .partition(|i| self.tasks.get(i).and_then(|t| t.peer.as_deref()) == Some(peer));
+        self.peer_waiting = others.into();
+        for id in mine {
+            self.start_at_peer(&id, now);
+        }
+        let resend: Vec<TaskId> = self
+            .tasks
+            .values()
+            .filter(|t| t.peer.as_deref() == Some(peer) && t.origin.is_none())
+            .filter(|t| t.state == TaskState::Running && t.needs_send)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in resend {
+            let Some(t) = self.tasks.get_mut(&id) else {
+                continue;
+            };
+            t.needs_send = false;
+            let payload = Payload::DelegateTask(DelegateTask {
+                task_id: id.0.clone(),
+                prompt: t.prompt.clone(),
+                cwd: Some(t.cwd.display().to_string()),
+                context: TaskContext {
+                    git_remote: None,
+                    git_ref: None,
+                    git_commit: None,
+                    relevant_files: None,
+                    brain_context: None,
+                    dependency_graph: DependencyGraph {
+                        blocks: Vec::new(),
+                        blocked_by: Vec::new(),
+                    },
+                },
+                // v0 readers know no `agent` (docs/relay-protocol.md §8).
+                agent: v1.then(|| t.agent.clone()),
+            });
+            self.actions.push_back(TaskAction::ToPeer {
+                peer: peer.to_owned(),
+                payload,
+                handoff: None,
+            });
+        }
+    }
+
+    fn start_at_peer(&mut self, id: &TaskId, now: Now) {
+        let Some(t) = self.tasks.get_mut(id) else {
+            return;
+        };
+        if t.state != TaskState::Queued {
+            return;
+        }
+        let started_ms = now.wall.timestamp_millis();
+        t.state = TaskState::Running;
+        t.started_ms = Some(started_ms);
+        t.sent_at = Some(now.mono);
+        t.needs_send = true;
+        t.peer_timer = Some(crate::deadline::after(
+            now.mono,
+            Duration::from_secs(t.timeout_secs),
+        ));
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            store: vec![TaskStoreOp::State {
+                task: id.0.clone(),
+                state: TaskState::Running.as_str().to_owned(),
+                started_ms: Some(started_ms),
+                at_ms: started_ms,
+            }],
+            envelope: None,
+            audit: vec![TaskAudit::Started {
+                task: id.0.clone(),
+                agent: t.agent.clone(),
+            }],
+        }));
+    }
+
+    /// Delegator side: the delegator cancels a task running on a peer: `task_interrupt` stop
+    /// and a grace for its handoff; with no link, it ends `cancelled` at once (the peer may
+    /// still run it, and the reason says so).
+    pub(super) fn cancel_at_peer(&mut self, id: &TaskId, now: Now, ids: &mut dyn IdSource) {
+        let Some(t) = self.tasks.get_mut(id) else {
+            return;
+        };
+        let Some(peer) = t.peer.clone() else {
+            return;
+        };
+        if !self.links.contains_key(&peer) {
+            let why = format!(
+                "cancelled by the delegator; {peer} was not linked and could not be told, so it may still run the task"
+            );
+            let elapsed = t
+                .started_ms
+                .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+            self.settle(
+                id,
+                Ending::bare(TaskState::Cancelled, why, elapsed),
+                now,
+                ids,
+            );
+            return;
+        }
+        t.state = TaskState::Cancelling;
+        t.peer_timer = Some(crate::deadline::after(now.mono, CANCEL_GRACE));
+        let at_ms = now.wall.timestamp_millis();
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            store: vec![TaskStoreOp::State {
+                task: id.0.clone(),
+                state: TaskState::Cancelling.as_str().to_owned(),
+                started_ms: None,
+                at_ms,
+            }],
+            envelope: None,
+            audit: vec![TaskAudit::CancelAsked { task: id.0.clone() }],
+        }));
+        self.interrupt(&peer, id, "cancelled by the delegator");
+    }
+
+    fn interrupt(&mut self, peer: &str, id: &TaskId, reason: &str) {
+        if !self.links.contains_key(peer) {
+            return;
+        }
+        self.actions.push_back(TaskAction::ToPeer {
+            peer: peer.to_owned(),
+            payload: Payload::TaskInterrupt(TaskInterrupt {
+                task_id: id.0.clone(),
+                interrupt_type: "stop".to_owned(),
+                reason: reason.to_owned(),
+            }),
+            handoff: None,
+        });
+    }
+
+    /// Our task `task_id` delegated to `peer`, still waiting for its outcome.
+    fn at_peer(&self, peer: &str, task_id: &str) -> Option<TaskId> {
+        let id = TaskId::parse(task_id)?;
+        let t = self.tasks.get(&id)?;
+        (t.peer.as_deref() == Some(peer) && t.origin.is_none()).then_some(id)
+    }
+
+    /// A task message from `peer` (relay message id `msg_id`): the peer's answers for tasks
+    /// we delegated to it, and its requests about tasks it delegated to us.
+    pub fn handle_peer_message(
+        &mut self,
+        peer: &str,
+        msg_id: &str,
+        payload: Payload,
+        now: Now,
+        ids: &mut dyn IdSource,
+        progress_pending: &dyn Fn(&str) -> bool,
+    ) {
+        match payload {
+            Payload::DelegateTask(d) => {
+                if let PeerSubmit::Duplicate = self.submit_from_peer(peer, d, now, ids) {
+                    self.actions.push_back(TaskAction::Log(format!(
+                        "relay: {peer} sent a delegate_task this hub already holds; ignored"
+                    )));
+                }
+            }
+            Payload::TaskStatus(s) => {
+                let Some(id) = self.at_peer(peer, &s.task_id) else {
+                    return self.stray(peer, "task_status");
+                };
+                let Some(t) = self.tasks.get_mut(&id) else {
+                    return;
+                };
+                if !matches!(t.state, TaskState::Running | TaskState::Cancelling) {
+                    return;
+                }
+                t.confirmed = true;
+                let mut p = t.progress.clone().unwrap_or(TaskProgress {
+                    updates: 0,
+                    tool_calls: 0,
+                    last_tool: None,
+                    plan: None,
+                });
+                p.updates += 1;
+                t.progress = Some(p);
+                t.progress_elapsed_ms = s
+                    .stats
+                    .elapsed_secs
+                    .map_or(t.progress_elapsed_ms, |e| e.saturating_mul(1000));
+                self.maybe_progress(&id, now, ids, progress_pending);
+            }
+            Payload::TaskHandoff(h) => {
+                let v1 = self.links.get(peer).copied().unwrap_or(false);
+                let id = self.at_peer(peer, &h.task_id);
+                if v1 && id.is_some() {
+                    // Acked whenever it is ours, settled now or before (a resend), so the
+                    // peer stops sending it.
+                    self.actions.push_back(TaskAction::ToPeer {
+                        peer: peer.to_owned(),
+                        payload: Payload::Ack(Ack {
+                            ack_id: msg_id.to_owned(),
+                            resync: None,
+                            error: None,
+                        }),
+                        handoff: None,
+                    });
+                }
+                let Some(id) = id else {
+                    return self.stray(peer, "task_handoff");
+                };
+                self.on_peer_handoff(&id, h, now, ids);
+            }
+            Payload::TaskInterrupt(i) => {
+                let origin = Origin {
+                    peer: peer.to_owned(),
+                    task_id: i.task_id.clone(),
+                };
+                let delegator = origin.delegator();
+                let Some(id) = self
+                    .tasks
+                    .values()
+                    .find(|t| t.delegator == delegator)
+                    .map(|t| t.id.clone())
+                else {
+                    return self.stray(peer, "task_interrupt");
+                };
+                match i.interrupt_type.as_str() {
+                    "stop" => {
+                        if let Some(t) = self.tasks.get_mut(&id) {
+                            t.stopped_by_peer = true;
+                        }
+                        self.cancel(id.as_str(), &delegator, now, ids);
+                    }
+                    // Nudge (and reroute, which this hub does not do) get where it is.
+                    _ => self.send_status(&id, now),
+                }
+            }
+            other => self.actions.push_back(TaskAction::Log(format!(
+                "relay: {peer} sent {}; not a task message",
+                other.msg_type().as_str()
+            ))),
+        }
+    }
+
+    fn stray(&mut self, peer: &str, what: &str) {
+        self.actions.push_back(TaskAction::Log(format!(
+            "relay: {peer} sent {what} for a task this hub did not delegate to it, or has settled; ignored"
+        )));
+    }
+
+    /// Delegator side: the peer's final word on our task.
+    fn on_peer_handoff(&mut self, id: &TaskId, h: TaskHandoff, now: Now, ids: &mut dyn IdSource) {
+        let Some(t) = self.tasks.get(id) else {
+            return;
+        };
+        if !matches!(t.state, TaskState::Running | TaskState::Cancelling) {
+            return;
+        }
+        let cancelling = t.state == TaskState::Cancelling;
+        let elapsed = t
+            .started_ms
+            .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+        let (state, reason) = match h.state.as_str() {
+            "completed" => (TaskState::Completed, None),
+            _ if cancelling => (
+                TaskState::Cancelled,
+                Some(format!("cancelled at {}", t.peer.as_deref().unwrap_or(""))),
+            ),
+            _ => (
+                TaskState::Failed,
+                Some(format!(
+                    "{} reported the task failed",
+                    t.peer.as_deref().unwrap_or("")
+                )),
+            ),
+        };
+        let usage = (h.total_tokens > 0).then(|| body::UsageBody::with_total(h.total_tokens));
+        let cost =
+            (h.total_cost_usd.is_finite() && h.total_cost_usd > 0.0).then(|| crate::acp::Cost {
+                amount: h.total_cost_usd,
+                currency: "USD".to_owned(),
+            });
+        let ending = Ending {
+            state,
+            stop_reason: None,
+            reason,
+            text: &h.summary,
+            truncated: false,
+            elapsed_ms: elapsed,
+            usage,
+            cost: cost.as_ref(),
+        };
+        self.settle(id, ending, now, ids);
+    }
+
+    /// The peer timers: delegator-side timeouts and cancel graces, worker-side statuses,
+    /// v0 handoff confirmations.
+    pub(super) fn expire_peer(&mut self, now: Now, ids: &mut dyn IdSource) {
+        let due: Vec<(TaskId, TaskState, bool)> = self
+            .tasks
+            .values()
+            .filter(|t| t.peer_timer.is_some_and(|at| at <= now.mono))
+            .map(|t| (t.id.clone(), t.state, t.origin.is_some()))
+            .collect();
+        for (id, state, worker) in due {
+            if worker {
+                if matches!(state, TaskState::Queued | TaskState::Running) {
+                    self.send_status(&id, now);
+                } else if let Some(t) = self.tasks.get_mut(&id) {
+                    t.peer_timer = None;
+                }
+                continue;
+            }
+            let Some(t) = self.tasks.get(&id) else {
+                continue;
+            };
+            let peer = t.peer.clone().unwrap_or_default();
+            let elapsed = t
+                .started_ms
+                .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+            match state {
+                TaskState::Running => {
+                    let why = format!(
+                        "timed out after {} s at {peer}; it was asked to stop",
+                        t.timeout_secs
+                    );
+                    self.interrupt(&peer, &id, "timed out");
+                    self.settle(
+                        &id,
+                        Ending::bare(TaskState::TimedOut, why, elapsed),
+                        now,
+                        ids,
+                    );
+                }
+                TaskState::Cancelling => {
+                    let why = format!(
+                        "cancelled; {peer} did not answer the cancel within {} s",
+                        CANCEL_GRACE.as_secs()
+                    );
+                    self.settle(
+                        &id,
+                        Ending::bare(TaskState::Cancelled, why, elapsed),
+                        now,
+                        ids,
+                    );
+                }
+                _ => {
+                    if let Some(t) = self.tasks.get_mut(&id) {
+                        t.peer_timer = None;
+                    }
+                }
+            }
+        }
+        // A v0 peer acks nothing: a handoff still on its link after the grace arrived.
+        let links = &self.links;
+        for (peer, pending) in self.handoffs.iter_mut() {
+            if links.get(peer) == Some(&false) {
+                pending.retain(|p| {
+                    !p.sent_at
+                        .is_some_and(|at| crate::deadline::after(at, V0_HANDOFF_GRACE) <= now.mono)
+                });
+            }
+        }
+        self.handoffs.retain(|_, p| !p.is_empty());
+    }
+
+    /// The earliest peer timer.
+    pub(super) fn peer_timeout(&self) -> Option<Instant> {
+        let tasks = self.tasks.values().filter_map(|t| t.peer_timer);
+        let handoffs = self
+            .handoffs
+            .iter()
+            .filter(|(peer, _)| self.links.get(*peer) == Some(&false))
+            .flat_map(|(_, p)| p.iter().filter_map(|p| p.sent_at))
+            .map(|at| crate::deadline::after(at, V0_HANDOFF_GRACE));
+        tasks.chain(handoffs).min()
+    }
+}
