@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end check of agent-hub with REAL agent CLIs, offline, against a loopback mock LLM.
 #
-#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--no-build] [--keep] [--trace-net]
+#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--phase hook|task|all]
+#                         [--no-build] [--keep] [--trace-net]
 #
-# For each agent (default: claude) it:
+# Two phases per agent (--phase, default all): "hook" runs the agent CLI headless, wired up by
+# `agent-hub install` (steps 1-7 below); "task" has the hub run it as a delegated task through
+# ACP (steps T1-T5 after the hook checks).
+#
+# For each agent (default: claude) the hook phase:
 #   1. builds target/release/{agent-hub,agent-hub-server} (cargo build --release; --no-build
 #      uses what is there), and installs the agent CLI from npm, pinned to the version the
 #      facts file verified, into a cache OUTSIDE the repository
@@ -56,6 +61,33 @@
 #                  plugin's `drain --confirm` once promptAsync took the text
 #   hook-bounded   the hook then let the agent stop: no model request after the feedback turn
 #   loopback-only  (--trace-net, needs strace) the agent connected to no address but 127.0.0.1
+#                  (hook phase only)
+#
+# The task phase (docs/delegation.md "Real agents"):
+#   T1. installs the agent's ACP entry point (its built-in manifest's run.acp) like the CLIs:
+#       Claude Code through @zed-industries/claude-agent-acp, Codex through
+#       @zed-industries/codex-acp (both pinned below), Gemini CLI as `gemini --acp` and
+#       OpenCode as `opencode acp` from the packages above;
+#   T2. starts the mock LLM (its tool call: the hub's send to `orchestrator`) and a hub from
+#       config.example.toml on port 0 with one identity, `orchestrator`, and a [tasks] table:
+#       cwd_roots a temp folder, permission "allow" (the send tool asks), and tasks.env_pass
+#       naming the mock's endpoint and key variables. The hub itself runs under env -i with
+#       only those and HOME/PATH (the adapter's folder), so the agent sees nothing else;
+#   T3. task 1: `agent-hub delegate --wait --json` with the prompt "…CALL_TOOL:send"; while it
+#       waits, orchestrator awaits the agent's mail (kind e2e-task-mail);
+#   T4. task 2: the same prompt with the mock holding its answer to the tool result; once the
+#       mail from the task is in (so the turn is open), `agent-hub task cancel`, then
+#       `agent-hub await --reply-to TASK --kind task_outcome`;
+#   T5. each task's agent must be gone: the hub logged its exit and no process carries the
+#       task's mark (AGENT_HUB_TASK=<task id> in its environment).
+#   task-mail          orchestrator got the model's send from task-<hex>: kind, body exact
+#   task-tool-result   the model got the envelope id back as the tool result
+#   task-completed     delegate --wait exited 0; the task_outcome envelope (from hub,
+#                      correlationId the task) says completed, end_turn, and its text ends with
+#                      the mock's last answer
+#   task-reaped        task 1's agent was reaped and left no process behind
+#   task-cancelled     cancel answered `cancelling`; the outcome says `cancelled`
+#   task-cancel-reaped task 2's agent was reaped and left no process behind
 #
 # Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
 # check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
@@ -65,7 +97,8 @@
 # Environment: E2E_CACHE, E2E_MOCK_LLM, E2E_AGENT_TIMEOUT,
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_VERSION (npm versions; "latest" works too),
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_BIN (use this binary
-# instead of installing). Only 127.0.0.1 is used; the npm registry is contacted only to
+# instead of installing), E2E_{CLAUDE,CODEX}_ACP_VERSION and E2E_{CLAUDE,CODEX}_ACP_BIN (the
+# same for the ACP adapters the task phase runs). Only 127.0.0.1 is used; the npm registry is contacted only to
 # install a missing agent. Every process started here is stopped by its PID (agents by their
 # own process group) on exit. Work files are under a mktemp dir, removed on success and kept
 # (path printed) on failure or with --keep.
@@ -675,18 +708,23 @@ task_procs() {
     grep -lszFx "AGENT_HUB_TASK=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true
 }
 
-# Checks (name $2) that no process of task $3 outlives it: the hub's runner kills the agent's
-# whole process group (docs/acp.md "Shutdown"). Waits up to 20 s; a survivor is a FAIL and is
+# Checks (name $2) that task $3's agent is gone: the hub logged "agent exited" (its runner
+# reaped the agent; $4 is the hub's service log) and no process carries the task's mark (the
+# runner kills the agent's whole process group, docs/acp.md "Shutdown"; a mark also finds
+# children an agent moved to their own group). Waits up to 20 s; a survivor is a FAIL and is
 # killed by PID here (it carries this run's own task id, so it is ours).
 check_reaped() {
-    local agent=$1 name=$2 task=$3 i left=""
+    local agent=$1 name=$2 task=$3 log=$4 i left="" exited=""
     for ((i = 0; i < 200; i++)); do
         left=$(task_procs "$task")
-        [[ -z $left ]] && break
+        exited=$(sed -n "s/.* task $task: agent exited (\(.*\))\$/\1/p" "$log" | head -n1)
+        [[ -z $left && -n $exited ]] && break
         sleep 0.1
     done
-    if [[ -z $left ]]; then
-        pass "$agent" "$name" "no process of $task left"
+    if [[ -z $left && -n $exited ]]; then
+        pass "$agent" "$name" "the hub reaped the agent ($exited); no process of the task left"
+    elif [[ -z $left ]]; then
+        fail "$agent" "$name" "no process left, but the hub never logged the agent's exit"
     else
         fail "$agent" "$name" "still running: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80; echo; done | tr '\n' ';')"
         for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
@@ -794,7 +832,7 @@ EOF
     local task1
     task1=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$d/task1.out" 2>/dev/null || true)
     cp "$d/requests.log" "$d/requests1.log" 2>/dev/null || : >"$d/requests1.log"
-    TASK=$task1 WANT=$send_args MAIL=$d/mail1.json python3 - <<'PY' >"$d/checks1.out" || true
+    TASK=$task1 WANT=$send_args MAIL=$d/mail1.json REQS=$d/requests1.log python3 - <<'PY' >"$d/checks1.out" || true
 import json, os
 task, want = os.environ["TASK"], json.loads(os.environ["WANT"])
 def out(name, ok, detail): print("%s\t%s\t%s" % ("PASS" if ok else "FAIL", name, detail))
@@ -809,6 +847,12 @@ else:
            if env.get(k) != v]
     out("task-mail", not bad and bool(task), ("orchestrator got %s from %s (the agent's send tool) with the model's body" % (env.get("id"), task))
         if not bad else "envelope differs in %s: %s" % (bad, json.dumps(env)[:300]))
+    # The send tool's answer (the envelope id) went back to the model as the tool result.
+    reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
+    marks = ('"tool_result"', '"function_call_output"', '"functionResponse"', '"role": "tool"')
+    tr = [r for r in reqs if env.get("id") and env["id"] in json.dumps(r["body"]) and any(m in json.dumps(r["body"]) for m in marks)]
+    out("task-tool-result", bool(tr), ("model request %d carried the envelope id as the tool result" % tr[0]["n"]) if tr
+        else "no model request carried the tool result with id %r" % env.get("id"))
 PY
     local status name detail
     while IFS=$'\t' read -r status name detail; do
@@ -844,7 +888,7 @@ else:
 PY
     )
     if [[ $verdict == PASS* ]]; then pass "$agent" task-completed "${verdict#PASS	}"; else fail "$agent" task-completed "${verdict#FAIL	}"; fi
-    [[ -n $task1 ]] && check_reaped "$agent" task-reaped "$task1"
+    [[ -n $task1 ]] && check_reaped "$agent" task-reaped "$task1" "$d/hub/service.log"
     note "$agent" "task 1 took ${took1}s"
 
     # Task 2, cancelled while running: the mock holds its answer to the tool result (the gate
@@ -889,7 +933,7 @@ PY
         fi
     fi
     : >"$d/gate" # let the mock's held answer go
-    [[ -n $task2 ]] && check_reaped "$agent" task-cancel-reaped "$task2"
+    [[ -n $task2 ]] && check_reaped "$agent" task-cancel-reaped "$task2" "$d/hub/service.log"
     note "$agent" "task 2 (cancelled) took $((SECONDS - t0))s"
     reap "$hub_pid"
     reap "$mock_pid"
