@@ -79,7 +79,8 @@
 #       mail from the task is in (so the turn is open), `agent-hub task cancel`, then
 #       `agent-hub await --reply-to TASK --kind task_outcome`;
 #   T5. each task's agent must be gone: the hub logged its exit and no process carries the
-#       task's mark (AGENT_HUB_TASK=<task id> in its environment).
+#       task's mark (AGENT_HUB_TASK=<task id> in its environment). Task 2's hub is stopped
+#       (SIGTERM) right after the cancelled outcome, so its reap is the hub's shutdown's.
 #   task-mail          orchestrator got the model's send from task-<hex>: kind, body exact
 #   task-tool-result   the model got the envelope id back as the tool result
 #   task-completed     delegate --wait exited 0; the task_outcome envelope (from hub,
@@ -87,7 +88,8 @@
 #                      the mock's last answer
 #   task-reaped        task 1's agent was reaped and left no process behind
 #   task-cancelled     cancel answered `cancelling`; the outcome says `cancelled`
-#   task-cancel-reaped task 2's agent was reaped and left no process behind
+#   task-cancel-reaped task 2's agent was reaped, by a hub stopped right after its outcome,
+#                      and left no process behind
 #
 # Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
 # check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
@@ -726,7 +728,7 @@ check_reaped() {
     elif [[ -z $left ]]; then
         fail "$agent" "$name" "no process left, but the hub never logged the agent's exit"
     else
-        fail "$agent" "$name" "still running: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80; echo; done | tr '\n' ';')"
+        fail "$agent" "$name" "still running: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80; done | tr '\n' ';')"
         for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
     fi
 }
@@ -933,9 +935,16 @@ PY
         fi
     fi
     : >"$d/gate" # let the mock's held answer go
-    [[ -n $task2 ]] && check_reaped "$agent" task-cancel-reaped "$task2" "$d/hub/service.log"
-    note "$agent" "task 2 (cancelled) took $((SECONDS - t0))s"
+    # The hub is stopped at once, while task 2's agent may still be shutting down (three of
+    # the four ignore stdin EOF): it must reap the agent before it exits (docs/delegation.md
+    # "Durability"). TERM, then up to 30 s (the default drain deadline) before a KILL.
+    local i
+    stop_pid "$hub_pid"
+    for ((i = 0; i < 300; i++)); do kill -0 "$hub_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$hub_pid" 2>/dev/null && note "$agent" "the hub did not stop within 30 s; killed"
     reap "$hub_pid"
+    [[ -n $task2 ]] && check_reaped "$agent" task-cancel-reaped "$task2" "$d/hub/service.log"
+    note "$agent" "task 2 (cancelled, then the hub stopped) took $((SECONDS - t0))s"
     reap "$mock_pid"
 }
 
