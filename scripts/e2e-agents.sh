@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end check of agent-hub with REAL agent CLIs, offline, against a loopback mock LLM.
 #
-#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--no-build] [--keep] [--trace-net]
+#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--phase hook|task|all]
+#                         [--no-build] [--keep] [--trace-net]
 #
-# For each agent (default: claude) it:
+# Two phases per agent (--phase, default all): "hook" runs the agent CLI headless, wired up by
+# `agent-hub install` (steps 1-7 below); "task" has the hub run it as a delegated task through
+# ACP (steps T1-T5 after the hook checks).
+#
+# For each agent (default: claude) the hook phase:
 #   1. builds target/release/{agent-hub,agent-hub-server} (cargo build --release; --no-build
 #      uses what is there), and installs the agent CLI from npm, pinned to the version the
 #      facts file verified, into a cache OUTSIDE the repository
@@ -56,6 +61,35 @@
 #                  plugin's `drain --confirm` once promptAsync took the text
 #   hook-bounded   the hook then let the agent stop: no model request after the feedback turn
 #   loopback-only  (--trace-net, needs strace) the agent connected to no address but 127.0.0.1
+#                  (hook phase only)
+#
+# The task phase (docs/delegation.md "Real agents"):
+#   T1. installs the agent's ACP entry point (its built-in manifest's run.acp) like the CLIs:
+#       Claude Code through @zed-industries/claude-agent-acp, Codex through
+#       @zed-industries/codex-acp (both pinned below), Gemini CLI as `gemini --acp` and
+#       OpenCode as `opencode acp` from the packages above;
+#   T2. starts the mock LLM (its tool call: the hub's send to `orchestrator`) and a hub from
+#       config.example.toml on port 0 with one identity, `orchestrator`, and a [tasks] table:
+#       cwd_roots a temp folder, permission "allow" (the send tool asks), and tasks.env_pass
+#       naming the mock's endpoint and key variables. The hub itself runs under env -i with
+#       only those and HOME/PATH (the adapter's folder), so the agent sees nothing else;
+#   T3. task 1: `agent-hub delegate --wait --json` with the prompt "…CALL_TOOL:send"; while it
+#       waits, orchestrator awaits the agent's mail (kind e2e-task-mail);
+#   T4. task 2: the same prompt with the mock holding its answer to the tool result; once the
+#       mail from the task is in (so the turn is open), `agent-hub task cancel`, then
+#       `agent-hub await --reply-to TASK --kind task_outcome`;
+#   T5. each task's agent must be gone: the hub logged its exit and no process carries the
+#       task's mark (AGENT_HUB_TASK=<task id> in its environment). Task 2's hub is stopped
+#       (SIGTERM) right after the cancelled outcome, so its reap is the hub's shutdown's.
+#   task-mail          orchestrator got the model's send from task-<hex>: kind, body exact
+#   task-tool-result   the model got the envelope id back as the tool result
+#   task-completed     delegate --wait exited 0; the task_outcome envelope (from hub,
+#                      correlationId the task) says completed, end_turn, and its text ends with
+#                      the mock's last answer
+#   task-reaped        task 1's agent was reaped and left no process behind
+#   task-cancelled     cancel answered `cancelling`; the outcome says `cancelled`
+#   task-cancel-reaped task 2's agent was reaped, by a hub stopped right after its outcome,
+#                      and left no process behind
 #
 # Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
 # check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
@@ -65,7 +99,8 @@
 # Environment: E2E_CACHE, E2E_MOCK_LLM, E2E_AGENT_TIMEOUT,
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_VERSION (npm versions; "latest" works too),
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_BIN (use this binary
-# instead of installing). Only 127.0.0.1 is used; the npm registry is contacted only to
+# instead of installing), E2E_{CLAUDE,CODEX}_ACP_VERSION and E2E_{CLAUDE,CODEX}_ACP_BIN (the
+# same for the ACP adapters the task phase runs). Only 127.0.0.1 is used; the npm registry is contacted only to
 # install a missing agent. Every process started here is stopped by its PID (agents by their
 # own process group) on exit. Work files are under a mktemp dir, removed on success and kept
 # (path printed) on failure or with --keep.
@@ -79,13 +114,18 @@ CLAUDE_VERSION=${E2E_CLAUDE_VERSION:-2.1.197}
 CODEX_VERSION=${E2E_CODEX_VERSION:-0.171.0}
 GEMINI_VERSION=${E2E_GEMINI_VERSION:-0.61.0}
 OPENCODE_VERSION=${E2E_OPENCODE_VERSION:-1.18.33}
+# The ACP adapters delegated tasks run Claude Code and Codex through (their manifests' run.acp;
+# Gemini CLI and OpenCode speak ACP themselves: `gemini --acp`, `opencode acp`).
+CLAUDE_ACP_VERSION=${E2E_CLAUDE_ACP_VERSION:-0.23.1}
+CODEX_ACP_VERSION=${E2E_CODEX_ACP_VERSION:-0.16.0}
 
-usage() { sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; }
 
 AGENTS=()
 BUILD=1
 KEEP=0
 TRACE=0
+PHASE=all
 while (($#)); do
     case $1 in
         --agent)
@@ -97,6 +137,14 @@ while (($#)); do
             esac
             shift 2 ;;
         --agent=*) set -- --agent "${1#--agent=}" "${@:2}" ;;
+        --phase)
+            [[ $# -ge 2 ]] || { usage >&2; exit 1; }
+            case $2 in
+                hook | task | all) PHASE=$2 ;;
+                *) echo "e2e: unknown phase '$2' (hook, task or all)" >&2; exit 1 ;;
+            esac
+            shift 2 ;;
+        --phase=*) set -- --phase "${1#--phase=}" "${@:2}" ;;
         --no-build) BUILD=0; shift ;;
         --keep) KEEP=1; shift ;;
         --trace-net) TRACE=1; shift ;;
@@ -213,17 +261,50 @@ agent_pkg() {
     esac
 }
 
+# The npm package and binary a delegated task runs the agent with (its manifest's run.acp).
+acp_pkg() {
+    case $1 in
+        claude) echo "@zed-industries/claude-agent-acp@$CLAUDE_ACP_VERSION" ;;
+        codex) echo "@zed-industries/codex-acp@$CODEX_ACP_VERSION" ;;
+        *) agent_pkg "$1" ;;
+    esac
+}
+acp_cmd() {
+    case $1 in
+        claude) echo claude-agent-acp ;;
+        codex) echo codex-acp ;;
+        *) echo "$1" ;;
+    esac
+}
+
 # Prints the agent binary's path, installing the npm package into the cache if needed.
 # Returns 1 (with the reason on stderr) when it cannot.
-agent_bin() {
-    local agent=$1 pkg dir override
-    override=$(eval "echo \${E2E_${agent^^}_BIN:-}")
+agent_bin() { npm_bin "$(agent_pkg "$1")" "$1" "E2E_${1^^}_BIN"; }
+# The same for the ACP entry point a delegated task runs (E2E_CLAUDE_ACP_BIN, …).
+acp_bin() {
+    local cmd
+    cmd=$(acp_cmd "$1")
+    if [[ $cmd == "$1" ]]; then agent_bin "$1"; else npm_bin "$(acp_pkg "$1")" "$cmd" "E2E_${1^^}_ACP_BIN"; fi
+}
+# The installed version of an npm package in the cache (from its package.json), or "?".
+pkg_version() {
+    local pkg=$1 dir name
+    dir=$E2E_CACHE/${pkg//\//+}
+    name=${pkg%@*}
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' \
+        "$dir/node_modules/$name/package.json" 2>/dev/null || echo "?"
+}
+
+# npm_bin PKG@VERSION BIN OVERRIDE_VAR: the binary BIN of that package, installed into the
+# cache if missing, or the executable $OVERRIDE_VAR names.
+npm_bin() {
+    local pkg=$1 agent=$2 var=$3 dir override
+    override=${!var:-}
     if [[ -n $override ]]; then
-        [[ -x $override ]] || { echo "E2E_${agent^^}_BIN=$override is not executable" >&2; return 1; }
+        [[ -x $override ]] || { echo "$var=$override is not executable" >&2; return 1; }
         echo "$override"
         return 0
     fi
-    pkg=$(agent_pkg "$agent")
     dir=$E2E_CACHE/${pkg//\//+}
     if [[ ! -x $dir/node_modules/.bin/$agent ]]; then
         command -v node >/dev/null || { echo "node not found" >&2; return 1; }
@@ -242,52 +323,10 @@ agent_bin() {
     echo "$dir/node_modules/.bin/$agent"
 }
 
-# ---- one agent ---------------------------------------------------------------------------
-run_agent() {
-    local agent=$1 bin version d home proj hub_port mock_port tok_w tok_o hub_pid mock_pid
-    local send_args reply_body ping_nonce reply_nonce prompt pid
-    if ! bin=$(agent_bin "$agent" 2>"$WORK/$agent-install.err"); then
-        skip "$agent" "$(tail -n1 "$WORK/$agent-install.err")"
-        return 0
-    fi
-    if ! version=$(HOME=$WORK timeout 60 "$bin" --version </dev/null 2>/dev/null | head -n1) || [[ -z $version ]]; then
-        skip "$agent" "$bin --version failed (node too old?)"
-        return 0
-    fi
-    NRAN=$((NRAN + 1))
-    echo "e2e: [$agent] $version ($bin)"
-    d=$WORK/$agent
-    home=$d/home
-    proj=$d/proj
-    mkdir -p "$home" "$proj"
-
-    # Hub.
-    "$SERVER" demo "$d/hub" --port 0 >"$d/hub.out" 2>"$d/hub.err" &
-    hub_pid=$!
-    PIDS+=("$hub_pid")
-    if ! hub_port=$(wait_for_line "$d/hub.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
-        fail "$agent" hub "agent-hub-server demo did not start: $(cat "$d/hub.err")"
-        return 0
-    fi
-    tok_w=$d/hub/tokens/worker.token
-    tok_o=$d/hub/tokens/orchestrator.token
-
-    # Mock LLM.
-    ping_nonce=$(nonce)
-    reply_nonce=$(nonce)
-    send_args="{\"to\":\"orchestrator\",\"kind\":\"e2e-ping\",\"body\":{\"e2e\":\"ping\",\"agent\":\"$agent\",\"nonce\":\"$ping_nonce\"}}"
-    MOCK_LOG=$d/mock.log MOCK_REQUEST_LOG=$d/requests.log MOCK_TOOL_ARGS=$send_args \
-        MOCK_GATE_FILE=$d/gate MOCK_GATE_SECS=$AGENT_TIMEOUT \
-        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock.out" 2>"$d/mock.err" &
-    mock_pid=$!
-    PIDS+=("$mock_pid")
-    if ! mock_port=$(wait_for_line "$d/mock.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
-        fail "$agent" mock "mock LLM did not start: $(cat "$d/mock.err")"
-        return 0
-    fi
-    note "$agent" "hub on 127.0.0.1:$hub_port, mock LLM on 127.0.0.1:$mock_port, HOME=$home"
-
-    # What points the agent at the mock (written before install; install keeps it).
+# Writes into HOME $2 only what points agent $1 at the mock LLM on port $3 (Codex provider,
+# Gemini auth type, OpenCode provider; telemetry, update checks and plugin sync off).
+point_at_mock() {
+    local agent=$1 home=$2 mock_port=$3
     case $agent in
         codex)
             mkdir -p "$home/.codex"
@@ -347,6 +386,55 @@ EOF
                 "$OPENCODE_VERSION" >"$home/.config/opencode/package-lock.json"
             ;;
     esac
+}
+
+# ---- one agent ---------------------------------------------------------------------------
+run_agent() {
+    local agent=$1 bin version d home proj hub_port mock_port tok_w tok_o hub_pid mock_pid
+    local send_args reply_body ping_nonce reply_nonce prompt pid
+    if ! bin=$(agent_bin "$agent" 2>"$WORK/$agent-install.err"); then
+        skip "$agent" "$(tail -n1 "$WORK/$agent-install.err")"
+        return 0
+    fi
+    if ! version=$(HOME=$WORK timeout 60 "$bin" --version </dev/null 2>/dev/null | head -n1) || [[ -z $version ]]; then
+        skip "$agent" "$bin --version failed (node too old?)"
+        return 0
+    fi
+    NRAN=$((NRAN + 1))
+    echo "e2e: [$agent] $version ($bin)"
+    d=$WORK/$agent
+    home=$d/home
+    proj=$d/proj
+    mkdir -p "$home" "$proj"
+
+    # Hub.
+    "$SERVER" demo "$d/hub" --port 0 >"$d/hub.out" 2>"$d/hub.err" &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail "$agent" hub "agent-hub-server demo did not start: $(cat "$d/hub.err")"
+        return 0
+    fi
+    tok_w=$d/hub/tokens/worker.token
+    tok_o=$d/hub/tokens/orchestrator.token
+
+    # Mock LLM.
+    ping_nonce=$(nonce)
+    reply_nonce=$(nonce)
+    send_args="{\"to\":\"orchestrator\",\"kind\":\"e2e-ping\",\"body\":{\"e2e\":\"ping\",\"agent\":\"$agent\",\"nonce\":\"$ping_nonce\"}}"
+    MOCK_LOG=$d/mock.log MOCK_REQUEST_LOG=$d/requests.log MOCK_TOOL_ARGS=$send_args \
+        MOCK_GATE_FILE=$d/gate MOCK_GATE_SECS=$AGENT_TIMEOUT \
+        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock.out" 2>"$d/mock.err" &
+    mock_pid=$!
+    PIDS+=("$mock_pid")
+    if ! mock_port=$(wait_for_line "$d/mock.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
+        fail "$agent" mock "mock LLM did not start: $(cat "$d/mock.err")"
+        return 0
+    fi
+    note "$agent" "hub on 127.0.0.1:$hub_port, mock LLM on 127.0.0.1:$mock_port, HOME=$home"
+
+    # What points the agent at the mock (written before install; install keeps it).
+    point_at_mock "$agent" "$home" "$mock_port"
 
     # agent-hub install, with the agent's binary on PATH as a user would have it.
     if HOME=$home PATH="$(dirname "$bin"):$PATH" "$AH" install --agent "$agent" \
@@ -600,9 +688,270 @@ PY
     note "$agent" "agent run took ${took}s"
 }
 
+# ---- one agent, delegated: the hub runs the task through ACP -----------------------------
+# Waits for await process $1 while process $2 (the task's waiter, or 0) lives; once $2 has
+# been gone 3 s, stops the await. Returns when the await has ended.
+await_while() {
+    local await_pid=$1 other=$2 gone=0
+    while kill -0 "$await_pid" 2>/dev/null; do
+        if ((other)) && ! kill -0 "$other" 2>/dev/null; then
+            gone=$((gone + 1))
+            ((gone > 30)) && { stop_pid "$await_pid"; break; }
+        fi
+        sleep 0.1
+    done
+    wait "$await_pid" 2>/dev/null || true
+    forget "$await_pid"
+}
+
+# Processes carrying task $1's mark (AGENT_HUB_TASK=<task> in their environment, which the hub
+# gives every agent it starts and its children inherit), one PID a line.
+task_procs() {
+    grep -lszFx "AGENT_HUB_TASK=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true
+}
+
+# Checks (name $2) that task $3's agent is gone: the hub logged "agent exited" (its runner
+# reaped the agent; $4 is the hub's service log) and no process carries the task's mark (the
+# runner kills the agent's whole process group, docs/acp.md "Shutdown"; a mark also finds
+# children an agent moved to their own group). Waits up to 20 s; a survivor is a FAIL and is
+# killed by PID here (it carries this run's own task id, so it is ours).
+check_reaped() {
+    local agent=$1 name=$2 task=$3 log=$4 i left="" exited=""
+    for ((i = 0; i < 200; i++)); do
+        left=$(task_procs "$task")
+        exited=$(sed -n "s/.* task $task: agent exited (\(.*\))\$/\1/p" "$log" | head -n1)
+        [[ -z $left && -n $exited ]] && break
+        sleep 0.1
+    done
+    if [[ -z $left && -n $exited ]]; then
+        pass "$agent" "$name" "the hub reaped the agent ($exited); no process of the task left"
+    elif [[ -z $left ]]; then
+        fail "$agent" "$name" "no process left, but the hub never logged the agent's exit"
+    else
+        fail "$agent" "$name" "still running: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80; done | tr '\n' ';')"
+        for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
+    fi
+}
+
+run_task() {
+    local agent=$1 bin pkg version d home work proj hub_port mock_port tok hub_pid mock_pid
+    local send_args nonce1 prompt orch
+    if ! bin=$(acp_bin "$agent" 2>"$WORK/$agent-acp-install.err"); then
+        skip "$agent" "task: $(tail -n1 "$WORK/$agent-acp-install.err")"
+        return 0
+    fi
+    pkg=$(acp_pkg "$agent")
+    version=$(pkg_version "$pkg")
+    NRAN=$((NRAN + 1))
+    echo "e2e: [$agent] task through ACP: $(acp_cmd "$agent") (${pkg%@*} $version, $bin)"
+    d=$WORK/$agent-task
+    home=$d/home
+    mkdir -p "$home" "$d/work/proj" "$d/hub/tokens"
+    work=$(cd "$d/work" && pwd -P)
+    proj=$work/proj
+
+    # Mock LLM: its tool call is the hub's send to the delegator, with a nonce per run.
+    nonce1=$(nonce)
+    send_args="{\"to\":\"orchestrator\",\"kind\":\"e2e-task-mail\",\"body\":{\"e2e\":\"task\",\"agent\":\"$agent\",\"nonce\":\"$nonce1\"}}"
+    MOCK_LOG=$d/mock.log MOCK_REQUEST_LOG=$d/requests.log MOCK_TOOL_ARGS=$send_args \
+        MOCK_GATE_FILE=$d/gate MOCK_GATE_SECS=$AGENT_TIMEOUT \
+        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock.out" 2>"$d/mock.err" &
+    mock_pid=$!
+    PIDS+=("$mock_pid")
+    if ! mock_port=$(wait_for_line "$d/mock.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
+        fail "$agent" task-hub "mock LLM did not start: $(cat "$d/mock.err")"
+        return 0
+    fi
+    point_at_mock "$agent" "$home" "$mock_port"
+
+    # The hub: the example config on an ephemeral port, one identity (orchestrator, the
+    # delegator), and a [tasks] table: cwd under the temp dir only, permission requests
+    # allowed (the hub's send tool asks), the mock's endpoint and key variables passed on by
+    # tasks.env_pass (nothing else of the hub's environment reaches the agent).
+    local token
+    token=$(nonce)$(nonce)
+    printf '[agents]\norchestrator = "%s"\n' "$token" >"$d/hub/roster.toml"
+    printf '%s\n' "$token" >"$d/hub/tokens/orchestrator.token"
+    chmod 600 "$d/hub/roster.toml" "$d/hub/tokens/orchestrator.token"
+    tok=$d/hub/tokens/orchestrator.token
+    {
+        sed 's/^port = 46110$/port = 0/' "$ROOT/config.example.toml"
+        cat <<EOF
+
+[tasks]
+cwd_roots = ["$work"]
+timeout_secs = $AGENT_TIMEOUT
+permission = "allow"
+env_pass = ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "ANTHROPIC_*", "CLAUDE_*", "OPENAI_*",
+    "CODEX_*", "GEMINI_*", "GOOGLE_*", "OPENCODE_*", "MOCK_API_KEY", "IS_SANDBOX",
+    "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"]
+EOF
+    } >"$d/hub/config.toml"
+    chmod 600 "$d/hub/config.toml"
+    local envv=(HOME="$home" PATH="$(dirname "$bin"):/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 TERM=dumb)
+    case $agent in
+        claude)
+            envv+=(ANTHROPIC_BASE_URL="http://127.0.0.1:$mock_port" ANTHROPIC_API_KEY=dummy
+                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1
+                DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1)
+            # The adapter's Claude Code refuses its permission mode as root without it (§2.1).
+            [[ $(id -u) == 0 ]] && envv+=(IS_SANDBOX=1) ;;
+        codex) envv+=(MOCK_API_KEY=dummy) ;;
+        gemini)
+            envv+=(GEMINI_API_KEY=dummy GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$mock_port"
+                GEMINI_CLI_TRUST_WORKSPACE=true) ;;
+        opencode)
+            envv+=(OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1
+                OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_SHARE=1) ;;
+    esac
+    (cd "$d/hub" && exec env -i "${envv[@]}" "$SERVER" --config "$d/hub/config.toml" \
+        >"$d/hub.out" 2>"$d/hub.err") &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail "$agent" task-hub "agent-hub-server did not start: $(cat "$d/hub.err" "$d/hub/service.log" 2>/dev/null | tail -n3)"
+        return 0
+    fi
+    note "$agent" "hub with [tasks] on 127.0.0.1:$hub_port, mock LLM on 127.0.0.1:$mock_port, HOME=$home"
+    orch=(--as orchestrator --token-file "$tok" --port "$hub_port")
+    prompt="agent-hub e2e task: CALL_TOOL:send"
+
+    # Task 1, to the end: `delegate --wait --json` prints the delegated answer and then the
+    # outcome envelope. Meanwhile the delegator awaits the agent's mail from task-<hex>.
+    : >"$d/gate" # the mock answers tool results at once
+    local t0=$SECONDS waiter rc=0
+    "$AH" delegate "${orch[@]}" --agent "$agent" --cwd "$proj" --prompt "$prompt" \
+        --timeout "$AGENT_TIMEOUT" --wait --json >"$d/task1.out" 2>"$d/task1.err" &
+    waiter=$!
+    PIDS+=("$waiter")
+    "$AH" await "${orch[@]}" --kind e2e-task-mail --timeout "$AGENT_TIMEOUT" \
+        >"$d/mail1.json" 2>"$d/mail1.err" &
+    PIDS+=("$!")
+    await_while "$!" "$waiter"
+    wait "$waiter" || rc=$?
+    forget "$waiter"
+    local took1=$((SECONDS - t0))
+    local task1
+    task1=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$d/task1.out" 2>/dev/null || true)
+    cp "$d/requests.log" "$d/requests1.log" 2>/dev/null || : >"$d/requests1.log"
+    TASK=$task1 WANT=$send_args MAIL=$d/mail1.json REQS=$d/requests1.log python3 - <<'PY' >"$d/checks1.out" || true
+import json, os
+task, want = os.environ["TASK"], json.loads(os.environ["WANT"])
+def out(name, ok, detail): print("%s\t%s\t%s" % ("PASS" if ok else "FAIL", name, detail))
+try:
+    env = json.loads(open(os.environ["MAIL"]).readline())
+except (OSError, ValueError):
+    env = None
+if env is None:
+    out("task-mail", False, "the delegator got no e2e-task-mail envelope")
+else:
+    bad = [k for k, v in (("from", task), ("to", "orchestrator"), ("kind", want["kind"]), ("body", want["body"]))
+           if env.get(k) != v]
+    out("task-mail", not bad and bool(task), ("orchestrator got %s from %s (the agent's send tool) with the model's body" % (env.get("id"), task))
+        if not bad else "envelope differs in %s: %s" % (bad, json.dumps(env)[:300]))
+    # The send tool's answer (the envelope id) went back to the model as the tool result.
+    reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
+    marks = ('"tool_result"', '"function_call_output"', '"functionResponse"', '"role": "tool"')
+    tr = [r for r in reqs if env.get("id") and env["id"] in json.dumps(r["body"]) and any(m in json.dumps(r["body"]) for m in marks)]
+    out("task-tool-result", bool(tr), ("model request %d carried the envelope id as the tool result" % tr[0]["n"]) if tr
+        else "no model request carried the tool result with id %r" % env.get("id"))
+PY
+    local status name detail
+    while IFS=$'\t' read -r status name detail; do
+        if [[ $status == PASS ]]; then pass "$agent" "$name" "$detail"; else fail "$agent" "$name" "$detail"; fi
+    done <"$d/checks1.out"
+    # task-completed: the outcome envelope (line 2 of --wait) says completed/end_turn with
+    # the mock's last answer as the agent's final text.
+    local verdict
+    verdict=$(RC=$rc TASK=$task1 OUT=$d/task1.out REQS=$d/requests1.log python3 - <<'PY' 2>&1 || true
+import json, os
+rc, task = int(os.environ["RC"]), os.environ["TASK"]
+lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
+reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
+texts = [r["reply"][1] for r in reqs if r["reply"][0] == "text"]
+want = texts[-1] if texts else None
+try:
+    env = json.loads(lines[1])
+except (IndexError, ValueError):
+    raise SystemExit("FAIL\tno outcome envelope from --wait (exit %d): %s" % (rc, lines[-1:] if lines else "no output"))
+b = env.get("body") or {}
+bad = []
+if rc != 0: bad.append("exit %d" % rc)
+if env.get("from") != "hub" or env.get("kind") != "task_outcome" or env.get("correlationId") != task:
+    bad.append("envelope from %r kind %r correlationId %r" % (env.get("from"), env.get("kind"), env.get("correlationId")))
+if b.get("state") != "completed": bad.append("state %r (reason %r)" % (b.get("state"), b.get("reason")))
+if b.get("stopReason") != "end_turn": bad.append("stopReason %r" % b.get("stopReason"))
+if not want or not str(b.get("text", "")).strip().endswith(want): bad.append("text %r, wanted it to end with %r" % (str(b.get("text"))[-80:], want))
+if bad:
+    print("FAIL\t" + "; ".join(bad))
+else:
+    print("PASS\t%s completed, end_turn, text %r, %d ms%s" % (task, b["text"].strip()[-40:], b.get("elapsedMs", -1),
+          (", usage %s" % json.dumps(b["usage"])) if b.get("usage") else ""))
+PY
+    )
+    if [[ $verdict == PASS* ]]; then pass "$agent" task-completed "${verdict#PASS	}"; else fail "$agent" task-completed "${verdict#FAIL	}"; fi
+    [[ -n $task1 ]] && check_reaped "$agent" task-reaped "$task1" "$d/hub/service.log"
+    note "$agent" "task 1 took ${took1}s"
+
+    # Task 2, cancelled while running: the mock holds its answer to the tool result (the gate
+    # is closed), so once the agent's mail is in, the task is certainly mid-turn.
+    rm -f "$d/gate"
+    t0=$SECONDS
+    local task2="" st="" mail2="" running=0
+    if ! task2=$("$AH" delegate "${orch[@]}" --agent "$agent" --cwd "$proj" --prompt "$prompt" \
+        --timeout "$AGENT_TIMEOUT" 2>"$d/task2.err"); then
+        fail "$agent" task-cancelled "delegate refused: $(cat "$d/task2.err")"
+    else
+        # The first envelope either is the mail (the task runs) or the outcome (it ended early).
+        "$AH" await "${orch[@]}" --timeout "$AGENT_TIMEOUT" >"$d/mail2.json" 2>"$d/mail2.err" || true
+        mail2=$(python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).readline()); print(e["kind"], e["from"])' "$d/mail2.json" 2>/dev/null || true)
+        if [[ $mail2 != "e2e-task-mail $task2" ]]; then
+            fail "$agent" task-cancelled "wanted the task's mail first, got: $(head -c 300 "$d/mail2.json" "$d/mail2.err")"
+        else
+            running=$(task_procs "$task2" | wc -l)
+            note "$agent" "task 2 runs as $running process(es) carrying its mark; cancelling"
+            st=$("$AH" task cancel "${orch[@]}" --id "$task2" 2>&1) || true
+            "$AH" await "${orch[@]}" --reply-to "$task2" --kind task_outcome --timeout 120 \
+                >"$d/task2.out" 2>"$d/task2.await.err" || true
+            verdict=$(ST=$st TASK=$task2 OUT=$d/task2.out python3 - <<'PY' 2>&1 || true
+import json, os
+st, task = os.environ["ST"], os.environ["TASK"]
+try:
+    env = json.loads(open(os.environ["OUT"]).readline())
+except (OSError, ValueError):
+    raise SystemExit("FAIL\tcancel answered %r; no outcome envelope" % st)
+b = env.get("body") or {}
+bad = []
+if st != "cancelling": bad.append("cancel answered %r" % st)
+if b.get("state") != "cancelled": bad.append("state %r (reason %r)" % (b.get("state"), b.get("reason")))
+if bad:
+    print("FAIL\t" + "; ".join(bad))
+else:
+    print("PASS\tcancel answered cancelling; outcome cancelled (%s; stopReason %s) after %d ms" % (
+        b.get("reason"), b.get("stopReason", "none"), b.get("elapsedMs", -1)))
+PY
+            )
+            if [[ $verdict == PASS* ]]; then pass "$agent" task-cancelled "${verdict#PASS	}"; else fail "$agent" task-cancelled "${verdict#FAIL	}"; fi
+        fi
+    fi
+    : >"$d/gate" # let the mock's held answer go
+    # The hub is stopped at once, while task 2's agent may still be shutting down (three of
+    # the four ignore stdin EOF): it must reap the agent before it exits (docs/delegation.md
+    # "Durability"). TERM, then up to 30 s (the default drain deadline) before a KILL.
+    local i
+    stop_pid "$hub_pid"
+    for ((i = 0; i < 300; i++)); do kill -0 "$hub_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$hub_pid" 2>/dev/null && note "$agent" "the hub did not stop within 30 s; killed"
+    reap "$hub_pid"
+    [[ -n $task2 ]] && check_reaped "$agent" task-cancel-reaped "$task2" "$d/hub/service.log"
+    note "$agent" "task 2 (cancelled, then the hub stopped) took $((SECONDS - t0))s"
+    reap "$mock_pid"
+}
+
 T0=$SECONDS
 for a in "${AGENTS[@]}"; do
-    run_agent "$a"
+    [[ $PHASE == task ]] || run_agent "$a"
+    [[ $PHASE == hook ]] || run_task "$a"
 done
 echo "e2e: took $((SECONDS - T0))s"
 echo "e2e: $NPASS passed, $NFAIL failed, $NSKIP skipped"

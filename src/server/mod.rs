@@ -214,10 +214,14 @@ impl Server {
         let mut events = Events::with_capacity(1024);
         loop {
             let now = self.now();
-            // The drain waits for open connections and for running tasks' outcomes (the
-            // cancel asked at shutdown), up to the deadline (SPEC §4.6, docs/delegation.md).
+            // The drain waits for open connections, for running tasks' outcomes (the cancel
+            // asked at shutdown) and for their runners to reap the agents, up to the deadline
+            // (SPEC §4.6, docs/delegation.md). An outcome comes before the agent's shutdown
+            // escalation; a hub that left then would orphan an agent that ignores stdin EOF
+            // (codex-acp, seen by scripts/e2e-agents.sh), as its runner thread dies with us.
+            let runners = self.tasks.as_ref().map_or(0, tasks::Executor::running);
             if self.shutting_down
-                && ((self.conns.is_empty() && self.hub.active_tasks() == 0)
+                && ((self.conns.is_empty() && self.hub.active_tasks() == 0 && runners == 0)
                     || self.shutdown_deadline.is_some_and(|d| now.mono >= d))
             {
                 break;

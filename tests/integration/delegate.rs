@@ -450,3 +450,42 @@ fn the_prompt_cap_is_exact() {
     let task = task_id(&r);
     assert_eq!(outcome(&hub, "alpha", &task)["state"], "completed");
 }
+
+/// A hub stopped right after a task's outcome still reaps the agent: the outcome comes
+/// before the runner's shutdown escalation (close stdin, TERM, KILL), and an agent that
+/// ignores stdin EOF (codex-acp does, seen by scripts/e2e-agents.sh) would otherwise outlive
+/// the hub, whose runner thread ends with it.
+#[test]
+fn a_hub_stopped_just_after_an_outcome_still_reaps_the_agent() {
+    let setup = setup_with("", false);
+    std::fs::write(
+        setup.path("manifests/fakeeof.toml"),
+        manifest("fakeeof", &["ignore_eof"]),
+    )
+    .unwrap();
+    let mut hub = setup.start();
+    let task = task_id(&delegate(&hub, "alpha", "fakeeof", json!({})));
+    let log = hub.wait_service_log("the agent's pid", |s| {
+        s.contains(&format!("task {task}: agent started (pid "))
+    });
+    let marker = format!("task {task}: agent started (pid ");
+    let at = log.find(&marker).unwrap() + marker.len();
+    let pid: libc::pid_t = log[at..at + log[at..].find(')').unwrap()].parse().unwrap();
+    assert_eq!(outcome(&hub, "alpha", &task)["state"], "completed");
+    // At once: the agent still runs (it ignores EOF; its TERM comes after the stdin grace).
+    hub.terminate();
+    // SAFETY: kill(2) with signal 0 only checks whether the pid exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    if alive {
+        // Not ours to leave behind: the agent the hub started and abandoned.
+        // SAFETY: as above; the pid is the fake agent the hub started for this test.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    assert!(!alive, "the agent (pid {pid}) outlived the hub");
+    assert!(
+        hub.service_log()
+            .contains(&format!("task {task}: agent exited")),
+        "{}",
+        hub.service_log()
+    );
+}
