@@ -885,6 +885,39 @@ mod whole_config {
     const EXAMPLE: &str = include_str!("../../config.example.toml");
 
     #[test]
+    fn a_peer_may_delegate_only_to_a_hub_with_tasks_and_statuses_are_bounded() {
+        let base = Path::new("/etc/agent-hub");
+        let relay = "\n[relay]\npeer_id = \"me\"\nlisten = \"127.0.0.2:46111\"\nheartbeat_interval_ms = 30000\nhandshake_timeout_ms = 10000\nreconnect_backoff_ms = [10000]\nfeatures = [\"unknown-ok\"]\nstatus_path = \"s.json\"\n\n[[relay.peers]]\nid = \"lab\"\nkey_file = \"k\"\nallow_v0 = true\ndelegate = true\n";
+        let e = Config::parse(&format!("{EXAMPLE}{relay}"), base).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"lab\" sets delegate = true, but there is no [tasks] table"),
+            "{e}"
+        );
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let tasks =
+            |extra: &str| format!("{EXAMPLE}{relay}\n[tasks]\ncwd_roots = [{tmp:?}]\n{extra}");
+        let c = Config::parse(&tasks(""), base).unwrap();
+        assert!(c.relay.unwrap().peers[0].delegate);
+        assert_eq!(
+            c.tasks.unwrap().peer_status_secs,
+            super::DEFAULT_PEER_STATUS_SECS
+        );
+        assert_eq!(
+            Config::parse(&tasks("peer_status_secs = 1\n"), base)
+                .unwrap()
+                .tasks
+                .unwrap()
+                .peer_status_secs,
+            1
+        );
+        for bad in ["peer_status_secs = 0\n", "peer_status_secs = 3601\n"] {
+            let e = Config::parse(&tasks(bad), base).unwrap_err();
+            assert!(e.to_string().contains("tasks.peer_status_secs"), "{e}");
+        }
+    }
+
+    #[test]
     fn the_table_is_optional_and_hooks_into_the_config() {
         let base = Path::new("/etc/agent-hub");
         assert_eq!(Config::parse(EXAMPLE, base).unwrap().tasks, None);

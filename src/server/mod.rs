@@ -616,16 +616,14 @@ impl Server {
                     ack_id,
                     error,
                 } => relay.ack_forward(registry, &peer, ack_id, error, now.mono),
-                Output::ToPeer(send) => {
-                    if !relay.send_task(registry, &send, now.mono) {
-                        // No lasting link after all: the book hears it is down and sends what
-                        // it must again on the next one.
-                        relay.inbox.push(ToHub::PeerLink {
-                            peer: send.peer,
-                            up: false,
-                            v1: false,
-                        });
-                    }
+                // No lasting link after all: the book hears it is down and sends what it must
+                // again on the next one.
+                Output::ToPeer(send) if !relay.send_task(registry, &send, now.mono) => {
+                    relay.inbox.push(ToHub::PeerLink {
+                        peer: send.peer,
+                        up: false,
+                        v1: false,
+                    });
                 }
                 _ => {}
             }

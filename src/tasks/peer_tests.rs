@@ -138,7 +138,7 @@ impl Rig {
         self.book.handle_peer_link(peer, up, v1, now, &mut self.ids);
     }
 
-    fn from_peer(&mut self, peer: &str, msg_id: &str, payload: Payload) {
+    fn peer_says(&mut self, peer: &str, msg_id: &str, payload: Payload) {
         let now = self.clock.now();
         self.book
             .handle_peer_message(peer, msg_id, payload, now, &mut self.ids, &|_| false);
@@ -205,7 +205,7 @@ fn a_v0_peer_gets_no_agent_field_and_no_acks() {
         None,
         "claudectl 0.64 reads no agent"
     );
-    r.from_peer(
+    r.peer_says(
         "lab",
         "m1",
         handoff_msg(id.as_str(), "completed", "all green"),
@@ -221,12 +221,12 @@ fn the_peers_handoff_is_the_outcome_and_a_v1_peer_is_acked() {
     r.link("lab", true, true);
     let id = r.delegate_to_lab();
     r.actions();
-    r.from_peer("lab", "s1", status_msg(id.as_str(), 4));
+    r.peer_says("lab", "s1", status_msg(id.as_str(), 4));
     assert!(r.actions().is_empty(), "no progress envelopes unless asked");
     let rec = r.book.status(id.as_str(), "mneme", r.clock.now());
     assert_eq!(rec.progress.unwrap().updates, 1);
     r.clock.advance_secs(5);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "h1",
         handoff_msg(id.as_str(), "completed", "all green"),
@@ -244,7 +244,7 @@ fn the_peers_handoff_is_the_outcome_and_a_v1_peer_is_acked() {
     assert_eq!(env[0].to, "mneme");
     assert_eq!(env[0].correlation_id.as_deref(), Some(id.as_str()));
     // A resend of the same handoff is acked again and changes nothing.
-    r.from_peer("lab", "h2", handoff_msg(id.as_str(), "failed", "late"));
+    r.peer_says("lab", "h2", handoff_msg(id.as_str(), "failed", "late"));
     let a = r.actions();
     assert_eq!(acks(&a), vec!["h2".to_owned()]);
     assert!(
@@ -262,17 +262,17 @@ fn messages_about_tasks_a_peer_was_not_given_change_nothing() {
     let id = r.delegate_to_lab();
     r.actions();
     // Another peer cannot settle or even touch it, and unknown ids are ignored.
-    r.from_peer(
+    r.peer_says(
         "other",
         "x",
         handoff_msg(id.as_str(), "completed", "forged"),
     );
-    r.from_peer(
+    r.peer_says(
         "lab",
         "y",
         handoff_msg("task-00000000000000000000000000000000", "completed", ""),
     );
-    r.from_peer("lab", "z", handoff_msg("../../etc", "completed", ""));
+    r.peer_says("lab", "z", handoff_msg("../../etc", "completed", ""));
     let a = r.actions();
     assert!(envelopes(&a, OUTCOME_KIND).is_empty());
     assert!(acks(&a).is_empty(), "nothing acked that is not ours");
@@ -295,7 +295,7 @@ fn a_link_that_drops_before_the_peer_answers_sends_the_task_again() {
     );
     assert_eq!(d[0].task_id, id.as_str());
     // Once the peer answered for it, a dropped link sends nothing again.
-    r.from_peer("lab", "s", status_msg(id.as_str(), 1));
+    r.peer_says("lab", "s", status_msg(id.as_str(), 1));
     r.link("lab", false, false);
     r.link("lab", true, true);
     assert!(delegates(&r.actions()).is_empty());
@@ -320,7 +320,7 @@ fn cancel_at_a_peer_is_an_interrupt_and_its_failed_handoff_is_cancelled() {
     assert_eq!(i[0].interrupt_type, "stop");
     assert_eq!(i[0].task_id, id.as_str());
     assert!(cancels(&a).is_empty(), "no local runner to cancel");
-    r.from_peer(
+    r.peer_says(
         "lab",
         "h",
         handoff_msg(id.as_str(), "failed", "Stopped by controller"),
@@ -359,7 +359,7 @@ fn cancel_without_a_link_ends_at_once_and_says_the_peer_may_still_run_it() {
     let mut r = Rig::new(config());
     r.link("lab", true, true);
     let id = r.delegate_to_lab();
-    r.from_peer("lab", "s", status_msg(id.as_str(), 1));
+    r.peer_says("lab", "s", status_msg(id.as_str(), 1));
     r.link("lab", false, false);
     r.actions();
     assert_eq!(r.cancel(&id, "mneme"), "cancelled");
@@ -400,7 +400,7 @@ fn the_delegators_timeout_stops_the_peer_and_times_the_task_out() {
     let b = body(envelopes(&a, OUTCOME_KIND)[0]);
     assert_eq!(b["state"], "timed_out");
     // Its late handoff changes nothing.
-    r.from_peer("lab", "h", handoff_msg(id.as_str(), "completed", "late"));
+    r.peer_says("lab", "h", handoff_msg(id.as_str(), "completed", "late"));
     assert!(envelopes(&r.actions(), OUTCOME_KIND).is_empty());
 }
 
@@ -467,7 +467,7 @@ fn origin_task(r: &Rig, remote: &str) -> TaskId {
 fn a_peer_not_allowed_to_delegate_gets_a_failed_handoff_and_no_task() {
     let mut r = Rig::new(config());
     r.link("lab", true, false);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -488,7 +488,7 @@ fn a_peer_not_allowed_to_delegate_gets_a_failed_handoff_and_no_task() {
 fn a_peers_task_runs_here_and_is_answered_in_the_v0_shapes() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d",
         delegate_msg("ext-1", None, Some("/srv/root/app")),
@@ -539,7 +539,7 @@ fn a_peers_task_runs_here_and_is_answered_in_the_v0_shapes() {
 fn a_v0_handoff_is_sent_again_if_its_link_drops_within_the_grace() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -568,7 +568,7 @@ fn a_v0_handoff_is_sent_again_if_its_link_drops_within_the_grace() {
 fn a_v1_handoff_is_kept_until_acked() {
     let mut r = worker();
     r.link("lab", true, true);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -591,7 +591,7 @@ fn a_v1_handoff_is_kept_until_acked() {
 fn stop_from_the_peer_cancels_and_is_answered_stopped_by_controller() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -605,7 +605,7 @@ fn stop_from_the_peer_cancels_and_is_answered_stopped_by_controller() {
         interrupt_type: "nudge".into(),
         reason: "how is it going".into(),
     });
-    r.from_peer("lab", "n", nudge);
+    r.peer_says("lab", "n", nudge);
     assert_eq!(statuses(&r.actions()).len(), 1);
     let stop = |reason: &str| {
         Payload::TaskInterrupt(TaskInterrupt {
@@ -614,9 +614,9 @@ fn stop_from_the_peer_cancels_and_is_answered_stopped_by_controller() {
             reason: reason.into(),
         })
     };
-    r.from_peer("other", "x", stop("forged"));
+    r.peer_says("other", "x", stop("forged"));
     assert!(cancels(&r.actions()).is_empty());
-    r.from_peer("lab", "s", stop("user asked"));
+    r.peer_says("lab", "s", stop("user asked"));
     assert_eq!(cancels(&r.actions()), vec![id.clone()]);
     r.event(
         &id,
@@ -637,12 +637,12 @@ fn stop_from_the_peer_cancels_and_is_answered_stopped_by_controller() {
 fn a_resent_delegate_task_runs_once_and_refusals_are_handoffs() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d1",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
     );
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d2",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -650,17 +650,17 @@ fn a_resent_delegate_task_runs_once_and_refusals_are_handoffs() {
     assert_eq!(r.book.tasks.len(), 1);
     r.actions();
     // Outside the roots, an agent not installed, a hostile task id.
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d3",
         delegate_msg("ext-2", Some("codex"), Some("/etc")),
     );
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d4",
         delegate_msg("ext-3", Some("nope"), Some("/srv/root/app")),
     );
-    r.from_peer(
+    r.peer_says(
         "lab",
         "d5",
         delegate_msg("a b\n", Some("codex"), Some("/srv/root/app")),
@@ -673,7 +673,7 @@ fn a_resent_delegate_task_runs_once_and_refusals_are_handoffs() {
         .all(|h| h.state == "failed" && h.summary.starts_with("refused: ")));
     assert_eq!(r.book.tasks.len(), 1);
     // No cwd: the first root.
-    r.from_peer("lab", "d6", delegate_msg("ext-4", Some("codex"), None));
+    r.peer_says("lab", "d6", delegate_msg("ext-4", Some("codex"), None));
     let id = origin_task(&r, "ext-4");
     assert_eq!(r.book.tasks[&id].cwd, PathBuf::from("/srv/root"));
 }
