@@ -614,7 +614,12 @@ impl TaskBook {
         );
         // A task for a peer goes out from `start_ready`, as a local one starts: after the
         // commit of its row.
-        if self.tasks.get(&id).is_some_and(|t| t.peer.is_some()) {
+        if let Some(t) = self.tasks.get_mut(&id).filter(|t| t.peer.is_some()) {
+            // Waiting for the peer's link is bounded by the same budget as running there.
+            t.peer_timer = Some(crate::deadline::after(
+                now.mono,
+                Duration::from_secs(timeout_secs),
+            ));
             self.peer_waiting.push_back(id.clone());
         } else {
             self.queue.push_back(id.clone());

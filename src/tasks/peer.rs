@@ -675,6 +675,13 @@ impl TaskBook {
                 .started_ms
                 .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
             match state {
+                TaskState::Queued => {
+                    let why = format!(
+                        "timed out: {peer} was not linked within {} s, so the task never left this hub",
+                        t.timeout_secs
+                    );
+                    self.settle(&id, Ending::bare(TaskState::TimedOut, why, 0), now, ids);
+                }
                 TaskState::Running => {
                     let why = format!(
                         "timed out after {} s at {peer}; it was asked to stop",

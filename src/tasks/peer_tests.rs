@@ -751,3 +751,27 @@ fn origins_round_trip_and_hostile_ones_do_not_parse() {
     assert!(is_task_name("task-from:lab:x"), "in the reserved namespace");
     assert!(!valid_remote_task_id(&"x".repeat(129)));
 }
+
+#[test]
+fn a_task_whose_peer_never_links_times_out_instead_of_waiting_forever() {
+    let mut r = Rig::new(config());
+    let id = r
+        .request(DelegateRequest {
+            timeout_secs: Some(120),
+            ..peer_request("codex")
+        })
+        .unwrap();
+    r.start_ready();
+    r.actions();
+    r.clock.advance_secs(119);
+    r.tick();
+    assert_eq!(r.state(&id), "queued");
+    r.clock.advance_secs(1);
+    r.tick();
+    let a = r.actions();
+    let b = body(envelopes(&a, OUTCOME_KIND)[0]);
+    assert_eq!(b["state"], "timed_out");
+    assert!(b["reason"].as_str().unwrap().contains("was not linked"), "{b}");
+    r.link("lab", true, true);
+    assert!(delegates(&r.actions()).is_empty(), "it never goes out");
+}

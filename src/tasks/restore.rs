@@ -59,7 +59,14 @@ impl TaskBook {
             t.origin = Origin::parse(&t.delegator);
             match state {
                 Some(TaskState::Queued) if t.peer.is_some() => {
-                    self.peer_waiting.push_back(id.clone())
+                    let left = (t.created_ms + (t.timeout_secs as i64) * 1000)
+                        .saturating_sub(now.wall.timestamp_millis())
+                        .max(0);
+                    t.peer_timer = Some(crate::deadline::after(
+                        now.mono,
+                        Duration::from_millis(left as u64),
+                    ));
+                    self.peer_waiting.push_back(id.clone());
                 }
                 Some(TaskState::Queued) => self.queue.push_back(id.clone()),
                 // A task running on a peer runs on: the peer is told again once linked (it
