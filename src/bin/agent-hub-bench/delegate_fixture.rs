@@ -38,6 +38,8 @@ pub(crate) fn find_fake_agent(explicit: Option<&Path>) -> Res<PathBuf> {
 
 /// The files of the delegation phase, in the bench's temp dir.
 pub(crate) struct DelegateFixture {
+    /// The fake agent, canonical (also run directly for the floor, `delegate_direct`).
+    pub(crate) fake: PathBuf,
     pub(crate) config_memory: PathBuf,
     pub(crate) config_sqlite: PathBuf,
     /// The tasks' cwd (canonical: the hub checks it against `tasks.cwd_roots` with every
@@ -85,6 +87,7 @@ impl DelegateFixture {
         let config_sqlite = out.pop().ok_or("no sqlite config")?;
         let config_memory = out.pop().ok_or("no memory config")?;
         Ok(DelegateFixture {
+            fake,
             config_memory,
             config_sqlite,
             cwd,

@@ -28,14 +28,20 @@ impl DelegateResult {
         json!({
             "tasks": self.tasks,
             "warmup": self.warmup,
+            "loadavg_start": self.load_start,
+            "loadavg_end": self.load_end,
             "latency_to_delegated": self.to_delegated.to_json(),
             "latency_to_agent_start": self.to_agent_start.to_json(),
             "latency_to_agent_prompt": self.to_prompt.to_json(),
             "latency_to_first_update": self.to_first_update.to_json(),
             "latency_to_outcome": self.to_outcome.to_json(),
+            "direct_runs": self.direct.runs,
+            "direct_latency_to_first_update": self.direct.to_first_update.to_json(),
+            "direct_latency_to_end_turn": self.direct.to_end_turn.to_json(),
             "tasks_wall_s": (self.run.wall.as_secs_f64() * 1000.0).round() / 1000.0,
             "hub_cpu_us_per_task": round1(self.run.cpu_us_per_op()),
             "hub_cpu_clock_us_per_task": self.run.hub_cpu.clock_us_per(self.run.ops).map(round1),
+            "hub_loop_thread_cpu_us_per_task": round1(us(self.loop_thread_cpu) / self.run.ops as f64),
             "running": self.running,
             "rss_idle_bytes": self.rss_idle,
             "rss_running_bytes": self.rss_running,
@@ -56,7 +62,7 @@ impl DelegateResult {
     pub(crate) fn to_table(&self, t: &mut String, row: &dyn Fn(&mut String, &str, &Run)) {
         let _ = writeln!(
             t,
-            "delegation: {} tasks on the fake ACP agent, one after another ({} warm-up), {:.2} s; hub CPU {:.0} µs per task ({})",
+            "delegation: {} tasks on the fake ACP agent, one after another ({} warm-up), {:.2} s; hub CPU {:.0} µs per task ({}; event loop thread {:.0} µs)",
             self.tasks,
             self.warmup,
             self.run.wall.as_secs_f64(),
@@ -65,6 +71,7 @@ impl DelegateResult {
                 .hub_cpu
                 .clock_us_per(self.run.ops)
                 .map_or("clock: -".to_owned(), |c| format!("clock: {c:.0} µs")),
+            us(self.loop_thread_cpu) / self.run.ops as f64,
         );
         for (label, l) in [
             ("delegate -> delegated reply", &self.to_delegated),
@@ -75,6 +82,11 @@ impl DelegateResult {
                 &self.to_first_update,
             ),
             ("delegate -> task_outcome at the awaiter", &self.to_outcome),
+            (
+                "no hub: spawn -> first session/update",
+                &self.direct.to_first_update,
+            ),
+            ("no hub: spawn -> end_turn answer", &self.direct.to_end_turn),
         ] {
             let _ = writeln!(
                 t,
@@ -105,6 +117,11 @@ impl DelegateResult {
         );
         row(t, "  handoff, idle (after the tasks)", &self.idle_after.run);
         let ratios = load_ratios(self);
+        let _ = writeln!(
+            t,
+            "  machine load average (1, 5, 15 min): {} as the phase began, {} as it ended",
+            self.load_start, self.load_end
+        );
         let _ = writeln!(
             t,
             "  loaded handoff p50 / idle p50: {:.2}x (before), {:.2}x (after): {} {LOADED_HANDOFF_RATIO:.0}x",

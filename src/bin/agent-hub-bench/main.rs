@@ -35,10 +35,12 @@
 //! The code, one job per module: `options` (the command line and fixed parameters), `runner`
 //! (the phases in order), `fixtures` and `hub_process` (the throwaway hub), `client` (the
 //! wire, client side), `stats` and `disk` (what is measured and how), one `phase_*` module per
-//! phase, `delegate_fixture` and `delegate_report` (phase 7's files and figures), `relay_*`
+//! phase, `delegate_fixture`, `delegate_direct` and `delegate_report` (phase 7's files, its
+//! no-hub floor and its figures), `relay_*`
 //! (the in-process relay measurements) and `report` (text and JSON).
 
 mod client;
+mod delegate_direct;
 mod delegate_fixture;
 mod delegate_report;
 mod disk;
@@ -60,6 +62,7 @@ mod runner;
 mod stats;
 
 use client::*;
+use delegate_direct::*;
 use delegate_fixture::*;
 use disk::*;
 use fixtures::*;

@@ -28,6 +28,9 @@ pub(crate) struct DelegateResult {
     /// The timed tasks: wall clock and hub CPU from the first delegate to the last task's
     /// runner gone (its threads ended).
     pub(crate) run: Run,
+    /// Of that CPU, the event loop thread's (the rest is the runner threads', which have
+    /// ended and so count in the process's total only), clock-tick grain.
+    pub(crate) loop_thread_cpu: Duration,
     pub(crate) running: usize,
     pub(crate) rss_idle: u64,
     pub(crate) rss_running: u64,
@@ -37,6 +40,13 @@ pub(crate) struct DelegateResult {
     pub(crate) idle_before: HandoffResult,
     pub(crate) loaded: HandoffResult,
     pub(crate) idle_after: HandoffResult,
+    /// The machine's 1, 5 and 15 minute load averages (/proc/loadavg) as the phase began and
+    /// ended: on a shared machine they say how much else was running.
+    pub(crate) load_start: String,
+    pub(crate) load_end: String,
+    /// The floor: the same agent started and spoken to by the bench itself, no hub.
+    pub(crate) direct: DirectResult,
+    pub(crate) ticks_per_sec: u64,
 }
 
 impl DelegateResult {
@@ -54,6 +64,8 @@ pub(crate) fn phase_delegate(
     opts: &Opts,
     kind: StoreKind,
 ) -> Res<DelegateResult> {
+    let load_start = loadavg();
+    let direct = direct_agent_runs(&dfx.fake, &dfx.cwd, opts.delegate_tasks)?;
     let config = dfx.config(kind);
     let timed = with_hub_config(server, fx, kind, config, |hub| {
         timed_tasks(hub, fx, dfx, opts.delegate_tasks)
@@ -71,6 +83,7 @@ pub(crate) fn phase_delegate(
         to_first_update: timed.to_first_update,
         to_outcome: timed.to_outcome,
         run: timed.run,
+        loop_thread_cpu: timed.loop_thread_cpu,
         running: opts.delegate_running,
         rss_idle: parked.rss_idle,
         rss_running: parked.rss_running,
@@ -80,7 +93,17 @@ pub(crate) fn phase_delegate(
         idle_before: parked.idle_before,
         loaded: parked.loaded,
         idle_after: parked.idle_after,
+        load_start,
+        load_end: loadavg(),
+        direct,
+        ticks_per_sec: timed.ticks_per_sec,
     })
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 struct Timed {
@@ -91,6 +114,8 @@ struct Timed {
     to_first_update: Latency,
     to_outcome: Latency,
     run: Run,
+    loop_thread_cpu: Duration,
+    ticks_per_sec: u64,
 }
 
 /// Per task: an await for `task_outcome` is parked first (its `ok` read), then the clock
@@ -108,10 +133,12 @@ fn timed_tasks(hub: &HubProcess, fx: &Fixture, dfx: &DelegateFixture, tasks: usi
     let mut starts_ns = Vec::with_capacity(tasks);
     let (mut to_delegated, mut to_outcome) = (Vec::with_capacity(tasks), Vec::with_capacity(tasks));
     let mut cpu0 = hub.cpu()?;
+    let mut loop0 = loop_thread_ticks(hub)?;
     let mut t_start = Instant::now();
     for i in 0..warmup + tasks {
         if i == warmup {
             cpu0 = hub.cpu()?;
+            loop0 = loop_thread_ticks(hub)?;
             t_start = Instant::now();
         }
         let mut rx = open(hub.addr, &park)?;
@@ -135,6 +162,9 @@ fn timed_tasks(hub: &HubProcess, fx: &Fixture, dfx: &DelegateFixture, tasks: usi
     }
     let wall = t_start.elapsed();
     let hub_cpu = hub.cpu()?.saturating_sub(cpu0);
+    let loop_ticks = loop_thread_ticks(hub)?.saturating_sub(loop0);
+    let loop_thread_cpu =
+        Duration::from_nanos(loop_ticks * 1_000_000_000 / hub.ticks_per_sec.max(1));
     let stamps = parse_stamps(&read_stamps(&dfx.done_stamps)?)?;
     let (mut start, mut prompt, mut update) = (Vec::new(), Vec::new(), Vec::new());
     for (n, &w0) in starts_ns.iter().enumerate() {
@@ -161,6 +191,8 @@ fn timed_tasks(hub: &HubProcess, fx: &Fixture, dfx: &DelegateFixture, tasks: usi
             latency: None,
             flushes: None,
         },
+        loop_thread_cpu,
+        ticks_per_sec: hub.ticks_per_sec,
     })
 }
 
@@ -387,6 +419,30 @@ fn check_outcome(o: &OutcomeSeen, task: &str, state: &str) -> Res<()> {
     Ok(())
 }
 
+/// utime + stime of the hub's first thread (its event loop), in clock ticks.
+fn loop_thread_ticks(hub: &HubProcess) -> Res<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{0}/task/{0}/stat", hub.pid))
+        .map_err(|e| format!("hub thread stat: {e}"))?;
+    stat_cpu_ticks(&text)
+}
+
+/// utime + stime (fields 14 and 15, proc(5)) of a `/proc/…/stat` line. The command name in
+/// parentheses may hold spaces and parentheses, so fields are counted after its last `)`.
+pub(crate) fn stat_cpu_ticks(stat: &str) -> Res<u64> {
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or("stat: no command field")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> Res<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("stat: field {} unreadable", i + 3))
+    };
+    Ok(field(11)? + field(12)?)
+}
+
 /// `Threads:` of `/proc/PID/status`: each running task holds five hub threads
 /// (src/runner/mod.rs), so the count falls back to idle once every runner has ended.
 fn hub_threads(hub: &HubProcess) -> Res<usize> {
@@ -446,5 +502,15 @@ mod tests {
         assert_eq!(parse_threads(status).unwrap(), 7);
         assert!(parse_threads("Name:\tx\n").is_err());
         assert!(parse_threads("Threads:\tmany\n").is_err());
+    }
+
+    #[test]
+    fn stat_cpu_is_utime_plus_stime_counted_after_the_last_parenthesis() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime cutime cstime …: a comm with ") 9 9" in it must not shift the fields.
+        let stat = "4242 (odd) 9 9 name) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 5 700 800 20 0";
+        assert_eq!(stat_cpu_ticks(stat).unwrap(), 42);
+        assert!(stat_cpu_ticks("4242 (x) S 1 2").is_err());
+        assert!(stat_cpu_ticks("no parenthesis").is_err());
     }
 }

@@ -64,7 +64,11 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
                 "phase 7 ({}): delegated tasks on the fake ACP agent",
                 k.name()
             ));
-            r.delegate = Some(phase_delegate(&server, &fixture, &dfx, opts, k)?);
+            let d = phase_delegate(&server, &fixture, &dfx, opts, k)?;
+            if report.ticks_per_sec == 0 {
+                report.ticks_per_sec = d.ticks_per_sec;
+            }
+            r.delegate = Some(d);
         }
     }
     if opts.fsync_probes > 0 {
