@@ -36,6 +36,20 @@ pub(crate) fn find_fake_agent(explicit: Option<&Path>) -> Res<PathBuf> {
     }
 }
 
+/// The hub refuses every task when the `agent-hub` client (the task's MCP server) is not
+/// beside `agent-hub-server` (docs/delegation.md "How a task runs"): say so before the run.
+pub(crate) fn check_task_client(server: &Path) -> Res<()> {
+    let client = server.with_file_name("agent-hub");
+    if client.is_file() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no agent-hub client at {} (the hub runs it as each task's MCP server); run `cargo build --release` first, or skip the delegation phase with --delegate-tasks 0",
+            client.display()
+        ))
+    }
+}
+
 /// The files of the delegation phase, in the bench's temp dir.
 pub(crate) struct DelegateFixture {
     /// The fake agent, canonical (also run directly for the floor, `delegate_direct`).

@@ -29,6 +29,14 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     // Before any other thread exists, so that every thread inherits the blocked mask.
     install_interrupt_cleanup()?;
     let server = find_server(opts.server.as_deref())?;
+    // Phase 7's binaries are looked for before any phase runs, so a missing one fails the run
+    // at once instead of after the other phases' minutes.
+    let fake = if opts.delegate_tasks > 0 {
+        check_task_client(&server)?;
+        Some(find_fake_agent(opts.fake_agent.as_deref())?)
+    } else {
+        None
+    };
     let nofile = raise_nofile()?;
     let needed =
         opts.parked as u64 + 4 * opts.clients.iter().copied().max().unwrap_or(1) as u64 + 256;
@@ -55,9 +63,8 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     if !opts.delegate_only {
         hub_phases(opts, &server, &work, &fixture, &mut report)?;
     }
-    if opts.delegate_tasks > 0 {
-        let fake = find_fake_agent(opts.fake_agent.as_deref())?;
-        let dfx = DelegateFixture::write(&work.path, opts, &fake)?;
+    if let Some(fake) = &fake {
+        let dfx = DelegateFixture::write(&work.path, opts, fake)?;
         for r in &mut report.stores {
             let k = r.kind;
             progress(&format!(
