@@ -2,8 +2,8 @@
 //! agent"). It is not a product and does nothing useful on its own. It uses only std and
 //! serde_json and speaks ACP v1 on stdio (NDJSON), as docs/acp.md describes.
 //!
-//! Usage: `fake-acp-agent [SCENARIO [N]]`. SCENARIO comes from argv[1], or else the env
-//! `FAKE_ACP_SCENARIO`, or else `end_turn`. It says how the agent answers `session/prompt`:
+//! Usage: `fake-acp-agent [--stamps PATH] [SCENARIO [N]]`. SCENARIO comes from the first
+//! argument after the options, or else the env `FAKE_ACP_SCENARIO`, or else `end_turn`. It says how the agent answers `session/prompt`:
 //!
 //! | scenario | on `session/prompt` |
 //! |---|---|
@@ -27,7 +27,12 @@
 //! real agents do), and exits 0 when stdin ends (except `ignore_eof`). With
 //! `FAKE_ACP_RECORD=PATH` every line it reads is appended to PATH, so a test can check exactly
 //! what the client sent. With `FAKE_ACP_STDERR=TEXT` it first writes TEXT and a newline
-//! to stderr. `ignore_term` calls `signal(2)` through libc; everything else is std. Not done yet: playing a whole MCP conversation (`send` then `await`);
+//! to stderr. With `--stamps PATH` (for `agent-hub-bench`'s delegation phase, which cannot set
+//! the agent's environment: the hub passes only `tasks.env_pass`) it appends one JSON line to
+//! PATH right after its first `session/update` is written: `{"start_ns","prompt_ns",
+//! "update_ns","prompt"}`, the wall clock (ns since the Unix epoch) when the process started,
+//! when `session/prompt` arrived and when that update was flushed, and the prompt's first
+//! text block; one `write` per line, so concurrent agents never interleave. `ignore_term` calls `signal(2)` through libc; everything else is std. Not done yet: playing a whole MCP conversation (`send` then `await`);
 //! `mcp_call` makes one tool call.
 
 use serde_json::{json, Value};
@@ -38,6 +43,7 @@ const SESSION: &str = "fake-session-1";
 
 struct Agent {
     input: Box<dyn Iterator<Item = String>>,
+    stamps: Option<Stamps>,
     record: Option<std::fs::File>,
     next_id: u64,
     cancelled: bool,
@@ -74,6 +80,9 @@ impl Agent {
 
     fn update(&self, update: Value) {
         self.send(json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":SESSION,"update":update}}));
+        if let Some(s) = &self.stamps {
+            s.first_update();
+        }
     }
 
     fn chunk(&self, text: &str) {
@@ -93,8 +102,55 @@ impl Agent {
     }
 }
 
+/// The `--stamps` record: filled in as the agent goes, written once at the first update.
+struct Stamps {
+    path: String,
+    start_ns: u128,
+    prompt: std::cell::RefCell<Option<(u128, String)>>,
+    written: std::cell::Cell<bool>,
+}
+
+impl Stamps {
+    fn first_update(&self) {
+        if self.written.replace(true) {
+            return;
+        }
+        let (prompt_ns, prompt) = self.prompt.borrow().clone().unwrap_or_default();
+        let line = format!(
+            "{}\n",
+            json!({"start_ns": self.start_ns as u64, "prompt_ns": prompt_ns as u64, "update_ns": wall_ns() as u64, "prompt": prompt})
+        );
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let start_ns = wall_ns();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let stamps = if args.first().map(String::as_str) == Some("--stamps") && args.len() >= 2 {
+        let path = args.remove(1);
+        args.remove(0);
+        Some(Stamps {
+            path,
+            start_ns,
+            prompt: std::cell::RefCell::new(None),
+            written: std::cell::Cell::new(false),
+        })
+    } else {
+        None
+    };
     let scenario = args
         .first()
         .cloned()
@@ -126,6 +182,7 @@ fn main() {
     let stdin = BufReader::new(std::io::stdin());
     let mut agent = Agent {
         input: Box::new(stdin.lines().map_while(Result::ok)),
+        stamps,
         record,
         next_id: 0,
         cancelled: false,
@@ -149,6 +206,10 @@ fn main() {
                 agent.respond(&id, json!({"sessionId":SESSION}));
             }
             Some("session/prompt") => {
+                if let Some(s) = &agent.stamps {
+                    let text = msg["params"]["prompt"][0]["text"].as_str().unwrap_or("");
+                    *s.prompt.borrow_mut() = Some((wall_ns(), text.to_owned()));
+                }
                 agent.cancelled = false;
                 prompt(&mut agent, &scenario, param.as_deref(), &id);
             }

@@ -190,6 +190,8 @@ pub(crate) struct Fixture {
     pub(crate) hand_tx: Agent,
     pub(crate) hand_rx: Agent,
     pub(crate) parker: Agent,
+    /// Delegates the tasks of the delegation phase and awaits their outcomes.
+    pub(crate) delegator: Agent,
     pub(crate) requesters: Vec<Agent>,
     pub(crate) responders: Vec<Agent>,
 }
@@ -223,6 +225,7 @@ impl Fixture {
         let hand_tx = make("handoff-sender".into())?;
         let hand_rx = make("handoff-awaiter".into())?;
         let parker = make("parker".into())?;
+        let delegator = make("delegator".into())?;
         let requesters = (0..opts.pairs)
             .map(|i| make(format!("requester-{i}")))
             .collect::<Res<Vec<_>>>()?;
@@ -244,6 +247,7 @@ impl Fixture {
             hand_tx,
             hand_rx,
             parker,
+            delegator,
             requesters,
             responders,
         })

@@ -17,10 +17,6 @@ pub(crate) struct HubProcess {
 }
 
 impl HubProcess {
-    pub(crate) fn start(server: &Path, fx: &Fixture, kind: StoreKind) -> Res<HubProcess> {
-        HubProcess::start_with(server, fx.config(kind), &fx.stderr_path)
-    }
-
     pub(crate) fn start_with(server: &Path, config: &Path, stderr_path: &Path) -> Res<HubProcess> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)

@@ -22,7 +22,10 @@
 //! 5. round trips/s of concurrent request → reply pairs;
 //! 6. mail across hubs (SPEC §15): a second hub ("west") linked to the first ("east") by the
 //!    relay with `forward = true`; handoff latency from a send on east to an await parked on
-//!    west, then end-to-end throughput of sends on east drained by awaits on west.
+//!    west, then end-to-end throughput of sends on east drained by awaits on west;
+//! 7. delegated work (issue 11) on `fake-acp-agent`: delegate to first `session/update` and to
+//!    the outcome envelope, hub CPU per task, hub RSS per running task, and the handoff of
+//!    phase 2 with many tasks running (`--delegate-only` runs only this phase).
 //!
 //! Then, in process and without a hub (`--relay-only` runs only this; `--no-relay` skips it), the
 //! relay (issue 4; the section "relay" below): the LZ4 table of docs/performance.md "Relay" on
@@ -32,13 +35,19 @@
 //! The code, one job per module: `options` (the command line and fixed parameters), `runner`
 //! (the phases in order), `fixtures` and `hub_process` (the throwaway hub), `client` (the
 //! wire, client side), `stats` and `disk` (what is measured and how), one `phase_*` module per
-//! phase, `relay_*` (the in-process relay measurements) and `report` (text and JSON).
+//! phase, `delegate_fixture`, `delegate_direct` and `delegate_report` (phase 7's files, its
+//! no-hub floor and its figures), `relay_*`
+//! (the in-process relay measurements) and `report` (text and JSON).
 
 mod client;
+mod delegate_direct;
+mod delegate_fixture;
+mod delegate_report;
 mod disk;
 mod fixtures;
 mod hub_process;
 mod options;
+mod phase_delegate;
 mod phase_forward;
 mod phase_handoff;
 mod phase_pairs;
@@ -53,10 +62,13 @@ mod runner;
 mod stats;
 
 use client::*;
+use delegate_direct::*;
+use delegate_fixture::*;
 use disk::*;
 use fixtures::*;
 use hub_process::*;
 use options::*;
+use phase_delegate::*;
 use phase_forward::*;
 use phase_handoff::*;
 use phase_pairs::*;

@@ -34,6 +34,10 @@ pub(crate) const TARGET_HANDOFF_RATIO: f64 = 2.0;
 /// The client count issue 3's throughput target names.
 pub(crate) const TARGET_CLIENTS: usize = 16;
 
+/// The delegation phase's `tasks.max_concurrent` can be at most 256 (docs/operations.md
+/// "Delegated tasks"); one slot stays free beyond the parked tasks.
+pub(crate) const MAX_DELEGATE_RUNNING: usize = 255;
+
 /// Which queue store(s) to measure.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StoreChoice {
@@ -106,6 +110,19 @@ pub(crate) struct Opts {
     /// Envelopes sent across hubs in the forwarding phase's throughput run (4 sender threads).
     #[arg(long, default_value_t = 5_000)]
     pub(crate) forward_sends: usize,
+    /// Delegated tasks timed one after another in the delegation phase (phase 7; 0 skips it).
+    #[arg(long, default_value_t = 200)]
+    pub(crate) delegate_tasks: usize,
+    /// Tasks kept running at once in the delegation phase (hub RSS per running task, and the
+    /// handoff latency under that load), at most 255.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) delegate_running: usize,
+    /// Run only the delegation phase (no phases 1 to 6, no relay).
+    #[arg(long, conflicts_with = "relay_only")]
+    pub(crate) delegate_only: bool,
+    /// The fake ACP agent the delegation phase runs; default: the one next to this executable.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) fake_agent: Option<PathBuf>,
     /// Print the results as one JSON object instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

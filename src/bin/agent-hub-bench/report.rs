@@ -43,6 +43,7 @@ pub(crate) struct StoreReport {
     pub(crate) parked: Option<ParkedResult>,
     pub(crate) pairs: Option<Run>,
     pub(crate) forward: Option<ForwardResult>,
+    pub(crate) delegate: Option<DelegateResult>,
 }
 
 impl StoreReport {
@@ -56,6 +57,7 @@ impl StoreReport {
             parked: None,
             pairs: None,
             forward: None,
+            delegate: None,
         }
     }
 
@@ -85,6 +87,7 @@ impl StoreReport {
                 "handoff": f.handoff.to_json(),
                 "throughput": f.throughput.to_json(),
             })),
+            "delegate": self.delegate.as_ref().map(DelegateResult::to_json),
         })
     }
 }
@@ -206,6 +209,7 @@ impl Report {
                 "handoffs": opts.handoffs, "sqlite_handoffs": opts.sqlite_handoffs,
                 "parked": opts.parked, "pairs": opts.pairs, "pairs_secs": opts.pairs_secs,
                 "fsync_probes": opts.fsync_probes,
+                "delegate_tasks": opts.delegate_tasks, "delegate_running": opts.delegate_running,
             },
             "stores": stores,
             "issue3_targets": targets,
@@ -358,6 +362,9 @@ impl Report {
                     &f.throughput,
                 );
             }
+            if let Some(d) = &s.delegate {
+                d.to_table(&mut t, &row);
+            }
             if let Some(p) = &s.parked {
                 let _ = writeln!(
                     t,
@@ -377,9 +384,11 @@ impl Report {
                 );
             }
         }
-        if let (Some(mem), Some(sql)) =
-            (self.store(StoreKind::Memory), self.store(StoreKind::Sqlite))
-        {
+        if let (Some(mem), Some(sql), false) = (
+            self.store(StoreKind::Memory),
+            self.store(StoreKind::Sqlite),
+            opts.delegate_only,
+        ) {
             let _ = writeln!(t);
             let _ = writeln!(t, "sqlite against memory");
             for (a, b) in mem.sends.iter().zip(&sql.sends) {
@@ -440,45 +449,57 @@ impl Report {
             }
         }
         let _ = writeln!(t);
-        let _ = writeln!(
+        if !opts.delegate_only {
+            let _ = writeln!(
             t,
             "send: connect, hello+send in one write, read ok and accepted, close ({} sends per client count in memory, {} with sqlite).",
             opts.sends, opts.sqlite_sends
         );
-        let _ = writeln!(
+            let _ = writeln!(
             t,
             "flush/op: flush requests the temp dir's block device completed per op (/proc/diskstats; any process's)."
         );
-        let _ = writeln!(t, "handoff latency: sender's connect() until the parked awaiter has read the envelope line;");
-        let _ = writeln!(
-            t,
-            "  its hub CPU covers the awaiter's and the sender's connection."
-        );
-        let _ = writeln!(
+            let _ = writeln!(t, "handoff latency: sender's connect() until the parked awaiter has read the envelope line;");
+            let _ = writeln!(
+                t,
+                "  its hub CPU covers the awaiter's and the sender's connection."
+            );
+            let _ = writeln!(
             t,
             "ack handoff: the same with \"ack\":true; the awaiter then writes {{\"ack\":{{\"id\":…}}}} and the clock stops at its acked line."
         );
-        let _ = writeln!(
+            let _ = writeln!(
             t,
             "round trip: request send, responder's await gets it, result send, requester's await (replyTo) gets it;"
         );
-        let _ = writeln!(
-            t,
-            "  4 connections and 2 envelopes, over {} s; ops/s = round trips/s over all pairs.",
-            opts.pairs_secs
-        );
-        let _ = writeln!(
+            let _ = writeln!(
+                t,
+                "  4 connections and 2 envelopes, over {} s; ops/s = round trips/s over all pairs.",
+                opts.pairs_secs
+            );
+            let _ = writeln!(
             t,
             "across hubs: a second hub linked by the relay on 127.0.0.1 (forward = true, same store);"
         );
-        let _ = writeln!(
+            let _ = writeln!(
             t,
             "  handoff: await parked on west, send on east to name@west, timed to the envelope;"
         );
-        let _ = writeln!(
+            let _ = writeln!(
             t,
             "  sends: 4 threads send on east while {DRAIN_THREADS} await on west; wall until west has all; hub µs/op sums both hubs."
         );
+        }
+        if opts.delegate_tasks > 0 {
+            let _ = writeln!(
+                t,
+                "delegation: delegate connect() until the agent's own stamp (fake-acp-agent --stamps, wall clock) or the"
+            );
+            let _ = writeln!(
+                t,
+                "  outcome at an await parked before it; each task's runner is gone before the next; handoffs as above."
+            );
+        }
         if let Some(r) = &self.relay {
             let _ = writeln!(t);
             t.push_str(&r.to_table(opts));

@@ -29,6 +29,14 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     // Before any other thread exists, so that every thread inherits the blocked mask.
     install_interrupt_cleanup()?;
     let server = find_server(opts.server.as_deref())?;
+    // Phase 7's binaries are looked for before any phase runs, so a missing one fails the run
+    // at once instead of after the other phases' minutes.
+    let fake = if opts.delegate_tasks > 0 {
+        check_task_client(&server)?;
+        Some(find_fake_agent(opts.fake_agent.as_deref())?)
+    } else {
+        None
+    };
     let nofile = raise_nofile()?;
     let needed =
         opts.parked as u64 + 4 * opts.clients.iter().copied().max().unwrap_or(1) as u64 + 256;
@@ -52,6 +60,51 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     };
     report.stores = opts.stores().into_iter().map(StoreReport::new).collect();
 
+    if !opts.delegate_only {
+        hub_phases(opts, &server, &work, &fixture, &mut report)?;
+    }
+    if let Some(fake) = &fake {
+        let dfx = DelegateFixture::write(&work.path, opts, fake)?;
+        for r in &mut report.stores {
+            let k = r.kind;
+            progress(&format!(
+                "phase 7 ({}): delegated tasks on the fake ACP agent",
+                k.name()
+            ));
+            let d = phase_delegate(&server, &fixture, &dfx, opts, k)?;
+            if report.ticks_per_sec == 0 {
+                report.ticks_per_sec = d.ticks_per_sec;
+            }
+            r.delegate = Some(d);
+        }
+    }
+    if opts.fsync_probes > 0 {
+        // Again after the phases: a shared disk's flush latency moves with its other users.
+        progress("disk: raw fdatasync latency again");
+        report.disk_after = Some(Disk::probe(&work.path, opts.fsync_probes)?);
+    }
+    if !opts.no_relay && !opts.delegate_only {
+        report.relay = Some(relay_bench(opts)?);
+    }
+    if opts.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.to_json(opts)).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", report.to_table(opts));
+    }
+    Ok(())
+}
+
+/// Phases 1 to 6, each on a fresh hub per store.
+fn hub_phases(
+    opts: &Opts,
+    server: &Path,
+    work: &WorkDir,
+    fixture: &Fixture,
+    report: &mut Report,
+) -> Res<()> {
     // Phases outer, stores inner (and in phase 1 client counts outer): the stores take turns,
     // so drift in the machine's load over the run hits both alike.
     for &c in &opts.clients {
@@ -62,9 +115,9 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
                 k.name()
             ));
             let n = opts.sends_for(k);
-            let (send, drain, ticks) = with_hub(&server, &fixture, k, |hub| {
-                let send = phase_sends(hub, &fixture, c, n)?;
-                let drain = phase_drain(hub, &fixture, c, n)?;
+            let (send, drain, ticks) = with_hub(server, fixture, k, |hub| {
+                let send = phase_sends(hub, fixture, c, n)?;
+                let drain = phase_drain(hub, fixture, c, n)?;
                 Ok((send, drain, hub.ticks_per_sec))
             })?;
             r.sends.push(send);
@@ -81,8 +134,8 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
                 "phase 2 ({}): handoff latency"
             };
             progress(&what.replace("{}", k.name()));
-            let h = with_hub(&server, &fixture, k, |hub| {
-                phase_handoff(hub, &fixture, opts.handoffs_for(k), ack)
+            let h = with_hub(server, fixture, k, |hub| {
+                phase_handoff(hub, fixture, opts.handoffs_for(k), ack)
             })?;
             if ack {
                 r.ack_handoff = Some(h);
@@ -94,8 +147,8 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     for r in &mut report.stores {
         let k = r.kind;
         progress(&format!("phase 4 ({}): RSS per parked await", k.name()));
-        r.parked = Some(with_hub(&server, &fixture, k, |hub| {
-            phase_parked(hub, &fixture, opts.parked)
+        r.parked = Some(with_hub(server, fixture, k, |hub| {
+            phase_parked(hub, fixture, opts.parked)
         })?);
     }
     for r in &mut report.stores {
@@ -104,8 +157,8 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
             "phase 5 ({}): request/reply round trips",
             k.name()
         ));
-        r.pairs = Some(with_hub(&server, &fixture, k, |hub| {
-            phase_pairs(hub, &fixture, opts.pairs, opts.pairs_secs)
+        r.pairs = Some(with_hub(server, fixture, k, |hub| {
+            phase_pairs(hub, fixture, opts.pairs, opts.pairs_secs)
         })?);
     }
     if opts.forward_handoffs > 0 {
@@ -115,24 +168,8 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
                 "phase 6 ({}): mail across two linked hubs",
                 k.name()
             ));
-            r.forward = Some(phase_forward(&server, &work.path, &fixture, opts, k)?);
+            r.forward = Some(phase_forward(server, &work.path, fixture, opts, k)?);
         }
-    }
-    if opts.fsync_probes > 0 {
-        // Again after the phases: a shared disk's flush latency moves with its other users.
-        progress("disk: raw fdatasync latency again");
-        report.disk_after = Some(Disk::probe(&work.path, opts.fsync_probes)?);
-    }
-    if !opts.no_relay {
-        report.relay = Some(relay_bench(opts)?);
-    }
-    if opts.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report.to_json(opts)).map_err(|e| e.to_string())?
-        );
-    } else {
-        print!("{}", report.to_table(opts));
     }
     Ok(())
 }
@@ -145,11 +182,22 @@ pub(crate) fn with_hub<T>(
     kind: StoreKind,
     phase: impl FnOnce(&HubProcess) -> Res<T>,
 ) -> Res<T> {
+    with_hub_config(server, fx, kind, fx.config(kind), phase)
+}
+
+/// `with_hub` on another config of the same fixture (the delegation phase's, with `[tasks]`).
+pub(crate) fn with_hub_config<T>(
+    server: &Path,
+    fx: &Fixture,
+    kind: StoreKind,
+    config: &Path,
+    phase: impl FnOnce(&HubProcess) -> Res<T>,
+) -> Res<T> {
     if kind == StoreKind::Sqlite {
         // A fresh database per phase, like a fresh hub: no queue or remembered id carries over.
         fx.remove_db()?;
     }
-    let mut hub = HubProcess::start(server, fx, kind)?;
+    let mut hub = HubProcess::start_with(server, config, &fx.stderr_path)?;
     match phase(&hub) {
         Ok(v) => {
             hub.stop()?;
@@ -177,6 +225,14 @@ pub(crate) fn validate(opts: &Opts) -> Res<()> {
     }
     if !(opts.pairs_secs > 0.0 && opts.pairs_secs.is_finite()) {
         return Err("--pairs-secs must be a positive number of seconds".into());
+    }
+    if opts.delegate_only && opts.delegate_tasks == 0 {
+        return Err("--delegate-only needs --delegate-tasks at least 1".into());
+    }
+    if opts.delegate_tasks > 0 && !(1..=MAX_DELEGATE_RUNNING).contains(&opts.delegate_running) {
+        return Err(format!(
+            "--delegate-running must be 1..={MAX_DELEGATE_RUNNING} (tasks.max_concurrent is at most 256)"
+        ));
     }
     if opts.relay_chunks == 0 || opts.relay_messages == 0 {
         return Err("--relay-chunks and --relay-messages must be at least 1".into());
