@@ -91,9 +91,11 @@ impl TaskCredential {
         // The umask can only take bits away; set the mode explicitly anyway.
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(io)?;
+        // No fsync: the agent reads the file through the page cache, and after a crash the
+        // token is worthless (the task ends `hub_restarted`, its identity dies with the hub).
+        // Syncing cost the event loop up to 8 ms per task start (docs/performance.md).
         file.write_all(token.as_bytes())
             .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all())
             .map_err(io)?;
         Ok(cred)
     }
