@@ -318,6 +318,14 @@ impl TaskBook {
         if up {
             self.links.insert(peer.to_owned(), v1);
             self.pump_peer(peer, now);
+            // Every handoff still unconfirmed goes out on the new link, also one sent on the
+            // link this one replaced (its ack, or its 5 s, may have been lost with it); the
+            // peer acks or ignores a second copy.
+            if let Some(pending) = self.handoffs.get_mut(peer) {
+                for p in pending.iter_mut() {
+                    p.sent_at = None;
+                }
+            }
             self.pump_handoffs(peer, now);
             return;
         }

@@ -583,8 +583,14 @@ fn a_v1_handoff_is_kept_until_acked() {
     r.link("lab", false, false);
     r.link("lab", true, true);
     assert_eq!(handoffs(&r.actions()).len(), 1);
+    // A new link with no drop reported between (the link moved to the peer's second
+    // connection) sends it again too.
+    r.link("lab", true, true);
+    assert_eq!(handoffs(&r.actions()).len(), 1);
     r.book.handle_peer_acked("lab", "ext-1");
     assert_eq!(r.book.pending_handoffs("lab"), 0);
+    r.link("lab", true, true);
+    assert!(handoffs(&r.actions()).is_empty());
 }
 
 #[test]
