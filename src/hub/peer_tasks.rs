@@ -9,7 +9,8 @@
 
 use super::{Hub, Now, Output, PeerSend, StagedTask, TaskThen};
 use crate::hub::ledger::State;
-use crate::relay::message::{Payload, TaskHandoff};
+use crate::relay::message::Payload;
+use crate::tasks::peer_refusal as refusal_handoff;
 
 impl Hub {
     /// The lasting relay link with `peer` came up (`v1`: it speaks v1) or went down.
@@ -29,7 +30,7 @@ impl Hub {
                 // Never silence: the delegating peer hears why (claudectl shows it).
                 self.stage_peer_send(PeerSend {
                     peer: peer.to_owned(),
-                    payload: Payload::TaskHandoff(refusal(
+                    payload: Payload::TaskHandoff(refusal_handoff(
                         &d.task_id,
                         "delegation is not enabled on this hub",
                     )),
@@ -50,7 +51,10 @@ impl Hub {
             if let Payload::DelegateTask(d) = &payload {
                 self.stage_peer_send(PeerSend {
                     peer: peer.to_owned(),
-                    payload: Payload::TaskHandoff(refusal(&d.task_id, "the hub is shutting down")),
+                    payload: Payload::TaskHandoff(refusal_handoff(
+                        &d.task_id,
+                        "the hub is shutting down",
+                    )),
                     handoff: None,
                 });
                 return;
@@ -91,20 +95,5 @@ impl Hub {
                 then: TaskThen::ToPeer(vec![send]),
             }),
         }
-    }
-}
-
-/// A failed v0 handoff saying why a peer's task was not taken.
-fn refusal(task_id: &str, why: &str) -> TaskHandoff {
-    TaskHandoff {
-        task_id: task_id.to_owned(),
-        state: "failed".to_owned(),
-        summary: format!("refused: {why}"),
-        artifacts: Vec::new(),
-        git_ref: None,
-        total_cost_usd: 0.0,
-        total_tokens: 0,
-        model: None,
-        usage: None,
     }
 }

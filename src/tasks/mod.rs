@@ -28,7 +28,8 @@ mod tests;
 pub use body::{cap_text, summarise, OUTCOME_KIND, PROGRESS_KIND};
 pub use check::{lexical_cwd, DelegateRefusal};
 pub use peer::{
-    valid_remote_task_id, Origin, PeerSubmit, CANCEL_GRACE, STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
+    refusal_handoff as peer_refusal, valid_remote_task_id, Origin, PeerSubmit, CANCEL_GRACE,
+    STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredTask, TaskAudit, TaskStoreOp};
 
@@ -652,19 +653,9 @@ impl TaskBook {
         t.token = Some(token.clone());
         t.holds_slot = true;
         self.slots += 1;
-        self.actions.push_back(TaskAction::Commit(TaskCommit {
-            store: vec![TaskStoreOp::State {
-                task: id.0.clone(),
-                state: TaskState::Running.as_str().to_owned(),
-                started_ms: Some(started_ms),
-                at_ms: started_ms,
-            }],
-            envelope: None,
-            audit: vec![TaskAudit::Started {
-                task: id.0.clone(),
-                agent: t.agent.clone(),
-            }],
-        }));
+        self.actions.push_back(TaskAction::Commit(running_commit(
+            &id, &t.agent, started_ms,
+        )));
         Some(StartSpec {
             task: id,
             delegator: t.delegator.clone(),
@@ -1039,6 +1030,23 @@ impl TaskBook {
             return false;
         };
         t.token.is_some() && (t.delegator == to || self.config.may_mail.iter().any(|m| m == to))
+    }
+}
+
+/// The commit of a task's start: its `running` state and the `task_started` record.
+fn running_commit(id: &TaskId, agent: &str, started_ms: i64) -> TaskCommit {
+    TaskCommit {
+        store: vec![TaskStoreOp::State {
+            task: id.0.clone(),
+            state: TaskState::Running.as_str().to_owned(),
+            started_ms: Some(started_ms),
+            at_ms: started_ms,
+        }],
+        envelope: None,
+        audit: vec![TaskAudit::Started {
+            task: id.0.clone(),
+            agent: agent.to_owned(),
+        }],
     }
 }
 

@@ -131,6 +131,21 @@ pub(super) fn handoff(o: &Origin, e: &Ending<'_>, text: &str, stopped: bool) -> 
     }
 }
 
+/// A failed v0 handoff saying why a peer's task was not taken (`refused: …`).
+pub fn refusal_handoff(task_id: &str, why: &str) -> TaskHandoff {
+    TaskHandoff {
+        task_id: task_id.to_owned(),
+        state: "failed".to_owned(),
+        summary: format!("refused: {why}"),
+        artifacts: Vec::new(),
+        git_ref: None,
+        total_cost_usd: 0.0,
+        total_tokens: 0,
+        model: None,
+        usage: None,
+    }
+}
+
 fn stats(elapsed_ms: u64) -> TaskStats {
     TaskStats {
         tokens_used: 0,
@@ -176,17 +191,7 @@ impl TaskBook {
             return PeerSubmit::Duplicate;
         }
         let refuse = |book: &mut TaskBook, why: String| {
-            let h = TaskHandoff {
-                task_id: d.task_id.clone(),
-                state: "failed".to_owned(),
-                summary: format!("refused: {why}"),
-                artifacts: Vec::new(),
-                git_ref: None,
-                total_cost_usd: 0.0,
-                total_tokens: 0,
-                model: None,
-                usage: None,
-            };
+            let h = refusal_handoff(&d.task_id, &why);
             book.queue_handoff(origin.clone(), h, now);
             book.actions.push_back(TaskAction::Log(format!(
                 "relay: delegate_task {} from {peer} refused: {why}",
@@ -431,19 +436,8 @@ impl TaskBook {
             now.mono,
             Duration::from_secs(t.timeout_secs),
         ));
-        self.actions.push_back(TaskAction::Commit(TaskCommit {
-            store: vec![TaskStoreOp::State {
-                task: id.0.clone(),
-                state: TaskState::Running.as_str().to_owned(),
-                started_ms: Some(started_ms),
-                at_ms: started_ms,
-            }],
-            envelope: None,
-            audit: vec![TaskAudit::Started {
-                task: id.0.clone(),
-                agent: t.agent.clone(),
-            }],
-        }));
+        self.actions
+            .push_back(TaskAction::Commit(running_commit(id, &t.agent, started_ms)));
     }
 
     /// Delegator side: the delegator cancels a task running on a peer: `task_interrupt` stop

@@ -777,7 +777,10 @@ fn a_task_whose_peer_never_links_times_out_instead_of_waiting_forever() {
     let a = r.actions();
     let b = body(envelopes(&a, OUTCOME_KIND)[0]);
     assert_eq!(b["state"], "timed_out");
-    assert!(b["reason"].as_str().unwrap().contains("was not linked"), "{b}");
+    assert!(
+        b["reason"].as_str().unwrap().contains("was not linked"),
+        "{b}"
+    );
     r.link("lab", true, true);
     assert!(delegates(&r.actions()).is_empty(), "it never goes out");
 }
