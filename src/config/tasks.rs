@@ -64,6 +64,8 @@ pub(super) struct RawTasks {
     manifests_dir: Option<PathBuf>,
     credentials_dir: Option<PathBuf>,
     env_pass: Option<Vec<String>>,
+    /// The headless fallback's stdout cap (docs/delegation.md "Headless tasks").
+    headless_stdout_max_bytes: Option<u64>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -114,6 +116,9 @@ pub struct TasksConfig {
     /// Environment names (or `PREFIX*`) passed to agents; None: the default list
     /// (docs/delegation.md "The agent's environment").
     pub env_pass: Option<Vec<String>>,
+    /// Bytes of a headless agent's stdout kept for its outcome parser; the rest is dropped
+    /// and the outcome says `truncated` (docs/delegation.md "Headless tasks").
+    pub headless_stdout_max_bytes: usize,
 }
 
 impl TasksConfig {
@@ -214,6 +219,16 @@ impl TasksConfig {
 
         let limits = session_limits(&raw, prompt_max_bytes)?;
         let delegation = delegation_keys(&raw)?;
+        let headless_stdout_max_bytes = raw
+            .headless_stdout_max_bytes
+            .unwrap_or(crate::headless::DEFAULT_STDOUT_MAX_BYTES);
+        bounds::check(
+            "tasks.headless_stdout_max_bytes",
+            headless_stdout_max_bytes,
+            1024,
+            crate::headless::MAX_STDOUT_MAX_BYTES,
+            Unit::Bytes,
+        )?;
         Ok(TasksConfig {
             // Each fits: bounded above far below usize::MAX.
             max_concurrent: max_concurrent as usize,
@@ -231,6 +246,7 @@ impl TasksConfig {
             manifests_dir: delegation.manifests_dir,
             credentials_dir: delegation.credentials_dir,
             env_pass: delegation.env_pass,
+            headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
         })
     }
 }
