@@ -401,9 +401,10 @@ impl super::Server {
             .map(PathBuf::from)
             .unwrap_or_default();
         let path_var = std::env::var("PATH").unwrap_or_default();
-        let user_dir = std::env::var_os("AGENT_HUB_AGENTS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| crate::agents::registry::default_dir(&home));
+        let user_dir = crate::agents::registry::user_dir(
+            &home,
+            std::env::var_os(crate::agents::registry::AGENTS_DIR_ENV),
+        );
         let reg = crate::agents::registry::Registry::load_with_extra(
             &user_dir,
             false,

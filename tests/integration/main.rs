@@ -12,6 +12,7 @@ mod bounds;
 mod client_cli;
 mod delegate;
 mod delegate_cli;
+mod delegate_headless;
 mod delivery;
 mod durable;
 mod leaks;
