@@ -148,7 +148,8 @@ impl HeadlessDriver {
         let tail = Arc::new(Mutex::new(StderrTail::default()));
         let mut run = Run::new(self.spec.limits, started);
         let mut signals = Vec::new();
-        if let Err(why) = self.start_pipes(stdout, stderr, &captured, &tail) {
+        let (stderr_done_tx, stderr_done) = mpsc::channel::<()>();
+        if let Err(why) = self.start_pipes(stdout, stderr, &captured, &tail, stderr_done_tx) {
             self.log(Level::Warn, format!("{why}; killing the agent"));
             process::signal_group(pgid, crate::acp::Signal::Kill);
             signals.push(crate::acp::Signal::Kill);
@@ -156,6 +157,11 @@ impl HeadlessDriver {
             run.handle_eof(Instant::now());
         }
         let (ending, exit) = self.run_loop(&mut run, pgid, &mut signals);
+        // The reason quotes stderr's last lines: give its reader the rest of the pipe, as
+        // long as the end of stdout was given (a member of the group may hold it open).
+        let _ = stderr_done.recv_timeout(std::time::Duration::from_millis(
+            ending.limits.eof_exit_wait_ms,
+        ));
 
         let (text, stderr_bytes) = match tail.lock() {
             Ok(t) => t.snapshot(),
@@ -219,6 +225,7 @@ impl HeadlessDriver {
         stderr: Option<std::process::ChildStderr>,
         captured: &Arc<Mutex<Captured>>,
         tail: &Arc<Mutex<StderrTail>>,
+        stderr_done: Sender<()>,
     ) -> Result<(), String> {
         let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
             return Err("the agent's pipes were not created".into());
@@ -234,7 +241,10 @@ impl HeadlessDriver {
         let tail = Arc::clone(tail);
         std::thread::Builder::new()
             .name("headless-stderr".into())
-            .spawn(move || pipes::read_stderr(stderr, tail))
+            .spawn(move || {
+                pipes::read_stderr(stderr, tail);
+                let _ = stderr_done.send(());
+            })
             .map_err(thread_err)?;
         Ok(())
     }
