@@ -180,3 +180,26 @@ impl Registry {
         self.agents.iter().map(|(m, _)| m)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_folder_follows_the_environment_variable_when_set() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            user_dir(home, None),
+            PathBuf::from("/home/u/.agent-hub/agents")
+        );
+        assert_eq!(
+            user_dir(home, Some("".into())),
+            PathBuf::from("/home/u/.agent-hub/agents"),
+            "an empty value is no value"
+        );
+        assert_eq!(
+            user_dir(home, Some("/srv/manifests".into())),
+            PathBuf::from("/srv/manifests")
+        );
+    }
+}
