@@ -619,6 +619,28 @@ mod tests {
         assert_eq!(t.outcome_text_max_bytes, 65_536);
         assert_eq!(t.history_max, 1000);
         assert_eq!(t.manifests_dir, None);
+        assert_eq!(t.headless_stdout_max_bytes, 8 << 20);
+    }
+
+    #[test]
+    fn the_headless_stdout_cap_is_read_and_bounded() {
+        let d = Dir::new("headless");
+        let root = format!("cwd_roots = [{:?}]\n", d.0);
+        let t = parse(&format!("{root}headless_stdout_max_bytes = 4096")).unwrap();
+        assert_eq!(t.headless_stdout_max_bytes, 4096);
+        for (line, want) in [
+            (
+                "headless_stdout_max_bytes = 1023",
+                "tasks.headless_stdout_max_bytes must be at least 1024",
+            ),
+            (
+                "headless_stdout_max_bytes = 268435457",
+                "tasks.headless_stdout_max_bytes = 268435457 is above its upper bound of 268435456",
+            ),
+        ] {
+            let e = err(&format!("{root}{line}"));
+            assert!(e.contains(want), "{line}: {e}");
+        }
     }
 
     #[test]
