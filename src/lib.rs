@@ -6,7 +6,8 @@
 //! `deliver` gets mail into agents that are busy in their own loop (stop hooks, plugin drain,
 //! terminal nudge). `mcp` offers the client verbs to agents as an MCP server on stdio.
 //! `acp` is the pure ACP client session for delegated tasks; `runner` is the IO that runs one on
-//! an agent process (docs/acp.md).
+//! an agent process (docs/acp.md); `headless` reads back an agent run without ACP (its
+//! `run.headless` argv) for the same tasks (docs/delegation.md).
 
 pub mod acp;
 pub mod agents;
@@ -15,6 +16,7 @@ pub mod client;
 pub mod config;
 pub mod deadline;
 pub mod deliver;
+pub mod headless;
 pub mod hub;
 pub mod mcp;
 pub mod relay;

@@ -215,6 +215,10 @@ pub enum Failure {
     },
     /// The runner could not start the agent process (or the thread driving it); nothing ran.
     Spawn(String),
+    /// A headless run (no ACP, docs/delegation.md "Headless tasks") failed: the agent exited
+    /// non-zero, reported an error in its output, or wrote nothing its `run.outcome` parser
+    /// reads. The reason is already a bounded, sanitized text (`headless::outcome`).
+    Headless(String),
 }
 
 impl fmt::Display for Failure {
@@ -255,6 +259,7 @@ impl fmt::Display for Failure {
                 during.method()
             ),
             Failure::Spawn(why) => write!(f, "could not start the agent: {why}"),
+            Failure::Headless(why) => f.write_str(why),
         }
     }
 }

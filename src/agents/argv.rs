@@ -50,6 +50,12 @@ pub enum ArgvError {
     MissingPlaceholder,
     /// A prompt holding a NUL byte, which no argv can carry.
     NulInPrompt,
+    /// A prompt longer than one argv element may be (`MAX_ARG_STRLEN`).
+    PromptTooLong {
+        bytes: usize,
+    },
+    /// A prompt beginning with `-` for a template without `--` before `{prompt}`.
+    PromptLooksLikeOption,
 }
 
 impl fmt::Display for ArgvError {
@@ -79,6 +85,14 @@ impl fmt::Display for ArgvError {
                 write!(f, "needs exactly one element that is {PROMPT_PLACEHOLDER}")
             }
             ArgvError::NulInPrompt => f.write_str("the prompt holds a NUL byte"),
+            ArgvError::PromptTooLong { bytes } => write!(
+                f,
+                "the prompt is {bytes} bytes; the agent takes it on its command line (run.headless), where one argument holds at most {} bytes (MAX_ARG_STRLEN)",
+                MAX_ARG_STRLEN - 1
+            ),
+            ArgvError::PromptLooksLikeOption => f.write_str(
+                "the prompt begins with '-' and the agent takes it on its command line (run.headless) with no \"--\" before it, where its option parser would read it as an option; begin the prompt with another character",
+            ),
         }
     }
 }
@@ -228,27 +242,42 @@ pub fn check_template(argv: &[String], kind: Template) -> Result<(), (Option<usi
     Ok(())
 }
 
+/// Longest argv element Linux accepts, terminating NUL included (`MAX_ARG_STRLEN`, 32 pages
+/// of 4 KiB): a longer prompt would make `execve` fail with E2BIG.
+pub const MAX_ARG_STRLEN: usize = 128 << 10;
+/// The end-of-options marker: a template that has it before `{prompt}` may pass a prompt
+/// that begins with `-`.
+pub const END_OF_OPTIONS: &str = "--";
+
 /// Builds the argv for one headless run: the template (already checked with
 /// [`check_template`]) with its `{prompt}` element replaced by `prompt`, as one element.
 ///
-/// A prompt that starts with `-` gets one leading space, so the agent's option parser reads
-/// it as text and never as a flag (a peer's prompt "--dangerously-skip-permissions" must stay
-/// a prompt).
+/// A prompt is refused, never rewritten, when it could not be passed as it is: it holds a NUL
+/// byte (no argv can carry one), it is longer than an argv element may be
+/// ([`MAX_ARG_STRLEN`]), or it begins with `-` while the template has no `--` before
+/// `{prompt}` — the agent's option parser would then read it as an option (a prompt
+/// `--dangerously-skip-permissions` must never become that flag; docs/delegation.md
+/// "Headless tasks").
 pub fn render(template: &[String], prompt: &str) -> Result<Vec<String>, ArgvError> {
     check_template(template, Template::Headless).map_err(|(_, e)| e)?;
     if prompt.contains('\0') {
         return Err(ArgvError::NulInPrompt);
     }
-    let prompt = if prompt.starts_with('-') {
-        format!(" {prompt}")
-    } else {
-        prompt.to_owned()
-    };
+    if prompt.len() >= MAX_ARG_STRLEN {
+        return Err(ArgvError::PromptTooLong {
+            bytes: prompt.len(),
+        });
+    }
+    let at = template.iter().position(|a| a == PROMPT_PLACEHOLDER);
+    let guarded = at.is_some_and(|i| template[..i].iter().any(|a| a == END_OF_OPTIONS));
+    if prompt.starts_with('-') && !guarded {
+        return Err(ArgvError::PromptLooksLikeOption);
+    }
     Ok(template
         .iter()
         .map(|a| {
             if a == PROMPT_PLACEHOLDER {
-                prompt.clone()
+                prompt.to_owned()
             } else {
                 a.clone()
             }
@@ -442,12 +471,43 @@ mod tests {
     }
 
     #[test]
-    fn a_prompt_that_looks_like_a_flag_stays_a_prompt() {
+    fn a_prompt_that_looks_like_a_flag_is_refused_unless_after_the_end_of_options() {
         let t = v(&["claude", "-p", "{prompt}"]);
-        let argv = render(&t, "--dangerously-skip-permissions").unwrap();
-        assert_eq!(argv[2], " --dangerously-skip-permissions");
+        for attack in [
+            "--dangerously-skip-permissions",
+            "-",
+            "-p",
+            "--output-format=text",
+        ] {
+            assert_eq!(
+                render(&t, attack),
+                Err(ArgvError::PromptLooksLikeOption),
+                "{attack}"
+            );
+        }
+        // Not at the start: an ordinary prompt.
+        assert_eq!(render(&t, "fix --this").unwrap()[2], "fix --this");
+        // `--` after the prompt does not guard it; `--` before it does.
+        assert!(render(&v(&["x", "{prompt}", "--"]), "-rf").is_err());
+        let guarded = v(&["codex", "exec", "--json", "--", "{prompt}"]);
+        let argv = render(&guarded, "--dangerously-bypass-approvals-and-sandbox").unwrap();
+        assert_eq!(argv[4], "--dangerously-bypass-approvals-and-sandbox");
         assert_eq!(render(&t, "a\0b"), Err(ArgvError::NulInPrompt));
         assert!(render(&v(&["claude", "-p"]), "x").is_err());
+    }
+
+    #[test]
+    fn a_prompt_past_the_argv_element_limit_is_refused_exactly() {
+        let t = v(&["claude", "-p", "{prompt}"]);
+        let fits = "a".repeat(MAX_ARG_STRLEN - 1);
+        assert_eq!(render(&t, &fits).unwrap()[2].len(), MAX_ARG_STRLEN - 1);
+        let over = "a".repeat(MAX_ARG_STRLEN);
+        assert_eq!(
+            render(&t, &over),
+            Err(ArgvError::PromptTooLong {
+                bytes: MAX_ARG_STRLEN
+            })
+        );
     }
 
     #[test]

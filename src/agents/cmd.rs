@@ -31,6 +31,9 @@ pub struct Env {
     pub agents_dir: PathBuf,
     /// The folder was named with `--agents-dir` (a missing one is then reported).
     pub agents_dir_explicit: bool,
+    /// A further folder whose manifests replace and add to those (a hub config's
+    /// `tasks.manifests_dir`, given with `agents --config`), as the server reads it.
+    pub extra_dir: Option<PathBuf>,
 }
 
 impl Env {
@@ -41,17 +44,30 @@ impl Env {
             .ok_or("HOME is not set to an absolute path")?;
         let path_var = std::env::var("PATH").unwrap_or_default();
         Ok(Env {
-            agents_dir: agents_dir
-                .clone()
-                .unwrap_or_else(|| registry::default_dir(&home)),
+            agents_dir: agents_dir.clone().unwrap_or_else(|| {
+                registry::user_dir(&home, std::env::var_os(registry::AGENTS_DIR_ENV))
+            }),
             agents_dir_explicit: agents_dir.is_some(),
             home,
             path_var,
+            extra_dir: None,
         })
     }
 
+    /// Adds the `tasks.manifests_dir` of the hub config at `path`, read and validated as the
+    /// server reads it (a config the server would refuse is refused here too).
+    pub fn with_hub_config(mut self, path: &Path) -> Result<Env, String> {
+        let cfg = crate::config::Config::load(path).map_err(|e| e.to_string())?;
+        self.extra_dir = cfg.tasks.and_then(|t| t.manifests_dir);
+        Ok(self)
+    }
+
     pub fn registry(&self) -> Registry {
-        Registry::load(&self.agents_dir, self.agents_dir_explicit)
+        Registry::load_with_extra(
+            &self.agents_dir,
+            self.agents_dir_explicit,
+            self.extra_dir.as_deref(),
+        )
     }
 }
 

@@ -193,7 +193,9 @@ pub fn probe(
         (Some(b), true) => version(b),
         _ => None,
     };
-    let available = |argv: &[String]| argv.first().is_some_and(|p| which(p, path_var).is_some());
+    // The same rule the task runner applies (`runnable::modes`), so a column never says a
+    // mode runs that a task would be refused for.
+    let modes = super::runnable::modes(m, path_var);
     AgentInfo {
         name: m.name.clone(),
         display: m.display.clone(),
@@ -201,9 +203,9 @@ pub fn probe(
         binary: binary.map(|b| b.display().to_string()),
         version,
         acp: (!m.run.acp.is_empty()).then(|| m.run.acp.clone()),
-        acp_available: available(&m.run.acp),
+        acp_available: modes.acp,
         headless: (!m.run.headless.is_empty()).then(|| m.run.headless.clone()),
-        headless_available: available(&m.run.headless),
+        headless_available: modes.headless,
         delegate: super::runnable::delegate_mode(m, path_var),
         deliver: m.deliver.tag().to_owned(),
         manifest: manifest_origin,

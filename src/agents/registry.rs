@@ -32,6 +32,19 @@ pub fn default_dir(home: &Path) -> PathBuf {
     home.join(".agent-hub").join("agents")
 }
 
+/// The environment variable that names the user's manifests folder instead of the default
+/// (read by the server and by the `agents`/`install` verbs alike, so both find the same set).
+pub const AGENTS_DIR_ENV: &str = "AGENT_HUB_AGENTS_DIR";
+
+/// The user's manifests folder: `$AGENT_HUB_AGENTS_DIR` when set (the caller reads it and
+/// passes it in), else `default_dir(home)`.
+pub fn user_dir(home: &Path, env_value: Option<std::ffi::OsString>) -> PathBuf {
+    env_value
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| default_dir(home))
+}
+
 impl Registry {
     /// The built-ins only.
     pub fn builtin() -> Registry {
@@ -165,5 +178,28 @@ impl Registry {
 
     pub fn manifests(&self) -> impl Iterator<Item = &Manifest> {
         self.agents.iter().map(|(m, _)| m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_folder_follows_the_environment_variable_when_set() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            user_dir(home, None),
+            PathBuf::from("/home/u/.agent-hub/agents")
+        );
+        assert_eq!(
+            user_dir(home, Some("".into())),
+            PathBuf::from("/home/u/.agent-hub/agents"),
+            "an empty value is no value"
+        );
+        assert_eq!(
+            user_dir(home, Some("/srv/manifests".into())),
+            PathBuf::from("/srv/manifests")
+        );
     }
 }

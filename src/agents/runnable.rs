@@ -175,7 +175,30 @@ fn bad_template(key: &str, i: Option<usize>, e: ArgvError) -> String {
     }
 }
 
-/// How `m` takes delegated work (the `agent-hub agents` column).
+/// Which modes of `m` can run on this machine: each is its template passing `argv.rs`'s check
+/// and its program found on PATH, exactly as `resolve` decides. The `ACP`/`HEADLESS` columns
+/// of `agent-hub agents` and the relay agent cards' `acp`/`headless` booleans are these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Modes {
+    pub acp: bool,
+    pub headless: bool,
+}
+
+pub fn modes(m: &Manifest, path_var: &str) -> Modes {
+    let usable = |argv: &[String], kind: Template| {
+        argv.first().is_some_and(|program| {
+            argv::check_template(argv, kind).is_ok()
+                && probe::which(program, path_var)
+                    .is_some_and(|p| p.to_str().is_some_and(|p| p.starts_with('/')))
+        })
+    };
+    Modes {
+        acp: usable(&m.run.acp, Template::Acp),
+        headless: usable(&m.run.headless, Template::Headless),
+    }
+}
+
+/// How `m` takes delegated work (the `agent-hub agents` column): ACP first, headless second.
 pub fn delegate_mode(m: &Manifest, path_var: &str) -> Delegate {
     choose(m, path_var).map_or(Delegate::No, |(mode, _)| mode)
 }

@@ -154,7 +154,25 @@ fn headless_is_the_fallback_when_the_acp_program_is_missing() {
     assert_eq!(
         resolve(&reg, "fake", &path).unwrap().mode,
         Delegate::Headless
+    ); // The columns and the relay cards say the same: ACP cannot run, headless can.
+    let m = manifest("fake", "[\"fake-acp\"]", "[\"fake\", \"{prompt}\"]");
+    assert_eq!(
+        modes(&m, &path),
+        Modes {
+            acp: false,
+            headless: true
+        }
     );
+    let both = manifest("fake", "[\"fake\"]", "[\"fake\", \"{prompt}\"]");
+    assert_eq!(
+        modes(&both, &path),
+        Modes {
+            acp: true,
+            headless: true
+        }
+    );
+    assert_eq!(delegate_mode(&both, &path), Delegate::Acp, "ACP first");
+    assert_eq!(modes(&both, "/nonexistent"), Modes::default());
 }
 
 #[test]

@@ -757,6 +757,10 @@ struct AgentsArgs {
     /// Do not run `<binary> --version`.
     #[arg(long)]
     no_version: bool,
+    /// A hub config: add its `tasks.manifests_dir`, so the list is what that server finds
+    /// (docs/agents.md). The config is validated as the server validates it.
+    #[arg(long, value_name = "PATH", global = true)]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -820,7 +824,10 @@ fn print_report(r: agent_hub::agents::cmd::Report) -> Result<ExitCode, String> {
 
 fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
     use agent_hub::agents::cmd;
-    let env = cmd::Env::from_process(a.agents_dir)?;
+    let mut env = cmd::Env::from_process(a.agents_dir)?;
+    if let Some(config) = &a.config {
+        env = env.with_hub_config(config)?;
+    }
     print_report(match a.command {
         None => cmd::agents(&env, a.json, !a.no_version),
         Some(AgentsCommand::Ps) => cmd::ps(&env, a.json),

@@ -69,6 +69,8 @@ pub(super) struct RawTasks {
     manifests_dir: Option<PathBuf>,
     credentials_dir: Option<PathBuf>,
     env_pass: Option<Vec<String>>,
+    /// The headless fallback's stdout cap (docs/delegation.md "Headless tasks").
+    headless_stdout_max_bytes: Option<u64>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -121,6 +123,9 @@ pub struct TasksConfig {
     /// Environment names (or `PREFIX*`) passed to agents; None: the default list
     /// (docs/delegation.md "The agent's environment").
     pub env_pass: Option<Vec<String>>,
+    /// Bytes of a headless agent's stdout kept for its outcome parser; the rest is dropped
+    /// and the outcome says `truncated` (docs/delegation.md "Headless tasks").
+    pub headless_stdout_max_bytes: usize,
 }
 
 impl TasksConfig {
@@ -221,6 +226,16 @@ impl TasksConfig {
 
         let limits = session_limits(&raw, prompt_max_bytes)?;
         let delegation = delegation_keys(&raw)?;
+        let headless_stdout_max_bytes = raw
+            .headless_stdout_max_bytes
+            .unwrap_or(crate::headless::DEFAULT_STDOUT_MAX_BYTES);
+        bounds::check(
+            "tasks.headless_stdout_max_bytes",
+            headless_stdout_max_bytes,
+            1024,
+            crate::headless::MAX_STDOUT_MAX_BYTES,
+            Unit::Bytes,
+        )?;
         Ok(TasksConfig {
             // Each fits: bounded above far below usize::MAX.
             max_concurrent: max_concurrent as usize,
@@ -239,6 +254,7 @@ impl TasksConfig {
             manifests_dir: delegation.manifests_dir,
             credentials_dir: delegation.credentials_dir,
             env_pass: delegation.env_pass,
+            headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
         })
     }
 }
@@ -621,6 +637,28 @@ mod tests {
         assert_eq!(t.outcome_text_max_bytes, 65_536);
         assert_eq!(t.history_max, 1000);
         assert_eq!(t.manifests_dir, None);
+        assert_eq!(t.headless_stdout_max_bytes, 8 << 20);
+    }
+
+    #[test]
+    fn the_headless_stdout_cap_is_read_and_bounded() {
+        let d = Dir::new("headless");
+        let root = format!("cwd_roots = [{:?}]\n", d.0);
+        let t = parse(&format!("{root}headless_stdout_max_bytes = 4096")).unwrap();
+        assert_eq!(t.headless_stdout_max_bytes, 4096);
+        for (line, want) in [
+            (
+                "headless_stdout_max_bytes = 1023",
+                "tasks.headless_stdout_max_bytes must be at least 1024",
+            ),
+            (
+                "headless_stdout_max_bytes = 268435457",
+                "tasks.headless_stdout_max_bytes = 268435457 is above its upper bound of 268435456",
+            ),
+        ] {
+            let e = err(&format!("{root}{line}"));
+            assert!(e.contains(want), "{line}: {e}");
+        }
     }
 
     #[test]

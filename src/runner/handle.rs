@@ -6,6 +6,7 @@
 //! `cancel` and drop return at once; the driver thread does the rest).
 
 use super::driver::Driver;
+use super::headless::{HeadlessDriver, HeadlessSpec};
 use super::pipes::Input;
 use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -51,6 +52,38 @@ pub fn start(spec: TaskSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
         .spawn(move || driver.run());
     if let Err(e) = spawned {
         // The closure, the spec and its credential were dropped with the error.
+        for ev in Driver::not_started(crate::acp::Status::Failed(crate::acp::Failure::Spawn(
+            format!("cannot start the task's thread: {e}"),
+        ))) {
+            let _ = events_tx.send(ev);
+        }
+        control.ended.store(true, Ordering::Release);
+    }
+    TaskHandle {
+        events,
+        control,
+        poke,
+    }
+}
+
+/// Starts one headless task (`headless.rs`) on its own driver thread, exactly as `start`
+/// does an ACP one: the same handle, the same events, the same cancel.
+pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
+    let (events_tx, events) = mpsc::channel();
+    let (poke, inputs) = mpsc::sync_channel(INPUT_QUEUE);
+    let control = Arc::new(Control::default());
+    let driver = HeadlessDriver::new(
+        spec,
+        Arc::clone(&control),
+        events_tx.clone(),
+        wake,
+        inputs,
+        poke.clone(),
+    );
+    let spawned = std::thread::Builder::new()
+        .name("headless-task".into())
+        .spawn(move || driver.run());
+    if let Err(e) = spawned {
         for ev in Driver::not_started(crate::acp::Status::Failed(crate::acp::Failure::Spawn(
             format!("cannot start the task's thread: {e}"),
         ))) {

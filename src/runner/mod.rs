@@ -11,15 +11,19 @@
 //! answers, outcomes are all `acp::Session`'s), resolving argv[0] or checking the cwd's root
 //! (the caller's, see `config::tasks::check_cwd`), putting a token on an argv or in a log.
 //! There is no async runtime: threads and blocking pipes, each bounded (docs/acp.md).
+//! `headless` is the same for an agent run headless (docs/delegation.md "Headless tasks"):
+//! one argv, no protocol, its capped stdout read back by `crate::headless`.
 
 mod credential;
 mod driver;
 mod handle;
+mod headless;
 mod pipes;
 mod process;
 
 pub use credential::{CredentialError, TaskCredential};
-pub use handle::{start, TaskHandle};
+pub use handle::{start, start_headless, TaskHandle};
+pub use headless::HeadlessSpec;
 
 use crate::acp::{ExitStatus, Log, Outcome, Progress, SessionConfig, Signal};
 use std::ffi::OsString;

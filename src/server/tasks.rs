@@ -44,9 +44,20 @@ impl std::fmt::Debug for Launch {
     }
 }
 
-/// The agent's argv, resolved from its manifest (`agents::runnable`): argv[0] absolute.
+/// How an agent runs a task, resolved from its manifest (`agents::runnable`): ACP when its
+/// `run.acp` program is on PATH, else its headless template. argv[0] is absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentRun {
+    Acp(Vec<OsString>),
+    /// `run.headless`, still holding its `{prompt}` element, and `run.outcome`.
+    Headless {
+        template: Vec<String>,
+        format: crate::agents::manifest::Outcome,
+    },
+}
+
 pub trait ResolveAgent {
-    fn acp_argv(&self, agent: &str) -> Result<Vec<OsString>, String>;
+    fn resolve(&self, agent: &str) -> Result<AgentRun, String>;
 }
 
 /// The parts of the hub's setup every task shares.
@@ -68,6 +79,8 @@ pub struct Runtime {
     pub default_permission: PermissionPolicy,
     pub agent_permission: std::collections::BTreeMap<String, PermissionPolicy>,
     pub limits: crate::acp::Limits,
+    /// A headless agent's stdout cap (`tasks.headless_stdout_max_bytes`).
+    pub headless_stdout_max_bytes: usize,
 }
 
 pub struct Executor {
@@ -98,11 +111,14 @@ impl Executor {
     /// as the task's outcome and `Ended`.
     pub fn start(&mut self, launch: Launch) {
         let id = launch.id.clone();
+        let wake = Arc::clone(&self.wake);
+        let wake: Box<dyn Fn() + Send> = Box::new(move || wake());
         match self.spec(&launch) {
-            Ok(spec) => {
-                let wake = Arc::clone(&self.wake);
-                let handle = runner::start(spec, Box::new(move || wake()));
-                self.running.insert(id, handle);
+            Ok(Spec::Acp(spec)) => {
+                self.running.insert(id, runner::start(spec, wake));
+            }
+            Ok(Spec::Headless(spec)) => {
+                self.running.insert(id, runner::start_headless(spec, wake));
             }
             Err(status) => {
                 let outcome = crate::acp::Outcome {
@@ -155,22 +171,30 @@ impl Executor {
     }
 
     /// Builds the runner's spec, or the status the task ends with when it cannot be run.
-    fn spec(&self, launch: &Launch) -> Result<TaskSpec, Status> {
+    fn spec(&self, launch: &Launch) -> Result<Spec, Status> {
         let refuse = |why: String| Status::Refused(Refusal::Invalid(why));
         // The core checked the path lexically; only the filesystem knows where its symlinks
         // lead, so the check is made again on the canonical path, which the task runs in.
         let cwd = crate::config::tasks::check_cwd(&self.runtime.cwd_roots, &launch.cwd)
             .map_err(|e| refuse(e.to_string()))?;
+        let argv = match self
+            .resolve
+            .resolve(&launch.agent)
+            .map_err(|e| refuse(format!("agent {}: {e}", launch.agent)))?
+        {
+            AgentRun::Acp(argv) => argv,
+            AgentRun::Headless { template, format } => {
+                return self
+                    .headless_spec(launch, cwd, &template, format)
+                    .map(Spec::Headless)
+            }
+        };
         if !self.runtime.client_binary.is_file() {
             return Err(refuse(format!(
                 "{} is missing (the task's agent runs it as its MCP server)",
                 self.runtime.client_binary.display()
             )));
         }
-        let argv = self
-            .resolve
-            .acp_argv(&launch.agent)
-            .map_err(|e| refuse(format!("agent {}: {e}", launch.agent)))?;
         let credential =
             TaskCredential::create(&self.runtime.credentials_dir, &launch.id, &launch.token)
                 .map_err(|e| {
@@ -196,14 +220,54 @@ impl Executor {
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
         env.push((TASK_MARK.into(), launch.id.clone().into()));
-        Ok(TaskSpec {
+        Ok(Spec::Acp(TaskSpec {
             argv,
             env,
             session,
             secrets,
             credential: Some(credential),
+        }))
+    }
+
+    /// The headless fallback (docs/delegation.md "Headless tasks"): the prompt becomes one
+    /// argv element (`argv::render` refuses what it cannot pass as it is); no credential file
+    /// and no MCP server, since nothing can hand them to the agent.
+    fn headless_spec(
+        &self,
+        launch: &Launch,
+        cwd: PathBuf,
+        template: &[String],
+        format: crate::agents::manifest::Outcome,
+    ) -> Result<runner::HeadlessSpec, Status> {
+        let argv = crate::agents::argv::render(template, &launch.prompt).map_err(|e| {
+            Status::Refused(Refusal::Invalid(format!("agent {}: {e}", launch.agent)))
+        })?;
+        let mut secrets = self.runtime.secrets.clone();
+        secrets.push(launch.token.clone());
+        let mut env = self.runtime.env.clone();
+        env.push((TASK_MARK.into(), launch.id.clone().into()));
+        let l = &self.runtime.limits;
+        Ok(runner::HeadlessSpec {
+            argv: argv.into_iter().map(OsString::from).collect(),
+            env,
+            cwd,
+            format,
+            limits: crate::headless::HeadlessLimits {
+                task_timeout_ms: launch.timeout_ms,
+                term_grace_ms: l.term_grace_ms,
+                eof_exit_wait_ms: l.eof_exit_wait_ms,
+            },
+            max_text_bytes: l.max_text_bytes,
+            stdout_max_bytes: self.runtime.headless_stdout_max_bytes,
+            secrets,
         })
     }
+}
+
+/// What `Executor::spec` hands the runner.
+enum Spec {
+    Acp(TaskSpec),
+    Headless(runner::HeadlessSpec),
 }
 
 /// The hub's MCP server as the agent starts it: `agent-hub mcp` as the task identity. The
@@ -301,13 +365,20 @@ struct Registry {
 }
 
 impl ResolveAgent for Registry {
-    fn acp_argv(&self, agent: &str) -> Result<Vec<OsString>, String> {
-        let spec = crate::agents::runnable::resolve(&self.reg, agent, &self.path_var)
-            .map_err(|e| e.to_string())?;
-        if spec.mode != crate::agents::runnable::Delegate::Acp {
-            return Err("it has no ACP entry point on this machine (run.acp)".into());
+    fn resolve(&self, agent: &str) -> Result<AgentRun, String> {
+        use crate::agents::runnable::{self, Delegate};
+        let spec =
+            runnable::resolve(&self.reg, agent, &self.path_var).map_err(|e| e.to_string())?;
+        match spec.mode {
+            Delegate::Acp => Ok(AgentRun::Acp(
+                spec.argv.into_iter().map(OsString::from).collect(),
+            )),
+            Delegate::Headless => Ok(AgentRun::Headless {
+                template: spec.argv,
+                format: spec.outcome,
+            }),
+            Delegate::No => Err("it cannot take delegated work on this machine".into()),
         }
-        Ok(spec.argv.into_iter().map(OsString::from).collect())
     }
 }
 
@@ -331,9 +402,10 @@ impl super::Server {
             .map(PathBuf::from)
             .unwrap_or_default();
         let path_var = std::env::var("PATH").unwrap_or_default();
-        let user_dir = std::env::var_os("AGENT_HUB_AGENTS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| crate::agents::registry::default_dir(&home));
+        let user_dir = crate::agents::registry::user_dir(
+            &home,
+            std::env::var_os(crate::agents::registry::AGENTS_DIR_ENV),
+        );
         let reg = crate::agents::registry::Registry::load_with_extra(
             &user_dir,
             false,
@@ -346,7 +418,7 @@ impl super::Server {
         }
         let runnable: Vec<String> = crate::agents::runnable::list(&reg, &path_var)
             .into_iter()
-            .filter(|(_, d)| *d == crate::agents::runnable::Delegate::Acp)
+            .filter(|(_, d)| *d != crate::agents::runnable::Delegate::No)
             .map(|(name, _)| name)
             .collect();
         let rows = self
@@ -391,6 +463,7 @@ impl super::Server {
             default_permission: cfg.permission,
             agent_permission: cfg.agent_permission.clone(),
             limits: cfg.limits.clone(),
+            headless_stdout_max_bytes: cfg.headless_stdout_max_bytes,
         };
         let waker = Arc::new(
             mio::Waker::new(self.poll.registry(), super::TASKS)
@@ -599,8 +672,9 @@ mod tests {
                 default_permission: PermissionPolicy::default(),
                 agent_permission: Default::default(),
                 limits: crate::acp::Limits::default(),
+                headless_stdout_max_bytes: 1 << 20,
             },
-            Box::new(NoAgents),
+            Box::new(OneAgent(AgentRun::Acp(vec!["/bin/true".into()]))),
             Arc::new(|| {}),
         );
         ex.start(Launch {
@@ -665,9 +739,87 @@ mod tests {
         assert!(s.env.is_empty());
     }
 
+    /// Resolves every name to one way of running.
+    struct OneAgent(AgentRun);
+    impl ResolveAgent for OneAgent {
+        fn resolve(&self, _agent: &str) -> Result<AgentRun, String> {
+            Ok(self.0.clone())
+        }
+    }
+
+    fn headless_executor(dir: &Path, root: &Path) -> Executor {
+        Executor::new(
+            Runtime {
+                // A headless task needs no client binary: it gets no MCP server.
+                client_binary: dir.join("no-such-agent-hub"),
+                port: 1,
+                credentials_dir: dir.join("creds"),
+                env: Vec::new(),
+                secrets: Vec::new(),
+                cwd_roots: vec![root.to_owned()],
+                default_permission: PermissionPolicy::default(),
+                agent_permission: Default::default(),
+                limits: crate::acp::Limits::default(),
+                headless_stdout_max_bytes: 1 << 20,
+            },
+            Box::new(OneAgent(AgentRun::Headless {
+                template: ["/bin/echo", "-n", "{prompt}"].map(String::from).to_vec(),
+                format: crate::agents::manifest::Outcome::ExitCode,
+            })),
+            Arc::new(|| {}),
+        )
+    }
+
+    /// Prompts an argv cannot carry as they are end the task `refused` before any process
+    /// exists, saying why (docs/delegation.md "Headless tasks").
+    #[test]
+    fn headless_prompts_an_argv_cannot_carry_are_refused_before_a_spawn() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-exec-hl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        let root = std::fs::canonicalize(dir.join("work")).unwrap();
+        let mut ex = headless_executor(&dir, &root);
+        let huge = "x".repeat(crate::agents::argv::MAX_ARG_STRLEN);
+        for (id, prompt, why) in [
+            ("task-d", "--version", "begins with '-'"),
+            (
+                "task-e",
+                huge.as_str(),
+                "one argument holds at most 131071 bytes",
+            ),
+            ("task-f", "a\0b", "NUL byte"),
+        ] {
+            ex.start(Launch {
+                id: id.into(),
+                agent: "echo".into(),
+                cwd: root.clone(),
+                prompt: prompt.into(),
+                timeout_ms: 1000,
+                token: "tok".into(),
+            });
+            let evs = ex.drain();
+            assert_eq!(evs.len(), 2, "{evs:?}");
+            match &evs[0].1 {
+                TaskEvent::Outcome(o) => {
+                    assert_eq!(o.status.name(), "refused", "{id}");
+                    let shown = o.status.to_string();
+                    assert!(shown.contains(why), "{id}: {shown}");
+                    assert!(
+                        shown.len() < 600,
+                        "the prompt is not quoted: {}",
+                        shown.len()
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(evs[1].1, TaskEvent::Ended(_)));
+        }
+        assert_eq!(ex.running(), 0);
+    }
+
     struct NoAgents;
     impl ResolveAgent for NoAgents {
-        fn acp_argv(&self, agent: &str) -> Result<Vec<OsString>, String> {
+        fn resolve(&self, agent: &str) -> Result<AgentRun, String> {
             Err(format!("no manifest named {agent}"))
         }
     }
@@ -693,6 +845,7 @@ mod tests {
                 default_permission: PermissionPolicy::default(),
                 agent_permission: Default::default(),
                 limits: crate::acp::Limits::default(),
+                headless_stdout_max_bytes: 1 << 20,
             },
             Box::new(NoAgents),
             Arc::new(move || {

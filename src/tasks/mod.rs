@@ -350,7 +350,8 @@ pub fn outcome_state(status: &Status) -> (TaskState, Option<String>, Option<Stri
 #[derive(Debug)]
 pub struct TaskBook {
     config: BookConfig,
-    /// Agents this hub can run (the runnable catalogue: installed manifests with ACP).
+    /// Agents this hub can run (the runnable catalogue: installed manifests with ACP or a
+    /// headless template).
     agents: BTreeSet<String>,
     /// Peers this hub may delegate to.
     peers: BTreeSet<String>,

@@ -12,6 +12,7 @@ mod bounds;
 mod client_cli;
 mod delegate;
 mod delegate_cli;
+mod delegate_headless;
 mod delegate_peer;
 mod delivery;
 mod durable;

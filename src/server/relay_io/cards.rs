@@ -21,8 +21,11 @@ pub const REFRESH: Duration = Duration::from_secs(600);
 /// Where the prober looks.
 #[derive(Debug, Clone)]
 pub struct CardSource {
-    /// `$HOME`: the user's manifests folder is `~/.agent-hub/agents/`. None: built-ins only.
+    /// `$HOME`: the user's manifests folder is `~/.agent-hub/agents/` (or
+    /// `$AGENT_HUB_AGENTS_DIR`, as the task runner reads it). None: built-ins only.
     pub home: Option<PathBuf>,
+    /// `$AGENT_HUB_AGENTS_DIR`, when set.
+    pub agents_dir_env: Option<std::ffi::OsString>,
     pub path_var: String,
     /// A further manifests folder (the server's `tasks.manifests_dir`).
     pub extra_dir: Option<PathBuf>,
@@ -35,6 +38,7 @@ impl CardSource {
             home: std::env::var_os("HOME")
                 .map(PathBuf::from)
                 .filter(|h| h.is_absolute()),
+            agents_dir_env: std::env::var_os(crate::agents::registry::AGENTS_DIR_ENV),
             path_var: std::env::var("PATH").unwrap_or_default(),
             extra_dir,
         }
@@ -46,7 +50,7 @@ impl CardSource {
 pub fn compute(src: &CardSource) -> Vec<AgentCard> {
     let reg = match &src.home {
         Some(home) => Registry::load_with_extra(
-            &crate::agents::registry::default_dir(home),
+            &crate::agents::registry::user_dir(home, src.agents_dir_env.clone()),
             false,
             src.extra_dir.as_deref(),
         ),
