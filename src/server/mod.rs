@@ -105,6 +105,8 @@ pub struct Server {
     flusher: Option<Flusher>,
     /// Delegated tasks' executor, when `[tasks]` is configured (`tasks`).
     tasks: Option<tasks::Executor>,
+    /// `tasks.manifests_dir`, for the relay's agent cards (set by `start_tasks`).
+    manifests_dir: Option<std::path::PathBuf>,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
 }
@@ -172,6 +174,7 @@ impl Server {
             shutting_down: false,
             flusher,
             tasks: None,
+            manifests_dir: None,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
         })
@@ -198,7 +201,9 @@ impl Server {
             let dials = cfg.peers.iter().filter(|p| p.address.is_some()).count();
             relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)?;
         }
-        let relay = relay_io::RelayIo::new(cfg, self.poll.registry(), Instant::now())?;
+        let manifests_dir = self.manifests_dir.clone();
+        let relay =
+            relay_io::RelayIo::new(cfg, manifests_dir, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
         self.relay = Some(relay);
         self.next_directory = Some(Instant::now());

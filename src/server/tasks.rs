@@ -491,6 +491,7 @@ impl super::Server {
                     .collect()
             })
             .unwrap_or_default();
+        self.manifests_dir = cfg.manifests_dir.clone();
         let mut book = crate::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
         book.set_accept_from(accept);
         self.hub.enable_tasks(book);

@@ -158,7 +158,13 @@ pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], String> {
 
 impl RelayIo {
     /// Loads keys and binds the listener. Errors name the file or address.
-    pub fn new(cfg: RelayConfig, registry: &Registry, now: Instant) -> Result<RelayIo, String> {
+    /// `manifests_dir` is `tasks.manifests_dir`: the agent cards list what the runner finds.
+    pub fn new(
+        cfg: RelayConfig,
+        manifests_dir: Option<std::path::PathBuf>,
+        registry: &Registry,
+        now: Instant,
+    ) -> Result<RelayIo, String> {
         let mut keys = HashMap::new();
         for p in &cfg.peers {
             keys.insert(
@@ -221,7 +227,7 @@ impl RelayIo {
             .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
         let card_prober = if session_cfg.features.contains(&Feature::Agents) {
             Some(
-                cards::CardProber::spawn(cards::CardSource::from_process(None))
+                cards::CardProber::spawn(cards::CardSource::from_process(manifests_dir))
                     .map_err(|e| format!("cannot start the agent card prober: {e}"))?,
             )
         } else {
