@@ -312,13 +312,14 @@ else
 fi
 
 # Messages the tap saw on the lasting link toward claudectl, as "msg_type task_id state|summary".
-# tap_has TYPE TASK WANT: a TYPE message for TASK whose payload's state (or summary) is WANT.
+# tap_has TYPE TASK WANT: a TYPE message for TASK whose payload's state (or summary) is WANT,
+# toward claudectl (TAP_DIR=to_hub: from it).
 tap_has() {
-    python3 - "$WORK/tap.jsonl" "$@" <<'PY'
+    python3 - "$WORK/tap.jsonl" "$@" "${TAP_DIR:-to_ctl}" <<'PY'
 import json, sys
-path, want_type, task, want = sys.argv[1:5]
+path, want_type, task, want, direction = sys.argv[1:6]
 for rec in map(json.loads, open(path)):
-    if rec["dir"] != "to_ctl":
+    if rec["dir"] != direction:
         continue
     try:
         m = json.loads(rec["line"])
@@ -483,7 +484,7 @@ else
         >"$WORK/outcome-d.json" 2>"$WORK/outcome-d.err" || true
     state=$(python3 -c 'import json,sys; b=json.loads(open(sys.argv[1]).readline())["body"]; print(b.get("state"), "|", b.get("reason", b.get("text")))' "$WORK/outcome-d.json" 2>/dev/null || echo none)
     if [[ $state == cancelled* ]] && serve_logged "TaskInterrupt '$TASK_D' (stop) from hub" \
-        && grep -q '"summary":"Stopped by controller".*"task_id":"'"$TASK_D"'"' "$WORK/tap.jsonl"; then
+        && TAP_DIR=to_hub tap_has task_handoff "$TASK_D" "Stopped by controller" >/dev/null; then
         pass hub-cancel "cancel was claudectl's stop (its failed 'Stopped by controller' handoff): outcome $state"
     else
         fail hub-cancel "cancel answered $(cat "$WORK/cancel-d.out"); outcome $state; $(grep TaskInterrupt "$WORK/ctl-serve.out" | tail -n1)"
