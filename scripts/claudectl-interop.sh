@@ -14,7 +14,8 @@
 #    `relay connect` write), relay config listen_addr 127.0.0.3 and a 2 s heartbeat, and a
 #    fake `claude` first on its PATH: claudectl's worker runs `claude --print PROMPT` in the
 #    task's cwd and judges the task by its exit code only; the fake records argv and cwd and
-#    exits 0. Then `claudectl relay serve --port P` on 127.0.0.3.
+#    exits 0 (or sleeps, as itself, when the prompt says "hang"). Then `claudectl relay serve
+#    --port P` on 127.0.0.3.
 # 4. Starts agent-hub-server (config.example.toml on port 0, one identity `orchestrator`) with
 #    [relay] peer_id `hub` on 127.0.0.2, one peer `ctl` (allow_v0, delegate = true) dialled at
 #    a line-recording tap (scripts/claudectl-tap.py, 127.0.0.4) in front of claudectl's serve,
@@ -79,6 +80,12 @@ CHECKS=(link-up ctl-delegate ctl-status ctl-handoff ctl-periodic ctl-interrupt h
 pass() { NPASS=$((NPASS + 1)); echo "PASS [$1] $2"; }
 fail() { NFAIL=$((NFAIL + 1)); echo "FAIL [$1] $2"; }
 note() { echo "     $1"; }
+# Setup failed before the checks could run: the rest are not run (counted as failed).
+abort() {
+    NFAIL=$((NFAIL + ${#CHECKS[@]} - NPASS - NFAIL))
+    echo "interop: $NPASS passed, $NFAIL failed, $NSKIP skipped (setup failed)"
+    exit 1
+}
 
 PIDS=()
 WORK=""
@@ -145,7 +152,7 @@ else
     if ! ctl_ok "$CTL"; then
         command -v cargo >/dev/null || all_skipped "cargo not found (claudectl installs from crates.io)"
         mkdir -p "$CTL_ROOT"
-        echo "interop: installing claudectl $CTL_VERSION from crates.io into $CTL_ROOT (a few minutes, once)"
+        echo "interop: installing claudectl $CTL_VERSION from crates.io into $CTL_ROOT (a release build: about 15 min on 2 cores, once)"
         if ! timeout 1500 cargo install claudectl --version "$CTL_VERSION" --locked --force \
             --root "$CTL_ROOT" >"$CTL_ROOT/install.log" 2>&1; then
             all_skipped "cargo install claudectl $CTL_VERSION failed: $(grep -m1 -E '^error' "$CTL_ROOT/install.log" || tail -n1 "$CTL_ROOT/install.log")"
@@ -202,14 +209,14 @@ ctl_env=(env -i HOME="$CH" PATH="$CH/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UT
     >"$WORK/ctl-serve.out" 2>"$WORK/ctl-serve.err") &
 PIDS+=("$!")
 wait_for_line "$WORK/ctl-serve.out" '/Relay listening on/p' >/dev/null \
-    || { fail link-up "claudectl relay serve did not start: $(tail -n3 "$WORK/ctl-serve.err")"; exit 1; }
+    || { fail link-up "claudectl relay serve did not start: $(tail -n3 "$WORK/ctl-serve.err")"; abort; }
 
 # ---- the tap between our hub and claudectl's serve --------------------------------------
 python3 "$ROOT/scripts/claudectl-tap.py" 127.0.0.4 127.0.0.3 "$CTL_PORT" "$WORK/tap.jsonl" \
     >"$WORK/tap.out" 2>"$WORK/tap.err" &
 PIDS+=("$!")
 TAP=$(wait_for_line "$WORK/tap.out" 's/^tap on \(.*\)$/\1/p') \
-    || { fail link-up "the tap did not start: $(cat "$WORK/tap.err")"; exit 1; }
+    || { fail link-up "the tap did not start: $(cat "$WORK/tap.err")"; abort; }
 
 # ---- our hub ----------------------------------------------------------------------------
 HD=$WORK/hub
@@ -280,9 +287,9 @@ chmod 600 "$HD/config.toml"
     LANG=C.UTF-8 "$SERVER" --config "$HD/config.toml" >"$WORK/hub.out" 2>"$WORK/hub.err") &
 PIDS+=("$!")
 HUB_PORT=$(wait_for_line "$WORK/hub.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p') \
-    || { fail link-up "agent-hub-server did not start: $(tail -n3 "$WORK/hub.err" "$HD/service.log" 2>/dev/null)"; exit 1; }
+    || { fail link-up "agent-hub-server did not start: $(tail -n3 "$WORK/hub.err" "$HD/service.log" 2>/dev/null)"; abort; }
 RELAY=$(wait_for_line "$HD/service.log" 's/.*relay started as .*listening on \(127\.0\.0\.2:[0-9]*\).*/\1/p') \
-    || { fail link-up "no relay start line in $HD/service.log"; exit 1; }
+    || { fail link-up "no relay start line in $HD/service.log"; abort; }
 printf '{"addr":"%s","last_seen":0}' "$RELAY" >"$CH/.claudectl/relay/peers/hub.meta"
 note "hub: client 127.0.0.1:$HUB_PORT, relay $RELAY; claudectl serve 127.0.0.3:$CTL_PORT behind tap $TAP"
 ORCH=(--as orchestrator --token-file "$HD/tokens/orchestrator.token" --port "$HUB_PORT")
