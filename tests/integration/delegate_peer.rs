@@ -325,3 +325,47 @@ fn our_delegate_to_a_claudectl_worker_comes_back_as_the_outcome() {
     assert_eq!(body["peer"], "ctl");
     assert_eq!(body["usage"]["totalTokens"], 900);
 }
+
+/// A real claudectl 0.64 worker's failed handoff has no `git_ref` key (its
+/// `build_failure_message`; seen by scripts/claudectl-interop.sh): it still settles the task,
+/// here `failed` with claudectl's own reason, instead of being dropped as off-catalogue.
+#[test]
+fn a_claudectl_failed_handoff_without_git_ref_settles_the_task() {
+    let key = key_hex(0x65);
+    let setup = Setup::new();
+    let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer("ctl", None, &key, true);
+    spec.tail = tasks_tail(&setup);
+    let east = RelayHub::start(setup, spec);
+    let (mut worker, _ack) = v0_dial_and_handshake(east.relay_addr, "ctl", &key, "east");
+    linked(&mut worker, "ctl", &east);
+    let task = delegate_to(&east, "ctl", "claude", "/home/ctl/repo");
+    beat_until(&mut worker, "ctl", "the delegate_task", |s| {
+        first(s, "delegate_task").is_some()
+    });
+    worker.send(
+        "ctl",
+        "task_status",
+        json!({"task_id": task, "state": "running", "stats": {"tokens_used": 0, "cost_usd": 0.0, "context_pct": 0, "files_modified": [], "elapsed_secs": 0}}),
+    );
+    worker.send(
+        "ctl",
+        "task_handoff",
+        json!({"task_id": task, "state": "failed", "summary": "Task exited with non-zero status", "artifacts": [], "total_cost_usd": 0.0, "total_tokens": 0}),
+    );
+    let body = outcome(&east.hub, "alpha", &task);
+    assert_eq!(body["state"], "failed", "{body}");
+    assert_eq!(body["peer"], "ctl");
+    assert!(
+        body.to_string()
+            .contains("Task exited with non-zero status"),
+        "{body}"
+    );
+    assert!(
+        !east
+            .hub
+            .service_log()
+            .contains("does not match the catalogue"),
+        "{}",
+        east.hub.service_log()
+    );
+}

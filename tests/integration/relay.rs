@@ -1352,6 +1352,12 @@ fn a_v0_acceptor_stays_linked_and_hears_only_v0() {
     for k in ["proto", "features", "nonce"] {
         assert!(hs["payload"].get(k).is_none(), "{k}: {hs}");
     }
+    // Where to dial back is the port the relay bound (its config says 127.0.0.2:0).
+    assert_eq!(
+        hs["payload"]["listen_port"],
+        json!(east.relay_addr.port()),
+        "{hs}"
+    );
     c.send("legacy", "handshake_ack", json!({"status": "ok"}));
     let (tx, rx) = mpsc::channel();
     let double = std::thread::spawn(move || {

@@ -227,8 +227,11 @@ pub struct TaskHandoff {
     pub state: String,
     pub summary: String,
     pub artifacts: Vec<Value>,
-    /// Required key; null accepted (a failed task may have no ref).
-    #[serde(deserialize_with = "required_nullable")]
+    /// Absent or null: no ref. Always sent (null when none), but claudectl 0.64's failed
+    /// handoffs ("Stopped by controller", "Task exited with non-zero status") leave the key
+    /// out, so requiring it dropped every real claudectl failure (docs/relay-protocol.md
+    /// "Interop with claudectl").
+    #[serde(default)]
     pub git_ref: Option<String>,
     pub total_cost_usd: f64,
     pub total_tokens: u64,

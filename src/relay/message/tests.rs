@@ -244,6 +244,40 @@ fn required_keys_are_required_and_optional_ones_optional() {
     assert_eq!(p.msg_type(), MsgType::SessionTransfer);
 }
 
+/// claudectl 0.64's failed handoff (its worker's "Stopped by controller" answer to a stop, as
+/// scripts/claudectl-interop.sh saw it on the wire) has no `git_ref`: it must parse, as no
+/// ref, and what we send back out still carries `git_ref: null`.
+#[test]
+fn a_claudectl_failed_handoff_without_git_ref_parses() {
+    let l = r#"{"id":"msg_1796157253282_9","msg_type":"task_handoff","from_peer":"ctl","timestamp":1796157253282,"payload":{"artifacts":[],"state":"failed","summary":"Stopped by controller","task_id":"task-b7448d1aa8fb4ad090ca327490982445","total_cost_usd":0.0,"total_tokens":0}}"#;
+    let m = RelayMessage::decode_line(l.as_bytes()).unwrap();
+    match m.payload_typed().unwrap() {
+        Payload::TaskHandoff(h) => {
+            assert_eq!(h.state, "failed");
+            assert_eq!(h.summary, "Stopped by controller");
+            assert_eq!(h.git_ref, None);
+            let out = Payload::TaskHandoff(h).to_value();
+            assert_eq!(out["git_ref"], Value::Null, "{out}");
+            assert!(out.as_object().unwrap().contains_key("git_ref"), "{out}");
+        }
+        other => panic!("not a handoff: {other:?}"),
+    }
+    // The other required keys stay required.
+    let v: Value = serde_json::from_str(l).unwrap();
+    for k in [
+        "task_id",
+        "state",
+        "summary",
+        "artifacts",
+        "total_cost_usd",
+        "total_tokens",
+    ] {
+        let mut p = v["payload"].clone();
+        p.as_object_mut().unwrap().remove(k);
+        assert!(Payload::parse(&MsgType::TaskHandoff, &p).is_err(), "{k}");
+    }
+}
+
 fn transfer_payload(data: Value) -> Value {
     json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d","data":data})
 }

@@ -181,18 +181,6 @@ impl RelayIo {
             .iter()
             .filter_map(|f| Feature::parse(f))
             .collect();
-        let session_cfg = SessionConfig {
-            local_peer: cfg.peer_id.clone(),
-            software_version: crate::VERSION.to_owned(),
-            features,
-            heartbeat_interval: Duration::from_millis(cfg.heartbeat_interval_ms),
-            handshake_timeout: Duration::from_millis(cfg.handshake_timeout_ms),
-            listen_port: cfg.listen.map(|a| a.port()),
-            transient: false,
-            wall_clock: wall_clock(now),
-            // One book for every session this hub runs (each takes a clone of this config).
-            nonces: crate::relay::nonces::NonceBook::new(),
-        };
         let listener = match cfg.listen {
             None => None,
             Some(addr) => {
@@ -203,6 +191,29 @@ impl RelayIo {
                     .map_err(|e| e.to_string())?;
                 Some(l)
             }
+        };
+        // The handshake's `listen_port` tells the peer where to dial back: the port actually
+        // bound, not the configured one, which is 0 for "any free port" (found by
+        // scripts/claudectl-interop.sh: the hub announced port 0).
+        let listen_port = match &listener {
+            Some(l) => Some(
+                l.local_addr()
+                    .map_err(|e| format!("the relay's listening address: {e}"))?
+                    .port(),
+            ),
+            None => None,
+        };
+        let session_cfg = SessionConfig {
+            local_peer: cfg.peer_id.clone(),
+            software_version: crate::VERSION.to_owned(),
+            features,
+            heartbeat_interval: Duration::from_millis(cfg.heartbeat_interval_ms),
+            handshake_timeout: Duration::from_millis(cfg.handshake_timeout_ms),
+            listen_port,
+            transient: false,
+            wall_clock: wall_clock(now),
+            // One book for every session this hub runs (each takes a clone of this config).
+            nonces: crate::relay::nonces::NonceBook::new(),
         };
         let mut books = BTreeMap::new();
         for p in &cfg.peers {
