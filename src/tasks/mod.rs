@@ -29,7 +29,7 @@ pub use body::{cap_text, summarise, OUTCOME_KIND, PROGRESS_KIND};
 pub use check::{lexical_cwd, DelegateRefusal};
 pub use peer::{
     refusal_handoff as peer_refusal, valid_remote_task_id, Origin, PeerSubmit, CANCEL_GRACE,
-    STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
+    PEER_LOG_BURST, PEER_LOG_REFILL, STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredTask, TaskAudit, TaskStoreOp};
 
@@ -373,6 +373,8 @@ pub struct TaskBook {
     peer_waiting: VecDeque<TaskId>,
     /// Worker side: final handoffs not yet confirmed, by peer (`peer::PendingHandoff`).
     handoffs: BTreeMap<String, Vec<peer::PendingHandoff>>,
+    /// The log budget of each peer's task messages (`peer::peer_log`).
+    peer_logs: BTreeMap<String, crate::relay::throttle::Throttle>,
 }
 
 fn rfc3339(ms: i64) -> Option<String> {
@@ -420,6 +422,7 @@ impl TaskBook {
             links: BTreeMap::new(),
             peer_waiting: VecDeque::new(),
             handoffs: BTreeMap::new(),
+            peer_logs: BTreeMap::new(),
         }
     }
 

@@ -35,6 +35,9 @@ pub const V0_HANDOFF_GRACE: Duration = Duration::from_secs(5);
 /// Final handoffs kept unconfirmed for one peer at most; beyond it the oldest is dropped with
 /// a log line (a peer that never links again cannot grow the hub).
 pub const MAX_PENDING_HANDOFFS: usize = 1024;
+/// Log lines a peer's task messages may cause at once, and the refill of that budget.
+pub const PEER_LOG_BURST: u32 = 10;
+pub const PEER_LOG_REFILL: Duration = Duration::from_secs(6);
 /// The agent a peer's `delegate_task` without `agent` runs (the 000 seed's default).
 pub const DEFAULT_PEER_AGENT: &str = "claude";
 /// The v0 summary of a task the delegating peer stopped (what claudectl's own worker says).
@@ -177,9 +180,11 @@ impl TaskBook {
         ids: &mut dyn IdSource,
     ) -> PeerSubmit {
         if !valid_remote_task_id(&d.task_id) {
-            self.actions.push_back(TaskAction::Log(format!(
-                "relay: {peer} sent delegate_task with a task id that is not 1-128 bytes of [A-Za-z0-9._:-]; ignored"
-            )));
+            self.peer_log(
+                peer,
+                format!("relay: {peer} sent delegate_task with a task id that is not 1-128 bytes of [A-Za-z0-9._:-]; ignored"),
+                now,
+            );
             return PeerSubmit::Refused("bad task id".to_owned());
         }
         let origin = Origin {
@@ -193,10 +198,11 @@ impl TaskBook {
         let refuse = |book: &mut TaskBook, why: String| {
             let h = refusal_handoff(&d.task_id, &why);
             book.queue_handoff(origin.clone(), h, now);
-            book.actions.push_back(TaskAction::Log(format!(
+            let line = format!(
                 "relay: delegate_task {} from {peer} refused: {why}",
                 d.task_id
-            )));
+            );
+            book.peer_log(peer, line, now);
             PeerSubmit::Refused(why)
         };
         if !self.accept_from.contains(peer) {
@@ -517,14 +523,15 @@ impl TaskBook {
         match payload {
             Payload::DelegateTask(d) => {
                 if let PeerSubmit::Duplicate = self.submit_from_peer(peer, d, now, ids) {
-                    self.actions.push_back(TaskAction::Log(format!(
+                    let line = format!(
                         "relay: {peer} sent a delegate_task this hub already holds; ignored"
-                    )));
+                    );
+                    self.peer_log(peer, line, now);
                 }
             }
             Payload::TaskStatus(s) => {
                 let Some(id) = self.at_peer(peer, &s.task_id) else {
-                    return self.stray(peer, "task_status");
+                    return self.stray(peer, "task_status", now);
                 };
                 let Some(t) = self.tasks.get_mut(&id) else {
                     return;
@@ -564,7 +571,7 @@ impl TaskBook {
                     });
                 }
                 let Some(id) = id else {
-                    return self.stray(peer, "task_handoff");
+                    return self.stray(peer, "task_handoff", now);
                 };
                 self.on_peer_handoff(&id, h, now, ids);
             }
@@ -580,7 +587,7 @@ impl TaskBook {
                     .find(|t| t.delegator == delegator)
                     .map(|t| t.id.clone())
                 else {
-                    return self.stray(peer, "task_interrupt");
+                    return self.stray(peer, "task_interrupt", now);
                 };
                 match i.interrupt_type.as_str() {
                     "stop" => {
@@ -593,17 +600,38 @@ impl TaskBook {
                     _ => self.send_status(&id, now),
                 }
             }
-            other => self.actions.push_back(TaskAction::Log(format!(
-                "relay: {peer} sent {}; not a task message",
-                other.msg_type().as_str()
-            ))),
+            other => {
+                let line = format!(
+                    "relay: {peer} sent {}; not a task message",
+                    other.msg_type().as_str()
+                );
+                self.peer_log(peer, line, now);
+            }
         }
     }
 
-    fn stray(&mut self, peer: &str, what: &str) {
-        self.actions.push_back(TaskAction::Log(format!(
+    fn stray(&mut self, peer: &str, what: &str, now: Now) {
+        let line = format!(
             "relay: {peer} sent {what} for a task this hub did not delegate to it, or has settled; ignored"
-        )));
+        );
+        self.peer_log(peer, line, now);
+    }
+
+    /// A log line a peer's messages caused: at most `PEER_LOG_BURST` at once and one per
+    /// `PEER_LOG_REFILL` after, per peer; the next line that passes says how many were held
+    /// back (an authenticated peer cannot flood the service log, docs/relay-protocol.md
+    /// "Limits").
+    fn peer_log(&mut self, peer: &str, line: String, now: Now) {
+        let t = self.peer_logs.entry(peer.to_owned()).or_insert_with(|| {
+            crate::relay::throttle::Throttle::new(PEER_LOG_BURST, PEER_LOG_REFILL)
+        });
+        match t.admit(now.mono) {
+            None => {}
+            Some(0) => self.actions.push_back(TaskAction::Log(line)),
+            Some(n) => self.actions.push_back(TaskAction::Log(format!(
+                "{line} ({n} more such lines about {peer}'s task messages were held back)"
+            ))),
+        }
     }
 
     /// Delegator side: the peer's final word on our task.

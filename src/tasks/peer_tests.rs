@@ -784,3 +784,39 @@ fn a_task_whose_peer_never_links_times_out_instead_of_waiting_forever() {
     r.link("lab", true, true);
     assert!(delegates(&r.actions()).is_empty(), "it never goes out");
 }
+
+#[test]
+fn a_peer_flooding_bogus_task_messages_costs_the_log_a_bounded_number_of_lines() {
+    let mut r = worker();
+    r.link("lab", true, true);
+    for i in 0..10_000 {
+        r.peer_says("lab", "x", status_msg(&format!("task-{i:032x}"), 1));
+    }
+    let logs = |a: &[TaskAction]| a.iter().filter(|x| matches!(x, TaskAction::Log(_))).count();
+    let a = r.actions();
+    assert_eq!(logs(&a), PEER_LOG_BURST as usize, "a burst, then nothing");
+    r.clock.advance_secs(PEER_LOG_REFILL.as_secs());
+    r.peer_says(
+        "lab",
+        "x",
+        status_msg("task-00000000000000000000000000000001", 1),
+    );
+    let a = r.actions();
+    let lines: Vec<&String> = a
+        .iter()
+        .filter_map(|x| match x {
+            TaskAction::Log(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].contains("9990 more such lines"), "{}", lines[0]);
+    // Another peer has its own budget.
+    r.link("other", true, true);
+    r.peer_says(
+        "other",
+        "y",
+        status_msg("task-00000000000000000000000000000002", 1),
+    );
+    assert_eq!(logs(&r.actions()), 1);
+}
