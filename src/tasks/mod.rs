@@ -20,6 +20,7 @@ mod peer;
 mod query;
 mod records;
 mod restore;
+mod types;
 mod withdraw;
 
 #[cfg(test)]
@@ -32,6 +33,8 @@ pub use peer::{
     PEER_LOG_BURST, PEER_LOG_REFILL, STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredTask, TaskAudit, TaskStoreOp};
+use types::simple_hex;
+pub use types::{TaskId, TaskState};
 
 use crate::acp::{Outcome, Status};
 use crate::config::tasks::TasksConfig;
@@ -54,103 +57,6 @@ pub const MAX_PROGRESS_SECS: u64 = crate::config::tasks::MAX_TASK_TIMEOUT_SECS;
 /// Whether a name is in the reserved task namespace (docs/delegation.md "Names").
 pub fn is_task_name(name: &str) -> bool {
     name.starts_with(TASK_PREFIX)
-}
-
-/// `task-` + 32 lowercase hex: a UUIDv4 in simple form from the hub's `IdSource`.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TaskId(String);
-
-impl TaskId {
-    pub fn generate(ids: &mut dyn IdSource) -> TaskId {
-        TaskId(format!("{TASK_PREFIX}{}", simple_hex(&ids.next_id())))
-    }
-
-    /// The id if `s` has the shape of one.
-    pub fn parse(s: &str) -> Option<TaskId> {
-        let hex = s.strip_prefix(TASK_PREFIX)?;
-        let ok = hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        ok.then(|| TaskId(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A hyphenated UUID's hex digits, lowercase.
-fn simple_hex(id: &str) -> String {
-    id.chars()
-        .filter(|c| *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
-}
-
-/// Where a task is (docs/delegation.md "States").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskState {
-    Queued,
-    Running,
-    /// Cancel asked; the runner's outcome is not in yet.
-    Cancelling,
-    Completed,
-    Failed,
-    Cancelled,
-    TimedOut,
-    Refused,
-    /// It was running when the hub stopped.
-    HubRestarted,
-}
-
-impl TaskState {
-    pub const ALL: [TaskState; 9] = [
-        TaskState::Queued,
-        TaskState::Running,
-        TaskState::Cancelling,
-        TaskState::Completed,
-        TaskState::Failed,
-        TaskState::Cancelled,
-        TaskState::TimedOut,
-        TaskState::Refused,
-        TaskState::HubRestarted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Queued => "queued",
-            TaskState::Running => "running",
-            TaskState::Cancelling => "cancelling",
-            TaskState::Completed => "completed",
-            TaskState::Failed => "failed",
-            TaskState::Cancelled => "cancelled",
-            TaskState::TimedOut => "timed_out",
-            TaskState::Refused => "refused",
-            TaskState::HubRestarted => "hub_restarted",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<TaskState> {
-        TaskState::ALL.into_iter().find(|t| t.as_str() == s)
-    }
-
-    /// Final: its outcome envelope is committed and nothing changes it again.
-    pub fn is_final(self) -> bool {
-        !matches!(
-            self,
-            TaskState::Queued | TaskState::Running | TaskState::Cancelling
-        )
-    }
 }
 
 /// What the book is told at construction: the `[tasks]` limits it enforces.
