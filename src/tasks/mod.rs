@@ -894,17 +894,8 @@ impl TaskBook {
             TaskState::Running if t.peer.is_some() => self.cancel_at_peer(&id, now, ids),
             TaskState::Running => {
                 t.state = TaskState::Cancelling;
-                let at_ms = now.wall.timestamp_millis();
-                self.actions.push_back(TaskAction::Commit(TaskCommit {
-                    store: vec![TaskStoreOp::State {
-                        task: id.0.clone(),
-                        state: TaskState::Cancelling.as_str().to_owned(),
-                        started_ms: None,
-                        at_ms,
-                    }],
-                    envelope: None,
-                    audit: vec![TaskAudit::CancelAsked { task: id.0.clone() }],
-                }));
+                let c = cancelling_commit(&id, now.wall.timestamp_millis());
+                self.actions.push_back(TaskAction::Commit(c));
                 self.actions.push_back(TaskAction::Cancel(id.clone()));
             }
             _ => {}
@@ -957,6 +948,21 @@ fn running_commit(id: &TaskId, agent: &str, started_ms: i64) -> TaskCommit {
             task: id.0.clone(),
             agent: agent.to_owned(),
         }],
+    }
+}
+
+/// The commit of a cancel asked of a running task: its `cancelling` state and the
+/// `task_cancel_asked` record (local and peer tasks alike).
+fn cancelling_commit(id: &TaskId, at_ms: i64) -> TaskCommit {
+    TaskCommit {
+        store: vec![TaskStoreOp::State {
+            task: id.0.clone(),
+            state: TaskState::Cancelling.as_str().to_owned(),
+            started_ms: None,
+            at_ms,
+        }],
+        envelope: None,
+        audit: vec![TaskAudit::CancelAsked { task: id.0.clone() }],
     }
 }
 

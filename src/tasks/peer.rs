@@ -473,17 +473,8 @@ impl TaskBook {
         }
         t.state = TaskState::Cancelling;
         t.peer_timer = Some(crate::deadline::after(now.mono, CANCEL_GRACE));
-        let at_ms = now.wall.timestamp_millis();
-        self.actions.push_back(TaskAction::Commit(TaskCommit {
-            store: vec![TaskStoreOp::State {
-                task: id.0.clone(),
-                state: TaskState::Cancelling.as_str().to_owned(),
-                started_ms: None,
-                at_ms,
-            }],
-            envelope: None,
-            audit: vec![TaskAudit::CancelAsked { task: id.0.clone() }],
-        }));
+        let c = cancelling_commit(id, now.wall.timestamp_millis());
+        self.actions.push_back(TaskAction::Commit(c));
         self.interrupt(&peer, id, "cancelled by the delegator");
     }
 
