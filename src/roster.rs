@@ -153,6 +153,40 @@ impl Roster {
         v.sort_unstable();
         v
     }
+
+    /// What replacing this roster with `new` changes, by name (a reload on SIGHUP,
+    /// docs/operations.md "Changing the roster"). Tokens are compared, never returned.
+    pub fn diff(&self, new: &Roster) -> RosterDiff {
+        let mut d = RosterDiff::default();
+        for name in new.names() {
+            match self.tokens.get(name) {
+                None => d.added.push(name.to_owned()),
+                Some(old) if *old != new.tokens[name] => d.rotated.push(name.to_owned()),
+                Some(_) => {}
+            }
+        }
+        d.removed = self
+            .names()
+            .into_iter()
+            .filter(|n| !new.contains(n))
+            .map(str::to_owned)
+            .collect();
+        d
+    }
+}
+
+/// The names a roster reload adds, removes and gives a new token, each sorted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RosterDiff {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub rotated: Vec<String>,
+}
+
+impl RosterDiff {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.rotated.is_empty()
+    }
 }
 
 /// Constant-time equality over the expected length: every byte of `expected` is visited
@@ -236,6 +270,48 @@ mod tests {
             Roster::parse("[agents"),
             Err(RosterError::Toml(_))
         ));
+    }
+
+    #[test]
+    fn diff_names_added_removed_and_rotated() {
+        let old = Roster::parse("[agents]\na = \"t1\"\nb = \"t2\"\nc = \"t3\"\n").unwrap();
+        let new = Roster::parse("[agents]\na = \"t1\"\nc = \"t9\"\nd = \"t4\"\n").unwrap();
+        let d = old.diff(&new);
+        assert_eq!(d.added, ["d"]);
+        assert_eq!(d.removed, ["b"]);
+        assert_eq!(d.rotated, ["c"]);
+        assert!(!format!("{d:?}").contains("t9"));
+        assert!(old.diff(&old).is_empty());
+    }
+
+    /// A token that is a prefix of another is not that token: each is compared whole.
+    #[test]
+    fn a_prefix_token_is_its_own_token() {
+        let r = Roster::parse("[agents]\na = \"abcdef\"\nb = \"abc\"\n").unwrap();
+        assert!(r.verify("a", "abcdef"));
+        assert!(!r.verify("a", "abc"));
+        assert!(r.verify("b", "abc"));
+        assert!(!r.verify("b", "abcdef"));
+    }
+
+    /// A roster refused at startup or on SIGHUP is described in the service log; no broken
+    /// line may carry its token there (SPEC §8.2).
+    #[test]
+    fn a_toml_error_never_quotes_the_token() {
+        let broken = [
+            "[agents]\na = \"SECRET-1\nb = \"t\"\n",
+            "[agents]\na = SECRET-2\n",
+            "[agents]\na = \"t\" SECRET-3\n",
+            "[agents]\na = \"SECRET-4\\q\"\n",
+            "[agents]\na = 'SECRET-5\n",
+            "[agents]\na = \"\"\"SECRET-6\n",
+            "[agents]\na = \"t\"\na = \"SECRET-7\"\n",
+        ];
+        for text in broken {
+            let e = Roster::parse(text).unwrap_err();
+            assert!(matches!(e, RosterError::Toml(_)), "{text:?}: {e:?}");
+            assert!(!e.to_string().contains("SECRET"), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod peer_tasks;
 mod pipeline;
 mod redelivery;
 mod restore;
+pub mod roster_reload;
 pub mod router;
 mod routing;
 mod session;
@@ -34,6 +35,7 @@ mod tasks;
 mod verbs;
 
 pub use event::{AuditEvent, Output};
+pub use roster_reload::RosterChange;
 pub use router::{Filter, MailboxStats, Parked, Queued, Router};
 
 use crate::config::Limits;

@@ -12,6 +12,7 @@ pub mod records;
 pub mod relay_gate;
 pub mod relay_io;
 pub mod relay_status;
+mod roster_reload;
 pub mod signal;
 pub mod startup;
 pub mod tasks;
@@ -109,6 +110,9 @@ pub struct Server {
     manifests_dir: Option<std::path::PathBuf>,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
+    /// The roster file, read again on SIGHUP (`roster_reload`); None in tests that build a
+    /// server from a parsed roster.
+    roster_path: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -177,6 +181,7 @@ impl Server {
             manifests_dir: None,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
+            roster_path: None,
         })
     }
 
@@ -243,7 +248,15 @@ impl Server {
                 match event.token() {
                     LISTENER => self.accept(now),
                     SIGNALS => {
-                        if self.signals.as_mut().is_some_and(|s| s.drain()) {
+                        let pending = self
+                            .signals
+                            .as_mut()
+                            .map(signal::Signals::drain)
+                            .unwrap_or_default();
+                        if pending.reload {
+                            self.reload_roster(now);
+                        }
+                        if pending.stop {
                             self.begin_shutdown(now);
                         }
                     }

@@ -60,6 +60,15 @@ pub fn check_private(path: &Path, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads, checks and parses the roster file (SPEC §6.1, §6.4): at startup, and again on
+/// SIGHUP. The error names the file and what to fix, never a token.
+pub fn read_roster(path: &Path) -> Result<Roster, String> {
+    check_private(path, "roster")?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read roster {}: {e}", path.display()))?;
+    Roster::parse(&text).map_err(|e| e.to_string())
+}
+
 /// Loads everything and binds. With `install_signals` the process's SIGTERM/SIGINT handlers
 /// are taken over (the binary); tests pass false.
 pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, StartupError> {
@@ -100,6 +109,7 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                 loaded,
             )
             .map_err(fail("event loop"))?;
+            server.set_roster_path(config.roster_path.clone());
             if config.tasks.is_none() {
                 server.warn_stored_tasks();
             }
@@ -176,11 +186,7 @@ fn start_rest(
     records: &mut Records,
     install_signals: bool,
 ) -> Result<Stages, StartupError> {
-    check_private(&config.roster_path, "roster").map_err(fail("roster"))?;
-    let text = std::fs::read_to_string(&config.roster_path)
-        .map_err(|e| format!("cannot read roster {}: {e}", config.roster_path.display()))
-        .map_err(fail("roster"))?;
-    let roster = Roster::parse(&text).map_err(fail("roster"))?;
+    let roster = read_roster(&config.roster_path).map_err(fail("roster"))?;
     records.log(
         "INFO",
         &format!("roster loaded: {} agents", roster.names().len()),

@@ -817,6 +817,7 @@ mod linger;
 mod pipelining;
 mod redelivery;
 mod restore;
+mod roster_reload;
 mod send;
 mod shutdown;
 mod tasks;
