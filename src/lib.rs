@@ -10,6 +10,7 @@
 //! `run.headless` argv) for the same tasks (docs/delegation.md).
 
 pub mod acp;
+pub mod admin;
 pub mod agents;
 pub mod atomic_file;
 pub mod client;
@@ -21,6 +22,7 @@ pub mod hub;
 pub mod mcp;
 pub mod relay;
 pub mod roster;
+pub mod roster_edit;
 pub mod runner;
 pub mod server;
 pub mod store;

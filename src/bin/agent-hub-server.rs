@@ -1,15 +1,19 @@
-//! `agent-hub-server`: the hub process (SPEC §7), and `demo`, which writes a working
-//! config, roster and tokens into a folder and runs the hub on them.
+//! `agent-hub-server`: the hub process (SPEC §7); `demo`, which writes (or reuses) a working
+//! config, roster and tokens in a folder and runs the hub on them (`admin::demo`); `roster`,
+//! which adds, removes and rotates agents of a hub's roster and has the running hub reload
+//! it (`admin::roster`, docs/operations.md "Changing the roster").
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
 //! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
 //! chain holds, 1 it breaks (the first broken record is named), 2 usage or an unreadable
-//! file (docs/operations.md, "Verifying the audit log").
+//! file (docs/operations.md, "Verifying the audit log"). `roster`: 0 done, 1 refused or
+//! failed (the message says why; a running hub that refused the new roster is a failure).
 
+use agent_hub::admin::{demo, roster};
 use agent_hub::server::startup;
 use clap::{Parser, Subcommand};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -39,10 +43,51 @@ enum Command {
     Demo {
         /// Folder for the demo's files; created if missing.
         dir: PathBuf,
-        /// Port on 127.0.0.1 for a new demo config.
-        #[arg(long, default_value_t = 46110)]
-        port: u16,
+        /// Port on 127.0.0.1 (default 24610 for a new folder; an existing folder keeps its
+        /// stored port unless this is given, which rewrites it; 0 takes a free port and
+        /// stores the one the hub got).
+        #[arg(long)]
+        port: Option<u16>,
+        /// Keep queues in memory (a restart empties them) instead of SQLite in DIR; only
+        /// for a new folder.
+        #[arg(long)]
+        memory: bool,
+        /// Install the hub into every agent CLI found on PATH, each with its own identity
+        /// (`agent-hub install`).
+        #[arg(long)]
+        install: bool,
     },
+    /// Add, remove or rotate an agent on the roster; the running hub reloads it (SIGHUP).
+    #[command(subcommand)]
+    Roster(RosterCommand),
+}
+
+#[derive(Subcommand)]
+enum RosterCommand {
+    /// Add NAME with a new token in tokens/NAME.token (mode 600) beside the roster.
+    Add(RosterArgs),
+    /// Remove NAME (and its token file); its queued mail stays.
+    Remove(RosterArgs),
+    /// Give NAME a new token, in its token file and the roster.
+    Rotate(RosterArgs),
+    /// Print the roster's names and their token files (never tokens).
+    List {
+        /// The hub's config file (its roster_path is used).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RosterArgs {
+    /// The agent's name.
+    name: String,
+    /// The hub's config file (its roster_path is used).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Do not send SIGHUP to the hub running from this config.
+    #[arg(long)]
+    no_reload: bool,
 }
 
 #[derive(Subcommand)]
@@ -90,14 +135,31 @@ fn main() -> ExitCode {
         (Some(Command::Audit(AuditCommand::Verify { paths, anchor })), _) => {
             return audit_verify(&paths, &anchor)
         }
-        (Some(Command::Demo { dir, port }), _) => match write_demo(&dir, port) {
-            Ok(path) => (path, true),
-            Err(e) => {
-                eprintln!("agent-hub-server: demo setup failed: {e}");
-                return ExitCode::from(1);
+        (Some(Command::Roster(cmd)), top) => return roster_command(cmd, top),
+        (
+            Some(Command::Demo {
+                dir,
+                port,
+                memory,
+                install,
+            }),
+            _,
+        ) => {
+            let opts = demo::DemoOptions {
+                dir,
+                port,
+                memory,
+                install,
+            };
+            match demo::prepare(&opts) {
+                Ok(p) => (p.config.clone(), Some(p)),
+                Err(e) => {
+                    eprintln!("agent-hub-server: demo setup failed: {e}");
+                    return ExitCode::from(1);
+                }
             }
-        },
-        (None, Some(config)) => (config, false),
+        }
+        (None, Some(config)) => (config, None),
         (None, None) => {
             eprintln!(
                 "agent-hub-server: --config PATH is required (or use: agent-hub-server demo DIR)"
@@ -108,7 +170,7 @@ fn main() -> ExitCode {
     serve(&config, demo)
 }
 
-fn serve(config: &Path, demo: bool) -> ExitCode {
+fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
     let mut started = match startup::start(config, true) {
         Ok(s) => s,
         Err(e) => {
@@ -116,11 +178,13 @@ fn serve(config: &Path, demo: bool) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if demo {
-        print_demo_help(
-            config.parent().unwrap_or(Path::new(".")),
-            started.addr.port(),
-        );
+    if let Some(p) = &demo {
+        if let Err(e) = demo::after_bind(p, started.addr.port()) {
+            eprintln!("agent-hub-server: demo: {e}");
+            started.server.records().log("ERROR", &format!("demo: {e}"));
+            started.server.records().flush_service();
+            return ExitCode::from(1);
+        }
     }
     if let Some(relay) = started.relay_addr {
         say(format_args!("agent-hub-server: relay listening on {relay}"));
@@ -138,66 +202,6 @@ fn serve(config: &Path, demo: bool) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-const DEMO_AGENTS: [&str; 2] = ["orchestrator", "worker"];
-
-/// Writes the demo files unless a config is already there; returns the config path.
-fn write_demo(dir: &Path, port: u16) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir.join("tokens"))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    std::fs::set_permissions(dir.join("tokens"), std::fs::Permissions::from_mode(0o700))?;
-    let dir = std::fs::canonicalize(dir)?;
-    let config = dir.join("config.toml");
-    if !config.exists() {
-        let example = include_str!("../../config.example.toml");
-        let mut text = example.replace("port = 46110", &format!("port = {port}"));
-        text.push_str(&demo_tasks_table(&std::env::current_dir()?)?);
-        write_private(&config, &text)?;
-        let mut roster = String::from("[agents]\n");
-        for name in DEMO_AGENTS {
-            let token = uuid::Uuid::new_v4().simple().to_string();
-            roster.push_str(&format!("{name} = \"{token}\"\n"));
-            write_private(
-                &dir.join("tokens").join(format!("{name}.token")),
-                &format!("{token}\n"),
-            )?;
-        }
-        write_private(&dir.join("roster.toml"), &roster)?;
-    }
-    Ok(config)
-}
-
-/// The demo accepts delegated work out of the box (docs/delegation.md): on the agents this
-/// machine has (the DELEGATE column of `agent-hub agents`), in working directories under the
-/// folder the demo was started from, with permission requests rejected (the default).
-fn demo_tasks_table(started_in: &Path) -> std::io::Result<String> {
-    let root = std::fs::canonicalize(started_in)?;
-    let root = root.to_str().ok_or_else(|| {
-        std::io::Error::other("the folder the demo was started from is not UTF-8")
-    })?;
-    Ok(format!(
-        "\n# Written by `agent-hub-server demo`: delegated tasks may run in folders under the one\n# the demo was started from.\n[tasks]\ncwd_roots = [{}]\n",
-        toml::Value::String(root.to_owned())
-    ))
-}
-
-fn print_demo_help(dir: &Path, port: u16) {
-    let d = dir.display();
-    say(format_args!(
-        "agent-hub demo in {d}: agents {}; tokens in {d}/tokens/",
-        DEMO_AGENTS.join(", ")
-    ));
-    say(format_args!("try, in another terminal:"));
-    say(format_args!(
-        "  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}"
-    ));
-    say(format_args!(
-        "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
-    ));
-    say(format_args!(
-        "  agent-hub delegate --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --agent AGENT --cwd . --prompt '...' --wait   (agents: agent-hub agents, column DELEGATE)"
-    ));
 }
 
 /// Writes one line to stdout, ignoring failure. Nobody reading stdout (a supervisor that
@@ -218,6 +222,36 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(text.as_bytes())
+}
+
+fn roster_command(cmd: RosterCommand, top: Option<PathBuf>) -> ExitCode {
+    let (config, run): (Option<PathBuf>, Box<dyn Fn(&roster::Layout) -> Result<(), String>>) =
+        match cmd {
+            RosterCommand::Add(a) => (
+                a.config,
+                Box::new(move |l| roster::add_command(l, &a.name, !a.no_reload)),
+            ),
+            RosterCommand::Remove(a) => (
+                a.config,
+                Box::new(move |l| roster::remove_command(l, &a.name, !a.no_reload)),
+            ),
+            RosterCommand::Rotate(a) => (
+                a.config,
+                Box::new(move |l| roster::rotate_command(l, &a.name, !a.no_reload)),
+            ),
+            RosterCommand::List { config } => (config, Box::new(roster::list)),
+        };
+    let Some(config) = config.or(top) else {
+        eprintln!("agent-hub-server: roster: --config PATH is required (the hub's config file)");
+        return ExitCode::from(2);
+    };
+    match roster::Layout::of(&config).and_then(|l| run(&l)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: roster: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn relay_command(cmd: RelayCommand) -> ExitCode {
