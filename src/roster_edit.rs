@@ -271,7 +271,11 @@ fn value_span(line: &str) -> Option<(usize, usize)> {
     i = match b[i] {
         b'"' => string_end(b, i)?,
         b'\'' => i + 1 + b[i + 1..].iter().position(|&c| c == b'\'')? + 1,
-        _ => i + b[i..].iter().position(|&c| c == b'=' || c.is_ascii_whitespace())?,
+        _ => {
+            i + b[i..]
+                .iter()
+                .position(|&c| c == b'=' || c.is_ascii_whitespace())?
+        }
     };
     while b.get(i)?.is_ascii_whitespace() {
         i += 1;
@@ -338,7 +342,10 @@ mod tests {
             "# Operator's roster\n\n[agents]\n# the lead\nlead = \"t-lead\"  # since May\n\"ops@west\" = 't-ops'\ncoder = \"t-new\"\n\n# end\n"
         );
         let out = add(&out, "a@b", "t-ab").unwrap();
-        assert!(out.contains("coder = \"t-new\"\n\"a@b\" = \"t-ab\"\n"), "{out}");
+        assert!(
+            out.contains("coder = \"t-new\"\n\"a@b\" = \"t-ab\"\n"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -431,8 +438,7 @@ mod tests {
     #[test]
     fn names_that_could_escape_the_tokens_folder_or_are_reserved_are_refused() {
         for bad in [
-            "", "../x", "a/b", ".hidden", "-flag", "hub", "HUB", "task-1", "a b", "é",
-            "a\nb",
+            "", "../x", "a/b", ".hidden", "-flag", "hub", "HUB", "task-1", "a b", "é", "a\nb",
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }

@@ -136,7 +136,9 @@ pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<Str
     if sqlite {
         let memory = "\nkind = \"memory\"\n";
         if text.matches(memory).count() != 1 {
-            return Err("config.example.toml's [store] is not the one line the demo expects".into());
+            return Err(
+                "config.example.toml's [store] is not the one line the demo expects".into(),
+            );
         }
         text = text.replacen(
             memory,
@@ -171,7 +173,8 @@ pub fn set_port(text: &str, port: u16, base: &Path) -> Result<String, String> {
                 let rest = rest.trim_start();
                 if let Some(value) = rest.strip_prefix('=') {
                     let value = value.trim_start();
-                    let digits = value.len() - value.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+                    let digits =
+                        value.len() - value.trim_start_matches(|c: char| c.is_ascii_digit()).len();
                     if digits > 0 {
                         let at = line.len() - value.len();
                         out.push_str(&line[..at]);
@@ -186,7 +189,9 @@ pub fn set_port(text: &str, port: u16, base: &Path) -> Result<String, String> {
         out.push_str(line);
     }
     if !done {
-        return Err("the config has no top-level `port = N` line to rewrite; edit it by hand".into());
+        return Err(
+            "the config has no top-level `port = N` line to rewrite; edit it by hand".into(),
+        );
     }
     let before = Config::parse(text, base).map_err(|e| e.to_string())?;
     let mut after = Config::parse(&out, base).map_err(|e| e.to_string())?;
@@ -271,7 +276,9 @@ fn client_binary() -> Result<PathBuf, String> {
 pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), String> {
     let text = std::fs::read_to_string(&p.config)
         .map_err(|e| format!("cannot read {}: {e}", p.config.display()))?;
-    let stored = Config::parse(&text, &p.dir).map_err(|e| e.to_string())?.port;
+    let stored = Config::parse(&text, &p.dir)
+        .map_err(|e| e.to_string())?
+        .port;
     if stored != bound {
         let new = set_port(&text, bound, &p.dir)?;
         crate::atomic_file::write_atomic(&p.config, new.as_bytes(), 0o600)

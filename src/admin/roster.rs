@@ -194,7 +194,10 @@ pub fn list(layout: &Layout) -> Result<(), String> {
             .filter(|f| f.is_file());
         match file {
             Some(f) => say(format_args!("{name}\t{}", f.display())),
-            None => say(format_args!("{name}\t(no token file in {})", layout.tokens.display())),
+            None => say(format_args!(
+                "{name}\t(no token file in {})",
+                layout.tokens.display()
+            )),
         }
     }
     Ok(())

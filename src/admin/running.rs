@@ -63,7 +63,11 @@ pub fn hubs_for(config: &Path) -> Vec<u32> {
     let own = std::process::id();
     let mut out = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == own {

@@ -1,0 +1,228 @@
+//! `agent-hub-server demo DIR` (README, "Start a working hub"; `admin::demo`): a reused
+//! folder with a new port (config rewritten, the hub listens there), `--port 0` (the port
+//! the hub got is stored and a restart uses it), the default SQLite store (mail survives a
+//! restart) and `--memory` (it does not; an existing SQLite folder refuses it).
+
+use crate::harness::*;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// A running demo hub.
+struct Demo {
+    child: Option<Child>,
+    port: u16,
+    /// Its stdout up to the ready line.
+    said: String,
+}
+
+impl Demo {
+    /// Starts `demo <dir> <args…>` from `cwd` and waits for the ready line.
+    fn start(cwd: &Path, dir: &Path, args: &[&str]) -> Demo {
+        let mut child = Command::new(SERVER)
+            .arg("demo")
+            .arg(dir)
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the demo");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let start = Instant::now();
+        let mut said = String::new();
+        loop {
+            match rx.recv_timeout(DEADLINE.saturating_sub(start.elapsed())) {
+                Ok(line) => {
+                    said.push_str(&line);
+                    said.push('\n');
+                    if let Some(port) = parse_ready_line(&line) {
+                        return Demo {
+                            child: Some(child),
+                            port,
+                            said,
+                        };
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let out = child.wait_with_output().unwrap();
+                    panic!(
+                        "the demo never got ready; stdout:\n{said}\nstderr:\n{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+        }
+    }
+
+    /// SIGTERM, and the exit waited for (bounded).
+    fn stop(&mut self) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let status = poll_until("the demo to exit", || child.try_wait().unwrap());
+        assert!(status.success(), "{status:?}");
+    }
+
+    /// `agent-hub <verb> --as NAME --token-file DIR/tokens/NAME.token --port PORT <rest…>`.
+    fn cli(&self, dir: &Path, verb: &str, name: &str, rest: &[&str]) -> Output {
+        let mut cmd = Command::new(CLIENT);
+        cmd.arg(verb)
+            .args(["--as", name, "--token-file"])
+            .arg(dir.join("tokens").join(format!("{name}.token")))
+            .args(["--port", &self.port.to_string()])
+            .args(rest);
+        run(cmd, None)
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn stored_port(dir: &Path) -> u16 {
+    let text = fs::read_to_string(dir.join("config.toml")).unwrap();
+    agent_hub::config::Config::parse(&text, dir).unwrap().port
+}
+
+/// A loopback port free right now (nothing listens on it once this returns).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn folder(t: &TempDir) -> (PathBuf, PathBuf) {
+    let cwd = t.path.join("work");
+    fs::create_dir(&cwd).unwrap();
+    (cwd, t.path.join("demo"))
+}
+
+#[test]
+fn port_0_stores_the_port_the_hub_got_and_a_restart_uses_it() {
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    let mut d = Demo::start(&cwd, &dir, &["--port", "0"]);
+    assert_ne!(d.port, 0);
+    assert_eq!(stored_port(&dir), d.port, "{}", d.said);
+    assert!(d.said.contains(&format!("--port {}", d.port)), "{}", d.said);
+    let port = d.port;
+    d.stop();
+    let d = Demo::start(&cwd, &dir, &[]);
+    assert_eq!(d.port, port, "{}", d.said);
+    assert!(d.said.contains("reusing the demo"), "{}", d.said);
+}
+
+#[test]
+fn a_reused_folder_with_a_new_port_rewrites_its_config_and_listens_there() {
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    let mut d = Demo::start(&cwd, &dir, &["--port", "0"]);
+    let first = d.port;
+    d.stop();
+    let config_before = fs::read_to_string(dir.join("config.toml")).unwrap();
+    let new = free_port();
+    let mut d = Demo::start(&cwd, &dir, &["--port", &new.to_string()]);
+    assert_eq!(d.port, new, "{}", d.said);
+    assert_eq!(stored_port(&dir), new);
+    assert!(
+        d.said
+            .contains(&format!("port changed from {first} to {new}")),
+        "{}",
+        d.said
+    );
+    let config_after = fs::read_to_string(dir.join("config.toml")).unwrap();
+    assert_eq!(
+        config_after,
+        config_before.replacen(&format!("port = {first}"), &format!("port = {new}"), 1),
+        "only the port line changed"
+    );
+    assert_eq!(mode_of(&dir.join("config.toml")), 0o600);
+    d.cli(&dir, "who", "worker", &[]).assert_code(0);
+    d.stop();
+}
+
+#[test]
+fn the_demo_keeps_mail_in_sqlite_and_it_survives_a_restart() {
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    let mut d = Demo::start(&cwd, &dir, &["--port", "0"]);
+    assert!(d.said.contains("store SQLite"), "{}", d.said);
+    let sent = d.cli(
+        &dir,
+        "send",
+        "orchestrator",
+        &[
+            "--to",
+            "worker",
+            "--kind",
+            "task",
+            "--body",
+            r#"{"op":"hello"}"#,
+        ],
+    );
+    sent.assert_code(0);
+    let id = sent.stdout.trim().to_owned();
+    d.stop();
+    assert!(dir.join("queue.db").is_file());
+    let d = Demo::start(&cwd, &dir, &[]);
+    let got = d.cli(&dir, "await", "worker", &["--timeout", "0"]);
+    got.assert_code(0);
+    assert!(got.stdout.contains(&id), "{}", got.stdout);
+}
+
+#[test]
+fn memory_keeps_queues_in_the_process_and_an_sqlite_folder_refuses_it() {
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    let mut d = Demo::start(&cwd, &dir, &["--port", "0", "--memory"]);
+    assert!(d.said.contains("store in memory"), "{}", d.said);
+    d.cli(
+        &dir,
+        "send",
+        "orchestrator",
+        &["--to", "worker", "--kind", "task", "--body", "{}"],
+    )
+    .assert_code(0);
+    d.stop();
+    assert!(!dir.join("queue.db").exists());
+    let d = Demo::start(&cwd, &dir, &[]);
+    d.cli(&dir, "await", "worker", &["--timeout", "0"])
+        .assert_code(2);
+    drop(d);
+
+    let other = t.path.join("durable");
+    let mut d = Demo::start(&cwd, &other, &["--port", "0"]);
+    d.stop();
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("demo")
+        .arg(&other)
+        .arg("--memory")
+        .current_dir(&cwd);
+    let o = run(cmd, None);
+    o.assert_code(1);
+    assert!(
+        o.stderr.contains("keeps its queues in SQLite"),
+        "{}",
+        o.stderr
+    );
+}
