@@ -225,25 +225,25 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 fn roster_command(cmd: RosterCommand, top: Option<PathBuf>) -> ExitCode {
-    let (config, run): (
-        Option<PathBuf>,
-        Box<dyn Fn(&roster::Layout) -> Result<(), String>>,
-    ) = match cmd {
-        RosterCommand::Add(a) => (
-            a.config,
-            Box::new(move |l| roster::add_command(l, &a.name, !a.no_reload)),
-        ),
-        RosterCommand::Remove(a) => (
-            a.config,
-            Box::new(move |l| roster::remove_command(l, &a.name, !a.no_reload)),
-        ),
-        RosterCommand::Rotate(a) => (
-            a.config,
-            Box::new(move |l| roster::rotate_command(l, &a.name, !a.no_reload)),
-        ),
-        RosterCommand::List { config } => (config, Box::new(roster::list)),
-    };
-    let Some(config) = config.or(top) else {
+    match cmd {
+        RosterCommand::Add(a) => with_layout(a.config.or(top), |l| {
+            roster::add_command(l, &a.name, !a.no_reload)
+        }),
+        RosterCommand::Remove(a) => with_layout(a.config.or(top), |l| {
+            roster::remove_command(l, &a.name, !a.no_reload)
+        }),
+        RosterCommand::Rotate(a) => with_layout(a.config.or(top), |l| {
+            roster::rotate_command(l, &a.name, !a.no_reload)
+        }),
+        RosterCommand::List { config } => with_layout(config.or(top), roster::list),
+    }
+}
+
+fn with_layout(
+    config: Option<PathBuf>,
+    run: impl FnOnce(&roster::Layout) -> Result<(), String>,
+) -> ExitCode {
+    let Some(config) = config else {
         eprintln!("agent-hub-server: roster: --config PATH is required (the hub's config file)");
         return ExitCode::from(2);
     };

@@ -22,11 +22,14 @@ struct Demo {
 impl Demo {
     /// Starts `demo <dir> <args…>` from `cwd` and waits for the ready line.
     fn start(cwd: &Path, dir: &Path, args: &[&str]) -> Demo {
-        let mut child = Command::new(SERVER)
-            .arg("demo")
-            .arg(dir)
-            .args(args)
-            .current_dir(cwd)
+        let mut cmd = Command::new(SERVER);
+        cmd.arg("demo").arg(dir).args(args).current_dir(cwd);
+        Demo::spawn(cmd)
+    }
+
+    /// Starts a demo command and waits for the ready line.
+    fn spawn(mut cmd: Command) -> Demo {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -225,4 +228,67 @@ fn memory_keeps_queues_in_the_process_and_an_sqlite_folder_refuses_it() {
         "{}",
         o.stderr
     );
+}
+
+/// `--install` with a fake Claude Code on PATH and a HOME of the test's own: the agent gets
+/// an identity of its own on the roster (token file mode 600) and its config points at that
+/// token file and at the port the hub got; a second run reuses the identity.
+#[test]
+fn install_gives_each_agent_found_its_own_identity_and_the_bound_port() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    let home = t.path.join("home");
+    let bin = t.path.join("bin");
+    fs::create_dir_all(&home).unwrap();
+    fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    fs::write(&claude, "#!/bin/sh\necho '1.0.0 (Claude Code)'\n").unwrap();
+    fs::set_permissions(&claude, fs::Permissions::from_mode(0o755)).unwrap();
+    let start = |args: &[&str]| {
+        let mut cmd = Command::new(SERVER);
+        cmd.arg("demo")
+            .arg(&dir)
+            .args(args)
+            .current_dir(&cwd)
+            .env("HOME", &home)
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env_remove("AGENT_HUB_AGENTS_DIR");
+        cmd
+    };
+    let mut d = Demo::spawn(start(&["--port", "0", "--install"]));
+    assert!(
+        d.said
+            .contains("installed the hub into claude as \"claude\""),
+        "{}",
+        d.said
+    );
+    assert!(d.said.contains("then start claude"), "{}", d.said);
+    let token_file = dir.join("tokens").join("claude.token");
+    assert_eq!(mode_of(&token_file), 0o600);
+    let token = fs::read_to_string(&token_file).unwrap();
+    let roster = fs::read_to_string(dir.join("roster.toml")).unwrap();
+    assert!(roster.contains(&format!("claude = \"{}\"", token.trim())));
+    let claude_json = fs::read_to_string(home.join(".claude.json")).unwrap();
+    assert!(
+        claude_json.contains(&token_file.display().to_string()),
+        "{claude_json}"
+    );
+    assert!(claude_json.contains(&d.port.to_string()), "{claude_json}");
+    assert!(
+        !claude_json.contains(token.trim()),
+        "the token itself is not copied"
+    );
+    assert!(!d.said.contains(token.trim()), "the token is never printed");
+    let got = d.cli(&dir, "who", "claude", &[]);
+    got.assert_code(0);
+    d.stop();
+    let d = Demo::spawn(start(&["--install"]));
+    assert_eq!(
+        fs::read_to_string(&token_file).unwrap(),
+        token,
+        "identity reused"
+    );
+    assert_eq!(fs::read_to_string(dir.join("roster.toml")).unwrap(), roster);
+    drop(d);
 }

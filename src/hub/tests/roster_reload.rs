@@ -90,7 +90,7 @@ fn a_removed_agents_token_is_refused_and_its_parked_await_closed_with_nothing_co
     sim.io_flush();
     assert_eq!(
         sim.queued_ids("datastore"),
-        [queued.clone()],
+        std::slice::from_ref(&queued),
         "nothing consumed"
     );
     let (_, line) = sim.hello_with("datastore", "tok-datastore");
