@@ -25,6 +25,7 @@ pub mod ledger;
 mod linger;
 mod peer_tasks;
 mod pipeline;
+mod receipts;
 mod redelivery;
 mod restore;
 pub mod router;
@@ -200,6 +201,8 @@ pub struct Hub {
     tasks: Option<crate::tasks::TaskBook>,
     /// Task steps waiting for a batch (`StagedTask`).
     staged_tasks: Vec<StagedTask>,
+    /// Parked `status` waits (`receipts`).
+    receipts: receipts::Waits,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -236,6 +239,7 @@ impl Hub {
             ids,
             tasks: None,
             staged_tasks: Vec::new(),
+            receipts: receipts::Waits::default(),
         }
     }
 
@@ -275,6 +279,7 @@ impl Hub {
                         .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
                     self.reply(conn, &HubLine::Timeout, "timeout", now);
                 }
+                Phase::StatusWait { .. } => self.status_wait_timeout(conn, now),
                 Phase::Delivering { ack: true, .. } => {
                     let msg = format!(
                         "no ack within {} ms; the envelope will be delivered again",

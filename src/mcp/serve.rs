@@ -10,7 +10,7 @@
 use super::session::{Session, Step, ToolOutcome};
 use super::tools::{AwaitCall, SendCall, ToolCall, NO_MESSAGE};
 use crate::client::{self, Acked, ClientError, Endpoint, Taken};
-use crate::wire::{AwaitRequest, Envelope};
+use crate::wire::{AwaitRequest, Envelope, Reader};
 use serde_json::Value;
 use std::fmt;
 use std::io::{BufRead, Read, Write};
@@ -199,6 +199,7 @@ fn await_one(
         kind: a.kind,
         timeout_secs: Some(a.timeout_secs),
         ack: None,
+        reader: Some(Reader::McpAwait.as_str().to_owned()),
     };
     let wait = Duration::from_secs(a.timeout_secs).saturating_add(AWAIT_SLACK);
     let taken = client::take_acked(ep, req, client::CONNECT_TIMEOUT, HUB_REPLY, Some(wait));
