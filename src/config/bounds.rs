@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn every_limit_is_bounded() {
         type Set = fn(&mut Limits, u64);
-        let keys: [(&str, u64, Set); 12] = [
+        let keys: [(&str, u64, Set); 13] = [
             ("max_line_bytes", MAX_LINE_BYTES, |l, v| {
                 l.max_line_bytes = v as usize
             }),
