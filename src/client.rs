@@ -483,13 +483,14 @@ pub fn status(ep: &Endpoint, id: &str) -> Result<EnvelopeStatus, ClientError> {
 
 /// Asks the hub to answer once the envelope reaches `wait_for`, can no longer reach it, or
 /// `timeout` passes (hub-side; None: as long as it takes). The reply's `wait` says which
-/// (SPEC §12.4 "Waiting for a stage"). The client gives up `AWAIT_MARGIN` after the hub
-/// should have answered.
+/// (SPEC §12.4 "Waiting for a stage"). The client gives up `margin` after the hub should have
+/// answered (`AWAIT_MARGIN` for the CLI).
 pub fn status_wait(
     ep: &Endpoint,
     id: &str,
     wait_for: WaitFor,
     timeout: Option<Duration>,
+    margin: Duration,
 ) -> Result<EnvelopeStatus, ClientError> {
     let req = StatusRequest {
         id: id.to_owned(),
@@ -497,7 +498,7 @@ pub fn status_wait(
         timeout_ms: timeout.map(|t| t.as_millis().min(u128::from(u64::MAX)) as u64),
     };
     let mut ex = Exchange::open(ep, &ClientLine::Status(req))?;
-    ex.set_read_timeout(timeout.map(|t| t.saturating_add(AWAIT_MARGIN)))?;
+    ex.set_read_timeout(timeout.map(|t| t.saturating_add(margin)))?;
     match ex.read_line()? {
         HubLine::Status(st) => Ok(st),
         other => Err(unexpected(other, "status")),

@@ -350,6 +350,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     &envelope_id,
                     w,
                     timeout.map(std::time::Duration::from_secs),
+                    client::AWAIT_MARGIN,
                 ),
             }
             .map_err(|e| e.to_string())?;

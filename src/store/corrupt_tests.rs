@@ -90,9 +90,9 @@ fn every_corrupt_column_is_named_with_its_row() {
             "row seq 3: reader is not one of unknown, cli-await",
         ),
         (
-            "integer-reader",
-            "UPDATE envelopes SET reader = 7 WHERE seq = 3",
-            "row seq 3: reader is an integer, not text",
+            "blob-reader",
+            "UPDATE envelopes SET reader = x'00' WHERE seq = 3",
+            "row seq 3: reader is a blob, not text",
         ),
         (
             "negative-seq",
