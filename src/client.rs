@@ -4,7 +4,10 @@
 //! Owns connecting, the exchange of lines, and reading the token file. Refuses printing and
 //! exit codes: `bin/agent-hub.rs` maps `ClientError` to those.
 
-use crate::wire::{AwaitRequest, ClientLine, Envelope, EnvelopeStatus, Hello, HubLine, IdRequest};
+use crate::wire::{
+    AwaitRequest, ClientLine, Envelope, EnvelopeStatus, Hello, HubLine, IdRequest, StatusRequest,
+    WaitFor,
+};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -400,8 +403,10 @@ pub fn ack_all(held: Vec<HeldEnvelope>, patience: Duration) -> Vec<(String, Acke
 
 /// Ack-mode await that hands the delivery back unacknowledged (SPEC §12.2). `connect` bounds
 /// the TCP connect, `reply` each write and the read of `ok`, and `wait` the read of the
-/// await's answer (None: as long as the hub takes). Against a hub that refuses the `ack` key it makes one plain
-/// await instead, whose envelope is consumed on delivery (SPEC §12.6).
+/// await's answer (None: as long as the hub takes). A hub that refuses the `reader` key (one
+/// from before receipts, SPEC §12.4) is asked again without it; against a hub that refuses
+/// the `ack` key it makes one plain await instead, whose envelope is consumed on delivery
+/// (SPEC §12.6).
 pub fn take_acked(
     ep: &Endpoint,
     mut req: AwaitRequest,
@@ -410,24 +415,29 @@ pub fn take_acked(
     wait: Option<Duration>,
 ) -> Result<Option<Taken>, ClientError> {
     req.ack = Some(true);
-    let mut ex = Exchange::open_within(ep, &ClientLine::Await(req.clone()), connect, reply)?;
-    ex.set_read_timeout(wait)?;
-    let text = match ex.read_line() {
-        Ok(HubLine::Envelope(text)) => text,
-        Ok(HubLine::Timeout) => return Ok(None),
-        Ok(other) => return Err(unexpected(other, "envelope or timeout")),
-        Err(ClientError::Hub(msg)) if refuses_ack(&msg) => {
-            req.ack = None;
-            let mut ex = Exchange::open_within(ep, &ClientLine::Await(req), connect, reply)?;
-            ex.set_read_timeout(wait)?;
-            return match ex.read_line()? {
-                HubLine::Envelope(text) => Ok(Some(Taken::Plain(text))),
-                HubLine::Timeout => Ok(None),
-                other => Err(unexpected(other, "envelope or timeout")),
-            };
+    let text = loop {
+        let mut ex = Exchange::open_within(ep, &ClientLine::Await(req.clone()), connect, reply)?;
+        ex.set_read_timeout(wait)?;
+        match ex.read_line() {
+            Ok(HubLine::Envelope(text)) => break (text, ex),
+            Ok(HubLine::Timeout) => return Ok(None),
+            Ok(other) => return Err(unexpected(other, "envelope or timeout")),
+            Err(ClientError::Hub(msg)) if refuses_reader(&msg, &req) => req.reader = None,
+            Err(ClientError::Hub(msg)) if refuses_ack(&msg) => {
+                req.ack = None;
+                req.reader = None;
+                let mut ex = Exchange::open_within(ep, &ClientLine::Await(req), connect, reply)?;
+                ex.set_read_timeout(wait)?;
+                return match ex.read_line()? {
+                    HubLine::Envelope(text) => Ok(Some(Taken::Plain(text))),
+                    HubLine::Timeout => Ok(None),
+                    other => Err(unexpected(other, "envelope or timeout")),
+                };
+            }
+            Err(e) => return Err(e),
         }
-        Err(e) => return Err(e),
     };
+    let (text, ex) = text;
     #[derive(serde::Deserialize)]
     struct IdOnly {
         id: String,
@@ -436,6 +446,12 @@ pub fn take_acked(
         .map_err(|e| ClientError::Protocol(e.to_string()))?
         .id;
     Ok(Some(Taken::Held(HeldEnvelope { id, text, ex })))
+}
+
+/// A hub from before receipts rejects the `reader` key of an await that carries one: the
+/// await is made again without it (the reader then shows as `unknown`, or not at all).
+fn refuses_reader(message: &str, req: &AwaitRequest) -> bool {
+    req.reader.is_some() && message.contains("unknown field")
 }
 
 /// A 004 hub rejects the unknown `ack` key of the await line.
@@ -454,7 +470,35 @@ pub fn who(ep: &Endpoint) -> Result<crate::wire::Presence, ClientError> {
 
 /// Asks where an envelope this agent sent or received is (SPEC §12.4).
 pub fn status(ep: &Endpoint, id: &str) -> Result<EnvelopeStatus, ClientError> {
-    let mut ex = Exchange::open(ep, &ClientLine::Status(IdRequest { id: id.to_owned() }))?;
+    let req = StatusRequest {
+        id: id.to_owned(),
+        ..StatusRequest::default()
+    };
+    let mut ex = Exchange::open(ep, &ClientLine::Status(req))?;
+    match ex.read_line()? {
+        HubLine::Status(st) => Ok(st),
+        other => Err(unexpected(other, "status")),
+    }
+}
+
+/// Asks the hub to answer once the envelope reaches `wait_for`, can no longer reach it, or
+/// `timeout` passes (hub-side; None: as long as it takes). The reply's `wait` says which
+/// (SPEC §12.4 "Waiting for a stage"). The client gives up `margin` after the hub should have
+/// answered (`AWAIT_MARGIN` for the CLI).
+pub fn status_wait(
+    ep: &Endpoint,
+    id: &str,
+    wait_for: WaitFor,
+    timeout: Option<Duration>,
+    margin: Duration,
+) -> Result<EnvelopeStatus, ClientError> {
+    let req = StatusRequest {
+        id: id.to_owned(),
+        wait_for: Some(wait_for.as_str().to_owned()),
+        timeout_ms: timeout.map(|t| t.as_millis().min(u128::from(u64::MAX)) as u64),
+    };
+    let mut ex = Exchange::open(ep, &ClientLine::Status(req))?;
+    ex.set_read_timeout(timeout.map(|t| t.saturating_add(margin)))?;
     match ex.read_line()? {
         HubLine::Status(st) => Ok(st),
         other => Err(unexpected(other, "status")),
@@ -462,17 +506,25 @@ pub fn status(ep: &Endpoint, id: &str) -> Result<EnvelopeStatus, ClientError> {
 }
 
 /// Waits for one envelope. Without a timeout it waits as long as the hub does; with one, the
-/// client gives up `AWAIT_MARGIN` after the hub should have answered.
-pub fn await_envelope(ep: &Endpoint, req: AwaitRequest) -> Result<AwaitOutcome, ClientError> {
+/// client gives up `AWAIT_MARGIN` after the hub should have answered. A hub that refuses the
+/// `reader` key is asked again without it.
+pub fn await_envelope(ep: &Endpoint, mut req: AwaitRequest) -> Result<AwaitOutcome, ClientError> {
     let wait = req
         .timeout_secs
         .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
-    let mut ex = Exchange::open(ep, &ClientLine::Await(req))?;
-    ex.set_read_timeout(wait)?;
-    match ex.read_line()? {
-        HubLine::Envelope(text) => Ok(AwaitOutcome::Envelope(text)),
-        HubLine::Timeout => Ok(AwaitOutcome::Timeout),
-        other => Err(unexpected(other, "envelope or timeout")),
+    loop {
+        let mut ex = Exchange::open(ep, &ClientLine::Await(req.clone()))?;
+        ex.set_read_timeout(wait)?;
+        return match ex.read_line() {
+            Ok(HubLine::Envelope(text)) => Ok(AwaitOutcome::Envelope(text)),
+            Ok(HubLine::Timeout) => Ok(AwaitOutcome::Timeout),
+            Ok(other) => Err(unexpected(other, "envelope or timeout")),
+            Err(ClientError::Hub(msg)) if refuses_reader(&msg, &req) => {
+                req.reader = None;
+                continue;
+            }
+            Err(e) => Err(e),
+        };
     }
 }
 

@@ -246,6 +246,7 @@ fn send_then_await_between_two_identities() {
         [
             "send",
             "await",
+            "status",
             "who",
             "whoami",
             "delegate",
@@ -322,6 +323,86 @@ fn send_then_await_between_two_identities() {
     );
     assert_eq!(r["error"]["code"], -32602);
 
+    assert_eq!(a.finish(), 0);
+    assert_eq!(b.finish(), 0);
+}
+
+/// Issue 12 "Typed MCP tools" and "Receipts": every argument of every tool has a JSON-schema
+/// type (send's body `object`, so schema-driven clients send it as JSON); a structured body
+/// reaches the recipient as an object; `status` says where the message is and which kind of
+/// reader took it, and waits for a stage.
+#[test]
+fn tools_are_typed_and_status_reports_the_stage_and_reader() {
+    let hub = Hub::start();
+    let mut a = Mcp::spawn(&hub, "alpha");
+    let mut b = Mcp::spawn(&hub, "beta");
+    a.handshake("2025-11-25");
+    b.handshake("2025-11-25");
+    let r = a.request(json!(1), "tools/list", json!({}));
+    for t in r["result"]["tools"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        for (arg, schema) in t["inputSchema"]["properties"].as_object().unwrap() {
+            assert!(schema["type"].is_string(), "{name}.{arg}: {schema}");
+            assert!(schema["description"].is_string(), "{name}.{arg}");
+        }
+    }
+    let body = json!({"task": "review", "files": ["a.rs", "b.rs"], "n": 2, "ok": true});
+    let sent = a.call(2, "send", json!({"to":"beta","kind":"task","body":body}));
+    let id = text(&sent).to_owned();
+    let st = a.call(3, "status", json!({"id": id}));
+    assert_eq!(st["isError"], false, "{st}");
+    let st: Value = serde_json::from_str(text(&st)).unwrap();
+    assert_eq!(
+        (st["state"].as_str(), st["position"].as_u64()),
+        (Some("queued"), Some(1))
+    );
+    assert!(st.get("reader").is_none(), "{st}");
+    // A wait that cannot be met in time says so.
+    let w = a.call(
+        4,
+        "status",
+        json!({"id": id, "waitFor": "acked", "timeoutSecs": 0}),
+    );
+    let w: Value = serde_json::from_str(text(&w)).unwrap();
+    assert_eq!(
+        (w["state"].as_str(), w["wait"].as_str()),
+        (Some("queued"), Some("timeout"))
+    );
+
+    let got = b.call(5, "await", json!({"timeoutSecs": 10}));
+    let env: Value = serde_json::from_str(text(&got)).unwrap();
+    assert_eq!(env["body"], body, "the body arrives as the object it was");
+    assert!(env["body"].is_object());
+    // The await acks after writing its result; status then names the MCP reader.
+    let w = a.call(
+        6,
+        "status",
+        json!({"id": id, "waitFor": "acked", "timeoutSecs": 10}),
+    );
+    let w: Value = serde_json::from_str(text(&w)).unwrap();
+    assert_eq!(
+        (
+            w["state"].as_str(),
+            w["reader"].as_str(),
+            w["wait"].as_str()
+        ),
+        (Some("acked"), Some("mcp-await"), Some("reached")),
+        "{w}"
+    );
+    let bad = a.call(7, "status", json!({"id": id, "waitFor": "read"}));
+    assert_eq!(bad["isError"], true);
+    assert!(text(&bad).contains("waitFor must be one of"), "{bad}");
+    // Someone else's message is unknown, however asked.
+    let c = b.call(
+        8,
+        "status",
+        json!({"id": "no-such-id", "waitFor": "delivered"}),
+    );
+    let c: Value = serde_json::from_str(text(&c)).unwrap();
+    assert_eq!(
+        (c["state"].as_str(), c["wait"].as_str()),
+        (Some("unknown"), Some("ended"))
+    );
     assert_eq!(a.finish(), 0);
     assert_eq!(b.finish(), 0);
 }
@@ -453,7 +534,7 @@ async def main():
         async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
             await a.initialize(); await b.initialize()
             names = [t.name for t in (await a.list_tools()).tools]
-            assert names == ["send", "await", "who", "whoami", "delegate", "task_status", "tasks", "cancel"], names
+            assert names == ["send", "await", "status", "who", "whoami", "delegate", "task_status", "tasks", "cancel"], names
             sent = await a.call_tool("send", {"to": "beta", "kind": "task", "body": {"py": True}})
             assert failed(sent) is False, sent
             got = await b.call_tool("await", {"timeoutSecs": 10})

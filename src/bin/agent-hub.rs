@@ -3,6 +3,9 @@
 //! Exit codes: 0 success; 1 any failure with nothing queued or consumed (usage errors
 //! included); 2 an await timed out hub-side (stderr silent); 3 `delegate --wait` saw the task
 //! end in a state other than `completed` (docs/delegation.md "Exit codes").
+//! `status --wait-for STAGE` (SPEC §12.4 "Waiting for a stage"): 0 the stage was reached, 2
+//! `--timeout` passed first, 3 the envelope settled where the stage can no longer come
+//! (bounced, lost, consumed without it, or unknown); the status line is printed in each case.
 //!
 //! Delivery into running agents (`src/deliver`, docs/delivery.md): `hook stop` always exits 0
 //! and writes only to stdout, only a block decision, since it runs inside an agent's turn;
@@ -10,7 +13,7 @@
 
 use agent_hub::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
 use agent_hub::deliver;
-use agent_hub::wire::{AwaitRequest, Envelope};
+use agent_hub::wire::{AwaitRequest, Envelope, Reader, WaitEnd, WaitFor};
 use clap::{Args, Parser, Subcommand};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -85,13 +88,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Tell where an envelope you sent or received is; prints one JSON object.
+    /// Tell where an envelope you sent or received is (its stage, and the kind of reader
+    /// that took it); prints one JSON object. With --wait-for, wait for a stage first.
     Status {
         #[command(flatten)]
         id: Identity,
         /// The envelope id.
         #[arg(long = "id", value_name = "ID")]
         envelope_id: String,
+        /// Wait until the envelope is delivered, acked or forwarded (hub-side). Exit 0 when
+        /// it got there, 2 when --timeout passed first, 3 when it settled where that stage
+        /// can no longer come (bounced, lost, consumed without it, unknown).
+        #[arg(long, value_name = "STAGE", value_parser = ["delivered", "acked", "forwarded"])]
+        wait_for: Option<String>,
+        /// With --wait-for: give up after SECS seconds (exit 2). Without it, wait as long as
+        /// it takes.
+        #[arg(long, value_name = "SECS", requires = "wait_for")]
+        timeout: Option<u64>,
     },
     /// Deliver mail from inside an agent's end-of-turn hook (Claude Code and Codex `Stop`,
     /// Gemini CLI `AfterAgent`). Always exits 0; prints a block decision only when there is mail.
@@ -246,6 +259,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 kind,
                 timeout_secs: timeout,
                 ack: None,
+                reader: Some(Reader::CliAwait.as_str().to_owned()),
             };
             if no_ack {
                 return match client::await_envelope(&ep, req).map_err(|e| e.to_string())? {
@@ -320,13 +334,45 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             agent_hub::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Status { id, envelope_id } => {
+        Command::Status {
+            id,
+            envelope_id,
+            wait_for,
+            timeout,
+        } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let st = client::status(&ep, &envelope_id).map_err(|e| e.to_string())?;
+            // clap checked the word against the list.
+            let stage = wait_for.as_deref().and_then(WaitFor::parse);
+            let st = match stage {
+                None => client::status(&ep, &envelope_id),
+                Some(w) => client::status_wait(
+                    &ep,
+                    &envelope_id,
+                    w,
+                    timeout.map(std::time::Duration::from_secs),
+                    client::AWAIT_MARGIN,
+                ),
+            }
+            .map_err(|e| e.to_string())?;
             let text = serde_json::to_string(&st).map_err(|e| e.to_string())?;
             print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
-            Ok(ExitCode::SUCCESS)
+            Ok(ExitCode::from(status_exit_code(stage, &st)))
         }
+    }
+}
+
+/// The exit code of `status` (module doc): 0 without a wait or when the stage was reached;
+/// 2 a timeout; 3 the envelope settled elsewhere. The hub's `wait` key decides; a reply
+/// without one (a hub that ignored the wait cannot exist: it refuses the key) is judged by
+/// its state.
+fn status_exit_code(stage: Option<WaitFor>, st: &agent_hub::wire::EnvelopeStatus) -> u8 {
+    let Some(stage) = stage else { return 0 };
+    match st.wait.as_deref().and_then(WaitEnd::parse) {
+        Some(WaitEnd::Reached) => 0,
+        Some(WaitEnd::Timeout) => 2,
+        Some(WaitEnd::Ended) => 3,
+        None if stage.reached_by(&st.state) => 0,
+        None => 3,
     }
 }
 
@@ -468,6 +514,7 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
         kind: Some(task::TASK_OUTCOME_KIND.to_owned()),
         timeout_secs: None,
         ack: None,
+        reader: Some(Reader::CliAwait.as_str().to_owned()),
     };
     let mut state = None;
     let printed = client::await_acked(&ep, req, |text| {

@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn every_limit_is_bounded() {
         type Set = fn(&mut Limits, u64);
-        let keys: [(&str, u64, Set); 12] = [
+        let keys: [(&str, u64, Set); 13] = [
             ("max_line_bytes", MAX_LINE_BYTES, |l, v| {
                 l.max_line_bytes = v as usize
             }),
@@ -211,6 +211,9 @@ mod tests {
             }),
             ("answer_linger_ms", MAX_CLIENT_TIMEOUT_MS, |l, v| {
                 l.answer_linger_ms = v
+            }),
+            ("max_status_waits", MAX_CONNECTIONS, |l, v| {
+                l.max_status_waits = v as usize
             }),
         ];
         let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
@@ -253,6 +256,27 @@ mod tests {
             c.limits.answer_linger_ms,
             crate::config::DEFAULT_ANSWER_LINGER_MS
         );
+    }
+
+    /// `max_status_waits` is optional (configs from before receipts keep loading) and at
+    /// least 1.
+    #[test]
+    fn max_status_waits_defaults_and_refuses_zero() {
+        let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
+        let l = Limits::example();
+        let without = format!("{head}{}", l.to_toml()).replace("max_status_waits = 1024\n", "");
+        assert!(!without.contains("max_status_waits"));
+        let c = Config::parse(&without, Path::new("/d")).unwrap();
+        assert_eq!(
+            c.limits.max_status_waits,
+            crate::config::DEFAULT_MAX_STATUS_WAITS
+        );
+        let mut zero = Limits::example();
+        zero.max_status_waits = 0;
+        let e = Config::parse(&format!("{head}{}", zero.to_toml()), Path::new("/d"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("limits.max_status_waits"), "{e}");
     }
 
     #[test]

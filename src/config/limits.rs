@@ -52,6 +52,20 @@ pub struct Limits {
     /// Optional, like `max_deliveries`.
     #[serde(default = "default_answer_linger_ms")]
     pub answer_linger_ms: u64,
+    /// How many `status` requests with `waitFor` may be parked at once (SPEC §12.4
+    /// "Waiting for a stage"); one past it is refused with an error line. Optional, like
+    /// `max_deliveries`.
+    #[serde(default = "default_max_status_waits")]
+    pub max_status_waits: usize,
+}
+
+/// `limits.max_status_waits` when the config says nothing: as many as the example's
+/// connection cap, so a hub with the recommended limits never refuses a wait before its
+/// connection cap refuses the connection.
+pub const DEFAULT_MAX_STATUS_WAITS: usize = 1024;
+
+fn default_max_status_waits() -> usize {
+    DEFAULT_MAX_STATUS_WAITS
 }
 
 /// `limits.answer_linger_ms` when the config says nothing: far longer than a client that
@@ -127,6 +141,7 @@ impl Limits {
             max_deliveries: DEFAULT_MAX_DELIVERIES,
             store_backlog_max_bytes: DEFAULT_STORE_BACKLOG_MAX_BYTES,
             answer_linger_ms: DEFAULT_ANSWER_LINGER_MS,
+            max_status_waits: DEFAULT_MAX_STATUS_WAITS,
         }
     }
 
@@ -188,6 +203,12 @@ impl Limits {
             0,
             MAX_CLIENT_TIMEOUT_MS,
             Unit::Millis,
+        )?;
+        // Each parked wait holds a connection: the connection cap's bound is this one's.
+        check_count(
+            "limits.max_status_waits",
+            n(self.max_status_waits),
+            MAX_CONNECTIONS,
         )?;
         if !(1..=MAX_MAX_DELIVERIES).contains(&self.max_deliveries) {
             return Err(ConfigError::Invalid(format!(

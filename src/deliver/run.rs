@@ -17,7 +17,7 @@ use super::terminal::{
     check_name, check_pane_target, default_notice, neutralise, tmux_argv, TerminalError,
 };
 use crate::client::{self, Acked, ClientError, Endpoint, HeldEnvelope, Taken};
-use crate::wire::AwaitRequest;
+use crate::wire::{AwaitRequest, Reader};
 use std::ffi::OsString;
 use std::fmt;
 use std::io::Write;
@@ -129,12 +129,15 @@ enum Measure {
     Raw,
 }
 
+/// `reader` is the kind the awaits declare (SPEC §12.4 "Readers"), so a sender's `status`
+/// says which path took its mail.
 fn take_batch(
     ep: &Endpoint,
     state: Option<&StopState>,
     limits: Limits,
     measure: Measure,
     spool_dir: Option<&Path>,
+    reader: Reader,
 ) -> Result<Batch, ClientError> {
     let deadline = Instant::now() + TAKE_BUDGET;
     let mut budget = Budget::new(limits.max_messages, limits.max_bytes);
@@ -153,6 +156,7 @@ fn take_batch(
             kind: None,
             timeout_secs: Some(0),
             ack: None,
+            reader: Some(reader.as_str().to_owned()),
         };
         let taken = match client::take_acked(ep, req, patience, patience, Some(patience)) {
             Ok(None) => break,
@@ -451,6 +455,7 @@ pub fn hook_stop(
         opts.limits,
         Measure::Rendered,
         state_dir,
+        Reader::StopHook,
     ) {
         Ok(b) => b,
         Err(e) => return HookOutcome::Failed(e.into()),
@@ -550,7 +555,14 @@ pub fn drain(
         DrainFormat::Text => Measure::Rendered,
         DrainFormat::Json => Measure::Raw,
     };
-    let batch = take_batch(&ep, state.as_ref(), opts.limits, measure, state_dir)?;
+    // With a confirmation the hand-over is the plugin's (OpenCode's `promptAsync`), not
+    // this process's stdout: the reader is the plugin.
+    let reader = if confirm.is_some() {
+        Reader::PluginDrain
+    } else {
+        Reader::Drain
+    };
+    let batch = take_batch(&ep, state.as_ref(), opts.limits, measure, state_dir, reader)?;
     if batch.shown.is_empty() {
         let repeat_ids: Vec<String> = batch.repeats.iter().map(|h| h.id().to_owned()).collect();
         let notes = batch.notes.clone();

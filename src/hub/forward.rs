@@ -199,6 +199,7 @@ impl Hub {
             // Ledger only, as for an ack-mode delivery: on disk it stays queued until acked.
             self.ledger
                 .set_state(&env.from, &env.id, State::Delivered, true, ms);
+            self.receipt_changed(&env.from, &env.id, now);
             self.outputs.push_back(Output::Audit(AuditEvent::Forwarded {
                 peer: peer.to_owned(),
                 id: env.id.clone(),

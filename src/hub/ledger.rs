@@ -9,6 +9,7 @@
 //!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
+use crate::wire::Reader;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -87,6 +88,9 @@ pub struct Record {
     pub seq: u64,
     /// Delivered in ack mode and not yet acked.
     pub ack_pending: bool,
+    /// The kind of reader the envelope was last handed to (SPEC §12.4 "Readers"); cleared
+    /// when it comes back to its queue, kept when it is acked or lost at that reader.
+    pub reader: Option<Reader>,
 }
 
 /// What a send with an id already seen means.
@@ -201,6 +205,9 @@ impl Ledger {
         r.state = state;
         r.ack_pending = ack_pending;
         r.state_ms = at_ms;
+        if state == State::Queued {
+            r.reader = None;
+        }
         let (seq, after) = (r.seq, Self::settlement(r));
         self.reindex(&k, Some(before), Some(after));
         Some(seq)
@@ -208,6 +215,23 @@ impl Ledger {
 
     pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
         self.records.get(&key(sender, id)).map(|r| r.state)
+    }
+
+    /// Records which kind of reader a remembered envelope is being handed to (before its
+    /// `delivered` state is set).
+    pub fn set_reader(&mut self, sender: &str, id: &str, reader: Reader) {
+        if let Some(r) = self.records.get_mut(&key(sender, id)) {
+            r.reader = Some(reader);
+        }
+    }
+
+    pub fn reader_of(&self, sender: &str, id: &str) -> Option<Reader> {
+        self.records.get(&key(sender, id)).and_then(|r| r.reader)
+    }
+
+    /// The record of exactly this sender's id (no visibility rule: the hub's own use).
+    pub fn get(&self, sender: &str, id: &str) -> Option<&Record> {
+        self.records.get(&key(sender, id))
     }
 
     /// Records where a restored envelope sits in acceptance order.
@@ -282,6 +306,7 @@ mod tests {
             state_ms: ms,
             seq: 0,
             ack_pending: false,
+            reader: None,
         }
     }
 
@@ -429,5 +454,24 @@ mod tests {
         assert!(l.purge(29_000).is_empty());
         assert_eq!(l.purge(30_000).len(), 1);
         assert!(l.settled.is_empty() && l.is_empty());
+    }
+
+    /// The reader is the last one the envelope was handed to: kept through the ack and a
+    /// loss, cleared when the envelope comes back to its queue.
+    #[test]
+    fn the_reader_follows_the_handoffs() {
+        let mut l = Ledger::new(10, 100);
+        l.remember("a", "x", rec("b", [0; 32], 0, State::Queued));
+        l.set_reader("a", "x", Reader::StopHook);
+        l.set_state("a", "x", State::Delivered, true, 1);
+        assert_eq!(l.reader_of("a", "x"), Some(Reader::StopHook));
+        l.set_state("a", "x", State::Queued, false, 2);
+        assert_eq!(l.reader_of("a", "x"), None, "returned: no reader holds it");
+        l.set_reader("a", "x", Reader::McpAwait);
+        l.set_state("a", "x", State::Delivered, true, 3);
+        l.set_state("a", "x", State::Acked, false, 4);
+        assert_eq!(l.reader_of("a", "x"), Some(Reader::McpAwait));
+        l.set_reader("nobody", "x", Reader::Drain);
+        assert_eq!(l.reader_of("nobody", "x"), None);
     }
 }

@@ -25,6 +25,7 @@ pub mod ledger;
 mod linger;
 mod peer_tasks;
 mod pipeline;
+mod receipts;
 mod redelivery;
 mod restore;
 pub mod roster_reload;
@@ -202,6 +203,8 @@ pub struct Hub {
     tasks: Option<crate::tasks::TaskBook>,
     /// Task steps waiting for a batch (`StagedTask`).
     staged_tasks: Vec<StagedTask>,
+    /// Parked `status` waits (`receipts`).
+    receipts: receipts::Waits,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -238,6 +241,7 @@ impl Hub {
             ids,
             tasks: None,
             staged_tasks: Vec::new(),
+            receipts: receipts::Waits::default(),
         }
     }
 
@@ -277,6 +281,7 @@ impl Hub {
                         .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
                     self.reply(conn, &HubLine::Timeout, "timeout", now);
                 }
+                Phase::StatusWait { .. } => self.status_wait_timeout(conn, now),
                 Phase::Delivering { ack: true, .. } => {
                     let msg = format!(
                         "no ack within {} ms; the envelope will be delivered again",

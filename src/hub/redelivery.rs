@@ -100,8 +100,10 @@ impl Hub {
                 id: env.id.clone(),
                 state: state.as_str().to_owned(),
                 detail: Some(reason.to_owned()),
+                reader: self.ledger.reader_of(&env.from, &env.id),
                 at_ms,
             });
+            self.receipt_changed(&env.from, &env.id, now);
         }
     }
 

@@ -28,6 +28,7 @@ impl Hub {
                     state_ms: rec.state_ms,
                     seq: rec.seq,
                     ack_pending: false,
+                    reader: rec.reader,
                 },
             );
             // Every remembered id holds a place in acceptance order, queued or not.

@@ -11,7 +11,7 @@ use super::session::{Conn, Phase};
 use super::{ConnId, Hub, Now, Rider, Staged, Target};
 use crate::roster::HUB_NAME;
 use crate::store::StoreOp;
-use crate::wire::{Envelope, HubLine};
+use crate::wire::{Envelope, HubLine, Reader};
 use chrono::SecondsFormat;
 use std::sync::Arc;
 
@@ -38,6 +38,9 @@ impl Hub {
         let ack = *ack;
         self.seen.entry(env.to.clone()).or_default().1 = Some(now.wall.timestamp_millis());
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
+        // Every delivery line goes to an await, which declared its kind (or none).
+        let reader = self.conns[&conn].reader.unwrap_or(Reader::Unknown);
+        self.ledger.set_reader(&from, &id, reader);
         self.outputs.push_back(Output::Audit(AuditEvent::Delivered {
             conn,
             id: id.clone(),
@@ -55,6 +58,7 @@ impl Hub {
                 true,
                 now.wall.timestamp_millis(),
             );
+            self.receipt_changed(&from, &id, now);
             // The line after this delivery that came before its first byte was taken (while
             // parked, or while the socket was full) is the ack candidate now.
             let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
@@ -155,8 +159,10 @@ impl Hub {
                 id: id.to_owned(),
                 state: state.as_str().to_owned(),
                 detail: None,
+                reader: self.ledger.reader_of(sender, id),
                 at_ms,
             });
+            self.receipt_changed(sender, id, now);
         }
     }
 

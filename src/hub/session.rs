@@ -42,6 +42,13 @@ pub(in crate::hub) enum Phase {
     },
     /// The reader acked; the ack waits for the commit that makes it durable.
     AckStaged,
+    /// A `status` waiting for its envelope to reach a stage (SPEC §12.4, `hub::receipts`):
+    /// the ledger key it watches; the deadline, if any, is the connection's.
+    StatusWait {
+        sender: String,
+        id: String,
+        wait_for: crate::wire::WaitFor,
+    },
     /// The verb's outcome is committed to the store; its final line (`accepted`, `acked`)
     /// waits for the store's flush to disk (SPEC §12.1). `outcome` is for the service log.
     Syncing { outcome: &'static str },
@@ -73,6 +80,9 @@ pub(in crate::hub) struct Conn {
     pub(super) held_extra: bool,
     /// An error line was written: the close lingers (SPEC §4.4, `Output::Close`).
     pub(super) errored: bool,
+    /// The kind of reader its await declared (SPEC §12.4 "Readers"); None before an await,
+    /// `Reader::Unknown` for an await that declared none.
+    pub(super) reader: Option<crate::wire::Reader>,
 }
 
 impl Hub {
@@ -92,6 +102,7 @@ impl Hub {
                 held_ack: None,
                 held_extra: false,
                 errored: false,
+                reader: None,
             },
         );
         self.set_deadline(
@@ -139,6 +150,7 @@ impl Hub {
             | Phase::Parked { .. }
             | Phase::Claimed { .. }
             | Phase::AckStaged
+            | Phase::StatusWait { .. }
             | Phase::Syncing { .. } => self.hold(conn, || pipeline::AckInput::of_line(line)),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
@@ -161,6 +173,7 @@ impl Hub {
             | Phase::Parked { .. }
             | Phase::Claimed { .. }
             | Phase::AckStaged
+            | Phase::StatusWait { .. }
             | Phase::Syncing { .. } => {
                 self.hold(conn, || pipeline::AckInput::NotAck(message.to_owned()))
             }
@@ -204,6 +217,11 @@ impl Hub {
                 );
                 self.finish(conn);
             }
+            Phase::StatusWait { .. } => {
+                self.unwatch(conn);
+                self.log(conn, "dropped", "status wait's peer closed", now);
+                self.finish(conn);
+            }
             // The reader can no longer ack: give the envelope back now.
             Phase::Delivering { ack: true, .. } => {
                 self.return_unacked(conn, "reader closed without acking", now)
@@ -228,6 +246,10 @@ impl Hub {
         match std::mem::replace(&mut c.phase, Phase::Done) {
             Phase::Parked { parked, .. } => {
                 self.router.unpark(&parked);
+                self.log_conn(&c, conn, "dropped", reason, now);
+            }
+            Phase::StatusWait { sender, id, .. } => {
+                self.unwatch_key(conn, &sender, &id);
                 self.log_conn(&c, conn, "dropped", reason, now);
             }
             Phase::Staged => {
@@ -307,6 +329,10 @@ impl Hub {
                     let parked = parked.clone();
                     self.router.unpark(&parked);
                     self.fail(conn, "hub is shutting down; nothing was consumed", now);
+                }
+                Phase::StatusWait { .. } => {
+                    self.unwatch(conn);
+                    self.fail(conn, "hub is shutting down", now);
                 }
                 // Answered: close once the final line is written, without waiting for the
                 // client's close (a plain delivery's outcome is still decided at the close).

@@ -1,16 +1,16 @@
 //! The thin stdio loop of `agent-hub mcp`: reads one line at a time, lets `Session` decide,
 //! writes and flushes each reply, and runs the tool calls against the hub through `client`.
 //!
-//! Owns: bounded line reading, the hub IO of `send`/`await`/`who` and of the task tools
+//! Owns: bounded line reading, the hub IO of `send`/`await`/`status`/`who` and of the task tools
 //! (`delegate`, `task_status`, `tasks`, `cancel`: `client::task` builds their lines), and the ack discipline of
 //! `await` (the envelope is acked only after its result line is written and flushed; if the
 //! write fails it is released unacked and the hub delivers it again). Calls run one at a
 //! time, in order; stdout carries nothing but JSON-RPC lines.
 
 use super::session::{Session, Step, ToolOutcome};
-use super::tools::{AwaitCall, SendCall, ToolCall, NO_MESSAGE};
+use super::tools::{AwaitCall, SendCall, StatusCall, ToolCall, NO_MESSAGE};
 use crate::client::{self, Acked, ClientError, Endpoint, Taken};
-use crate::wire::{AwaitRequest, Envelope};
+use crate::wire::{AwaitRequest, Envelope, Reader};
 use serde_json::Value;
 use std::fmt;
 use std::io::{BufRead, Read, Write};
@@ -122,6 +122,7 @@ fn run_call(
     let outcome = match call {
         ToolCall::Send(s) => send(ep, s),
         ToolCall::Who => who(ep),
+        ToolCall::Status(s) => status(ep, s),
         ToolCall::Await(a) => return await_one(ep, id, a, out),
         ToolCall::Delegate(req) => answered("delegate", client::delegate(ep, &req).map(|a| a.text)),
         ToolCall::TaskStatus(t) => {
@@ -187,6 +188,27 @@ fn who(ep: &Endpoint) -> ToolOutcome {
     }
 }
 
+/// `status`: where a message is, after waiting for a stage when asked (bounded like `await`).
+fn status(ep: &Endpoint, s: StatusCall) -> ToolOutcome {
+    let answer = match s.wait_for {
+        None => client::status(ep, &s.id),
+        Some(w) => client::status_wait(
+            ep,
+            &s.id,
+            w,
+            Some(Duration::from_secs(s.timeout_secs)),
+            AWAIT_SLACK,
+        ),
+    };
+    match answer {
+        Ok(st) => match serde_json::to_string(&st) {
+            Ok(text) => ToolOutcome::ok(text),
+            Err(e) => ToolOutcome::error(format!("status failed: {e}")),
+        },
+        Err(e) => hub_failure("status", &e),
+    }
+}
+
 /// Bounded ack-mode await: the result line goes out (written and flushed) before the ack.
 fn await_one(
     ep: &Endpoint,
@@ -199,6 +221,7 @@ fn await_one(
         kind: a.kind,
         timeout_secs: Some(a.timeout_secs),
         ack: None,
+        reader: Some(Reader::McpAwait.as_str().to_owned()),
     };
     let wait = Duration::from_secs(a.timeout_secs).saturating_add(AWAIT_SLACK);
     let taken = client::take_acked(ep, req, client::CONNECT_TIMEOUT, HUB_REPLY, Some(wait));

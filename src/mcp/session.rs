@@ -178,7 +178,7 @@ impl Session {
                 "capabilities": {"tools": {"listChanged": false}},
                 "serverInfo": {"name": "agent-hub", "version": crate::VERSION},
                 "instructions": format!(
-                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to wait for a message (it returns \"{}\" after at most {} s; call it again to keep waiting), `who` to see the agents. `delegate` hands a task to an agent the hub starts; its result comes back as a message you `await` with replyTo = the task id; `task_status`, `tasks` and `cancel` manage your tasks.",
+                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to read your next message (it returns \"{}\" after at most {} s; call it again to keep waiting), `status` to learn whether a message you sent was delivered or read, `who` to see the agents. `delegate` hands a task to an agent the hub starts; its result comes back as a message you `await` with replyTo = the task id; `task_status`, `tasks` and `cancel` manage your tasks.",
                     self.name, tools::NO_MESSAGE, tools::AWAIT_MAX_SECS
                 ),
             }),
@@ -454,6 +454,7 @@ mod tests {
             [
                 "send",
                 "await",
+                "status",
                 "who",
                 "whoami",
                 "delegate",

@@ -7,6 +7,7 @@
 //! underscore, the name issue 11 gives it.
 
 use crate::client::task::{DelegateRequest, TASK_OUTCOME_KIND};
+use crate::wire::WaitFor;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -23,6 +24,8 @@ pub const NO_MESSAGE: &str = "no message yet";
 pub enum ToolCall {
     Send(SendCall),
     Await(AwaitCall),
+    /// `status {id, waitFor?, timeoutSecs?}` (SPEC §12.4): where a message is.
+    Status(StatusCall),
     Who,
     Whoami,
     /// `delegate {agent, cwd, prompt, timeoutSecs?, progressSecs?, peer?}` (issue 11).
@@ -65,6 +68,24 @@ pub struct AwaitCall {
     pub timeout_secs: u64,
 }
 
+/// `status {id, waitFor?, timeoutSecs?}` with the wait already bounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCall {
+    pub id: String,
+    pub wait_for: Option<WaitFor>,
+    /// Hub-side wait in whole seconds, at most `AWAIT_MAX_SECS`; only with `wait_for`.
+    pub timeout_secs: u64,
+}
+
+/// The JSON-schema type `send` declares for its body. The hub takes any JSON value as a body
+/// (an array, a number, a string), but schema-driven clients decide from the declared type
+/// whether to send what the user typed as JSON or as a string: the MCP Inspector (2.12, CLI
+/// `--tool-arg` and web form alike) parses the text as JSON only for `"object"` or `"array"`,
+/// and sends it as a string for a list of types or for no type (docs/mcp.md "Typed
+/// arguments"). With `"object"` it sends `{…}` and `[…]` as JSON and falls back to a string
+/// for text that is not JSON, and models are steered to structured bodies.
+pub const BODY_TYPE: &str = "object";
+
 /// Why a `tools/call` could not become a `ToolCall`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolArgError {
@@ -92,14 +113,14 @@ pub fn list() -> Value {
         {
             "name": "send",
             "title": "Send a message",
-            "description": "Send a message to another agent through the hub. Returns the id the hub accepted; a reply to it carries that id as its correlationId.",
+            "description": "Send a message to another agent through the hub. It is queued for them until they read it, so they need not be waiting. Returns the message's id: a reply to you carries it as its correlationId, and `status` with that id tells you whether the message was delivered, read (acked) or bounced.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "to": {"type": "string", "description": "The recipient agent's name (see `who`)."},
-                    "kind": {"type": "string", "description": "The message kind, e.g. task, result, question, note."},
-                    "body": {"description": "The message body: any JSON value, or a string."},
-                    "correlationId": {"type": "string", "description": "The id of the message this one answers."}
+                    "to": {"type": "string", "description": "Who gets it: an agent's name as `who` lists it (name@peer for an agent on a linked hub)."},
+                    "kind": {"type": "string", "description": "What sort of message it is, in one word the recipient can filter on: task, result, question, note, …"},
+                    "body": {"type": BODY_TYPE, "description": "The message itself, delivered exactly as given: a JSON object with the content (e.g. {\"text\": \"…\"} or your own fields). An array, or a string for plain text, is accepted too."},
+                    "correlationId": {"type": "string", "description": "When this answers a message: that message's id."}
                 },
                 "required": ["to", "kind", "body"]
             },
@@ -108,11 +129,11 @@ pub fn list() -> Value {
         {
             "name": "await",
             "title": "Wait for a message",
-            "description": format!("Wait for the next message addressed to you and return it as JSON (id, from, to, ts, kind, correlationId, body). Waits at most timeoutSecs (default {AWAIT_DEFAULT_SECS}, capped at {AWAIT_MAX_SECS}); if nothing arrives it returns \"{NO_MESSAGE}\", and you may call it again. replyTo waits for the reply to one message id; kind filters by kind."),
+            "description": format!("Read your next message, waiting for one if none is there yet: returns it as JSON (id, from, to, ts, kind, correlationId, body). Waits at most timeoutSecs (default {AWAIT_DEFAULT_SECS}, capped at {AWAIT_MAX_SECS}); if nothing arrives it returns \"{NO_MESSAGE}\", and you may call it again. With replyTo it waits for the answer to one message you sent; with kind, for one kind of message. The sender sees the message as acked once you got it."),
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "replyTo": {"type": "string", "description": "Only a message whose correlationId is this id."},
+                    "replyTo": {"type": "string", "description": "Only the answer to this message id of yours (its correlationId)."},
                     "kind": {"type": "string", "description": "Only a message of this kind."},
                     "timeoutSecs": {"type": "integer", "minimum": 0, "maximum": AWAIT_MAX_SECS, "description": format!("Seconds to wait (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}; 0 only checks).")}
                 }
@@ -120,16 +141,31 @@ pub fn list() -> Value {
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}
         },
         {
+            "name": "status",
+            "title": "Where is my message",
+            "description": format!("Tell where a message you sent (or one sent to you) is, by its id: state queued (waiting in the recipient's queue, with its position), delivered (handed to the recipient; reader says how: cli-await, mcp-await, stop-hook, plugin-drain, drain, acp-session or unknown), acked (the recipient read it: for hooks and plugins, it was put into the agent's context), forwarded (taken over by the peer hub of a name@peer address), bounced or lost (with reason), or unknown. With waitFor it first waits, up to timeoutSecs (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}), until the message gets that far; the answer's wait then says reached, timeout (call again to keep waiting) or ended (it can no longer get there)."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The message id `send` returned."},
+                    "waitFor": {"type": "string", "enum": WaitFor::ALL.map(WaitFor::as_str), "description": "Wait until the message is delivered, acked or forwarded before answering."},
+                    "timeoutSecs": {"type": "integer", "minimum": 0, "maximum": AWAIT_MAX_SECS, "description": format!("With waitFor: seconds to wait at most (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}).")}
+                },
+                "required": ["id"]
+            },
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
             "name": "who",
             "title": "Who is on the hub",
-            "description": "List every agent on the hub's roster: its parked awaits and their filters, queued message count, last seen and last delivery.",
+            "description": "See which agents you can message: every agent on the hub's roster with the awaits it has waiting (and their filters), how many messages are queued for it, when it was last seen and last given a message.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         },
         {
             "name": "whoami",
             "title": "Who am I",
-            "description": "Your own agent name on the hub (what others pass as `to`) and the hub's address.",
+            "description": "Your own agent name on the hub (what others pass as `to` to reach you) and the hub's address.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         },
@@ -220,6 +256,7 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
             kind: optional_str(args, "kind")?,
             timeout_secs: bounded_timeout(args.get("timeoutSecs"))?,
         })),
+        "status" => status(args),
         "who" => Ok(ToolCall::Who),
         "whoami" => Ok(ToolCall::Whoami),
         "delegate" => delegate(args),
@@ -233,8 +270,37 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
 fn is_tool(name: &str) -> bool {
     matches!(
         name,
-        "send" | "await" | "who" | "whoami" | "delegate" | "task_status" | "tasks" | "cancel"
+        "send"
+            | "await"
+            | "status"
+            | "who"
+            | "whoami"
+            | "delegate"
+            | "task_status"
+            | "tasks"
+            | "cancel"
     )
+}
+
+fn status(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    let id = required_str(args, "id")?;
+    let wait_for = match optional_str(args, "waitFor")? {
+        None => None,
+        Some(w) => Some(WaitFor::parse(&w).ok_or_else(|| {
+            ToolArgError::BadArgs(format!("waitFor must be one of {}", WaitFor::list()))
+        })?),
+    };
+    let timeout = args.get("timeoutSecs").filter(|v| !v.is_null());
+    if wait_for.is_none() && timeout.is_some() {
+        return Err(ToolArgError::BadArgs(
+            "timeoutSecs needs waitFor (without it status answers at once)".into(),
+        ));
+    }
+    Ok(ToolCall::Status(StatusCall {
+        id,
+        wait_for,
+        timeout_secs: bounded_timeout(timeout)?,
+    }))
 }
 
 fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
@@ -347,6 +413,7 @@ mod tests {
             [
                 "send",
                 "await",
+                "status",
                 "who",
                 "whoami",
                 "delegate",
@@ -365,12 +432,28 @@ mod tests {
                 "{name}"
             );
             assert!(is_tool(name), "{name}");
-            // Every declared argument has a type (except send's body, which is any JSON) and
-            // words for the model; every required one is declared.
+            // Every declared argument has a JSON-schema type (send's body: every type, so a
+            // structured body is sent as JSON) and words for the model; every required one is
+            // declared.
             let props = t["inputSchema"]["properties"].as_object().unwrap();
             for (arg, schema) in props {
-                if (name, arg.as_str()) != ("send", "body") {
-                    assert!(schema["type"].is_string(), "{name}.{arg}");
+                let ty = &schema["type"];
+                let names: Vec<&str> = match ty {
+                    Value::String(s) => vec![s.as_str()],
+                    Value::Array(a) => a.iter().map(|v| v.as_str().unwrap()).collect(),
+                    other => panic!("{name}.{arg}: type {other}"),
+                };
+                assert!(!names.is_empty(), "{name}.{arg}");
+                for n in &names {
+                    assert!(
+                        ["object", "array", "string", "number", "integer", "boolean", "null"]
+                            .contains(n),
+                        "{name}.{arg}: {n}"
+                    );
+                }
+                assert!(ty.is_string(), "{name}.{arg}: one type");
+                if (name, arg.as_str()) == ("send", "body") {
+                    assert_eq!(ty, "object", "structured bodies (BODY_TYPE)");
                 }
                 assert!(
                     !schema["description"].as_str().unwrap().is_empty(),
@@ -586,6 +669,17 @@ mod tests {
         };
         assert_eq!(s.body, r#""hi\nthere""#);
         assert_eq!(s.correlation_id, None);
+        // Declared an object, but any JSON value is taken as it came.
+        for body in [json!([1, {"a": null}]), json!(42), json!(null), json!(true)] {
+            let ToolCall::Send(s) = parse_call(
+                "send",
+                Some(&json!({"to":"b","kind":"k","body":body.clone()})),
+            )
+            .unwrap() else {
+                panic!()
+            };
+            assert_eq!(s.body, body.to_string());
+        }
     }
 
     #[test]
@@ -641,6 +735,63 @@ mod tests {
             })
         );
         assert!(parse_call("await", Some(&json!({"replyTo":""}))).is_err());
+    }
+
+    #[test]
+    fn status_arguments() {
+        assert_eq!(
+            parse_call("status", Some(&json!({"id":"m1"}))),
+            Ok(ToolCall::Status(StatusCall {
+                id: "m1".into(),
+                wait_for: None,
+                timeout_secs: AWAIT_DEFAULT_SECS
+            }))
+        );
+        assert_eq!(
+            parse_call(
+                "status",
+                Some(&json!({"id":"m1","waitFor":"acked","timeoutSecs":3600}))
+            ),
+            Ok(ToolCall::Status(StatusCall {
+                id: "m1".into(),
+                wait_for: Some(WaitFor::Acked),
+                timeout_secs: AWAIT_MAX_SECS
+            }))
+        );
+        for (args, needle) in [
+            (json!({}), "id is required"),
+            (json!({"id":""}), "id must not be empty"),
+            (
+                json!({"id":"m","waitFor":"read"}),
+                "waitFor must be one of delivered, acked, forwarded",
+            ),
+            (
+                json!({"id":"m","timeoutSecs":5}),
+                "timeoutSecs needs waitFor",
+            ),
+            (
+                json!({"id":"m","waitFor":"acked","timeoutSecs":-1}),
+                "timeoutSecs",
+            ),
+        ] {
+            match parse_call("status", Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert!(m.contains(needle), "{args}: {m}"),
+                other => panic!("{args}: {other:?}"),
+            }
+        }
+        // The schema offers exactly the stages the hub takes.
+        let l = list();
+        let st = l["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "status")
+            .unwrap();
+        assert_eq!(
+            st["inputSchema"]["properties"]["waitFor"]["enum"],
+            json!(["delivered", "acked", "forwarded"])
+        );
+        assert_eq!(st["inputSchema"]["required"], json!(["id"]));
     }
 
     #[test]

@@ -44,6 +44,7 @@ fn healthy(name: &str) -> PathBuf {
             id: "three".into(),
             state: "delivered".into(),
             detail: None,
+            reader: Some(crate::wire::Reader::CliAwait),
             at_ms: 1_700_000_001_000,
         },
     ])
@@ -83,6 +84,16 @@ fn a_healthy_store_loads() {
 #[test]
 fn every_corrupt_column_is_named_with_its_row() {
     let cases: &[(&str, &str, &str)] = &[
+        (
+            "unknown-reader",
+            "UPDATE envelopes SET reader = 'BODY-MARKER-reader' WHERE seq = 3",
+            "row seq 3: reader is not one of unknown, cli-await",
+        ),
+        (
+            "blob-reader",
+            "UPDATE envelopes SET reader = x'00' WHERE seq = 3",
+            "row seq 3: reader is a blob, not text",
+        ),
         (
             "negative-seq",
             "UPDATE envelopes SET seq = -5 WHERE seq = 1",

@@ -41,13 +41,15 @@ pub enum StoreOp {
     Remove { seq: u64 },
     /// How many deliveries of this envelope were attempted and returned.
     Attempts { seq: u64, attempts: u32 },
-    /// A remembered envelope's status changed.
+    /// A remembered envelope's status changed. `reader`: the kind of reader it was handed
+    /// to (SPEC §12.4 "Readers"), kept with `delivered`, `acked` and a loss at its reader.
     State {
         seq: u64,
         sender: String,
         id: String,
         state: String,
         detail: Option<String>,
+        reader: Option<crate::wire::Reader>,
         at_ms: i64,
     },
     /// Forget a remembered id (settled, past the retention window).
@@ -87,6 +89,8 @@ pub struct StoredId {
     pub state: String,
     pub detail: Option<String>,
     pub state_ms: i64,
+    /// The reader kind with the state (schema 4; NULL in rows written before).
+    pub reader: Option<crate::wire::Reader>,
 }
 
 /// Everything the store held at startup.

@@ -16,7 +16,7 @@ use rusqlite::Row;
 use std::collections::HashMap;
 
 /// Columns in the order `decode` reads them.
-pub(super) const SELECT_ALL: &str = "SELECT seq, recipient, id, sender, kind, correlation_id, text, attempts, digest, accepted_ms, state, detail, state_ms FROM envelopes ORDER BY seq";
+pub(super) const SELECT_ALL: &str = "SELECT seq, recipient, id, sender, kind, correlation_id, text, attempts, digest, accepted_ms, state, detail, state_ms, reader FROM envelopes ORDER BY seq";
 
 /// The largest acceptance number a row may carry. The hub numbers new envelopes after the
 /// largest it loads and stores them as SQLite integers (i64), so a seq near i64::MAX would
@@ -249,9 +249,20 @@ pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>)
             state.chars().count()
         )));
     }
+    let reader = match c.opt_text(13, "reader").map_err(at)? {
+        None => None,
+        Some(r) => Some(crate::wire::Reader::stored(&r).ok_or_else(|| {
+            at(format!(
+                "reader is not one of unknown, {} (it holds {} characters)",
+                crate::wire::Reader::list(),
+                r.chars().count()
+            ))
+        })?),
+    };
     let stored = StoredId {
         seq,
         digest,
+        reader,
         accepted_ms: c.int(9, "accepted_ms", 0, MAX_UNIX_MS).map_err(at)?,
         state,
         detail: c.opt_text(11, "detail").map_err(at)?,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
 /// docs/operations.md.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// How long a commit on the loop's connection waits for a lock the checkpoint connection
 /// holds (`open_with`).
@@ -87,6 +87,16 @@ CREATE TABLE tasks (
     pid           INTEGER
 );
 ";
+
+/// Version 3 to 4: receipts (SPEC §12.4 "Readers"): the kind of reader an envelope was handed
+/// to, beside its state. Rows written before hold NULL: status shows no reader for them.
+const MIGRATE_3_TO_4: &str = "
+ALTER TABLE envelopes ADD COLUMN reader TEXT;
+UPDATE meta SET value = '4' WHERE key = 'schema_version';
+";
+
+/// The column version 4 adds, for a new file (created at version 2's shape, then this).
+const SCHEMA_V4_READER: &str = "ALTER TABLE envelopes ADD COLUMN reader TEXT;";
 
 /// Version 2 to 3: the tasks table; envelopes are untouched.
 const MIGRATE_2_TO_3: &str = "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
@@ -277,6 +287,7 @@ impl Sqlite {
                 tx.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);").map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V2).map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V3_TASKS).map_err(open_err)?;
+                tx.execute_batch(SCHEMA_V4_READER).map_err(open_err)?;
                 tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION.to_string()])
                     .map_err(open_err)?;
                 tx.commit().map_err(open_err)?;
@@ -300,6 +311,13 @@ impl Sqlite {
                 let tx = self.conn.transaction().map_err(open_err)?;
                 tx.execute_batch(&format!("{SCHEMA_V3_TASKS}{MIGRATE_2_TO_3}"))
                     .map_err(|e| StoreError::Schema(format!("migrating schema 2 to 3: {e}")))?;
+                tx.commit().map_err(open_err)?;
+                self.migrate()
+            }
+            Some(3) => {
+                let tx = self.conn.transaction().map_err(open_err)?;
+                tx.execute_batch(MIGRATE_3_TO_4)
+                    .map_err(|e| StoreError::Schema(format!("migrating schema 3 to 4: {e}")))?;
                 tx.commit().map_err(open_err)?;
                 self.migrate()
             }
@@ -430,13 +448,15 @@ impl Sqlite {
                 seq,
                 state,
                 detail,
+                reader,
                 at_ms,
                 ..
             } => {
                 let mut st = self.conn.prepare_cached(
-                    "UPDATE envelopes SET state = ?2, detail = ?3, state_ms = ?4 WHERE seq = ?1",
+                    "UPDATE envelopes SET state = ?2, detail = ?3, state_ms = ?4, reader = ?5 WHERE seq = ?1",
                 )?;
-                st.execute(params![*seq as i64, state, detail, at_ms])?;
+                let reader = reader.map(crate::wire::Reader::as_str);
+                st.execute(params![*seq as i64, state, detail, at_ms, reader])?;
             }
             StoreOp::Forget { seq, .. } => {
                 let mut st = self

@@ -57,6 +57,7 @@ fn a_removed_envelope_stays_remembered_until_forgotten() {
                 id: "x".into(),
                 state: "delivered".into(),
                 detail: None,
+                reader: Some(crate::wire::Reader::StopHook),
                 at_ms: 5000,
             },
         ])
@@ -77,6 +78,7 @@ fn a_removed_envelope_stays_remembered_until_forgotten() {
         state: "delivered".into(),
         detail: None,
         state_ms: 5000,
+        reader: Some(crate::wire::Reader::StopHook),
     };
     assert_eq!(loaded.ids[0], x);
     assert_eq!(
@@ -557,7 +559,7 @@ fn schema_2_is_migrated_to_3_keeping_envelopes() {
         .unwrap();
     }
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    assert_eq!(s.version().unwrap(), Some(3));
+    assert_eq!(s.version().unwrap(), Some(SCHEMA_VERSION));
     let loaded = s.load().unwrap();
     assert_eq!(loaded.envelopes.len(), 1);
     assert_eq!(loaded.envelopes[0].attempts, 1);
@@ -565,4 +567,53 @@ fn schema_2_is_migrated_to_3_keeping_envelopes() {
     s.stage(&[task(1, 'c')]).unwrap();
     s.commit().unwrap();
     assert_eq!(s.load_tasks().unwrap().len(), 1);
+}
+
+/// A schema 3 store (the release before receipts) opens as schema 4: its rows keep every
+/// column, read back with no reader, and a state written afterwards keeps its reader.
+#[test]
+fn schema_3_is_migrated_to_4_keeping_rows_and_adding_the_reader() {
+    let path = tmp("migrate34");
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(&format!(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES ('schema_version', '3');{SCHEMA_V2}{SCHEMA_V3_TASKS}
+             INSERT INTO envelopes VALUES (5, 'a', 'q1', 'b', 'task', NULL,
+                 '{{\"id\":\"q1\",\"from\":\"a\",\"to\":\"b\"}}', 1, zeroblob(32), 100,
+                 'queued', NULL, 100);
+             INSERT INTO envelopes VALUES (6, 'a', 'q2', 'b', 'task', NULL, NULL, 0,
+                 zeroblob(32), 100, 'acked', NULL, 120);"
+        ))
+        .unwrap();
+    }
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    assert_eq!(s.version().unwrap(), Some(4));
+    let loaded = s.load().unwrap();
+    assert_eq!(loaded.envelopes.len(), 1);
+    assert_eq!(loaded.envelopes[0].attempts, 1);
+    assert_eq!(
+        loaded
+            .ids
+            .iter()
+            .map(|i| (i.seq, i.state.as_str(), i.state_ms, i.reader))
+            .collect::<Vec<_>>(),
+        [(5, "queued", 100, None), (6, "acked", 120, None)]
+    );
+    s.stage(&[StoreOp::State {
+        seq: 5,
+        sender: "b".into(),
+        id: "q1".into(),
+        state: "acked".into(),
+        detail: None,
+        reader: Some(crate::wire::Reader::McpAwait),
+        at_ms: 200,
+    }])
+    .unwrap();
+    s.commit().unwrap();
+    drop(s);
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let ids = s.load().unwrap().ids;
+    assert_eq!(ids[0].reader, Some(crate::wire::Reader::McpAwait));
+    assert_eq!(ids[1].reader, None);
 }

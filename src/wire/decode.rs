@@ -12,7 +12,7 @@
 
 use super::envelope::RawEnvelope;
 use super::task::{DelegateRequest, TaskRequest};
-use super::{AwaitRequest, Hello, IdRequest};
+use super::{AwaitRequest, Hello, IdRequest, StatusRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -33,8 +33,9 @@ const TAGS: &[&str] = &[
 
 const HELLO_KEYS: &[&str] = &["name", "token"];
 const ENVELOPE_KEYS: &[&str] = &["id", "from", "to", "ts", "kind", "correlationId", "body"];
-const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack"];
+const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack", "reader"];
 const ID_KEYS: &[&str] = &["id"];
+const STATUS_KEYS: &[&str] = &["id", "waitFor", "timeoutMs"];
 const DELEGATE_KEYS: &[&str] = &[
     "agent",
     "cwd",
@@ -51,7 +52,7 @@ pub(crate) enum Payload<'a> {
     Send(RawEnvelope<'a>),
     Await(AwaitRequest),
     Ack(IdRequest),
-    Status(IdRequest),
+    Status(StatusRequest),
     Who,
     Delegate(DelegateRequest),
     TaskStatus(TaskRequest),
@@ -136,7 +137,8 @@ impl Obj {
             Obj::Hello => HELLO_KEYS,
             Obj::Send => ENVELOPE_KEYS,
             Obj::Await => AWAIT_KEYS,
-            Obj::Ack | Obj::Status => ID_KEYS,
+            Obj::Ack => ID_KEYS,
+            Obj::Status => STATUS_KEYS,
             Obj::Who | Obj::Tasks => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
@@ -363,10 +365,12 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 body = Some(map.next_value::<&'de RawValue>()?);
                 continue;
             }
-            (Obj::Send, "correlationId") | (Obj::Await, "replyTo" | "kind") => Want::OptText,
-            (Obj::Await, "timeoutSecs") | (Obj::Delegate, "timeoutSecs" | "progressSecs") => {
-                Want::OptSecs
-            }
+            (Obj::Send, "correlationId")
+            | (Obj::Await, "replyTo" | "kind" | "reader")
+            | (Obj::Status, "waitFor") => Want::OptText,
+            (Obj::Await, "timeoutSecs")
+            | (Obj::Delegate, "timeoutSecs" | "progressSecs")
+            | (Obj::Status, "timeoutMs") => Want::OptSecs,
             (Obj::Delegate, "peer") => Want::OptText,
             (Obj::Await, "ack") => Want::OptFlag,
             _ => Want::Text,
@@ -414,9 +418,17 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             kind: texts[1].take(),
             timeout_secs: secs[2],
             ack: flag,
+            reader: texts[4].take(),
         }),
         Obj::Ack => Payload::Ack(IdRequest { id: take(0)? }),
-        Obj::Status => Payload::Status(IdRequest { id: take(0)? }),
+        Obj::Status => {
+            let id = take(0)?;
+            Payload::Status(StatusRequest {
+                id,
+                wait_for: texts[1].take(),
+                timeout_ms: secs[2],
+            })
+        }
         Obj::Who => Payload::Who,
         Obj::Delegate => {
             let (agent, cwd, prompt) = (take(0)?, take(1)?, take(2)?);
@@ -593,7 +605,8 @@ mod tests {
                 reply_to: Some("r".into()),
                 kind: None,
                 timeout_secs: Some(5),
-                ack: Some(true)
+                ack: Some(true),
+                reader: None,
             }
         );
         assert!(matches!(

@@ -9,6 +9,7 @@
 mod decode;
 pub mod envelope;
 pub mod lines;
+pub mod receipt;
 pub mod task;
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};
@@ -18,6 +19,7 @@ use std::fmt;
 
 pub use envelope::{Envelope, EnvelopeError};
 pub use lines::{LineBuffer, LineTooLong};
+pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
 pub use task::{
     DelegateRequest, PlanSummary, TaskList, TaskProgress, TaskRecord, TaskRequest, TaskStateReply,
 };
@@ -37,6 +39,9 @@ pub enum WireError {
     EmptyId(&'static str),
     /// A `task_status` or `cancel` line named an empty task.
     EmptyTask(&'static str),
+    /// A field's value is off its fixed list (an await's `reader`, a status's `waitFor`) or
+    /// comes without the field it needs: the tag and what is allowed, never the value.
+    BadField(&'static str, String),
 }
 
 impl fmt::Display for WireError {
@@ -48,6 +53,7 @@ impl fmt::Display for WireError {
             WireError::EmptyFilter(key) => write!(f, "invalid await: {key} must not be empty"),
             WireError::EmptyId(tag) => write!(f, "invalid {tag}: id must not be empty"),
             WireError::EmptyTask(tag) => write!(f, "invalid {tag}: task must not be empty"),
+            WireError::BadField(tag, why) => write!(f, "invalid {tag}: {why}"),
         }
     }
 }
@@ -86,6 +92,10 @@ pub struct AwaitRequest {
     /// absent, so a plain await is the 004 line byte for byte.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack: Option<bool>,
+    /// Our extension (SPEC §12.4 "Readers"): what kind of client reads, one of
+    /// `Reader::DECLARABLE`'s names; `status` reports it. Never sent when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<String>,
 }
 
 /// `{"ack":{"id":…}}` (SPEC §12.2) and `{"status":{"id":…}}` (SPEC §12.4).
@@ -130,13 +140,17 @@ pub struct Presence {
 #[serde(deny_unknown_fields)]
 pub struct EmptyPayload {}
 
-/// Where an envelope is, as the hub answers a `status` verb (SPEC §12.4).
+/// Where an envelope is, as the hub answers a `status` verb (SPEC §12.4). Unknown keys are
+/// accepted when decoding: a later hub may add some, as it may add states.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
 pub struct EnvelopeStatus {
     pub id: String,
     /// `queued`, `delivered`, `acked`, `forwarded`, `bounced`, `lost` or `unknown`.
     pub state: String,
+    /// Which kind of reader the envelope was handed to (`Reader`'s names; `unknown` for one
+    /// that declared none): with `delivered`, `acked`, and a `bounced`/`lost` lost at its reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,6 +167,10 @@ pub struct EnvelopeStatus {
     /// Why a `bounced` or `lost` envelope is gone, when the hub knows (SPEC §12.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Only in the answer to a status that waited (`waitFor`): `reached`, `timeout` or
+    /// `ended` (`WaitEnd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
 }
 
 /// A line a client sends, already validated.
@@ -163,7 +181,8 @@ pub enum ClientLine {
     Await(AwaitRequest),
     /// Acknowledges the envelope just delivered on this connection (ack mode only).
     Ack(IdRequest),
-    Status(IdRequest),
+    /// A status query, possibly waiting for a stage (SPEC §12.4).
+    Status(StatusRequest),
     /// Presence (SPEC §14): who is on the roster, parked, queued, last seen.
     Who,
     /// Delegated work (docs/delegation.md): run a task on an agent.
@@ -192,12 +211,38 @@ impl ClientLine {
                 if a.kind.as_deref() == Some("") {
                     return Err(WireError::EmptyFilter("kind"));
                 }
+                if a.reader
+                    .as_deref()
+                    .is_some_and(|r| Reader::declared(r).is_none())
+                {
+                    return Err(WireError::BadField(
+                        "await",
+                        format!("reader must be one of {}", Reader::list()),
+                    ));
+                }
                 Ok(ClientLine::Await(a))
             }
             decode::Payload::Ack(r) if r.id.is_empty() => Err(WireError::EmptyId("ack")),
             decode::Payload::Status(r) if r.id.is_empty() => Err(WireError::EmptyId("status")),
             decode::Payload::Ack(r) => Ok(ClientLine::Ack(r)),
-            decode::Payload::Status(r) => Ok(ClientLine::Status(r)),
+            decode::Payload::Status(r) => {
+                if r.wait_for
+                    .as_deref()
+                    .is_some_and(|w| WaitFor::parse(w).is_none())
+                {
+                    return Err(WireError::BadField(
+                        "status",
+                        format!("waitFor must be one of {}", WaitFor::list()),
+                    ));
+                }
+                if r.timeout_ms.is_some() && r.wait_for.is_none() {
+                    return Err(WireError::BadField(
+                        "status",
+                        "timeoutMs needs waitFor".to_owned(),
+                    ));
+                }
+                Ok(ClientLine::Status(r))
+            }
             decode::Payload::Who => Ok(ClientLine::Who),
             decode::Payload::Delegate(d) => Ok(ClientLine::Delegate(d)),
             decode::Payload::TaskStatus(r) if r.task.is_empty() => {

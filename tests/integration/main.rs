@@ -21,6 +21,7 @@ mod leaks;
 mod limits;
 mod no_loss;
 mod pipelining;
+mod receipts;
 mod relay;
 mod relay_attack;
 mod relay_limits;

@@ -101,6 +101,7 @@ pub(crate) fn await_bytes(
         kind: None,
         timeout_secs,
         ack: ack.then_some(true),
+        reader: None,
     };
     out.extend_from_slice(ClientLine::Await(req).encode().as_bytes());
     out

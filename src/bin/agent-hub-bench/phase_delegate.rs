@@ -347,6 +347,7 @@ fn outcome_await_bytes(from: &Agent, timeout_secs: Option<u64>) -> Vec<u8> {
         kind: Some("task_outcome".into()),
         timeout_secs,
         ack: None,
+        reader: None,
     };
     out.extend_from_slice(ClientLine::Await(req).encode().as_bytes());
     out

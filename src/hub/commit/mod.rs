@@ -202,6 +202,7 @@ impl Hub {
                     id: a.env.id.clone(),
                     state: State::Acked.as_str().to_owned(),
                     detail: None,
+                    reader: self.ledger.reader_of(&a.env.from, &a.env.id),
                     at_ms: wall_ms,
                 });
             }
@@ -362,6 +363,7 @@ impl Hub {
                     let at_ms = now.wall.timestamp_millis();
                     self.ledger
                         .set_state(&a.env.from, &a.env.id, State::Acked, false, at_ms);
+                    self.receipt_changed(&a.env.from, &a.env.id, now);
                     if live {
                         let line = HubLine::Acked {
                             id: a.env.id.clone(),

@@ -164,6 +164,7 @@ mod tests {
             id: format!("id-{seq}"),
             state: state.into(),
             detail: None,
+            reader: None,
             at_ms: 0,
         }
     }

@@ -66,6 +66,7 @@ fn an_ack_mode_delivery_is_consumed_only_when_its_ack_is_committed() {
             id: id.clone(),
             state: "acked".into(),
             detail: None,
+            reader: Some(crate::wire::Reader::Unknown),
             at_ms: wall_ms,
         },
     ];
@@ -436,6 +437,7 @@ fn an_ack_whose_commit_fails_is_refused_and_the_envelope_requeued() {
             id: id.clone(),
             state: "queued".into(),
             detail: None,
+            reader: None,
             at_ms: sim.wall.timestamp_millis()
         },]
     );

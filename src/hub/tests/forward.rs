@@ -567,3 +567,50 @@ fn large_envelopes_are_sent_one_byte_budget_at_a_time() {
         "the last still queued"
     );
 }
+
+/// Receipts for `name@peer` mail (SPEC §12.4, §15): `delivered` while handed to the link (no
+/// reader: the peer hub is no reader), `forwarded` once the peer took it over; a wait for
+/// `forwarded` parks through the hand-off and ends at the peer's ack, one for `acked` ends
+/// there too, since this hub never sees the peer's reader.
+#[test]
+fn a_status_wait_for_forwarded_ends_at_the_peers_ack() {
+    let mut p = Pair::new(true);
+    let id = p.east.sent("mneme", "datastore@west", "task", None);
+    let wait = |sim: &mut Sim, stage: &str| {
+        let c = sim.login("mneme");
+        sim.line(
+            c,
+            &json!({"status": {"id": id, "waitFor": stage}}).to_string(),
+        );
+        c
+    };
+    let w_fwd = wait(&mut p.east, "forwarded");
+    let w_ack = wait(&mut p.east, "acked");
+    let w_dlv = wait(&mut p.east, "delivered");
+    assert!(p.east.drain().untouched(w_fwd));
+    p.up();
+    let (e, _) = p.shuttle();
+    let st = match e.lines(w_dlv) {
+        [HubLine::Status(st)] => st.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (st.state.as_str(), st.reader.as_deref(), st.wait.as_deref()),
+        ("delivered", None, Some("reached")),
+        "handed to the link"
+    );
+    assert!(e.untouched(w_fwd) && e.untouched(w_ack));
+    let d = p.east.drain();
+    for (w, end) in [(w_fwd, "reached"), (w_ack, "ended")] {
+        match d.lines(w) {
+            [HubLine::Status(st)] => {
+                assert_eq!(
+                    (st.state.as_str(), st.wait.as_deref()),
+                    ("forwarded", Some(end))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(p.east.hub.parked_status_waits(), 0);
+}

@@ -184,6 +184,7 @@ fn status_tells_sender_and_recipient_where_an_envelope_is() {
         at: at(1_500),
         attempts: None,
         reason: None,
+        ..EnvelopeStatus::default()
     };
     assert_eq!(sim.status("mneme", &e2), queued, "the sender");
     assert_eq!(sim.status("datastore", &e2), queued, "the recipient");

@@ -10,7 +10,7 @@
 //! `await_` (§5.2), `delivery_and_loss` (§5.3–§5.5), `commit_failure` and `commit` (§8,
 //! §12.1), `shutdown` (§4.6), `ack` (§12.2), `idempotence_status` (§12.3, §12.4), `restore`
 //! (§12.1), `flush` (§12.1 `sync = "full"`), `who` (§14), `forward` (§15), `pipelining`
-//! (§4.3), `linger` (§4.3, §4.4), `redelivery`, `ids`.
+//! (§4.3), `linger` (§4.3, §4.4), `redelivery`, `ids`, `receipts` (§12.4 readers and waits).
 
 use super::*;
 use crate::store::Loaded;
@@ -773,6 +773,7 @@ fn remembered(seq: u64, sender: &str, id: &str, to: &str, state: &str, ms: i64) 
         state: state.into(),
         detail: None,
         state_ms: ms,
+        reader: None,
     }
 }
 
@@ -815,6 +816,7 @@ mod idempotence_status;
 mod ids;
 mod linger;
 mod pipelining;
+mod receipts;
 mod redelivery;
 mod restore;
 mod roster_reload;

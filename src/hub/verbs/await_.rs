@@ -6,7 +6,7 @@ use crate::hub::event::{AuditEvent, Output};
 use crate::hub::router::Filter;
 use crate::hub::session::Phase;
 use crate::hub::{ConnId, Hub, Now};
-use crate::wire::{AwaitRequest, HubLine};
+use crate::wire::{AwaitRequest, HubLine, Reader};
 use std::time::Duration;
 
 impl Hub {
@@ -20,6 +20,13 @@ impl Hub {
             kind: req.kind,
         };
         let ack = req.ack.unwrap_or(false);
+        // Checked against the list when the line was decoded; absent: a reader of no kind.
+        let reader = req
+            .reader
+            .as_deref()
+            .and_then(Reader::declared)
+            .unwrap_or(Reader::Unknown);
+        self.conns.get_mut(&conn).expect("caller checked").reader = Some(reader);
         if let Some(env) = self.router.take_first_match(&name, &filter) {
             return self.hand_off(conn, env, ack, now);
         }

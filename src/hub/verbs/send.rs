@@ -88,6 +88,7 @@ impl Hub {
             state_ms: now.wall.timestamp_millis(),
             seq: e.seq,
             ack_pending: false,
+            reader: None,
         };
         self.ledger.remember(&e.from, &e.id, record);
         // A sender that went away while its batch was being written gets no reply.
