@@ -12,7 +12,7 @@
 
 use super::envelope::RawEnvelope;
 use super::task::{DelegateRequest, TaskRequest};
-use super::{AwaitRequest, Hello, IdRequest};
+use super::{AwaitRequest, Hello, IdRequest, TurnRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -29,6 +29,7 @@ const TAGS: &[&str] = &[
     "task_status",
     "tasks",
     "cancel",
+    "turn",
 ];
 
 const HELLO_KEYS: &[&str] = &["name", "token"];
@@ -44,6 +45,7 @@ const DELEGATE_KEYS: &[&str] = &[
     "peer",
 ];
 const TASK_KEYS: &[&str] = &["task"];
+const TURN_KEYS: &[&str] = &["state", "pid", "start"];
 
 /// A client line's payload, by tag, before the field rules of SPEC §3.2 and §5.2.
 pub(crate) enum Payload<'a> {
@@ -57,6 +59,7 @@ pub(crate) enum Payload<'a> {
     TaskStatus(TaskRequest),
     Tasks,
     Cancel(TaskRequest),
+    Turn(TurnRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag.
@@ -113,6 +116,7 @@ enum Obj {
     TaskStatus,
     Tasks,
     Cancel,
+    Turn,
 }
 
 impl Obj {
@@ -128,6 +132,7 @@ impl Obj {
             Obj::TaskStatus => "task_status",
             Obj::Tasks => "tasks",
             Obj::Cancel => "cancel",
+            Obj::Turn => "turn",
         }
     }
 
@@ -140,6 +145,7 @@ impl Obj {
             Obj::Who | Obj::Tasks => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
+            Obj::Turn => TURN_KEYS,
         }
     }
 }
@@ -323,6 +329,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskStatus,
         Obj::Tasks,
         Obj::Cancel,
+        Obj::Turn,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -364,9 +371,9 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 continue;
             }
             (Obj::Send, "correlationId") | (Obj::Await, "replyTo" | "kind") => Want::OptText,
-            (Obj::Await, "timeoutSecs") | (Obj::Delegate, "timeoutSecs" | "progressSecs") => {
-                Want::OptSecs
-            }
+            (Obj::Await, "timeoutSecs")
+            | (Obj::Delegate, "timeoutSecs" | "progressSecs")
+            | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer") => Want::OptText,
             (Obj::Await, "ack") => Want::OptFlag,
             _ => Want::Text,
@@ -432,6 +439,11 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         Obj::TaskStatus => Payload::TaskStatus(TaskRequest { task: take(0)? }),
         Obj::Tasks => Payload::Tasks,
         Obj::Cancel => Payload::Cancel(TaskRequest { task: take(0)? }),
+        Obj::Turn => Payload::Turn(TurnRequest {
+            state: take(0)?,
+            pid: secs[1],
+            start: secs[2],
+        }),
     })
 }
 
@@ -537,7 +549,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`",
             ),
             ("{}", "a line holds one tag, found none"),
             (
