@@ -114,9 +114,7 @@ pub fn drain_stdin() {
         // SAFETY: one valid pollfd for the duration of the call.
         let n = unsafe { libc::poll(&mut pfd, 1, ms) };
         if n <= 0 {
-            if n < 0
-                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             return;

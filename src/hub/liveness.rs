@@ -124,13 +124,7 @@ impl Liveness {
     /// Records a report from `name`. A report without a pid keeps the watched process if it
     /// is the same state change of the same session; one with a pid replaces it. A `gone`
     /// about another pid than the watched one says nothing about the watched process.
-    fn report(
-        &mut self,
-        name: &str,
-        state: TurnState,
-        process: Option<WatchedProcess>,
-        now: Now,
-    ) {
+    fn report(&mut self, name: &str, state: TurnState, process: Option<WatchedProcess>, now: Now) {
         let now_ms = now.wall.timestamp_millis();
         let prev = self.known.get(name);
         if state == TurnState::Gone {
@@ -204,10 +198,13 @@ impl Hub {
             // `ClientLine::decode` admits only the three states.
             return self.fail(conn, "invalid turn: state must be busy, idle or gone", now);
         };
-        let process = req.pid.and_then(|p| u32::try_from(p).ok()).map(|pid| WatchedProcess {
-            pid,
-            start: req.start,
-        });
+        let process = req
+            .pid
+            .and_then(|p| u32::try_from(p).ok())
+            .map(|pid| WatchedProcess {
+                pid,
+                start: req.start,
+            });
         self.liveness.report(&name, state, process, now);
         let parked = self.router.stats(&name).parked > 0;
         let state = self.state_of(&name, parked).0;

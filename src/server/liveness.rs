@@ -72,7 +72,9 @@ mod tests {
     fn this_process_runs_and_a_free_pid_does_not() {
         let me = std::process::id();
         let text = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
-        let start = crate::agents::procs::parse_stat(&text).unwrap().starttime_ticks;
+        let start = crate::agents::procs::parse_stat(&text)
+            .unwrap()
+            .starttime_ticks;
         assert!(still_runs(WatchedProcess {
             pid: me,
             start: Some(start)

@@ -18,6 +18,7 @@ mod delivery;
 mod durable;
 mod leaks;
 mod limits;
+mod liveness;
 mod no_loss;
 mod pipelining;
 mod relay;

@@ -70,7 +70,10 @@ fn run_check(sim: &mut Sim, exited: &[u32]) -> Vec<(String, WatchedProcess)> {
 fn every_name_is_unknown_until_something_is_known() {
     let mut sim = Sim::new();
     for a in who(&mut sim, "mneme").agents {
-        assert_eq!((a.state.as_str(), &a.since, &a.source), ("unknown", &None, &None));
+        assert_eq!(
+            (a.state.as_str(), &a.since, &a.source),
+            ("unknown", &None, &None)
+        );
     }
     // Authenticating and sending say nothing about the agent's process.
     sim.sent("mneme", "datastore", "task", None);
@@ -83,19 +86,34 @@ fn every_name_is_unknown_until_something_is_known() {
 #[test]
 fn turn_start_end_and_session_end_move_the_state_with_since() {
     let mut sim = Sim::new();
-    let reply = turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy","pid":4242,"start":99}}"#);
+    let reply = turn_ok(
+        &mut sim,
+        "mneme",
+        r#"{"turn":{"state":"busy","pid":4242,"start":99}}"#,
+    );
     assert_eq!(reply, "busy");
     let a = entry(&mut sim, "mneme");
-    assert_eq!((a.state.as_str(), a.source.as_deref()), ("busy", Some("hook")));
+    assert_eq!(
+        (a.state.as_str(), a.source.as_deref()),
+        ("busy", Some("hook"))
+    );
     let since_busy = a.since.clone().expect("since is known");
     assert_eq!(since_busy, "2026-07-21T06:40:51.000Z");
     // A repeated busy keeps its since; idle starts a new one.
     sim.advance(500);
-    turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy","pid":4242,"start":99}}"#);
+    turn_ok(
+        &mut sim,
+        "mneme",
+        r#"{"turn":{"state":"busy","pid":4242,"start":99}}"#,
+    );
     assert_eq!(entry(&mut sim, "mneme").since, Some(since_busy.clone()));
     sim.advance(500);
     assert_eq!(
-        turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"idle","pid":4242,"start":99}}"#),
+        turn_ok(
+            &mut sim,
+            "mneme",
+            r#"{"turn":{"state":"idle","pid":4242,"start":99}}"#
+        ),
         "idle"
     );
     let a = entry(&mut sim, "mneme");
@@ -115,17 +133,28 @@ fn turn_start_end_and_session_end_move_the_state_with_since() {
 #[test]
 fn a_parked_await_shows_waiting_over_any_turn_state() {
     let mut sim = Sim::new();
-    turn_ok(&mut sim, "datastore", r#"{"turn":{"state":"busy","pid":777}}"#);
+    turn_ok(
+        &mut sim,
+        "datastore",
+        r#"{"turn":{"state":"busy","pid":777}}"#,
+    );
     sim.advance(1_500);
     let _ = run_check(&mut sim, &[]);
     let c = sim.park("datastore");
     sim.collect();
     let a = entry(&mut sim, "datastore");
-    assert_eq!((a.state.as_str(), a.source.as_deref()), ("waiting", Some("await")));
+    assert_eq!(
+        (a.state.as_str(), a.source.as_deref()),
+        ("waiting", Some("await"))
+    );
     assert_eq!(a.since.as_deref(), Some("2026-07-21T06:40:53.500Z"));
     // The turn reply says what `who` shows: still waiting.
     assert_eq!(
-        turn_ok(&mut sim, "datastore", r#"{"turn":{"state":"idle","pid":777}}"#),
+        turn_ok(
+            &mut sim,
+            "datastore",
+            r#"{"turn":{"state":"idle","pid":777}}"#
+        ),
         "waiting"
     );
     // A second await keeps the run's since; the await's end uncovers the turn state.
@@ -154,8 +183,16 @@ fn a_parked_await_shows_waiting_over_any_turn_state() {
 #[test]
 fn a_watched_process_that_exits_makes_its_name_gone_within_one_check() {
     let mut sim = Sim::new();
-    turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy","pid":4242,"start":99}}"#);
-    turn_ok(&mut sim, "scribe", r#"{"turn":{"state":"idle","pid":5151}}"#);
+    turn_ok(
+        &mut sim,
+        "mneme",
+        r#"{"turn":{"state":"busy","pid":4242,"start":99}}"#,
+    );
+    turn_ok(
+        &mut sim,
+        "scribe",
+        r#"{"turn":{"state":"idle","pid":5151}}"#,
+    );
     // The first check is asked one interval after the first watched report, not before.
     sim.advance(PROCESS_CHECK_INTERVAL.as_millis() as u64 - 1);
     assert!(sim.drain().process_checks.is_empty());
@@ -203,7 +240,10 @@ fn a_watched_process_that_exits_makes_its_name_gone_within_one_check() {
         .iter()
         .any(|l| l.contains("liveness: name=mneme pid=4242 exited")));
     let a = entry(&mut sim, "mneme");
-    assert_eq!((a.state.as_str(), a.source.as_deref()), ("gone", Some("process")));
+    assert_eq!(
+        (a.state.as_str(), a.source.as_deref()),
+        ("gone", Some("process"))
+    );
     assert_eq!(a.since.as_deref(), Some("2026-07-21T06:40:53.999Z"));
     // Only scribe's process is left to watch; then it exits too and checks stop.
     assert_eq!(run_check(&mut sim, &[5151]).len(), 1);
@@ -211,7 +251,11 @@ fn a_watched_process_that_exits_makes_its_name_gone_within_one_check() {
     assert!(run_check(&mut sim, &[]).is_empty());
     assert_eq!(sim.hub.liveness().poll_timeout(), None, "no check is due");
     // A new session of the same name is busy again, with its own process watched.
-    turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy","pid":4243,"start":7}}"#);
+    turn_ok(
+        &mut sim,
+        "mneme",
+        r#"{"turn":{"state":"busy","pid":4243,"start":7}}"#,
+    );
     assert_eq!(state(&mut sim, "mneme"), s("busy", Some("hook")));
     assert_eq!(run_check(&mut sim, &[]).len(), 1);
 }
@@ -221,11 +265,22 @@ fn a_report_without_a_pid_watches_nothing_and_an_exit_of_an_old_process_changes_
     let mut sim = Sim::new();
     turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy"}}"#);
     assert_eq!(state(&mut sim, "mneme"), s("busy", Some("hook")));
-    assert!(run_check(&mut sim, &[]).is_empty(), "no pid, nothing watched");
+    assert!(
+        run_check(&mut sim, &[]).is_empty(),
+        "no pid, nothing watched"
+    );
     // The newest session's process is the one watched: the old one's exit and the old
     // one's session-end say nothing about it.
-    turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"idle","pid":100,"start":1}}"#);
-    turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy","pid":200,"start":2}}"#);
+    turn_ok(
+        &mut sim,
+        "mneme",
+        r#"{"turn":{"state":"idle","pid":100,"start":1}}"#,
+    );
+    turn_ok(
+        &mut sim,
+        "mneme",
+        r#"{"turn":{"state":"busy","pid":200,"start":2}}"#,
+    );
     let now = sim.now();
     sim.hub.handle_process_exited(
         "mneme",
@@ -260,7 +315,11 @@ fn a_report_without_a_pid_watches_nothing_and_an_exit_of_an_old_process_changes_
 #[test]
 fn a_report_cannot_touch_another_name_and_bad_pids_are_refused() {
     let mut sim = Sim::new();
-    turn_ok(&mut sim, "datastore", r#"{"turn":{"state":"busy","pid":300}}"#);
+    turn_ok(
+        &mut sim,
+        "datastore",
+        r#"{"turn":{"state":"busy","pid":300}}"#,
+    );
     // mneme claims datastore's process, then says it is gone: only mneme changes.
     turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"idle","pid":300}}"#);
     turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"gone","pid":300}}"#);
@@ -281,21 +340,40 @@ fn a_report_cannot_touch_another_name_and_bad_pids_are_refused() {
     sim.line(c, &hello_text("datastore", "tok-mneme"));
     sim.line(c, r#"{"turn":{"state":"gone"}}"#);
     let d = sim.drain();
-    assert!(d.error(c).starts_with("authentication failed"), "{:?}", d.lines(c));
+    assert!(
+        d.error(c).starts_with("authentication failed"),
+        "{:?}",
+        d.lines(c)
+    );
     sim.io_flush();
     assert_eq!(state(&mut sim, "datastore"), s("busy", Some("hook")));
     // Pids that name no agent, and states outside the three, are refused, changing nothing.
     for (line, why) in [
-        (r#"{"turn":{"state":"busy","pid":1}}"#, "pid must be a process id above 1"),
-        (r#"{"turn":{"state":"busy","pid":0}}"#, "pid must be a process id above 1"),
+        (
+            r#"{"turn":{"state":"busy","pid":1}}"#,
+            "pid must be a process id above 1",
+        ),
+        (
+            r#"{"turn":{"state":"busy","pid":0}}"#,
+            "pid must be a process id above 1",
+        ),
         (
             r#"{"turn":{"state":"busy","pid":4294967296}}"#,
             "pid must be a process id above 1",
         ),
         (r#"{"turn":{"state":"busy","pid":-5}}"#, "negative integer"),
-        (r#"{"turn":{"state":"busy","pid":"300"}}"#, "invalid type: string"),
-        (r#"{"turn":{"state":"waiting"}}"#, "state must be busy, idle or gone"),
-        (r#"{"turn":{"state":"unknown"}}"#, "state must be busy, idle or gone"),
+        (
+            r#"{"turn":{"state":"busy","pid":"300"}}"#,
+            "invalid type: string",
+        ),
+        (
+            r#"{"turn":{"state":"waiting"}}"#,
+            "state must be busy, idle or gone",
+        ),
+        (
+            r#"{"turn":{"state":"unknown"}}"#,
+            "state must be busy, idle or gone",
+        ),
         (r#"{"turn":{"state":"busy","start":5}}"#, "start needs pid"),
         (r#"{"turn":{}}"#, "missing field `state`"),
     ] {
@@ -311,7 +389,11 @@ fn a_report_cannot_touch_another_name_and_bad_pids_are_refused() {
 fn a_name_taken_off_the_roster_is_forgotten_and_no_longer_watched() {
     let mut sim = Sim::new();
     turn_ok(&mut sim, "mneme", r#"{"turn":{"state":"busy","pid":4242}}"#);
-    turn_ok(&mut sim, "scribe", r#"{"turn":{"state":"busy","pid":5151}}"#);
+    turn_ok(
+        &mut sim,
+        "scribe",
+        r#"{"turn":{"state":"busy","pid":5151}}"#,
+    );
     sim.hub.roster = Roster::parse(
         r#"
 [agents]
