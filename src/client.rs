@@ -468,6 +468,21 @@ pub fn who(ep: &Endpoint) -> Result<crate::wire::Presence, ClientError> {
     }
 }
 
+/// Reports a turn state of this agent's process (SPEC §14) within the given bounds (a hook
+/// uses short ones: it must never hold up its agent); returns the state `who` now shows.
+pub fn turn(
+    ep: &Endpoint,
+    req: crate::wire::TurnRequest,
+    connect: Duration,
+    reply: Duration,
+) -> Result<String, ClientError> {
+    let mut ex = Exchange::open_within(ep, &ClientLine::Turn(req), connect, reply)?;
+    match ex.read_line()? {
+        HubLine::Turn(t) => Ok(t.state),
+        other => Err(unexpected(other, "turn")),
+    }
+}
+
 /// Asks where an envelope this agent sent or received is (SPEC §12.4).
 pub fn status(ep: &Endpoint, id: &str) -> Result<EnvelopeStatus, ClientError> {
     let req = StatusRequest {

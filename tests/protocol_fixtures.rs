@@ -203,6 +203,16 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,
         }),
         ClientLine::TaskStatus(r) | ClientLine::Cancel(r) => json!({"task": r.task}),
+        ClientLine::Turn(t) => {
+            let mut v = json!({"state": t.state});
+            if let Some(pid) = t.pid {
+                v["pid"] = json!(pid);
+            }
+            if let Some(start) = t.start {
+                v["start"] = json!(start);
+            }
+            v
+        }
     };
     match v {
         Value::Object(m) => (line.tag(), m),
@@ -305,6 +315,7 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
             serde_json::to_value(r).map_err(|e| e.to_string())?,
         ),
         HubLine::Tasks(l) => ("tasks", serde_json::to_value(l).map_err(|e| e.to_string())?),
+        HubLine::Turn(r) => ("turn", serde_json::to_value(r).map_err(|e| e.to_string())?),
         HubLine::Envelope(text) => {
             let e: EnvelopeText<'_> = serde_json::from_str(text)
                 .map_err(|e| format!("decoded envelope text does not parse: {e}"))?;
@@ -804,6 +815,8 @@ impl Sim {
                 | Output::ToPeer(_) => {
                     unreachable!("no tasks are configured")
                 }
+                // No transcript reports a turn with a pid: no process is ever watched.
+                Output::CheckProcesses(_) => unreachable!("no process is watched"),
                 Output::Log(line) => {
                     if self.secrets.iter().any(|s| line.contains(s.as_str())) {
                         self.log_leaks.push(line);

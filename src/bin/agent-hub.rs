@@ -79,8 +79,9 @@ enum Command {
         #[arg(long)]
         no_ack: bool,
     },
-    /// List every roster agent: parked awaits and their filters, queued count, last seen, last
-    /// delivery. Tokens never appear.
+    /// List every roster agent: its state (waiting, busy, idle, gone, unknown) and since when,
+    /// parked awaits and their filters, queued count, last seen, last delivery. Tokens never
+    /// appear.
     Who {
         #[command(flatten)]
         id: Identity,
@@ -386,8 +387,8 @@ fn print_line(text: &str) -> std::io::Result<()> {
 /// The `who` table: one row per agent, parked filters spelled out.
 fn render_presence(p: &agent_hub::wire::Presence) -> String {
     let mut out = format!(
-        "{:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
-        "AGENT", "PARKED", "QUEUED", "LAST SEEN", "LAST DELIVERY", "FILTERS"
+        "{:<24} {:<8} {:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
+        "AGENT", "STATE", "SINCE", "PARKED", "QUEUED", "LAST SEEN", "LAST DELIVERY", "FILTERS"
     );
     for a in &p.agents {
         let filters: Vec<String> = a
@@ -401,8 +402,10 @@ fn render_presence(p: &agent_hub::wire::Presence) -> String {
             })
             .collect();
         out.push_str(&format!(
-            "{:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
+            "{:<24} {:<8} {:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
             a.name,
+            a.state,
+            a.since.as_deref().unwrap_or("-"),
             a.parked.len(),
             a.queued,
             a.last_seen.as_deref().unwrap_or("-"),
@@ -583,6 +586,23 @@ enum HookCommand {
         #[command(flatten)]
         limits: DeliverLimits,
     },
+    /// Tell the hub a turn started (Claude Code `UserPromptSubmit`, Gemini CLI `BeforeAgent`):
+    /// `who` shows busy. Prints nothing; always exits 0 (docs/delivery.md "Liveness").
+    TurnStart(TurnArgs),
+    /// Tell the hub a turn ended: `who` shows idle. (`hook stop` reports this itself.)
+    TurnEnd(TurnArgs),
+    /// Tell the hub the agent's session ended (`SessionEnd`): `who` shows gone.
+    SessionEnd(TurnArgs),
+}
+
+#[derive(Args)]
+struct TurnArgs {
+    #[command(flatten)]
+    id: Identity,
+    /// The agent's process id, for a caller that knows it (a plugin inside the agent);
+    /// without it the hook's nearest ancestor that is a known agent CLI is used.
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
 }
 
 #[derive(Args)]
@@ -665,10 +685,31 @@ fn run_hook(hook: HookCommand) -> ExitCode {
             let input = read_hook_stdin();
             let mut out = std::io::stdout().lock();
             let outcome = deliver::run::hook_stop(&opts, &input, &mut out, dir.as_deref(), &log);
+            drop(out);
             log.line(&outcome.to_string());
+            // A block hands the agent its mail as the next input: the turn goes on.
+            let state = match &outcome {
+                deliver::run::HookOutcome::NotAStop(_) => None,
+                deliver::run::HookOutcome::Blocked { .. } => Some("busy"),
+                _ => Some("idle"),
+            };
+            if let Some(state) = state {
+                deliver::turn::report(&opts.identity, state, None, &log);
+            }
         }
+        HookCommand::TurnStart(a) => turn_hook(a, "busy", &log),
+        HookCommand::TurnEnd(a) => turn_hook(a, "idle", &log),
+        HookCommand::SessionEnd(a) => turn_hook(a, "gone", &log),
     }
     ExitCode::SUCCESS
+}
+
+/// A turn report: the hook's input is read (boundedly, and ignored) so the agent's write never
+/// meets a closed pipe; stdout stays empty (a `UserPromptSubmit` hook's stdout reaches the
+/// model).
+fn turn_hook(a: TurnArgs, state: &str, log: &deliver::state::HookLog) {
+    deliver::turn::drain_stdin();
+    deliver::turn::report(&identity(a.id), state, a.pid, log);
 }
 
 /// The hook's stdin, bounded; a terminal (someone running the hook by hand) counts as empty.

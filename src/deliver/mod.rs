@@ -9,6 +9,9 @@
 //! - **plugin event** (`agent-hub drain`): an agent's plugin (OpenCode,
 //!   `integrations/opencode/agent-hub.js`) runs drain when a session goes idle and prompts the
 //!   session with what it prints.
+//! - **turn reports** (`agent-hub hook turn-start|turn-end|session-end`, `deliver::turn`):
+//!   not delivery but liveness (SPEC §14): the hooks tell the hub when a turn starts and
+//!   ends, so `who` can say busy, idle or gone.
 //! - **terminal** (`agent-hub nudge`): types a short notice into a tmux pane. Opt-in and the
 //!   least safe: it types into a live prompt.
 //!
@@ -25,6 +28,7 @@ pub mod render;
 pub mod run;
 pub mod state;
 pub mod terminal;
+pub mod turn;
 
 /// Envelopes taken per hook or drain run at most: a turn should not drown in mail, and what
 /// is left stays queued for the next stop.

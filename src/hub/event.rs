@@ -75,6 +75,10 @@ pub enum Output {
     /// make sure that group is gone, if it is still the task's (docs/delegation.md
     /// "Durability"). Nothing waits for it.
     KillOrphan { task: String, pid: u32 },
+    /// Check whether each process still runs (SPEC §14, `hub::liveness`): report each that
+    /// exited with `Hub::handle_process_exited`, then `Hub::handle_processes_checked`. The
+    /// loop only looks (never signals); a pid whose start time differs is another process.
+    CheckProcesses(Vec<(String, super::liveness::WatchedProcess)>),
 }
 
 /// A protocol event for the audit log.

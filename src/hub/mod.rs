@@ -11,8 +11,8 @@
 //! SPEC §2, §4), `verbs` (one file per verb: send, await, ack, status, who), `routing` (an
 //! accepted envelope to a waiter or a queue, delivery, loss and bounce, SPEC §5.3), `pipeline`
 //! (input held while a verb is pending, §4.3), `commit` (the batch lifecycle, §12.1),
-//! `redelivery`, `forward` (§15), `restore` (startup from the store), `admit`, `ledger`,
-//! `router`, `event`, `ids`.
+//! `redelivery`, `forward` (§15), `restore` (startup from the store), `liveness` (§14),
+//! `admit`, `ledger`, `router`, `event`, `ids`.
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -23,6 +23,7 @@ pub mod forward;
 pub mod ids;
 pub mod ledger;
 mod linger;
+pub mod liveness;
 mod peer_tasks;
 mod pipeline;
 mod receipts;
@@ -205,6 +206,8 @@ pub struct Hub {
     staged_tasks: Vec<StagedTask>,
     /// Parked `status` waits (`receipts`).
     receipts: receipts::Waits,
+    /// What each roster name's agent process is doing (SPEC §14, `liveness`).
+    liveness: liveness::Liveness,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -242,6 +245,7 @@ impl Hub {
             tasks: None,
             staged_tasks: Vec::new(),
             receipts: receipts::Waits::default(),
+            liveness: liveness::Liveness::default(),
         }
     }
 
@@ -295,6 +299,7 @@ impl Hub {
         }
         self.expire_forwards(now);
         self.expire_tasks(now);
+        self.expire_liveness(now);
         if self.next_purge.is_some_and(|t| t <= now.mono) {
             let now_ms = now.wall.timestamp_millis();
             for (sender, id, seq) in self.ledger.purge(now_ms) {
@@ -337,6 +342,7 @@ impl Hub {
             self.next_purge,
             self.forward_deadline(),
             self.commit_deadline(),
+            self.liveness.poll_timeout(),
             self.tasks
                 .as_ref()
                 .and_then(crate::tasks::TaskBook::poll_timeout),

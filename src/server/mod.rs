@@ -7,6 +7,7 @@
 
 pub mod audit_chain;
 pub mod conn;
+pub mod liveness;
 pub mod os_ids;
 pub mod records;
 pub mod relay_gate;
@@ -600,6 +601,16 @@ impl Server {
                 Output::KillOrphan { task, pid } => self.kill_orphan(&task, pid),
                 Output::LogError(line) => self.records.log("ERROR", &line),
                 Output::Commit(batch) => self.write_batch(batch),
+                Output::CheckProcesses(watched) => {
+                    // A handful of /proc reads per second (one per watched name).
+                    let now = self.now();
+                    for (name, p) in watched {
+                        if !liveness::still_runs(p) {
+                            self.hub.handle_process_exited(&name, p, now);
+                        }
+                    }
+                    self.hub.handle_processes_checked(now);
+                }
                 out @ (Output::Forward { .. } | Output::ForwardAck { .. } | Output::ToPeer(_)) => {
                     self.to_relay.push(out)
                 }

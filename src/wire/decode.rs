@@ -12,7 +12,7 @@
 
 use super::envelope::RawEnvelope;
 use super::task::{DelegateRequest, TaskRequest};
-use super::{AwaitRequest, Hello, IdRequest, StatusRequest};
+use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -29,6 +29,7 @@ const TAGS: &[&str] = &[
     "task_status",
     "tasks",
     "cancel",
+    "turn",
 ];
 
 const HELLO_KEYS: &[&str] = &["name", "token"];
@@ -45,6 +46,7 @@ const DELEGATE_KEYS: &[&str] = &[
     "peer",
 ];
 const TASK_KEYS: &[&str] = &["task"];
+const TURN_KEYS: &[&str] = &["state", "pid", "start"];
 
 /// A client line's payload, by tag, before the field rules of SPEC §3.2 and §5.2.
 pub(crate) enum Payload<'a> {
@@ -58,6 +60,7 @@ pub(crate) enum Payload<'a> {
     TaskStatus(TaskRequest),
     Tasks,
     Cancel(TaskRequest),
+    Turn(TurnRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag.
@@ -114,6 +117,7 @@ enum Obj {
     TaskStatus,
     Tasks,
     Cancel,
+    Turn,
 }
 
 impl Obj {
@@ -129,6 +133,7 @@ impl Obj {
             Obj::TaskStatus => "task_status",
             Obj::Tasks => "tasks",
             Obj::Cancel => "cancel",
+            Obj::Turn => "turn",
         }
     }
 
@@ -142,6 +147,7 @@ impl Obj {
             Obj::Who | Obj::Tasks => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
+            Obj::Turn => TURN_KEYS,
         }
     }
 }
@@ -325,6 +331,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskStatus,
         Obj::Tasks,
         Obj::Cancel,
+        Obj::Turn,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -370,7 +377,8 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Status, "waitFor") => Want::OptText,
             (Obj::Await, "timeoutSecs")
             | (Obj::Delegate, "timeoutSecs" | "progressSecs")
-            | (Obj::Status, "timeoutMs") => Want::OptSecs,
+            | (Obj::Status, "timeoutMs")
+            | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer") => Want::OptText,
             (Obj::Await, "ack") => Want::OptFlag,
             _ => Want::Text,
@@ -444,6 +452,11 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         Obj::TaskStatus => Payload::TaskStatus(TaskRequest { task: take(0)? }),
         Obj::Tasks => Payload::Tasks,
         Obj::Cancel => Payload::Cancel(TaskRequest { task: take(0)? }),
+        Obj::Turn => Payload::Turn(TurnRequest {
+            state: take(0)?,
+            pid: secs[1],
+            start: secs[2],
+        }),
     })
 }
 
@@ -549,7 +562,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

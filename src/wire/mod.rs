@@ -42,6 +42,8 @@ pub enum WireError {
     /// A field's value is off its fixed list (an await's `reader`, a status's `waitFor`) or
     /// comes without the field it needs: the tag and what is allowed, never the value.
     BadField(&'static str, String),
+    /// A `turn` line broke a rule of its own (SPEC §14): what to fix, never the value.
+    Turn(&'static str),
 }
 
 impl fmt::Display for WireError {
@@ -54,6 +56,7 @@ impl fmt::Display for WireError {
             WireError::EmptyId(tag) => write!(f, "invalid {tag}: id must not be empty"),
             WireError::EmptyTask(tag) => write!(f, "invalid {tag}: task must not be empty"),
             WireError::BadField(tag, why) => write!(f, "invalid {tag}: {why}"),
+            WireError::Turn(why) => write!(f, "invalid turn: {why}"),
         }
     }
 }
@@ -110,6 +113,17 @@ pub struct IdRequest {
 #[serde(deny_unknown_fields)]
 pub struct AgentPresence {
     pub name: String,
+    /// What a sender can act on (SPEC §14): `waiting`, `busy`, `idle`, `gone` or `unknown`.
+    /// Absent from an older hub's answer, which is read as `unknown`.
+    #[serde(default = "unknown_state")]
+    pub state: String,
+    /// When the agent entered `state` (RFC 3339, UTC), null when the hub does not know.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// What the hub knows the state from: `await`, `hook`, `acp` or `process`; null for
+    /// `unknown`.
+    #[serde(default)]
+    pub source: Option<String>,
     /// The filters of each parked await, oldest first.
     pub parked: Vec<ParkedFilter>,
     pub queued: u64,
@@ -119,6 +133,39 @@ pub struct AgentPresence {
     /// When an envelope was last delivered to it, null if never since the hub started.
     #[serde(rename = "lastDelivery")]
     pub last_delivery: Option<String>,
+}
+
+/// The `state` of an agent the hub knows nothing about (SPEC §14).
+pub const UNKNOWN_STATE: &str = "unknown";
+
+fn unknown_state() -> String {
+    UNKNOWN_STATE.to_owned()
+}
+
+/// `{"turn":{"state":…,"pid":…,"start":…}}` (SPEC §14): the caller's agent process started a
+/// turn (`busy`), ended one (`idle`) or its session ended (`gone`). `pid` is the agent's
+/// process, which the hub then watches (never signals); `start` is that process's start
+/// time as the OS counts it (Linux: `/proc/PID/stat` field 22), so a reused pid is not taken
+/// for the agent.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u64>,
+}
+
+/// The turn states a `turn` line may report.
+pub const TURN_STATES: [&str; 3] = ["busy", "idle", "gone"];
+
+/// The answer to `turn`: the caller's state as `who` now shows it (a parked await still
+/// makes it `waiting`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TurnReply {
+    pub state: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -191,6 +238,8 @@ pub enum ClientLine {
     /// The asker's tasks.
     Tasks,
     Cancel(TaskRequest),
+    /// Liveness (SPEC §14): the caller's agent process began or ended a turn, or exited.
+    Turn(TurnRequest),
 }
 
 impl ClientLine {
@@ -252,6 +301,19 @@ impl ClientLine {
             decode::Payload::TaskStatus(r) => Ok(ClientLine::TaskStatus(r)),
             decode::Payload::Tasks => Ok(ClientLine::Tasks),
             decode::Payload::Cancel(r) => Ok(ClientLine::Cancel(r)),
+            decode::Payload::Turn(t) => {
+                if !TURN_STATES.contains(&t.state.as_str()) {
+                    return Err(WireError::Turn("state must be busy, idle or gone"));
+                }
+                // pid 0 names no process and 1 is init, never an agent; above u32 no OS has.
+                if t.pid.is_some_and(|p| p <= 1 || p > u64::from(u32::MAX)) {
+                    return Err(WireError::Turn("pid must be a process id above 1"));
+                }
+                if t.start.is_some() && t.pid.is_none() {
+                    return Err(WireError::Turn("start needs pid"));
+                }
+                Ok(ClientLine::Turn(t))
+            }
         }
     }
 
@@ -268,6 +330,7 @@ impl ClientLine {
             ClientLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
             ClientLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
+            ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
         };
         s.push('\n');
         s
@@ -286,6 +349,7 @@ impl ClientLine {
             ClientLine::TaskStatus(_) => "task_status",
             ClientLine::Tasks => "tasks",
             ClientLine::Cancel(_) => "cancel",
+            ClientLine::Turn(_) => "turn",
         }
     }
 }
@@ -317,6 +381,8 @@ pub enum HubLine {
     Tasks(TaskList),
     /// The answer to `cancel`: the task's state after the request.
     Cancel(TaskStateReply),
+    /// Our extension: the answer to `turn` (SPEC §14).
+    Turn(TurnReply),
 }
 
 #[derive(Deserialize)]
@@ -362,6 +428,8 @@ enum RawHubLine<'a> {
     Tasks(TaskList),
     #[serde(rename = "cancel", deserialize_with = "object")]
     Cancel(TaskStateReply),
+    #[serde(rename = "turn", deserialize_with = "object")]
+    Turn(TurnReply),
 }
 
 impl HubLine {
@@ -380,6 +448,7 @@ impl HubLine {
             HubLine::TaskStatus(_) => "task_status",
             HubLine::Tasks(_) => "tasks",
             HubLine::Cancel(_) => "cancel",
+            HubLine::Turn(_) => "turn",
         }
     }
 
@@ -400,6 +469,7 @@ impl HubLine {
             RawHubLine::TaskStatus(r) => HubLine::TaskStatus(Box::new(r)),
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
+            RawHubLine::Turn(r) => HubLine::Turn(r),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -432,6 +502,7 @@ impl HubLine {
             HubLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             HubLine::Tasks(l) => format!("{{\"tasks\":{}}}", to_json(l)),
             HubLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
+            HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
         };
         s.push('\n');
         s

@@ -19,6 +19,7 @@ mod demo;
 mod durable;
 mod leaks;
 mod limits;
+mod liveness;
 mod no_loss;
 mod pipelining;
 mod receipts;

@@ -26,6 +26,7 @@ mod apply;
 mod hooks;
 mod mcp;
 mod skills;
+mod turn_hooks;
 
 pub use apply::*;
 pub use hooks::*;
@@ -244,6 +245,7 @@ pub fn plan(
     let mut notes = Vec::new();
     let result = plan_mcp(m, action, &mut work, &mut notes)
         .and_then(|()| plan_hook(m, action, &mut work, &mut notes))
+        .and_then(|()| turn_hooks::plan_turn_hooks(m, action, &mut work, &mut notes))
         .and_then(|()| plan_skills(m, action, &mut work, &mut notes));
     match result {
         Ok(()) => AgentPlan {

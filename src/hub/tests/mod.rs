@@ -9,7 +9,7 @@
 //! The tests are in one file per SPEC section: `hello_and_lines` (§2, §4), `send` (§3, §5.1),
 //! `await_` (§5.2), `delivery_and_loss` (§5.3–§5.5), `commit_failure` and `commit` (§8,
 //! §12.1), `shutdown` (§4.6), `ack` (§12.2), `idempotence_status` (§12.3, §12.4), `restore`
-//! (§12.1), `flush` (§12.1 `sync = "full"`), `who` (§14), `forward` (§15), `pipelining`
+//! (§12.1), `flush` (§12.1 `sync = "full"`), `who` and `liveness` (§14), `forward` (§15), `pipelining`
 //! (§4.3), `linger` (§4.3, §4.4), `redelivery`, `ids`, `receipts` (§12.4 readers and waits).
 
 use super::*;
@@ -86,6 +86,8 @@ struct Drained {
     task_orphans: Vec<(String, u32)>,
     /// `Output::ToPeer`, in order.
     to_peers: Vec<crate::hub::PeerSend>,
+    /// `Output::CheckProcesses`, in order (`hub::liveness`).
+    process_checks: Vec<Vec<(String, crate::hub::liveness::WatchedProcess)>>,
 }
 
 impl Drained {
@@ -456,6 +458,7 @@ impl Sim {
                 Output::CancelTask { task } => self.out.task_cancels.push(task.as_str().to_owned()),
                 Output::KillOrphan { task, pid } => self.out.task_orphans.push((task, pid)),
                 Output::ToPeer(send) => self.out.to_peers.push(*send),
+                Output::CheckProcesses(w) => self.out.process_checks.push(w),
             }
         }
     }
@@ -815,6 +818,7 @@ mod hello_and_lines;
 mod idempotence_status;
 mod ids;
 mod linger;
+mod liveness;
 mod pipelining;
 mod receipts;
 mod redelivery;

@@ -1,5 +1,5 @@
-//! The `who` verb (SPEC §14): presence, every roster name with its parked awaits, queue
-//! length and when it was last seen and last delivered to.
+//! The `who` verb (SPEC §14): presence, every roster name with its state (`hub::liveness`),
+//! parked awaits, queue length and when it was last seen and last delivered to.
 
 use crate::hub::session::Phase;
 use crate::hub::Hub;
@@ -38,8 +38,12 @@ impl Hub {
                 let mut waits = parked.remove(name).unwrap_or_default();
                 waits.sort_by_key(|(seq, _)| *seq);
                 let (seen, delivered) = self.seen.get(name).copied().unwrap_or_default();
+                let (state, since, source) = self.state_of(name, !waits.is_empty());
                 AgentPresence {
                     name: name.to_owned(),
+                    state: state.to_owned(),
+                    since: ts(since),
+                    source: source.map(str::to_owned),
                     parked: waits.into_iter().map(|(_, f)| f).collect(),
                     queued: self.router.stats(name).queued as u64,
                     last_seen: ts(seen),

@@ -1,0 +1,294 @@
+//! The liveness hooks an install places beside the delivery hook (SPEC §14, docs/agents.md
+//! "Liveness hooks"): a turn-start hook (`agent-hub hook turn-start`) and a session-end hook
+//! (`agent-hub hook session-end`), so `who` can tell busy from idle from gone. The turn's end
+//! needs no hook of its own: the delivery hook (`hook stop`) reports it after its decision.
+//!
+//! Only for agents whose hook events were seen to exist: Claude Code (`UserPromptSubmit`,
+//! `SessionEnd`) and Gemini CLI (`BeforeAgent`, `SessionEnd`). Codex is left out: each new
+//! hook must be trusted by hand in its TUI, a cost for every user for a state Codex's Stop
+//! hook already half gives; Droid's events are unverified. Kept apart from `hooks` (the
+//! delivery hook) so that each is placed and removed on its own. Pure, like `hooks`.
+
+use super::*;
+
+/// The liveness hook commands' own bound: the command bounds itself well under this
+/// (`deliver::turn`), so the agent's limit only guards against a hung binary.
+pub const TURN_HOOK_TIMEOUT_SECS: i64 = 10;
+
+/// The `agent-hub hook` subcommands that are liveness hooks.
+const TURN_SUBCOMMANDS: [&str; 3] = ["turn-start", "turn-end", "session-end"];
+
+/// The events and subcommands placed for an agent's hook kind.
+pub fn turn_events(kind: HookKind) -> &'static [(&'static str, &'static str)] {
+    match kind {
+        HookKind::ClaudeStop => &[
+            ("UserPromptSubmit", "turn-start"),
+            ("SessionEnd", "session-end"),
+        ],
+        HookKind::GeminiAfterAgent => {
+            &[("BeforeAgent", "turn-start"), ("SessionEnd", "session-end")]
+        }
+        _ => &[],
+    }
+}
+
+/// The first `n` words of a hook command, reading the single quotes and backslashes
+/// `shell_word` may write.
+fn words(cmd: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut in_word, mut quoted) = (false, false);
+    let mut chars = cmd.chars();
+    while let Some(c) = chars.next() {
+        if out.len() >= n {
+            return out;
+        }
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if std::mem::take(&mut in_word) {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            '\\' if !quoted => {
+                if let Some(next) = chars.next() {
+                    cur.push(next);
+                    in_word = true;
+                }
+            }
+            c => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word && out.len() < n {
+        out.push(cur);
+    }
+    out
+}
+
+/// True for `<…/agent-hub> hook turn-start|turn-end|session-end …`: ours, whatever its
+/// identity or port.
+pub fn is_our_turn_hook_command(cmd: &str) -> bool {
+    let w = words(cmd, 3);
+    w.len() == 3
+        && Path::new(&w[0])
+            .file_name()
+            .is_some_and(|n| n == "agent-hub")
+        && w[1] == "hook"
+        && TURN_SUBCOMMANDS.contains(&w[2].as_str())
+}
+
+/// The liveness hook's command line, run through the agent's shell.
+pub fn turn_hook_command(id: &HubIdentity, sub: &str) -> String {
+    format!(
+        "{} hook {sub} --as {} --token-file {} --port {}",
+        argv::shell_word(&id.command),
+        argv::shell_word(&id.name),
+        argv::shell_word(&id.token_file),
+        id.port
+    )
+}
+
+/// The hook group placed under `hooks.<event>`.
+fn turn_group(kind: HookKind, id: &HubIdentity, sub: &str) -> J {
+    let command = J::str(turn_hook_command(id, sub));
+    let hook = if kind == HookKind::GeminiAfterAgent {
+        J::obj(vec![
+            ("type", J::str("command")),
+            ("name", J::str(format!("{SERVER_NAME}-{sub}"))),
+            ("command", command),
+            ("timeout", J::Num(TURN_HOOK_TIMEOUT_SECS * 1000)),
+        ])
+    } else {
+        J::obj(vec![
+            ("type", J::str("command")),
+            ("command", command),
+            ("timeout", J::Num(TURN_HOOK_TIMEOUT_SECS)),
+        ])
+    };
+    J::obj(vec![("hooks", J::Arr(vec![hook]))])
+}
+
+/// How many of our liveness hooks `hooks.<event>` holds.
+fn count_ours(groups: &[serde_json::Value]) -> usize {
+    groups
+        .iter()
+        .filter_map(|g| g.get("hooks").and_then(|h| h.as_array()))
+        .flatten()
+        .filter(|h| {
+            h.get("command")
+                .and_then(|c| c.as_str())
+                .is_some_and(is_our_turn_hook_command)
+        })
+        .count()
+}
+
+/// Removes our liveness hooks from `hooks.<event>`: a group holding only ours goes whole,
+/// else only our hooks leave it. Returns the new text and how many went.
+fn remove_ours(text: &str, event: &str) -> Result<(String, usize), String> {
+    let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])
+        .map_err(|e| e.to_string())?
+    {
+        None => return Ok((text.to_owned(), 0)),
+        Some(serde_json::Value::Array(g)) => g,
+        Some(_) => return Err(format!("hooks.{event} is not an array")),
+    };
+    let mut text = text.to_owned();
+    let mut removed = 0;
+    for (gi, group) in groups.iter().enumerate().rev() {
+        let hooks = group
+            .get("hooks")
+            .and_then(|h| h.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let ours: Vec<usize> = (0..hooks.len())
+            .filter(|&i| {
+                hooks[i]
+                    .get("command")
+                    .and_then(|c| c.as_str())
+                    .is_some_and(is_our_turn_hook_command)
+            })
+            .collect();
+        if ours.is_empty() {
+            continue;
+        }
+        removed += ours.len();
+        let paths: Vec<Vec<Seg>> = if ours.len() == hooks.len() {
+            vec![vec![Seg::Key("hooks"), Seg::Key(event), Seg::Index(gi)]]
+        } else {
+            ours.iter()
+                .rev()
+                .map(|&hi| {
+                    vec![
+                        Seg::Key("hooks"),
+                        Seg::Key(event),
+                        Seg::Index(gi),
+                        Seg::Key("hooks"),
+                        Seg::Index(hi),
+                    ]
+                })
+                .collect()
+        };
+        for path in paths {
+            if let Some(t) = jsonedit::remove(&text, &path).map_err(|e| e.to_string())? {
+                text = t;
+            }
+        }
+    }
+    Ok((text, removed))
+}
+
+/// Places (install) or removes (uninstall) the agent's liveness hooks in its hook config.
+pub(super) fn plan_turn_hooks(
+    m: &Manifest,
+    action: &Action,
+    work: &mut Work,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    let events = turn_events(m.install.hook);
+    let Some(config) = m
+        .install
+        .hook_config
+        .as_ref()
+        .filter(|_| !events.is_empty())
+    else {
+        return Ok(());
+    };
+    let path = expand(config, &work.home);
+    let show = shown(&path, &work.home);
+    let fail = |e: String| format!("{show}: {e}");
+    let start = work.get(&path)?.unwrap_or_default();
+    let mut text = start.clone();
+    for &(event, sub) in events {
+        let what = format!("{sub} hook (hooks.{event})");
+        match action {
+            Action::Install { id, .. } => {
+                let group = turn_group(m.install.hook, id, sub);
+                let groups = jsonedit::get(&text, &[Seg::Key("hooks"), Seg::Key(event)])
+                    .map_err(|e| fail(e.to_string()))?;
+                if let Some(serde_json::Value::Array(gs)) = &groups {
+                    if count_ours(gs) == 1 && gs.contains(&group.to_value()) {
+                        notes.push(format!("{show}: {what} already present"));
+                        continue;
+                    }
+                }
+                let (t, removed) = remove_ours(&text, event).map_err(fail)?;
+                text = jsonedit::append(&t, &["hooks", event], &group)
+                    .map_err(|e| fail(e.to_string()))?;
+                notes.push(status_note(&show, &what, removed > 0, true));
+            }
+            Action::Uninstall => {
+                let (mut t, removed) = remove_ours(&text, event).map_err(fail)?;
+                if removed == 0 {
+                    continue;
+                }
+                for depth in [2, 1] {
+                    let key = [Seg::Key("hooks"), Seg::Key(event)];
+                    if jsonedit::is_empty_container(&t, &key[..depth])
+                        .map_err(|e| fail(e.to_string()))?
+                    {
+                        if let Some(pruned) =
+                            jsonedit::remove(&t, &key[..depth]).map_err(|e| fail(e.to_string()))?
+                        {
+                            t = pruned;
+                        }
+                    }
+                }
+                notes.push(format!("{show}: {what} removed"));
+                text = t;
+            }
+        }
+    }
+    if text != start {
+        let text = match action {
+            Action::Uninstall => json_leftover(text),
+            Action::Install { .. } => Some(text),
+        };
+        work.put(&path, text);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_turn_hook_commands_are_recognised_and_no_others() {
+        for cmd in [
+            "/usr/local/bin/agent-hub hook turn-start --as a --token-file /t --port 1",
+            "'/opt/my tools/agent-hub' hook session-end --as a",
+            "agent-hub hook turn-end",
+        ] {
+            assert!(is_our_turn_hook_command(cmd), "{cmd}");
+        }
+        for cmd in [
+            "/usr/local/bin/agent-hub hook stop --as a",
+            "agent-hub hooks turn-start",
+            "/bin/other hook turn-start",
+            "agent-hub hook",
+            "",
+        ] {
+            assert!(!is_our_turn_hook_command(cmd), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn only_agents_with_seen_turn_events_get_hooks() {
+        assert_eq!(turn_events(HookKind::ClaudeStop).len(), 2);
+        assert_eq!(turn_events(HookKind::GeminiAfterAgent).len(), 2);
+        for k in [
+            HookKind::CodexStop,
+            HookKind::DroidStop,
+            HookKind::OpencodePlugin,
+            HookKind::None,
+        ] {
+            assert!(turn_events(k).is_empty());
+        }
+    }
+}
