@@ -210,6 +210,11 @@ impl Ledger {
         self.records.get(&key(sender, id)).map(|r| r.state)
     }
 
+    /// The record of `id` sent by `sender`, if remembered.
+    pub fn record(&self, sender: &str, id: &str) -> Option<&Record> {
+        self.records.get(&key(sender, id))
+    }
+
     /// Records where a restored envelope sits in acceptance order.
     pub fn set_seq(&mut self, sender: &str, id: &str, seq: u64) {
         if let Some(r) = self.records.get_mut(&key(sender, id)) {

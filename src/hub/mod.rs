@@ -25,6 +25,7 @@ pub mod ledger;
 mod linger;
 mod peer_tasks;
 mod pipeline;
+mod recent;
 mod redelivery;
 mod restore;
 pub mod router;
@@ -200,6 +201,8 @@ pub struct Hub {
     tasks: Option<crate::tasks::TaskBook>,
     /// Task steps waiting for a batch (`StagedTask`).
     staged_tasks: Vec<StagedTask>,
+    /// The last envelopes accepted, as metadata, for `activity` (SPEC §14.1).
+    recent: recent::Recent,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -236,6 +239,7 @@ impl Hub {
             ids,
             tasks: None,
             staged_tasks: Vec::new(),
+            recent: recent::Recent::default(),
         }
     }
 

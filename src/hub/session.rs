@@ -415,6 +415,10 @@ impl Hub {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "cancel";
                 self.on_cancel(conn, req, now)
             }
+            Ok(ClientLine::Activity) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "activity";
+                self.on_activity(conn, now)
+            }
         }
     }
 

@@ -29,6 +29,7 @@ const TAGS: &[&str] = &[
     "task_status",
     "tasks",
     "cancel",
+    "activity",
 ];
 
 const HELLO_KEYS: &[&str] = &["name", "token"];
@@ -57,6 +58,7 @@ pub(crate) enum Payload<'a> {
     TaskStatus(TaskRequest),
     Tasks,
     Cancel(TaskRequest),
+    Activity,
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag.
@@ -113,6 +115,7 @@ enum Obj {
     TaskStatus,
     Tasks,
     Cancel,
+    Activity,
 }
 
 impl Obj {
@@ -128,6 +131,7 @@ impl Obj {
             Obj::TaskStatus => "task_status",
             Obj::Tasks => "tasks",
             Obj::Cancel => "cancel",
+            Obj::Activity => "activity",
         }
     }
 
@@ -137,7 +141,7 @@ impl Obj {
             Obj::Send => ENVELOPE_KEYS,
             Obj::Await => AWAIT_KEYS,
             Obj::Ack | Obj::Status => ID_KEYS,
-            Obj::Who | Obj::Tasks => &[],
+            Obj::Who | Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
         }
@@ -323,6 +327,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskStatus,
         Obj::Tasks,
         Obj::Cancel,
+        Obj::Activity,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -432,6 +437,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         Obj::TaskStatus => Payload::TaskStatus(TaskRequest { task: take(0)? }),
         Obj::Tasks => Payload::Tasks,
         Obj::Cancel => Payload::Cancel(TaskRequest { task: take(0)? }),
+        Obj::Activity => Payload::Activity,
     })
 }
 

@@ -6,6 +6,7 @@
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod activity;
 mod decode;
 pub mod envelope;
 pub mod lines;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
 
+pub use activity::{Activity, EnvelopeMeta, TaskMeta};
 pub use envelope::{Envelope, EnvelopeError};
 pub use lines::{LineBuffer, LineTooLong};
 pub use task::{
@@ -172,6 +174,8 @@ pub enum ClientLine {
     /// The asker's tasks.
     Tasks,
     Cancel(TaskRequest),
+    /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
+    Activity,
 }
 
 impl ClientLine {
@@ -207,6 +211,7 @@ impl ClientLine {
             decode::Payload::TaskStatus(r) => Ok(ClientLine::TaskStatus(r)),
             decode::Payload::Tasks => Ok(ClientLine::Tasks),
             decode::Payload::Cancel(r) => Ok(ClientLine::Cancel(r)),
+            decode::Payload::Activity => Ok(ClientLine::Activity),
         }
     }
 
@@ -223,6 +228,7 @@ impl ClientLine {
             ClientLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
             ClientLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
+            ClientLine::Activity => "{\"activity\":{}}".to_owned(),
         };
         s.push('\n');
         s
@@ -241,6 +247,7 @@ impl ClientLine {
             ClientLine::TaskStatus(_) => "task_status",
             ClientLine::Tasks => "tasks",
             ClientLine::Cancel(_) => "cancel",
+            ClientLine::Activity => "activity",
         }
     }
 }
@@ -272,6 +279,8 @@ pub enum HubLine {
     Tasks(TaskList),
     /// The answer to `cancel`: the task's state after the request.
     Cancel(TaskStateReply),
+    /// The answer to `activity` (SPEC §14.1).
+    Activity(Activity),
 }
 
 #[derive(Deserialize)]
@@ -317,6 +326,8 @@ enum RawHubLine<'a> {
     Tasks(TaskList),
     #[serde(rename = "cancel", deserialize_with = "object")]
     Cancel(TaskStateReply),
+    #[serde(rename = "activity", deserialize_with = "object")]
+    Activity(Activity),
 }
 
 impl HubLine {
@@ -335,6 +346,7 @@ impl HubLine {
             HubLine::TaskStatus(_) => "task_status",
             HubLine::Tasks(_) => "tasks",
             HubLine::Cancel(_) => "cancel",
+            HubLine::Activity(_) => "activity",
         }
     }
 
@@ -355,6 +367,7 @@ impl HubLine {
             RawHubLine::TaskStatus(r) => HubLine::TaskStatus(Box::new(r)),
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
+            RawHubLine::Activity(a) => HubLine::Activity(a),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -387,6 +400,7 @@ impl HubLine {
             HubLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             HubLine::Tasks(l) => format!("{{\"tasks\":{}}}", to_json(l)),
             HubLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
+            HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
         };
         s.push('\n');
         s

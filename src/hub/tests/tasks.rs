@@ -27,7 +27,7 @@ fn book() -> TaskBook {
     )
 }
 
-fn tasks_sim() -> Sim {
+pub(super) fn tasks_sim() -> Sim {
     let mut sim = Sim::durable();
     sim.hub.enable_tasks(book());
     sim
@@ -230,7 +230,7 @@ fn the_next_task_starts_only_when_the_runner_has_ended() {
 }
 
 /// A running task and its identity's token, read from the start instruction.
-fn running_task_with_token(sim: &mut Sim) -> (String, String) {
+pub(super) fn running_task_with_token(sim: &mut Sim) -> (String, String) {
     let c = delegate(sim);
     sim.commit_ok();
     let task = delegated_task(&sim.drain(), c);
