@@ -25,4 +25,5 @@ mod relay_attack;
 mod relay_limits;
 mod relay_one_shot;
 mod startup;
+mod top;
 mod wire;
