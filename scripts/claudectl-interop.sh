@@ -143,6 +143,12 @@ command -v python3 >/dev/null || all_skipped "python3 not found (the tap and the
 
 # ---- claudectl 0.64.x, cached -----------------------------------------------------------
 CTL_ROOT=$E2E_CACHE/claudectl
+# Progress: the three long steps, numbered, each with its time.
+T_START=$SECONDS
+STEP_T0=$SECONDS
+step() { STEP_T0=$SECONDS; echo "interop: [$1/3] $2 (at $((SECONDS - T_START))s)"; }
+step_done() { echo "interop: [$1/3] done in $((SECONDS - STEP_T0))s"; }
+step 1 "claudectl $CTL_VERSION (installed once into the cache, then reused)"
 ctl_ok() { "$1" --version 2>/dev/null | grep -q '^claudectl 0\.64\.'; }
 if [[ -n ${CLAUDECTL_BIN:-} ]]; then
     CTL=$CLAUDECTL_BIN
@@ -152,19 +158,31 @@ else
     if ! ctl_ok "$CTL"; then
         command -v cargo >/dev/null || all_skipped "cargo not found (claudectl installs from crates.io)"
         mkdir -p "$CTL_ROOT"
-        echo "interop: installing claudectl $CTL_VERSION from crates.io into $CTL_ROOT (a release build: about 15 min on 2 cores, once)"
-        if ! timeout 1500 cargo install claudectl --version "$CTL_VERSION" --locked --force \
-            --root "$CTL_ROOT" >"$CTL_ROOT/install.log" 2>&1; then
+        echo "interop: [1/3] installing claudectl $CTL_VERSION from crates.io into $CTL_ROOT (a release build: about 15 min on 2 cores, once)"
+        timeout 1500 cargo install claudectl --version "$CTL_VERSION" --locked --force \
+            --root "$CTL_ROOT" >"$CTL_ROOT/install.log" 2>&1 &
+        ctl_pid=$!
+        PIDS+=("$ctl_pid")
+        # A line a minute while it builds: how long so far and how many crates are compiled.
+        while kill -0 "$ctl_pid" 2>/dev/null; do
+            for _ in $(seq 60); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 1; done
+            kill -0 "$ctl_pid" 2>/dev/null || break
+            echo "interop: [1/3] still building claudectl: $(((SECONDS - STEP_T0) / 60)) min, $(grep -c '^ *Compiling' "$CTL_ROOT/install.log" 2>/dev/null || true) crates compiled"
+        done
+        if ! wait "$ctl_pid"; then
             all_skipped "cargo install claudectl $CTL_VERSION failed: $(grep -m1 -E '^error' "$CTL_ROOT/install.log" || tail -n1 "$CTL_ROOT/install.log")"
         fi
         ctl_ok "$CTL" || all_skipped "the installed claudectl is not 0.64.x: $("$CTL" --version 2>&1 | head -n1)"
     fi
 fi
 CTL_V=$("$CTL" --version | head -n1)
+step_done 1
 
 if ((BUILD)); then
+    step 2 "building agent-hub's binaries (cargo build --release; many minutes from clean, seconds after)"
     (cd "$ROOT" && cargo build --release --bins >/dev/null 2>&1) \
         || { echo "interop: cargo build --release failed" >&2; exit 1; }
+    step_done 2
 fi
 AH=$ROOT/target/release/agent-hub
 SERVER=$ROOT/target/release/agent-hub-server
@@ -176,6 +194,7 @@ done
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/agent-hub-ctl-interop.XXXXXX")
 WORK=$(cd "$WORK" && pwd -P)
 echo "interop: $CTL_V ($CTL), work in $WORK"
+step 3 "the interop checks (about a minute)"
 T0=$SECONDS
 
 free_port() {

@@ -227,9 +227,29 @@ if ((TRACE)) && ! command -v strace >/dev/null; then
     exit 1
 fi
 
+# ---- progress: what runs now, how far along, how long each step took -------------------
+# fd 3 is the script's stdout, so progress shows even from functions whose stdout or stderr
+# is captured (npm_bin's output is a path; its stderr goes to a file).
+exec 3>&1
+T_START=$SECONDS
+NSTEPS=$BUILD
+for a in "${AGENTS[@]}"; do
+    [[ $PHASE == task ]] || NSTEPS=$((NSTEPS + 1))
+    [[ $PHASE == hook ]] || NSTEPS=$((NSTEPS + 1))
+done
+STEP=0
+STEP_T0=$SECONDS
+step() {
+    STEP=$((STEP + 1))
+    STEP_T0=$SECONDS
+    echo "e2e: [$STEP/$NSTEPS] $* (at ${SECONDS}s)" >&3
+}
+step_done() { echo "e2e: [$STEP/$NSTEPS] done in $((SECONDS - STEP_T0))s" >&3; }
+
 if ((BUILD)); then
-    echo "e2e: cargo build --release"
+    step "building agent-hub and agent-hub-server (cargo build --release; the first build from clean takes many minutes, later ones seconds)…"
     (cd "$ROOT" && cargo build --release --quiet --bin agent-hub --bin agent-hub-server)
+    step_done
 fi
 AH=$ROOT/target/release/agent-hub
 SERVER=$ROOT/target/release/agent-hub-server
@@ -310,7 +330,8 @@ npm_bin() {
         command -v node >/dev/null || { echo "node not found" >&2; return 1; }
         command -v npm >/dev/null || { echo "npm not found" >&2; return 1; }
         mkdir -p "$dir"
-        echo "e2e: npm install $pkg into $dir" >&2
+        local t_npm=$SECONDS
+        echo "e2e: [$STEP/$NSTEPS] installing $agent from npm ($pkg) into $dir — once, then cached; can take minutes…" >&3
         # A failed or partial install is removed whole, so the next run starts clean.
         if ! timeout 300 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
             --fetch-timeout=30000 --fetch-retries=1 "$pkg" >"$dir.npm.log" 2>&1 ||
@@ -319,6 +340,7 @@ npm_bin() {
             echo "npm install $pkg failed (offline?); see $dir.npm.log" >&2
             return 1
         fi
+        echo "e2e: [$STEP/$NSTEPS] installed $pkg in $((SECONDS - t_npm))s" >&3
     fi
     echo "$dir/node_modules/.bin/$agent"
 }
@@ -950,10 +972,18 @@ PY
 
 T0=$SECONDS
 for a in "${AGENTS[@]}"; do
-    [[ $PHASE == task ]] || run_agent "$a"
-    [[ $PHASE == hook ]] || run_task "$a"
+    if [[ $PHASE != task ]]; then
+        step "$a: hook phase (install the CLI if needed, hub, mock LLM, agent-hub install, headless run)…"
+        run_agent "$a"
+        step_done
+    fi
+    if [[ $PHASE != hook ]]; then
+        step "$a: task phase (install the ACP adapter if needed, delegated tasks through ACP)…"
+        run_task "$a"
+        step_done
+    fi
 done
-echo "e2e: took $((SECONDS - T0))s"
+echo "e2e: took $((SECONDS - T0))s (build included: $((SECONDS - T_START))s)"
 echo "e2e: $NPASS passed, $NFAIL failed, $NSKIP skipped"
 ((NFAIL == 0)) || exit 1
 ((NRAN > 0)) || exit 77

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 pub mod task;
 pub mod task_view;
+pub mod top;
 
 /// How long to wait for the hub to accept the TCP connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -197,7 +197,7 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             v
         }
         ClientLine::Ack(r) | ClientLine::Status(r) => json!({"id": r.id}),
-        ClientLine::Who | ClientLine::Tasks => json!({}),
+        ClientLine::Who | ClientLine::Tasks | ClientLine::Activity => json!({}),
         ClientLine::Delegate(d) => json!({
             "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
             "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,
@@ -316,6 +316,10 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         ),
         HubLine::Tasks(l) => ("tasks", serde_json::to_value(l).map_err(|e| e.to_string())?),
         HubLine::Turn(r) => ("turn", serde_json::to_value(r).map_err(|e| e.to_string())?),
+        HubLine::Activity(a) => (
+            "activity",
+            serde_json::to_value(a).map_err(|e| e.to_string())?,
+        ),
         HubLine::Envelope(text) => {
             let e: EnvelopeText<'_> = serde_json::from_str(text)
                 .map_err(|e| format!("decoded envelope text does not parse: {e}"))?;

@@ -89,6 +89,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Live view of the hub: agents' state, queues, parked awaits, recent envelopes' metadata,
+    /// unfinished tasks, relay links. Keys: s sort, r reverse, q quit. Plain lines, one
+    /// snapshot per interval, when stdout is not a terminal.
+    #[command(alias = "watch")]
+    Top(TopArgs),
     /// Tell where an envelope you sent or received is (its stage, and the kind of reader
     /// that took it); prints one JSON object. With --wait-for, wait for a stage first.
     Status {
@@ -335,6 +340,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             agent_hub::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Top(a) => run_top(a),
         Command::Status {
             id,
             envelope_id,
@@ -414,6 +420,42 @@ fn render_presence(p: &agent_hub::wire::Presence) -> String {
         ));
     }
     out
+}
+
+// ----- the live view: top (src/client/top/, docs/operations.md "Watching a hub") -----
+
+#[derive(Args)]
+struct TopArgs {
+    #[command(flatten)]
+    id: Identity,
+    /// Seconds between refreshes (0.2 to 3600).
+    #[arg(long, value_name = "SECS", default_value = "1")]
+    interval: f64,
+    /// Print one snapshot as plain lines and exit (1 if the hub could not be reached).
+    #[arg(long)]
+    once: bool,
+    /// The hub's config file: its [relay] status file gives the relay links.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+}
+
+fn run_top(a: TopArgs) -> Result<ExitCode, String> {
+    if !(0.2..=3600.0).contains(&a.interval) {
+        return Err(format!(
+            "--interval must be between 0.2 and 3600 seconds, not {}",
+            a.interval
+        ));
+    }
+    let options = client::top::Options {
+        endpoint: endpoint(a.id).map_err(|e| e.to_string())?,
+        interval: std::time::Duration::from_secs_f64(a.interval),
+        once: a.once,
+        config: a.config,
+    };
+    match client::top::run(options)? {
+        true => Ok(ExitCode::SUCCESS),
+        false => Ok(ExitCode::from(1)),
+    }
 }
 
 // ----- delegation: delegate, task status|list|cancel (src/client/task*.rs, docs/delegation.md) -----

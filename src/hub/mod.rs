@@ -27,6 +27,7 @@ pub mod liveness;
 mod peer_tasks;
 mod pipeline;
 mod receipts;
+mod recent;
 mod redelivery;
 mod restore;
 pub mod roster_reload;
@@ -208,6 +209,8 @@ pub struct Hub {
     receipts: receipts::Waits,
     /// What each roster name's agent process is doing (SPEC §14, `liveness`).
     liveness: liveness::Liveness,
+    /// The last envelopes accepted, as metadata, for `activity` (SPEC §14.1).
+    recent: recent::Recent,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -246,6 +249,7 @@ impl Hub {
             staged_tasks: Vec::new(),
             receipts: receipts::Waits::default(),
             liveness: liveness::Liveness::default(),
+            recent: recent::Recent::default(),
         }
     }
 

@@ -175,24 +175,30 @@ pub fn write_status(path: &Path, status: &RelayStatus) -> std::io::Result<()> {
     crate::atomic_file::write_atomic(path, text.as_bytes(), 0o600)
 }
 
-/// `agent-hub-server relay peers --config PATH`: reads the status file the hub keeps.
-pub fn print_peers(config_path: &Path) -> Result<(), String> {
+/// Where the hub configured at `config_path` keeps its status file.
+pub fn status_path_of(config_path: &Path) -> Result<PathBuf, String> {
     let config = Config::load(config_path).map_err(|e| e.to_string())?;
-    let relay = config
+    config
         .relay
-        .ok_or_else(|| format!("{} has no [relay] table", config_path.display()))?;
-    let text = std::fs::read_to_string(&relay.status_path).map_err(|e| {
+        .map(|r| r.status_path)
+        .ok_or_else(|| format!("{} has no [relay] table", config_path.display()))
+}
+
+/// Reads the status file at `path` (`relay peers`, and `agent-hub top --config`).
+pub fn read_status(path: &Path) -> Result<RelayStatus, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "cannot read {}: {e} (is the hub running with this config?)",
-            relay.status_path.display()
+            path.display()
         )
     })?;
-    let status: RelayStatus = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{} is not a relay status file: {e}",
-            relay.status_path.display()
-        )
-    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a relay status file: {e}", path.display()))
+}
+
+/// `agent-hub-server relay peers --config PATH`: reads the status file the hub keeps.
+pub fn print_peers(config_path: &Path) -> Result<(), String> {
+    let status = read_status(&status_path_of(config_path)?)?;
     let mut out = format!(
         "peer {} listening on {} (as of {})\n{:<20} {:<11} {:<9} {:<5} {:<26} {:<25} {:>10} {:>10} {:>10}\n",
         status.peer_id,

@@ -26,6 +26,29 @@ impl TaskBook {
         }
     }
 
+    /// `activity` (SPEC §14.1): every task that has not ended, oldest first, as metadata
+    /// only — ids, agent, delegator, state and times, never the prompt, progress or text, so
+    /// it may be shown to any roster agent, as `who` is.
+    pub fn unfinished(&self) -> Vec<crate::wire::TaskMeta> {
+        let mut open: Vec<&Task> = self
+            .tasks
+            .values()
+            .filter(|t| !t.state.is_final())
+            .collect();
+        open.sort_by_key(|t| t.seq);
+        open.into_iter()
+            .map(|t| crate::wire::TaskMeta {
+                task: t.id.0.clone(),
+                agent: t.agent.clone(),
+                delegator: t.delegator.clone(),
+                peer: t.peer.clone(),
+                state: t.state.as_str().to_owned(),
+                created_at: rfc3339(t.created_ms).unwrap_or_default(),
+                started_at: t.started_ms.and_then(rfc3339),
+            })
+            .collect()
+    }
+
     fn record(&self, t: &Task, now: Now) -> TaskRecord {
         let active = matches!(t.state, TaskState::Running | TaskState::Cancelling);
         let position = (t.state == TaskState::Queued)

@@ -30,6 +30,7 @@ const TAGS: &[&str] = &[
     "tasks",
     "cancel",
     "turn",
+    "activity",
 ];
 
 const HELLO_KEYS: &[&str] = &["name", "token"];
@@ -61,6 +62,7 @@ pub(crate) enum Payload<'a> {
     Tasks,
     Cancel(TaskRequest),
     Turn(TurnRequest),
+    Activity,
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag.
@@ -118,6 +120,7 @@ enum Obj {
     Tasks,
     Cancel,
     Turn,
+    Activity,
 }
 
 impl Obj {
@@ -134,6 +137,7 @@ impl Obj {
             Obj::Tasks => "tasks",
             Obj::Cancel => "cancel",
             Obj::Turn => "turn",
+            Obj::Activity => "activity",
         }
     }
 
@@ -144,7 +148,7 @@ impl Obj {
             Obj::Await => AWAIT_KEYS,
             Obj::Ack => ID_KEYS,
             Obj::Status => STATUS_KEYS,
-            Obj::Who | Obj::Tasks => &[],
+            Obj::Who | Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
             Obj::Turn => TURN_KEYS,
@@ -332,6 +336,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::Tasks,
         Obj::Cancel,
         Obj::Turn,
+        Obj::Activity,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -457,6 +462,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             pid: secs[1],
             start: secs[2],
         }),
+        Obj::Activity => Payload::Activity,
     })
 }
 
@@ -562,7 +568,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`, `activity`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

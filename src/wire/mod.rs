@@ -6,6 +6,7 @@
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod activity;
 mod decode;
 pub mod envelope;
 pub mod lines;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
 
+pub use activity::{Activity, EnvelopeMeta, TaskMeta};
 pub use envelope::{Envelope, EnvelopeError};
 pub use lines::{LineBuffer, LineTooLong};
 pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
@@ -240,6 +242,8 @@ pub enum ClientLine {
     Cancel(TaskRequest),
     /// Liveness (SPEC §14): the caller's agent process began or ended a turn, or exited.
     Turn(TurnRequest),
+    /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
+    Activity,
 }
 
 impl ClientLine {
@@ -314,6 +318,7 @@ impl ClientLine {
                 }
                 Ok(ClientLine::Turn(t))
             }
+            decode::Payload::Activity => Ok(ClientLine::Activity),
         }
     }
 
@@ -331,6 +336,7 @@ impl ClientLine {
             ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
             ClientLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
             ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
+            ClientLine::Activity => "{\"activity\":{}}".to_owned(),
         };
         s.push('\n');
         s
@@ -350,6 +356,7 @@ impl ClientLine {
             ClientLine::Tasks => "tasks",
             ClientLine::Cancel(_) => "cancel",
             ClientLine::Turn(_) => "turn",
+            ClientLine::Activity => "activity",
         }
     }
 }
@@ -383,6 +390,8 @@ pub enum HubLine {
     Cancel(TaskStateReply),
     /// Our extension: the answer to `turn` (SPEC §14).
     Turn(TurnReply),
+    /// The answer to `activity` (SPEC §14.1).
+    Activity(Activity),
 }
 
 #[derive(Deserialize)]
@@ -430,6 +439,8 @@ enum RawHubLine<'a> {
     Cancel(TaskStateReply),
     #[serde(rename = "turn", deserialize_with = "object")]
     Turn(TurnReply),
+    #[serde(rename = "activity", deserialize_with = "object")]
+    Activity(Activity),
 }
 
 impl HubLine {
@@ -449,6 +460,7 @@ impl HubLine {
             HubLine::Tasks(_) => "tasks",
             HubLine::Cancel(_) => "cancel",
             HubLine::Turn(_) => "turn",
+            HubLine::Activity(_) => "activity",
         }
     }
 
@@ -470,6 +482,7 @@ impl HubLine {
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
             RawHubLine::Turn(r) => HubLine::Turn(r),
+            RawHubLine::Activity(a) => HubLine::Activity(a),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -503,6 +516,7 @@ impl HubLine {
             HubLine::Tasks(l) => format!("{{\"tasks\":{}}}", to_json(l)),
             HubLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
             HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
+            HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
         };
         s.push('\n');
         s

@@ -29,4 +29,5 @@ mod relay_limits;
 mod relay_one_shot;
 mod roster;
 mod startup;
+mod top;
 mod wire;

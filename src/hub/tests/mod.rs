@@ -808,6 +808,7 @@ impl Sim {
 }
 
 mod ack;
+mod activity;
 mod await_;
 mod commit;
 mod commit_failure;

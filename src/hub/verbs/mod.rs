@@ -3,6 +3,7 @@
 //! is `hub::session`; what they share (replies, routing, the commit) lives beside it.
 
 mod ack;
+mod activity;
 mod await_;
 mod delegate;
 mod send;

@@ -91,6 +91,7 @@ impl Hub {
             reader: None,
         };
         self.ledger.remember(&e.from, &e.id, record);
+        self.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.
         if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
             let line = HubLine::Accepted {

@@ -1,0 +1,20 @@
+//! `agent-hub top` (alias `watch`): the operator's live view of a hub (docs/operations.md
+//! "Watching a hub"). Every agent's liveness state, queue depth, parked awaits and their
+//! filters, the last envelopes' metadata, unfinished tasks and relay links, refreshed about
+//! once a second, with keys to sort and to quit; plain lines, one snapshot per interval, when
+//! stdout is not a terminal (or with `--once`).
+//!
+//! One refresh is one connection with one `activity` verb (SPEC §14.1), `who` from a hub
+//! without it, plus a read of the relay's status file with `--config`. The rooms:
+//! `snapshot` (the view's tolerant reading of what a refresh saw, and who looks stuck),
+//! `render` (a snapshot to lines; pure), `keys` (bytes to actions; pure), `term` (raw mode,
+//! alternate screen, restore on every exit) and `run` (the thin loop that fetches, draws and
+//! waits).
+
+pub mod keys;
+pub mod render;
+mod run;
+pub mod snapshot;
+mod term;
+
+pub use run::{run, Options};
