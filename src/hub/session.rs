@@ -444,6 +444,7 @@ impl Hub {
             Ok(ClientLine::Turn(req)) => {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "turn";
                 self.on_turn(conn, req, now)
+            }
             Ok(ClientLine::Activity) => {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "activity";
                 self.on_activity(conn, now)
