@@ -140,6 +140,7 @@ fn check_call(call: &ToolCall) {
                 kind: a.kind.clone(),
                 timeout_secs: Some(a.timeout_secs),
                 ack: None,
+                reader: Some("mcp-await".to_owned()),
             };
             let line = ClientLine::Await(req).encode();
             match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
@@ -150,6 +151,10 @@ fn check_call(call: &ToolCall) {
                 }
                 other => panic!("the hub refuses the line an await makes: {line:?}: {other:?}"),
             }
+        }
+        ToolCall::Status(st) => {
+            assert!(!st.id.is_empty(), "{st:?}");
+            assert!(st.timeout_secs <= AWAIT_MAX_SECS, "{st:?}");
         }
         ToolCall::Who | ToolCall::Whoami | ToolCall::Tasks => {}
         // The task verbs have no `wire` types yet (issue 11): their lines must be one JSON
