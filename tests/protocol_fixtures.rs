@@ -194,9 +194,22 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             if let Some(ack) = a.ack {
                 v["ack"] = json!(ack);
             }
+            if let Some(reader) = &a.reader {
+                v["reader"] = json!(reader);
+            }
             v
         }
-        ClientLine::Ack(r) | ClientLine::Status(r) => json!({"id": r.id}),
+        ClientLine::Ack(r) => json!({"id": r.id}),
+        ClientLine::Status(r) => {
+            let mut v = json!({"id": r.id});
+            if let Some(w) = &r.wait_for {
+                v["waitFor"] = json!(w);
+            }
+            if let Some(ms) = r.timeout_ms {
+                v["timeoutMs"] = json!(ms);
+            }
+            v
+        }
         ClientLine::Who | ClientLine::Tasks => json!({}),
         ClientLine::Delegate(d) => json!({
             "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
