@@ -45,6 +45,11 @@ def text(result):
     return result.content[0].text
 
 
+def input_schema(tool):
+    # `inputSchema` in SDK 1.x, `input_schema` in 2.x.
+    return getattr(tool, "input_schema", None) or getattr(tool, "inputSchema")
+
+
 def is_error(result):
     # `isError` in SDK 1.x, `is_error` in 2.x.
     return getattr(result, "is_error", getattr(result, "isError", None))
@@ -61,7 +66,7 @@ async def main():
             check("tools", "send" in tools and "status" in tools, sorted(tools))
             bad = []
             for name, t in tools.items():
-                schema = t.inputSchema
+                schema = input_schema(t)
                 try:
                     jsonschema.Draft202012Validator.check_schema(schema)
                 except jsonschema.SchemaError as e:
@@ -73,10 +78,10 @@ async def main():
 
             body = {"task": "review", "files": ["a.rs", "b.rs"], "depth": 2, "urgent": False}
             send_args = {"to": "orchestrator", "kind": "task", "body": body}
-            v = jsonschema.Draft202012Validator(tools["send"].inputSchema)
+            v = jsonschema.Draft202012Validator(input_schema(tools["send"]))
             errs = [e.message for e in v.iter_errors(send_args)]
             check("send-args-valid", not errs, "; ".join(errs))
-            v = jsonschema.Draft202012Validator(tools["await"].inputSchema)
+            v = jsonschema.Draft202012Validator(input_schema(tools["await"]))
             check(
                 "await-cap-in-schema",
                 not v.is_valid({"timeoutSecs": 3600}) and v.is_valid({"timeoutSecs": 5}),

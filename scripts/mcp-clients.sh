@@ -127,7 +127,7 @@ inspector() { timeout 60 "$INSPECTOR" --cli "$AH" "${as_worker[@]}" "$@"; }
 # ---- the Inspector CLI ------------------------------------------------------------------
 step "Inspector $INSPECTOR_VERSION: tools/list"
 if inspector --method tools/list >"$d/tools.json" 2>"$d/tools.err"; then
-    why=$(jcheck "$d/tools.json" '[f"{t[\"name\"]}.{a}" for t in v["tools"] for a, s in t["inputSchema"].get("properties", {}).items() if not isinstance(s.get("type"), str)] or True') \
+    why=$(jcheck "$d/tools.json" '[t["name"] + "." + a for t in v["tools"] for a, s in t["inputSchema"].get("properties", {}).items() if not isinstance(s.get("type"), str)] or True') \
         && pass inspector-every-argument-typed || fail inspector-every-argument-typed "untyped: $why"
     why=$(jcheck "$d/tools.json" '[t for t in v["tools"] if t["name"] == "send"][0]["inputSchema"]["properties"]["body"]["type"] == "object"') \
         && pass inspector-send-body-object || fail inspector-send-body-object "$why"

@@ -12,7 +12,7 @@ use agent_hub::mcp::session::{
 };
 use agent_hub::mcp::tools::AWAIT_MAX_SECS;
 use agent_hub::mcp::{ToolCall, ToolOutcome};
-use agent_hub::wire::{AwaitRequest, ClientLine, Envelope};
+use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, StatusRequest};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -140,7 +140,7 @@ fn check_call(call: &ToolCall) {
                 kind: a.kind.clone(),
                 timeout_secs: Some(a.timeout_secs),
                 ack: None,
-                reader: Some("mcp-await".to_owned()),
+                reader: Some("mcp-await".into()),
             };
             let line = ClientLine::Await(req).encode();
             match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
@@ -153,8 +153,20 @@ fn check_call(call: &ToolCall) {
             }
         }
         ToolCall::Status(st) => {
-            assert!(!st.id.is_empty(), "{st:?}");
-            assert!(st.timeout_secs <= AWAIT_MAX_SECS, "{st:?}");
+            assert!(
+                !st.id.is_empty() && st.timeout_secs <= AWAIT_MAX_SECS,
+                "{st:?}"
+            );
+            let req = StatusRequest {
+                id: st.id.clone(),
+                wait_for: st.wait_for.map(|w| w.as_str().to_owned()),
+                timeout_ms: st.wait_for.map(|_| st.timeout_secs * 1000),
+            };
+            let line = ClientLine::Status(req.clone()).encode();
+            match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
+                Ok(ClientLine::Status(back)) => assert_eq!(back, req),
+                other => panic!("the hub refuses the line a status makes: {line:?}: {other:?}"),
+            }
         }
         ToolCall::Who | ToolCall::Whoami | ToolCall::Tasks => {}
         // The task verbs have no `wire` types yet (issue 11): their lines must be one JSON

@@ -488,6 +488,8 @@ impl Hub {
 
     pub(super) fn finish(&mut self, conn: ConnId) {
         self.set_deadline(conn, None);
+        // A parked status wait ended by an error line leaves its room (`hub::receipts`).
+        self.unwatch(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };

@@ -15,4 +15,4 @@ pub mod tools;
 
 pub use serve::{serve, serve_stdio, ServeError};
 pub use session::{Session, Step, ToolOutcome};
-pub use tools::{AwaitCall, SendCall, ToolCall};
+pub use tools::{AwaitCall, SendCall, StatusCall, ToolCall};

@@ -189,9 +189,9 @@ pub struct Presence {
 #[serde(deny_unknown_fields)]
 pub struct EmptyPayload {}
 
-/// Where an envelope is, as the hub answers a `status` verb (SPEC §12.4). Unknown keys are
-/// accepted when decoding: a later hub may add some, as it may add states.
+/// Where an envelope is, as the hub answers a `status` verb (SPEC §12.4).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct EnvelopeStatus {
     pub id: String,
     /// `queued`, `delivered`, `acked`, `forwarded`, `bounced`, `lost` or `unknown`.

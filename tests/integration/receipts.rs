@@ -208,6 +208,7 @@ fn the_reader_survives_a_restart_with_the_sqlite_store() {
         &["--id", &id, "--wait-for", "acked", "--timeout", "10"],
     );
     out.assert_code(0);
+    hub.kill();
     hub.restart();
     let out = hub.cli("status", "alpha", &["--id", &id]);
     out.assert_code(0);
