@@ -15,9 +15,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+pub mod stdin;
 pub mod task;
 pub mod task_view;
 pub mod top;
+pub mod who_view;
 
 /// How long to wait for the hub to accept the TCP connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

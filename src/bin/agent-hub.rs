@@ -297,7 +297,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let text = if json {
                 serde_json::to_string(&presence).map_err(|e| e.to_string())?
             } else {
-                render_presence(&presence)
+                agent_hub::client::who_view::render(&presence)
             };
             print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::SUCCESS)
@@ -388,38 +388,6 @@ fn print_line(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
     out.flush()
-}
-
-/// The `who` table: one row per agent, parked filters spelled out.
-fn render_presence(p: &agent_hub::wire::Presence) -> String {
-    let mut out = format!(
-        "{:<24} {:<8} {:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
-        "AGENT", "STATE", "SINCE", "PARKED", "QUEUED", "LAST SEEN", "LAST DELIVERY", "FILTERS"
-    );
-    for a in &p.agents {
-        let filters: Vec<String> = a
-            .parked
-            .iter()
-            .map(|f| match (&f.reply_to, &f.kind) {
-                (None, None) => "any".to_owned(),
-                (Some(r), None) => format!("reply-to={r}"),
-                (None, Some(k)) => format!("kind={k}"),
-                (Some(r), Some(k)) => format!("reply-to={r}+kind={k}"),
-            })
-            .collect();
-        out.push_str(&format!(
-            "{:<24} {:<8} {:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
-            a.name,
-            a.state,
-            a.since.as_deref().unwrap_or("-"),
-            a.parked.len(),
-            a.queued,
-            a.last_seen.as_deref().unwrap_or("-"),
-            a.last_delivery.as_deref().unwrap_or("-"),
-            filters.join(", ")
-        ));
-    }
-    out
 }
 
 // ----- the live view: top (src/client/top/, docs/operations.md "Watching a hub") -----
@@ -835,25 +803,7 @@ fn read_confirmation(timeout: std::time::Duration) -> bool {
     let mut line = Vec::new();
     let mut stdin = std::io::stdin().lock();
     loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        let mut pfd = libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd for the duration of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return false;
-        }
-        if n == 0 {
+        if !agent_hub::client::stdin::readable_by(deadline) {
             return false;
         }
         let mut buf = [0u8; 64];

@@ -101,22 +101,7 @@ pub fn drain_stdin() {
     let mut buf = [0u8; 8192];
     let mut total = 0usize;
     while total < MAX_STDIN_BYTES {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        let mut pfd = libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd for the duration of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n <= 0 {
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
+        if !crate::client::stdin::readable_by(deadline) {
             return;
         }
         // SAFETY: reads into a local buffer of the given length.

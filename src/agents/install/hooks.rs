@@ -79,6 +79,16 @@ pub(super) fn event_of(kind: HookKind) -> &'static str {
 /// Removes every hook of ours under `hooks.<event>`: a group holding only ours goes whole,
 /// else just our hooks leave it. Returns the new text and how many were removed.
 pub(super) fn remove_our_hooks(text: &str, event: &str) -> Result<(String, usize), String> {
+    remove_hooks_where(text, event, is_our_hook_command)
+}
+
+/// `remove_our_hooks` for any kind of hook of ours, told apart by its command line (the
+/// Stop hook here, the liveness hooks in `turn_hooks`).
+pub(super) fn remove_hooks_where(
+    text: &str,
+    event: &str,
+    ours: fn(&str) -> bool,
+) -> Result<(String, usize), String> {
     let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])
         .map_err(|e| e.to_string())?
     {
@@ -97,11 +107,7 @@ pub(super) fn remove_our_hooks(text: &str, event: &str) -> Result<(String, usize
         let ours: Vec<usize> = hooks
             .iter()
             .enumerate()
-            .filter(|(_, h)| {
-                h.get("command")
-                    .and_then(|c| c.as_str())
-                    .is_some_and(is_our_hook_command)
-            })
+            .filter(|(_, h)| h.get("command").and_then(|c| c.as_str()).is_some_and(ours))
             .map(|(i, _)| i)
             .collect();
         if ours.is_empty() {

@@ -131,56 +131,7 @@ fn count_ours(groups: &[serde_json::Value]) -> usize {
 /// Removes our liveness hooks from `hooks.<event>`: a group holding only ours goes whole,
 /// else only our hooks leave it. Returns the new text and how many went.
 fn remove_ours(text: &str, event: &str) -> Result<(String, usize), String> {
-    let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])
-        .map_err(|e| e.to_string())?
-    {
-        None => return Ok((text.to_owned(), 0)),
-        Some(serde_json::Value::Array(g)) => g,
-        Some(_) => return Err(format!("hooks.{event} is not an array")),
-    };
-    let mut text = text.to_owned();
-    let mut removed = 0;
-    for (gi, group) in groups.iter().enumerate().rev() {
-        let hooks = group
-            .get("hooks")
-            .and_then(|h| h.as_array())
-            .cloned()
-            .unwrap_or_default();
-        let ours: Vec<usize> = (0..hooks.len())
-            .filter(|&i| {
-                hooks[i]
-                    .get("command")
-                    .and_then(|c| c.as_str())
-                    .is_some_and(is_our_turn_hook_command)
-            })
-            .collect();
-        if ours.is_empty() {
-            continue;
-        }
-        removed += ours.len();
-        let paths: Vec<Vec<Seg>> = if ours.len() == hooks.len() {
-            vec![vec![Seg::Key("hooks"), Seg::Key(event), Seg::Index(gi)]]
-        } else {
-            ours.iter()
-                .rev()
-                .map(|&hi| {
-                    vec![
-                        Seg::Key("hooks"),
-                        Seg::Key(event),
-                        Seg::Index(gi),
-                        Seg::Key("hooks"),
-                        Seg::Index(hi),
-                    ]
-                })
-                .collect()
-        };
-        for path in paths {
-            if let Some(t) = jsonedit::remove(&text, &path).map_err(|e| e.to_string())? {
-                text = t;
-            }
-        }
-    }
-    Ok((text, removed))
+    super::hooks::remove_hooks_where(text, event, is_our_turn_hook_command)
 }
 
 /// Places (install) or removes (uninstall) the agent's liveness hooks in its hook config.

@@ -134,18 +134,24 @@ pub fn ago(t: Option<&str>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// A parked await's filter as `who` and `top` print it (SPEC §14): `any`, `reply-to=C`,
+/// `kind=K` or both joined by `+`.
+pub fn filter_label(reply_to: Option<&str>, kind: Option<&str>) -> String {
+    match (reply_to, kind) {
+        (None, None) => "any".to_owned(),
+        (Some(r), None) => format!("reply-to={r}"),
+        (None, Some(k)) => format!("kind={k}"),
+        (Some(r), Some(k)) => format!("reply-to={r}+kind={k}"),
+    }
+}
+
 fn filters(a: &AgentView) -> String {
     if a.parked.is_empty() {
         return "-".into();
     }
     a.parked
         .iter()
-        .map(|f| match (&f.reply_to, &f.kind) {
-            (None, None) => "any".to_owned(),
-            (Some(r), None) => format!("reply-to={r}"),
-            (None, Some(k)) => format!("kind={k}"),
-            (Some(r), Some(k)) => format!("reply-to={r}+kind={k}"),
-        })
+        .map(|f| filter_label(f.reply_to.as_deref(), f.kind.as_deref()))
         .collect::<Vec<_>>()
         .join(", ")
 }
