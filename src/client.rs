@@ -425,7 +425,14 @@ pub fn take_acked(
             Ok(HubLine::Envelope(text)) => break (text, ex),
             Ok(HubLine::Timeout) => return Ok(None),
             Ok(other) => return Err(unexpected(other, "envelope or timeout")),
-            Err(ClientError::Hub(msg)) if refuses_reader(&msg, &req) => req.reader = None,
+            // A 004 hub names the first key it does not know, `ack` (sent before `reader`):
+            // straight to the plain 004 await. A hub that knows `ack` but not `reader` says
+            // only "unknown field": ask again without the reader.
+            Err(ClientError::Hub(msg))
+                if !msg.contains("unknown field `ack`") && refuses_reader(&msg, &req) =>
+            {
+                req.reader = None
+            }
             Err(ClientError::Hub(msg)) if refuses_ack(&msg) => {
                 req.ack = None;
                 req.reader = None;

@@ -1039,6 +1039,7 @@ fn the_cli_await_falls_back_to_a_plain_await_on_a_004_hub() {
     let plain = json!({"await": {"replyTo": null, "kind": null, "timeoutSecs": null}});
     let mut acked = plain.clone();
     acked["await"]["ack"] = json!(true);
+    acked["await"]["reader"] = json!("cli-await");
     assert_eq!(awaits[0], acked);
     assert_eq!(
         awaits[1], plain,
@@ -1050,6 +1051,53 @@ fn the_cli_await_falls_back_to_a_plain_await_on_a_004_hub() {
             "beta"
         );
     }
+}
+
+/// A hub from before receipts (issue 12) knows `ack` but refuses the `reader` key: the CLI
+/// asks again without it and keeps ack mode (SPEC §12.4 "Readers").
+#[test]
+fn the_cli_await_drops_its_reader_for_a_hub_before_receipts() {
+    let env = json!({"id": "e-r", "from": "alpha", "to": "beta", "ts": TS, "kind": "task",
+                     "correlationId": null, "body": {}})
+    .to_string();
+    let line = format!("{{\"envelope\":{env}}}\n");
+    let (port, fake) = fake_hub(2, move |n, reader, lines| {
+        read_lines(reader, lines, 2);
+        let mut w = reader.get_ref();
+        if n == 0 {
+            let refusal = error_line(
+                "malformed line: unknown field in `await`, expected one of `replyTo`, `kind`, `timeoutSecs`, `ack`",
+            );
+            w.write_all(format!("{OK}\n{refusal}\n").as_bytes())
+                .unwrap();
+        } else {
+            w.write_all(format!("{OK}\n{line}").as_bytes()).unwrap();
+            read_lines(reader, lines, 1);
+            let mut w = reader.get_ref();
+            w.write_all(format!("{}\n", json!({"acked": {"id": "e-r"}})).as_bytes())
+                .unwrap();
+            until_eof(reader);
+        }
+    });
+    let setup = Setup::new();
+    let out = run(client_cmd(&setup, "await", "beta", port, &[]), None);
+    out.assert_code(0);
+    assert_eq!(out.stdout, format!("{env}\n"));
+    assert!(
+        out.stderr.is_empty(),
+        "no unconfirmed-ack warning: {}",
+        out.stderr
+    );
+    let conns = fake.join().unwrap();
+    let first: Value = serde_json::from_str(&conns[0][1]).unwrap();
+    assert_eq!(first["await"]["reader"], "cli-await");
+    let second: Value = serde_json::from_str(&conns[1][1]).unwrap();
+    assert_eq!(
+        second,
+        json!({"await": {"replyTo": null, "kind": null, "timeoutSecs": null, "ack": true}}),
+        "ack mode kept, reader dropped"
+    );
+    assert_eq!(conns[1][2], json!({"ack": {"id": "e-r"}}).to_string());
 }
 
 #[test]
