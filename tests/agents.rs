@@ -716,15 +716,16 @@ fn skills_are_placed_once_and_an_edited_skill_is_never_overwritten_or_removed() 
     );
     assert!(stdout.contains(&format!("{kept}\n")), "{stdout}");
     assert!(!orchestrator.exists());
-    // The port change left a backup beside it, so its folder stays.
-    assert!(home
-        .join(".claude/skills/agent-hub-orchestrator/SKILL.md.agent-hub.bak")
-        .exists());
-    let left: Vec<String> = read_tree(home)
-        .into_keys()
-        .filter(|k| !k.ends_with(".agent-hub.bak"))
-        .collect();
+    // Install created the skill, so the port change kept no backup of it (there is no
+    // original of the user's) and its folder goes with it.
+    assert!(!orchestrator.parent().unwrap().exists());
+    let left: Vec<String> = read_tree(home).into_keys().collect();
     assert_eq!(left, [".claude/skills/agent-hub-resident/SKILL.md"]);
+    assert!(
+        stdout.contains("  ~/.claude: folder removed (an install created it)\n") == false,
+        "~/.claude still holds the edited skill:\n{stdout}"
+    );
+    assert!(home.join(".claude/skills/agent-hub-resident").is_dir());
     assert_eq!(std::fs::read_to_string(&resident).unwrap(), edited);
 }
 

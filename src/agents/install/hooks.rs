@@ -185,29 +185,17 @@ pub(super) fn plan_hook(
     match action {
         Action::Install { id, .. } => {
             let (event, group) = hook_shape(kind, id);
-            let groups = jsonedit::get(&cur, &[Seg::Key("hooks"), Seg::Key(event)])
-                .map_err(|e| fail(e.to_string()))?;
-            if let Some(serde_json::Value::Array(gs)) = &groups {
-                let desired = group.to_value();
-                let ours: usize = gs
-                    .iter()
-                    .map(|g| {
-                        g.get("hooks").and_then(|h| h.as_array()).map_or(0, |hs| {
-                            hs.iter()
-                                .filter(|h| {
-                                    h.get("command")
-                                        .and_then(|c| c.as_str())
-                                        .is_some_and(is_our_hook_command)
-                                })
-                                .count()
-                        })
-                    })
-                    .sum();
-                if ours == 1 && gs.contains(&desired) {
+            // One hook of ours: its owned keys are set where it stands (owned.rs).
+            if let Some((new, keys)) = merge_our_hook(&cur, event, &group).map_err(fail)? {
+                if keys.is_empty() {
                     notes.push(format!("{show}: {what} already present"));
-                    return Ok(());
+                } else {
+                    notes.push(updated_note(&show, &what, &keys));
+                    work.put(&path, Some(new));
                 }
+                return Ok(());
             }
+            // None or several of ours (an older install's leftovers): replaced by one.
             let (text, removed) = remove_our_hooks(&cur, event).map_err(fail)?;
             let new = jsonedit::append(&text, &["hooks", event], &group)
                 .map_err(|e| fail(e.to_string()))?;

@@ -25,12 +25,16 @@
 mod apply;
 mod hooks;
 mod mcp;
+mod owned;
 mod skills;
+mod state;
 
 pub use apply::*;
 pub use hooks::*;
 use mcp::*;
+use owned::*;
 pub use skills::*;
+pub use state::*;
 
 use super::argv;
 use super::jsonedit::{self, Seg, J};
@@ -159,6 +163,8 @@ pub struct AgentPlan {
     pub notes: Vec<String>,
     /// Set when the agent cannot be done; then `changes` is empty and nothing is written.
     pub error: Option<String>,
+    /// Existing files the plan looked at and leaves byte for byte as they are (`~/…`).
+    pub unchanged: Vec<String>,
 }
 
 /// Expands a manifest path (`~/…` or absolute, already checked) against `home`.
@@ -207,14 +213,23 @@ impl Work<'_> {
         }
     }
 
-    fn changes(self) -> Vec<FileChange> {
+    /// The files that change, and the existing ones that do not (shown).
+    fn finish(self) -> (Vec<FileChange>, Vec<String>) {
         let home = self.home;
         let mut files = self.files;
-        self.order
+        let mut unchanged = Vec::new();
+        let changes = self
+            .order
             .into_iter()
             .filter_map(|p| {
                 let (before, after) = files.remove(&p)?;
-                (before != after).then(|| FileChange {
+                if before == after {
+                    if before.is_some() {
+                        unchanged.push(shown(&p, &home));
+                    }
+                    return None;
+                }
+                Some(FileChange {
                     shown: shown(&p, &home),
                     remove_empty_dir: self.prune.contains(&p),
                     path: p,
@@ -222,7 +237,8 @@ impl Work<'_> {
                     after,
                 })
             })
-            .collect()
+            .collect();
+        (changes, unchanged)
     }
 }
 
@@ -246,17 +262,22 @@ pub fn plan(
         .and_then(|()| plan_hook(m, action, &mut work, &mut notes))
         .and_then(|()| plan_skills(m, action, &mut work, &mut notes));
     match result {
-        Ok(()) => AgentPlan {
-            agent: m.name.clone(),
-            changes: work.changes(),
-            notes,
-            error: None,
-        },
+        Ok(()) => {
+            let (changes, unchanged) = work.finish();
+            AgentPlan {
+                agent: m.name.clone(),
+                changes,
+                notes,
+                error: None,
+                unchanged,
+            }
+        }
         Err(e) => AgentPlan {
             agent: m.name.clone(),
             changes: Vec::new(),
             notes,
             error: Some(e),
+            unchanged: Vec::new(),
         },
     }
 }
