@@ -415,7 +415,10 @@ fn identity_for(
     let token = identity::token_for(&who.tokens, &name);
     let fail = |r: &mut Report, e: String| {
         r.ok = false;
-        let _ = writeln!(r.stderr, "agent-hub: {m_name}: {e}; nothing was changed for it");
+        let _ = writeln!(
+            r.stderr,
+            "agent-hub: {m_name}: {e}; nothing was changed for it"
+        );
         None
     };
     let Some(token_s) = token.to_str().map(str::to_owned) else {
@@ -441,7 +444,10 @@ fn identity_for(
     match (&who.tokens, exists) {
         (TokenRule::Exact(_), true) => {}
         (TokenRule::Exact(_), false) => {
-            let e = std::fs::metadata(&token).err().map(|e| e.to_string()).unwrap_or_default();
+            let e = std::fs::metadata(&token)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             let _ = writeln!(
                 r.stderr,
                 "agent-hub: warning: token file {shown}: {e}; the MCP server and hook fail until it exists (mode 600)"

@@ -58,7 +58,8 @@ pub struct HubRoster {
 impl HubRoster {
     /// Reads the config at `config` as the server would; `roster_path` decides where tokens are.
     pub fn of(config: &Path) -> Result<HubRoster, String> {
-        let config = std::path::absolute(config).map_err(|e| format!("{}: {e}", config.display()))?;
+        let config =
+            std::path::absolute(config).map_err(|e| format!("{}: {e}", config.display()))?;
         let cfg = crate::config::Config::load(&config)
             .map_err(|e| format!("--config {}: {e}", config.display()))?;
         let dir = cfg
@@ -193,7 +194,10 @@ pub fn roster_add(server: &Path, name: &str, hub: &HubRoster) -> Result<Vec<Stri
 /// What the hub's operator must do so that `name` can connect with `token_file`, as lines
 /// to print (two-space indented by the caller). `config`: the hub's config when known.
 pub fn operator_steps(name: &str, token_file: &Path, config: Option<&Path>) -> Vec<String> {
-    let cfg = config.map_or_else(|| "<the hub's config>".to_owned(), |c| c.display().to_string());
+    let cfg = config.map_or_else(
+        || "<the hub's config>".to_owned(),
+        |c| c.display().to_string(),
+    );
     let tf = token_file.display();
     vec![
         format!("{name}: the hub does not know this identity yet; its token file {tf} is missing. The hub's operator either runs"),

@@ -862,8 +862,8 @@ fn selection(s: &AgentSelection) -> agent_hub::agents::cmd::Selection {
 }
 
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
-    use agent_hub::agents::identity::{HubRoster, NameRule, TokenRule};
     use agent_hub::agents::cmd;
+    use agent_hub::agents::identity::{HubRoster, NameRule, TokenRule};
     let env = cmd::Env::from_process(a.select.agents_dir.clone())?;
     let command = match a.command {
         Some(c) => c,
