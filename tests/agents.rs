@@ -950,10 +950,7 @@ fn install_with_a_hub_config_adds_missing_identities_through_roster_add() {
 
     // A second run finds the token files and adds nothing.
     std::fs::remove_file(&log).unwrap();
-    let out = run_client(&all_args(
-        &["--config", cfg, "--agents-dir", "/nonexistent-dir"],
-        integrations,
-    ));
+    let out = run_client(&all_args(&["--config", cfg], integrations));
     let (stdout, _) = text(&out);
     assert!(
         stdout.contains("  identity \"claude\", token file "),
