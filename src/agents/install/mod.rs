@@ -4,23 +4,27 @@
 //!
 //! Two halves. `plan` is pure: given a manifest, what to do and a way to read files, it returns
 //! each file's text before and after, and what it did in words; it never writes. `apply`
-//! does the IO: it re-reads every file (refusing if one changed meanwhile), keeps a backup
-//! `<file>.agent-hub.bak` of each existing file an install changes, and writes atomically
-//! (temporary file, fsync, rename; through a symlink to its target; the old mode kept).
+//! does the IO: it re-reads every file (refusing if one changed meanwhile), keeps the first
+//! backup `<file>.agent-hub.bak` of each existing file an install changes (never overwritten:
+//! it is the user's original), records the folders and files it creates (`state`), and writes
+//! atomically (temporary file, fsync, rename; through a symlink to its target; the old mode
+//! kept). A reinstall sets only the keys install owns inside our entries (`owned`) and keeps
+//! every key the user added there.
 //!
 //! What is "ours": the MCP entry named `agent-hub`, a hook whose command runs
 //! `…/agent-hub hook stop`, the plugin file named in the manifest, and a skill file
 //! `<skills_dir>/<skill>/SKILL.md` whose last line is our stamp and still matches the text
 //! above it. Uninstall removes only those, then any object or array that removal left empty,
 //! then a file left holding nothing but `{}` (or nothing at all), then a skill's folder left
-//! empty. A skill file edited after install (or one we did not write) is never overwritten or
+//! empty, then the folders an install created that are empty now. A skill file edited after install (or one we did not write) is never overwritten or
 //! removed: it is left as it is and the notes say so. Refuses to forge trust: what the user
 //! must approve by hand is printed from the manifest's `install.trust`, never written into the
 //! agent's config.
 //!
 //! One job per file: this one holds the plan's types and `plan` itself; `mcp` the MCP server
-//! entry, `hooks` the delivery hook and the OpenCode plugin, `skills` the shipped skills and
-//! their stamp, `apply` the IO.
+//! entry, `hooks` the delivery hook and the OpenCode plugin, `owned` which keys of those are
+//! install's and merging them, `skills` the shipped skills and their stamp, `state` the install
+//! record, `apply` the IO.
 
 mod apply;
 mod hooks;

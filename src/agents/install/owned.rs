@@ -23,8 +23,11 @@ pub(super) fn mcp_default_keys(format: McpFormat) -> &'static [&'static str] {
 /// Keys of a hook object written only when missing.
 pub(super) const HOOK_DEFAULT_KEYS: [&str; 2] = ["timeout", "name"];
 
+/// Key/value pairs of an entry, borrowed from it.
+pub(super) type Pairs<'j> = Vec<(&'j str, J)>;
+
 /// An entry's pairs split into (owned, defaults).
-pub(super) fn split<'j>(entry: &'j J, defaults: &[&str]) -> (Vec<(&'j str, J)>, Vec<(&'j str, J)>) {
+pub(super) fn split<'j>(entry: &'j J, defaults: &[&str]) -> (Pairs<'j>, Pairs<'j>) {
     let mut owned = Vec::new();
     let mut def = Vec::new();
     if let J::Obj(pairs) = entry {
