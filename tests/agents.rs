@@ -415,7 +415,32 @@ fn agents_ps_finds_a_running_agent_with_its_cwd() {
 
 // ----- install and uninstall -----
 
-/// Installs then uninstalls one agent into a HOME seeded from `protocol/install/<agent>/before`.
+/// Reads a HOME as the expected files spell it: `{HOME}` for the temporary HOME and
+/// `{SHA256}` for a matching skill stamp.
+fn normalised_tree(home: &Path) -> BTreeMap<String, String> {
+    let home_s = home.to_str().unwrap();
+    read_tree(home)
+        .into_iter()
+        .map(|(k, v)| (k, normalise_stamp(v).replace(home_s, "{HOME}")))
+        .collect()
+}
+
+fn without_backups(mut t: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    t.retain(|k, _| !k.ends_with(".agent-hub.bak"));
+    t
+}
+
+fn with_port(args: &[&str], port: &'static str) -> Vec<String> {
+    args.iter()
+        .map(|a| if *a == "46110" { port } else { a }.to_owned())
+        .collect()
+}
+
+/// One agent through every state of `protocol/install/<agent>/` (README there): install into
+/// the user's files; a second install (byte for byte nothing); the user's own keys added by
+/// hand inside agent-hub's entries (`edited/`) and install again (nothing); install with a new
+/// port (only the port changes, the user's keys stay); uninstall (the user's files back as
+/// they were); uninstall again (nothing).
 fn golden(agent: &str) {
     let dir = root().join("protocol/install").join(agent);
     let t = TempDir::new(agent);
@@ -427,12 +452,9 @@ fn golden(agent: &str) {
     // An empty PATH: the agent is not "detected", which --agent does not require.
     let path_var = "/nonexistent";
     let before = read_tree(home);
+    let args = install_args(&["--agent", agent], &token, integrations);
 
-    let out = run(
-        home,
-        path_var,
-        &install_args(&["--agent", agent, "--dry-run"], &token, integrations),
-    );
+    let out = run(home, path_var, &[&args[..], &["--dry-run"]].concat());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -445,11 +467,7 @@ fn golden(agent: &str) {
     );
     assert_eq!(read_tree(home), before, "a dry run writes nothing");
 
-    let out = run(
-        home,
-        path_var,
-        &install_args(&["--agent", agent], &token, integrations),
-    );
+    let out = run(home, path_var, &args);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains(" added"), "{stdout}");
@@ -473,24 +491,83 @@ fn golden(agent: &str) {
             assert_eq!(Some(text), before.get(orig), "{rel}");
         }
     }
+    let second = |what: &str| {
+        let snapshot = read_tree(home);
+        let out = run(home, path_var, &args);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            !stdout.contains(" added")
+                && !stdout.contains(" updated")
+                && !stdout.contains("backup:"),
+            "{what}:\n{stdout}"
+        );
+        for f in snapshot
+            .keys()
+            .filter(|k| !k.ends_with(".agent-hub.bak") && !k.contains("SKILL.md"))
+        {
+            assert!(
+                stdout.contains(&format!("  ~/{f}: unchanged\n")),
+                "{what}: says {f} is unchanged:\n{stdout}"
+            );
+        }
+        assert_eq!(read_tree(home), snapshot, "{what} changes nothing");
+    };
+    second("a second install");
 
-    let out = run(
-        home,
-        path_var,
-        &install_args(&["--agent", agent], &token, integrations),
-    );
+    // The user adds keys of their own inside agent-hub's entries (those install recommends
+    // among them), comments, and tunes a default; install again changes none of it.
+    let edited = read_tree(&dir.join("edited"));
+    assert!(!edited.is_empty(), "{agent}/edited/ is missing");
+    let home_s = home.to_str().unwrap();
+    for (rel, text) in &edited {
+        assert!(
+            installed.contains_key(rel),
+            "edited/{rel} is not a file install wrote"
+        );
+        std::fs::write(home.join(rel), text.replace("{HOME}", home_s)).unwrap();
+    }
+    let edited_home = normalised_tree(home);
+    second("install after the user's edits");
+
+    let port_args = with_port(&args, "46111");
+    let port_args: Vec<&str> = port_args.iter().map(String::as_str).collect();
+    let out = run(home, path_var, &port_args);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains(" updated"), "{stdout}");
+    assert!(stdout.contains("every other key in it kept"), "{stdout}");
     assert!(
-        !stdout.contains(" added") && !stdout.contains(" updated") && !stdout.contains("backup:"),
-        "second install:\n{stdout}"
+        !stdout.contains("backup: ~/")
+            || stdout.contains(" kept (it holds the file as it was before the first install)"),
+        "{stdout}"
     );
-    assert_eq!(
-        read_tree(home),
-        installed,
-        "a second install changes nothing"
+    assert_tree(
+        home,
+        &dir.join("after-reinstall-port"),
+        &format!("{agent}: install with a new port"),
     );
+    // Only the port changed: every file is the edited one with the other port, and every
+    // backup still holds the user's original. (The skills, wholly ours, quote 46110 in an
+    // example too; the golden files cover them.)
+    let now = normalised_tree(home);
+    for (rel, text) in &edited_home {
+        if rel.contains("/skills/agent-hub-") {
+            continue;
+        }
+        if rel.ends_with(".agent-hub.bak") {
+            assert_eq!(now.get(rel), Some(text), "{rel}: the first backup stays");
+        } else {
+            assert_eq!(
+                now.get(rel),
+                Some(&text.replace("46110", "46111")),
+                "{rel}: only the port changes"
+            );
+        }
+    }
+    assert_eq!(now.len(), edited_home.len(), "no file added or removed");
 
+    let installed = read_tree(home);
     let out = run(
         home,
         path_var,
@@ -511,10 +588,23 @@ fn golden(agent: &str) {
         &dir.join("after-uninstall"),
         &format!("{agent}: uninstall"),
     );
-    // Apart from the backups, uninstall gives back the files as they were before.
-    let mut after = read_tree(home);
-    after.retain(|k, _| !k.ends_with(".agent-hub.bak"));
-    assert_eq!(after, before, "{agent}: uninstall reverses install");
+    // Apart from the backups, uninstall gives back the files as they were before, and the
+    // backups are the user's originals.
+    let after = read_tree(home);
+    assert_eq!(
+        without_backups(after.clone()),
+        before,
+        "{agent}: uninstall reverses install"
+    );
+    for (rel, text) in &after {
+        if let Some(orig) = rel.strip_suffix(".agent-hub.bak") {
+            assert_eq!(Some(text), before.get(orig), "{rel}");
+        }
+    }
+    assert!(
+        !home.join(".agent-hub/installed.json").exists(),
+        "uninstall forgets the agent's record"
+    );
 
     let out = run(home, path_var, &["uninstall", "--agent", agent]);
     let (stdout, _) = text(&out);
@@ -532,7 +622,13 @@ fn every_builtin_has_golden_files() {
     assert_eq!(names, AGENTS);
     for a in AGENTS {
         let dir = root().join("protocol/install").join(a);
-        for sub in ["before", "after-install", "after-uninstall"] {
+        for sub in [
+            "before",
+            "after-install",
+            "edited",
+            "after-reinstall-port",
+            "after-uninstall",
+        ] {
             assert!(dir.join(sub).is_dir(), "{}/{sub} is missing", dir.display());
         }
     }
@@ -563,8 +659,53 @@ fn install_droid() {
     golden("droid");
 }
 
+/// `install --all` arguments without an identity: each agent gets its own.
+fn all_args<'a>(extra: &[&'a str], integrations: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["install", "--all"];
+    a.extend_from_slice(extra);
+    a.extend(["--command", HUB_COMMAND, "--integrations-dir", integrations]);
+    a
+}
+
+/// The `--as` value and token file an installed agent's MCP entry runs with.
+fn mcp_identity(home: &Path, agent: &str) -> (String, String) {
+    let read = |rel: &str| std::fs::read_to_string(home.join(rel)).unwrap();
+    let args: Vec<String> = match agent {
+        "codex" => {
+            let t: toml::Table = read(".codex/config.toml").parse().unwrap();
+            t["mcp_servers"]["agent-hub"]["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        }
+        _ => {
+            let (rel, key) = match agent {
+                "claude" => (".claude.json", "/mcpServers/agent-hub/args"),
+                "gemini" => (".gemini/settings.json", "/mcpServers/agent-hub/args"),
+                "opencode" => (".config/opencode/opencode.json", "/mcp/agent-hub/command"),
+                _ => (".factory/mcp.json", "/mcpServers/agent-hub/args"),
+            };
+            let v = agent_hub::agents::jsonedit::value(&read(rel)).unwrap();
+            v.pointer(key)
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        }
+    };
+    let after = |flag: &str| {
+        let i = args.iter().position(|a| a == flag).unwrap();
+        args[i + 1].clone()
+    };
+    (after("--as"), after("--token-file"))
+}
+
 #[test]
-fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home() {
+fn install_all_gives_each_agent_its_own_identity_and_says_what_the_operator_must_do() {
     let t = TempDir::new("all");
     let home = &t.0;
     let bin = home.join("bin");
@@ -572,18 +713,61 @@ fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home()
     for a in ["claude", "codex", "gemini", "opencode"] {
         fake_binary(&bin, a, "echo 1.0");
     }
-    let token = token(home);
+    // One token exists already (the user made it); the others do not.
+    let tokens = home.join(".agent-hub/tokens");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::write(tokens.join("me-gemini.token"), "t\n").unwrap();
     let integrations = root().join("protocol/install/integrations");
     let path_var = format!("{}:/usr/bin:/bin", bin.display());
-    let out = run(
-        home,
-        &path_var,
-        &install_args(&["--all"], &token, integrations.to_str().unwrap()),
+    let args = all_args(
+        &["--as", "me", "--port", "46110"],
+        integrations.to_str().unwrap(),
     );
+    let out = run(home, &path_var, &args);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
         stdout.contains("droid: skipped, not found on PATH (droid)"),
+        "{stdout}"
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for a in ["claude", "codex", "gemini", "opencode"] {
+        let name = format!("me-{a}");
+        let file = tokens.join(format!("{name}.token"));
+        assert_eq!(
+            mcp_identity(home, a),
+            (name.clone(), file.to_str().unwrap().to_owned()),
+            "{a}"
+        );
+        assert!(seen.insert(name.clone()), "names are distinct");
+        if a == "gemini" {
+            assert!(
+                stdout.contains(
+                    "  identity \"me-gemini\", token file ~/.agent-hub/tokens/me-gemini.token\n"
+                ),
+                "{stdout}"
+            );
+            assert!(!stdout.contains("operator: me-gemini"), "{stdout}");
+        } else {
+            let shown = file.display();
+            for want in [
+                format!("  operator: {name}: the hub does not know this identity yet; its token file {shown} is missing."),
+                format!("  operator:     agent-hub-server roster add {name} --config <the hub's config>\n"),
+                format!("  operator:     {name} = \"<a new random token"),
+                format!("(chmod 600 {shown}), and reloads the hub: kill -HUP <the hub's pid>\n"),
+            ] {
+                assert!(stdout.contains(&want), "{want}\n---\n{stdout}");
+            }
+        }
+    }
+    // The hook and the plugin carry the same identity as the MCP entry.
+    let hooks = std::fs::read_to_string(home.join(".codex/hooks.json")).unwrap();
+    assert!(hooks.contains("--as me-codex --token-file"), "{hooks}");
+    let plugin =
+        std::fs::read_to_string(home.join(".config/opencode/plugins/agent-hub.js")).unwrap();
+    assert!(plugin.contains("as: \"me-opencode\""), "{plugin}");
+    assert!(
+        stdout.contains("identities: claude as me-claude, codex as me-codex, gemini as me-gemini, opencode as me-opencode (each its own queue)\n"),
         "{stdout}"
     );
     let files: Vec<String> = read_tree(home).into_keys().collect();
@@ -602,6 +786,22 @@ fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home()
         ],
         "no backups: none of the files existed"
     );
+    // Without a base, each agent is named after itself.
+    let out = run(
+        home,
+        &path_var,
+        &all_args(
+            &["--port", "46110", "--dry-run"],
+            integrations.to_str().unwrap(),
+        ),
+    );
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("identities: claude as claude, codex as codex"),
+        "{stdout}"
+    );
+
     let out = run(home, &path_var, &["uninstall", "--all"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
@@ -609,15 +809,244 @@ fn install_all_takes_the_agents_on_path_and_uninstall_all_leaves_an_empty_home()
         stdout.contains("droid (Factory Droid):"),
         "uninstall --all visits every agent:\n{stdout}"
     );
+    assert!(
+        stdout.contains("  ~/.codex: folder removed (an install created it)\n"),
+        "{stdout}"
+    );
     assert_eq!(
         read_tree(home),
         BTreeMap::new(),
         "files that held only our entries are gone"
     );
-    assert!(
-        !home.join(".claude/skills/agent-hub-orchestrator").exists(),
-        "a skill's emptied folder goes too"
+    // Every folder install created is gone too; what is left is the test's own.
+    let mut left: Vec<String> = std::fs::read_dir(home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".agent-hub", "bin"]);
+    assert!(!home.join(".agent-hub/installed.json").exists());
+}
+
+#[test]
+fn install_all_refuses_one_token_file_for_several_agents() {
+    let t = TempDir::new("all-one-token");
+    let token = token(&t.0);
+    let out = run(
+        &t.0,
+        "/nonexistent",
+        &install_args(&["--agent", "claude", "--agent", "codex"], &token, "/x"),
     );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("--token-file names one agent's token; with several agents each gets its own <name>.token"),
+        "{}",
+        text(&out).1
+    );
+    assert_eq!(read_tree(&t.0), BTreeMap::new(), "nothing written");
+}
+
+/// A copy of the `agent-hub` binary beside a fake `agent-hub-server` that logs its argv and,
+/// for `roster add NAME --config PATH`, writes `tokens/NAME.token` beside the config (whose
+/// roster is beside it) — or fails for a name given in `fail`.
+fn client_with_fake_server(dir: &Path, log: &Path, fail: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let client = dir.join("agent-hub");
+    std::fs::copy(BIN, &client).unwrap();
+    let script = format!(
+        "#!/bin/sh\nprintf '%s|' \"$@\" >> '{log}'\necho >> '{log}'\n[ \"$1 $2 $4\" = 'roster add --config' ] || exit 2\nif [ \"$3\" = '{fail}' ]; then echo \"roster: $3 is already on the roster\" >&2; exit 1; fi\nd=$(dirname \"$5\")/tokens\nmkdir -p \"$d\"\numask 077\necho \"tok-$3\" > \"$d/$3.token\"\necho \"added $3; reloaded the hub\"\n",
+        log = log.display()
+    );
+    let server = dir.join("agent-hub-server");
+    std::fs::write(&server, script).unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+    client
+}
+
+#[test]
+fn install_with_a_hub_config_adds_missing_identities_through_roster_add() {
+    let t = TempDir::new("all-config");
+    let home = t.0.join("home");
+    let hubdir = t.0.join("hub dir");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&hubdir).unwrap();
+    let config = hubdir.join("config.toml");
+    let example = std::fs::read_to_string(root().join("config.example.toml")).unwrap();
+    std::fs::write(&config, example.replace("port = 46110", "port = 46120")).unwrap();
+    std::fs::write(hubdir.join("roster.toml"), "[agents]\nother = \"x\"\n").unwrap();
+    let log = t.0.join("server.log");
+    let client = client_with_fake_server(&t.0.join("bin"), &log, "codex");
+    let bin = t.0.join("agents");
+    std::fs::create_dir_all(&bin).unwrap();
+    for a in ["claude", "codex", "gemini"] {
+        fake_binary(&bin, a, "echo 1.0");
+    }
+    let path_var = format!("{}:/usr/bin:/bin", bin.display());
+    let run_client = |args: &[&str]| {
+        Command::new(&client)
+            .args(args)
+            .env("HOME", &home)
+            .env("PATH", &path_var)
+            .output()
+            .unwrap()
+    };
+    let cfg = config.to_str().unwrap();
+    let integrations = root().join("protocol/install/integrations");
+    let integrations = integrations.to_str().unwrap();
+
+    let out = run_client(&all_args(&["--config", cfg, "--dry-run"], integrations));
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!("  identity \"claude\": would run agent-hub-server roster add claude --config {cfg} (token file {}/tokens/claude.token)\n", hubdir.display())),
+        "{stdout}"
+    );
+    assert!(!log.exists(), "a dry run runs nothing");
+
+    let out = run_client(&all_args(&["--config", cfg], integrations));
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "codex failed:\n{stdout}\n{stderr}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls,
+        format!("roster|add|claude|--config|{cfg}|\nroster|add|codex|--config|{cfg}|\nroster|add|gemini|--config|{cfg}|\n"),
+        "argv words, one call per missing identity"
+    );
+    for a in ["claude", "gemini"] {
+        let file = hubdir.join(format!("tokens/{a}.token"));
+        assert!(file.is_file());
+        assert_eq!(
+            mcp_identity(&home, a),
+            (a.to_owned(), file.to_str().unwrap().to_owned())
+        );
+        assert!(
+            stdout.contains(&format!("  identity \"{a}\" added to the roster of {cfg} (token file {}, mode 600):\n    added {a}; reloaded the hub\n", file.display())),
+            "{stdout}"
+        );
+    }
+    // The port comes from the config.
+    let claude = std::fs::read_to_string(home.join(".claude.json")).unwrap();
+    assert!(claude.contains("\"46120\""), "{claude}");
+    // codex: roster add failed; nothing of codex's was written, and the steps are printed.
+    assert!(
+        stderr.contains("codex: ")
+            && stderr.contains("roster add codex failed")
+            && stderr.contains("codex is already on the roster")
+            && stderr.contains("nothing was changed for it"),
+        "{stderr}"
+    );
+    assert!(!home.join(".codex").exists());
+    assert!(
+        stdout.contains(&format!(
+            "  operator:     agent-hub-server roster add codex --config {cfg}\n"
+        )),
+        "{stdout}"
+    );
+
+    // A second run finds the token files and adds nothing.
+    std::fs::remove_file(&log).unwrap();
+    let out = run_client(&all_args(&["--config", cfg], integrations));
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("  identity \"claude\", token file "),
+        "{stdout}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        calls,
+        format!("roster|add|codex|--config|{cfg}|\n"),
+        "only the missing one"
+    );
+}
+
+#[test]
+fn a_backup_already_there_is_the_users_original_and_is_never_overwritten() {
+    let t = TempDir::new("old-backup");
+    let home = &t.0;
+    let token = token(home);
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    let settings = home.join(".gemini/settings.json");
+    let backup = home.join(".gemini/settings.json.agent-hub.bak");
+    std::fs::write(&settings, "{\n  \"theme\": \"now\"\n}\n").unwrap();
+    std::fs::write(&backup, "{\n  \"theme\": \"the user's original\"\n}\n").unwrap();
+    let args = install_args(&["--agent", "gemini"], &token, "/x");
+    let out = run(home, "/nonexistent", &args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("  backup: ~/.gemini/settings.json.agent-hub.bak kept (it holds the file as it was before the first install)\n"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        "{\n  \"theme\": \"the user's original\"\n}\n"
+    );
+    let out = run(
+        home,
+        "/nonexistent",
+        &with_port(&args, "46111")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&backup).unwrap(),
+        "{\n  \"theme\": \"the user's original\"\n}\n"
+    );
+    let out = run(home, "/nonexistent", &["uninstall", "--agent", "gemini"]);
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&settings).unwrap(),
+        "{\n  \"theme\": \"now\"\n}\n"
+    );
+    assert!(home.join(".gemini").is_dir(), "a folder the user had stays");
+}
+
+#[test]
+fn crlf_configs_with_the_users_keys_round_trip() {
+    let t = TempDir::new("crlf");
+    let home = &t.0;
+    let token = token(home);
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let config = home.join(".codex/config.toml");
+    let original = "model = \"o3\"\r\n";
+    std::fs::write(&config, original).unwrap();
+    let args = install_args(&["--agent", "codex"], &token, "/x");
+    assert!(run(home, "/nonexistent", &args).status.success());
+    // The user adds the key install recommends, CRLF like the rest of the file.
+    let installed = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        !installed.replace("\r\n", "").contains('\n'),
+        "{installed:?}"
+    );
+    let edited = installed.replace(
+        "[mcp_servers.agent-hub]\r\n",
+        "[mcp_servers.agent-hub]\r\ndefault_tools_approval_mode = \"approve\" # mine\r\n",
+    );
+    std::fs::write(&config, &edited).unwrap();
+    let port = with_port(&args, "46111");
+    let out = run(
+        home,
+        "/nonexistent",
+        &port.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        edited.replace("\"46110\"", "\"46111\"")
+    );
+    assert!(
+        run(home, "/nonexistent", &["uninstall", "--agent", "codex"])
+            .status
+            .success()
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), original);
 }
 
 // ----- skills -----
@@ -716,15 +1145,16 @@ fn skills_are_placed_once_and_an_edited_skill_is_never_overwritten_or_removed() 
     );
     assert!(stdout.contains(&format!("{kept}\n")), "{stdout}");
     assert!(!orchestrator.exists());
-    // The port change left a backup beside it, so its folder stays.
-    assert!(home
-        .join(".claude/skills/agent-hub-orchestrator/SKILL.md.agent-hub.bak")
-        .exists());
-    let left: Vec<String> = read_tree(home)
-        .into_keys()
-        .filter(|k| !k.ends_with(".agent-hub.bak"))
-        .collect();
+    // Install created the skill, so the port change kept no backup of it (there is no
+    // original of the user's) and its folder goes with it.
+    assert!(!orchestrator.parent().unwrap().exists());
+    let left: Vec<String> = read_tree(home).into_keys().collect();
     assert_eq!(left, [".claude/skills/agent-hub-resident/SKILL.md"]);
+    assert!(
+        !stdout.contains("  ~/.claude: folder removed"),
+        "~/.claude still holds the edited skill:\n{stdout}"
+    );
+    assert!(home.join(".claude/skills/agent-hub-resident").is_dir());
     assert_eq!(std::fs::read_to_string(&resident).unwrap(), edited);
 }
 
@@ -798,15 +1228,20 @@ fn a_file_that_is_not_json_fails_that_agent_and_is_left_alone() {
     let t = TempDir::new("broken");
     let home = &t.0;
     std::fs::write(home.join(".claude.json"), "{ \"a\": 1,, }").unwrap();
-    let token = token(home);
     let out = run(
         home,
         "/nonexistent",
-        &install_args(
-            &["--agent", "claude", "--agent", "codex"],
-            &token,
-            "/nonexistent",
-        ),
+        &[
+            "install",
+            "--agent",
+            "claude",
+            "--agent",
+            "codex",
+            "--port",
+            "46110",
+            "--command",
+            HUB_COMMAND,
+        ],
     );
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1));

@@ -7,6 +7,7 @@
 //! exit 1. Reads `$HOME` and `$PATH` once, in `Env::from_process`, so tests can set both.
 
 use super::diff;
+use super::identity::{self, NameRule, TokenRule};
 use super::install::{self, Action, AgentPlan, HubIdentity};
 use super::manifest::Manifest;
 use super::probe::{self, AgentInfo};
@@ -262,13 +263,23 @@ fn find_plugin(dirs: &[PathBuf]) -> Option<String> {
         .find_map(|p| std::fs::read_to_string(p).ok())
 }
 
-/// `agent-hub install` (with `Some(id)`) or `uninstall` (with `None`). `skills`: whether an
+/// Who an install authenticates as (docs/agents.md "One identity per agent").
+#[derive(Debug, Clone)]
+pub struct Identities {
+    /// The `agent-hub` binary agents run: an absolute path.
+    pub command: String,
+    pub port: u16,
+    pub names: NameRule,
+    pub tokens: TokenRule,
+}
+
+/// `agent-hub install` (with `Some(who)`) or `uninstall` (with `None`). `skills`: whether an
 /// install places the skills (`--no-skills` turns it off); uninstall ignores it and always
 /// removes the skill files install placed.
 pub fn install(
     env: &Env,
     selection: &Selection,
-    id: Option<HubIdentity>,
+    who: Option<&Identities>,
     dry_run: bool,
     integrations_dirs: &[PathBuf],
     skills: bool,
@@ -279,29 +290,21 @@ pub fn install(
         ..Report::default()
     };
     warn_manifests(&reg, &mut r.stderr);
-    let action = match id {
-        Some(id) => {
-            if let Err(e) = id.validate() {
-                r.ok = false;
-                let _ = writeln!(r.stderr, "agent-hub: {e}");
-                return r;
-            }
-            if let Err(e) = std::fs::metadata(&id.token_file) {
-                let _ = writeln!(
-                    r.stderr,
-                    "agent-hub: warning: token file {}: {e}; the MCP server and hook fail until it exists (mode 600)",
-                    id.token_file
-                );
-            }
-            Action::Install {
-                id,
-                plugin_source: find_plugin(integrations_dirs),
-                skills,
-            }
-        }
-        None => Action::Uninstall,
+    let several = match selection {
+        Selection::All => true,
+        Selection::Named(n) => n.len() > 1,
     };
-    let installing = matches!(action, Action::Install { .. });
+    if let Some(who) = who {
+        if several && matches!(who.names, NameRule::Exact(_)) {
+            r.ok = false;
+            r.stderr.push_str(
+                "agent-hub: one name for several agents would put them all on one queue; each agent needs its own identity (docs/agents.md \"One identity per agent\")\n",
+            );
+            return r;
+        }
+    }
+    let plugin_source = find_plugin(integrations_dirs);
+    let installing = who.is_some();
     let detected = |m: &Manifest| {
         m.binaries
             .iter()
@@ -348,6 +351,18 @@ pub fn install(
         // Uninstall everywhere: the agent may have been removed before its config was.
         Selection::All => reg.manifests().collect(),
     };
+    let mut state = if dry_run {
+        install::InstallState::default()
+    } else {
+        install::load_state(&env.home).unwrap_or_else(|e| {
+            let _ = writeln!(
+                r.stderr,
+                "agent-hub: warning: {e}; starting a new record (folders earlier installs created stay after uninstall)"
+            );
+            install::InstallState::default()
+        })
+    };
+    let mut given = Vec::new();
     for m in chosen {
         let _ = writeln!(r.stdout, "{} ({}):", m.name, m.display);
         if installing && matches!(selection, Selection::Named(_)) && !detected(m) {
@@ -357,13 +372,139 @@ pub fn install(
                 m.binaries.join(", ")
             );
         }
+        let action = match who {
+            None => Action::Uninstall,
+            Some(who) => match identity_for(&mut r, who, &m.name, &env.home, dry_run) {
+                Some(id) => {
+                    given.push(format!("{} as {}", m.name, id.name));
+                    Action::Install {
+                        id,
+                        plugin_source: plugin_source.clone(),
+                        skills,
+                    }
+                }
+                None => continue,
+            },
+        };
         let plan = install::plan(m, &action, &env.home, &install::read_file);
-        report_plan(&mut r, m, &plan, &action, &env.home, dry_run);
+        report_plan(&mut r, m, &plan, &action, &env.home, dry_run, &mut state);
+    }
+    if who.is_some_and(|w| !matches!(w.names, NameRule::Exact(_))) && !given.is_empty() {
+        let _ = writeln!(
+            r.stdout,
+            "identities: {} (each its own queue)",
+            given.join(", ")
+        );
     }
     if dry_run {
         r.stdout.push_str("dry run: nothing was written\n");
     }
     r
+}
+
+/// The identity `m_name` gets, its token file made to exist or the operator's steps printed.
+/// `None` (reported, `r.ok` false) when this agent cannot be installed.
+fn identity_for(
+    r: &mut Report,
+    who: &Identities,
+    m_name: &str,
+    home: &Path,
+    dry_run: bool,
+) -> Option<HubIdentity> {
+    let name = identity::name_for(&who.names, m_name);
+    let token = identity::token_for(&who.tokens, &name);
+    let fail = |r: &mut Report, e: String| {
+        r.ok = false;
+        let _ = writeln!(
+            r.stderr,
+            "agent-hub: {m_name}: {e}; nothing was changed for it"
+        );
+        None
+    };
+    let Some(token_s) = token.to_str().map(str::to_owned) else {
+        return fail(r, format!("{} is not UTF-8", token.display()));
+    };
+    let id = HubIdentity {
+        command: who.command.clone(),
+        name: name.clone(),
+        token_file: token_s,
+        port: who.port,
+    };
+    if let Err(e) = id.validate() {
+        return fail(r, e);
+    }
+    let exact = matches!(who.tokens, TokenRule::Exact(_));
+    if !exact {
+        if let Err(e) = identity::check_name(&name) {
+            return fail(r, e);
+        }
+    }
+    let exists = std::fs::metadata(&token).is_ok();
+    let shown = install::shown(&token, home);
+    match (&who.tokens, exists) {
+        (TokenRule::Exact(_), true) => {}
+        (TokenRule::Exact(_), false) => {
+            let e = std::fs::metadata(&token)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            let _ = writeln!(
+                r.stderr,
+                "agent-hub: warning: token file {shown}: {e}; the MCP server and hook fail until it exists (mode 600)"
+            );
+        }
+        (_, true) => {
+            let _ = writeln!(r.stdout, "  identity {name:?}, token file {shown}");
+        }
+        (TokenRule::Hub(hub), false) if hub.writable => {
+            if dry_run {
+                let _ = writeln!(
+                    r.stdout,
+                    "  identity {name:?}: would run agent-hub-server roster add {name} --config {} (token file {shown})",
+                    hub.config.display()
+                );
+            } else {
+                let server = match identity::server_binary() {
+                    Ok(s) => s,
+                    Err(e) => return fail(r, e),
+                };
+                match identity::roster_add(&server, &name, hub) {
+                    Ok(lines) => {
+                        let _ = writeln!(
+                            r.stdout,
+                            "  identity {name:?} added to the roster of {} (token file {shown}, mode 600):",
+                            hub.config.display()
+                        );
+                        for l in lines {
+                            let _ = writeln!(r.stdout, "    {l}");
+                        }
+                    }
+                    Err(e) => {
+                        for l in identity::operator_steps(&name, &token, Some(&hub.config)) {
+                            let _ = writeln!(r.stdout, "  operator: {l}");
+                        }
+                        return fail(r, e);
+                    }
+                }
+            }
+        }
+        (TokenRule::Hub(hub), false) => {
+            let _ = writeln!(
+                r.stdout,
+                "  identity {name:?}: the roster {} is not writable by you, so install cannot add it",
+                hub.roster.display()
+            );
+            for l in identity::operator_steps(&name, &token, Some(&hub.config)) {
+                let _ = writeln!(r.stdout, "  operator: {l}");
+            }
+        }
+        (TokenRule::Dir(_), false) => {
+            for l in identity::operator_steps(&name, &token, None) {
+                let _ = writeln!(r.stdout, "  operator: {l}");
+            }
+        }
+    }
+    Some(id)
 }
 
 fn report_plan(
@@ -373,9 +514,15 @@ fn report_plan(
     action: &Action,
     home: &Path,
     dry_run: bool,
+    state: &mut install::InstallState,
 ) {
     for n in &plan.notes {
         let _ = writeln!(r.stdout, "  {n}");
+    }
+    if plan.error.is_none() {
+        for f in &plan.unchanged {
+            let _ = writeln!(r.stdout, "  {f}: unchanged");
+        }
     }
     if let Some(e) = &plan.error {
         r.ok = false;
@@ -396,10 +543,19 @@ fn report_plan(
             ));
         }
     } else {
-        match install::apply(plan, action, home) {
-            Ok(backups) => {
-                for b in backups {
+        match install::apply(plan, action, home, state) {
+            Ok(done) => {
+                for b in done.backups {
                     let _ = writeln!(r.stdout, "  backup: {b}");
+                }
+                for b in done.kept_backups {
+                    let _ = writeln!(
+                        r.stdout,
+                        "  backup: {b} kept (it holds the file as it was before the first install)"
+                    );
+                }
+                for d in done.removed_dirs {
+                    let _ = writeln!(r.stdout, "  {d}: folder removed (an install created it)");
                 }
             }
             Err(e) => {

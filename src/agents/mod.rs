@@ -11,6 +11,7 @@
 pub mod argv;
 pub mod cmd;
 pub mod diff;
+pub mod identity;
 pub mod install;
 pub mod jsonedit;
 pub mod manifest;

@@ -38,6 +38,9 @@ impl std::error::Error for TomlEditError {}
 
 type Result<T> = std::result::Result<T, TomlEditError>;
 
+mod merge;
+pub use merge::merge_table;
+
 fn parse(text: &str) -> Result<toml::Table> {
     text.parse::<toml::Table>().map_err(|e| {
         let line = e

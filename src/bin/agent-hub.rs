@@ -874,8 +874,26 @@ struct AgentSelection {
 struct InstallArgs {
     #[command(flatten)]
     select: AgentSelection,
-    #[command(flatten)]
-    id: Identity,
+    /// One agent: the name it authenticates as (default: the agent's name). Several agents
+    /// (--all, repeated --agent): a base, each agent named BASE-<agent> (default: each agent's
+    /// own name).
+    #[arg(long = "as", value_name = "NAME")]
+    name: Option<String>,
+    /// One agent: the file holding its token (mode 600). Not with several agents: each gets
+    /// its own, <name>.token in --token-dir or beside the roster of --config.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["token_dir", "config"])]
+    token_file: Option<PathBuf>,
+    /// Where each agent's <name>.token is (default ~/.agent-hub/tokens); a missing one is
+    /// reported with the steps for the hub's operator.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    token_dir: Option<PathBuf>,
+    /// The config of a hub you operate: its port, and tokens/<name>.token beside its roster;
+    /// a missing identity is added with `agent-hub-server roster add` (docs/agents.md).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// The hub's TCP port on 127.0.0.1 (default: the port of --config).
+    #[arg(long, required_unless_present = "config")]
+    port: Option<u16>,
     /// The agent-hub binary the agents run (default: this binary's absolute path).
     #[arg(long, value_name = "PATH")]
     command: Option<PathBuf>,
@@ -924,24 +942,58 @@ fn selection(s: &AgentSelection) -> agent_hub::agents::cmd::Selection {
 }
 
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
-    use agent_hub::agents::{cmd, install::HubIdentity};
+    use agent_hub::agents::cmd;
+    use agent_hub::agents::identity::{HubRoster, NameRule, TokenRule};
     let env = cmd::Env::from_process(a.select.agents_dir.clone())?;
     let command = match a.command {
         Some(c) => c,
         None => std::env::current_exe()
             .map_err(|e| format!("cannot find this binary's path (pass --command): {e}"))?,
     };
-    let abs = |p: &std::path::Path| -> Result<String, String> {
-        let p = std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        p.to_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("{} is not UTF-8", p.display()))
+    let abs = |p: &std::path::Path| -> Result<PathBuf, String> {
+        std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
     };
-    let id = HubIdentity {
-        command: abs(&command)?,
-        name: a.id.name,
-        token_file: abs(&a.id.token_file)?,
-        port: a.id.port,
+    let command = abs(&command)?
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{} is not UTF-8", command.display()))?;
+    let several = a.select.all || a.select.agents.len() > 1;
+    let hub = a.config.as_deref().map(HubRoster::of).transpose()?;
+    let port = match (a.port, &hub) {
+        (Some(p), _) => p,
+        (None, Some(h)) => {
+            let cfg = agent_hub::config::Config::load(&h.config).map_err(|e| e.to_string())?;
+            if cfg.port == 0 {
+                return Err(format!(
+                    "{} has port = 0 (the kernel picks one at each start): pass --port with the port the hub got",
+                    h.config.display()
+                ));
+            }
+            cfg.port
+        }
+        (None, None) => return Err("--port is required without --config".into()),
+    };
+    let names = match (a.name, several) {
+        (Some(n), false) => NameRule::Exact(n),
+        (base, _) => NameRule::PerAgent { base },
+    };
+    let tokens = match (a.token_file, a.token_dir, hub) {
+        (Some(_), _, _) if several => {
+            return Err(
+                "--token-file names one agent's token; with several agents each gets its own <name>.token (use --token-dir DIR or --config PATH)"
+                    .into(),
+            )
+        }
+        (Some(f), _, _) => TokenRule::Exact(abs(&f)?),
+        (None, _, Some(h)) => TokenRule::Hub(h),
+        (None, Some(d), None) => TokenRule::Dir(abs(&d)?),
+        (None, None, None) => TokenRule::Dir(env.home.join(".agent-hub/tokens")),
+    };
+    let who = cmd::Identities {
+        command,
+        port,
+        names,
+        tokens,
     };
     let dirs = match a.integrations_dir {
         Some(d) => vec![d],
@@ -950,7 +1002,7 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
     print_report(cmd::install(
         &env,
         &selection(&a.select),
-        Some(id),
+        Some(&who),
         a.select.dry_run,
         &dirs,
         !a.no_skills,

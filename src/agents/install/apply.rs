@@ -1,7 +1,8 @@
 //! The IO half of install (docs/agents.md): reads each file for `plan`, re-reads it before
-//! writing (refusing if it changed meanwhile), keeps a `.agent-hub.bak` backup, and replaces
-//! files through `atomic_file` (through a symlink to its target, the old mode kept). Refuses:
-//! deciding what a file should hold (`plan`).
+//! writing (refusing if it changed meanwhile), keeps the first `.agent-hub.bak` backup of a
+//! file, records what it created (`state`), and replaces files through `atomic_file` (through a
+//! symlink to its target, the old mode kept). Refuses: deciding what a file should hold
+//! (`plan`).
 
 use super::*;
 
@@ -25,10 +26,30 @@ pub fn backup_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// What `apply` did besides the files themselves, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Backups written now.
+    pub backups: Vec<String>,
+    /// Backups that were already there and were kept: the first one holds the user's file.
+    pub kept_backups: Vec<String>,
+    /// Folders an install had created, removed by uninstall now that they are empty.
+    pub removed_dirs: Vec<String>,
+}
+
 /// Writes `plan`'s changes. First re-reads every file and refuses if any differs from what
-/// was planned on (an agent rewrote it meanwhile); then, for an install, keeps a backup of
-/// each existing file; then writes. Returns the backups written.
-pub fn apply(plan: &AgentPlan, action: &Action, home: &Path) -> Result<Vec<String>, String> {
+/// was planned on (an agent rewrote it meanwhile). An install records in `state` the folders
+/// and files it is about to create (saved before anything is written), and backs up each
+/// existing file it changes, once: a backup already there is the user's original and is
+/// never overwritten, and a file an install created has no original to keep. An uninstall
+/// removes, after the files, the folders installs created that are empty now, and forgets the
+/// agent's record.
+pub fn apply(
+    plan: &AgentPlan,
+    action: &Action,
+    home: &Path,
+    state: &mut InstallState,
+) -> Result<Applied, String> {
     for c in &plan.changes {
         let now = read_file(&c.path).map_err(|e| format!("{}: cannot read: {e}", c.shown))?;
         if now != c.before {
@@ -38,14 +59,47 @@ pub fn apply(plan: &AgentPlan, action: &Action, home: &Path) -> Result<Vec<Strin
             ));
         }
     }
-    let mut backups = Vec::new();
+    let mut done = Applied::default();
+    if action.is_install() {
+        let record = state.agents.entry(plan.agent.clone()).or_default();
+        let before = record.clone();
+        for c in plan.changes.iter().filter(|c| c.after.is_some()) {
+            for d in missing_dirs(&c.path) {
+                if let Some(d) = d.to_str().map(str::to_owned) {
+                    if !record.created_dirs.contains(&d) {
+                        record.created_dirs.push(d);
+                    }
+                }
+            }
+            if c.before.is_none() {
+                if let Some(f) = c.path.to_str().map(str::to_owned) {
+                    if !record.created_files.contains(&f) {
+                        record.created_files.push(f);
+                    }
+                }
+            }
+        }
+        if *record != before {
+            save_state(home, state)?;
+        }
+    }
+    let created: BTreeSet<PathBuf> = state
+        .agents
+        .get(&plan.agent)
+        .map(|r| r.created_files.iter().map(PathBuf::from).collect())
+        .unwrap_or_default();
     for c in &plan.changes {
         if action.is_install() {
             if let Some(before) = &c.before {
                 let b = backup_path(&c.path);
-                write_atomic(&b, before, mode_of(&c.path))
-                    .map_err(|e| format!("{}: cannot write the backup: {e}", shown(&b, home)))?;
-                backups.push(shown(&b, home));
+                if std::fs::symlink_metadata(&b).is_ok() {
+                    done.kept_backups.push(shown(&b, home));
+                } else if !created.contains(&c.path) {
+                    write_atomic(&b, before, mode_of(&c.path)).map_err(|e| {
+                        format!("{}: cannot write the backup: {e}", shown(&b, home))
+                    })?;
+                    done.backups.push(shown(&b, home));
+                }
             }
         }
         match &c.after {
@@ -75,7 +129,16 @@ pub fn apply(plan: &AgentPlan, action: &Action, home: &Path) -> Result<Vec<Strin
             }
         }
     }
-    Ok(backups)
+    if !action.is_install() {
+        if let Some(record) = state.agents.remove(&plan.agent) {
+            done.removed_dirs = remove_empty_dirs(&record)
+                .iter()
+                .map(|d| shown(d, home))
+                .collect();
+            save_state(home, state)?;
+        }
+    }
+    Ok(done)
 }
 
 pub(super) fn mode_of(path: &Path) -> Option<u32> {

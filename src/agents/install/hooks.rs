@@ -7,26 +7,40 @@ use super::*;
 /// True for a hook command that runs `<…/agent-hub> hook stop …`: ours, whatever its
 /// identity or port. Understands the single quotes `shell_word` writes.
 pub fn is_our_hook_command(cmd: &str) -> bool {
-    let mut words = Vec::new();
+    let w = hook_words(cmd, 3);
+    w.len() == 3
+        && Path::new(&w[0])
+            .file_name()
+            .is_some_and(|n| n == "agent-hub")
+        && w[1] == "hook"
+        && w[2] == "stop"
+}
+
+/// The first `n` words of a hook command, reading the single quotes and backslashes
+/// `shell_word` may write: enough to tell agent-hub's hooks (this one and the liveness hooks
+/// of `turn_hooks`) from the user's.
+pub(super) fn hook_words(cmd: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
     let mut cur = String::new();
-    let mut in_word = false;
-    let mut quoted = false;
-    let mut chars = cmd.chars().peekable();
+    let (mut in_word, mut quoted) = (false, false);
+    let mut chars = cmd.chars();
     while let Some(c) = chars.next() {
+        if out.len() >= n {
+            return out;
+        }
         match c {
             '\'' => {
                 quoted = !quoted;
                 in_word = true;
             }
             c if c.is_whitespace() && !quoted => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
+                if std::mem::take(&mut in_word) {
+                    out.push(std::mem::take(&mut cur));
                 }
             }
             '\\' if !quoted => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
+                if let Some(next) = chars.next() {
+                    cur.push(next);
                     in_word = true;
                 }
             }
@@ -35,19 +49,11 @@ pub fn is_our_hook_command(cmd: &str) -> bool {
                 in_word = true;
             }
         }
-        if words.len() >= 3 {
-            break;
-        }
     }
-    if in_word && words.len() < 3 {
-        words.push(cur);
+    if in_word && out.len() < n {
+        out.push(cur);
     }
-    words.len() >= 3
-        && Path::new(&words[0])
-            .file_name()
-            .is_some_and(|n| n == "agent-hub")
-        && words[1] == "hook"
-        && words[2] == "stop"
+    out
 }
 
 /// The hook event and the hook object for a stop-style kind.
@@ -191,29 +197,19 @@ pub(super) fn plan_hook(
     match action {
         Action::Install { id, .. } => {
             let (event, group) = hook_shape(kind, id);
-            let groups = jsonedit::get(&cur, &[Seg::Key("hooks"), Seg::Key(event)])
-                .map_err(|e| fail(e.to_string()))?;
-            if let Some(serde_json::Value::Array(gs)) = &groups {
-                let desired = group.to_value();
-                let ours: usize = gs
-                    .iter()
-                    .map(|g| {
-                        g.get("hooks").and_then(|h| h.as_array()).map_or(0, |hs| {
-                            hs.iter()
-                                .filter(|h| {
-                                    h.get("command")
-                                        .and_then(|c| c.as_str())
-                                        .is_some_and(is_our_hook_command)
-                                })
-                                .count()
-                        })
-                    })
-                    .sum();
-                if ours == 1 && gs.contains(&desired) {
+            // One hook of ours: its owned keys are set where it stands (owned.rs).
+            if let Some((new, keys)) =
+                merge_our_hook(&cur, event, &group, is_our_hook_command).map_err(fail)?
+            {
+                if keys.is_empty() {
                     notes.push(format!("{show}: {what} already present"));
-                    return Ok(());
+                } else {
+                    notes.push(updated_note(&show, &what, &keys));
+                    work.put(&path, Some(new));
                 }
+                return Ok(());
             }
+            // None or several of ours (an older install's leftovers): replaced by one.
             let (text, removed) = remove_our_hooks(&cur, event).map_err(fail)?;
             let new = jsonedit::append(&text, &["hooks", event], &group)
                 .map_err(|e| fail(e.to_string()))?;

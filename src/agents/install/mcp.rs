@@ -73,9 +73,13 @@ pub(super) fn plan_mcp(
                 let existed = tomledit::get(&cur, &key)
                     .map_err(|e| fail(e.to_string()))?
                     .is_some();
-                let new =
-                    tomledit::set_table(&cur, &key, &entries).map_err(|e| fail(e.to_string()))?;
-                notes.push(status_note(&show, &what, existed, new != cur));
+                let (new, keys) =
+                    tomledit::merge_table(&cur, &key, &entries).map_err(|e| fail(e.to_string()))?;
+                notes.push(if existed && !keys.is_empty() {
+                    updated_note(&show, &what, &keys)
+                } else {
+                    status_note(&show, &what, existed, !keys.is_empty())
+                });
                 work.put(&path, Some(new));
             }
             Action::Uninstall => {
@@ -101,10 +105,20 @@ pub(super) fn plan_mcp(
         Action::Install { id, .. } => {
             let entry = mcp_entry(*format, id);
             let existing = jsonedit::get(&cur, &key).map_err(|e| fail(e.to_string()))?;
-            if existing.as_ref() == Some(&entry.to_value()) {
-                notes.push(format!("{show}: {what} already present"));
+            if let Some(serde_json::Value::Object(_)) = existing {
+                // Ours already: set only the keys install owns, keep the user's (owned.rs).
+                let (owned, defaults) = split(&entry, mcp_default_keys(*format));
+                let (new, keys) = jsonedit::merge_object(&cur, &key, &owned, &defaults)
+                    .map_err(|e| fail(e.to_string()))?;
+                if keys.is_empty() {
+                    notes.push(format!("{show}: {what} already present"));
+                } else {
+                    notes.push(updated_note(&show, &what, &keys));
+                    work.put(&path, Some(new));
+                }
                 return Ok(());
             }
+            // Missing, or not an object (nothing of the user's can be inside): written whole.
             let new = jsonedit::set(&cur, &[parent, SERVER_NAME], &entry)
                 .map_err(|e| fail(e.to_string()))?;
             notes.push(status_note(&show, &what, existing.is_some(), true));

@@ -4,34 +4,42 @@
 //!
 //! Two halves. `plan` is pure: given a manifest, what to do and a way to read files, it returns
 //! each file's text before and after, and what it did in words; it never writes. `apply`
-//! does the IO: it re-reads every file (refusing if one changed meanwhile), keeps a backup
-//! `<file>.agent-hub.bak` of each existing file an install changes, and writes atomically
-//! (temporary file, fsync, rename; through a symlink to its target; the old mode kept).
+//! does the IO: it re-reads every file (refusing if one changed meanwhile), keeps the first
+//! backup `<file>.agent-hub.bak` of each existing file an install changes (never overwritten:
+//! it is the user's original), records the folders and files it creates (`state`), and writes
+//! atomically (temporary file, fsync, rename; through a symlink to its target; the old mode
+//! kept). A reinstall sets only the keys install owns inside our entries (`owned`) and keeps
+//! every key the user added there.
 //!
 //! What is "ours": the MCP entry named `agent-hub`, a hook whose command runs
 //! `…/agent-hub hook stop`, the plugin file named in the manifest, and a skill file
 //! `<skills_dir>/<skill>/SKILL.md` whose last line is our stamp and still matches the text
 //! above it. Uninstall removes only those, then any object or array that removal left empty,
 //! then a file left holding nothing but `{}` (or nothing at all), then a skill's folder left
-//! empty. A skill file edited after install (or one we did not write) is never overwritten or
+//! empty, then the folders an install created that are empty now. A skill file edited after install (or one we did not write) is never overwritten or
 //! removed: it is left as it is and the notes say so. Refuses to forge trust: what the user
 //! must approve by hand is printed from the manifest's `install.trust`, never written into the
 //! agent's config.
 //!
 //! One job per file: this one holds the plan's types and `plan` itself; `mcp` the MCP server
-//! entry, `hooks` the delivery hook and the OpenCode plugin, `skills` the shipped skills and
-//! their stamp, `apply` the IO.
+//! entry, `hooks` the delivery hook and the OpenCode plugin, `owned` which keys of those are
+//! install's and merging them, `skills` the shipped skills and their stamp, `state` the install
+//! record, `apply` the IO.
 
 mod apply;
 mod hooks;
 mod mcp;
+mod owned;
 mod skills;
+mod state;
 mod turn_hooks;
 
 pub use apply::*;
 pub use hooks::*;
 use mcp::*;
+use owned::*;
 pub use skills::*;
+pub use state::*;
 
 use super::argv;
 use super::jsonedit::{self, Seg, J};
@@ -160,6 +168,8 @@ pub struct AgentPlan {
     pub notes: Vec<String>,
     /// Set when the agent cannot be done; then `changes` is empty and nothing is written.
     pub error: Option<String>,
+    /// Existing files the plan looked at and leaves byte for byte as they are (`~/…`).
+    pub unchanged: Vec<String>,
 }
 
 /// Expands a manifest path (`~/…` or absolute, already checked) against `home`.
@@ -208,14 +218,23 @@ impl Work<'_> {
         }
     }
 
-    fn changes(self) -> Vec<FileChange> {
+    /// The files that change, and the existing ones that do not (shown).
+    fn finish(self) -> (Vec<FileChange>, Vec<String>) {
         let home = self.home;
         let mut files = self.files;
-        self.order
+        let mut unchanged = Vec::new();
+        let changes = self
+            .order
             .into_iter()
             .filter_map(|p| {
                 let (before, after) = files.remove(&p)?;
-                (before != after).then(|| FileChange {
+                if before == after {
+                    if before.is_some() {
+                        unchanged.push(shown(&p, &home));
+                    }
+                    return None;
+                }
+                Some(FileChange {
                     shown: shown(&p, &home),
                     remove_empty_dir: self.prune.contains(&p),
                     path: p,
@@ -223,7 +242,8 @@ impl Work<'_> {
                     after,
                 })
             })
-            .collect()
+            .collect();
+        (changes, unchanged)
     }
 }
 
@@ -248,17 +268,22 @@ pub fn plan(
         .and_then(|()| turn_hooks::plan_turn_hooks(m, action, &mut work, &mut notes))
         .and_then(|()| plan_skills(m, action, &mut work, &mut notes));
     match result {
-        Ok(()) => AgentPlan {
-            agent: m.name.clone(),
-            changes: work.changes(),
-            notes,
-            error: None,
-        },
+        Ok(()) => {
+            let (changes, unchanged) = work.finish();
+            AgentPlan {
+                agent: m.name.clone(),
+                changes,
+                notes,
+                error: None,
+                unchanged,
+            }
+        }
         Err(e) => AgentPlan {
             agent: m.name.clone(),
             changes: Vec::new(),
             notes,
             error: Some(e),
+            unchanged: Vec::new(),
         },
     }
 }

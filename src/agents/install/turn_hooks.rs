@@ -32,49 +32,10 @@ pub fn turn_events(kind: HookKind) -> &'static [(&'static str, &'static str)] {
     }
 }
 
-/// The first `n` words of a hook command, reading the single quotes and backslashes
-/// `shell_word` may write.
-fn words(cmd: &str, n: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let (mut in_word, mut quoted) = (false, false);
-    let mut chars = cmd.chars();
-    while let Some(c) = chars.next() {
-        if out.len() >= n {
-            return out;
-        }
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                in_word = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if std::mem::take(&mut in_word) {
-                    out.push(std::mem::take(&mut cur));
-                }
-            }
-            '\\' if !quoted => {
-                if let Some(next) = chars.next() {
-                    cur.push(next);
-                    in_word = true;
-                }
-            }
-            c => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word && out.len() < n {
-        out.push(cur);
-    }
-    out
-}
-
 /// True for `<…/agent-hub> hook turn-start|turn-end|session-end …`: ours, whatever its
 /// identity or port.
 pub fn is_our_turn_hook_command(cmd: &str) -> bool {
-    let w = words(cmd, 3);
+    let w = super::hooks::hook_words(cmd, 3);
     w.len() == 3
         && Path::new(&w[0])
             .file_name()
@@ -114,20 +75,6 @@ fn turn_group(kind: HookKind, id: &HubIdentity, sub: &str) -> J {
     J::obj(vec![("hooks", J::Arr(vec![hook]))])
 }
 
-/// How many of our liveness hooks `hooks.<event>` holds.
-fn count_ours(groups: &[serde_json::Value]) -> usize {
-    groups
-        .iter()
-        .filter_map(|g| g.get("hooks").and_then(|h| h.as_array()))
-        .flatten()
-        .filter(|h| {
-            h.get("command")
-                .and_then(|c| c.as_str())
-                .is_some_and(is_our_turn_hook_command)
-        })
-        .count()
-}
-
 /// Removes our liveness hooks from `hooks.<event>`: a group holding only ours goes whole,
 /// else only our hooks leave it. Returns the new text and how many went.
 fn remove_ours(text: &str, event: &str) -> Result<(String, usize), String> {
@@ -160,13 +107,18 @@ pub(super) fn plan_turn_hooks(
         match action {
             Action::Install { id, .. } => {
                 let group = turn_group(m.install.hook, id, sub);
-                let groups = jsonedit::get(&text, &[Seg::Key("hooks"), Seg::Key(event)])
-                    .map_err(|e| fail(e.to_string()))?;
-                if let Some(serde_json::Value::Array(gs)) = &groups {
-                    if count_ours(gs) == 1 && gs.contains(&group.to_value()) {
+                // One hook of ours: its owned keys are set where it stands, the user's keys
+                // beside them kept (owned.rs), as for the delivery hook.
+                if let Some((merged, keys)) =
+                    merge_our_hook(&text, event, &group, is_our_turn_hook_command).map_err(fail)?
+                {
+                    if keys.is_empty() {
                         notes.push(format!("{show}: {what} already present"));
-                        continue;
+                    } else {
+                        notes.push(updated_note(&show, &what, &keys));
+                        text = merged;
                     }
+                    continue;
                 }
                 let (t, removed) = remove_ours(&text, event).map_err(fail)?;
                 text = jsonedit::append(&t, &["hooks", event], &group)

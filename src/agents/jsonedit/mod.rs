@@ -120,13 +120,15 @@ impl std::error::Error for JsonEditError {}
 
 type Result<T> = std::result::Result<T, JsonEditError>;
 
+mod merge;
 mod parse;
 mod splice;
 
+pub use merge::{merge_object, set_member};
+
 use parse::{find, parse, to_value, Kind};
 use splice::{
-    add_child, apply, line_indent, nest, remove_child, render_entry, render_pretty, style_of, Seps,
-    Splice,
+    add_child, apply, nest, remove_child, render_entry, render_pretty, style_of, Seps, Splice,
 };
 
 /// The whole document as a value (an empty document is `null`).
@@ -245,25 +247,10 @@ pub fn set(text: &str, path: &[&str], j: &J) -> Result<String> {
         };
         match members.iter().rev().find(|m| m.key == *key) {
             Some(m) if depth + 1 == path.len() => {
-                let inline =
-                    style.compact || !text[node.start..members[0].key_start].contains('\n');
-                let rendered = if inline {
-                    let seps = Seps {
-                        colon: ":",
-                        comma: if text[m.value.start..m.value.end].contains(", ") {
-                            ", "
-                        } else {
-                            ","
-                        },
-                    };
-                    render_entry(None, j, "", "", Some(seps))
-                } else {
-                    render_entry(None, j, &style.unit, line_indent(text, m.key_start), None)
-                };
                 splice = Some(Splice::Replace {
                     start: m.value.start,
                     end: m.value.end,
-                    text: rendered,
+                    text: merge::replacement(text, &style, node, m.key_start, &m.value, j),
                 });
                 break;
             }
