@@ -262,7 +262,7 @@ mod tests {
             ),
             (
                 r#"{"delegated":{"task":"t","state":"queued"}}"#.into(),
-                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`",
+                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`",
             ),
         ];
         for (line, want) in &cases {
