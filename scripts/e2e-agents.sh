@@ -60,6 +60,9 @@
 #   reply-acked    the hub reports the reply `acked` (agent-hub status): by the hook, or by the
 #                  plugin's `drain --confirm` once promptAsync took the text
 #   hook-bounded   the hook then let the agent stop: no model request after the feedback turn
+#   liveness-busy  (Claude, Gemini) mid-turn, `who` shows worker busy (the turn-start hook)
+#   liveness-gone  (Claude, Gemini, Codex) within 10 s of the agent's exit `who` shows worker
+#                  gone (SessionEnd hook, or the hub's check of the process the hooks named)
 #   loopback-only  (--trace-net, needs strace) the agent connected to no address but 127.0.0.1
 #                  (hook phase only)
 #
@@ -540,6 +543,20 @@ PY
         fail "$agent" hub-envelope "$(cat "$d/ping.check" "$d/ping.err" 2>/dev/null | tail -n2 | tr '\n' ' ')"
     fi
 
+    # liveness-busy: mid-turn (the mock holds the tool result), `who` shows worker busy from
+    # the installed turn-start hook (Claude UserPromptSubmit, Gemini BeforeAgent; SPEC §14.1).
+    local live
+    live=$(worker_state "$tok_o" "$hub_port")
+    case $agent in
+        claude | gemini)
+            if [[ $live == busy* ]]; then
+                pass "$agent" liveness-busy "who: worker $live"
+            else
+                fail "$agent" liveness-busy "who: worker ${live:-?}, wanted busy"
+            fi ;;
+        *) note "$agent" "liveness mid-turn: worker ${live:-?} (no turn-start hook for $agent)" ;;
+    esac
+
     # As orchestrator: reply while the agent's turn is still open, then release the mock.
     local reply_id=""
     reply_body="{\"e2e\":\"reply\",\"nonce\":\"$reply_nonce\"}"
@@ -563,6 +580,25 @@ PY
     else
         fail "$agent" agent-exit "exit $rc after ${took}s: $(tail -n3 "$d/agent.err" | tr '\n' ' ')"
     fi
+
+    # liveness-gone: the agent exited; `who` shows worker gone (its SessionEnd hook, or the
+    # hub's check of the process the Stop hook named) within 10 s.
+    local waited=0
+    live=$(worker_state "$tok_o" "$hub_port")
+    while [[ $live != gone* ]] && ((waited < 100)); do
+        sleep 0.1
+        waited=$((waited + 1))
+        live=$(worker_state "$tok_o" "$hub_port")
+    done
+    case $agent in
+        claude | gemini | codex)
+            if [[ $live == gone* ]]; then
+                pass "$agent" liveness-gone "who: worker $live"
+            else
+                fail "$agent" liveness-gone "who: worker ${live:-?} 10 s after the agent exited"
+            fi ;;
+        *) note "$agent" "liveness after exit: worker ${live:-?}" ;;
+    esac
 
     # Everything else is read from the logs.
     AGENT=$agent PING_ID=$ping_id REPLY_ID=$reply_id REPLY_NONCE=$reply_nonce D=$d \
@@ -708,6 +744,15 @@ PY
     reap "$hub_pid"
     reap "$mock_pid"
     note "$agent" "agent run took ${took}s"
+}
+
+# worker's `who` state and source ("busy (hook)"), asked as orchestrator: $1 token, $2 port.
+worker_state() {
+    "$AH" who --as orchestrator --token-file "$1" --port "$2" --json 2>/dev/null | python3 -c '
+import json, sys
+for a in json.load(sys.stdin)["agents"]:
+    if a["name"] == "worker":
+        print("%s (%s)" % (a.get("state"), a.get("source")))' 2>/dev/null || true
 }
 
 # ---- one agent, delegated: the hub runs the task through ACP -----------------------------
