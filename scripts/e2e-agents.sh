@@ -60,9 +60,11 @@
 #   reply-acked    the hub reports the reply `acked` (agent-hub status): by the hook, or by the
 #                  plugin's `drain --confirm` once promptAsync took the text
 #   hook-bounded   the hook then let the agent stop: no model request after the feedback turn
-#   liveness-busy  (Claude, Gemini) mid-turn, `who` shows worker busy (the turn-start hook)
-#   liveness-gone  (Claude, Gemini, Codex) within 10 s of the agent's exit `who` shows worker
-#                  gone (SessionEnd hook, or the hub's check of the process the hooks named)
+#   liveness-busy  (Claude, Gemini, OpenCode) mid-turn, `who` shows worker busy (the turn-start
+#                  hook; OpenCode's plugin on session.status busy)
+#   liveness-gone  (Claude, Gemini, Codex, OpenCode) within 10 s of the agent's exit `who`
+#                  shows worker gone (SessionEnd hook, or the hub's check of the process the
+#                  hooks or the plugin named)
 #   loopback-only  (--trace-net, needs strace) the agent connected to no address but 127.0.0.1
 #                  (hook phase only)
 #
@@ -548,7 +550,7 @@ PY
     local live
     live=$(worker_state "$tok_o" "$hub_port")
     case $agent in
-        claude | gemini)
+        claude | gemini | opencode)
             if [[ $live == busy* ]]; then
                 pass "$agent" liveness-busy "who: worker $live"
             else
@@ -591,7 +593,7 @@ PY
         live=$(worker_state "$tok_o" "$hub_port")
     done
     case $agent in
-        claude | gemini | codex)
+        claude | gemini | codex | opencode)
             if [[ $live == gone* ]]; then
                 pass "$agent" liveness-gone "who: worker $live"
             else

@@ -882,6 +882,71 @@ fn opencode_plugin_filled_in_by_the_installer() {
     assert_eq!(hub.status("beta", &id)["state"], "acked");
 }
 
+/// The plugin's liveness reports (SPEC §14.1): the top-level session's `session.status` busy
+/// makes `who` show the agent busy with OpenCode's own pid, a subagent's status changes
+/// nothing, and `session.idle` makes it idle. `who` runs from inside the node process, so the
+/// reported pid is alive when it is asked. Skipped without node.
+#[test]
+fn opencode_plugin_reports_turns_of_the_top_level_session() {
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("node not installed; skipping");
+        return;
+    }
+    let hub = Hub::start();
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/opencode/agent-hub.js");
+    let driver = hub.path("liveness.mjs");
+    let who = format!(
+        "[{:?}, \"who\", \"--as\", \"alpha\", \"--token-file\", {:?}, \"--port\", \"{}\", \"--json\"]",
+        CLIENT,
+        hub.token_file("alpha"),
+        hub.port
+    );
+    fs::write(
+        &driver,
+        format!(
+            r#"
+import {{ AgentHubPlugin }} from {plugin:?};
+import {{ execFileSync }} from "node:child_process";
+const client = {{
+  session: {{
+    get: async ({{ path }}) => ({{ data: {{ id: path.id, parentID: path.id === "child" ? "main" : undefined }} }}),
+    promptAsync: async () => ({{}}),
+  }},
+  app: {{ log: async (m) => {{ console.error(JSON.stringify(m)); return {{}}; }} }},
+}};
+const [bin, ...args] = {who};
+const beta = () => JSON.parse(execFileSync(bin, args)).agents.find((a) => a.name === "beta");
+const seen = [];
+const status = (sessionID, type) => ({{ type: "session.status", properties: {{ sessionID, status: {{ type }} }} }});
+const hooks = await AgentHubPlugin({{ client, directory: "/tmp" }});
+seen.push(beta());
+await hooks.event({{ event: status("main", "busy") }});
+seen.push(beta());
+await hooks.event({{ event: status("child", "idle") }});
+seen.push(beta());
+await hooks.event({{ event: {{ type: "session.idle", properties: {{ sessionID: "main" }} }} }});
+seen.push(beta());
+console.log(JSON.stringify({{ pid: process.pid, seen }}));
+"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new("node");
+    cmd.arg(&driver)
+        .env("AGENT_HUB_BIN", CLIENT)
+        .env("AGENT_HUB_AS", "beta")
+        .env("AGENT_HUB_TOKEN_FILE", hub.token_file("beta"))
+        .env("AGENT_HUB_PORT", hub.port.to_string())
+        .env("XDG_STATE_HOME", hub.state_dir());
+    let out = run(cmd, None);
+    assert_eq!(out.code, 0, "node: {}", out.stderr);
+    let got: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let seen = got["seen"].as_array().unwrap();
+    let states: Vec<&str> = seen.iter().map(|a| a["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["unknown", "busy", "busy", "idle"], "{seen:?}");
+    assert_eq!(seen[1]["source"], "hook", "{seen:?}");
+}
+
 /// Unconfigured (placeholders as shipped, no environment) the plugin does nothing.
 #[test]
 fn opencode_plugin_unconfigured_does_nothing() {

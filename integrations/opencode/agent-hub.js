@@ -1,11 +1,14 @@
 // agent-hub plugin for OpenCode: delivers hub mail into a session when it goes idle.
 //
-// Owns one thing: on `session.idle` of a top-level session, run `agent-hub drain --confirm`,
-// prompt the session with what it prints (`client.session.promptAsync`, which starts a new
-// turn at once), and only then confirm, so the hub counts the mail consumed only after
-// OpenCode has taken it. Anything that fails leaves the mail queued for the next idle; the
-// plugin never throws into OpenCode. The agent-hub binary is run with an argv, never through
-// a shell. See docs/delivery.md.
+// Owns two things. Delivery: on `session.idle` of a top-level session, run `agent-hub drain
+// --confirm`, prompt the session with what it prints (`client.session.promptAsync`, which
+// starts a new turn at once), and only then confirm, so the hub counts the mail consumed only
+// after OpenCode has taken it. Anything that fails leaves the mail queued for the next idle.
+// Liveness: when the top-level session turns busy or idle (`session.status`, `session.idle`)
+// it runs `agent-hub hook turn-start|turn-end --pid <OpenCode's pid>`, so `who` shows the
+// agent busy or idle, and gone once OpenCode exits (SPEC §14.1). The plugin never throws into
+// OpenCode. The agent-hub binary is run with an argv, never through a shell. See
+// docs/delivery.md.
 //
 // Install: `agent-hub install --agent opencode` copies this file into OpenCode's plugins folder
 // with the identity filled in below. By hand: copy it to ~/.config/opencode/plugins/ (or
@@ -113,6 +116,30 @@ function drain(client) {
   })
 }
 
+// Bounds one liveness report; the command bounds itself well under this (docs/delivery.md).
+const TURN_TIMEOUT_MS = 15_000
+
+// Runs `agent-hub hook turn-start|turn-end` naming this process; resolves when it ended. A
+// failure is only logged: liveness is advisory, delivery does not wait on it.
+function reportTurn(client, busy) {
+  return new Promise((resolve) => {
+    const args = [
+      "hook", busy ? "turn-start" : "turn-end", "--as", CONFIG.name,
+      "--token-file", CONFIG.tokenFile, "--port", String(CONFIG.port), "--pid", String(process.pid),
+    ]
+    let child
+    try {
+      child = spawn(CONFIG.bin, args, { stdio: ["ignore", "ignore", "ignore"] })
+    } catch (e) {
+      log(client, "warn", `cannot run ${CONFIG.bin}: ${e}`)
+      return resolve()
+    }
+    const timer = setTimeout(() => child.kill("SIGKILL"), TURN_TIMEOUT_MS)
+    child.on("error", () => { clearTimeout(timer); resolve() })
+    child.on("close", () => { clearTimeout(timer); resolve() })
+  })
+}
+
 async function isSubagentSession(client, id) {
   try {
     const res = await client.session.get({ path: { id } })
@@ -125,17 +152,37 @@ async function isSubagentSession(client, id) {
 export const AgentHubPlugin = async ({ client }) => {
   const inFlight = new Set()
   const streak = new Map()
+  // Liveness: whether each session is a subagent's (asked once), and the state last reported,
+  // so repeated status events cost no process.
+  const subagent = new Map()
+  let reported = null
+  const topLevel = async (id) => {
+    if (!subagent.has(id)) subagent.set(id, await isSubagentSession(client, id))
+    return !subagent.get(id)
+  }
+  const turn = async (id, busy) => {
+    if (reported === busy || !(await topLevel(id))) return
+    reported = busy
+    await reportTurn(client, busy)
+  }
   return {
     event: async ({ event }) => {
       try {
-        if (event?.type !== "session.idle") return
-        const id = event.properties?.sessionID ?? event.sessionID
-        if (!id || inFlight.has(id) || !configured()) return
+        const id = event?.properties?.sessionID ?? event?.sessionID
+        if (!id || !configured()) return
+        if (event.type === "session.status") {
+          const type = event.properties?.status?.type
+          if (type === "busy" || type === "idle") await turn(id, type === "busy")
+          return
+        }
+        if (event.type !== "session.idle") return
+        await turn(id, false)
+        if (inFlight.has(id)) return
         if (typeof client?.session?.promptAsync !== "function") return
         inFlight.add(id)
         try {
           // Mail is for the agent the user talks to, not for a subagent's session.
-          if (await isSubagentSession(client, id)) return
+          if (!(await topLevel(id))) return
           if ((streak.get(id) ?? 0) >= CONFIG.maxInjections) {
             streak.set(id, 0)
             return
