@@ -153,23 +153,32 @@ impl PeerReport {
         rows
     }
 
-    /// The target leading a row (None with fewer than two figures).
-    fn leader(&self, row: &Row) -> Option<&'static str> {
-        let figures: Vec<(usize, f64)> = row
+    /// The target(s) leading a row: the best figure, and every target level with it as the
+    /// table shows it (None with fewer than two figures).
+    fn leader(&self, row: &Row) -> Option<String> {
+        let shown: Vec<(usize, f64)> = row
             .cells
             .iter()
             .enumerate()
             .filter_map(|(i, (v, _))| v.map(|v| (i, v)))
             .collect();
-        if figures.len() < 2 {
+        if shown.len() < 2 {
             return None;
         }
-        let best = figures.iter().copied().reduce(|a, b| match row.better {
-            Better::Lower if b.1 < a.1 => b,
-            Better::Higher if b.1 > a.1 => b,
-            _ => a,
-        })?;
-        Some(self.runs[best.0].name)
+        let key = |v: f64| thousands(v, row.unit_digits);
+        let best = shown
+            .iter()
+            .map(|&(_, v)| v)
+            .reduce(|a, b| match row.better {
+                Better::Lower => a.min(b),
+                Better::Higher => a.max(b),
+            })?;
+        let names: Vec<&str> = shown
+            .iter()
+            .filter(|&&(_, v)| key(v) == key(best))
+            .map(|&(i, _)| self.runs[i].name)
+            .collect();
+        Some(names.join(", "))
     }
 
     pub(crate) fn markdown(&self, opts: &Opts) -> String {
@@ -200,7 +209,8 @@ impl PeerReport {
                     (None, _) => out.push_str(" – |"),
                 }
             }
-            let _ = writeln!(out, " {} |", self.leader(&row).unwrap_or("–"));
+            let lead = self.leader(&row).unwrap_or_else(|| "–".into());
+            let _ = writeln!(out, " {lead} |");
         }
         out
     }

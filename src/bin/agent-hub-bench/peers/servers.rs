@@ -57,13 +57,16 @@ pub(crate) fn find_on_path(name: &str, path: Option<&std::ffi::OsStr>) -> Option
         })
 }
 
-/// The first line the binary prints for its version flag (for the report), if any.
+/// The first line the binary prints for its version flag (for the report), if it succeeds.
 pub(crate) fn version_of(kind: PeerKind, bin: &Path) -> Option<String> {
     let out = Command::new(bin)
         .arg(kind.version_flag())
         .stdin(Stdio::null())
         .output()
         .ok()?;
+    if !out.status.success() {
+        return None;
+    }
     let text = String::from_utf8_lossy(if out.stdout.is_empty() {
         &out.stderr
     } else {
