@@ -138,6 +138,13 @@ pub(crate) fn run_side_by_side(opts: &Opts) -> Res<()> {
     for rep in 0..opts.reps {
         repetition(opts, rep, &work.path, &fixture, &mut runs)?;
     }
+    // A peer's failure is the peer's (recorded, the run goes on); the hub's fails the run,
+    // after the report, since the hub is what the bench is for.
+    let hub_failures = runs
+        .iter()
+        .filter(|t| t.which_peer.is_none())
+        .map(|t| t.failures.len())
+        .sum::<usize>();
     let report = report::PeerReport {
         machine,
         runs,
@@ -151,6 +158,11 @@ pub(crate) fn run_side_by_side(opts: &Opts) -> Res<()> {
         );
     } else {
         print!("{}", report.to_text(opts));
+    }
+    if hub_failures > 0 {
+        return Err(format!(
+            "agent-hub failed {hub_failures} time(s) in the run (listed in the report)"
+        ));
     }
     Ok(())
 }

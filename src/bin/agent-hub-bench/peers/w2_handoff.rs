@@ -64,7 +64,7 @@ pub(crate) fn w2_handoff(
     };
     let tid = tid_rx
         .recv_timeout(ASLEEP_TIMEOUT)
-        .map_err(|_| "W2: the reader thread did not start")?;
+        .map_err(|_| "the reader thread did not start")?;
     let result = (|| -> Res<W2> {
         let (mut lat, mut sender) = (Vec::with_capacity(handoffs), Vec::with_capacity(handoffs));
         let mut s0 = snap(pid)?;
@@ -73,14 +73,12 @@ pub(crate) fn w2_handoff(
                 s0 = snap(pid)?;
             }
             let c = client.arm(Queue::Handoff, None, Some(WAIT_SECS))?;
-            to_reader
-                .send(c)
-                .map_err(|_| "W2: the reader thread ended")?;
+            to_reader.send(c).map_err(|_| "the reader thread ended")?;
             // A bounded poll for a condition: the reader has taken the connection and sleeps.
             let until = Instant::now() + ASLEEP_TIMEOUT;
             while !(reading.load(Ordering::SeqCst) && thread_state(tid) == Some('S')) {
                 if Instant::now() >= until {
-                    return Err("W2: the reader thread never fell asleep in its read".into());
+                    return Err("the reader thread never fell asleep in its read".into());
                 }
                 std::thread::yield_now();
             }
@@ -90,10 +88,10 @@ pub(crate) fn w2_handoff(
             let acked = t0.elapsed();
             let (at, got, mut c) = from_reader
                 .recv_timeout(Duration::from_secs(WAIT_SECS) + IO_TIMEOUT)
-                .map_err(|_| "W2: no delivery to the reader thread")?;
-            let d = got?.ok_or("W2: the awaiter timed out although a message was sent")?;
+                .map_err(|_| "no delivery to the reader thread")?;
+            let d = got?.ok_or("the awaiter timed out although a message was sent")?;
             if rid_of(&d.body) != Some(m.id.as_str()) {
-                return Err(format!("W2: handoff {i} delivered another message"));
+                return Err(format!("handoff {i} delivered another message"));
             }
             client.consume(&mut c, &d)?;
             if i >= warmup {

@@ -57,9 +57,7 @@ pub(crate) fn w4_pairs(
                     let reply = client.round_trip(i, &m)?;
                     let t1 = Instant::now();
                     if rid_of(&reply.body) != Some(m.id.as_str()) {
-                        return Err(format!(
-                            "W4: requester {i} got the reply to another request"
-                        ));
+                        return Err(format!("requester {i} got the reply to another request"));
                     }
                     if window.counts(t0, t1) {
                         lat.push(t1 - t0);

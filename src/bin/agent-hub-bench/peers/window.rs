@@ -34,7 +34,9 @@ impl Usage {
     }
 
     pub(crate) fn syscw_per(&self, ops: usize) -> Option<f64> {
-        (ops > 0).then_some(())?;
+        if ops == 0 {
+            return None;
+        }
         self.syscw.map(|w| w as f64 / ops as f64)
     }
 }
