@@ -70,7 +70,8 @@ impl StoreKind {
 W1-W4 workloads on agent-hub (in-memory store, audit and service log on) and on each of \
 redis-server, beanstalkd and nats-server found on PATH (an absent one is skipped), each \
 started by the bench on a free loopback port, a fresh server per repetition; it prints the \
-median of --reps repetitions (docs/performance.md, \"Side by side with the peers\")."
+median of --reps repetitions (docs/performance.md, \"Side by side with the peers\"). W4 uses \
+--pairs; --json, --server, --work-dir and --keep-dir apply as to the other phases."
 )]
 pub(crate) struct Opts {
     /// Concurrent client threads for the connection-per-op send phase, comma separated.
@@ -106,7 +107,7 @@ pub(crate) struct Opts {
     /// Seconds the round-trip phase runs.
     #[arg(long, default_value_t = 5.0)]
     pub(crate) pairs_secs: f64,
-    /// Requester/responder pairs in the round-trip phase.
+    /// Requester/responder pairs in the round-trip phase (and in W4 of --peers).
     #[arg(long, default_value_t = 8)]
     pub(crate) pairs: usize,
     /// Timed cross-hub handoffs in the forwarding phase (0 skips the phase).
