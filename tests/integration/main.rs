@@ -8,6 +8,7 @@
 mod harness;
 
 mod audit_chain;
+mod bench_peers;
 mod bounds;
 mod client_cli;
 mod delegate;

@@ -111,39 +111,9 @@ impl HubProcess {
         Ok(hub)
     }
 
-    /// The hub's CPU time so far (user + system): from `/proc/PID/stat` in clock ticks, and
-    /// from the process CPU clock in nanoseconds as a cross-check at fine grain.
+    /// The hub's CPU time so far (`cpu_of_pid`).
     pub(crate) fn cpu(&self) -> Res<Cpu> {
-        let text = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .map_err(|e| format!("hub stat: {e}"))?;
-        // Fields after the parenthesised command name start at field 3 (state); utime and
-        // stime are fields 14 and 15 (proc(5)).
-        let rest = text
-            .rsplit_once(')')
-            .map(|(_, r)| r)
-            .ok_or("hub stat: no command field")?;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |i: usize| -> Res<u64> {
-            fields
-                .get(i)
-                .and_then(|f| f.parse().ok())
-                .ok_or_else(|| format!("hub stat: field {} unreadable", i + 3))
-        };
-        let ticks = field(11)? + field(12)?;
-        let stat = Duration::from_nanos(ticks * 1_000_000_000 / self.ticks_per_sec);
-        // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
-        let clock = unsafe {
-            let mut id: libc::clockid_t = 0;
-            let mut ts: libc::timespec = std::mem::zeroed();
-            if libc::clock_getcpuclockid(self.pid, &mut id) == 0
-                && libc::clock_gettime(id, &mut ts) == 0
-            {
-                Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
-            } else {
-                None
-            }
-        };
-        Ok(Cpu { stat, clock })
+        cpu_of_pid(self.pid)
     }
 
     /// The hub's resident set size in bytes, from `VmRSS` in `/proc/PID/status`.
@@ -274,4 +244,43 @@ pub(crate) fn parse_ready(line: &str) -> Res<SocketAddr> {
     let addr = rest.split(';').next().unwrap_or_default();
     addr.parse()
         .map_err(|e| format!("ready line {line:?}: bad address: {e}"))
+}
+
+/// A process's CPU time so far (user + system): from `/proc/PID/stat` in clock ticks, and from
+/// the process CPU clock in nanoseconds as a cross-check at fine grain. Any server the bench
+/// started (the hub, or a peer of `--peers`).
+pub(crate) fn cpu_of_pid(pid: i32) -> Res<Cpu> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("server stat: {e}"))?;
+    // Fields after the parenthesised command name start at field 3 (state); utime and
+    // stime are fields 14 and 15 (proc(5)).
+    let rest = text
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or("server stat: no command field")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> Res<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("server stat: field {} unreadable", i + 3))
+    };
+    let ticks = field(11)? + field(12)?;
+    // SAFETY: sysconf has no preconditions.
+    let per_sec = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        t if t > 0 => t as u64,
+        _ => 100,
+    };
+    let stat = Duration::from_nanos(ticks * 1_000_000_000 / per_sec);
+    // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
+    let clock = unsafe {
+        let mut id: libc::clockid_t = 0;
+        let mut ts: libc::timespec = std::mem::zeroed();
+        if libc::clock_getcpuclockid(pid, &mut id) == 0 && libc::clock_gettime(id, &mut ts) == 0 {
+            Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+        } else {
+            None
+        }
+    };
+    Ok(Cpu { stat, clock })
 }

@@ -38,6 +38,9 @@
 //! phase, `delegate_fixture`, `delegate_direct` and `delegate_report` (phase 7's files, its
 //! no-hub floor and its figures), `relay_*`
 //! (the in-process relay measurements) and `report` (text and JSON).
+//!
+//! `--peers` runs instead only the side-by-side comparison of issue 13 (the folder `peers/`):
+//! workloads W1 to W4 on agent-hub and on Redis, beanstalkd and NATS where installed.
 
 mod client;
 mod delegate_direct;
@@ -47,6 +50,7 @@ mod disk;
 mod fixtures;
 mod hub_process;
 mod options;
+mod peers;
 mod phase_delegate;
 mod phase_forward;
 mod phase_handoff;

@@ -62,10 +62,16 @@ impl StoreKind {
     }
 }
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(
     name = "agent-hub-bench",
-    about = "Benchmarks the release agent-hub-server on a throwaway hub (see docs/performance.md)"
+    about = "Benchmarks the release agent-hub-server on a throwaway hub (see docs/performance.md)",
+    after_help = "Side by side with the peers (issue 13): `agent-hub-bench --peers` runs only the \
+W1-W4 workloads on agent-hub (in-memory store, audit and service log on) and on each of \
+redis-server, beanstalkd and nats-server found on PATH (an absent one is skipped), each \
+started by the bench on a free loopback port, a fresh server per repetition; it prints the \
+median of --reps repetitions (docs/performance.md, \"Side by side with the peers\"). W4 uses \
+--pairs; --json, --server, --work-dir and --keep-dir apply as to the other phases."
 )]
 pub(crate) struct Opts {
     /// Concurrent client threads for the connection-per-op send phase, comma separated.
@@ -101,7 +107,7 @@ pub(crate) struct Opts {
     /// Seconds the round-trip phase runs.
     #[arg(long, default_value_t = 5.0)]
     pub(crate) pairs_secs: f64,
-    /// Requester/responder pairs in the round-trip phase.
+    /// Requester/responder pairs in the round-trip phase (and in W4 of --peers).
     #[arg(long, default_value_t = 8)]
     pub(crate) pairs: usize,
     /// Timed cross-hub handoffs in the forwarding phase (0 skips the phase).
@@ -148,7 +154,46 @@ pub(crate) struct Opts {
     /// Write the relay payloads (transcript, heartbeats, bus bodies) into DIR to look at.
     #[arg(long, value_name = "DIR")]
     pub(crate) relay_dump: Option<PathBuf>,
+    /// Run only the side-by-side comparison with the peers (Redis, beanstalkd, NATS) that are
+    /// on PATH: workloads W1-W4 on every target, a fresh server per repetition.
+    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only"])]
+    pub(crate) peers: bool,
+    /// With --peers: which targets to run (those absent from PATH are skipped).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerTarget::Hub, PeerTarget::Redis, PeerTarget::Beanstalkd, PeerTarget::Nats])]
+    pub(crate) targets: Vec<PeerTarget>,
+    /// With --peers: repetitions; every figure reported is the median over them.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) reps: usize,
+    /// With --peers: bytes of every message body (the same JSON text on every target).
+    #[arg(long, default_value_t = 128)]
+    pub(crate) body_bytes: usize,
+    /// With --peers: concurrent clients of W1 (connection-per-op sends), comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16])]
+    pub(crate) peer_clients: Vec<usize>,
+    /// With --peers: seconds of each measured W1 and W4 window (after a warm-up of a fifth of
+    /// it, at most one second).
+    #[arg(long, default_value_t = 5.0)]
+    pub(crate) peer_secs: f64,
+    /// With --peers: timed W2 handoffs per target and repetition.
+    #[arg(long, default_value_t = 500)]
+    pub(crate) peer_handoffs: usize,
+    /// With --peers: W3's parked waiters at once, each on its own connection.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) peer_waiters: usize,
 }
+
+/// A target of `--peers`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeerTarget {
+    Hub,
+    Redis,
+    Beanstalkd,
+    Nats,
+}
+
+/// Most waiters W3 parks at once: each needs a descriptor in the bench and one in the server,
+/// and Redis is started with room for this many clients (docs/performance.md).
+pub(crate) const MAX_PEER_WAITERS: usize = 14_000;
 
 impl Opts {
     pub(crate) fn stores(&self) -> Vec<StoreKind> {

@@ -5,6 +5,9 @@ use crate::*;
 
 pub(crate) fn run(opts: &Opts) -> Res<()> {
     validate(opts)?;
+    if opts.peers {
+        return peers::run_side_by_side(opts);
+    }
     if opts.relay_only {
         let machine = Machine::read();
         let relay = relay_bench(opts)?;
