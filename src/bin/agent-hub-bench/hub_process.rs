@@ -18,6 +18,17 @@ pub(crate) struct HubProcess {
 
 impl HubProcess {
     pub(crate) fn start_with(server: &Path, config: &Path, stderr_path: &Path) -> Res<HubProcess> {
+        HubProcess::start_within(server, config, stderr_path, READY_TIMEOUT)
+    }
+
+    /// `start_with`, giving the server `ready` to print its ready line (the scale phase's
+    /// store of a million envelopes is loaded before it).
+    pub(crate) fn start_within(
+        server: &Path,
+        config: &Path,
+        stderr_path: &Path,
+        ready_timeout: Duration,
+    ) -> Res<HubProcess> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -89,7 +100,7 @@ impl HubProcess {
                 let _ = tx.send(None);
             }
         });
-        let (ready, relay) = match rx.recv_timeout(READY_TIMEOUT) {
+        let (ready, relay) = match rx.recv_timeout(ready_timeout) {
             Ok(Some(lines)) => lines,
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(format!(
@@ -99,7 +110,7 @@ impl HubProcess {
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 return Err(format!(
-                    "the hub printed no ready line within {READY_TIMEOUT:?}: {}",
+                    "the hub printed no ready line within {ready_timeout:?}: {}",
                     hub.stderr_tail()
                 ));
             }

@@ -11,6 +11,8 @@ use agent_hub::store::{Store, StoreOp};
 /// The agent whose queue holds the long queue; `SENDER` sends everything.
 pub(crate) const BULK: &str = "scale-bulk";
 pub(crate) const SENDER: &str = "scale-sender";
+/// How long a scale hub gets to print its ready line.
+const SCALE_READY_TIMEOUT: Duration = Duration::from_secs(600);
 /// Rows per transaction when pre-filling the store.
 const FILL_BATCH: usize = 20_000;
 
@@ -88,7 +90,9 @@ impl ScaleHub {
     }
 
     pub(crate) fn start(&self, server: &Path) -> Res<HubProcess> {
-        HubProcess::start_with(server, &self.config, &self.stderr)
+        // A million queued envelopes are read before the ready line; on a machine shared
+        // with builds that can take minutes of wall time.
+        HubProcess::start_within(server, &self.config, &self.stderr, SCALE_READY_TIMEOUT)
     }
 
     /// Writes `n` queued envelopes from `SENDER` to `BULK` (ids `r-0..`, bodies of about
