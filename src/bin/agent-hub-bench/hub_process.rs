@@ -201,8 +201,14 @@ impl HubProcess {
     }
 
     /// Clean stop: SIGTERM and a bounded wait for exit 0; the caller learns of a bad exit.
-    pub(crate) fn stop(mut self) -> Res<()> {
-        let status = self.terminate();
+    pub(crate) fn stop(self) -> Res<()> {
+        self.stop_within(STOP_TIMEOUT)
+    }
+
+    /// `stop`, giving the hub `timeout` to exit (a hub holding a million envelopes frees them
+    /// and closes its store first).
+    pub(crate) fn stop_within(mut self, timeout: Duration) -> Res<()> {
+        let status = self.terminate_within(timeout);
         match status {
             Some(s) if s.success() => Ok(()),
             Some(s) => Err(format!(
@@ -216,6 +222,10 @@ impl HubProcess {
     /// SIGTERM, wait up to `STOP_TIMEOUT`, else SIGKILL. Returns the exit status if it
     /// stopped by itself.
     pub(crate) fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        self.terminate_within(STOP_TIMEOUT)
+    }
+
+    fn terminate_within(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
         let pid = self.pid;
         // Signals `sig` while the child is still ours and unreaped; false once it is not.
@@ -233,7 +243,7 @@ impl HubProcess {
         if !signal(libc::SIGTERM) {
             return None; // the signal thread has it
         }
-        let until = Instant::now() + STOP_TIMEOUT;
+        let until = Instant::now() + timeout;
         while Instant::now() < until {
             let mut owned = hub_pids();
             if !owned.contains(&pid) {

@@ -27,6 +27,9 @@ pub(crate) const TARGET_MEMORY_RATIO: f64 = 1.5;
 pub(crate) const MEMORY_BODIES: [usize; 2] = [128, 1024];
 /// Body size of every other figure.
 const BODY: usize = 128;
+/// How long a scale hub gets to exit on SIGTERM: one holding a million envelopes frees them
+/// and closes its store first, slowly on a busy machine.
+const SCALE_STOP_TIMEOUT: Duration = Duration::from_secs(300);
 /// Sender threads that fill queues before a measurement.
 const FILL_THREADS: usize = 4;
 
@@ -146,7 +149,7 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
             other => return Err(format!("after the restart, status of r-{last}: {other:?}")),
         }
         rss = hub.rss_bytes()?;
-        hub.stop()?;
+        hub.stop_within(SCALE_STOP_TIMEOUT)?;
     }
     let restart_ms = median(times.clone());
     let cpu_ms = median(cpus);
@@ -212,7 +215,7 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
                 FILL_THREADS,
             )?;
             let after = hub.rss_bytes()?;
-            hub.stop()?;
+            hub.stop_within(SCALE_STOP_TIMEOUT)?;
             let per = after.saturating_sub(before) as f64 / opts.scale_memory as f64;
             let ratio = per / wire as f64;
             report.row(
@@ -334,7 +337,7 @@ fn status_who_costs(fx: &ScaleHub, server: &Path, opts: &Opts, n: usize) -> Res<
             )),
         },
     )?;
-    hub.stop()?;
+    hub.stop_within(SCALE_STOP_TIMEOUT)?;
     Ok((by_sender, by_recipient, who))
 }
 
@@ -453,7 +456,7 @@ impl FlatCosts {
         let await_tail = await_with(Some(0))?;
         // The head: BULK's oldest, or each agent's one queued envelope.
         let await_head = await_with(None)?;
-        hub.stop()?;
+        hub.stop_within(SCALE_STOP_TIMEOUT)?;
         Ok(FlatCosts {
             send,
             await_tail,
