@@ -7,10 +7,16 @@
 //! from its front only what it forgets, at most `PURGE_BATCH` per call (`purge_pending` tells
 //! the caller to come back soon for the rest).
 //!
+//! `status` from a recipient must not walk it either: an index from each id to the senders
+//! that used it finds the record in as many lookups as senders share that id (usually one).
+//! `touched` counts the records every lookup looked at, so tests can tell (docs/performance.md
+//! "How cost grows with work").
+//!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
 use crate::wire::Reader;
 use sha2::{Digest, Sha256};
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -123,9 +129,30 @@ pub fn digest(to: &str, kind: &str, correlation_id: Option<&str>, body: &str) ->
     h.finalize().into()
 }
 
+/// The senders that used one id (`Ledger::by_id`); almost always one.
+#[derive(Debug)]
+enum Senders {
+    One(Arc<str>),
+    Many(Vec<Arc<str>>),
+}
+
+impl Senders {
+    fn as_slice(&self) -> &[Arc<str>] {
+        match self {
+            Senders::One(s) => std::slice::from_ref(s),
+            Senders::Many(v) => v,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Ledger {
     records: HashMap<Key, Record>,
+    /// Every remembered id with the senders that used it, in the order they were remembered:
+    /// how `lookup` finds a record for its recipient (module doc).
+    by_id: HashMap<Arc<str>, Senders>,
+    /// Records looked at by every lookup so far (tests count work, not time).
+    touched: Cell<u64>,
     /// Every settled record as (settled at, key): the purge's order (module doc).
     settled: BTreeSet<(i64, Key)>,
     window_ms: i64,
@@ -138,6 +165,8 @@ impl Ledger {
     pub fn new(window_secs: u64, max_ids: usize) -> Ledger {
         Ledger {
             records: HashMap::new(),
+            by_id: HashMap::new(),
+            touched: Cell::new(0),
             settled: BTreeSet::new(),
             window_ms: (window_secs as i64).saturating_mul(1000),
             max_ids,
@@ -156,6 +185,47 @@ impl Ledger {
     /// Index entries looked at by every purge so far.
     pub fn examined(&self) -> u64 {
         self.examined
+    }
+
+    /// Records looked at by every `lookup` so far.
+    pub fn touched(&self) -> u64 {
+        self.touched.get()
+    }
+
+    fn index_id(&mut self, k: &Key) {
+        match self.by_id.get_mut(&k.1) {
+            None => {
+                self.by_id.insert(k.1.clone(), Senders::One(k.0.clone()));
+            }
+            Some(Senders::One(s)) => {
+                let first = s.clone();
+                self.by_id
+                    .insert(k.1.clone(), Senders::Many(vec![first, k.0.clone()]));
+            }
+            Some(Senders::Many(v)) => v.push(k.0.clone()),
+        }
+    }
+
+    fn unindex_id(&mut self, k: &Key) {
+        let gone = match self.by_id.get_mut(&k.1) {
+            None => false,
+            Some(Senders::One(s)) => *s == k.0,
+            Some(Senders::Many(v)) => {
+                v.retain(|s| *s != k.0);
+                match v.len() {
+                    0 => true,
+                    1 => {
+                        let last = v[0].clone();
+                        self.by_id.insert(k.1.clone(), Senders::One(last));
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if gone {
+            self.by_id.remove(&k.1);
+        }
     }
 
     pub fn seen(&self, sender: &str, id: &str, digest: &[u8; 32]) -> Seen {
@@ -187,6 +257,9 @@ impl Ledger {
             .records
             .insert(k.clone(), record)
             .map(|old| Self::settlement(&old));
+        if before.is_none() {
+            self.index_id(&k);
+        }
         self.reindex(&k, before, after);
     }
 
@@ -234,6 +307,34 @@ impl Ledger {
         self.records.get(&key(sender, id))
     }
 
+    /// Room for `n` more records (a restart knows how many it brings back).
+    pub fn reserve(&mut self, n: usize) {
+        self.records.reserve(n);
+        self.by_id.reserve(n);
+    }
+
+    /// A restored envelope is queued at acceptance `seq`: its record says so, with one lookup.
+    /// The state's time is kept when it already was `queued`, else it becomes `now_ms` (a
+    /// restart is what requeued it). Same as `state_of`, `set_state` and `set_seq` together.
+    pub fn restore_queued(&mut self, sender: &str, id: &str, seq: u64, now_ms: i64) {
+        let Some((k, r)) = self.records.get_key_value(&key(sender, id)) else {
+            return;
+        };
+        let (k, before) = (k.clone(), Self::settlement(r));
+        let Some(r) = self.records.get_mut(&k) else {
+            return;
+        };
+        if r.state != State::Queued {
+            r.state = State::Queued;
+            r.ack_pending = false;
+            r.state_ms = now_ms;
+            r.reader = None;
+        }
+        r.seq = seq;
+        let after = Self::settlement(r);
+        self.reindex(&k, Some(before), Some(after));
+    }
+
     /// Records where a restored envelope sits in acceptance order.
     pub fn set_seq(&mut self, sender: &str, id: &str, seq: u64) {
         if let Some(r) = self.records.get_mut(&key(sender, id)) {
@@ -242,15 +343,23 @@ impl Ledger {
     }
 
     /// The record of `id` that `asker` may see: one it sent, else one addressed to it.
+    /// Looks at the asker's own record, then at the record of each other sender of that id
+    /// (`by_id`), never at the rest of the ledger.
     pub fn lookup(&self, asker: &str, id: &str) -> Option<(&str, &Record)> {
+        let touch = || self.touched.set(self.touched.get() + 1);
+        touch();
         if let Some((k, r)) = self.records.get_key_value(&key(asker, id)) {
             return Some((&k.0, r));
         }
-        // Linear in the ledger's size; status is an operator-rate query, not a hot path.
-        self.records
-            .iter()
-            .find(|((_, i), r)| &**i == id && r.to == asker)
-            .map(|((s, _), r)| (&**s, r))
+        let senders = self.by_id.get(id)?;
+        let id: Arc<str> = Arc::from(id);
+        senders.as_slice().iter().find_map(|sender| {
+            touch();
+            self.records
+                .get_key_value(&(sender.clone(), id.clone()))
+                .filter(|(_, r)| r.to == asker)
+                .map(|(k, r)| (&*k.0, r))
+        })
     }
 
     /// Whether the front of the settlement index is due: past the window, or the ledger over
@@ -280,6 +389,7 @@ impl Ledger {
                 break;
             };
             if let Some(r) = self.records.remove(&k) {
+                self.unindex_id(&k);
                 gone.push((k.0.to_string(), k.1.to_string(), r.seq));
             }
         }

@@ -26,6 +26,7 @@ mod linger;
 pub mod liveness;
 mod peer_tasks;
 mod pipeline;
+mod queue_index;
 mod receipts;
 mod recent;
 mod redelivery;
@@ -39,7 +40,7 @@ mod verbs;
 
 pub use event::{AuditEvent, Output};
 pub use roster_reload::RosterChange;
-pub use router::{Filter, MailboxStats, Parked, Queued, Router};
+pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 
 use crate::config::Limits;
 use crate::roster::Roster;

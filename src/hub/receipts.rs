@@ -40,19 +40,14 @@ fn judge(wait_for: WaitFor, rec: &Record) -> Option<WaitEnd> {
 impl Hub {
     /// The status line of the remembered envelope `(sender, id)` (SPEC §12.4 table).
     pub(super) fn status_of(&self, sender: &str, id: &str, rec: &Record) -> EnvelopeStatus {
+        // One binary search in the recipient's queue (sorted by seq), not a walk of it.
+        let found = self.router.find(&rec.to, rec.seq);
         let position = (rec.state == State::Queued)
-            .then(|| {
-                self.router
-                    .queued(&rec.to)
-                    .position(|q| q.seq == rec.seq && q.id == id)
-            })
+            .then_some(found)
             .flatten()
-            .map(|p| p as u64 + 1);
-        let attempts = self
-            .router
-            .queued(&rec.to)
-            .find(|q| q.seq == rec.seq)
-            .map(|q| q.attempts);
+            .filter(|(_, q)| q.id == id)
+            .map(|(p, _)| p as u64 + 1);
+        let attempts = found.map(|(_, q)| q.attempts);
         // The reader belongs to a hand-off: shown while it holds or consumed the envelope, and
         // for one lost at it (the ledger clears it when the envelope comes back).
         let reader = matches!(

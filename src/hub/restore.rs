@@ -12,6 +12,7 @@ impl Hub {
     /// Envelopes come back in acceptance order; an envelope delivered in ack mode and never
     /// acked is queued again.
     pub fn restore(&mut self, loaded: Loaded, now: Now) {
+        self.ledger.reserve(loaded.ids.len());
         for rec in loaded.ids {
             let Some(state) = State::parse(&rec.state) else {
                 continue;
@@ -38,12 +39,10 @@ impl Hub {
         for e in loaded.envelopes {
             self.next_seq = self.next_seq.max(e.seq + 1);
             // Queued it is; keep the time it became so unless a restart is what requeued it
-            // (an ack-mode delivery the crash cut off before its ack).
-            if self.ledger.state_of(&e.sender, &e.id) != Some(State::Queued) {
-                self.ledger
-                    .set_state(&e.sender, &e.id, State::Queued, false, now_ms);
-            }
-            self.ledger.set_seq(&e.sender, &e.id, e.seq);
+            // (an ack-mode delivery the crash cut off before its ack). One ledger lookup per
+            // envelope: a restart brings back a million (docs/performance.md "How cost grows
+            // with work").
+            self.ledger.restore_queued(&e.sender, &e.id, e.seq, now_ms);
             self.router.enqueue_back(Queued {
                 id: e.id,
                 from: e.sender,

@@ -3,8 +3,16 @@
 //!
 //! Owns: which envelope is queued where, which waiter is parked on what, and the per-agent
 //! caps. Refuses: IO, clocks, connection state (waiters are plain `ConnId`s here).
+//!
+//! Cost does not grow with work (docs/performance.md "How cost grows with work"): a queue is
+//! sorted by acceptance seq, so one envelope is found by binary search; a filtered await asks
+//! the queue's `QueueIndex` for its candidates instead of walking the queue; the total queued is
+//! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
+//! scan from a lookup without timing anything.
 
+use super::queue_index::QueueIndex;
 use super::ConnId;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -89,6 +97,8 @@ impl std::fmt::Display for QueueFull {
 #[derive(Debug, Default)]
 struct Mailbox {
     queue: VecDeque<Queued>,
+    /// The queue's envelopes by kind and correlation id, for filtered awaits.
+    index: QueueIndex,
     queued_bytes: usize,
     /// Envelopes staged for this queue but not yet committed; they count against the caps.
     reserved_envelopes: usize,
@@ -101,6 +111,54 @@ impl Mailbox {
     fn is_idle(&self) -> bool {
         self.queue.is_empty() && self.waiter_count == 0 && self.reserved_envelopes == 0
     }
+}
+
+/// What the router's operations have looked at so far: queue entries (compared against a filter
+/// or a seq, including every binary-search probe) and mailboxes (visited by an operation that
+/// spans agents). Tests read the difference across one operation (SPEC §5's routing must stay
+/// flat in queue length and agent count).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    pub entries: u64,
+    pub mailboxes: u64,
+}
+
+/// The position of the envelope of `seq` in `queue`, by binary search (the queue is sorted by
+/// seq); each probe counts in `entries`.
+fn locate(queue: &VecDeque<Queued>, seq: u64, entries: &Cell<u64>) -> Option<usize> {
+    let pos = queue.partition_point(|q| {
+        entries.set(entries.get() + 1);
+        q.seq < seq
+    });
+    queue.get(pos).filter(|q| q.seq == seq).map(|_| pos)
+}
+
+/// The queue position of the first envelope that `filter` passes among the `candidates` (seqs
+/// from the index, oldest first). Each candidate is found by binary search; the entries that
+/// share its seq are looked at in turn (a real hub never stamps one seq twice, but the router
+/// does not rely on it).
+fn first_passing(
+    queue: &VecDeque<Queued>,
+    candidates: impl Iterator<Item = u64>,
+    filter: &Filter,
+    entries: &Cell<u64>,
+) -> Option<usize> {
+    for seq in candidates {
+        let start = queue.partition_point(|q| {
+            entries.set(entries.get() + 1);
+            q.seq < seq
+        });
+        for (pos, q) in queue.iter().enumerate().skip(start) {
+            entries.set(entries.get() + 1);
+            if q.seq != seq {
+                break;
+            }
+            if filter.matches(q) {
+                return Some(pos);
+            }
+        }
+    }
+    None
 }
 
 /// Per-agent counts, for presence and operator views.
@@ -120,6 +178,11 @@ pub struct Router {
     /// Bytes queued or reserved across all agents, and its cap.
     total_bytes: usize,
     max_total_bytes: usize,
+    /// Envelopes queued across all agents (kept, not summed: `total_queued`).
+    total_envelopes: usize,
+    /// `Work::entries` and `Work::mailboxes` (cells: read-only lookups count too).
+    entries: Cell<u64>,
+    mailboxes: Cell<u64>,
 }
 
 impl Router {
@@ -131,6 +194,17 @@ impl Router {
             max_bytes,
             total_bytes: 0,
             max_total_bytes: usize::MAX,
+            total_envelopes: 0,
+            entries: Cell::new(0),
+            mailboxes: Cell::new(0),
+        }
+    }
+
+    /// What every operation so far has looked at (`Work`).
+    pub fn work(&self) -> Work {
+        Work {
+            entries: self.entries.get(),
+            mailboxes: self.mailboxes.get(),
         }
     }
 
@@ -234,21 +308,57 @@ impl Router {
         None
     }
 
-    /// Removes and returns the first queued envelope for `agent` that `filter` passes.
+    /// Removes and returns the first queued envelope for `agent` that `filter` passes. The
+    /// candidates come from the queue's index: with a reply-to filter, only the envelopes of
+    /// that correlation id are looked at; with a kind filter alone, the first of that kind; with
+    /// none, the front. Each is then found in the queue by binary search.
     pub fn take_first_match(&mut self, agent: &str, filter: &Filter) -> Option<Queued> {
         let mb = self.boxes.get_mut(agent)?;
-        let pos = mb.queue.iter().position(|e| filter.matches(e))?;
+        let entries = &self.entries;
+        let pos = match (&filter.reply_to, &filter.kind) {
+            (None, None) => {
+                entries.set(entries.get() + 1);
+                (!mb.queue.is_empty()).then_some(0)?
+            }
+            (Some(corr), _) => {
+                first_passing(&mb.queue, mb.index.with_correlation(corr), filter, entries)?
+            }
+            (None, Some(kind)) => {
+                first_passing(&mb.queue, mb.index.of_kind(kind), filter, entries)?
+            }
+        };
         let env = mb.queue.remove(pos)?;
-        mb.queued_bytes -= env.size_bytes();
-        self.total_bytes -= env.size_bytes();
+        self.taken(&env);
         self.gc(agent);
         Some(env)
     }
 
+    /// Bookkeeping for an envelope that left `env.to`'s queue: the byte counts, the running
+    /// total and the index.
+    fn taken(&mut self, env: &Queued) {
+        if let Some(mb) = self.boxes.get_mut(&env.to) {
+            mb.queued_bytes -= env.size_bytes();
+            mb.index
+                .remove(&env.kind, env.correlation_id.as_deref(), env.seq);
+        }
+        self.total_bytes -= env.size_bytes();
+        self.total_envelopes -= 1;
+    }
+
+    /// Bookkeeping for an envelope that joined its queue.
+    fn joined(mb: &mut Mailbox, env: &Queued) {
+        mb.queued_bytes += env.size_bytes();
+        mb.index
+            .insert(&env.kind, env.correlation_id.as_deref(), env.seq);
+    }
+
     /// Removes and returns the oldest envelope (lowest acceptance seq) at the front of any
     /// queue whose name `pick` accepts: how a forwarding link drains every `name@peer` queue
-    /// of its peer in acceptance order. Linear in the number of queues.
+    /// of its peer in acceptance order. Linear in the number of queues (each counts in
+    /// `Work::mailboxes`).
     pub fn take_oldest_where(&mut self, pick: impl Fn(&str) -> bool) -> Option<Queued> {
+        self.mailboxes
+            .set(self.mailboxes.get() + self.boxes.len() as u64);
         let name = self
             .boxes
             .iter()
@@ -257,8 +367,7 @@ impl Router {
             .map(|(name, _)| name.clone())?;
         let mb = self.boxes.get_mut(&name)?;
         let env = mb.queue.pop_front()?;
-        mb.queued_bytes -= env.size_bytes();
-        self.total_bytes -= env.size_bytes();
+        self.taken(&env);
         self.gc(&name);
         Some(env)
     }
@@ -304,8 +413,9 @@ impl Router {
     /// `env.seq` must be newer than every queued envelope's.
     pub fn enqueue_back(&mut self, env: Queued) {
         let mb = self.boxes.entry(env.to.clone()).or_default();
-        mb.queued_bytes += env.size_bytes();
+        Router::joined(mb, &env);
         self.total_bytes += env.size_bytes();
+        self.total_envelopes += 1;
         mb.queue.push_back(env);
     }
 
@@ -314,9 +424,14 @@ impl Router {
     /// from mid-queue, and pushing it to the front would reorder the queue.
     pub fn requeue(&mut self, env: Queued) {
         let mb = self.boxes.entry(env.to.clone()).or_default();
-        mb.queued_bytes += env.size_bytes();
+        Router::joined(mb, &env);
         self.total_bytes += env.size_bytes();
-        let pos = mb.queue.partition_point(|q| q.seq < env.seq);
+        self.total_envelopes += 1;
+        let entries = &self.entries;
+        let pos = mb.queue.partition_point(|q| {
+            entries.set(entries.get() + 1);
+            q.seq < env.seq
+        });
         mb.queue.insert(pos, env);
     }
 
@@ -333,15 +448,26 @@ impl Router {
 
     /// Envelopes queued across all agents.
     pub fn total_queued(&self) -> usize {
-        self.boxes.values().map(|mb| mb.queue.len()).sum()
+        self.total_envelopes
     }
 
-    /// The queue for `agent`, front first (for tests and operator views).
+    /// The envelope of acceptance `seq` in `agent`'s queue and its place there (0 is the
+    /// front), found by binary search: `status` reports it (SPEC §12.4) without walking the
+    /// queue.
+    pub fn find(&self, agent: &str, seq: u64) -> Option<(usize, &Queued)> {
+        let mb = self.boxes.get(agent)?;
+        let pos = locate(&mb.queue, seq, &self.entries)?;
+        Some((pos, &mb.queue[pos]))
+    }
+
+    /// The queue for `agent`, front first (for tests and operator views). Every entry it yields
+    /// counts in `Work::entries`: a walk of a queue on a hot path shows in the core's tests.
     pub fn queued(&self, agent: &str) -> impl Iterator<Item = &Queued> {
         self.boxes
             .get(agent)
             .into_iter()
             .flat_map(|mb| mb.queue.iter())
+            .inspect(|_| self.entries.set(self.entries.get() + 1))
     }
 
     fn gc(&mut self, agent: &str) {

@@ -18,6 +18,17 @@ pub(crate) struct HubProcess {
 
 impl HubProcess {
     pub(crate) fn start_with(server: &Path, config: &Path, stderr_path: &Path) -> Res<HubProcess> {
+        HubProcess::start_within(server, config, stderr_path, READY_TIMEOUT)
+    }
+
+    /// `start_with`, giving the server `ready` to print its ready line (the scale phase's
+    /// store of a million envelopes is loaded before it).
+    pub(crate) fn start_within(
+        server: &Path,
+        config: &Path,
+        stderr_path: &Path,
+        ready_timeout: Duration,
+    ) -> Res<HubProcess> {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -89,7 +100,7 @@ impl HubProcess {
                 let _ = tx.send(None);
             }
         });
-        let (ready, relay) = match rx.recv_timeout(READY_TIMEOUT) {
+        let (ready, relay) = match rx.recv_timeout(ready_timeout) {
             Ok(Some(lines)) => lines,
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(format!(
@@ -99,7 +110,7 @@ impl HubProcess {
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 return Err(format!(
-                    "the hub printed no ready line within {READY_TIMEOUT:?}: {}",
+                    "the hub printed no ready line within {ready_timeout:?}: {}",
                     hub.stderr_tail()
                 ));
             }
@@ -160,8 +171,14 @@ impl HubProcess {
     }
 
     /// Clean stop: SIGTERM and a bounded wait for exit 0; the caller learns of a bad exit.
-    pub(crate) fn stop(mut self) -> Res<()> {
-        let status = self.terminate();
+    pub(crate) fn stop(self) -> Res<()> {
+        self.stop_within(STOP_TIMEOUT)
+    }
+
+    /// `stop`, giving the hub `timeout` to exit (a hub holding a million envelopes frees them
+    /// and closes its store first).
+    pub(crate) fn stop_within(mut self, timeout: Duration) -> Res<()> {
+        let status = self.terminate_within(timeout);
         match status {
             Some(s) if s.success() => Ok(()),
             Some(s) => Err(format!(
@@ -175,6 +192,10 @@ impl HubProcess {
     /// SIGTERM, wait up to `STOP_TIMEOUT`, else SIGKILL. Returns the exit status if it
     /// stopped by itself.
     pub(crate) fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        self.terminate_within(STOP_TIMEOUT)
+    }
+
+    fn terminate_within(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
         let pid = self.pid;
         // Signals `sig` while the child is still ours and unreaped; false once it is not.
@@ -192,7 +213,7 @@ impl HubProcess {
         if !signal(libc::SIGTERM) {
             return None; // the signal thread has it
         }
-        let until = Instant::now() + STOP_TIMEOUT;
+        let until = Instant::now() + timeout;
         while Instant::now() < until {
             let mut owned = hub_pids();
             if !owned.contains(&pid) {

@@ -25,7 +25,9 @@
 //!    west, then end-to-end throughput of sends on east drained by awaits on west;
 //! 7. delegated work (issue 11) on `fake-acp-agent`: delegate to first `session/update` and to
 //!    the outcome envelope, hub CPU per task, hub RSS per running task, and the handoff of
-//!    phase 2 with many tasks running (`--delegate-only` runs only this phase).
+//!    phase 2 with many tasks running (`--delegate-only` runs only this phase);
+//! 8. scale (`--scale` runs only this, off by default; `phase_scale`, `scale_fixture`): how
+//!    cost grows with queued envelopes, agents and remembered ids (issue 13).
 //!
 //! Then, in process and without a hub (`--relay-only` runs only this; `--no-relay` skips it), the
 //! relay (issue 4; the section "relay" below): the LZ4 table of docs/performance.md "Relay" on
@@ -56,6 +58,7 @@ mod phase_forward;
 mod phase_handoff;
 mod phase_pairs;
 mod phase_parked;
+mod phase_scale;
 mod phase_sends;
 mod relay_codec;
 mod relay_corpus;
@@ -63,6 +66,7 @@ mod relay_link;
 mod relay_report;
 mod report;
 mod runner;
+mod scale_fixture;
 mod stats;
 
 use client::*;
@@ -77,6 +81,7 @@ use phase_forward::*;
 use phase_handoff::*;
 use phase_pairs::*;
 use phase_parked::*;
+use phase_scale::*;
 use phase_sends::*;
 use relay_codec::*;
 use relay_corpus::*;
@@ -84,6 +89,7 @@ use relay_link::*;
 use relay_report::*;
 use report::*;
 use runner::*;
+use scale_fixture::*;
 use stats::*;
 
 use agent_hub::relay::frame::{decode_body, decode_frame, encode_frame, encode_message, FLAG_LZ4};

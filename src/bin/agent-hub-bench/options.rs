@@ -151,6 +151,29 @@ pub(crate) struct Opts {
     /// Small task_status messages per link kind in the relay link phase.
     #[arg(long, default_value_t = 100_000)]
     pub(crate) relay_messages: usize,
+    /// Run only the scale phase (issue 13, docs/performance.md "How cost grows with work"):
+    /// restart, memory per queued envelope, send/await with a long queue and many agents,
+    /// status/who with a large ledger, each against its target.
+    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only"])]
+    pub(crate) scale: bool,
+    /// Queued envelopes in the SQLite store for the scale phase's restart (and its ledger).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) scale_restart: usize,
+    /// Restarts timed in the scale phase (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) scale_restarts: usize,
+    /// Envelopes sent per memory figure of the scale phase.
+    #[arg(long, default_value_t = 50_000)]
+    pub(crate) scale_memory: usize,
+    /// Envelopes queued for one agent in the scale phase's send/await figure.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) scale_queue: usize,
+    /// Agents in the scale phase's many-agents figure.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) scale_agents: usize,
+    /// Timed operations per figure in the scale phase.
+    #[arg(long, default_value_t = 2_000)]
+    pub(crate) scale_ops: usize,
     /// Write the relay payloads (transcript, heartbeats, bus bodies) into DIR to look at.
     #[arg(long, value_name = "DIR")]
     pub(crate) relay_dump: Option<PathBuf>,

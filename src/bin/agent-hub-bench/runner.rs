@@ -32,6 +32,9 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     // Before any other thread exists, so that every thread inherits the blocked mask.
     install_interrupt_cleanup()?;
     let server = find_server(opts.server.as_deref())?;
+    if opts.scale {
+        return scale_run(opts, &server);
+    }
     // Phase 7's binaries are looked for before any phase runs, so a missing one fails the run
     // at once instead of after the other phases' minutes.
     let fake = if opts.delegate_tasks > 0 {
@@ -237,6 +240,21 @@ pub(crate) fn validate(opts: &Opts) -> Res<()> {
             "--delegate-running must be 1..={MAX_DELEGATE_RUNNING} (tasks.max_concurrent is at most 256)"
         ));
     }
+    if opts.scale
+        && [
+            opts.scale_restart,
+            opts.scale_restarts,
+            opts.scale_memory,
+            opts.scale_queue,
+            opts.scale_ops,
+        ]
+        .contains(&0)
+    {
+        return Err("--scale-restart, --scale-restarts, --scale-memory, --scale-queue and --scale-ops must be at least 1".into());
+    }
+    if opts.scale && opts.scale_ops > opts.scale_agents {
+        return Err("--scale-ops must be at most --scale-agents (each op of the many-agents figure has an agent of its own)".into());
+    }
     if opts.relay_chunks == 0 || opts.relay_messages == 0 {
         return Err("--relay-chunks and --relay-messages must be at least 1".into());
     }
@@ -245,4 +263,29 @@ pub(crate) fn validate(opts: &Opts) -> Res<()> {
 
 pub(crate) fn progress(msg: &str) {
     eprintln!("agent-hub-bench: {msg}");
+}
+
+/// `--scale`: only the scale phase (issue 13), its table or JSON.
+fn scale_run(opts: &Opts, server: &Path) -> Res<()> {
+    raise_nofile()?;
+    let work = WorkDir::create(opts.work_dir.as_deref(), opts.keep_dir)?;
+    let machine = Machine::read();
+    let report = phase_scale(opts, server, &work.path)?;
+    if opts.json {
+        let v = json!({
+            "machine": {"nproc": machine.nproc, "cpu_model": machine.cpu_model, "kernel": machine.kernel},
+            "scale": report.to_json(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "agent-hub-bench --scale: {} CPUs ({}), kernel {}\n",
+            machine.nproc, machine.cpu_model, machine.kernel
+        );
+        print!("{}", report.to_table());
+    }
+    Ok(())
 }

@@ -825,6 +825,7 @@ mod receipts;
 mod redelivery;
 mod restore;
 mod roster_reload;
+mod scale;
 mod send;
 mod shutdown;
 mod tasks;
