@@ -30,6 +30,9 @@ const MAX_PENDING_AUDIT_BYTES: usize = 16 * 1024 * 1024;
 /// interval, so a burst of lines costs a bounded amount of memory.
 const SERVICE_BUF_FLUSH_BYTES: usize = 64 * 1024;
 
+/// The audit batch buffer is kept for the next flush up to this capacity.
+const BATCH_KEEP_BYTES: usize = 256 * 1024;
+
 /// Where records go. A seam so tests can make writes fail like a full disk.
 // `len` is a file's size, read to cut a failed append back; an `is_empty` would mean nothing.
 #[allow(clippy::len_without_is_empty)]
@@ -274,6 +277,8 @@ pub struct Records {
     audit_failing: bool,
     /// The chain's head changed since the `.head` file was last written (`record_head_moved`).
     head_moved: bool,
+    /// The last audit batch's buffer, reused (`flush_audit`).
+    batch_buf: String,
     /// Formats each record's timestamp (`timestamp`), into `ts_buf`.
     stamper: Stamper,
     ts_buf: String,
@@ -292,6 +297,7 @@ impl Records {
             service_due: None,
             service_urgent: false,
             head_moved: false,
+            batch_buf: String::new(),
             stamper: Stamper::default(),
             ts_buf: String::new(),
             dropped_audit: 0,
@@ -331,7 +337,12 @@ impl Records {
             return;
         };
         let r = match &self.chain.head {
-            Some(h) => f.write_all_at(format!("{}\n", audit_chain::hex(h)).as_bytes(), 0),
+            Some(h) => {
+                let mut line = String::with_capacity(65);
+                audit_chain::push_hex(h, &mut line);
+                line.push('\n');
+                f.write_all_at(line.as_bytes(), 0)
+            }
             None => f.set_len(0),
         };
         match r {
@@ -399,7 +410,11 @@ impl Records {
             None => self.audit.len(),
         };
         // The chain's links are made now, in file order: the chain_start first if one is due.
-        let mut batch = String::with_capacity(self.pending.len() + 80 * 64);
+        // The batch buffer is kept between flushes (cleared, not freed) unless a burst grew it
+        // past `BATCH_KEEP_BYTES`: one allocation fewer per loop iteration.
+        let mut batch = std::mem::take(&mut self.batch_buf);
+        batch.clear();
+        batch.reserve(self.pending.len() + 80 * 64);
         let mut head = self.chain.head;
         if let Some(reason) = &self.chain.start {
             let start = chain_start_record(AUDIT_FORMAT_VERSION, &ts, reason);
@@ -408,9 +423,14 @@ impl Records {
         for record in self.pending.split_inclusive('\n') {
             head = Some(chain_line(record, head.as_ref(), &mut batch));
         }
-        match self.audit.append(batch.as_bytes()) {
+        let appended = self.audit.append(batch.as_bytes());
+        let written = batch.len() as u64;
+        if batch.capacity() <= BATCH_KEEP_BYTES {
+            self.batch_buf = batch;
+        }
+        match appended {
             Ok(()) => {
-                self.audit_len = before.as_ref().ok().map(|len| len + batch.len() as u64);
+                self.audit_len = before.as_ref().ok().map(|len| len + written);
                 // Kept until the caller's commit settles, so `undo_last_batch` can take the
                 // gated records back out, keep the rest and put the chain back where it was.
                 self.last_batch = match before {
