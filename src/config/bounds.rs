@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn every_limit_is_bounded() {
         type Set = fn(&mut Limits, u64);
-        let keys: [(&str, u64, Set); 13] = [
+        let keys: [(&str, u64, Set); 14] = [
             ("max_line_bytes", MAX_LINE_BYTES, |l, v| {
                 l.max_line_bytes = v as usize
             }),
@@ -215,6 +215,11 @@ mod tests {
             ("max_status_waits", MAX_CONNECTIONS, |l, v| {
                 l.max_status_waits = v as usize
             }),
+            (
+                "service_log_flush_ms",
+                crate::config::MAX_SERVICE_LOG_FLUSH_MS,
+                |l, v| l.service_log_flush_ms = v,
+            ),
         ];
         let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
         for (key, max, set) in keys {
@@ -256,6 +261,24 @@ mod tests {
             c.limits.answer_linger_ms,
             crate::config::DEFAULT_ANSWER_LINGER_MS
         );
+    }
+
+    /// `service_log_flush_ms` is optional (configs from before issue 13 keep loading) and may
+    /// be 0 (every loop iteration writes its lines).
+    #[test]
+    fn the_service_log_flush_defaults_and_may_be_zero() {
+        let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
+        let mut l = Limits::example();
+        let without = format!("{head}{}", l.to_toml()).replace("service_log_flush_ms = 100\n", "");
+        assert!(!without.contains("service_log_flush_ms"));
+        let c = Config::parse(&without, Path::new("/d")).unwrap();
+        assert_eq!(
+            c.limits.service_log_flush_ms,
+            crate::config::DEFAULT_SERVICE_LOG_FLUSH_MS
+        );
+        l.service_log_flush_ms = 0;
+        let c = Config::parse(&format!("{head}{}", l.to_toml()), Path::new("/d")).unwrap();
+        assert_eq!(c.limits.service_log_flush_ms, 0);
     }
 
     /// `max_status_waits` is optional (configs from before receipts keep loading) and at

@@ -57,6 +57,25 @@ pub struct Limits {
     /// `max_deliveries`.
     #[serde(default = "default_max_status_waits")]
     pub max_status_waits: usize,
+    /// How long an INFO line of the service log may wait in the hub's buffer before it is
+    /// written (docs/operations.md, "Service log"): one append per interval instead of one per
+    /// loop iteration. WARN and ERROR lines are written at the end of their iteration, and
+    /// every stop (SIGTERM, SIGINT) writes what is buffered; a SIGKILL loses at most this
+    /// much of INFO lines. 0 writes at the end of every iteration. Optional, like
+    /// `max_deliveries`.
+    #[serde(default = "default_service_log_flush_ms")]
+    pub service_log_flush_ms: u64,
+}
+
+/// `limits.service_log_flush_ms` when the config says nothing: well under what an operator
+/// tailing the log notices, and at connection-per-op rates one append per hundreds of lines.
+pub const DEFAULT_SERVICE_LOG_FLUSH_MS: u64 = 100;
+/// Its upper bound: a longer wait would leave the log behind what the hub is doing and put
+/// more at risk on a SIGKILL.
+pub const MAX_SERVICE_LOG_FLUSH_MS: u64 = 10_000;
+
+fn default_service_log_flush_ms() -> u64 {
+    DEFAULT_SERVICE_LOG_FLUSH_MS
 }
 
 /// `limits.max_status_waits` when the config says nothing: as many as the example's
@@ -114,6 +133,9 @@ impl Limits {
     pub fn answer_linger(&self) -> Duration {
         Duration::from_millis(self.answer_linger_ms)
     }
+    pub fn service_log_flush(&self) -> Duration {
+        Duration::from_millis(self.service_log_flush_ms)
+    }
 
     /// The `[limits]` table as config text (tests and tools that write configs).
     pub fn to_toml(&self) -> String {
@@ -142,6 +164,7 @@ impl Limits {
             store_backlog_max_bytes: DEFAULT_STORE_BACKLOG_MAX_BYTES,
             answer_linger_ms: DEFAULT_ANSWER_LINGER_MS,
             max_status_waits: DEFAULT_MAX_STATUS_WAITS,
+            service_log_flush_ms: DEFAULT_SERVICE_LOG_FLUSH_MS,
         }
     }
 
@@ -209,6 +232,14 @@ impl Limits {
             "limits.max_status_waits",
             n(self.max_status_waits),
             MAX_CONNECTIONS,
+        )?;
+        // 0 is allowed: every loop iteration writes its lines.
+        check(
+            "limits.service_log_flush_ms",
+            self.service_log_flush_ms,
+            0,
+            MAX_SERVICE_LOG_FLUSH_MS,
+            Unit::Millis,
         )?;
         if !(1..=MAX_MAX_DELIVERIES).contains(&self.max_deliveries) {
             return Err(ConfigError::Invalid(format!(

@@ -34,7 +34,23 @@ pub fn line_hash(line: &[u8]) -> Hash {
 }
 
 pub fn hex(h: &Hash) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+    let mut s = String::with_capacity(64);
+    push_hex(h, &mut s);
+    s
+}
+
+/// Appends the 64 lowercase hex digits of `h` to `out`. Per record on the hot path (every
+/// `prev`): a digit table, not `format!` per byte, which was a tenth of the hub's CPU under
+/// connection-per-op sends (docs/performance.md, issue 13).
+pub fn push_hex(h: &Hash, out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 64];
+    for (i, b) in h.iter().enumerate() {
+        buf[2 * i] = DIGITS[usize::from(b >> 4)];
+        buf[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+    }
+    // Invariant: every byte comes from DIGITS, which is ASCII.
+    out.push_str(std::str::from_utf8(&buf).expect("hex digits are ASCII"));
 }
 
 /// 64 lowercase hex digits, as `hex` writes them.
@@ -59,9 +75,19 @@ pub fn parse_hex(s: &str) -> Option<Hash> {
 /// `"prev"` inserted before `"event"`, and returns the hash of the line as written.
 pub fn chain_line(record: &str, prev: Option<&Hash>, out: &mut String) -> Hash {
     let body = record.strip_suffix('\n').unwrap_or(record);
-    let field = match prev {
-        Some(h) => format!("\"{PREV}\":\"{}\",", hex(h)),
-        None => format!("\"{PREV}\":null,"),
+    let push_field = |out: &mut String| match prev {
+        Some(h) => {
+            out.push('"');
+            out.push_str(PREV);
+            out.push_str("\":\"");
+            push_hex(h, out);
+            out.push_str("\",");
+        }
+        None => {
+            out.push('"');
+            out.push_str(PREV);
+            out.push_str("\":null,");
+        }
     };
     let start = out.len();
     // Every record the hub encodes has `"event"` right after `v` and `ts`; anything else
@@ -69,12 +95,12 @@ pub fn chain_line(record: &str, prev: Option<&Hash>, out: &mut String) -> Hash {
     match body.find(",\"event\":") {
         Some(i) => {
             out.push_str(&body[..=i]);
-            out.push_str(&field);
+            push_field(out);
             out.push_str(&body[i + 1..]);
         }
         None => {
             out.push('{');
-            out.push_str(&field);
+            push_field(out);
             out.push_str(body.strip_prefix('{').unwrap_or(body));
         }
     }
@@ -406,6 +432,20 @@ mod tests {
     use super::*;
 
     const V: u32 = 3;
+
+    /// The digit table writes what `{:02x}` per byte writes, and `parse_hex` reads it back.
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte_and_round_trips() {
+        let mut h = [0u8; 32];
+        for (i, b) in h.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(9);
+        }
+        h[0] = 0;
+        h[31] = 0xff;
+        let slow: String = h.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex(&h), slow);
+        assert_eq!(parse_hex(&hex(&h)), Some(h));
+    }
 
     fn record(ts: &str, event: &str) -> String {
         format!("{{\"v\":{V},\"ts\":\"{ts}\",\"event\":\"{event}\",\"conn\":2}}\n")

@@ -8,6 +8,7 @@
 pub mod audit_chain;
 pub mod conn;
 pub mod liveness;
+mod nodelay;
 pub mod os_ids;
 pub mod records;
 pub mod relay_gate;
@@ -17,6 +18,7 @@ mod roster_reload;
 pub mod signal;
 pub mod startup;
 pub mod tasks;
+mod timestamp;
 mod write_buf;
 
 use crate::config::Limits;
@@ -114,6 +116,8 @@ pub struct Server {
     /// The roster file, read again on SIGHUP (`roster_reload`); None in tests that build a
     /// server from a parsed roster.
     roster_path: Option<std::path::PathBuf>,
+    /// Accepted sockets get TCP_NODELAY from the listener (`nodelay`), not one by one.
+    nodelay_inherited: bool,
 }
 
 impl Server {
@@ -130,6 +134,7 @@ impl Server {
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = listener;
+        let nodelay_inherited = nodelay::inherit_from_listener(&listener);
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let mut signals = signals;
@@ -157,6 +162,8 @@ impl Server {
         };
         // Replies wait for a flush only where the flush thread makes commits durable on disk.
         let hub = hub.with_sync(flusher.as_ref().is_some_and(Flusher::syncs));
+        let mut records = records;
+        records.set_service_flush(limits.service_log_flush());
         Ok(Server {
             poll,
             listener: Some(listener),
@@ -183,6 +190,7 @@ impl Server {
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
             roster_path: None,
+            nodelay_inherited,
         })
     }
 
@@ -275,7 +283,10 @@ impl Server {
                     Token(t) => {
                         let id = t as ConnId;
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            self.read(id, now);
+                            // Without a close or an error in the event, a short read has taken
+                            // all there is: any later byte or FIN is a new edge (`read`).
+                            let short_drains = !(event.is_read_closed() || event.is_error());
+                            self.read(id, short_drains, now);
                         }
                         if event.is_writable() && self.conns.get(&id).is_some_and(Conn::has_output)
                         {
@@ -285,7 +296,7 @@ impl Server {
                 }
             }
             for id in std::mem::take(&mut self.read_again) {
-                self.read(id, now);
+                self.read(id, false, now);
             }
             if let Some(relay) = &mut self.relay {
                 relay.read_pending(self.poll.registry(), now.mono);
@@ -328,6 +339,7 @@ impl Server {
         self.hub.stopped();
         self.drain_outputs();
         let _ = self.records.flush_audit(std::iter::empty());
+        self.records.record_head_moved();
         if let Some(head) = self.records.chain_head() {
             // A copy of the head outside the audit log: `audit verify --anchor` checks it.
             self.records
@@ -381,6 +393,7 @@ impl Server {
         consider(self.deadlines.first().map(|&(t, _)| t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
+        consider(self.records.service_due());
         if let Some(relay) = &self.relay {
             consider(relay.poll_timeout());
             consider(self.next_directory);
@@ -435,21 +448,32 @@ impl Server {
             self.refusals.at_limit += 1;
             return;
         }
-        let _ = stream.set_nodelay(true);
+        if !self.nodelay_inherited {
+            let _ = stream.set_nodelay(true);
+        }
         let id = self.next_conn;
         self.next_conn += 1;
-        if let Err(e) =
-            self.poll
-                .registry()
-                .register(&mut stream, Token(id as usize), Interest::READABLE)
-        {
-            self.records
-                .log("ERROR", &format!("cannot register connection: {e}"));
-            return;
-        }
         self.conns.insert(id, Conn::new(stream));
         self.hub.handle_connect(id, now);
         self.drain_outputs();
+        // A client writes its hello right behind its connect, so it is usually here already:
+        // read it now rather than after one more trip through epoll. Registering after the
+        // read means the registration itself reports anything that arrives in between
+        // (epoll checks readiness when a socket is added), so a short read is safe to stop at
+        // (docs/performance.md, issue 13).
+        self.read(id, true, now);
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return; // the first read found the client gone, and the core has been told
+        };
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut conn.stream, Token(id as usize), Interest::READABLE)
+        {
+            self.records
+                .log("ERROR", &format!("cannot register connection: {e}"));
+            self.close(id, false, "the hub could not watch this connection", now);
+        }
     }
 
     /// EMFILE/ENFILE: free the reserve descriptor, accept one connection and close it, take the
@@ -498,7 +522,11 @@ impl Server {
 
     // ----- reading -----
 
-    fn read(&mut self, id: ConnId, now: Now) {
+    /// Reads what `id`'s socket holds into the core. With `short_drains`, a read that fills
+    /// less than the buffer ends it without a further read that would only say WouldBlock:
+    /// the caller knows a later byte or FIN will be reported as a new edge (the event had
+    /// no close in it, or the socket is registered only after this read).
+    fn read(&mut self, id: ConnId, short_drains: bool, now: Now) {
         let max_line = self.limits.max_line_bytes;
         let mut budget = READ_BUDGET_BYTES;
         loop {
@@ -526,7 +554,11 @@ impl Server {
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
+                    let drained = short_drains && n < self.scratch.len();
                     if conn.discard_input {
+                        if drained {
+                            return;
+                        }
                         continue;
                     }
                     conn.input.push(&self.scratch[..n]);
@@ -548,6 +580,9 @@ impl Server {
                     }
                     if let Some(conn) = self.conns.get_mut(&id) {
                         conn.input.shrink();
+                    }
+                    if drained {
+                        return;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -709,7 +744,8 @@ impl Server {
             }
         }
         let _ = self.records.flush_audit(std::iter::empty());
-        self.records.flush_service();
+        self.records.record_head_moved();
+        self.records.flush_service_due(now.mono);
     }
 
     /// Carries out one `Output::Commit` exactly as `hub::commit::Batch` says: the store

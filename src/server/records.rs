@@ -1,5 +1,7 @@
-//! The audit log and the service log (SPEC §8): append-only files of mode 600, written in one
-//! batch per event-loop iteration.
+//! The audit log and the service log (SPEC §8): append-only files of mode 600. The audit log
+//! is written in one batch per event-loop iteration that has records (a batch that gates
+//! replies before they leave); the service log's INFO lines are buffered for up to
+//! `limits.service_log_flush_ms` and written in one append (`flush_service_due`).
 //!
 //! Owns the on-disk form of both records and what happens when a write fails: the audit batch
 //! is cut back to its last good length, the sends it carried are refused by the caller, and
@@ -10,17 +12,26 @@
 //! hub core does that).
 
 use super::audit_chain::{self, chain_line, chain_start_record, Hash};
+use super::timestamp::Stamper;
 use crate::hub::event::AUDIT_FORMAT_VERSION;
 use crate::hub::AuditEvent;
-use chrono::{SecondsFormat, Utc};
+use chrono::Utc;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Records that gate nothing and could not be written are kept up to this many bytes; past it
 /// the oldest are dropped and the drop is counted in the service log.
 const MAX_PENDING_AUDIT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Buffered service-log lines are written at once past this many bytes, whatever the flush
+/// interval, so a burst of lines costs a bounded amount of memory.
+const SERVICE_BUF_FLUSH_BYTES: usize = 64 * 1024;
+
+/// The audit batch buffer is kept for the next flush up to this capacity.
+const BATCH_KEEP_BYTES: usize = 256 * 1024;
 
 /// Where records go. A seam so tests can make writes fail like a full disk.
 // `len` is a file's size, read to cut a failed append back; an `is_empty` would mean nothing.
@@ -255,8 +266,22 @@ pub struct Records {
     head_failing: bool,
     service: Box<dyn Sink>,
     service_buf: String,
+    /// How long an INFO line may wait in `service_buf` (`limits.service_log_flush_ms`);
+    /// zero writes at the end of every loop iteration.
+    service_flush: Duration,
+    /// When the buffered lines are written at the latest (`flush_service_due`).
+    service_due: Option<Instant>,
+    /// A line above INFO is buffered: written at the end of this iteration.
+    service_urgent: bool,
     dropped_audit: u64,
     audit_failing: bool,
+    /// The chain's head changed since the `.head` file was last written (`record_head_moved`).
+    head_moved: bool,
+    /// The last audit batch's buffer, reused (`flush_audit`).
+    batch_buf: String,
+    /// Formats each record's timestamp (`timestamp`), into `ts_buf`.
+    stamper: Stamper,
+    ts_buf: String,
 }
 
 impl Records {
@@ -268,6 +293,13 @@ impl Records {
             pending: String::new(),
             service,
             service_buf: String::new(),
+            service_flush: Duration::ZERO,
+            service_due: None,
+            service_urgent: false,
+            head_moved: false,
+            batch_buf: String::new(),
+            stamper: Stamper::default(),
+            ts_buf: String::new(),
             dropped_audit: 0,
             audit_failing: false,
             chain: Chain::new_log(),
@@ -288,13 +320,29 @@ impl Records {
         self.chain.head.as_ref().map(audit_chain::hex)
     }
 
+    /// Rewrites the `.head` file if the chain's head moved: once per loop iteration, after
+    /// the iteration's replies and deliveries are written (`Server::settle`), not once per
+    /// batch inside the path from a send's line to its delivery. A crash between the log's
+    /// append and this write leaves the `.head` one batch behind, which the next start reports
+    /// (`open_chain`), as a crash between the two writes always could.
+    pub fn record_head_moved(&mut self) {
+        if std::mem::take(&mut self.head_moved) {
+            self.record_head();
+        }
+    }
+
     /// Rewrites the `.head` file with the chain's head (fixed length, in place).
     fn record_head(&mut self) {
         let Some(f) = &self.chain.head_file else {
             return;
         };
         let r = match &self.chain.head {
-            Some(h) => f.write_all_at(format!("{}\n", audit_chain::hex(h)).as_bytes(), 0),
+            Some(h) => {
+                let mut line = String::with_capacity(65);
+                audit_chain::push_hex(h, &mut line);
+                line.push('\n');
+                f.write_all_at(line.as_bytes(), 0)
+            }
             None => f.set_len(0),
         };
         match r {
@@ -313,18 +361,25 @@ impl Records {
         }
     }
 
-    fn now_ts() -> String {
-        Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
+    /// Sets how long INFO lines may wait before they are written (`flush_service_due`).
+    pub fn set_service_flush(&mut self, every: Duration) {
+        self.service_flush = every;
     }
 
     /// Queues a record that gates nothing.
     pub fn audit(&mut self, event: &AuditEvent) {
-        event.encode_into(&Self::now_ts(), &mut self.pending);
+        self.ts_buf.clear();
+        self.stamper.push(Utc::now(), &mut self.ts_buf);
+        event.encode_into(&self.ts_buf, &mut self.pending);
     }
 
-    /// Queues a service-log line at `level`.
+    /// Queues a service-log line at `level`. It is written by `flush_service_due`: a line
+    /// above INFO at the end of this loop iteration, an INFO line within the flush interval.
     pub fn log(&mut self, level: &str, line: &str) {
-        self.service_buf.push_str(&Self::now_ts());
+        if level != "INFO" {
+            self.service_urgent = true;
+        }
+        self.stamper.push(Utc::now(), &mut self.service_buf);
         self.service_buf.push(' ');
         self.service_buf.push_str(level);
         self.service_buf.push(' ');
@@ -342,7 +397,7 @@ impl Records {
         // Only this call's batch can be taken back: a batch from an earlier call was settled
         // by its own commit (and an empty call must not leave it undoable).
         self.last_batch = None;
-        let ts = Self::now_ts();
+        let ts = self.stamper.text(Utc::now());
         let keep = self.pending.len();
         for ev in gated {
             ev.encode_into(&ts, &mut self.pending);
@@ -355,7 +410,11 @@ impl Records {
             None => self.audit.len(),
         };
         // The chain's links are made now, in file order: the chain_start first if one is due.
-        let mut batch = String::with_capacity(self.pending.len() + 80 * 64);
+        // The batch buffer is kept between flushes (cleared, not freed) unless a burst grew it
+        // past `BATCH_KEEP_BYTES`: one allocation fewer per loop iteration.
+        let mut batch = std::mem::take(&mut self.batch_buf);
+        batch.clear();
+        batch.reserve(self.pending.len() + 80 * 64);
         let mut head = self.chain.head;
         if let Some(reason) = &self.chain.start {
             let start = chain_start_record(AUDIT_FORMAT_VERSION, &ts, reason);
@@ -364,9 +423,14 @@ impl Records {
         for record in self.pending.split_inclusive('\n') {
             head = Some(chain_line(record, head.as_ref(), &mut batch));
         }
-        match self.audit.append(batch.as_bytes()) {
+        let appended = self.audit.append(batch.as_bytes());
+        let written = batch.len() as u64;
+        if batch.capacity() <= BATCH_KEEP_BYTES {
+            self.batch_buf = batch;
+        }
+        match appended {
             Ok(()) => {
-                self.audit_len = before.as_ref().ok().map(|len| len + batch.len() as u64);
+                self.audit_len = before.as_ref().ok().map(|len| len + written);
                 // Kept until the caller's commit settles, so `undo_last_batch` can take the
                 // gated records back out, keep the rest and put the chain back where it was.
                 self.last_batch = match before {
@@ -380,7 +444,7 @@ impl Records {
                 };
                 self.chain.head = head;
                 self.chain.start = None;
-                self.record_head();
+                self.head_moved = true;
                 self.pending.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
@@ -422,7 +486,7 @@ impl Records {
             // The next record links to the last one left in the file.
             self.chain.head = last.head;
             self.chain.start = last.start;
-            self.record_head();
+            self.head_moved = true;
         } else {
             self.audit_len = None;
             self.log(
@@ -455,6 +519,8 @@ impl Records {
     /// Writes buffered service-log lines. A failing service log cannot be reported in itself;
     /// the lines go to stderr instead so they are not lost silently.
     pub fn flush_service(&mut self) {
+        self.service_due = None;
+        self.service_urgent = false;
         if self.service_buf.is_empty() {
             return;
         }
@@ -464,8 +530,43 @@ impl Records {
         self.service_buf.clear();
     }
 
+    /// The end of a loop iteration: writes the buffered service-log lines if one is above
+    /// INFO, the buffer is past `SERVICE_BUF_FLUSH_BYTES`, the flush interval is zero or the
+    /// oldest line has waited it out; otherwise arms the interval from `now`. One write per
+    /// interval instead of one per iteration: a connection-per-op client costs an iteration
+    /// or more per operation, each with its own line (docs/performance.md, issue 13).
+    /// What a SIGKILL can lose is at most the interval's INFO lines (docs/operations.md,
+    /// "Service log"); SIGTERM, SIGINT and every stop write them first.
+    pub fn flush_service_due(&mut self, now: Instant) {
+        if self.service_buf.is_empty() {
+            return;
+        }
+        let due = *self.service_due.get_or_insert(now + self.service_flush);
+        if self.service_urgent
+            || self.service_flush.is_zero()
+            || self.service_buf.len() >= SERVICE_BUF_FLUSH_BYTES
+            || now >= due
+        {
+            self.flush_service();
+        }
+    }
+
+    /// When `flush_service_due` must run next to keep the flush interval, if lines wait.
+    pub fn service_due(&self) -> Option<Instant> {
+        self.service_due
+    }
+
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty() || !self.service_buf.is_empty()
+    }
+}
+
+impl Drop for Records {
+    /// A server that ends by an error return (not a signal's orderly stop) still writes the
+    /// service-log lines it buffered and the chain head.
+    fn drop(&mut self) {
+        self.record_head_moved();
+        self.flush_service();
     }
 }
 
@@ -691,6 +792,80 @@ mod tests {
             "{text}"
         );
         assert_chain_holds(&text);
+    }
+
+    /// INFO lines wait for the flush interval and go out in one append; a WARN line, the size
+    /// bound, a zero interval and `flush_service` (every stop) write at once; `service_due` is
+    /// the deadline the loop sleeps to. Time is passed in: no sleeping.
+    #[test]
+    fn service_lines_are_buffered_for_the_interval_and_written_in_one_append() {
+        #[derive(Clone, Default)]
+        struct Counting {
+            data: Rc<RefCell<Vec<u8>>>,
+            appends: Rc<RefCell<u32>>,
+        }
+        impl Sink for Counting {
+            fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+                *self.appends.borrow_mut() += 1;
+                self.data.borrow_mut().extend_from_slice(bytes);
+                Ok(())
+            }
+            fn truncate(&mut self, _: u64) -> io::Result<()> {
+                Ok(())
+            }
+            fn len(&mut self) -> io::Result<u64> {
+                Ok(self.data.borrow().len() as u64)
+            }
+        }
+        let service = Counting::default();
+        let mut r = Records::new(Box::new(MemSink::default()), Box::new(service.clone()));
+        let every = Duration::from_millis(100);
+        r.set_service_flush(every);
+        let t0 = Instant::now();
+        r.log("INFO", "one");
+        r.flush_service_due(t0);
+        r.log("INFO", "two");
+        r.flush_service_due(t0 + Duration::from_millis(50));
+        assert_eq!(*service.appends.borrow(), 0, "INFO lines wait");
+        assert_eq!(r.service_due(), Some(t0 + every), "due from the first line");
+        r.flush_service_due(t0 + every);
+        assert_eq!(*service.appends.borrow(), 1, "both in one append");
+        let text = String::from_utf8(service.data.borrow().clone()).unwrap();
+        assert!(text.contains(" INFO one\n"), "{text}");
+        assert!(text.ends_with(" INFO two\n"), "{text}");
+        assert_eq!(r.service_due(), None, "nothing waits");
+        // A WARN line goes at the end of its iteration, with the INFO lines before it.
+        r.log("INFO", "three");
+        r.log("WARN", "four");
+        r.flush_service_due(t0 + every);
+        assert_eq!(*service.appends.borrow(), 2);
+        // A burst past the size bound is written before the interval ends.
+        let long = "x".repeat(SERVICE_BUF_FLUSH_BYTES);
+        r.log("INFO", &long);
+        r.flush_service_due(t0 + every);
+        assert_eq!(*service.appends.borrow(), 3);
+        // A stop writes what waits, whatever the interval.
+        r.log("INFO", "five");
+        r.flush_service_due(t0 + every);
+        assert_eq!(*service.appends.borrow(), 3);
+        r.flush_service();
+        assert_eq!(*service.appends.borrow(), 4);
+        assert!(String::from_utf8(service.data.borrow().clone())
+            .unwrap()
+            .ends_with(" INFO five\n"));
+        // Dropping the records (an error return from the loop) writes what waits too.
+        r.log("INFO", "six");
+        drop(r);
+        assert!(String::from_utf8(service.data.borrow().clone())
+            .unwrap()
+            .ends_with(" INFO six\n"));
+        // With a zero interval every iteration writes its lines.
+        let service = Counting::default();
+        let mut r = Records::new(Box::new(MemSink::default()), Box::new(service.clone()));
+        r.set_service_flush(Duration::ZERO);
+        r.log("INFO", "seven");
+        r.flush_service_due(t0);
+        assert_eq!(*service.appends.borrow(), 1);
     }
 
     #[test]

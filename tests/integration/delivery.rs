@@ -407,6 +407,11 @@ fn an_ack_mode_reader_that_closes_without_acking_loses_nothing() {
         hub.poll_envelope("beta", AWAIT_NOW)
     });
     assert_eq!(back["id"], id.as_str(), "the same envelope, same id");
+    // A record that gates nothing is written at the end of its loop iteration, after that
+    // iteration's socket writes: the redelivery can reach this client first.
+    hub.wait_audit("the requeued record", |a| {
+        a.iter().any(|v| v["event"] == "requeued")
+    });
     let requeued = hub.audit_events("requeued");
     assert_eq!(requeued.len(), 1, "{requeued:?}");
     assert_eq!(requeued[0]["attempts"], 1);

@@ -29,6 +29,7 @@ mod relay_attack;
 mod relay_limits;
 mod relay_one_shot;
 mod roster;
+mod service_log;
 mod startup;
 mod top;
 mod wire;

@@ -1,0 +1,96 @@
+//! The RFC 3339 timestamps (UTC, microseconds, `Z`) that open every audit record and
+//! service-log line, formatted without redoing the calendar for each one.
+//!
+//! Owns the text of a record's `ts` as the records write it (docs/operations.md, "Audit log
+//! format"): exactly what `chrono`'s `to_rfc3339_opts(SecondsFormat::Micros, true)` writes.
+//! Under connection-per-op load the hub stamps several records per operation; the date and
+//! time of day change once a second, so they are formatted once per second and only the six
+//! digits of microseconds per record (docs/performance.md, issue 13). Refuses: reading the
+//! clock (the caller passes the instant).
+
+use chrono::{DateTime, SecondsFormat, Timelike, Utc};
+
+/// The formatted `YYYY-MM-DDTHH:MM:SS.` of the last second stamped.
+#[derive(Default)]
+pub struct Stamper {
+    second: Option<i64>,
+    prefix: String,
+}
+
+impl Stamper {
+    /// Appends `at` as `YYYY-MM-DDTHH:MM:SS.ffffffZ` to `out`.
+    pub fn push(&mut self, at: DateTime<Utc>, out: &mut String) {
+        let nanos = at.nanosecond();
+        if nanos >= 1_000_000_000 {
+            // A leap second: rare enough to leave to chrono, which writes it as :60.
+            out.push_str(&at.to_rfc3339_opts(SecondsFormat::Micros, true));
+            return;
+        }
+        let second = at.timestamp();
+        if self.second != Some(second) {
+            self.prefix.clear();
+            let full = at.to_rfc3339_opts(SecondsFormat::Secs, true);
+            // `…:SSZ` → `…:SS.`
+            self.prefix
+                .push_str(full.strip_suffix('Z').unwrap_or(&full));
+            self.prefix.push('.');
+            self.second = Some(second);
+        }
+        out.push_str(&self.prefix);
+        let mut micros = nanos / 1_000;
+        let mut digits = [b'0'; 6];
+        for d in digits.iter_mut().rev() {
+            *d = b'0' + (micros % 10) as u8;
+            micros /= 10;
+        }
+        // Invariant: six ASCII digits.
+        out.push_str(std::str::from_utf8(&digits).expect("ASCII digits"));
+        out.push('Z');
+    }
+
+    /// `at` as a new string (`push`).
+    pub fn text(&mut self, at: DateTime<Utc>) -> String {
+        let mut s = String::with_capacity(27);
+        self.push(at, &mut s);
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    /// Across seconds, days, a leap year's end and microsecond edges, the text is chrono's.
+    #[test]
+    fn writes_exactly_what_chrono_writes() {
+        let mut s = Stamper::default();
+        let starts = [
+            Utc.with_ymd_and_hms(2026, 12, 2, 2, 9, 53).unwrap(),
+            Utc.with_ymd_and_hms(2028, 12, 31, 23, 59, 59).unwrap(),
+            Utc.with_ymd_and_hms(1999, 1, 1, 0, 0, 0).unwrap(),
+        ];
+        for start in starts {
+            for step_us in [
+                0i64,
+                1,
+                9,
+                10,
+                999_999,
+                1_000_000,
+                1_000_001,
+                86_399_999_999,
+            ] {
+                let at = start + chrono::Duration::microseconds(step_us);
+                assert_eq!(
+                    s.text(at),
+                    at.to_rfc3339_opts(SecondsFormat::Micros, true),
+                    "{at:?}"
+                );
+            }
+        }
+        // Nanoseconds below a microsecond are cut, as chrono cuts them.
+        let at = starts[0] + chrono::Duration::nanoseconds(1_999);
+        assert_eq!(s.text(at), "2026-12-02T02:09:53.000001Z");
+    }
+}
