@@ -29,6 +29,7 @@ mod pipeline;
 mod receipts;
 mod recent;
 mod redelivery;
+pub mod remote_presence;
 mod restore;
 pub mod roster_reload;
 pub mod router;
@@ -211,6 +212,8 @@ pub struct Hub {
     liveness: liveness::Liveness,
     /// The last envelopes accepted, as metadata, for `activity` (SPEC §14.1).
     recent: recent::Recent,
+    /// What linked peers' directories say of their own agents (SPEC §14.1 "Remote names").
+    remote: remote_presence::RemotePresence,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -250,6 +253,7 @@ impl Hub {
             receipts: receipts::Waits::default(),
             liveness: liveness::Liveness::default(),
             recent: recent::Recent::default(),
+            remote: remote_presence::RemotePresence::default(),
         }
     }
 

@@ -158,7 +158,7 @@ pub fn list() -> Value {
         {
             "name": "who",
             "title": "Who is on the hub",
-            "description": "See which agents you can message: every agent on the hub's roster with the awaits it has waiting (and their filters), how many messages are queued for it, when it was last seen and last given a message.",
+            "description": "See which agents you can message: every agent on the hub's roster with its state (waiting, busy, idle, gone or unknown) and since when, the awaits it has waiting (and their filters), how many messages are queued for it, when it was last seen and last given a message; then the agents of linked hubs as name@peer, with the state their hub reports (source relay).",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         },

@@ -67,6 +67,12 @@ pub enum ToHub {
         msg_id: String,
         payload: Box<Payload>,
     },
+    /// The lasting link's peer applied a heartbeat whose directory differs from the last one
+    /// handed over: its whole directory (SPEC §14.1 "Remote names").
+    PeerDirectory {
+        peer: String,
+        agents: BTreeMap<String, AgentEntry>,
+    },
     /// The peer acked our final `task_handoff` of its task `task_id`.
     PeerTaskAcked { peer: String, task_id: String },
     /// A link that agreed `bus-forward` is up.
@@ -106,6 +112,9 @@ struct PeerBook {
     next_dial: Option<Instant>,
     dialling: Option<Token>,
     last_heartbeat: Option<Instant>,
+    /// The directory last handed to the hub (`ToHub::PeerDirectory`) over the current
+    /// lasting link; None from a new link on, so its first beat is always handed over.
+    directory_handed: Option<BTreeMap<String, AgentEntry>>,
 }
 
 pub struct RelayIo {
@@ -208,6 +217,8 @@ impl RelayIo {
             software_version: crate::VERSION.to_owned(),
             features,
             heartbeat_interval: Duration::from_millis(cfg.heartbeat_interval_ms),
+            // 0 means the feature is off (not offered), so the value is then never read.
+            liveness_update: Duration::from_millis(cfg.liveness_update_ms),
             handshake_timeout: Duration::from_millis(cfg.handshake_timeout_ms),
             listen_port,
             transient: false,
@@ -308,15 +319,13 @@ impl RelayIo {
         )
     }
 
-    /// The hub's directory for outgoing heartbeats.
-    pub fn set_directory(&mut self, agents: Vec<(String, u32, u32)>) {
-        let mut d = Directory {
+    /// The hub's directory for outgoing heartbeats: its own roster names only (the hub's
+    /// `local_directory`), never a peer's.
+    pub fn set_directory(&mut self, agents: Vec<(String, AgentEntry)>) {
+        let d = Directory {
             version: crate::VERSION.to_owned(),
-            agents: BTreeMap::new(),
+            agents: agents.into_iter().collect(),
         };
-        for (name, parked, queued) in agents {
-            d.agents.insert(name, AgentEntry { parked, queued });
-        }
         if d != self.directory {
             self.directory = d.clone();
             for link in self.links.values_mut() {
