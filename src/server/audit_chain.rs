@@ -33,8 +33,11 @@ pub fn line_hash(line: &[u8]) -> Hash {
     Sha256::digest(line).into()
 }
 
+/// 64 lowercase hex digits. Table-driven into one allocation: it runs for every audit record
+/// (twice per line with the `.head` file), and a `format!` per byte cost about 8% of the hub's
+/// CPU under forwarding load (docs/performance.md, "Mail across hubs", issue 13).
 pub fn hex(h: &Hash) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+    crate::relay::auth::to_hex(h)
 }
 
 /// 64 lowercase hex digits, as `hex` writes them.
@@ -59,10 +62,17 @@ pub fn parse_hex(s: &str) -> Option<Hash> {
 /// `"prev"` inserted before `"event"`, and returns the hash of the line as written.
 pub fn chain_line(record: &str, prev: Option<&Hash>, out: &mut String) -> Hash {
     let body = record.strip_suffix('\n').unwrap_or(record);
-    let field = match prev {
-        Some(h) => format!("\"{PREV}\":\"{}\",", hex(h)),
-        None => format!("\"{PREV}\":null,"),
-    };
+    let mut field = String::with_capacity(PREV.len() + 72);
+    field.push('"');
+    field.push_str(PREV);
+    match prev {
+        Some(h) => {
+            field.push_str("\":\"");
+            field.push_str(&hex(h));
+            field.push_str("\",");
+        }
+        None => field.push_str("\":null,"),
+    }
     let start = out.len();
     // Every record the hub encodes has `"event"` right after `v` and `ts`; anything else
     // (never produced) still gets its `prev`, first.

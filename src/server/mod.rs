@@ -657,6 +657,7 @@ impl Server {
                 _ => {}
             }
         }
+        relay.flush_pending(registry, now.mono);
         for (level, line) in relay.logs.drain(..) {
             self.records.log(level, &line);
         }
