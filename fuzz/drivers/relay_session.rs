@@ -202,6 +202,7 @@ fn directory(chunk: &[u8]) -> Directory {
             AgentEntry {
                 parked: i as u32 % 3,
                 queued: i as u32,
+                ..AgentEntry::default()
             },
         );
     }

@@ -33,6 +33,8 @@ pub(super) struct RawRelay {
     #[serde(default)]
     max_peer_directory_bytes: Option<usize>,
     #[serde(default)]
+    liveness_update_ms: Option<u64>,
+    #[serde(default)]
     peers: Vec<RawPeer>,
 }
 
@@ -74,6 +76,9 @@ pub struct RelayConfig {
     pub status_path: PathBuf,
     /// `bus_forward` messages sent and not yet acked, per peer (SPEC §15).
     pub forward_window: usize,
+    /// Feature `liveness`: the least time between two beats this hub sends (a change of an
+    /// agent's state sends one early); 0: the feature is off (docs/relay-protocol.md §5).
+    pub liveness_update_ms: u64,
     /// Caps on connections and on what one peer may make this hub hold.
     pub limits: RelayLimits,
     pub peers: Vec<PeerConfig>,
@@ -177,7 +182,7 @@ pub struct PeerConfig {
 }
 
 /// The feature names this build knows (relay-protocol.md).
-pub const RELAY_FEATURES: [&str; 8] = [
+pub const RELAY_FEATURES: [&str; 9] = [
     "unknown-ok",
     "mutual-auth",
     "frame-bin",
@@ -186,7 +191,46 @@ pub const RELAY_FEATURES: [&str; 8] = [
     "bus-forward",
     "frame-mac",
     "agents",
+    "liveness",
 ];
+
+/// `relay.liveness_update_ms` when the config says nothing (at most the heartbeat interval).
+pub const DEFAULT_LIVENESS_UPDATE_MS: u64 = 1000;
+/// The least `relay.liveness_update_ms` may be when set (0 aside): a flapping agent then costs
+/// a link at most 10 beats a second.
+pub const MIN_LIVENESS_UPDATE_MS: u64 = 100;
+
+/// Feature `liveness` (docs/relay-protocol.md §5 "Liveness"): offered whenever
+/// `liveness_update_ms` is not 0 (it need not be listed; it adds no type, and a peer that does
+/// not know it ignores the name). Set, the key must lie in 100..=heartbeat_interval_ms; left
+/// out it is 1000 ms or the interval if that is shorter. Returns the value in effect.
+fn settle_liveness(
+    features: &mut Vec<String>,
+    raw: Option<u64>,
+    heartbeat_interval_ms: u64,
+) -> Result<u64, ConfigError> {
+    let ms = match raw {
+        None => DEFAULT_LIVENESS_UPDATE_MS.min(heartbeat_interval_ms),
+        Some(0) => 0,
+        Some(v) if v < MIN_LIVENESS_UPDATE_MS || v > heartbeat_interval_ms => {
+            return Err(ConfigError::Invalid(format!(
+                "relay.liveness_update_ms is {v}; it must be 0 (off) or from {MIN_LIVENESS_UPDATE_MS} to relay.heartbeat_interval_ms ({heartbeat_interval_ms})"
+            )))
+        }
+        Some(v) => v,
+    };
+    let listed = features.iter().any(|f| f == "liveness");
+    if ms == 0 && listed {
+        return Err(ConfigError::Invalid(
+            "relay.features lists \"liveness\", but relay.liveness_update_ms = 0 turns it off"
+                .into(),
+        ));
+    }
+    if ms > 0 && !listed {
+        features.push("liveness".into());
+    }
+    Ok(ms)
+}
 
 /// The relay's frame-mac rules (docs/relay-protocol.md §3): `frame-mac` needs `frame-bin` and
 /// `mutual-auth`, and is offered whenever both are (it need not be listed: integrity is on by
@@ -290,6 +334,11 @@ pub(super) fn relay_config(
         .filter(|p| !p.allow_v0)
         .map(|p| p.id.as_str())
         .collect();
+    let liveness_update_ms = settle_liveness(
+        &mut features,
+        raw.liveness_update_ms,
+        raw.heartbeat_interval_ms,
+    )?;
     settle_frame_mac(&mut features, &strict)?;
     // A key left out takes its default; the two capped by max_connections take at most it,
     // so lowering max_connections alone is a valid config.
@@ -359,6 +408,7 @@ pub(super) fn relay_config(
         features,
         status_path: resolve("relay.status_path", raw.status_path)?,
         forward_window: raw.forward_window,
+        liveness_update_ms,
         limits,
         peers,
     })

@@ -364,3 +364,70 @@ fn store_backlog_max_bytes_defaults_and_is_bounded() {
         }
     }
 }
+
+/// `relay.liveness_update_ms` (docs/relay-protocol.md §5 "Liveness"): optional, 1000 by
+/// default or the interval if shorter, 0 turns feature `liveness` off, otherwise bounded by
+/// 100 and the heartbeat interval; the feature is offered without being listed.
+#[test]
+fn liveness_update_ms_defaults_offers_the_feature_and_is_bounded() {
+    let parse = |extra: &str, interval: &str| {
+        let relay = RELAY
+            .replace("heartbeat_interval_ms = 30000", interval)
+            .replace("[[relay.peers]]", &format!("{extra}\n[[relay.peers]]"));
+        Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"))
+    };
+    let r = parse("", "heartbeat_interval_ms = 30000")
+        .unwrap()
+        .relay
+        .unwrap();
+    assert_eq!(r.liveness_update_ms, 1000);
+    assert_eq!(r.features.iter().filter(|f| *f == "liveness").count(), 1);
+    assert_eq!(
+        r.features.last().map(String::as_str),
+        Some("frame-mac"),
+        "frame-mac is still settled last: {:?}",
+        r.features
+    );
+    let r = parse("", "heartbeat_interval_ms = 200")
+        .unwrap()
+        .relay
+        .unwrap();
+    assert_eq!(r.liveness_update_ms, 200, "never above the interval");
+    let r = parse("liveness_update_ms = 0", "heartbeat_interval_ms = 30000")
+        .unwrap()
+        .relay
+        .unwrap();
+    assert_eq!(r.liveness_update_ms, 0);
+    assert!(
+        !r.features.iter().any(|f| f == "liveness"),
+        "off: not offered"
+    );
+    let r = parse("liveness_update_ms = 250", "heartbeat_interval_ms = 30000")
+        .unwrap()
+        .relay
+        .unwrap();
+    assert_eq!(r.liveness_update_ms, 250);
+    for (value, interval) in [("99", "30000"), ("30001", "30000"), ("1000", "500")] {
+        let e = parse(
+            &format!("liveness_update_ms = {value}"),
+            &format!("heartbeat_interval_ms = {interval}"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(&format!(
+                "relay.liveness_update_ms is {value}; it must be 0 (off) or from 100 to relay.heartbeat_interval_ms ({interval})"
+            )),
+            "{value}: {e}"
+        );
+    }
+    let listed = RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"liveness\"]");
+    let listed = listed.replace("[[relay.peers]]", "liveness_update_ms = 0\n[[relay.peers]]");
+    let e = Config::parse(&format!("{EXAMPLE}{listed}"), Path::new("/d"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("relay.liveness_update_ms = 0 turns it off"),
+        "{e}"
+    );
+}

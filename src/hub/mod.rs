@@ -30,6 +30,7 @@ mod queue_index;
 mod receipts;
 mod recent;
 mod redelivery;
+pub mod remote_presence;
 mod restore;
 pub mod roster_reload;
 pub mod router;
@@ -212,6 +213,8 @@ pub struct Hub {
     liveness: liveness::Liveness,
     /// The last envelopes accepted, as metadata, for `activity` (SPEC §14.1).
     recent: recent::Recent,
+    /// What linked peers' directories say of their own agents (SPEC §14.1 "Remote names").
+    remote: remote_presence::RemotePresence,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -251,6 +254,7 @@ impl Hub {
             receipts: receipts::Waits::default(),
             liveness: liveness::Liveness::default(),
             recent: recent::Recent::default(),
+            remote: remote_presence::RemotePresence::default(),
         }
     }
 

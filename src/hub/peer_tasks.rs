@@ -15,6 +15,9 @@ use crate::tasks::peer_refusal as refusal_handoff;
 impl Hub {
     /// The lasting relay link with `peer` came up (`v1`: it speaks v1) or went down.
     pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
+        if !up {
+            self.forget_peer_directory(peer);
+        }
         let Some(book) = self.tasks.as_mut() else {
             return;
         };

@@ -158,7 +158,7 @@ pub fn list() -> Value {
         {
             "name": "who",
             "title": "Who is on the hub",
-            "description": "See which agents you can message: every agent on the hub's roster with its state, the awaits it has waiting (and their filters), how many messages are queued for it, when it was last seen and last given a message. state says what a message to it meets: waiting (an await is parked: it gets the message at once), busy (in a turn: it reads mail when the turn ends), idle (running, between turns), gone (its process exited: mail stays queued for its next session) or unknown (the hub has not seen enough to say); since and source tell when and how the hub learnt it.",
+            "description": "See which agents you can message: every agent on the hub's roster with its state, the awaits it has waiting (and their filters), how many messages are queued for it, when it was last seen and last given a message. state says what a message to it meets: waiting (an await is parked: it gets the message at once), busy (in a turn: it reads mail when the turn ends), idle (running, between turns), gone (its process exited: mail stays queued for its next session) or unknown (the hub has not seen enough to say); since and source tell when and how the hub learnt it. Then the agents of linked hubs as name@peer, with the state their hub reports (source relay).",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         },

@@ -89,13 +89,20 @@ pub fn decode_proof(text: &str) -> Option<[u8; KEY_BYTES]> {
 
 /// Lowercase hex of any bytes.
 pub fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
+    push_hex(bytes, &mut s);
     s
+}
+
+/// Appends `bytes` as lowercase hex to `out`: a digit table, no `format!` per byte (it runs
+/// for every audit record too, `server::audit_chain`; docs/performance.md, issue 13).
+pub fn push_hex(bytes: &[u8], out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
 }
 
 /// The text of a key file for a key: 64 lowercase hex characters and a newline (keygen).

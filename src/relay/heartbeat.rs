@@ -16,7 +16,7 @@
 // `AgentEntry` lives with the heartbeat payload so this module depends on `message`, never
 // the reverse; it is re-exported here, where the directory uses it.
 pub use crate::relay::message::AgentEntry;
-use crate::relay::message::{AgentUpsert, Heartbeat};
+use crate::relay::message::{AgentState, AgentUpsert, Heartbeat};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -86,6 +86,8 @@ impl Directory {
                 name: name.clone(),
                 parked: e.parked,
                 queued: e.queued,
+                state: e.state,
+                since_ms: e.since_ms,
             })
             .collect();
         let remove = base
@@ -97,19 +99,37 @@ impl Directory {
         (version, upsert, remove)
     }
 
+    /// The same directory with every liveness state unknown: what a link that did not agree
+    /// `liveness` sends and keeps (docs/relay-protocol.md §5).
+    pub fn without_states(&self) -> Directory {
+        let mut d = self.clone();
+        for e in d.agents.values_mut() {
+            e.state = AgentState::Unknown;
+            e.since_ms = None;
+        }
+        d
+    }
+
+    /// Whether `other` states the same liveness for the same names (counts aside): a change
+    /// here is what makes an early beat due under `liveness`.
+    pub fn same_states(&self, other: &Directory) -> bool {
+        self.agents.len() == other.agents.len()
+            && self
+                .agents
+                .iter()
+                .zip(other.agents.iter())
+                .all(|((n1, e1), (n2, e2))| {
+                    n1 == n2 && e1.state == e2.state && e1.since_ms == e2.since_ms
+                })
+    }
+
     /// Applies a delta: removes first, then upserts, then the version.
     pub fn apply(&mut self, version: Option<&str>, upsert: &[AgentUpsert], remove: &[String]) {
         for name in remove {
             self.agents.remove(name);
         }
         for u in upsert {
-            self.agents.insert(
-                u.name.clone(),
-                AgentEntry {
-                    parked: u.parked,
-                    queued: u.queued,
-                },
-            );
+            self.agents.insert(u.name.clone(), u.entry());
         }
         if let Some(v) = version {
             self.version = v.to_owned();
@@ -198,6 +218,36 @@ impl Beat {
                     v["version"] = json!(ver);
                 }
                 v
+            }
+        }
+    }
+
+    /// The same beat with every liveness state unknown (from a link without `liveness`).
+    pub fn without_states(self) -> Beat {
+        match self {
+            Beat::Bare => Beat::Bare,
+            Beat::Full { seq, directory } => Beat::Full {
+                seq,
+                directory: directory.without_states(),
+            },
+            Beat::Delta {
+                seq,
+                base,
+                version,
+                mut upsert,
+                remove,
+            } => {
+                for u in &mut upsert {
+                    u.state = AgentState::Unknown;
+                    u.since_ms = None;
+                }
+                Beat::Delta {
+                    seq,
+                    base,
+                    version,
+                    upsert,
+                    remove,
+                }
             }
         }
     }
@@ -426,6 +476,7 @@ mod tests {
                         AgentEntry {
                             parked: *p,
                             queued: *q,
+                            ..Default::default()
                         },
                     )
                 })
@@ -469,6 +520,7 @@ mod tests {
                 AgentEntry {
                     parked: i % 3,
                     queued: i,
+                    ..Default::default()
                 },
             );
             let id = format!("m{i}");
@@ -629,6 +681,8 @@ mod tests {
                 name: "d".into(),
                 parked: 0,
                 queued: 0,
+                state: AgentState::Unknown,
+                since_ms: None,
             }],
             remove: vec![],
         };
@@ -654,6 +708,8 @@ mod tests {
                 name: "d".into(),
                 parked: 1,
                 queued: 2,
+                state: AgentState::Unknown,
+                since_ms: None,
             }],
             remove: vec!["a".into()],
         };
@@ -699,6 +755,8 @@ mod tests {
                 name: "a".into(),
                 parked: 0,
                 queued: 0,
+                state: AgentState::Unknown,
+                since_ms: None,
             }],
             remove: vec!["b".into()],
         }

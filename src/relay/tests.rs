@@ -24,6 +24,7 @@ fn cfg(name: &str, features: &[Feature], t0: Instant) -> SessionConfig {
         software_version: "0.1.0".into(),
         features: features.to_vec(),
         heartbeat_interval: INTERVAL,
+        liveness_update: super::session::DEFAULT_LIVENESS_UPDATE,
         handshake_timeout: Duration::from_secs(10),
         listen_port: None,
         transient: false,
@@ -388,6 +389,7 @@ fn directory(n: usize, version: &str) -> Directory {
                     AgentEntry {
                         parked: 0,
                         queued: i as u32,
+                        ..Default::default()
                     },
                 )
             })
@@ -445,7 +447,8 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
             "lz4",
             "hb-delta",
             "frame-mac",
-            "agents"
+            "agents",
+            "liveness"
         ])
     );
     let hs_typed = match hs.payload_typed().unwrap() {
@@ -1311,6 +1314,7 @@ fn hb_delta_applies_deltas_and_sends_a_full_beat_every_tenth() {
             AgentEntry {
                 parked: i,
                 queued: i + 1,
+                ..Default::default()
             },
         );
         if i % 7 == 3 {
@@ -1865,3 +1869,4 @@ fn sessions_can_move_between_threads() {
 
 mod cards;
 mod limits;
+mod liveness;

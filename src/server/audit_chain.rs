@@ -43,14 +43,7 @@ pub fn hex(h: &Hash) -> String {
 /// `prev`): a digit table, not `format!` per byte, which was a tenth of the hub's CPU under
 /// connection-per-op sends (docs/performance.md, issue 13).
 pub fn push_hex(h: &Hash, out: &mut String) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 64];
-    for (i, b) in h.iter().enumerate() {
-        buf[2 * i] = DIGITS[usize::from(b >> 4)];
-        buf[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
-    }
-    // Invariant: every byte comes from DIGITS, which is ASCII.
-    out.push_str(std::str::from_utf8(&buf).expect("hex digits are ASCII"));
+    crate::relay::auth::push_hex(h, out);
 }
 
 /// 64 lowercase hex digits, as `hex` writes them.

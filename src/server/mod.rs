@@ -692,6 +692,7 @@ impl Server {
                 _ => {}
             }
         }
+        relay.flush_pending(registry, now.mono);
         for (level, line) in relay.logs.drain(..) {
             self.records.log(level, &line);
         }
@@ -711,6 +712,9 @@ impl Server {
                     self.hub.handle_forward_ack(&peer, seq, error, now)
                 }
                 ToHub::PeerLink { peer, up, v1 } => self.hub.handle_peer_link(&peer, up, v1, now),
+                ToHub::PeerDirectory { peer, agents } => {
+                    self.hub.handle_peer_directory(&peer, agents)
+                }
                 ToHub::PeerTask {
                     peer,
                     msg_id,
@@ -948,20 +952,7 @@ impl Server {
     fn tick_relay(&mut self, now: Now) {
         let Some(relay) = &mut self.relay else { return };
         if self.next_directory.is_some_and(|t| t <= now.mono) {
-            let agents = self
-                .hub
-                .presence()
-                .agents
-                .into_iter()
-                .map(|a| {
-                    (
-                        a.name,
-                        a.parked.len() as u32,
-                        a.queued.min(u64::from(u32::MAX)) as u32,
-                    )
-                })
-                .collect();
-            relay.set_directory(agents);
+            relay.set_directory(self.hub.local_directory());
             self.next_directory = Some(now.mono + Duration::from_secs(1));
         }
         relay.handle_timeout(self.poll.registry(), now.mono);

@@ -27,6 +27,7 @@ mod receipts;
 mod relay;
 mod relay_attack;
 mod relay_limits;
+mod relay_liveness;
 mod relay_one_shot;
 mod roster;
 mod service_log;

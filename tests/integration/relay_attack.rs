@@ -511,6 +511,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 fn full_set() -> Vec<String> {
     let mut v: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     v.push("frame-mac".into());
+    v.push("liveness".into());
     v.sort();
     v
 }
@@ -550,7 +551,7 @@ fn two_of_our_hubs_agree_mutual_auth_and_frame_mac_and_say_so() {
         out.stdout
     );
     assert!(
-        east.log().contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,lz4,hb-delta,frame-mac]"),
+        east.log().contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,lz4,hb-delta,frame-mac,liveness]"),
         "{}",
         east.log()
     );

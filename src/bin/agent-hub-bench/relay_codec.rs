@@ -18,6 +18,7 @@ pub(crate) fn beat_directory(n: usize) -> Directory {
                 AgentEntry {
                     parked: rng.below(2) as u32,
                     queued: rng.below(4) as u32,
+                    ..Default::default()
                 },
             )
         })

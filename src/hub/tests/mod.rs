@@ -823,6 +823,7 @@ mod liveness;
 mod pipelining;
 mod receipts;
 mod redelivery;
+mod remote_presence;
 mod restore;
 mod roster_reload;
 mod scale;

@@ -1,5 +1,6 @@
 //! The `who` verb (SPEC §14): presence, every roster name with its state (`hub::liveness`),
-//! parked awaits, queue length and when it was last seen and last delivered to.
+//! parked awaits, queue length and when it was last seen and last delivered to; then the
+//! linked peers' names (`hub::remote_presence`, SPEC §14.1 "Remote names").
 
 use crate::hub::session::Phase;
 use crate::hub::Hub;
@@ -12,6 +13,13 @@ impl Hub {
     /// last seen and last delivered to (SPEC §14). Linear in open connections: an
     /// operator-rate query.
     pub fn presence(&self) -> Presence {
+        let mut p = self.local_presence();
+        p.agents.extend(self.remote_entries());
+        p
+    }
+
+    /// The roster names alone, as `presence` lists them first.
+    pub fn local_presence(&self) -> Presence {
         let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
         for c in self.conns.values() {
             if let (

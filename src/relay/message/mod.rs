@@ -4,6 +4,7 @@
 //! - `msg_type`: `MsgType` with its unknown catch-all, the v1 feature names, and which types a
 //!   v0 peer's release knows;
 //! - `envelope`: the `RelayMessage` envelope, its NDJSON line codec and message ids;
+//! - `agent_state`: a directory entry's liveness state (feature `liveness`), read leniently;
 //! - `payload`: the typed catalogue, one struct per control and task type, and `Payload`;
 //! - `transfer`: the types that carry or settle other data (`ack`, `bus_forward`,
 //!   `session_transfer` with its chunk cap, `session_received`).
@@ -15,11 +16,13 @@
 //! (unknown keys anywhere are ignored), so what we accept and what we send are both what v0
 //! peers accept. Refuses: deciding what a message means (that is `session`'s) and IO.
 
+mod agent_state;
 mod envelope;
 mod msg_type;
 mod payload;
 mod transfer;
 
+pub use agent_state::AgentState;
 pub use envelope::{format_id, IdGen, RelayMessage};
 pub use msg_type::{
     feature_for, intersect, v0_known_types, v0_knows, Feature, MsgType, V0Release,

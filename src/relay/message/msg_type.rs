@@ -157,11 +157,15 @@ pub enum Feature {
     /// Heartbeats carry `agent_cards`: one entry per agent manifest installed on the sending
     /// hub, so a delegator can pick a machine (000 seed §6.6; docs/relay-protocol.md §5).
     Agents,
+    /// Directory entries carry each agent's liveness `state` and `since_ms`, and a change of
+    /// state sends a beat early, at most one per `liveness_update_ms` (docs/relay-protocol.md
+    /// §5 "Liveness"). Adds no type.
+    Liveness,
 }
 
 impl Feature {
     /// Every feature, in the canonical order used on the wire and in logs.
-    pub const ALL: [Feature; 8] = [
+    pub const ALL: [Feature; 9] = [
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::FrameBin,
@@ -170,6 +174,7 @@ impl Feature {
         Feature::BusForward,
         Feature::FrameMac,
         Feature::Agents,
+        Feature::Liveness,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -182,6 +187,7 @@ impl Feature {
             Feature::BusForward => "bus-forward",
             Feature::FrameMac => "frame-mac",
             Feature::Agents => "agents",
+            Feature::Liveness => "liveness",
         }
     }
 

@@ -7,6 +7,7 @@
 //! The heartbeat's directory entry, `AgentEntry`, is defined here (not in `relay::heartbeat`)
 //! so that the dependency runs one way: `heartbeat` builds on these payloads, never the reverse.
 
+use super::agent_state::{lenient_since_ms, AgentState};
 use super::transfer::{Ack, BusForward, SessionReceived, SessionTransfer};
 use super::{MsgType, RelayError};
 use serde::de::Deserializer;
@@ -89,18 +90,51 @@ pub struct HandshakeAck {
 
 /// One agent's counts in a hub's directory (the heartbeat's `agents` map; `relay::heartbeat`
 /// keeps the directory itself).
+///
+/// `state` and `since_ms` are feature `liveness` (docs/relay-protocol.md §5): sent only on a
+/// link that agreed it, omitted when unknown, and read leniently (`AgentState`), so a v1
+/// peer that never heard of them, or one that sends a state this build does not know, costs
+/// nothing and breaks nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AgentEntry {
     pub parked: u32,
     pub queued: u32,
+    #[serde(default, skip_serializing_if = "AgentState::is_unknown")]
+    pub state: AgentState,
+    /// When the agent entered `state`, unix ms on the sending hub's clock.
+    #[serde(
+        default,
+        deserialize_with = "lenient_since_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub since_ms: Option<i64>,
 }
 
-/// One agent in a delta heartbeat's `upsert`.
+/// One agent in a delta heartbeat's `upsert` (the same optional liveness keys as `AgentEntry`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentUpsert {
     pub name: String,
     pub parked: u32,
     pub queued: u32,
+    #[serde(default, skip_serializing_if = "AgentState::is_unknown")]
+    pub state: AgentState,
+    #[serde(
+        default,
+        deserialize_with = "lenient_since_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub since_ms: Option<i64>,
+}
+
+impl AgentUpsert {
+    pub fn entry(&self) -> AgentEntry {
+        AgentEntry {
+            parked: self.parked,
+            queued: self.queued,
+            state: self.state,
+            since_ms: self.since_ms,
+        }
+    }
 }
 
 /// `heartbeat`: `{}` (0.64), `{worker_id, timestamp, sessions[]}` (later v0), and the v1

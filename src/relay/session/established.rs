@@ -110,10 +110,32 @@ impl Session {
     /// Whether a heartbeat at `now` comes sooner than the agreed rate allows: half an interval
     /// after the last one applied (a peer on the same interval never does, and one with a
     /// shorter interval is applied every other half interval).
+    /// Under `liveness` the floor is half of the smaller of the interval and
+    /// `liveness_update` (the peer sends early beats at most that often; half, as for the
+    /// interval, so network jitter never costs an update).
     pub(super) fn beat_too_soon(&self, now: Instant) -> bool {
-        let gap = self.cfg.heartbeat_interval / 2;
+        let gap = self.min_beat_gap();
         self.last_beat_applied
             .is_some_and(|t| now.saturating_duration_since(t) < gap)
+    }
+
+    pub(super) fn min_beat_gap(&self) -> Duration {
+        if self.features.contains(&Feature::Liveness) {
+            self.cfg.heartbeat_interval.min(self.cfg.liveness_update) / 2
+        } else {
+            self.cfg.heartbeat_interval / 2
+        }
+    }
+
+    /// When an early beat is due under `liveness`: a state changed, `liveness_update` after
+    /// the last beat sent. None when nothing changed (or before the first beat, which is due
+    /// at once anyway).
+    pub(super) fn early_beat_at(&self) -> Option<Instant> {
+        if !self.states_changed {
+            return None;
+        }
+        self.last_beat_sent
+            .map(|t| crate::deadline::after(t, self.cfg.liveness_update))
     }
 
     pub(super) fn log_once(&mut self, key: String, line: String) {
@@ -134,7 +156,7 @@ impl Session {
             let line = format!(
                 "heartbeats from {} come faster than one per {} ms; the extras are dropped (logged once)",
                 self.peer_name(),
-                (self.cfg.heartbeat_interval / 2).as_millis()
+                self.min_beat_gap().as_millis()
             );
             self.log_once("heartbeat-rate".into(), line);
             return;
@@ -152,7 +174,13 @@ impl Session {
                             self.receive_cards(cards);
                         }
                     }
-                    Beat::from_payload(&h)
+                    let beat = Beat::from_payload(&h);
+                    // Only under `liveness`: a peer that did not agree it states nothing.
+                    if self.features.contains(&Feature::Liveness) {
+                        beat
+                    } else {
+                        beat.map(Beat::without_states)
+                    }
                 }
                 Ok(_) => Err("not a heartbeat payload".into()),
                 Err(_) => Err("a directory key has the wrong type".into()),
@@ -223,7 +251,13 @@ impl Session {
             // A v0 peer never gets a directory: only the keys later v0 releases send.
             v0_payload(&local, ms)
         } else {
-            let beat = self.beat_tx.next_beat(&id, &self.directory);
+            // States go only to a peer that agreed `liveness` (docs/relay-protocol.md §5).
+            let beat = if self.features.contains(&Feature::Liveness) {
+                self.beat_tx.next_beat(&id, &self.directory)
+            } else {
+                self.beat_tx
+                    .next_beat(&id, &self.directory.without_states())
+            };
             let mut payload = beat.to_payload(&local, ms);
             if self.features.contains(&Feature::Agents) {
                 let full = matches!(beat, Beat::Full { .. });
@@ -234,6 +268,8 @@ impl Session {
             payload
         };
         let msg = RelayMessage::new(id, MsgType::Heartbeat, local, ms, payload);
+        self.last_beat_sent = Some(now);
+        self.states_changed = false;
         match self.transmit(&msg) {
             Ok(()) => self.stats.beats_sent += 1,
             Err(e) => self.close(format!("cannot send a heartbeat: {e}")),

@@ -44,6 +44,10 @@ pub const PROTO: u32 = 1;
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a connection may take to finish its handshake.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Under feature `liveness`, the least time between two beats this hub sends, so a change of
+/// an agent's state goes out early but a flapping agent cannot flood the link
+/// (`[relay] liveness_update_ms`; docs/relay-protocol.md §5 "Liveness").
+pub const DEFAULT_LIVENESS_UPDATE: Duration = Duration::from_secs(1);
 /// A peer is dead after this many heartbeat intervals without a `heartbeat`.
 pub const LIVENESS_INTERVALS: u32 = 3;
 /// Received ids remembered for duplicate detection (v0 keeps 1000).
@@ -91,6 +95,9 @@ pub struct SessionConfig {
     /// Features advertised. A link uses those both sides advertise.
     pub features: Vec<Feature>,
     pub heartbeat_interval: Duration,
+    /// Under `liveness`: beats go no closer together than this (a state change sends one
+    /// early), and the peer's are applied down to half of it apart. At most the interval.
+    pub liveness_update: Duration,
     pub handshake_timeout: Duration,
     /// Sent in our handshake when we dial (so the peer can dial us back).
     pub listen_port: Option<u16>,
@@ -112,6 +119,7 @@ impl SessionConfig {
             software_version: software_version.to_owned(),
             features: Feature::ALL.to_vec(),
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            liveness_update: DEFAULT_LIVENESS_UPDATE,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             listen_port: None,
             transient: false,
@@ -320,6 +328,10 @@ pub struct Session {
     directory_caps: DirectoryCaps,
     /// When the last heartbeat was applied (heartbeats faster than the agreed rate are not).
     last_beat_applied: Option<Instant>,
+    /// When we last sent a beat: under `liveness` an early one waits `liveness_update` from it.
+    last_beat_sent: Option<Instant>,
+    /// Under `liveness`: an agent's state changed since the last beat sent.
+    states_changed: bool,
     /// Log lines already written once on this link (so a misbehaving peer cannot flood the
     /// service log): keyed by what was wrong.
     logged_once: HashSet<String>,
@@ -392,6 +404,8 @@ impl Session {
             unknown_seen: HashSet::new(),
             directory_caps: DirectoryCaps::default(),
             last_beat_applied: None,
+            last_beat_sent: None,
+            states_changed: false,
             logged_once: HashSet::new(),
             stats: SessionStats::default(),
             cards: CardBook::default(),
@@ -491,6 +505,18 @@ impl Session {
                         }
                     }
                 }
+                if let Some(due) = self.early_beat_at() {
+                    if now >= due {
+                        self.send_beat(now);
+                        // A beat just went: the regular one is an interval from it (so no two
+                        // beats are ever closer than `liveness_update`, which is at most the
+                        // interval).
+                        if self.state == SessionState::Established {
+                            self.next_beat_at =
+                                Some(crate::deadline::after(now, self.cfg.heartbeat_interval));
+                        }
+                    }
+                }
             }
             _ => {
                 if self.handshake_deadline.is_some_and(|d| now >= d) {
@@ -507,10 +533,14 @@ impl Session {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             SessionState::Closed => None,
-            SessionState::Established => match (self.next_beat_at, self.liveness_deadline()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+            SessionState::Established => [
+                self.next_beat_at,
+                self.liveness_deadline(),
+                self.early_beat_at(),
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
             _ => self.handshake_deadline,
         }
     }
@@ -593,7 +623,13 @@ impl Session {
     }
 
     /// The hub's directory, carried by every heartbeat from now on.
+    /// Under `liveness`, a change of any agent's state makes a beat due early: at once if the
+    /// last beat went `liveness_update` ago or more, else then (changes in between coalesce
+    /// into that one beat).
     pub fn set_directory(&mut self, directory: Directory) {
+        if self.features.contains(&Feature::Liveness) && !directory.same_states(&self.directory) {
+            self.states_changed = true;
+        }
         self.directory = directory;
     }
 

@@ -232,6 +232,15 @@ impl RelayIo {
                             );
                             b.status.agents = directory.agents.keys().cloned().collect();
                             self.status_dirty = true;
+                            // Handed over only when it changed: a beat every interval with the
+                            // same directory costs the hub nothing.
+                            if b.directory_handed.as_ref() != Some(&directory.agents) {
+                                b.directory_handed = Some(directory.agents.clone());
+                                self.inbox.push(ToHub::PeerDirectory {
+                                    peer,
+                                    agents: directory.agents,
+                                });
+                            }
                         }
                     }
                 }
@@ -450,6 +459,7 @@ impl RelayIo {
         // would stay in the past and spin the loop.
         book.next_dial = None;
         book.last_heartbeat = Some(now);
+        book.directory_handed = None;
         self.status_dirty = true;
         self.inbox.push(ToHub::PeerLink {
             peer: peer.to_owned(),

@@ -67,6 +67,12 @@ pub enum ToHub {
         msg_id: String,
         payload: Box<Payload>,
     },
+    /// The lasting link's peer applied a heartbeat whose directory differs from the last one
+    /// handed over: its whole directory (SPEC §14.1 "Remote names").
+    PeerDirectory {
+        peer: String,
+        agents: BTreeMap<String, AgentEntry>,
+    },
     /// The peer acked our final `task_handoff` of its task `task_id`.
     PeerTaskAcked { peer: String, task_id: String },
     /// A link that agreed `bus-forward` is up.
@@ -106,6 +112,9 @@ struct PeerBook {
     next_dial: Option<Instant>,
     dialling: Option<Token>,
     last_heartbeat: Option<Instant>,
+    /// The directory last handed to the hub (`ToHub::PeerDirectory`) over the current
+    /// lasting link; None from a new link on, so its first beat is always handed over.
+    directory_handed: Option<BTreeMap<String, AgentEntry>>,
 }
 
 pub struct RelayIo {
@@ -132,6 +141,8 @@ pub struct RelayIo {
     accept_paused_until: Option<Instant>,
     /// Connections whose read budget ran out: read again next iteration.
     read_again: BTreeSet<Token>,
+    /// Links with forwards or forward acks queued and not yet written (`flush_pending`).
+    pending: BTreeSet<Token>,
     /// The most of a peer's directory a session keeps.
     directory_caps: DirectoryCaps,
     /// Writes the status file off the loop (`relay_status::StatusWriter`).
@@ -208,6 +219,8 @@ impl RelayIo {
             software_version: crate::VERSION.to_owned(),
             features,
             heartbeat_interval: Duration::from_millis(cfg.heartbeat_interval_ms),
+            // 0 means the feature is off (not offered), so the value is then never read.
+            liveness_update: Duration::from_millis(cfg.liveness_update_ms),
             handshake_timeout: Duration::from_millis(cfg.handshake_timeout_ms),
             listen_port,
             transient: false,
@@ -256,6 +269,7 @@ impl RelayIo {
             stranger_log: Throttle::new(STRANGER_LOG_BURST, STRANGER_LOG_REFILL),
             accept_paused_until: None,
             read_again: BTreeSet::new(),
+            pending: BTreeSet::new(),
             directory_caps,
             cfg,
             session_cfg,
@@ -308,15 +322,13 @@ impl RelayIo {
         )
     }
 
-    /// The hub's directory for outgoing heartbeats.
-    pub fn set_directory(&mut self, agents: Vec<(String, u32, u32)>) {
-        let mut d = Directory {
+    /// The hub's directory for outgoing heartbeats: its own roster names only (the hub's
+    /// `local_directory`), never a peer's.
+    pub fn set_directory(&mut self, agents: Vec<(String, AgentEntry)>) {
+        let d = Directory {
             version: crate::VERSION.to_owned(),
-            agents: BTreeMap::new(),
+            agents: agents.into_iter().collect(),
         };
-        for (name, parked, queued) in agents {
-            d.agents.insert(name, AgentEntry { parked, queued });
-        }
         if d != self.directory {
             self.directory = d.clone();
             for link in self.links.values_mut() {
@@ -372,7 +384,7 @@ impl RelayIo {
     /// `bus_forward`, hop 1.
     pub fn forward(
         &mut self,
-        registry: &Registry,
+        _registry: &Registry,
         peer: &str,
         seq: u64,
         envelope: &str,
@@ -396,7 +408,8 @@ impl RelayIo {
                 // resend's ack settles the envelope).
                 link.forwards.retain(|_, s| *s != seq);
                 link.forwards.insert(id, seq);
-                self.pump(registry, token, now);
+                // Written by `flush_pending`, once for every forward of this exchange.
+                self.pending.insert(token);
                 Forwarded::Sent
             }
             Err(e @ (SendError::TooLarge { .. } | SendError::Frame(_))) => {
@@ -412,7 +425,7 @@ impl RelayIo {
     /// Without a forwarding link nothing is sent: the peer sends the envelope again.
     pub fn ack_forward(
         &mut self,
-        registry: &Registry,
+        _registry: &Registry,
         peer: &str,
         ack_id: String,
         error: Option<String>,
@@ -430,6 +443,20 @@ impl RelayIo {
         .to_value();
         let msg = link.session.message(MsgType::Ack, payload, now);
         if link.session.send(msg).is_ok() {
+            self.pending.insert(token);
+        }
+    }
+
+    /// Writes what `forward` and `ack_forward` queued since the last call: one pump (and so
+    /// at most one write) per link for all the forwards and acks of one exchange with the
+    /// hub, instead of one write per message (issue 13: a commit of N envelopes was N
+    /// writes). The server calls it after handing over the core's outputs, before it reads
+    /// the relay's inbox, so a link that closed meanwhile is reported in the same exchange.
+    /// Nothing is acknowledged earlier than before: an ack is queued only after the commit
+    /// that holds its envelope (SPEC §15), and only its write is deferred, within the same
+    /// loop iteration.
+    pub fn flush_pending(&mut self, registry: &Registry, now: Instant) {
+        for token in std::mem::take(&mut self.pending) {
             self.pump(registry, token, now);
         }
     }
