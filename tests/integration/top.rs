@@ -121,17 +121,27 @@ impl Tmux {
         found.unwrap_or_else(|_| panic!("{what}; the pane shows:\n{last}"))
     }
 
-    /// Polls until the pane's process has exited; returns its exit status.
-    fn wait_dead(&self, target: &str) -> String {
+    /// Polls until the pane's process has exited; returns "<exit status> <alternate_on>".
+    /// The status is the one the view's shell wrote to `status_file` (`view; echo $? > FILE`):
+    /// tmux 3.3 can mark a pane dead without ever filling in `pane_dead_status`, so its own
+    /// field cannot be waited for.
+    fn wait_dead(&self, target: &str, status_file: &std::path::Path) -> String {
         poll_until("the view to exit", || {
+            let status = std::fs::read_to_string(status_file).ok()?;
+            let status = status.trim().to_owned();
+            if status.is_empty() {
+                return None;
+            }
             let s = self.ok(&[
                 "display-message",
                 "-p",
                 "-t",
                 target,
-                "#{pane_dead} #{pane_dead_status} #{alternate_on}",
+                "#{pane_dead} #{alternate_on}",
             ]);
-            s.starts_with('1').then(|| s.trim().to_owned())
+            let fields: Vec<&str> = s.split_whitespace().collect();
+            (fields.first() == Some(&"1"))
+                .then(|| format!("{status} {}", fields.get(1).unwrap_or(&"?")))
         })
     }
 }
@@ -176,6 +186,11 @@ fn the_live_view_in_tmux_shows_the_queued_recipient_and_the_parked_await_and_qui
         hub.token_file("delta").display(),
         hub.port
     );
+    // Each run's shell records the view's exit status (see `Tmux::wait_dead`).
+    let first_status = hub.setup.path("top-first.status");
+    let again_status = hub.setup.path("top-again.status");
+    let again = format!("{view}; echo $? > {}", again_status.display());
+    let view = format!("{view}; echo $? > {}", first_status.display());
     tmux.ok(&[
         "new-session",
         "-d",
@@ -210,15 +225,15 @@ fn the_live_view_in_tmux_shows_the_queued_recipient_and_the_parked_await_and_qui
         s.contains("sort: last seen")
     });
     tmux.ok(&["send-keys", "-t", "top", "q"]);
-    let status = tmux.wait_dead("top");
-    assert_eq!(status, "1 0 0", "exited 0 and left the alternate screen");
+    let status = tmux.wait_dead("top", &first_status);
+    assert_eq!(status, "0 0", "exited 0 and left the alternate screen");
 
     // Ctrl-C quits the same way (raw mode reads it as a key), restoring the terminal.
-    tmux.ok(&["new-window", "-t", "top", "-n", "again", &view]);
+    tmux.ok(&["new-window", "-t", "top", "-n", "again", &again]);
     tmux.ok(&["set-option", "-t", "top:again", "remain-on-exit", "on"]);
     tmux.wait_screen("top:again", "the view to draw again", |s| {
         s.contains("STUCK: mail queued, no reader")
     });
     tmux.ok(&["send-keys", "-t", "top:again", "C-c"]);
-    assert_eq!(tmux.wait_dead("top:again"), "1 0 0");
+    assert_eq!(tmux.wait_dead("top:again", &again_status), "0 0");
 }
