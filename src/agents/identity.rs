@@ -112,6 +112,80 @@ pub fn check_name(name: &str) -> Result<(), String> {
     crate::roster_edit::check_name(name).map_err(|e| e.to_string())
 }
 
+/// What `agent-hub install` was told about identities, as given on its command line.
+#[derive(Debug, Clone, Default)]
+pub struct IdentityArgs {
+    /// The `agent-hub` binary agents run (`--command`); the running binary when absent.
+    pub command: Option<PathBuf>,
+    /// More than one agent is being installed (`--all` or several names).
+    pub several: bool,
+    pub name: Option<String>,
+    pub port: Option<u16>,
+    pub token_file: Option<PathBuf>,
+    pub token_dir: Option<PathBuf>,
+    /// The hub's config (`--config`): its roster gets each agent's entry and its port is used.
+    pub config: Option<PathBuf>,
+}
+
+/// Turns install's identity arguments into the identities it writes: an absolute binary, the
+/// port (from `--port`, else the hub's config, never its `port = 0`), one name per agent when
+/// there are several, and where each token comes from. `home` is the user's home, where the
+/// default token folder lies.
+pub fn resolve_identities(
+    a: IdentityArgs,
+    home: &Path,
+) -> Result<crate::agents::cmd::Identities, String> {
+    let command = match a.command {
+        Some(c) => c,
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this binary's path (pass --command): {e}"))?,
+    };
+    let abs = |p: &Path| -> Result<PathBuf, String> {
+        std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let command = abs(&command)?
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{} is not UTF-8", command.display()))?;
+    let hub = a.config.as_deref().map(HubRoster::of).transpose()?;
+    let port = match (a.port, &hub) {
+        (Some(p), _) => p,
+        (None, Some(h)) => {
+            let cfg = crate::config::Config::load(&h.config).map_err(|e| e.to_string())?;
+            if cfg.port == 0 {
+                return Err(format!(
+                    "{} has port = 0 (the kernel picks one at each start): pass --port with the port the hub got",
+                    h.config.display()
+                ));
+            }
+            cfg.port
+        }
+        (None, None) => return Err("--port is required without --config".into()),
+    };
+    let names = match (a.name, a.several) {
+        (Some(n), false) => NameRule::Exact(n),
+        (base, _) => NameRule::PerAgent { base },
+    };
+    let tokens = match (a.token_file, a.token_dir, hub) {
+        (Some(_), _, _) if a.several => {
+            return Err(
+                "--token-file names one agent's token; with several agents each gets its own <name>.token (use --token-dir DIR or --config PATH)"
+                    .into(),
+            )
+        }
+        (Some(f), _, _) => TokenRule::Exact(abs(&f)?),
+        (None, _, Some(h)) => TokenRule::Hub(h),
+        (None, Some(d), None) => TokenRule::Dir(abs(&d)?),
+        (None, None, None) => TokenRule::Dir(home.join(".agent-hub/tokens")),
+    };
+    Ok(crate::agents::cmd::Identities {
+        command,
+        port,
+        names,
+        tokens,
+    })
+}
+
 /// `agent-hub-server` beside the running binary (where a release and `cargo build` put it).
 pub fn server_binary() -> Result<PathBuf, String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;

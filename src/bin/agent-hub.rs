@@ -943,58 +943,20 @@ fn selection(s: &AgentSelection) -> agent_hub::agents::cmd::Selection {
 
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
     use agent_hub::agents::cmd;
-    use agent_hub::agents::identity::{HubRoster, NameRule, TokenRule};
+    use agent_hub::agents::identity::{resolve_identities, IdentityArgs};
     let env = cmd::Env::from_process(a.select.agents_dir.clone())?;
-    let command = match a.command {
-        Some(c) => c,
-        None => std::env::current_exe()
-            .map_err(|e| format!("cannot find this binary's path (pass --command): {e}"))?,
-    };
-    let abs = |p: &std::path::Path| -> Result<PathBuf, String> {
-        std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
-    };
-    let command = abs(&command)?
-        .to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{} is not UTF-8", command.display()))?;
-    let several = a.select.all || a.select.agents.len() > 1;
-    let hub = a.config.as_deref().map(HubRoster::of).transpose()?;
-    let port = match (a.port, &hub) {
-        (Some(p), _) => p,
-        (None, Some(h)) => {
-            let cfg = agent_hub::config::Config::load(&h.config).map_err(|e| e.to_string())?;
-            if cfg.port == 0 {
-                return Err(format!(
-                    "{} has port = 0 (the kernel picks one at each start): pass --port with the port the hub got",
-                    h.config.display()
-                ));
-            }
-            cfg.port
-        }
-        (None, None) => return Err("--port is required without --config".into()),
-    };
-    let names = match (a.name, several) {
-        (Some(n), false) => NameRule::Exact(n),
-        (base, _) => NameRule::PerAgent { base },
-    };
-    let tokens = match (a.token_file, a.token_dir, hub) {
-        (Some(_), _, _) if several => {
-            return Err(
-                "--token-file names one agent's token; with several agents each gets its own <name>.token (use --token-dir DIR or --config PATH)"
-                    .into(),
-            )
-        }
-        (Some(f), _, _) => TokenRule::Exact(abs(&f)?),
-        (None, _, Some(h)) => TokenRule::Hub(h),
-        (None, Some(d), None) => TokenRule::Dir(abs(&d)?),
-        (None, None, None) => TokenRule::Dir(env.home.join(".agent-hub/tokens")),
-    };
-    let who = cmd::Identities {
-        command,
-        port,
-        names,
-        tokens,
-    };
+    let who = resolve_identities(
+        IdentityArgs {
+            command: a.command,
+            several: a.select.all || a.select.agents.len() > 1,
+            name: a.name,
+            port: a.port,
+            token_file: a.token_file,
+            token_dir: a.token_dir,
+            config: a.config,
+        },
+        &env.home,
+    )?;
     let dirs = match a.integrations_dir {
         Some(d) => vec![d],
         None => cmd::default_integrations_dirs(),
