@@ -379,6 +379,17 @@ impl Records {
         if level != "INFO" {
             self.service_urgent = true;
         }
+        // The deadline starts with the first waiting line, wherever in the loop iteration it
+        // was queued: a line queued after this iteration's `flush_service_due` (a SIGHUP's
+        // reload line, say) must still bound the loop's sleep (`service_due`), or an idle hub
+        // would hold it until its next event.
+        let now = Instant::now();
+        let due = if level == "INFO" {
+            now + self.service_flush
+        } else {
+            now
+        };
+        self.service_due = Some(self.service_due.map_or(due, |d| d.min(due)));
         self.stamper.push(Utc::now(), &mut self.service_buf);
         self.service_buf.push(' ');
         self.service_buf.push_str(level);
@@ -823,12 +834,16 @@ mod tests {
         r.set_service_flush(every);
         let t0 = Instant::now();
         r.log("INFO", "one");
+        // The deadline is set by the line itself, not by the next flush_service_due: a line
+        // queued after an iteration's flush must still bound the loop's sleep.
+        let due = r.service_due().expect("a waiting line sets the deadline");
+        assert!(due >= t0 + every, "INFO waits the interval");
         r.flush_service_due(t0);
         r.log("INFO", "two");
         r.flush_service_due(t0 + Duration::from_millis(50));
         assert_eq!(*service.appends.borrow(), 0, "INFO lines wait");
-        assert_eq!(r.service_due(), Some(t0 + every), "due from the first line");
-        r.flush_service_due(t0 + every);
+        assert_eq!(r.service_due(), Some(due), "due from the first line");
+        r.flush_service_due(due);
         assert_eq!(*service.appends.borrow(), 1, "both in one append");
         let text = String::from_utf8(service.data.borrow().clone()).unwrap();
         assert!(text.contains(" INFO one\n"), "{text}");
