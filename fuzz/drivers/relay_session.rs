@@ -31,7 +31,8 @@ const US: &str = "hubS";
 const THEM: &str = "hubC";
 const T0_MS: i64 = 1_784_616_051_000;
 
-/// Header bits (the first byte); the next two bytes are the feature sets (bit i: `Feature::ALL[i]`).
+/// Header bits (the first byte); the next two 16-bit words (little-endian) are the feature
+/// sets, ours then theirs (bit i: `Feature::ALL[i]`).
 const H_DIALER: u8 = 1;
 const H_ALLOW_V0: u8 = 2;
 const H_FORWARD: u8 = 4;
@@ -140,16 +141,18 @@ impl End {
     }
 }
 
-fn features(mask: u8) -> Vec<Feature> {
+/// Bit i of `mask` is `Feature::ALL[i]`; a mask is 16 bits wide so that every feature
+/// (nine today) can be switched on or off, and bits past the last feature are ignored.
+fn features(mask: u16) -> Vec<Feature> {
     Feature::ALL
         .into_iter()
         .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
+        .filter(|(i, _)| mask.checked_shr(*i as u32).is_some_and(|m| m & 1 != 0))
         .map(|(_, f)| f)
         .collect()
 }
 
-fn config(name: &str, mask: u8, t0: Instant, header: u8) -> SessionConfig {
+fn config(name: &str, mask: u16, t0: Instant, header: u8) -> SessionConfig {
     let mut c = SessionConfig::new(
         name,
         "0.1.0",
@@ -216,7 +219,7 @@ pub fn run(data: &[u8]) {
     let key_hex = to_hex(&KEY);
     let mut c = Cursor::new(data);
     let header = c.u8();
-    let (ours, theirs) = (c.u8(), c.u8());
+    let (ours, theirs) = (c.u16(), c.u16());
     let t0 = Instant::now();
     let mut now = t0;
     let allow_v0 = header & H_ALLOW_V0 != 0;
@@ -446,9 +449,9 @@ pub struct Script {
 }
 
 impl Script {
-    pub fn new(header: u8, ours: u8, theirs: u8) -> Script {
+    pub fn new(header: u8, ours: u16, theirs: u16) -> Script {
         let mut w = Writer::new();
-        w.u8(header).u8(ours).u8(theirs);
+        w.u8(header).u16(ours).u16(theirs);
         Script { w }
     }
     pub fn input(&mut self, bytes: &[u8], split: u8) -> &mut Script {
@@ -504,8 +507,9 @@ impl Script {
     }
 }
 
-const ALL: u8 = 0b11_1111;
-const NO_FRAMES: u8 = ALL & !0b1100; // without frame-bin and lz4: lines after the handshake
+/// Every feature on (bit i: `Feature::ALL[i]`).
+const ALL: u16 = (1 << Feature::ALL.len()) - 1;
+const NO_FRAMES: u16 = ALL & !0b1100; // without frame-bin and lz4: lines after the handshake
 
 /// Honest links in both roles and feature sets with every catalogue payload sent each way,
 /// the tampering ops on them, v0 links, and the bytes of a real handshake as raw input.
@@ -530,7 +534,7 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
         }
     }
     let mut out = Vec::new();
-    let honest = |header: u8, ours: u8, theirs: u8| {
+    let honest = |header: u8, ours: u16, theirs: u16| {
         let mut s = Script::new(header | H_HONEST, ours, theirs);
         s.pump().advance_secs(1).pump();
         s

@@ -11,7 +11,7 @@
 //! (`poll_timeout` / `handle_timeout`). Refuses IO, like the rest of the core.
 
 use super::session::Phase;
-use super::{ConnId, Hub, Now, Output};
+use super::{ConnId, Hub, Now};
 
 impl Hub {
     /// Every byte the connection was given up to and including its final line (after
@@ -47,7 +47,7 @@ impl Hub {
         if matches!(c.phase, Phase::Replied) {
             c.phase = Phase::Done;
         }
-        self.outputs.push_back(Output::Close { conn, linger: true });
+        self.push_close(conn, true);
     }
 }
 

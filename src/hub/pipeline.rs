@@ -85,16 +85,17 @@ impl Hub {
         if !matches!(c.phase, Phase::Delivering { .. }) {
             c.phase = Phase::Replied;
         }
+        let closed = c.closed;
         self.set_deadline(conn, None);
+        if closed {
+            return;
+        }
         // A stopping hub does not wait for clients to close (SPEC §4.6).
-        self.outputs.push_back(if self.shutting_down {
-            Output::Close {
-                conn,
-                linger: false,
-            }
+        if self.shutting_down {
+            self.push_close(conn, false);
         } else {
-            Output::Answered { conn }
-        });
+            self.outputs.push_back(Output::Answered { conn });
+        }
     }
 }
 

@@ -83,6 +83,11 @@ pub(in crate::hub) struct Conn {
     /// The kind of reader its await declared (SPEC §12.4 "Readers"); None before an await,
     /// `Reader::Unknown` for an await that declared none.
     pub(super) reader: Option<crate::wire::Reader>,
+    /// `Output::Close` was emitted: nothing more (line, answer or second close) goes to this
+    /// connection; it waits for `handle_closed`. A plain delivery keeps its `Delivering`
+    /// phase after its close (its outcome is decided at the release), so the phase alone
+    /// cannot say this.
+    pub(super) closed: bool,
 }
 
 impl Hub {
@@ -103,6 +108,7 @@ impl Hub {
                 held_extra: false,
                 errored: false,
                 reader: None,
+                closed: false,
             },
         );
         self.set_deadline(
@@ -339,10 +345,7 @@ impl Hub {
                 Phase::Replied | Phase::Delivering { ack: false, .. } => {
                     // Its answer linger (`hub::linger`), if running, ends with this close.
                     self.set_deadline(conn, None);
-                    self.outputs.push_back(Output::Close {
-                        conn,
-                        linger: false,
-                    })
+                    self.push_close(conn, false)
                 }
                 _ => {}
             }
@@ -460,6 +463,9 @@ impl Hub {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if c.closed {
+            return;
+        }
         c.errored |= matches!(line, HubLine::Error { .. });
         self.outputs.push_back(Output::Write {
             conn,
@@ -499,6 +505,18 @@ impl Hub {
             c.phase = Phase::Done;
         }
         let linger = c.errored;
+        self.push_close(conn, linger);
+    }
+
+    /// Emits the connection's one `Output::Close`; a second request (a shutdown or a linger
+    /// ending after an error close, a failure after the answer's close) changes nothing.
+    pub(super) fn push_close(&mut self, conn: ConnId, linger: bool) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if std::mem::replace(&mut c.closed, true) {
+            return;
+        }
         self.outputs.push_back(Output::Close { conn, linger });
     }
 

@@ -188,3 +188,47 @@ fn a_plain_delivery_lingers_and_is_delivered_at_the_release() {
         d.logs
     );
 }
+
+/// A plain delivery keeps its `Delivering` phase after its lingering close (its outcome is
+/// decided at the release), so a shutdown before the release must see the close already made
+/// and not ask for a second one (found by the `hub_session` fuzz target: "a close after
+/// Close").
+#[test]
+fn a_stopping_hub_does_not_close_a_delivery_whose_linger_already_closed_it() {
+    let mut sim = Sim::new();
+    let linger = Limits::example().answer_linger_ms;
+    let reader = sim.park("datastore");
+    sim.sent("mneme", "datastore", "note", None);
+    let d = sim.drain();
+    assert!(matches!(d.lines(reader), [HubLine::Envelope(_)]));
+    sim.committed(reader);
+    sim.reply_flushed(reader);
+    sim.advance(linger);
+    assert_eq!(sim.got(reader).closes, vec![true]);
+    let now = sim.now();
+    sim.hub.shutdown(now);
+    assert_eq!(sim.got(reader), Got::default(), "one close per connection");
+    sim.closed(reader, true);
+    let d = sim.drain();
+    assert!(
+        d.logs.iter().any(|l| l.contains("outcome=delivered")),
+        "{:?}",
+        d.logs
+    );
+}
+
+/// With no linger the close follows the flush report at once; a repeated report (the IO
+/// layer may see the same flush twice) asks for nothing more.
+#[test]
+fn a_repeated_flush_report_after_a_zero_linger_close_asks_for_nothing() {
+    let mut sim = Sim::with_limits(|l| l.answer_linger_ms = 0);
+    let reader = sim.park("datastore");
+    sim.sent("mneme", "datastore", "note", None);
+    let d = sim.drain();
+    assert!(matches!(d.lines(reader), [HubLine::Envelope(_)]));
+    sim.committed(reader);
+    sim.reply_flushed(reader);
+    assert_eq!(sim.got(reader).closes, vec![true]);
+    sim.reply_flushed(reader);
+    assert_eq!(sim.got(reader), Got::default(), "one close per connection");
+}
