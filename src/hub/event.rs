@@ -5,8 +5,6 @@
 //! `AUDIT_FORMAT_VERSION`). Refuses IO: the server writes these where they belong.
 
 use super::ConnId;
-use crate::wire::to_json;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
@@ -205,12 +203,234 @@ pub enum AuditEvent {
 
 impl AuditEvent {
     /// The record as one JSON line (with `\n`), stamped with `ts` (RFC 3339, UTC).
+    ///
+    /// Written piece by piece (`wire::json_text`), not with `write!` and a `to_json` string
+    /// per field: several records per operation under connection-per-op load
+    /// (docs/performance.md, issue 13, "Second pass: user time"). The bytes are those of the
+    /// earlier `write!` encoder, which the tests keep as the reference; the format is
+    /// docs/operations.md's "Audit log format".
     pub fn encode_into(&self, ts: &str, out: &mut String) {
-        let _ = write!(
-            out,
-            "{{\"v\":{AUDIT_FORMAT_VERSION},\"ts\":\"{ts}\",\"event\":"
-        );
-        let _ = match self {
+        use crate::wire::json_text::{push_bool, push_str as text, push_u64 as num};
+        let opt_text = |out: &mut String, v: &Option<String>| match v {
+            Some(v) => text(out, v),
+            None => out.push_str("null"),
+        };
+        out.push_str("{\"v\":");
+        num(out, u64::from(AUDIT_FORMAT_VERSION));
+        out.push_str(",\"ts\":\"");
+        out.push_str(ts);
+        out.push_str("\",\"event\":");
+        match self {
+            AuditEvent::Connected { conn } => {
+                out.push_str("\"connected\",\"conn\":");
+                num(out, *conn);
+            }
+            AuditEvent::Authenticated { conn, name } => {
+                out.push_str("\"authenticated\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"name\":");
+                text(out, name);
+            }
+            AuditEvent::AuthFailed { conn, name } => {
+                out.push_str("\"auth_failed\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"name\":");
+                opt_text(out, name);
+            }
+            AuditEvent::Accepted { conn, envelope } => {
+                out.push_str("\"accepted\",\"conn\":");
+                match conn {
+                    Some(c) => num(out, *c),
+                    None => out.push_str("null"),
+                }
+                out.push_str(",\"envelope\":");
+                out.push_str(envelope);
+            }
+            AuditEvent::Refused { conn, id, reason } => {
+                out.push_str("\"refused\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"reason\":");
+                text(out, reason);
+            }
+            AuditEvent::Delivered { conn, id, to, ack } => {
+                out.push_str("\"delivered\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"ack\":");
+                push_bool(out, *ack);
+            }
+            AuditEvent::Acked {
+                conn,
+                id,
+                to,
+                attempts,
+            } => {
+                out.push_str("\"acked\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"attempts\":");
+                num(out, u64::from(*attempts));
+            }
+            AuditEvent::Requeued {
+                conn,
+                id,
+                to,
+                reason,
+                attempts,
+            } => {
+                out.push_str("\"requeued\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"reason\":");
+                text(out, reason);
+                out.push_str(",\"attempts\":");
+                num(out, u64::from(*attempts));
+            }
+            AuditEvent::Duplicate { conn, id } => {
+                out.push_str("\"duplicate\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+            }
+            AuditEvent::Lost {
+                conn,
+                id,
+                to,
+                reason,
+                bounced,
+            } => {
+                out.push_str("\"lost\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"reason\":");
+                text(out, reason);
+                out.push_str(",\"bounced\":");
+                push_bool(out, *bounced);
+            }
+            AuditEvent::GivenUp {
+                conn,
+                id,
+                to,
+                reason,
+                attempts,
+                bounced,
+            } => {
+                out.push_str("\"given_up\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"reason\":");
+                text(out, reason);
+                out.push_str(",\"attempts\":");
+                num(out, u64::from(*attempts));
+                out.push_str(",\"bounced\":");
+                push_bool(out, *bounced);
+            }
+            AuditEvent::Timeout { conn, name } => {
+                out.push_str("\"timeout\",\"conn\":");
+                num(out, *conn);
+                out.push_str(",\"name\":");
+                text(out, name);
+            }
+            AuditEvent::Shutdown { queued } => {
+                out.push_str("\"shutdown\",\"queued\":");
+                num(out, *queued as u64);
+            }
+            AuditEvent::Task(t) => t.encode_fields_into(out),
+            AuditEvent::Received { peer, envelope } => {
+                out.push_str("\"received\",\"peer\":");
+                text(out, peer);
+                out.push_str(",\"envelope\":");
+                out.push_str(envelope);
+            }
+            AuditEvent::ForwardRefused { peer, id, reason } => {
+                out.push_str("\"forward_refused\",\"peer\":");
+                text(out, peer);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"reason\":");
+                text(out, reason);
+            }
+            AuditEvent::Forwarded { peer, id, to } => {
+                out.push_str("\"forwarded\",\"peer\":");
+                text(out, peer);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+            }
+            AuditEvent::ForwardAcked {
+                peer,
+                id,
+                to,
+                attempts,
+                error,
+            } => {
+                out.push_str("\"forward_acked\",\"peer\":");
+                text(out, peer);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"attempts\":");
+                num(out, u64::from(*attempts));
+                out.push_str(",\"error\":");
+                opt_text(out, error);
+            }
+            AuditEvent::ForwardRequeued {
+                peer,
+                id,
+                to,
+                reason,
+                attempts,
+            } => {
+                out.push_str("\"forward_requeued\",\"peer\":");
+                text(out, peer);
+                out.push_str(",\"id\":");
+                text(out, id);
+                out.push_str(",\"to\":");
+                text(out, to);
+                out.push_str(",\"reason\":");
+                text(out, reason);
+                out.push_str(",\"attempts\":");
+                num(out, u64::from(*attempts));
+            }
+        }
+        out.push_str("}\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::to_json;
+    use std::fmt::Write as _;
+
+    impl AuditEvent {
+        /// The encoder before issue 13's second pass (`write!` and `to_json` per field): the
+        /// reference the hand-written one must equal byte for byte.
+        fn encode_into_reference(&self, ts: &str, out: &mut String) {
+            let _ = write!(
+                out,
+                "{{\"v\":{AUDIT_FORMAT_VERSION},\"ts\":\"{ts}\",\"event\":"
+            );
+            let _ = match self {
             AuditEvent::Connected { conn } => write!(out, "\"connected\",\"conn\":{conn}"),
             AuditEvent::Authenticated { conn, name } => {
                 write!(out, "\"authenticated\",\"conn\":{conn},\"name\":{}", to_json(name))
@@ -306,13 +526,132 @@ impl AuditEvent {
                 to_json(reason)
             ),
         };
-        out.push_str("}\n");
+            out.push_str("}\n");
+        }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// Every kind of record, with values that need escapes, Nones and edge numbers: the
+    /// hand-written encoder writes the earlier encoder's bytes (so old and new logs read and
+    /// chain alike, docs/operations.md "Audit log format").
+    #[test]
+    fn encode_into_writes_the_reference_bytes() {
+        let nasty = "q\"b\\s\n\t\u{1}\u{7f}é😀";
+        let s = || nasty.to_owned();
+        let env: Arc<str> = Arc::from("{\"id\":\"x\",\"body\": {\"b\" :1}}");
+        let events = [
+            AuditEvent::Connected { conn: 0 },
+            AuditEvent::Connected { conn: u64::MAX },
+            AuditEvent::Authenticated { conn: 7, name: s() },
+            AuditEvent::AuthFailed {
+                conn: 7,
+                name: None,
+            },
+            AuditEvent::AuthFailed {
+                conn: 7,
+                name: Some(s()),
+            },
+            AuditEvent::Accepted {
+                conn: None,
+                envelope: env.clone(),
+            },
+            AuditEvent::Accepted {
+                conn: Some(12),
+                envelope: env.clone(),
+            },
+            AuditEvent::Refused {
+                conn: 1,
+                id: s(),
+                reason: s(),
+            },
+            AuditEvent::Delivered {
+                conn: 1,
+                id: s(),
+                to: s(),
+                ack: false,
+            },
+            AuditEvent::Delivered {
+                conn: 1,
+                id: s(),
+                to: s(),
+                ack: true,
+            },
+            AuditEvent::Acked {
+                conn: 1,
+                id: s(),
+                to: s(),
+                attempts: u32::MAX,
+            },
+            AuditEvent::Requeued {
+                conn: 1,
+                id: s(),
+                to: s(),
+                reason: s(),
+                attempts: 0,
+            },
+            AuditEvent::Duplicate { conn: 1, id: s() },
+            AuditEvent::Lost {
+                conn: 1,
+                id: s(),
+                to: s(),
+                reason: s(),
+                bounced: true,
+            },
+            AuditEvent::GivenUp {
+                conn: 1,
+                id: s(),
+                to: s(),
+                reason: s(),
+                attempts: 3,
+                bounced: false,
+            },
+            AuditEvent::Received {
+                peer: s(),
+                envelope: env.clone(),
+            },
+            AuditEvent::ForwardRefused {
+                peer: s(),
+                id: s(),
+                reason: s(),
+            },
+            AuditEvent::Forwarded {
+                peer: s(),
+                id: s(),
+                to: s(),
+            },
+            AuditEvent::ForwardAcked {
+                peer: s(),
+                id: s(),
+                to: s(),
+                attempts: 2,
+                error: None,
+            },
+            AuditEvent::ForwardAcked {
+                peer: s(),
+                id: s(),
+                to: s(),
+                attempts: 2,
+                error: Some(s()),
+            },
+            AuditEvent::ForwardRequeued {
+                peer: s(),
+                id: s(),
+                to: s(),
+                reason: s(),
+                attempts: 9,
+            },
+            AuditEvent::Timeout { conn: 3, name: s() },
+            AuditEvent::Shutdown { queued: 0 },
+            AuditEvent::Shutdown {
+                queued: 123_456_789,
+            },
+        ];
+        for e in &events {
+            let (mut new, mut old) = (String::from("keep\n"), String::from("keep\n"));
+            e.encode_into("2026-01-01T00:00:00.000001Z", &mut new);
+            e.encode_into_reference("2026-01-01T00:00:00.000001Z", &mut old);
+            assert_eq!(new, old, "{e:?}");
+        }
+    }
 
     #[test]
     fn records_are_json_with_version() {

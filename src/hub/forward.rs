@@ -144,7 +144,7 @@ impl Hub {
     /// bounces the envelope); a failure of this hub's store is not acked at all (the peer
     /// sends it again).
     pub fn handle_forwarded(&mut self, peer: &str, ack_id: String, text: &str, hop: u32) {
-        let Incoming { env } = match self.check_forwarded(peer, text, hop) {
+        let Incoming { mut env } = match self.check_forwarded(peer, text, hop) {
             Ok(i) => i,
             Err((id, reason)) => return self.refuse_forward(peer, ack_id, id, reason),
         };
@@ -154,7 +154,7 @@ impl Hub {
             );
             return self.outputs.push_back(Output::Log(msg));
         }
-        match self.admit(&env, None, Some((peer.to_owned(), ack_id.clone()))) {
+        match self.admit(&mut env, None, Some((peer.to_owned(), ack_id.clone()))) {
             Admission::Staged => {}
             Admission::Duplicate => self.ack_forward_durable(peer.to_owned(), ack_id),
             Admission::Conflict => {

@@ -18,6 +18,8 @@
 
 mod admit;
 mod commit;
+mod conn_map;
+pub use conn_map::ConnMap;
 pub mod event;
 pub mod forward;
 pub mod ids;
@@ -49,7 +51,6 @@ use crate::store::StoreOp;
 use crate::wire::HubLine;
 use chrono::{DateTime, Utc};
 use ledger::{Ledger, State};
-use routing::queued_from;
 use session::{Conn, Phase};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -171,7 +172,7 @@ pub struct Hub {
     roster: Roster,
     limits: Limits,
     router: Router,
-    conns: HashMap<ConnId, Conn>,
+    conns: conn_map::ConnMap<Conn>,
     deadlines: BTreeSet<(Instant, ConnId)>,
     staged: Vec<Staged>,
     outputs: VecDeque<Output>,
@@ -231,7 +232,7 @@ impl Hub {
             roster,
             limits,
             router,
-            conns: HashMap::new(),
+            conns: conn_map::ConnMap::default(),
             deadlines: BTreeSet::new(),
             staged: Vec::new(),
             outputs: VecDeque::new(),

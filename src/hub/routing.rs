@@ -36,7 +36,13 @@ impl Hub {
         }
         *committed = true;
         let ack = *ack;
-        self.seen.entry(env.to.clone()).or_default().1 = Some(now.wall.timestamp_millis());
+        let at = Some(now.wall.timestamp_millis());
+        match self.seen.get_mut(&env.to) {
+            Some(seen) => seen.1 = at,
+            None => {
+                self.seen.insert(env.to.clone(), (None, at));
+            }
+        }
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
         // Every delivery line goes to an await, which declared its kind (or none).
         let reader = self.conns[&conn].reader.unwrap_or(Reader::Unknown);
@@ -234,6 +240,23 @@ impl Hub {
             digest,
             rider,
         });
+    }
+}
+
+/// `queued_from` for an envelope the caller is done with: its text is written first, then
+/// its fields are moved (left empty), not cloned: five allocations and frees fewer per send
+/// (docs/performance.md, issue 13, "Second pass: user time").
+pub(super) fn queued_taking(env: &mut Envelope) -> Queued {
+    let text = Arc::from(env.to_json());
+    Queued {
+        id: std::mem::take(&mut env.id),
+        from: std::mem::take(&mut env.from),
+        to: std::mem::take(&mut env.to),
+        kind: std::mem::take(&mut env.kind),
+        correlation_id: env.correlation_id.take(),
+        text,
+        seq: 0, // stamped at staging
+        attempts: 0,
     }
 }
 

@@ -372,8 +372,15 @@ impl Hub {
                         .expect("caller checked the connection exists");
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
-                    self.seen.entry(h.name.clone()).or_default().0 =
-                        Some(now.wall.timestamp_millis());
+                    // Looked up before it is inserted: a name seen before (every hello but
+                    // a name's first) costs no copy of it.
+                    let at = Some(now.wall.timestamp_millis());
+                    match self.seen.get_mut(&h.name) {
+                        Some(seen) => seen.0 = at,
+                        None => {
+                            self.seen.insert(h.name.clone(), (at, None));
+                        }
+                    }
                     self.set_deadline(
                         conn,
                         Some(crate::deadline::after(now.mono, self.limits.verb_timeout())),
@@ -561,10 +568,23 @@ fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -
     let name = c.name.as_deref().unwrap_or("-");
     let detail = pipeline::redact_quoted(detail);
     if detail.is_empty() {
-        format!(
-            "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us}",
-            c.verb
-        )
+        // Every connection's last line (a plain close): without `format!` (docs/performance.md,
+        // issue 13, "Second pass: user time"); the same text as the branch below without
+        // its detail.
+        use crate::wire::json_text::push_u64;
+        let mut line = String::with_capacity(64 + name.len() + outcome.len());
+        line.push_str("conn=");
+        push_u64(&mut line, conn);
+        line.push_str(" name=");
+        line.push_str(name);
+        line.push_str(" verb=");
+        line.push_str(c.verb);
+        line.push_str(" outcome=");
+        line.push_str(outcome);
+        line.push_str(" elapsed_us=");
+        // Invariant-free: a u64 of microseconds is 584,000 years.
+        push_u64(&mut line, u64::try_from(elapsed_us).unwrap_or(u64::MAX));
+        line
     } else {
         format!(
             "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us} detail={:?}",

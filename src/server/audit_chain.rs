@@ -85,7 +85,7 @@ pub fn chain_line(record: &str, prev: Option<&Hash>, out: &mut String) -> Hash {
     let start = out.len();
     // Every record the hub encodes has `"event"` right after `v` and `ts`; anything else
     // (never produced) still gets its `prev`, first.
-    match body.find(",\"event\":") {
+    match event_key(body) {
         Some(i) => {
             out.push_str(&body[..=i]);
             push_field(out);
@@ -100,6 +100,23 @@ pub fn chain_line(record: &str, prev: Option<&Hash>, out: &mut String) -> Hash {
     let hash = line_hash(&out.as_bytes()[start..]);
     out.push('\n');
     hash
+}
+
+/// Where the first `,"event":` of `body` is: `str::find`'s answer, by a scan of the commas
+/// (the key follows the second comma of every record the hub writes), without building a
+/// substring searcher per record (docs/performance.md, issue 13, "Second pass: user time").
+fn event_key(body: &str) -> Option<usize> {
+    const KEY: &[u8] = b",\"event\":";
+    let bytes = body.as_bytes();
+    let mut from = 0;
+    while let Some(i) = bytes[from..].iter().position(|&b| b == b',') {
+        let at = from + i;
+        if bytes[at..].starts_with(KEY) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// A `chain_start` record (without its `prev`, which `chain_line` adds).
@@ -427,6 +444,45 @@ mod tests {
     const V: u32 = 3;
 
     /// The digit table writes what `{:02x}` per byte writes, and `parse_hex` reads it back.
+    /// The table-driven hex writer (shared with the relay's keys) writes `{:02x}` per byte,
+    /// for every byte value and at lengths around its 32-byte chunks.
+    #[test]
+    fn hex_writer_is_format_per_byte_at_every_length() {
+        let all: Vec<u8> = (0..=255u8).collect();
+        for len in [0usize, 1, 31, 32, 33, 64, 65, 256] {
+            let bytes: Vec<u8> = all
+                .iter()
+                .copied()
+                .cycle()
+                .skip(len * 7)
+                .take(len)
+                .collect();
+            let mut out = String::from("x");
+            crate::relay::auth::push_hex(&bytes, &mut out);
+            let want: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(out, format!("x{want}"), "{len}");
+        }
+    }
+
+    /// The comma scan finds what `str::find` finds, wherever the key is or is not.
+    #[test]
+    fn event_key_is_find() {
+        for body in [
+            "{\"v\":3,\"ts\":\"t\",\"event\":\"connected\"}",
+            "{\"event\":\"x\"}",
+            ",\"event\":",
+            ",,\"event\":1,\"event\":2",
+            "{\"a\":\",\",\"b\":\",\\\"event\\\":\"}",
+            ",\"even",
+            "",
+            ",",
+            "{\"v\":3,\"ts\":\"t\"}",
+            "é,😀,\"event\":",
+        ] {
+            assert_eq!(event_key(body), body.find(",\"event\":"), "{body}");
+        }
+    }
+
     #[test]
     fn hex_is_lowercase_two_digits_per_byte_and_round_trips() {
         let mut h = [0u8; 32];

@@ -31,7 +31,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use records::Records;
 use relay_io::ToHub;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -83,7 +83,9 @@ pub struct Server {
     signals: Option<signal::Signals>,
     hub: Hub,
     limits: Limits,
-    conns: HashMap<ConnId, Conn>,
+    /// Keyed by the ids this server hands out, so the hub's cheap hasher serves
+    /// (`hub::conn_map`, issue 13).
+    conns: crate::hub::ConnMap<Conn>,
     next_conn: ConnId,
     /// IO deadlines (write and linger), by connection.
     deadlines: BTreeSet<(Instant, ConnId)>,
@@ -170,7 +172,7 @@ impl Server {
             signals,
             hub,
             limits,
-            conns: HashMap::new(),
+            conns: crate::hub::ConnMap::default(),
             next_conn: FIRST_CONN,
             deadlines: BTreeSet::new(),
             dirty: BTreeSet::new(),

@@ -15,12 +15,11 @@ use super::audit_chain::{self, chain_line, chain_start_record, Hash};
 use super::timestamp::Stamper;
 use crate::hub::event::AUDIT_FORMAT_VERSION;
 use crate::hub::AuditEvent;
-use chrono::Utc;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Records that gate nothing and could not be written are kept up to this many bytes; past it
 /// the oldest are dropped and the drop is counted in the service log.
@@ -369,7 +368,8 @@ impl Records {
     /// Queues a record that gates nothing.
     pub fn audit(&mut self, event: &AuditEvent) {
         self.ts_buf.clear();
-        self.stamper.push(Utc::now(), &mut self.ts_buf);
+        self.stamper
+            .push_system(SystemTime::now(), &mut self.ts_buf);
         event.encode_into(&self.ts_buf, &mut self.pending);
     }
 
@@ -390,7 +390,8 @@ impl Records {
             now
         };
         self.service_due = Some(self.service_due.map_or(due, |d| d.min(due)));
-        self.stamper.push(Utc::now(), &mut self.service_buf);
+        self.stamper
+            .push_system(SystemTime::now(), &mut self.service_buf);
         self.service_buf.push(' ');
         self.service_buf.push_str(level);
         self.service_buf.push(' ');
@@ -408,7 +409,7 @@ impl Records {
         // Only this call's batch can be taken back: a batch from an earlier call was settled
         // by its own commit (and an empty call must not leave it undoable).
         self.last_batch = None;
-        let ts = self.stamper.text(Utc::now());
+        let ts = self.stamper.text_system(SystemTime::now());
         let keep = self.pending.len();
         for ev in gated {
             ev.encode_into(&ts, &mut self.pending);

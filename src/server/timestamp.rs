@@ -6,9 +6,10 @@
 //! Under connection-per-op load the hub stamps several records per operation; the date and
 //! time of day change once a second, so they are formatted once per second and only the six
 //! digits of microseconds per record (docs/performance.md, issue 13). Refuses: reading the
-//! clock (the caller passes the instant).
+//! clock (the caller passes the instant, as chrono's or as the system clock's reading).
 
 use chrono::{DateTime, SecondsFormat, Timelike, Utc};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The formatted `YYYY-MM-DDTHH:MM:SS.` of the last second stamped.
 #[derive(Default)]
@@ -37,23 +38,53 @@ impl Stamper {
             self.second = Some(second);
         }
         out.push_str(&self.prefix);
-        let mut micros = nanos / 1_000;
-        let mut digits = [b'0'; 6];
-        for d in digits.iter_mut().rev() {
-            *d = b'0' + (micros % 10) as u8;
-            micros /= 10;
+        push_micros(nanos / 1_000, out);
+    }
+
+    /// Appends `at` as `push` writes it, from the system clock's reading itself: chrono's
+    /// `Utc::now` converts every reading to a calendar date, which is the work this type
+    /// saves (docs/performance.md, issue 13, "Second pass: user time"). A reading before
+    /// 1970 goes through chrono.
+    pub fn push_system(&mut self, at: SystemTime, out: &mut String) {
+        let Ok(since) = at.duration_since(UNIX_EPOCH) else {
+            return self.push(DateTime::<Utc>::from(at), out);
+        };
+        let second = i64::try_from(since.as_secs()).ok();
+        match second {
+            Some(sec) if self.second == Some(sec) => {
+                out.push_str(&self.prefix);
+                push_micros(since.subsec_micros(), out);
+            }
+            _ => self.push(DateTime::<Utc>::from(at), out),
         }
-        // Invariant: six ASCII digits.
-        out.push_str(std::str::from_utf8(&digits).expect("ASCII digits"));
-        out.push('Z');
+    }
+
+    /// `at` as a new string (`push_system`).
+    pub fn text_system(&mut self, at: SystemTime) -> String {
+        let mut s = String::with_capacity(27);
+        self.push_system(at, &mut s);
+        s
     }
 
     /// `at` as a new string (`push`).
+    #[cfg(test)]
     pub fn text(&mut self, at: DateTime<Utc>) -> String {
         let mut s = String::with_capacity(27);
         self.push(at, &mut s);
         s
     }
+}
+
+/// Appends `ffffffZ`: the six digits of `micros` (below a million) and the zone.
+fn push_micros(mut micros: u32, out: &mut String) {
+    let mut digits = [b'0'; 7];
+    digits[6] = b'Z';
+    for d in digits[..6].iter_mut().rev() {
+        *d = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    // Invariant: six ASCII digits and a `Z`.
+    out.push_str(std::str::from_utf8(&digits).expect("ASCII digits"));
 }
 
 #[cfg(test)]
@@ -89,6 +120,23 @@ mod tests {
                 );
             }
         }
+        // From the system clock's reading, the same text, warm or cold, and before 1970.
+        for start in starts {
+            for step_us in [0u64, 1, 999_999, 1_000_000, 86_399_999_999] {
+                let at = start + chrono::Duration::microseconds(step_us as i64);
+                let sys = SystemTime::from(at);
+                let want = at.to_rfc3339_opts(SecondsFormat::Micros, true);
+                assert_eq!(s.text_system(sys), want, "{at:?}");
+                assert_eq!(Stamper::default().text_system(sys), want, "{at:?}");
+                assert_eq!(s.text_system(sys), want, "{at:?}");
+            }
+        }
+        let old = Utc.with_ymd_and_hms(1969, 12, 31, 23, 59, 59).unwrap()
+            + chrono::Duration::microseconds(250);
+        assert_eq!(
+            s.text_system(SystemTime::from(old)),
+            old.to_rfc3339_opts(SecondsFormat::Micros, true)
+        );
         // Nanoseconds below a microsecond are cut, as chrono cuts them.
         let at = starts[0] + chrono::Duration::nanoseconds(1_999);
         assert_eq!(s.text(at), "2026-12-02T02:09:53.000001Z");

@@ -141,10 +141,82 @@ impl Envelope {
     }
 
     /// The canonical compact text: fixed key order, `correlationId` always present, body raw.
+    /// Written field by field (`wire::json_text`), not through serde's serializer: it runs for
+    /// every send (the queued copy's text), and the bytes are the derived `Serialize`'s, which
+    /// the tests below hold it to.
     pub fn to_json(&self) -> String {
-        super::to_json(self)
+        use super::json_text::push_str;
+        let body = self.body.get();
+        let mut out = String::with_capacity(
+            80 + self.id.len()
+                + self.from.len()
+                + self.to.len()
+                + self.ts.len()
+                + self.kind.len()
+                + self.correlation_id.as_ref().map_or(0, String::len)
+                + body.len(),
+        );
+        out.push_str("{\"id\":");
+        push_str(&mut out, &self.id);
+        out.push_str(",\"from\":");
+        push_str(&mut out, &self.from);
+        out.push_str(",\"to\":");
+        push_str(&mut out, &self.to);
+        out.push_str(",\"ts\":");
+        push_str(&mut out, &self.ts);
+        out.push_str(",\"kind\":");
+        push_str(&mut out, &self.kind);
+        out.push_str(",\"correlationId\":");
+        match &self.correlation_id {
+            Some(c) => push_str(&mut out, c),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"body\":");
+        out.push_str(body);
+        out.push('}');
+        out
     }
 
     /// The kind the hub reserves for its own loss notices (SPEC §5.3).
     pub const BOUNCE_KIND: &'static str = "bounce";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(id: &str, from: &str, kind: &str, corr: Option<&str>, body: &str) -> Envelope {
+        Envelope::new(
+            id.into(),
+            from.into(),
+            "b\u{e9}\"b".into(),
+            "2026-01-01T00:00:00Z".into(),
+            kind.into(),
+            corr.map(str::to_owned),
+            body.into(),
+        )
+        .unwrap()
+    }
+
+    /// The hand-written text is the derived `Serialize`'s byte for byte: escapes in every
+    /// field, a null and a present `correlationId`, a body with whitespace, key order and
+    /// escapes of its own kept raw.
+    #[test]
+    fn to_json_is_the_serde_text() {
+        let cases = [
+            env("e1", "a", "note", None, "{\"b\":1}"),
+            env(
+                "e\"2\\",
+                "a\nb\u{1}",
+                "k\t",
+                Some("c\u{7f}\u{2028}"),
+                "[1, 2 ,{\"z\":0,\"a\":\"\\u0041\"}]",
+            ),
+            env("😀", "", "k", Some(""), " \"x\" "),
+            env("id", "from", "kind", None, "1.0e+3"),
+        ];
+        for e in &cases {
+            assert_eq!(e.to_json(), serde_json::to_string(e).unwrap());
+        }
+    }
 }

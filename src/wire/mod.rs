@@ -9,6 +9,7 @@
 pub mod activity;
 mod decode;
 pub mod envelope;
+pub mod json_text;
 pub mod lines;
 pub mod receipt;
 pub mod task;
@@ -501,13 +502,31 @@ impl HubLine {
     /// Encodes compactly with the trailing `\n`.
     pub fn encode(&self) -> String {
         let mut s = match self {
-            HubLine::Ok => "{\"ok\":{}}".to_owned(),
+            // Every connection's first reply: its newline in the one allocation.
+            HubLine::Ok => return "{\"ok\":{}}\n".to_owned(),
             HubLine::Error { message } => {
-                format!("{{\"error\":{{\"message\":{}}}}}", to_json(message))
+                let mut s = String::with_capacity(message.len() + 28);
+                s.push_str("{\"error\":{\"message\":");
+                json_text::push_str(&mut s, message);
+                s.push_str("}}");
+                s
             }
-            HubLine::Accepted { id } => format!("{{\"accepted\":{{\"id\":{}}}}}", to_json(id)),
-            HubLine::Envelope(text) => format!("{{\"envelope\":{text}}}"),
-            HubLine::Timeout => "{\"timeout\":{}}".to_owned(),
+            // The two lines of every send and delivery, without `format!` (issue 13).
+            HubLine::Accepted { id } => {
+                let mut s = String::with_capacity(id.len() + 24);
+                s.push_str("{\"accepted\":{\"id\":");
+                json_text::push_str(&mut s, id);
+                s.push_str("}}");
+                s
+            }
+            HubLine::Envelope(text) => {
+                let mut s = String::with_capacity(text.len() + 15);
+                s.push_str("{\"envelope\":");
+                s.push_str(text);
+                s.push('}');
+                s
+            }
+            HubLine::Timeout => return "{\"timeout\":{}}\n".to_owned(),
             HubLine::Acked { id } => format!("{{\"acked\":{{\"id\":{}}}}}", to_json(id)),
             HubLine::Status(st) => format!("{{\"status\":{}}}", to_json(st)),
             HubLine::Who(p) => format!("{{\"who\":{}}}", to_json(p)),
@@ -623,5 +642,29 @@ mod tests {
             without_quoted_strings("unknown field `extra`, expected `name` or `token`"),
             "unknown field `extra`, expected `name` or `token`"
         );
+    }
+
+    /// The hand-written lines (`ok`, `error`, `accepted`, `envelope`, `timeout`) are what the
+    /// earlier `format!`-and-`to_json` encoding wrote, byte for byte, escapes included.
+    #[test]
+    fn hot_hub_lines_are_the_earlier_bytes() {
+        let nasty = "q\"b\\s\n\t\u{1}\u{7f}é😀";
+        for v in ["", "e-1", nasty] {
+            assert_eq!(
+                HubLine::Accepted { id: v.into() }.encode(),
+                format!("{{\"accepted\":{{\"id\":{}}}}}\n", to_json(v))
+            );
+            assert_eq!(
+                HubLine::Error { message: v.into() }.encode(),
+                format!("{{\"error\":{{\"message\":{}}}}}\n", to_json(v))
+            );
+        }
+        let text = "{\"id\":\"x\",\"body\": [1, {\"a\" : \"\\u0041\"}]}";
+        assert_eq!(
+            HubLine::Envelope(text.into()).encode(),
+            format!("{{\"envelope\":{text}}}\n")
+        );
+        assert_eq!(HubLine::Ok.encode(), "{\"ok\":{}}\n");
+        assert_eq!(HubLine::Timeout.encode(), "{\"timeout\":{}}\n");
     }
 }

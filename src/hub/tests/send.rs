@@ -128,3 +128,24 @@ fn a_send_to_an_agent_not_on_the_roster_is_queued() {
     let id = sim.sent("mneme", "newcomer", "task", None);
     assert_eq!(sim.queued_ids("newcomer"), [id]);
 }
+
+/// The service line of a plain close is written without `format!` (issue 13): the same
+/// text, field by field, as before.
+#[test]
+fn an_accepted_send_logs_its_connection_line() {
+    let mut sim = Sim::new();
+    let (c, _) = sim.send("mneme", "datastore", "task", None);
+    sim.commit_ok();
+    let d = sim.drain();
+    let prefix = format!("conn={c} name=mneme verb=send outcome=accepted elapsed_us=");
+    let line = d
+        .logs
+        .iter()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in {:?}", d.logs));
+    let elapsed = &line[prefix.len()..];
+    assert!(
+        !elapsed.is_empty() && elapsed.bytes().all(|b| b.is_ascii_digit()),
+        "{line}"
+    );
+}

@@ -35,7 +35,7 @@ impl Hub {
             return self.fail(conn, why, now);
         }
         env.from = name;
-        match self.admit(&env, Some(conn), None) {
+        match self.admit(&mut env, Some(conn), None) {
             admit::Admission::Staged => {
                 self.set_deadline(conn, None);
                 self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;

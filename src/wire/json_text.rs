@@ -1,0 +1,149 @@
+//! Hand-written pieces of compact JSON text, byte for byte what `serde_json`'s compact
+//! serializer writes for the same values, for the lines and records the hub writes on every
+//! operation (the envelope's text, `accepted`, audit records: docs/performance.md, issue 13,
+//! "Second pass: user time").
+//!
+//! Owns: a JSON string literal (`push_str`) and an unsigned integer (`push_u64`) appended to a
+//! `String`, without serde's serializer machinery or `core::fmt`. Refuses: anything with
+//! structure; the callers lay out their own keys, and the tests below hold every byte of
+//! output equal to `serde_json`'s.
+
+/// How serde_json escapes a byte of a string, by its value (0: written as is).
+const fn escape_of(b: u8) -> u8 {
+    match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x09 => b't',
+        0x0a => b'n',
+        0x0c => b'f',
+        0x0d => b'r',
+        0x00..=0x1f => b'u',
+        _ => 0,
+    }
+}
+
+const ESCAPES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = escape_of(i as u8);
+        i += 1;
+    }
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `s` as a JSON string literal: quotes, `\"`, `\\`, the short escapes of
+/// `\b \t \n \f \r`, `\u00xx` (lowercase) for the other control characters, everything else
+/// (DEL and all of non-ASCII included) as it is, exactly as `serde_json::to_string(s)`.
+pub fn push_str(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc = ESCAPES[usize::from(b)];
+        if esc == 0 {
+            continue;
+        }
+        // Every escaped byte is ASCII, so `start..i` and `i + 1..` are char boundaries.
+        out.push_str(&s[start..i]);
+        match esc {
+            b'u' => {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 15)]));
+            }
+            e => {
+                out.push('\\');
+                out.push(char::from(e));
+            }
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// Appends `n` in decimal, as `Display` and serde_json write it.
+pub fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// Appends `true` or `false`.
+pub fn push_bool(out: &mut String, b: bool) {
+    out.push_str(if b { "true" } else { "false" });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> String {
+        let mut out = String::new();
+        push_str(&mut out, s);
+        out
+    }
+
+    /// Every ASCII byte alone, inside text and at both ends, and non-ASCII text: serde_json's
+    /// bytes.
+    #[test]
+    fn strings_are_serde_json_byte_for_byte() {
+        for c in (0u8..=0x7f).map(char::from) {
+            for s in [
+                c.to_string(),
+                format!("a{c}b"),
+                format!("{c}{c}xy"),
+                format!("xy{c}"),
+            ] {
+                assert_eq!(text(&s), serde_json::to_string(&s).unwrap(), "{s:?}");
+            }
+        }
+        for s in [
+            "",
+            "plain",
+            "ümlaut \u{7f} \u{80} \u{2028} \u{2029} \u{feff} 😀",
+            "\u{1}\u{1f}\"\\\u{8}\u{c}\n\r\t/",
+            "tab\there \"quoted\" back\\slash",
+        ] {
+            assert_eq!(text(s), serde_json::to_string(s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_and_flags_are_display_text() {
+        for n in [
+            0u64,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12345,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
+            let mut out = String::from("x");
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        let mut out = String::new();
+        push_bool(&mut out, true);
+        push_bool(&mut out, false);
+        assert_eq!(out, "truefalse");
+    }
+}
