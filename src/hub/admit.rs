@@ -5,7 +5,7 @@
 //! Owns what both paths must agree on. Refuses answering: the local path answers with reply
 //! and error lines, the forward path with forward acks, each from the `Admission`.
 
-use super::routing::queued_taking;
+use super::routing::queued_from;
 use super::{ledger, ConnId, Hub, Staged};
 use crate::wire::Envelope;
 
@@ -25,9 +25,9 @@ pub(super) enum Admission {
 
 impl Hub {
     /// Checks `env` (its `from` already stamped) and stages it when new. `conn` is the
-    /// sender's connection, `from_peer` the peer and relay message id of a forward. A staged
-    /// envelope's fields are moved into the staged copy (`env` is left empty: the callers
-    /// are done with it); any other answer leaves `env` as it came.
+    /// sender's connection, `from_peer` the peer and relay message id of a forward. `env` is
+    /// left as it came: the staged copy's fields are the router's shared strings
+    /// (`Queued::new`), not the envelope's.
     pub(super) fn admit(
         &mut self,
         env: &mut Envelope,
@@ -48,19 +48,11 @@ impl Hub {
         if self.is_staged(&env.from, &env.id) {
             return Admission::InProgress;
         }
-        let mut queued = queued_taking(env);
+        let mut queued = queued_from(env);
         queued.seq = self.take_seq();
         let target = match self.stage_target(&queued) {
             Ok(t) => t,
-            Err(full) => {
-                // Not staged: `env` goes back as it came, for the caller's refusal.
-                env.id = queued.id;
-                env.from = queued.from;
-                env.to = queued.to;
-                env.kind = queued.kind;
-                env.correlation_id = queued.correlation_id;
-                return Admission::Full(full.to_string());
-            }
+            Err(full) => return Admission::Full(full.to_string()),
         };
         self.staged.push(Staged {
             conn,

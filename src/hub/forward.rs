@@ -117,15 +117,15 @@ impl Hub {
         self.outputs
             .push_back(Output::Audit(AuditEvent::ForwardAcked {
                 peer: peer.to_owned(),
-                id: id.clone(),
-                to: env.to.clone(),
+                id: id.to_string(),
+                to: env.to.to_string(),
                 attempts: env.attempts,
                 error: error.clone(),
             }));
         match error {
             None => self.set_state(&from, &id, State::Forwarded, false, now),
             Some(why) => {
-                let bounced = env.kind != Envelope::BOUNCE_KIND;
+                let bounced = &*env.kind != Envelope::BOUNCE_KIND;
                 let state = if bounced { State::Bounced } else { State::Lost };
                 let reason = format!("refused by {peer}: {why}");
                 self.settle_gone(&env, state, &reason, now);
@@ -202,8 +202,8 @@ impl Hub {
             self.receipt_changed(&env.from, &env.id, now);
             self.outputs.push_back(Output::Audit(AuditEvent::Forwarded {
                 peer: peer.to_owned(),
-                id: env.id.clone(),
-                to: env.to.clone(),
+                id: env.id.to_string(),
+                to: env.to.to_string(),
             }));
             self.outputs.push_back(Output::Forward {
                 peer: peer.to_owned(),
@@ -385,8 +385,8 @@ impl Hub {
         self.outputs
             .push_back(Output::Audit(AuditEvent::ForwardRequeued {
                 peer: peer.to_owned(),
-                id: env.id.clone(),
-                to: env.to.clone(),
+                id: env.id.to_string(),
+                to: env.to.to_string(),
                 reason: reason.to_owned(),
                 attempts: env.attempts,
             }));

@@ -14,9 +14,11 @@
 //!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
+use super::names::Names;
 use crate::wire::Reader;
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -28,8 +30,15 @@ pub const PURGE_BATCH: usize = 4096;
 /// Sender and id, shared between the map and the settlement index.
 type Key = (Arc<str>, Arc<str>);
 
-fn key(sender: &str, id: &str) -> Key {
-    (Arc::from(sender), Arc::from(id))
+/// A restored envelope is queued again: a record that said otherwise (an ack-mode delivery
+/// the crash cut off before its ack) becomes `queued` at `now_ms` with no reader.
+pub(super) fn queue_again(r: &mut Record, now_ms: i64) {
+    if r.state != State::Queued {
+        r.state = State::Queued;
+        r.ack_pending = false;
+        r.state_ms = now_ms;
+        r.reader = None;
+    }
 }
 
 /// Where an accepted envelope is.
@@ -85,7 +94,8 @@ impl State {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    pub to: String,
+    /// The recipient; the ledger keeps one shared copy per name (`names`).
+    pub to: Arc<str>,
     pub digest: [u8; 32],
     pub accepted_ms: i64,
     pub state: State,
@@ -129,30 +139,102 @@ pub fn digest(to: &str, kind: &str, correlation_id: Option<&str>, body: &str) ->
     h.finalize().into()
 }
 
-/// The senders that used one id (`Ledger::by_id`); almost always one.
-#[derive(Debug)]
-enum Senders {
-    One(Arc<str>),
-    Many(Vec<Arc<str>>),
+/// An id as a caller holds it: text, copied into the ledger once, or the queued envelope's
+/// `Arc<str>` (`Queued::id`), which the ledger's key then shares instead of copying.
+pub trait IdText {
+    fn text(&self) -> &str;
+    fn shared(&self) -> Arc<str>;
 }
 
-impl Senders {
-    fn as_slice(&self) -> &[Arc<str>] {
+impl IdText for str {
+    fn text(&self) -> &str {
+        self
+    }
+    fn shared(&self) -> Arc<str> {
+        Arc::from(self)
+    }
+}
+
+impl IdText for String {
+    fn text(&self) -> &str {
+        self
+    }
+    fn shared(&self) -> Arc<str> {
+        Arc::from(self.as_str())
+    }
+}
+
+impl IdText for Arc<str> {
+    fn text(&self) -> &str {
+        self
+    }
+    fn shared(&self) -> Arc<str> {
+        self.clone()
+    }
+}
+
+/// One remembered (sender, id): the sender's interned name and the record.
+#[derive(Debug)]
+struct Held {
+    sender: Arc<str>,
+    record: Record,
+}
+
+/// The records of one id, one per sender that used it (module doc); almost always one.
+#[derive(Debug)]
+enum Holders {
+    One(Held),
+    Many(Vec<Held>),
+}
+
+impl Holders {
+    fn as_slice(&self) -> &[Held] {
         match self {
-            Senders::One(s) => std::slice::from_ref(s),
-            Senders::Many(v) => v,
+            Holders::One(h) => std::slice::from_ref(h),
+            Holders::Many(v) => v,
         }
     }
+
+    fn as_mut_slice(&mut self) -> &mut [Held] {
+        match self {
+            Holders::One(h) => std::slice::from_mut(h),
+            Holders::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, held: Held) {
+        let prev = std::mem::replace(self, Holders::Many(Vec::new()));
+        let mut v = match prev {
+            Holders::One(first) => vec![first],
+            Holders::Many(v) => v,
+        };
+        v.push(held);
+        *self = Holders::Many(v);
+    }
+}
+
+/// What `Ledger::insert` found under the key.
+enum Inserted {
+    New,
+    /// The key was remembered already: the record it held.
+    Replaced(Record),
 }
 
 #[derive(Debug)]
 pub struct Ledger {
-    records: HashMap<Key, Record>,
-    /// Every remembered id with the senders that used it, in the order they were remembered:
-    /// how `lookup` finds a record for its recipient (module doc).
-    by_id: HashMap<Arc<str>, Senders>,
+    /// Keyed by id alone, with each sender's record under it: one table serves the sender's
+    /// lookups (idempotent resends, receipts) and the recipient's (`status`), which finds
+    /// the id's records without a scan (module doc). One hash of the id per operation.
+    records: HashMap<Arc<str>, Holders>,
+    /// Records held (an id may hold several).
+    count: usize,
+    /// Senders' and recipients' names, one copy each (`names`).
+    names: Names,
     /// Records looked at by every lookup so far (tests count work, not time).
     touched: Cell<u64>,
+    /// Probes of `records` (each one hash of an id) by every operation so far: a restart
+    /// costs one per row (tests count work, not time).
+    probes: Cell<u64>,
     /// Every settled record as (settled at, key): the purge's order (module doc).
     settled: BTreeSet<(i64, Key)>,
     window_ms: i64,
@@ -165,8 +247,10 @@ impl Ledger {
     pub fn new(window_secs: u64, max_ids: usize) -> Ledger {
         Ledger {
             records: HashMap::new(),
-            by_id: HashMap::new(),
+            count: 0,
+            names: Names::default(),
             touched: Cell::new(0),
+            probes: Cell::new(0),
             settled: BTreeSet::new(),
             window_ms: (window_secs as i64).saturating_mul(1000),
             max_ids,
@@ -175,11 +259,11 @@ impl Ledger {
     }
 
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.count == 0
     }
 
     /// Index entries looked at by every purge so far.
@@ -192,44 +276,43 @@ impl Ledger {
         self.touched.get()
     }
 
-    fn index_id(&mut self, k: &Key) {
-        match self.by_id.get_mut(&k.1) {
-            None => {
-                self.by_id.insert(k.1.clone(), Senders::One(k.0.clone()));
-            }
-            Some(Senders::One(s)) => {
-                let first = s.clone();
-                self.by_id
-                    .insert(k.1.clone(), Senders::Many(vec![first, k.0.clone()]));
-            }
-            Some(Senders::Many(v)) => v.push(k.0.clone()),
-        }
+    /// Probes of the record table by every operation so far.
+    pub fn probes(&self) -> u64 {
+        self.probes.get()
     }
 
-    fn unindex_id(&mut self, k: &Key) {
-        let gone = match self.by_id.get_mut(&k.1) {
-            None => false,
-            Some(Senders::One(s)) => *s == k.0,
-            Some(Senders::Many(v)) => {
-                v.retain(|s| *s != k.0);
-                match v.len() {
-                    0 => true,
-                    1 => {
-                        let last = v[0].clone();
-                        self.by_id.insert(k.1.clone(), Senders::One(last));
-                        false
-                    }
-                    _ => false,
-                }
-            }
-        };
-        if gone {
-            self.by_id.remove(&k.1);
-        }
+    fn probe(&self, n: u64) {
+        self.probes.set(self.probes.get() + n);
+    }
+
+    fn find(&self, sender: &str, id: &str) -> Option<&Record> {
+        self.probe(1);
+        self.records
+            .get(id)?
+            .as_slice()
+            .iter()
+            .find(|h| &*h.sender == sender)
+            .map(|h| &h.record)
+    }
+
+    /// The key of `sender`'s record of `id` (for the settlement index) and the record.
+    fn find_mut(&mut self, sender: &str, id: &str) -> Option<(Key, &mut Record)> {
+        self.probe(2);
+        // Two probes of the id: the std map lends no mutable value together with its key,
+        // and the settlement index needs the key's shared copy.
+        let (id_arc, _) = self.records.get_key_value(id)?;
+        let id_arc = id_arc.clone();
+        let held = self
+            .records
+            .get_mut(id)?
+            .as_mut_slice()
+            .iter_mut()
+            .find(|h| &*h.sender == sender)?;
+        Some(((held.sender.clone(), id_arc), &mut held.record))
     }
 
     pub fn seen(&self, sender: &str, id: &str, digest: &[u8; 32]) -> Seen {
-        match self.records.get(&key(sender, id)) {
+        match self.find(sender, id) {
             None => Seen::New,
             Some(r) if &r.digest == digest => Seen::Duplicate,
             Some(_) => Seen::Conflict,
@@ -238,6 +321,9 @@ impl Ledger {
 
     /// Keeps the settlement index in step with a record's change from `before` to `after`.
     fn reindex(&mut self, k: &Key, before: Option<(i64, bool)>, after: Option<(i64, bool)>) {
+        if before == after {
+            return;
+        }
         if let Some((ms, true)) = before {
             self.settled.remove(&(ms, k.clone()));
         }
@@ -250,17 +336,74 @@ impl Ledger {
         (r.state_ms, r.state.settled(r.ack_pending))
     }
 
-    pub fn remember(&mut self, sender: &str, id: &str, record: Record) {
-        let k = key(sender, id);
-        let after = Some(Self::settlement(&record));
-        let before = self
-            .records
-            .insert(k.clone(), record)
-            .map(|old| Self::settlement(&old));
-        if before.is_none() {
-            self.index_id(&k);
+    /// Puts `record` under (sender, id) with one hash of the id, its names interned; the
+    /// settlement index follows.
+    fn insert<I: IdText + ?Sized>(
+        &mut self,
+        sender: &str,
+        id: &I,
+        mut record: Record,
+        to_interned: bool,
+    ) -> Inserted {
+        let sender = self.names.intern(sender);
+        if !to_interned {
+            record.to = self.names.intern(&record.to);
         }
-        self.reindex(&k, before, after);
+        let after = Some(Self::settlement(&record));
+        let id_arc = id.shared();
+        self.probe(1);
+        let (key, found) = match self.records.entry(id_arc) {
+            Entry::Vacant(slot) => {
+                let key = (sender.clone(), slot.key().clone());
+                slot.insert(Holders::One(Held { sender, record }));
+                (key, Inserted::New)
+            }
+            Entry::Occupied(mut slot) => {
+                let key = (sender.clone(), slot.key().clone());
+                let holders = slot.get_mut();
+                match holders
+                    .as_mut_slice()
+                    .iter_mut()
+                    .find(|h| h.sender == sender)
+                {
+                    Some(h) => (
+                        key,
+                        Inserted::Replaced(std::mem::replace(&mut h.record, record)),
+                    ),
+                    None => {
+                        holders.push(Held { sender, record });
+                        (key, Inserted::New)
+                    }
+                }
+            }
+        };
+        let before = match &found {
+            Inserted::New => {
+                self.count += 1;
+                None
+            }
+            Inserted::Replaced(old) => Some(Self::settlement(old)),
+        };
+        self.reindex(&key, before, after);
+        found
+    }
+
+    /// Remembers `record` under (sender, id); with the queued envelope's own `Arc<str>` as
+    /// `id`, the record's key shares it.
+    pub fn remember<I: IdText + ?Sized>(&mut self, sender: &str, id: &I, record: Record) {
+        self.insert(sender, id, record, false);
+    }
+
+    /// The ledger's shared copy of an agent's name, for a `Record::to` built at startup
+    /// (`remember_interned`).
+    pub fn name(&mut self, name: &str) -> Arc<str> {
+        self.names.intern(name)
+    }
+
+    /// `remember` for a record whose `to` came from `name`: a restart remembers a million,
+    /// and skipping the second interning saves a hash per record.
+    pub fn remember_interned(&mut self, sender: &str, id: &Arc<str>, record: Record) {
+        self.insert(sender, id, record, true);
     }
 
     /// Moves a remembered envelope to `state`; its `seq`, or None if it is not remembered.
@@ -272,9 +415,8 @@ impl Ledger {
         ack_pending: bool,
         at_ms: i64,
     ) -> Option<u64> {
-        let (k, r) = self.records.get_key_value(&key(sender, id))?;
-        let (k, before) = (k.clone(), Self::settlement(r));
-        let r = self.records.get_mut(&k)?;
+        let (k, r) = self.find_mut(sender, id)?;
+        let before = Self::settlement(r);
         r.state = state;
         r.ack_pending = ack_pending;
         r.state_ms = at_ms;
@@ -287,49 +429,40 @@ impl Ledger {
     }
 
     pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
-        self.records.get(&key(sender, id)).map(|r| r.state)
+        self.find(sender, id).map(|r| r.state)
     }
 
     /// Records which kind of reader a remembered envelope is being handed to (before its
     /// `delivered` state is set).
     pub fn set_reader(&mut self, sender: &str, id: &str, reader: Reader) {
-        if let Some(r) = self.records.get_mut(&key(sender, id)) {
+        if let Some((_, r)) = self.find_mut(sender, id) {
             r.reader = Some(reader);
         }
     }
 
     pub fn reader_of(&self, sender: &str, id: &str) -> Option<Reader> {
-        self.records.get(&key(sender, id)).and_then(|r| r.reader)
+        self.find(sender, id).and_then(|r| r.reader)
     }
 
     /// The record of exactly this sender's id (no visibility rule: the hub's own use).
     pub fn get(&self, sender: &str, id: &str) -> Option<&Record> {
-        self.records.get(&key(sender, id))
+        self.find(sender, id)
     }
 
     /// Room for `n` more records (a restart knows how many it brings back).
     pub fn reserve(&mut self, n: usize) {
         self.records.reserve(n);
-        self.by_id.reserve(n);
     }
 
     /// A restored envelope is queued at acceptance `seq`: its record says so, with one lookup.
     /// The state's time is kept when it already was `queued`, else it becomes `now_ms` (a
     /// restart is what requeued it). Same as `state_of`, `set_state` and `set_seq` together.
     pub fn restore_queued(&mut self, sender: &str, id: &str, seq: u64, now_ms: i64) {
-        let Some((k, r)) = self.records.get_key_value(&key(sender, id)) else {
+        let Some((k, r)) = self.find_mut(sender, id) else {
             return;
         };
-        let (k, before) = (k.clone(), Self::settlement(r));
-        let Some(r) = self.records.get_mut(&k) else {
-            return;
-        };
-        if r.state != State::Queued {
-            r.state = State::Queued;
-            r.ack_pending = false;
-            r.state_ms = now_ms;
-            r.reader = None;
-        }
+        let before = Self::settlement(r);
+        queue_again(r, now_ms);
         r.seq = seq;
         let after = Self::settlement(r);
         self.reindex(&k, Some(before), Some(after));
@@ -337,28 +470,25 @@ impl Ledger {
 
     /// Records where a restored envelope sits in acceptance order.
     pub fn set_seq(&mut self, sender: &str, id: &str, seq: u64) {
-        if let Some(r) = self.records.get_mut(&key(sender, id)) {
+        if let Some((_, r)) = self.find_mut(sender, id) {
             r.seq = seq;
         }
     }
 
     /// The record of `id` that `asker` may see: one it sent, else one addressed to it.
-    /// Looks at the asker's own record, then at the record of each other sender of that id
-    /// (`by_id`), never at the rest of the ledger.
+    /// Looks at the id's records only (the asker's own, then each other sender's), never at
+    /// the rest of the ledger.
     pub fn lookup(&self, asker: &str, id: &str) -> Option<(&str, &Record)> {
         let touch = || self.touched.set(self.touched.get() + 1);
         touch();
-        if let Some((k, r)) = self.records.get_key_value(&key(asker, id)) {
-            return Some((&k.0, r));
+        self.probe(1);
+        let held = self.records.get(id)?.as_slice();
+        if let Some(h) = held.iter().find(|h| &*h.sender == asker) {
+            return Some((&h.sender, &h.record));
         }
-        let senders = self.by_id.get(id)?;
-        let id: Arc<str> = Arc::from(id);
-        senders.as_slice().iter().find_map(|sender| {
+        held.iter().find_map(|h| {
             touch();
-            self.records
-                .get_key_value(&(sender.clone(), id.clone()))
-                .filter(|(_, r)| r.to == asker)
-                .map(|(k, r)| (&*k.0, r))
+            (&*h.record.to == asker).then_some((&*h.sender, &h.record))
         })
     }
 
@@ -366,7 +496,7 @@ impl Ledger {
     /// `max_ids`.
     fn front_due(&self, cutoff: i64) -> bool {
         match self.settled.first() {
-            Some((ms, _)) => *ms <= cutoff || self.records.len() > self.max_ids,
+            Some((ms, _)) => *ms <= cutoff || self.count > self.max_ids,
             None => false,
         }
     }
@@ -388,12 +518,40 @@ impl Ledger {
             let Some((_, k)) = self.settled.pop_first() else {
                 break;
             };
-            if let Some(r) = self.records.remove(&k) {
-                self.unindex_id(&k);
-                gone.push((k.0.to_string(), k.1.to_string(), r.seq));
+            if let Some(seq) = self.forget(&k) {
+                gone.push((k.0.to_string(), k.1.to_string(), seq));
             }
         }
         gone
+    }
+
+    /// Drops the record of `k`; its seq, or None if it was not held.
+    fn forget(&mut self, k: &Key) -> Option<u64> {
+        self.probe(1);
+        let holders = self.records.get_mut(&*k.1)?;
+        let seq = match holders {
+            Holders::One(h) => {
+                if h.sender != k.0 {
+                    return None;
+                }
+                let seq = h.record.seq;
+                self.probe(1);
+                self.records.remove(&*k.1);
+                seq
+            }
+            Holders::Many(v) => {
+                let i = v.iter().position(|h| h.sender == k.0)?;
+                let seq = v.remove(i).record.seq;
+                if v.len() == 1 {
+                    if let Some(last) = v.pop() {
+                        *holders = Holders::One(last);
+                    }
+                }
+                seq
+            }
+        };
+        self.count -= 1;
+        Some(seq)
     }
 
     /// True when a `purge` at `now_ms` would forget something: the last one stopped at its
@@ -485,7 +643,7 @@ mod tests {
         for (i, id) in ["p", "q", "r", "s"].iter().enumerate() {
             let mut r = rec("b", [0; 32], i as i64, State::Delivered);
             r.seq = 100 + i as u64;
-            l.remember("a", id, r);
+            l.remember("a", *id, r);
         }
         let gone = l.purge(10);
         assert_eq!(
@@ -583,5 +741,40 @@ mod tests {
         assert_eq!(l.reader_of("a", "x"), Some(Reader::McpAwait));
         l.set_reader("nobody", "x", Reader::Drain);
         assert_eq!(l.reader_of("nobody", "x"), None);
+    }
+
+    /// One id used by two senders: each sees its own record, a recipient sees the first
+    /// remembered that is addressed to it, and forgetting one keeps the other.
+    #[test]
+    fn an_id_shared_by_two_senders() {
+        let mut l = Ledger::new(10, 100);
+        l.remember("a", "x", rec("b", [1; 32], 0, State::Acked));
+        l.remember("c", "x", rec("d", [2; 32], 5_000, State::Queued));
+        assert_eq!(l.len(), 2);
+        assert_eq!(l.get("a", "x").unwrap().digest, [1; 32]);
+        assert_eq!(l.get("c", "x").unwrap().digest, [2; 32]);
+        assert_eq!(l.lookup("b", "x").unwrap().0, "a");
+        assert_eq!(l.lookup("d", "x").unwrap().0, "c");
+        assert_eq!(l.lookup("c", "x").unwrap().0, "c", "the asker's own first");
+        assert!(l.lookup("e", "x").is_none());
+        assert_eq!(l.purge(20_000), vec![("a".to_owned(), "x".to_owned(), 0)]);
+        assert_eq!(l.len(), 1);
+        assert!(l.get("a", "x").is_none());
+        assert_eq!(l.state_of("c", "x"), Some(State::Queued));
+        l.set_state("c", "x", State::Acked, false, 30_000);
+        assert_eq!(l.purge(40_000).len(), 1);
+        assert!(l.is_empty() && l.records.is_empty());
+    }
+
+    /// Every record of one recipient or sender holds the same copy of the name.
+    #[test]
+    fn names_are_shared_between_records() {
+        let mut l = Ledger::new(10, 100);
+        for id in ["x", "y", "z"] {
+            l.remember("a", id, rec("b", [0; 32], 0, State::Queued));
+        }
+        let (x, z) = (l.get("a", "x").unwrap(), l.get("a", "z").unwrap());
+        assert!(Arc::ptr_eq(&x.to, &z.to));
+        assert_eq!(l.names.len(), 2, "a and b");
     }
 }

@@ -26,6 +26,7 @@ pub mod ids;
 pub mod ledger;
 mod linger;
 pub mod liveness;
+mod names;
 mod peer_tasks;
 mod pipeline;
 mod queue_index;

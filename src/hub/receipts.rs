@@ -45,7 +45,7 @@ impl Hub {
         let position = (rec.state == State::Queued)
             .then_some(found)
             .flatten()
-            .filter(|(_, q)| q.id == id)
+            .filter(|(_, q)| *q.id == *id)
             .map(|(p, _)| p as u64 + 1);
         let attempts = found.map(|(_, q)| q.attempts);
         // The reader belongs to a hand-off: shown while it holds or consumed the envelope, and
@@ -62,7 +62,7 @@ impl Hub {
             state: rec.state.as_str().into(),
             reader,
             from: Some(sender.to_owned()),
-            to: Some(rec.to.clone()),
+            to: Some(rec.to.to_string()),
             position,
             at: chrono::DateTime::from_timestamp_millis(rec.state_ms)
                 .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),

@@ -42,8 +42,8 @@ impl Hub {
         }
         self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
             conn,
-            id: env.id.clone(),
-            to: env.to.clone(),
+            id: env.id.to_string(),
+            to: env.to.to_string(),
             reason: reason.to_owned(),
             attempts: env.attempts,
         }));
@@ -54,7 +54,7 @@ impl Hub {
     /// leaves its queue for good, durably, and its sender gets a bounce that says why and how
     /// often (a bounce given up on is not bounced again).
     fn give_up(&mut self, conn: ConnId, env: Queued, last: &str, now: Now) {
-        let bounced = env.kind != Envelope::BOUNCE_KIND;
+        let bounced = &*env.kind != Envelope::BOUNCE_KIND;
         let reason = format!(
             "not acked after {} deliveries, the most limits.max_deliveries allows; the last ended: {last}",
             env.attempts
@@ -64,8 +64,8 @@ impl Hub {
         self.settle_gone(&env, state, &reason, now);
         self.outputs.push_back(Output::Audit(AuditEvent::GivenUp {
             conn,
-            id: env.id.clone(),
-            to: env.to.clone(),
+            id: env.id.to_string(),
+            to: env.to.to_string(),
             reason: reason.clone(),
             attempts: env.attempts,
             bounced,
@@ -96,8 +96,8 @@ impl Hub {
             self.reasons.insert(seq, reason.to_owned());
             self.store(StoreOp::State {
                 seq,
-                sender: env.from.clone(),
-                id: env.id.clone(),
+                sender: env.from.to_string(),
+                id: env.id.to_string(),
                 state: state.as_str().to_owned(),
                 detail: Some(reason.to_owned()),
                 reader: self.ledger.reader_of(&env.from, &env.id),

@@ -10,6 +10,7 @@
 //! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
 //! scan from a lookup without timing anything.
 
+use super::names::Names;
 use super::queue_index::QueueIndex;
 use super::ConnId;
 use std::cell::Cell;
@@ -18,13 +19,18 @@ use std::sync::Arc;
 
 /// An accepted envelope as the router holds it: the routing fields plus the canonical text
 /// (with `from` stamped) that the audit log and the delivery line both reuse.
+///
+/// Every string is shared rather than owned (docs/performance.md "How cost grows with work"):
+/// a queued envelope's `from`, `to` and `kind` are the router's one copy of each name
+/// (`Router::enqueue_back` swaps them in), and its `id` is the same allocation the ledger keys
+/// its record by. Built with `Queued::new`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
-    pub id: String,
-    pub from: String,
-    pub to: String,
-    pub kind: String,
-    pub correlation_id: Option<String>,
+    pub id: Arc<str>,
+    pub from: Arc<str>,
+    pub to: Arc<str>,
+    pub kind: Arc<str>,
+    pub correlation_id: Option<Arc<str>>,
     pub text: Arc<str>,
     /// Acceptance order, stamped by the hub when the envelope is accepted. Every queue is kept
     /// sorted by it, so an envelope that comes back from a failed delivery regains its place.
@@ -34,6 +40,27 @@ pub struct Queued {
 }
 
 impl Queued {
+    /// An envelope not yet stamped with its place (`seq` 0) and never handed out.
+    pub fn new(
+        id: &str,
+        from: &str,
+        to: &str,
+        kind: &str,
+        correlation_id: Option<&str>,
+        text: Arc<str>,
+    ) -> Queued {
+        Queued {
+            id: Arc::from(id),
+            from: Arc::from(from),
+            to: Arc::from(to),
+            kind: Arc::from(kind),
+            correlation_id: correlation_id.map(Arc::from),
+            text,
+            seq: 0,
+            attempts: 0,
+        }
+    }
+
     /// Bytes this envelope counts against its queue's byte cap.
     pub fn size_bytes(&self) -> usize {
         self.text.len()
@@ -52,8 +79,8 @@ impl Filter {
         // `map_or(true, …)` rather than `is_none_or`, which needs Rust 1.82 (MSRV is 1.80).
         self.reply_to
             .as_ref()
-            .map_or(true, |r| env.correlation_id.as_ref() == Some(r))
-            && self.kind.as_ref().map_or(true, |k| *k == env.kind)
+            .map_or(true, |r| env.correlation_id.as_deref() == Some(r.as_str()))
+            && self.kind.as_ref().map_or(true, |k| **k == *env.kind)
     }
 }
 
@@ -161,6 +188,16 @@ fn first_passing(
     None
 }
 
+/// `agent`'s mailbox, made if it has none; the name is copied only then (a restart queues a
+/// million envelopes, mostly into mailboxes that exist).
+fn mailbox<'a>(boxes: &'a mut HashMap<String, Mailbox>, agent: &str) -> &'a mut Mailbox {
+    if !boxes.contains_key(agent) {
+        boxes.insert(agent.to_owned(), Mailbox::default());
+    }
+    // Invariant: present, inserted just above if it was not.
+    boxes.get_mut(agent).expect("the mailbox exists")
+}
+
 /// Per-agent counts, for presence and operator views.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MailboxStats {
@@ -180,6 +217,8 @@ pub struct Router {
     max_total_bytes: usize,
     /// Envelopes queued across all agents (kept, not summed: `total_queued`).
     total_envelopes: usize,
+    /// The names of queued envelopes, one copy each (`share_names`).
+    names: Names,
     /// `Work::entries` and `Work::mailboxes` (cells: read-only lookups count too).
     entries: Cell<u64>,
     mailboxes: Cell<u64>,
@@ -195,6 +234,7 @@ impl Router {
             total_bytes: 0,
             max_total_bytes: usize::MAX,
             total_envelopes: 0,
+            names: Names::default(),
             entries: Cell::new(0),
             mailboxes: Cell::new(0),
         }
@@ -264,12 +304,12 @@ impl Router {
     /// Removes and returns the waiter that `env` goes to: the most specific tier whose filters
     /// pass (reply-to + kind, reply-to, kind, unfiltered), oldest first within it.
     pub fn claim_waiter(&mut self, env: &Queued) -> Option<(ConnId, Parked)> {
-        let mb = self.boxes.get_mut(&env.to)?;
+        let mb = self.boxes.get_mut(&*env.to)?;
         if mb.waiter_count == 0 {
             return None;
         }
-        let corr = env.correlation_id.clone();
-        let kind = Some(env.kind.clone());
+        let corr = env.correlation_id.as_deref().map(str::to_owned);
+        let kind = Some(env.kind.to_string());
         let tiers = [
             Filter {
                 reply_to: corr.clone(),
@@ -297,7 +337,7 @@ impl Router {
                     return Some((
                         conn,
                         Parked {
-                            agent: env.to.clone(),
+                            agent: env.to.to_string(),
                             filter,
                             seq,
                         },
@@ -336,7 +376,7 @@ impl Router {
     /// Bookkeeping for an envelope that left `env.to`'s queue: the byte counts, the running
     /// total and the index.
     fn taken(&mut self, env: &Queued) {
-        if let Some(mb) = self.boxes.get_mut(&env.to) {
+        if let Some(mb) = self.boxes.get_mut(&*env.to) {
             mb.queued_bytes -= env.size_bytes();
             mb.index
                 .remove(&env.kind, env.correlation_id.as_deref(), env.seq);
@@ -411,8 +451,9 @@ impl Router {
 
     /// Queues at the back. Caps were checked by `reserve` (or are waived: see `Hub::route`).
     /// `env.seq` must be newer than every queued envelope's.
-    pub fn enqueue_back(&mut self, env: Queued) {
-        let mb = self.boxes.entry(env.to.clone()).or_default();
+    pub fn enqueue_back(&mut self, mut env: Queued) {
+        self.share_names(&mut env);
+        let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);
         self.total_bytes += env.size_bytes();
         self.total_envelopes += 1;
@@ -422,8 +463,9 @@ impl Router {
     /// Puts back an envelope that was handed out but never left the hub, ahead of every
     /// envelope accepted after it. Not simply the front: a filtered await may have taken it
     /// from mid-queue, and pushing it to the front would reorder the queue.
-    pub fn requeue(&mut self, env: Queued) {
-        let mb = self.boxes.entry(env.to.clone()).or_default();
+    pub fn requeue(&mut self, mut env: Queued) {
+        self.share_names(&mut env);
+        let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);
         self.total_bytes += env.size_bytes();
         self.total_envelopes += 1;
@@ -433,6 +475,30 @@ impl Router {
             q.seq < env.seq
         });
         mb.queue.insert(pos, env);
+    }
+
+    /// The router's shared copy of a name, for an envelope built for `enqueue_restored`.
+    pub fn name(&mut self, name: &str) -> Arc<str> {
+        self.names.intern(name)
+    }
+
+    /// `enqueue_back` for an envelope whose `from`, `to` and `kind` already are shared copies
+    /// (a restart queues a million: swapping them in again would cost three hashes each).
+    pub fn enqueue_restored(&mut self, env: Queued) {
+        let mb = mailbox(&mut self.boxes, &env.to);
+        Router::joined(mb, &env);
+        self.total_bytes += env.size_bytes();
+        self.total_envelopes += 1;
+        mb.queue.push_back(env);
+    }
+
+    /// Swaps a queued envelope's names for the router's shared copies: a queue of a million
+    /// holds a few agents' names and kinds once each, not a million copies.
+    fn share_names(&mut self, env: &mut Queued) {
+        for name in [&mut env.from, &mut env.to, &mut env.kind] {
+            let shared = self.names.intern(name);
+            *name = shared;
+        }
     }
 
     pub fn stats(&self, agent: &str) -> MailboxStats {
@@ -482,16 +548,14 @@ mod tests {
     use super::*;
 
     fn env(to: &str, id: &str, kind: &str, corr: Option<&str>) -> Queued {
-        Queued {
-            id: id.into(),
-            from: "a".into(),
-            to: to.into(),
-            kind: kind.into(),
-            correlation_id: corr.map(Into::into),
-            text: Arc::from(format!("{{\"id\":\"{id}\"}}")),
-            seq: 0,
-            attempts: 0,
-        }
+        Queued::new(
+            id,
+            "a",
+            to,
+            kind,
+            corr,
+            Arc::from(format!("{{\"id\":\"{id}\"}}")),
+        )
     }
 
     fn f(reply_to: Option<&str>, kind: Option<&str>) -> Filter {
@@ -555,12 +619,12 @@ mod tests {
         r.enqueue_back(env("b", "2", "result", Some("x")));
         r.enqueue_back(env("b", "3", "result", Some("x")));
         assert_eq!(
-            r.take_first_match("b", &f(Some("x"), None)).unwrap().id,
+            &*r.take_first_match("b", &f(Some("x"), None)).unwrap().id,
             "2"
         );
-        assert_eq!(r.take_first_match("b", &f(None, None)).unwrap().id, "1");
+        assert_eq!(&*r.take_first_match("b", &f(None, None)).unwrap().id, "1");
         assert_eq!(
-            r.take_first_match("b", &f(None, Some("result")))
+            &*r.take_first_match("b", &f(None, Some("result")))
                 .unwrap()
                 .id,
             "3"

@@ -72,7 +72,8 @@ pub struct StoredEnvelope {
     pub sender: String,
     pub kind: String,
     pub correlation_id: Option<String>,
-    pub text: String,
+    /// Read from its row straight into the shared form the hub's queue keeps (`Queued::text`).
+    pub text: Arc<str>,
     pub attempts: u32,
 }
 

@@ -13,7 +13,9 @@
 use super::{StoredEnvelope, StoredId, StoredTask};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 /// Columns in the order `decode` reads them.
 pub(super) const SELECT_ALL: &str = "SELECT seq, recipient, id, sender, kind, correlation_id, text, attempts, digest, accepted_ms, state, detail, state_ms, reader FROM envelopes ORDER BY seq";
@@ -173,6 +175,21 @@ impl Cols<'_, '_> {
         }
     }
 
+    /// Text read straight into an `Arc<str>` (one copy from SQLite's buffer, none after).
+    fn opt_shared(&self, i: usize, name: &str) -> Result<Option<std::sync::Arc<str>>, String> {
+        match self.get(i, name)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) => Ok(Some(std::sync::Arc::from(s))),
+                Err(e) => Err(format!(
+                    "{name} is not valid UTF-8 (bad byte at offset {})",
+                    e.valid_up_to()
+                )),
+            },
+            other => Err(format!("{name} is {}, not text", kind(&other))),
+        }
+    }
+
     fn nonempty(&self, i: usize, name: &str) -> Result<String, String> {
         let s = self.text(i, name)?;
         if s.is_empty() {
@@ -275,7 +292,7 @@ pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>)
         id,
         to: recipient,
     };
-    let Some(text) = c.opt_text(6, "text").map_err(at)? else {
+    let Some(text) = c.opt_shared(6, "text").map_err(at)? else {
         return Ok((stored, None));
     };
     check_text(&text, &stored.id, &stored.sender, &stored.to).map_err(at)?;
@@ -301,16 +318,60 @@ pub(super) fn check_order(previous: Option<u64>, seq: u64) -> Result<(), String>
     }
 }
 
+/// A hasher for keys that already are keyed SipHash outputs (`check_unique`): passes the
+/// 64 bits through instead of hashing them again.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in rather than drop it.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
 /// No two rows may remember the same id from the same sender: the ledger keys by them, so one
 /// would silently shadow the other.
+///
+/// A restart reads a million rows (docs/performance.md "How cost grows with work"), so each
+/// row costs one randomly keyed SipHash of its sender and id into a table of 64-bit integers
+/// (a client chooses ids, so the hash must stay keyed); two rows with one hash are then
+/// compared. Only when two different keys share a hash (about once in 10^7 restarts of a
+/// million rows) does the exact check of every key run.
 pub(super) fn check_unique(ids: &[StoredId]) -> Result<(), String> {
+    let keys = RandomState::new();
+    let mut hashes: HashMap<u64, usize, BuildHasherDefault<PreHashed>> =
+        HashMap::with_capacity_and_hasher(ids.len(), BuildHasherDefault::default());
+    for (i, r) in ids.iter().enumerate() {
+        let h = keys.hash_one((r.sender.as_str(), r.id.as_str()));
+        if let Some(first) = hashes.insert(h, i).and_then(|j| ids.get(j)) {
+            if first.sender == r.sender && first.id == r.id {
+                return Err(duplicate(first.seq, r.seq));
+            }
+            return check_unique_exact(ids);
+        }
+    }
+    Ok(())
+}
+
+fn duplicate(first: u64, second: u64) -> String {
+    format!("rows seq {first} and seq {second} hold the same sender and id")
+}
+
+/// `check_unique` comparing the keys themselves.
+fn check_unique_exact(ids: &[StoredId]) -> Result<(), String> {
     let mut seen: HashMap<(&str, &str), u64> = HashMap::with_capacity(ids.len());
     for r in ids {
         if let Some(first) = seen.insert((r.sender.as_str(), r.id.as_str()), r.seq) {
-            return Err(format!(
-                "rows seq {first} and seq {} hold the same sender and id",
-                r.seq
-            ));
+            return Err(duplicate(first, r.seq));
         }
     }
     Ok(())
@@ -345,5 +406,44 @@ mod tests {
         let e = check_text(r#"{"id":"x","from":"a","to":"SECRET"}"#, "x", "a", "b").unwrap_err();
         assert!(!e.contains("SECRET"), "{e}");
         assert!(check_text(r#"{"id":"x","from":"a","to":"b","body":{}}"#, "x", "a", "b").is_ok());
+    }
+
+    fn id_row(seq: u64, sender: &str, id: &str) -> StoredId {
+        StoredId {
+            seq,
+            sender: sender.into(),
+            id: id.into(),
+            to: "b".into(),
+            digest: [0; 32],
+            accepted_ms: 0,
+            state: "acked".into(),
+            detail: None,
+            state_ms: 0,
+            reader: None,
+        }
+    }
+
+    /// The hashed check and the exact one agree: distinct keys pass (the same id from
+    /// another sender, a sender and id that concatenate alike), a repeated key is named by
+    /// both its rows.
+    #[test]
+    fn check_unique_finds_a_repeated_sender_and_id() {
+        let mut ids: Vec<StoredId> = (0..10_000)
+            .map(|i| {
+                id_row(
+                    i,
+                    ["a", "b", "c"][(i % 3) as usize],
+                    &format!("id{}", i / 3),
+                )
+            })
+            .collect();
+        ids.push(id_row(20_000, "ab", "c"));
+        ids.push(id_row(20_001, "a", "bc"));
+        assert_eq!(check_unique(&ids), Ok(()));
+        assert_eq!(check_unique_exact(&ids), Ok(()));
+        ids.push(id_row(20_002, "b", "id7"));
+        let want = Err("rows seq 22 and seq 20002 hold the same sender and id".to_owned());
+        assert_eq!(check_unique(&ids), want);
+        assert_eq!(check_unique_exact(&ids), want);
     }
 }

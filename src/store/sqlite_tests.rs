@@ -133,7 +133,7 @@ fn schema_1_is_migrated_to_2_keeping_queues_and_remembered_ids() {
                 e.seq,
                 e.id.as_str(),
                 e.correlation_id.as_deref(),
-                e.text.as_str(),
+                &*e.text,
                 e.attempts,
             )
         })

@@ -169,11 +169,11 @@ impl Hub {
             if self.durable {
                 store_ops.push(StoreOp::Insert {
                     seq: e.seq,
-                    agent: e.to.clone(),
-                    id: e.id.clone(),
-                    sender: e.from.clone(),
-                    kind: e.kind.clone(),
-                    correlation_id: e.correlation_id.clone(),
+                    agent: e.to.to_string(),
+                    id: e.id.to_string(),
+                    sender: e.from.to_string(),
+                    kind: e.kind.to_string(),
+                    correlation_id: e.correlation_id.as_deref().map(str::to_owned),
                     text: e.text.clone(),
                     digest: s.digest,
                     accepted_ms: wall_ms,
@@ -198,8 +198,8 @@ impl Hub {
                 store_ops.push(StoreOp::Remove { seq: a.env.seq });
                 store_ops.push(StoreOp::State {
                     seq: a.env.seq,
-                    sender: a.env.from.clone(),
-                    id: a.env.id.clone(),
+                    sender: a.env.from.to_string(),
+                    id: a.env.id.to_string(),
                     state: State::Acked.as_str().to_owned(),
                     detail: None,
                     reader: self.ledger.reader_of(&a.env.from, &a.env.id),
@@ -208,8 +208,8 @@ impl Hub {
             }
             audit.push(AuditEvent::Acked {
                 conn: a.conn,
-                id: a.env.id.clone(),
-                to: a.env.to.clone(),
+                id: a.env.id.to_string(),
+                to: a.env.to.to_string(),
                 attempts: a.env.attempts,
             });
         }
@@ -366,7 +366,7 @@ impl Hub {
                     self.receipt_changed(&a.env.from, &a.env.id, now);
                     if live {
                         let line = HubLine::Acked {
-                            id: a.env.id.clone(),
+                            id: a.env.id.to_string(),
                         };
                         self.reply_durable(a.conn, line, "acked", now);
                     }
@@ -504,7 +504,7 @@ impl Hub {
         self.staged
             .iter()
             .chain(in_flight)
-            .any(|s| s.env.id == id && s.env.from == from)
+            .any(|s| *s.env.id == *id && *s.env.from == *from)
     }
 
     /// The error of the first failed flush, if one failed: from then on sends are refused

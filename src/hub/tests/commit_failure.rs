@@ -79,5 +79,5 @@ fn a_failed_commit_keeps_a_bounce_staged_for_the_next_commit() {
     sim.commit_ok();
     let queued: Vec<_> = sim.hub.router().queued("mneme").cloned().collect();
     assert_eq!(queued.len(), 1);
-    assert_eq!(queued[0].kind, "bounce");
+    assert_eq!(&*queued[0].kind, "bounce");
 }

@@ -91,7 +91,7 @@ fn ids_are_remembered_per_sender() {
         .hub
         .router()
         .queued("datastore")
-        .map(|q| (q.from.clone(), q.id.clone()))
+        .map(|q| (q.from.to_string(), q.id.to_string()))
         .collect();
     assert_eq!(
         queued,

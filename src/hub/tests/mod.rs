@@ -542,7 +542,7 @@ impl Sim {
         self.hub
             .router()
             .queued(agent)
-            .map(|q| q.id.clone())
+            .map(|q| q.id.to_string())
             .collect()
     }
 
@@ -760,7 +760,7 @@ fn stored(seq: u64, agent: &str, id: &str, sender: &str, attempts: u32) -> Store
         sender: sender.into(),
         kind: "task".into(),
         correlation_id: None,
-        text: env.to_json(),
+        text: env.to_json().into(),
         attempts,
     }
 }

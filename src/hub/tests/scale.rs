@@ -36,7 +36,7 @@ fn queued_row(
         sender: from.into(),
         kind: kind.into(),
         correlation_id: corr.map(Into::into),
-        text: env.to_json(),
+        text: env.to_json().into(),
         attempts: 0,
     };
     let mut rec = remembered(seq, from, &id, to, "queued", 0);
@@ -296,4 +296,23 @@ fn who_touches_no_ledger_record_or_queue_entry_with_a_large_ledger() {
     });
     assert_eq!(work, Work::default());
     assert_eq!(touched, 0);
+}
+
+/// A restart costs one probe of the ledger's table per row, queued or settled (the row check
+/// before it and the queue after it add none), and every record of one agent shares one copy
+/// of its name.
+#[test]
+fn a_restart_probes_the_ledger_once_per_row() {
+    let sim = large_ledger();
+    let ledger = &sim.hub.ledger;
+    assert_eq!(ledger.len() as u64, QUEUED + LEDGER);
+    assert_eq!(
+        ledger.probes(),
+        QUEUED + LEDGER,
+        "a fresh hub's ledger saw nothing but the restore"
+    );
+    let a = &ledger.get("datastore", "q-0").expect("queued").to;
+    let b = &ledger.get("datastore", "q-99999").expect("queued").to;
+    let c = &ledger.get("datastore", "s-1").expect("settled").to;
+    assert!(std::sync::Arc::ptr_eq(a, b) && std::sync::Arc::ptr_eq(a, c));
 }

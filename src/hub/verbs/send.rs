@@ -95,7 +95,7 @@ impl Hub {
         // A sender that went away while its batch was being written gets no reply.
         if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
             let line = HubLine::Accepted {
-                id: s.env.id.clone(),
+                id: s.env.id.to_string(),
             };
             self.reply_durable(conn, line, "accepted", now);
         }
@@ -134,7 +134,7 @@ impl Hub {
             let reason = reason.to_owned();
             self.outputs.push_back(Output::Audit(AuditEvent::Refused {
                 conn,
-                id: s.env.id,
+                id: s.env.id.to_string(),
                 reason,
             }));
         }
