@@ -171,7 +171,10 @@ pub struct Hub {
     roster: Roster,
     limits: Limits,
     router: Router,
-    conns: HashMap<ConnId, Conn>,
+    /// Boxed: a map's table holds up to twice its entries' worth of slots, so an inline
+    /// `Conn` (some 290 bytes) cost about 480 bytes per parked await at 10,000 of them
+    /// (docs/performance.md, "W3: memory per parked await"); a box costs its own size.
+    conns: HashMap<ConnId, Box<Conn>>,
     deadlines: BTreeSet<(Instant, ConnId)>,
     staged: Vec<Staged>,
     outputs: VecDeque<Output>,

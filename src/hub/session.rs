@@ -36,7 +36,9 @@ pub(in crate::hub) enum Phase {
     /// A delivery line is out. Plain: consumed once the socket accepted its first byte
     /// (`committed`). Ack mode: consumed only by the reader's ack.
     Delivering {
-        env: Queued,
+        /// Boxed, so this variant is not what sizes every `Conn` (a parked await's included:
+        /// docs/performance.md, "W3: memory per parked await").
+        env: Box<Queued>,
         committed: bool,
         ack: bool,
     },
@@ -74,7 +76,8 @@ pub(in crate::hub) struct Conn {
     /// Input that arrived while the verb was pending, kept for when the connection can take it
     /// (SPEC §4.3): the first such line, summarised as the line after an ack-mode delivery,
     /// when the pending verb is an ack-mode await (it becomes that line if the await delivers).
-    pub(super) held_ack: Option<pipeline::AckInput>,
+    /// Boxed for the same reason as `Phase::Delivering`'s envelope: rarely set, 40 bytes inline.
+    pub(super) held_ack: Option<Box<pipeline::AckInput>>,
     /// A line arrived while the verb was pending that will be answered as a line after the
     /// verb's reply.
     pub(super) held_extra: bool,
@@ -92,7 +95,7 @@ impl Hub {
     pub fn handle_connect(&mut self, conn: ConnId, now: Now) {
         self.conns.insert(
             conn,
-            Conn {
+            Box::new(Conn {
                 phase: Phase::Hello,
                 name: None,
                 verb: "-",
@@ -103,7 +106,7 @@ impl Hub {
                 held_extra: false,
                 errored: false,
                 reader: None,
-            },
+            }),
         );
         self.set_deadline(
             conn,
@@ -285,7 +288,7 @@ impl Hub {
                 committed,
             } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, committed, now);
+                self.give_back(conn, *env, reason, committed, now);
             }
             Phase::Delivering {
                 env,
@@ -293,7 +296,7 @@ impl Hub {
                 ..
             } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, false, now);
+                self.give_back(conn, *env, reason, false, now);
             }
             Phase::Delivering {
                 env,
@@ -301,7 +304,7 @@ impl Hub {
                 ..
             } if !flushed => {
                 self.log_conn(&c, conn, "lost", reason, now);
-                self.lose(conn, env, reason, now);
+                self.lose(conn, *env, reason, now);
             }
             Phase::Delivering { .. } => self.log_conn(&c, conn, "delivered", "", now),
             // An ack already read stands: the commit settles it without a reply.
