@@ -171,8 +171,8 @@ pub struct Hub {
     roster: Roster,
     limits: Limits,
     router: Router,
-    /// Boxed: a map's table holds up to twice its entries' worth of slots, so an inline
-    /// `Conn` (some 290 bytes) cost about 480 bytes per parked await at 10,000 of them
+    /// Boxed: a map's table holds up to 2.3 times its entries' worth of slots, so an inline
+    /// `Conn` (then 280 bytes) cost about 470 bytes per parked await at 10,000 of them
     /// (docs/performance.md, "W3: memory per parked await"); a box costs its own size.
     conns: HashMap<ConnId, Box<Conn>>,
     deadlines: BTreeSet<(Instant, ConnId)>,

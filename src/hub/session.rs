@@ -557,3 +557,24 @@ fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection's `Conn` lives in a box of its own size, a parked await's included, so
+    /// what the struct holds inline is what W3 measures per waiter (docs/performance.md, "W3:
+    /// memory per parked await": 280 bytes before the delivery's envelope and the held ack
+    /// line were boxed). A new inline field that grows it should be a decision, not a drift.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_connection_costs_the_core_at_most_192_bytes_inline() {
+        assert!(
+            std::mem::size_of::<Conn>() <= 192,
+            "hub::session::Conn is {} bytes",
+            std::mem::size_of::<Conn>()
+        );
+        // The largest phase is a parked await's; a delivery's envelope is boxed.
+        assert!(std::mem::size_of::<Phase>() <= std::mem::size_of::<Parked>() + 32);
+    }
+}

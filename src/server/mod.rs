@@ -83,8 +83,7 @@ pub struct Server {
     signals: Option<signal::Signals>,
     hub: Hub,
     limits: Limits,
-    /// Boxed, as the core's: the table's spare slots then cost a pointer each, not a `Conn`
-    /// (docs/performance.md, "W3: memory per parked await").
+    /// Boxed, as the core's (docs/performance.md, "W3: memory per parked await").
     conns: HashMap<ConnId, Box<Conn>>,
     next_conn: ConnId,
     /// IO deadlines (write and linger), by connection.
