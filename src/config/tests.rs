@@ -235,7 +235,7 @@ fn relay_limits_are_optional_with_defaults_and_bounded() {
             r.limits.max_peer_agents,
             r.limits.max_peer_directory_bytes
         ),
-        (64, 16, 8, 1024, 131_072)
+        (64, 16, 8, 1024, 262_144)
     );
     let set = "max_connections = 10\nmax_unauthenticated = 4\nmax_connections_per_address = 2\n\
                max_peer_agents = 4096\nmax_peer_directory_bytes = 1048576";

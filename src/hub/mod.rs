@@ -173,7 +173,11 @@ pub struct Hub {
     roster: Roster,
     limits: Limits,
     router: Router,
-    conns: conn_map::ConnMap<Conn>,
+    /// Boxed: a map's table holds up to 2.3 times its entries' worth of slots, so an inline
+    /// `Conn` (then 280 bytes) cost about 470 bytes per parked await at 10,000 of them
+    /// (docs/performance.md, "W3: memory per parked await"); a box costs its own size. Keyed
+    /// by the ids the IO layer hands out, so the cheap hasher serves (`hub::conn_map`).
+    conns: conn_map::ConnMap<Box<Conn>>,
     deadlines: BTreeSet<(Instant, ConnId)>,
     staged: Vec<Staged>,
     outputs: VecDeque<Output>,

@@ -65,7 +65,7 @@ impl Hub {
                 }
         );
         if ack_await && c.held_ack.is_none() && !c.held_extra {
-            c.held_ack = Some(summary());
+            c.held_ack = Some(Box::new(summary()));
         } else {
             c.held_extra = true;
         }

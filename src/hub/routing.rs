@@ -27,7 +27,7 @@ impl Hub {
                     ack,
                 },
             ..
-        }) = self.conns.get_mut(&conn)
+        }) = self.conns.get_mut(&conn).map(Box::as_mut)
         else {
             return;
         };
@@ -69,7 +69,7 @@ impl Hub {
             // parked, or while the socket was full) is the ack candidate now.
             let held = self.conns.get_mut(&conn).and_then(|c| c.held_ack.take());
             if let Some(input) = held {
-                self.on_ack_input(conn, input, now);
+                self.on_ack_input(conn, *input, now);
             }
         } else {
             self.store(StoreOp::Remove { seq });
@@ -98,7 +98,7 @@ impl Hub {
         match self.router.claim_waiter(&env) {
             Some((waiter, _)) => {
                 let ack = matches!(
-                    self.conns.get(&waiter),
+                    self.conns.get(&waiter).map(Box::as_ref),
                     Some(Conn {
                         phase: Phase::Parked { ack: true, .. },
                         ..
@@ -130,7 +130,7 @@ impl Hub {
             .get_mut(&conn)
             .expect("deliver targets a live connection");
         c.phase = Phase::Delivering {
-            env,
+            env: Box::new(env),
             committed: false,
             ack,
         };

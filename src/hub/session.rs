@@ -36,7 +36,9 @@ pub(in crate::hub) enum Phase {
     /// A delivery line is out. Plain: consumed once the socket accepted its first byte
     /// (`committed`). Ack mode: consumed only by the reader's ack.
     Delivering {
-        env: Queued,
+        /// Boxed, so this variant is not what sizes every `Conn` (a parked await's included:
+        /// docs/performance.md, "W3: memory per parked await").
+        env: Box<Queued>,
         committed: bool,
         ack: bool,
     },
@@ -74,7 +76,8 @@ pub(in crate::hub) struct Conn {
     /// Input that arrived while the verb was pending, kept for when the connection can take it
     /// (SPEC §4.3): the first such line, summarised as the line after an ack-mode delivery,
     /// when the pending verb is an ack-mode await (it becomes that line if the await delivers).
-    pub(super) held_ack: Option<pipeline::AckInput>,
+    /// Boxed for the same reason as `Phase::Delivering`'s envelope: rarely set, 40 bytes inline.
+    pub(super) held_ack: Option<Box<pipeline::AckInput>>,
     /// A line arrived while the verb was pending that will be answered as a line after the
     /// verb's reply.
     pub(super) held_extra: bool,
@@ -97,7 +100,7 @@ impl Hub {
     pub fn handle_connect(&mut self, conn: ConnId, now: Now) {
         self.conns.insert(
             conn,
-            Conn {
+            Box::new(Conn {
                 phase: Phase::Hello,
                 name: None,
                 verb: "-",
@@ -109,7 +112,7 @@ impl Hub {
                 errored: false,
                 reader: None,
                 closed: false,
-            },
+            }),
         );
         self.set_deadline(
             conn,
@@ -291,7 +294,7 @@ impl Hub {
                 committed,
             } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, committed, now);
+                self.give_back(conn, *env, reason, committed, now);
             }
             Phase::Delivering {
                 env,
@@ -299,7 +302,7 @@ impl Hub {
                 ..
             } => {
                 self.log_conn(&c, conn, "requeued", reason, now);
-                self.give_back(conn, env, reason, false, now);
+                self.give_back(conn, *env, reason, false, now);
             }
             Phase::Delivering {
                 env,
@@ -307,7 +310,7 @@ impl Hub {
                 ..
             } if !flushed => {
                 self.log_conn(&c, conn, "lost", reason, now);
-                self.lose(conn, env, reason, now);
+                self.lose(conn, *env, reason, now);
             }
             Phase::Delivering { .. } => self.log_conn(&c, conn, "delivered", "", now),
             // An ack already read stands: the commit settles it without a reply.
@@ -590,5 +593,26 @@ fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -
             "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us} detail={:?}",
             c.verb, detail
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection's `Conn` lives in a box of its own size, a parked await's included, so
+    /// what the struct holds inline is what W3 measures per waiter (docs/performance.md, "W3:
+    /// memory per parked await": 280 bytes before the delivery's envelope and the held ack
+    /// line were boxed). A new inline field that grows it should be a decision, not a drift.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_connection_costs_the_core_at_most_192_bytes_inline() {
+        assert!(
+            std::mem::size_of::<Conn>() <= 192,
+            "hub::session::Conn is {} bytes",
+            std::mem::size_of::<Conn>()
+        );
+        // The largest phase is a parked await's; a delivery's envelope is boxed.
+        assert!(std::mem::size_of::<Phase>() <= std::mem::size_of::<Parked>() + 32);
     }
 }

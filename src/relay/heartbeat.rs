@@ -28,10 +28,19 @@ pub const HISTORY_BEATS: usize = 16;
 
 /// Agents a peer's directory may hold when the config says nothing.
 pub const DEFAULT_MAX_PEER_AGENTS: usize = 1024;
-/// Bytes a peer's directory may hold when the config says nothing (`Directory::size_bytes`).
-pub const DEFAULT_MAX_PEER_DIRECTORY_BYTES: usize = 128 * 1024;
-/// What one agent costs in `Directory::size_bytes` beside its name: its two counts.
-pub const AGENT_ENTRY_BYTES: usize = 8;
+/// Bytes a peer's directory may hold when the config says nothing (`Directory::size_bytes`):
+/// room for `DEFAULT_MAX_PEER_AGENTS` entries with names of up to 128 bytes, so with names
+/// of any length a roster allows (64 characters) the agent cap binds first.
+pub const DEFAULT_MAX_PEER_DIRECTORY_BYTES: usize = 256 * 1024;
+/// What one agent costs this hub's memory beside its name's bytes, as `Directory::size_bytes`
+/// counts it: the map entry (the name's `String` and the `AgentEntry` with its counts,
+/// liveness `state` and `since_ms`: 24 + 32 bytes), its share of the `BTreeMap` node, and the
+/// allocator's header and rounding of the name's heap block. Measured with a counting
+/// allocator over maps of 64 to 4,096 entries, names of 8 to 64 bytes: 86-108 bytes requested
+/// (sorted insertion, as a peer's map arrives, is the worst), 95-133 as malloc hands them out
+/// (docs/relay-protocol.md, "Limits"). Until the liveness fields came it was 8, the counts
+/// alone, so a directory of short names could hold over ten times the memory its cap named.
+pub const AGENT_ENTRY_BYTES: usize = 128;
 
 /// The most a peer's directory may hold here. A beat that would pass either cap is not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -638,15 +647,39 @@ mod tests {
         assert_eq!(rx.current(), &dir("0.64.0", &[]));
     }
 
+    /// The per-entry estimate covers at least what an entry holds inline in the map (the
+    /// name's `String` and the `AgentEntry`, liveness fields included) plus one pointer of
+    /// node share; a field added to `AgentEntry` that outgrows it fails here, so the cap
+    /// never again counts less than an entry really holds (the measured figures are in the
+    /// doc of `AGENT_ENTRY_BYTES`).
+    #[test]
+    fn an_entry_is_counted_at_no_less_than_it_holds_inline() {
+        let inline = std::mem::size_of::<String>() + std::mem::size_of::<AgentEntry>();
+        assert!(
+            AGENT_ENTRY_BYTES >= inline + std::mem::size_of::<usize>(),
+            "AGENT_ENTRY_BYTES {AGENT_ENTRY_BYTES} < {inline} inline + a pointer"
+        );
+        // The name's own bytes come on top, and a state or a timestamp costs nothing extra.
+        let mut d = dir("1.0", &[("alpha", 0, 0)]);
+        let plain = d.size_bytes();
+        assert_eq!(plain, 3 + 5 + AGENT_ENTRY_BYTES);
+        if let Some(e) = d.agents.get_mut("alpha") {
+            e.state = AgentState::Busy;
+            e.since_ms = Some(1);
+        }
+        assert_eq!(d.size_bytes(), plain);
+    }
+
     #[test]
     fn a_directory_over_a_cap_is_never_applied_and_the_last_that_fit_stays() {
+        // Room for exactly three one-letter agents beside the version "1".
         let caps = DirectoryCaps {
             max_agents: 3,
-            max_bytes: 40,
+            max_bytes: 1 + 3 * (1 + AGENT_ENTRY_BYTES),
         };
         let mut rx = BeatReceiver::new(true, "");
         let fits = dir("1", &[("a", 0, 0), ("b", 0, 0), ("c", 0, 0)]);
-        assert_eq!(fits.size_bytes(), 1 + 3 * (1 + AGENT_ENTRY_BYTES));
+        assert_eq!(fits.size_bytes(), caps.max_bytes);
         let full = |seq, d: &Directory| Beat::Full {
             seq: Some(seq),
             directory: d.clone(),
@@ -658,19 +691,20 @@ mod tests {
             rx.apply_within(full(2, &four), caps),
             Applied::OverCap(OverCap {
                 agents: 4,
-                bytes: 37
+                bytes: 1 + 4 * (1 + AGENT_ENTRY_BYTES)
             })
         );
         assert_eq!(rx.current(), &fits);
-        // Too many bytes in one long name.
-        let long = dir("1", &[(&"x".repeat(32), 0, 0)]);
-        assert!(matches!(
+        // Too many bytes in one long name: one byte more than the cap.
+        let name_len = caps.max_bytes - 1 - AGENT_ENTRY_BYTES + 1;
+        let long = dir("1", &[(&"x".repeat(name_len), 0, 0)]);
+        assert_eq!(
             rx.apply_within(full(3, &long), caps),
             Applied::OverCap(OverCap {
                 agents: 1,
-                bytes: 41
+                bytes: caps.max_bytes + 1
             })
-        ));
+        );
         // A delta that would add a fourth agent to beat 1: refused, and not remembered, so a
         // later delta against it needs a resync.
         let grow = Beat::Delta {

@@ -149,3 +149,21 @@ impl Conn {
         Flush::Done
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server's half of a parked await's memory (docs/performance.md, "W3: memory per
+    /// parked await"): the boxed `Conn` itself, with both byte buffers empty (a parked
+    /// connection's input is consumed and its output flushed).
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_connection_costs_the_server_at_most_128_bytes_inline() {
+        assert!(
+            std::mem::size_of::<Conn>() <= 128,
+            "server::conn::Conn is {} bytes",
+            std::mem::size_of::<Conn>()
+        );
+    }
+}

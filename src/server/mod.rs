@@ -83,9 +83,9 @@ pub struct Server {
     signals: Option<signal::Signals>,
     hub: Hub,
     limits: Limits,
-    /// Keyed by the ids this server hands out, so the hub's cheap hasher serves
-    /// (`hub::conn_map`, issue 13).
-    conns: crate::hub::ConnMap<Conn>,
+    /// Boxed, as the core's (docs/performance.md, "W3: memory per parked await"), and keyed
+    /// by the ids this server hands out, so the hub's cheap hasher serves (`hub::conn_map`).
+    conns: crate::hub::ConnMap<Box<Conn>>,
     next_conn: ConnId,
     /// IO deadlines (write and linger), by connection.
     deadlines: BTreeSet<(Instant, ConnId)>,
@@ -290,7 +290,8 @@ impl Server {
                             let short_drains = !(event.is_read_closed() || event.is_error());
                             self.read(id, short_drains, now);
                         }
-                        if event.is_writable() && self.conns.get(&id).is_some_and(Conn::has_output)
+                        if event.is_writable()
+                            && self.conns.get(&id).is_some_and(|c| c.has_output())
                         {
                             self.dirty.insert(id);
                         }
@@ -455,7 +456,7 @@ impl Server {
         }
         let id = self.next_conn;
         self.next_conn += 1;
-        self.conns.insert(id, Conn::new(stream));
+        self.conns.insert(id, Box::new(Conn::new(stream)));
         self.hub.handle_connect(id, now);
         self.drain_outputs();
         // A client writes its hello right behind its connect, so it is usually here already:

@@ -128,6 +128,53 @@ pub(crate) fn exited_unreaped(pid: i32) -> bool {
     }
 }
 
+/// Stops a child the bench started and registered in `HUB_PIDS`: SIGTERM, up to `timeout` for
+/// it to exit, then SIGKILL. Each signal goes only while `pid` is still listed there, so never
+/// to a pid the signal thread has reaped and the kernel may have reused; the child is reaped
+/// here unless that thread took it over. Returns the exit status when it stopped by itself
+/// within `timeout` (None when it was killed, or reaped elsewhere). The one stop routine of
+/// the bench, for the hub (`HubProcess`) and the peers (`peers::servers::PeerProcess`).
+pub(crate) fn terminate_child(
+    mut child: Child,
+    pid: i32,
+    timeout: Duration,
+) -> Option<std::process::ExitStatus> {
+    let signal = |sig: libc::c_int| -> bool {
+        let owned = hub_pids();
+        if !owned.contains(&pid) {
+            return false;
+        }
+        // SAFETY: kill(2) on our own unreaped child: we hold the HUB_PIDS lock and `pid` is
+        // listed, and whoever reaps a pid removes it there first.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+        true
+    };
+    if !signal(libc::SIGTERM) {
+        return None; // the signal thread has it
+    }
+    let until = Instant::now() + timeout;
+    while Instant::now() < until {
+        let mut owned = hub_pids();
+        if !owned.contains(&pid) {
+            return None;
+        }
+        if exited_unreaped(pid) {
+            owned.retain(|&p| p != pid);
+            drop(owned);
+            return child.wait().ok();
+        }
+        drop(owned);
+        std::thread::sleep(POLL_STEP);
+    }
+    if signal(libc::SIGKILL) {
+        hub_pids().retain(|&p| p != pid);
+        let _ = child.wait();
+    }
+    None
+}
+
 /// The temp dir; removed on drop (also when a phase fails or panics) unless kept.
 pub(crate) struct WorkDir {
     pub(crate) path: PathBuf,

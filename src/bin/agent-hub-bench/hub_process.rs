@@ -196,42 +196,8 @@ impl HubProcess {
     }
 
     fn terminate_within(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        let pid = self.pid;
-        // Signals `sig` while the child is still ours and unreaped; false once it is not.
-        let signal = |sig: libc::c_int| -> bool {
-            let owned = hub_pids();
-            if !owned.contains(&pid) {
-                return false;
-            }
-            // SAFETY: kill(2) on our own unreaped child (we hold the HUB_PIDS lock).
-            unsafe {
-                libc::kill(pid, sig);
-            }
-            true
-        };
-        if !signal(libc::SIGTERM) {
-            return None; // the signal thread has it
-        }
-        let until = Instant::now() + timeout;
-        while Instant::now() < until {
-            let mut owned = hub_pids();
-            if !owned.contains(&pid) {
-                return None;
-            }
-            if exited_unreaped(pid) {
-                owned.retain(|&p| p != pid);
-                drop(owned);
-                return child.wait().ok();
-            }
-            drop(owned);
-            std::thread::sleep(POLL_STEP);
-        }
-        if signal(libc::SIGKILL) {
-            hub_pids().retain(|&p| p != pid);
-            let _ = child.wait();
-        }
-        None
+        let child = self.child.take()?;
+        terminate_child(child, self.pid, timeout)
     }
 
     pub(crate) fn stderr_tail(&self) -> String {

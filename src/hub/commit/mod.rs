@@ -349,7 +349,7 @@ impl Hub {
     fn settle_acks(&mut self, acks: Vec<StagedAck>, result: Result<(), String>, now: Now) {
         for a in acks {
             let live = matches!(
-                self.conns.get(&a.conn),
+                self.conns.get(&a.conn).map(Box::as_ref),
                 Some(Conn {
                     phase: Phase::AckStaged,
                     ..
@@ -423,7 +423,7 @@ impl Hub {
                 }
             };
             let live = matches!(
-                self.conns.get(&conn),
+                self.conns.get(&conn).map(Box::as_ref),
                 Some(Conn {
                     phase: Phase::Syncing { .. },
                     ..

@@ -23,7 +23,7 @@ impl Hub {
                     unreachable!("matched above")
                 };
                 self.set_deadline(conn, None);
-                self.staged_acks.push(StagedAck { conn, env });
+                self.staged_acks.push(StagedAck { conn, env: *env });
             }
             // The acked id is the client's text and is not repeated; the delivered one is
             // what the reader was just given.
@@ -45,6 +45,6 @@ impl Hub {
             return;
         };
         self.fail(conn, message, now);
-        self.give_back(conn, env, message, committed, now);
+        self.give_back(conn, *env, message, committed, now);
     }
 }

@@ -4,7 +4,8 @@
 //! virtual clock, like the rest of `relay::tests`. Refuses: sockets and real time.
 
 use super::*;
-use crate::relay::heartbeat::DirectoryCaps;
+use crate::relay::heartbeat::{DirectoryCaps, AGENT_ENTRY_BYTES};
+use crate::relay::message::AgentState;
 use crate::relay::session::{MAX_UNKNOWN_TYPES, UNKNOWN_TYPE_SHOWN_BYTES};
 
 fn logs(evs: &[SessionEvent]) -> Vec<&str> {
@@ -247,4 +248,102 @@ fn a_connection_in_its_handshake_holds_little_memory() {
         SessionState::Closed,
         "one byte more is over the cap"
     );
+}
+
+/// The byte cap counts what an entry costs this hub (`AGENT_ENTRY_BYTES`: the name's map
+/// entry with its counts, liveness state and since_ms, and the map's own share), not the few
+/// bytes of its counts: a peer on a link that agreed `liveness`, sending as many short names
+/// as `max_peer_agents` allows, each with a state and a timestamp, is held to the byte cap in a
+/// full beat and in a delta. With the old estimate of 8 bytes per entry the thousand entries
+/// below counted 12,001 bytes against a 64 KiB cap and were applied, holding some 136 KB of
+/// memory per directory kept (17 of them per link).
+#[test]
+fn a_directory_of_liveness_entries_past_the_byte_cap_is_not_applied() {
+    let (_d, mut a, t0) = line_pair(&[
+        Feature::UnknownOk,
+        Feature::MutualAuth,
+        Feature::HbDelta,
+        Feature::Liveness,
+    ]);
+    let caps = DirectoryCaps {
+        max_agents: 1024,
+        max_bytes: 64 * 1024,
+    };
+    a.set_directory_caps(caps);
+    let since_ms: i64 = 1_764_000_000_000;
+    let entry = |i: usize| json!({"parked": 0, "queued": i, "state": "busy", "since_ms": since_ms});
+    let agents = |range: std::ops::Range<usize>| -> Value {
+        range
+            .map(|i| (format!("a{i:03}"), entry(i)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    // 400 four-byte names: 1 + 400 × (4 + AGENT_ENTRY_BYTES) bytes, within the cap.
+    let fits = 1 + 400 * (4 + AGENT_ENTRY_BYTES);
+    assert!(fits <= caps.max_bytes);
+    inject(
+        &mut a,
+        "heartbeat",
+        "h1",
+        json!({"seq": 1, "version": "9", "agents": agents(0..400)}),
+        t0,
+    );
+    assert_eq!(acks(&mut a), [("h1".to_owned(), None)]);
+    let evs = events(&mut a);
+    let kept = beat_events(&evs)[0];
+    assert_eq!(kept.agents.len(), 400);
+    assert_eq!(kept.agents["a007"].state, AgentState::Busy);
+    assert_eq!(kept.agents["a007"].since_ms, Some(since_ms));
+    assert_eq!(kept.size_bytes(), fits);
+
+    // A thousand: under the agent cap, over the byte cap. Not applied, acked with resync,
+    // logged once with both caps named; the directory that fit stays.
+    let mut evs = Vec::new();
+    let now = t0 + INTERVAL;
+    inject(
+        &mut a,
+        "heartbeat",
+        "h2",
+        json!({"seq": 2, "version": "9", "agents": agents(0..1000)}),
+        now,
+    );
+    assert_eq!(acks(&mut a), [("h2".to_owned(), Some(true))]);
+    evs.extend(events(&mut a));
+    // The same attack as a delta on the applied beat: 200 more entries with liveness.
+    let upsert: Vec<Value> = (400..600)
+        .map(|i| {
+            let mut e = entry(i);
+            e["name"] = json!(format!("a{i:03}"));
+            e
+        })
+        .collect();
+    let now = t0 + INTERVAL * 2;
+    let grow = json!({"seq": 3, "base": 1, "upsert": upsert, "remove": []});
+    inject(&mut a, "heartbeat", "h3", grow, now);
+    assert_eq!(acks(&mut a), [("h3".to_owned(), Some(true))]);
+    evs.extend(events(&mut a));
+    for d in beat_events(&evs) {
+        assert_eq!(d.agents.len(), 400, "the last directory that fit stays");
+    }
+    let lines = logs(&evs);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let over = 1 + 1000 * (4 + AGENT_ENTRY_BYTES);
+    assert!(
+        lines[0].contains("1000 agents")
+            && lines[0].contains(&format!("in {over} bytes"))
+            && lines[0].contains("max_peer_directory_bytes"),
+        "{lines:?}"
+    );
+    assert_eq!(a.state(), SessionState::Established);
+    // A beat that fits again is applied at once: the cap refuses a beat, not the link.
+    let now = t0 + INTERVAL * 3;
+    inject(
+        &mut a,
+        "heartbeat",
+        "h4",
+        json!({"seq": 4, "version": "9", "agents": agents(0..300)}),
+        now,
+    );
+    assert_eq!(acks(&mut a), [("h4".to_owned(), None)]);
+    assert_eq!(beat_events(&events(&mut a))[0].agents.len(), 300);
 }

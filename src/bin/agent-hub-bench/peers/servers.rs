@@ -272,45 +272,10 @@ impl PeerProcess {
         Ok(())
     }
 
-    /// SIGTERM, a bounded wait, then SIGKILL; always reaped. Each signal only while the pid
-    /// is still ours and unreaped (the `HUB_PIDS` protocol of `fixtures`).
+    /// SIGTERM, a bounded wait, then SIGKILL (`fixtures::terminate_child`, as for the hub).
     pub(crate) fn terminate(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let pid = self.pid;
-        let signal = |sig: libc::c_int| -> bool {
-            let owned = hub_pids();
-            if !owned.contains(&pid) {
-                return false;
-            }
-            // SAFETY: kill(2) on our own unreaped child, under the HUB_PIDS lock.
-            unsafe {
-                libc::kill(pid, sig);
-            }
-            true
-        };
-        if !signal(libc::SIGTERM) {
-            return; // the signal thread has it
-        }
-        let until = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < until {
-            let mut owned = hub_pids();
-            if !owned.contains(&pid) {
-                return;
-            }
-            if exited_unreaped(pid) {
-                owned.retain(|&p| p != pid);
-                drop(owned);
-                let _ = child.wait();
-                return;
-            }
-            drop(owned);
-            std::thread::sleep(POLL_STEP);
-        }
-        if signal(libc::SIGKILL) {
-            hub_pids().retain(|&p| p != pid);
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            terminate_child(child, self.pid, STOP_TIMEOUT);
         }
     }
 }
