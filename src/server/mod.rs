@@ -5,7 +5,9 @@
 //! and commit staged sends; apply the core's outputs; flush sockets, tracking the first
 //! accepted byte of each delivery. Refuses protocol decisions: those are all in `hub`.
 
+mod accept;
 pub mod audit_chain;
+mod commit_io;
 pub mod conn;
 pub mod liveness;
 mod nodelay;
@@ -407,122 +409,6 @@ impl Server {
         next.map(|t| t.saturating_duration_since(now))
     }
 
-    // ----- accepting -----
-
-    fn accept(&mut self, now: Now) {
-        if self.accept_paused_until.is_some() {
-            return;
-        }
-        loop {
-            let Some(listener) = &self.listener else {
-                return;
-            };
-            match listener.accept() {
-                Ok((stream, _addr)) => self.admit(stream, now),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_fd_exhaustion(&e) => {
-                    self.refuse_without_fds(now);
-                    break;
-                }
-                Err(e) => {
-                    self.records.log("ERROR", &format!("accept failed: {e}"));
-                    break;
-                }
-            }
-        }
-        self.log_refusals(now, false);
-    }
-
-    fn admit(&mut self, mut stream: mio::net::TcpStream, now: Now) {
-        if self.conns.len() >= self.limits.max_connections || self.shutting_down {
-            // Refused at once: a best-effort error line, then close. Never parked, never read.
-            let msg = if self.shutting_down {
-                "hub is shutting down".to_owned()
-            } else {
-                format!(
-                    "hub is at its connection limit ({}); try again later",
-                    self.limits.max_connections
-                )
-            };
-            let line = crate::wire::HubLine::Error { message: msg }.encode();
-            let _ = stream.write(line.as_bytes());
-            let _ = stream.shutdown(Shutdown::Both);
-            self.refusals.at_limit += 1;
-            return;
-        }
-        if !self.nodelay_inherited {
-            let _ = stream.set_nodelay(true);
-        }
-        let id = self.next_conn;
-        self.next_conn += 1;
-        self.conns.insert(id, Box::new(Conn::new(stream)));
-        self.hub.handle_connect(id, now);
-        self.drain_outputs();
-        // A client writes its hello right behind its connect, so it is usually here already:
-        // read it now rather than after one more trip through epoll. Registering after the
-        // read means the registration itself reports anything that arrives in between
-        // (epoll checks readiness when a socket is added), so a short read is safe to stop at
-        // (docs/performance.md, issue 13).
-        self.read(id, true, now);
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return; // the first read found the client gone, and the core has been told
-        };
-        if let Err(e) =
-            self.poll
-                .registry()
-                .register(&mut conn.stream, Token(id as usize), Interest::READABLE)
-        {
-            self.records
-                .log("ERROR", &format!("cannot register connection: {e}"));
-            self.close(id, false, "the hub could not watch this connection", now);
-        }
-    }
-
-    /// EMFILE/ENFILE: free the reserve descriptor, accept one connection and close it, take the
-    /// reserve back. If even that fails, stop accepting for a moment instead of spinning.
-    fn refuse_without_fds(&mut self, now: Now) {
-        self.refusals.no_fds += 1;
-        self.reserve_fd = None;
-        let accepted_one = match &self.listener {
-            Some(listener) => listener
-                .accept()
-                .map(|(s, _)| s.shutdown(Shutdown::Both))
-                .is_ok(),
-            None => false,
-        };
-        self.reserve_fd = File::open("/dev/null").ok();
-        // Come back next iteration rather than loop here; if even the reserve did not help,
-        // wait a moment so a full descriptor table cannot spin the CPU.
-        let pause = if accepted_one && self.reserve_fd.is_some() {
-            Duration::ZERO
-        } else {
-            ACCEPT_PAUSE
-        };
-        self.accept_paused_until = Some(now.mono + pause);
-    }
-
-    fn log_refusals(&mut self, now: Now, force: bool) {
-        let r = &mut self.refusals;
-        if r.at_limit == 0 && r.no_fds == 0 {
-            return;
-        }
-        if !force
-            && r.last_logged
-                .is_some_and(|t| now.mono.duration_since(t) < REFUSAL_LOG_INTERVAL)
-        {
-            return;
-        }
-        let line = format!(
-            "refused connections: {} at the connection limit, {} for want of file descriptors",
-            r.at_limit, r.no_fds
-        );
-        r.at_limit = 0;
-        r.no_fds = 0;
-        r.last_logged = Some(now.mono);
-        self.records.log("WARN", &line);
-    }
-
     // ----- reading -----
 
     /// Reads what `id`'s socket holds into the core. With `short_drains`, a read that fills
@@ -755,69 +641,6 @@ impl Server {
         self.records.flush_service_due(now.mono);
     }
 
-    /// Carries out one `Output::Commit` exactly as `hub::commit::Batch` says: the store
-    /// transaction, the audit batch, the store commit, undoing what was done when a step
-    /// fails, then the flush request for a batch that waits for one. Decides nothing: the
-    /// core gets the result and says what follows.
-    fn write_batch(&mut self, batch: crate::hub::Batch) {
-        let result = self.try_write_batch(&batch);
-        let now = self.now();
-        let unflushable = match (&result, batch.sync, &mut self.flusher) {
-            (Ok(()), true, Some(f)) => f.request(batch.id).err(),
-            (Ok(()), true, None) => Some("the store has no flush thread".to_owned()),
-            _ => None,
-        };
-        self.hub.handle_committed(batch.id, result, now);
-        if let Some(e) = unflushable {
-            // No flush will come: the held replies become errors.
-            self.hub.handle_synced(batch.id, Err(e), now);
-        }
-    }
-
-    fn try_write_batch(&mut self, batch: &crate::hub::Batch) -> Result<(), String> {
-        if let Err(e) = self.store.stage(&batch.store_ops) {
-            // Records that gate nothing still go out; the refusals are audited after them.
-            let _ = self.records.flush_audit(std::iter::empty());
-            return Err(format!("the queue store could not be written ({e})"));
-        }
-        if let Err(e) = self.records.flush_audit(batch.audit.iter().cloned()) {
-            self.store.rollback();
-            return Err(format!("the audit log could not be written ({e})"));
-        }
-        if let Err(e) = self.store.commit() {
-            // The audit batch already says `accepted`: take it back out.
-            self.records.undo_last_batch();
-            return Err(format!("the queue store could not be written ({e})"));
-        }
-        if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
-            f.wal_committed(frames);
-        }
-        Ok(())
-    }
-
-    /// Flushes the flush thread reported: their held replies go out (or, after a failed flush,
-    /// error lines), and a failed flush stops sends until a restart (`Hub::flush_failed`).
-    fn take_flushes(&mut self, now: Now) {
-        let Some(f) = &mut self.flusher else { return };
-        let mut reports = Vec::new();
-        while let Some(r) = f.completed() {
-            reports.push(r);
-        }
-        self.apply_flushes(reports, now);
-    }
-
-    fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
-        if let Some(f) = &mut self.flusher {
-            for (level, line) in f.take_logs() {
-                self.records.log(level, &line);
-            }
-        }
-        for (through, result) in reports {
-            self.hub.handle_synced(through, result, now);
-        }
-        self.drain_outputs();
-    }
-
     fn flush_conn(&mut self, id: ConnId, now: Now) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
@@ -993,11 +816,4 @@ impl Server {
         self.hub.shutdown(now);
         self.log_refusals(now, true);
     }
-}
-
-fn is_fd_exhaustion(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM)
-    )
 }

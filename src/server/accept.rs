@@ -1,0 +1,125 @@
+//! Accepting connections (part of the IO shell, `src/server/mod.rs`): the accept loop, the
+//! refusal at the connection limit or during shutdown, the read of the hello right behind the
+//! accept, and the one-descriptor reserve that keeps a full descriptor table from spinning the
+//! loop. Decides no protocol question: a refused connection gets a best-effort error line and
+//! the core hears of every admitted one.
+
+use super::relay_gate::is_fd_exhaustion;
+use super::*;
+
+impl Server {
+
+    pub(super) fn accept(&mut self, now: Now) {
+        if self.accept_paused_until.is_some() {
+            return;
+        }
+        loop {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
+                Ok((stream, _addr)) => self.admit(stream, now),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_fd_exhaustion(&e) => {
+                    self.refuse_without_fds(now);
+                    break;
+                }
+                Err(e) => {
+                    self.records.log("ERROR", &format!("accept failed: {e}"));
+                    break;
+                }
+            }
+        }
+        self.log_refusals(now, false);
+    }
+
+    fn admit(&mut self, mut stream: mio::net::TcpStream, now: Now) {
+        if self.conns.len() >= self.limits.max_connections || self.shutting_down {
+            // Refused at once: a best-effort error line, then close. Never parked, never read.
+            let msg = if self.shutting_down {
+                "hub is shutting down".to_owned()
+            } else {
+                format!(
+                    "hub is at its connection limit ({}); try again later",
+                    self.limits.max_connections
+                )
+            };
+            let line = crate::wire::HubLine::Error { message: msg }.encode();
+            let _ = stream.write(line.as_bytes());
+            let _ = stream.shutdown(Shutdown::Both);
+            self.refusals.at_limit += 1;
+            return;
+        }
+        if !self.nodelay_inherited {
+            let _ = stream.set_nodelay(true);
+        }
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.conns.insert(id, Box::new(Conn::new(stream)));
+        self.hub.handle_connect(id, now);
+        self.drain_outputs();
+        // A client writes its hello right behind its connect, so it is usually here already:
+        // read it now rather than after one more trip through epoll. Registering after the
+        // read means the registration itself reports anything that arrives in between
+        // (epoll checks readiness when a socket is added), so a short read is safe to stop at
+        // (docs/performance.md, issue 13).
+        self.read(id, true, now);
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return; // the first read found the client gone, and the core has been told
+        };
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut conn.stream, Token(id as usize), Interest::READABLE)
+        {
+            self.records
+                .log("ERROR", &format!("cannot register connection: {e}"));
+            self.close(id, false, "the hub could not watch this connection", now);
+        }
+    }
+
+    /// EMFILE/ENFILE: free the reserve descriptor, accept one connection and close it, take the
+    /// reserve back. If even that fails, stop accepting for a moment instead of spinning.
+    fn refuse_without_fds(&mut self, now: Now) {
+        self.refusals.no_fds += 1;
+        self.reserve_fd = None;
+        let accepted_one = match &self.listener {
+            Some(listener) => listener
+                .accept()
+                .map(|(s, _)| s.shutdown(Shutdown::Both))
+                .is_ok(),
+            None => false,
+        };
+        self.reserve_fd = File::open("/dev/null").ok();
+        // Come back next iteration rather than loop here; if even the reserve did not help,
+        // wait a moment so a full descriptor table cannot spin the CPU.
+        let pause = if accepted_one && self.reserve_fd.is_some() {
+            Duration::ZERO
+        } else {
+            ACCEPT_PAUSE
+        };
+        self.accept_paused_until = Some(now.mono + pause);
+    }
+
+    pub(super) fn log_refusals(&mut self, now: Now, force: bool) {
+        let r = &mut self.refusals;
+        if r.at_limit == 0 && r.no_fds == 0 {
+            return;
+        }
+        if !force
+            && r.last_logged
+                .is_some_and(|t| now.mono.duration_since(t) < REFUSAL_LOG_INTERVAL)
+        {
+            return;
+        }
+        let line = format!(
+            "refused connections: {} at the connection limit, {} for want of file descriptors",
+            r.at_limit, r.no_fds
+        );
+        r.at_limit = 0;
+        r.no_fds = 0;
+        r.last_logged = Some(now.mono);
+        self.records.log("WARN", &line);
+    }
+}
