@@ -133,7 +133,8 @@ pub struct Chain {
     head: Option<Hash>,
     /// The next batch begins with a `chain_start` record giving this reason.
     start: Option<String>,
-    /// The `.head` file, rewritten with the head after every batch.
+    /// The `.head` file, rewritten with the head on a timer and at every stop
+    /// (`Records::record_head_due`).
     head_file: Option<File>,
 }
 
@@ -148,13 +149,79 @@ impl Chain {
     }
 }
 
+/// How far back from the log's end `open_chain` looks for the record a lagging `.head` names:
+/// the records of one `.head` interval (at most `limits.service_log_flush_ms`, 10 s) at any
+/// rate this hub reaches fit many times over, and a head matching nothing in it is reported
+/// as a cut without reading the rest of a large log.
+const HEAD_SEARCH_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How many complete lines of the record file at `path` follow the last line whose hash is
+/// `want`, searching back from the end over the lines that begin within its last `max_bytes`;
+/// None when no line there has that hash. The file ends in a newline (`cut_torn_tail` ran first).
+pub fn lines_after(path: &Path, want: &Hash, max_bytes: u64) -> io::Result<Option<u64>> {
+    let reader = File::open(path)?;
+    let len = reader.metadata()?.len();
+    // Lines that begin within the last `max_bytes`: one byte more is read, the newline that
+    // ends the line before the first of them.
+    let whole_file = max_bytes >= len;
+    let floor = if whole_file { 0 } else { len - max_bytes - 1 };
+    // Lines are hashed from the last one back, a chunk at a time.
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut carry: Vec<u8> = Vec::new();
+    let mut end = len;
+    let mut after = 0u64;
+    while end > floor {
+        let start = end.saturating_sub(buf.len() as u64).max(floor);
+        let chunk = &mut buf[..(end - start) as usize];
+        reader.read_exact_at(chunk, start)?;
+        // Lines end at newlines; the last byte of the file is one. `carry` is the part of a
+        // line that began in an earlier chunk (its start not read yet), without its newline.
+        let mut line_end = chunk.len();
+        for i in (0..chunk.len()).rev() {
+            if chunk[i] != b'\n' {
+                continue;
+            }
+            if start + i as u64 + 1 == len {
+                line_end = i;
+                continue;
+            }
+            // The line from i + 1 to line_end (plus what carried over) is complete.
+            let hash = if carry.is_empty() {
+                audit_chain::line_hash(&chunk[i + 1..line_end])
+            } else {
+                let mut whole = chunk[i + 1..line_end].to_vec();
+                whole.extend_from_slice(&carry);
+                carry.clear();
+                audit_chain::line_hash(&whole)
+            };
+            if hash == *want {
+                return Ok(Some(after));
+            }
+            after += 1;
+            line_end = i;
+        }
+        let mut rest = chunk[..line_end].to_vec();
+        rest.extend_from_slice(&carry);
+        carry = rest;
+        end = start;
+    }
+    // The file's first line, when the search reached the start of the file.
+    if whole_file && len > 0 && audit_chain::line_hash(&carry) == *want {
+        return Ok(Some(after));
+    }
+    Ok(None)
+}
+
 /// Finds where the chain of the audit log at `path` (opened as `file`, its torn tail cut)
 /// stands, and what the service log should say about it. A log with records continues from
 /// its last one; an empty log continues the chain its `.head` file names (the log was
 /// rotated: moved away and the hub restarted) with a `chain_start` saying so, or starts a new
-/// chain. A `.head` that names another record than the log's last one (records cut from its
-/// end while the hub was down, or a crash between the two writes) is reported in a
-/// `chain_start`, and the chain continues from the log's last record.
+/// chain. The `.head` file is rewritten at most once per interval (`Records::record_head_due`),
+/// so after a SIGKILL or crash it may name a record a little before the log's last: that is
+/// said at INFO with the number of records after it, which the head does not anchor, and the
+/// chain continues. A `.head` that names no record near the log's end (records cut from it
+/// while the hub was down, or the file replaced) is reported in a WARN and a `chain_start`,
+/// and the chain continues from the log's last record.
 pub fn open_chain(path: &Path, file: &File) -> io::Result<(Chain, Vec<(&'static str, String)>)> {
     let mut notes = Vec::new();
     if !file.metadata()?.is_file() {
@@ -171,15 +238,33 @@ pub fn open_chain(path: &Path, file: &File) -> io::Result<(Chain, Vec<(&'static 
     let last = last_line(path)?.map(|l| audit_chain::line_hash(&l));
     let (head, start) = match (last, recorded) {
         (Some(last), recorded) => {
-            let start = recorded.filter(|r| *r != last).map(|r| {
-                let why = format!(
-                    "the log's last record is not the chain head the hub last recorded ({}): records may have been cut from the end of the log, or the hub stopped between writing the log and {}",
-                    audit_chain::hex(&r),
-                    head_path.display()
-                );
-                notes.push(("WARN", format!("audit chain: {why}")));
-                why
-            });
+            let lagging = match recorded {
+                Some(r) if r != last => lines_after(path, &r, HEAD_SEARCH_BYTES)?.map(|n| (r, n)),
+                _ => None,
+            };
+            let start = match (recorded, lagging) {
+                (Some(r), Some((_, n))) => {
+                    notes.push((
+                        "INFO",
+                        format!(
+                            "audit chain: {} names the record (sha256 {}) followed by the log's last {n} records: they were appended after the head file's last update (the hub ended without an orderly stop, by SIGKILL, crash or power loss, within the head's write interval), so it does not anchor them",
+                            head_path.display(),
+                            audit_chain::hex(&r),
+                        ),
+                    ));
+                    None
+                }
+                (Some(r), None) if r != last => {
+                    let why = format!(
+                        "the chain head the hub last recorded ({}) is none of the log's records near its end: records may have been cut from the end of the log, or {} was replaced",
+                        audit_chain::hex(&r),
+                        head_path.display()
+                    );
+                    notes.push(("WARN", format!("audit chain: {why}")));
+                    Some(why)
+                }
+                _ => None,
+            };
             notes.push((
                 "INFO",
                 format!(
@@ -274,8 +359,14 @@ pub struct Records {
     service_urgent: bool,
     dropped_audit: u64,
     audit_failing: bool,
-    /// The chain's head changed since the `.head` file was last written (`record_head_moved`).
+    /// The chain's head changed since the `.head` file was last written (`record_head_due`).
     head_moved: bool,
+    /// When the moved head is written at the latest: one interval after the first move since
+    /// the last write (`record_head_due`).
+    head_due: Option<Instant>,
+    /// The `.head` file's write interval (`limits.service_log_flush_ms`); zero writes it at
+    /// the end of every loop iteration that moved it.
+    head_every: Duration,
     /// The last audit batch's buffer, reused (`flush_audit`).
     batch_buf: String,
     /// Formats each record's timestamp (`timestamp`), into `ts_buf`.
@@ -296,6 +387,8 @@ impl Records {
             service_due: None,
             service_urgent: false,
             head_moved: false,
+            head_due: None,
+            head_every: Duration::ZERO,
             batch_buf: String::new(),
             stamper: Stamper::default(),
             ts_buf: String::new(),
@@ -309,6 +402,9 @@ impl Records {
     /// Replaces the audit sink and the chain it continues (`open_chain`), keeping the service
     /// log and anything buffered.
     pub fn set_audit(&mut self, audit: Box<dyn Sink>, chain: Chain) {
+        // The log being replaced keeps its own head file up to date (the placeholder's chain
+        // has none).
+        self.record_head_moved();
         self.audit = audit;
         self.audit_len = None;
         self.chain = chain;
@@ -319,15 +415,61 @@ impl Records {
         self.chain.head.as_ref().map(audit_chain::hex)
     }
 
-    /// Rewrites the `.head` file if the chain's head moved: once per loop iteration, after
-    /// the iteration's replies and deliveries are written (`Server::settle`), not once per
-    /// batch inside the path from a send's line to its delivery. A crash between the log's
-    /// append and this write leaves the `.head` one batch behind, which the next start reports
-    /// (`open_chain`), as a crash between the two writes always could.
+    /// Rewrites the `.head` file now if the chain's head moved: at every stop (`Server::run`'s
+    /// end, `Drop`) and before the audit log is replaced (`set_audit`).
     pub fn record_head_moved(&mut self) {
+        self.head_due = None;
         if std::mem::take(&mut self.head_moved) {
             self.record_head();
         }
+    }
+
+    /// The end of a loop iteration: rewrites the `.head` file if its head moved and the
+    /// interval since the first move after the last write is over (`head_due`), so at most
+    /// once per `limits.service_log_flush_ms` instead of once per iteration, which cost a
+    /// `pwrite64` per iteration under connection-per-op load (docs/performance.md, issue 13,
+    /// "Third pass: records"). A SIGKILL or crash leaves the head up to one interval behind
+    /// the log; the next start (`open_chain`) and `audit verify` say how many records came
+    /// after it, which it does not anchor (docs/operations.md, "The hash chain").
+    pub fn record_head_due(&mut self, now: Instant) {
+        if !self.head_moved {
+            return;
+        }
+        let due = *self.head_due.get_or_insert(now);
+        if self.head_every.is_zero() || now >= due {
+            self.record_head_moved();
+        }
+    }
+
+    /// Marks the head moved and, for the first move since the last write, starts the interval
+    /// (one clock reading per interval, not per batch): the deadline is known wherever in the
+    /// loop iteration the batch was written, so an idle hub's sleep is bounded by it (`due`).
+    fn head_has_moved(&mut self) {
+        self.head_moved = true;
+        if self.head_due.is_none() {
+            self.head_due = Some(Instant::now() + self.head_every);
+        }
+    }
+
+    /// When `record_head_due` must run next to keep the interval, if the head moved.
+    pub fn head_due(&self) -> Option<Instant> {
+        self.head_due
+    }
+
+    /// The records' next deadline: the buffered service lines' or the `.head` file's
+    /// (`flush_due`), whichever is first.
+    pub fn due(&self) -> Option<Instant> {
+        match (self.service_due, self.head_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The end of a loop iteration: the `.head` file and the service log, each when its
+    /// interval says (`record_head_due`, `flush_service_due`).
+    pub fn flush_due(&mut self, now: Instant) {
+        self.record_head_due(now);
+        self.flush_service_due(now);
     }
 
     /// Rewrites the `.head` file with the chain's head (fixed length, in place).
@@ -360,9 +502,12 @@ impl Records {
         }
     }
 
-    /// Sets how long INFO lines may wait before they are written (`flush_service_due`).
+    /// Sets how long INFO lines may wait before they are written (`flush_service_due`), and
+    /// the `.head` file's write interval with them (`record_head_due`): one key bounds what a
+    /// SIGKILL leaves unwritten or unanchored (docs/operations.md, "Service log").
     pub fn set_service_flush(&mut self, every: Duration) {
         self.service_flush = every;
+        self.head_every = every;
     }
 
     /// Queues a record that gates nothing.
@@ -456,7 +601,7 @@ impl Records {
                 };
                 self.chain.head = head;
                 self.chain.start = None;
-                self.head_moved = true;
+                self.head_has_moved();
                 self.pending.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
@@ -498,7 +643,7 @@ impl Records {
             // The next record links to the last one left in the file.
             self.chain.head = last.head;
             self.chain.start = last.start;
-            self.head_moved = true;
+            self.head_has_moved();
         } else {
             self.audit_len = None;
             self.log(
@@ -735,7 +880,7 @@ mod tests {
         let (_, notes) = run(1);
         assert!(
             notes.iter().any(
-                |(l, n)| *l == "WARN" && n.contains("not the chain head the hub last recorded")
+                |(l, n)| *l == "WARN" && n.contains("none of the log's records near its end")
             ),
             "{notes:?}"
         );
@@ -749,6 +894,186 @@ mod tests {
             "{:?}",
             out.notes
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A fresh dir holding `audit.jsonl`, for the tests that rewrite it.
+    fn chain_dir(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("agent-hub-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Opens the log at `path` as the hub's startup does; the notes and whether a
+    /// chain_start is due.
+    fn open_as_hub(path: &Path) -> (Vec<(&'static str, String)>, Option<String>) {
+        let file = open_record_file(path).unwrap();
+        cut_torn_tail(path, &file).unwrap();
+        let (chain, notes) = open_chain(path, &file).unwrap();
+        (notes, chain.start)
+    }
+
+    /// The `.head` file is written on its interval, not per batch: a batch arms the deadline
+    /// (`due`), the iterations before it leave the file alone, the one at it writes once, a
+    /// stop writes at once, and a zero interval writes every iteration. Time is passed in.
+    #[test]
+    fn the_head_file_is_written_once_per_interval_and_at_every_stop() {
+        let dir = chain_dir("head-timer");
+        let path = dir.join("audit.jsonl");
+        let head_path = audit_chain::head_path(&path);
+        let file = open_record_file(&path).unwrap();
+        let (chain, _) = open_chain(&path, &file).unwrap();
+        let mut r = Records::new(Box::new(MemSink::default()), Box::new(MemSink::default()));
+        r.set_service_flush(Duration::from_millis(100));
+        r.set_audit(Box::new(file), chain);
+        let on_disk = || audit_chain::read_head(&head_path).unwrap().map(|h| audit_chain::hex(&h));
+        assert_eq!(r.due(), None, "nothing moved");
+        r.audit(&AuditEvent::Connected { conn: 1 });
+        r.flush_audit(std::iter::empty()).unwrap();
+        let due = r.head_due().expect("a moved head arms the interval");
+        assert_eq!(r.due(), Some(due));
+        let first = r.chain_head();
+        r.flush_due(due - Duration::from_millis(1));
+        assert_eq!(on_disk(), None, "not before the interval");
+        // A second batch within the interval keeps the first deadline.
+        r.audit(&AuditEvent::Connected { conn: 2 });
+        r.flush_audit(std::iter::empty()).unwrap();
+        assert_eq!(r.head_due(), Some(due));
+        assert_ne!(r.chain_head(), first);
+        r.flush_due(due);
+        assert_eq!(on_disk(), r.chain_head(), "the latest head, once");
+        assert_eq!(r.head_due(), None);
+        // Nothing moved: later iterations write nothing (the file's contents are replaced
+        // to see it).
+        std::fs::write(&head_path, "").unwrap();
+        r.flush_due(due + Duration::from_secs(1));
+        assert_eq!(on_disk(), None);
+        // A stop writes a moved head whatever the interval.
+        r.audit(&AuditEvent::Connected { conn: 3 });
+        r.flush_audit(std::iter::empty()).unwrap();
+        r.record_head_moved();
+        assert_eq!(on_disk(), r.chain_head());
+        assert_eq!(r.due(), None);
+        // So does dropping the records (an error return from the loop).
+        r.audit(&AuditEvent::Connected { conn: 4 });
+        r.flush_audit(std::iter::empty()).unwrap();
+        let last = r.chain_head();
+        assert_ne!(on_disk(), last);
+        drop(r);
+        assert_eq!(on_disk(), last);
+        // A zero interval: every iteration that moved the head writes it.
+        let file = open_record_file(&path).unwrap();
+        let (chain, _) = open_chain(&path, &file).unwrap();
+        let mut r = Records::new(Box::new(MemSink::default()), Box::new(MemSink::default()));
+        r.set_service_flush(Duration::ZERO);
+        r.set_audit(Box::new(file), chain);
+        r.audit(&AuditEvent::Connected { conn: 5 });
+        r.flush_audit(std::iter::empty()).unwrap();
+        r.flush_due(Instant::now() - Duration::from_secs(1));
+        assert_eq!(on_disk(), r.chain_head());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Attacks on a head that may lag: a `.head` naming a record before the log's last is a
+    /// lag (INFO with the count, no chain_start, `audit verify` intact with the count); a
+    /// `.head` naming no record is a cut or a replaced head (WARN, chain_start, verify broken).
+    #[test]
+    fn a_lagging_head_is_told_apart_from_a_cut_log_or_a_replaced_head() {
+        let dir = chain_dir("head-lag");
+        let path = dir.join("audit.jsonl");
+        let head_path = audit_chain::head_path(&path);
+        {
+            let file = open_record_file(&path).unwrap();
+            let (chain, _) = open_chain(&path, &file).unwrap();
+            let mut r = Records::new(Box::new(MemSink::default()), Box::new(MemSink::default()));
+            r.set_audit(Box::new(file), chain);
+            for conn in 0..6 {
+                r.audit(&AuditEvent::Connected { conn });
+                r.flush_audit(std::iter::empty()).unwrap();
+            }
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 7, "chain_start and six records");
+        let hash_of = |i: usize| audit_chain::hex(&audit_chain::line_hash(lines[i].as_bytes()));
+        let set = |keep: usize, head: &str| {
+            let mut t: String = lines[..keep].iter().map(|l| format!("{l}\n")).collect();
+            if keep == 0 {
+                t.clear();
+            }
+            std::fs::write(&path, t).unwrap();
+            std::fs::write(&head_path, format!("{head}\n")).unwrap();
+        };
+        let verify = || audit_chain::verify_files(std::slice::from_ref(&path), &[]).unwrap();
+        // The hub killed with its head 3 records behind (and, the extreme, at line 1).
+        for (head_at, after) in [(3usize, 3u64), (0, 6)] {
+            set(7, &hash_of(head_at));
+            let (notes, start) = open_as_hub(&path);
+            assert_eq!(start, None, "a lag is not a cut: {notes:?}");
+            assert!(notes.iter().all(|(l, _)| *l == "INFO"), "{notes:?}");
+            let want = format!("followed by the log's last {after} records");
+            assert!(notes.iter().any(|(_, n)| n.contains(&want)), "{notes:?}");
+            let out = verify().unwrap();
+            assert_eq!(out.records, 7);
+            let want = format!(":{}; the {after} records after it are not anchored", head_at + 1);
+            assert!(out.notes.iter().any(|n| n.contains(&want)), "{:?}", out.notes);
+        }
+        // The records after that head cut off: the log ends at its head, nothing to say.
+        set(4, &hash_of(3));
+        let (notes, start) = open_as_hub(&path);
+        assert_eq!(start, None);
+        assert!(notes.iter().all(|(l, n)| *l == "INFO" && !n.contains("followed")), "{notes:?}");
+        assert!(verify().unwrap().notes.iter().all(|n| !n.contains("anchored")));
+        // The log's tail cut by one record, and cut to before a lagging head: the head names
+        // no record of the log.
+        for (keep, head_at) in [(6usize, 6usize), (3, 4)] {
+            set(keep, &hash_of(head_at));
+            let (notes, start) = open_as_hub(&path);
+            assert!(
+                notes.iter().any(|(l, n)| *l == "WARN" && n.contains("none of the log's records")),
+                "{keep}: {notes:?}"
+            );
+            assert!(start.unwrap().contains("records may have been cut"));
+            let b = verify().unwrap_err();
+            assert!(b.why.contains("records were cut from the end"), "{b:?}");
+            assert_eq!(b.line, keep as u64 + 1);
+        }
+        // A replaced head: a hash of no record at all.
+        set(7, &"5a".repeat(32));
+        let (notes, start) = open_as_hub(&path);
+        assert!(notes.iter().any(|(l, _)| *l == "WARN"), "{notes:?}");
+        assert!(start.is_some());
+        assert!(verify().is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `lines_after` counts what a forward scan counts, for lines longer than its read chunk,
+    /// at every line, within its byte bound and not past it.
+    #[test]
+    fn lines_after_counts_back_from_the_end_across_chunks() {
+        let dir = chain_dir("lines-after");
+        let path = dir.join("log");
+        let lens = [1usize, 70, 1024 * 1024 - 1, 5, 2 * 1024 * 1024 + 3, 0, 9];
+        let lines: Vec<String> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| "x".repeat(n) + &i.to_string())
+            .collect();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        for (i, l) in lines.iter().enumerate() {
+            let h = audit_chain::line_hash(l.as_bytes());
+            let after = (lines.len() - 1 - i) as u64;
+            assert_eq!(lines_after(&path, &h, u64::MAX).unwrap(), Some(after), "line {i}");
+            // Bounded to the bytes from this line's start: still found; one byte less: not.
+            let from: usize = lines[i..].iter().map(|l| l.len() + 1).sum();
+            assert_eq!(lines_after(&path, &h, from as u64).unwrap(), Some(after), "{i}");
+            assert_eq!(lines_after(&path, &h, from as u64 - 1).unwrap(), None, "{i}");
+        }
+        assert_eq!(lines_after(&path, &[7; 32], u64::MAX).unwrap(), None);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(lines_after(&path, &[7; 32], u64::MAX).unwrap(), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
