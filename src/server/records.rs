@@ -345,6 +345,10 @@ pub struct Records {
     last_batch: Option<LastBatch>,
     /// Encoded records that gate nothing, waiting for the next flush (without `prev`).
     pending: String,
+    /// Where each record in `pending` ends (after its newline), so a flush splits them
+    /// without scanning every byte for newlines, which was the largest part of the records'
+    /// own work per W1 op after SHA-256 (docs/performance.md, "Third pass: records").
+    pending_ends: Vec<usize>,
     /// Where the chain stands (`Chain`).
     chain: Chain,
     head_failing: bool,
@@ -381,6 +385,7 @@ impl Records {
             audit_len: None,
             last_batch: None,
             pending: String::new(),
+            pending_ends: Vec::new(),
             service,
             service_buf: String::new(),
             service_flush: Duration::ZERO,
@@ -516,6 +521,7 @@ impl Records {
         self.stamper
             .push_system(SystemTime::now(), &mut self.ts_buf);
         event.encode_into(&self.ts_buf, &mut self.pending);
+        self.pending_ends.push(self.pending.len());
     }
 
     /// Queues a service-log line at `level`. It is written by `flush_service_due`: a line
@@ -528,13 +534,17 @@ impl Records {
         // was queued: a line queued after this iteration's `flush_service_due` (a SIGHUP's
         // reload line, say) must still bound the loop's sleep (`service_due`), or an idle hub
         // would hold it until its next event.
-        let now = Instant::now();
-        let due = if level == "INFO" {
-            now + self.service_flush
-        } else {
-            now
-        };
-        self.service_due = Some(self.service_due.map_or(due, |d| d.min(due)));
+        // An INFO line behind one already waiting cannot bring the deadline forward (the
+        // first was queued earlier with the same interval): no clock reading for it.
+        if level != "INFO" || self.service_due.is_none() {
+            let now = Instant::now();
+            let due = if level == "INFO" {
+                now + self.service_flush
+            } else {
+                now
+            };
+            self.service_due = Some(self.service_due.map_or(due, |d| d.min(due)));
+        }
         self.stamper
             .push_system(SystemTime::now(), &mut self.service_buf);
         self.service_buf.push(' ');
@@ -554,13 +564,24 @@ impl Records {
         // Only this call's batch can be taken back: a batch from an earlier call was settled
         // by its own commit (and an empty call must not leave it undoable).
         self.last_batch = None;
-        let ts = self.stamper.text_system(SystemTime::now());
+        let mut gated = gated.into_iter().peekable();
+        // Called at the end of every loop iteration, most often with nothing to write: the
+        // clock is read and the time formatted only for records stamped here (the gated ones,
+        // a chain_start), into the kept `ts_buf` (docs/performance.md, "Third pass: records").
+        let stamp =
+            gated.peek().is_some() || (self.chain.start.is_some() && !self.pending.is_empty());
+        if self.pending.is_empty() && !stamp {
+            return Ok(());
+        }
+        let mut ts = std::mem::take(&mut self.ts_buf);
+        if stamp {
+            ts.clear();
+            self.stamper.push_system(SystemTime::now(), &mut ts);
+        }
         let keep = self.pending.len();
         for ev in gated {
             ev.encode_into(&ts, &mut self.pending);
-        }
-        if self.pending.is_empty() {
-            return Ok(());
+            self.pending_ends.push(self.pending.len());
         }
         let before = match self.audit_len {
             Some(len) => Ok(len),
@@ -577,8 +598,16 @@ impl Records {
             let start = chain_start_record(AUDIT_FORMAT_VERSION, &ts, reason);
             head = Some(chain_line(&start, head.as_ref(), &mut batch));
         }
-        for record in self.pending.split_inclusive('\n') {
-            head = Some(chain_line(record, head.as_ref(), &mut batch));
+        self.ts_buf = ts;
+        debug_assert_eq!(self.pending_ends.last(), Some(&self.pending.len()));
+        let mut from = 0;
+        for &end in &self.pending_ends {
+            head = Some(chain_line(
+                &self.pending[from..end],
+                head.as_ref(),
+                &mut batch,
+            ));
+            from = end;
         }
         let appended = self.audit.append(batch.as_bytes());
         let written = batch.len() as u64;
@@ -603,6 +632,7 @@ impl Records {
                 self.chain.start = None;
                 self.head_has_moved();
                 self.pending.clear();
+                self.pending_ends.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
                     self.log("INFO", "audit log writable again");
@@ -615,6 +645,8 @@ impl Records {
                 }
                 self.audit_len = None;
                 self.pending.truncate(keep);
+                let kept = self.pending_ends.partition_point(|&end| end <= keep);
+                self.pending_ends.truncate(kept);
                 self.bound_pending();
                 if !self.audit_failing {
                     self.audit_failing = true;
@@ -640,6 +672,7 @@ impl Records {
         if self.audit.truncate(last.len).is_ok() {
             self.audit_len = Some(last.len);
             self.pending.insert_str(0, &last.ungated);
+            self.index_pending();
             // The next record links to the last one left in the file.
             self.chain.head = last.head;
             self.chain.start = last.start;
@@ -653,6 +686,17 @@ impl Records {
         }
     }
 
+    /// Finds `pending_ends` again by a scan, after `pending` was changed other than by
+    /// appending records (an undone batch, records dropped): rare paths.
+    fn index_pending(&mut self) {
+        self.pending_ends.clear();
+        let mut end = 0;
+        for record in self.pending.split_inclusive('\n') {
+            end += record.len();
+            self.pending_ends.push(end);
+        }
+    }
+
     fn bound_pending(&mut self) {
         if self.pending.len() <= MAX_PENDING_AUDIT_BYTES {
             return;
@@ -663,6 +707,7 @@ impl Records {
             .map_or(self.pending.len(), |i| excess + i + 1);
         let dropped = self.pending[..cut].matches('\n').count() as u64;
         self.pending.drain(..cut);
+        self.index_pending();
         self.dropped_audit += dropped;
         self.log(
             "ERROR",
@@ -879,9 +924,9 @@ mod tests {
         assert!(err.why.contains("records were cut from the end"), "{err:?}");
         let (_, notes) = run(1);
         assert!(
-            notes.iter().any(
-                |(l, n)| *l == "WARN" && n.contains("none of the log's records near its end")
-            ),
+            notes
+                .iter()
+                .any(|(l, n)| *l == "WARN" && n.contains("none of the log's records near its end")),
             "{notes:?}"
         );
         let out = audit_chain::verify_files(std::slice::from_ref(&path), &[])
@@ -927,7 +972,11 @@ mod tests {
         let mut r = Records::new(Box::new(MemSink::default()), Box::new(MemSink::default()));
         r.set_service_flush(Duration::from_millis(100));
         r.set_audit(Box::new(file), chain);
-        let on_disk = || audit_chain::read_head(&head_path).unwrap().map(|h| audit_chain::hex(&h));
+        let on_disk = || {
+            audit_chain::read_head(&head_path)
+                .unwrap()
+                .map(|h| audit_chain::hex(&h))
+        };
         assert_eq!(r.due(), None, "nothing moved");
         r.audit(&AuditEvent::Connected { conn: 1 });
         r.flush_audit(std::iter::empty()).unwrap();
@@ -1016,22 +1065,40 @@ mod tests {
             assert!(notes.iter().any(|(_, n)| n.contains(&want)), "{notes:?}");
             let out = verify().unwrap();
             assert_eq!(out.records, 7);
-            let want = format!(":{}; the {after} records after it are not anchored", head_at + 1);
-            assert!(out.notes.iter().any(|n| n.contains(&want)), "{:?}", out.notes);
+            let want = format!(
+                ":{}; the {after} records after it are not anchored",
+                head_at + 1
+            );
+            assert!(
+                out.notes.iter().any(|n| n.contains(&want)),
+                "{:?}",
+                out.notes
+            );
         }
         // The records after that head cut off: the log ends at its head, nothing to say.
         set(4, &hash_of(3));
         let (notes, start) = open_as_hub(&path);
         assert_eq!(start, None);
-        assert!(notes.iter().all(|(l, n)| *l == "INFO" && !n.contains("followed")), "{notes:?}");
-        assert!(verify().unwrap().notes.iter().all(|n| !n.contains("anchored")));
+        assert!(
+            notes
+                .iter()
+                .all(|(l, n)| *l == "INFO" && !n.contains("followed")),
+            "{notes:?}"
+        );
+        assert!(verify()
+            .unwrap()
+            .notes
+            .iter()
+            .all(|n| !n.contains("anchored")));
         // The log's tail cut by one record, and cut to before a lagging head: the head names
         // no record of the log.
         for (keep, head_at) in [(6usize, 6usize), (3, 4)] {
             set(keep, &hash_of(head_at));
             let (notes, start) = open_as_hub(&path);
             assert!(
-                notes.iter().any(|(l, n)| *l == "WARN" && n.contains("none of the log's records")),
+                notes
+                    .iter()
+                    .any(|(l, n)| *l == "WARN" && n.contains("none of the log's records")),
                 "{keep}: {notes:?}"
             );
             assert!(start.unwrap().contains("records may have been cut"));
@@ -1065,11 +1132,23 @@ mod tests {
         for (i, l) in lines.iter().enumerate() {
             let h = audit_chain::line_hash(l.as_bytes());
             let after = (lines.len() - 1 - i) as u64;
-            assert_eq!(lines_after(&path, &h, u64::MAX).unwrap(), Some(after), "line {i}");
+            assert_eq!(
+                lines_after(&path, &h, u64::MAX).unwrap(),
+                Some(after),
+                "line {i}"
+            );
             // Bounded to the bytes from this line's start: still found; one byte less: not.
             let from: usize = lines[i..].iter().map(|l| l.len() + 1).sum();
-            assert_eq!(lines_after(&path, &h, from as u64).unwrap(), Some(after), "{i}");
-            assert_eq!(lines_after(&path, &h, from as u64 - 1).unwrap(), None, "{i}");
+            assert_eq!(
+                lines_after(&path, &h, from as u64).unwrap(),
+                Some(after),
+                "{i}"
+            );
+            assert_eq!(
+                lines_after(&path, &h, from as u64 - 1).unwrap(),
+                None,
+                "{i}"
+            );
         }
         assert_eq!(lines_after(&path, &[7; 32], u64::MAX).unwrap(), None);
         std::fs::write(&path, "").unwrap();

@@ -298,7 +298,10 @@ fn a_sigkilled_hub_restarts_without_a_false_cut_and_verify_counts_the_unanchored
     hub.send("alpha", "beta", "task", None, "{}");
     hub.kill();
     let kept = std::fs::read_to_string(&head_path).unwrap();
-    assert_eq!(kept, at_stop, "within the interval the head was not rewritten");
+    assert_eq!(
+        kept, at_stop,
+        "within the interval the head was not rewritten"
+    );
     let log = lines(&hub.audit_path());
     let head_line = log
         .iter()
@@ -309,7 +312,10 @@ fn a_sigkilled_hub_restarts_without_a_false_cut_and_verify_counts_the_unanchored
         })
         .expect("the head names a record of the log");
     let after = log.len() - 1 - head_line;
-    assert!(after >= 2, "the second run's records follow the head: {after}");
+    assert!(
+        after >= 2,
+        "the second run's records follow the head: {after}"
+    );
     let out = verify(&[&hub.audit_path()], &[]);
     out.assert_code(0);
     assert!(
