@@ -61,8 +61,9 @@ pub struct Limits {
     /// written (docs/operations.md, "Service log"): one append per interval instead of one per
     /// loop iteration. WARN and ERROR lines are written at the end of their iteration, and
     /// every stop (SIGTERM, SIGINT) writes what is buffered; a SIGKILL loses at most this
-    /// much of INFO lines. 0 writes at the end of every iteration. Optional, like
-    /// `max_deliveries`.
+    /// much of INFO lines. 0 writes at the end of every iteration. The audit log's `.head`
+    /// file is rewritten on the same interval and at every stop (`Records::record_head_due`).
+    /// Optional, like `max_deliveries`.
     #[serde(default = "default_service_log_flush_ms")]
     pub service_log_flush_ms: u64,
 }

@@ -170,8 +170,8 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
 }
 
 /// A hash that must be among the records: the hash, what it is, where it was found (file
-/// index, line).
-type Anchor = (Hash, String, Option<(usize, u64)>);
+/// index, line, and how many records came before it).
+type Anchor = (Hash, String, Option<(usize, u64, u64)>);
 
 /// Checks lines in order, across files (pure; `verify_files` feeds it).
 #[derive(Debug)]
@@ -305,7 +305,7 @@ impl Verifier {
         }
         for (anchor, _, found) in &mut self.anchors {
             if *anchor == hash {
-                *found = Some((file, line_no));
+                *found = Some((file, line_no, self.summary.records));
             }
         }
         self.prev = Some((hash, file, line_no));
@@ -350,11 +350,15 @@ impl Verifier {
                 }
             }
         }
+        // An anchor before the end: the records after it are intact as a chain but not
+        // anchored by it. For the `.head` file that is what a hub killed within its write
+        // interval leaves (`Records::record_head_due`, docs/operations.md "The hash chain").
         for (_, what, found) in &self.anchors {
-            if let (Some((f, l)), Some((_, lf, ll))) = (found, last) {
+            if let (Some((f, l, before)), Some((_, lf, ll))) = (found, last) {
                 if (*f, *l) != (lf, ll) {
+                    let after = self.summary.records - before - 1;
                     let note = format!(
-                        "{what} is {}:{l}; the records after it were written later (or appended by someone else)",
+                        "{what} is {}:{l}; the {after} records after it are not anchored by it: written after it (a hub killed without an orderly stop leaves its .head up to one write interval behind), or appended by someone else",
                         self.names.get(*f).map_or("?", String::as_str)
                     );
                     self.summary.notes.push(note);
@@ -367,7 +371,8 @@ impl Verifier {
 }
 
 /// The `.head` file beside an audit log: the hash of its last record, rewritten by the hub
-/// after every batch (`Records`).
+/// at most once per `limits.service_log_flush_ms` and at every stop
+/// (`Records::record_head_due`), so it may name a record shortly before the last one.
 pub fn head_path(audit: &Path) -> PathBuf {
     let mut name = audit.as_os_str().to_owned();
     name.push(".head");

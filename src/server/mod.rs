@@ -398,7 +398,7 @@ impl Server {
         consider(self.deadlines.first().map(|&(t, _)| t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
-        consider(self.records.service_due());
+        consider(self.records.due());
         if let Some(relay) = &self.relay {
             consider(relay.poll_timeout());
             consider(self.next_directory);
@@ -637,8 +637,7 @@ impl Server {
             }
         }
         let _ = self.records.flush_audit(std::iter::empty());
-        self.records.record_head_moved();
-        self.records.flush_service_due(now.mono);
+        self.records.flush_due(now.mono);
     }
 
     fn flush_conn(&mut self, id: ConnId, now: Now) {

@@ -133,7 +133,8 @@ pub struct Chain {
     head: Option<Hash>,
     /// The next batch begins with a `chain_start` record giving this reason.
     start: Option<String>,
-    /// The `.head` file, rewritten with the head after every batch.
+    /// The `.head` file, rewritten with the head on a timer and at every stop
+    /// (`Records::record_head_due`).
     head_file: Option<File>,
 }
 
@@ -148,13 +149,79 @@ impl Chain {
     }
 }
 
+/// How far back from the log's end `open_chain` looks for the record a lagging `.head` names:
+/// the records of one `.head` interval (at most `limits.service_log_flush_ms`, 10 s) at any
+/// rate this hub reaches fit many times over, and a head matching nothing in it is reported
+/// as a cut without reading the rest of a large log.
+const HEAD_SEARCH_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How many complete lines of the record file at `path` follow the last line whose hash is
+/// `want`, searching back from the end over the lines that begin within its last `max_bytes`;
+/// None when no line there has that hash. The file ends in a newline (`cut_torn_tail` ran first).
+pub fn lines_after(path: &Path, want: &Hash, max_bytes: u64) -> io::Result<Option<u64>> {
+    let reader = File::open(path)?;
+    let len = reader.metadata()?.len();
+    // Lines that begin within the last `max_bytes`: one byte more is read, the newline that
+    // ends the line before the first of them.
+    let whole_file = max_bytes >= len;
+    let floor = if whole_file { 0 } else { len - max_bytes - 1 };
+    // Lines are hashed from the last one back, a chunk at a time.
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut carry: Vec<u8> = Vec::new();
+    let mut end = len;
+    let mut after = 0u64;
+    while end > floor {
+        let start = end.saturating_sub(buf.len() as u64).max(floor);
+        let chunk = &mut buf[..(end - start) as usize];
+        reader.read_exact_at(chunk, start)?;
+        // Lines end at newlines; the last byte of the file is one. `carry` is the part of a
+        // line that began in an earlier chunk (its start not read yet), without its newline.
+        let mut line_end = chunk.len();
+        for i in (0..chunk.len()).rev() {
+            if chunk[i] != b'\n' {
+                continue;
+            }
+            if start + i as u64 + 1 == len {
+                line_end = i;
+                continue;
+            }
+            // The line from i + 1 to line_end (plus what carried over) is complete.
+            let hash = if carry.is_empty() {
+                audit_chain::line_hash(&chunk[i + 1..line_end])
+            } else {
+                let mut whole = chunk[i + 1..line_end].to_vec();
+                whole.extend_from_slice(&carry);
+                carry.clear();
+                audit_chain::line_hash(&whole)
+            };
+            if hash == *want {
+                return Ok(Some(after));
+            }
+            after += 1;
+            line_end = i;
+        }
+        let mut rest = chunk[..line_end].to_vec();
+        rest.extend_from_slice(&carry);
+        carry = rest;
+        end = start;
+    }
+    // The file's first line, when the search reached the start of the file.
+    if whole_file && len > 0 && audit_chain::line_hash(&carry) == *want {
+        return Ok(Some(after));
+    }
+    Ok(None)
+}
+
 /// Finds where the chain of the audit log at `path` (opened as `file`, its torn tail cut)
 /// stands, and what the service log should say about it. A log with records continues from
 /// its last one; an empty log continues the chain its `.head` file names (the log was
 /// rotated: moved away and the hub restarted) with a `chain_start` saying so, or starts a new
-/// chain. A `.head` that names another record than the log's last one (records cut from its
-/// end while the hub was down, or a crash between the two writes) is reported in a
-/// `chain_start`, and the chain continues from the log's last record.
+/// chain. The `.head` file is rewritten at most once per interval (`Records::record_head_due`),
+/// so after a SIGKILL or crash it may name a record a little before the log's last: that is
+/// said at INFO with the number of records after it, which the head does not anchor, and the
+/// chain continues. A `.head` that names no record near the log's end (records cut from it
+/// while the hub was down, or the file replaced) is reported in a WARN and a `chain_start`,
+/// and the chain continues from the log's last record.
 pub fn open_chain(path: &Path, file: &File) -> io::Result<(Chain, Vec<(&'static str, String)>)> {
     let mut notes = Vec::new();
     if !file.metadata()?.is_file() {
@@ -171,15 +238,33 @@ pub fn open_chain(path: &Path, file: &File) -> io::Result<(Chain, Vec<(&'static 
     let last = last_line(path)?.map(|l| audit_chain::line_hash(&l));
     let (head, start) = match (last, recorded) {
         (Some(last), recorded) => {
-            let start = recorded.filter(|r| *r != last).map(|r| {
-                let why = format!(
-                    "the log's last record is not the chain head the hub last recorded ({}): records may have been cut from the end of the log, or the hub stopped between writing the log and {}",
-                    audit_chain::hex(&r),
-                    head_path.display()
-                );
-                notes.push(("WARN", format!("audit chain: {why}")));
-                why
-            });
+            let lagging = match recorded {
+                Some(r) if r != last => lines_after(path, &r, HEAD_SEARCH_BYTES)?.map(|n| (r, n)),
+                _ => None,
+            };
+            let start = match (recorded, lagging) {
+                (Some(r), Some((_, n))) => {
+                    notes.push((
+                        "INFO",
+                        format!(
+                            "audit chain: {} names the record (sha256 {}) followed by the log's last {n} records: they were appended after the head file's last update (the hub ended without an orderly stop, by SIGKILL, crash or power loss, within the head's write interval), so it does not anchor them",
+                            head_path.display(),
+                            audit_chain::hex(&r),
+                        ),
+                    ));
+                    None
+                }
+                (Some(r), None) if r != last => {
+                    let why = format!(
+                        "the chain head the hub last recorded ({}) is none of the log's records near its end: records may have been cut from the end of the log, or {} was replaced",
+                        audit_chain::hex(&r),
+                        head_path.display()
+                    );
+                    notes.push(("WARN", format!("audit chain: {why}")));
+                    Some(why)
+                }
+                _ => None,
+            };
             notes.push((
                 "INFO",
                 format!(
@@ -260,6 +345,10 @@ pub struct Records {
     last_batch: Option<LastBatch>,
     /// Encoded records that gate nothing, waiting for the next flush (without `prev`).
     pending: String,
+    /// Where each record in `pending` ends (after its newline), so a flush splits them
+    /// without scanning every byte for newlines, which was the largest part of the records'
+    /// own work per W1 op after SHA-256 (docs/performance.md, "Third pass: records").
+    pending_ends: Vec<usize>,
     /// Where the chain stands (`Chain`).
     chain: Chain,
     head_failing: bool,
@@ -274,8 +363,14 @@ pub struct Records {
     service_urgent: bool,
     dropped_audit: u64,
     audit_failing: bool,
-    /// The chain's head changed since the `.head` file was last written (`record_head_moved`).
+    /// The chain's head changed since the `.head` file was last written (`record_head_due`).
     head_moved: bool,
+    /// When the moved head is written at the latest: one interval after the first move since
+    /// the last write (`record_head_due`).
+    head_due: Option<Instant>,
+    /// The `.head` file's write interval (`limits.service_log_flush_ms`); zero writes it at
+    /// the end of every loop iteration that moved it.
+    head_every: Duration,
     /// The last audit batch's buffer, reused (`flush_audit`).
     batch_buf: String,
     /// Formats each record's timestamp (`timestamp`), into `ts_buf`.
@@ -290,12 +385,15 @@ impl Records {
             audit_len: None,
             last_batch: None,
             pending: String::new(),
+            pending_ends: Vec::new(),
             service,
             service_buf: String::new(),
             service_flush: Duration::ZERO,
             service_due: None,
             service_urgent: false,
             head_moved: false,
+            head_due: None,
+            head_every: Duration::ZERO,
             batch_buf: String::new(),
             stamper: Stamper::default(),
             ts_buf: String::new(),
@@ -309,6 +407,9 @@ impl Records {
     /// Replaces the audit sink and the chain it continues (`open_chain`), keeping the service
     /// log and anything buffered.
     pub fn set_audit(&mut self, audit: Box<dyn Sink>, chain: Chain) {
+        // The log being replaced keeps its own head file up to date (the placeholder's chain
+        // has none).
+        self.record_head_moved();
         self.audit = audit;
         self.audit_len = None;
         self.chain = chain;
@@ -319,15 +420,61 @@ impl Records {
         self.chain.head.as_ref().map(audit_chain::hex)
     }
 
-    /// Rewrites the `.head` file if the chain's head moved: once per loop iteration, after
-    /// the iteration's replies and deliveries are written (`Server::settle`), not once per
-    /// batch inside the path from a send's line to its delivery. A crash between the log's
-    /// append and this write leaves the `.head` one batch behind, which the next start reports
-    /// (`open_chain`), as a crash between the two writes always could.
+    /// Rewrites the `.head` file now if the chain's head moved: at every stop (`Server::run`'s
+    /// end, `Drop`) and before the audit log is replaced (`set_audit`).
     pub fn record_head_moved(&mut self) {
+        self.head_due = None;
         if std::mem::take(&mut self.head_moved) {
             self.record_head();
         }
+    }
+
+    /// The end of a loop iteration: rewrites the `.head` file if its head moved and the
+    /// interval since the first move after the last write is over (`head_due`), so at most
+    /// once per `limits.service_log_flush_ms` instead of once per iteration, which cost a
+    /// `pwrite64` per iteration under connection-per-op load (docs/performance.md, issue 13,
+    /// "Third pass: records"). A SIGKILL or crash leaves the head up to one interval behind
+    /// the log; the next start (`open_chain`) and `audit verify` say how many records came
+    /// after it, which it does not anchor (docs/operations.md, "The hash chain").
+    pub fn record_head_due(&mut self, now: Instant) {
+        if !self.head_moved {
+            return;
+        }
+        let due = *self.head_due.get_or_insert(now);
+        if self.head_every.is_zero() || now >= due {
+            self.record_head_moved();
+        }
+    }
+
+    /// Marks the head moved and, for the first move since the last write, starts the interval
+    /// (one clock reading per interval, not per batch): the deadline is known wherever in the
+    /// loop iteration the batch was written, so an idle hub's sleep is bounded by it (`due`).
+    fn head_has_moved(&mut self) {
+        self.head_moved = true;
+        if self.head_due.is_none() {
+            self.head_due = Some(Instant::now() + self.head_every);
+        }
+    }
+
+    /// When `record_head_due` must run next to keep the interval, if the head moved.
+    pub fn head_due(&self) -> Option<Instant> {
+        self.head_due
+    }
+
+    /// The records' next deadline: the buffered service lines' or the `.head` file's
+    /// (`flush_due`), whichever is first.
+    pub fn due(&self) -> Option<Instant> {
+        match (self.service_due, self.head_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The end of a loop iteration: the `.head` file and the service log, each when its
+    /// interval says (`record_head_due`, `flush_service_due`).
+    pub fn flush_due(&mut self, now: Instant) {
+        self.record_head_due(now);
+        self.flush_service_due(now);
     }
 
     /// Rewrites the `.head` file with the chain's head (fixed length, in place).
@@ -360,9 +507,12 @@ impl Records {
         }
     }
 
-    /// Sets how long INFO lines may wait before they are written (`flush_service_due`).
+    /// Sets how long INFO lines may wait before they are written (`flush_service_due`), and
+    /// the `.head` file's write interval with them (`record_head_due`): one key bounds what a
+    /// SIGKILL leaves unwritten or unanchored (docs/operations.md, "Service log").
     pub fn set_service_flush(&mut self, every: Duration) {
         self.service_flush = every;
+        self.head_every = every;
     }
 
     /// Queues a record that gates nothing.
@@ -371,6 +521,7 @@ impl Records {
         self.stamper
             .push_system(SystemTime::now(), &mut self.ts_buf);
         event.encode_into(&self.ts_buf, &mut self.pending);
+        self.pending_ends.push(self.pending.len());
     }
 
     /// Queues a service-log line at `level`. It is written by `flush_service_due`: a line
@@ -383,13 +534,17 @@ impl Records {
         // was queued: a line queued after this iteration's `flush_service_due` (a SIGHUP's
         // reload line, say) must still bound the loop's sleep (`service_due`), or an idle hub
         // would hold it until its next event.
-        let now = Instant::now();
-        let due = if level == "INFO" {
-            now + self.service_flush
-        } else {
-            now
-        };
-        self.service_due = Some(self.service_due.map_or(due, |d| d.min(due)));
+        // An INFO line behind one already waiting cannot bring the deadline forward (the
+        // first was queued earlier with the same interval): no clock reading for it.
+        if level != "INFO" || self.service_due.is_none() {
+            let now = Instant::now();
+            let due = if level == "INFO" {
+                now + self.service_flush
+            } else {
+                now
+            };
+            self.service_due = Some(self.service_due.map_or(due, |d| d.min(due)));
+        }
         self.stamper
             .push_system(SystemTime::now(), &mut self.service_buf);
         self.service_buf.push(' ');
@@ -409,13 +564,24 @@ impl Records {
         // Only this call's batch can be taken back: a batch from an earlier call was settled
         // by its own commit (and an empty call must not leave it undoable).
         self.last_batch = None;
-        let ts = self.stamper.text_system(SystemTime::now());
+        let mut gated = gated.into_iter().peekable();
+        // Called at the end of every loop iteration, most often with nothing to write: the
+        // clock is read and the time formatted only for records stamped here (the gated ones,
+        // a chain_start), into the kept `ts_buf` (docs/performance.md, "Third pass: records").
+        let stamp =
+            gated.peek().is_some() || (self.chain.start.is_some() && !self.pending.is_empty());
+        if self.pending.is_empty() && !stamp {
+            return Ok(());
+        }
+        let mut ts = std::mem::take(&mut self.ts_buf);
+        if stamp {
+            ts.clear();
+            self.stamper.push_system(SystemTime::now(), &mut ts);
+        }
         let keep = self.pending.len();
         for ev in gated {
             ev.encode_into(&ts, &mut self.pending);
-        }
-        if self.pending.is_empty() {
-            return Ok(());
+            self.pending_ends.push(self.pending.len());
         }
         let before = match self.audit_len {
             Some(len) => Ok(len),
@@ -432,8 +598,16 @@ impl Records {
             let start = chain_start_record(AUDIT_FORMAT_VERSION, &ts, reason);
             head = Some(chain_line(&start, head.as_ref(), &mut batch));
         }
-        for record in self.pending.split_inclusive('\n') {
-            head = Some(chain_line(record, head.as_ref(), &mut batch));
+        self.ts_buf = ts;
+        debug_assert_eq!(self.pending_ends.last(), Some(&self.pending.len()));
+        let mut from = 0;
+        for &end in &self.pending_ends {
+            head = Some(chain_line(
+                &self.pending[from..end],
+                head.as_ref(),
+                &mut batch,
+            ));
+            from = end;
         }
         let appended = self.audit.append(batch.as_bytes());
         let written = batch.len() as u64;
@@ -456,8 +630,9 @@ impl Records {
                 };
                 self.chain.head = head;
                 self.chain.start = None;
-                self.head_moved = true;
+                self.head_has_moved();
                 self.pending.clear();
+                self.pending_ends.clear();
                 if self.audit_failing {
                     self.audit_failing = false;
                     self.log("INFO", "audit log writable again");
@@ -470,6 +645,8 @@ impl Records {
                 }
                 self.audit_len = None;
                 self.pending.truncate(keep);
+                let kept = self.pending_ends.partition_point(|&end| end <= keep);
+                self.pending_ends.truncate(kept);
                 self.bound_pending();
                 if !self.audit_failing {
                     self.audit_failing = true;
@@ -495,16 +672,28 @@ impl Records {
         if self.audit.truncate(last.len).is_ok() {
             self.audit_len = Some(last.len);
             self.pending.insert_str(0, &last.ungated);
+            self.index_pending();
             // The next record links to the last one left in the file.
             self.chain.head = last.head;
             self.chain.start = last.start;
-            self.head_moved = true;
+            self.head_has_moved();
         } else {
             self.audit_len = None;
             self.log(
                 "ERROR",
                 "audit log: could not take back a batch whose commit failed",
             );
+        }
+    }
+
+    /// Finds `pending_ends` again by a scan, after `pending` was changed other than by
+    /// appending records (an undone batch, records dropped): rare paths.
+    fn index_pending(&mut self) {
+        self.pending_ends.clear();
+        let mut end = 0;
+        for record in self.pending.split_inclusive('\n') {
+            end += record.len();
+            self.pending_ends.push(end);
         }
     }
 
@@ -518,6 +707,7 @@ impl Records {
             .map_or(self.pending.len(), |i| excess + i + 1);
         let dropped = self.pending[..cut].matches('\n').count() as u64;
         self.pending.drain(..cut);
+        self.index_pending();
         self.dropped_audit += dropped;
         self.log(
             "ERROR",
@@ -583,337 +773,5 @@ impl Drop for Records {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
-    /// An in-memory file that fails its appends while `full` is set, after writing half.
-    #[derive(Clone, Default)]
-    struct MemSink {
-        data: Rc<RefCell<Vec<u8>>>,
-        full: Rc<RefCell<bool>>,
-    }
-
-    impl Sink for MemSink {
-        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-            if *self.full.borrow() {
-                self.data
-                    .borrow_mut()
-                    .extend_from_slice(&bytes[..bytes.len() / 2]);
-                return Err(io::Error::from_raw_os_error(28)); // ENOSPC
-            }
-            self.data.borrow_mut().extend_from_slice(bytes);
-            Ok(())
-        }
-        fn truncate(&mut self, len: u64) -> io::Result<()> {
-            self.data.borrow_mut().truncate(len as usize);
-            Ok(())
-        }
-        fn len(&mut self) -> io::Result<u64> {
-            Ok(self.data.borrow().len() as u64)
-        }
-    }
-
-    /// The text verifies as one chain from a chain_start; returns the records' events.
-    fn assert_chain_holds(text: &str) -> Vec<String> {
-        let mut v = audit_chain::Verifier::new(vec!["mem".into()]);
-        let mut events = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            v.line(0, i as u64 + 1, line.as_bytes())
-                .unwrap_or_else(|b| panic!("broken: {b:?}\n{text}"));
-            let r: serde_json::Value = serde_json::from_str(line).unwrap();
-            events.push(r["event"].as_str().unwrap().to_owned());
-        }
-        v.finish().unwrap();
-        events
-    }
-
-    /// The undone batch took a chain_start, records that gated nothing and a gated one
-    /// with it; what is written next links to the last record that stayed in the file, and a
-    /// batch cut back after a failed append leaves the chain as it was.
-    #[test]
-    fn the_chain_stays_whole_across_undone_and_failed_batches() {
-        let audit = MemSink::default();
-        let mut r = Records::new(Box::new(audit.clone()), Box::new(MemSink::default()));
-        let accepted = |id: &str| AuditEvent::Accepted {
-            conn: Some(2),
-            envelope: format!("{{\"id\":\"{id}\"}}").into(),
-        };
-        // The very first batch is undone: the chain_start goes with it and comes back.
-        r.audit(&AuditEvent::Connected { conn: 1 });
-        r.flush_audit([accepted("a")]).unwrap();
-        r.undo_last_batch();
-        assert!(audit.data.borrow().is_empty());
-        r.flush_audit(std::iter::empty()).unwrap();
-        let kept = r.chain_head();
-        r.audit(&AuditEvent::Connected { conn: 2 });
-        r.flush_audit([accepted("b")]).unwrap();
-        r.undo_last_batch();
-        assert_eq!(r.chain_head(), kept, "the head is the last record left");
-        *audit.full.borrow_mut() = true;
-        assert!(r.flush_audit([accepted("c")]).is_err());
-        assert_eq!(r.chain_head(), kept);
-        *audit.full.borrow_mut() = false;
-        r.flush_audit([accepted("d")]).unwrap();
-        // Regression: an attempt that wrote nothing (a commit of purges alone) then failed
-        // must not take back the batch before it, which its own commit had settled.
-        r.flush_audit(std::iter::empty()).unwrap();
-        r.undo_last_batch();
-        let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
-        let events = assert_chain_holds(&text);
-        assert_eq!(
-            events,
-            ["chain_start", "connected", "connected", "accepted"],
-            "{text}"
-        );
-        assert!(text.contains("\"id\":\"d\"") && !text.contains("\"id\":\"b\""));
-    }
-
-    #[test]
-    fn the_chain_continues_from_the_file_or_its_head_file_and_says_when_they_disagree() {
-        let dir = std::env::temp_dir().join(format!("agent-hub-chain-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("audit.jsonl");
-        let head_path = audit_chain::head_path(&path);
-        let run = |events: u32| -> (String, Vec<(&'static str, String)>) {
-            let file = open_record_file(&path).unwrap();
-            cut_torn_tail(&path, &file).unwrap();
-            let (chain, notes) = open_chain(&path, &file).unwrap();
-            let mut r = Records::new(Box::new(MemSink::default()), Box::new(MemSink::default()));
-            r.set_audit(Box::new(file), chain);
-            for conn in 0..events {
-                r.audit(&AuditEvent::Connected {
-                    conn: u64::from(conn),
-                });
-                r.flush_audit(std::iter::empty()).unwrap();
-            }
-            (r.chain_head().unwrap_or_default(), notes)
-        };
-        // A new log, then a restart that continues it without a second chain_start.
-        let (head1, notes) = run(2);
-        assert!(notes
-            .iter()
-            .any(|(_, n)| n.contains("a new log starts a new chain")));
-        let (head2, notes) = run(1);
-        assert!(notes.iter().any(|(_, n)| n.contains(&head1)), "{notes:?}");
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            assert_chain_holds(&text)
-                .iter()
-                .filter(|e| *e == "chain_start")
-                .count(),
-            1
-        );
-        assert_eq!(std::fs::read_to_string(&head_path).unwrap().trim(), head2);
-        // Rotation: the log moved away, the hub restarted on a new file.
-        let old = dir.join("audit.jsonl.1");
-        std::fs::rename(&path, &old).unwrap();
-        let (head3, _) = run(1);
-        let out = audit_chain::verify_files(&[old.clone(), path.clone()], &[])
-            .unwrap()
-            .unwrap();
-        assert_eq!(out.records, 6);
-        assert_eq!(out.head.map(|h| audit_chain::hex(&h)), Some(head3.clone()));
-        assert!(
-            out.notes
-                .iter()
-                .any(|n| n.contains("chain_start: new audit log file")),
-            "{:?}",
-            out.notes
-        );
-        // The log's last record cut off while the hub was down: the next start says so in a
-        // chain_start, and the chain still verifies from there on.
-        let text = std::fs::read_to_string(&path).unwrap();
-        let cut = &text[..text[..text.len() - 1].rfind('\n').unwrap() + 1];
-        std::fs::write(&path, cut).unwrap();
-        let err = audit_chain::verify_files(std::slice::from_ref(&path), &[])
-            .unwrap()
-            .unwrap_err();
-        assert!(err.why.contains("records were cut from the end"), "{err:?}");
-        let (_, notes) = run(1);
-        assert!(
-            notes.iter().any(
-                |(l, n)| *l == "WARN" && n.contains("not the chain head the hub last recorded")
-            ),
-            "{notes:?}"
-        );
-        let out = audit_chain::verify_files(std::slice::from_ref(&path), &[])
-            .unwrap()
-            .unwrap();
-        assert!(
-            out.notes
-                .iter()
-                .any(|n| n.contains("records may have been cut")),
-            "{:?}",
-            out.notes
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_torn_tail_is_cut_back_to_the_last_complete_line() {
-        let dir = std::env::temp_dir().join(format!("agent-hub-torn-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("audit.jsonl");
-        let long = "x".repeat(100_000); // a partial line longer than one read chunk
-        for (text, cut) in [
-            ("", 0),
-            ("{}\n{}\n", 0),
-            ("{}\n{\"v\":1,\"ts", 10),
-            ("{\"partial", 9),
-        ] {
-            std::fs::write(&path, text).unwrap();
-            let f = open_record_file(&path).unwrap();
-            assert_eq!(cut_torn_tail(&path, &f).unwrap(), cut, "{text:?}");
-            let left = std::fs::read_to_string(&path).unwrap();
-            assert_eq!(left, text[..text.len() - cut as usize]);
-        }
-        std::fs::write(&path, format!("{{}}\n{long}")).unwrap();
-        let f = open_record_file(&path).unwrap();
-        assert_eq!(cut_torn_tail(&path, &f).unwrap(), long.len() as u64);
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn an_undone_batch_leaves_only_its_ungated_records_for_later() {
-        let audit = MemSink::default();
-        let mut r = Records::new(Box::new(audit.clone()), Box::new(MemSink::default()));
-        r.audit(&AuditEvent::Connected { conn: 1 });
-        r.flush_audit(std::iter::empty()).unwrap();
-        let good = audit.data.borrow().len();
-        r.audit(&AuditEvent::Connected { conn: 2 });
-        let gated = AuditEvent::Accepted {
-            conn: Some(2),
-            envelope: "{\"id\":\"x\"}".into(),
-        };
-        r.flush_audit([gated]).unwrap();
-        r.undo_last_batch();
-        assert_eq!(
-            audit.data.borrow().len(),
-            good,
-            "the batch is gone from the file"
-        );
-        r.flush_audit(std::iter::empty()).unwrap();
-        let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
-        assert!(
-            text.contains("\"conn\":2") && !text.contains("accepted"),
-            "{text}"
-        );
-        assert_chain_holds(&text);
-    }
-
-    /// INFO lines wait for the flush interval and go out in one append; a WARN line, the size
-    /// bound, a zero interval and `flush_service` (every stop) write at once; `service_due` is
-    /// the deadline the loop sleeps to. Time is passed in: no sleeping.
-    #[test]
-    fn service_lines_are_buffered_for_the_interval_and_written_in_one_append() {
-        #[derive(Clone, Default)]
-        struct Counting {
-            data: Rc<RefCell<Vec<u8>>>,
-            appends: Rc<RefCell<u32>>,
-        }
-        impl Sink for Counting {
-            fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-                *self.appends.borrow_mut() += 1;
-                self.data.borrow_mut().extend_from_slice(bytes);
-                Ok(())
-            }
-            fn truncate(&mut self, _: u64) -> io::Result<()> {
-                Ok(())
-            }
-            fn len(&mut self) -> io::Result<u64> {
-                Ok(self.data.borrow().len() as u64)
-            }
-        }
-        let service = Counting::default();
-        let mut r = Records::new(Box::new(MemSink::default()), Box::new(service.clone()));
-        let every = Duration::from_millis(100);
-        r.set_service_flush(every);
-        let t0 = Instant::now();
-        r.log("INFO", "one");
-        // The deadline is set by the line itself, not by the next flush_service_due: a line
-        // queued after an iteration's flush must still bound the loop's sleep.
-        let due = r.service_due().expect("a waiting line sets the deadline");
-        assert!(due >= t0 + every, "INFO waits the interval");
-        r.flush_service_due(t0);
-        r.log("INFO", "two");
-        r.flush_service_due(t0 + Duration::from_millis(50));
-        assert_eq!(*service.appends.borrow(), 0, "INFO lines wait");
-        assert_eq!(r.service_due(), Some(due), "due from the first line");
-        r.flush_service_due(due);
-        assert_eq!(*service.appends.borrow(), 1, "both in one append");
-        let text = String::from_utf8(service.data.borrow().clone()).unwrap();
-        assert!(text.contains(" INFO one\n"), "{text}");
-        assert!(text.ends_with(" INFO two\n"), "{text}");
-        assert_eq!(r.service_due(), None, "nothing waits");
-        // A WARN line goes at the end of its iteration, with the INFO lines before it.
-        r.log("INFO", "three");
-        r.log("WARN", "four");
-        r.flush_service_due(t0 + every);
-        assert_eq!(*service.appends.borrow(), 2);
-        // A burst past the size bound is written before the interval ends.
-        let long = "x".repeat(SERVICE_BUF_FLUSH_BYTES);
-        r.log("INFO", &long);
-        r.flush_service_due(t0 + every);
-        assert_eq!(*service.appends.borrow(), 3);
-        // A stop writes what waits, whatever the interval.
-        r.log("INFO", "five");
-        r.flush_service_due(t0 + every);
-        assert_eq!(*service.appends.borrow(), 3);
-        r.flush_service();
-        assert_eq!(*service.appends.borrow(), 4);
-        assert!(String::from_utf8(service.data.borrow().clone())
-            .unwrap()
-            .ends_with(" INFO five\n"));
-        // Dropping the records (an error return from the loop) writes what waits too.
-        r.log("INFO", "six");
-        drop(r);
-        assert!(String::from_utf8(service.data.borrow().clone())
-            .unwrap()
-            .ends_with(" INFO six\n"));
-        // With a zero interval every iteration writes its lines.
-        let service = Counting::default();
-        let mut r = Records::new(Box::new(MemSink::default()), Box::new(service.clone()));
-        r.set_service_flush(Duration::ZERO);
-        r.log("INFO", "seven");
-        r.flush_service_due(t0);
-        assert_eq!(*service.appends.borrow(), 1);
-    }
-
-    #[test]
-    fn failed_batch_is_cut_back_and_ungated_records_retried() {
-        let audit = MemSink::default();
-        let mut r = Records::new(Box::new(audit.clone()), Box::new(MemSink::default()));
-        r.audit(&AuditEvent::Connected { conn: 1 });
-        r.flush_audit(std::iter::empty()).unwrap();
-        let good = audit.data.borrow().len();
-
-        *audit.full.borrow_mut() = true;
-        r.audit(&AuditEvent::Connected { conn: 2 });
-        let gated = AuditEvent::Accepted {
-            conn: Some(2),
-            envelope: "{\"id\":\"x\"}".into(),
-        };
-        assert!(r.flush_audit([gated]).is_err());
-        assert_eq!(audit.data.borrow().len(), good, "partial batch removed");
-
-        *audit.full.borrow_mut() = false;
-        r.flush_audit(std::iter::empty()).unwrap();
-        let text = String::from_utf8(audit.data.borrow().clone()).unwrap();
-        assert_eq!(
-            text.lines().count(),
-            3,
-            "chain_start and two records: {text}"
-        );
-        assert!(text.contains("\"conn\":2"));
-        assert_chain_holds(&text);
-        assert!(
-            !text.contains("accepted"),
-            "the refused send's record was not kept"
-        );
-    }
-}
+#[path = "records_tests.rs"]
+mod tests;

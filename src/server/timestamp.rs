@@ -60,6 +60,7 @@ impl Stamper {
     }
 
     /// `at` as a new string (`push_system`).
+    #[cfg(test)]
     pub fn text_system(&mut self, at: SystemTime) -> String {
         let mut s = String::with_capacity(27);
         self.push_system(at, &mut s);

@@ -278,3 +278,73 @@ fn verify_usage_errors_exit_2() {
     out.assert_code(0);
     assert!(out.stdout.starts_with("OK: 0 records"), "{}", out.stdout);
 }
+
+/// The `.head` file is rewritten once per `limits.service_log_flush_ms`, so a SIGKILL leaves
+/// it naming a record before the log's last (docs/operations.md, "The hash chain"). The next
+/// start says so at INFO with the count, writes no `chain_start` and no WARN, and `audit
+/// verify` finds the chain intact with the records after the head counted.
+#[test]
+fn a_sigkilled_hub_restarts_without_a_false_cut_and_verify_counts_the_unanchored_records() {
+    // The longest interval the config takes: the head stays where the first run's stop left
+    // it for the whole second run, which is one send long.
+    let mut hub = Setup::new()
+        .with_limits(|l| l.service_log_flush_ms = 10_000)
+        .start();
+    hub.send("alpha", "beta", "task", None, "{}");
+    hub.terminate();
+    let head_path = hub.setup.path("audit.jsonl.head");
+    let at_stop = std::fs::read_to_string(&head_path).unwrap();
+    hub.restart();
+    hub.send("alpha", "beta", "task", None, "{}");
+    hub.kill();
+    let kept = std::fs::read_to_string(&head_path).unwrap();
+    assert_eq!(
+        kept, at_stop,
+        "within the interval the head was not rewritten"
+    );
+    let log = lines(&hub.audit_path());
+    let head_line = log
+        .iter()
+        .position(|l| {
+            agent_hub::server::audit_chain::hex(&agent_hub::server::audit_chain::line_hash(
+                l.as_bytes(),
+            )) == kept.trim()
+        })
+        .expect("the head names a record of the log");
+    let after = log.len() - 1 - head_line;
+    assert!(
+        after >= 2,
+        "the second run's records follow the head: {after}"
+    );
+    let out = verify(&[&hub.audit_path()], &[]);
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains(&format!(
+            ":{}; the {after} records after it are not anchored",
+            head_line + 1
+        )),
+        "{}",
+        out.stdout
+    );
+    hub.restart();
+    let text = hub.wait_service_log("the chain's startup lines", |s| {
+        s.contains("hub ready") && s.matches("audit chain continues").count() == 2
+    });
+    assert!(
+        text.contains(&format!("followed by the log's last {after} records")),
+        "{text}"
+    );
+    assert!(!text.contains(" WARN "), "{text}");
+    hub.send("alpha", "beta", "task", None, "{}");
+    hub.terminate();
+    let records = hub.audit();
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r["event"] == "chain_start")
+            .count(),
+        1,
+        "no chain_start claims records were cut"
+    );
+    verify(&[&hub.audit_path()], &[]).assert_code(0);
+}
