@@ -89,6 +89,7 @@ impl<'a> Cur<'a> {
         let b = self.s.as_bytes();
         let start = self.i;
         loop {
+            self.i = stop(b, self.i);
             match *b.get(self.i)? {
                 b'"' => break,
                 b'\\' | 0x00..=0x1f => return None,
@@ -107,6 +108,7 @@ impl<'a> Cur<'a> {
         let mut start = self.i;
         let mut out: Option<String> = None;
         loop {
+            self.i = stop(b, self.i);
             match *b.get(self.i)? {
                 b'"' => {
                     let tail = self.s.get(start..self.i)?;
@@ -258,6 +260,38 @@ impl<'a> Cur<'a> {
             }
         }
     }
+}
+
+/// The index of the first byte at or after `i` that ends a run of plain string text: `"`,
+/// `\\` or a control character (`b.len()` if none). Eight bytes at a time: each of the three
+/// tests below marks the high bit of a byte that hits, and of no byte below the first hit
+/// (a borrow only runs upwards from a true hit), so the lowest mark is the first hit.
+fn stop(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i.saturating_add(8)) {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(bytes);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let slash = x ^ (ONES * u64::from(b'\\'));
+        let hit = ((quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash)
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 fn hello<'a>(c: &mut Cur<'a>) -> Option<Payload<'a>> {
@@ -566,6 +600,35 @@ mod tests {
                 let mut d = b.to_vec();
                 d.splice(i..i, w.bytes());
                 push(d);
+            }
+        }
+    }
+
+    /// `stop` against a byte-at-a-time scan: every byte value at every position of a run
+    /// longer than two words, over a background of plain ASCII and of non-ASCII bytes, and
+    /// two hits at once.
+    #[test]
+    fn stop_finds_the_first_end_of_plain_text() {
+        let naive = |b: &[u8], i: usize| {
+            (i..b.len())
+                .find(|&j| b[j] == b'"' || b[j] == b'\\' || b[j] < 0x20)
+                .unwrap_or(b.len())
+        };
+        for fill in [b'a', 0x7f, 0x80, 0xff, 0x21, 0x5d, 0x23] {
+            for len in [0usize, 1, 7, 8, 9, 16, 23] {
+                for at in 0..len {
+                    for v in 0u8..=255 {
+                        let mut b = vec![fill; len];
+                        b[at] = v;
+                        for from in [0, 1, at] {
+                            assert_eq!(stop(&b, from), naive(&b, from), "{b:?} from {from}");
+                        }
+                        if at + 1 < len {
+                            b[at + 1] = b'"';
+                            assert_eq!(stop(&b, 0), naive(&b, 0), "{b:?}");
+                        }
+                    }
+                }
             }
         }
     }
