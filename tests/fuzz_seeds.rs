@@ -40,6 +40,7 @@ fn generated() -> Vec<(&'static str, drivers::Seeds)> {
         ("roster_parse", drivers::roster_parse::seeds(root())),
         ("mcp_session", drivers::mcp_session::seeds(root())),
         ("hook_input", drivers::hook_input::seeds(root())),
+        ("client_line", drivers::client_line::seeds(root())),
     ]
 }
 

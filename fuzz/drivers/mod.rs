@@ -11,6 +11,7 @@
 // Each fuzz binary uses one driver; the rest is dead code there.
 #![allow(dead_code)]
 
+pub mod client_line;
 pub mod config_parse;
 pub mod cursor;
 pub mod hook_input;
@@ -26,13 +27,14 @@ pub type Seeds = Vec<(String, Vec<u8>)>;
 
 /// Every target in this module: its name (the cargo-fuzz bin, and the seed directory) and its
 /// body.
-pub const TARGETS: [(&str, Body); 6] = [
+pub const TARGETS: [(&str, Body); 7] = [
     ("relay_session", relay_session::run),
     ("hub_session", hub_session::run),
     ("config_parse", config_parse::run),
     ("roster_parse", roster_parse::run),
     ("mcp_session", mcp_session::run),
     ("hook_input", hook_input::run),
+    ("client_line", client_line::run),
 ];
 
 /// True if `needle` occurs in `haystack` (for the checks that a secret never reaches a log:

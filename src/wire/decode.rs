@@ -33,11 +33,12 @@ const TAGS: &[&str] = &[
     "activity",
 ];
 
-const HELLO_KEYS: &[&str] = &["name", "token"];
-const ENVELOPE_KEYS: &[&str] = &["id", "from", "to", "ts", "kind", "correlationId", "body"];
-const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack", "reader"];
-const ID_KEYS: &[&str] = &["id"];
-const STATUS_KEYS: &[&str] = &["id", "waitFor", "timeoutMs"];
+pub(super) const HELLO_KEYS: &[&str] = &["name", "token"];
+pub(super) const ENVELOPE_KEYS: &[&str] =
+    &["id", "from", "to", "ts", "kind", "correlationId", "body"];
+pub(super) const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack", "reader"];
+pub(super) const ID_KEYS: &[&str] = &["id"];
+pub(super) const STATUS_KEYS: &[&str] = &["id", "waitFor", "timeoutMs"];
 const DELEGATE_KEYS: &[&str] = &[
     "agent",
     "cwd",
@@ -65,8 +66,19 @@ pub(crate) enum Payload<'a> {
     Activity,
 }
 
-/// Decodes one client line: exactly one JSON object holding exactly one known tag.
+/// Decodes one client line: exactly one JSON object holding exactly one known tag. The hot
+/// lines' common shapes go through `wire::fast`, which yields exactly what `serde_line` would
+/// or declines; everything else, every refusal included, is `serde_line`'s.
 pub(crate) fn client_line(text: &str) -> Result<Payload<'_>, serde_json::Error> {
+    match super::fast::client_line(text) {
+        Some(p) => Ok(p),
+        None => serde_line(text),
+    }
+}
+
+/// Decodes one client line through serde_json and the visitors below: the reference decoder,
+/// and the one that writes every error text.
+pub(crate) fn serde_line(text: &str) -> Result<Payload<'_>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);
     let value = (&mut de).deserialize_any(V(Want::Line))?;
     de.end()?;
