@@ -76,16 +76,17 @@ impl Stamper {
     }
 }
 
-/// Appends `ffffffZ`: the six digits of `micros` (below a million) and the zone.
-fn push_micros(mut micros: u32, out: &mut String) {
-    let mut digits = [b'0'; 7];
-    digits[6] = b'Z';
-    for d in digits[..6].iter_mut().rev() {
-        *d = b'0' + (micros % 10) as u8;
-        micros /= 10;
+/// Appends `ffffffZ`: the six digits of `micros` (below a million) and the zone. One `push`
+/// per ASCII digit into reserved room: the earlier digit array went through `str::from_utf8`,
+/// whose check was half of this function's instructions, about 100 per stamp and four stamps
+/// per W1 op (docs/performance.md, issue 13, "Third pass: records").
+fn push_micros(micros: u32, out: &mut String) {
+    out.reserve(7);
+    for div in [100_000, 10_000, 1_000, 100, 10, 1] {
+        // A digit 0..=9, so `b'0' + digit` is an ASCII digit.
+        out.push(char::from(b'0' + (micros / div % 10) as u8));
     }
-    // Invariant: six ASCII digits and a `Z`.
-    out.push_str(std::str::from_utf8(&digits).expect("ASCII digits"));
+    out.push('Z');
 }
 
 #[cfg(test)]
