@@ -8,7 +8,6 @@ use super::relay_gate::is_fd_exhaustion;
 use super::*;
 
 impl Server {
-
     pub(super) fn accept(&mut self, now: Now) {
         if self.accept_paused_until.is_some() {
             return;

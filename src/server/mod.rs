@@ -242,7 +242,9 @@ impl Server {
     pub fn run(&mut self) -> Result<(), RunError> {
         let mut events = Events::with_capacity(1024);
         loop {
-            let now = self.now();
+            // Only the monotonic clock before the wait: the wall clock (a calendar conversion)
+            // is read once per iteration, after it.
+            let mono = Instant::now();
             // The drain waits for open connections, for running tasks' outcomes (the cancel
             // asked at shutdown) and for their runners to reap the agents, up to the deadline
             // (SPEC §4.6, docs/delegation.md). An outcome comes before the agent's shutdown
@@ -251,11 +253,11 @@ impl Server {
             let runners = self.tasks.as_ref().map_or(0, tasks::Executor::running);
             if self.shutting_down
                 && ((self.conns.is_empty() && self.hub.active_tasks() == 0 && runners == 0)
-                    || self.shutdown_deadline.is_some_and(|d| now.mono >= d))
+                    || self.shutdown_deadline.is_some_and(|d| mono >= d))
             {
                 break;
             }
-            let timeout = self.next_timeout(now.mono);
+            let timeout = self.next_timeout(mono);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
