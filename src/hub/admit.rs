@@ -48,7 +48,7 @@ impl Hub {
         if self.is_staged(&env.from, &env.id) {
             return Admission::InProgress;
         }
-        let mut queued = queued_from(env);
+        let mut queued = queued_from(env, &mut self.router);
         queued.seq = self.take_seq();
         let target = match self.stage_target(&queued) {
             Ok(t) => t,

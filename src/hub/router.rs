@@ -22,7 +22,7 @@ use std::sync::Arc;
 ///
 /// Every string is shared rather than owned (docs/performance.md "How cost grows with work"):
 /// a queued envelope's `from`, `to` and `kind` are the router's one copy of each name
-/// (`Router::enqueue_back` swaps them in), and its `id` is the same allocation the ledger keys
+/// (`Router::enqueue_back` swaps them in; a staged send takes them from `Router::name`), and its `id` is the same allocation the ledger keys
 /// its record by. Built with `Queued::new`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
@@ -465,6 +465,12 @@ impl Router {
     /// from mid-queue, and pushing it to the front would reorder the queue.
     pub fn requeue(&mut self, mut env: Queued) {
         self.share_names(&mut env);
+        self.requeue_shared(env);
+    }
+
+    /// `requeue` for an envelope whose `from`, `to` and `kind` already are shared copies
+    /// (`name`): every envelope the hub routes was built that way (`routing::queued_from`).
+    pub fn requeue_shared(&mut self, env: Queued) {
         let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);
         self.total_bytes += env.size_bytes();
@@ -483,7 +489,8 @@ impl Router {
     }
 
     /// `enqueue_back` for an envelope whose `from`, `to` and `kind` already are shared copies
-    /// (a restart queues a million: swapping them in again would cost three hashes each).
+    /// (a restart queues a million: swapping them in again would cost three hashes each; a
+    /// staged send's were taken from `name` when it was staged, `routing::queued_from`).
     pub fn enqueue_restored(&mut self, env: Queued) {
         let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);

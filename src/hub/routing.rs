@@ -6,12 +6,12 @@
 
 use super::event::{AuditEvent, Output};
 use super::ledger::{self, State};
-use super::router::Queued;
+use super::router::{Queued, Router};
 use super::session::{Conn, Phase};
 use super::{ConnId, Hub, Now, Rider, Staged, Target};
 use crate::roster::HUB_NAME;
 use crate::store::StoreOp;
-use crate::wire::{Envelope, HubLine, Reader};
+use crate::wire::{Envelope, Reader};
 use chrono::SecondsFormat;
 use std::sync::Arc;
 
@@ -89,9 +89,9 @@ impl Hub {
     pub(super) fn route(&mut self, env: Queued, returned: bool, now: Now) {
         if let Some(peer) = self.remote_peer(&env.to) {
             if returned {
-                self.router.requeue(env);
+                self.router.requeue_shared(env);
             } else {
-                self.router.enqueue_back(env);
+                self.router.enqueue_restored(env);
             }
             return self.pump_forward(&peer, now);
         }
@@ -106,8 +106,9 @@ impl Hub {
                 );
                 self.hand_off(waiter, env, ack, now)
             }
-            None if returned => self.router.requeue(env),
-            None => self.router.enqueue_back(env),
+            // Its names are the router's shared copies already (`queued_from`).
+            None if returned => self.router.requeue_shared(env),
+            None => self.router.enqueue_restored(env),
         }
     }
 
@@ -124,7 +125,7 @@ impl Hub {
     }
 
     pub(super) fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
-        let line = HubLine::Envelope(env.text.to_string()).encode();
+        let line = envelope_line(&env.text);
         let c = self
             .conns
             .get_mut(&conn)
@@ -230,7 +231,7 @@ impl Hub {
             env.correlation_id.as_deref(),
             env.body.get(),
         );
-        let mut queued = queued_from(env);
+        let mut queued = queued_from(env, &mut self.router);
         queued.seq = self.take_seq();
         self.staged.push(Staged {
             conn: None,
@@ -243,15 +244,74 @@ impl Hub {
     }
 }
 
-/// The router's form of an envelope: routing fields plus the canonical text.
-pub(super) fn queued_from(env: &Envelope) -> Queued {
+/// The delivery line of a queued envelope's text: the bytes `HubLine::Envelope(text).encode()`
+/// writes (a test compares them), built from the shared text without copying it into an
+/// owned `String` first.
+pub(super) fn envelope_line(text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 14);
+    s.push_str("{\"envelope\":");
+    s.push_str(text);
+    s.push_str("}\n");
+    s
+}
+
+/// The router's form of an envelope: routing fields plus the canonical text. Its `from`,
+/// `to` and `kind` are the router's shared copies from the start (one lookup each, no
+/// allocation for a name seen before), so queueing it later swaps nothing in
+/// (docs/performance.md, "Third pass: core and connections").
+pub(super) fn queued_from(env: &Envelope, router: &mut Router) -> Queued {
     // `seq` is stamped at staging.
-    Queued::new(
-        &env.id,
-        &env.from,
-        &env.to,
-        &env.kind,
-        env.correlation_id.as_deref(),
-        Arc::from(env.to_json()),
-    )
+    Queued {
+        id: Arc::from(env.id.as_str()),
+        from: router.name(&env.from),
+        to: router.name(&env.to),
+        kind: router.name(&env.kind),
+        correlation_id: env.correlation_id.as_deref().map(Arc::from),
+        text: Arc::from(env.to_json()),
+        seq: 0,
+        attempts: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::HubLine;
+
+    #[test]
+    fn a_delivery_line_is_the_wire_encoders_line() {
+        for text in ["{}", "{\"id\":\"e1\",\"body\":{\"x\":[1,2]}}", ""] {
+            assert_eq!(envelope_line(text), HubLine::Envelope(text.into()).encode());
+        }
+    }
+
+    /// A staged send's names are the router's copies from the start: queueing it swaps
+    /// nothing in, and a name seen before costs no allocation (operation count: the copies).
+    #[test]
+    fn a_staged_envelope_holds_the_routers_names() {
+        let mut router = Router::new(100, 1 << 20);
+        let (a, b, k) = (
+            router.name("alice"),
+            router.name("bob"),
+            router.name("task"),
+        );
+        let env = Envelope::new(
+            "e1".into(),
+            "alice".into(),
+            "bob".into(),
+            "2026-07-21T06:40:51Z".into(),
+            "task".into(),
+            None,
+            "{}".into(),
+        )
+        .expect("valid body");
+        let q = queued_from(&env, &mut router);
+        assert!(Arc::ptr_eq(&q.from, &a));
+        assert!(Arc::ptr_eq(&q.to, &b));
+        assert!(Arc::ptr_eq(&q.kind, &k));
+        assert_eq!(&*q.text, env.to_json());
+        router.enqueue_restored(q);
+        let queued = router.find("bob", 0);
+        assert!(queued.is_some_and(|(_, e)| Arc::ptr_eq(&e.to, &b)));
+    }
 }

@@ -85,18 +85,30 @@ impl Conn {
         self.out_pos < self.out.len()
     }
 
-    pub fn queue_line(&mut self, line: &[u8]) {
-        self.out.extend_from_slice(line);
+    pub fn queue_line(&mut self, line: String) {
+        self.append(line);
     }
 
-    pub fn queue_delivery(&mut self, line: &[u8]) {
+    /// Appends `line` to the output. When nothing waits (the usual case: one reply per
+    /// connection), the line's own buffer becomes the output, with no copy and no allocation
+    /// (docs/performance.md, "Third pass: core and connections").
+    fn append(&mut self, line: String) {
+        if self.out.is_empty() {
+            self.out = line.into_bytes();
+            self.out_pos = 0;
+        } else {
+            self.out.extend_from_slice(line.as_bytes());
+        }
+    }
+
+    pub fn queue_delivery(&mut self, line: String) {
         self.delivery = Some(DeliveryMark {
             start: self.out.len(),
             end: self.out.len() + line.len(),
             committed: false,
             done: false,
         });
-        self.out.extend_from_slice(line);
+        self.append(line);
     }
 
     /// True when a delivery is buffered and not one byte of it is written yet.
@@ -157,6 +169,36 @@ mod tests {
     /// The server's half of a parked await's memory (docs/performance.md, "W3: memory per
     /// parked await"): the boxed `Conn` itself, with both byte buffers empty (a parked
     /// connection's input is consumed and its output flushed).
+    fn conn() -> (Conn, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        s.set_nonblocking(true).expect("nonblocking");
+        (Conn::new(TcpStream::from_std(s)), client)
+    }
+
+    /// The usual reply (nothing else waiting) is not copied: its own buffer is the output.
+    /// A second line is appended after it, and a delivery's mark counts from where it starts.
+    #[test]
+    fn a_line_into_empty_output_is_moved_not_copied() {
+        let (mut c, _client) = conn();
+        let line = String::from("{\"ok\":{}}\n");
+        let at = line.as_ptr();
+        c.queue_line(line);
+        assert_eq!(c.out.as_ptr(), at);
+        c.queue_delivery("{\"envelope\":{}}\n".to_owned());
+        assert_eq!(c.out, b"{\"ok\":{}}\n{\"envelope\":{}}\n");
+        let d = c.delivery.expect("marked");
+        assert_eq!((d.start, d.end), (10, 26));
+        assert!(matches!(c.flush(|| {}), Flush::Done));
+        assert!(!c.has_output());
+        let line = String::from("{\"envelope\":{}}\n");
+        let at = line.as_ptr();
+        c.queue_delivery(line);
+        assert_eq!(c.out.as_ptr(), at);
+        assert_eq!(c.delivery.map(|d| (d.start, d.end)), Some((0, 16)));
+    }
+
     #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_connection_costs_the_server_at_most_128_bytes_inline() {

@@ -91,8 +91,13 @@ pub struct Server {
     next_conn: ConnId,
     /// IO deadlines (write and linger), by connection.
     deadlines: BTreeSet<(Instant, ConnId)>,
-    /// Connections with output to flush this iteration.
-    dirty: BTreeSet<ConnId>,
+    /// Connections with output to flush this iteration, in the order they got it, repeats
+    /// allowed: `settle` sorts, dedups and drops the closed ones, so the flush order is the
+    /// ascending one a `BTreeSet` gave, without a tree node allocated per iteration
+    /// (docs/performance.md, "Third pass: core and connections").
+    dirty: Vec<ConnId>,
+    /// `dirty`'s buffer while its ids are flushed, kept for its capacity.
+    flushing: Vec<ConnId>,
     /// Connections whose read budget ran out: read again next iteration.
     read_again: BTreeSet<ConnId>,
     records: Records,
@@ -177,7 +182,8 @@ impl Server {
             conns: crate::hub::ConnMap::default(),
             next_conn: FIRST_CONN,
             deadlines: BTreeSet::new(),
-            dirty: BTreeSet::new(),
+            dirty: Vec::new(),
+            flushing: Vec::new(),
             read_again: BTreeSet::new(),
             records,
             store,
@@ -236,7 +242,9 @@ impl Server {
     pub fn run(&mut self) -> Result<(), RunError> {
         let mut events = Events::with_capacity(1024);
         loop {
-            let now = self.now();
+            // Only the monotonic clock before the wait: the wall clock (a calendar conversion)
+            // is read once per iteration, after it.
+            let mono = Instant::now();
             // The drain waits for open connections, for running tasks' outcomes (the cancel
             // asked at shutdown) and for their runners to reap the agents, up to the deadline
             // (SPEC §4.6, docs/delegation.md). An outcome comes before the agent's shutdown
@@ -245,11 +253,11 @@ impl Server {
             let runners = self.tasks.as_ref().map_or(0, tasks::Executor::running);
             if self.shutting_down
                 && ((self.conns.is_empty() && self.hub.active_tasks() == 0 && runners == 0)
-                    || self.shutdown_deadline.is_some_and(|d| now.mono >= d))
+                    || self.shutdown_deadline.is_some_and(|d| mono >= d))
             {
                 break;
             }
-            let timeout = self.next_timeout(now.mono);
+            let timeout = self.next_timeout(mono);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -295,7 +303,7 @@ impl Server {
                         if event.is_writable()
                             && self.conns.get(&id).is_some_and(|c| c.has_output())
                         {
-                            self.dirty.insert(id);
+                            self.dirty.push(id);
                         }
                     }
                 }
@@ -450,6 +458,16 @@ impl Server {
                         }
                         continue;
                     }
+                    if conn.input.pending_len() == 0 {
+                        // Nothing held from an earlier read (the usual case: a whole line per
+                        // read): the lines are taken from the read buffer itself, and only a
+                        // partial tail is copied into the connection's own buffer.
+                        self.take_lines(id, n, max_line, now);
+                        if drained {
+                            return;
+                        }
+                        continue;
+                    }
                     conn.input.push(&self.scratch[..n]);
                     loop {
                         let conn = self.conns.get_mut(&id).expect("conn exists while reading");
@@ -484,6 +502,47 @@ impl Server {
         }
     }
 
+    /// Hands the complete lines in `self.scratch[..n]` to the core, as `LineBuffer` would
+    /// (same limit, same error), without copying them; a partial last line is kept in the
+    /// connection's buffer for the next read. Only called when that buffer holds nothing.
+    fn take_lines(&mut self, id: ConnId, n: usize, max_line: usize, now: Now) {
+        let mut start = 0;
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return;
+            };
+            if conn.discard_input {
+                return;
+            }
+            let pending = &self.scratch[start..n];
+            let too_long = match pending.iter().position(|&b| b == b'\n') {
+                Some(k) if k <= max_line => {
+                    self.hub.handle_line(id, &pending[..k], now);
+                    start += k + 1;
+                    None
+                }
+                Some(k) => Some(k),
+                None if pending.len() > max_line => Some(pending.len()),
+                None => {
+                    if !pending.is_empty() {
+                        conn.input.push(pending);
+                    }
+                    return;
+                }
+            };
+            if let Some(len_bytes) = too_long {
+                conn.discard_input = true;
+                conn.input = crate::wire::LineBuffer::new();
+                let e = crate::wire::LineTooLong {
+                    max_line_bytes: max_line,
+                    len_bytes,
+                };
+                self.hub.handle_bad_input(id, &e.to_string(), now);
+            }
+            self.drain_outputs();
+        }
+    }
+
     // ----- outputs, commit, flush -----
 
     fn drain_outputs(&mut self) {
@@ -491,21 +550,21 @@ impl Server {
             match out {
                 Output::Write { conn, line } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
-                        c.queue_line(line.as_bytes());
-                        self.dirty.insert(conn);
+                        c.queue_line(line);
+                        self.dirty.push(conn);
                     }
                 }
                 Output::Handoff { conn, line } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
-                        c.queue_delivery(line.as_bytes());
-                        self.dirty.insert(conn);
+                        c.queue_delivery(line);
+                        self.dirty.push(conn);
                     }
                 }
                 Output::Answered { conn } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.closing = true;
                         c.answered = true;
-                        self.dirty.insert(conn);
+                        self.dirty.push(conn);
                     }
                 }
                 Output::Close { conn, linger } => {
@@ -515,7 +574,7 @@ impl Server {
                         c.discard_input = true;
                         c.answered = false;
                         c.waiting_for_close = false;
-                        self.dirty.insert(conn);
+                        self.dirty.push(conn);
                     }
                 }
                 Output::Audit(ev) => self.records.audit(&ev),
@@ -629,12 +688,21 @@ impl Server {
             let holds = self.flusher.as_ref().is_some_and(Flusher::holds_commits);
             self.hub.handle_commit_point(now, holds);
             self.drain_outputs();
+            // A closed connection's id is never handed out again, so dropping the ids no longer
+            // in `conns` leaves what a set with `remove` on close would hold.
+            let conns = &self.conns;
+            self.dirty.retain(|id| conns.contains_key(id));
             if self.dirty.is_empty() {
                 break;
             }
-            for id in std::mem::take(&mut self.dirty) {
+            let mut batch = std::mem::replace(&mut self.dirty, std::mem::take(&mut self.flushing));
+            batch.sort_unstable();
+            batch.dedup();
+            for &id in &batch {
                 self.flush_conn(id, now);
             }
+            batch.clear();
+            self.flushing = batch;
         }
         let _ = self.records.flush_audit(std::iter::empty());
         self.records.flush_due(now.mono);
@@ -766,7 +834,6 @@ impl Server {
             None => flushed && !conn.has_output(),
         };
         drop(conn);
-        self.dirty.remove(&id);
         self.read_again.remove(&id);
         self.hub.handle_closed(id, flushed, reason, now);
         self.drain_outputs();
