@@ -59,7 +59,7 @@ impl Hub {
                 // The queue shares the ledger's copies of the id and the names.
                 let from = self.ledger.name(&rec.sender);
                 let kind = self.router.name(&e.kind);
-                self.router.enqueue_restored(Queued {
+                self.router.enqueue_shared(Queued {
                     id,
                     from,
                     to,

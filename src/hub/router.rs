@@ -22,8 +22,8 @@ use std::sync::Arc;
 ///
 /// Every string is shared rather than owned (docs/performance.md "How cost grows with work"):
 /// a queued envelope's `from`, `to` and `kind` are the router's one copy of each name
-/// (`Router::enqueue_back` swaps them in; a staged send takes them from `Router::name`), and its `id` is the same allocation the ledger keys
-/// its record by. Built with `Queued::new`.
+/// (`Router::enqueue_back` swaps them in; a staged send and a restored row take them from
+/// `Router::name`), and its `id` is the same allocation the ledger keys its record by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
     pub id: Arc<str>,
@@ -483,7 +483,7 @@ impl Router {
         mb.queue.insert(pos, env);
     }
 
-    /// The router's shared copy of a name, for an envelope built for `enqueue_restored`.
+    /// The router's shared copy of a name, for an envelope built for `enqueue_shared`.
     pub fn name(&mut self, name: &str) -> Arc<str> {
         self.names.intern(name)
     }
@@ -491,7 +491,7 @@ impl Router {
     /// `enqueue_back` for an envelope whose `from`, `to` and `kind` already are shared copies
     /// (a restart queues a million: swapping them in again would cost three hashes each; a
     /// staged send's were taken from `name` when it was staged, `routing::queued_from`).
-    pub fn enqueue_restored(&mut self, env: Queued) {
+    pub fn enqueue_shared(&mut self, env: Queued) {
         let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);
         self.total_bytes += env.size_bytes();

@@ -91,7 +91,7 @@ impl Hub {
             if returned {
                 self.router.requeue_shared(env);
             } else {
-                self.router.enqueue_restored(env);
+                self.router.enqueue_shared(env);
             }
             return self.pump_forward(&peer, now);
         }
@@ -108,7 +108,7 @@ impl Hub {
             }
             // Its names are the router's shared copies already (`queued_from`).
             None if returned => self.router.requeue_shared(env),
-            None => self.router.enqueue_restored(env),
+            None => self.router.enqueue_shared(env),
         }
     }
 
@@ -125,7 +125,7 @@ impl Hub {
     }
 
     pub(super) fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
-        let line = envelope_line(&env.text);
+        let line = crate::wire::envelope_line(&env.text);
         let c = self
             .conns
             .get_mut(&conn)
@@ -244,17 +244,6 @@ impl Hub {
     }
 }
 
-/// The delivery line of a queued envelope's text: the bytes `HubLine::Envelope(text).encode()`
-/// writes (a test compares them), built from the shared text without copying it into an
-/// owned `String` first.
-pub(super) fn envelope_line(text: &str) -> String {
-    let mut s = String::with_capacity(text.len() + 14);
-    s.push_str("{\"envelope\":");
-    s.push_str(text);
-    s.push_str("}\n");
-    s
-}
-
 /// The router's form of an envelope: routing fields plus the canonical text. Its `from`,
 /// `to` and `kind` are the router's shared copies from the start (one lookup each, no
 /// allocation for a name seen before), so queueing it later swaps nothing in
@@ -276,14 +265,6 @@ pub(super) fn queued_from(env: &Envelope, router: &mut Router) -> Queued {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::HubLine;
-
-    #[test]
-    fn a_delivery_line_is_the_wire_encoders_line() {
-        for text in ["{}", "{\"id\":\"e1\",\"body\":{\"x\":[1,2]}}", ""] {
-            assert_eq!(envelope_line(text), HubLine::Envelope(text.into()).encode());
-        }
-    }
 
     /// A staged send's names are the router's copies from the start: queueing it swaps
     /// nothing in, and a name seen before costs no allocation (operation count: the copies).
@@ -310,7 +291,7 @@ mod tests {
         assert!(Arc::ptr_eq(&q.to, &b));
         assert!(Arc::ptr_eq(&q.kind, &k));
         assert_eq!(&*q.text, env.to_json());
-        router.enqueue_restored(q);
+        router.enqueue_shared(q);
         let queued = router.find("bob", 0);
         assert!(queued.is_some_and(|(_, e)| Arc::ptr_eq(&e.to, &b)));
     }

@@ -524,13 +524,7 @@ impl HubLine {
                 s.push_str("}}");
                 s
             }
-            HubLine::Envelope(text) => {
-                let mut s = String::with_capacity(text.len() + 15);
-                s.push_str("{\"envelope\":");
-                s.push_str(text);
-                s.push('}');
-                s
-            }
+            HubLine::Envelope(text) => return envelope_line(text),
             HubLine::Timeout => return "{\"timeout\":{}}\n".to_owned(),
             HubLine::Acked { id } => format!("{{\"acked\":{{\"id\":{}}}}}", to_json(id)),
             HubLine::Status(st) => format!("{{\"status\":{}}}", to_json(st)),
@@ -545,6 +539,17 @@ impl HubLine {
         s.push('\n');
         s
     }
+}
+
+/// The delivery line `{"envelope":TEXT}` and its newline: `HubLine::Envelope`'s bytes, for
+/// a caller holding the text shared rather than owned (the hub's queued `Arc<str>`), so it is
+/// not copied into a `String` first (docs/performance.md, "Third pass: core and connections").
+pub fn envelope_line(text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 15);
+    s.push_str("{\"envelope\":");
+    s.push_str(text);
+    s.push_str("}\n");
+    s
 }
 
 /// Deserialises a payload that must be a JSON object. serde's derived structs also accept a
@@ -669,6 +674,7 @@ mod tests {
             HubLine::Envelope(text.into()).encode(),
             format!("{{\"envelope\":{text}}}\n")
         );
+        assert_eq!(envelope_line(text), format!("{{\"envelope\":{text}}}\n"));
         assert_eq!(HubLine::Ok.encode(), "{\"ok\":{}}\n");
         assert_eq!(HubLine::Timeout.encode(), "{\"timeout\":{}}\n");
     }
