@@ -788,14 +788,17 @@ check_reaped() {
     local agent=$1 name=$2 task=$3 log=$4 i left="" exited=""
     for ((i = 0; i < 200; i++)); do
         left=$(task_procs "$task")
-        exited=$(sed -n "s/.* task $task: agent exited (\(.*\))\$/\1/p" "$log" | head -n1)
+        # The exit line may carry a suffix ("; N lines after the outcome ignored", when the
+        # agent spoke after its outcome, as codex-acp can under load): the status is the
+        # parenthesis right after "agent exited".
+        exited=$(sed -n "s/.* task $task: agent exited (\([^)]*\)).*\$/\1/p" "$log" | head -n1)
         [[ -z $left && -n $exited ]] && break
         sleep 0.1
     done
     if [[ -z $left && -n $exited ]]; then
         pass "$agent" "$name" "the hub reaped the agent ($exited); no process of the task left"
     elif [[ -z $left ]]; then
-        fail "$agent" "$name" "no process left, but the hub never logged the agent's exit"
+        fail "$agent" "$name" "no process left, but the hub never logged the agent's exit; its lines for the task: $(grep -F "task $task:" "$log" | cut -c1-200 | tail -n 4 | tr '\n' ';')"
     else
         fail "$agent" "$name" "still running: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80; done | tr '\n' ';')"
         for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
