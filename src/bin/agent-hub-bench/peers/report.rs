@@ -142,10 +142,23 @@ impl PeerReport {
                 .iter()
                 .map(|t| {
                     let cpu = median_of(&t.w4, |r| cpu_per(&r.usage, r.round_trips));
-                    (
-                        median_of(&t.w4, |r| Some(r.per_s())),
-                        cpu.map(|c| format!("server CPU {c:.0} µs per round trip")),
-                    )
+                    let gen = median_of(&t.w4, |r| r.usage.generator_us_per(r.round_trips));
+                    let busy = median_of(&t.w4, |r| r.usage.machine.and_then(|m| m.busy_share()));
+                    // The generator's CPU and the machine's busy share say what bounds the
+                    // figure (docs/performance.md "W4: what bounds it").
+                    let mut note = cpu.map(|c| format!("server CPU {c:.0} µs"));
+                    if let Some(g) = gen {
+                        let n = note.get_or_insert_with(String::new);
+                        n.push_str(&format!(", clients {g:.0} µs"));
+                    }
+                    if let Some(n) = note.as_mut() {
+                        n.push_str(" per round trip");
+                    }
+                    if let Some(b) = busy {
+                        let n = note.get_or_insert_with(String::new);
+                        n.push_str(&format!("; machine {:.0} % busy", b * 100.0));
+                    }
+                    (median_of(&t.w4, |r| Some(r.per_s())), note)
                 })
                 .collect(),
             unit_digits: 0,
@@ -281,6 +294,8 @@ fn usage_json(u: &Usage, ops: usize) -> serde_json::Value {
         "server_cpu_clock_s": u.cpu.clock.map(|c| round3(c.as_secs_f64())),
         "server_cpu_us_per_op": u.cpu_us_per(ops).map(round1),
         "write_syscalls_per_op": u.syscw_per(ops).map(|x| (x * 100.0).round() / 100.0),
+        "generator_cpu_us_per_op": u.generator_us_per(ops).map(round1),
+        "machine_busy_share": u.machine.and_then(|m| m.busy_share()).map(|x| (x * 1000.0).round() / 1000.0),
     })
 }
 
@@ -352,6 +367,8 @@ fn target_json(t: &TargetRuns, _opts: &Opts) -> serde_json::Value {
             "median": {
                 "round_trips_per_s": opt1(median_of(&t.w4, |r| Some(r.per_s()))),
                 "server_cpu_us_per_round_trip": opt1(median_of(&t.w4, |r| r.usage.cpu_us_per(r.round_trips))),
+                "generator_cpu_us_per_round_trip": opt1(median_of(&t.w4, |r| r.usage.generator_us_per(r.round_trips))),
+                "machine_busy_share": median_of(&t.w4, |r| r.usage.machine.and_then(|m| m.busy_share())).map(|x| (x * 1000.0).round() / 1000.0),
                 "latency_p50_us": opt1(median_of(&t.w4, |r| Some(r.latency.p50_us))),
             },
             "runs": t.w4.iter().map(|r| {
