@@ -13,11 +13,13 @@
 //! The code, one job per module: `conn` (a buffered connection and the framing helpers),
 //! `target` (the vocabulary the workloads speak), one client per target (`hub`, `redis`,
 //! `beanstalk`, `nats`), `servers` (the peer processes and `/proc` readings), `window` (CPU and
-//! syscalls over a measured window), one module per workload (`w1_sends` … `w4_pairs`), and
+//! syscalls over a measured window), one module per workload (`w1_sends` … `w4_pairs`), `floor`
+//! (the least CPU a connection of W1's shape costs on this machine, which bounds W4), and
 //! `report` (medians, the markdown table and the JSON).
 
 mod beanstalk;
 mod conn;
+mod floor;
 mod hub;
 mod nats;
 mod redis;
@@ -135,8 +137,22 @@ pub(crate) fn run_side_by_side(opts: &Opts) -> Res<()> {
     fixture_opts.parked = opts.peer_waiters;
     let fixture = Fixture::write(&work.path, &fixture_opts)?;
     let machine = Machine::read();
+    let mut floors = Vec::new();
     for rep in 0..opts.reps {
         repetition(opts, rep, &work.path, &fixture, &mut runs)?;
+        // As many client threads as W4 has (a requester and a responder per pair).
+        progress(&format!(
+            "peers: rep {}/{}: loopback floor",
+            rep + 1,
+            opts.reps
+        ));
+        match floor::floor(opts.pairs * 2, opts.peer_secs, opts.body_bytes) {
+            Ok(f) => floors.push(f),
+            Err(e) => progress(&format!(
+                "peers: rep {}: the loopback floor failed: {e}",
+                rep + 1
+            )),
+        }
     }
     // A peer's failure is the peer's (recorded, the run goes on); the hub's fails the run,
     // after the report, since the hub is what the bench is for.
@@ -149,6 +165,7 @@ pub(crate) fn run_side_by_side(opts: &Opts) -> Res<()> {
         machine,
         runs,
         skipped,
+        floors,
     };
     if opts.json {
         let v = report.to_json(opts);

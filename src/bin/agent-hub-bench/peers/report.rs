@@ -3,6 +3,7 @@
 //! (`--json`: one object, with the machine as in the bench's other reports, and each
 //! repetition's figures beside the medians).
 
+use super::floor::Floor;
 use super::window::Usage;
 use super::{Skipped, TargetRuns};
 use crate::*;
@@ -11,6 +12,8 @@ pub(crate) struct PeerReport {
     pub(crate) machine: Machine,
     pub(crate) runs: Vec<TargetRuns>,
     pub(crate) skipped: Vec<Skipped>,
+    /// The loopback floor, one per repetition (`floor`).
+    pub(crate) floors: Vec<Floor>,
 }
 
 /// The median of the figures present (the mean of the middle two for an even count).
@@ -225,7 +228,31 @@ impl PeerReport {
             let lead = self.leader(&row).unwrap_or_else(|| "–".into());
             let _ = writeln!(out, " {lead} |");
         }
+        if let Some(per) = self.floor_us() {
+            let _ = write!(
+                out,
+                "\nLoopback floor (median of {}): a connection of W1's shape against a server in the bench that only answers lines costs {per:.1} µs of CPU, client, server and kernel together, on {} CPUs; at four such connections per W4 round trip (one verb per connection), no server exceeds {} round trips/s here.\n",
+                self.floors.len(),
+                self.machine.nproc,
+                thousands(self.floor_bound(per), 0)
+            );
+        }
         out
+    }
+
+    /// The floor's CPU µs per connection, the median over the repetitions.
+    fn floor_us(&self) -> Option<f64> {
+        median(
+            self.floors
+                .iter()
+                .filter_map(Floor::us_per_connection)
+                .collect(),
+        )
+    }
+
+    /// W4 round trips/s that the machine's CPUs allow at four floor connections each.
+    fn floor_bound(&self, per: f64) -> f64 {
+        self.machine.nproc as f64 * 1e6 / (4.0 * per)
     }
 
     pub(crate) fn to_text(&self, opts: &Opts) -> String {
@@ -283,6 +310,15 @@ impl PeerReport {
                 "skipped": skipped,
                 "leads": leads,
                 "table_markdown": self.markdown(opts),
+                "floor": {
+                    "cpu_us_per_connection": self.floor_us().map(round1),
+                    "w4_round_trips_per_s_bound": self.floor_us().map(|p| self.floor_bound(p).round()),
+                    "runs": self.floors.iter().map(|f| json!({
+                        "connections": f.connections,
+                        "cpu_s": round3(f.cpu.clock.unwrap_or(f.cpu.stat).as_secs_f64()),
+                        "cpu_us_per_connection": f.us_per_connection().map(round1),
+                    })).collect::<Vec<_>>(),
+                },
             }
         })
     }
