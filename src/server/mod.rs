@@ -25,9 +25,8 @@ mod write_buf;
 
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
-use crate::roster::Roster;
 use crate::store::flush::{FlushResult, Flusher};
-use crate::store::{Loaded, Store};
+use crate::store::Store;
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -132,14 +131,14 @@ pub struct Server {
 impl Server {
     /// A server on an already-bound listener. `signals` is None in tests that stop the server
     /// another way.
+    /// `hub` holds what the store held (`startup` restores it before the loop exists).
     pub fn new(
         listener: TcpListener,
         signals: Option<signal::Signals>,
-        roster: Roster,
+        hub: Hub,
         limits: Limits,
         records: Records,
         mut store: Box<dyn Store>,
-        loaded: Loaded,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = listener;
@@ -155,9 +154,7 @@ impl Server {
             mono: Instant::now(),
             wall: chrono::Utc::now(),
         };
-        let mut hub = Hub::new(roster, limits.clone(), Box::new(os_ids::OsIds))
-            .with_durable(store.is_durable());
-        hub.restore(loaded, now);
+        let mut hub = hub;
         hub.start_purging(now);
         let flusher = match store.take_background() {
             Some(work) => {
