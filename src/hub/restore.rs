@@ -136,7 +136,13 @@ impl Restoring<'_> {
 
 impl RowSink for Restoring<'_> {
     fn expect(&mut self, rows: usize) {
-        self.hub.ledger.reserve(rows);
+        // A bound, not a count: never more than the ledger holds after a purge (settled ids
+        // up to `idempotency_max_ids`) and every queue full.
+        let limits = &self.hub.limits;
+        let most = limits
+            .idempotency_max_ids
+            .saturating_add(limits.queue_max_envelopes);
+        self.hub.ledger.reserve(rows.min(most));
     }
 
     fn row(&mut self, row: RowRef<'_>) -> Result<(), String> {

@@ -139,7 +139,9 @@ pub struct QueuedRef<'a> {
 /// Where `Store::load_rows` puts each row. An error stops the load and becomes the store's
 /// `StoreError::Corrupt`: a sink refuses a row it cannot take (a repeated sender and id).
 pub trait RowSink {
-    /// At most this many rows follow (a hint to size tables once; none may follow).
+    /// At most this many rows follow (a hint to size tables once: fewer may follow, far
+    /// fewer when the store forgot most of a long run's rows, so a sink caps what it
+    /// reserves by what it could hold).
     fn expect(&mut self, _rows: usize) {}
     fn row(&mut self, row: RowRef<'_>) -> Result<(), String>;
 }

@@ -20,8 +20,10 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 /// Columns in the order `decode` reads them.
 pub(super) const SELECT_ALL: &str = "SELECT seq, recipient, id, sender, kind, correlation_id, text, attempts, digest, accepted_ms, state, detail, state_ms, reader FROM envelopes ORDER BY seq";
 
-/// The rows `SELECT_ALL` reads, counted first to size the sink's tables.
-pub(super) const COUNT_ALL: &str = "SELECT count(*) FROM envelopes";
+/// The first and last seq of `SELECT_ALL`'s rows: a bound on their number, to size the
+/// sink's tables (each query one descent of the table's b-tree).
+pub(super) const FIRST_SEQ: &str = "SELECT min(seq) FROM envelopes";
+pub(super) const LAST_SEQ: &str = "SELECT max(seq) FROM envelopes";
 
 /// The largest acceptance number a row may carry. The hub numbers new envelopes after the
 /// largest it loads and stores them as SQLite integers (i64), so a seq near i64::MAX would
