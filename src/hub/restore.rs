@@ -10,7 +10,8 @@
 //! text arrives already in the `Arc<str>` the queue keeps. One ledger insert per row, which
 //! also finds a repeated sender and id (the store leaves that check to the sink).
 
-use super::ledger::{Record, State};
+use super::ledger::{Ledger, Record, State};
+use super::router::Router;
 use super::{Hub, Now, Queued};
 use crate::store::{Loaded, RowRef, RowSink};
 use std::sync::Arc;
@@ -105,6 +106,25 @@ impl Hub {
         );
         (env.seq, env.attempts) = (e.seq, e.attempts);
         self.router.enqueue_back(env);
+    }
+}
+
+impl Hub {
+    /// Gives up the queues and the ledger without freeing them, for a process about to exit
+    /// (the server's orderly stop, after everything is committed, flushed and logged): a hub
+    /// holding a million envelopes spent seconds freeing them one by one, memory the exit
+    /// returns at once (docs/performance.md "Restart: the third pass"). The hub is left
+    /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
+    /// queues held is in the store.
+    pub fn forget_held(&mut self) {
+        let router = Router::new(self.limits.queue_max_envelopes, self.limits.queue_max_bytes)
+            .with_total_cap(self.limits.hub_max_bytes);
+        let ledger = Ledger::new(
+            self.limits.idempotency_window_secs,
+            self.limits.idempotency_max_ids,
+        );
+        std::mem::forget(std::mem::replace(&mut self.router, router));
+        std::mem::forget(std::mem::replace(&mut self.ledger, ledger));
     }
 }
 

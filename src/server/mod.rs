@@ -236,6 +236,12 @@ impl Server {
     }
 
     /// Runs until SIGTERM/SIGINT, then shuts down cleanly (SPEC §4.6).
+    /// After `run` returned, in a process that exits next: the hub's queues and ledger are
+    /// left to the exit to free (`Hub::forget_held`) instead of being freed one by one.
+    pub fn forget_held_at_exit(&mut self) {
+        self.hub.forget_held();
+    }
+
     pub fn run(&mut self) -> Result<(), RunError> {
         let mut events = Events::with_capacity(1024);
         loop {

@@ -27,6 +27,9 @@ use std::sync::Arc;
 const BATCH_ROWS: usize = 1024;
 /// Batches the reader may run ahead of the sink.
 const BATCHES_IN_FLIGHT: usize = 8;
+/// Fewer bytes than any row takes in the file (its digest alone is 32): bounds the rows a
+/// file of a given size can hold, for the sink's hint.
+const MIN_ROW_BYTES: i64 = 40;
 
 /// A checked row with its short strings as ranges of its batch's buffer.
 struct Packed {
@@ -128,9 +131,17 @@ pub(super) fn load_rows(conn: &mut Connection, sink: &mut dyn RowSink) -> Result
         conn.query_row(sql, [], |r| r.get(0))
             .map_err(super::sqlite::open_err)
     };
+    // A store that forgot most of a long run's rows has a span far above its rows, and a
+    // damaged one may hold any seq: the pages in use bound the rows too (each row holds
+    // at least its 32-byte digest and a few bytes more), so the hint stays near the truth.
     if let (Some(first), Some(last)) = (bound(rows::FIRST_SEQ)?, bound(rows::LAST_SEQ)?) {
         let span = last.saturating_sub(first).saturating_add(1);
-        sink.expect(usize::try_from(span).unwrap_or(0));
+        let pages = bound("PRAGMA page_count")?.unwrap_or(0);
+        let free = bound("PRAGMA freelist_count")?.unwrap_or(0);
+        let size = bound("PRAGMA page_size")?.unwrap_or(0);
+        let in_use = pages.saturating_sub(free).saturating_mul(size);
+        let most = span.min(in_use / MIN_ROW_BYTES + 1);
+        sink.expect(usize::try_from(most).unwrap_or(0));
     }
     std::thread::scope(|scope| {
         let (tx, rx) = sync_channel(BATCHES_IN_FLIGHT);
