@@ -125,9 +125,10 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
     for _ in 0..opts.scale_restarts.max(1) {
         let t0 = Instant::now();
         let hub = big.start(server)?;
-        // The listener is bound before the store is restored, so a TCP connect alone would
-        // succeed early: the clock stops at the hub's answer to a hello and a `status` of the
-        // last envelope, which the loop gives only once everything is restored.
+        // Builds before the third pass bound the listener before restoring the store, so a
+        // TCP connect alone would stop their clock early: the clock stops at the hub's
+        // answer to a hello and a `status` of the last envelope, which the loop gives only
+        // once everything is restored, whichever build runs.
         let mut bytes = big.agent(SENDER)?.hello.to_vec();
         let last = opts.scale_restart - 1;
         bytes.extend_from_slice(format!("{{\"status\":{{\"id\":\"r-{last}\"}}}}\n").as_bytes());
