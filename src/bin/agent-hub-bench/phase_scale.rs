@@ -125,7 +125,7 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
     for _ in 0..opts.scale_restarts.max(1) {
         let t0 = Instant::now();
         let hub = big.start(server)?;
-        // Builds before the third pass bound the listener before restoring the store, so a
+        // Builds before commit a245879 bound the listener before restoring the store, so a
         // TCP connect alone would stop their clock early: the clock stops at the hub's
         // answer to a hello and a `status` of the last envelope, which the loop gives only
         // once everything is restored, whichever build runs.
