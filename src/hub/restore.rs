@@ -7,7 +7,7 @@
 //! it can: the row arrives borrowed from the store's buffer (`store::RowRef`), its names are
 //! the ledger's and the router's shared copies (the last row's, without a hash, when they
 //! repeat), its id is allocated once for both the ledger's key and the queue entry, and its
-//! text arrives already in the `Arc<str>` the queue keeps. One ledger insert per row, which
+//! text is copied once, into the `Arc<str>` the queue keeps. One ledger insert per row, which
 //! also finds a repeated sender and id (the store leaves that check to the sink).
 
 use super::ledger::{Ledger, Record, State};
@@ -80,7 +80,7 @@ impl Hub {
                 queued: queued.as_ref().map(|e| crate::store::QueuedRef {
                     kind: &e.kind,
                     correlation_id: e.correlation_id.as_deref(),
-                    text: e.text.clone(),
+                    text: &e.text,
                     attempts: e.attempts,
                 }),
             };
@@ -173,8 +173,14 @@ impl RowSink for Restoring<'_> {
             if let Some(q) = row.queued {
                 let hub = &mut *self.hub;
                 hub.next_seq = hub.next_seq.max(row.seq + 1);
-                let mut env =
-                    Queued::new(row.id, row.sender, row.to, q.kind, q.correlation_id, q.text);
+                let mut env = Queued::new(
+                    row.id,
+                    row.sender,
+                    row.to,
+                    q.kind,
+                    q.correlation_id,
+                    Arc::from(q.text),
+                );
                 (env.seq, env.attempts) = (row.seq, q.attempts);
                 hub.router.enqueue_back(env);
             }
@@ -221,7 +227,7 @@ impl RowSink for Restoring<'_> {
                 to,
                 kind,
                 correlation_id: q.correlation_id.map(Into::into),
-                text: q.text,
+                text: Arc::from(q.text),
                 seq: row.seq,
                 attempts: q.attempts,
             });

@@ -7,8 +7,9 @@
 //!
 //! The rows cross in batches, in acceptance order, through a bounded channel (at most
 //! `BATCHES_IN_FLIGHT` batches held at once, so a slow sink bounds the memory ahead of it).
-//! A batch copies a row's short strings (names, id, kind, state, detail) into one buffer and
-//! moves its text's `Arc<str>`: a few allocations per batch, not per row. The first error,
+//! A batch copies a row's strings (names, id, kind, detail, the text) into one buffer: a few
+//! allocations per batch, not per row. The text's own allocation (the `Arc<str>` a queue
+//! keeps) is the sink's, which evens the two threads' shares (the reader's was the larger). The first error,
 //! from either side, ends the load: a failed check or a failed step is sent as the last
 //! message; a sink that refuses a row drops the receiver, which stops the reader at its next
 //! send. The reader borrows the store's one connection for the scope of the load (scoped
@@ -20,7 +21,6 @@ use super::{rows, QueuedRef, RowRef, RowSink, StoreError};
 use rusqlite::Connection;
 use std::ops::Range;
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::Arc;
 
 /// Rows per batch: large enough that the channel's cost per row is nothing, small enough
 /// that the sink starts at once and a batch stays in cache.
@@ -49,7 +49,7 @@ struct Packed {
 struct PackedQueued {
     kind: Range<usize>,
     correlation_id: Option<Range<usize>>,
-    text: Arc<str>,
+    text: Range<usize>,
     attempts: u32,
 }
 
@@ -86,7 +86,7 @@ impl Batch {
             queued: r.queued.map(|q| PackedQueued {
                 kind: self.put(q.kind),
                 correlation_id: q.correlation_id.map(|c| self.put(c)),
-                text: q.text,
+                text: self.put(q.text),
                 attempts: q.attempts,
             }),
         };
@@ -112,7 +112,7 @@ impl Batch {
                 queued: p.queued.map(|q| QueuedRef {
                     kind: text(&q.kind),
                     correlation_id: q.correlation_id.as_ref().map(text),
-                    text: q.text,
+                    text: text(&q.text),
                     attempts: q.attempts,
                 }),
             })?;

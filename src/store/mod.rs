@@ -131,8 +131,9 @@ pub struct RowRef<'a> {
 pub struct QueuedRef<'a> {
     pub kind: &'a str,
     pub correlation_id: Option<&'a str>,
-    /// Read from its row straight into the shared form the hub's queue keeps (`Queued::text`).
-    pub text: Arc<str>,
+    /// Checked against the row (`rows`); the sink copies it once into the form it keeps
+    /// (the hub: the `Arc<str>` of `Queued::text`), on its own thread (`load`).
+    pub text: &'a str,
     pub attempts: u32,
 }
 
@@ -160,7 +161,7 @@ impl RowSink for Loaded {
                 sender: r.sender.to_owned(),
                 kind: q.kind.to_owned(),
                 correlation_id: q.correlation_id.map(str::to_owned),
-                text: q.text,
+                text: Arc::from(q.text),
                 attempts: q.attempts,
             });
         }

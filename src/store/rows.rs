@@ -184,21 +184,6 @@ impl<'r> Cols<'r, '_> {
         }
     }
 
-    /// Text read straight into an `Arc<str>` (one copy from SQLite's buffer, none after).
-    fn opt_shared(&self, i: usize, name: &str) -> Result<Option<std::sync::Arc<str>>, String> {
-        match self.get(i, name)? {
-            ValueRef::Null => Ok(None),
-            ValueRef::Text(b) => match std::str::from_utf8(b) {
-                Ok(s) => Ok(Some(std::sync::Arc::from(s))),
-                Err(e) => Err(format!(
-                    "{name} is not valid UTF-8 (bad byte at offset {})",
-                    e.valid_up_to()
-                )),
-            },
-            other => Err(format!("{name} is {}, not text", kind(&other))),
-        }
-    }
-
     fn nonempty(&self, i: usize, name: &str) -> Result<&'r str, String> {
         let s = self.text(i, name)?;
         if s.is_empty() {
@@ -304,10 +289,10 @@ pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
         to: recipient,
         queued: None,
     };
-    let Some(text) = c.opt_shared(6, "text").map_err(at)? else {
+    let Some(text) = c.opt_text(6, "text").map_err(at)? else {
         return Ok(stored);
     };
-    check_text(&text, stored.id, stored.sender, stored.to).map_err(at)?;
+    check_text(text, stored.id, stored.sender, stored.to).map_err(at)?;
     stored.queued = Some(QueuedRef {
         kind: c.text(4, "kind").map_err(at)?,
         correlation_id: c.opt_text(5, "correlation_id").map_err(at)?,

@@ -187,7 +187,7 @@ fn row_ref<'a>(e: &'a StoredEnvelope, r: &'a StoredId, queued: bool) -> crate::s
         queued: queued.then(|| crate::store::QueuedRef {
             kind: &e.kind,
             correlation_id: e.correlation_id.as_deref(),
-            text: e.text.clone(),
+            text: &e.text,
             attempts: e.attempts,
         }),
     }
