@@ -8,7 +8,7 @@ of the store, so both see the same machine load.
 Usage: restart-time.py SERVER DIR [LAST_ID]
   DIR is a copy of the bench's `scale-1-restart` directory (config.toml, roster.toml with
   `scale-sender`, queue.db); LAST_ID defaults to r-999999 (the last of a million).
-The hub is stopped with SIGTERM afterwards."""
+The hub is stopped with SIGTERM afterwards, and the time it took to exit is printed."""
 import json
 import os
 import re
@@ -62,8 +62,10 @@ def main():
     answer = buf.decode().splitlines()[-1]
     print(f"wall {wall:.2f} s, hub CPU {cpu:.2f} s, RSS {int(rss.split()[1]) // 1024} MiB; "
           f"answer {answer[:100]}")
+    t1 = time.monotonic()
     hub.terminate()
-    hub.wait(timeout=600)
+    code = hub.wait(timeout=600)
+    print(f"stop (SIGTERM -> exit {code}) {time.monotonic() - t1:.2f} s")
 
 
 if __name__ == "__main__":

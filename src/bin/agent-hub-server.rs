@@ -194,7 +194,12 @@ fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
         started.addr
     ));
     match started.server.run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            // Everything is committed, flushed and logged; the rest of the server (store,
+            // logs, threads) still closes in order as it is dropped.
+            started.server.forget_held_at_exit();
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             started.server.records().log("ERROR", &e.to_string());
             started.server.records().flush_service();

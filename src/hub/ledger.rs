@@ -349,8 +349,12 @@ impl Ledger {
         if !to_interned {
             record.to = self.names.intern(&record.to);
         }
+        self.insert_shared(sender, id.shared(), record)
+    }
+
+    /// `insert` with the sender's and the record's names already the ledger's (`name`).
+    fn insert_shared(&mut self, sender: Arc<str>, id_arc: Arc<str>, record: Record) -> Inserted {
         let after = Some(Self::settlement(&record));
-        let id_arc = id.shared();
         self.probe(1);
         let (key, found) = match self.records.entry(id_arc) {
             Entry::Vacant(slot) => {
@@ -404,6 +408,22 @@ impl Ledger {
     /// and skipping the second interning saves a hash per record.
     pub fn remember_interned(&mut self, sender: &str, id: &Arc<str>, record: Record) {
         self.insert(sender, id, record, true);
+    }
+
+    /// A restored row's record (`hub::restore`): `sender` and `record.to` are the ledger's
+    /// own copies (`name`), `id` becomes the key. When (sender, id) was remembered already
+    /// (a store that repeats a key), the record replaces it and the earlier one's seq is
+    /// returned.
+    pub fn restore_record(
+        &mut self,
+        sender: Arc<str>,
+        id: Arc<str>,
+        record: Record,
+    ) -> Option<u64> {
+        match self.insert_shared(sender, id, record) {
+            Inserted::New => None,
+            Inserted::Replaced(old) => Some(old.seq),
+        }
     }
 
     /// Moves a remembered envelope to `state`; its `seq`, or None if it is not remembered.

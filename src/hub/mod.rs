@@ -35,6 +35,7 @@ mod recent;
 mod redelivery;
 pub mod remote_presence;
 mod restore;
+pub use restore::Restoring;
 pub mod roster_reload;
 pub mod router;
 mod routing;

@@ -15,7 +15,7 @@
 //! given up: a link that drops or a peer whose store fails is not the envelope's fault, and a
 //! peer refuses for good any envelope it cannot take, in its ack.
 
-use super::{ledger, AuditEvent, ConnId, Hub, Now, Output, Queued, State, StoreOp};
+use super::{AuditEvent, ConnId, Hub, Now, Output, Queued, State, StoreOp};
 use crate::wire::Envelope;
 
 impl Hub {
@@ -115,13 +115,10 @@ impl Hub {
     }
 
     /// Restores the reason of a remembered id loaded from the store.
-    pub(super) fn restore_reason(&mut self, rec: &crate::store::StoredId) {
-        let gone = matches!(
-            ledger::State::parse(&rec.state),
-            Some(State::Bounced | State::Lost)
-        );
-        if let (true, Some(detail)) = (gone, &rec.detail) {
-            self.reasons.insert(rec.seq, detail.clone());
+    pub(super) fn restore_reason(&mut self, state: State, seq: u64, detail: Option<&str>) {
+        let gone = matches!(state, State::Bounced | State::Lost);
+        if let (true, Some(detail)) = (gone, detail) {
+            self.reasons.insert(seq, detail.to_owned());
         }
     }
 }

@@ -1,78 +1,93 @@
 //! Startup from the durable store (SPEC §12.1): the queues, the ledger of remembered ids and
 //! the acceptance order rebuilt from what the store held, before the loop takes connections.
-//! Refuses IO: the server loads the store and hands the result in.
+//! Refuses IO: the server has the store read its rows into `Restoring`, the hub's sink.
 //!
 //! A restart may bring back a million envelopes (docs/performance.md "How cost grows with
-//! work"), so each row costs one pass: one ledger insert (one hash of its id, its names
-//! shared), and its queued envelope, if any, queued with the same id, names and text
-//! allocations the ledger and the store's row already made.
+//! work", "Restart: the third pass"), so each row costs one pass and as few allocations as
+//! it can: the row arrives borrowed from the store's buffer (`store::RowRef`), its names are
+//! the ledger's and the router's shared copies (the last row's, without a hash, when they
+//! repeat), its id is allocated once for both the ledger's key and the queue entry, and its
+//! text is copied once, into the `Arc<str>` the queue keeps. One ledger insert per row, which
+//! also finds a repeated sender and id (the store leaves that check to the sink).
 
-use super::ledger::{Record, State};
+use super::ledger::{Ledger, Record, State};
+use super::router::Router;
 use super::{Hub, Now, Queued};
-use crate::store::Loaded;
+use crate::store::{Loaded, RowRef, RowSink};
+use std::sync::Arc;
+
+/// The hub's sink for `Store::load_rows` (`Hub::restoring`): each row becomes its ledger
+/// record and, when queued, its queue entry.
+pub struct Restoring<'h> {
+    hub: &'h mut Hub,
+    now_ms: i64,
+    /// Rows restored, and how many of them were queued envelopes.
+    ids: usize,
+    envelopes: usize,
+    /// The last row's names as the ledger and the router share them: a store of a million
+    /// rows holds a few agents, so most rows repeat the last one's and cost a comparison
+    /// instead of a hash.
+    last: Option<LastNames>,
+}
+
+struct LastNames {
+    sender: Arc<str>,
+    to: Arc<str>,
+    /// The router's copies of the sender's name, the recipient's and the kind.
+    from_q: Arc<str>,
+    to_q: Arc<str>,
+    kind_q: Option<Arc<str>>,
+}
 
 impl Hub {
-    /// Rebuilds queues and the ledger from what the store held at startup (SPEC §12.1).
-    /// Envelopes come back in acceptance order; an envelope delivered in ack mode and never
-    /// acked is queued again.
+    /// A sink that restores the store's rows into this hub (SPEC §12.1), row by row in
+    /// acceptance order. An envelope delivered in ack mode and never acked is queued again.
+    pub fn restoring(&mut self, now: Now) -> Restoring<'_> {
+        Restoring {
+            now_ms: now.wall.timestamp_millis(),
+            hub: self,
+            ids: 0,
+            envelopes: 0,
+            last: None,
+        }
+    }
+
+    /// Rebuilds queues and the ledger from the owned lists (tests; the server streams rows
+    /// through `restoring` instead). Both lists are in acceptance order; an envelope whose id
+    /// row is missing (never from a store) is queued as before, its ledger record left as it
+    /// is. A repeated sender and id is the store's to refuse (`rows::check_unique`): here the
+    /// later row's record wins, as it always did.
     pub fn restore(&mut self, loaded: Loaded, now: Now) {
-        self.ledger.reserve(loaded.ids.len());
-        let now_ms = now.wall.timestamp_millis();
-        // Both lists are in acceptance order and every envelope has its id's row (the store
-        // reads them from one row each), so one walk pairs them.
+        let mut sink = self.restoring(now);
+        sink.expect(loaded.ids.len());
         let mut envelopes = loaded.envelopes.into_iter().peekable();
         for rec in loaded.ids {
-            // An envelope whose id row is missing (never from the store) is queued as before,
-            // its ledger record left as it is.
             while let Some(e) = envelopes.next_if(|e| e.seq < rec.seq) {
-                self.restore_envelope(e, now_ms);
+                sink.hub.restore_envelope(e, sink.now_ms);
             }
             let queued = envelopes.next_if(|e| e.seq == rec.seq);
-            let Some(state) = State::parse(&rec.state) else {
-                if let Some(e) = queued {
-                    self.restore_envelope(e, now_ms);
-                }
-                continue;
-            };
-            self.restore_reason(&rec);
-            let mut record = Record {
-                to: self.ledger.name(&rec.to),
+            let row = RowRef {
+                seq: rec.seq,
+                sender: &rec.sender,
+                id: &rec.id,
+                to: &rec.to,
                 digest: rec.digest,
                 accepted_ms: rec.accepted_ms,
-                state,
+                state: &rec.state,
+                detail: rec.detail.as_deref(),
                 state_ms: rec.state_ms,
-                seq: rec.seq,
-                ack_pending: false,
                 reader: rec.reader,
-            };
-            if queued.is_some() {
-                // Queued it is; keep the time it became so unless a restart is what requeued
-                // it (an ack-mode delivery the crash cut off before its ack).
-                crate::hub::ledger::queue_again(&mut record, now_ms);
-            }
-            let id: std::sync::Arc<str> = std::sync::Arc::from(rec.id.as_str());
-            let to = record.to.clone();
-            self.ledger.remember_interned(&rec.sender, &id, record);
-            // Every remembered id holds a place in acceptance order, queued or not.
-            self.next_seq = self.next_seq.max(rec.seq + 1);
-            if let Some(e) = queued {
-                // The queue shares the ledger's copies of the id and the names.
-                let from = self.ledger.name(&rec.sender);
-                let kind = self.router.name(&e.kind);
-                self.router.enqueue_shared(Queued {
-                    id,
-                    from,
-                    to,
-                    kind,
-                    correlation_id: e.correlation_id.as_deref().map(Into::into),
-                    text: e.text,
-                    seq: e.seq,
+                queued: queued.as_ref().map(|e| crate::store::QueuedRef {
+                    kind: &e.kind,
+                    correlation_id: e.correlation_id.as_deref(),
+                    text: &e.text,
                     attempts: e.attempts,
-                });
-            }
+                }),
+            };
+            let _ = sink.row(row);
         }
         for e in envelopes {
-            self.restore_envelope(e, now_ms);
+            sink.hub.restore_envelope(e, sink.now_ms);
         }
     }
 
@@ -80,10 +95,6 @@ impl Hub {
     /// is marked queued at its seq.
     fn restore_envelope(&mut self, e: crate::store::StoredEnvelope, now_ms: i64) {
         self.ledger.restore_queued(&e.sender, &e.id, e.seq, now_ms);
-        self.enqueue_orphan(e);
-    }
-
-    fn enqueue_orphan(&mut self, e: crate::store::StoredEnvelope) {
         self.next_seq = self.next_seq.max(e.seq + 1);
         let mut env = Queued::new(
             &e.id,
@@ -95,5 +106,139 @@ impl Hub {
         );
         (env.seq, env.attempts) = (e.seq, e.attempts);
         self.router.enqueue_back(env);
+    }
+}
+
+impl Hub {
+    /// Gives up the queues and the ledger without freeing them, for a process about to exit
+    /// (the server's orderly stop, after everything is committed, flushed and logged): a hub
+    /// holding a million envelopes spent seconds freeing them one by one, memory the exit
+    /// returns at once (docs/performance.md "Restart: the third pass"). The hub is left
+    /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
+    /// queues held is in the store.
+    pub fn forget_held(&mut self) {
+        let router = Router::new(self.limits.queue_max_envelopes, self.limits.queue_max_bytes)
+            .with_total_cap(self.limits.hub_max_bytes);
+        let ledger = Ledger::new(
+            self.limits.idempotency_window_secs,
+            self.limits.idempotency_max_ids,
+        );
+        std::mem::forget(std::mem::replace(&mut self.router, router));
+        std::mem::forget(std::mem::replace(&mut self.ledger, ledger));
+    }
+}
+
+impl Restoring<'_> {
+    /// Envelopes queued and ids remembered so far.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.envelopes, self.ids)
+    }
+
+    /// The shared names for a row from `sender` to `to`: the last row's when they match.
+    fn names(&mut self, sender: &str, to: &str) -> &mut LastNames {
+        let same = self
+            .last
+            .as_ref()
+            .is_some_and(|l| &*l.sender == sender && &*l.to == to);
+        if !same {
+            let (ledger, router) = (&mut self.hub.ledger, &mut self.hub.router);
+            self.last = Some(LastNames {
+                sender: ledger.name(sender),
+                to: ledger.name(to),
+                from_q: router.name(sender),
+                to_q: router.name(to),
+                kind_q: None,
+            });
+        }
+        self.last.as_mut().expect("set above")
+    }
+}
+
+impl RowSink for Restoring<'_> {
+    fn expect(&mut self, rows: usize) {
+        // A bound, not a count: never more than the ledger holds after a purge (settled ids
+        // up to `idempotency_max_ids`) and every queue full.
+        let limits = &self.hub.limits;
+        let most = limits
+            .idempotency_max_ids
+            .saturating_add(limits.queue_max_envelopes);
+        self.hub.ledger.reserve(rows.min(most));
+    }
+
+    fn row(&mut self, row: RowRef<'_>) -> Result<(), String> {
+        let now_ms = self.now_ms;
+        let Some(state) = State::parse(row.state) else {
+            // Never from a store (`rows` checks the state): queued as an envelope without
+            // its record, as before.
+            if let Some(q) = row.queued {
+                let hub = &mut *self.hub;
+                hub.next_seq = hub.next_seq.max(row.seq + 1);
+                let mut env = Queued::new(
+                    row.id,
+                    row.sender,
+                    row.to,
+                    q.kind,
+                    q.correlation_id,
+                    Arc::from(q.text),
+                );
+                (env.seq, env.attempts) = (row.seq, q.attempts);
+                hub.router.enqueue_back(env);
+            }
+            return Ok(());
+        };
+        self.hub.restore_reason(state, row.seq, row.detail);
+        let names = self.names(row.sender, row.to);
+        let (sender, to) = (names.sender.clone(), names.to.clone());
+        let mut record = Record {
+            to,
+            digest: row.digest,
+            accepted_ms: row.accepted_ms,
+            state,
+            state_ms: row.state_ms,
+            seq: row.seq,
+            ack_pending: false,
+            reader: row.reader,
+        };
+        if row.queued.is_some() {
+            // Queued it is; keep the time it became so unless a restart is what requeued
+            // it (an ack-mode delivery the crash cut off before its ack).
+            crate::hub::ledger::queue_again(&mut record, now_ms);
+        }
+        // One allocation of the id, shared by the ledger's key and the queue entry.
+        let id: Arc<str> = Arc::from(row.id);
+        let replaced = self.hub.ledger.restore_record(sender, id.clone(), record);
+        self.ids += 1;
+        // Every remembered id holds a place in acceptance order, queued or not.
+        self.hub.next_seq = self.hub.next_seq.max(row.seq + 1);
+        if let Some(q) = row.queued {
+            let names = self.last.as_mut().expect("set by names");
+            let kind = match &names.kind_q {
+                Some(k) if &**k == q.kind => k.clone(),
+                _ => {
+                    let k = self.hub.router.name(q.kind);
+                    names.kind_q = Some(k.clone());
+                    k
+                }
+            };
+            let (from, to) = (names.from_q.clone(), names.to_q.clone());
+            self.hub.router.enqueue_shared(Queued {
+                id,
+                from,
+                to,
+                kind,
+                correlation_id: q.correlation_id.map(Into::into),
+                text: Arc::from(q.text),
+                seq: row.seq,
+                attempts: q.attempts,
+            });
+            self.envelopes += 1;
+        }
+        match replaced {
+            None => Ok(()),
+            Some(first) => Err(format!(
+                "rows seq {first} and seq {} hold the same sender and id",
+                row.seq
+            )),
+        }
     }
 }

@@ -25,9 +25,8 @@ mod write_buf;
 
 use crate::config::Limits;
 use crate::hub::{ConnId, Hub, Now, Output};
-use crate::roster::Roster;
 use crate::store::flush::{FlushResult, Flusher};
-use crate::store::{Loaded, Store};
+use crate::store::Store;
 use conn::{Conn, Flush};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
@@ -132,14 +131,14 @@ pub struct Server {
 impl Server {
     /// A server on an already-bound listener. `signals` is None in tests that stop the server
     /// another way.
+    /// `hub` holds what the store held (`startup` restores it before the loop exists).
     pub fn new(
         listener: TcpListener,
         signals: Option<signal::Signals>,
-        roster: Roster,
+        hub: Hub,
         limits: Limits,
         records: Records,
         mut store: Box<dyn Store>,
-        loaded: Loaded,
     ) -> io::Result<Server> {
         let poll = Poll::new()?;
         let mut listener = listener;
@@ -155,9 +154,7 @@ impl Server {
             mono: Instant::now(),
             wall: chrono::Utc::now(),
         };
-        let mut hub = Hub::new(roster, limits.clone(), Box::new(os_ids::OsIds))
-            .with_durable(store.is_durable());
-        hub.restore(loaded, now);
+        let mut hub = hub;
         hub.start_purging(now);
         let flusher = match store.take_background() {
             Some(work) => {
@@ -239,6 +236,12 @@ impl Server {
     }
 
     /// Runs until SIGTERM/SIGINT, then shuts down cleanly (SPEC §4.6).
+    /// After `run` returned, in a process that exits next: the hub's queues and ledger are
+    /// left to the exit to free (`Hub::forget_held`) instead of being freed one by one.
+    pub fn forget_held_at_exit(&mut self) {
+        self.hub.forget_held();
+    }
+
     pub fn run(&mut self) -> Result<(), RunError> {
         let mut events = Events::with_capacity(1024);
         loop {

@@ -3,13 +3,15 @@
 //!
 //! Owns the checks on the operator's files (modes, paths) and binding to loopback only.
 
+use super::os_ids::OsIds;
 use super::records::{cut_torn_tail, open_chain, open_record_file, Records};
 use super::signal::Signals;
 use super::Server;
 use crate::config::{Config, StoreConfig};
+use crate::hub::{Hub, Now};
 use crate::roster::Roster;
 use crate::store::sqlite::Sqlite;
-use crate::store::{Loaded, Memory, Store};
+use crate::store::{Memory, Store};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
@@ -98,15 +100,14 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
         ),
     );
     match start_rest(&config, audit_result, &mut records, install_signals) {
-        Ok((listener, addr, signals, roster, store, loaded)) => {
+        Ok((listener, addr, signals, hub, store)) => {
             let mut server = Server::new(
                 listener,
                 signals,
-                roster,
+                hub,
                 config.limits.clone(),
                 records,
                 store,
-                loaded,
             )
             .map_err(fail("event loop"))?;
             server.set_roster_path(config.roster_path.clone());
@@ -170,14 +171,13 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
 }
 
 /// What the stages after the service log hand the server: the client listener and its
-/// address, the signal pipe, the roster, the store and what it loaded.
+/// address, the signal pipe, the hub on the roster with what the store held, and the store.
 type Stages = (
     mio::net::TcpListener,
     SocketAddr,
     Option<Signals>,
-    Roster,
+    Hub,
     Box<dyn Store>,
-    Loaded,
 );
 
 fn start_rest(
@@ -231,14 +231,21 @@ fn start_rest(
             format!("SQLite at {} (cap {max_bytes} bytes)", path.display()),
         ),
     };
-    let loaded = store.load().map_err(fail("store"))?;
+    // The rows go straight from the store's cursor into the hub's queues and ledger, with no
+    // owned copy of the whole store in between (docs/performance.md "Restart: the third
+    // pass").
+    let now = Now {
+        mono: std::time::Instant::now(),
+        wall: chrono::Utc::now(),
+    };
+    let mut hub =
+        Hub::new(roster, config.limits.clone(), Box::new(OsIds)).with_durable(store.is_durable());
+    let mut sink = hub.restoring(now);
+    store.load_rows(&mut sink).map_err(fail("store"))?;
+    let (envelopes, ids) = sink.counts();
     records.log(
         "INFO",
-        &format!(
-            "queue store {what}: {} envelopes and {} remembered ids restored",
-            loaded.envelopes.len(),
-            loaded.ids.len()
-        ),
+        &format!("queue store {what}: {envelopes} envelopes and {ids} remembered ids restored"),
     );
     raise_fd_limit(records);
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
@@ -255,7 +262,7 @@ fn start_rest(
     records.log("INFO", &format!("limits: {:?}", config.limits));
     records.log("INFO", &format!("listener bound {addr}; hub ready"));
     records.flush_service();
-    Ok((listener, addr, signals, roster, store, loaded))
+    Ok((listener, addr, signals, hub, store))
 }
 
 /// A sink for the moment before the audit log is open; nothing is ever written to it.

@@ -3,11 +3,13 @@
 //!
 //! Owns the `Store` seam and its two implementations: `Memory` (nothing survives a restart,
 //! the 004 behaviour) and `sqlite::Sqlite` (WAL), plus `flush`, the thread that flushes
-//! SQLite's WAL to disk and checkpoints it off the event loop, and `rows`, the checks on what
-//! is read back at startup. Refuses routing decisions: the store records what the core
-//! decided, in the order it decided it.
+//! SQLite's WAL to disk and checkpoints it off the event loop, `rows`, the checks on what
+//! is read back at startup, and `load`, which reads the rows on a thread of their own.
+//! Refuses routing decisions: the store records what the core decided, in the order it
+//! decided it.
 
 pub mod flush;
+mod load;
 pub mod rows;
 pub mod sqlite;
 mod sqlite_wal;
@@ -101,6 +103,84 @@ pub struct Loaded {
     pub ids: Vec<StoredId>,
 }
 
+/// One row as the store reads it at startup (`Store::load_rows`), its strings borrowed from
+/// the store's own buffer for the row: a restart of a million rows makes no `String` per
+/// column (docs/performance.md "Restart: the third pass"). Checked as `StoredId` and
+/// `StoredEnvelope` are (`rows`), except that no two rows share a sender and id, which is the
+/// sink's to refuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRef<'a> {
+    /// The envelope's acceptance order (unique; rows come in increasing order).
+    pub seq: u64,
+    pub sender: &'a str,
+    pub id: &'a str,
+    pub to: &'a str,
+    pub digest: [u8; 32],
+    pub accepted_ms: i64,
+    /// One of `rows::STATES`.
+    pub state: &'a str,
+    pub detail: Option<&'a str>,
+    pub state_ms: i64,
+    pub reader: Option<crate::wire::Reader>,
+    /// The queued envelope, when the row still holds its text.
+    pub queued: Option<QueuedRef<'a>>,
+}
+
+/// The queue entry of a `RowRef`: what a queued row adds to its remembered id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedRef<'a> {
+    pub kind: &'a str,
+    pub correlation_id: Option<&'a str>,
+    /// Checked against the row (`rows`); the sink copies it once into the form it keeps
+    /// (the hub: the `Arc<str>` of `Queued::text`), on its own thread (`load`).
+    pub text: &'a str,
+    pub attempts: u32,
+}
+
+/// Where `Store::load_rows` puts each row. An error stops the load and becomes the store's
+/// `StoreError::Corrupt`: a sink refuses a row it cannot take (a repeated sender and id).
+pub trait RowSink {
+    /// At most this many rows follow (a hint to size tables once: fewer may follow, far
+    /// fewer when the store forgot most of a long run's rows, so a sink caps what it
+    /// reserves by what it could hold).
+    fn expect(&mut self, _rows: usize) {}
+    fn row(&mut self, row: RowRef<'_>) -> Result<(), String>;
+}
+
+/// The owned lists, for tests and tools (`Store::load`): what `load_rows` gave, copied.
+impl RowSink for Loaded {
+    fn expect(&mut self, rows: usize) {
+        self.ids.reserve(rows);
+    }
+    fn row(&mut self, r: RowRef<'_>) -> Result<(), String> {
+        if let Some(q) = r.queued {
+            self.envelopes.push(StoredEnvelope {
+                seq: r.seq,
+                agent: r.to.to_owned(),
+                id: r.id.to_owned(),
+                sender: r.sender.to_owned(),
+                kind: q.kind.to_owned(),
+                correlation_id: q.correlation_id.map(str::to_owned),
+                text: Arc::from(q.text),
+                attempts: q.attempts,
+            });
+        }
+        self.ids.push(StoredId {
+            seq: r.seq,
+            sender: r.sender.to_owned(),
+            id: r.id.to_owned(),
+            to: r.to.to_owned(),
+            digest: r.digest,
+            accepted_ms: r.accepted_ms,
+            state: r.state.to_owned(),
+            detail: r.detail.map(str::to_owned),
+            state_ms: r.state_ms,
+            reader: r.reader,
+        });
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 pub enum StoreError {
     /// The database could not be opened or is not ours.
@@ -133,6 +213,10 @@ impl std::error::Error for StoreError {}
 pub trait Store {
     /// Loads what survived the last run.
     fn load(&mut self) -> Result<Loaded, StoreError>;
+    /// `load`, a row at a time into `sink` in acceptance order, without the owned lists:
+    /// startup's path (docs/performance.md "Restart: the third pass"). The sink, not the
+    /// store, refuses two rows of one sender and id.
+    fn load_rows(&mut self, sink: &mut dyn RowSink) -> Result<(), StoreError>;
     /// Loads the delegated tasks that survived the last run, in acceptance order
     /// (docs/delegation.md "Durability"). A store that keeps nothing has none.
     fn load_tasks(&mut self) -> Result<Vec<StoredTask>, StoreError> {
@@ -170,6 +254,9 @@ pub struct Memory;
 impl Store for Memory {
     fn load(&mut self) -> Result<Loaded, StoreError> {
         Ok(Loaded::default())
+    }
+    fn load_rows(&mut self, _sink: &mut dyn RowSink) -> Result<(), StoreError> {
+        Ok(())
     }
     fn stage(&mut self, _ops: &[StoreOp]) -> Result<(), StoreError> {
         Ok(())

@@ -10,7 +10,7 @@
 //!
 //! Owns the column list of the load query and the checks. Refuses IO beyond reading a row.
 
-use super::{StoredEnvelope, StoredId, StoredTask};
+use super::{QueuedRef, RowRef, StoredId, StoredTask};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 use std::collections::hash_map::RandomState;
@@ -19,6 +19,11 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 /// Columns in the order `decode` reads them.
 pub(super) const SELECT_ALL: &str = "SELECT seq, recipient, id, sender, kind, correlation_id, text, attempts, digest, accepted_ms, state, detail, state_ms, reader FROM envelopes ORDER BY seq";
+
+/// The first and last seq of `SELECT_ALL`'s rows: a bound on their number, to size the
+/// sink's tables (each query one descent of the table's b-tree).
+pub(super) const FIRST_SEQ: &str = "SELECT min(seq) FROM envelopes";
+pub(super) const LAST_SEQ: &str = "SELECT max(seq) FROM envelopes";
 
 /// The largest acceptance number a row may carry. The hub numbers new envelopes after the
 /// largest it loads and stores them as SQLite integers (i64), so a seq near i64::MAX would
@@ -73,11 +78,11 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
     let c = Cols { row };
     let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
     let at = |e: String| format!("task row seq {seq}: {e}");
-    let task = c.nonempty(1, "task").map_err(at)?;
+    let task = c.nonempty(1, "task").map_err(at)?.to_owned();
     if crate::tasks::TaskId::parse(&task).is_none() {
         return Err(at("task is not task- and 32 hex digits".into()));
     }
-    let state = c.text(9, "state").map_err(at)?;
+    let state = c.text(9, "state").map_err(at)?.to_owned();
     if !TASK_STATES.contains(&state.as_str()) {
         return Err(at(format!(
             "state is not one of {} (it holds {} characters)",
@@ -85,7 +90,7 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
             state.chars().count()
         )));
     }
-    let prompt = c.text(6, "prompt").map_err(at)?;
+    let prompt = c.text(6, "prompt").map_err(at)?.to_owned();
     if prompt.len() > MAX_PROMPT_BYTES {
         return Err(at(format!(
             "prompt is {} bytes, more than any accepted ({MAX_PROMPT_BYTES})",
@@ -102,10 +107,10 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
     Ok(StoredTask {
         seq,
         task,
-        delegator: c.nonempty(2, "delegator").map_err(at)?,
-        agent: c.nonempty(3, "agent").map_err(at)?,
-        peer: c.opt_text(4, "peer").map_err(at)?,
-        cwd: c.nonempty(5, "cwd").map_err(at)?,
+        delegator: c.nonempty(2, "delegator").map_err(at)?.to_owned(),
+        agent: c.nonempty(3, "agent").map_err(at)?.to_owned(),
+        peer: c.opt_text(4, "peer").map_err(at)?.map(str::to_owned),
+        cwd: c.nonempty(5, "cwd").map_err(at)?.to_owned(),
         prompt,
         timeout_secs: c.int(7, "timeout_secs", 0, secs).map_err(at)? as u64,
         progress_secs: c.int(8, "progress_secs", 0, secs).map_err(at)? as u64,
@@ -116,8 +121,11 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
         elapsed_ms: opt_int(13, "elapsed_ms", MAX_UNIX_MS)
             .map_err(at)?
             .map(|v| v as u64),
-        stop_reason: c.opt_text(14, "stop_reason").map_err(at)?,
-        reason: c.opt_text(15, "reason").map_err(at)?,
+        stop_reason: c
+            .opt_text(14, "stop_reason")
+            .map_err(at)?
+            .map(str::to_owned),
+        reason: c.opt_text(15, "reason").map_err(at)?.map(str::to_owned),
         pid: opt_int(16, "pid", i64::from(i32::MAX))
             .map_err(at)?
             .map(|v| v as u32),
@@ -139,8 +147,8 @@ struct Cols<'r, 's> {
     row: &'r Row<'s>,
 }
 
-impl Cols<'_, '_> {
-    fn get(&self, i: usize, name: &str) -> Result<ValueRef<'_>, String> {
+impl<'r> Cols<'r, '_> {
+    fn get(&self, i: usize, name: &str) -> Result<ValueRef<'r>, String> {
         self.row
             .get_ref(i)
             .map_err(|e| format!("column {name} cannot be read ({e})"))
@@ -154,18 +162,19 @@ impl Cols<'_, '_> {
         }
     }
 
-    fn text(&self, i: usize, name: &str) -> Result<String, String> {
+    fn text(&self, i: usize, name: &str) -> Result<&'r str, String> {
         match self.opt_text(i, name)? {
             Some(s) => Ok(s),
             None => Err(format!("{name} is NULL, not text")),
         }
     }
 
-    fn opt_text(&self, i: usize, name: &str) -> Result<Option<String>, String> {
+    /// Text borrowed from the row (valid until the cursor steps on).
+    fn opt_text(&self, i: usize, name: &str) -> Result<Option<&'r str>, String> {
         match self.get(i, name)? {
             ValueRef::Null => Ok(None),
             ValueRef::Text(b) => match std::str::from_utf8(b) {
-                Ok(s) => Ok(Some(s.to_owned())),
+                Ok(s) => Ok(Some(s)),
                 Err(e) => Err(format!(
                     "{name} is not valid UTF-8 (bad byte at offset {})",
                     e.valid_up_to()
@@ -175,22 +184,7 @@ impl Cols<'_, '_> {
         }
     }
 
-    /// Text read straight into an `Arc<str>` (one copy from SQLite's buffer, none after).
-    fn opt_shared(&self, i: usize, name: &str) -> Result<Option<std::sync::Arc<str>>, String> {
-        match self.get(i, name)? {
-            ValueRef::Null => Ok(None),
-            ValueRef::Text(b) => match std::str::from_utf8(b) {
-                Ok(s) => Ok(Some(std::sync::Arc::from(s))),
-                Err(e) => Err(format!(
-                    "{name} is not valid UTF-8 (bad byte at offset {})",
-                    e.valid_up_to()
-                )),
-            },
-            other => Err(format!("{name} is {}, not text", kind(&other))),
-        }
-    }
-
-    fn nonempty(&self, i: usize, name: &str) -> Result<String, String> {
+    fn nonempty(&self, i: usize, name: &str) -> Result<&'r str, String> {
         let s = self.text(i, name)?;
         if s.is_empty() {
             return Err(format!("{name} is empty"));
@@ -245,8 +239,10 @@ fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(),
     Ok(())
 }
 
-/// Decodes one row: its remembered id, and the queued envelope when `text` is set.
-pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>), String> {
+/// Decodes one row: its remembered id, and the queued envelope when `text` is set, every
+/// string borrowed from SQLite's buffer for the row (only the text is copied, once, into the
+/// `Arc<str>` the hub's queue keeps).
+pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
     let c = Cols { row };
     let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
     let at = |e: String| format!("row seq {seq}: {e}");
@@ -263,16 +259,16 @@ pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>)
         other => return Err(at(format!("digest is {}, not a blob", kind(&other)))),
     };
     let state = c.text(10, "state").map_err(at)?;
-    if !STATES.contains(&state.as_str()) {
+    let Some(state) = STATES.iter().copied().find(|s| *s == state) else {
         return Err(at(format!(
             "state is not one of {} (it holds {} characters)",
             STATES.join(", "),
             state.chars().count()
         )));
-    }
+    };
     let reader = match c.opt_text(13, "reader").map_err(at)? {
         None => None,
-        Some(r) => Some(crate::wire::Reader::stored(&r).ok_or_else(|| {
+        Some(r) => Some(crate::wire::Reader::stored(r).ok_or_else(|| {
             at(format!(
                 "reader is not one of unknown, {} (it holds {} characters)",
                 crate::wire::Reader::list(),
@@ -280,7 +276,7 @@ pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>)
             ))
         })?),
     };
-    let stored = StoredId {
+    let mut stored = RowRef {
         seq,
         digest,
         reader,
@@ -291,22 +287,19 @@ pub(super) fn decode(row: &Row<'_>) -> Result<(StoredId, Option<StoredEnvelope>)
         sender,
         id,
         to: recipient,
+        queued: None,
     };
-    let Some(text) = c.opt_shared(6, "text").map_err(at)? else {
-        return Ok((stored, None));
+    let Some(text) = c.opt_text(6, "text").map_err(at)? else {
+        return Ok(stored);
     };
-    check_text(&text, &stored.id, &stored.sender, &stored.to).map_err(at)?;
-    let envelope = StoredEnvelope {
-        seq,
-        agent: stored.to.clone(),
-        id: stored.id.clone(),
-        sender: stored.sender.clone(),
+    check_text(text, stored.id, stored.sender, stored.to).map_err(at)?;
+    stored.queued = Some(QueuedRef {
         kind: c.text(4, "kind").map_err(at)?,
         correlation_id: c.opt_text(5, "correlation_id").map_err(at)?,
         text,
         attempts: c.int(7, "attempts", 0, i64::from(u32::MAX)).map_err(at)? as u32,
-    };
-    Ok((stored, Some(envelope)))
+    });
+    Ok(stored)
 }
 
 /// Rows come `ORDER BY seq`: a seq that does not grow is one seen twice (the schema's

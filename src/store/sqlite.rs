@@ -10,7 +10,7 @@
 
 use super::flush::{Background, WalFlush};
 use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint};
-use super::{rows, Loaded, Store, StoreError, StoreOp, StoredTask, TaskStoreOp};
+use super::{rows, Loaded, RowSink, Store, StoreError, StoreOp, StoredTask, TaskStoreOp};
 use crate::config::SyncPolicy;
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use std::fs::File;
@@ -473,18 +473,13 @@ impl Sqlite {
 impl Store for Sqlite {
     fn load(&mut self) -> Result<Loaded, StoreError> {
         let mut loaded = Loaded::default();
-        let mut st = self.conn.prepare(rows::SELECT_ALL).map_err(open_err)?;
-        let mut cursor = st.query([]).map_err(open_err)?;
-        let mut previous = None;
-        while let Some(r) = cursor.next().map_err(open_err)? {
-            let (id, envelope) = rows::decode(r).map_err(StoreError::Corrupt)?;
-            rows::check_order(previous, id.seq).map_err(StoreError::Corrupt)?;
-            previous = Some(id.seq);
-            loaded.envelopes.extend(envelope);
-            loaded.ids.push(id);
-        }
+        self.load_rows(&mut loaded)?;
         rows::check_unique(&loaded.ids).map_err(StoreError::Corrupt)?;
         Ok(loaded)
+    }
+
+    fn load_rows(&mut self, sink: &mut dyn RowSink) -> Result<(), StoreError> {
+        super::load::load_rows(&mut self.conn, sink)
     }
 
     fn load_tasks(&mut self) -> Result<Vec<StoredTask>, StoreError> {

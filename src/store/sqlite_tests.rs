@@ -617,3 +617,59 @@ fn schema_3_is_migrated_to_4_keeping_rows_and_adding_the_reader() {
     assert_eq!(ids[0].reader, Some(crate::wire::Reader::McpAwait));
     assert_eq!(ids[1].reader, None);
 }
+
+/// A sink that takes `take` rows, then refuses the next one.
+struct Refusing {
+    take: usize,
+    seen: Vec<u64>,
+    expected: Option<usize>,
+}
+
+impl crate::store::RowSink for Refusing {
+    fn expect(&mut self, rows: usize) {
+        self.expected = Some(rows);
+    }
+    fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), String> {
+        if self.seen.len() == self.take {
+            return Err(format!("refused seq {}", row.seq));
+        }
+        self.seen.push(row.seq);
+        Ok(())
+    }
+}
+
+/// `load_rows` across its reader thread (`load`): every row in order, over many batches, with
+/// the seq span as the hint; a sink's refusal ends the load with its text as the store's
+/// error (the reader stops), and the store still commits afterwards.
+#[test]
+fn load_rows_streams_in_order_and_stops_at_a_refusal() {
+    let path = tmp("load-rows");
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let n = 5_000u64;
+    let ops: Vec<StoreOp> = (10..10 + n)
+        .map(|seq| insert(seq, "b", &format!("id{seq}")))
+        .collect();
+    s.stage(&ops).unwrap();
+    s.commit().unwrap();
+    let mut all = Refusing {
+        take: usize::MAX,
+        seen: Vec::new(),
+        expected: None,
+    };
+    s.load_rows(&mut all).unwrap();
+    assert_eq!(all.seen, (10..10 + n).collect::<Vec<_>>());
+    assert_eq!(all.expected, Some(n as usize));
+    let mut some = Refusing {
+        take: 3_000,
+        seen: Vec::new(),
+        expected: None,
+    };
+    match s.load_rows(&mut some) {
+        Err(StoreError::Corrupt(e)) => assert_eq!(e, "refused seq 3010"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(some.seen.len(), 3_000);
+    s.stage(&[insert(20_000, "b", "after")]).unwrap();
+    s.commit().unwrap();
+    assert_eq!(s.load().unwrap().ids.len(), n as usize + 1);
+}

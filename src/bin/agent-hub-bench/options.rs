@@ -162,6 +162,9 @@ pub(crate) struct Opts {
     /// Restarts timed in the scale phase (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub(crate) scale_restarts: usize,
+    /// With --scale: run only part (a), the restart (and the stop after it), nothing else.
+    #[arg(long, requires = "scale")]
+    pub(crate) scale_restart_only: bool,
     /// Envelopes sent per memory figure of the scale phase.
     #[arg(long, default_value_t = 50_000)]
     pub(crate) scale_memory: usize,

@@ -120,14 +120,15 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
         "  store written in {:.1} s",
         fill.elapsed().as_secs_f64()
     ));
-    let (mut times, mut cpus) = (Vec::new(), Vec::new());
+    let (mut times, mut cpus, mut stops) = (Vec::new(), Vec::new(), Vec::new());
     let mut rss = 0;
     for _ in 0..opts.scale_restarts.max(1) {
         let t0 = Instant::now();
         let hub = big.start(server)?;
-        // The listener is bound before the store is restored, so a TCP connect alone would
-        // succeed early: the clock stops at the hub's answer to a hello and a `status` of the
-        // last envelope, which the loop gives only once everything is restored.
+        // Builds before commit a245879 bound the listener before restoring the store, so a
+        // TCP connect alone would stop their clock early: the clock stops at the hub's
+        // answer to a hello and a `status` of the last envelope, which the loop gives only
+        // once everything is restored, whichever build runs.
         let mut bytes = big.agent(SENDER)?.hello.to_vec();
         let last = opts.scale_restart - 1;
         bytes.extend_from_slice(format!("{{\"status\":{{\"id\":\"r-{last}\"}}}}\n").as_bytes());
@@ -149,9 +150,13 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
             other => return Err(format!("after the restart, status of r-{last}: {other:?}")),
         }
         rss = hub.rss_bytes()?;
+        // SIGTERM → exit: the orderly stop of a hub holding every envelope (SPEC §7.4).
+        let t1 = Instant::now();
         hub.stop_within(SCALE_STOP_TIMEOUT)?;
+        stops.push(t1.elapsed().as_secs_f64() * 1000.0);
     }
     let restart_ms = median(times.clone());
+    let stop_ms = median(stops);
     let cpu_ms = median(cpus);
     report.row(
         format!(
@@ -170,6 +175,21 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
         ),
         restart_ms <= TARGET_RESTART_MS,
     );
+    report.row(
+        format!(
+            "(a) stop, SIGTERM → exit, {} queued (SQLite)",
+            opts.scale_restart
+        ),
+        format!(
+            "≤ {:.0} ms (the bench's usual stop timeout)",
+            STOP_TIMEOUT.as_secs_f64() * 1000.0
+        ),
+        format!("{stop_ms:.0} ms"),
+        stop_ms <= STOP_TIMEOUT.as_secs_f64() * 1000.0,
+    );
+    if opts.scale_restart_only {
+        return Ok(report);
+    }
 
     // (d) status and who on the big hub, against a small one.
     progress("scale (d): status and who with a large ledger");

@@ -170,3 +170,152 @@ fn a_restored_queue_is_delivered_in_order_to_a_waiter_that_parks_after_the_resta
         "no remembered id: nothing to report"
     );
 }
+
+/// A row as the store streams it at startup (`Store::load_rows`), queued when `queued`.
+fn row_ref<'a>(e: &'a StoredEnvelope, r: &'a StoredId, queued: bool) -> crate::store::RowRef<'a> {
+    crate::store::RowRef {
+        seq: r.seq,
+        sender: &r.sender,
+        id: &r.id,
+        to: &r.to,
+        digest: r.digest,
+        accepted_ms: r.accepted_ms,
+        state: &r.state,
+        detail: r.detail.as_deref(),
+        state_ms: r.state_ms,
+        reader: r.reader,
+        queued: queued.then(|| crate::store::QueuedRef {
+            kind: &e.kind,
+            correlation_id: e.correlation_id.as_deref(),
+            text: &e.text,
+            attempts: e.attempts,
+        }),
+    }
+}
+
+/// The streamed restart (`Hub::restoring`) refuses a store that remembers one sender's id
+/// twice, naming both rows as `rows::check_unique` does, and counts what it restored; the
+/// same id from another sender is no repeat.
+#[test]
+fn the_restoring_sink_refuses_a_repeated_sender_and_id() {
+    use crate::store::RowSink;
+    let mut sim = Sim::durable();
+    let t0 = sim.wall.timestamp_millis();
+    let now = sim.now();
+    let rows = [
+        (
+            stored(1, "datastore", "a", "mneme", 0),
+            remembered(1, "mneme", "a", "datastore", "queued", t0),
+        ),
+        (
+            stored(2, "datastore", "a", "scribe", 0),
+            remembered(2, "scribe", "a", "datastore", "queued", t0),
+        ),
+        (
+            stored(3, "datastore", "b", "mneme", 0),
+            remembered(3, "mneme", "b", "datastore", "acked", t0),
+        ),
+        (
+            stored(4, "datastore", "a", "mneme", 0),
+            remembered(4, "mneme", "a", "datastore", "queued", t0),
+        ),
+    ];
+    let mut sink = sim.hub.restoring(now);
+    sink.expect(rows.len());
+    for (e, r) in &rows[..3] {
+        assert_eq!(sink.row(row_ref(e, r, r.state == "queued")), Ok(()));
+    }
+    assert_eq!(sink.counts(), (2, 3));
+    let (e, r) = &rows[3];
+    assert_eq!(
+        sink.row(row_ref(e, r, true)),
+        Err("rows seq 1 and seq 4 hold the same sender and id".to_owned())
+    );
+}
+
+/// The streamed restart gives the same hub as the owned lists: queues in acceptance order
+/// sharing their names, statuses, and the next seq after the last row.
+#[test]
+fn the_restoring_sink_restores_what_restore_does() {
+    use crate::store::RowSink;
+    let t0 = Sim::durable().wall.timestamp_millis();
+    let rows = [
+        (
+            stored(3, "datastore", "a", "mneme", 0),
+            remembered(3, "mneme", "a", "datastore", "queued", t0),
+            true,
+        ),
+        (
+            stored(5, "scribe", "s", "mneme", 0),
+            remembered(5, "mneme", "s", "scribe", "queued", t0),
+            true,
+        ),
+        (
+            stored(7, "datastore", "b", "scribe", 2),
+            remembered(7, "scribe", "b", "datastore", "delivered", t0),
+            true,
+        ),
+        (
+            stored(9, "datastore", "c", "mneme", 0),
+            remembered(9, "mneme", "c", "datastore", "acked", t0),
+            false,
+        ),
+        (
+            stored(11, "datastore", "d", "mneme", 1),
+            remembered(11, "mneme", "d", "datastore", "queued", t0),
+            true,
+        ),
+    ];
+    let mut streamed = Sim::durable();
+    let now = streamed.now();
+    let mut sink = streamed.hub.restoring(now);
+    for (e, r, q) in &rows {
+        sink.row(row_ref(e, r, *q)).unwrap();
+    }
+    let mut listed = Sim::durable();
+    let loaded = Loaded {
+        envelopes: rows.iter().filter(|r| r.2).map(|r| r.0.clone()).collect(),
+        ids: rows.iter().map(|r| r.1.clone()).collect(),
+    };
+    let now = listed.now();
+    listed.hub.restore(loaded, now);
+    for sim in [&mut streamed, &mut listed] {
+        assert_eq!(sim.queued_ids("datastore"), ["a", "b", "d"]);
+        assert_eq!(sim.queued_ids("scribe"), ["s"]);
+        let st = sim.status("datastore", "b");
+        assert_eq!(
+            (st.state.as_str(), st.position, st.attempts),
+            ("queued", Some(2), Some(2))
+        );
+        assert_eq!(sim.status("mneme", "c").state, "acked");
+        let (c, id) = sim.send("mneme", "datastore", "task", None);
+        sim.commit_ok();
+        let d = sim.drain();
+        assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+        assert_eq!(
+            d.inserted_seq(&id),
+            12,
+            "numbering continues after the last row"
+        );
+    }
+}
+
+/// At the process's exit the queues and the ledger are given up unfreed; the hub is left
+/// empty and still answers.
+#[test]
+fn forget_held_leaves_an_empty_hub_that_still_answers() {
+    let mut sim = Sim::durable();
+    let t0 = sim.wall.timestamp_millis();
+    let loaded = Loaded {
+        envelopes: vec![stored(3, "datastore", "a", "mneme", 0)],
+        ids: vec![remembered(3, "mneme", "a", "datastore", "queued", t0)],
+    };
+    let now = sim.now();
+    sim.hub.restore(loaded, now);
+    assert_eq!(sim.queued_ids("datastore"), ["a"]);
+    sim.hub.forget_held();
+    assert!(sim.queued_ids("datastore").is_empty());
+    assert_eq!(sim.hub.ledger.len(), 0);
+    let id = sim.sent("mneme", "datastore", "task", None);
+    assert_eq!(sim.queued_ids("datastore"), [id]);
+}
