@@ -39,7 +39,7 @@ struct Packed {
     to: Range<usize>,
     digest: [u8; 32],
     accepted_ms: i64,
-    state: &'static str,
+    state: Range<usize>,
     detail: Option<Range<usize>>,
     state_ms: i64,
     reader: Option<crate::wire::Reader>,
@@ -67,11 +67,6 @@ impl Batch {
     }
 
     fn pack(&mut self, r: RowRef<'_>) {
-        let state = rows::STATES
-            .iter()
-            .copied()
-            .find(|s| *s == r.state)
-            .unwrap_or("queued");
         let packed = Packed {
             seq: r.seq,
             sender: self.put(r.sender),
@@ -79,7 +74,7 @@ impl Batch {
             to: self.put(r.to),
             digest: r.digest,
             accepted_ms: r.accepted_ms,
-            state,
+            state: self.put(r.state),
             detail: r.detail.map(|d| self.put(d)),
             state_ms: r.state_ms,
             reader: r.reader,
@@ -105,7 +100,7 @@ impl Batch {
                 to: text(&p.to),
                 digest: p.digest,
                 accepted_ms: p.accepted_ms,
-                state: p.state,
+                state: text(&p.state),
                 detail: p.detail.as_ref().map(text),
                 state_ms: p.state_ms,
                 reader: p.reader,
