@@ -530,7 +530,7 @@ impl Server {
                 return;
             }
             let pending = &self.scratch[start..n];
-            let too_long = match pending.iter().position(|&b| b == b'\n') {
+            let too_long = match crate::wire::lines::find_newline(pending) {
                 Some(k) if k <= max_line => {
                     self.hub.handle_line(id, &pending[..k], now);
                     start += k + 1;
