@@ -12,25 +12,59 @@ impl Server {
         if self.accept_paused_until.is_some() {
             return;
         }
+        // Level-triggered, a pass may stop at its bound: a connection still queued keeps the
+        // listener ready for the next `epoll_wait` (`listen_level`). Edge-triggered it must
+        // drain to EAGAIN.
+        let bound = if self.level_listener {
+            self.accept_batch.bound()
+        } else {
+            usize::MAX
+        };
+        let mut taken = 0;
         loop {
+            if taken == bound {
+                self.accept_batch.filled(self.iterations);
+                break;
+            }
             let Some(listener) = &self.listener else {
                 return;
             };
             match listener.accept() {
-                Ok((stream, _addr)) => self.admit(stream, now),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Ok((stream, _addr)) => {
+                    taken += 1;
+                    self.admit(stream, now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_batch.drained(taken);
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_fd_exhaustion(&e) => {
+                    self.edge_triggered_from_now();
                     self.refuse_without_fds(now);
                     break;
                 }
                 Err(e) => {
+                    self.edge_triggered_from_now();
                     self.records.log("ERROR", &format!("accept failed: {e}"));
                     break;
                 }
             }
         }
         self.log_refusals(now, false);
+    }
+
+    /// After an accept error the listener goes back to edge-triggered for good, so a failure
+    /// that repeats (the accept pause, a kernel out of buffers) cannot wake every
+    /// `epoll_wait` at once and spin the loop (`listen_level`).
+    fn edge_triggered_from_now(&mut self) {
+        if !std::mem::replace(&mut self.level_listener, false) {
+            return;
+        }
+        if let Some(listener) = &self.listener {
+            use std::os::fd::AsRawFd;
+            super::listen_level::make_edge_triggered(&self.poll, listener.as_raw_fd(), LISTENER);
+        }
     }
 
     fn admit(&mut self, mut stream: mio::net::TcpStream, now: Now) {

@@ -9,6 +9,7 @@ mod accept;
 pub mod audit_chain;
 mod commit_io;
 pub mod conn;
+mod listen_level;
 pub mod liveness;
 mod nodelay;
 pub mod os_ids;
@@ -126,6 +127,12 @@ pub struct Server {
     roster_path: Option<std::path::PathBuf>,
     /// Accepted sockets get TCP_NODELAY from the listener (`nodelay`), not one by one.
     nodelay_inherited: bool,
+    /// The listener is watched level-triggered (`listen_level`): an accept pass may stop at
+    /// `accept_batch`'s bound instead of at EAGAIN.
+    level_listener: bool,
+    accept_batch: listen_level::AcceptBatch,
+    /// Loop iterations so far (for `accept_batch`).
+    iterations: u64,
 }
 
 impl Server {
@@ -145,6 +152,10 @@ impl Server {
         let nodelay_inherited = nodelay::inherit_from_listener(&listener);
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let level_listener = {
+            use std::os::fd::AsRawFd;
+            listen_level::make_level_triggered(&poll, listener.as_raw_fd(), LISTENER)
+        };
         let mut signals = signals;
         if let Some(s) = &mut signals {
             poll.registry()
@@ -198,6 +209,9 @@ impl Server {
             scratch: vec![0u8; 64 * 1024],
             roster_path: None,
             nodelay_inherited,
+            level_listener,
+            accept_batch: listen_level::AcceptBatch::default(),
+            iterations: 0,
         })
     }
 
@@ -268,6 +282,7 @@ impl Server {
                 return Err(RunError::Io(e));
             }
             let now = self.now();
+            self.iterations += 1;
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(now),
@@ -518,7 +533,7 @@ impl Server {
                 return;
             }
             let pending = &self.scratch[start..n];
-            let too_long = match pending.iter().position(|&b| b == b'\n') {
+            let too_long = match crate::wire::lines::find_newline(pending) {
                 Some(k) if k <= max_line => {
                     self.hub.handle_line(id, &pending[..k], now);
                     start += k + 1;

@@ -266,7 +266,7 @@ impl<'a> Cur<'a> {
 /// `\\` or a control character (`b.len()` if none). Eight bytes at a time: each of the three
 /// tests below marks the high bit of a byte that hits, and of no byte below the first hit
 /// (a borrow only runs upwards from a true hit), so the lowest mark is the first hit.
-fn stop(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn stop(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(chunk) = b.get(i..i.saturating_add(8)) {
