@@ -239,32 +239,20 @@ fn the_restoring_sink_refuses_a_repeated_sender_and_id() {
 fn the_restoring_sink_restores_what_restore_does() {
     use crate::store::RowSink;
     let t0 = Sim::durable().wall.timestamp_millis();
+    // (seq, sender, id, recipient, attempts, state, still queued)
+    let row = |seq, from, id, to, attempts, state, queued| {
+        (
+            stored(seq, from, id, to, attempts),
+            remembered(seq, to, id, from, state, t0),
+            queued,
+        )
+    };
     let rows = [
-        (
-            stored(3, "datastore", "a", "mneme", 0),
-            remembered(3, "mneme", "a", "datastore", "queued", t0),
-            true,
-        ),
-        (
-            stored(5, "scribe", "s", "mneme", 0),
-            remembered(5, "mneme", "s", "scribe", "queued", t0),
-            true,
-        ),
-        (
-            stored(7, "datastore", "b", "scribe", 2),
-            remembered(7, "scribe", "b", "datastore", "delivered", t0),
-            true,
-        ),
-        (
-            stored(9, "datastore", "c", "mneme", 0),
-            remembered(9, "mneme", "c", "datastore", "acked", t0),
-            false,
-        ),
-        (
-            stored(11, "datastore", "d", "mneme", 1),
-            remembered(11, "mneme", "d", "datastore", "queued", t0),
-            true,
-        ),
+        row(3, "datastore", "a", "mneme", 0, "queued", true),
+        row(5, "scribe", "s", "mneme", 0, "queued", true),
+        row(7, "datastore", "b", "scribe", 2, "delivered", true),
+        row(9, "datastore", "c", "mneme", 0, "acked", false),
+        row(11, "datastore", "d", "mneme", 1, "queued", true),
     ];
     let mut streamed = Sim::durable();
     let now = streamed.now();
