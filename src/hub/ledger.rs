@@ -14,7 +14,7 @@
 //!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
-use super::names::Names;
+use super::names::{Name, Names};
 use crate::wire::Reader;
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub const PURGE_BATCH: usize = 4096;
 
 /// Sender and id, shared between the map and the settlement index.
-type Key = (Arc<str>, Arc<str>);
+type Key = (Name, Arc<str>);
 
 /// A restored envelope is queued again: a record that said otherwise (an ack-mode delivery
 /// the crash cut off before its ack) becomes `queued` at `now_ms` with no reader.
@@ -95,8 +95,9 @@ impl State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The recipient; the ledger keeps one shared copy per name (`names`).
-    pub to: Arc<str>,
-    pub digest: [u8; 32],
+    pub to: Name,
+    /// The first half of the envelope's `digest` (`short`): the store keeps all 32 bytes.
+    pub digest: [u8; 16],
     pub accepted_ms: i64,
     pub state: State,
     pub state_ms: i64,
@@ -139,6 +140,18 @@ pub fn digest(to: &str, kind: &str, correlation_id: Option<&str>, body: &str) ->
     h.finalize().into()
 }
 
+/// The part of a `digest` a ledger record keeps: its first 16 bytes. A million remembered ids
+/// each save 16 bytes (docs/performance.md "Where targets are missed" (b)); what the record
+/// decides with it is whether a resend under the same sender and id is the same envelope,
+/// and both envelopes are the one sender's own, so a collision (about 2^64 work to find)
+/// could only make that sender's second, different envelope read as its first: no one else's
+/// mail is reachable through it.
+pub fn short(digest: &[u8; 32]) -> [u8; 16] {
+    let mut half = [0; 16];
+    half.copy_from_slice(&digest[..16]);
+    half
+}
+
 /// An id as a caller holds it: text, copied into the ledger once, or the queued envelope's
 /// `Arc<str>` (`Queued::id`), which the ledger's key then shares instead of copying.
 pub trait IdText {
@@ -176,7 +189,7 @@ impl IdText for Arc<str> {
 /// One remembered (sender, id): the sender's interned name and the record.
 #[derive(Debug)]
 struct Held {
-    sender: Arc<str>,
+    sender: Name,
     record: Record,
 }
 
@@ -314,7 +327,7 @@ impl Ledger {
     pub fn seen(&self, sender: &str, id: &str, digest: &[u8; 32]) -> Seen {
         match self.find(sender, id) {
             None => Seen::New,
-            Some(r) if &r.digest == digest => Seen::Duplicate,
+            Some(r) if r.digest == short(digest) => Seen::Duplicate,
             Some(_) => Seen::Conflict,
         }
     }
@@ -353,7 +366,7 @@ impl Ledger {
     }
 
     /// `insert` with the sender's and the record's names already the ledger's (`name`).
-    fn insert_shared(&mut self, sender: Arc<str>, id_arc: Arc<str>, record: Record) -> Inserted {
+    fn insert_shared(&mut self, sender: Name, id_arc: Arc<str>, record: Record) -> Inserted {
         let after = Some(Self::settlement(&record));
         self.probe(1);
         let (key, found) = match self.records.entry(id_arc) {
@@ -400,7 +413,7 @@ impl Ledger {
 
     /// The ledger's shared copy of an agent's name, for a `Record::to` built at startup
     /// (`remember_interned`).
-    pub fn name(&mut self, name: &str) -> Arc<str> {
+    pub fn name(&mut self, name: &str) -> Name {
         self.names.intern(name)
     }
 
@@ -414,12 +427,7 @@ impl Ledger {
     /// own copies (`name`), `id` becomes the key. When (sender, id) was remembered already
     /// (a store that repeats a key), the record replaces it and the earlier one's seq is
     /// returned.
-    pub fn restore_record(
-        &mut self,
-        sender: Arc<str>,
-        id: Arc<str>,
-        record: Record,
-    ) -> Option<u64> {
+    pub fn restore_record(&mut self, sender: Name, id: Arc<str>, record: Record) -> Option<u64> {
         match self.insert_shared(sender, id, record) {
             Inserted::New => None,
             Inserted::Replaced(old) => Some(old.seq),
@@ -588,7 +596,7 @@ mod tests {
     fn rec(to: &str, d: [u8; 32], ms: i64, state: State) -> Record {
         Record {
             to: to.into(),
-            digest: d,
+            digest: short(&d),
             accepted_ms: ms,
             state,
             state_ms: ms,
@@ -771,8 +779,8 @@ mod tests {
         l.remember("a", "x", rec("b", [1; 32], 0, State::Acked));
         l.remember("c", "x", rec("d", [2; 32], 5_000, State::Queued));
         assert_eq!(l.len(), 2);
-        assert_eq!(l.get("a", "x").unwrap().digest, [1; 32]);
-        assert_eq!(l.get("c", "x").unwrap().digest, [2; 32]);
+        assert_eq!(l.get("a", "x").unwrap().digest, [1; 16]);
+        assert_eq!(l.get("c", "x").unwrap().digest, [2; 16]);
         assert_eq!(l.lookup("b", "x").unwrap().0, "a");
         assert_eq!(l.lookup("d", "x").unwrap().0, "c");
         assert_eq!(l.lookup("c", "x").unwrap().0, "c", "the asker's own first");
@@ -794,7 +802,31 @@ mod tests {
             l.remember("a", id, rec("b", [0; 32], 0, State::Queued));
         }
         let (x, z) = (l.get("a", "x").unwrap(), l.get("a", "z").unwrap());
-        assert!(Arc::ptr_eq(&x.to, &z.to));
+        assert!(Name::ptr_eq(&x.to, &z.to));
         assert_eq!(l.names.len(), 2, "a and b");
+    }
+
+    /// A ledger slot (id key and one sender's record) is what a million remembered ids cost
+    /// beside their texts (docs/performance.md "Where targets are missed" (b)): 80 bytes with
+    /// one-word names and the digest's first half, 120 with fat names and the whole digest.
+    #[test]
+    fn a_ledger_slot_stays_small() {
+        let slot = std::mem::size_of::<(Arc<str>, Holders)>();
+        assert!(slot <= 80, "ledger slot grew to {slot} bytes");
+        assert_eq!(std::mem::size_of::<Name>(), std::mem::size_of::<usize>());
+    }
+
+    /// Only the first half is kept, but a resend that differs anywhere in what is digested
+    /// (here one byte of the body) is still a conflict, never a duplicate.
+    #[test]
+    fn a_short_digest_still_tells_a_changed_resend() {
+        let mut l = Ledger::new(60, 100);
+        let d = digest("b", "task", None, "{\"n\":1}");
+        l.remember("a", "x", rec("b", d, 0, State::Queued));
+        assert_eq!(l.seen("a", "x", &d), Seen::Duplicate);
+        for body in ["{\"n\":2}", "{\"n\":1} ", "{\"n\":10}"] {
+            let other = digest("b", "task", None, body);
+            assert_eq!(l.seen("a", "x", &other), Seen::Conflict, "{body}");
+        }
     }
 }

@@ -44,6 +44,7 @@ mod tasks;
 mod verbs;
 
 pub use event::{AuditEvent, Output};
+pub use names::Name;
 pub use roster_reload::RosterChange;
 pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 

@@ -11,6 +11,7 @@
 //! also finds a repeated sender and id (the store leaves that check to the sink).
 
 use super::ledger::{Ledger, Record, State};
+use super::names::Name;
 use super::router::Router;
 use super::{Hub, Now, Queued};
 use crate::store::{Loaded, RowRef, RowSink};
@@ -31,12 +32,12 @@ pub struct Restoring<'h> {
 }
 
 struct LastNames {
-    sender: Arc<str>,
-    to: Arc<str>,
+    sender: Name,
+    to: Name,
     /// The router's copies of the sender's name, the recipient's and the kind.
-    from_q: Arc<str>,
-    to_q: Arc<str>,
-    kind_q: Option<Arc<str>>,
+    from_q: Name,
+    to_q: Name,
+    kind_q: Option<Name>,
 }
 
 impl Hub {
@@ -191,7 +192,7 @@ impl RowSink for Restoring<'_> {
         let (sender, to) = (names.sender.clone(), names.to.clone());
         let mut record = Record {
             to,
-            digest: row.digest,
+            digest: super::ledger::short(&row.digest),
             accepted_ms: row.accepted_ms,
             state,
             state_ms: row.state_ms,
@@ -226,7 +227,7 @@ impl RowSink for Restoring<'_> {
                 from,
                 to,
                 kind,
-                correlation_id: q.correlation_id.map(Into::into),
+                correlation_id: q.correlation_id.map(Name::new),
                 text: Arc::from(q.text),
                 seq: row.seq,
                 attempts: q.attempts,

@@ -10,7 +10,7 @@
 //! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
 //! scan from a lookup without timing anything.
 
-use super::names::Names;
+use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
 use super::ConnId;
 use std::cell::Cell;
@@ -23,14 +23,16 @@ use std::sync::Arc;
 /// Every string is shared rather than owned (docs/performance.md "How cost grows with work"):
 /// a queued envelope's `from`, `to` and `kind` are the router's one copy of each name
 /// (`Router::enqueue_back` swaps them in; a staged send and a restored row take them from
-/// `Router::name`), and its `id` is the same allocation the ledger keys its record by.
+/// `Router::name`), and its `id` is the same allocation the ledger keys its record by. The
+/// names are one-word `Name`s, not `Arc<str>`, which keeps the entry at 80 bytes (the test
+/// `a_queue_entry_stays_small`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
     pub id: Arc<str>,
-    pub from: Arc<str>,
-    pub to: Arc<str>,
-    pub kind: Arc<str>,
-    pub correlation_id: Option<Arc<str>>,
+    pub from: Name,
+    pub to: Name,
+    pub kind: Name,
+    pub correlation_id: Option<Name>,
     pub text: Arc<str>,
     /// Acceptance order, stamped by the hub when the envelope is accepted. Every queue is kept
     /// sorted by it, so an envelope that comes back from a failed delivery regains its place.
@@ -51,10 +53,10 @@ impl Queued {
     ) -> Queued {
         Queued {
             id: Arc::from(id),
-            from: Arc::from(from),
-            to: Arc::from(to),
-            kind: Arc::from(kind),
-            correlation_id: correlation_id.map(Arc::from),
+            from: Name::new(from),
+            to: Name::new(to),
+            kind: Name::new(kind),
+            correlation_id: correlation_id.map(Name::new),
             text,
             seq: 0,
             attempts: 0,
@@ -484,7 +486,7 @@ impl Router {
     }
 
     /// The router's shared copy of a name, for an envelope built for `enqueue_shared`.
-    pub fn name(&mut self, name: &str) -> Arc<str> {
+    pub fn name(&mut self, name: &str) -> Name {
         self.names.intern(name)
     }
 
@@ -563,6 +565,15 @@ mod tests {
             corr,
             Arc::from(format!("{{\"id\":\"{id}\"}}")),
         )
+    }
+
+    /// A queue entry is what every queued envelope costs beside its text, times the deque's
+    /// growth slack (docs/performance.md "Where targets are missed" (b)): 80 bytes with
+    /// one-word names, 112 with `Arc<str>` ones.
+    #[test]
+    fn a_queue_entry_stays_small() {
+        let entry = std::mem::size_of::<Queued>();
+        assert!(entry <= 80, "Queued grew to {entry} bytes");
     }
 
     fn f(reply_to: Option<&str>, kind: Option<&str>) -> Filter {

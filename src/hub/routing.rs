@@ -6,6 +6,7 @@
 
 use super::event::{AuditEvent, Output};
 use super::ledger::{self, State};
+use super::names::Name;
 use super::router::{Queued, Router};
 use super::session::{Conn, Phase};
 use super::{ConnId, Hub, Now, Rider, Staged, Target};
@@ -255,7 +256,7 @@ pub(super) fn queued_from(env: &Envelope, router: &mut Router) -> Queued {
         from: router.name(&env.from),
         to: router.name(&env.to),
         kind: router.name(&env.kind),
-        correlation_id: env.correlation_id.as_deref().map(Arc::from),
+        correlation_id: env.correlation_id.as_deref().map(Name::new),
         text: Arc::from(env.to_json()),
         seq: 0,
         attempts: 0,
@@ -287,12 +288,12 @@ mod tests {
         )
         .expect("valid body");
         let q = queued_from(&env, &mut router);
-        assert!(Arc::ptr_eq(&q.from, &a));
-        assert!(Arc::ptr_eq(&q.to, &b));
-        assert!(Arc::ptr_eq(&q.kind, &k));
+        assert!(Name::ptr_eq(&q.from, &a));
+        assert!(Name::ptr_eq(&q.to, &b));
+        assert!(Name::ptr_eq(&q.kind, &k));
         assert_eq!(&*q.text, env.to_json());
         router.enqueue_shared(q);
         let queued = router.find("bob", 0);
-        assert!(queued.is_some_and(|(_, e)| Arc::ptr_eq(&e.to, &b)));
+        assert!(queued.is_some_and(|(_, e)| Name::ptr_eq(&e.to, &b)));
     }
 }

@@ -314,5 +314,5 @@ fn a_restart_probes_the_ledger_once_per_row() {
     let a = &ledger.get("datastore", "q-0").expect("queued").to;
     let b = &ledger.get("datastore", "q-99999").expect("queued").to;
     let c = &ledger.get("datastore", "s-1").expect("settled").to;
-    assert!(std::sync::Arc::ptr_eq(a, b) && std::sync::Arc::ptr_eq(a, c));
+    assert!(crate::hub::Name::ptr_eq(a, b) && crate::hub::Name::ptr_eq(a, c));
 }

@@ -82,7 +82,7 @@ impl Hub {
         let e = &s.env;
         let record = Record {
             to: e.to.clone(),
-            digest: s.digest,
+            digest: crate::hub::ledger::short(&s.digest),
             accepted_ms: now.wall.timestamp_millis(),
             state: State::Queued,
             state_ms: now.wall.timestamp_millis(),
