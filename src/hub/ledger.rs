@@ -14,13 +14,13 @@
 //!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
+use super::id_key::{Id, Key as IdKey};
 use super::names::{Name, Names};
 use crate::wire::Reader;
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 /// Records forgotten by one `purge` at most: bounded work per event-loop iteration even after
 /// a restart that finds a whole window's worth expired. Each one also costs a row delete in
@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub const PURGE_BATCH: usize = 4096;
 
 /// Sender and id, shared between the map and the settlement index.
-type Key = (Name, Arc<str>);
+type Key = (Name, Id);
 
 /// A restored envelope is queued again: a record that said otherwise (an ack-mode delivery
 /// the crash cut off before its ack) becomes `queued` at `now_ms` with no reader.
@@ -152,37 +152,51 @@ pub fn short(digest: &[u8; 32]) -> [u8; 16] {
     half
 }
 
-/// An id as a caller holds it: text, copied into the ledger once, or the queued envelope's
-/// `Arc<str>` (`Queued::id`), which the ledger's key then shares instead of copying.
+/// An id as a caller holds it: text, made an `Id` by the ledger once, or the queued
+/// envelope's `Id` (`Queued::id`), which the ledger's key then shares instead of copying.
 pub trait IdText {
-    fn text(&self) -> &str;
-    fn shared(&self) -> Arc<str>;
+    fn key(&self) -> IdKey<'_>;
+    fn shared(&self) -> Id;
+    /// The id's text, lent to `f` without an allocation.
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R;
 }
 
 impl IdText for str {
-    fn text(&self) -> &str {
-        self
+    fn key(&self) -> IdKey<'_> {
+        IdKey::of(self)
     }
-    fn shared(&self) -> Arc<str> {
-        Arc::from(self)
+    fn shared(&self) -> Id {
+        Id::new(self)
+    }
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        f(self)
     }
 }
 
 impl IdText for String {
-    fn text(&self) -> &str {
-        self
+    fn key(&self) -> IdKey<'_> {
+        self.as_str().key()
     }
-    fn shared(&self) -> Arc<str> {
-        Arc::from(self.as_str())
+    fn shared(&self) -> Id {
+        self.as_str().shared()
+    }
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        self.as_str().with_text(f)
     }
 }
 
-impl IdText for Arc<str> {
-    fn text(&self) -> &str {
-        self
+impl IdText for Id {
+    fn key(&self) -> IdKey<'_> {
+        match self {
+            Id::Uuid(k) => IdKey::Uuid(*k),
+            Id::Text(t) => IdKey::Text(t),
+        }
     }
-    fn shared(&self) -> Arc<str> {
+    fn shared(&self) -> Id {
         self.clone()
+    }
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        Id::with_text(self, f)
     }
 }
 
@@ -238,7 +252,7 @@ pub struct Ledger {
     /// Keyed by id alone, with each sender's record under it: one table serves the sender's
     /// lookups (idempotent resends, receipts) and the recipient's (`status`), which finds
     /// the id's records without a scan (module doc). One hash of the id per operation.
-    records: HashMap<Arc<str>, Holders>,
+    records: HashMap<Id, Holders>,
     /// Records held (an id may hold several).
     count: usize,
     /// Senders' and recipients' names, one copy each (`names`).
@@ -298,10 +312,10 @@ impl Ledger {
         self.probes.set(self.probes.get() + n);
     }
 
-    fn find(&self, sender: &str, id: &str) -> Option<&Record> {
+    fn find<I: IdText + ?Sized>(&self, sender: &str, id: &I) -> Option<&Record> {
         self.probe(1);
         self.records
-            .get(id)?
+            .get(id.key().bytes())?
             .as_slice()
             .iter()
             .find(|h| &*h.sender == sender)
@@ -309,22 +323,23 @@ impl Ledger {
     }
 
     /// The key of `sender`'s record of `id` (for the settlement index) and the record.
-    fn find_mut(&mut self, sender: &str, id: &str) -> Option<(Key, &mut Record)> {
+    fn find_mut<I: IdText + ?Sized>(&mut self, sender: &str, id: &I) -> Option<(Key, &mut Record)> {
         self.probe(2);
         // Two probes of the id: the std map lends no mutable value together with its key,
         // and the settlement index needs the key's shared copy.
-        let (id_arc, _) = self.records.get_key_value(id)?;
+        let key = id.key();
+        let (id_arc, _) = self.records.get_key_value(key.bytes())?;
         let id_arc = id_arc.clone();
         let held = self
             .records
-            .get_mut(id)?
+            .get_mut(key.bytes())?
             .as_mut_slice()
             .iter_mut()
             .find(|h| &*h.sender == sender)?;
         Some(((held.sender.clone(), id_arc), &mut held.record))
     }
 
-    pub fn seen(&self, sender: &str, id: &str, digest: &[u8; 32]) -> Seen {
+    pub fn seen<I: IdText + ?Sized>(&self, sender: &str, id: &I, digest: &[u8; 32]) -> Seen {
         match self.find(sender, id) {
             None => Seen::New,
             Some(r) if r.digest == short(digest) => Seen::Duplicate,
@@ -366,7 +381,7 @@ impl Ledger {
     }
 
     /// `insert` with the sender's and the record's names already the ledger's (`name`).
-    fn insert_shared(&mut self, sender: Name, id_arc: Arc<str>, record: Record) -> Inserted {
+    fn insert_shared(&mut self, sender: Name, id_arc: Id, record: Record) -> Inserted {
         let after = Some(Self::settlement(&record));
         self.probe(1);
         let (key, found) = match self.records.entry(id_arc) {
@@ -419,7 +434,7 @@ impl Ledger {
 
     /// `remember` for a record whose `to` came from `name`: a restart remembers a million,
     /// and skipping the second interning saves a hash per record.
-    pub fn remember_interned(&mut self, sender: &str, id: &Arc<str>, record: Record) {
+    pub fn remember_interned(&mut self, sender: &str, id: &Id, record: Record) {
         self.insert(sender, id, record, true);
     }
 
@@ -427,7 +442,7 @@ impl Ledger {
     /// own copies (`name`), `id` becomes the key. When (sender, id) was remembered already
     /// (a store that repeats a key), the record replaces it and the earlier one's seq is
     /// returned.
-    pub fn restore_record(&mut self, sender: Name, id: Arc<str>, record: Record) -> Option<u64> {
+    pub fn restore_record(&mut self, sender: Name, id: Id, record: Record) -> Option<u64> {
         match self.insert_shared(sender, id, record) {
             Inserted::New => None,
             Inserted::Replaced(old) => Some(old.seq),
@@ -435,10 +450,10 @@ impl Ledger {
     }
 
     /// Moves a remembered envelope to `state`; its `seq`, or None if it is not remembered.
-    pub fn set_state(
+    pub fn set_state<I: IdText + ?Sized>(
         &mut self,
         sender: &str,
-        id: &str,
+        id: &I,
         state: State,
         ack_pending: bool,
         at_ms: i64,
@@ -456,24 +471,24 @@ impl Ledger {
         Some(seq)
     }
 
-    pub fn state_of(&self, sender: &str, id: &str) -> Option<State> {
+    pub fn state_of<I: IdText + ?Sized>(&self, sender: &str, id: &I) -> Option<State> {
         self.find(sender, id).map(|r| r.state)
     }
 
     /// Records which kind of reader a remembered envelope is being handed to (before its
     /// `delivered` state is set).
-    pub fn set_reader(&mut self, sender: &str, id: &str, reader: Reader) {
+    pub fn set_reader<I: IdText + ?Sized>(&mut self, sender: &str, id: &I, reader: Reader) {
         if let Some((_, r)) = self.find_mut(sender, id) {
             r.reader = Some(reader);
         }
     }
 
-    pub fn reader_of(&self, sender: &str, id: &str) -> Option<Reader> {
+    pub fn reader_of<I: IdText + ?Sized>(&self, sender: &str, id: &I) -> Option<Reader> {
         self.find(sender, id).and_then(|r| r.reader)
     }
 
     /// The record of exactly this sender's id (no visibility rule: the hub's own use).
-    pub fn get(&self, sender: &str, id: &str) -> Option<&Record> {
+    pub fn get<I: IdText + ?Sized>(&self, sender: &str, id: &I) -> Option<&Record> {
         self.find(sender, id)
     }
 
@@ -485,7 +500,13 @@ impl Ledger {
     /// A restored envelope is queued at acceptance `seq`: its record says so, with one lookup.
     /// The state's time is kept when it already was `queued`, else it becomes `now_ms` (a
     /// restart is what requeued it). Same as `state_of`, `set_state` and `set_seq` together.
-    pub fn restore_queued(&mut self, sender: &str, id: &str, seq: u64, now_ms: i64) {
+    pub fn restore_queued<I: IdText + ?Sized>(
+        &mut self,
+        sender: &str,
+        id: &I,
+        seq: u64,
+        now_ms: i64,
+    ) {
         let Some((k, r)) = self.find_mut(sender, id) else {
             return;
         };
@@ -497,7 +518,7 @@ impl Ledger {
     }
 
     /// Records where a restored envelope sits in acceptance order.
-    pub fn set_seq(&mut self, sender: &str, id: &str, seq: u64) {
+    pub fn set_seq<I: IdText + ?Sized>(&mut self, sender: &str, id: &I, seq: u64) {
         if let Some((_, r)) = self.find_mut(sender, id) {
             r.seq = seq;
         }
@@ -506,11 +527,11 @@ impl Ledger {
     /// The record of `id` that `asker` may see: one it sent, else one addressed to it.
     /// Looks at the id's records only (the asker's own, then each other sender's), never at
     /// the rest of the ledger.
-    pub fn lookup(&self, asker: &str, id: &str) -> Option<(&str, &Record)> {
+    pub fn lookup<I: IdText + ?Sized>(&self, asker: &str, id: &I) -> Option<(&str, &Record)> {
         let touch = || self.touched.set(self.touched.get() + 1);
         touch();
         self.probe(1);
-        let held = self.records.get(id)?.as_slice();
+        let held = self.records.get(id.key().bytes())?.as_slice();
         if let Some(h) = held.iter().find(|h| &*h.sender == asker) {
             return Some((&h.sender, &h.record));
         }
@@ -556,7 +577,7 @@ impl Ledger {
     /// Drops the record of `k`; its seq, or None if it was not held.
     fn forget(&mut self, k: &Key) -> Option<u64> {
         self.probe(1);
-        let holders = self.records.get_mut(&*k.1)?;
+        let holders = self.records.get_mut(k.1.key())?;
         let seq = match holders {
             Holders::One(h) => {
                 if h.sender != k.0 {
@@ -564,7 +585,7 @@ impl Ledger {
                 }
                 let seq = h.record.seq;
                 self.probe(1);
-                self.records.remove(&*k.1);
+                self.records.remove(k.1.key());
                 seq
             }
             Holders::Many(v) => {
@@ -807,12 +828,13 @@ mod tests {
     }
 
     /// A ledger slot (id key and one sender's record) is what a million remembered ids cost
-    /// beside their texts (docs/performance.md "Where targets are missed" (b)): 80 bytes with
-    /// one-word names and the digest's first half, 120 with fat names and the whole digest.
+    /// beside their texts (docs/performance.md "Where targets are missed" (b)): 88 bytes with
+    /// an inline id key, one-word names and the digest's first half, 120 with an `Arc<str>`
+    /// key, fat names and the whole digest.
     #[test]
     fn a_ledger_slot_stays_small() {
-        let slot = std::mem::size_of::<(Arc<str>, Holders)>();
-        assert!(slot <= 80, "ledger slot grew to {slot} bytes");
+        let slot = std::mem::size_of::<(Id, Holders)>();
+        assert!(slot <= 88, "ledger slot grew to {slot} bytes");
         assert_eq!(std::mem::size_of::<Name>(), std::mem::size_of::<usize>());
     }
 
@@ -828,5 +850,29 @@ mod tests {
             let other = digest("b", "task", None, body);
             assert_eq!(l.seen("a", "x", &other), Seen::Conflict, "{body}");
         }
+    }
+
+    /// A UUID id (held inline) and its upper-case twin (held as text) are two ids, each found
+    /// by its own text and by its `Id`, neither by the other's.
+    #[test]
+    fn a_uuid_id_and_its_text_twin_are_two_records() {
+        let lower = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+        let upper = lower.to_uppercase();
+        let mut l = Ledger::new(60, 100);
+        l.remember("a", lower, rec("b", [1; 32], 0, State::Queued));
+        assert_eq!(l.get("a", upper.as_str()), None);
+        l.remember("a", upper.as_str(), rec("b", [2; 32], 0, State::Acked));
+        assert_eq!(l.len(), 2);
+        assert_eq!(l.get("a", lower).unwrap().digest, [1; 16]);
+        assert_eq!(l.get("a", &Id::new(lower)).unwrap().digest, [1; 16]);
+        assert_eq!(l.get("a", upper.as_str()).unwrap().digest, [2; 16]);
+        assert_eq!(l.lookup("b", lower).unwrap().1.state, State::Queued);
+        l.set_state("a", &Id::new(lower), State::Acked, false, 5);
+        assert_eq!(l.state_of("a", lower), Some(State::Acked));
+        let gone = l.purge(i64::MAX);
+        let mut ids: Vec<String> = gone.into_iter().map(|(_, id, _)| id).collect();
+        ids.sort();
+        assert_eq!(ids, [upper.clone(), lower.to_string()]);
+        assert!(l.is_empty());
     }
 }

@@ -22,6 +22,7 @@ mod conn_map;
 pub use conn_map::ConnMap;
 pub mod event;
 pub mod forward;
+mod id_key;
 pub mod ids;
 pub mod ledger;
 mod linger;
@@ -44,6 +45,7 @@ mod tasks;
 mod verbs;
 
 pub use event::{AuditEvent, Output};
+pub use id_key::Id;
 pub use names::Name;
 pub use roster_reload::RosterChange;
 pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};

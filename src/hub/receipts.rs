@@ -7,7 +7,7 @@
 //! that ends one (`judge`). Refuses IO, like the rest of the core; every ledger change that can
 //! end a wait calls `Hub::receipt_changed`.
 
-use super::ledger::{Record, State};
+use super::ledger::{IdText, Record, State};
 use super::session::Phase;
 use super::{ConnId, Hub, Now};
 use crate::wire::{EnvelopeStatus, HubLine, WaitEnd, WaitFor};
@@ -45,7 +45,7 @@ impl Hub {
         let position = (rec.state == State::Queued)
             .then_some(found)
             .flatten()
-            .filter(|(_, q)| *q.id == *id)
+            .filter(|(_, q)| q.id.is(id))
             .map(|(p, _)| p as u64 + 1);
         let attempts = found.map(|(_, q)| q.attempts);
         // The reader belongs to a hand-off: shown while it holds or consumed the envelope, and
@@ -134,10 +134,14 @@ impl Hub {
 
     /// The remembered envelope `(sender, id)` changed: every wait on it that this ends is
     /// answered now.
-    pub(super) fn receipt_changed(&mut self, sender: &str, id: &str, now: Now) {
+    pub(super) fn receipt_changed<I: IdText + ?Sized>(&mut self, sender: &str, id: &I, now: Now) {
         if self.receipts.parked == 0 {
             return;
         }
+        id.with_text(|id| self.receipt_changed_text(sender, id, now));
+    }
+
+    fn receipt_changed_text(&mut self, sender: &str, id: &str, now: Now) {
         let key = (sender.to_owned(), id.to_owned());
         let Some(conns) = self.receipts.by_key.get(&key) else {
             return;

@@ -55,7 +55,7 @@ impl Recent {
         } else {
             Entry::default()
         };
-        e.id_cut = keep(&mut e.id, &env.id);
+        e.id_cut = env.id.with_text(|id| keep(&mut e.id, id));
         keep(&mut e.from, &env.from);
         keep(&mut e.to, &env.to);
         keep(&mut e.kind, &env.kind);

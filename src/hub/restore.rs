@@ -10,6 +10,7 @@
 //! text is copied once, into the `Arc<str>` the queue keeps. One ledger insert per row, which
 //! also finds a repeated sender and id (the store leaves that check to the sink).
 
+use super::id_key::Id;
 use super::ledger::{Ledger, Record, State};
 use super::names::Name;
 use super::router::Router;
@@ -205,8 +206,8 @@ impl RowSink for Restoring<'_> {
             // it (an ack-mode delivery the crash cut off before its ack).
             crate::hub::ledger::queue_again(&mut record, now_ms);
         }
-        // One allocation of the id, shared by the ledger's key and the queue entry.
-        let id: Arc<str> = Arc::from(row.id);
+        // One id (inline when it is a canonical UUID), shared by the ledger's key and the queue entry.
+        let id = Id::new(row.id);
         let replaced = self.hub.ledger.restore_record(sender, id.clone(), record);
         self.ids += 1;
         // Every remembered id holds a place in acceptance order, queued or not.

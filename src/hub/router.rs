@@ -10,6 +10,7 @@
 //! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
 //! scan from a lookup without timing anything.
 
+use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
 use super::ConnId;
@@ -23,12 +24,12 @@ use std::sync::Arc;
 /// Every string is shared rather than owned (docs/performance.md "How cost grows with work"):
 /// a queued envelope's `from`, `to` and `kind` are the router's one copy of each name
 /// (`Router::enqueue_back` swaps them in; a staged send and a restored row take them from
-/// `Router::name`), and its `id` is the same allocation the ledger keys its record by. The
-/// names are one-word `Name`s, not `Arc<str>`, which keeps the entry at 80 bytes (the test
-/// `a_queue_entry_stays_small`).
+/// `Router::name`), and its `id` is the same `Id` the ledger keys its record by (inline when it
+/// is a canonical UUID, `hub::id_key`). The names are one-word `Name`s, not `Arc<str>`, which
+/// keeps the entry at 88 bytes (the test `a_queue_entry_stays_small`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
-    pub id: Arc<str>,
+    pub id: Id,
     pub from: Name,
     pub to: Name,
     pub kind: Name,
@@ -52,7 +53,7 @@ impl Queued {
         text: Arc<str>,
     ) -> Queued {
         Queued {
-            id: Arc::from(id),
+            id: Id::new(id),
             from: Name::new(from),
             to: Name::new(to),
             kind: Name::new(kind),
@@ -568,12 +569,13 @@ mod tests {
     }
 
     /// A queue entry is what every queued envelope costs beside its text, times the deque's
-    /// growth slack (docs/performance.md "Where targets are missed" (b)): 80 bytes with
-    /// one-word names, 112 with `Arc<str>` ones.
+    /// growth slack (docs/performance.md "Where targets are missed" (b)): 88 bytes with
+    /// one-word names and an inline id (which saves the id's heap block), 112 with `Arc<str>`
+    /// names.
     #[test]
     fn a_queue_entry_stays_small() {
         let entry = std::mem::size_of::<Queued>();
-        assert!(entry <= 80, "Queued grew to {entry} bytes");
+        assert!(entry <= 88, "Queued grew to {entry} bytes");
     }
 
     fn f(reply_to: Option<&str>, kind: Option<&str>) -> Filter {
@@ -636,17 +638,10 @@ mod tests {
         r.enqueue_back(env("b", "1", "task", None));
         r.enqueue_back(env("b", "2", "result", Some("x")));
         r.enqueue_back(env("b", "3", "result", Some("x")));
-        assert_eq!(
-            &*r.take_first_match("b", &f(Some("x"), None)).unwrap().id,
-            "2"
-        );
-        assert_eq!(&*r.take_first_match("b", &f(None, None)).unwrap().id, "1");
-        assert_eq!(
-            &*r.take_first_match("b", &f(None, Some("result")))
-                .unwrap()
-                .id,
-            "3"
-        );
+        let id = |q: Option<Queued>| q.unwrap().id.to_string();
+        assert_eq!(id(r.take_first_match("b", &f(Some("x"), None))), "2");
+        assert_eq!(id(r.take_first_match("b", &f(None, None))), "1");
+        assert_eq!(id(r.take_first_match("b", &f(None, Some("result")))), "3");
         assert!(r.take_first_match("b", &f(None, None)).is_none());
         assert_eq!(r.stats("b"), MailboxStats::default());
     }

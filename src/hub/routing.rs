@@ -5,7 +5,8 @@
 //! acceptance order (`Queued::seq`). Refuses IO, like the rest of the core.
 
 use super::event::{AuditEvent, Output};
-use super::ledger::{self, State};
+use super::id_key::Id;
+use super::ledger::{self, IdText, State};
 use super::names::Name;
 use super::router::{Queued, Router};
 use super::session::{Conn, Phase};
@@ -151,10 +152,10 @@ impl Hub {
     }
 
     /// Records a state change in the ledger and, with a durable store, on disk.
-    pub(super) fn set_state(
+    pub(super) fn set_state<I: IdText + ?Sized>(
         &mut self,
         sender: &str,
-        id: &str,
+        id: &I,
         state: State,
         ack_pending: bool,
         now: Now,
@@ -164,7 +165,7 @@ impl Hub {
             self.store(StoreOp::State {
                 seq,
                 sender: sender.to_owned(),
-                id: id.to_owned(),
+                id: id.with_text(str::to_owned),
                 state: state.as_str().to_owned(),
                 detail: None,
                 reader: self.ledger.reader_of(sender, id),
@@ -205,7 +206,7 @@ impl Hub {
         let attempts = attempts.map_or_else(String::new, |n| format!(",\"attempts\":{n}"));
         let body = format!(
             "{{\"id\":{},\"to\":{},\"reason\":{}{attempts}}}",
-            crate::wire::to_json(&*env.id),
+            env.id.with_text(crate::wire::to_json),
             crate::wire::to_json(&*env.to),
             crate::wire::to_json(reason)
         );
@@ -252,7 +253,7 @@ impl Hub {
 pub(super) fn queued_from(env: &Envelope, router: &mut Router) -> Queued {
     // `seq` is stamped at staging.
     Queued {
-        id: Arc::from(env.id.as_str()),
+        id: Id::new(&env.id),
         from: router.name(&env.from),
         to: router.name(&env.to),
         kind: router.name(&env.kind),

@@ -501,10 +501,11 @@ impl Hub {
     /// A send from `from` with `id` is staged or in the batch being written.
     pub(super) fn is_staged(&self, from: &str, id: &str) -> bool {
         let in_flight = self.commit.in_flight.iter().flat_map(|f| f.sends.iter());
+        let key = crate::hub::id_key::Key::of(id);
         self.staged
             .iter()
             .chain(in_flight)
-            .any(|s| *s.env.id == *id && *s.env.from == *from)
+            .any(|s| s.env.id.key() == key.bytes() && *s.env.from == *from)
     }
 
     /// The error of the first failed flush, if one failed: from then on sends are refused

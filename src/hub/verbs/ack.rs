@@ -15,7 +15,7 @@ impl Hub {
         };
         let delivered = env.id.clone();
         match input {
-            AckInput::Ack(digest) if digest == id_digest(&delivered) => {
+            AckInput::Ack(digest) if digest == delivered.with_text(id_digest) => {
                 let c = self.conns.get_mut(&conn).expect("checked above");
                 let Phase::Delivering { env, .. } =
                     std::mem::replace(&mut c.phase, Phase::AckStaged)
