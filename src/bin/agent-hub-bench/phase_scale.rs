@@ -131,7 +131,8 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
         // once everything is restored, whichever build runs.
         let mut bytes = big.agent(SENDER)?.hello.to_vec();
         let last = opts.scale_restart - 1;
-        bytes.extend_from_slice(format!("{{\"status\":{{\"id\":\"r-{last}\"}}}}\n").as_bytes());
+        let id = scale_fixture::fixture_id(last);
+        bytes.extend_from_slice(format!("{{\"status\":{{\"id\":\"{id}\"}}}}\n").as_bytes());
         let mut conn = open(hub.addr, &bytes)?;
         // The answer waits for the whole restore: as long as the ready line may take.
         conn.get_ref()
@@ -147,7 +148,7 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
         cpus.push(cpu.clock.unwrap_or(cpu.stat).as_secs_f64() * 1000.0);
         match answer {
             HubLine::Status(st) if st.state == "queued" => {}
-            other => return Err(format!("after the restart, status of r-{last}: {other:?}")),
+            other => return Err(format!("after the restart, status of {id}: {other:?}")),
         }
         rss = hub.rss_bytes()?;
         // SIGTERM → exit: the orderly stop of a hub holding every envelope (SPEC §7.4).
@@ -323,7 +324,10 @@ fn status_who_costs(fx: &ScaleHub, server: &Path, opts: &Opts, n: usize) -> Res<
     let status = |i: usize| {
         // Spread over the whole ledger; the last one's position is checked.
         let seq = if i == 0 { last } else { (i * 7919) % n };
-        format!("{{\"status\":{{\"id\":\"r-{seq}\"}}}}\n")
+        format!(
+            "{{\"status\":{{\"id\":\"{}\"}}}}\n",
+            scale_fixture::fixture_id(seq)
+        )
     };
     let check = |i: usize, got: HubLine| match got {
         HubLine::Status(st) if st.state == "queued" => {

@@ -16,6 +16,11 @@ const SCALE_READY_TIMEOUT: Duration = Duration::from_secs(600);
 /// Rows per transaction when pre-filling the store.
 const FILL_BATCH: usize = 20_000;
 
+/// The id of the fixture's envelope `seq` (`ScaleHub::fill_store`).
+pub(crate) fn fixture_id(seq: usize) -> String {
+    format!("00000000-0000-4000-8000-{seq:012x}")
+}
+
 /// One scale hub's files.
 pub(crate) struct ScaleHub {
     pub(crate) config: PathBuf,
@@ -95,8 +100,11 @@ impl ScaleHub {
         HubProcess::start_within(server, &self.config, &self.stderr, SCALE_READY_TIMEOUT)
     }
 
-    /// Writes `n` queued envelopes from `SENDER` to `BULK` (ids `r-0..`, bodies of about
-    /// `body_bytes`) into this hub's SQLite file, as the hub itself would have.
+    /// Writes `n` queued envelopes from `SENDER` to `BULK` (bodies of about `body_bytes`)
+    /// into this hub's SQLite file, as the hub itself would have. The ids are UUIDs in their
+    /// canonical text, numbered by seq, as `agent-hub send` makes them (random there): the
+    /// hub holds those inline (`hub::id_key`), so a fixture of short text ids would measure
+    /// a hub no client of ours fills.
     pub(crate) fn fill_store(&self, n: usize, body_bytes: usize) -> Res<()> {
         let mut store =
             Sqlite::open(&self.db, SQLITE_MAX_BYTES as u64).map_err(|e| e.to_string())?;
@@ -105,7 +113,7 @@ impl ScaleHub {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut ops = Vec::with_capacity(FILL_BATCH);
         for seq in 0..n {
-            let id = format!("r-{seq}");
+            let id = fixture_id(seq);
             let body = body_of(body_bytes, seq);
             let env = Envelope::new(
                 id.clone(),
