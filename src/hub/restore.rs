@@ -206,7 +206,8 @@ impl RowSink for Restoring<'_> {
             // it (an ack-mode delivery the crash cut off before its ack).
             crate::hub::ledger::queue_again(&mut record, now_ms);
         }
-        // One id (inline when it is a canonical UUID), shared by the ledger's key and the queue entry.
+        // One id (inline when it is a canonical UUID), shared by the ledger's key and the
+        // queue entry.
         let id = Id::new(row.id);
         let replaced = self.hub.ledger.restore_record(sender, id.clone(), record);
         self.ids += 1;
