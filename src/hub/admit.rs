@@ -5,6 +5,7 @@
 //! Owns what both paths must agree on. Refuses answering: the local path answers with reply
 //! and error lines, the forward path with forward acks, each from the `Admission`.
 
+use super::id_key::Id;
 use super::routing::queued_from;
 use super::{ledger, ConnId, Hub, Staged};
 use crate::wire::Envelope;
@@ -27,7 +28,7 @@ impl Hub {
     /// Checks `env` (its `from` already stamped) and stages it when new. `conn` is the
     /// sender's connection, `from_peer` the peer and relay message id of a forward. `env` is
     /// left as it came: the staged copy's fields are the router's shared strings
-    /// (`Queued::new`), not the envelope's.
+    /// (`queued_from`), not the envelope's.
     pub(super) fn admit(
         &mut self,
         env: &mut Envelope,
@@ -40,15 +41,17 @@ impl Hub {
             env.correlation_id.as_deref(),
             env.body.get(),
         );
-        match self.ledger.seen(&env.from, &env.id, &digest) {
+        // Parsed once: the ledger's lookup, the staged check and the queued copy share it.
+        let id = Id::new(&env.id);
+        match self.ledger.seen(&env.from, &id, &digest) {
             ledger::Seen::New => {}
             ledger::Seen::Duplicate => return Admission::Duplicate,
             ledger::Seen::Conflict => return Admission::Conflict,
         }
-        if self.is_staged(&env.from, &env.id) {
+        if self.is_staged(&env.from, &id) {
             return Admission::InProgress;
         }
-        let mut queued = queued_from(env, &mut self.router);
+        let mut queued = queued_from(env, id, &mut self.router);
         queued.seq = self.take_seq();
         let target = match self.stage_target(&queued) {
             Ok(t) => t,

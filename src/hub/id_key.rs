@@ -21,7 +21,6 @@ use std::sync::Arc;
 const UUID_TEXT: usize = 36;
 /// A UUID's key: the 0xFF marker, then its 16 bytes.
 const UUID_KEY: usize = 17;
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// An envelope id: a canonical UUID's bytes, or any other text.
 #[derive(Clone)]
@@ -92,18 +91,6 @@ impl Id {
             }
         }
     }
-
-    /// Bytes of the text form.
-    pub fn len(&self) -> usize {
-        match self {
-            Id::Uuid(_) => UUID_TEXT,
-            Id::Text(t) => t.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 fn uuid_key(bytes: &[u8; 16]) -> [u8; UUID_KEY] {
@@ -112,20 +99,12 @@ fn uuid_key(bytes: &[u8; 16]) -> [u8; UUID_KEY] {
     k
 }
 
-/// A UUID key's canonical text, in `buf`.
+/// A UUID key's canonical text, in `buf` (the uuid crate's lowercase hyphenated form, which
+/// `canonical_uuid` accepts and nothing else).
 fn render<'b>(k: &[u8; UUID_KEY], buf: &'b mut [u8; UUID_TEXT]) -> &'b str {
-    let mut i = 0;
-    for (n, byte) in k[1..].iter().enumerate() {
-        if matches!(n, 4 | 6 | 8 | 10) {
-            buf[i] = b'-';
-            i += 1;
-        }
-        buf[i] = HEX[usize::from(byte >> 4)];
-        buf[i + 1] = HEX[usize::from(byte & 15)];
-        i += 2;
-    }
-    // Only ASCII hex digits and hyphens were written.
-    std::str::from_utf8(buf).unwrap_or_default()
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&k[1..]);
+    uuid::Uuid::from_bytes(bytes).hyphenated().encode_lower(buf)
 }
 
 /// The key of a client's id text, built on the stack for a lookup.
@@ -201,18 +180,6 @@ impl From<&str> for Id {
     }
 }
 
-impl PartialEq<str> for Id {
-    fn eq(&self, other: &str) -> bool {
-        self.is(other)
-    }
-}
-
-impl PartialEq<&str> for Id {
-    fn eq(&self, other: &&str) -> bool {
-        self.is(other)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,7 +192,6 @@ mod tests {
         let id = Id::new(U);
         assert!(matches!(id, Id::Uuid(_)));
         assert_eq!(id.to_string(), U);
-        assert_eq!(id.len(), 36);
         assert!(id.is(U));
         assert!(std::mem::size_of::<Id>() <= 24);
     }

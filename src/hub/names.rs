@@ -35,10 +35,6 @@ impl Name {
         Name(Arc::new(Box::from(text)))
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// Whether both are the same allocation (one interned copy), not merely equal text.
     pub fn ptr_eq(a: &Name, b: &Name) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
@@ -56,12 +52,6 @@ impl Deref for Name {
     }
 }
 
-impl AsRef<str> for Name {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl Borrow<str> for Name {
     fn borrow(&self) -> &str {
         &self.0
@@ -70,12 +60,6 @@ impl Borrow<str> for Name {
 
 impl From<&str> for Name {
     fn from(text: &str) -> Name {
-        Name::new(text)
-    }
-}
-
-impl From<&String> for Name {
-    fn from(text: &String) -> Name {
         Name::new(text)
     }
 }
@@ -91,12 +75,6 @@ impl Eq for Name {}
 impl PartialEq<str> for Name {
     fn eq(&self, other: &str) -> bool {
         **self.0 == *other
-    }
-}
-
-impl PartialEq<&str> for Name {
-    fn eq(&self, other: &&str) -> bool {
-        **self.0 == **other
     }
 }
 

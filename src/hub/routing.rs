@@ -233,7 +233,7 @@ impl Hub {
             env.correlation_id.as_deref(),
             env.body.get(),
         );
-        let mut queued = queued_from(env, &mut self.router);
+        let mut queued = queued_from(env, Id::new(&env.id), &mut self.router);
         queued.seq = self.take_seq();
         self.staged.push(Staged {
             conn: None,
@@ -249,11 +249,12 @@ impl Hub {
 /// The router's form of an envelope: routing fields plus the canonical text. Its `from`,
 /// `to` and `kind` are the router's shared copies from the start (one lookup each, no
 /// allocation for a name seen before), so queueing it later swaps nothing in
-/// (docs/performance.md, "Third pass: core and connections").
-pub(super) fn queued_from(env: &Envelope, router: &mut Router) -> Queued {
+/// (docs/performance.md, "Third pass: core and connections"). `id` is `env.id` as an `Id`,
+/// which the caller may have parsed already.
+pub(super) fn queued_from(env: &Envelope, id: Id, router: &mut Router) -> Queued {
     // `seq` is stamped at staging.
     Queued {
-        id: Id::new(&env.id),
+        id,
         from: router.name(&env.from),
         to: router.name(&env.to),
         kind: router.name(&env.kind),
@@ -288,7 +289,7 @@ mod tests {
             "{}".into(),
         )
         .expect("valid body");
-        let q = queued_from(&env, &mut router);
+        let q = queued_from(&env, Id::new(&env.id), &mut router);
         assert!(Name::ptr_eq(&q.from, &a));
         assert!(Name::ptr_eq(&q.to, &b));
         assert!(Name::ptr_eq(&q.kind, &k));

@@ -16,7 +16,7 @@ use super::ledger::State;
 use super::{
     Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, StagedTask, Target,
 };
-use crate::hub::AuditEvent;
+use crate::hub::{AuditEvent, Id};
 use crate::store::StoreOp;
 use crate::wire::HubLine;
 use chrono::{DateTime, Utc};
@@ -499,13 +499,12 @@ impl Hub {
     }
 
     /// A send from `from` with `id` is staged or in the batch being written.
-    pub(super) fn is_staged(&self, from: &str, id: &str) -> bool {
+    pub(super) fn is_staged(&self, from: &str, id: &Id) -> bool {
         let in_flight = self.commit.in_flight.iter().flat_map(|f| f.sends.iter());
-        let key = crate::hub::id_key::Key::of(id);
         self.staged
             .iter()
             .chain(in_flight)
-            .any(|s| s.env.id.key() == key.bytes() && *s.env.from == *from)
+            .any(|s| s.env.id == *id && *s.env.from == *from)
     }
 
     /// The error of the first failed flush, if one failed: from then on sends are refused
