@@ -208,7 +208,7 @@ impl Hub {
             self.outputs.push_back(Output::Forward {
                 peer: peer.to_owned(),
                 seq: env.seq,
-                envelope: env.text.clone(),
+                envelope: env.shared_text(),
             });
             if let Some(link) = self.link_mut(peer) {
                 link.inflight_bytes += env.size_bytes();

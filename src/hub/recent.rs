@@ -77,7 +77,6 @@ impl Recent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn queued(id: &str, kind: &str) -> Queued {
         Queued {
@@ -86,7 +85,7 @@ mod tests {
             to: "b".into(),
             kind: kind.into(),
             correlation_id: Some("secret-corr".into()),
-            text: Arc::from("{\"body\":\"secret-body\"}"),
+            text: crate::wire::envelope_text::Tail::verbatim("{\"body\":\"secret-body\"}"),
             seq: 0,
             attempts: 0,
         }

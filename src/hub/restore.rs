@@ -16,7 +16,7 @@ use super::names::Name;
 use super::router::Router;
 use super::{Hub, Now, Queued};
 use crate::store::{Loaded, RowRef, RowSink};
-use std::sync::Arc;
+use crate::wire::envelope_text::Tail;
 
 /// The hub's sink for `Store::load_rows` (`Hub::restoring`): each row becomes its ledger
 /// record and, when queued, its queue entry.
@@ -83,6 +83,16 @@ impl Hub {
                     kind: &e.kind,
                     correlation_id: e.correlation_id.as_deref(),
                     text: &e.text,
+                    split: crate::wire::envelope_text::split(
+                        &e.text,
+                        &crate::wire::envelope_text::Parts {
+                            id: &rec.id,
+                            from: &rec.sender,
+                            to: &rec.to,
+                            kind: &e.kind,
+                            correlation_id: e.correlation_id.as_deref(),
+                        },
+                    ),
                     attempts: e.attempts,
                 }),
             };
@@ -104,7 +114,7 @@ impl Hub {
             &e.agent,
             &e.kind,
             e.correlation_id.as_deref(),
-            e.text,
+            &e.text,
         );
         (env.seq, env.attempts) = (e.seq, e.attempts);
         self.router.enqueue_back(env);
@@ -175,14 +185,8 @@ impl RowSink for Restoring<'_> {
             if let Some(q) = row.queued {
                 let hub = &mut *self.hub;
                 hub.next_seq = hub.next_seq.max(row.seq + 1);
-                let mut env = Queued::new(
-                    row.id,
-                    row.sender,
-                    row.to,
-                    q.kind,
-                    q.correlation_id,
-                    Arc::from(q.text),
-                );
+                let mut env =
+                    Queued::new(row.id, row.sender, row.to, q.kind, q.correlation_id, q.text);
                 (env.seq, env.attempts) = (row.seq, q.attempts);
                 hub.router.enqueue_back(env);
             }
@@ -230,7 +234,10 @@ impl RowSink for Restoring<'_> {
                 to,
                 kind,
                 correlation_id: q.correlation_id.map(Name::new),
-                text: Arc::from(q.text),
+                text: match q.split {
+                    Some(at) => Tail::from_split(q.text, at),
+                    None => Tail::verbatim(q.text),
+                },
                 seq: row.seq,
                 attempts: q.attempts,
             });

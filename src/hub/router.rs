@@ -14,19 +14,23 @@ use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
 use super::ConnId;
+use crate::wire::envelope_text::{Parts, Tail};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-/// An accepted envelope as the router holds it: the routing fields plus the canonical text
-/// (with `from` stamped) that the audit log and the delivery line both reuse.
+/// An accepted envelope as the router holds it: the routing fields plus what is left of its
+/// canonical text (with `from` stamped), the `ts` and the body (`wire::envelope_text::Tail`),
+/// from which the delivery line, a forward and the audit record write the whole text back.
 ///
 /// Every string is shared rather than owned (docs/performance.md "How cost grows with work"):
 /// a queued envelope's `from`, `to` and `kind` are the router's one copy of each name
 /// (`Router::enqueue_back` swaps them in; a staged send and a restored row take them from
 /// `Router::name`), and its `id` is the same `Id` the ledger keys its record by (inline when it
 /// is a canonical UUID, `hub::id_key`). The names are one-word `Name`s, not `Arc<str>`, which
-/// keeps the entry at 88 bytes (the test `a_queue_entry_stays_small`).
+/// keeps the entry at 88 bytes (the test `a_queue_entry_stays_small`), and the text is not
+/// held a second time beside them (docs/performance.md "Memory per envelope: the fourth
+/// pass").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
     pub id: Id,
@@ -34,7 +38,7 @@ pub struct Queued {
     pub to: Name,
     pub kind: Name,
     pub correlation_id: Option<Name>,
-    pub text: Arc<str>,
+    pub text: Tail,
     /// Acceptance order, stamped by the hub when the envelope is accepted. Every queue is kept
     /// sorted by it, so an envelope that comes back from a failed delivery regains its place.
     pub seq: u64,
@@ -43,30 +47,73 @@ pub struct Queued {
 }
 
 impl Queued {
-    /// An envelope not yet stamped with its place (`seq` 0) and never handed out.
+    /// An envelope not yet stamped with its place (`seq` 0) and never handed out, from its
+    /// whole `text` (kept whole unless it is the canonical text of these fields).
     pub fn new(
         id: &str,
         from: &str,
         to: &str,
         kind: &str,
         correlation_id: Option<&str>,
-        text: Arc<str>,
+        text: &str,
     ) -> Queued {
+        let parts = Parts {
+            id,
+            from,
+            to,
+            kind,
+            correlation_id,
+        };
         Queued {
             id: Id::new(id),
             from: Name::new(from),
             to: Name::new(to),
             kind: Name::new(kind),
             correlation_id: correlation_id.map(Name::new),
-            text,
+            text: Tail::of_text(text, &parts),
             seq: 0,
             attempts: 0,
         }
     }
 
+    /// Lends `f` the fields the text is written from.
+    fn with_parts<R>(&self, f: impl FnOnce(&Parts<'_>) -> R) -> R {
+        self.id.with_text(|id| {
+            f(&Parts {
+                id,
+                from: &self.from,
+                to: &self.to,
+                kind: &self.kind,
+                correlation_id: self.correlation_id.as_deref(),
+            })
+        })
+    }
+
+    /// Appends the envelope's whole text.
+    pub fn push_text(&self, out: &mut String) {
+        self.with_parts(|p| self.text.push_text(out, p))
+    }
+
+    /// The envelope's whole text, shared, as the audit log and a forward take it.
+    pub fn shared_text(&self) -> Arc<str> {
+        self.with_parts(|p| Arc::from(self.text.text(p)))
+    }
+
+    /// The delivery line, `{"envelope":<text>}` and its newline (SPEC §4.2).
+    pub fn envelope_line(&self) -> String {
+        let mut s = String::new();
+        self.with_parts(|p| {
+            s.reserve(self.text.text_len(p) + 15);
+            s.push_str("{\"envelope\":");
+            self.text.push_text(&mut s, p);
+        });
+        s.push_str("}\n");
+        s
+    }
+
     /// Bytes this envelope counts against its queue's byte cap.
     pub fn size_bytes(&self) -> usize {
-        self.text.len()
+        self.with_parts(|p| self.text.text_len(p))
     }
 }
 
@@ -558,14 +605,7 @@ mod tests {
     use super::*;
 
     fn env(to: &str, id: &str, kind: &str, corr: Option<&str>) -> Queued {
-        Queued::new(
-            id,
-            "a",
-            to,
-            kind,
-            corr,
-            Arc::from(format!("{{\"id\":\"{id}\"}}")),
-        )
+        Queued::new(id, "a", to, kind, corr, &format!("{{\"id\":\"{id}\"}}"))
     }
 
     /// A queue entry is what every queued envelope costs beside its text, times the deque's

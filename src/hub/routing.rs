@@ -13,9 +13,9 @@ use super::session::{Conn, Phase};
 use super::{ConnId, Hub, Now, Rider, Staged, Target};
 use crate::roster::HUB_NAME;
 use crate::store::StoreOp;
+use crate::wire::envelope_text::Tail;
 use crate::wire::{Envelope, Reader};
 use chrono::SecondsFormat;
-use std::sync::Arc;
 
 impl Hub {
     /// The socket accepted the first byte of the delivery: the envelope is consumed (SPEC §5.3).
@@ -127,7 +127,7 @@ impl Hub {
     }
 
     pub(super) fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
-        let line = crate::wire::envelope_line(&env.text);
+        let line = env.envelope_line();
         let c = self
             .conns
             .get_mut(&conn)
@@ -259,7 +259,7 @@ pub(super) fn queued_from(env: &Envelope, id: Id, router: &mut Router) -> Queued
         to: router.name(&env.to),
         kind: router.name(&env.kind),
         correlation_id: env.correlation_id.as_deref().map(Name::new),
-        text: Arc::from(env.to_json()),
+        text: Tail::new(&env.ts, env.body.get()),
         seq: 0,
         attempts: 0,
     }
@@ -293,7 +293,7 @@ mod tests {
         assert!(Name::ptr_eq(&q.from, &a));
         assert!(Name::ptr_eq(&q.to, &b));
         assert!(Name::ptr_eq(&q.kind, &k));
-        assert_eq!(&*q.text, env.to_json());
+        assert_eq!(&*q.shared_text(), env.to_json());
         router.enqueue_shared(q);
         let queued = router.find("bob", 0);
         assert!(queued.is_some_and(|(_, e)| Name::ptr_eq(&e.to, &b)));

@@ -50,6 +50,7 @@ struct PackedQueued {
     kind: Range<usize>,
     correlation_id: Option<Range<usize>>,
     text: Range<usize>,
+    split: Option<crate::wire::envelope_text::Split>,
     attempts: u32,
 }
 
@@ -82,6 +83,7 @@ impl Batch {
                 kind: self.put(q.kind),
                 correlation_id: q.correlation_id.map(|c| self.put(c)),
                 text: self.put(q.text),
+                split: q.split,
                 attempts: q.attempts,
             }),
         };
@@ -108,6 +110,7 @@ impl Batch {
                     kind: text(&q.kind),
                     correlation_id: q.correlation_id.as_ref().map(text),
                     text: text(&q.text),
+                    split: q.split,
                     attempts: q.attempts,
                 }),
             })?;

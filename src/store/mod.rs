@@ -134,6 +134,9 @@ pub struct QueuedRef<'a> {
     /// Checked against the row (`rows`); the sink copies it once into the form it keeps
     /// (the hub: the `Arc<str>` of `Queued::text`), on its own thread (`load`).
     pub text: &'a str,
+    /// Where `text` keeps its `ts` and body, when it is the canonical text of the row's
+    /// fields (`wire::envelope_text::split`): the hub then keeps only those.
+    pub split: Option<crate::wire::envelope_text::Split>,
     pub attempts: u32,
 }
 

@@ -11,6 +11,7 @@
 //! Owns the column list of the load query and the checks. Refuses IO beyond reading a row.
 
 use super::{QueuedRef, RowRef, StoredId, StoredTask};
+use crate::wire::envelope_text::{split, Parts};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 use std::collections::hash_map::RandomState;
@@ -292,11 +293,30 @@ pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
     let Some(text) = c.opt_text(6, "text").map_err(at)? else {
         return Ok(stored);
     };
-    check_text(text, stored.id, stored.sender, stored.to).map_err(at)?;
+    let kind = c.text(4, "kind").map_err(at)?;
+    let correlation_id = c.opt_text(5, "correlation_id").map_err(at)?;
+    // The hub writes every text in its canonical form (`Envelope::to_json`): one compare of
+    // the fields in their places and a parse of the body check it, and tell the hub where
+    // its `ts` and body are. Any other text gets the general check and is kept whole.
+    let parts = Parts {
+        id: stored.id,
+        from: stored.sender,
+        to: stored.to,
+        kind,
+        correlation_id,
+    };
+    let split = match split(text, &parts) {
+        Some(at) if text.len() <= MAX_TEXT_BYTES => Some(at),
+        _ => {
+            check_text(text, stored.id, stored.sender, stored.to).map_err(at)?;
+            None
+        }
+    };
     stored.queued = Some(QueuedRef {
-        kind: c.text(4, "kind").map_err(at)?,
-        correlation_id: c.opt_text(5, "correlation_id").map_err(at)?,
+        kind,
+        correlation_id,
         text,
+        split,
         attempts: c.int(7, "attempts", 0, i64::from(u32::MAX)).map_err(at)? as u32,
     });
     Ok(stored)

@@ -673,3 +673,94 @@ fn load_rows_streams_in_order_and_stops_at_a_refusal() {
     s.commit().unwrap();
     assert_eq!(s.load().unwrap().ids.len(), n as usize + 1);
 }
+
+/// Keeps what the hub's sink would: each queued row's text as the tail it would hold.
+#[derive(Default)]
+struct Tails(Vec<(u64, crate::wire::envelope_text::Tail)>);
+
+impl crate::store::RowSink for Tails {
+    fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), String> {
+        if let Some(q) = row.queued {
+            let tail = match q.split {
+                Some(at) => crate::wire::envelope_text::Tail::from_split(q.text, at),
+                None => crate::wire::envelope_text::Tail::verbatim(q.text),
+            };
+            self.0.push((row.seq, tail));
+        }
+        Ok(())
+    }
+}
+
+/// A row whose text is the canonical text of its columns comes with where its `ts` and body
+/// are, across the reader thread (`load`), and the tail cut there writes the text back byte
+/// for byte; a text in any other spelling still passes the general check and is kept whole;
+/// a text that names another recipient is refused as before.
+#[test]
+fn canonical_texts_load_split_and_others_whole() {
+    let path = tmp("load-split");
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let env = crate::wire::Envelope::new(
+        "00000000-0000-4000-8000-000000000007".into(),
+        "a".into(),
+        "b".into(),
+        "2026-12-03T10:00:00.5Z".into(),
+        "task".into(),
+        Some("c\"1".into()),
+        "{\"x\": [1, 2]}".into(),
+    )
+    .unwrap();
+    let canonical = env.to_json();
+    // The same envelope from another sender, with a space the canonical text does not have.
+    let spaced = canonical
+        .replacen("\"from\":\"a\"", "\"from\":\"a2\"", 1)
+        .replacen(",\"from\"", ", \"from\"", 1);
+    let mut ops = Vec::new();
+    for (seq, from, text) in [(1, "a", &canonical), (2, "a2", &spaced)] {
+        let mut op = insert(seq, "b", &env.id);
+        if let StoreOp::Insert {
+            text: t,
+            correlation_id,
+            sender,
+            ..
+        } = &mut op
+        {
+            *t = Arc::from(text.as_str());
+            *correlation_id = env.correlation_id.clone();
+            *sender = from.into();
+        }
+        ops.push(op);
+    }
+    s.stage(&ops).unwrap();
+    s.commit().unwrap();
+    let mut tails = Tails::default();
+    s.load_rows(&mut tails).unwrap();
+    let p = |from| crate::wire::envelope_text::Parts {
+        id: &env.id,
+        from,
+        to: "b",
+        kind: "task",
+        correlation_id: env.correlation_id.as_deref(),
+    };
+    assert_eq!(tails.0.len(), 2);
+    let (first, second) = (&tails.0[0].1, &tails.0[1].1);
+    assert!(!first.is_verbatim());
+    assert_eq!(first.text(&p("a")), canonical);
+    assert!(first.held_bytes() < canonical.len() / 2);
+    assert!(second.is_verbatim());
+    assert_eq!(second.text(&p("a2")), spaced);
+    drop(s);
+
+    // a text for another recipient: refused, canonical or not
+    let path = tmp("load-split-wrong");
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let mut op = insert(1, "b", &env.id);
+    if let StoreOp::Insert { text, .. } = &mut op {
+        *text = Arc::from(canonical.replacen("\"to\":\"b\"", "\"to\":\"z\"", 1));
+    }
+    s.stage(&[op]).unwrap();
+    s.commit().unwrap();
+    match s.load_rows(&mut Tails::default()) {
+        Err(StoreError::Corrupt(e)) => assert!(e.contains("\"to\" differs"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -71,6 +71,57 @@ pub fn push_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The length of `push_str`'s output for `s`, without writing it.
+pub fn str_len(s: &str) -> usize {
+    let bytes = s.as_bytes();
+    let (mut len, mut start) = (s.len() + 2, 0);
+    loop {
+        let i = super::fast::stop(bytes, start);
+        let Some(&b) = bytes.get(i) else {
+            return len;
+        };
+        // `\u00xx` is six bytes for one, a short escape two.
+        len += if ESCAPES[usize::from(b)] == b'u' {
+            5
+        } else {
+            1
+        };
+        start = i + 1;
+    }
+}
+
+/// `text` after a leading `push_str(s)`, if it starts with exactly those bytes: a check that
+/// a stored text holds `s` where the canonical form puts it, without writing it anywhere.
+pub fn strip_str<'t>(text: &'t str, s: &str) -> Option<&'t str> {
+    let mut rest = text.as_bytes().strip_prefix(b"\"")?;
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    loop {
+        let i = super::fast::stop(bytes, start);
+        rest = rest.strip_prefix(&bytes[start..i])?;
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        let mut esc = [b'\\', b'u', b'0', b'0', 0, 0];
+        let esc: &[u8] = match ESCAPES[usize::from(b)] {
+            b'u' => {
+                esc[4] = HEX[usize::from(b >> 4)];
+                esc[5] = HEX[usize::from(b & 15)];
+                &esc
+            }
+            e => {
+                esc[1] = e;
+                &esc[..2]
+            }
+        };
+        rest = rest.strip_prefix(esc)?;
+        start = i + 1;
+    }
+    rest = rest.strip_prefix(b"\"")?;
+    // Everything stripped was ASCII or whole runs of `s`, so the cut is a char boundary.
+    Some(&text[text.len() - rest.len()..])
+}
+
 /// Appends `n` in decimal, as `Display` and serde_json write it.
 pub fn push_u64(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
@@ -115,6 +166,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `str_len` and `strip_str` agree with `push_str` on every ASCII byte at every place,
+    /// and `strip_str` refuses every other spelling of the same string.
+    #[test]
+    fn length_and_strip_follow_push_str() {
+        let mut cases: Vec<String> = vec![String::new(), "é😀\u{2028}".into(), "a".repeat(40)];
+        for c in (0u8..=0x7f).map(char::from) {
+            cases.push(format!("{c}"));
+            cases.push(format!("0123456789{c}ab{c}"));
+        }
+        for s in &cases {
+            let t = text(s);
+            assert_eq!(str_len(s), t.len(), "{s:?}");
+            assert_eq!(strip_str(&format!("{t},rest"), s), Some(",rest"), "{s:?}");
+            assert_eq!(strip_str(&t[..t.len() - 1], s), None, "{s:?} cut");
+            // serde reads `\u0041` as `A`, but it is not the canonical spelling
+            let other: String = serde_json::from_str(&t).unwrap();
+            assert_eq!(&other, s);
+        }
+        assert_eq!(strip_str("\"\\u0041\"", "A"), None);
+        assert_eq!(strip_str("\"A\"", "B"), None);
+        assert_eq!(strip_str("\"\\/\"", "/"), None);
+        assert_eq!(strip_str("\"a\"", "a"), Some(""));
     }
 
     fn text(s: &str) -> String {

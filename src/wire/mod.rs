@@ -9,6 +9,7 @@
 pub mod activity;
 mod decode;
 pub mod envelope;
+pub mod envelope_text;
 mod fast;
 pub mod json_text;
 pub mod lines;

@@ -166,6 +166,9 @@ impl Hub {
         let written: &[Staged] = if with_sends { &sends } else { &[] };
         for s in written {
             let e = &s.env;
+            // Written once from the queued copy's parts, shared by the row and the audit
+            // record, and let go when both are written (`Queued::text`).
+            let text = e.shared_text();
             if self.durable {
                 store_ops.push(StoreOp::Insert {
                     seq: e.seq,
@@ -174,14 +177,14 @@ impl Hub {
                     sender: e.from.to_string(),
                     kind: e.kind.to_string(),
                     correlation_id: e.correlation_id.as_deref().map(str::to_owned),
-                    text: e.text.clone(),
+                    text: text.clone(),
                     digest: s.digest,
                     accepted_ms: wall_ms,
                 });
             }
             audit.push(AuditEvent::Accepted {
                 conn: s.conn,
-                envelope: e.text.clone(),
+                envelope: text,
             });
             if let Some(r) = &s.rider {
                 store_ops.extend(r.store.iter().cloned());

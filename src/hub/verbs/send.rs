@@ -102,7 +102,7 @@ impl Hub {
         if let Some((peer, ack_id)) = &s.from_peer {
             self.outputs.push_back(Output::Audit(AuditEvent::Received {
                 peer: peer.clone(),
-                envelope: s.env.text.clone(),
+                envelope: s.env.shared_text(),
             }));
             self.ack_forward_durable(peer.clone(), ack_id.clone());
         }
