@@ -64,7 +64,12 @@ impl ScaleHub {
         write_private(&dir.join("roster.toml"), &roster)?;
         let mut doc: toml::Table =
             toml::from_str(&bench_config(opts, kind)?).map_err(|e| format!("bench config: {e}"))?;
-        let most = (opts.scale_restart.max(opts.scale_queue) + 4 * opts.scale_ops + 1_000) as i64;
+        let most = (opts
+            .scale_restart
+            .max(opts.scale_queue)
+            .max(2 * opts.scale_memory)
+            + 4 * opts.scale_ops
+            + 1_000) as i64;
         if let Some(limits) = doc.get_mut("limits").and_then(toml::Value::as_table_mut) {
             for (key, value) in [
                 ("queue_max_envelopes", most),
