@@ -420,7 +420,7 @@ impl Ledger {
         found
     }
 
-    /// Remembers `record` under (sender, id); with the queued envelope's own `Arc<str>` as
+    /// Remembers `record` under (sender, id); with the queued envelope's own `Id` as
     /// `id`, the record's key shares it.
     pub fn remember<I: IdText + ?Sized>(&mut self, sender: &str, id: &I, record: Record) {
         self.insert(sender, id, record, false);

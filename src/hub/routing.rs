@@ -246,7 +246,8 @@ impl Hub {
     }
 }
 
-/// The router's form of an envelope: routing fields plus the canonical text. Its `from`,
+/// The router's form of an envelope: routing fields plus its `ts` and body (`Queued::text`,
+/// from which the canonical text is written back). Its `from`,
 /// `to` and `kind` are the router's shared copies from the start (one lookup each, no
 /// allocation for a name seen before), so queueing it later swaps nothing in
 /// (docs/performance.md, "Third pass: core and connections"). `id` is `env.id` as an `Id`,

@@ -74,7 +74,7 @@ pub struct StoredEnvelope {
     pub sender: String,
     pub kind: String,
     pub correlation_id: Option<String>,
-    /// Read from its row straight into the shared form the hub's queue keeps (`Queued::text`).
+    /// The whole text as its row holds it (the hub keeps its `ts` and body, `Queued::text`).
     pub text: Arc<str>,
     pub attempts: u32,
 }
@@ -132,7 +132,7 @@ pub struct QueuedRef<'a> {
     pub kind: &'a str,
     pub correlation_id: Option<&'a str>,
     /// Checked against the row (`rows`); the sink copies it once into the form it keeps
-    /// (the hub: the `Arc<str>` of `Queued::text`), on its own thread (`load`).
+    /// (the hub: the tail of `Queued::text`), on its own thread (`load`).
     pub text: &'a str,
     /// Where `text` keeps its `ts` and body, when it is the canonical text of the row's
     /// fields (`wire::envelope_text::split`): the hub then keeps only those.

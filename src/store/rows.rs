@@ -241,8 +241,8 @@ fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(),
 }
 
 /// Decodes one row: its remembered id, and the queued envelope when `text` is set, every
-/// string borrowed from SQLite's buffer for the row (only the text is copied, once, into the
-/// `Arc<str>` the hub's queue keeps).
+/// string borrowed from SQLite's buffer for the row (the hub copies what it keeps of the
+/// text once, `Queued::text`).
 pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
     let c = Cols { row };
     let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
