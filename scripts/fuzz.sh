@@ -29,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(frame_decoder relay_line relay_session hub_session config_parse roster_parse mcp_session hook_input client_line)
+all_targets=(frame_decoder relay_line relay_session hub_session config_parse roster_parse mcp_session hook_input client_line stored_text)
 seconds=60
 sanitizer=none
 build=1

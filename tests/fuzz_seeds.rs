@@ -41,6 +41,7 @@ fn generated() -> Vec<(&'static str, drivers::Seeds)> {
         ("mcp_session", drivers::mcp_session::seeds(root())),
         ("hook_input", drivers::hook_input::seeds(root())),
         ("client_line", drivers::client_line::seeds(root())),
+        ("stored_text", drivers::stored_text::seeds()),
     ]
 }
 

@@ -19,6 +19,7 @@ pub mod hub_session;
 pub mod mcp_session;
 pub mod relay_session;
 pub mod roster_parse;
+pub mod stored_text;
 
 /// A target's body.
 pub type Body = fn(&[u8]);
@@ -27,7 +28,7 @@ pub type Seeds = Vec<(String, Vec<u8>)>;
 
 /// Every target in this module: its name (the cargo-fuzz bin, and the seed directory) and its
 /// body.
-pub const TARGETS: [(&str, Body); 7] = [
+pub const TARGETS: [(&str, Body); 8] = [
     ("relay_session", relay_session::run),
     ("hub_session", hub_session::run),
     ("config_parse", config_parse::run),
@@ -35,6 +36,7 @@ pub const TARGETS: [(&str, Body); 7] = [
     ("mcp_session", mcp_session::run),
     ("hook_input", hook_input::run),
     ("client_line", client_line::run),
+    ("stored_text", stored_text::run),
 ];
 
 /// True if `needle` occurs in `haystack` (for the checks that a secret never reaches a log:

@@ -350,6 +350,38 @@ mod tests {
         }
     }
 
+    /// Every one-byte change of every case's canonical text, to each byte a JSON text turns
+    /// on: a text that still splits is JSON with the fields in their places and writes back
+    /// exactly; every text, split or kept whole, comes back as it was.
+    #[test]
+    fn no_one_byte_change_is_misread() {
+        let mut split_changed = 0;
+        for e in cases() {
+            let p = parts(&e);
+            let canon = e.to_json();
+            for at in 0..canon.len() {
+                if !canon.is_char_boundary(at) || !canon.is_char_boundary(at + 1) {
+                    continue;
+                }
+                for c in ["\"", "\\", " ", ",", "}", "{", ":", "x", "\n", "0", ""] {
+                    let text = format!("{}{c}{}", &canon[..at], &canon[at + 1..]);
+                    let kept = Tail::of_text(&text, &p);
+                    assert_eq!(kept.text(&p), text);
+                    assert_eq!(kept.text_len(&p), text.len());
+                    if let Some(cut) = split(&text, &p) {
+                        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+                        assert_eq!(v["id"], *e.id, "{text}");
+                        assert_eq!(v["to"], *e.to, "{text}");
+                        assert_eq!(Tail::from_split(&text, cut).text(&p), text);
+                        split_changed += usize::from(text != canon);
+                    }
+                }
+            }
+        }
+        // Changes inside the ts or the body that keep them a string and one value still split.
+        assert!(split_changed > 0);
+    }
+
     /// A `ts` with escapes splits only when they are `push_str`'s own.
     #[test]
     fn an_escaped_ts_splits_only_in_its_canonical_spelling() {
