@@ -43,15 +43,31 @@ pub fn run(data: &[u8]) {
 
     match split(&text, &parts) {
         Some(at) => {
-            // Cut only when it is valid JSON with these fields in their canonical places.
-            let v: serde_json::Value = serde_json::from_str(&text).expect("a split text is JSON");
-            let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
-            assert_eq!(field("id"), Some(parts.id));
-            assert_eq!(field("from"), Some(parts.from));
-            assert_eq!(field("to"), Some(parts.to));
-            assert_eq!(field("kind"), Some(parts.kind));
-            assert_eq!(field("correlationId"), parts.correlation_id);
-            assert!(field("ts").is_some(), "a split text has a string ts");
+            // Cut only when it is JSON with exactly these fields. The body is read as the
+            // hub reads it, a raw value: a number such as `1e999` is JSON that a
+            // `serde_json::Value` cannot hold (found by this target, the seed
+            // `regress-body-number-out-of-range`).
+            let v: std::collections::BTreeMap<String, &RawValue> =
+                serde_json::from_str(&text).expect("a split text is JSON");
+            let keys: Vec<&str> = v.keys().map(String::as_str).collect();
+            assert_eq!(
+                keys,
+                ["body", "correlationId", "from", "id", "kind", "to", "ts"]
+            );
+            let string = |k: &str| serde_json::from_str::<Option<String>>(v[k].get()).ok();
+            assert_eq!(string("id"), Some(Some(parts.id.to_owned())));
+            assert_eq!(string("from"), Some(Some(parts.from.to_owned())));
+            assert_eq!(string("to"), Some(Some(parts.to.to_owned())));
+            assert_eq!(string("kind"), Some(Some(parts.kind.to_owned())));
+            assert_eq!(
+                string("correlationId"),
+                Some(parts.correlation_id.map(str::to_owned))
+            );
+            assert!(
+                matches!(string("ts"), Some(Some(_))),
+                "a split text has a string ts"
+            );
+            assert!(text.ends_with(&format!("\"body\":{}}}", v["body"].get())));
             let tail = Tail::from_split(&text, at);
             assert!(!tail.is_verbatim());
             assert!(tail.held_bytes() < text.len());
