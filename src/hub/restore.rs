@@ -7,8 +7,9 @@
 //! it can: the row arrives borrowed from the store's buffer (`store::RowRef`), its names are
 //! the ledger's and the router's shared copies (the last row's, without a hash, when they
 //! repeat), its id is allocated once for both the ledger's key and the queue entry, and its
-//! text's `ts` and body are copied once, into the tail the queue keeps (`Queued::text`). One ledger insert per row, which
-//! also finds a repeated sender and id (the store leaves that check to the sink).
+//! text's `ts` and body are copied once, into the tail the queue keeps (`Queued::text`). One
+//! ledger insert per row, which also finds a repeated sender and id (the store leaves that
+//! check to the sink).
 
 use super::id_key::Id;
 use super::ledger::{Ledger, Record, State};

@@ -89,11 +89,6 @@ impl Queued {
         })
     }
 
-    /// Appends the envelope's whole text.
-    pub fn push_text(&self, out: &mut String) {
-        self.with_parts(|p| self.text.push_text(out, p))
-    }
-
     /// The envelope's whole text, shared, as the audit log and a forward take it.
     pub fn shared_text(&self) -> Arc<str> {
         self.with_parts(|p| Arc::from(self.text.text(p)))

@@ -9,11 +9,12 @@
 //! `BATCHES_IN_FLIGHT` batches held at once, so a slow sink bounds the memory ahead of it).
 //! A batch copies a row's strings (names, id, kind, detail, the text) into one buffer: a few
 //! allocations per batch, not per row. What the queue keeps of the text (its `ts` and body,
-//! `Queued::text`) is allocated by the sink, which evens the two threads' shares (the reader's was the larger). The first error,
-//! from either side, ends the load: a failed check or a failed step is sent as the last
-//! message; a sink that refuses a row drops the receiver, which stops the reader at its next
-//! send. The reader borrows the store's one connection for the scope of the load (scoped
-//! thread): no second connection, and nothing else uses it meanwhile.
+//! `Queued::text`) is allocated by the sink, which evens the two threads' shares (the
+//! reader's was the larger). The first error, from either side, ends the load: a failed
+//! check or a failed step is sent as the last message; a sink that refuses a row drops the
+//! receiver, which stops the reader at its next send. The reader borrows the store's one
+//! connection for the scope of the load (scoped thread): no second connection, and nothing
+//! else uses it meanwhile.
 //!
 //! Owns only that pipeline. Refuses: deciding what a row means (`rows`, the sink).
 
