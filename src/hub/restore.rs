@@ -84,16 +84,7 @@ impl Hub {
                     kind: &e.kind,
                     correlation_id: e.correlation_id.as_deref(),
                     text: &e.text,
-                    split: crate::wire::envelope_text::split(
-                        &e.text,
-                        &crate::wire::envelope_text::Parts {
-                            id: &rec.id,
-                            from: &rec.sender,
-                            to: &rec.to,
-                            kind: &e.kind,
-                            correlation_id: e.correlation_id.as_deref(),
-                        },
-                    ),
+                    split: e.split(),
                     attempts: e.attempts,
                 }),
             };

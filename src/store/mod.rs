@@ -79,6 +79,23 @@ pub struct StoredEnvelope {
     pub attempts: u32,
 }
 
+impl StoredEnvelope {
+    /// Where its text keeps its `ts` and body, when the text is the canonical text of its
+    /// fields (`wire::envelope_text::split`), as `QueuedRef::split` says for a streamed row.
+    pub fn split(&self) -> Option<crate::wire::envelope_text::Split> {
+        crate::wire::envelope_text::split(
+            &self.text,
+            &crate::wire::envelope_text::Parts {
+                id: &self.id,
+                from: &self.sender,
+                to: &self.agent,
+                kind: &self.kind,
+                correlation_id: self.correlation_id.as_deref(),
+            },
+        )
+    }
+}
+
 /// A remembered id as loaded at startup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredId {

@@ -188,16 +188,7 @@ fn row_ref<'a>(e: &'a StoredEnvelope, r: &'a StoredId, queued: bool) -> crate::s
             kind: &e.kind,
             correlation_id: e.correlation_id.as_deref(),
             text: &e.text,
-            split: crate::wire::envelope_text::split(
-                &e.text,
-                &crate::wire::envelope_text::Parts {
-                    id: &r.id,
-                    from: &r.sender,
-                    to: &r.to,
-                    kind: &e.kind,
-                    correlation_id: e.correlation_id.as_deref(),
-                },
-            ),
+            split: e.split(),
             attempts: e.attempts,
         }),
     }
