@@ -305,18 +305,18 @@ pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
         kind,
         correlation_id,
     };
-    let split = match split(text, &parts) {
-        Some(at) if text.len() <= MAX_TEXT_BYTES => Some(at),
-        _ => {
-            check_text(text, stored.id, stored.sender, stored.to).map_err(at)?;
-            None
-        }
-    };
+    // The length first: an oversized text is refused unread (`check_text`).
+    let cut = (text.len() <= MAX_TEXT_BYTES)
+        .then(|| split(text, &parts))
+        .flatten();
+    if cut.is_none() {
+        check_text(text, stored.id, stored.sender, stored.to).map_err(at)?;
+    }
     stored.queued = Some(QueuedRef {
         kind,
         correlation_id,
         text,
-        split,
+        split: cut,
         attempts: c.int(7, "attempts", 0, i64::from(u32::MAX)).map_err(at)? as u32,
     });
     Ok(stored)

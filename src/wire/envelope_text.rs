@@ -57,9 +57,13 @@ impl Tail {
         Tail(s.into_boxed_str())
     }
 
-    /// The tail of `text` cut where `split` found its `ts` and body.
+    /// The tail of `text` cut where `split` found its `ts` and body. A `Split` that does not
+    /// fit `text` (never one `split` made for it) keeps the text whole instead of panicking.
     pub fn from_split(text: &str, at: Split) -> Tail {
-        let (ts, body) = (&text[at.ts.0..at.ts.1], &text[at.body.0..at.body.1]);
+        let (Some(ts), Some(body)) = (text.get(at.ts.0..at.ts.1), text.get(at.body.0..at.body.1))
+        else {
+            return Tail::verbatim(text);
+        };
         let mut s = String::with_capacity(ts.len() + body.len());
         s.push_str(ts);
         s.push_str(body);
@@ -90,21 +94,26 @@ impl Tail {
 
     /// The canonical tail's `ts` string and body.
     fn halves(&self) -> (&str, &str) {
-        // A canonical tail starts with a whole JSON string written by `push_str`: its end is
-        // the first quote after the opening one that no backslash escapes.
+        // Every canonical tail starts with a whole JSON string in `push_str`'s spelling
+        // (`new`, or `from_split` after `strip_ts`): its end is the first quote after the
+        // opening one that no backslash escapes, and a backslash is always followed by one
+        // ASCII byte. Should the scan run off the end all the same, the cut falls there, so
+        // the text written stays as long as `text_len` says.
         let b = self.0.as_bytes();
         let mut i = 1;
-        loop {
+        let end = loop {
             i = super::fast::stop(b, i);
             match b.get(i) {
                 Some(b'\\') => i += 2,
-                Some(b'"') => break,
-                // Never for a tail built here; the split keeps the whole tail as the body.
+                Some(b'"') => break i + 1,
                 Some(_) => i += 1,
-                None => return ("\"\"", &self.0),
+                None => break b.len(),
             }
+        };
+        match self.0.get(end..) {
+            Some(body) => (&self.0[..end], body),
+            None => (&self.0, ""),
         }
-        self.0.split_at(i + 1)
     }
 
     /// The length of the text `push_text` writes.
@@ -380,6 +389,25 @@ mod tests {
         }
         // Changes inside the ts or the body that keep them a string and one value still split.
         assert!(split_changed > 0);
+    }
+
+    /// A cut that does not fit its text, past its end or inside a character, keeps the text
+    /// whole: no panic, and the text comes back as it was.
+    #[test]
+    fn a_split_that_does_not_fit_keeps_the_text_whole() {
+        let e = &cases()[0];
+        let p = parts(e);
+        for (text, at) in [
+            ("{}", (0, 9), (1, 2)),
+            ("é", (0, 1), (1, 2)),
+            ("ab", (2, 1), (0, 0)),
+        ]
+        .map(|(t, ts, body)| (t, Split { ts, body }))
+        {
+            let t = Tail::from_split(text, at);
+            assert!(t.is_verbatim(), "{text}");
+            assert_eq!(t.text(&p), text);
+        }
     }
 
     /// A `ts` with escapes splits only when they are `push_str`'s own.
