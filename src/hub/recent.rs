@@ -79,16 +79,15 @@ mod tests {
     use super::*;
 
     fn queued(id: &str, kind: &str) -> Queued {
-        Queued {
-            id: id.into(),
-            from: "a".into(),
-            to: "b".into(),
-            kind: kind.into(),
-            correlation_id: Some("secret-corr".into()),
-            text: crate::wire::envelope_text::Tail::verbatim("{\"body\":\"secret-body\"}"),
-            seq: 0,
-            attempts: 0,
-        }
+        Queued::stored(
+            id.into(),
+            "a".into(),
+            "b".into(),
+            kind.into(),
+            Some("secret-corr".into()),
+            "{\"body\":\"secret-body\"}",
+            None,
+        )
     }
 
     #[test]

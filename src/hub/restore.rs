@@ -17,7 +17,6 @@ use super::names::Name;
 use super::router::Router;
 use super::{Hub, Now, Queued};
 use crate::store::{Loaded, RowRef, RowSink};
-use crate::wire::envelope_text::Tail;
 
 /// The hub's sink for `Store::load_rows` (`Hub::restoring`): each row becomes its ledger
 /// record and, when queued, its queue entry.
@@ -220,19 +219,17 @@ impl RowSink for Restoring<'_> {
                 }
             };
             let (from, to) = (names.from_q.clone(), names.to_q.clone());
-            self.hub.router.enqueue_shared(Queued {
+            let mut env = Queued::stored(
                 id,
                 from,
                 to,
                 kind,
-                correlation_id: q.correlation_id.map(Name::new),
-                text: match q.split {
-                    Some(at) => Tail::from_split(q.text, at),
-                    None => Tail::verbatim(q.text),
-                },
-                seq: row.seq,
-                attempts: q.attempts,
-            });
+                q.correlation_id.map(Name::new),
+                q.text,
+                q.split,
+            );
+            (env.seq, env.attempts) = (row.seq, q.attempts);
+            self.hub.router.enqueue_shared(env);
             self.envelopes += 1;
         }
         match replaced {

@@ -14,7 +14,7 @@ use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
 use super::ConnId;
-use crate::wire::envelope_text::{Parts, Tail};
+use crate::wire::envelope_text::{split, Parts, Split, Tail};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -44,9 +44,63 @@ pub struct Queued {
     pub seq: u64,
     /// Deliveries of this envelope that were handed out and came back (SPEC §12.2).
     pub attempts: u32,
+    /// The text's length, counted against the queue's byte cap: set once when the entry is
+    /// built (`with_tail`, `stored`), where it was the held text's `len()`, and kept in what
+    /// was padding. Private, so no entry is built without it.
+    size: u32,
 }
 
 impl Queued {
+    /// An envelope of these fields and `text`, not yet stamped with its place (`seq` 0) and
+    /// never handed out; its size is worked out from the parts.
+    pub fn with_tail(
+        id: Id,
+        from: Name,
+        to: Name,
+        kind: Name,
+        correlation_id: Option<Name>,
+        text: Tail,
+    ) -> Queued {
+        let mut q = Queued {
+            id,
+            from,
+            to,
+            kind,
+            correlation_id,
+            text,
+            seq: 0,
+            attempts: 0,
+            size: 0,
+        };
+        q.size = size_field(q.with_parts(|p| q.text.text_len(p)));
+        q
+    }
+
+    /// An envelope read back from the store with its whole `text` and where `split` found
+    /// its `ts` and body, if it did. The text written back is `text` either way, so its
+    /// length is the size: nothing is worked out per row at a restart.
+    pub fn stored(
+        id: Id,
+        from: Name,
+        to: Name,
+        kind: Name,
+        correlation_id: Option<Name>,
+        text: &str,
+        split: Option<Split>,
+    ) -> Queued {
+        Queued {
+            id,
+            from,
+            to,
+            kind,
+            correlation_id,
+            text: Tail::from_stored(text, split),
+            seq: 0,
+            attempts: 0,
+            size: size_field(text.len()),
+        }
+    }
+
     /// An envelope not yet stamped with its place (`seq` 0) and never handed out, from its
     /// whole `text` (kept whole unless it is the canonical text of these fields).
     pub fn new(
@@ -64,16 +118,15 @@ impl Queued {
             kind,
             correlation_id,
         };
-        Queued {
-            id: Id::new(id),
-            from: Name::new(from),
-            to: Name::new(to),
-            kind: Name::new(kind),
-            correlation_id: correlation_id.map(Name::new),
-            text: Tail::of_text(text, &parts),
-            seq: 0,
-            attempts: 0,
-        }
+        Queued::stored(
+            Id::new(id),
+            Name::new(from),
+            Name::new(to),
+            Name::new(kind),
+            correlation_id.map(Name::new),
+            text,
+            split(text, &parts),
+        )
     }
 
     /// Lends `f` the fields the text is written from.
@@ -91,25 +144,31 @@ impl Queued {
 
     /// The envelope's whole text, shared, as the audit log and a forward take it.
     pub fn shared_text(&self) -> Arc<str> {
-        self.with_parts(|p| Arc::from(self.text.text(p)))
+        let mut s = String::with_capacity(self.size_bytes());
+        self.with_parts(|p| self.text.push_text(&mut s, p));
+        Arc::from(s)
     }
 
     /// The delivery line, `{"envelope":<text>}` and its newline (SPEC §4.2).
     pub fn envelope_line(&self) -> String {
-        let mut s = String::new();
-        self.with_parts(|p| {
-            s.reserve(self.text.text_len(p) + 15);
-            s.push_str("{\"envelope\":");
-            self.text.push_text(&mut s, p);
-        });
+        let mut s = String::with_capacity(self.size_bytes() + 15);
+        s.push_str("{\"envelope\":");
+        self.with_parts(|p| self.text.push_text(&mut s, p));
         s.push_str("}\n");
         s
     }
 
-    /// Bytes this envelope counts against its queue's byte cap.
+    /// Bytes this envelope counts against its queue's byte cap: its text's length.
     pub fn size_bytes(&self) -> usize {
-        self.with_parts(|p| self.text.text_len(p))
+        self.size as usize
     }
+}
+
+/// A text's length as `Queued::size` holds it. A text is at most a line
+/// (`config::bounds::MAX_LINE_BYTES`, 64 MiB) or a stored text the store bounds as well; the
+/// saturation only keeps the add and the subtract of one entry equal.
+fn size_field(len: usize) -> u32 {
+    len.try_into().unwrap_or(u32::MAX)
 }
 
 /// An await's filters; both must pass when set (SPEC §5.2).
@@ -607,6 +666,45 @@ mod tests {
     /// growth slack (docs/performance.md "Where targets are missed" (b)): 88 bytes with
     /// one-word names and an inline id (which saves the id's heap block), 112 with `Arc<str>`
     /// names.
+    /// The size counted against the caps is the length of the text the entry writes back,
+    /// however it was built: from an envelope's parts, from a canonical stored text (cut) and
+    /// from any other stored text (kept whole).
+    #[test]
+    fn an_entrys_size_is_the_length_of_its_text() {
+        let env = crate::wire::Envelope::new(
+            "00000000-0000-4000-8000-000000000009".into(),
+            "a\u{1}".into(),
+            "b".into(),
+            "2026-12-03T10:00:00Z".into(),
+            "k\"".into(),
+            Some("c".into()),
+            "{\"x\":[1, 2]}".into(),
+        )
+        .unwrap();
+        let canonical = env.to_json();
+        let parts = Queued::with_tail(
+            Id::new(&env.id),
+            Name::new(&env.from),
+            Name::new(&env.to),
+            Name::new(&env.kind),
+            Some(Name::new("c")),
+            Tail::new(&env.ts, env.body.get()),
+        );
+        let stored = |text: &str| Queued::new(&env.id, &env.from, "b", "k\"", Some("c"), text);
+        let spaced = canonical.replacen(",\"to\"", ", \"to\"", 1);
+        for (q, text) in [
+            (parts, &canonical),
+            (stored(&canonical), &canonical),
+            (stored(&spaced), &spaced),
+        ] {
+            assert_eq!(&*q.shared_text(), text.as_str());
+            assert_eq!(q.size_bytes(), text.len());
+            assert_eq!(q.envelope_line(), format!("{{\"envelope\":{text}}}\n"));
+        }
+        assert!(!stored(&canonical).text.is_verbatim());
+        assert!(stored(&spaced).text.is_verbatim());
+    }
+
     #[test]
     fn a_queue_entry_stays_small() {
         let entry = std::mem::size_of::<Queued>();

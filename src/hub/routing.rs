@@ -254,16 +254,14 @@ impl Hub {
 /// which the caller may have parsed already.
 pub(super) fn queued_from(env: &Envelope, id: Id, router: &mut Router) -> Queued {
     // `seq` is stamped at staging.
-    Queued {
+    Queued::with_tail(
         id,
-        from: router.name(&env.from),
-        to: router.name(&env.to),
-        kind: router.name(&env.kind),
-        correlation_id: env.correlation_id.as_deref().map(Name::new),
-        text: Tail::new(&env.ts, env.body.get()),
-        seq: 0,
-        attempts: 0,
-    }
+        router.name(&env.from),
+        router.name(&env.to),
+        router.name(&env.kind),
+        env.correlation_id.as_deref().map(Name::new),
+        Tail::new(&env.ts, env.body.get()),
+    )
 }
 
 #[cfg(test)]

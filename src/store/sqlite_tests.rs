@@ -681,10 +681,7 @@ struct Tails(Vec<(u64, crate::wire::envelope_text::Tail)>);
 impl crate::store::RowSink for Tails {
     fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), String> {
         if let Some(q) = row.queued {
-            let tail = match q.split {
-                Some(at) => crate::wire::envelope_text::Tail::from_split(q.text, at),
-                None => crate::wire::envelope_text::Tail::verbatim(q.text),
-            };
+            let tail = crate::wire::envelope_text::Tail::from_stored(q.text, q.split);
             self.0.push((row.seq, tail));
         }
         Ok(())

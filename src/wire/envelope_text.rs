@@ -78,13 +78,19 @@ impl Tail {
         Tail(s.into_boxed_str())
     }
 
-    /// A stored `text` for the envelope of `parts`: cut when it is their canonical text,
-    /// kept whole otherwise.
-    pub fn of_text(text: &str, parts: &Parts<'_>) -> Tail {
-        match split(text, parts) {
+    /// A stored `text`, cut where `split` found its `ts` and body, or kept whole when it
+    /// found none.
+    pub fn from_stored(text: &str, cut: Option<Split>) -> Tail {
+        match cut {
             Some(at) => Tail::from_split(text, at),
             None => Tail::verbatim(text),
         }
+    }
+
+    /// A stored `text` for the envelope of `parts`: cut when it is their canonical text,
+    /// kept whole otherwise.
+    pub fn of_text(text: &str, parts: &Parts<'_>) -> Tail {
+        Tail::from_stored(text, split(text, parts))
     }
 
     /// Whether this tail is a whole stored text rather than the `ts` and body.
@@ -95,21 +101,9 @@ impl Tail {
     /// The canonical tail's `ts` string and body.
     fn halves(&self) -> (&str, &str) {
         // Every canonical tail starts with a whole JSON string in `push_str`'s spelling
-        // (`new`, or `from_split` after `strip_ts`): its end is the first quote after the
-        // opening one that no backslash escapes, and a backslash is always followed by one
-        // ASCII byte. Should the scan run off the end all the same, the cut falls there, so
-        // the text written stays as long as `text_len` says.
-        let b = self.0.as_bytes();
-        let mut i = 1;
-        let end = loop {
-            i = super::fast::stop(b, i);
-            match b.get(i) {
-                Some(b'\\') => i += 2,
-                Some(b'"') => break i + 1,
-                Some(_) => i += 1,
-                None => break b.len(),
-            }
-        };
+        // (`new`, or `from_split` after `strip_ts`). Should the scan find none all the same,
+        // the cut falls at the end, so the text written stays as long as `text_len` says.
+        let end = string_end(self.0.as_bytes()).map_or(self.0.len(), |(end, _)| end);
         match self.0.get(end..) {
             Some(body) => (&self.0[..end], body),
             None => (&self.0, ""),
@@ -131,13 +125,13 @@ impl Tail {
     }
 
     /// Appends the envelope's text: its canonical text for `parts`, or the stored text kept.
+    /// The caller reserves the room (`text_len`, or a length it holds already).
     pub fn push_text(&self, out: &mut String, parts: &Parts<'_>) {
         if let Some(whole) = self.0.strip_prefix(VERBATIM) {
             out.push_str(whole);
             return;
         }
         let (ts, body) = self.halves();
-        out.reserve(self.text_len(parts));
         out.push_str("{\"id\":");
         push_str(out, parts.id);
         out.push_str(",\"from\":");
@@ -160,7 +154,7 @@ impl Tail {
 
     /// The envelope's text on its own.
     pub fn text(&self, parts: &Parts<'_>) -> String {
-        let mut s = String::new();
+        let mut s = String::with_capacity(self.text_len(parts));
         self.push_text(&mut s, parts);
         s
     }
@@ -206,34 +200,39 @@ pub fn split(text: &str, parts: &Parts<'_>) -> Option<Split> {
     })
 }
 
-/// `rest` after a JSON string at its start, if that string is spelled as `push_str` spells
-/// its value.
-fn strip_ts(rest: &str) -> Option<&str> {
-    let b = rest.as_bytes();
+/// The end (past its closing quote) of the JSON string `b` starts with, and whether it holds
+/// an escape; None when `b` does not start with a quote, ends first, or holds a raw control
+/// character (not JSON). The closing quote is the first one no backslash escapes.
+fn string_end(b: &[u8]) -> Option<(usize, bool)> {
     if b.first() != Some(&b'"') {
         return None;
     }
-    let mut i = 1;
-    let mut escaped = false;
+    let (mut i, mut escaped) = (1, false);
     loop {
         i = super::fast::stop(b, i);
         match b.get(i)? {
-            b'"' => break,
+            b'"' => return Some((i + 1, escaped)),
             b'\\' => {
                 escaped = true;
                 i += 2;
             }
-            // A raw control character: not JSON.
             _ => return None,
         }
     }
-    let token = rest.get(..i + 1)?;
+}
+
+/// `rest` after a JSON string at its start, if that string is spelled as `push_str` spells
+/// its value.
+fn strip_ts(rest: &str) -> Option<&str> {
+    let (end, escaped) = string_end(rest.as_bytes())?;
+    // The closing quote is ASCII, so `end` is a char boundary.
+    let (token, after) = rest.split_at(end);
     if escaped {
         // Rare: read the value, and take the token only if it is the canonical spelling.
         let value: String = serde_json::from_str(token).ok()?;
         strip_str(token, &value).filter(|left| left.is_empty())?;
     }
-    Some(&rest[i + 1..])
+    Some(after)
 }
 
 #[cfg(test)]
