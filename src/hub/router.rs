@@ -662,10 +662,6 @@ mod tests {
         Queued::new(id, "a", to, kind, corr, &format!("{{\"id\":\"{id}\"}}"))
     }
 
-    /// A queue entry is what every queued envelope costs beside its text, times the deque's
-    /// growth slack (docs/performance.md "Where targets are missed" (b)): 88 bytes with
-    /// one-word names and an inline id (which saves the id's heap block), 112 with `Arc<str>`
-    /// names.
     /// The size counted against the caps is the length of the text the entry writes back,
     /// however it was built: from an envelope's parts, from a canonical stored text (cut) and
     /// from any other stored text (kept whole).
@@ -705,6 +701,10 @@ mod tests {
         assert!(stored(&spaced).text.is_verbatim());
     }
 
+    /// A queue entry is what every queued envelope costs beside its text, times the deque's
+    /// growth slack (docs/performance.md "Where targets are missed" (b)): 88 bytes with
+    /// one-word names and an inline id (which saves the id's heap block), 112 with `Arc<str>`
+    /// names.
     #[test]
     fn a_queue_entry_stays_small() {
         let entry = std::mem::size_of::<Queued>();
