@@ -4,7 +4,8 @@
 //! Owns parsing and validation of roster text. Refuses IO: `server` reads the file and checks
 //! its mode before handing the text here.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::hub::fold_hash::FoldMap;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The name the hub signs its own envelopes with; no roster may define it in any letter case.
@@ -13,7 +14,7 @@ pub const HUB_NAME: &str = "hub";
 /// A validated roster. `Debug` never shows tokens.
 #[derive(Clone)]
 pub struct Roster {
-    tokens: HashMap<String, Vec<u8>>,
+    tokens: FoldMap<String, Vec<u8>>,
     /// Compared against when the name is unknown, so a miss costs the same as a wrong token.
     decoy: Vec<u8>,
 }
@@ -97,7 +98,7 @@ impl Roster {
         if agents.is_empty() {
             return Err(RosterError::Empty);
         }
-        let mut tokens = HashMap::new();
+        let mut tokens = FoldMap::default();
         let mut owners: BTreeMap<String, String> = BTreeMap::new();
         for (name, value) in agents {
             if name.trim().is_empty() {

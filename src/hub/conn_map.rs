@@ -7,7 +7,7 @@
 //! choosing keys that all fall in one bucket. A `ConnId` is never chosen by a peer: the server
 //! numbers connections itself, one after another (`server::Server::accept`), so a client can
 //! neither pick nor repeat one. Tables keyed by anything a peer writes (agent names, envelope
-//! ids, peer names) keep std's `RandomState`.
+//! ids, peer names) hash with random keys (`fold_hash`, or std's `RandomState`).
 
 use super::ConnId;
 use std::collections::HashMap;

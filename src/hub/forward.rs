@@ -12,10 +12,11 @@
 //! sessions (`server::relay_io` owns those).
 
 use super::admit::Admission;
+use super::fold_hash::FoldMap;
 use super::{AuditEvent, Hub, Now, Output, Phase, Queued, State, StoreOp, Target};
 use crate::roster::HUB_NAME;
 use crate::wire::Envelope;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Hubs an envelope may cross (seed §8's cluster-wide cap). This build never forwards an
@@ -36,7 +37,7 @@ pub struct Forwarding {
     local: String,
     window: usize,
     ack_timeout: Duration,
-    links: HashMap<String, Link>,
+    links: FoldMap<String, Link>,
 }
 
 #[derive(Debug, Default)]

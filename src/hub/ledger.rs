@@ -14,13 +14,14 @@
 //!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
+use super::fold_hash::FoldMap;
 use super::id_key::{Id, Key as IdKey};
 use super::names::{Name, Names};
 use crate::wire::Reader;
 use sha2::{Digest, Sha256};
 use std::cell::Cell;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Records forgotten by one `purge` at most: bounded work per event-loop iteration even after
 /// a restart that finds a whole window's worth expired. Each one also costs a row delete in
@@ -252,7 +253,7 @@ pub struct Ledger {
     /// Keyed by id alone, with each sender's record under it: one table serves the sender's
     /// lookups (idempotent resends, receipts) and the recipient's (`status`), which finds
     /// the id's records without a scan (module doc). One hash of the id per operation.
-    records: HashMap<Id, Holders>,
+    records: FoldMap<Id, Holders>,
     /// Records held (an id may hold several).
     count: usize,
     /// Senders' and recipients' names, one copy each (`names`).
@@ -273,7 +274,7 @@ pub struct Ledger {
 impl Ledger {
     pub fn new(window_secs: u64, max_ids: usize) -> Ledger {
         Ledger {
-            records: HashMap::new(),
+            records: FoldMap::default(),
             count: 0,
             names: Names::default(),
             touched: Cell::new(0),

@@ -12,9 +12,9 @@
 //! through the loop's reports and never signals one.
 
 use super::event::Output;
+use super::fold_hash::FoldMap;
 use super::{ConnId, Hub, Now};
 use crate::wire::{HubLine, TurnReply, TurnRequest, UNKNOWN_STATE};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// How often the watched processes are checked while there are any: `who` shows an exit
@@ -92,9 +92,9 @@ pub struct Known {
 /// The liveness book: per roster name, its known state and when it last had no parked await.
 #[derive(Debug, Default)]
 pub struct Liveness {
-    known: HashMap<String, Known>,
+    known: FoldMap<String, Known>,
     /// Per name, when its current run of parked awaits began (unix ms).
-    waiting_since: HashMap<String, i64>,
+    waiting_since: FoldMap<String, i64>,
     /// When the watched processes are next checked; None while none is watched.
     next_check: Option<Instant>,
     /// A check is out and its report not yet in: no second one is asked for meanwhile.

@@ -19,6 +19,7 @@
 mod admit;
 mod commit;
 mod conn_map;
+pub(crate) mod fold_hash;
 pub use conn_map::ConnMap;
 pub mod event;
 pub mod forward;
@@ -55,9 +56,10 @@ use crate::roster::Roster;
 use crate::store::StoreOp;
 use crate::wire::HubLine;
 use chrono::{DateTime, Utc};
+use fold_hash::FoldMap;
 use ledger::{Ledger, State};
 use session::{Conn, Phase};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// A connection as the core knows it: an opaque number the IO layer picks.
@@ -195,7 +197,7 @@ pub struct Hub {
     /// When the ledger is next purged of settled ids past the retention window.
     next_purge: Option<Instant>,
     /// Per agent: when it last authenticated and when it was last delivered to (wall ms).
-    seen: HashMap<String, (Option<i64>, Option<i64>)>,
+    seen: FoldMap<String, (Option<i64>, Option<i64>)>,
     /// Replies waiting for the store's flush, in commit order.
     held: VecDeque<Held>,
     /// The newest committed batch whose flush has not been reported: while set, every
@@ -212,7 +214,7 @@ pub struct Hub {
     ids: Box<dyn ids::IdSource>,
     /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
     /// for `status` (`hub::redelivery`); forgotten with its id.
-    reasons: HashMap<u64, String>,
+    reasons: FoldMap<u64, String>,
     /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
     tasks: Option<crate::tasks::TaskBook>,
     /// Task steps waiting for a batch (`StagedTask`).
@@ -251,12 +253,12 @@ impl Hub {
             ledger,
             durable: false,
             next_purge: None,
-            seen: HashMap::new(),
+            seen: FoldMap::default(),
             held: VecDeque::new(),
             unsynced: None,
             flush_failed: None,
             forwarding: None,
-            reasons: HashMap::new(),
+            reasons: FoldMap::default(),
             commit: commit::Commits::default(),
             ids,
             tasks: None,

@@ -5,9 +5,9 @@
 //! Names come from clients (any `to` may be named), so the set must not grow without bound
 //! after the records that used a name are gone: a name held by nothing but this set is
 //! dropped at the next sweep, and a sweep runs when the set has doubled since the last one,
-//! so interning costs amortized constant time. The set hashes with the standard library's
-//! randomly keyed SipHash: names are attacker-chosen, and a fixed hash would let a client
-//! choose colliding ones.
+//! so interning costs amortized constant time. The set hashes with a randomly keyed hash
+//! (`fold_hash`): names are attacker-chosen, and a fixed hash would let a client choose
+//! colliding ones.
 //!
 //! Also owns `Name`, the one-pointer shared string the queues and the ledger hold per
 //! envelope (docs/performance.md "Where targets are missed" (b)): a queued envelope carries
@@ -17,8 +17,8 @@
 //!
 //! Owns only the set and that type. Refuses IO.
 
+use super::fold_hash::FoldSet;
 use std::borrow::Borrow;
-use std::collections::HashSet;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -115,7 +115,7 @@ const MIN_SWEEP: usize = 64;
 
 #[derive(Debug)]
 pub(super) struct Names {
-    set: HashSet<Name>,
+    set: FoldSet<Name>,
     /// Sweep when the set reaches this size (twice what the last sweep kept).
     sweep_at: usize,
 }
@@ -123,7 +123,7 @@ pub(super) struct Names {
 impl Default for Names {
     fn default() -> Names {
         Names {
-            set: HashSet::new(),
+            set: FoldSet::default(),
             sweep_at: MIN_SWEEP,
         }
     }

@@ -6,7 +6,8 @@
 //!
 //! Owns only the seq sets; the router keeps them in step with its queue. Refuses IO.
 
-use std::collections::{BTreeMap, HashMap};
+use super::fold_hash::FoldMap;
+use std::collections::BTreeMap;
 
 /// The seqs queued under one filter value, each with how many entries carry it (one in a real
 /// hub, which never stamps a seq twice). Most correlation ids name one envelope (a reply), so
@@ -62,7 +63,7 @@ impl Seqs {
 
 /// One value's seqs per key (`kind` or `correlationId`).
 #[derive(Debug, Default)]
-struct ByValue(HashMap<String, Seqs>);
+struct ByValue(FoldMap<String, Seqs>);
 
 impl ByValue {
     fn insert(&mut self, key: &str, seq: u64) {

@@ -7,18 +7,19 @@
 //! that ends one (`judge`). Refuses IO, like the rest of the core; every ledger change that can
 //! end a wait calls `Hub::receipt_changed`.
 
+use super::fold_hash::FoldMap;
 use super::ledger::{IdText, Record, State};
 use super::session::Phase;
 use super::{ConnId, Hub, Now};
 use crate::wire::{EnvelopeStatus, HubLine, WaitEnd, WaitFor};
 use chrono::SecondsFormat;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The parked status waits, by the ledger key (sender, id) each watches.
 #[derive(Debug, Default)]
 pub(super) struct Waits {
-    by_key: HashMap<(String, String), BTreeSet<ConnId>>,
+    by_key: FoldMap<(String, String), BTreeSet<ConnId>>,
     parked: usize,
 }
 

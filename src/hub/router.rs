@@ -10,13 +10,14 @@
 //! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
 //! scan from a lookup without timing anything.
 
+use super::fold_hash::FoldMap;
 use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
 use super::ConnId;
 use crate::wire::envelope_text::{split, Parts, Split, Tail};
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// An accepted envelope as the router holds it: the routing fields plus what is left of its
@@ -234,7 +235,7 @@ struct Mailbox {
     /// Envelopes staged for this queue but not yet committed; they count against the caps.
     reserved_envelopes: usize,
     reserved_bytes: usize,
-    waiters: HashMap<Filter, BTreeMap<u64, ConnId>>,
+    waiters: FoldMap<Filter, BTreeMap<u64, ConnId>>,
     waiter_count: usize,
 }
 
@@ -294,7 +295,7 @@ fn first_passing(
 
 /// `agent`'s mailbox, made if it has none; the name is copied only then (a restart queues a
 /// million envelopes, mostly into mailboxes that exist).
-fn mailbox<'a>(boxes: &'a mut HashMap<String, Mailbox>, agent: &str) -> &'a mut Mailbox {
+fn mailbox<'a>(boxes: &'a mut FoldMap<String, Mailbox>, agent: &str) -> &'a mut Mailbox {
     if !boxes.contains_key(agent) {
         boxes.insert(agent.to_owned(), Mailbox::default());
     }
@@ -312,7 +313,7 @@ pub struct MailboxStats {
 
 #[derive(Debug)]
 pub struct Router {
-    boxes: HashMap<String, Mailbox>,
+    boxes: FoldMap<String, Mailbox>,
     next_seq: u64,
     max_envelopes: usize,
     max_bytes: usize,
@@ -331,7 +332,7 @@ pub struct Router {
 impl Router {
     pub fn new(max_envelopes: usize, max_bytes: usize) -> Router {
         Router {
-            boxes: HashMap::new(),
+            boxes: FoldMap::default(),
             next_seq: 0,
             max_envelopes,
             max_bytes,

@@ -10,8 +10,8 @@
 //! Refuses deciding what follows from the bound: the commit point (`hub::commit`) refuses
 //! sends past it.
 
+use crate::hub::fold_hash::FoldMap;
 use crate::store::StoreOp;
-use std::collections::HashMap;
 
 /// Which column of an envelope's row an operation writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,7 +27,7 @@ pub struct PendingOps {
     /// In emission order; None where a later operation superseded this one.
     ops: Vec<Option<StoreOp>>,
     /// Where the live operation for each (row, column) sits in `ops`.
-    at: HashMap<(u64, Slot), usize>,
+    at: FoldMap<(u64, Slot), usize>,
     bytes: usize,
 }
 
