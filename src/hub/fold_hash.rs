@@ -7,11 +7,11 @@
 //! Why it still resists flooding: a peer who wants many keys in one bucket must predict
 //! the hash, and every step of it multiplies by a word that depends on the two secret
 //! keys. Nothing the hub sends shows a hash or a table's order, and the keys differ per
-//! table and per process. Each piece of the input enters exactly one multiply through an
-//! injective read (for a given length, different bytes give different words), and the
-//! length goes in through a multiply of its own, before any data: so no two inputs collide
-//! for every key, the property a seed-independent multicollision attack needs. The tests
-//! below try the families such attacks are built from.
+//! table and per process. Every byte reaches a multiply through reads that are injective
+//! for the input's length (for a given length, different bytes give different words), and
+//! the length goes in through a multiply of its own, before any data: so no two inputs
+//! collide under every key, the property a seed-independent multicollision attack needs.
+//! The tests below try the families such attacks are built from.
 //!
 //! Owns `FoldState` (the keys) and `FoldHasher`. Tables whose keys the server picks itself
 //! (connection ids) use the cheaper `conn_map`.
