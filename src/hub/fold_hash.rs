@@ -1,7 +1,7 @@
 //! The keyed hasher of the tables a peer can choose keys for (agent names, envelope ids,
 //! filters, the roster): a folded 64×64→128-bit multiply per 16 bytes, keyed with two
-//! random words drawn when the table is made. Std's SipHash-1-3 cost about 330
-//! instructions per lookup, and a connection-per-op send does about 17 lookups: a sixth of
+//! random words drawn when the table is made. Std's SipHash-1-3 cost about 210
+//! instructions per lookup, and a connection-per-op send does about 17 lookups: a tenth of
 //! the hub's user instructions (docs/performance.md, issue 13, "Sixth pass: hashing").
 //!
 //! Why it still resists flooding: a peer who wants many keys in one bucket must predict
