@@ -239,6 +239,31 @@ pub(crate) fn parse_ready(line: &str) -> Res<SocketAddr> {
 pub(crate) fn cpu_of_pid(pid: i32) -> Res<Cpu> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|e| format!("server stat: {e}"))?;
+    let (stat, user) = stat_times(&text)?;
+    // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
+    let clock = unsafe {
+        let mut id: libc::clockid_t = 0;
+        if libc::clock_getcpuclockid(pid, &mut id) == 0 {
+            read_cpu_clock(id)
+        } else {
+            None
+        }
+    };
+    Ok(Cpu { stat, user, clock })
+}
+
+/// A CPU clock's reading, or None when the kernel refuses it.
+fn read_cpu_clock(id: libc::clockid_t) -> Option<Duration> {
+    // SAFETY: the call gets a valid pointer to a local; a failure is reported, not assumed.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        (libc::clock_gettime(id, &mut ts) == 0)
+            .then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+}
+
+/// User + system and user alone from a `stat` line of proc(5).
+fn stat_times(text: &str) -> Res<(Duration, Duration)> {
     // Fields after the parenthesised command name start at field 3 (state); utime and
     // stime are fields 14 and 15 (proc(5)).
     let rest = text
@@ -252,22 +277,38 @@ pub(crate) fn cpu_of_pid(pid: i32) -> Res<Cpu> {
             .and_then(|f| f.parse().ok())
             .ok_or_else(|| format!("server stat: field {} unreadable", i + 3))
     };
-    let ticks = field(11)? + field(12)?;
+    let (user, system) = (field(11)?, field(12)?);
     // SAFETY: sysconf has no preconditions.
     let per_sec = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
         t if t > 0 => t as u64,
         _ => 100,
     };
-    let stat = Duration::from_nanos(ticks * 1_000_000_000 / per_sec);
-    // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
-    let clock = unsafe {
-        let mut id: libc::clockid_t = 0;
-        let mut ts: libc::timespec = std::mem::zeroed();
-        if libc::clock_getcpuclockid(pid, &mut id) == 0 && libc::clock_gettime(id, &mut ts) == 0 {
-            Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
-        } else {
-            None
-        }
-    };
-    Ok(Cpu { stat, clock })
+    let ticks = |t: u64| Duration::from_nanos(t * 1_000_000_000 / per_sec);
+    Ok((ticks(user + system), ticks(user)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_times_reads_user_and_system_apart() {
+        // A command name with a space and a parenthesis, as proc(5) allows.
+        let line = "4242 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 300 200 0 0 20 0 1 0 99 1000 10\n";
+        let (total, user) = stat_times(line).expect("parses");
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        assert_eq!(user, Duration::from_nanos(300 * 1_000_000_000 / hz));
+        assert_eq!(total, Duration::from_nanos(500 * 1_000_000_000 / hz));
+        assert!(stat_times("4242 no-paren S 1 2").is_err());
+        assert!(stat_times("4242 (x) S 1 2 3").is_err());
+    }
+
+    #[test]
+    fn a_process_split_is_within_its_total() {
+        let me = cpu_of_pid(std::process::id() as i32).expect("own stat");
+        assert!(me.user <= me.stat);
+        let (user, kernel) = me.split_us_per(1).expect("one op");
+        assert!(user >= 0.0 && kernel >= 0.0);
+        assert_eq!(Cpu::default().split_us_per(0), None);
+    }
 }

@@ -47,10 +47,12 @@ pub(crate) fn round1(x: f64) -> f64 {
 
 /// Hub CPU time (user + system) by two readings: `stat` from /proc/PID/stat (clock-tick
 /// grain, 10 ms at 100 Hz), `clock` from the process CPU clock (nanosecond grain) when the
-/// kernel lets us read it.
+/// kernel lets us read it. `user` is the user-mode part of `stat` (field 14 alone), which
+/// tells a server's own code from the kernel work its syscalls ask for.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Cpu {
     pub(crate) stat: Duration,
+    pub(crate) user: Duration,
     pub(crate) clock: Option<Duration>,
 }
 
@@ -59,11 +61,13 @@ impl Cpu {
     pub(crate) fn of(hubs: &[&HubProcess]) -> Res<Cpu> {
         let mut total = Cpu {
             stat: Duration::ZERO,
+            user: Duration::ZERO,
             clock: Some(Duration::ZERO),
         };
         for h in hubs {
             let c = h.cpu()?;
             total.stat += c.stat;
+            total.user += c.user;
             total.clock = total.clock.zip(c.clock).map(|(a, b)| a + b);
         }
         Ok(total)
@@ -71,6 +75,7 @@ impl Cpu {
     pub(crate) fn saturating_sub(self, earlier: Cpu) -> Cpu {
         Cpu {
             stat: self.stat.saturating_sub(earlier.stat),
+            user: self.user.saturating_sub(earlier.user),
             clock: self
                 .clock
                 .zip(earlier.clock)
@@ -82,6 +87,13 @@ impl Cpu {
     }
     pub(crate) fn clock_us_per(&self, ops: usize) -> Option<f64> {
         self.clock.map(|c| us(c) / ops as f64)
+    }
+    /// User-mode and kernel µs per op, both from `stat` (tick grain: read over seconds).
+    pub(crate) fn split_us_per(&self, ops: usize) -> Option<(f64, f64)> {
+        (ops > 0).then(|| {
+            let user = us(self.user) / ops as f64;
+            (user, us(self.stat.saturating_sub(self.user)) / ops as f64)
+        })
     }
 }
 

@@ -50,6 +50,16 @@ fn median_of<T>(xs: &[T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
     median(xs.iter().filter_map(f).collect())
 }
 
+/// A W1 cell's note: write syscalls per op, and the server's CPU split into its own code
+/// (user) and the kernel's work for it, which tells where a gap between targets lies.
+fn w1_note(writes: Option<f64>, split: Option<(f64, f64)>) -> Option<String> {
+    let split = split.map(|(u, k)| format!("user {u:.1} + kernel {k:.1}"));
+    match (writes.map(|x| format!("{x:.1} write syscalls/op")), split) {
+        (Some(w), Some(s)) => Some(format!("{w}; {s}")),
+        (w, s) => w.or(s),
+    }
+}
+
 fn cpu_per(u: &Usage, ops: usize) -> Option<f64> {
     u.cpu_us_per(ops)
 }
@@ -76,7 +86,9 @@ impl PeerReport {
                         let w = &t.w1[k].1;
                         let cpu = median_of(w, |r| cpu_per(&r.usage, r.ops));
                         let writes = median_of(w, |r| r.usage.syscw_per(r.ops));
-                        (cpu, writes.map(|x| format!("{x:.1} write syscalls/op")))
+                        let user = median_of(w, |r| Some(r.usage.cpu.split_us_per(r.ops)?.0));
+                        let kernel = median_of(w, |r| Some(r.usage.cpu.split_us_per(r.ops)?.1));
+                        (cpu, w1_note(writes, user.zip(kernel)))
                     })
                     .collect(),
                 unit_digits: 1,
@@ -329,6 +341,8 @@ fn usage_json(u: &Usage, ops: usize) -> serde_json::Value {
         "server_cpu_s": round3(u.cpu.stat.as_secs_f64()),
         "server_cpu_clock_s": u.cpu.clock.map(|c| round3(c.as_secs_f64())),
         "server_cpu_us_per_op": u.cpu_us_per(ops).map(round1),
+        "server_user_us_per_op": u.cpu.split_us_per(ops).map(|s| round1(s.0)),
+        "server_kernel_us_per_op": u.cpu.split_us_per(ops).map(|s| round1(s.1)),
         "write_syscalls_per_op": u.syscw_per(ops).map(|x| (x * 100.0).round() / 100.0),
         "generator_cpu_us_per_op": u.generator_us_per(ops).map(round1),
         "machine_busy_share": u.machine.and_then(|m| m.busy_share()).map(|x| (x * 1000.0).round() / 1000.0),
@@ -353,6 +367,8 @@ fn target_json(t: &TargetRuns, _opts: &Opts) -> serde_json::Value {
                 "median": {
                     "ops_per_s": opt1(median_of(runs, |r| Some(r.ops_per_s()))),
                     "server_cpu_us_per_op": opt1(median_of(runs, |r| r.usage.cpu_us_per(r.ops))),
+                    "server_user_us_per_op": opt1(median_of(runs, |r| Some(r.usage.cpu.split_us_per(r.ops)?.0))),
+                    "server_kernel_us_per_op": opt1(median_of(runs, |r| Some(r.usage.cpu.split_us_per(r.ops)?.1))),
                     "write_syscalls_per_op": median_of(runs, |r| r.usage.syscw_per(r.ops)).map(|x| (x * 100.0).round() / 100.0),
                     "latency_p50_us": opt1(median_of(runs, |r| Some(r.latency.p50_us))),
                 },
@@ -460,5 +476,22 @@ mod tests {
         assert_eq!(thousands(1234567.0, 0), "1,234,567");
         assert_eq!(thousands(-1234.0, 0), "-1,234");
         assert_eq!(thousands(999.96, 1), "1,000.0");
+    }
+
+    #[test]
+    fn a_w1_note_names_what_was_measured() {
+        assert_eq!(
+            w1_note(Some(2.04), Some((17.26, 91.74))).as_deref(),
+            Some("2.0 write syscalls/op; user 17.3 + kernel 91.7")
+        );
+        assert_eq!(
+            w1_note(None, Some((1.0, 2.0))).as_deref(),
+            Some("user 1.0 + kernel 2.0")
+        );
+        assert_eq!(
+            w1_note(Some(0.3), None).as_deref(),
+            Some("0.3 write syscalls/op")
+        );
+        assert_eq!(w1_note(None, None), None);
     }
 }
