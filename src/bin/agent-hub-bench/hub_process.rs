@@ -304,11 +304,34 @@ mod tests {
     }
 
     #[test]
-    fn a_process_split_is_within_its_total() {
-        let me = cpu_of_pid(std::process::id() as i32).expect("own stat");
-        assert!(me.user <= me.stat);
-        let (user, kernel) = me.split_us_per(1).expect("one op");
-        assert!(user >= 0.0 && kernel >= 0.0);
+    fn user_time_is_counted_as_user_time() {
+        // Spin in user mode for 100 ms of this process's CPU clock; its user ticks must grow
+        // by most of it (tick accounting samples, so allow half), and the split must say so.
+        let me = std::process::id() as i32;
+        let a = cpu_of_pid(me).expect("own stat");
+        let mut x = 1u64;
+        loop {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            let now = cpu_of_pid(me).expect("own stat");
+            let spent = now
+                .clock
+                .expect("process clock")
+                .saturating_sub(a.clock.unwrap());
+            if spent >= Duration::from_millis(100) {
+                break;
+            }
+        }
+        let d = cpu_of_pid(me).expect("own stat").saturating_sub(a);
+        assert!(
+            d.user >= Duration::from_millis(50),
+            "user {:?} of {:?}",
+            d.user,
+            d.stat
+        );
+        let (user, kernel) = d.split_us_per(1).expect("one op");
+        assert!(user >= 50_000.0 && kernel >= 0.0, "{user} {kernel}");
         assert_eq!(Cpu::default().split_us_per(0), None);
     }
 }
