@@ -237,19 +237,24 @@ pub(crate) fn parse_ready(line: &str) -> Res<SocketAddr> {
 /// the process CPU clock in nanoseconds as a cross-check at fine grain. Any server the bench
 /// started (the hub, or a peer of `--peers`).
 pub(crate) fn cpu_of_pid(pid: i32) -> Res<Cpu> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_err(|e| format!("server stat: {e}"))?;
-    let (stat, user) = stat_times(&text)?;
-    // SAFETY: both calls get valid pointers to locals; a failure is reported, not assumed.
+    // SAFETY: the call gets a valid pointer to a local; a failure is reported, not assumed.
     let clock = unsafe {
         let mut id: libc::clockid_t = 0;
-        if libc::clock_getcpuclockid(pid, &mut id) == 0 {
-            read_cpu_clock(id)
-        } else {
-            None
-        }
+        (libc::clock_getcpuclockid(pid, &mut id) == 0).then_some(id)
     };
-    Ok(Cpu { stat, user, clock })
+    cpu_of_stat(&format!("/proc/{pid}/stat"), clock)
+}
+
+/// CPU time from one `stat` file of proc(5) (a process's, or a single thread's under
+/// `task/`) and, when given, the matching CPU clock.
+fn cpu_of_stat(path: &str, clock: Option<libc::clockid_t>) -> Res<Cpu> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("server stat: {e}"))?;
+    let (stat, user) = stat_times(&text)?;
+    Ok(Cpu {
+        stat,
+        user,
+        clock: clock.and_then(read_cpu_clock),
+    })
 }
 
 /// A CPU clock's reading, or None when the kernel refuses it.
@@ -305,33 +310,38 @@ mod tests {
 
     #[test]
     fn user_time_is_counted_as_user_time() {
-        // Spin in user mode for 100 ms of this process's CPU clock; its user ticks must grow
-        // by most of it (tick accounting samples, so allow half), and the split must say so.
-        let me = std::process::id() as i32;
-        let a = cpu_of_pid(me).expect("own stat");
+        // Spin in user mode for 200 ms of this thread's CPU clock; its user ticks must grow by
+        // most of it (tick accounting samples, so allow half), and the split must say so. The
+        // thread's own stat file and clock are read, not the process's: the test harness runs
+        // other tests in parallel threads of this process, and their system time (sockets,
+        // proc reads) would otherwise count against this one (a CI run failed that way).
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        let path = format!("/proc/self/task/{tid}/stat");
+        let read = || cpu_of_stat(&path, Some(libc::CLOCK_THREAD_CPUTIME_ID)).expect("own stat");
+        let a = read();
         let mut x = 1u64;
         loop {
-            for _ in 0..100_000 {
+            for _ in 0..1_000_000 {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
             }
-            let now = cpu_of_pid(me).expect("own stat");
-            let spent = now
+            let spent = read()
                 .clock
-                .expect("process clock")
-                .saturating_sub(a.clock.unwrap());
-            if spent >= Duration::from_millis(100) {
+                .expect("thread clock")
+                .saturating_sub(a.clock.expect("thread clock"));
+            if spent >= Duration::from_millis(200) {
                 break;
             }
         }
-        let d = cpu_of_pid(me).expect("own stat").saturating_sub(a);
+        let d = read().saturating_sub(a);
         assert!(
-            d.user >= Duration::from_millis(50),
+            d.user >= Duration::from_millis(100),
             "user {:?} of {:?}",
             d.user,
             d.stat
         );
         let (user, kernel) = d.split_us_per(1).expect("one op");
-        assert!(user >= 50_000.0 && kernel >= 0.0, "{user} {kernel}");
+        assert!(user >= 100_000.0 && kernel >= 0.0, "{user} {kernel}");
         assert_eq!(Cpu::default().split_us_per(0), None);
     }
 }
