@@ -246,7 +246,7 @@ pub(crate) fn cpu_of_pid(pid: i32) -> Res<Cpu> {
 }
 
 /// CPU time from one `stat` file of proc(5) (a process's, or a single thread's under
-/// `task/`) and, when given, the matching CPU clock.
+/// `task/` or `thread-self/`) and, when given, the matching CPU clock.
 fn cpu_of_stat(path: &str, clock: Option<libc::clockid_t>) -> Res<Cpu> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("server stat: {e}"))?;
     let (stat, user) = stat_times(&text)?;
@@ -315,10 +315,13 @@ mod tests {
         // thread's own stat file and clock are read, not the process's: the test harness runs
         // other tests in parallel threads of this process, and their system time (sockets,
         // proc reads) would otherwise count against this one (a CI run failed that way).
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
-        let path = format!("/proc/self/task/{tid}/stat");
-        let read = || cpu_of_stat(&path, Some(libc::CLOCK_THREAD_CPUTIME_ID)).expect("own stat");
+        let read = || {
+            cpu_of_stat(
+                "/proc/thread-self/stat",
+                Some(libc::CLOCK_THREAD_CPUTIME_ID),
+            )
+            .expect("own stat")
+        };
         let a = read();
         let mut x = 1u64;
         loop {
