@@ -2,7 +2,19 @@
 # End-to-end check of agent-hub with REAL agent CLIs, offline, against a loopback mock LLM.
 #
 #   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--phase hook|task|all]
-#                         [--no-build] [--keep] [--trace-net]
+#                         [--set pinned|current] [--no-build] [--keep] [--trace-net]
+#
+# Two release sets (--set, or E2E_SET; default pinned):
+#   pinned   the versions below, fixed so CI is reproducible: Claude Code 2.1.197, Codex
+#            0.171.0, Gemini CLI 0.61.0, OpenCode 1.18.33; the task phase's adapters
+#            @zed-industries/claude-agent-acp 0.23.1 (its bundled Claude Code 2.1.83) and
+#            @zed-industries/codex-acp 0.16.0 (its bundled Codex).
+#   current  what npm's registry calls latest when the run starts (`npm view PKG version`,
+#            printed in the banner), with the maintained adapters
+#            @agentclientprotocol/claude-agent-acp and @agentclientprotocol/codex-acp, each
+#            running the current CLI of the hook phase (CLAUDE_CODE_EXECUTABLE, CODEX_PATH) rather
+#            than the one it bundles. A version that cannot be looked up is a SKIP.
+#   E2E_*_VERSION, E2E_*_ACP_VERSION and E2E_{CLAUDE,CODEX}_ACP_PKG override either set.
 #
 # Two phases per agent (--phase, default all): "hook" runs the agent CLI headless, wired up by
 # `agent-hub install` (steps 1-7 below); "task" has the hub run it as a delegated task through
@@ -104,9 +116,12 @@
 # Environment: E2E_CACHE, E2E_MOCK_LLM, E2E_AGENT_TIMEOUT,
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_VERSION (npm versions; "latest" works too),
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_BIN (use this binary
-# instead of installing), E2E_{CLAUDE,CODEX}_ACP_VERSION and E2E_{CLAUDE,CODEX}_ACP_BIN (the
-# same for the ACP adapters the task phase runs). Only 127.0.0.1 is used; the npm registry is contacted only to
-# install a missing agent. Every process started here is stopped by its PID (agents by their
+# instead of installing), E2E_{CLAUDE,CODEX}_ACP_VERSION, E2E_{CLAUDE,CODEX}_ACP_PKG and
+# E2E_{CLAUDE,CODEX}_ACP_BIN (the same for the ACP adapters the task phase runs), E2E_SET,
+# E2E_TASK_SANDBOX (the task phase hub's tasks.sandbox; default: absent, so auto). Only
+# 127.0.0.1 is used; the npm registry is contacted only to install a missing agent and, for
+# --set current, to look up the latest versions. Every process started here is stopped by its
+# PID (agents by their
 # own process group) on exit. Work files are under a mktemp dir, removed on success and kept
 # (path printed) on failure or with --keep.
 set -euo pipefail
@@ -115,16 +130,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 E2E_CACHE=${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-hub-e2e}
 MOCK_LLM=${E2E_MOCK_LLM:-$ROOT/../shared/tools/mock_llm.py}
 AGENT_TIMEOUT=${E2E_AGENT_TIMEOUT:-180}
-CLAUDE_VERSION=${E2E_CLAUDE_VERSION:-2.1.197}
-CODEX_VERSION=${E2E_CODEX_VERSION:-0.171.0}
-GEMINI_VERSION=${E2E_GEMINI_VERSION:-0.61.0}
-OPENCODE_VERSION=${E2E_OPENCODE_VERSION:-1.18.33}
-# The ACP adapters delegated tasks run Claude Code and Codex through (their manifests' run.acp;
-# Gemini CLI and OpenCode speak ACP themselves: `gemini --acp`, `opencode acp`).
-CLAUDE_ACP_VERSION=${E2E_CLAUDE_ACP_VERSION:-0.23.1}
-CODEX_ACP_VERSION=${E2E_CODEX_ACP_VERSION:-0.16.0}
+SET=${E2E_SET:-pinned}
+# The task phase's hub runs its agents in the default sandbox (tasks.sandbox absent: auto,
+# docs/delegation.md "Task identity"); E2E_TASK_SANDBOX=bwrap|landlock|none picks one.
+TASK_SANDBOX=${E2E_TASK_SANDBOX:-}
 
-usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
 
 AGENTS=()
 BUILD=1
@@ -150,6 +161,11 @@ while (($#)); do
             esac
             shift 2 ;;
         --phase=*) set -- --phase "${1#--phase=}" "${@:2}" ;;
+        --set)
+            [[ $# -ge 2 ]] || { usage >&2; exit 1; }
+            SET=$2
+            shift 2 ;;
+        --set=*) set -- --set "${1#--set=}" "${@:2}" ;;
         --no-build) BUILD=0; shift ;;
         --keep) KEEP=1; shift ;;
         --trace-net) TRACE=1; shift ;;
@@ -158,6 +174,45 @@ while (($#)); do
     esac
 done
 ((${#AGENTS[@]})) || AGENTS=(claude)
+case $SET in
+    pinned | current) ;;
+    *) echo "e2e: unknown release set '$SET' (pinned or current)" >&2; exit 1 ;;
+esac
+
+# The npm packages (the CLIs the hook phase runs) and the ACP adapters delegated tasks run
+# Claude Code and Codex through (their manifests' run.acp; Gemini CLI and OpenCode speak ACP
+# themselves: `gemini --acp`, `opencode acp`). The pinned set's versions; `current` looks its
+# own up below. An empty version means "could not be looked up" (a SKIP at install).
+if [[ $SET == pinned ]]; then
+    CLAUDE_ACP_PKG=${E2E_CLAUDE_ACP_PKG:-@zed-industries/claude-agent-acp}
+    CODEX_ACP_PKG=${E2E_CODEX_ACP_PKG:-@zed-industries/codex-acp}
+    CLAUDE_VERSION=${E2E_CLAUDE_VERSION:-2.1.197}
+    CODEX_VERSION=${E2E_CODEX_VERSION:-0.171.0}
+    GEMINI_VERSION=${E2E_GEMINI_VERSION:-0.61.0}
+    OPENCODE_VERSION=${E2E_OPENCODE_VERSION:-1.18.33}
+    CLAUDE_ACP_VERSION=${E2E_CLAUDE_ACP_VERSION:-0.23.1}
+    CODEX_ACP_VERSION=${E2E_CODEX_ACP_VERSION:-0.16.0}
+else
+    CLAUDE_ACP_PKG=${E2E_CLAUDE_ACP_PKG:-@agentclientprotocol/claude-agent-acp}
+    CODEX_ACP_PKG=${E2E_CODEX_ACP_PKG:-@agentclientprotocol/codex-acp}
+    # `npm view` once per package, for the agents asked for only.
+    latest() {
+        command -v npm >/dev/null || return 0
+        timeout 60 npm view --fetch-timeout=30000 --fetch-retries=1 "$1" version 2>/dev/null | tail -n1 || true
+    }
+    # latest_for AGENT PKG: PKG's latest version when AGENT was asked for, else nothing.
+    latest_for() {
+        [[ " ${AGENTS[*]} " == *" $1 "* ]] || return 0
+        latest "$2"
+    }
+    CLAUDE_VERSION=${E2E_CLAUDE_VERSION:-$(latest_for claude @anthropic-ai/claude-code)}
+    CODEX_VERSION=${E2E_CODEX_VERSION:-$(latest_for codex @openai/codex)}
+    GEMINI_VERSION=${E2E_GEMINI_VERSION:-$(latest_for gemini @google/gemini-cli)}
+    OPENCODE_VERSION=${E2E_OPENCODE_VERSION:-$(latest_for opencode opencode-ai)}
+    CLAUDE_ACP_VERSION=${E2E_CLAUDE_ACP_VERSION:-$(latest_for claude "$CLAUDE_ACP_PKG")}
+    CODEX_ACP_VERSION=${E2E_CODEX_ACP_VERSION:-$(latest_for codex "$CODEX_ACP_PKG")}
+fi
+echo "e2e: release set $SET: claude-code ${CLAUDE_VERSION:-?}, codex ${CODEX_VERSION:-?}, gemini-cli ${GEMINI_VERSION:-?}, opencode ${OPENCODE_VERSION:-?}; adapters $CLAUDE_ACP_PKG ${CLAUDE_ACP_VERSION:-?}, $CODEX_ACP_PKG ${CODEX_ACP_VERSION:-?}"
 
 NPASS=0 NFAIL=0 NSKIP=0 NRAN=0
 pass() { NPASS=$((NPASS + 1)); echo "PASS [$1] $2${3:+: $3}"; }
@@ -289,8 +344,8 @@ agent_pkg() {
 # The npm package and binary a delegated task runs the agent with (its manifest's run.acp).
 acp_pkg() {
     case $1 in
-        claude) echo "@zed-industries/claude-agent-acp@$CLAUDE_ACP_VERSION" ;;
-        codex) echo "@zed-industries/codex-acp@$CODEX_ACP_VERSION" ;;
+        claude) echo "$CLAUDE_ACP_PKG@$CLAUDE_ACP_VERSION" ;;
+        codex) echo "$CODEX_ACP_PKG@$CODEX_ACP_VERSION" ;;
         *) agent_pkg "$1" ;;
     esac
 }
@@ -311,13 +366,26 @@ acp_bin() {
     cmd=$(acp_cmd "$1")
     if [[ $cmd == "$1" ]]; then agent_bin "$1"; else npm_bin "$(acp_pkg "$1")" "$cmd" "E2E_${1^^}_ACP_BIN"; fi
 }
-# The installed version of an npm package in the cache (from its package.json), or "?".
-pkg_version() {
-    local pkg=$1 dir name
-    dir=$E2E_CACHE/${pkg//\//+}
-    name=${pkg%@*}
-    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' \
-        "$dir/node_modules/$name/package.json" 2>/dev/null || echo "?"
+# "NAME VERSION" of the npm package that holds executable $1 (the nearest package.json with a
+# name above the file it resolves to), or "?": what actually runs, cached or named by an
+# E2E_*_BIN override alike.
+bin_package() {
+    python3 - "$1" <<'PY' 2>/dev/null || echo "?"
+import json, os, sys
+d = os.path.dirname(os.path.realpath(sys.argv[1]))
+while d != os.path.dirname(d):
+    try:
+        with open(os.path.join(d, "package.json")) as f:
+            j = json.load(f)
+        if j.get("name"):
+            print("%s %s" % (j["name"], j.get("version", "?")))
+            break
+    except (OSError, ValueError):
+        pass
+    d = os.path.dirname(d)
+else:
+    print("?")
+PY
 }
 
 # npm_bin PKG@VERSION BIN OVERRIDE_VAR: the binary BIN of that package, installed into the
@@ -329,6 +397,10 @@ npm_bin() {
         [[ -x $override ]] || { echo "$var=$override is not executable" >&2; return 1; }
         echo "$override"
         return 0
+    fi
+    if [[ $pkg == *@ ]]; then
+        echo "no version of ${pkg%@} to install (--set current could not look it up: offline?)" >&2
+        return 1
     fi
     dir=$E2E_CACHE/${pkg//\//+}
     if [[ ! -x $dir/node_modules/.bin/$agent ]]; then
@@ -351,9 +423,11 @@ npm_bin() {
 }
 
 # Writes into HOME $2 only what points agent $1 at the mock LLM on port $3 (Codex provider,
-# Gemini auth type, OpenCode provider; telemetry, update checks and plugin sync off).
+# Gemini auth type, OpenCode provider; telemetry, update checks and plugin sync off). $4 is
+# OpenCode's permission for every tool: "allow" (default; a headless run has nobody to ask)
+# or "ask" (the task phase: OpenCode then asks the hub, whose policy decides).
 point_at_mock() {
-    local agent=$1 home=$2 mock_port=$3
+    local agent=$1 home=$2 mock_port=$3 opencode_permission=${4:-allow}
     case $agent in
         codex)
             mkdir -p "$home/.codex"
@@ -386,7 +460,8 @@ EOF
             ;;
         opencode)
             # The mock as an OpenAI-compatible provider (built into OpenCode, nothing is
-            # fetched); every tool allowed, as a headless run cannot answer a permission ask.
+            # fetched); every tool allowed (a headless run cannot answer a permission ask), or
+            # every tool asked for (through ACP, the hub's policy answers).
             mkdir -p "$home/.config/opencode"
             cat >"$home/.config/opencode/opencode.json" <<EOF
 {
@@ -394,7 +469,7 @@ EOF
   "model": "mock/mock-1",
   "autoupdate": false,
   "share": "disabled",
-  "permission": { "*": "allow" },
+  "permission": { "*": "$opencode_permission" },
   "provider": {
     "mock": {
       "npm": "@ai-sdk/openai-compatible",
@@ -624,6 +699,12 @@ def out(name, ok, detail):
 
 mock = lines(os.path.join(d, "mock.log"))
 reqs = lines(os.path.join(d, "requests.log"))   # {"n", "reply", "body"} per model request
+# The agent's own turns are the requests that offer the model tools. Claude Code 2.1.3xx also
+# makes side requests without tools (prompt suggestions, a permission classifier) that repeat
+# the conversation; they are not turns, and their replies are not the agent's answer.
+def offers_tools(r):
+    return bool((r.get("body") or {}).get("tools"))
+turns = [r for r in reqs if offers_tools(r)]
 
 # mcp-tool: the model was offered the hub's send tool and the mock called it.
 calls = [m for m in mock if m.get("reply", [None])[0] == "tool"]
@@ -658,7 +739,7 @@ def strings(o):
         for v in o: yield from strings(v)
 def feedback(text):
     return bool(reply_id) and nonce in text and reply_id in text and 'from "orchestrator"' in text
-fb = [r for r in reqs if any(feedback(t) and re.search(FRAME, t) for t in strings(r["body"]))]
+fb = [r for r in turns if any(feedback(t) and re.search(FRAME, t) for t in strings(r["body"]))]
 in_mock = [m for m in mock if feedback(m.get("last_user_text", ""))]
 if fb and (in_mock or agent == "codex"):
     out("hook-feedback", True, "model request %d held the reply %s from orchestrator as hook feedback (%s)" % (
@@ -706,7 +787,7 @@ if agent == "opencode":
 
 # hook-bounded: after the feedback turn the hook let the agent stop: the feedback request was
 # the last model request (the agent's exit is checked apart). hook.log only adds detail.
-last_n = max((r["n"] for r in reqs), default=None)
+last_n = max((r["n"] for r in turns), default=None)
 hook_log = os.path.join(d, "home/.local/state/agent-hub/hook.log")
 runs = open(hook_log).read().strip().splitlines() if os.path.exists(hook_log) else []
 runs = [l for l in runs if " hook stop as " not in l]
@@ -806,16 +887,30 @@ check_reaped() {
 }
 
 run_task() {
-    local agent=$1 bin pkg version d home work proj hub_port mock_port tok hub_pid mock_pid
-    local send_args nonce1 prompt orch
+    local agent=$1 bin d home work proj hub_port mock_port tok hub_pid mock_pid
+    local send_args nonce1 prompt orch cli cli_env=() override
     if ! bin=$(acp_bin "$agent" 2>"$WORK/$agent-acp-install.err"); then
         skip "$agent" "task: $(tail -n1 "$WORK/$agent-acp-install.err")"
         return 0
     fi
-    pkg=$(acp_pkg "$agent")
-    version=$(pkg_version "$pkg")
+    # The current set runs each adapter with the current CLI, not the one it bundles: the
+    # adapters look for it in CLAUDE_CODE_EXECUTABLE (claude-agent-acp's claude-cli.js) and
+    # CODEX_PATH (codex-acp 2.x), which tasks.env_pass (CLAUDE_*, CODEX_*) hands on.
+    if [[ $SET == current && ($agent == claude || $agent == codex) ]]; then
+        if ! cli=$(agent_bin "$agent" 2>"$WORK/$agent-install.err"); then
+            skip "$agent" "task: $(tail -n1 "$WORK/$agent-install.err")"
+            return 0
+        fi
+        case $agent in
+            claude) cli_env=(CLAUDE_CODE_EXECUTABLE="$cli") ;;
+            codex) cli_env=(CODEX_PATH="$cli") ;;
+        esac
+    fi
     NRAN=$((NRAN + 1))
-    echo "e2e: [$agent] task through ACP: $(acp_cmd "$agent") (${pkg%@*} $version, $bin)"
+    override=E2E_${agent^^}_ACP_BIN
+    [[ $(acp_cmd "$agent") != "$agent" && -n ${!override:-} ]] && override=" (from $override)" || override=""
+    echo "e2e: [$agent] task through ACP: $(acp_cmd "$agent") ($(bin_package "$bin"), $bin$override)"
+    ((${#cli_env[@]})) && echo "e2e: [$agent] the adapter runs ${cli_env[0]} ($(HOME=$WORK timeout 60 "$cli" --version </dev/null 2>/dev/null | head -n1))"
     d=$WORK/$agent-task
     home=$d/home
     mkdir -p "$home" "$d/work/proj" "$d/hub/tokens"
@@ -834,7 +929,7 @@ run_task() {
         fail "$agent" task-hub "mock LLM did not start: $(cat "$d/mock.err")"
         return 0
     fi
-    point_at_mock "$agent" "$home" "$mock_port"
+    point_at_mock "$agent" "$home" "$mock_port" ask
 
     # The hub: the example config on an ephemeral port, one identity (orchestrator, the
     # delegator), and a [tasks] table: cwd under the temp dir only, permission requests
@@ -857,6 +952,7 @@ permission = "allow"
 env_pass = ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "ANTHROPIC_*", "CLAUDE_*", "OPENAI_*",
     "CODEX_*", "GEMINI_*", "GOOGLE_*", "OPENCODE_*", "MOCK_API_KEY", "IS_SANDBOX",
     "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"]
+${TASK_SANDBOX:+sandbox = \"$TASK_SANDBOX\"}
 EOF
     } >"$d/hub/config.toml"
     chmod 600 "$d/hub/config.toml"
@@ -867,8 +963,9 @@ EOF
                 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1
                 DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1)
             # The adapter's Claude Code refuses its permission mode as root without it (§2.1).
-            [[ $(id -u) == 0 ]] && envv+=(IS_SANDBOX=1) ;;
-        codex) envv+=(MOCK_API_KEY=dummy) ;;
+            [[ $(id -u) == 0 ]] && envv+=(IS_SANDBOX=1)
+            envv+=(${cli_env[@]+"${cli_env[@]}"}) ;;
+        codex) envv+=(MOCK_API_KEY=dummy ${cli_env[@]+"${cli_env[@]}"}) ;;
         gemini)
             envv+=(GEMINI_API_KEY=dummy GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$mock_port"
                 GEMINI_CLI_TRUST_WORKSPACE=true) ;;
@@ -940,7 +1037,9 @@ import json, os
 rc, task = int(os.environ["RC"]), os.environ["TASK"]
 lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
 reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
-texts = [r["reply"][1] for r in reqs if r["reply"][0] == "text"]
+# The reply to the agent's last turn: a request that offered tools (side requests, such as
+# Claude Code's prompt suggestions, offer none and are answered text too).
+texts = [r["reply"][1] for r in reqs if r["reply"][0] == "text" and (r.get("body") or {}).get("tools")]
 want = texts[-1] if texts else None
 try:
     env = json.loads(lines[1])
@@ -1017,6 +1116,66 @@ PY
     reap "$hub_pid"
     [[ -n $task2 ]] && check_reaped "$agent" task-cancel-reaped "$task2" "$d/hub/service.log"
     note "$agent" "task 2 (cancelled, then the hub stopped) took $((SECONDS - t0))s"
+
+    # Task 3, under permission = "reject" (issue 29: claude-agent-acp 0.101 starts its
+    # sessions in "auto", where Claude Code's classifier decides and the hub is never asked,
+    # so "reject" was bypassed). The same hub config with the default policy, the same prompt,
+    # the mock answering at once: the session must be put in the agent's asking mode, the
+    # agent must ask for the hub's send tool, the hub reject it, and no mail arrive.
+    sed 's/^permission = "allow"$/permission = "reject"/' "$d/hub/config.toml" >"$d/hub/config-reject.toml"
+    chmod 600 "$d/hub/config-reject.toml"
+    t0=$SECONDS
+    local task3=""
+    (cd "$d/hub" && exec env -i "${envv[@]}" "$SERVER" --config "$d/hub/config-reject.toml" \
+        >"$d/hub3.out" 2>"$d/hub3.err") &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub3.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail "$agent" task-reject "agent-hub-server (reject) did not start: $(tail -n3 "$d/hub3.err")"
+    else
+        orch=(--as orchestrator --token-file "$tok" --port "$hub_port")
+        rc=0
+        "$AH" delegate "${orch[@]}" --agent "$agent" --cwd "$proj" --prompt "$prompt" \
+            --timeout "$AGENT_TIMEOUT" --wait --json >"$d/task3.out" 2>"$d/task3.err" || rc=$?
+        task3=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$d/task3.out" 2>/dev/null || true)
+        # A mail the agent sent is queued before its outcome: a short await finds it.
+        "$AH" await "${orch[@]}" --kind e2e-task-mail --timeout 1 >"$d/mail3.json" 2>"$d/mail3.err" || true
+        verdict=$(RC=$rc TASK=$task3 OUT=$d/task3.out MAIL=$d/mail3.json LOG=$d/hub/service.log python3 - <<'PY' 2>&1 || true
+import json, os, re
+rc, task = int(os.environ["RC"]), os.environ["TASK"]
+lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
+try:
+    b = json.loads(lines[1]).get("body") or {}
+except (IndexError, ValueError):
+    raise SystemExit("FAIL\tno outcome envelope from --wait (exit %d): %s" % (rc, lines[-1:]))
+try:
+    mail = json.loads(open(os.environ["MAIL"]).readline())
+except (OSError, ValueError):
+    mail = None
+log = [l for l in open(os.environ["LOG"]).read().splitlines() if ("task %s: " % task) in l] if task else []
+asked = [l for l in log if "permission asked for tool " in l]
+rejected = [l for l in asked if ": rejected (" in l]
+mode = next((m.group(1) for l in log for m in [re.search(r"session mode (\S+): the agent asks", l)] if m), None)
+bad = []
+if b.get("state") != "completed": bad.append("state %r (reason %r)" % (b.get("state"), b.get("reason")))
+if mail and mail.get("from") == task: bad.append("the agent's send went through: %s" % json.dumps(mail)[:200])
+if not rejected: bad.append("the hub rejected nothing (%d permission requests)" % len(asked))
+if bad:
+    print("FAIL\t" + "; ".join(bad))
+else:
+    tool = re.sub(r".*permission asked for tool (.*?): rejected.*", r"\1", rejected[0])
+    print("PASS\tsession mode %s; the hub was asked %d time(s) and rejected %s; no mail; %s, %s" % (
+        mode or "(none offered)", len(asked), tool, b["state"], b.get("stopReason")))
+PY
+        )
+        if [[ $verdict == PASS* ]]; then pass "$agent" task-reject "${verdict#PASS	}"; else fail "$agent" task-reject "${verdict#FAIL	}"; fi
+    fi
+    # As after task 2: the hub reaps its agent before it exits (up to its drain deadline).
+    stop_pid "$hub_pid"
+    for ((i = 0; i < 300; i++)); do kill -0 "$hub_pid" 2>/dev/null || break; sleep 0.1; done
+    reap "$hub_pid"
+    [[ -n $task3 ]] && check_reaped "$agent" task-reject-reaped "$task3" "$d/hub/service.log"
+    note "$agent" "task 3 (permission reject) took $((SECONDS - t0))s"
     reap "$mock_pid"
 }
 

@@ -15,6 +15,9 @@ mock unchanged and:
    until that file exists (at most $MOCK_GATE_SECS seconds, default 60). The e2e script
    uses it to send the other identity's reply *while the agent's turn is still running*,
    deterministically: the agent cannot reach its Stop hook before the reply is queued.
+   A tool-search result is let through: Claude Code (2.1.2xx on) defers MCP tools behind
+   its ToolSearch tool, which the mock calls first to load the hub's tool; holding that
+   result would hold the agent before it ever calls the tool the gate is for.
 3. If $MOCK_REQUEST_LOG is set, appends one JSON line per answered model request:
    {"n": the mock's answer number, "reply": [kind, value], "body": the whole request}. The
    mock's own $MOCK_LOG keeps only the last user text, and skips user text that starts
@@ -63,7 +66,19 @@ class JsonShim:
         return getattr(_json, name)
 
 
-def carries_tool_result(body):
+def carries_tool_result(body, is_search_tool=None):
+    """True when the request returns a tool's result to the model, a tool search's aside."""
+    if isinstance(body.get("messages"), list) and is_search_tool is not None:
+        # Anthropic: tool_result blocks name their tool_use by id; the ids of the search
+        # tool's uses (the tool the mock's own is_search_tool recognises) do not count.
+        search = {t.get("name") for t in body.get("tools") or [] if is_search_tool(t)}
+        blocks = [b for m in body["messages"] if isinstance(m.get("content"), list)
+                  for b in m["content"] if isinstance(b, dict)]
+        if any(b.get("type") == "tool_result" for b in blocks):
+            search_ids = {b.get("id") for b in blocks
+                          if b.get("type") == "tool_use" and b.get("name") in search}
+            return any(b.get("type") == "tool_result" and b.get("tool_use_id") not in search_ids
+                       for b in blocks)
     text = _json.dumps(body)
     # Anthropic, OpenAI Responses, Gemini, OpenAI Chat (OpenCode's provider).
     markers = ('"tool_result"', '"function_call_output"', '"functionResponse"', '"role": "tool"')
@@ -74,9 +89,9 @@ CURRENT = threading.local()  # the request body being answered, for the request 
 LOG_LOCK = threading.Lock()
 
 
-def wrap_handler(handler, gate, limit):
+def wrap_handler(handler, gate, limit, is_search_tool):
     def wrapped(self, body, *a, **kw):
-        if gate and carries_tool_result(body):
+        if gate and carries_tool_result(body, is_search_tool):
             deadline = time.monotonic() + limit
             while not os.path.exists(gate) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -107,7 +122,8 @@ def main():
     gate = os.environ.get("MOCK_GATE_FILE")
     limit = float(os.environ.get("MOCK_GATE_SECS", "60"))
     for name in ("anthropic", "openai_responses", "openai_chat", "gemini"):
-        setattr(mock.H, name, wrap_handler(getattr(mock.H, name), gate, limit))
+        setattr(mock.H, name, wrap_handler(getattr(mock.H, name), gate, limit,
+                                           getattr(mock, "is_search_tool", None)))
     if os.environ.get("MOCK_REQUEST_LOG"):
         # The handlers call the module-level decide() by name, so replacing it is enough.
         mock.decide = logging_decide(mock.decide, os.environ["MOCK_REQUEST_LOG"])

@@ -284,16 +284,28 @@ pub enum Acked {
 /// where it belongs (written and flushed) before it returns Ok; only then is the ack sent. If
 /// `deliver` fails the connection is dropped without an ack and the hub delivers the envelope
 /// again. Against a hub that refuses the `ack` key, a plain await is made instead (the refused
-/// attempt consumed nothing).
+/// attempt consumed nothing). An envelope of a kind only the hub writes that did not come
+/// from the hub is passed over (`take_acked_genuine`); `await_acked_reporting` says so.
 pub fn await_acked(
     ep: &Endpoint,
     req: AwaitRequest,
     deliver: impl FnOnce(&str) -> std::io::Result<()>,
 ) -> Result<Option<Acked>, ClientError> {
+    await_acked_reporting(ep, req, deliver, |_| {})
+}
+
+/// `await_acked`, telling `on_forged` about each envelope passed over (`forged_hub_kind`'s
+/// text, already safe to print).
+pub fn await_acked_reporting(
+    ep: &Endpoint,
+    req: AwaitRequest,
+    deliver: impl FnOnce(&str) -> std::io::Result<()>,
+    on_forged: impl FnMut(&str),
+) -> Result<Option<Acked>, ClientError> {
     let wait = req
         .timeout_secs
         .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
-    match take_acked(ep, req, CONNECT_TIMEOUT, REPLY_TIMEOUT, wait)? {
+    match take_acked_genuine(ep, req, CONNECT_TIMEOUT, REPLY_TIMEOUT, wait, on_forged)? {
         None => Ok(None),
         Some(Taken::Plain(text)) => {
             deliver(&text).map_err(|e| {
@@ -458,6 +470,78 @@ pub fn take_acked(
     Ok(Some(Taken::Held(HeldEnvelope { id, text, ex })))
 }
 
+/// Why `text`, an envelope as a hub delivered it, is not what it claims: its kind is one only
+/// the hub writes (`wire::envelope::HUB_KINDS`: a bounce, a task's outcome or progress, SPEC
+/// §3.4) but its `from` is not `hub` (a bounce may also come back from a linked hub as
+/// `hub@<peer>`, SPEC §15). None for every other envelope. A current hub refuses such a send
+/// and such a forward, so this meets only an envelope an older hub accepted (kept in its
+/// store across the upgrade) or a hub that does not keep the rule: `delegate --wait`, `await`
+/// and the MCP `await` then never take it for the hub's word. The text names the kind, the
+/// sender and the id, made safe for a terminal (`crate::kernel::text`).
+pub fn forged_hub_kind(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: String,
+        from: String,
+        kind: String,
+    }
+    let head: Head = serde_json::from_str(text).ok()?;
+    let kind = crate::wire::envelope::hub_kind(&head.kind)?;
+    let from_hub = head.from == crate::kernel::names::HUB_NAME
+        || (kind == Envelope::BOUNCE_KIND
+            && head
+                .from
+                .strip_prefix(crate::kernel::names::HUB_NAME)
+                .is_some_and(|rest| rest.starts_with('@')));
+    if from_hub {
+        return None;
+    }
+    Some(format!(
+        "an envelope of kind {kind:?}, which only the hub writes, came from {:?}, not from the hub (id {:?}); it was consumed and ignored, and the wait goes on",
+        crate::kernel::text::for_terminal(&head.from),
+        crate::kernel::text::for_terminal(&head.id),
+    ))
+}
+
+/// `take_acked`, passing over each envelope `forged_hub_kind` names: it is acked (consumed:
+/// left in the queue it would come back to this same await first, ahead of the real one, for
+/// ever), `on_forged` is told, and the await is made again for what is left of its timeout
+/// (hub-side and client-side), so a forged `task_outcome` can neither end a wait nor stop it
+/// from seeing the hub's. Nothing that is anyone's real mail is lost: a current hub accepts
+/// no such envelope, and one that an older hub did is mail of a kind no agent may write.
+pub fn take_acked_genuine(
+    ep: &Endpoint,
+    mut req: AwaitRequest,
+    connect: Duration,
+    reply: Duration,
+    wait: Option<Duration>,
+    mut on_forged: impl FnMut(&str),
+) -> Result<Option<Taken>, ClientError> {
+    let start = std::time::Instant::now();
+    let hub_secs = req.timeout_secs;
+    loop {
+        let spent = start.elapsed();
+        let left = wait.map(|w| w.saturating_sub(spent).max(Duration::from_millis(1)));
+        let taken = take_acked(ep, req.clone(), connect, reply, left)?;
+        let text = match &taken {
+            None => return Ok(None),
+            Some(Taken::Held(h)) => h.text(),
+            Some(Taken::Plain(t)) => t.as_str(),
+        };
+        let Some(why) = forged_hub_kind(text) else {
+            return Ok(taken);
+        };
+        on_forged(&why);
+        if let Some(Taken::Held(h)) = taken {
+            // Not confirmed is no matter: it then comes back, and is passed over again.
+            let _ = h.ack(reply);
+        }
+        if let Some(secs) = hub_secs {
+            req.timeout_secs = Some(secs.saturating_sub(start.elapsed().as_secs()));
+        }
+    }
+}
+
 /// A hub from before receipts rejects the `reader` key of an await that carries one: the
 /// await is made again without it (the reader then shows as `unknown`, or not at all).
 fn refuses_reader(message: &str, req: &AwaitRequest) -> bool {
@@ -532,16 +616,38 @@ pub fn status_wait(
 
 /// Waits for one envelope. Without a timeout it waits as long as the hub does; with one, the
 /// client gives up `AWAIT_MARGIN` after the hub should have answered. A hub that refuses the
-/// `reader` key is asked again without it.
-pub fn await_envelope(ep: &Endpoint, mut req: AwaitRequest) -> Result<AwaitOutcome, ClientError> {
-    let wait = req
-        .timeout_secs
-        .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
+/// `reader` key is asked again without it. An envelope `forged_hub_kind` names (consumed on
+/// delivery, as every plain await's is) is passed over and the await made again for what is
+/// left of its timeout; `await_envelope_reporting` says so.
+pub fn await_envelope(ep: &Endpoint, req: AwaitRequest) -> Result<AwaitOutcome, ClientError> {
+    await_envelope_reporting(ep, req, |_| {})
+}
+
+/// `await_envelope`, telling `on_forged` about each envelope passed over.
+pub fn await_envelope_reporting(
+    ep: &Endpoint,
+    mut req: AwaitRequest,
+    mut on_forged: impl FnMut(&str),
+) -> Result<AwaitOutcome, ClientError> {
+    let start = std::time::Instant::now();
+    let hub_secs = req.timeout_secs;
     loop {
+        let wait = req
+            .timeout_secs
+            .map(|s| Duration::from_secs(s).saturating_add(AWAIT_MARGIN));
         let mut ex = Exchange::open(ep, &ClientLine::Await(req.clone()))?;
         ex.set_read_timeout(wait)?;
         return match ex.read_line() {
-            Ok(HubLine::Envelope(text)) => Ok(AwaitOutcome::Envelope(text)),
+            Ok(HubLine::Envelope(text)) => match forged_hub_kind(&text) {
+                None => Ok(AwaitOutcome::Envelope(text)),
+                Some(why) => {
+                    on_forged(&why);
+                    if let Some(secs) = hub_secs {
+                        req.timeout_secs = Some(secs.saturating_sub(start.elapsed().as_secs()));
+                    }
+                    continue;
+                }
+            },
             Ok(HubLine::Timeout) => Ok(AwaitOutcome::Timeout),
             Ok(other) => Err(unexpected(other, "envelope or timeout")),
             Err(ClientError::Hub(msg)) if refuses_reader(&msg, &req) => {
@@ -596,4 +702,39 @@ pub fn tasks(ep: &Endpoint) -> Result<task::Answer<task::TaskList>, ClientError>
 /// Asks the hub to cancel a task this agent delegated; returns the state after the request.
 pub fn cancel(ep: &Endpoint, task_id: &str) -> Result<task::Answer<task::Cancelled>, ClientError> {
     task_exchange(ep, &task::cancel_line(task_id), "cancel")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(from: &str, kind: &str) -> String {
+        serde_json::json!({"id": "e-1", "from": from, "to": "alpha", "ts": "2026-07-21T06:40:51Z",
+            "kind": kind, "correlationId": "task-0123456789abcdef0123456789abcdef", "body": {}})
+        .to_string()
+    }
+
+    /// Issue 29: only the hub writes a task's outcome and progress and a bounce (which may
+    /// come back from a linked hub as `hub@<peer>`); anything else of those kinds is named,
+    /// with its sender made safe for a terminal, and every other envelope passes.
+    #[test]
+    fn only_the_hubs_own_kinds_from_someone_else_are_forged() {
+        for kind in ["task_outcome", "task_progress", "bounce"] {
+            assert_eq!(forged_hub_kind(&env("hub", kind)), None, "{kind}");
+            let why = forged_hub_kind(&env("mallory", kind)).expect(kind);
+            assert!(why.contains(kind) && why.contains("\"mallory\""), "{why}");
+            assert!(forged_hub_kind(&env("task-0123456789abcdef0123456789abcdef", kind)).is_some());
+        }
+        assert_eq!(
+            forged_hub_kind(&env("hub@east", "bounce")),
+            None,
+            "a peer hub's bounce"
+        );
+        assert!(forged_hub_kind(&env("hub@east", "task_outcome")).is_some());
+        assert!(forged_hub_kind(&env("hubert", "bounce")).is_some());
+        assert_eq!(forged_hub_kind(&env("mallory", "result")), None);
+        assert_eq!(forged_hub_kind("not json"), None);
+        let why = forged_hub_kind(&env("m\u{1b}]52;c;eA==\u{7}", "task_outcome")).unwrap();
+        assert!(!crate::kernel::text::has_unsafe(&why), "{why:?}");
+    }
 }

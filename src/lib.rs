@@ -7,7 +7,10 @@
 //! terminal nudge). `mcp` offers the client verbs to agents as an MCP server on stdio.
 //! `acp` is the pure ACP client session for delegated tasks; `runner` is the IO that runs one on
 //! an agent process (docs/acp.md); `headless` reads back an agent run without ACP (its
-//! `run.headless` argv) for the same tasks (docs/delegation.md).
+//! `run.headless` argv) for the same tasks (docs/delegation.md). Under all of them, `kernel`:
+//! time as a value, the core's id source, deadlines, the keyed hash, the one rule for each
+//! kind of name and the one sanitiser for strings shown to a person; it imports nothing from
+//! the rest of the crate.
 
 pub mod acp;
 pub mod admin;
@@ -15,19 +18,23 @@ pub mod agents;
 pub mod atomic_file;
 pub mod client;
 pub mod config;
-pub mod deadline;
 pub mod deliver;
 pub mod headless;
 pub mod hub;
+pub mod kernel;
 pub mod mcp;
 pub mod relay;
 pub mod roster;
 pub mod roster_edit;
 pub mod runner;
+pub mod sandbox;
 pub mod server;
 pub mod store;
 pub mod tasks;
 pub mod wire;
+
+// The kernel's modules under the names the crate has always used for them.
+pub use kernel::{deadline, names, text};
 
 /// The software version, reported by `--version` and in logs.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

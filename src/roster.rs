@@ -4,12 +4,23 @@
 //! Owns parsing and validation of roster text. Refuses IO: `server` reads the file and checks
 //! its mode before handing the text here.
 
-use crate::hub::fold_hash::FoldMap;
+use crate::kernel::fold_hash::FoldMap;
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// The name the hub signs its own envelopes with; no roster may define it in any letter case.
-pub const HUB_NAME: &str = "hub";
+pub use crate::kernel::names::HUB_NAME;
+
+/// The longest roster name, in bytes. With `MAX_TOKEN_BYTES`, what makes every roster
+/// agent's hello fit the hello line cap (`wire::HELLO_MAX_LINE_BYTES`, SPEC §2.1, §6.1);
+/// `agent-hub agents install` writes names of at most 64 characters.
+pub const MAX_NAME_BYTES: usize = 256;
+/// The longest roster token, in bytes (`openssl rand -hex 16` makes 32).
+pub const MAX_TOKEN_BYTES: usize = 1024;
+/// Tokens at least this long are also looked for inside a failed hello's name before the
+/// name is recorded (`holds_token`): a token pasted with something around it. Shorter ones
+/// (test rosters' "t1") would hide every name that happens to contain them.
+const TOKEN_INSIDE_MIN_BYTES: usize = 8;
 
 /// A validated roster. `Debug` never shows tokens.
 #[derive(Clone)]
@@ -39,6 +50,10 @@ pub enum RosterError {
     BlankToken(String),
     ReservedName(String),
     SharedToken(String, String),
+    /// A name longer than `MAX_NAME_BYTES` (its length).
+    NameTooLong(usize),
+    /// The named entry's token is longer than `MAX_TOKEN_BYTES`.
+    TokenTooLong(String),
 }
 
 impl fmt::Display for RosterError {
@@ -69,6 +84,14 @@ impl fmt::Display for RosterError {
             RosterError::SharedToken(a, b) => write!(
                 f,
                 "roster entries {a:?} and {b:?} share one token; every agent needs its own"
+            ),
+            RosterError::NameTooLong(len) => write!(
+                f,
+                "roster has a name of {len} bytes; names may have at most {MAX_NAME_BYTES} (a hello must fit the hello line cap)"
+            ),
+            RosterError::TokenTooLong(n) => write!(
+                f,
+                "roster entry {n:?} has a token longer than {MAX_TOKEN_BYTES} bytes (a hello must fit the hello line cap)"
             ),
         }
     }
@@ -104,7 +127,7 @@ impl Roster {
             if name.trim().is_empty() {
                 return Err(RosterError::BlankName);
             }
-            if name.eq_ignore_ascii_case(HUB_NAME) || crate::tasks::is_task_name(&name) {
+            if crate::kernel::names::is_reserved(&name) {
                 return Err(RosterError::ReservedName(name));
             }
             let token = match value {
@@ -116,6 +139,12 @@ impl Roster {
             };
             if token.trim().is_empty() {
                 return Err(RosterError::BlankToken(name));
+            }
+            if name.len() > MAX_NAME_BYTES {
+                return Err(RosterError::NameTooLong(name.len()));
+            }
+            if token.len() > MAX_TOKEN_BYTES {
+                return Err(RosterError::TokenTooLong(name));
             }
             if let Some(other) = owners.insert(token.clone(), name.clone()) {
                 let (a, b) = if other < name {
@@ -146,6 +175,26 @@ impl Roster {
 
     pub fn contains(&self, name: &str) -> bool {
         self.tokens.contains_key(name)
+    }
+
+    /// Whether `text` (a name a failed hello asserted) is, or holds, one of the roster's
+    /// tokens: the token pasted in the name field, alone, with surrounding whitespace, or
+    /// (for tokens of `TOKEN_INSIDE_MIN_BYTES` or more) inside other text. Such a name is
+    /// never recorded (SPEC §6.2). Every token is compared, in constant time for the
+    /// equality, so the time says little about which one matched.
+    pub fn holds_token(&self, text: &str) -> bool {
+        let trimmed = text.trim().as_bytes();
+        let mut found = false;
+        for token in self.tokens.values() {
+            found |= ct_eq(token, trimmed);
+            if token.len() >= TOKEN_INSIDE_MIN_BYTES && text.len() > token.len() {
+                found |= text
+                    .as_bytes()
+                    .windows(token.len())
+                    .any(|w| w == token.as_slice());
+            }
+        }
+        found
     }
 
     /// Roster names, sorted.
@@ -312,6 +361,44 @@ mod tests {
             let e = Roster::parse(text).unwrap_err();
             assert!(matches!(e, RosterError::Toml(_)), "{text:?}: {e:?}");
             assert!(!e.to_string().contains("SECRET"), "{text:?}: {e}");
+        }
+    }
+
+    /// Names and tokens are bounded so every roster agent's hello fits the hello line cap,
+    /// whatever escapes its client writes (issue 29).
+    #[test]
+    fn names_and_tokens_are_bounded_so_every_hello_fits_its_cap() {
+        let name = "n".repeat(MAX_NAME_BYTES);
+        let token = "t".repeat(MAX_TOKEN_BYTES);
+        assert!(Roster::parse(&format!("[agents]\n{name} = \"{token}\"\n")).is_ok());
+        assert_eq!(
+            Roster::parse(&format!("[agents]\n{name}n = \"t1\"\n")).unwrap_err(),
+            RosterError::NameTooLong(MAX_NAME_BYTES + 1)
+        );
+        let e = Roster::parse(&format!("[agents]\na = \"{token}t\"\n")).unwrap_err();
+        assert_eq!(e, RosterError::TokenTooLong("a".into()));
+        assert!(!e.to_string().contains("ttt"), "{e}");
+        // The worst case: every byte of both written as a six-byte \u00XX escape.
+        let worst =
+            r#"{"hello":{"name":"","token":""}}"#.len() + 6 * (MAX_NAME_BYTES + MAX_TOKEN_BYTES);
+        assert!(worst <= crate::wire::HELLO_MAX_LINE_BYTES, "{worst}");
+    }
+
+    #[test]
+    fn a_name_holding_a_token_is_recognised() {
+        let r = Roster::parse("[agents]\na = \"tok-a-0123456789\"\nb = \"t1\"\n").unwrap();
+        for held in [
+            "tok-a-0123456789",
+            " tok-a-0123456789\n",
+            "x tok-a-0123456789 y",
+            "t1",
+            " t1 ",
+        ] {
+            assert!(r.holds_token(held), "{held:?}");
+        }
+        // A short token only counts whole: "t1x" is a name, as "beta" is not the token "t".
+        for name in ["a", "b", "t1x", "tok-a-012345678", "mallory"] {
+            assert!(!r.holds_token(name), "{name:?}");
         }
     }
 

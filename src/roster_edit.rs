@@ -11,12 +11,12 @@
 //! commands accept, which is stricter than the roster's own: a name also names its token
 //! file. Refuses IO; no error text ever holds a token.
 
-use crate::roster::{Roster, HUB_NAME};
+use crate::roster::Roster;
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// Longest name `roster add` accepts.
-pub const MAX_NAME_CHARS: usize = 64;
+pub use crate::kernel::names::AGENT_NAME_MAX_CHARS as MAX_NAME_CHARS;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RosterEditError {
@@ -61,29 +61,20 @@ type Result<T> = std::result::Result<T, RosterEditError>;
 /// `.` or `-` (it names `tokens/<name>.token` and is typed after `--as`), and none the
 /// roster reserves (`hub` in any case, `task-…`, SPEC §3.4, docs/delegation.md).
 pub fn check_name(name: &str) -> Result<()> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
-    if name.is_empty()
-        || name.chars().count() > MAX_NAME_CHARS
-        || !ok_chars
-        || name.starts_with(['.', '-'])
-    {
-        return Err(RosterEditError::BadName(format!(
+    use crate::kernel::names::AgentNameProblem;
+    let why = match crate::kernel::names::agent_name_problem(name) {
+        None => return Ok(()),
+        Some(AgentNameProblem::Shape) => format!(
             "agent name {name:?} must be 1-{MAX_NAME_CHARS} characters of A-Z a-z 0-9 . _ @ - and not start with . or -"
-        )));
-    }
-    if name.eq_ignore_ascii_case(HUB_NAME) {
-        return Err(RosterEditError::BadName(format!(
+        ),
+        Some(AgentNameProblem::Hub) => format!(
             "agent name {name:?} is reserved: the hub signs its own envelopes as \"hub\""
-        )));
-    }
-    if crate::tasks::is_task_name(name) {
-        return Err(RosterEditError::BadName(format!(
+        ),
+        Some(AgentNameProblem::Task) => format!(
             "agent name {name:?} is reserved: names starting with \"task-\" are the hub's task identities"
-        )));
-    }
-    Ok(())
+        ),
+    };
+    Err(RosterEditError::BadName(why))
 }
 
 /// The roster's entries, name to token. Empty text, or an `[agents]` table with no entries,

@@ -36,6 +36,7 @@ fn spec(args: &[&str], session: SessionConfig) -> TaskSpec {
         session,
         secrets: Vec::new(),
         credential: None,
+        sandbox: None,
     }
 }
 
@@ -263,6 +264,111 @@ fn permission_requests_under_reject_and_allow() {
     );
     assert!(r.logged("(policy allow)"), "{:?}", r.logs);
     assert_eq!(r.outcome.progress.permissions.allowed, 1);
+}
+
+/// The agent starts in a mode where it decides tool calls itself (Claude Code's adapter 0.101
+/// starts in `auto`): the session puts it in its asking mode before the prompt, so under
+/// `reject` the hub is asked and the tool call is refused (docs/acp.md "Session modes").
+#[test]
+fn an_agent_starting_unasked_is_switched_and_reject_refuses_its_tool_call() {
+    for variant in ["both", "modes"] {
+        let dir = common::TempDir::new("runner-mode");
+        let mark = dir.0.join("tool-ran");
+        let record = dir.0.join("received.jsonl");
+        let s = with_env(
+            spec(&["auto_mode", variant], cfg()),
+            "FAKE_ACP_TOOL_MARK",
+            mark.to_str().unwrap(),
+        );
+        let r = run(with_env(s, "FAKE_ACP_RECORD", record.to_str().unwrap()));
+        assert_eq!(
+            r.outcome.status,
+            Status::Completed {
+                stop_reason: StopReason::EndTurn
+            },
+            "{variant}"
+        );
+        assert_eq!(
+            r.outcome.text, "tool not run: permission reject",
+            "{variant}"
+        );
+        assert!(!mark.exists(), "{variant}: the tool ran");
+        let p = r.outcome.progress.permissions;
+        assert_eq!((p.asked, p.rejected), (1, 1), "{variant}");
+        assert_eq!(r.outcome.progress.mode.as_deref(), Some("default"));
+        assert!(r.logged("switching to default"), "{:?}", r.logs);
+        let methods: Vec<String> = std::fs::read_to_string(&record)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["method"].as_str().map(str::to_owned)
+            })
+            .collect();
+        let set = if variant == "modes" {
+            "session/set_mode"
+        } else {
+            "session/set_config_option"
+        };
+        assert_eq!(
+            methods,
+            ["initialize", "session/new", set, "session/prompt"],
+            "{variant}"
+        );
+    }
+}
+
+/// Without the switch the same agent runs its tool unasked: what the hub prevents under
+/// `reject`, and allows (with a warning) under an explicit `allow` when no asking mode exists.
+#[test]
+fn an_agent_that_cannot_be_made_to_ask_is_refused_unless_the_policy_is_allow() {
+    for variant in ["no_ask", "set_fails"] {
+        let dir = common::TempDir::new("runner-mode");
+        let mark = dir.0.join("tool-ran");
+        let r = run(with_env(
+            spec(&["auto_mode", variant], cfg()),
+            "FAKE_ACP_TOOL_MARK",
+            mark.to_str().unwrap(),
+        ));
+        match &r.outcome.status {
+            Status::Refused(why @ Refusal::Unasked { .. }) => {
+                assert!(why.to_string().contains("permission = \"reject\""), "{why}")
+            }
+            other => panic!("{variant}: expected refused, got {other:?}"),
+        }
+        assert!(!mark.exists(), "{variant}: the tool ran");
+        wait_group_gone(r.pid.unwrap());
+
+        let mut c = cfg();
+        c.permission = PermissionPolicy::Allow;
+        let r = run(with_env(
+            spec(&["auto_mode", variant], c),
+            "FAKE_ACP_TOOL_MARK",
+            mark.to_str().unwrap(),
+        ));
+        assert_eq!(r.outcome.text, "tool ran unasked in mode auto", "{variant}");
+        assert!(mark.exists(), "{variant}");
+        assert!(r.logged("running it anyway"), "{:?}", r.logs);
+        assert!(
+            r.logs
+                .iter()
+                .any(|(l, m)| *l == Level::Warn && m.contains("without asking")),
+            "{:?}",
+            r.logs
+        );
+    }
+    // Switched to its asking mode, the agent asks and `allow` lets the tool run.
+    let dir = common::TempDir::new("runner-mode");
+    let mark = dir.0.join("tool-ran");
+    let mut c = cfg();
+    c.permission = PermissionPolicy::Allow;
+    let r = run(with_env(
+        spec(&["auto_mode"], c),
+        "FAKE_ACP_TOOL_MARK",
+        mark.to_str().unwrap(),
+    ));
+    assert_eq!(r.outcome.text, "tool ran after permission allow");
+    assert!(mark.exists());
 }
 
 #[test]
@@ -523,7 +629,7 @@ fn the_credential_file_is_private_and_gone_after_the_task() {
     let dir = common::TempDir::new("runner-cred");
     let folder = dir.0.join("tokens");
     let cred = TaskCredential::create(&folder, "task-7", "tok-task-7-abcdef").unwrap();
-    let path = cred.path().to_owned();
+    let path = cred.path().unwrap().to_owned();
     assert_eq!(
         std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
         0o600
@@ -564,7 +670,7 @@ fn the_credential_file_is_private_and_gone_after_the_task() {
 fn dropping_the_handle_cancels_reaps_and_removes_the_credential() {
     let dir = common::TempDir::new("runner-drop");
     let cred = TaskCredential::create(&dir.0.join("tokens"), "t", "tok-dropped-123456").unwrap();
-    let path = cred.path().to_owned();
+    let path = cred.path().unwrap().to_owned();
     let mut s = spec(&["hang"], cfg());
     s.credential = Some(cred);
     let mut t = start(s);

@@ -10,7 +10,7 @@
 
 use agent_hub::agents::diff;
 use agent_hub::agents::install;
-use agent_hub::agents::manifest::Manifest;
+use agent_hub::agents::manifest::{DeliverMode, HookKind, Manifest, McpFormat};
 use agent_hub::agents::registry::{Origin, Registry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,12 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new(tag: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
+        // Manifests written here get an operator's modes whatever the runner's umask: a
+        // group-writable one is refused (docs/agents.md "Manifests").
+        // SAFETY: umask(2) only sets this process's file-creation mask.
+        unsafe {
+            libc::umask(0o022);
+        }
         let p = std::env::temp_dir().join(format!(
             "agent-hub-agents-{}-{}-{tag}",
             std::process::id(),
@@ -188,6 +194,7 @@ fn install_args<'a>(agent_args: &[&'a str], token: &'a str, integrations: &'a st
 fn valid_manifest_fixtures_parse_and_are_named_after_their_files() {
     let dir = root().join("protocol/manifests/valid");
     let mut n = 0;
+    let mut seed = None;
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_none_or(|x| x != "toml") {
@@ -199,9 +206,22 @@ fn valid_manifest_fixtures_parse_and_are_named_after_their_files() {
             format!("{}.toml", m.name),
             p.file_name().unwrap().to_string_lossy()
         );
+        if m.name == "opencode" {
+            // The seed's §3 example as written: none of our `[install]` additions, so it
+            // loads with their defaults (docs/agents.md "Defaults").
+            seed = Some(m);
+        }
         n += 1;
     }
-    assert!(n >= 4);
+    assert!(n >= 5);
+    let seed = seed.expect("valid/opencode.toml, the seed's example, is a fixture");
+    assert_eq!(seed.deliver, DeliverMode::Pull);
+    assert_eq!(seed.install.hook, HookKind::None);
+    assert_eq!(
+        seed.install.mcp.map(|c| c.format),
+        Some(Some(McpFormat::OpencodeJson)),
+        "told by the file name opencode.json"
+    );
 }
 
 #[test]
@@ -347,6 +367,114 @@ fn agents_lists_every_agent_and_reports_bad_manifests_without_failing() {
     assert!(stdout.lines().any(|l| l.starts_with("codex") && l.contains(&bin.join("codex").display().to_string())), "{stdout}");
 }
 
+/// The seed's §3 example manifest, verbatim (`protocol/manifests/valid/opencode.toml`).
+fn seed_manifest() -> String {
+    std::fs::read_to_string(root().join("protocol/manifests/valid/opencode.toml")).unwrap()
+}
+
+#[test]
+fn agents_lists_the_seeds_example_manifest_as_written() {
+    let t = TempDir::new("seed-list");
+    // The user's manifests folder, found the way `agents` finds it: under HOME.
+    let agents_dir = t.0.join(".agent-hub/agents");
+    std::fs::create_dir_all(&agents_dir).unwrap();
+    let file = agents_dir.join("opencode.toml");
+    std::fs::write(&file, seed_manifest()).unwrap();
+
+    let out = run(&t.0, "/nonexistent", &["agents", "--json", "--no-version"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr, "", "nothing skipped, nothing to warn about");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    let row = rows.iter().find(|r| r["name"] == "opencode").unwrap();
+    // The built-in says plugin-event and has a headless template: these are the seed's.
+    assert_eq!(row["deliver"], "pull", "{row}");
+    assert_eq!(row["headless"], serde_json::Value::Null, "{row}");
+    assert_eq!(row["acp"], serde_json::json!(["opencode", "acp"]));
+    assert_eq!(
+        row["manifest"],
+        format!("{} (overrides the builtin)", file.display())
+    );
+
+    let out = run(&t.0, "/nonexistent", &["agents", "--no-version"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "opencode: manifest {} (overrides the builtin)",
+            file.display()
+        )),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("skipped"), "{stderr}");
+}
+
+#[test]
+fn install_takes_the_seeds_manifest_as_written_and_asks_only_for_a_format_it_cannot_tell() {
+    let t = TempDir::new("seed-install");
+    let home = &t.0;
+    let token = token(home);
+    let agents_dir = home.join(".agent-hub/agents");
+    std::fs::create_dir_all(&agents_dir).unwrap();
+    std::fs::write(agents_dir.join("opencode.toml"), seed_manifest()).unwrap();
+    // The seed's layout again, for a config file whose name says nothing of its format.
+    let unknown = seed_manifest()
+        .replace("name        = \"opencode\"", "name        = \"x\"")
+        .replace("~/.config/opencode/opencode.json", "~/.x/config.json");
+    assert_ne!(unknown, seed_manifest());
+    std::fs::write(agents_dir.join("x.toml"), unknown).unwrap();
+    let integrations = root().join("integrations");
+    let integrations = integrations.to_str().unwrap();
+
+    // The seed's opencode: the MCP server in opencode-json's shape, no plugin (no hook).
+    let out = run(
+        home,
+        "/nonexistent",
+        &install_args(&["--agent", "opencode"], &token, integrations),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let config = home.join(".config/opencode/opencode.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(v["mcp"]["agent-hub"]["type"], "local", "{v}");
+    assert!(
+        !home.join(".config/opencode/plugins").exists(),
+        "deliver.mode = \"pull\" and no hook: no plugin"
+    );
+
+    // x: listed like any agent, and install asks for the key, naming the manifest's file.
+    let out = run(home, "/nonexistent", &["agents", "--no-version"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success() && stderr.is_empty(), "{stderr}");
+    assert!(stdout.lines().any(|l| l.starts_with("x ")), "{stdout}");
+    let out = run(
+        home,
+        "/nonexistent",
+        &install_args(&["--agent", "x"], &token, integrations),
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let want = format!(
+        "agent-hub: x: {}: install.mcp_format: is needed to edit ~/.x/config.json: its format cannot be told from the file name; add mcp_format = one of claude-json, codex-toml, gemini-json, opencode-json, droid-json (docs/agents.md \"Defaults\"); nothing was changed for it",
+        agents_dir.join("x.toml").display()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(!home.join(".x").exists());
+
+    // Uninstall everywhere: x's file is not there, so its format is not needed.
+    let out = run(home, "/nonexistent", &["uninstall", "--all"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("~/.x/config.json: MCP server \"agent-hub\" not present"),
+        "{stdout}"
+    );
+    assert!(!config.exists(), "the file install created is gone again");
+}
+
 fn fake_binary(dir: &Path, name: &str, body: &str) {
     use std::os::unix::fs::PermissionsExt;
     let p = dir.join(name);
@@ -411,6 +539,75 @@ fn agents_ps_finds_a_running_agent_with_its_cwd() {
     assert_eq!(p["pid"], child.id());
     assert_eq!(p["cwd"], work.to_str().unwrap());
     assert_eq!(p["status"], "unknown");
+}
+
+/// Issue 29: `agents ps` printed another process's working directory raw, and a folder name
+/// may hold terminal escapes (clipboard OSC 52, title, clear, a bidi override): the table and
+/// the JSON print none of their control bytes, and the JSON still says the same path.
+#[cfg(target_os = "linux")]
+#[test]
+fn agents_ps_prints_no_control_bytes_from_a_hostile_cwd() {
+    let t = TempDir::new("ps-hostile");
+    let bin = t.0.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let name = format!("psevil{}", std::process::id());
+    let agents_dir = t.0.join("agents");
+    std::fs::create_dir_all(&agents_dir).unwrap();
+    let manifest = std::fs::read_to_string(root().join("protocol/manifests/valid/minimal.toml"))
+        .unwrap()
+        .replace("name     = \"minimal\"", &format!("name     = \"{name}\""))
+        .replace(
+            "binaries = [\"minimal-agent\"]",
+            &format!("binaries = [\"{name}\"]"),
+        );
+    std::fs::write(agents_dir.join(format!("{name}.toml")), manifest).unwrap();
+    let hostile = "w\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}]0;pwned\u{7}\u{1b}c\u{9b}2J\u{202e}gpj";
+    let work = t.0.join(hostile);
+    std::fs::create_dir_all(&work).unwrap();
+    fake_binary(&bin, &name, "sleep 30; true");
+    let mut child = Command::new(bin.join(&name))
+        .current_dir(&work)
+        .spawn()
+        .unwrap();
+    let ps = |json: bool| {
+        let mut args = vec!["agents", "ps", "--agents-dir", agents_dir.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        String::from_utf8(run(&t.0, "/usr/bin:/bin", &args).stdout).unwrap()
+    };
+    let mut found = None;
+    for _ in 0..50 {
+        let out = ps(true);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if let Some(p) = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["agent"] == name.as_str())
+        {
+            found = Some((out.clone(), p.clone()));
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let table = ps(false);
+    let _ = child.kill();
+    let _ = child.wait();
+    let (json_out, p) = found.expect("the running agent is listed");
+    assert_eq!(
+        p["cwd"],
+        work.to_str().unwrap(),
+        "the JSON value is the path itself"
+    );
+    for (what, out) in [("json", json_out.as_str()), ("table", table.as_str())] {
+        let bad: Vec<char> = out
+            .chars()
+            .filter(|&c| c != '\n' && agent_hub::text::is_unsafe(c))
+            .collect();
+        assert!(bad.is_empty(), "{what}: {bad:?} in {out:?}");
+    }
+    assert!(table.contains("w?]52;c;ZXZpbA==?"), "{table}");
 }
 
 // ----- install and uninstall -----

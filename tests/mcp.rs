@@ -465,7 +465,8 @@ fn an_await_whose_result_cannot_be_written_is_not_acked() {
     // Wait until beta's await is parked, then send.
     let started = Instant::now();
     loop {
-        let (code, out, err) = hub.cli("who", "alpha", &["--json"]);
+        // beta's own `who`: another agent's awaits are not shown (SPEC §14 "Visibility").
+        let (code, out, err) = hub.cli("who", "beta", &["--json"]);
         assert_eq!(code, 0, "{err}");
         let p: Value = serde_json::from_str(out.trim()).unwrap();
         if p["agents"]

@@ -514,3 +514,255 @@ fn bless() {
         std::fs::write(&path, text).unwrap();
     }
 }
+
+// ----- claudectl 0.92.4, recorded (protocol/relay/claudectl/, format in its README) -----
+
+fn hex_bytes(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn recording() -> Value {
+    let p = dir().join("claudectl/0.92.4.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+fn records<'a>(f: &'a Value, side: &str) -> &'a [Value] {
+    f[side].as_array().unwrap()
+}
+
+fn record<'a>(f: &'a Value, side: &str, dir_: &str, msg_type: &str) -> &'a Value {
+    records(f, side)
+        .iter()
+        .find(|r| r["dir"] == dir_ && r["msg_type"] == msg_type)
+        .unwrap_or_else(|| panic!("{side}: no {dir_} {msg_type}"))
+}
+
+fn session_cfg(f: &Value) -> agent_hub::relay::SessionConfig {
+    use agent_hub::relay::{SessionConfig, WallClock};
+    let mut c = SessionConfig::new(
+        f["our_peer_id"].as_str().unwrap(),
+        "0.1.0",
+        WallClock {
+            at: std::time::Instant::now(),
+            unix_ms: 1_796_411_472_000,
+        },
+    );
+    // The recording hub's `relay.features`, settled as its config loader settles them
+    // (`liveness` and `frame-mac` added).
+    let mut features: Vec<Feature> = f["our_relay_features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| Feature::parse(n.as_str().unwrap()).unwrap())
+        .collect();
+    features.extend([Feature::FrameMac, Feature::Liveness]);
+    c.features = features;
+    c
+}
+
+fn key_of(f: &Value) -> [u8; 32] {
+    hex_bytes(f["key_hex"].as_str().unwrap())
+        .try_into()
+        .unwrap()
+}
+
+fn nonce_bytes(challenge_json: &str) -> [u8; 32] {
+    let v: Value = serde_json::from_str(challenge_json).unwrap();
+    hex_bytes(v["payload"]["nonce"].as_str().unwrap())
+        .try_into()
+        .unwrap()
+}
+
+fn payload_of(json: &str) -> Value {
+    serde_json::from_str::<Value>(json).unwrap()["payload"].clone()
+}
+
+/// Every frame claudectl 0.92.4 and this hub exchanged decodes, in claudectl's body form (JSON
+/// alone), to the message recorded; compressed ones declare 1 KiB or more; this hub's own
+/// frames are exactly what its encoder makes of their message.
+#[test]
+fn claudectl_092_recording_frames_decode() {
+    use agent_hub::relay::frame::{decode_body_as, encode_message_as, BodyForm};
+    let f = recording();
+    let mut compressed = [0, 0];
+    for side in ["we_dial", "they_dial"] {
+        for r in records(&f, side).iter().filter(|r| r["kind"] == "frame") {
+            let bytes = hex_bytes(r["hex"].as_str().unwrap());
+            let (frame, n) = decode_frame(&bytes).unwrap().expect("a whole frame");
+            assert_eq!(n, bytes.len());
+            assert_eq!(frame.compressed(), r["compressed"] == true, "{side} {r}");
+            if frame.compressed() {
+                assert!(frame.body.len() >= COMPRESS_MIN_BYTES);
+                assert_eq!(Some(frame.body.len() as u64), r["raw_len"].as_u64());
+                compressed[usize::from(r["dir"] == "to_hub")] += 1;
+            }
+            let msg = decode_body_as(&frame.body, BodyForm::Json).unwrap();
+            let want: Value = serde_json::from_str(r["json"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                serde_json::from_slice::<Value>(&msg.encode_json()).unwrap(),
+                want
+            );
+            msg.payload_typed()
+                .unwrap_or_else(|e| panic!("{side} {}: {e}", r["msg_type"]));
+            if r["dir"] == "to_ctl" {
+                assert_eq!(
+                    encode_message_as(&msg, true, BodyForm::Json).unwrap(),
+                    bytes,
+                    "{side}: our frame of {}",
+                    r["msg_type"]
+                );
+            }
+        }
+    }
+    assert_eq!(compressed, [1, 1], "one compressed frame each way");
+}
+
+/// claudectl 0.92.4's one-shot dial (`relay delegate`), replayed against our acceptor with the
+/// recorded nonce: the same ack, a transient link in claudectl's dialect, and its compressed
+/// `delegate_task` read.
+#[test]
+fn claudectl_092_recording_their_dial_replays() {
+    use agent_hub::relay::{Dialect, Session, SessionEvent};
+    let f = recording();
+    let key = key_of(&f);
+    let ch = record(&f, "they_dial", "to_ctl", "challenge");
+    let peer = f["their_peer_id"].as_str().unwrap().to_owned();
+    let keys = std::collections::HashMap::from([(
+        peer,
+        agent_hub::relay::PeerAuth {
+            key,
+            allow_claudectl: true,
+            forward: false,
+        },
+    )]);
+    let now = std::time::Instant::now();
+    let mut a = Session::acceptor(
+        session_cfg(&f),
+        keys,
+        nonce_bytes(ch["json"].as_str().unwrap()),
+        1,
+        now,
+    );
+    let mut ours = Vec::new();
+    while let Some(b) = a.poll_transmit() {
+        ours.extend(b);
+    }
+    assert_eq!(
+        payload_of(std::str::from_utf8(&ours).unwrap().trim_end()),
+        payload_of(ch["json"].as_str().unwrap())
+    );
+    let hs = record(&f, "they_dial", "to_hub", "handshake");
+    a.handle_input(&hex_bytes(hs["hex"].as_str().unwrap()), now);
+    let mut ack = Vec::new();
+    while let Some(b) = a.poll_transmit() {
+        ack.extend(b);
+    }
+    let want_ack = record(&f, "they_dial", "to_ctl", "handshake_ack");
+    assert_eq!(
+        payload_of(std::str::from_utf8(&ack).unwrap().trim_end()),
+        payload_of(want_ack["json"].as_str().unwrap())
+    );
+    let d = record(&f, "they_dial", "to_hub", "delegate_task");
+    a.handle_input(&hex_bytes(d["hex"].as_str().unwrap()), now);
+    let evs: Vec<SessionEvent> = std::iter::from_fn(|| a.poll_event()).collect();
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            SessionEvent::Established {
+                proto: 1,
+                dialect: Dialect::Claudectl,
+                transient: true,
+                ..
+            }
+        )),
+        "{evs:?}"
+    );
+    let task = evs
+        .iter()
+        .find_map(|e| match e {
+            SessionEvent::Message(m) if m.msg_type == MsgType::DelegateTask => Some(m),
+            _ => None,
+        })
+        .expect("the delegate_task");
+    assert!(task.payload["prompt"].as_str().unwrap().len() > 1024);
+}
+
+/// Our dial to claudectl 0.92.4's serve, replayed: the recorded challenge gets the very
+/// handshake we sent (the nonce proof, `proto` 1, our offer), its ack a claudectl-dialect v1
+/// link with `frame-bin` and `headroom`, and its beat and handoff are read.
+#[test]
+fn claudectl_092_recording_our_dial_replays() {
+    use agent_hub::relay::{Dialect, PeerAuth, Session, SessionEvent};
+    let f = recording();
+    let key = key_of(&f);
+    let hs_rec = record(&f, "we_dial", "to_ctl", "handshake");
+    let hs_payload = payload_of(hs_rec["json"].as_str().unwrap());
+    let mut cfg = session_cfg(&f);
+    cfg.listen_port = hs_payload["listen_port"].as_u64().map(|p| p as u16);
+    let now = std::time::Instant::now();
+    let mut d = Session::dialer(
+        cfg,
+        f["their_peer_id"].as_str().unwrap(),
+        PeerAuth {
+            key,
+            allow_claudectl: true,
+            forward: false,
+        },
+        [0x11; 32],
+        1,
+        now,
+    );
+    let ch = record(&f, "we_dial", "to_hub", "challenge");
+    d.handle_input(&hex_bytes(ch["hex"].as_str().unwrap()), now);
+    let mut ours = Vec::new();
+    while let Some(b) = d.poll_transmit() {
+        ours.extend(b);
+    }
+    assert_eq!(
+        payload_of(std::str::from_utf8(&ours).unwrap().trim_end()),
+        hs_payload,
+        "the same handshake, proof included"
+    );
+    let mut theirs = Vec::new();
+    for t in ["handshake_ack", "heartbeat", "task_handoff"] {
+        theirs.extend(hex_bytes(
+            record(&f, "we_dial", "to_hub", t)["hex"].as_str().unwrap(),
+        ));
+    }
+    d.handle_input(&theirs, now);
+    let evs: Vec<SessionEvent> = std::iter::from_fn(|| d.poll_event()).collect();
+    let est = evs.iter().find_map(|e| match e {
+        SessionEvent::Established {
+            proto,
+            features,
+            dialect,
+            ..
+        } => Some((*proto, features.clone(), *dialect)),
+        _ => None,
+    });
+    assert_eq!(
+        est,
+        Some((
+            1,
+            vec![Feature::UnknownOk, Feature::FrameBin, Feature::Headroom],
+            Dialect::Claudectl
+        ))
+    );
+    let worker = evs
+        .iter()
+        .find_map(|e| match e {
+            SessionEvent::Heartbeat { worker, .. } => worker.clone(),
+            _ => None,
+        })
+        .expect("what claudectl's beat said");
+    let caps = worker.capabilities.expect("capabilities");
+    assert_eq!(caps.claudectl_version, "0.92.4");
+    assert!(caps.tools.contains_key("claude"));
+    assert!(worker.headroom.is_some_and(|h| h.max_tasks == Some(4)));
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, SessionEvent::Message(m) if m.msg_type == MsgType::TaskHandoff)));
+}

@@ -191,7 +191,7 @@ fn run_relay(r: &RelayConfig) {
     };
     let auth = PeerAuth {
         key: [0x42; 32],
-        allow_v0: true,
+        allow_claudectl: true,
         forward: true,
     };
     let peer = r.peers.first().map_or("other", |p| p.id.as_str());

@@ -34,7 +34,7 @@ const T0_MS: i64 = 1_784_616_051_000;
 /// Header bits (the first byte); the next two 16-bit words (little-endian) are the feature
 /// sets, ours then theirs (bit i: `Feature::ALL[i]`).
 const H_DIALER: u8 = 1;
-const H_ALLOW_V0: u8 = 2;
+const H_ALLOW_CLAUDECTL: u8 = 2;
 const H_FORWARD: u8 = 4;
 const H_HONEST: u8 = 8;
 const H_WRONG_KEY: u8 = 16;
@@ -222,10 +222,10 @@ pub fn run(data: &[u8]) {
     let (ours, theirs) = (c.u16(), c.u16());
     let t0 = Instant::now();
     let mut now = t0;
-    let allow_v0 = header & H_ALLOW_V0 != 0;
-    let auth = |key, allow_v0| PeerAuth {
+    let allow_claudectl = header & H_ALLOW_CLAUDECTL != 0;
+    let auth = |key, allow_claudectl| PeerAuth {
         key,
-        allow_v0,
+        allow_claudectl,
         forward: header & H_FORWARD != 0,
     };
     let their_key = if header & H_WRONG_KEY != 0 {
@@ -233,12 +233,12 @@ pub fn run(data: &[u8]) {
     } else {
         KEY
     };
-    let their_v0 = allow_v0 != (header & H_PEER_STRICT != 0);
+    let their_v0 = allow_claudectl != (header & H_PEER_STRICT != 0);
     let (us, them) = if header & H_DIALER != 0 {
         let us = Session::dialer(
             config(US, ours, t0, header),
             THEM,
-            auth(KEY, allow_v0),
+            auth(KEY, allow_claudectl),
             [0x5a; 32],
             1,
             t0,
@@ -249,7 +249,7 @@ pub fn run(data: &[u8]) {
             Session::acceptor(config(THEM, theirs, t0, 0), keys, [0xa5; 32], 2, t0),
         )
     } else {
-        let keys = HashMap::from([(THEM.to_owned(), auth(KEY, allow_v0))]);
+        let keys = HashMap::from([(THEM.to_owned(), auth(KEY, allow_claudectl))]);
         let us = Session::acceptor(config(US, ours, t0, header), keys, [0x5a; 32], 1, t0);
         let them = Session::dialer(
             config(THEM, theirs, t0, 0),
@@ -544,8 +544,8 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
         ("acceptor-frames", H_FORWARD, ALL, ALL),
         ("dialer-lines", H_DIALER, NO_FRAMES, NO_FRAMES),
         ("acceptor-lines", 0, NO_FRAMES, NO_FRAMES),
-        ("dialer-v0", H_DIALER | H_ALLOW_V0, ALL, 0),
-        ("acceptor-v0", H_ALLOW_V0, ALL, 0),
+        ("dialer-v0", H_DIALER | H_ALLOW_CLAUDECTL, ALL, 0),
+        ("acceptor-v0", H_ALLOW_CLAUDECTL, ALL, 0),
     ] {
         // A few catalogue payloads per seed (seeds stay under libFuzzer's 4 KiB default
         // length, so mutations stay cheap), each way in turn, then beats with a directory.
@@ -588,7 +588,7 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
     ));
     out.push((
         "strict-peer".to_owned(),
-        honest(H_ALLOW_V0 | H_PEER_STRICT, ALL, 0).finish(),
+        honest(H_ALLOW_CLAUDECTL | H_PEER_STRICT, ALL, 0).finish(),
     ));
     out.push((
         "handshake-timeout".to_owned(),
@@ -614,7 +614,7 @@ fn record_counterpart(header: u8) -> Vec<u8> {
     let t0 = Instant::now();
     let a = |key| PeerAuth {
         key,
-        allow_v0: false,
+        allow_claudectl: false,
         forward: false,
     };
     let (mut us, mut them) = if header & H_DIALER != 0 {

@@ -39,6 +39,13 @@ impl PermissionPolicy {
             PermissionPolicy::Allow => "allow",
         }
     }
+
+    /// True when the operator allows everything the agent asks, so an agent that cannot be
+    /// put in a mode where it asks may run anyway (docs/acp.md "Session modes"). Only an
+    /// explicit `allow` does; every policy that can say no needs the agent to ask.
+    pub fn may_run_unasked(self) -> bool {
+        matches!(self, PermissionPolicy::Allow)
+    }
 }
 
 /// One stdio MCP server entry of `session/new` (§1.4). `env` goes on the wire as
@@ -225,6 +232,9 @@ pub struct SessionConfig {
     /// The MCP servers the agent starts for this session (the hub's own `agent-hub mcp`).
     pub mcp_servers: Vec<McpServer>,
     pub permission: PermissionPolicy,
+    /// The session mode ids in which this agent asks the client before it acts, preferred
+    /// first (its manifest's `run.ask_modes`); None for `modes::FALLBACK_ASK_MODES`.
+    pub ask_modes: Option<Vec<String>>,
     /// The task's wall-clock budget, from `Session::new`'s `now`: at its end the session
     /// cancels the prompt and reports `TimedOut`.
     pub task_timeout_ms: u64,
@@ -245,6 +255,7 @@ impl SessionConfig {
             prompt: prompt.into(),
             mcp_servers: Vec::new(),
             permission: PermissionPolicy::default(),
+            ask_modes: None,
             task_timeout_ms,
             limits: Limits::default(),
         }
@@ -279,6 +290,9 @@ impl SessionConfig {
                 max: MAX_TASK_TIMEOUT_MS,
             });
         }
+        if let Some(modes) = &self.ask_modes {
+            check_ask_modes(modes).map_err(ConfigError::AskModes)?;
+        }
         if self.mcp_servers.len() > MAX_MCP_SERVERS {
             return Err(ConfigError::McpServer(format!(
                 "{} servers given, at most {MAX_MCP_SERVERS}",
@@ -298,6 +312,30 @@ impl SessionConfig {
         }
         Ok(())
     }
+}
+
+/// Most ids in `ask_modes`.
+pub const MAX_ASK_MODES: usize = 16;
+
+/// `ask_modes` as a manifest may give it: at most `MAX_ASK_MODES` ids, each non-empty, at most
+/// `modes::MAX_MODE_ID_BYTES`, without control characters (they are echoed to the agent and
+/// logged). Shared with the manifest loader, so a manifest that loads gives a valid config.
+pub fn check_ask_modes(modes: &[String]) -> Result<(), String> {
+    if modes.len() > MAX_ASK_MODES {
+        return Err(format!("{} mode ids, at most {MAX_ASK_MODES}", modes.len()));
+    }
+    for (i, m) in modes.iter().enumerate() {
+        if m.is_empty()
+            || m.len() > super::modes::MAX_MODE_ID_BYTES
+            || m.chars().any(char::is_control)
+        {
+            return Err(format!(
+                "mode id {i} must be 1-{} bytes without control characters",
+                super::modes::MAX_MODE_ID_BYTES
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_server(s: &McpServer) -> Result<(), ConfigError> {
@@ -366,6 +404,7 @@ pub enum ConfigError {
         max: u64,
     },
     McpServer(String),
+    AskModes(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -384,6 +423,7 @@ impl fmt::Display for ConfigError {
                 max,
             } => write!(f, "acp {key} = {value} is outside {min}..={max}"),
             ConfigError::McpServer(why) => write!(f, "mcp server entry: {why}"),
+            ConfigError::AskModes(why) => write!(f, "ask_modes: {why}"),
         }
     }
 }
@@ -470,6 +510,27 @@ mod tests {
             big.validate(),
             Err(ConfigError::PromptTooLong { bytes: 11, max: 10 })
         );
+    }
+
+    #[test]
+    fn ask_modes_are_checked() {
+        let mut c = SessionConfig::new("/w", "p", 1);
+        c.ask_modes = Some(vec!["default".into(), "read-only".into()]);
+        c.validate().unwrap();
+        c.ask_modes = Some(Vec::new());
+        c.validate().unwrap();
+        for bad in [
+            vec![String::new()],
+            vec!["a\u{1b}]0;x".into()],
+            vec!["m".repeat(crate::acp::modes::MAX_MODE_ID_BYTES + 1)],
+            vec!["m".to_owned(); MAX_ASK_MODES + 1],
+        ] {
+            c.ask_modes = Some(bad.clone());
+            assert!(
+                matches!(c.validate(), Err(ConfigError::AskModes(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Owns, all pure: `session` (the state machine for one task on one agent process: ids of
 //! both directions, the requests, policies, deadlines, the one outcome), `rpc` (classifying
 //! JSON-RPC lines and building ours), `progress` (folding `session/update`), `permission`
-//! (answering permission requests by policy), `outcome` (the outcome types), `config` (what a
+//! (answering permission requests by policy), `modes` (reading an agent's session modes and
+//! choosing the one where it asks before acting), `outcome` (the outcome types), `config` (what a
 //! session is given, with every limit's default and bound) and `sanitize` (bounded, redacted
 //! excerpts of agent strings for logs). Refuses: processes, pipes, signals, clocks and
 //! threads; the runner that spawns the agent and carries out `Event`s lives elsewhere.
@@ -12,6 +13,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod config;
+pub mod modes;
 pub mod outcome;
 pub mod permission;
 pub mod progress;

@@ -141,6 +141,9 @@ impl fmt::Display for CancelEnd {
 pub enum Step {
     Initialize,
     SessionNew,
+    /// Putting the session in the mode where the agent asks (docs/acp.md "Session modes").
+    SetMode,
+    SetConfigOption,
     Prompt,
 }
 
@@ -149,6 +152,8 @@ impl Step {
         match self {
             Step::Initialize => "initialize",
             Step::SessionNew => "session/new",
+            Step::SetMode => "session/set_mode",
+            Step::SetConfigOption => "session/set_config_option",
             Step::Prompt => "session/prompt",
         }
     }
@@ -168,6 +173,10 @@ pub enum Refusal {
     /// The task itself was refused before any agent was started (its session config did not
     /// validate, or the runner's own checks failed); the reason never holds the prompt.
     Invalid(String),
+    /// The session could not be put in a mode where the agent asks the hub before it acts,
+    /// and the policy is not an explicit `allow` (docs/acp.md "Session modes"). Nothing was
+    /// prompted.
+    Unasked { why: String, policy: &'static str },
 }
 
 impl fmt::Display for Refusal {
@@ -188,6 +197,13 @@ impl fmt::Display for Refusal {
                 "agent speaks ACP protocol version {version}; the hub speaks 1"
             ),
             Refusal::Invalid(why) => write!(f, "the task is invalid: {why}"),
+            Refusal::Unasked { why, policy } => write!(
+                f,
+                "the agent cannot be put in a mode where it asks the hub before acting ({why}); \
+                 under permission = \"{policy}\" the hub does not run an agent that would not ask. \
+                 Name the agent's asking mode in its manifest (run.ask_modes), or set its \
+                 permission to \"allow\" (tasks.agent_permission) to run it unasked"
+            ),
         }
     }
 }
@@ -219,6 +235,11 @@ pub enum Failure {
     /// non-zero, reported an error in its output, or wrote nothing its `run.outcome` parser
     /// reads. The reason is already a bounded, sanitized text (`headless::outcome`).
     Headless(String),
+    /// Mid-turn the agent left the mode where it asks the hub and could not be kept in one
+    /// (it offers none, or left again after `MAX_MODE_RESETS` switches back), so its turn was
+    /// cancelled rather than run unasked (docs/acp.md "Session modes"); `end` says how the
+    /// agent took the cancel.
+    LeftAskingMode { mode: String, end: CancelEnd },
 }
 
 impl fmt::Display for Failure {
@@ -260,6 +281,11 @@ impl fmt::Display for Failure {
             ),
             Failure::Spawn(why) => write!(f, "could not start the agent: {why}"),
             Failure::Headless(why) => f.write_str(why),
+            Failure::LeftAskingMode { mode, end } => write!(
+                f,
+                "the agent moved to mode {mode}, where it does not ask the hub before acting, \
+                 and could not be kept in a mode that asks; its turn was cancelled ({end})"
+            ),
         }
     }
 }

@@ -91,6 +91,37 @@ pub struct Progress {
     pub malformed_lines: u32,
     /// Protocol anomalies tolerated (responses to ids we never sent, invalid updates, …).
     pub anomalies: u64,
+    /// The session mode the agent runs in, as last known (an excerpt); None when it offers
+    /// no modes (docs/acp.md "Session modes").
+    pub mode: Option<String>,
+    /// Agent notices kept out of the text (`informational_notice`).
+    pub notices: u64,
+}
+
+/// The text of an agent message chunk that is an agent's notice rather than its answer, or
+/// None. The Claude Code adapter (`@agentclientprotocol/claude-agent-acp`, 0.101 seen) sends
+/// the SDK's informational messages (why a hook blocked, a warning) as `agent_message_chunk`
+/// marked `_meta.claudeCode.kind: "informational"` to clients that did not advertise
+/// `session.notices` (its `noticeOrTranscriptUpdate`); they are not the task's result.
+pub fn informational_notice(update: &Value) -> Option<&str> {
+    if update.get("sessionUpdate").and_then(Value::as_str) != Some("agent_message_chunk") {
+        return None;
+    }
+    let kind = update
+        .get("_meta")?
+        .get("claudeCode")?
+        .get("kind")?
+        .as_str()?;
+    if kind != "informational" {
+        return None;
+    }
+    let content = update.get("content");
+    Some(
+        content
+            .and_then(|c| c.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +214,12 @@ impl Fold {
         };
         self.progress.updates += 1;
         match tag {
+            "agent_message_chunk" if informational_notice(update).is_some() => {
+                // Not the answer: counted, kept out of the text, and it separates the text
+                // around it like a tool call does.
+                self.progress.notices += 1;
+                self.break_pending = true;
+            }
             "agent_message_chunk" => {
                 self.progress.message_chunks += 1;
                 let id = obj.get("messageId").and_then(Value::as_str);
@@ -369,6 +406,32 @@ mod tests {
         assert_eq!(f.progress.thought_chunks, 1);
         assert_eq!(f.progress.updates, 6);
         assert!(!f.truncated());
+    }
+
+    #[test]
+    fn informational_notices_stay_out_of_the_text() {
+        // Recorded from @agentclientprotocol/claude-agent-acp 0.101.0 (acp-agent.js, the SDK's
+        // "informational" system message rendered for a client without session.notices).
+        let notice: Value = serde_json::from_str(
+            r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"**Warning:** Stop hook blocked continuation"},"_meta":{"claudeCode":{"kind":"informational","level":"warning"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            informational_notice(&notice),
+            Some("**Warning:** Stop hook blocked continuation")
+        );
+        let f = fold(1000, &[chunk("Before."), notice.clone(), chunk("After.")]);
+        assert_eq!(f.text(), "Before.\n\nAfter.");
+        assert_eq!(f.progress.notices, 1);
+        assert_eq!(f.progress.message_chunks, 2);
+        // Other _meta on a chunk (tool names, message ids) is not a notice.
+        let mut plain = chunk("kept");
+        plain["_meta"] = json!({"claudeCode": {"kind": "something_else"}});
+        assert_eq!(informational_notice(&plain), None);
+        assert_eq!(fold(100, &[plain]).text(), "kept");
+        let mut thought = notice;
+        thought["sessionUpdate"] = json!("agent_thought_chunk");
+        assert_eq!(informational_notice(&thought), None);
     }
 
     #[test]

@@ -70,12 +70,10 @@ impl Secrets {
     }
 }
 
-/// Characters that could forge log lines or reorder what a reader sees.
+/// Characters that could forge log lines or reorder what a reader sees: the one rule for
+/// other parties' strings (`crate::kernel::text`).
 fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        || c == '\u{2028}'
-        || c == '\u{2029}'
+    crate::kernel::text::is_unsafe(c)
 }
 
 /// The largest char boundary of `s` at or below `at`.

@@ -4,8 +4,13 @@
 //! A hub is found in /proc (Linux): a process of this user whose executable is
 //! `agent-hub-server`, started with `--config PATH` (and no subcommand) or as `demo DIR`,
 //! where PATH (resolved against that process's working directory) is the same file as the
-//! config asked about. The argument scan is pure (`hub_config_arg`) and unit-tested; the
-//! rest is IO. Refuses to signal any process that does not pass all of those checks.
+//! config asked about. The hub makes itself non-dumpable (issue 29), which hides its
+//! `/proc` `exe` and `cwd` links from every non-root process and makes its `/proc` entry
+//! root's: so its user is read from `status`, its program from `cmdline`, and a relative
+//! PATH whose base cannot be read is matched by the pid the hub wrote in its service log's
+//! last start line. The argument scan is pure (`hub_config_arg`, `last_start_pid`) and
+//! unit-tested; the rest is IO. Refuses to signal any process that does not pass all of
+//! those checks.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -50,8 +55,30 @@ pub fn hub_config_arg(args: &[String]) -> Option<PathBuf> {
     }
 }
 
+/// The pid in the last `agent-hub-server … starting; pid N; …` line of a service log.
+pub fn last_start_pid(service_log: &str) -> Option<u32> {
+    service_log
+        .lines()
+        .rev()
+        .find(|l| l.contains("agent-hub-server ") && l.contains(" starting; pid "))
+        .and_then(|l| l.split(" starting; pid ").nth(1))
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The real uid on the `Uid:` line of a `/proc/<pid>/status` text.
+fn status_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
 /// The pids of this user's hubs that run from `config` (Linux; elsewhere none are found).
-pub fn hubs_for(config: &Path) -> Vec<u32> {
+/// `service_log` is that config's service log, read only for a hub whose relative config
+/// path cannot be resolved (see the module doc).
+pub fn hubs_for(config: &Path, service_log: Option<&Path>) -> Vec<u32> {
     let Ok(want) = std::fs::canonicalize(config) else {
         return Vec::new();
     };
@@ -75,35 +102,51 @@ pub fn hubs_for(config: &Path) -> Vec<u32> {
         }
         // A process can exit between the listing and these reads: skip it then.
         let base = Path::new("/proc").join(pid.to_string());
-        use std::os::unix::fs::MetadataExt;
-        if std::fs::metadata(&base).map(|m| m.uid()).ok() != Some(me) {
-            continue;
-        }
-        let Ok(exe) = std::fs::read_link(base.join("exe")) else {
-            continue;
-        };
-        let exe_name = exe
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // A binary rebuilt under a running hub shows as "agent-hub-server (deleted)".
-        if !exe_name.starts_with("agent-hub-server") {
+        // Its user from `status`: a non-dumpable process's /proc entry is owned by root.
+        let uid = std::fs::read_to_string(base.join("status"))
+            .ok()
+            .and_then(|s| status_uid(&s));
+        if uid != Some(me) {
             continue;
         }
         let Ok(cmdline) = std::fs::read(base.join("cmdline")) else {
             continue;
         };
         let args = crate::agents::procs::parse_cmdline(&cmdline);
+        // Its program from the `exe` link when it can be read, else from argv[0] (a
+        // non-dumpable hub's link cannot be, by anyone but root).
+        let exe = std::fs::read_link(base.join("exe"))
+            .ok()
+            .or_else(|| args.first().map(PathBuf::from));
+        let exe_name = exe
+            .as_deref()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // A binary rebuilt under a running hub shows as "agent-hub-server (deleted)".
+        if !exe_name.starts_with("agent-hub-server") {
+            continue;
+        }
         let Some(arg) = args.get(1..).and_then(hub_config_arg) else {
             continue;
         };
         let path = if arg.is_absolute() {
             arg
         } else {
-            let Ok(cwd) = std::fs::read_link(base.join("cwd")) else {
-                continue;
-            };
-            cwd.join(arg)
+            match std::fs::read_link(base.join("cwd")) {
+                Ok(cwd) => cwd.join(arg),
+                Err(_) => {
+                    // Not readable (a non-dumpable hub): the hub that last started on this
+                    // config's service log said its pid there.
+                    let said = service_log
+                        .and_then(|p| std::fs::read_to_string(p).ok())
+                        .and_then(|t| last_start_pid(&t));
+                    if said == Some(pid) {
+                        out.push(pid);
+                    }
+                    continue;
+                }
+            }
         };
         if std::fs::canonicalize(&path).is_ok_and(|p| p == want) {
             out.push(pid);
@@ -127,7 +170,7 @@ pub enum Reload {
 /// Sends SIGHUP to the hub running from `config` and waits (bounded) for its service-log
 /// line saying the roster was reloaded or refused.
 pub fn reload(config: &Path, service_log: &Path, send: bool) -> Result<Reload, String> {
-    let pids = hubs_for(config);
+    let pids = hubs_for(config, Some(service_log));
     let Some(&pid) = pids.first() else {
         return Ok(Reload::NoHub);
     };
@@ -181,6 +224,18 @@ mod tests {
 
     fn args(s: &[&str]) -> Vec<String> {
         s.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_last_start_line_names_the_pid_and_status_the_uid() {
+        let log = "2026-12-04T10:00:00.000Z INFO agent-hub-server 0.1.0 starting; pid 41; config c.toml\n\
+                   2026-12-04T10:00:00.001Z INFO roster loaded: 2 agents\n\
+                   2026-12-04T11:00:00.000Z INFO agent-hub-server 0.1.0 starting; pid 977; config c.toml; not dumpable\n";
+        assert_eq!(last_start_pid(log), Some(977));
+        assert_eq!(last_start_pid("INFO hub stopped\n"), None);
+        let status = "Name:\tagent-hub-serve\nUmask:\t0077\nUid:\t1000\t1000\t1000\t1000\n";
+        assert_eq!(status_uid(status), Some(1000));
+        assert_eq!(status_uid("Name: x\n"), None);
     }
 
     #[test]

@@ -209,6 +209,9 @@ pub enum Template {
     Acp,
     /// `run.headless`: exactly one whole element is `{prompt}`.
     Headless,
+    /// `run.headless` with `run.headless_prompt = "stdin"`: the prompt goes to the agent's
+    /// stdin, so no `{prompt}`.
+    HeadlessStdin,
 }
 
 /// Checks an argv template. An empty template is allowed (the mode is unavailable). On

@@ -35,6 +35,9 @@ pub struct Env {
     /// A further folder whose manifests replace and add to those (a hub config's
     /// `tasks.manifests_dir`, given with `agents --config`), as the server reads it.
     pub extra_dir: Option<PathBuf>,
+    /// The hub config's `tasks.sandbox`, when `agents --config` names a config with a
+    /// `[tasks]` table: `agents` says which sandbox its tasks would run in.
+    pub sandbox: Option<crate::sandbox::Mode>,
 }
 
 impl Env {
@@ -52,6 +55,7 @@ impl Env {
             home,
             path_var,
             extra_dir: None,
+            sandbox: None,
         })
     }
 
@@ -59,6 +63,7 @@ impl Env {
     /// server reads it (a config the server would refuse is refused here too).
     pub fn with_hub_config(mut self, path: &Path) -> Result<Env, String> {
         let cfg = crate::config::Config::load(path).map_err(|e| e.to_string())?;
+        self.sandbox = cfg.tasks.as_ref().map(|t| t.sandbox);
         self.extra_dir = cfg.tasks.and_then(|t| t.manifests_dir);
         Ok(self)
     }
@@ -135,6 +140,10 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
             .collect();
         handles.into_iter().filter_map(|h| h.join().ok()).collect()
     });
+    let sandbox = env.sandbox.map(|mode| sandbox_line(mode, &env.path_var));
+    if let Some((_, Some(warning))) = &sandbox {
+        let _ = writeln!(r.stderr, "agent-hub: warning: {warning}");
+    }
     if json {
         r.stdout = serde_json::to_string_pretty(&infos).unwrap_or_default() + "\n";
         return r;
@@ -180,7 +189,44 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
             let _ = writeln!(r.stdout, "{}: manifest {}", m.name, origin_text(o));
         }
     }
+    if let Some((line, _)) = sandbox {
+        let _ = writeln!(r.stdout, "{line}");
+    }
     r
+}
+
+/// What `agents --config` says about the sandbox the hub's delegated agents run in, found
+/// here as the server finds it (`sandbox::probe`, run as this user, who runs the hub), and
+/// a warning for `none` or a sandbox that would stop the hub.
+fn sandbox_line(mode: crate::sandbox::Mode, path_var: &str) -> (String, Option<String>) {
+    use crate::sandbox::{probe, Kind, Mode, NONE_WARNING};
+    let tag = mode.tag();
+    if mode == Mode::None {
+        return (
+            format!("delegated tasks: sandbox none (tasks.sandbox = \"{tag}\"): UNSANDBOXED"),
+            Some(NONE_WARNING.to_owned()),
+        );
+    }
+    match probe::detect(mode, path_var, &std::env::temp_dir()) {
+        Ok((kind, _)) => {
+            let what = match &kind {
+                Kind::Bwrap { program } => format!("bubblewrap, {}", program.display()),
+                Kind::Landlock { abi } => format!("Landlock ABI {abi}"),
+                Kind::None => "none".into(),
+            };
+            (
+                format!(
+                    "delegated tasks: sandbox {} (tasks.sandbox = \"{tag}\"; {what})",
+                    kind.tag()
+                ),
+                None,
+            )
+        }
+        Err(e) => (
+            format!("delegated tasks: no sandbox works here (tasks.sandbox = \"{tag}\"): the hub would not start"),
+            Some(e),
+        ),
+    }
 }
 
 /// `agent-hub agents ps`: running agent processes.
@@ -204,10 +250,13 @@ pub fn ps(env: &Env, json: bool) -> Report {
     r
 }
 
-/// The `agents ps` table or JSON.
+/// The `agents ps` table or JSON. A process's working directory is whatever folder another
+/// user or agent started it in (a name may hold escape sequences), so every cell goes through
+/// the one sanitiser (`crate::kernel::text`), and the JSON has such characters escaped.
 pub fn render_ps(procs: &[AgentProcess], json: bool) -> String {
     if json {
-        return serde_json::to_string_pretty(procs).unwrap_or_default() + "\n";
+        let text = serde_json::to_string_pretty(procs).unwrap_or_default();
+        return crate::kernel::text::json_for_terminal(&text).into_owned() + "\n";
     }
     let mut rows = vec![["PID", "AGENT", "ELAPSED", "CPU%", "STATUS", "CWD"]
         .map(String::from)
@@ -215,11 +264,11 @@ pub fn render_ps(procs: &[AgentProcess], json: bool) -> String {
     for p in procs {
         rows.push(vec![
             p.pid.to_string(),
-            p.agent.clone(),
+            crate::kernel::text::for_terminal(&p.agent).into_owned(),
             procs::format_elapsed(p.elapsed_secs),
             format!("{:.1}", p.cpu_percent),
             p.status.to_owned(),
-            p.cwd.clone().unwrap_or_else(|| "?".into()),
+            crate::kernel::text::for_terminal(p.cwd.as_deref().unwrap_or("?")).into_owned(),
         ]);
     }
     table(&rows)
@@ -371,6 +420,19 @@ pub fn install(
                 "  note: {} is not on PATH; writing its config anyway",
                 m.binaries.join(", ")
             );
+        }
+        // A key the manifest left out that install cannot do without (docs/agents.md
+        // "Defaults") is asked for here, before `identity_for` may add a roster entry.
+        if installing {
+            if let Err(e) = m.ready_to_install() {
+                r.ok = false;
+                let _ = writeln!(
+                    r.stderr,
+                    "agent-hub: {}: {e}; nothing was changed for it",
+                    m.name
+                );
+                continue;
+            }
         }
         let action = match who {
             None => Action::Uninstall,

@@ -2,11 +2,14 @@
 //! binaries, how it is observed, run, delivered to and installed into, and which of its native
 //! tools are which canonical tool. See docs/agents.md for the format.
 //!
-//! Owns parsing and validating manifest text into a `Manifest`, and the built-in set
-//! (`builtin/*.toml`, embedded at compile time). Refuses IO: reading a manifests folder is
-//! `registry.rs`'s. Every tag (parser, format, hook, delivery mode, canonical tool) names code
-//! in this crate from a closed enum; a manifest picks one and never supplies one. Every
-//! string that could reach an argv or a path passes `argv.rs` first.
+//! Owns parsing and validating manifest text into a `Manifest`, the defaults of the keys
+//! agent-hub adds to the seed's sketch (000 §3; docs/agents.md "Defaults") — including
+//! telling `install.mcp_format` from the config's file name, and which missing key `install`
+//! must ask for — and the built-in set (`builtin/*.toml`, embedded at compile time). Refuses
+//! IO: reading a manifests folder is `registry.rs`'s. Every tag (parser, format, hook,
+//! delivery mode, canonical tool) names code in this crate from a closed enum; a manifest
+//! picks one and never supplies one. Every string that could reach an argv or a path passes
+//! `argv.rs` first.
 
 use super::argv::{self, ArgvError, Template};
 use std::collections::BTreeMap;
@@ -34,6 +37,9 @@ pub const MAX_TRUST_LINES: usize = 8;
 /// One agent, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
+    /// Where it was read from (a file path, or `builtin:<file>`): messages about a key the
+    /// manifest must add name this file.
+    pub source: String,
     /// `[a-z0-9][a-z0-9_-]*`, at most 32 bytes; the key that overrides match on.
     pub name: String,
     pub display: String,
@@ -78,9 +84,43 @@ pub enum Transcript {
 pub struct Run {
     /// ACP launch argv; empty when the agent has no ACP mode.
     pub acp: Vec<String>,
-    /// Headless argv template with exactly one `{prompt}` element; empty when none.
+    /// Headless argv template: with `headless_prompt = argv`, exactly one `{prompt}`
+    /// element; with `stdin`, none. Empty when the agent has no headless mode.
     pub headless: Vec<String>,
     pub outcome: Outcome,
+    /// Where a headless run's prompt goes (`run.headless_prompt`, default `argv`).
+    pub headless_prompt: PromptVia,
+    /// The ACP session mode ids in which the agent asks the client before it acts, preferred
+    /// first (`run.ask_modes`); None: the hub's default list (docs/acp.md "Session modes").
+    pub ask_modes: Option<Vec<String>>,
+}
+
+/// Where a headless run gets its prompt (`run.headless_prompt`): `argv` substitutes the
+/// `{prompt}` element (every local user can read it in `/proc/<pid>/cmdline` while the agent
+/// runs); `stdin` writes it to the agent's stdin and closes it, for CLIs that read their
+/// prompt there (docs/delegation.md "Headless tasks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PromptVia {
+    #[default]
+    Argv,
+    Stdin,
+}
+
+impl PromptVia {
+    /// The template rule that goes with it.
+    pub fn template(self) -> argv::Template {
+        match self {
+            PromptVia::Argv => argv::Template::Headless,
+            PromptVia::Stdin => argv::Template::HeadlessStdin,
+        }
+    }
+
+    pub fn tag(self) -> &'static str {
+        match self {
+            PromptVia::Argv => "argv",
+            PromptVia::Stdin => "stdin",
+        }
+    }
 }
 
 /// Headless output parser tags (`run.outcome`).
@@ -111,8 +151,9 @@ pub enum DeliverMode {
 /// Where `install` writes (`[install]`). Paths are `~/…` or absolute, already checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Install {
-    /// The MCP server registration: file and format. None: nothing to register.
-    pub mcp: Option<(String, McpFormat)>,
+    /// The MCP server registration. None: nothing to register (`mcp_config = ""`).
+    pub mcp: Option<McpConfig>,
+    /// `none` when the manifest has no `hook` key.
     pub hook: HookKind,
     /// The file the hook goes into (for `opencode-plugin`, the plugin file's destination).
     /// Some exactly when `hook` is not `None`.
@@ -121,6 +162,17 @@ pub struct Install {
     pub skills_dir: Option<String>,
     /// What the user must do by hand after installing (approve, trust, restart).
     pub trust: Vec<String>,
+}
+
+/// The file `install` registers the hub's MCP server in, and how that file is laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpConfig {
+    /// `~/…` or absolute, already checked.
+    pub path: String,
+    /// `install.mcp_format`, else `infer_mcp_format(path)`. None when neither says: the
+    /// manifest still loads (listing and delegation never need it), and `install` asks for
+    /// the key (`Manifest::ready_to_install`).
+    pub format: Option<McpFormat>,
 }
 
 /// MCP config formats `install` can edit (`install.mcp_format`).
@@ -197,11 +249,41 @@ macro_rules! tags {
 }
 
 tags!(Transcript { "anthropic-jsonl" => Transcript::AnthropicJsonl, "codex-jsonl" => Transcript::CodexJsonl, "gemini-jsonl" => Transcript::GeminiJsonl, "none" => Transcript::None });
+tags!(PromptVia { "argv" => PromptVia::Argv, "stdin" => PromptVia::Stdin });
 tags!(Outcome { "exit-code" => Outcome::ExitCode, "claude-json" => Outcome::ClaudeJson, "codex-jsonl" => Outcome::CodexJsonl, "gemini-json" => Outcome::GeminiJson, "opencode-jsonl" => Outcome::OpencodeJsonl });
 tags!(DeliverMode { "stop-hook" => DeliverMode::StopHook, "claude-stop-hook" => DeliverMode::StopHook, "plugin-event" => DeliverMode::PluginEvent, "terminal" => DeliverMode::Terminal, "pull" => DeliverMode::Pull });
 tags!(McpFormat { "claude-json" => McpFormat::ClaudeJson, "codex-toml" => McpFormat::CodexToml, "gemini-json" => McpFormat::GeminiJson, "opencode-json" => McpFormat::OpencodeJson, "droid-json" => McpFormat::DroidJson });
 tags!(HookKind { "claude-stop" => HookKind::ClaudeStop, "codex-stop" => HookKind::CodexStop, "gemini-after-agent" => HookKind::GeminiAfterAgent, "droid-stop" => HookKind::DroidStop, "opencode-plugin" => HookKind::OpencodePlugin, "none" => HookKind::None });
 tags!(CanonicalTool { "read" => CanonicalTool::Read, "write" => CanonicalTool::Write, "edit" => CanonicalTool::Edit, "shell" => CanonicalTool::Shell, "grep" => CanonicalTool::Grep, "glob" => CanonicalTool::Glob, "list" => CanonicalTool::List, "web-fetch" => CanonicalTool::WebFetch, "web-search" => CanonicalTool::WebSearch, "todo" => CanonicalTool::Todo, "subagent" => CanonicalTool::Subagent });
+
+/// The config files whose MCP format their path tells without doubt: (folder, file name,
+/// format), folder "" meaning any. Each is a file one agent owns and whose layout this build
+/// writes; a name several agents share with different layouts (`settings.json`, `mcp.json`,
+/// `config.toml`) counts only inside the folder that makes it one agent's. A unit test checks
+/// that every built-in's `mcp_config` infers the format it names.
+pub const MCP_FORMAT_BY_FILE: &[(&str, &str, McpFormat)] = &[
+    ("", ".claude.json", McpFormat::ClaudeJson),
+    // Claude Code's project-scope file: the same `mcpServers` entries as `~/.claude.json`.
+    ("", ".mcp.json", McpFormat::ClaudeJson),
+    (".codex", "config.toml", McpFormat::CodexToml),
+    (".gemini", "settings.json", McpFormat::GeminiJson),
+    ("", "opencode.json", McpFormat::OpencodeJson),
+    ("", "opencode.jsonc", McpFormat::OpencodeJson),
+    (".factory", "mcp.json", McpFormat::DroidJson),
+];
+
+/// The MCP format `path`'s last two components name (`MCP_FORMAT_BY_FILE`), if any. Only a
+/// whole file name (and folder) counts, never an extension alone: a `.json` file could hold
+/// any of four layouts, and the wrong one would register a server the agent never reads.
+pub fn infer_mcp_format(path: &str) -> Option<McpFormat> {
+    let mut parts = path.rsplit('/');
+    let file = parts.next()?;
+    let folder = parts.next().unwrap_or("");
+    MCP_FORMAT_BY_FILE
+        .iter()
+        .find(|(f, name, _)| *name == file && (f.is_empty() || *f == folder))
+        .map(|(_, _, format)| *format)
+}
 
 impl DeliverMode {
     pub fn tag(self) -> &'static str {
@@ -391,13 +473,8 @@ fn check_display(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// True for a valid manifest name: `[a-z0-9][a-z0-9_-]*`, at most 32 bytes.
-pub fn valid_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.len() <= 32
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-}
+/// True for a valid manifest name (`names::valid_manifest_name`).
+pub use crate::kernel::names::valid_manifest_name as valid_name;
 
 fn valid_native_tool(s: &str) -> bool {
     !s.is_empty()
@@ -420,14 +497,14 @@ impl Manifest {
     /// Parses and validates one manifest. `source` names it in errors (a file path, or
     /// `builtin:<file>`).
     pub fn parse(source: &str, text: &str) -> Result<Manifest, ManifestError> {
-        Manifest::parse_inner(text).map_err(|(key, problem)| ManifestError {
+        Manifest::parse_inner(source, text).map_err(|(key, problem)| ManifestError {
             source: source.to_owned(),
             key,
             problem,
         })
     }
 
-    fn parse_inner(text: &str) -> Res<Manifest> {
+    fn parse_inner(source: &str, text: &str) -> Res<Manifest> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let at = e
                 .span()
@@ -492,10 +569,25 @@ impl Manifest {
         let acp = run.strings("acp")?;
         argv::check_template(&acp, Template::Acp)
             .map_err(|(i, e)| template_err(&run, "acp", i, e))?;
+        let headless_prompt = if run.table.contains_key("headless_prompt") {
+            run.tag("headless_prompt", PromptVia::from_tag, PromptVia::TAGS)?
+        } else {
+            PromptVia::Argv
+        };
         let headless = run.strings("headless")?;
-        argv::check_template(&headless, Template::Headless)
+        argv::check_template(&headless, headless_prompt.template())
             .map_err(|(i, e)| template_err(&run, "headless", i, e))?;
         let outcome = run.tag("outcome", Outcome::from_tag, Outcome::TAGS)?;
+        // Ours, not the seed's (000 §3): absent, the hub's default list applies.
+        let ask_modes = match run.take("ask_modes") {
+            None => None,
+            Some(v) => {
+                let modes = run.strings_of("ask_modes", v)?;
+                crate::acp::config::check_ask_modes(&modes)
+                    .map_err(|why| (run.key("ask_modes"), why))?;
+                Some(modes)
+            }
+        };
         run.finish()?;
 
         let mut del = top.table("deliver")?;
@@ -504,20 +596,21 @@ impl Manifest {
 
         let mut ins = top.table("install")?;
         let mcp_config = opt_path(&mut ins, "mcp_config")?;
+        // `mcp_format`, `hook`, `hook_config` and `trust` are ours, not the seed's (000 §3): a
+        // manifest written to the seed's format has none of them, and must load. Each has a
+        // default (docs/agents.md "Defaults"); a key `install` cannot do without is asked for
+        // by `ready_to_install`, never here.
         let mcp_format = if ins.table.contains_key("mcp_format") {
             Some(ins.tag("mcp_format", McpFormat::from_tag, McpFormat::TAGS)?)
         } else {
             None
         };
         let mcp = match (mcp_config, mcp_format) {
-            (Some(p), Some(f)) => Some((p, f)),
+            (Some(path), format) => Some(McpConfig {
+                format: format.or_else(|| infer_mcp_format(&path)),
+                path,
+            }),
             (None, None) => None,
-            (Some(_), None) => {
-                return Err((
-                    ins.key("mcp_format"),
-                    "is required when mcp_config is set".into(),
-                ))
-            }
             (None, Some(_)) => {
                 return Err((
                     ins.key("mcp_format"),
@@ -525,7 +618,12 @@ impl Manifest {
                 ))
             }
         };
-        let hook = ins.tag("hook", HookKind::from_tag, HookKind::TAGS)?;
+        let hook_given = ins.table.contains_key("hook");
+        let hook = if hook_given {
+            ins.tag("hook", HookKind::from_tag, HookKind::TAGS)?
+        } else {
+            HookKind::None
+        };
         let hook_config = if ins.table.contains_key("hook_config") {
             opt_path(&mut ins, "hook_config")?
         } else {
@@ -567,22 +665,15 @@ impl Manifest {
             }
         }
         ins.finish()?;
-        // The delivery mode says how mail arrives; the hook is what makes it arrive. A mode
-        // whose hook is missing would silently degrade to pull, so it is refused here.
-        match deliver {
-            DeliverMode::StopHook if !hook.is_stop_style() => {
-                return Err((
-                    "install.hook".into(),
-                    "deliver.mode = \"stop-hook\" needs a stop-style hook (claude-stop, codex-stop, gemini-after-agent, droid-stop)".into(),
-                ))
+        // The delivery mode says how mail arrives; the hook is what makes it arrive. A manifest
+        // that names both and they disagree says two contradictory things, so it is refused.
+        // One that names the mode only (the seed's format has no `hook` key) loads: listing
+        // and delegation do not need the hook, and `install`, which would place it, asks for
+        // it (`ready_to_install`) rather than silently degrading delivery to pull.
+        if hook_given {
+            if let Some(problem) = hook_mismatch(deliver, hook) {
+                return Err(("install.hook".into(), problem.into()));
             }
-            DeliverMode::PluginEvent if hook != HookKind::OpencodePlugin => {
-                return Err((
-                    "install.hook".into(),
-                    "deliver.mode = \"plugin-event\" needs hook = \"opencode-plugin\"".into(),
-                ))
-            }
-            _ => {}
         }
 
         let mut tools = BTreeMap::new();
@@ -622,6 +713,7 @@ impl Manifest {
         top.finish()?;
 
         Ok(Manifest {
+            source: source.to_owned(),
             name,
             display,
             binaries,
@@ -633,6 +725,8 @@ impl Manifest {
                 acp,
                 headless,
                 outcome,
+                headless_prompt,
+                ask_modes,
             },
             deliver,
             install: Install {
@@ -646,9 +740,67 @@ impl Manifest {
         })
     }
 
+    /// Ok when `agent-hub install` has every key it needs; else the first key the manifest
+    /// must add, as an error naming its file. Loading never asks for these (a manifest in the
+    /// seed's format lacks them): only install, which writes what they choose.
+    pub fn ready_to_install(&self) -> Result<(), ManifestError> {
+        match self.mcp_format_missing() {
+            Some(e) => Err(e),
+            None => match hook_mismatch(self.deliver, self.install.hook) {
+                // `hook` absent (a `hook` given that disagrees was refused by `parse`).
+                Some(problem) => Err(self.error(
+                    "install.hook",
+                    format!(
+                        "{problem}, which install would place: add hook and hook_config, or set deliver.mode = \"pull\""
+                    ),
+                )),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// The error asking for `install.mcp_format`, when `mcp_config` is set and its format is
+    /// neither given nor told by the file name. `uninstall` needs it too, to find the entry.
+    pub fn mcp_format_missing(&self) -> Option<ManifestError> {
+        let mcp = self.install.mcp.as_ref()?;
+        if mcp.format.is_some() {
+            return None;
+        }
+        Some(self.error(
+            "install.mcp_format",
+            format!(
+                "is needed to edit {}: its format cannot be told from the file name; add mcp_format = one of {} (docs/agents.md \"Defaults\")",
+                mcp.path,
+                McpFormat::TAGS.join(", ")
+            ),
+        ))
+    }
+
+    fn error(&self, key: &str, problem: String) -> ManifestError {
+        ManifestError {
+            source: self.source.clone(),
+            key: key.to_owned(),
+            problem,
+        }
+    }
+
     /// The canonical tool a native tool is, if the manifest maps it.
     pub fn canonical_tool(&self, native: &str) -> Option<CanonicalTool> {
         self.tools.get(native).copied()
+    }
+}
+
+/// Why `hook` cannot carry `mode`'s delivery, if it cannot: a mode without its hook would
+/// silently degrade to pull.
+fn hook_mismatch(mode: DeliverMode, hook: HookKind) -> Option<&'static str> {
+    match mode {
+        DeliverMode::StopHook if !hook.is_stop_style() => Some(
+            "deliver.mode = \"stop-hook\" needs a stop-style hook (claude-stop, codex-stop, gemini-after-agent, droid-stop)",
+        ),
+        DeliverMode::PluginEvent if hook != HookKind::OpencodePlugin => {
+            Some("deliver.mode = \"plugin-event\" needs hook = \"opencode-plugin\"")
+        }
+        _ => None,
     }
 }
 
@@ -693,10 +845,11 @@ mod tests {
     fn builtins_match_the_facts_file() {
         let (ok, _) = builtins();
         let get = |n: &str| ok.iter().find(|m| m.name == n).unwrap().clone();
+        let mcp = |m: &Manifest| m.install.mcp.as_ref().map(|c| (c.path.clone(), c.format));
         let claude = get("claude");
         assert_eq!(
-            claude.install.mcp,
-            Some(("~/.claude.json".into(), McpFormat::ClaudeJson))
+            mcp(&claude),
+            Some(("~/.claude.json".into(), Some(McpFormat::ClaudeJson)))
         );
         assert_eq!(claude.install.hook, HookKind::ClaudeStop);
         assert_eq!(
@@ -706,8 +859,8 @@ mod tests {
         assert_eq!(claude.deliver, DeliverMode::StopHook);
         let codex = get("codex");
         assert_eq!(
-            codex.install.mcp,
-            Some(("~/.codex/config.toml".into(), McpFormat::CodexToml))
+            mcp(&codex),
+            Some(("~/.codex/config.toml".into(), Some(McpFormat::CodexToml)))
         );
         assert_eq!(
             codex.install.hook_config.as_deref(),
@@ -716,20 +869,31 @@ mod tests {
         let gemini = get("gemini");
         assert_eq!(gemini.install.hook, HookKind::GeminiAfterAgent);
         assert_eq!(gemini.run.acp, ["gemini", "--acp"]);
+        // Each ACP built-in names the session mode where it asks (docs/acp.md "Session modes").
+        let asks = |m: &Manifest| m.run.ask_modes.clone().unwrap_or_default();
+        assert_eq!(asks(&get("claude")), ["default"]);
+        assert_eq!(asks(&get("codex")), ["read-only"]);
+        assert_eq!(asks(&gemini), ["default"]);
+        assert_eq!(asks(&get("opencode")), ["build", "plan"]);
+        assert_eq!(
+            get("droid").run.ask_modes,
+            None,
+            "not verified: the default list"
+        );
         let opencode = get("opencode");
         assert_eq!(
-            opencode.install.mcp,
+            mcp(&opencode),
             Some((
                 "~/.config/opencode/opencode.json".into(),
-                McpFormat::OpencodeJson
+                Some(McpFormat::OpencodeJson)
             ))
         );
         assert_eq!(opencode.deliver, DeliverMode::PluginEvent);
         assert_eq!(opencode.run.acp, ["opencode", "acp"]);
         let droid = get("droid");
         assert_eq!(
-            droid.install.mcp,
-            Some(("~/.factory/mcp.json".into(), McpFormat::DroidJson))
+            mcp(&droid),
+            Some(("~/.factory/mcp.json".into(), Some(McpFormat::DroidJson)))
         );
         assert_eq!(claude.canonical_tool("Bash"), Some(CanonicalTool::Shell));
         assert_eq!(claude.canonical_tool("MultiEdit"), None);
@@ -746,6 +910,29 @@ mod tests {
     }
 
     #[test]
+    fn ask_modes_are_optional_and_checked() {
+        let base = include_str!("builtin/claude.toml");
+        let line = "ask_modes = [\"default\"]";
+        assert!(base.contains(line));
+        let without = base.replace(line, "");
+        assert_eq!(Manifest::parse("x", &without).unwrap().run.ask_modes, None);
+        let two = base.replace(line, "ask_modes = [\"ask\", \"default\"]");
+        assert_eq!(
+            Manifest::parse("x", &two).unwrap().run.ask_modes,
+            Some(vec!["ask".to_owned(), "default".to_owned()])
+        );
+        for (bad, key) in [
+            ("ask_modes = \"default\"", "run.ask_modes"),
+            ("ask_modes = [3]", "run.ask_modes[0]"),
+            ("ask_modes = [\"\"]", "run.ask_modes"),
+            ("ask_modes = [\"a\\u001b[2J\"]", "run.ask_modes"),
+        ] {
+            let e = Manifest::parse("x", &base.replace(line, bad)).unwrap_err();
+            assert_eq!(e.key, key, "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn the_seed_delivery_name_is_accepted() {
         let text = include_str!("builtin/claude.toml")
             .replace("mode = \"stop-hook\"", "mode = \"claude-stop-hook\"");
@@ -753,6 +940,130 @@ mod tests {
             Manifest::parse("x", &text).unwrap().deliver,
             DeliverMode::StopHook
         );
+    }
+
+    /// The seed's §3 example, verbatim (protocol/manifests/valid/opencode.toml).
+    const SEED: &str = include_str!("../../protocol/manifests/valid/opencode.toml");
+
+    /// A manifest in the seed's layout with `[install]` replaced by `install`.
+    fn with_install(install: &str, mode: &str) -> String {
+        let head = &SEED[..SEED.find("[deliver]").unwrap()];
+        format!("{head}[deliver]\nmode = \"{mode}\"\n\n[install]\n{install}")
+    }
+
+    #[test]
+    fn the_seed_manifest_loads_with_the_documented_defaults() {
+        let m = Manifest::parse("seed.toml", SEED).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.name, "opencode");
+        assert_eq!(m.source, "seed.toml");
+        assert_eq!(m.deliver, DeliverMode::Pull);
+        assert_eq!(m.run.acp, ["opencode", "acp"]);
+        assert!(m.run.headless.is_empty());
+        assert_eq!(m.run.outcome, Outcome::ExitCode);
+        assert_eq!(m.observe.sessions, Sessions::None);
+        assert_eq!(m.observe.transcript, Transcript::None);
+        let mcp = m.install.mcp.as_ref().unwrap();
+        assert_eq!(mcp.path, "~/.config/opencode/opencode.json");
+        assert_eq!(mcp.format, Some(McpFormat::OpencodeJson), "inferred");
+        assert_eq!(m.install.hook, HookKind::None);
+        assert_eq!(m.install.hook_config, None);
+        assert_eq!(m.install.skills_dir, None);
+        assert!(m.install.trust.is_empty());
+        assert!(m.tools.is_empty());
+        assert_eq!(m.ready_to_install(), Ok(()));
+    }
+
+    #[test]
+    fn every_builtin_config_file_infers_the_format_it_names() {
+        let (ok, _) = builtins();
+        for m in ok {
+            let mcp = m.install.mcp.unwrap();
+            assert_eq!(infer_mcp_format(&mcp.path), mcp.format, "{}", m.name);
+        }
+        for (path, want) in [
+            ("/srv/work/.claude.json", Some(McpFormat::ClaudeJson)),
+            ("/repo/.mcp.json", Some(McpFormat::ClaudeJson)),
+            ("/repo/.codex/config.toml", Some(McpFormat::CodexToml)),
+            ("/repo/.gemini/settings.json", Some(McpFormat::GeminiJson)),
+            (
+                "~/.config/opencode/opencode.jsonc",
+                Some(McpFormat::OpencodeJson),
+            ),
+            ("/repo/opencode.json", Some(McpFormat::OpencodeJson)),
+            ("/repo/.factory/mcp.json", Some(McpFormat::DroidJson)),
+            // Names several agents use with different layouts, and bare extensions.
+            ("~/.claude/settings.json", None),
+            ("~/.x/settings.json", None),
+            ("~/.cursor/mcp.json", None),
+            ("/srv/codex-home/config.toml", None),
+            ("~/.x/x.toml", None),
+            ("~/.x/x.json", None),
+            ("~/.x/not-opencode.json", None),
+        ] {
+            assert_eq!(infer_mcp_format(path), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_given_mcp_format_wins_over_the_file_name() {
+        let text = with_install(
+            "mcp_config = \"~/.gemini/settings.json\"\nmcp_format = \"claude-json\"\nskills_dir = \"\"\n",
+            "pull",
+        );
+        let m = Manifest::parse("x.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.install.mcp.unwrap().format, Some(McpFormat::ClaudeJson));
+    }
+
+    #[test]
+    fn an_unknown_mcp_format_loads_and_install_asks_for_it_naming_the_file() {
+        let text = with_install(
+            "mcp_config = \"~/.x/config.json\"\nskills_dir = \"\"\n",
+            "pull",
+        );
+        let m = Manifest::parse("/m/x.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.install.mcp.as_ref().unwrap().format, None);
+        let e = m.ready_to_install().unwrap_err();
+        assert_eq!(e.source, "/m/x.toml");
+        assert_eq!(e.key, "install.mcp_format");
+        assert!(e.problem.contains("~/.x/config.json"), "{e}");
+        assert!(e.problem.contains("opencode-json"), "{e}");
+        assert_eq!(m.mcp_format_missing(), Some(e));
+    }
+
+    #[test]
+    fn a_mode_without_its_hook_loads_and_install_asks_for_the_hook() {
+        for (mode, names) in [
+            ("stop-hook", "stop-style"),
+            ("plugin-event", "opencode-plugin"),
+        ] {
+            let text = with_install(
+                "mcp_config = \"~/.config/opencode/opencode.json\"\nskills_dir = \"\"\n",
+                mode,
+            );
+            let m = Manifest::parse("/m/x.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(m.install.hook, HookKind::None);
+            let e = m.ready_to_install().unwrap_err();
+            assert_eq!(
+                (e.source.as_str(), e.key.as_str()),
+                ("/m/x.toml", "install.hook")
+            );
+            assert!(e.problem.contains(names), "{e}");
+            assert!(e.problem.contains("add hook and hook_config"), "{e}");
+        }
+        // Terminal delivery needs no hook.
+        let text = with_install("mcp_config = \"\"\nskills_dir = \"\"\n", "terminal");
+        let m = Manifest::parse("x", &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.ready_to_install(), Ok(()));
+    }
+
+    #[test]
+    fn a_hook_config_without_a_hook_is_refused() {
+        let text = with_install(
+            "mcp_config = \"\"\nhook_config = \"~/.x/settings.json\"\nskills_dir = \"\"\n",
+            "pull",
+        );
+        let e = Manifest::parse("x", &text).unwrap_err();
+        assert_eq!(e.key, "install.hook_config");
     }
 
     #[test]

@@ -5,6 +5,13 @@
 //! name whole (no merging: what the file says is what the agent is) or adds a new agent. An
 //! invalid file is reported with its path and key and skipped — the built-in it meant to
 //! replace stays — and never stops the others from loading.
+//!
+//! A manifest says what the hub executes, so it gets the check the roster and the relay keys
+//! get (issue 29): a folder or file that another user could change (not owned by this user
+//! or root, or writable by group or others) is refused, with the `chmod`/`chown` that fixes
+//! it, and so is every agent it names: such a file does not fall back to the built-in of its
+//! name either, since the operator meant to replace it, and a task naming it is refused as
+//! an unknown agent until the file is fixed.
 
 use super::manifest::{self, Manifest, ManifestError};
 use std::path::{Path, PathBuf};
@@ -25,6 +32,9 @@ pub struct Registry {
     /// Built-ins first in their fixed order, then additions sorted by name.
     pub agents: Vec<(Manifest, Origin)>,
     pub problems: Vec<ManifestError>,
+    /// Names whose manifest file was refused for its owner or mode: no agent by that name
+    /// is run, whichever folder would supply one.
+    pub refused: Vec<String>,
 }
 
 /// The default manifests folder under `home`.
@@ -45,6 +55,30 @@ pub fn user_dir(home: &Path, env_value: Option<std::ffi::OsString>) -> PathBuf {
         .unwrap_or_else(|| default_dir(home))
 }
 
+/// Refuses a manifest folder or file that someone other than this user (or root, who can
+/// replace the hub itself) could change: the hub would run what they wrote.
+pub fn check_owner_mode(path: &Path, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the {what}: {e}"))?;
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(format!(
+            "refused: the {what} is owned by uid {}, not by this user (uid {me}) or root, and the hub runs what it says; fix it with: chown {me} {}",
+            meta.uid(),
+            path.display()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "refused: the {what} has mode {mode:03o}, writable by group or others, and the hub runs what it says; fix it with: chmod go-w {}",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 impl Registry {
     /// The built-ins only.
     pub fn builtin() -> Registry {
@@ -52,6 +86,7 @@ impl Registry {
         Registry {
             agents: ok.into_iter().map(|m| (m, Origin::Builtin)).collect(),
             problems,
+            refused: Vec::new(),
         }
     }
 
@@ -76,8 +111,30 @@ impl Registry {
             .filter(|p| p.extension().is_some_and(|x| x == "toml"))
             .collect();
         files.sort();
+        if let Err(why) = check_owner_mode(dir, "manifests folder") {
+            // Every file there is refused, and the built-ins they name with them.
+            for path in &files {
+                reg.refuse(path);
+            }
+            reg.problems.push(ManifestError {
+                source: dir.display().to_string(),
+                key: String::new(),
+                problem: format!("{why}; none of its manifests is used"),
+            });
+            return reg;
+        }
         for path in files {
             let source = path.display().to_string();
+            if let Err(why) = check_owner_mode(&path, "manifest file") {
+                reg.refuse(&path);
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                reg.problems.push(ManifestError {
+                    source,
+                    key: String::new(),
+                    problem: format!("{why}; agent {stem:?} is unavailable until then"),
+                });
+                continue;
+            }
             let text = match std::fs::read_to_string(&path) {
                 Ok(t) => t,
                 Err(e) => {
@@ -128,8 +185,17 @@ impl Registry {
         };
         let more = Registry::load(extra, true);
         reg.problems.extend(more.problems);
+        for name in &more.refused {
+            reg.agents.retain(|(m, _)| &m.name != name);
+            if !reg.refused.contains(name) {
+                reg.refused.push(name.clone());
+            }
+        }
         let mut added = Vec::new();
         for (m, origin) in more.agents {
+            if reg.refused.contains(&m.name) {
+                continue;
+            }
             let path = match origin {
                 Origin::Builtin => continue,
                 Origin::File(p) | Origin::Override(p) => p,
@@ -162,6 +228,17 @@ impl Registry {
         reg
     }
 
+    /// Takes the agent `path`'s name names out of the catalogue (a built-in included), so
+    /// nothing runs under that name; `refused` remembers it against a later folder adding it.
+    fn refuse(&mut self, path: &Path) {
+        if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+            self.agents.retain(|(m, _)| m.name != stem);
+            if !self.refused.iter().any(|r| r == stem) {
+                self.refused.push(stem.to_owned());
+            }
+        }
+    }
+
     fn add(&mut self, m: Manifest, path: PathBuf) {
         match self.agents.iter_mut().find(|(a, _)| a.name == m.name) {
             Some(slot) => *slot = (m, Origin::Override(path)),
@@ -184,6 +261,68 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("agent-hub-reg-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn manifest(name: &str) -> String {
+        format!(
+            "name = \"{name}\"\ndisplay = \"X\"\nbinaries = [\"x\"]\n[observe]\nsessions = \"none\"\ntranscript = \"none\"\n[run]\nacp = [\"/bin/true\"]\nheadless = []\noutcome = \"exit-code\"\n[deliver]\nmode = \"pull\"\n[install]\nmcp_config = \"\"\nhook = \"none\"\nskills_dir = \"\"\n"
+        )
+    }
+
+    /// A world-writable manifest is refused, says why and how to fix it, and takes its name
+    /// out of the catalogue: the built-in `claude` it meant to replace does not run either.
+    #[test]
+    fn a_world_writable_manifest_is_refused_and_its_name_runs_nothing() {
+        let dir = temp("ww");
+        for (name, mode) in [("claude", 0o666), ("mine", 0o644), ("open", 0o646)] {
+            let p = dir.join(format!("{name}.toml"));
+            std::fs::write(&p, manifest(name)).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let reg = Registry::load(&dir, true);
+        assert!(reg.get("mine").is_some(), "a private file loads");
+        assert!(reg.get("claude").is_none(), "no fallback to the built-in");
+        assert!(reg.get("open").is_none());
+        assert!(reg.get("codex").is_some(), "other built-ins stay");
+        let shown: Vec<String> = reg.problems.iter().map(|p| p.to_string()).collect();
+        let claude = shown.iter().find(|p| p.contains("claude.toml")).unwrap();
+        assert!(
+            claude.contains("mode 666") && claude.contains("chmod go-w"),
+            "{claude}"
+        );
+        assert!(shown
+            .iter()
+            .any(|p| p.contains("open.toml") && p.contains("mode 646")));
+        // The same through the server's extra folder.
+        let reg = Registry::load_with_extra(&temp("ww-user"), false, Some(&dir));
+        assert!(reg.get("claude").is_none() && reg.get("open").is_none());
+        assert!(reg.get("mine").is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_group_writable_manifests_folder_is_refused_whole() {
+        let dir = temp("gw");
+        std::fs::write(dir.join("codex.toml"), manifest("codex")).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let reg = Registry::load(&dir, true);
+        assert!(reg.get("codex").is_none());
+        assert!(reg.get("claude").is_some());
+        assert!(
+            reg.problems[0].to_string().contains("mode 775"),
+            "{}",
+            reg.problems[0]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_user_folder_follows_the_environment_variable_when_set() {

@@ -52,6 +52,8 @@ pub struct RunSpec {
     pub argv: Vec<String>,
     /// How a headless run's output is read; meaningless for ACP.
     pub outcome: Outcome,
+    /// Where a headless run's prompt goes; meaningless for ACP.
+    pub prompt_via: manifest::PromptVia,
 }
 
 /// Why a name does not give a run spec. Each message is safe to show the asker: it quotes
@@ -137,7 +139,7 @@ fn choose(m: &Manifest, path_var: &str) -> Result<(Delegate, Vec<String>), Unrun
         (
             Delegate::Headless,
             &m.run.headless,
-            Template::Headless,
+            m.run.headless_prompt.template(),
             "run.headless",
         ),
     ] {
@@ -194,7 +196,7 @@ pub fn modes(m: &Manifest, path_var: &str) -> Modes {
     };
     Modes {
         acp: usable(&m.run.acp, Template::Acp),
-        headless: usable(&m.run.headless, Template::Headless),
+        headless: usable(&m.run.headless, m.run.headless_prompt.template()),
     }
 }
 
@@ -223,6 +225,7 @@ pub fn resolve(reg: &Registry, name: &str, path_var: &str) -> Result<RunSpec, Ru
             mode,
             argv,
             outcome: m.run.outcome,
+            prompt_via: m.run.headless_prompt,
         }),
         Err(Unrunnable::Template(why)) => Err(RunnableError::BadManifest {
             agent: m.name.clone(),

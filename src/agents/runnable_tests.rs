@@ -44,6 +44,7 @@ fn registry(ms: Vec<Manifest>) -> Registry {
             .map(|m| (m, Origin::File(PathBuf::from("/t.toml"))))
             .collect(),
         problems: Vec::new(),
+        refused: Vec::new(),
     }
 }
 

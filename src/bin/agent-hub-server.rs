@@ -305,7 +305,7 @@ fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String
          id = \"{peer}\"\n\
          address = \"PEER-RELAY-IP:PORT\"   # leave out to only accept {peer}'s connections\n\
          key_file = \"{}\"\n\
-         allow_v0 = false\n\n\
+         allow_claudectl = false\n\n\
          # On {peer}: store the same key, readable only by its hub's user:\n\
          umask 077; printf '%s\\n' '{hex}' > keys/{local}.key\n\
          # and in {peer}'s config.toml:\n\
@@ -313,7 +313,7 @@ fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String
          id = \"{local}\"\n\
          address = \"THIS-RELAY-IP:PORT\"\n\
          key_file = \"keys/{local}.key\"\n\
-         allow_v0 = false\n\n\
+         allow_claudectl = false\n\n\
          # The key is shown once, here; move it over a channel you trust and clear your scrollback.",
         key_file.display(),
         key_file.display(),

@@ -268,7 +268,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 reader: Some(Reader::CliAwait.as_str().to_owned()),
             };
             if no_ack {
-                return match client::await_envelope(&ep, req).map_err(|e| e.to_string())? {
+                return match client::await_envelope_reporting(&ep, req, warn_forged)
+                    .map_err(|e| e.to_string())?
+                {
                     AwaitOutcome::Envelope(text) => {
                         print_line(&text).map_err(|e| {
                             format!(
@@ -280,7 +282,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     AwaitOutcome::Timeout => Ok(ExitCode::from(2)),
                 };
             }
-            match client::await_acked(&ep, req, print_line).map_err(|e| e.to_string())? {
+            match client::await_acked_reporting(&ep, req, print_line, warn_forged)
+                .map_err(|e| e.to_string())?
+            {
                 None => Ok(ExitCode::from(2)),
                 Some(Acked::Confirmed | Acked::Plain) => Ok(ExitCode::SUCCESS),
                 Some(Acked::Unconfirmed(why)) => {
@@ -294,8 +298,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Who { id, json } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
             let presence = client::who(&ep).map_err(|e| e.to_string())?;
+            // Names and filters are other parties' text: escaped for the terminal (`text`).
             let text = if json {
-                serde_json::to_string(&presence).map_err(|e| e.to_string())?
+                let raw = serde_json::to_string(&presence).map_err(|e| e.to_string())?;
+                agent_hub::text::json_for_terminal(&raw).into_owned()
             } else {
                 agent_hub::client::who_view::render(&presence)
             };
@@ -362,6 +368,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             .map_err(|e| e.to_string())?;
             let text = serde_json::to_string(&st).map_err(|e| e.to_string())?;
+            let text = agent_hub::text::json_for_terminal(&text);
             print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::from(status_exit_code(stage, &st)))
         }
@@ -384,6 +391,12 @@ fn status_exit_code(stage: Option<WaitFor>, st: &agent_hub::wire::EnvelopeStatus
 }
 
 /// Writes one line to stdout and flushes it, so it is out before any ack is sent.
+/// Says on stderr that an envelope claiming to be the hub's was passed over
+/// (`client::forged_hub_kind`; the text is already safe for a terminal).
+fn warn_forged(why: &str) {
+    eprintln!("agent-hub: warning: {why}");
+}
+
 fn print_line(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
@@ -529,11 +542,19 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
         ack: None,
         reader: Some(Reader::CliAwait.as_str().to_owned()),
     };
+    // Only the hub's outcome ends the wait: another sender's `task_outcome` for this task
+    // (which a current hub refuses anyway) is passed over with a warning, and the wait goes
+    // on (`client::take_acked_genuine`, docs/delegation.md "`--wait`").
     let mut state = None;
-    let printed = client::await_acked(&ep, req, |text| {
-        state = task::outcome_state(text);
-        print_line(text)
-    })
+    let printed = client::await_acked_reporting(
+        &ep,
+        req,
+        |text| {
+            state = task::outcome_state(text);
+            print_line(text)
+        },
+        warn_forged,
+    )
     .map_err(|e| e.to_string())?;
     match printed {
         None => Ok(ExitCode::from(2)),
@@ -547,7 +568,11 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
 }
 
 fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
-    let out = |text: &str| print_line(text).map_err(|e| format!("cannot write to stdout: {e}"));
+    // A record names a peer's agent and states: other parties' text, escaped for the terminal.
+    let out = |text: &str| {
+        print_line(&agent_hub::text::json_for_terminal(text))
+            .map_err(|e| format!("cannot write to stdout: {e}"))
+    };
     match t {
         TaskCommand::Status { id, task, json: _ } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
@@ -573,7 +598,10 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
             let state = answer.value.state.as_deref().unwrap_or("unknown");
             out(if json { &answer.text } else { state })?;
             if state == "unknown" {
-                eprintln!("agent-hub: no task {task} of yours is known to the hub");
+                eprintln!(
+                    "agent-hub: no task {} of yours is known to the hub",
+                    agent_hub::text::for_terminal(&task)
+                );
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)

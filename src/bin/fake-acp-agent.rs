@@ -20,6 +20,8 @@
 //! | `ignore_term` | like `ignore_eof`, but SIGTERM is ignored too, and first it starts a grandchild in its process group (which inherits the ignored SIGTERM and parks) and reports `grandchild PID` as a chunk: only a SIGKILL of the whole group ends both |
 //! | `stdin_deaf [N]` | one chunk, N `session/request_permission` requests (default 2000), then never reads stdin again (so the client's answers fill the pipe) and parks until signalled |
 //! | `mcp_send NAME` | like `mcp_call`, with the tool `send` and arguments `{"to":NAME,"kind":"note","body":{"from_task":…}}` |
+//! | `attack` | a hostile delegated agent (`fake-acp-agent/attack.rs`): tries to read the hub's files, other tasks' credentials and `/proc/<hub>`, and to log in as another agent, with the targets the prompt's JSON names; reports every step as one JSON chunk, then `end_turn` |
+//! | `auto_mode [VARIANT [TO]]` | (at `session/new`) offers the modes `default` ("Manual", asks) and `auto` (decides itself) and starts in `auto`, as Claude Code's ACP adapter 0.101 does; VARIANT `both` (default: `modes` and a `configOptions` mode option), `modes` (`modes` only), `set_fails` (both, but `session/set_mode` and `session/set_config_option` answer -32603) or `no_ask` (only `auto` and `bypassPermissions`). On the prompt one tool call: in `default` it asks (`session/request_permission`) and runs only if allowed; in any other mode it runs without asking. The tool is the hub's `send` to TO through the first MCP server when TO is given, else creating the file `$FAKE_ACP_TOOL_MARK` (when set). A chunk says what happened (`tool ran unasked in mode auto`, `tool ran after permission allow`, `tool not run: permission reject`), then `end_turn` |
 //! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
 //!
 //! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
@@ -35,6 +37,9 @@
 //! text block; one `write` per line, so concurrent agents never interleave. `ignore_term` calls `signal(2)` through libc; everything else is std. Not done yet: playing a whole MCP conversation (`send` then `await`);
 //! `mcp_call` makes one tool call.
 
+#[path = "fake-acp-agent/attack.rs"]
+mod attack;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -48,6 +53,10 @@ struct Agent {
     next_id: u64,
     cancelled: bool,
     mcp_servers: Vec<Value>,
+    /// The first text block of the last `session/prompt`.
+    prompt_text: String,
+    /// The session mode (`auto_mode`); empty for scenarios without modes.
+    mode: String,
 }
 
 impl Agent {
@@ -187,7 +196,10 @@ fn main() {
         next_id: 0,
         cancelled: false,
         mcp_servers: Vec::new(),
+        prompt_text: String::new(),
+        mode: String::new(),
     };
+    let param2 = args.get(2).cloned();
     while let Some(msg) = agent.read() {
         let id = msg["id"].clone();
         match msg["method"].as_str() {
@@ -203,7 +215,35 @@ fn main() {
                     .as_array()
                     .cloned()
                     .unwrap_or_default();
-                agent.respond(&id, json!({"sessionId":SESSION}));
+                if scenario == "auto_mode" {
+                    agent.mode = "auto".into();
+                    let result = auto_mode_offer(param.as_deref().unwrap_or("both"));
+                    agent.respond(&id, result);
+                } else {
+                    agent.respond(&id, json!({"sessionId":SESSION}));
+                }
+            }
+            Some(m @ ("session/set_mode" | "session/set_config_option"))
+                if scenario == "auto_mode" =>
+            {
+                let variant = param.as_deref().unwrap_or("both");
+                let wanted = msg["params"]["modeId"]
+                    .as_str()
+                    .or_else(|| msg["params"]["value"].as_str())
+                    .unwrap_or("");
+                let offered = auto_mode_ids(variant);
+                if variant == "set_fails" || !offered.contains(&wanted) {
+                    agent.send(json!({"jsonrpc":"2.0","id":id,"error":{"code":-32603,"message":"Invalid Mode"}}));
+                } else {
+                    agent.mode = wanted.to_owned();
+                    agent.update(json!({"sessionUpdate":"current_mode_update","currentModeId":wanted}));
+                    if m == "session/set_mode" {
+                        agent.respond(&id, json!({}));
+                    } else {
+                        let option = mode_option(variant, wanted);
+                        agent.respond(&id, json!({"configOptions":[option]}));
+                    }
+                }
             }
             Some("session/prompt") => {
                 if let Some(s) = &agent.stamps {
@@ -211,7 +251,15 @@ fn main() {
                     *s.prompt.borrow_mut() = Some((wall_ns(), text.to_owned()));
                 }
                 agent.cancelled = false;
-                prompt(&mut agent, &scenario, param.as_deref(), &id);
+                if scenario == "auto_mode" {
+                    auto_mode_prompt(&mut agent, param2.as_deref(), &id);
+                } else {
+                    agent.prompt_text = msg["params"]["prompt"][0]["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned();
+                    prompt(&mut agent, &scenario, param.as_deref(), &id);
+                }
             }
             Some(_) if !id.is_null() => agent.send(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),
@@ -347,11 +395,103 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
             agent.chunk(&text);
             end(agent, "end_turn");
         }
+        "attack" => {
+            let report = attack::run(&agent.prompt_text, agent.mcp_servers.first());
+            agent.chunk(&report);
+            end(agent, "end_turn");
+        }
         other => {
             agent.chunk(&format!("unknown scenario {other}"));
             end(agent, "refusal");
         }
     }
+}
+
+/// The mode ids `auto_mode` offers in VARIANT.
+fn auto_mode_ids(variant: &str) -> Vec<&'static str> {
+    match variant {
+        "no_ask" => vec!["auto", "bypassPermissions"],
+        _ => vec!["default", "auto"],
+    }
+}
+
+/// The `configOptions` mode entry of `auto_mode`, current `current`.
+fn mode_option(variant: &str, current: &str) -> Value {
+    let options: Vec<Value> = auto_mode_ids(variant)
+        .into_iter()
+        .map(|m| json!({"value": m, "name": m}))
+        .collect();
+    json!({"id":"mode","name":"Mode","category":"mode","type":"select","currentValue":current,"options":options})
+}
+
+/// `session/new`'s result for `auto_mode`: starting in `auto`.
+fn auto_mode_offer(variant: &str) -> Value {
+    let describe = |m: &str| match m {
+        "default" => {
+            json!({"id":"default","name":"Manual","description":"Always ask before making changes"})
+        }
+        "auto" => json!({"id":"auto","name":"Auto","description":"Decides every tool call itself"}),
+        other => json!({"id":other,"name":other}),
+    };
+    let modes: Vec<Value> = auto_mode_ids(variant).into_iter().map(describe).collect();
+    let mut result =
+        json!({"sessionId":SESSION,"modes":{"currentModeId":"auto","availableModes":modes}});
+    if variant != "modes" {
+        result["configOptions"] = json!([mode_option(variant, "auto")]);
+    }
+    result
+}
+
+/// `auto_mode`'s turn: one tool call, asked for only in the asking mode `default`.
+fn auto_mode_prompt(agent: &mut Agent, send_to: Option<&str>, id: &Value) {
+    agent.update(json!({"sessionUpdate":"tool_call","toolCallId":"call_9","title":"Write notes","kind":"edit","status":"pending"}));
+    let verdict = if agent.mode == "default" {
+        let rid = agent.next_id;
+        agent.next_id += 1;
+        agent.send(json!({"jsonrpc":"2.0","id":rid,"method":"session/request_permission","params":{"sessionId":SESSION,"toolCall":{"toolCallId":"call_9","title":"Write notes"},"options":[{"kind":"allow_once","name":"Allow","optionId":"allow"},{"kind":"reject_once","name":"Reject","optionId":"reject"}]}}));
+        let answer = loop {
+            let Some(m) = agent.read() else { return };
+            if m["id"] == json!(rid) && m.get("method").is_none() {
+                break m;
+            }
+        };
+        let outcome = &answer["result"]["outcome"];
+        match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
+            (Some("selected"), Some("allow")) => Ok("after permission allow".to_owned()),
+            (Some("selected"), Some(other)) => Err(format!("permission {other}")),
+            _ => Err("permission cancelled".to_owned()),
+        }
+    } else {
+        Ok(format!("unasked in mode {}", agent.mode))
+    };
+    let text = match verdict {
+        Ok(how) => {
+            let done = match send_to {
+                Some(to) => mcp_call(
+                    agent.mcp_servers.first(),
+                    "send",
+                    json!({"to": to, "kind": "note", "body": {"from_task": "written without asking?"}}),
+                )
+                .map(|t| format!(" ({t})")),
+                None => match std::env::var_os("FAKE_ACP_TOOL_MARK") {
+                    Some(path) => std::fs::write(path, b"ran\n")
+                        .map(|()| String::new())
+                        .map_err(|e| e.to_string()),
+                    None => Ok(String::new()),
+                },
+            };
+            match done {
+                Ok(detail) => format!("tool ran {how}{detail}"),
+                Err(e) => format!("tool ran {how} but failed: {e}"),
+            }
+        }
+        Err(why) => format!("tool not run: {why}"),
+    };
+    agent.update(
+        json!({"sessionUpdate":"tool_call_update","toolCallId":"call_9","status":"completed"}),
+    );
+    agent.chunk(&text);
+    agent.respond(id, json!({"stopReason":"end_turn"}));
 }
 
 /// One MCP tool call to the server entry `server` (§1.4 shape): spawn, handshake, call.

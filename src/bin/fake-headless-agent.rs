@@ -3,10 +3,13 @@
 //! installed, never run by the hub unless a manifest names it.
 //!
 //! Usage: `fake-headless-agent SCENARIO [ARG] PROMPT` (the prompt is the last argument, as a
-//! manifest's `{prompt}` element puts it). Before anything else it records what it was given
-//! in `fake-headless.json` in its working directory: its argv after the program, its cwd, and
-//! the names of its environment variables, so a test can check that the prompt arrived as one
-//! element, in the task's cwd, with the allow-listed environment only.
+//! manifest's `{prompt}` element puts it), or `… -` to read the prompt from stdin to its end
+//! (as `run.headless_prompt = "stdin"` gives it, the way `codex exec -` reads it). Before
+//! anything else it records what it was given in `fake-headless.json` in its working
+//! directory: its argv after the program, the prompt it read from stdin (if any), its cwd,
+//! and the names of its environment variables, so a test can check that the prompt arrived
+//! as one element (or on stdin, and not on the argv), in the task's cwd, with the
+//! allow-listed environment only.
 //!
 //! Scenarios:
 //! - `claude-ok PROMPT`: prints one Claude `--output-format json` result whose text echoes
@@ -24,7 +27,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-fn record(args: &[String]) {
+fn record(args: &[String], stdin: Option<&str>) {
     let mut env: Vec<String> = std::env::vars_os()
         .map(|(k, _)| k.to_string_lossy().into_owned())
         .collect();
@@ -32,7 +35,7 @@ fn record(args: &[String]) {
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_default();
-    let doc = serde_json::json!({"args": args, "cwd": cwd, "env": env});
+    let doc = serde_json::json!({"args": args, "stdin": stdin, "cwd": cwd, "env": env});
     let _ = std::fs::write("fake-headless.json", doc.to_string());
 }
 
@@ -48,8 +51,13 @@ fn main() {
     if scenario == "sleeper" {
         forever();
     }
-    record(&args);
-    let prompt = args.last().cloned().unwrap_or_default();
+    let stdin = (args.last().map(String::as_str) == Some("-")).then(|| {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text);
+        text
+    });
+    record(&args, stdin.as_deref());
+    let prompt = stdin.unwrap_or_else(|| args.last().cloned().unwrap_or_default());
     let mut out = std::io::stdout().lock();
     match scenario.as_str() {
         "claude-ok" => {

@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
-/// The kind of the one envelope that ends every task (correlationId = the task id).
-pub const TASK_OUTCOME_KIND: &str = "task_outcome";
+/// The kind of the one envelope that ends every task (correlationId = the task id); the
+/// wire's, which only the hub may write (SPEC §3.4).
+pub const TASK_OUTCOME_KIND: &str = crate::wire::Envelope::TASK_OUTCOME_KIND;
 /// The kind of a running task's progress envelopes (only with `progressSecs > 0`).
-pub const TASK_PROGRESS_KIND: &str = "task_progress";
+pub const TASK_PROGRESS_KIND: &str = crate::wire::Envelope::TASK_PROGRESS_KIND;
 /// The final state that `delegate --wait` turns into exit 0; any other is `WAIT_NOT_COMPLETED`.
 pub const COMPLETED: &str = "completed";
 /// Exit code of `delegate --wait` when the task ended in any state but `completed` (docs/

@@ -7,6 +7,7 @@
 //! `tasks.prompt_max_bytes`): the hub makes them and its error line is passed through.
 
 use super::task::TaskRecord;
+use crate::kernel::text::for_terminal;
 use std::io::Read;
 use std::path::Path;
 
@@ -58,7 +59,8 @@ pub fn absolute_cwd(dir: &Path) -> Result<String, String> {
 }
 
 /// The `task list` table: one row per task, oldest first, as the hub lists them. `now` is the
-/// client's clock, for the AGE column (from `createdAt`).
+/// client's clock, for the AGE column (from `createdAt`). Cells go through the one sanitiser
+/// (`crate::kernel::text`): a peer's task names its agent and state.
 pub fn render_tasks(tasks: &[TaskRecord], now: chrono::DateTime<chrono::Utc>) -> String {
     let mut out = format!(
         "{:<37} {:<12} {:<12} {:<14} {}\n",
@@ -72,10 +74,10 @@ pub fn render_tasks(tasks: &[TaskRecord], now: chrono::DateTime<chrono::Utc>) ->
         };
         out.push_str(&format!(
             "{:<37} {:<12} {:<12} {:<14} {}\n",
-            t.task,
-            t.agent.as_deref().unwrap_or("-"),
-            t.peer.as_deref().unwrap_or("-"),
-            state,
+            for_terminal(&t.task),
+            for_terminal(t.agent.as_deref().unwrap_or("-")),
+            for_terminal(t.peer.as_deref().unwrap_or("-")),
+            for_terminal(&state),
             t.created_at
                 .as_deref()
                 .map_or_else(|| "-".to_owned(), |c| age(c, now))

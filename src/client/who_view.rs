@@ -1,7 +1,11 @@
 //! The `agent-hub who` table (SPEC §14): one row per agent with its state, parked awaits and
-//! their filters (spelled as the live view spells them), queue length and last times.
+//! their filters (spelled as the live view spells them), queue length and last times. Every
+//! cell is another party's text (a name a roster or a peer chose, a filter an agent chose,
+//! times a hub wrote) and goes through `crate::kernel::text::for_terminal`, so none can drive the
+//! terminal of whoever runs `who`.
 
 use super::top::render::filter_label;
+use crate::kernel::text::for_terminal as t;
 use crate::wire::Presence;
 
 /// The `who` table: one row per agent, parked filters spelled out.
@@ -18,14 +22,14 @@ pub fn render(p: &Presence) -> String {
             .collect();
         out.push_str(&format!(
             "{:<24} {:<8} {:<24} {:>6} {:>6}  {:<24} {:<24} {}\n",
-            a.name,
-            a.state,
-            a.since.as_deref().unwrap_or("-"),
+            t(&a.name),
+            t(&a.state),
+            t(a.since.as_deref().unwrap_or("-")),
             a.parked.len(),
             a.queued,
-            a.last_seen.as_deref().unwrap_or("-"),
-            a.last_delivery.as_deref().unwrap_or("-"),
-            filters.join(", ")
+            t(a.last_seen.as_deref().unwrap_or("-")),
+            t(a.last_delivery.as_deref().unwrap_or("-")),
+            t(&filters.join(", "))
         ));
     }
     out

@@ -302,6 +302,63 @@ mod tests {
         assert!(e.contains("limits.max_status_waits"), "{e}");
     }
 
+    /// The two shares of the connection cap (issue 29) are optional: absent, a quarter of
+    /// `max_connections` (at least 1); present, 1 ..= `max_connections`.
+    #[test]
+    fn the_connection_shares_default_to_a_quarter_and_stay_within_the_cap() {
+        let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
+        let parse = |l: &Limits| Config::parse(&format!("{head}{}", l.to_toml()), Path::new("/d"));
+        let mut l = Limits::example();
+        assert!(!l.to_toml().contains("max_unauthenticated"));
+        let c = parse(&l).unwrap();
+        assert_eq!(c.limits.max_unauthenticated(), 256);
+        assert_eq!(c.limits.max_connections_per_agent(), 256);
+        for (conns, share) in [(1, 1), (3, 1), (4, 1), (7, 1), (8, 2), (1_048_576, 262_144)] {
+            l.max_connections = conns;
+            let c = parse(&l).unwrap();
+            assert_eq!(c.limits.max_unauthenticated(), share, "{conns}");
+            assert_eq!(c.limits.max_connections_per_agent(), share, "{conns}");
+        }
+        l.max_connections = 100;
+        l.max_unauthenticated = Some(100);
+        l.max_connections_per_agent = Some(7);
+        let c = parse(&l).unwrap();
+        assert_eq!(
+            (
+                c.limits.max_unauthenticated(),
+                c.limits.max_connections_per_agent()
+            ),
+            (100, 7)
+        );
+        for (unauth, per_agent, want) in [
+            (
+                Some(101),
+                None,
+                "limits.max_unauthenticated = 101 is above limits.max_connections (100)",
+            ),
+            (
+                None,
+                Some(101),
+                "limits.max_connections_per_agent = 101 is above limits.max_connections (100)",
+            ),
+            (
+                Some(0),
+                None,
+                "limits.max_unauthenticated must be greater than 0",
+            ),
+            (
+                None,
+                Some(0),
+                "limits.max_connections_per_agent must be greater than 0",
+            ),
+        ] {
+            l.max_unauthenticated = unauth;
+            l.max_connections_per_agent = per_agent;
+            let e = parse(&l).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
     #[test]
     fn the_store_size_is_bounded_both_ways() {
         let sqlite = |bytes: u64| {

@@ -66,7 +66,46 @@ pub struct Limits {
     /// Optional, like `max_deliveries`.
     #[serde(default = "default_service_log_flush_ms")]
     pub service_log_flush_ms: u64,
+    /// How many connections may be open at once that have not authenticated: waiting for
+    /// their hello, or closing after a failed one (SPEC §4.6). Past it, and when
+    /// `max_connections` is reached, a new connection takes the place of the oldest of them,
+    /// so strangers never hold a slot an agent needs. Optional; absent, a quarter of
+    /// `max_connections` (`max_unauthenticated()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unauthenticated: Option<usize>,
+    /// How many connections one authenticated name may hold at once; a hello past it is
+    /// refused (SPEC §4.6), so one identity cannot take every slot. Optional; absent, a
+    /// quarter of `max_connections` (`max_connections_per_agent()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_agent: Option<usize>,
+    /// What the remembered ids may take of the hub's memory, as the ledger charges them
+    /// (`hub::ledger::RECORD_BYTES` per id plus its id and names); past it the earliest
+    /// settled ids are forgotten early, as past `idempotency_max_ids` (SPEC §12.3). Optional,
+    /// like `max_deliveries`.
+    #[serde(default = "default_idempotency_max_bytes")]
+    pub idempotency_max_bytes: usize,
 }
+
+/// `limits.idempotency_max_bytes` when the config says nothing (256 MiB): a million ids as
+/// `agent-hub` makes them (UUIDs, charged about 200 bytes each) fit, so the default
+/// `idempotency_max_ids` binds first for them; half a million of the longest ids and names
+/// the caps allow (128-byte ids, 256-byte names) fit too.
+pub const DEFAULT_IDEMPOTENCY_MAX_BYTES: usize = 256 * 1024 * 1024;
+/// Its accepted range: below 1 MiB a few thousand ids would crowd each other out; past
+/// 1 TiB it bounds nothing (the queues' own bound, `limits.hub_max_bytes`).
+pub const IDEMPOTENCY_BYTES_RANGE: std::ops::RangeInclusive<u64> = 1 << 20..=1 << 40;
+
+fn default_idempotency_max_bytes() -> usize {
+    DEFAULT_IDEMPOTENCY_MAX_BYTES
+}
+
+/// `limits.max_unauthenticated` and `limits.max_connections_per_agent` when the config says
+/// nothing: this share of `max_connections` (at least 1). With the example's 1024, 256 each:
+/// strangers and the greediest agent together hold at most half the slots, and 256 is far
+/// more than a real agent holds (a watcher, an `await --reply-to` per outstanding dispatch,
+/// its sends, its MCP server's calls: tens), while a burst of 256 connections whose hellos
+/// are still in flight does not push one of them out.
+pub const DEFAULT_CONNECTION_SHARE_DIVISOR: usize = 4;
 
 /// `limits.service_log_flush_ms` when the config says nothing: well under what an operator
 /// tailing the log notices, and at connection-per-op rates one append per hundreds of lines.
@@ -88,10 +127,13 @@ fn default_max_status_waits() -> usize {
     DEFAULT_MAX_STATUS_WAITS
 }
 
-/// `limits.answer_linger_ms` when the config says nothing: far longer than a client that
-/// pipelines takes between two writes on one machine, short enough that a client reading
-/// until the hub closes is not kept waiting noticeably.
-pub const DEFAULT_ANSWER_LINGER_MS: u64 = 500;
+/// `limits.answer_linger_ms` when the config says nothing: none. The connection ends at its
+/// reply, as the 004 implementation's does (SPEC §4.3, issue 29): a client that reads until
+/// the hub closes (`nc`, a script's read-all) sees the end right after the reply instead of
+/// waiting out a linger per verb. A line already in when the reply goes out is still
+/// answered `a line after the verb: …`; a positive value keeps reading that long for lines
+/// written later (the behaviour before issue 29, with 500).
+pub const DEFAULT_ANSWER_LINGER_MS: u64 = 0;
 
 fn default_answer_linger_ms() -> u64 {
     DEFAULT_ANSWER_LINGER_MS
@@ -138,6 +180,25 @@ impl Limits {
         Duration::from_millis(self.service_log_flush_ms)
     }
 
+    /// `max_connections / DEFAULT_CONNECTION_SHARE_DIVISOR`, at least 1.
+    fn default_share(&self) -> usize {
+        (self.max_connections / DEFAULT_CONNECTION_SHARE_DIVISOR).max(1)
+    }
+
+    /// The cap on connections that have not authenticated (`max_unauthenticated`, or its
+    /// default); never above `max_connections` (`validate`).
+    pub fn max_unauthenticated(&self) -> usize {
+        self.max_unauthenticated
+            .unwrap_or_else(|| self.default_share())
+    }
+
+    /// The cap on connections one authenticated name holds (`max_connections_per_agent`, or
+    /// its default); never above `max_connections` (`validate`).
+    pub fn max_connections_per_agent(&self) -> usize {
+        self.max_connections_per_agent
+            .unwrap_or_else(|| self.default_share())
+    }
+
     /// The `[limits]` table as config text (tests and tools that write configs).
     pub fn to_toml(&self) -> String {
         // Invariant: a struct of integers always serialises to TOML.
@@ -166,6 +227,9 @@ impl Limits {
             answer_linger_ms: DEFAULT_ANSWER_LINGER_MS,
             max_status_waits: DEFAULT_MAX_STATUS_WAITS,
             service_log_flush_ms: DEFAULT_SERVICE_LOG_FLUSH_MS,
+            max_unauthenticated: None,
+            max_connections_per_agent: None,
+            idempotency_max_bytes: DEFAULT_IDEMPOTENCY_MAX_BYTES,
         }
     }
 
@@ -220,6 +284,13 @@ impl Limits {
             n(self.idempotency_max_ids),
             MAX_IDEMPOTENCY_IDS,
         )?;
+        check(
+            "limits.idempotency_max_bytes",
+            n(self.idempotency_max_bytes),
+            *IDEMPOTENCY_BYTES_RANGE.start(),
+            *IDEMPOTENCY_BYTES_RANGE.end(),
+            Unit::Bytes,
+        )?;
         // 0 is allowed: the hub ends an answered connection right after its reply.
         check(
             "limits.answer_linger_ms",
@@ -242,6 +313,25 @@ impl Limits {
             MAX_SERVICE_LOG_FLUSH_MS,
             Unit::Millis,
         )?;
+        // Shares of the connection cap: at most all of it (a config that lets strangers, or
+        // one agent, hold every slot says so explicitly, e.g. with max_connections = 1).
+        for (key, v) in [
+            ("limits.max_unauthenticated", self.max_unauthenticated),
+            (
+                "limits.max_connections_per_agent",
+                self.max_connections_per_agent,
+            ),
+        ] {
+            if let Some(v) = v {
+                check_count(key, n(v), MAX_CONNECTIONS)?;
+                if v > self.max_connections {
+                    return Err(ConfigError::Invalid(format!(
+                        "{key} = {v} is above limits.max_connections ({})",
+                        self.max_connections
+                    )));
+                }
+            }
+        }
         if !(1..=MAX_MAX_DELIVERIES).contains(&self.max_deliveries) {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_deliveries must be between 1 and {MAX_MAX_DELIVERIES}"

@@ -14,9 +14,10 @@ mod store;
 pub mod tasks;
 
 pub use limits::{
-    Limits, DEFAULT_ANSWER_LINGER_MS, DEFAULT_MAX_DELIVERIES, DEFAULT_MAX_STATUS_WAITS,
-    DEFAULT_SERVICE_LOG_FLUSH_MS, DEFAULT_STORE_BACKLOG_MAX_BYTES, MAX_MAX_DELIVERIES,
-    MAX_SERVICE_LOG_FLUSH_MS, STORE_BACKLOG_BYTES_RANGE,
+    Limits, DEFAULT_ANSWER_LINGER_MS, DEFAULT_CONNECTION_SHARE_DIVISOR,
+    DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_MAX_DELIVERIES, DEFAULT_MAX_STATUS_WAITS,
+    DEFAULT_SERVICE_LOG_FLUSH_MS, DEFAULT_STORE_BACKLOG_MAX_BYTES, IDEMPOTENCY_BYTES_RANGE,
+    MAX_MAX_DELIVERIES, MAX_SERVICE_LOG_FLUSH_MS, STORE_BACKLOG_BYTES_RANGE,
 };
 pub use relay::{
     valid_peer_id, PeerConfig, RelayConfig, RelayLimits, DEFAULT_FORWARD_WINDOW,
@@ -45,6 +46,9 @@ struct RawConfig {
     /// Optional: absent, delegation is off (config/tasks.rs).
     #[serde(default)]
     tasks: Option<tasks::RawTasks>,
+    /// Optional: roster names whose `who` and `activity` show everything (SPEC §14).
+    #[serde(default)]
+    operators: Vec<String>,
 }
 
 /// A validated config with absolute paths.
@@ -61,6 +65,44 @@ pub struct Config {
     pub relay: Option<RelayConfig>,
     /// None: delegated tasks are off (the `[tasks]` table is absent).
     pub tasks: Option<tasks::TasksConfig>,
+    /// Roster names that get the operator's view of `who` and `activity`: every agent's
+    /// parked filters, every recent envelope, every unfinished task (SPEC §14 "Visibility").
+    /// Anyone else sees those of its own only. Empty when the key is absent.
+    pub operators: Vec<String>,
+}
+
+/// Names `operators` may list at most.
+pub const MAX_OPERATORS: usize = 256;
+
+/// `operators`: at most `MAX_OPERATORS` names, each a possible roster name (not blank, at
+/// most 256 bytes, printable, not `hub`, not in the task namespace), none twice. Whether each
+/// is on the roster is not checked: the roster is read later and reloaded on SIGHUP, and a
+/// name that is not on it simply never authenticates.
+fn check_operators(names: &[String]) -> Result<(), ConfigError> {
+    if names.len() > MAX_OPERATORS {
+        return Err(ConfigError::Invalid(format!(
+            "operators lists {} names, more than {MAX_OPERATORS}",
+            names.len()
+        )));
+    }
+    for (i, n) in names.iter().enumerate() {
+        let bad = |why: &str| ConfigError::Invalid(format!("operators[{i}] {why}"));
+        if n.trim().is_empty() {
+            return Err(bad("is blank"));
+        }
+        if n.len() > crate::wire::envelope::MAX_NAME_BYTES || crate::kernel::text::has_unsafe(n) {
+            return Err(bad(
+                "is not a roster name (at most 256 bytes, no control or formatting characters)",
+            ));
+        }
+        if crate::kernel::names::is_reserved(n) {
+            return Err(bad("names the hub or a task identity, never an operator"));
+        }
+        if names[..i].contains(n) {
+            return Err(bad("is listed twice"));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug)]
@@ -102,6 +144,7 @@ impl Config {
         let raw: RawConfig =
             toml::from_str(text).map_err(|e| ConfigError::Toml(e.message().trim().to_owned()))?;
         raw.limits.validate()?;
+        check_operators(&raw.operators)?;
         let resolve = |key: &str, p: PathBuf| -> Result<PathBuf, ConfigError> {
             if p.as_os_str().is_empty() {
                 return Err(ConfigError::Invalid(format!("{key} must not be empty")));
@@ -132,6 +175,7 @@ impl Config {
             roster_path: resolve("roster_path", raw.roster_path)?,
             limits: raw.limits,
             tasks,
+            operators: raw.operators,
         })
     }
 }

@@ -35,6 +35,8 @@ pub(super) struct RawRelay {
     #[serde(default)]
     liveness_update_ms: Option<u64>,
     #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
     peers: Vec<RawPeer>,
 }
 
@@ -52,7 +54,12 @@ struct RawPeer {
     id: String,
     address: Option<String>,
     key_file: PathBuf,
-    allow_v0: bool,
+    /// Required, under either name: `allow_v0` is the key's first name (configs written
+    /// before claudectl 0.90 spoke v1), kept working; both at once must agree.
+    #[serde(default)]
+    allow_claudectl: Option<bool>,
+    #[serde(default)]
+    allow_v0: Option<bool>,
     #[serde(default)]
     forward: bool,
     #[serde(default)]
@@ -81,6 +88,10 @@ pub struct RelayConfig {
     pub liveness_update_ms: u64,
     /// Caps on connections and on what one peer may make this hub hold.
     pub limits: RelayLimits,
+    /// What this machine offers beyond its tools, for claudectl's placement (`--requires
+    /// gpu`): sent in `headroom` to claudectl peers that agreed it. Each 1–40 bytes of
+    /// `[A-Za-z0-9._-]`, at most 32 (claudectl's own rule for `[relay] tags`).
+    pub tags: Vec<String>,
     pub peers: Vec<PeerConfig>,
 }
 
@@ -171,14 +182,33 @@ pub struct PeerConfig {
     pub address: Option<std::net::SocketAddr>,
     /// 64 hex chars, mode 600.
     pub key_file: PathBuf,
-    /// Accept a v0 link (no mutual authentication, no features) with this peer.
-    pub allow_v0: bool,
+    /// Link with this peer in claudectl's dialect (docs/relay-protocol.md §2.1): relay v0, or
+    /// claudectl's v1 (≥ 0.90: `proto` and `features`, proofs over the nonce alone), neither
+    /// with `mutual-auth` or `frame-mac`. Off: only this project's v1 with both. Config key
+    /// `allow_claudectl`, or its first name `allow_v0`.
+    pub allow_claudectl: bool,
     /// Exchange envelopes with this peer (`bus-forward`, SPEC §15): mail to `name@<id>` is
     /// forwarded to it, and its hub may queue mail for our agents.
     pub forward: bool,
     /// Run the tasks this peer delegates here (`delegate_task`, docs/delegation.md "Across
     /// hubs"). Off by default: a trust decision, the 000 seed's §10.
     pub delegate: bool,
+}
+
+/// A peer's `allow_claudectl`, under its name or its first name `allow_v0` (one is required;
+/// both must agree, so an edited config cannot say two things).
+fn allow_claudectl(p: &RawPeer) -> Result<bool, ConfigError> {
+    match (p.allow_claudectl, p.allow_v0) {
+        (Some(a), Some(b)) if a != b => Err(ConfigError::Invalid(format!(
+            "relay.peers {:?} sets allow_claudectl = {a} and allow_v0 = {b}: allow_v0 is the old name of allow_claudectl, keep one",
+            p.id
+        ))),
+        (Some(a), _) | (None, Some(a)) => Ok(a),
+        (None, None) => Err(ConfigError::Invalid(format!(
+            "relay.peers {:?} needs allow_claudectl = true or false (true: it may link in claudectl's dialect, relay v0 or claudectl's v1, without mutual-auth or frame-mac; docs/relay-protocol.md §2.1)",
+            p.id
+        ))),
+    }
 }
 
 /// The feature names this build knows (relay-protocol.md).
@@ -234,7 +264,7 @@ fn settle_liveness(
 
 /// The relay's frame-mac rules (docs/relay-protocol.md §3): `frame-mac` needs `frame-bin` and
 /// `mutual-auth`, and is offered whenever both are (it need not be listed: integrity is on by
-/// default between v1 peers). A peer with `allow_v0 = false` links only with all three, so
+/// default between v1 peers). A peer with `allow_claudectl = false` links only with all three, so
 /// `features` must then list `mutual-auth` and `frame-bin`, or that peer could never link.
 fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result<(), ConfigError> {
     let has = |f: &[String], name: &str| f.iter().any(|x| x == name);
@@ -248,7 +278,7 @@ fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result
     if let Some(p) = strict_peers.first() {
         if !prerequisites {
             return Err(ConfigError::Invalid(format!(
-                "relay.peers {p:?} has allow_v0 = false, which links only with mutual-auth and frame-mac: relay.features must list \"mutual-auth\" and \"frame-bin\""
+                "relay.peers {p:?} has allow_claudectl = false, which links only with mutual-auth and frame-mac: relay.features must list \"mutual-auth\" and \"frame-bin\""
             )));
         }
     }
@@ -258,14 +288,8 @@ fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result
     Ok(())
 }
 
-/// 1–128 chars of `[A-Za-z0-9_-]`, as v0 peers require of peer ids.
-pub fn valid_peer_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
+/// The peer id rule (`names::valid_peer_id`), where the config's readers look for it.
+pub use crate::kernel::names::valid_peer_id;
 
 /// Validates the `[relay]` table into its config; `resolve` makes a path absolute.
 pub(super) fn relay_config(
@@ -322,17 +346,38 @@ pub(super) fn relay_config(
             )));
         }
     }
+    if raw.tags.len() > crate::relay::worker::MAX_TAGS {
+        return Err(bad(format!(
+            "relay.tags lists {} tags; at most {} are sent",
+            raw.tags.len(),
+            crate::relay::worker::MAX_TAGS
+        )));
+    }
+    if let Some(t) = raw
+        .tags
+        .iter()
+        .find(|t| !crate::relay::worker::valid_tag(t))
+    {
+        return Err(bad(format!(
+            "relay.tags: {t:?} is not 1-40 characters of A-Z a-z 0-9 . _ -"
+        )));
+    }
     bounds::check_count(
         "relay.forward_window",
         raw.forward_window as u64,
         bounds::MAX_FORWARD_WINDOW,
     )?;
     let mut features = raw.features;
+    let mut dialect = Vec::with_capacity(raw.peers.len());
+    for p in &raw.peers {
+        dialect.push(allow_claudectl(p)?);
+    }
     let strict: Vec<&str> = raw
         .peers
         .iter()
-        .filter(|p| !p.allow_v0)
-        .map(|p| p.id.as_str())
+        .zip(&dialect)
+        .filter(|(_, &allowed)| !allowed)
+        .map(|(p, _)| p.id.as_str())
         .collect();
     let liveness_update_ms = settle_liveness(
         &mut features,
@@ -359,7 +404,7 @@ pub(super) fn relay_config(
     };
     limits.validate()?;
     let mut peers = Vec::new();
-    for p in raw.peers {
+    for (p, allow_claudectl) in raw.peers.into_iter().zip(dialect) {
         if p.forward && !features.iter().any(|f| f == "bus-forward") {
             return Err(bad(format!(
                 "relay.peers {:?} sets forward = true, but relay.features does not list \"bus-forward\"",
@@ -394,7 +439,7 @@ pub(super) fn relay_config(
             key_file: resolve("relay.peers.key_file", p.key_file)?,
             id: p.id,
             address,
-            allow_v0: p.allow_v0,
+            allow_claudectl,
             forward: p.forward,
             delegate: p.delegate,
         });
@@ -410,6 +455,7 @@ pub(super) fn relay_config(
         forward_window: raw.forward_window,
         liveness_update_ms,
         limits,
+        tags: raw.tags,
         peers,
     })
 }

@@ -27,6 +27,12 @@ pub const MAX_AGENT_OVERRIDES: usize = 256;
 
 pub const DEFAULT_MAX_CONCURRENT: u64 = 4;
 pub const DEFAULT_QUEUE_MAX: u64 = 64;
+
+/// `tasks.max_per_delegator` when the table says nothing: `max_concurrent + queue_max / 2`
+/// (36 with the defaults).
+pub fn default_max_per_delegator(max_concurrent: u64, queue_max: u64) -> u64 {
+    max_concurrent + queue_max / 2
+}
 pub const DEFAULT_TIMEOUT_SECS: u64 = 1800;
 pub const DEFAULT_PROMPT_MAX_BYTES: u64 = 256 << 10;
 /// `tasks.min_progress_secs`: the shortest `progressSecs` a delegator may ask for.
@@ -53,6 +59,8 @@ pub const MAX_PEER_STATUS_SECS: u64 = 3600;
 pub(super) struct RawTasks {
     max_concurrent: Option<u64>,
     queue_max: Option<u64>,
+    /// One delegator's share: its tasks queued or running at once (issue 29).
+    max_per_delegator: Option<u64>,
     timeout_secs: Option<u64>,
     prompt_max_bytes: Option<u64>,
     cwd_roots: Vec<PathBuf>,
@@ -71,6 +79,8 @@ pub(super) struct RawTasks {
     env_pass: Option<Vec<String>>,
     /// The headless fallback's stdout cap (docs/delegation.md "Headless tasks").
     headless_stdout_max_bytes: Option<u64>,
+    /// The OS sandbox agents run in (docs/delegation.md "Task identity").
+    sandbox: Option<String>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -93,6 +103,10 @@ pub struct TasksConfig {
     pub max_concurrent: usize,
     /// Tasks waiting at most; beyond it a delegation is refused. 0: no queue.
     pub queue_max: usize,
+    /// Tasks one delegator (a roster name, or a relay peer) may hold queued or running at
+    /// once; beyond it its delegation is refused, so one delegator cannot take the whole
+    /// queue (docs/delegation.md "Limits").
+    pub max_per_delegator: usize,
     /// A task's wall-clock budget unless the delegator asks for less.
     pub timeout_secs: u64,
     /// Largest prompt accepted (also the session's `max_prompt_bytes`).
@@ -126,6 +140,9 @@ pub struct TasksConfig {
     /// Bytes of a headless agent's stdout kept for its outcome parser; the rest is dropped
     /// and the outcome says `truncated` (docs/delegation.md "Headless tasks").
     pub headless_stdout_max_bytes: usize,
+    /// The OS sandbox every agent runs in: `auto` (the default: bubblewrap, else Landlock),
+    /// `bwrap`, `landlock` or `none` (docs/delegation.md "Task identity").
+    pub sandbox: crate::sandbox::Mode,
 }
 
 impl TasksConfig {
@@ -167,6 +184,23 @@ impl TasksConfig {
             0,
             MAX_QUEUED_TASKS,
         )?;
+        // Default: every runner slot and half the queue, so a lone delegator keeps the slots
+        // (they turn over) and another always finds the rest of the waiting room. Above
+        // slots + queue it would cap nothing.
+        let capacity = max_concurrent + queue_max;
+        let max_per_delegator = count(
+            "tasks.max_per_delegator",
+            raw.max_per_delegator,
+            default_max_per_delegator(max_concurrent, queue_max),
+            1,
+            capacity,
+        )
+        .map_err(|e| match e {
+            ConfigError::Invalid(m) if m.contains("upper bound") => {
+                ConfigError::Invalid(format!("{m} (tasks.max_concurrent + tasks.queue_max)"))
+            }
+            other => other,
+        })?;
         let timeout_secs = raw.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
         bounds::check_duration_secs("tasks.timeout_secs", timeout_secs, MAX_TASK_TIMEOUT_SECS)?;
         let prompt_max_bytes = raw.prompt_max_bytes.unwrap_or(DEFAULT_PROMPT_MAX_BYTES);
@@ -236,10 +270,21 @@ impl TasksConfig {
             crate::headless::MAX_STDOUT_MAX_BYTES,
             Unit::Bytes,
         )?;
+        let sandbox = match raw.sandbox.as_deref() {
+            None => crate::sandbox::Mode::default(),
+            Some(tag) => crate::sandbox::Mode::from_tag(tag).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "tasks.sandbox {tag:?} is not one of {}",
+                    crate::sandbox::Mode::TAGS.join(", ")
+                ))
+            })?,
+        };
         Ok(TasksConfig {
+            sandbox,
             // Each fits: bounded above far below usize::MAX.
             max_concurrent: max_concurrent as usize,
             queue_max: queue_max as usize,
+            max_per_delegator: max_per_delegator as usize,
             timeout_secs,
             prompt_max_bytes: prompt_max_bytes as usize,
             cwd_roots,
@@ -285,10 +330,7 @@ fn delegation_keys(raw: &RawTasks) -> Result<DelegationKeys, ConfigError> {
     for name in &raw.may_mail {
         // A roster name (roster::Roster::parse's rule: not blank, not the hub); a task
         // identity is no target, its names being reserved.
-        if name.trim().is_empty()
-            || name.eq_ignore_ascii_case(crate::roster::HUB_NAME)
-            || name.starts_with(crate::tasks::TASK_PREFIX)
-        {
+        if name.trim().is_empty() || crate::kernel::names::is_reserved(name) {
             return Err(ConfigError::Invalid(format!(
                 "tasks.may_mail: {name:?} is not an agent name a task may mail"
             )));

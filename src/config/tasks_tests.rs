@@ -56,6 +56,27 @@ mod tests {
         assert_eq!(t.headless_stdout_max_bytes, 8 << 20);
     }
 
+    /// `tasks.max_per_delegator` (issue 29): by default every slot and half the queue; at
+    /// least 1 and at most the slots and the queue together.
+    #[test]
+    fn max_per_delegator_defaults_to_the_slots_and_half_the_queue_and_is_bounded() {
+        let d = Dir::new("share");
+        let roots = format!("cwd_roots = [{:?}]\n", d.0);
+        assert_eq!(parse(&roots).unwrap().max_per_delegator, 4 + 32);
+        let t = parse(&format!("{roots}max_concurrent = 2\nqueue_max = 0\n")).unwrap();
+        assert_eq!(t.max_per_delegator, 2, "no queue: the slots");
+        let t = parse(&format!("{roots}max_per_delegator = 68\n")).unwrap();
+        assert_eq!(t.max_per_delegator, 68);
+        assert_eq!(
+            err(&format!("{roots}max_per_delegator = 69\n")),
+            "config is invalid: tasks.max_per_delegator = 69 is above its upper bound of 68 (tasks.max_concurrent + tasks.queue_max)"
+        );
+        assert_eq!(
+            err(&format!("{roots}max_per_delegator = 0\n")),
+            "config is invalid: tasks.max_per_delegator must be greater than 0"
+        );
+    }
+
     #[test]
     fn the_headless_stdout_cap_is_read_and_bounded() {
         let d = Dir::new("headless");
@@ -341,7 +362,7 @@ mod whole_config {
     #[test]
     fn a_peer_may_delegate_only_to_a_hub_with_tasks_and_statuses_are_bounded() {
         let base = Path::new("/etc/agent-hub");
-        let relay = "\n[relay]\npeer_id = \"me\"\nlisten = \"127.0.0.2:46111\"\nheartbeat_interval_ms = 30000\nhandshake_timeout_ms = 10000\nreconnect_backoff_ms = [10000]\nfeatures = [\"unknown-ok\"]\nstatus_path = \"s.json\"\n\n[[relay.peers]]\nid = \"lab\"\nkey_file = \"k\"\nallow_v0 = true\ndelegate = true\n";
+        let relay = "\n[relay]\npeer_id = \"me\"\nlisten = \"127.0.0.2:46111\"\nheartbeat_interval_ms = 30000\nhandshake_timeout_ms = 10000\nreconnect_backoff_ms = [10000]\nfeatures = [\"unknown-ok\"]\nstatus_path = \"s.json\"\n\n[[relay.peers]]\nid = \"lab\"\nkey_file = \"k\"\nallow_claudectl = true\ndelegate = true\n";
         let e = Config::parse(&format!("{EXAMPLE}{relay}"), base).unwrap_err();
         assert!(
             e.to_string()
@@ -403,6 +424,7 @@ mod whole_config {
             (t.max_concurrent, t.queue_max, t.timeout_secs),
             (4, 64, 1800)
         );
+        assert_eq!(t.max_per_delegator, 36);
         assert_eq!(
             t.prompt_max_bytes,
             super::super::DEFAULT_PROMPT_MAX_BYTES as usize

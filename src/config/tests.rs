@@ -111,7 +111,7 @@ status_path = "relay-status.json"
 id = "mini"
 address = "127.0.0.3:46111"
 key_file = "keys/mini.key"
-allow_v0 = true
+allow_claudectl = true
 "#;
 
 #[test]
@@ -160,9 +160,15 @@ fn relay_table_is_optional_and_strict() {
             ),
             "at least one",
         ),
-        (RELAY.replace("allow_v0 = true", ""), "allow_v0"),
         (
-            RELAY.replace("allow_v0 = true", "allow_v0 = true\nforward = true"),
+            RELAY.replace("allow_claudectl = true", ""),
+            "allow_claudectl",
+        ),
+        (
+            RELAY.replace(
+                "allow_claudectl = true",
+                "allow_claudectl = true\nforward = true",
+            ),
             "does not list \"bus-forward\"",
         ),
         (
@@ -206,14 +212,14 @@ fn frame_mac_is_implied_by_its_prerequisites_and_required_without_v0() {
         .to_string();
     assert!(e.contains("needs \"frame-bin\" and \"mutual-auth\""), "{e}");
     let strict = RELAY
-        .replace("allow_v0 = true", "allow_v0 = false")
+        .replace("allow_claudectl = true", "allow_claudectl = false")
         .replace("\"mutual-auth\", ", "");
     let e = parse(&strict).unwrap_err().to_string();
     assert!(
-        e.contains("\"mini\" has allow_v0 = false") && e.contains("must list"),
+        e.contains("\"mini\" has allow_claudectl = false") && e.contains("must list"),
         "{e}"
     );
-    assert!(parse(&RELAY.replace("allow_v0 = true", "allow_v0 = false")).is_ok());
+    assert!(parse(&RELAY.replace("allow_claudectl = true", "allow_claudectl = false")).is_ok());
 }
 
 #[test]
@@ -430,4 +436,67 @@ fn liveness_update_ms_defaults_offers_the_feature_and_is_bounded() {
         e.contains("relay.liveness_update_ms = 0 turns it off"),
         "{e}"
     );
+}
+
+/// `limits.idempotency_max_bytes` (issue 29): optional, 256 MiB by default, 1 MiB to 1 TiB.
+#[test]
+fn idempotency_max_bytes_defaults_and_is_bounded() {
+    let key = "idempotency_max_bytes = 268435456\n";
+    let without = EXAMPLE.replace(key, "");
+    assert_ne!(without, EXAMPLE, "the example config sets it");
+    let c = Config::parse(&without, Path::new("/")).unwrap();
+    assert_eq!(
+        c.limits.idempotency_max_bytes,
+        DEFAULT_IDEMPOTENCY_MAX_BYTES
+    );
+    for (v, want) in [
+        ("1048576", None),
+        ("1099511627776", None),
+        ("1048575", Some("limits.idempotency_max_bytes must be at least 1048576 (1 MiB)")),
+        (
+            "1099511627777",
+            Some("limits.idempotency_max_bytes = 1099511627777 is above its upper bound of 1099511627776 (1 TiB)"),
+        ),
+        ("0", Some("limits.idempotency_max_bytes must be at least 1048576 (1 MiB)")),
+    ] {
+        let text = EXAMPLE.replace(key, &format!("idempotency_max_bytes = {v}\n"));
+        match (Config::parse(&text, Path::new("/")), want) {
+            (Ok(_), None) => {}
+            (Err(e), Some(want)) => assert_eq!(e.to_string(), format!("config is invalid: {want}")),
+            (other, _) => panic!("{v}: {other:?}"),
+        }
+    }
+}
+
+/// `operators` (issue 29, SPEC §14 "Visibility"): optional, empty by default; each a name
+/// that could be on the roster, never the hub or a task identity, none twice.
+#[test]
+fn operators_default_to_none_and_must_be_roster_names() {
+    let c = Config::parse(EXAMPLE, Path::new("/")).unwrap();
+    assert!(c.operators.is_empty());
+    let without = EXAMPLE.replace("operators = []\n", "");
+    assert_ne!(without, EXAMPLE, "the example config sets it");
+    assert!(Config::parse(&without, Path::new("/"))
+        .unwrap()
+        .operators
+        .is_empty());
+    let with = |list: &str| EXAMPLE.replace("operators = []", &format!("operators = {list}"));
+    let c = Config::parse(&with(r#"["ops", "alice"]"#), Path::new("/")).unwrap();
+    assert_eq!(c.operators, ["ops", "alice"]);
+    for (list, want) in [
+        (r#"[" "]"#, "operators[0] is blank"),
+        (r#"["ops", "HUB"]"#, "operators[1] names the hub or a task identity, never an operator"),
+        (r#"["task-1"]"#, "operators[0] names the hub or a task identity, never an operator"),
+        (r#"["ops", "ops"]"#, "operators[1] is listed twice"),
+        (
+            r#"["o\u001b]0;x\u0007"]"#,
+            "operators[0] is not a roster name (at most 256 bytes, no control or formatting characters)",
+        ),
+    ] {
+        let e = Config::parse(&with(list), Path::new("/")).unwrap_err();
+        assert_eq!(e.to_string(), format!("config is invalid: {want}"), "{list}");
+    }
+    let many: Vec<String> = (0..=MAX_OPERATORS).map(|i| format!("\"o{i}\"")).collect();
+    let e = Config::parse(&with(&format!("[{}]", many.join(","))), Path::new("/")).unwrap_err();
+    assert!(e.to_string().contains("more than 256"), "{e}");
 }

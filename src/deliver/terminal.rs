@@ -60,11 +60,11 @@ pub fn check_pane_target(target: &str) -> Result<&str, TerminalError> {
 
 /// An agent name that may appear in a typed notice.
 pub fn check_name(name: &str) -> Result<&str, TerminalError> {
+    // The agent name characters (`names::agent_name_char`), so a notice can name any
+    // roster agent and nothing a terminal would read as a command.
     let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.@".contains(c));
+        && name.len() <= crate::kernel::names::AGENT_NAME_MAX_CHARS
+        && name.chars().all(crate::kernel::names::agent_name_char);
     if ok {
         Ok(name)
     } else {

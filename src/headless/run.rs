@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn exit_and_eof_in_either_order_finish_once() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         for eof_first in [true, false] {
             let mut r = Run::new(LIMITS, t0);
             if eof_first {
@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn the_deadline_terms_then_kills_the_group() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut r = Run::new(LIMITS, t0);
         assert_eq!(r.poll_timeout(), Some(at(t0, 10_000)));
         r.handle_timeout(at(t0, 9_999));
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_cancel_terms_at_once_and_a_polite_agent_is_not_killed() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut r = Run::new(LIMITS, t0);
         assert!(r.cancel(at(t0, 100)));
         assert!(!r.cancel(at(t0, 101)), "a second cancel changes nothing");
@@ -310,7 +310,7 @@ mod tests {
 
     #[test]
     fn a_cancel_after_the_exit_keeps_the_outcome() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut r = Run::new(LIMITS, t0);
         r.handle_exit(ExitStatus::code(0), at(t0, 5));
         assert!(!r.cancel(at(t0, 6)));
@@ -324,7 +324,7 @@ mod tests {
 
     #[test]
     fn stdout_held_open_after_the_exit_kills_the_leftovers_once() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut r = Run::new(LIMITS, t0);
         r.handle_exit(ExitStatus::code(0), at(t0, 1_000));
         assert_eq!(r.poll_timeout(), Some(at(t0, 1_200)));
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn closed_output_without_an_exit_is_stopped() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut r = Run::new(LIMITS, t0);
         r.handle_eof(at(t0, 100));
         assert_eq!(r.poll_timeout(), Some(at(t0, 300)));
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn a_zero_grace_kills_at_the_next_tick() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut r = Run::new(
             HeadlessLimits {
                 term_grace_ms: 0,

@@ -10,8 +10,12 @@ use std::sync::Arc;
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
 /// key changes (docs/operations.md, "Audit log format"). Version 3: every record carries
 /// `prev`, which the server fills in as it writes (`server::audit_chain`), and adds
-/// `given_up` (SPEC §12.2).
-pub const AUDIT_FORMAT_VERSION: u32 = 3;
+/// `given_up` (SPEC §12.2). Version 4 (issue 29): `connected` is written with a connection's
+/// first outcome (its hello, or its end without one) and, for a connection that never
+/// authenticates, only within the strangers' record rate; the others are counted in the new
+/// `strangers` record (`hub::strangers`); `auth_failed` names the name tried unless it holds
+/// a token (SPEC §6.2, §8.1).
+pub const AUDIT_FORMAT_VERSION: u32 = 4;
 
 /// One instruction from the core, drained through `Hub::poll_output` in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,11 +93,22 @@ pub enum AuditEvent {
         conn: ConnId,
         name: String,
     },
-    /// `name` is the asserted name when it is on the roster; None for any other name, which
-    /// may be anything the client sent (a token in the wrong field included, SPEC §6.2).
+    /// `name` is the name the hello asserted; None when it holds a roster or task token (a
+    /// token pasted in the wrong field) or is longer than any roster name can be (SPEC §6.2).
     AuthFailed {
         conn: ConnId,
         name: Option<String>,
+    },
+    /// Connections that never authenticated and were counted instead of recorded one by one,
+    /// once the strangers' record rate was spent (`hub::strangers`, SPEC §8.1): how many since
+    /// `since` (RFC 3339), how many of them failed their hello, and the names those tried
+    /// with their counts (at most `strangers::SUMMARY_MAX_NAMES`, first tried first; names
+    /// not recordable, and names past that many, are counted in `auth_failed` only).
+    Strangers {
+        since: String,
+        connections: u64,
+        auth_failed: u64,
+        names: Vec<(String, u64)>,
     },
     /// An envelope accepted in full, `from` stamped. `conn` is None for the hub's bounces.
     Accepted {
@@ -236,6 +251,29 @@ impl AuditEvent {
                 num(out, *conn);
                 out.push_str(",\"name\":");
                 opt_text(out, name);
+            }
+            AuditEvent::Strangers {
+                since,
+                connections,
+                auth_failed,
+                names,
+            } => {
+                out.push_str("\"strangers\",\"since\":");
+                text(out, since);
+                out.push_str(",\"connections\":");
+                num(out, *connections);
+                out.push_str(",\"auth_failed\":");
+                num(out, *auth_failed);
+                out.push_str(",\"names\":{");
+                for (i, (name, n)) in names.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    text(out, name);
+                    out.push(':');
+                    num(out, *n);
+                }
+                out.push('}');
             }
             AuditEvent::Accepted { conn, envelope } => {
                 out.push_str("\"accepted\",\"conn\":");
@@ -440,6 +478,16 @@ mod tests {
                 "\"auth_failed\",\"conn\":{conn},\"name\":{}",
                 name.as_deref().map_or_else(|| "null".to_owned(), to_json)
             ),
+            AuditEvent::Strangers { since, connections, auth_failed, names } => {
+                let names: Vec<String> =
+                    names.iter().map(|(n, c)| format!("{}:{c}", to_json(n))).collect();
+                write!(
+                    out,
+                    "\"strangers\",\"since\":{},\"connections\":{connections},\"auth_failed\":{auth_failed},\"names\":{{{}}}",
+                    to_json(since),
+                    names.join(",")
+                )
+            }
             AuditEvent::Accepted { conn, envelope } => {
                 let conn = conn.map_or_else(|| "null".to_owned(), |c| c.to_string());
                 write!(out, "\"accepted\",\"conn\":{conn},\"envelope\":{envelope}")
@@ -644,6 +692,18 @@ mod tests {
             AuditEvent::Shutdown {
                 queued: 123_456_789,
             },
+            AuditEvent::Strangers {
+                since: "2026-01-01T00:00:00.000001Z".into(),
+                connections: 3000,
+                auth_failed: 2999,
+                names: vec![(s(), 2), ("alpha".into(), u64::MAX)],
+            },
+            AuditEvent::Strangers {
+                since: String::new(),
+                connections: 0,
+                auth_failed: 0,
+                names: Vec::new(),
+            },
         ];
         for e in &events {
             let (mut new, mut old) = (String::from("keep\n"), String::from("keep\n"));
@@ -669,6 +729,12 @@ mod tests {
                 bounced: true,
             },
             AuditEvent::Shutdown { queued: 3 },
+            AuditEvent::Strangers {
+                since: "2026-01-01T00:00:00.000Z".into(),
+                connections: 2,
+                auth_failed: 1,
+                names: vec![("mallory".into(), 1)],
+            },
             AuditEvent::ForwardAcked {
                 peer: "west".into(),
                 id: "i".into(),

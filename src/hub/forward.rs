@@ -14,7 +14,7 @@
 use super::admit::Admission;
 use super::fold_hash::FoldMap;
 use super::{AuditEvent, Hub, Now, Output, Phase, Queued, State, StoreOp, Target};
-use crate::roster::HUB_NAME;
+use crate::kernel::names::HUB_NAME;
 use crate::wire::Envelope;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -225,7 +225,7 @@ impl Hub {
             .values()
             .flat_map(|l| l.inflight.values().map(|(_, sent)| *sent))
             .min()
-            .map(|sent| crate::deadline::after(sent, f.ack_timeout))
+            .map(|sent| crate::kernel::deadline::after(sent, f.ack_timeout))
     }
 
     /// A link whose oldest forward went unacked past the deadline has everything in flight
@@ -239,7 +239,7 @@ impl Hub {
             .filter(|(_, l)| {
                 l.inflight
                     .values()
-                    .any(|(_, sent)| crate::deadline::after(*sent, ack_timeout) <= now.mono)
+                    .any(|(_, sent)| crate::kernel::deadline::after(*sent, ack_timeout) <= now.mono)
             })
             .map(|(p, _)| p.clone())
             .collect();
@@ -354,6 +354,26 @@ impl Hub {
         }
         if env.from.is_empty() {
             return refuse("from must not be empty".into());
+        }
+        // The restamped sender is remembered for a day (`ledger`) and shown: capped like a
+        // `to`, and printable.
+        if env.from.len() > crate::wire::envelope::MAX_NAME_BYTES {
+            return refuse(format!(
+                "from is over {} bytes",
+                crate::wire::envelope::MAX_NAME_BYTES
+            ));
+        }
+        if crate::kernel::text::has_unsafe(&env.from) {
+            return refuse(
+                "from must not contain control or invisible formatting characters".into(),
+            );
+        }
+        // A task's outcome and progress are this hub's own word to its delegator (SPEC §3.4,
+        // §16); no peer speaks for them, whatever `from` it claims.
+        if let Some(kind) =
+            crate::wire::envelope::hub_kind(&env.kind).filter(|k| *k != Envelope::BOUNCE_KIND)
+        {
+            return refuse(crate::wire::EnvelopeError::ReservedKind(kind).to_string());
         }
         // Only a hub makes bounces, and a hub sends nothing else under its own name.
         if (env.from == HUB_NAME) != (env.kind == Envelope::BOUNCE_KIND) {

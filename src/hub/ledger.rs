@@ -12,6 +12,16 @@
 //! `touched` counts the records every lookup looked at, so tests can tell (docs/performance.md
 //! "How cost grows with work").
 //!
+//! Ids come from clients, so what the ledger keeps is charged to a byte budget
+//! (`limits.idempotency_max_bytes`, issue 29) besides the count (`idempotency_max_ids`): each
+//! record costs `RECORD_BYTES` plus the texts it pins (its id unless a UUID held inline, its
+//! sender's and recipient's names). Past either, the purge forgets the earliest-settled
+//! records first, exactly as past the count; records not yet settled are never forgotten
+//! (their envelopes are queued, and the queue caps bound them). Refusing sends instead would
+//! let one sender that filled the budget with settled ids stop every sender for a whole
+//! window; forgetting the oldest settled ids keeps every resend the client's own retry makes
+//! (within seconds of the first attempt) recognised, which is what exactly-once needs.
+//!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
 use super::fold_hash::FoldMap;
@@ -30,6 +40,23 @@ pub const PURGE_BATCH: usize = 4096;
 
 /// Sender and id, shared between the map and the settlement index.
 type Key = (Name, Id);
+
+/// What one record costs beside the texts it pins (module doc): its slot in the id table (88
+/// bytes, `a_ledger_slot_stays_small`) at the table's load, and its entry in the settlement
+/// index (a B-tree node's share of the time, the sender and the id). An estimate on the high
+/// side, so the budget bounds the memory it names.
+pub const RECORD_BYTES: usize = 192;
+
+/// The bytes `limits.idempotency_max_bytes` is charged for a record (`RECORD_BYTES`, the id's
+/// text unless it is a UUID held inline, the sender's and the recipient's names: names are
+/// shared between records, but one record may be the only one pinning a long name).
+fn record_cost(sender: &str, id: &Id, to: &str) -> usize {
+    let id_text = match id {
+        Id::Uuid(_) => 0,
+        Id::Text(t) => t.len(),
+    };
+    RECORD_BYTES + id_text + sender.len() + to.len()
+}
 
 /// A restored envelope is queued again: a record that said otherwise (an ack-mode delivery
 /// the crash cut off before its ack) becomes `queued` at `now_ms` with no reader.
@@ -267,6 +294,10 @@ pub struct Ledger {
     settled: BTreeSet<(i64, Key)>,
     window_ms: i64,
     max_ids: usize,
+    /// What the records are charged (`record_cost`), and the budget past which the purge
+    /// forgets the earliest settled (`limits.idempotency_max_bytes`).
+    bytes: usize,
+    max_bytes: usize,
     /// Index entries the purges have looked at (tests count work, not time).
     examined: u64,
 }
@@ -282,8 +313,27 @@ impl Ledger {
             settled: BTreeSet::new(),
             window_ms: (window_secs as i64).saturating_mul(1000),
             max_ids,
+            bytes: 0,
+            max_bytes: usize::MAX,
             examined: 0,
         }
+    }
+
+    /// The byte budget (`limits.idempotency_max_bytes`); without it the count alone bounds.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Ledger {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// What the records held are charged (module doc).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Over the count or the byte budget: the next purge forgets the earliest settled ids
+    /// early (the hub purges at once rather than at its next interval).
+    pub fn over_budget(&self) -> bool {
+        self.count > self.max_ids || self.bytes > self.max_bytes
     }
 
     pub fn len(&self) -> usize {
@@ -384,6 +434,7 @@ impl Ledger {
     /// `insert` with the sender's and the record's names already the ledger's (`name`).
     fn insert_shared(&mut self, sender: Name, id_arc: Id, record: Record) -> Inserted {
         let after = Some(Self::settlement(&record));
+        let after_to = record.to.clone();
         self.probe(1);
         let (key, found) = match self.records.entry(id_arc) {
             Entry::Vacant(slot) => {
@@ -410,6 +461,12 @@ impl Ledger {
                 }
             }
         };
+        let new_cost = record_cost(&key.0, &key.1, &after_to);
+        let old_cost = match &found {
+            Inserted::New => 0,
+            Inserted::Replaced(old) => record_cost(&key.0, &key.1, &old.to),
+        };
+        self.bytes = self.bytes.saturating_add(new_cost).saturating_sub(old_cost);
         let before = match &found {
             Inserted::New => {
                 self.count += 1;
@@ -546,13 +603,13 @@ impl Ledger {
     /// `max_ids`.
     fn front_due(&self, cutoff: i64) -> bool {
         match self.settled.first() {
-            Some((ms, _)) => *ms <= cutoff || self.count > self.max_ids,
+            Some((ms, _)) => *ms <= cutoff || self.over_budget(),
             None => false,
         }
     }
 
     /// Forgets records settled longer than the window ago, then the earliest settled ones while
-    /// over `max_ids`, at most `PURGE_BATCH` of them. Returns the keys forgotten with their
+    /// over `max_ids` or the byte budget, at most `PURGE_BATCH` of them. Returns the keys forgotten with their
     /// `seq`, earliest settled first. The window runs from settlement (`state_ms`), not
     /// acceptance: an envelope that sat queued for longer than the window is still remembered
     /// for a whole window after it was delivered or acked. Looks at the index entries it
@@ -579,28 +636,29 @@ impl Ledger {
     fn forget(&mut self, k: &Key) -> Option<u64> {
         self.probe(1);
         let holders = self.records.get_mut(k.1.key())?;
-        let seq = match holders {
+        let (seq, to) = match holders {
             Holders::One(h) => {
                 if h.sender != k.0 {
                     return None;
                 }
-                let seq = h.record.seq;
+                let (seq, to) = (h.record.seq, h.record.to.clone());
                 self.probe(1);
                 self.records.remove(k.1.key());
-                seq
+                (seq, to)
             }
             Holders::Many(v) => {
                 let i = v.iter().position(|h| h.sender == k.0)?;
-                let seq = v.remove(i).record.seq;
+                let gone = v.remove(i).record;
                 if v.len() == 1 {
                     if let Some(last) = v.pop() {
                         *holders = Holders::One(last);
                     }
                 }
-                seq
+                (gone.seq, gone.to)
             }
         };
         self.count -= 1;
+        self.bytes = self.bytes.saturating_sub(record_cost(&k.0, &k.1, &to));
         Some(seq)
     }
 
@@ -851,6 +909,38 @@ mod tests {
             let other = digest("b", "task", None, body);
             assert_eq!(l.seen("a", "x", &other), Seen::Conflict, "{body}");
         }
+    }
+
+    /// The byte budget charges each record `RECORD_BYTES`, its id's text (none for a UUID held
+    /// inline) and its two names; a replaced record is charged once; forgetting gives it back.
+    /// Past the budget the purge forgets the earliest settled first, never an unsettled one.
+    #[test]
+    fn the_byte_budget_charges_what_a_record_pins_and_forgets_the_earliest_settled() {
+        let uuid = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+        let text = "x".repeat(100);
+        let one = RECORD_BYTES + "a".len() + "bb".len();
+        let mut l = Ledger::new(1_000_000, 1_000_000).with_max_bytes(3 * one + 100);
+        l.remember("a", uuid, rec("bb", [0; 32], 0, State::Acked));
+        assert_eq!(l.bytes(), one, "a UUID's text is not held");
+        l.remember("a", text.as_str(), rec("bb", [0; 32], 1, State::Acked));
+        assert_eq!(l.bytes(), 2 * one + 100);
+        l.remember("a", text.as_str(), rec("bbbb", [0; 32], 1, State::Acked));
+        assert_eq!(l.bytes(), 2 * one + 102, "replaced, charged once");
+        assert!(!l.over_budget());
+        l.remember("a", "q", rec("bb", [0; 32], 2, State::Queued));
+        l.remember("a", "r", rec("bb", [0; 32], 3, State::Acked));
+        assert!(l.over_budget());
+        let gone: Vec<String> = l.purge(10).into_iter().map(|(_, id, _)| id).collect();
+        assert_eq!(
+            gone,
+            [uuid.to_owned(), text.clone()],
+            "earliest settled first"
+        );
+        assert!(!l.over_budget());
+        assert_eq!(l.get("a", "q").map(|r| r.state), Some(State::Queued));
+        l.set_state("a", "q", State::Acked, false, 4);
+        assert_eq!(l.purge(i64::MAX).len(), 2);
+        assert_eq!((l.bytes(), l.len()), (0, 0), "every byte given back");
     }
 
     /// A UUID id (held inline) and its upper-case twin (held as text) are two ids, each found

@@ -30,7 +30,7 @@ impl Hub {
         if linger.is_zero() {
             return self.answer_linger_over(conn);
         }
-        self.set_deadline(conn, Some(crate::deadline::after(now.mono, linger)));
+        self.set_deadline(conn, Some(crate::kernel::deadline::after(now.mono, linger)));
     }
 
     /// The linger deadline of an answered connection passed (from `handle_timeout`, which

@@ -152,7 +152,10 @@ impl Liveness {
             },
         );
         if watched.is_some() && self.next_check.is_none() && !self.checking {
-            self.next_check = Some(crate::deadline::after(now.mono, PROCESS_CHECK_INTERVAL));
+            self.next_check = Some(crate::kernel::deadline::after(
+                now.mono,
+                PROCESS_CHECK_INTERVAL,
+            ));
         }
     }
 
@@ -234,7 +237,7 @@ impl Hub {
     pub fn handle_processes_checked(&mut self, now: Now) {
         self.liveness.checking = false;
         self.liveness.next_check = (!self.liveness.watched().is_empty())
-            .then(|| crate::deadline::after(now.mono, PROCESS_CHECK_INTERVAL));
+            .then(|| crate::kernel::deadline::after(now.mono, PROCESS_CHECK_INTERVAL));
     }
 
     /// Called from `handle_timeout`: asks the loop to check the watched processes when due.

@@ -19,12 +19,15 @@
 mod admit;
 mod commit;
 mod conn_map;
-pub(crate) mod fold_hash;
+pub mod durable;
+// The kernel's hash maps (`kernel::fold_hash`), under the name the hub's files use.
+pub(crate) use crate::kernel::fold_hash;
 pub use conn_map::ConnMap;
 pub mod event;
 pub mod forward;
 mod id_key;
-pub mod ids;
+/// The core's id source (`kernel::ids`), under the name the core's callers use.
+pub use crate::kernel::ids;
 pub mod ledger;
 mod linger;
 pub mod liveness;
@@ -42,6 +45,10 @@ pub mod roster_reload;
 pub mod router;
 mod routing;
 mod session;
+mod strangers;
+pub use strangers::{
+    STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
+};
 mod tasks;
 mod verbs;
 
@@ -52,10 +59,9 @@ pub use roster_reload::RosterChange;
 pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 
 use crate::config::Limits;
+use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
-use crate::store::StoreOp;
 use crate::wire::HubLine;
-use chrono::{DateTime, Utc};
 use fold_hash::FoldMap;
 use ledger::{Ledger, State};
 use session::{Conn, Phase};
@@ -65,12 +71,8 @@ use std::time::{Duration, Instant};
 /// A connection as the core knows it: an opaque number the IO layer picks.
 pub type ConnId = u64;
 
-/// The time, passed in: `mono` drives deadlines; `wall` only stamps the `ts` of bounces.
-#[derive(Debug, Clone, Copy)]
-pub struct Now {
-    pub mono: Instant,
-    pub wall: DateTime<Utc>,
-}
+/// The time, passed in (`kernel::now`), under the name the core's callers use.
+pub use crate::kernel::now::Now;
 
 /// Where a staged send goes once committed.
 #[derive(Debug)]
@@ -227,6 +229,12 @@ pub struct Hub {
     recent: recent::Recent,
     /// What linked peers' directories say of their own agents (SPEC §14.1 "Remote names").
     remote: remote_presence::RemotePresence,
+    /// Connections without an identity, connections per name, strangers' records
+    /// (`strangers`, SPEC §4.6, §8.1).
+    strangers: strangers::Strangers,
+    /// Roster names whose `who` and `activity` show everything (`verbs::who`, SPEC §14
+    /// "Visibility"); anyone else sees its own filters, envelopes and tasks only.
+    operators: Vec<String>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -238,7 +246,8 @@ impl Hub {
     pub fn new(roster: Roster, limits: Limits, ids: Box<dyn ids::IdSource>) -> Hub {
         let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes)
             .with_total_cap(limits.hub_max_bytes);
-        let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids);
+        let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids)
+            .with_max_bytes(limits.idempotency_max_bytes);
         Hub {
             roster,
             limits,
@@ -267,7 +276,16 @@ impl Hub {
             liveness: liveness::Liveness::default(),
             recent: recent::Recent::default(),
             remote: remote_presence::RemotePresence::default(),
+            strangers: strangers::Strangers::default(),
+            operators: Vec::new(),
         }
+    }
+
+    /// The config's `operators`: the names that get the operator's view of `who` and
+    /// `activity` (SPEC §14 "Visibility").
+    pub fn with_operators(mut self, operators: Vec<String>) -> Hub {
+        self.operators = operators;
+        self
     }
 
     /// Asks for store operations in each `Output::Commit`: set when a durable store is
@@ -318,6 +336,7 @@ impl Hub {
                 _ => {}
             }
         }
+        self.sum_strangers(now, false);
         self.expire_forwards(now);
         self.expire_tasks(now);
         self.expire_liveness(now);
@@ -333,7 +352,7 @@ impl Hub {
             } else {
                 PURGE_INTERVAL
             };
-            self.next_purge = Some(crate::deadline::after(now.mono, wait));
+            self.next_purge = Some(crate::kernel::deadline::after(now.mono, wait));
         }
     }
 
@@ -364,6 +383,7 @@ impl Hub {
             self.forward_deadline(),
             self.commit_deadline(),
             self.liveness.poll_timeout(),
+            self.strangers.poll_timeout(),
             self.tasks
                 .as_ref()
                 .and_then(crate::tasks::TaskBook::poll_timeout),
@@ -376,6 +396,19 @@ impl Hub {
     /// Starts the periodic ledger purge (the loop calls this once it runs).
     pub fn start_purging(&mut self, now: Now) {
         self.next_purge = Some(now.mono + PURGE_INTERVAL);
+    }
+
+    /// Brings the next purge forward to `now` (the ledger is over a budget), once purging has
+    /// started: before that (a restart restoring rows) the first purge is already due soon.
+    fn purge_soon(&mut self, now: Now) {
+        if let Some(at) = self.next_purge.as_mut() {
+            *at = (*at).min(now.mono);
+        }
+    }
+
+    /// What the ledger's records are charged against `limits.idempotency_max_bytes`.
+    pub fn ledger_bytes(&self) -> usize {
+        self.ledger.bytes()
     }
 
     /// Queue and waiter counts for one agent.

@@ -13,7 +13,9 @@ use crate::relay::message::Payload;
 use crate::tasks::peer_refusal as refusal_handoff;
 
 impl Hub {
-    /// The lasting relay link with `peer` came up (`v1`: it speaks v1) or went down.
+    /// The lasting relay link with `peer` came up or went down; `v1`: an agent-hub peer,
+    /// which reads `agent` and acks handoffs, false for any claudectl (0.92 speaks proto 1 but
+    /// acks nothing), see `TaskBook::handle_peer_link`.
     pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
         if !up {
             self.forget_peer_directory(peer);
@@ -30,7 +32,9 @@ impl Hub {
     pub fn handle_peer_message(&mut self, peer: &str, msg_id: &str, payload: Payload, now: Now) {
         let Some(book) = self.tasks.as_mut() else {
             if let Payload::DelegateTask(d) = &payload {
-                // Never silence: the delegating peer hears why (claudectl shows it).
+                // Never silence: the delegating peer hears why (claudectl shows it), as a
+                // task that could not start (`refused: true`, docs/delegation.md "Across
+                // hubs").
                 self.stage_peer_send(PeerSend {
                     peer: peer.to_owned(),
                     payload: Payload::TaskHandoff(refusal_handoff(
@@ -65,7 +69,7 @@ impl Hub {
         }
         let ledger = &self.ledger;
         let pending = |envelope_id: &str| {
-            ledger.state_of(crate::roster::HUB_NAME, envelope_id) == Some(State::Queued)
+            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
         };
         book.handle_peer_message(peer, msg_id, payload, now, &mut *self.ids, &pending);
         self.drain_task_actions(now);

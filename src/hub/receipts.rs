@@ -117,8 +117,8 @@ impl Hub {
             );
             return self.fail(conn, &msg, now);
         }
-        let deadline =
-            timeout_ms.map(|ms| crate::deadline::after(now.mono, Duration::from_millis(ms)));
+        let deadline = timeout_ms
+            .map(|ms| crate::kernel::deadline::after(now.mono, Duration::from_millis(ms)));
         self.receipts
             .by_key
             .entry((sender.clone(), id.clone()))

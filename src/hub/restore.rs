@@ -16,7 +16,7 @@ use super::ledger::{Ledger, Record, State};
 use super::names::Name;
 use super::router::Router;
 use super::{Hub, Now, Queued};
-use crate::store::{Loaded, RowRef, RowSink};
+use crate::hub::durable::{Loaded, RowRef, RowSink};
 
 /// The hub's sink for `Store::load_rows` (`Hub::restoring`): each row becomes its ledger
 /// record and, when queued, its queue entry.
@@ -79,7 +79,7 @@ impl Hub {
                 detail: rec.detail.as_deref(),
                 state_ms: rec.state_ms,
                 reader: rec.reader,
-                queued: queued.as_ref().map(|e| crate::store::QueuedRef {
+                queued: queued.as_ref().map(|e| crate::hub::durable::QueuedRef {
                     kind: &e.kind,
                     correlation_id: e.correlation_id.as_deref(),
                     text: &e.text,
@@ -96,7 +96,7 @@ impl Hub {
 
     /// An envelope without its id's row in the same walk: its record, if the ledger has one,
     /// is marked queued at its seq.
-    fn restore_envelope(&mut self, e: crate::store::StoredEnvelope, now_ms: i64) {
+    fn restore_envelope(&mut self, e: crate::hub::durable::StoredEnvelope, now_ms: i64) {
         self.ledger.restore_queued(&e.sender, &e.id, e.seq, now_ms);
         self.next_seq = self.next_seq.max(e.seq + 1);
         let mut env = Queued::new(
@@ -125,7 +125,8 @@ impl Hub {
         let ledger = Ledger::new(
             self.limits.idempotency_window_secs,
             self.limits.idempotency_max_ids,
-        );
+        )
+        .with_max_bytes(self.limits.idempotency_max_bytes);
         std::mem::forget(std::mem::replace(&mut self.router, router));
         std::mem::forget(std::mem::replace(&mut self.ledger, ledger));
     }

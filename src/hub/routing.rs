@@ -11,8 +11,8 @@ use super::names::Name;
 use super::router::{Queued, Router};
 use super::session::{Conn, Phase};
 use super::{ConnId, Hub, Now, Rider, Staged, Target};
-use crate::roster::HUB_NAME;
-use crate::store::StoreOp;
+use crate::hub::durable::StoreOp;
+use crate::kernel::names::HUB_NAME;
 use crate::wire::envelope_text::Tail;
 use crate::wire::{Envelope, Reader};
 use chrono::SecondsFormat;
@@ -141,7 +141,10 @@ impl Hub {
         if ack {
             self.set_deadline(
                 conn,
-                Some(crate::deadline::after(now.mono, self.limits.ack_timeout())),
+                Some(crate::kernel::deadline::after(
+                    now.mono,
+                    self.limits.ack_timeout(),
+                )),
             );
             // A line that came while the await was parked is the line after this delivery;
             // it is taken once the delivery's first byte is accepted

@@ -62,6 +62,22 @@ pub(in crate::hub) enum Phase {
     Done,
 }
 
+/// Whether a connection has an identity, and what its records are (`hub::strangers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::hub) enum Standing {
+    /// Not authenticated, no outcome yet: its `connected` record waits for one.
+    Stranger,
+    /// Not authenticated; its records and service-log lines are written (within the
+    /// strangers' record rate).
+    StrangerRecorded,
+    /// Not authenticated; counted for the next `strangers` record, nothing written of its own.
+    StrangerSummed,
+    /// Authenticated; holds one of its name's `limits.max_connections_per_agent` slots.
+    Agent,
+    /// Its hello was right but its name held every slot it may: refused, holding none.
+    AgentRefused,
+}
+
 #[derive(Debug)]
 pub(in crate::hub) struct Conn {
     pub(super) phase: Phase,
@@ -86,6 +102,8 @@ pub(in crate::hub) struct Conn {
     /// The kind of reader its await declared (SPEC §12.4 "Readers"); None before an await,
     /// `Reader::Unknown` for an await that declared none.
     pub(super) reader: Option<crate::wire::Reader>,
+    /// Stranger or agent, and whether its records are written (`hub::strangers`).
+    pub(super) standing: Standing,
     /// `Output::Close` was emitted: nothing more (line, answer or second close) goes to this
     /// connection; it waits for `handle_closed`. A plain delivery keeps its `Delivering`
     /// phase after its close (its outcome is decided at the release), so the phase alone
@@ -111,18 +129,20 @@ impl Hub {
                 held_extra: false,
                 errored: false,
                 reader: None,
+                standing: Standing::Stranger,
                 closed: false,
             }),
         );
         self.set_deadline(
             conn,
-            Some(crate::deadline::after(
+            Some(crate::kernel::deadline::after(
                 now.mono,
                 self.limits.hello_timeout(),
             )),
         );
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::Connected { conn }));
+        // Its `connected` record goes out with its first outcome (`hub::strangers`): at once
+        // with `authenticated` for an agent, within the strangers' rate for anyone else.
+        self.stranger_arrived(conn);
         if self.shutting_down {
             self.fail(conn, "hub is shutting down", now);
         }
@@ -249,6 +269,7 @@ impl Hub {
     /// accepted by the kernel. Every connection ends with exactly one call.
     pub fn handle_closed(&mut self, conn: ConnId, flushed: bool, reason: &str, now: Now) {
         self.set_deadline(conn, None);
+        self.stranger_left(conn, now);
         let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
@@ -363,12 +384,29 @@ impl Hub {
             Ok(ClientLine::Hello(h)) => {
                 // A task identity (docs/delegation.md "Task identity") is checked only for a
                 // `task-` name, which no roster may hold.
-                let verified = if crate::tasks::is_task_name(&h.name) {
+                let verified = if crate::kernel::names::is_task_name(&h.name) {
                     self.verify_task_identity(&h.name, &h.token)
                 } else {
                     self.roster.verify(&h.name, &h.token)
                 };
-                if verified {
+                if verified && !self.stranger_authenticated(conn, &h.name) {
+                    // The right credentials, but the name holds every connection it may
+                    // (`limits.max_connections_per_agent`, SPEC §4.6): recorded as who it
+                    // is, then refused.
+                    let cap = self.limits.max_connections_per_agent();
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.name = Some(h.name.clone());
+                    }
+                    self.outputs
+                        .push_back(Output::Audit(AuditEvent::Authenticated {
+                            conn,
+                            name: h.name,
+                        }));
+                    let msg = format!(
+                        "too many connections for this agent (limit {cap}); try again later"
+                    );
+                    self.fail(conn, &msg, now);
+                } else if verified {
                     let c = self
                         .conns
                         .get_mut(&conn)
@@ -386,7 +424,10 @@ impl Hub {
                     }
                     self.set_deadline(
                         conn,
-                        Some(crate::deadline::after(now.mono, self.limits.verb_timeout())),
+                        Some(crate::kernel::deadline::after(
+                            now.mono,
+                            self.limits.verb_timeout(),
+                        )),
                     );
                     self.outputs
                         .push_back(Output::Audit(AuditEvent::Authenticated {
@@ -395,11 +436,9 @@ impl Hub {
                         }));
                     self.write(conn, &HubLine::Ok);
                 } else {
-                    // A name not on the roster is client text like any other: it may be the
-                    // token itself, sent in the wrong field, so it is not recorded.
-                    let name = self.roster.contains(&h.name).then_some(h.name);
-                    self.outputs
-                        .push_back(Output::Audit(AuditEvent::AuthFailed { conn, name }));
+                    // The name tried is recorded unless it holds a token (one sent in the
+                    // wrong field), and only within the strangers' rate (`hub::strangers`).
+                    self.stranger_outcome(conn, Some(h.name), now);
                     self.fail(
                         conn,
                         "authentication failed: unknown name or wrong token",
@@ -434,8 +473,10 @@ impl Hub {
                 self.fail(conn, "an ack outside an acknowledged delivery", now)
             }
             Ok(ClientLine::Who) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "who";
-                let presence = self.presence();
+                let c = self.conns.get_mut(&conn).expect("caller checked");
+                c.verb = "who";
+                let asker = c.name.clone().unwrap_or_default();
+                let presence = self.presence_for(&asker);
                 self.reply(conn, &HubLine::Who(presence), "who", now)
             }
             Ok(ClientLine::Delegate(req)) => {
@@ -544,6 +585,11 @@ impl Hub {
     }
 
     pub(super) fn log(&mut self, conn: ConnId, outcome: &str, detail: &str, now: Now) {
+        // A stranger's line is written only with its records (`hub::strangers`); this may be
+        // its first outcome, which decides that.
+        if !self.stranger_outcome(conn, None, now) {
+            return;
+        }
         if let Some(c) = self.conns.get(&conn) {
             let line = service_line(c, conn, outcome, detail, now);
             self.outputs.push_back(Output::Log(line));
@@ -558,6 +604,9 @@ impl Hub {
         detail: &str,
         now: Now,
     ) {
+        if matches!(c.standing, Standing::Stranger | Standing::StrangerSummed) {
+            return;
+        }
         let line = service_line(c, conn, outcome, detail, now);
         self.outputs.push_back(Output::Log(line));
     }

@@ -9,9 +9,9 @@
 //! after the commit of its task's `running` state (`StagedTask`). Refuses IO.
 
 use super::{AuditEvent, ConnId, Hub, Now, Output, PeerSend, Rider, StagedTask, TaskThen};
+use crate::hub::durable::StoreOp;
 use crate::hub::ledger::State;
-use crate::runner::TaskEvent;
-use crate::store::StoreOp;
+use crate::tasks::TaskEvent;
 use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskCommit, TaskId};
 use crate::wire::{HubLine, TaskStateReply};
 
@@ -70,7 +70,7 @@ impl Hub {
         };
         let ledger = &self.ledger;
         let pending = |envelope_id: &str| {
-            ledger.state_of(crate::roster::HUB_NAME, envelope_id) == Some(State::Queued)
+            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
         };
         book.handle_event(&id, event, now, &mut *self.ids, &pending);
         self.drain_task_actions(now);
@@ -90,7 +90,7 @@ impl Hub {
         }
         let ledger = &self.ledger;
         let pending = |envelope_id: &str| {
-            ledger.state_of(crate::roster::HUB_NAME, envelope_id) == Some(State::Queued)
+            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
         };
         book.handle_timeout(now, &mut *self.ids, &pending);
         self.drain_task_actions(now);
@@ -120,12 +120,26 @@ impl Hub {
     /// A task identity may mail only its delegator and `tasks.may_mail`; anyone else may
     /// mail anyone. The refusal names no value (SPEC §8.2).
     pub(super) fn task_send_refusal(&self, from: &str, to: &str) -> Option<&'static str> {
-        if !crate::tasks::is_task_name(from) {
+        if !crate::kernel::names::is_task_name(from) {
             return None;
         }
         let allowed = self.tasks.as_ref().is_some_and(|b| b.may_mail(from, to));
         (!allowed).then_some(
             "invalid envelope: a task may mail only its delegator and the agents tasks.may_mail names",
+        )
+    }
+
+    /// Mail to a task identity (`task-…`) comes only from its delegator and the names in
+    /// `tasks.may_mail`, while the task has not ended (`TaskBook::may_receive`); a hub
+    /// without `[tasks]` has no task to mail. One text for every refusal, so it tells a
+    /// stranger nothing about which tasks exist.
+    pub(super) fn task_inbox_refusal(&self, from: &str, to: &str) -> Option<&'static str> {
+        if !crate::kernel::names::is_task_name(to) {
+            return None;
+        }
+        let allowed = self.tasks.as_ref().is_some_and(|b| b.may_receive(to, from));
+        (!allowed).then_some(
+            "invalid envelope: a task takes mail only from its delegator and the agents tasks.may_mail names, and only until it ends",
         )
     }
 

@@ -224,7 +224,17 @@ fn await_one(
         reader: Some(Reader::McpAwait.as_str().to_owned()),
     };
     let wait = Duration::from_secs(a.timeout_secs).saturating_add(AWAIT_SLACK);
-    let taken = client::take_acked(ep, req, client::CONNECT_TIMEOUT, HUB_REPLY, Some(wait));
+    // A message of a kind only the hub writes (a task's outcome or progress, a bounce) that
+    // did not come from the hub is never handed to the model as if it had: it is passed over
+    // (consumed, said on stderr) and the wait goes on for the rest of its timeout.
+    let taken = client::take_acked_genuine(
+        ep,
+        req,
+        client::CONNECT_TIMEOUT,
+        HUB_REPLY,
+        Some(wait),
+        |why| eprintln!("agent-hub mcp: warning: {why}"),
+    );
     match taken {
         Ok(None) => write_line(
             out,

@@ -124,7 +124,12 @@ pub fn list() -> Value {
                 },
                 "required": ["to", "kind", "body"]
             },
-            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}
+            // openWorldHint: a message reaches other agents, who act on it (MCP: "may interact
+            // with an 'open world' of external entities"). Clients that decide approval from
+            // the hints ask before such a call: Codex runs a non-destructive, closed-world
+            // tool unasked even in its read-only mode, so a delegated Codex never asked the
+            // hub's permission policy about a send (docs/mcp.md "Tools").
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
         },
         {
             "name": "await",
@@ -158,7 +163,7 @@ pub fn list() -> Value {
         {
             "name": "who",
             "title": "Who is on the hub",
-            "description": "See which agents you can message: every agent on the hub's roster with its state, the awaits it has waiting (and their filters), how many messages are queued for it, when it was last seen and last given a message. state says what a message to it meets: waiting (an await is parked: it gets the message at once), busy (in a turn: it reads mail when the turn ends), idle (running, between turns), gone (its process exited: mail stays queued for its next session) or unknown (the hub has not seen enough to say); since and source tell when and how the hub learnt it. Then the agents of linked hubs as name@peer, with the state their hub reports (source relay).",
+            "description": "See which agents you can message: every agent on the hub's roster with its state, the awaits it has waiting (their filters only for your own, unless the hub names you an operator), how many messages are queued for it, when it was last seen and last given a message. state says what a message to it meets: waiting (an await is parked: it gets the message at once), busy (in a turn: it reads mail when the turn ends), idle (running, between turns), gone (its process exited: mail stays queued for its next session) or unknown (the hub has not seen enough to say); since and source tell when and how the hub learnt it. Then the agents of linked hubs as name@peer, with the state their hub reports (source relay).",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         },
@@ -172,7 +177,7 @@ pub fn list() -> Value {
         {
             "name": "delegate",
             "title": "Delegate a task to an agent",
-            "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you with kind {TASK_OUTCOME_KIND} and correlationId = the task id: call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name."),
+            "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you from \"hub\" with kind {TASK_OUTCOME_KIND} and correlationId = the task id (only the hub can send that kind): call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name."),
             "inputSchema": {
                 "type": "object",
                 "properties": {

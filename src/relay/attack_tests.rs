@@ -4,7 +4,7 @@
 //! two hubs' handshakes, strips the v1 marker or features in flight, replays v0 proofs inside
 //! v1 handshakes, and modifies, drops, replays, reorders and injects frames on a live link.
 //! Each must fail to link or close the link; none may panic or hand the application a
-//! message. Where v0 is weaker by design (`allow_v0 = true`), the test says so and checks that
+//! message. Where v0 is weaker by design (`allow_claudectl = true`), the test says so and checks that
 //! the weakness stays inside what the docs admit.
 //!
 //! Refuses: sockets and real time (the end-to-end versions are tests/integration/relay_attack.rs).
@@ -36,16 +36,16 @@ fn cfg(name: &str, book: &NonceBook, t0: Instant) -> SessionConfig {
     c
 }
 
-fn auth(allow_v0: bool) -> PeerAuth {
+fn auth(allow_claudectl: bool) -> PeerAuth {
     PeerAuth {
         key: KEY,
-        allow_v0,
+        allow_claudectl,
         forward: false,
     }
 }
 
-fn keys(peer: &str, allow_v0: bool) -> HashMap<String, PeerAuth> {
-    HashMap::from([(peer.to_owned(), auth(allow_v0))])
+fn keys(peer: &str, allow_claudectl: bool) -> HashMap<String, PeerAuth> {
+    HashMap::from([(peer.to_owned(), auth(allow_claudectl))])
 }
 
 fn drain(s: &mut Session) -> Vec<u8> {
@@ -99,23 +99,36 @@ fn line(v: &Value) -> Vec<u8> {
 fn dialer(
     me: &str,
     peer: &str,
-    allow_v0: bool,
+    allow_claudectl: bool,
     book: &NonceBook,
     nonce: u8,
     t0: Instant,
 ) -> Session {
-    Session::dialer(cfg(me, book, t0), peer, auth(allow_v0), [nonce; 32], 1, t0)
+    Session::dialer(
+        cfg(me, book, t0),
+        peer,
+        auth(allow_claudectl),
+        [nonce; 32],
+        1,
+        t0,
+    )
 }
 
 fn acceptor(
     me: &str,
     peer: &str,
-    allow_v0: bool,
+    allow_claudectl: bool,
     book: &NonceBook,
     nonce: u8,
     t0: Instant,
 ) -> Session {
-    Session::acceptor(cfg(me, book, t0), keys(peer, allow_v0), [nonce; 32], 2, t0)
+    Session::acceptor(
+        cfg(me, book, t0),
+        keys(peer, allow_claudectl),
+        [nonce; 32],
+        2,
+        t0,
+    )
 }
 
 // ----- reflection -----
@@ -125,23 +138,23 @@ fn acceptor(
 /// hubA's dial, rewriting the marker's peer id to the one hubA expects.
 #[test]
 fn a_reflected_challenge_is_refused_before_anything_is_signed() {
-    let t0 = crate::deadline::test_origin();
-    for allow_v0 in [false, true] {
+    let t0 = crate::kernel::deadline::test_origin();
+    for allow_claudectl in [false, true] {
         let book = NonceBook::new();
-        let mut dial = dialer("hubA", "hubB", allow_v0, &book, 0x11, t0);
-        let mut listen = acceptor("hubA", "hubB", allow_v0, &book, 0x22, t0);
+        let mut dial = dialer("hubA", "hubB", allow_claudectl, &book, 0x11, t0);
+        let mut listen = acceptor("hubA", "hubB", allow_claudectl, &book, 0x22, t0);
         let mut ch = parse(&drain(&mut listen));
         ch["payload"]["peer"] = json!("hubB");
         dial.handle_input(&line(&ch), t0);
         assert_eq!(
             dial.poll_transmit(),
             None,
-            "nothing signed (allow_v0 {allow_v0})"
+            "nothing signed (allow_claudectl {allow_claudectl})"
         );
         let why = closed(&events(&mut dial)).unwrap();
         assert!(why.contains("nonce is one this hub issued itself"), "{why}");
         // The same with the marker stripped (the v0 path, the only one a v0 peer has).
-        let mut dial = dialer("hubA", "hubB", allow_v0, &book, 0x13, t0);
+        let mut dial = dialer("hubA", "hubB", allow_claudectl, &book, 0x13, t0);
         let mut bare = ch.clone();
         bare["payload"] = json!({"nonce": ch["payload"]["nonce"]});
         dial.handle_input(&line(&bare), t0);
@@ -156,10 +169,10 @@ fn a_reflected_challenge_is_refused_before_anything_is_signed() {
 /// Without the nonce book (as if the entry had been evicted), the v1 transcript alone
 /// defeats the reflection: hubA's dial signs (dialer hubA, acceptor hubB), hubA's listener
 /// checks (dialer hubB, acceptor hubA). Under v0 the same reflection succeeds, which is why
-/// the book exists and why `allow_v0 = true` is documented as unprotected (§12).
+/// the book exists and why `allow_claudectl = true` is documented as unprotected (§12).
 #[test]
 fn without_the_book_the_transcript_still_refuses_a_reflection_and_v0_does_not() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     // v1: the attacker shuttles the challenge one way and the handshake (from_peer
     // rewritten) the other, on two connections.
     let mut dial = dialer("hubA", "hubB", false, &NonceBook::new(), 0x11, t0);
@@ -183,7 +196,8 @@ fn without_the_book_the_transcript_still_refuses_a_reflection_and_v0_does_not() 
     dial.handle_input(&line(&ack), t0);
     assert!(established(&events(&mut dial)).is_none());
 
-    // v0, allow_v0 on, no book: the reflection links. This is the attack the book stops.
+    // claudectl's dialect, allow_claudectl on, no book: the reflection links. This is the
+    // attack the book stops.
     let mut dial = dialer("hubA", "hubB", true, &NonceBook::new(), 0x11, t0);
     let mut listen = acceptor("hubA", "hubB", true, &NonceBook::new(), 0x22, t0);
     let ch = parse(&drain(&mut listen));
@@ -191,13 +205,19 @@ fn without_the_book_the_transcript_still_refuses_a_reflection_and_v0_does_not() 
                       "payload": {"nonce": ch["payload"]["nonce"]}});
     dial.handle_input(&line(&bare), t0);
     let mut hs = parse(&drain(&mut dial));
-    assert!(hs["payload"].get("proto").is_none(), "a v0 handshake: {hs}");
+    // claudectl's handshake (what 0.90+ sends): the nonce proof, `proto` 1, no nonce of ours.
+    assert_eq!(hs["payload"]["proto"], 1, "{hs}");
+    assert!(hs["payload"].get("nonce").is_none(), "{hs}");
+    assert_eq!(
+        hs["payload"]["proof"],
+        json!(auth::proof(&KEY, ch["payload"]["nonce"].as_str().unwrap()))
+    );
     hs["from_peer"] = json!("hubB");
     listen.handle_input(&line(&hs), t0);
     assert_eq!(
         established(&events(&mut listen)).map(|e| (e.0, e.1)),
-        Some(("hubB".to_owned(), 0)),
-        "v0 cannot tell a reflection from its peer: only the nonce book can"
+        Some(("hubB".to_owned(), 1)),
+        "a proof over the nonce alone cannot tell a reflection from its peer: only the nonce book can"
     );
 }
 
@@ -207,7 +227,7 @@ fn without_the_book_the_transcript_still_refuses_a_reflection_and_v0_does_not() 
 /// listener's handshake — and rewrites ids so each side sees what it expects.
 #[test]
 fn shuttling_each_sides_challenge_to_the_other_links_nothing() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let book = NonceBook::new();
     let mut dial = dialer("hubA", "hubB", false, &book, 0x11, t0);
     let mut listen = acceptor("hubA", "hubB", false, &book, 0x22, t0);
@@ -251,7 +271,7 @@ fn shuttling_each_sides_challenge_to_the_other_links_nothing() {
 /// it, and under frame-mac it cannot change or add a single frame.
 #[test]
 fn a_splice_between_two_hubs_is_only_a_relay_and_cannot_inject() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let (book_a, book_b) = (NonceBook::new(), NonceBook::new());
     let mut a_listen = acceptor("hubA", "hubB", false, &book_a, 0x22, t0);
     let mut b_dial = dialer("hubB", "hubA", false, &book_b, 0x33, t0);
@@ -294,10 +314,30 @@ struct Outcome {
 
 /// One handshake between genuine hubA (dialer) and hubB (acceptor) through an attacker that
 /// rewrites the challenge, the handshake and the ack.
-fn through(d_allow_v0: bool, a_allow_v0: bool, ch: Tamper, hs: Tamper, ack: Tamper) -> Outcome {
-    let t0 = crate::deadline::test_origin();
-    let mut d = dialer("hubA", "hubB", d_allow_v0, &NonceBook::new(), 0x11, t0);
-    let mut a = acceptor("hubB", "hubA", a_allow_v0, &NonceBook::new(), 0x22, t0);
+fn through(
+    d_allow_claudectl: bool,
+    a_allow_claudectl: bool,
+    ch: Tamper,
+    hs: Tamper,
+    ack: Tamper,
+) -> Outcome {
+    let t0 = crate::kernel::deadline::test_origin();
+    let mut d = dialer(
+        "hubA",
+        "hubB",
+        d_allow_claudectl,
+        &NonceBook::new(),
+        0x11,
+        t0,
+    );
+    let mut a = acceptor(
+        "hubB",
+        "hubA",
+        a_allow_claudectl,
+        &NonceBook::new(),
+        0x22,
+        t0,
+    );
     let mut c = parse(&drain(&mut a));
     ch(&mut c);
     d.handle_input(&line(&c), t0);
@@ -374,7 +414,7 @@ fn every_stripping_and_downgrade_attempt_fails() {
     );
     let cases: Vec<Case> = vec![
         (
-            "marker stripped, allow_v0 off at the dialer: nothing signed",
+            "marker stripped, allow_claudectl off at the dialer: nothing signed",
             false,
             true,
             strip_marker(),
@@ -383,7 +423,7 @@ fn every_stripping_and_downgrade_attempt_fails() {
             "no v1 marker",
         ),
         (
-            "marker stripped, allow_v0 off at the acceptor: the v0 handshake is denied",
+            "marker stripped, allow_claudectl off at the acceptor: the v0 handshake is denied",
             true,
             false,
             strip_marker(),
@@ -424,11 +464,20 @@ fn every_stripping_and_downgrade_attempt_fails() {
             "denied",
         ),
         (
-            "a v0 proof replayed inside a v1 handshake",
+            "a proof over the nonce alone inside a v1 handshake, allow_claudectl off",
+            false,
+            false,
+            keep(),
+            Box::new(|h| h["payload"]["proof"] = json!(auth::proof(&KEY, &"22".repeat(32)))),
+            keep(),
+            "allow_claudectl is off",
+        ),
+        (
+            "a proof over another nonce inside a v1 handshake",
             true,
             true,
             keep(),
-            Box::new(|h| h["payload"]["proof"] = json!(auth::proof(&KEY, &"22".repeat(32)))),
+            Box::new(|h| h["payload"]["proof"] = json!(auth::proof(&KEY, &"23".repeat(32)))),
             keep(),
             "denied",
         ),
@@ -451,7 +500,7 @@ fn every_stripping_and_downgrade_attempt_fails() {
             "failed mutual authentication",
         ),
         (
-            "frame-mac stripped from the ack, allow_v0 on",
+            "frame-mac stripped from the ack, allow_claudectl on",
             true,
             true,
             keep(),
@@ -470,7 +519,7 @@ fn every_stripping_and_downgrade_attempt_fails() {
                 remove_feature(&mut k["payload"]["features"], "frame-mac");
                 k["payload"].as_object_mut().unwrap().remove("proof");
             }),
-            "required while allow_v0 is off",
+            "required while allow_claudectl is off",
         ),
         (
             "the ack rewritten as v0",
@@ -507,24 +556,67 @@ fn every_stripping_and_downgrade_attempt_fails() {
     }
 }
 
-/// What `allow_v0 = true` on both ends admits, stated as a test so a change is noticed: a
-/// man in the middle who strips the marker gets a v0 link, which has no frame-mac (§12).
+/// What `allow_claudectl = true` on both ends admits, stated as a test so a change is noticed: a
+/// man in the middle who strips the marker gets a link in claudectl's dialect, which has no
+/// mutual-auth and no frame-mac (§12). The features are those both offered, less those two.
 #[test]
-fn with_allow_v0_on_at_both_ends_a_stripped_marker_gives_a_v0_link() {
+fn with_allow_claudectl_on_at_both_ends_a_stripped_marker_gives_a_claudectl_link() {
     let strip: Tamper = Box::new(|c: &mut Value| {
         let n = c["payload"]["nonce"].clone();
         c["payload"] = json!({ "nonce": n });
     });
     let o = through(true, true, strip, keep(), keep());
-    assert_eq!(established(&o.d).map(|e| (e.1, e.2)), Some((0, vec![])));
-    assert_eq!(established(&o.a).map(|e| (e.1, e.2)), Some((0, vec![])));
+    for (side, evs) in [("dialer", &o.d), ("acceptor", &o.a)] {
+        let (_, proto, features) = established(evs).expect(side);
+        assert_eq!(proto, 1, "{side}");
+        assert!(
+            features.contains(&Feature::FrameBin),
+            "{side}: {features:?}"
+        );
+        assert!(
+            !features.contains(&Feature::MutualAuth) && !features.contains(&Feature::FrameMac),
+            "{side}: {features:?}"
+        );
+        let dialect = evs.iter().find_map(|e| match e {
+            SessionEvent::Established { dialect, .. } => Some(*dialect),
+            _ => None,
+        });
+        assert_eq!(dialect, Some(Dialect::Claudectl), "{side}");
+    }
+    // The same with the proof left as a v1 dialer makes it: a transcript proof after a
+    // stripped challenge is never sent (the dialer answers an unmarked challenge in
+    // claudectl's dialect), so nothing here could be an agent-hub link.
+}
+
+/// A v1 handshake whose proof is the nonce HMAC (claudectl 0.90+ sends exactly this) links
+/// in claudectl's dialect when the peer's entry allows it, whatever it offers: `mutual-auth`
+/// and `frame-mac` are never agreed in that dialect, so an offer of them without a nonce is
+/// no error there.
+#[test]
+fn a_nonce_proof_with_proto_1_is_claudectls_dialect_and_agrees_no_hardened_feature() {
+    let o = through(
+        true,
+        true,
+        Box::new(|c: &mut Value| {
+            let n = c["payload"]["nonce"].clone();
+            c["payload"] = json!({ "nonce": n });
+        }),
+        Box::new(|h: &mut Value| {
+            h["payload"]["features"] = json!(["mutual-auth", "frame-mac", "frame-bin", "made-up"]);
+        }),
+        keep(),
+    );
+    assert_eq!(
+        established(&o.a).map(|e| (e.1, e.2)),
+        Some((1, vec![Feature::FrameBin]))
+    );
 }
 
 // ----- self-issued nonces -----
 
 #[test]
 fn a_handshake_carrying_a_nonce_this_hub_issued_is_denied() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let book = NonceBook::new();
     // hubB has a dial of its own open (its nonce 0x44 is in the book) and a listener.
     let _own_dial = dialer("hubB", "hubA", false, &book, 0x44, t0);
@@ -572,7 +664,7 @@ fn a_handshake_carrying_a_nonce_this_hub_issued_is_denied() {
 
 /// A linked frame-mac pair; returns the dialer, the acceptor and now.
 fn linked() -> (Session, Session, Instant) {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut d = dialer("hubA", "hubB", false, &NonceBook::new(), 0x11, t0);
     let mut a = acceptor("hubB", "hubA", false, &NonceBook::new(), 0x22, t0);
     d.handle_input(&drain(&mut a), t0);

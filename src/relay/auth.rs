@@ -18,7 +18,7 @@ pub const KEY_BYTES: usize = 32;
 /// Hex characters in a key file, a nonce and a proof.
 pub const HEX_CHARS: usize = 64;
 /// The longest peer id v0 peers accept.
-pub const PEER_ID_MAX_CHARS: usize = 128;
+pub use crate::kernel::names::PEER_ID_MAX_CHARS;
 
 /// Why a key file's text is not a key. Never carries the text itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,14 +165,8 @@ pub fn verify(key: &[u8; KEY_BYTES], nonce_hex: &str, received_proof: &str) -> b
     }
 }
 
-/// Peer ids: 1–128 characters of `[A-Za-z0-9_-]` (what v0 peers accept).
-pub fn valid_peer_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= PEER_ID_MAX_CHARS
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
+/// Peer ids: the one rule (`names::valid_peer_id`).
+pub use crate::kernel::names::valid_peer_id;
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,11 @@ impl CardBook {
         self.ours = cards;
     }
 
+    /// The cards this hub advertises (claudectl's `capabilities` are made from them).
+    pub fn ours(&self) -> &[AgentCard] {
+        &self.ours
+    }
+
     /// What the next beat carries: the whole list for a full beat, or for a delta beat when
     /// it differs from what was last sent; None otherwise.
     pub fn for_beat(&mut self, full: bool) -> Option<Vec<AgentCard>> {

@@ -53,6 +53,9 @@ pub enum FrameError {
     MissingRawSize,
     /// The declared raw size is over `DECOMPRESSED_CAP_BYTES`: refused before allocating.
     DeclaredTooLarge { declared_bytes: usize },
+    /// The declared raw size is under `COMPRESS_MIN_BYTES`: no sender compresses a body that
+    /// small, and claudectl (0.90+) ends the link on one, so we refuse it alike.
+    DeclaredTooSmall { declared_bytes: usize },
     /// The LZ4 block is corrupt, or decompresses to more than it declared.
     Lz4(String),
     /// The LZ4 block decompresses to fewer bytes than it declared.
@@ -82,6 +85,10 @@ impl std::fmt::Display for FrameError {
             FrameError::DeclaredTooLarge { declared_bytes } => write!(
                 f,
                 "compressed frame declares {declared_bytes} raw bytes, over the cap of {DECOMPRESSED_CAP_BYTES}"
+            ),
+            FrameError::DeclaredTooSmall { declared_bytes } => write!(
+                f,
+                "compressed frame declares {declared_bytes} raw bytes, under the {COMPRESS_MIN_BYTES} below which no frame is compressed"
             ),
             FrameError::Lz4(d) => write!(f, "compressed frame is not a valid LZ4 block of its declared size: {d}"),
             FrameError::SizeMismatch { declared_bytes, actual_bytes } => write!(
@@ -147,6 +154,11 @@ fn decompress(block: &[u8]) -> Result<Vec<u8>, FrameError> {
     // The bomb check: before the output buffer exists.
     if declared > DECOMPRESSED_CAP_BYTES {
         return Err(FrameError::DeclaredTooLarge {
+            declared_bytes: declared,
+        });
+    }
+    if declared < COMPRESS_MIN_BYTES {
+        return Err(FrameError::DeclaredTooSmall {
             declared_bytes: declared,
         });
     }
@@ -356,6 +368,37 @@ pub fn encode_message(msg: &RelayMessage, lz4: bool) -> Result<Vec<u8>, FrameErr
     encode_frame(&body, lz4)
 }
 
+/// How a link's frame bodies hold a message (docs/relay-protocol.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyForm {
+    /// This project's hubs: JSON, and a `session_transfer` chunk raw after it (`data_len`).
+    RawChunks,
+    /// claudectl's: the message's JSON alone, exactly its line without the `\n`; a chunk
+    /// stays base64 `data` (claudectl 0.92's `transfer.rs` frames it so).
+    Json,
+}
+
+/// A message as the frame `form` makes it.
+pub fn encode_message_as(
+    msg: &RelayMessage,
+    lz4: bool,
+    form: BodyForm,
+) -> Result<Vec<u8>, FrameError> {
+    match form {
+        BodyForm::RawChunks => encode_message(msg, lz4),
+        BodyForm::Json => encode_frame(&msg.encode_json(), lz4),
+    }
+}
+
+/// Reads a frame body written in `form`. A `Json` body is decoded as a line's content is
+/// (nothing may follow the JSON); its chunk, if any, stays base64 until the session's check.
+pub fn decode_body_as(body: &[u8], form: BodyForm) -> Result<RelayMessage, RelayError> {
+    match form {
+        BodyForm::RawChunks => decode_body(body),
+        BodyForm::Json => RelayMessage::decode_json(body),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,13 +549,24 @@ mod tests {
             }),
             "claims larger than it is"
         );
-        assert!(matches!(with(0), Err(FrameError::Lz4(_))));
+        // Under 1024 is refused before LZ4 runs: no sender compresses so little, and
+        // claudectl ends a link on it (relay-compat-0.92.md §2).
+        assert_eq!(
+            with(0),
+            Err(FrameError::DeclaredTooSmall { declared_bytes: 0 })
+        );
+        assert_eq!(
+            with(1023),
+            Err(FrameError::DeclaredTooSmall {
+                declared_bytes: 1023
+            })
+        );
         assert_eq!(
             decode_frame(&frame(FLAG_LZ4, &[1, 0])),
             Err(FrameError::MissingRawSize)
         );
         // Garbage after a valid size.
-        let mut junk = 100u32.to_le_bytes().to_vec();
+        let mut junk = 2000u32.to_le_bytes().to_vec();
         junk.extend_from_slice(&[0xff; 20]);
         assert!(matches!(
             decode_frame(&frame(FLAG_LZ4, &junk)),

@@ -18,7 +18,7 @@
 //! is not provided (the bytes are readable); integrity and ordering are.
 //!
 //! Also the feature rules: `frame-mac` needs `frame-bin` and `mutual-auth`, and a peer whose
-//! `allow_v0` is off gets a link only with all three. Refuses: IO, and choosing keys.
+//! `allow_claudectl` is off gets a link only with all three. Refuses: IO, and choosing keys.
 
 use crate::relay::frame::{self, Frame, FrameError, FRAME_CAP_BYTES, HEADER_BYTES, RESERVED_FLAGS};
 use crate::relay::transcript::FrameKeys;
@@ -196,7 +196,7 @@ impl FrameMac {
 
 // ----- feature rules -----
 
-/// What a link with a peer whose `allow_v0` is off must agree: the acceptor's proof (which
+/// What a link with a peer whose `allow_claudectl` is off must agree: the acceptor's proof (which
 /// commits the agreed set) and frame MACs, which need frames.
 pub const REQUIRED_WITHOUT_V0: [Feature; 3] =
     [Feature::MutualAuth, Feature::FrameBin, Feature::FrameMac];

@@ -239,7 +239,7 @@ impl Links {
         self.by_peer
             .values()
             .flat_map(|p| p.standby.iter())
-            .map(|s| crate::deadline::after(s.since, self.grace))
+            .map(|s| crate::kernel::deadline::after(s.since, self.grace))
             .min()
     }
 
@@ -254,7 +254,7 @@ impl Links {
                 let due = entry
                     .standby
                     .iter()
-                    .find(|s| crate::deadline::after(s.since, self.grace) <= now)
+                    .find(|s| crate::kernel::deadline::after(s.since, self.grace) <= now)
                     .copied();
                 let Some(s) = due else { break };
                 let old = entry.link;

@@ -3,7 +3,7 @@
 //! they last (claudectl 0.64's unmarked one-shots).
 
 use super::*;
-use crate::deadline::test_origin;
+use crate::kernel::deadline::test_origin;
 
 const HB: Duration = Duration::from_secs(30);
 

@@ -27,10 +27,12 @@ pub mod nonces;
 pub mod session;
 pub mod throttle;
 pub mod transcript;
+pub mod worker;
 
 pub use message::{feature_for, Feature, MsgType, Payload, RelayError, RelayMessage};
 pub use session::{
-    PeerAuth, Role, SendError, Session, SessionConfig, SessionEvent, SessionState, WallClock,
+    Dialect, PeerAuth, Role, SendError, Session, SessionConfig, SessionEvent, SessionState,
+    WallClock,
 };
 
 /// Waits before each redial of a link we dialled (docs/relay-protocol.md §2.5: 10 s, 20 s,

@@ -11,7 +11,7 @@
 //! that many handshakes opened within one handshake timeout (a cap on unauthenticated relay
 //! connections keeps that out of reach). For a v1 peer the transcript proof (`transcript`)
 //! refuses a reflection even without the book, so the book is defence in depth there; for a
-//! v0 peer (`allow_v0 = true`) it is the only defence.
+//! v0 peer (`allow_claudectl = true`) it is the only defence.
 //!
 //! Sans-IO: time is passed in. It is a shared handle (`Arc<Mutex<…>>`) only so that sessions
 //! stay `Send`; the server is single-threaded and the lock is never contended. The relay IO
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_nonce_is_known_until_its_deadline_and_clones_share_the_book() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let book = NonceBook::new();
         let other_session = book.clone();
         book.issue(&"ab".repeat(32), t0 + Duration::from_secs(10), t0);
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn the_book_is_bounded_and_evicts_the_oldest_first() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let until = t0 + Duration::from_secs(10);
         let book = NonceBook::new();
         for i in 0..NONCE_BOOK_CAP + 10 {

@@ -36,10 +36,10 @@ fn cfg(name: &str, features: &[Feature], t0: Instant) -> SessionConfig {
     }
 }
 
-fn auth_ok(allow_v0: bool) -> PeerAuth {
+fn auth_ok(allow_claudectl: bool) -> PeerAuth {
     PeerAuth {
         key: KEY,
-        allow_v0,
+        allow_claudectl,
         forward: false,
     }
 }
@@ -155,17 +155,17 @@ impl Net {
         }
     }
 
-    /// Two v1 hubs; `allow_v0` is off when both offer what a link then needs (mutual-auth,
+    /// Two v1 hubs; `allow_claudectl` is off when both offer what a link then needs (mutual-auth,
     /// frame-bin, frame-mac), and on otherwise, since only then may a link lack them.
     fn v1(dfeat: &[Feature], afeat: &[Feature]) -> Net {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let strict = |f: &[Feature]| super::framemac::missing_without_v0(f).is_empty();
-        let allow_v0 = !(strict(dfeat) && strict(afeat));
+        let allow_claudectl = !(strict(dfeat) && strict(afeat));
         Net::new(
             cfg("hubA", dfeat, t0),
             cfg("hubB", afeat, t0),
-            auth_ok(allow_v0),
-            keys_for("hubA", auth_ok(allow_v0)),
+            auth_ok(allow_claudectl),
+            keys_for("hubA", auth_ok(allow_claudectl)),
             t0,
         )
     }
@@ -233,6 +233,7 @@ impl Net {
                 features,
                 transient,
                 peer_version,
+                ..
             } => Some((
                 peer.clone(),
                 *proto,
@@ -497,7 +498,7 @@ fn bus_forward_is_agreed_only_between_peers_that_both_allow_it() {
         ..auth_ok(false)
     };
     for (d_on, a_on) in [(true, true), (true, false), (false, true), (false, false)] {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut net = Net::new(
             cfg("hubA", &Feature::ALL, t0),
             cfg("hubB", &Feature::ALL, t0),
@@ -540,7 +541,7 @@ fn bus_forward_is_agreed_only_between_peers_that_both_allow_it() {
 
 #[test]
 fn transient_dial_is_reported_on_both_ends() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut c = cfg("hubA", &Feature::ALL, t0);
     c.transient = true;
     let mut net = Net::new(
@@ -558,7 +559,7 @@ fn transient_dial_is_reported_on_both_ends() {
 
 #[test]
 fn frame_bin_switches_after_the_ack_even_within_one_read() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -593,7 +594,7 @@ fn frame_bin_switches_after_the_ack_even_within_one_read() {
     let evs = events(&mut d);
     assert!(Net::established(&evs).is_some());
     let dir = evs.iter().find_map(|e| match e {
-        SessionEvent::Heartbeat { directory } => Some(directory.clone()),
+        SessionEvent::Heartbeat { directory, .. } => Some(directory.clone()),
         _ => None,
     });
     assert_eq!(dir, Some(directory(40, "0.1.0")));
@@ -614,7 +615,7 @@ fn any_split_of_the_input_gives_the_same_events() {
 
 #[test]
 fn wrong_key_is_denied_and_both_close() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut net = Net::new(
         cfg("hubA", &Feature::ALL, t0),
         cfg("hubB", &Feature::ALL, t0),
@@ -623,7 +624,7 @@ fn wrong_key_is_denied_and_both_close() {
             "hubA",
             PeerAuth {
                 key: OTHER_KEY,
-                allow_v0: false,
+                allow_claudectl: false,
                 forward: false,
             },
         ),
@@ -660,7 +661,7 @@ fn wrong_key_is_denied_and_both_close() {
 
 #[test]
 fn unknown_peer_id_is_denied() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut net = Net::new(
         cfg("hubA", &Feature::ALL, t0),
         cfg("hubB", &Feature::ALL, t0),
@@ -682,7 +683,7 @@ fn unknown_peer_id_is_denied() {
 
 #[test]
 fn the_key_lookup_may_be_a_closure() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -716,7 +717,7 @@ fn the_key_lookup_may_be_a_closure() {
 /// v0 bytes only, for many intervals, and the link stays up.
 #[test]
 fn v0_dialer_gets_exact_v0_bytes_and_stays_linked() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("old", auth_ok(true)),
@@ -882,7 +883,7 @@ fn sample_payload(t: &MsgType) -> Value {
 /// Our dialer against a v0 acceptor double: a v0 link (no features, lines only).
 #[test]
 fn v0_acceptor_gives_a_v0_link_when_allowed() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "old",
@@ -945,8 +946,8 @@ fn d_msg(s: &mut Session, t: MsgType, now: Instant) -> RelayMessage {
 }
 
 #[test]
-fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
-    let t0 = crate::deadline::test_origin();
+fn allow_claudectl_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
+    let t0 = crate::kernel::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "old",
@@ -960,7 +961,7 @@ fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
         key: KEY,
         counter: 0,
     };
-    // An unmarked challenge: no v0 proof is ever made for a peer whose allow_v0 is off, so
+    // An unmarked challenge: no v0 proof is ever made for a peer whose allow_claudectl is off, so
     // nobody can use this dialer to sign a v0 challenge (no signing oracle).
     d.handle_input(&v0.challenge(&"cd".repeat(32)), t0);
     assert_eq!(d.poll_transmit(), None, "nothing signed, nothing sent");
@@ -968,7 +969,7 @@ fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
     let why = closed_reason(&evs).unwrap();
     assert!(
         why.contains("no v1 marker")
-            && why.contains("allow_v0 is off")
+            && why.contains("allow_claudectl is off")
             && why.contains("nothing signed"),
         "{evs:?}"
     );
@@ -978,8 +979,8 @@ fn allow_v0_off_refuses_a_v0_acceptor_and_sends_nothing_more() {
 }
 
 #[test]
-fn allow_v0_off_denies_a_v0_dialer() {
-    let t0 = crate::deadline::test_origin();
+fn allow_claudectl_off_denies_a_v0_dialer() {
+    let t0 = crate::kernel::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("old", auth_ok(false)),
@@ -1001,15 +1002,15 @@ fn allow_v0_off_denies_a_v0_dialer() {
     );
     assert!(closed_reason(&events(&mut a))
         .unwrap()
-        .contains("allow_v0 is off"));
+        .contains("allow_claudectl is off"));
 }
 
 /// An impostor acceptor (it does not hold the key) answers "ok" to anything. It challenges
-/// as v1 (an unmarked challenge gets nothing signed at all: `allow_v0_off_…`); under
+/// as v1 (an unmarked challenge gets nothing signed at all: `allow_claudectl_off_…`); under
 /// mutual-auth the dialer sends nothing after its handshake and closes.
 #[test]
 fn impostor_acceptor_fails_mutual_auth() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let nd = "11".repeat(32);
     let all: Vec<&str> = Feature::ALL
         .iter()
@@ -1039,12 +1040,12 @@ fn impostor_acceptor_fails_mutual_auth() {
             json!({"status": "ok", "proto": 1, "features": ["mutual-auth"], "proof": auth::proof(&KEY, &"12".repeat(32))}),
         ),
         (
-            "drops mutual-auth (downgrade) while allow_v0 is off",
+            "drops mutual-auth (downgrade) while allow_claudectl is off",
             false,
             json!({"status": "ok", "proto": 1, "features": ["frame-bin"]}),
         ),
         (
-            "answers v0 after challenging as v1, allow_v0 on",
+            "answers v0 after challenging as v1, allow_claudectl on",
             true,
             json!({"status": "ok"}),
         ),
@@ -1064,11 +1065,11 @@ fn impostor_acceptor_fails_mutual_auth() {
             json!({"status": "ok", "proto": 2, "features": []}),
         ),
     ];
-    for (name, allow_v0, mut ack_payload) in cases {
+    for (name, allow_claudectl, mut ack_payload) in cases {
         let mut d = Session::dialer(
             cfg("hubA", &Feature::ALL, t0),
             "hubB",
-            auth_ok(allow_v0),
+            auth_ok(allow_claudectl),
             [0x11; 32],
             1,
             t0,
@@ -1116,7 +1117,7 @@ fn impostor_acceptor_fails_mutual_auth() {
             "{name}: nothing sent after the handshake"
         );
     }
-    // With allow_v0 on, leaving mutual-auth out is accepted: a v0 link would be anyway.
+    // With allow_claudectl on, leaving mutual-auth out is accepted: a v0 link would be anyway.
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -1149,7 +1150,7 @@ fn impostor_acceptor_fails_mutual_auth() {
 
 #[test]
 fn malformed_handshakes_get_no_ack() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let good_proof = |nonce: &str| auth::proof(&KEY, nonce);
     type Make = Box<dyn Fn(&str) -> Vec<u8>>;
     let cases: Vec<(&str, Make)> = vec![
@@ -1186,9 +1187,20 @@ fn malformed_handshakes_get_no_ack() {
             }),
         ),
         (
-            "mutual-auth without a nonce",
+            "mutual-auth without a nonce (a transcript proof)",
             Box::new(move |n| {
-                format!(r#"{{"id":"1","msg_type":"handshake","from_peer":"hubA","timestamp":1,"payload":{{"proof":"{}","version":"1","proto":1,"features":["mutual-auth"]}}}}"#, good_proof(n)).into_bytes().into_iter().chain(*b"\n").collect()
+                let hs = crate::relay::message::Handshake {
+                    proof: String::new(),
+                    version: "1".into(),
+                    listen_port: None,
+                    transient: None,
+                    proto: Some(1),
+                    features: Some(vec!["mutual-auth".into()]),
+                    nonce: None,
+                };
+                let proof = crate::relay::transcript::Transcript::new("hubA", "hubB", n, &hs)
+                    .dialer_proof(&KEY);
+                format!(r#"{{"id":"1","msg_type":"handshake","from_peer":"hubA","timestamp":1,"payload":{{"proof":"{proof}","version":"1","proto":1,"features":["mutual-auth"]}}}}"#).into_bytes().into_iter().chain(*b"\n").collect()
             }),
         ),
         (
@@ -1214,7 +1226,7 @@ fn malformed_handshakes_get_no_ack() {
 
 #[test]
 fn handshake_deadline_frees_the_slot_exactly_on_time() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("hubA", auth_ok(true)),
@@ -1246,7 +1258,7 @@ fn handshake_deadline_frees_the_slot_exactly_on_time() {
 
 #[test]
 fn liveness_expires_exactly_at_three_intervals_and_other_traffic_does_not_count() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let feats = [Feature::UnknownOk, Feature::MutualAuth];
     let mut d = Session::dialer(
         cfg("hubA", &feats, t0),
@@ -1324,7 +1336,7 @@ fn hb_delta_applies_deltas_and_sends_a_full_beat_every_tenth() {
         net.a.set_directory(dir.clone());
         net.run_until(net.now + INTERVAL);
         let last = net.ev_d.iter().rev().find_map(|e| match e {
-            SessionEvent::Heartbeat { directory } => Some(directory.clone()),
+            SessionEvent::Heartbeat { directory, .. } => Some(directory.clone()),
             _ => None,
         });
         seen.push(last == Some(dir.clone()));
@@ -1373,9 +1385,9 @@ fn hb_delta_applies_deltas_and_sends_a_full_beat_every_tenth() {
 }
 
 /// Two v1 sessions without frame-bin, so test code can read and inject lines between them
-/// (a link without frame-mac: only with `allow_v0` on).
+/// (a link without frame-mac: only with `allow_claudectl` on).
 fn line_pair(features: &[Feature]) -> (Session, Session, Instant) {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", features, t0),
         "hubB",
@@ -1578,7 +1590,7 @@ fn invalid_payloads_of_known_types_are_dropped_and_wrong_envelopes_close() {
 
 #[test]
 fn send_refuses_what_the_link_did_not_negotiate() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut d = Session::dialer(
         cfg("hubA", &Feature::ALL, t0),
         "hubB",
@@ -1768,7 +1780,7 @@ fn protocol_errors_on_a_frame_link_close_it() {
 
 #[test]
 fn wall_clock_and_ids() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let w = WallClock {
         at: t0,
         unix_ms: T0_MS,
@@ -1817,7 +1829,7 @@ fn peer_auth_debug_never_shows_the_key() {
         "{:?}",
         PeerAuth {
             key: [0xab; 32],
-            allow_v0: true,
+            allow_claudectl: true,
             forward: true,
         }
     );
@@ -1826,7 +1838,7 @@ fn peer_auth_debug_never_shows_the_key() {
 
 #[test]
 fn acceptor_ignores_feature_names_it_does_not_know() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("hubA", auth_ok(true)),
@@ -1868,5 +1880,6 @@ fn sessions_can_move_between_threads() {
 }
 
 mod cards;
+mod claudectl;
 mod limits;
 mod liveness;

@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn a_burst_passes_then_one_line_per_period() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut t = Throttle::new(3, S * 10);
         assert_eq!(passed(&mut t, t0, 100), 3, "the burst");
         assert_eq!(t.held_back(), 97);
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn a_flood_over_a_long_time_passes_burst_plus_one_per_period() {
         // A line every 10 ms for 10 minutes of virtual time: 60,000 attempts.
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut t = Throttle::new(5, S * 6);
         let mut written = 0;
         for i in 0..60_000u32 {
@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_quiet_peer_gets_its_whole_burst_back() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut t = Throttle::new(4, S);
         assert_eq!(passed(&mut t, t0, 4), 4);
         assert_eq!(t.admit(t0), None);
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_refill_keeps_its_phase_until_the_bucket_is_full() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut t = Throttle::new(2, S);
         assert_eq!(passed(&mut t, t0, 2), 2);
         // Tokens are due at t0+1s, t0+2s: taking one at 1.5 s leaves the next due at 2 s.
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn degenerate_settings_still_limit() {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let mut t = Throttle::new(0, Duration::ZERO);
         assert_eq!(passed(&mut t, t0, 10), 1, "burst 0 means 1");
         assert_eq!(t.take_held_back(), 9);

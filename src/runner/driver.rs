@@ -149,8 +149,16 @@ impl Driver {
             .spawn(move || reap(child_rx, reap_tx))
             .map_err(|e| Status::Failed(Failure::Spawn(format!("cannot start a thread: {e}"))))?;
 
-        let mut child = process::spawn(&self.spec.argv, &self.spec.env, &cwd)
-            .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
+        let (mut child, sandboxed) = process::spawn_task(
+            &self.spec.argv,
+            &self.spec.env,
+            &cwd,
+            self.spec.sandbox.as_ref(),
+        )
+        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
+        if let Some(line) = sandboxed {
+            self.log(Level::Info, line);
+        }
         let pgid = child.id();
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {

@@ -4,8 +4,9 @@
 //!
 //! Owns: the driver thread (spawn through `process::spawn`, so the same rules as the ACP
 //! runner: argv exec'd directly, never a shell; exactly the given environment; the task cwd;
-//! its own process group), closing the agent's stdin at once (a headless agent gets no input:
-//! Codex reads stdin when it is not a terminal), the capped stdout reader, the stderr tail,
+//! its own process group; its sandbox), writing the prompt to the agent's stdin when its
+//! manifest takes it there and closing stdin (a headless agent gets no other input: Codex
+//! reads stdin when it is not a terminal), the capped stdout reader, the stderr tail,
 //! the reaper, and carrying out `headless::Run`'s signals. Refuses: deciding anything (the
 //! deadlines, the escalation and the outcome are `headless::run`'s and
 //! `headless::outcome`'s), putting anything but the rendered argv on the command line.
@@ -44,6 +45,14 @@ pub struct HeadlessSpec {
     pub stdout_max_bytes: usize,
     /// Values redacted from every excerpt (API keys in `env`, the task's token).
     pub secrets: Vec<String>,
+    /// The prompt, for an agent that reads it on stdin (`run.headless_prompt = "stdin"`);
+    /// None: it is already in `argv`.
+    pub stdin_prompt: Option<String>,
+    /// The task's private folder (no token: a headless task has no MCP server), where its
+    /// sandbox keeps its copies; removed when the task ends.
+    pub credential: Option<super::TaskCredential>,
+    /// The OS sandbox, as for an ACP task.
+    pub sandbox: Option<crate::sandbox::TaskSandbox>,
 }
 
 pub(super) struct HeadlessDriver {
@@ -74,7 +83,7 @@ impl HeadlessDriver {
         }
     }
 
-    pub(super) fn run(self) {
+    pub(super) fn run(mut self) {
         let end = match self.drive() {
             Ok(end) => end,
             Err(status) => {
@@ -89,6 +98,8 @@ impl HeadlessDriver {
                 }
             }
         };
+        // The task's folder goes before `Ended`, as an ACP task's credential does.
+        drop(self.spec.credential.take());
         self.control.ended.store(true, Ordering::Release);
         self.emit(TaskEvent::Ended(end));
     }
@@ -121,11 +132,37 @@ impl HeadlessDriver {
             .name("headless-reap".into())
             .spawn(move || reap(child_rx, reap_tx))
             .map_err(|e| Status::Failed(Failure::Spawn(format!("cannot start a thread: {e}"))))?;
-        let mut child = process::spawn(&self.spec.argv, &self.spec.env, &self.spec.cwd)
-            .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
+        let (mut child, sandboxed) = process::spawn_task(
+            &self.spec.argv,
+            &self.spec.env,
+            &self.spec.cwd,
+            self.spec.sandbox.as_ref(),
+        )
+        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
         let pgid = child.id();
-        // A headless agent gets no input: its stdin is closed at once.
-        drop(child.stdin.take());
+        if let Some(line) = sandboxed {
+            self.log(Level::Info, line);
+        }
+        // The prompt, when the manifest takes it on stdin (`run.headless_prompt = "stdin"`),
+        // is written on a thread of its own: an agent that reads late, or never, must not
+        // hold up this driver; a write to an agent that died fails and ends the thread. Then
+        // stdin is closed (an agent such as Codex reads it to its end). Without one, stdin is
+        // closed at once: a headless agent gets no other input.
+        let stdin = child.stdin.take();
+        if let (Some(prompt), Some(mut pipe)) = (self.spec.stdin_prompt.clone(), stdin) {
+            let spawned = std::thread::Builder::new()
+                .name("headless-stdin".into())
+                .spawn(move || {
+                    use std::io::Write;
+                    let _ = pipe.write_all(prompt.as_bytes());
+                });
+            if let Err(e) = spawned {
+                self.log(
+                    Level::Warn,
+                    format!("cannot start the thread that writes the prompt: {e}"),
+                );
+            }
+        }
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {
             process::signal_group(pgid, crate::acp::Signal::Kill);

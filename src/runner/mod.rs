@@ -25,7 +25,7 @@ pub use credential::{CredentialError, TaskCredential};
 pub use handle::{start, start_headless, TaskHandle};
 pub use headless::HeadlessSpec;
 
-use crate::acp::{ExitStatus, Log, Outcome, Progress, SessionConfig, Signal};
+use crate::acp::SessionConfig;
 use std::ffi::OsString;
 
 /// Lines read from the agent's stdout and waiting for the driver. The reader blocks when the
@@ -54,35 +54,11 @@ pub struct TaskSpec {
     pub secrets: Vec<String>,
     /// Removed when the task ends (before `TaskEvent::Ended` is sent).
     pub credential: Option<TaskCredential>,
+    /// The OS sandbox the agent runs in (`sandbox::prepare` on the driver thread, just
+    /// before the spawn); None runs it as the hub's user with nothing hidden.
+    pub sandbox: Option<crate::sandbox::TaskSandbox>,
 }
 
-/// What the owner receives, in this order: `Started` (unless the agent could not be
-/// started), any number of `Progress` and `Log`, exactly one `Outcome`, more `Log`, then
-/// `Ended` last.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TaskEvent {
-    /// The agent process runs, leading its own process group `pid`.
-    Started { pid: u32 },
-    /// A coalesced progress snapshot from the session.
-    Progress(Progress),
-    /// A service-log line: the session's (permission decisions, anomalies, the summary) or
-    /// the runner's (spawn, pipe failures). Never holds the prompt, text or a secret.
-    Log(Log),
-    /// The task's one final outcome.
-    Outcome(Outcome),
-    /// The process was reaped and nothing more will come.
-    Ended(TaskEnd),
-}
-
-/// How the process ended, sent with `TaskEvent::Ended`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TaskEnd {
-    /// None when no process was started.
-    pub exit: Option<ExitStatus>,
-    /// Signals sent to the process group, in order.
-    pub signals: Vec<Signal>,
-    /// The last lines of the agent's stderr, each a sanitized excerpt (acp::sanitize).
-    pub stderr_tail: Vec<String>,
-    /// Every byte the agent wrote to stderr, kept or not.
-    pub stderr_bytes: u64,
-}
+/// What a run reports to its owner: the task book's vocabulary (`tasks::event`), which the
+/// runner produces and the book consumes.
+pub use crate::tasks::{TaskEnd, TaskEvent};

@@ -1,10 +1,11 @@
 //! Starting the agent process and signalling its group (docs/acp.md "The runner").
 //!
 //! Owns the `Command` (argv exec'd directly, never through a shell; the environment cleared
-//! and replaced by the caller's; its own process group, agents-acp-mcp.md §1.9 step 1, §5.2;
-//! all three stdio piped) and `kill(2)` on the group. Refuses: looking argv[0] up on a PATH
-//! (the caller resolves it; a relative one is refused), inheriting anything of the hub's
-//! environment.
+//! and replaced by the caller's; its own session and process group, agents-acp-mcp.md §1.9
+//! step 1, §5.2; all three stdio piped; the Landlock restriction, when the task's sandbox has
+//! one, applied between fork and exec) and `kill(2)` on the group. Refuses: looking argv[0]
+//! up on a PATH (the caller resolves it; a relative one is refused), inheriting anything of
+//! the hub's environment, or its controlling terminal.
 
 use crate::acp::Signal;
 use std::ffi::OsString;
@@ -12,12 +13,15 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Spawns `argv` in `cwd` with exactly `env`. The child leads a new process group whose id
-/// is its pid.
+/// Spawns `argv` in `cwd` with exactly `env`. The child leads a new session and process
+/// group whose id is its pid. With `landlock`, the child restricts itself to that ruleset
+/// (`sandbox::landlock_sys::confine_child`) before it execs; the caller keeps the ruleset
+/// open until this returns.
 pub(super) fn spawn(
     argv: &[OsString],
     env: &[(OsString, OsString)],
     cwd: &Path,
+    landlock: Option<std::os::fd::RawFd>,
 ) -> Result<Child, String> {
     let Some((program, args)) = argv.split_first() else {
         return Err("the agent's argv is empty".into());
@@ -37,17 +41,60 @@ pub(super) fn spawn(
             cwd.display()
         ));
     }
-    Command::new(&program)
-        .args(args)
+    let mut cmd = Command::new(&program);
+    cmd.args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
-        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    // SAFETY: setsid(2) and the Landlock steps are system calls only, as a pre_exec hook
+    // must make. setsid gives the agent a session of its own: no controlling terminal (the
+    // hub's, when it runs in one, could otherwise be fed input with TIOCSTI), and it leads
+    // a new process group whose id is its pid, as `process_group(0)` did, so the group
+    // signals below reach everything it starts.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = landlock {
+                crate::sandbox::landlock_sys::confine_child(fd)?;
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
         .map_err(|e| format!("{}: {e}", program.display()))
+}
+
+/// Spawns a task's agent: inside its sandbox when it has one (`sandbox::prepare` makes the
+/// bwrap argv or the Landlock ruleset and the per-task copies, here on the task's thread),
+/// else as `spawn` does. Returns the child and, when sandboxed, the line saying what the
+/// sandbox hides and shows, for the task's log.
+pub(super) fn spawn_task(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+    sandbox: Option<&crate::sandbox::TaskSandbox>,
+) -> Result<(Child, Option<String>), String> {
+    let Some(sb) = sandbox else {
+        return spawn(argv, env, cwd, None).map(|c| (c, None));
+    };
+    let prepared = crate::sandbox::prepare(sb, argv, cwd)
+        .map_err(|e| format!("the sandbox could not be set up: {e}"))?;
+    let mut env: Vec<(OsString, OsString)> = env
+        .iter()
+        .filter(|(k, _)| !prepared.env.iter().any(|(o, _)| o == k))
+        .cloned()
+        .collect();
+    env.extend(prepared.env.iter().cloned());
+    let fd = prepared.ruleset.as_ref().map(|r| r.raw_fd());
+    let child = spawn(&prepared.argv, &env, cwd, fd)?;
+    // The child holds its own restriction now; the ruleset descriptor is closed here.
+    drop(prepared.ruleset);
+    Ok((child, Some(prepared.summary)))
 }
 
 /// Sends `signal` to every process of group `pgid`. ESRCH (the group is empty) is fine.

@@ -1,5 +1,6 @@
 //! Accepting connections (part of the IO shell, `src/server/mod.rs`): the accept loop, the
-//! refusal at the connection limit or during shutdown, the read of the hello right behind the
+//! room a newcomer gets by closing the oldest connection still without an identity (SPEC
+//! §4.6), the refusal at the connection limit or during shutdown, the read of the hello right behind the
 //! accept, and the one-descriptor reserve that keeps a full descriptor table from spinning the
 //! loop. Decides no protocol question: a refused connection gets a best-effort error line and
 //! the core hears of every admitted one.
@@ -68,16 +69,13 @@ impl Server {
     }
 
     fn admit(&mut self, mut stream: mio::net::TcpStream, now: Now) {
-        if self.conns.len() >= self.limits.max_connections || self.shutting_down {
+        let refusal = if self.shutting_down {
+            Some("hub is shutting down".to_owned())
+        } else {
+            self.make_room(now)
+        };
+        if let Some(msg) = refusal {
             // Refused at once: a best-effort error line, then close. Never parked, never read.
-            let msg = if self.shutting_down {
-                "hub is shutting down".to_owned()
-            } else {
-                format!(
-                    "hub is at its connection limit ({}); try again later",
-                    self.limits.max_connections
-                )
-            };
             let line = crate::wire::HubLine::Error { message: msg }.encode();
             let _ = stream.write(line.as_bytes());
             let _ = stream.shutdown(Shutdown::Both);
@@ -112,6 +110,51 @@ impl Server {
         }
     }
 
+    /// Room for one more connection (SPEC §4.6). At `limits.max_connections`, or with
+    /// `limits.max_unauthenticated` connections still without an identity, the oldest of
+    /// those is closed to make it: a stranger has had the longest to send its hello, and a
+    /// newcomer (an agent's, most likely, whose hello is usually read right behind this
+    /// accept) gets its turn, so connections that never authenticate cannot keep agents out.
+    /// The error for the newcomer when there is no room: every connection is an authenticated
+    /// one.
+    fn make_room(&mut self, now: Now) -> Option<String> {
+        let max = self.limits.max_connections;
+        let max_unauth = self.limits.max_unauthenticated();
+        let full = self.conns.len() >= max;
+        if !full && self.hub.unauthenticated() < max_unauth {
+            return None;
+        }
+        let Some(oldest) = self.hub.oldest_unauthenticated() else {
+            return Some(format!(
+                "hub is at its connection limit ({max}); try again later"
+            ));
+        };
+        let msg = if full {
+            format!("hub is at its connection limit ({max}); try again later")
+        } else {
+            format!(
+                "hub is at its limit of {max_unauth} connections without an authenticated hello; try again later"
+            )
+        };
+        if let Some(c) = self.conns.get_mut(&oldest) {
+            // Best effort, and only on a connection with nothing else queued: one closing
+            // after its own error line keeps that line.
+            if !c.has_output() && !c.closing {
+                let line = crate::wire::HubLine::Error { message: msg }.encode();
+                let _ = c.stream.write(line.as_bytes());
+            }
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        self.refusals.evicted += 1;
+        self.close(
+            oldest,
+            false,
+            "closed without a hello to make room for a newer connection",
+            now,
+        );
+        None
+    }
+
     /// EMFILE/ENFILE: free the reserve descriptor, accept one connection and close it, take the
     /// reserve back. If even that fails, stop accepting for a moment instead of spinning.
     fn refuse_without_fds(&mut self, now: Now) {
@@ -137,7 +180,7 @@ impl Server {
 
     pub(super) fn log_refusals(&mut self, now: Now, force: bool) {
         let r = &mut self.refusals;
-        if r.at_limit == 0 && r.no_fds == 0 {
+        if r.at_limit == 0 && r.no_fds == 0 && r.evicted == 0 {
             return;
         }
         if !force
@@ -147,11 +190,12 @@ impl Server {
             return;
         }
         let line = format!(
-            "refused connections: {} at the connection limit, {} for want of file descriptors",
-            r.at_limit, r.no_fds
+            "refused connections: {} at the connection limit, {} for want of file descriptors; {} connections without a hello closed to make room",
+            r.at_limit, r.no_fds, r.evicted
         );
         r.at_limit = 0;
         r.no_fds = 0;
+        r.evicted = 0;
         r.last_logged = Some(now.mono);
         self.records.log("WARN", &line);
     }

@@ -179,7 +179,9 @@ pub struct Verifier {
     names: Vec<String>,
     /// The previous line's hash and where it was.
     prev: Option<(Hash, usize, u64)>,
-    seen_v3: bool,
+    /// The highest chained format version seen so far (0: none): 3, or 4 from issue 29 on.
+    /// Both chain alike; an older version after a newer one is flagged, as v1/v2 after v3.
+    seen_chained: u64,
     summary: Summary,
     /// Hashes that must be among the records, with what they are (for the message), and
     /// where each was found.
@@ -192,7 +194,7 @@ impl Verifier {
         Verifier {
             names,
             prev: None,
-            seen_v3: false,
+            seen_chained: 0,
             summary: Summary::default(),
             anchors: Vec::new(),
         }
@@ -223,21 +225,27 @@ impl Verifier {
         })?;
         match head.v {
             1 | 2 => {
-                if self.seen_v3 {
+                if self.seen_chained > 0 {
                     return Err(broken(format!(
-                        "a version-{} record after version-3 records: written by an older agent-hub-server, or inserted",
-                        head.v
+                        "a version-{} record after version-{} records: written by an older agent-hub-server, or inserted",
+                        head.v, self.seen_chained
                     )));
                 }
                 self.summary.legacy += 1;
             }
-            3 => {
-                self.seen_v3 = true;
+            3 | 4 => {
+                if head.v < self.seen_chained {
+                    return Err(broken(format!(
+                        "a version-{} record after version-{} records: written by an older agent-hub-server, or inserted",
+                        head.v, self.seen_chained
+                    )));
+                }
+                self.seen_chained = head.v;
                 let reason = head.reason.as_deref().unwrap_or("no reason given");
                 match head.prev {
                     None => {
                         return Err(broken(
-                            "no \"prev\": every version-3 record names the one before it".into(),
+                            "no \"prev\": every version-3 or later record names the one before it".into(),
                         ))
                     }
                     Some(None) if head.event != CHAIN_START => {
@@ -620,7 +628,7 @@ mod tests {
                 1,
             ),
             "{\"v\":2,\"ts\":\"t\",\"event\":\"connected\",\"conn\":2}".to_owned(),
-            lines[1].replacen("\"v\":3", "\"v\":4", 1),
+            lines[1].replacen("\"v\":3", "\"v\":5", 1),
         ]
         .into_iter()
         .enumerate()
@@ -694,6 +702,36 @@ mod tests {
         assert_eq!((b.file, b.line), (1, 1), "{b:?}");
         assert!(
             b.why.contains("version-1 record after version-3"),
+            "{}",
+            b.why
+        );
+    }
+
+    /// Version 4 (issue 29) chains exactly as version 3: a log upgraded in place is one chain,
+    /// and a version-3 record after version-4 ones is flagged as a v1/v2 after v3 is.
+    #[test]
+    fn version_3_and_4_records_chain_alike() {
+        let rec = |v: u32, i: usize| {
+            format!("{{\"v\":{v},\"ts\":\"t{i}\",\"event\":\"connected\",\"conn\":2}}\n")
+        };
+        let mut out = String::new();
+        let mut head = chain_line(
+            &chain_start_record(3, "t0", "new audit log"),
+            None,
+            &mut out,
+        );
+        for (i, v) in [3, 3, 4, 4].into_iter().enumerate() {
+            head = chain_line(&rec(v, i + 1), Some(&head), &mut out);
+        }
+        let lines: Vec<String> = out.lines().map(str::to_owned).collect();
+        let s = verify(&lines).unwrap();
+        assert_eq!((s.records, s.chained), (5, 5));
+        chain_line(&rec(3, 9), Some(&head), &mut out);
+        let lines: Vec<String> = out.lines().map(str::to_owned).collect();
+        let b = verify(&lines).unwrap_err();
+        assert_eq!(b.line, 6);
+        assert!(
+            b.why.contains("version-3 record after version-4"),
             "{}",
             b.why
         );

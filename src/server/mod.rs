@@ -42,10 +42,10 @@ use std::time::{Duration, Instant};
 
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
-/// The store's flush thread reports through a waker on this token.
-const FLUSHED: Token = Token(2);
-/// Delegated tasks' runner threads report through a waker on this token (`tasks`).
-const TASKS: Token = Token(3);
+/// The store's flush thread and the delegated tasks' runner threads report through the one
+/// waker on this token: mio allows one `Waker` per `Poll` (a second trips its debug check and
+/// is unsupported on some platforms), so each wake drains both channels.
+const WAKE: Token = Token(2);
 const FIRST_CONN: u64 = 4;
 
 /// Input read from one socket per readiness event before others get a turn.
@@ -76,11 +76,15 @@ impl std::error::Error for RunError {}
 struct Refusals {
     at_limit: u64,
     no_fds: u64,
+    /// Connections without an authenticated hello closed to make room for a newer one.
+    evicted: u64,
     last_logged: Option<Instant>,
 }
 
 pub struct Server {
     poll: Poll,
+    /// The loop's one waker (token `WAKE`), shared by the flush thread and task runners.
+    waker: Arc<mio::Waker>,
     listener: Option<TcpListener>,
     signals: Option<signal::Signals>,
     hub: Hub,
@@ -120,6 +124,10 @@ pub struct Server {
     tasks: Option<tasks::Executor>,
     /// `tasks.manifests_dir`, for the relay's agent cards (set by `start_tasks`).
     manifests_dir: Option<std::path::PathBuf>,
+    /// Where delegated tasks run (the first of `tasks.cwd_roots`) and how many may run at
+    /// once, for claudectl's `headroom` (set by `start_tasks`).
+    task_dir: Option<std::path::PathBuf>,
+    max_tasks: Option<usize>,
     shutdown_deadline: Option<Instant>,
     scratch: Vec<u8>,
     /// The roster file, read again on SIGHUP (`roster_reload`); None in tests that build a
@@ -167,9 +175,10 @@ impl Server {
         };
         let mut hub = hub;
         hub.start_purging(now);
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
         let flusher = match store.take_background() {
             Some(work) => {
-                let waker = Arc::new(mio::Waker::new(poll.registry(), FLUSHED)?);
+                let waker = waker.clone();
                 let wake = Arc::new(move || {
                     let _ = waker.wake();
                 });
@@ -183,6 +192,7 @@ impl Server {
         records.set_service_flush(limits.service_log_flush());
         Ok(Server {
             poll,
+            waker,
             listener: Some(listener),
             signals,
             hub,
@@ -205,6 +215,8 @@ impl Server {
             flusher,
             tasks: None,
             manifests_dir: None,
+            task_dir: None,
+            max_tasks: None,
             shutdown_deadline: None,
             scratch: vec![0u8; 64 * 1024],
             roster_path: None,
@@ -237,8 +249,17 @@ impl Server {
             relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)?;
         }
         let manifests_dir = self.manifests_dir.clone();
-        let relay =
-            relay_io::RelayIo::new(cfg, manifests_dir, self.poll.registry(), Instant::now())?;
+        let task_dir = self
+            .task_dir
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from("."));
+        let relay = relay_io::RelayIo::new(
+            cfg,
+            manifests_dir,
+            task_dir,
+            self.poll.registry(),
+            Instant::now(),
+        )?;
         let addr = relay.local_addr();
         self.relay = Some(relay);
         self.next_directory = Some(Instant::now());
@@ -299,8 +320,10 @@ impl Server {
                             self.begin_shutdown(now);
                         }
                     }
-                    FLUSHED => self.take_flushes(now),
-                    TASKS => self.take_task_events(now),
+                    WAKE => {
+                        self.take_flushes(now);
+                        self.take_task_events(now);
+                    }
                     token if relay_io::RelayIo::owns(token) => {
                         if let Some(relay) = &mut self.relay {
                             let (r, w) = (
@@ -343,7 +366,7 @@ impl Server {
         }
         // Whatever is staged is committed and flushed, and its replies written, before the
         // process ends; a flush that outlasts the write deadline (a hung disk) is given up on.
-        let give_up = crate::deadline::after(Instant::now(), self.limits.write_timeout());
+        let give_up = crate::kernel::deadline::after(Instant::now(), self.limits.write_timeout());
         self.commit_and_flush_all(give_up);
         // The drain deadline passed with connections still open: each is released as a failed
         // write releases it, so a delivery cut short is lost and bounced, one not started goes
@@ -367,6 +390,9 @@ impl Server {
                 "stopping with bounces that could not be committed (the queue store or the audit log is failing); their senders are not told",
             );
         }
+        // What the strangers' rate counted goes out before the `shutdown` record (SPEC §8.1).
+        let now = self.now();
+        self.hub.flush_strangers(now);
         self.hub.stopped();
         self.drain_outputs();
         let _ = self.records.flush_audit(std::iter::empty());
@@ -443,6 +469,9 @@ impl Server {
     /// no close in it, or the socket is registered only after this read).
     fn read(&mut self, id: ConnId, short_drains: bool, now: Now) {
         let max_line = self.limits.max_line_bytes;
+        // A connection without its hello yet is held to the hello cap (SPEC §2.1): asked of
+        // the core only for input longer than that, so a usual read costs no lookup.
+        let hello_cap = crate::wire::HELLO_MAX_LINE_BYTES.min(max_line);
         let mut budget = READ_BUDGET_BYTES;
         loop {
             let Some(conn) = self.conns.get_mut(&id) else {
@@ -480,7 +509,7 @@ impl Server {
                         // Nothing held from an earlier read (the usual case: a whole line per
                         // read): the lines are taken from the read buffer itself, and only a
                         // partial tail is copied into the connection's own buffer.
-                        self.take_lines(id, n, max_line, now);
+                        self.take_lines(id, n, (hello_cap, max_line), now);
                         if drained {
                             return;
                         }
@@ -492,7 +521,13 @@ impl Server {
                         if conn.discard_input {
                             break;
                         }
-                        match conn.input.next_line(max_line) {
+                        let cap =
+                            if conn.input.pending_len() > hello_cap && self.hub.awaits_hello(id) {
+                                hello_cap
+                            } else {
+                                max_line
+                            };
+                        match conn.input.next_line(cap) {
                             Ok(Some(line)) => self.hub.handle_line(id, line, now),
                             Ok(None) => break,
                             Err(too_long) => {
@@ -521,9 +556,20 @@ impl Server {
     }
 
     /// Hands the complete lines in `self.scratch[..n]` to the core, as `LineBuffer` would
-    /// (same limit, same error), without copying them; a partial last line is kept in the
+    /// (same limits, same error), without copying them; a partial last line is kept in the
     /// connection's buffer for the next read. Only called when that buffer holds nothing.
-    fn take_lines(&mut self, id: ConnId, n: usize, max_line: usize, now: Now) {
+    /// `caps` are the hello cap and `limits.max_line_bytes`: a line (or a partial one) is held
+    /// to the first while the connection waits for its hello, so a stranger never makes the
+    /// hub keep more than the hello cap of its input (issue 29).
+    fn take_lines(&mut self, id: ConnId, n: usize, caps: (usize, usize), now: Now) {
+        let (hello_cap, max_line) = caps;
+        let line_cap = |len: usize, hub: &Hub| {
+            if len > hello_cap && hub.awaits_hello(id) {
+                hello_cap
+            } else {
+                max_line
+            }
+        };
         let mut start = 0;
         loop {
             let Some(conn) = self.conns.get_mut(&id) else {
@@ -534,25 +580,33 @@ impl Server {
             }
             let pending = &self.scratch[start..n];
             let too_long = match crate::wire::lines::find_newline(pending) {
-                Some(k) if k <= max_line => {
-                    self.hub.handle_line(id, &pending[..k], now);
-                    start += k + 1;
-                    None
-                }
-                Some(k) => Some(k),
-                None if pending.len() > max_line => Some(pending.len()),
-                None => {
-                    if !pending.is_empty() {
-                        conn.input.push(pending);
+                Some(k) => {
+                    let cap = line_cap(k, &self.hub);
+                    if k <= cap {
+                        self.hub.handle_line(id, &pending[..k], now);
+                        start += k + 1;
+                        None
+                    } else {
+                        Some((k, cap))
                     }
-                    return;
+                }
+                None => {
+                    let cap = line_cap(pending.len(), &self.hub);
+                    if pending.len() > cap {
+                        Some((pending.len(), cap))
+                    } else {
+                        if !pending.is_empty() {
+                            conn.input.push(pending);
+                        }
+                        return;
+                    }
                 }
             };
-            if let Some(len_bytes) = too_long {
+            if let Some((len_bytes, cap)) = too_long {
                 conn.discard_input = true;
                 conn.input = crate::wire::LineBuffer::new();
                 let e = crate::wire::LineTooLong {
-                    max_line_bytes: max_line,
+                    max_line_bytes: cap,
                     len_bytes,
                 };
                 self.hub.handle_bad_input(id, &e.to_string(), now);
@@ -763,7 +817,7 @@ impl Server {
                     );
                 }
                 if conn.deadline.is_none() {
-                    let at = crate::deadline::after(now.mono, self.limits.write_timeout());
+                    let at = crate::kernel::deadline::after(now.mono, self.limits.write_timeout());
                     self.set_io_deadline(id, Some(at));
                 }
             }
@@ -782,7 +836,7 @@ impl Server {
             if !conn.shut_down {
                 conn.shut_down = true;
                 let _ = conn.stream.shutdown(Shutdown::Write);
-                let at = crate::deadline::after(now.mono, self.limits.hello_timeout());
+                let at = crate::kernel::deadline::after(now.mono, self.limits.hello_timeout());
                 self.set_io_deadline(id, Some(at));
             }
             return;
@@ -792,6 +846,23 @@ impl Server {
             // still taken and when this side ends (`hub::linger`, SPEC §4.3); its `Close`
             // arrives at once or from `handle_timeout`.
             if !std::mem::replace(&mut conn.waiting_for_close, true) {
+                if self.limits.answer_linger_ms == 0 {
+                    // No linger: the exchange ends now. Whatever the client wrote that is
+                    // already here is read first, so a line that arrived before the reply
+                    // went out is answered `a line after the verb` (SPEC §4.3) however the
+                    // client's writes were split and whether or not its readiness event was
+                    // handled yet. One read; it usually finds nothing (WouldBlock).
+                    self.read(id, false, now);
+                    let still_answered = self
+                        .conns
+                        .get(&id)
+                        .is_some_and(|c| c.answered && !c.read_eof);
+                    if !still_answered {
+                        // That line was answered (its error and close are queued), or the
+                        // client closed and the read released the connection.
+                        return;
+                    }
+                }
                 self.hub.handle_flushed(id, now);
                 self.drain_outputs();
             }
@@ -863,6 +934,7 @@ impl Server {
         let Some(relay) = &mut self.relay else { return };
         if self.next_directory.is_some_and(|t| t <= now.mono) {
             relay.set_directory(self.hub.local_directory());
+            relay.set_task_room(self.hub.active_tasks(), self.max_tasks);
             self.next_directory = Some(now.mono + Duration::from_secs(1));
         }
         relay.handle_timeout(self.poll.registry(), now.mono);
@@ -889,7 +961,7 @@ impl Server {
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        self.shutdown_deadline = Some(crate::deadline::after(
+        self.shutdown_deadline = Some(crate::kernel::deadline::after(
             now.mono,
             self.limits.write_timeout(),
         ));

@@ -1,7 +1,7 @@
 //! The running hub's source of ids for the envelopes it makes (bounces): random UUIDs from
 //! the OS, given to the core as its `hub::ids::IdSource` (the core reads no OS randomness).
 
-use crate::hub::ids::IdSource;
+use crate::kernel::ids::IdSource;
 
 #[derive(Debug, Default)]
 pub struct OsIds;

@@ -20,8 +20,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Failed handshakes from one address within `FAILURE_WINDOW` before it is refused for
-/// `FAILURE_WINDOW` (docs/relay-protocol.md "Limits": 5 in 60 s, as v0 acceptors do).
+/// `FAILURE_WINDOW` (docs/relay-protocol.md "Limits": 5 in 60 s, as v0 acceptors do). A
+/// failed handshake is one that presented a proof and was denied (`is_failed_proof`).
 pub const MAX_FAILED_HANDSHAKES: u32 = 5;
+/// How the relay session's reason begins when it denied a handshake that presented
+/// credentials (`relay::session`'s `deny`: a wrong proof, an unknown peer id, a dialect or
+/// feature set this peer may not use, a reflected nonce), as opposed to a connection that
+/// closed, sent something malformed or let the handshake deadline pass.
+pub const DENIED_PREFIX: &str = "handshake denied:";
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// At most one summed refusal line this often (as the client listener's, `server::mod`).
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
@@ -173,7 +179,8 @@ impl Gate {
         }
     }
 
-    /// An admitted connection from `ip` closed before it became a link. The
+    /// An admitted connection from `ip` was denied its handshake (`is_failed_proof`: it
+    /// presented a proof; one that merely closed before its link does not come here). The
     /// `MAX_FAILED_HANDSHAKES`th within the window refuses the address; the line saying so is
     /// returned (once per refusal).
     pub fn handshake_failed(&mut self, ip: IpAddr, now: Instant) -> Option<String> {
@@ -321,6 +328,15 @@ pub fn check_descriptors(
         ));
     }
     Ok(())
+}
+
+/// Whether a connection that closed before its link, with the session's `reason`, counts as a
+/// failed handshake toward its address's lockout (docs/relay-protocol.md §2.4): only a
+/// denial, which a handshake carrying a proof gets. Bare connections that close, garbage and
+/// missed deadlines do not count (issue 29: five connect-and-close from a peer's address used
+/// to lock that peer out for a minute); the caps on strangers still bound them.
+pub fn is_failed_proof(reason: &str) -> bool {
+    reason.starts_with(DENIED_PREFIX)
 }
 
 /// The process's descriptor limit (the soft `RLIMIT_NOFILE`), or None if it cannot be read.
@@ -555,5 +571,86 @@ mod tests {
             "{e}"
         );
         assert!(nofile_limit().is_some_and(|n| n > 0));
+    }
+
+    /// What counts toward the lockout is decided on the session's own reasons: driven here
+    /// through real sessions, so a change of the session's wording that would stop wrong
+    /// proofs counting (or make bare closes count) fails this test (issue 29).
+    #[test]
+    fn only_a_denied_proof_counts_as_a_failed_handshake() {
+        use crate::relay::session::{PeerAuth, Session, SessionConfig, SessionEvent, WallClock};
+        let t0 = crate::kernel::deadline::test_origin();
+        let cfg = |me: &str| {
+            SessionConfig::new(
+                me,
+                "0.1.0",
+                WallClock {
+                    at: t0,
+                    unix_ms: 1_700_000_000_000,
+                },
+            )
+        };
+        let auth = |key: u8, allow_claudectl: bool| PeerAuth {
+            key: [key; 32],
+            allow_claudectl,
+            forward: false,
+        };
+        let acceptor = |allow_claudectl: bool| {
+            let keys = HashMap::from([("west".to_owned(), auth(1, allow_claudectl))]);
+            Session::acceptor(cfg("east"), keys, [2; 32], 2, t0)
+        };
+        let reason = |s: &mut Session| {
+            std::iter::from_fn(|| s.poll_event())
+                .find_map(|e| match e {
+                    SessionEvent::Closed { reason } => Some(reason),
+                    _ => None,
+                })
+                .expect("the session closed")
+        };
+        // A dialler presenting credentials: pump until the acceptor has decided.
+        let dial = |as_peer: &str, key: u8, allow_claudectl: bool| {
+            let mut listen = acceptor(false);
+            let mut d = Session::dialer(
+                cfg(as_peer),
+                "east",
+                auth(key, allow_claudectl),
+                [3; 32],
+                1,
+                t0,
+            );
+            for _ in 0..4 {
+                while let Some(b) = listen.poll_transmit() {
+                    d.handle_input(&b, t0);
+                }
+                while let Some(b) = d.poll_transmit() {
+                    listen.handle_input(&b, t0);
+                }
+            }
+            reason(&mut listen)
+        };
+        for (what, why) in [
+            ("a wrong key", dial("west", 9, false)),
+            ("an unknown peer id", dial("mallory", 1, false)),
+        ] {
+            assert!(why.starts_with(DENIED_PREFIX), "{what}: {why}");
+            assert!(is_failed_proof(&why), "{what}: {why}");
+        }
+        // Connections that presented no proof.
+        let mut bare = acceptor(false);
+        bare.handle_eof();
+        let mut garbage = acceptor(false);
+        garbage.handle_input(b"GET / HTTP/1.1\r\n\r\n", t0);
+        let mut slow = acceptor(false);
+        slow.handle_timeout(t0 + Duration::from_secs(3600));
+        for (what, mut s) in [
+            ("a bare close", bare),
+            ("garbage", garbage),
+            ("the deadline", slow),
+        ] {
+            let why = reason(&mut s);
+            assert!(!is_failed_proof(&why), "{what}: {why}");
+        }
+        assert!(!is_failed_proof("peer closed the connection"));
+        assert!(!is_failed_proof("read failed: connection reset by peer"));
     }
 }

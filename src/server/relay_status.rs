@@ -22,7 +22,7 @@ const MAX_KEPT_ERRORS: usize = 8;
 /// Format version of the status file.
 pub const STATUS_FORMAT_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct PeerStatus {
     pub id: String,
     /// `up`, `connecting`, `handshaking`, `backoff`, `down` (accept-only and not connected).
@@ -30,6 +30,10 @@ pub struct PeerStatus {
     /// `dialled` or `accepted` for the current link.
     pub direction: Option<String>,
     pub proto: Option<u32>,
+    /// Whose relay the link speaks: `agent-hub` (transcript proofs) or `claudectl` (v0, or
+    /// claudectl's v1 with the nonce proof); docs/relay-protocol.md §2.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
     pub features: Vec<String>,
     pub peer_version: Option<String>,
     /// RFC 3339 time of the last heartbeat received.
@@ -37,12 +41,18 @@ pub struct PeerStatus {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub reconnects: u64,
-    /// The peer's hub directory from its last heartbeat: agent names.
+    /// The peer's hub directory from its last heartbeat: agent names (a claudectl peer's
+    /// sessions).
     pub agents: Vec<String>,
+    /// What a claudectl peer's last beat said of its machine: its sessions, tools, addresses
+    /// and headroom (docs/relay-protocol.md §5 "claudectl's heartbeat"); absent for our hubs
+    /// and for claudectl 0.64, whose beats are `{}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<crate::relay::worker::PeerWorker>,
     pub last_error: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RelayStatus {
     pub v: u32,
     pub updated: String,
@@ -161,7 +171,7 @@ impl Drop for StatusWriter {
     /// Lets the last table (the one written at shutdown) reach the file, bounded by
     /// `EXIT_WAIT`, then ends the thread.
     fn drop(&mut self) {
-        self.wait_idle(crate::deadline::after(Instant::now(), EXIT_WAIT));
+        self.wait_idle(crate::kernel::deadline::after(Instant::now(), EXIT_WAIT));
         let (m, cv) = &*self.shared;
         lock(m).closed = true;
         cv.notify_all();
@@ -199,6 +209,16 @@ pub fn read_status(path: &Path) -> Result<RelayStatus, String> {
 /// `agent-hub-server relay peers --config PATH`: reads the status file the hub keeps.
 pub fn print_peers(config_path: &Path) -> Result<(), String> {
     let status = read_status(&status_path_of(config_path)?)?;
+    // Peers chose some of these strings (a close reason may quote what a peer sent): the one
+    // sanitiser keeps their control characters off the operator's terminal.
+    for line in render_peers(&status).lines() {
+        println!("{}", crate::kernel::text::for_terminal(line));
+    }
+    Ok(())
+}
+
+/// The peer table `relay peers` prints.
+pub fn render_peers(status: &RelayStatus) -> String {
     let mut out = format!(
         "peer {} listening on {} (as of {})\n{:<20} {:<11} {:<9} {:<5} {:<26} {:<25} {:>10} {:>10} {:>10}\n",
         status.peer_id,
@@ -232,12 +252,101 @@ pub fn print_peers(config_path: &Path) -> Result<(), String> {
             p.bytes_out,
             p.reconnects
         ));
+        if p.dialect.as_deref() == Some("claudectl") {
+            out.push_str(&format!("{:<20} dialect: claudectl\n", ""));
+        }
+        if let Some(w) = &p.worker {
+            worker_lines(&mut out, w);
+        }
         if let Some(e) = &p.last_error {
             out.push_str(&format!("{:<20} last error: {e}\n", ""));
         }
     }
-    print!("{out}");
-    Ok(())
+    out
+}
+
+/// What a claudectl peer's beat said of its machine, one line each (every string in it was
+/// bounded and made printable when read, `relay::worker`).
+fn worker_lines(out: &mut String, w: &crate::relay::worker::PeerWorker) {
+    use crate::relay::worker::ToolState;
+    let pad = "";
+    if let Some(sessions) = &w.sessions {
+        let list: Vec<String> = sessions
+            .iter()
+            .map(|s| {
+                let about: Vec<&str> = [s.project.as_deref(), s.status.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                if about.is_empty() {
+                    s.name.clone()
+                } else {
+                    format!("{} ({})", s.name, about.join(", "))
+                }
+            })
+            .collect();
+        let more = if w.sessions_dropped > 0 {
+            format!(", {} more not kept", w.sessions_dropped)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "{pad:<20} sessions: {}{more}{}\n",
+            sessions.len(),
+            if list.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", list.join(", "))
+            }
+        ));
+    }
+    if let Some(c) = &w.capabilities {
+        let tools: Vec<String> = c
+            .tools
+            .iter()
+            .map(|(name, t)| match t {
+                ToolState::Present {
+                    version: Some(v), ..
+                } => format!("{name} {v}"),
+                ToolState::Present { version: None, .. } => name.clone(),
+                ToolState::Missing => format!("{name} (missing)"),
+            })
+            .collect();
+        out.push_str(&format!(
+            "{pad:<20} software: {} on {}/{}; tools: {}\n",
+            c.claudectl_version,
+            c.os,
+            c.arch,
+            if tools.is_empty() {
+                "-".to_owned()
+            } else {
+                tools.join(", ")
+            }
+        ));
+    }
+    if !w.listen_addrs.is_empty() {
+        out.push_str(&format!(
+            "{pad:<20} addresses: {}\n",
+            w.listen_addrs.join(", ")
+        ));
+    }
+    if let Some(h) = &w.headroom {
+        let opt = |v: Option<u64>, unit: &str| v.map_or("?".to_owned(), |v| format!("{v} {unit}"));
+        out.push_str(&format!(
+            "{pad:<20} headroom: memory free {}, load {}/core, disk free {}, tasks {} of {}{}\n",
+            opt(h.mem_free_mb, "MiB"),
+            h.load_per_core
+                .map_or("?".to_owned(), |l| format!("{l:.2}")),
+            opt(h.disk_free_mb, "MiB"),
+            h.running_tasks,
+            h.max_tasks.map_or("-".to_owned(), |m| m.to_string()),
+            if h.tags.is_empty() {
+                String::new()
+            } else {
+                format!(", tags {}", h.tags.join(","))
+            }
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +373,35 @@ mod tests {
                 ..PeerStatus::default()
             }],
         }
+    }
+
+    #[test]
+    fn a_claudectl_peers_machine_is_shown() {
+        let beat = serde_json::json!({
+            "sessions": [{"session_id": "s1", "status": "Processing"}, {"pid": 9}],
+            "capabilities": {"claudectl_version": "0.92.4", "os": "linux", "arch": "x86_64",
+                "tools": {"claude": {"state": "present", "version": "2.1.332"}, "cargo": {"state": "missing"}}},
+            "listen_addrs": ["10.0.0.7:9847"],
+            "headroom": {"mem_free_mb": 4096, "load_per_core": 0.25, "running_tasks": 1, "max_tasks": 4, "tags": ["gpu"]}
+        });
+        let (worker, _) = crate::relay::worker::read_beat(&beat, Default::default());
+        let mut t = table(1);
+        t.peers[0].dialect = Some("claudectl".into());
+        t.peers[0].worker = Some(worker);
+        let out = render_peers(&t);
+        assert!(out.contains("dialect: claudectl"), "{out}");
+        assert!(out.contains("sessions: 2: s1 (Processing), pid-9"), "{out}");
+        assert!(
+            out.contains(
+                "software: 0.92.4 on linux/x86_64; tools: cargo (missing), claude 2.1.332"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("addresses: 10.0.0.7:9847"), "{out}");
+        assert!(out.contains("headroom: memory free 4096 MiB, load 0.25/core, disk free ?, tasks 1 of 4, tags gpu"), "{out}");
+        // Round trip through the file's JSON.
+        let back: RelayStatus = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
     }
 
     #[test]

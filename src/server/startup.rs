@@ -71,9 +71,20 @@ pub fn read_roster(path: &Path) -> Result<Roster, String> {
     Roster::parse(&text).map_err(|e| e.to_string())
 }
 
+/// Makes this process non-dumpable (prctl `PR_SET_DUMPABLE` 0, issue 29): a process of the
+/// same user that is not root (a delegated agent run without a sandbox, any local program of
+/// the hub's user) can then no longer read `/proc/<hub>/environ`, `mem`, `fd` or `cwd`, nor
+/// ptrace the hub, and no core dump holds the roster. `/proc/<hub>/cmdline` stays readable:
+/// it carries `--config PATH` and nothing secret. Returns whether it took.
+pub fn make_undumpable() -> bool {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 }
+}
+
 /// Loads everything and binds. With `install_signals` the process's SIGTERM/SIGINT handlers
 /// are taken over (the binary); tests pass false.
 pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, StartupError> {
+    let undumpable = install_signals && make_undumpable();
     let config = Config::load(config_path).map_err(fail("config"))?;
     let service = open_record_file(&config.service_log_path)
         .map_err(|e| {
@@ -91,12 +102,17 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
     });
     // The service log is open from here on; later failures are written to it as well.
     let mut records = Records::new(Box::new(audit_placeholder()), Box::new(service));
+    // The pid is here for `agent-hub-server roster`, which finds the running hub to reload:
+    // a non-dumpable hub's /proc cwd cannot be read, so a relative --config is matched by
+    // this line instead (admin::running).
     records.log(
         "INFO",
         &format!(
-            "agent-hub-server {} starting; config {}",
+            "agent-hub-server {} starting; pid {}; config {}{}",
             crate::VERSION,
-            config_path.display()
+            std::process::id(),
+            config_path.display(),
+            if undumpable { "; not dumpable" } else { "" }
         ),
     );
     match start_rest(&config, audit_result, &mut records, install_signals) {
@@ -114,13 +130,8 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             if config.tasks.is_none() {
                 server.warn_stored_tasks();
             }
-            if let Some(tasks) = &config.tasks {
-                if let Err(cause) = server.start_tasks(
-                    tasks,
-                    config.relay.as_ref(),
-                    addr.port(),
-                    &config.audit_log_path,
-                ) {
+            if config.tasks.is_some() {
+                if let Err(cause) = server.start_tasks(&config, config_path, addr.port()) {
                     let e = StartupError {
                         stage: "tasks",
                         cause,
@@ -238,8 +249,9 @@ fn start_rest(
         mono: std::time::Instant::now(),
         wall: chrono::Utc::now(),
     };
-    let mut hub =
-        Hub::new(roster, config.limits.clone(), Box::new(OsIds)).with_durable(store.is_durable());
+    let mut hub = Hub::new(roster, config.limits.clone(), Box::new(OsIds))
+        .with_durable(store.is_durable())
+        .with_operators(config.operators.clone());
     let mut sink = hub.restoring(now);
     store.load_rows(&mut sink).map_err(fail("store"))?;
     let (envelopes, ids) = sink.counts();

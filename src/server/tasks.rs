@@ -49,15 +49,22 @@ impl std::fmt::Debug for Launch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentRun {
     Acp(Vec<OsString>),
-    /// `run.headless`, still holding its `{prompt}` element, and `run.outcome`.
+    /// `run.headless` (still holding its `{prompt}` element when the prompt goes on the
+    /// argv), `run.outcome` and `run.headless_prompt`.
     Headless {
         template: Vec<String>,
         format: crate::agents::manifest::Outcome,
+        prompt_via: crate::agents::manifest::PromptVia,
     },
 }
 
 pub trait ResolveAgent {
     fn resolve(&self, agent: &str) -> Result<AgentRun, String>;
+    /// The agent's manifest, for its sandbox's view of the agent's installed config
+    /// (`agents::install::task_view`); None: no view is made.
+    fn manifest(&self, _agent: &str) -> Option<crate::agents::manifest::Manifest> {
+        None
+    }
 }
 
 /// The parts of the hub's setup every task shares.
@@ -81,6 +88,9 @@ pub struct Runtime {
     pub limits: crate::acp::Limits,
     /// A headless agent's stdout cap (`tasks.headless_stdout_max_bytes`).
     pub headless_stdout_max_bytes: usize,
+    /// The OS sandbox every agent runs in (`tasks.sandbox`, resolved at startup); None:
+    /// `tasks.sandbox = "none"`.
+    pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
 }
 
 pub struct Executor {
@@ -183,9 +193,13 @@ impl Executor {
             .map_err(|e| refuse(format!("agent {}: {e}", launch.agent)))?
         {
             AgentRun::Acp(argv) => argv,
-            AgentRun::Headless { template, format } => {
+            AgentRun::Headless {
+                template,
+                format,
+                prompt_via,
+            } => {
                 return self
-                    .headless_spec(launch, cwd, &template, format)
+                    .headless_spec(launch, cwd, &template, format, prompt_via)
                     .map(Spec::Headless)
             }
         };
@@ -209,13 +223,26 @@ impl Executor {
             .get(&launch.agent)
             .copied()
             .unwrap_or(self.runtime.default_permission);
+        // The session mode ids where the agent asks before acting (its manifest's
+        // `run.ask_modes`); None: the hub's default list (docs/acp.md "Session modes").
+        session.ask_modes = self
+            .resolve
+            .manifest(&launch.agent)
+            .and_then(|m| m.run.ask_modes);
         session.limits = self.runtime.limits.clone();
+        let Some(token_file) = credential.path().map(Path::to_owned) else {
+            // `TaskCredential::create` always writes one; kept as a refusal, not a panic.
+            return Err(Status::Failed(Failure::Spawn(
+                "the task's credential has no token file".into(),
+            )));
+        };
         session.mcp_servers = vec![mcp_server(
             &self.runtime.client_binary,
             &launch.id,
-            credential.path(),
+            &token_file,
             self.runtime.port,
         )];
+        let sandbox = self.task_sandbox(&launch.agent, credential.dir(), Some(token_file));
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
@@ -226,22 +253,64 @@ impl Executor {
             session,
             secrets,
             credential: Some(credential),
+            sandbox,
         }))
     }
 
-    /// The headless fallback (docs/delegation.md "Headless tasks"): the prompt becomes one
-    /// argv element (`argv::render` refuses what it cannot pass as it is); no credential file
-    /// and no MCP server, since nothing can hand them to the agent.
+    /// The task's sandbox, when the hub has one: the hub-wide part, the task's own folder
+    /// and token, and the agent's manifest for the view of its installed config.
+    fn task_sandbox(
+        &self,
+        agent: &str,
+        task_dir: &Path,
+        token_file: Option<PathBuf>,
+    ) -> Option<crate::sandbox::TaskSandbox> {
+        let hub = self.runtime.sandbox.as_ref()?;
+        Some(crate::sandbox::TaskSandbox {
+            hub: Arc::clone(hub),
+            task_dir: task_dir.to_owned(),
+            token_file,
+            manifest: self.resolve.manifest(agent),
+        })
+    }
+
+    /// The headless fallback (docs/delegation.md "Headless tasks"): the prompt goes to the
+    /// agent's stdin when its manifest says it reads it there, else it becomes one argv
+    /// element (`argv::render` refuses what it cannot pass as it is); no credential file and
+    /// no MCP server, since nothing can hand them to the agent. A sandboxed task still gets
+    /// its private folder, for its sandbox's copies.
     fn headless_spec(
         &self,
         launch: &Launch,
         cwd: PathBuf,
         template: &[String],
         format: crate::agents::manifest::Outcome,
+        prompt_via: crate::agents::manifest::PromptVia,
     ) -> Result<runner::HeadlessSpec, Status> {
-        let argv = crate::agents::argv::render(template, &launch.prompt).map_err(|e| {
-            Status::Refused(Refusal::Invalid(format!("agent {}: {e}", launch.agent)))
-        })?;
+        let (argv, stdin_prompt) = match prompt_via {
+            crate::agents::manifest::PromptVia::Stdin => {
+                (template.to_vec(), Some(launch.prompt.clone()))
+            }
+            crate::agents::manifest::PromptVia::Argv => {
+                let argv = crate::agents::argv::render(template, &launch.prompt).map_err(|e| {
+                    Status::Refused(Refusal::Invalid(format!("agent {}: {e}", launch.agent)))
+                })?;
+                (argv, None)
+            }
+        };
+        let (credential, sandbox) = match &self.runtime.sandbox {
+            None => (None, None),
+            Some(_) => {
+                let folder = TaskCredential::folder_only(&self.runtime.credentials_dir, &launch.id)
+                    .map_err(|e| {
+                        Status::Failed(Failure::Spawn(format!(
+                            "cannot make the task's private folder: {e}"
+                        )))
+                    })?;
+                let sandbox = self.task_sandbox(&launch.agent, folder.dir(), None);
+                (Some(folder), sandbox)
+            }
+        };
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
@@ -260,6 +329,9 @@ impl Executor {
             max_text_bytes: l.max_text_bytes,
             stdout_max_bytes: self.runtime.headless_stdout_max_bytes,
             secrets,
+            stdin_prompt,
+            credential,
+            sandbox,
         })
     }
 }
@@ -376,9 +448,14 @@ impl ResolveAgent for Registry {
             Delegate::Headless => Ok(AgentRun::Headless {
                 template: spec.argv,
                 format: spec.outcome,
+                prompt_via: spec.prompt_via,
             }),
             Delegate::No => Err("it cannot take delegated work on this machine".into()),
         }
+    }
+
+    fn manifest(&self, agent: &str) -> Option<crate::agents::manifest::Manifest> {
+        self.reg.get(agent).cloned()
     }
 }
 
@@ -388,16 +465,21 @@ impl ResolveAgent for Registry {
 pub const TASK_MARK: &str = "AGENT_HUB_TASK";
 
 impl super::Server {
-    /// Turns delegation on (`[tasks]`): loads the agent catalogue and the stored tasks,
-    /// builds the book and the executor. `port` is the client port the task identities'
-    /// MCP servers connect to; `audit_log` places the default credentials folder.
+    /// Turns delegation on (`[tasks]`): finds the sandbox agents run in, loads the agent
+    /// catalogue and the stored tasks, builds the book and the executor. `port` is the
+    /// client port the task identities' MCP servers connect to; `config_path` the file the
+    /// hub was started with (hidden from every task, with the rest of the hub's files).
     pub fn start_tasks(
         &mut self,
-        cfg: &crate::config::tasks::TasksConfig,
-        relay: Option<&crate::config::RelayConfig>,
+        config: &crate::config::Config,
+        config_path: &Path,
         port: u16,
-        audit_log: &Path,
     ) -> Result<(), String> {
+        let Some(cfg) = config.tasks.as_ref() else {
+            return Ok(());
+        };
+        let relay = config.relay.as_ref();
+        let audit_log = config.audit_log_path.as_path();
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_default();
@@ -425,6 +507,8 @@ impl super::Server {
             .store
             .load_tasks()
             .map_err(|e| format!("loading stored tasks: {e}"))?;
+        self.task_dir = cfg.cwd_roots.first().cloned();
+        self.max_tasks = Some(cfg.max_concurrent);
         let credentials_dir = cfg.credentials_dir.clone().unwrap_or_else(|| {
             audit_log
                 .parent()
@@ -453,7 +537,17 @@ impl super::Server {
                 ),
             );
         }
+        let sandbox = self.start_sandbox(
+            config,
+            config_path,
+            &credentials_dir,
+            &client_binary,
+            &home,
+            &path_var,
+            &user_dir,
+        )?;
         let runtime = Runtime {
+            sandbox,
             client_binary,
             port,
             credentials_dir,
@@ -465,10 +559,7 @@ impl super::Server {
             limits: cfg.limits.clone(),
             headless_stdout_max_bytes: cfg.headless_stdout_max_bytes,
         };
-        let waker = Arc::new(
-            mio::Waker::new(self.poll.registry(), super::TASKS)
-                .map_err(|e| format!("task waker: {e}"))?,
-        );
+        let waker = self.waker.clone();
         let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
             let _ = waker.wake();
         });
@@ -507,6 +598,118 @@ impl super::Server {
             ),
         );
         Ok(())
+    }
+
+    /// Finds the sandbox `tasks.sandbox` asks for by trying it (`sandbox::probe`), and what
+    /// it keeps from every task. A configured sandbox that does not work, or `auto` with
+    /// none, is a startup error naming what to install; `none` is logged as a WARN.
+    #[allow(clippy::too_many_arguments)]
+    fn start_sandbox(
+        &mut self,
+        config: &crate::config::Config,
+        config_path: &Path,
+        credentials_dir: &Path,
+        client_binary: &Path,
+        home: &Path,
+        path_var: &str,
+        user_agents_dir: &Path,
+    ) -> Result<Option<Arc<crate::sandbox::Sandbox>>, String> {
+        use crate::sandbox::{self, Kind};
+        let Some(cfg) = config.tasks.as_ref() else {
+            return Ok(None);
+        };
+        // The task folders live here: it must exist (private) before the probe hides it.
+        crate::runner::TaskCredential::check_folder(credentials_dir)
+            .map_err(|e| format!("tasks.credentials_dir: {e}"))?;
+        let (kind, notes) = sandbox::probe::detect(cfg.sandbox, path_var, credentials_dir)?;
+        for n in notes {
+            self.records.log("WARN", &n);
+        }
+        if kind == Kind::None {
+            self.records.log("WARN", sandbox::NONE_WARNING);
+            return Ok(None);
+        }
+        let config_path =
+            std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_owned());
+        let store = match &config.store {
+            crate::config::StoreConfig::Sqlite { path, .. } => Some(path.as_path()),
+            crate::config::StoreConfig::Memory => None,
+        };
+        let relay_keys: Vec<&Path> = config
+            .relay
+            .iter()
+            .flat_map(|r| r.peers.iter().map(|p| p.key_file.as_path()))
+            .collect();
+        let server_binary = std::env::current_exe().ok();
+        let mut manifest_dirs = vec![user_agents_dir];
+        if let Some(d) = &cfg.manifests_dir {
+            manifest_dirs.push(d);
+        }
+        let paths = sandbox::HubPaths::new(&sandbox::HubFiles {
+            config: &config_path,
+            roster: &config.roster_path,
+            audit_log: &config.audit_log_path,
+            service_log: &config.service_log_path,
+            store,
+            relay_status: config.relay.as_ref().map(|r| r.status_path.as_path()),
+            relay_keys,
+            credentials_dir,
+            server_binary: server_binary.as_deref(),
+            client_binary,
+            manifest_dirs,
+            cwd_roots: &cfg.cwd_roots,
+            home,
+            path_var,
+        });
+        // A credentials folder that holds what every agent needs could not be hidden whole.
+        let creds =
+            std::fs::canonicalize(credentials_dir).unwrap_or_else(|_| credentials_dir.to_owned());
+        if let Some(k) = paths
+            .keep_whole
+            .iter()
+            .chain(cfg.cwd_roots.iter())
+            .find(|k| k.starts_with(&creds))
+        {
+            return Err(format!(
+                "tasks.credentials_dir {} holds {}, which every agent needs: give the task credentials a folder of their own",
+                creds.display(),
+                k.display()
+            ));
+        }
+        let what = match &kind {
+            Kind::Bwrap { program } => format!("bubblewrap ({})", program.display()),
+            Kind::Landlock { abi } => format!("Landlock (ABI {abi})"),
+            Kind::None => "none".into(),
+        };
+        self.records.log(
+            "INFO",
+            &format!(
+                "delegated agents run in sandbox {} (tasks.sandbox = {:?}): {what}; hidden from them: the hub's files ({}) and folders ({}); read-only: {}",
+                kind.tag(),
+                cfg.sandbox.tag(),
+                paths
+                    .secret_files
+                    .iter()
+                    .filter(|p| p.exists())
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                paths
+                    .secret_dirs
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                paths
+                    .read_only
+                    .iter()
+                    .filter(|p| p.exists())
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        );
+        Ok(Some(Arc::new(sandbox::Sandbox { kind, paths })))
     }
 
     /// Without `[tasks]`, tasks a previous run left in the store are kept there untouched
@@ -674,6 +877,7 @@ mod tests {
                 agent_permission: Default::default(),
                 limits: crate::acp::Limits::default(),
                 headless_stdout_max_bytes: 1 << 20,
+                sandbox: None,
             },
             Box::new(OneAgent(AgentRun::Acp(vec!["/bin/true".into()]))),
             Arc::new(|| {}),
@@ -762,10 +966,12 @@ mod tests {
                 agent_permission: Default::default(),
                 limits: crate::acp::Limits::default(),
                 headless_stdout_max_bytes: 1 << 20,
+                sandbox: None,
             },
             Box::new(OneAgent(AgentRun::Headless {
                 template: ["/bin/echo", "-n", "{prompt}"].map(String::from).to_vec(),
                 format: crate::agents::manifest::Outcome::ExitCode,
+                prompt_via: crate::agents::manifest::PromptVia::Argv,
             })),
             Arc::new(|| {}),
         )
@@ -847,6 +1053,7 @@ mod tests {
                 agent_permission: Default::default(),
                 limits: crate::acp::Limits::default(),
                 headless_stdout_max_bytes: 1 << 20,
+                sandbox: None,
             },
             Box::new(NoAgents),
             Arc::new(move || {

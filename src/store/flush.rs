@@ -225,7 +225,7 @@ impl CheckpointPolicy {
             }
             Err(e) => {
                 self.failures += 1;
-                self.retry_at = Some(crate::deadline::after(now, CHECKPOINT_RETRY));
+                self.retry_at = Some(crate::kernel::deadline::after(now, CHECKPOINT_RETRY));
                 let due = self.last_failure_log.map_or(true, |t| {
                     now.saturating_duration_since(t) >= CHECKPOINT_LOG_INTERVAL
                 });

@@ -45,6 +45,11 @@ pub enum DelegateRefusal {
     QueueFull {
         queue_max: usize,
     },
+    /// The delegator holds its whole share of the queue and the slots already.
+    ShareFull {
+        held: usize,
+        max: usize,
+    },
     UnknownPeer,
 }
 
@@ -87,6 +92,10 @@ impl fmt::Display for DelegateRefusal {
             DelegateRefusal::QueueFull { queue_max } => write!(
                 f,
                 "the task queue is full (tasks.queue_max = {queue_max}); try again later"
+            ),
+            DelegateRefusal::ShareFull { held, max } => write!(
+                f,
+                "you hold {held} tasks queued or running, the most one delegator may (tasks.max_per_delegator = {max}); try again when one ends"
             ),
             DelegateRefusal::UnknownPeer => {
                 f.write_str("unknown peer, or a peer this hub does not delegate to")

@@ -6,7 +6,7 @@
 //! startup), `shutdown`. Outputs, drained with `poll_action`: `Start` a runner, `Cancel` one,
 //! and `Commit`: store operations, at most one envelope for the delegator and audit records
 //! that must go into ONE commit batch, so an outcome envelope and the task's final state are
-//! durable together or not at all. Time is passed in (`hub::Now`); ids and tokens come from
+//! durable together or not at all. Time is passed in (`kernel::now::Now`); ids and tokens come from
 //! the caller's `IdSource`.
 //!
 //! Refuses IO: processes, files (the cwd check here is lexical; the runner re-checks with the
@@ -16,6 +16,7 @@
 
 mod body;
 mod check;
+mod event;
 mod peer;
 mod query;
 mod records;
@@ -26,11 +27,16 @@ mod withdraw;
 #[cfg(test)]
 mod tests;
 
-pub use body::{cap_text, summarise, OUTCOME_KIND, PROGRESS_KIND};
+pub use body::{
+    cap_tail, cap_text, summarise, GIT_REF_MAX_BYTES, MAX_VERIFICATIONS, OUTCOME_KIND,
+    PEER_REASON_MAX_BYTES, PROGRESS_KIND, VERIFICATION_COMMAND_MAX_BYTES,
+    VERIFICATION_OUTPUT_MAX_BYTES,
+};
 pub use check::{lexical_cwd, DelegateRefusal};
 pub use peer::{
     refusal_handoff as peer_refusal, valid_remote_task_id, Origin, PeerSubmit, CANCEL_GRACE,
-    PEER_LOG_BURST, PEER_LOG_REFILL, STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
+    CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
+    STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredTask, TaskAudit, TaskStoreOp};
 use types::simple_hex;
@@ -38,10 +44,9 @@ pub use types::{TaskId, TaskState};
 
 use crate::acp::{Outcome, Status};
 use crate::config::tasks::TasksConfig;
-use crate::hub::ids::IdSource;
-use crate::hub::Now;
-use crate::roster::HUB_NAME;
-use crate::runner::TaskEvent;
+use crate::kernel::ids::IdSource;
+use crate::kernel::names::HUB_NAME;
+use crate::kernel::now::Now;
 use crate::wire::{DelegateRequest, Envelope, TaskList, TaskProgress, TaskRecord, TaskStateReply};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -49,21 +54,20 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Every task id and task identity starts with this; roster names may not.
-pub const TASK_PREFIX: &str = "task-";
+/// Every task id and task identity starts with this; roster names may not (`names`).
+pub use crate::kernel::names::{is_task_name, TASK_PREFIX};
+pub use event::{TaskEnd, TaskEvent};
 /// `progressSecs` at most (a week, like `tasks.timeout_secs`).
 pub const MAX_PROGRESS_SECS: u64 = crate::config::tasks::MAX_TASK_TIMEOUT_SECS;
-
-/// Whether a name is in the reserved task namespace (docs/delegation.md "Names").
-pub fn is_task_name(name: &str) -> bool {
-    name.starts_with(TASK_PREFIX)
-}
 
 /// What the book is told at construction: the `[tasks]` limits it enforces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BookConfig {
     pub max_concurrent: usize,
     pub queue_max: usize,
+    /// Tasks one delegator may hold queued or running (`tasks.max_per_delegator`); a relay
+    /// peer's tasks all count as that peer's.
+    pub max_per_delegator: usize,
     /// The default and the upper bound of a task's `timeoutSecs`.
     pub timeout_secs: u64,
     pub prompt_max_bytes: usize,
@@ -83,6 +87,7 @@ impl From<&TasksConfig> for BookConfig {
         BookConfig {
             max_concurrent: t.max_concurrent,
             queue_max: t.queue_max,
+            max_per_delegator: t.max_per_delegator,
             timeout_secs: t.timeout_secs,
             prompt_max_bytes: t.prompt_max_bytes,
             cwd_roots: t.cwd_roots.clone(),
@@ -215,6 +220,8 @@ struct Ending<'a> {
     elapsed_ms: u64,
     usage: Option<body::UsageBody>,
     cost: Option<&'a crate::acp::Cost>,
+    /// Delegator side: what the peer's handoff added (`gitRef`, `verifications`).
+    report: Option<body::PeerReport>,
 }
 
 impl Ending<'_> {
@@ -228,6 +235,7 @@ impl Ending<'_> {
             elapsed_ms,
             usage: None,
             cost: None,
+            report: None,
         }
     }
 }
@@ -273,12 +281,16 @@ pub struct TaskBook {
     shutting_down: bool,
     /// Peers whose `delegate_task` this hub runs (`relay.peers` `delegate = true`).
     accept_from: BTreeSet<String>,
-    /// Peers with a lasting relay link now, and whether it speaks v1 (acks handoffs).
+    /// Peers with a lasting relay link now, and whether the peer is an agent-hub (v1) peer:
+    /// it reads `agent` and acks handoffs both ways (`peer::TaskBook::handle_peer_link`).
     links: BTreeMap<String, bool>,
     /// Delegator side: tasks for a peer waiting for its link, in acceptance order.
     peer_waiting: VecDeque<TaskId>,
     /// Worker side: final handoffs not yet confirmed, by peer (`peer::PendingHandoff`).
     handoffs: BTreeMap<String, Vec<peer::PendingHandoff>>,
+    /// Worker side: no report about a claudectl peer's task goes out before this instant
+    /// (`peer::CLAUDECTL_REPORT_DELAY`), keyed by (peer, its task id).
+    report_hold: BTreeMap<(String, String), Instant>,
     /// The log budget of each peer's task messages (`peer::peer_log`).
     peer_logs: BTreeMap<String, crate::relay::throttle::Throttle>,
 }
@@ -326,6 +338,7 @@ impl TaskBook {
             shutting_down: false,
             accept_from: BTreeSet::new(),
             links: BTreeMap::new(),
+            report_hold: BTreeMap::new(),
             peer_waiting: VecDeque::new(),
             handoffs: BTreeMap::new(),
             peer_logs: BTreeMap::new(),
@@ -383,6 +396,22 @@ impl TaskBook {
         self.insert(req, delegator, None, now, ids)
     }
 
+    /// Unfinished tasks (queued, running, cancelling; local or on a peer) of one delegator:
+    /// `delegator` itself, or, for a relay peer's task (`origin`), every task from that peer.
+    /// A walk of the book: `delegate` is an operator-rate verb, and the book holds at most
+    /// `history_max` settled tasks beside the unfinished ones.
+    fn held_by(&self, delegator: &str, origin: Option<&Origin>) -> usize {
+        self.tasks
+            .values()
+            .filter(|t| !t.state.is_final())
+            .filter(|t| match (origin, &t.origin) {
+                (Some(o), Some(to)) => o.peer == to.peer,
+                (None, None) => t.delegator == delegator,
+                _ => false,
+            })
+            .count()
+    }
+
     /// The checks every delegation passes and the new queued task: a local delegator's
     /// (`origin` None) or a relay peer's (`origin`, `peer::submit_from_peer`).
     fn insert(
@@ -437,6 +466,15 @@ impl TaskBook {
             return Err(DelegateRefusal::ProgressOutOfRange {
                 min_secs: c.min_progress_secs,
                 max_secs: MAX_PROGRESS_SECS,
+            });
+        }
+        // One delegator's share (issue 29): a roster name, or a relay peer whose tasks have
+        // a delegator each (`task-from:<peer>:<id>`) but are one delegator here.
+        let held = self.held_by(delegator, origin.as_ref());
+        if held >= c.max_per_delegator {
+            return Err(DelegateRefusal::ShareFull {
+                held,
+                max: c.max_per_delegator,
             });
         }
         // Only a task that will wait needs queue room: the queued tasks the free slots take
@@ -527,7 +565,7 @@ impl TaskBook {
         // commit of its row.
         if let Some(t) = self.tasks.get_mut(&id).filter(|t| t.peer.is_some()) {
             // Waiting for the peer's link is bounded by the same budget as running there.
-            t.peer_timer = Some(crate::deadline::after(
+            t.peer_timer = Some(crate::kernel::deadline::after(
                 now.mono,
                 Duration::from_secs(timeout_secs),
             ));
@@ -682,6 +720,7 @@ impl TaskBook {
             elapsed_ms: o.progress.elapsed_ms,
             usage: o.usage.as_ref().map(body::UsageBody::from),
             cost: o.progress.cost.as_ref(),
+            report: None,
         };
         self.settle(task, ending, now, ids);
     }
@@ -696,7 +735,8 @@ impl TaskBook {
         let ended_ms = now.wall.timestamp_millis();
         let (text, cut) = cap_text(e.text, max_text);
         let handoff = t.origin.clone().map(|o| {
-            let h = peer::handoff(&o, &e, text, t.stopped_by_peer);
+            // No process ran (none reported): the task was never started here.
+            let h = peer::handoff(&o, &e, text, t.stopped_by_peer, t.pid.is_some());
             (o, h)
         });
         let state = e.state.as_str();
@@ -712,6 +752,7 @@ impl TaskBook {
             elapsed_ms: e.elapsed_ms,
             usage: e.usage,
             cost: e.cost.and_then(body::CostBody::from),
+            report: e.report.as_ref(),
         });
         let envelope = match &t.origin {
             None => Some(hub_envelope(
@@ -785,12 +826,12 @@ impl TaskBook {
         }
         let due = t
             .sent_at
-            .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)));
+            .map(|at| crate::kernel::deadline::after(at, Duration::from_secs(t.progress_secs)));
         if due.is_some_and(|d| now.mono < d) {
             return;
         }
         if t.sent_envelope.as_deref().is_some_and(progress_pending) {
-            t.held_until = Some(crate::deadline::after(
+            t.held_until = Some(crate::kernel::deadline::after(
                 now.mono,
                 Duration::from_secs(t.progress_secs),
             ));
@@ -846,9 +887,9 @@ impl TaskBook {
             .filter(|t| t.progress_secs > 0 && t.state == TaskState::Running)
             .filter(|t| t.progress.is_some() && t.progress != t.sent)
             .filter_map(|t| {
-                let due = t
-                    .sent_at
-                    .map(|at| crate::deadline::after(at, Duration::from_secs(t.progress_secs)))?;
+                let due = t.sent_at.map(|at| {
+                    crate::kernel::deadline::after(at, Duration::from_secs(t.progress_secs))
+                })?;
                 Some(t.held_until.map_or(due, |h| h.max(due)))
             })
             .chain(self.peer_timeout())
@@ -922,6 +963,32 @@ impl TaskBook {
         let want = t.token.as_deref()?;
         let same = crate::roster::ct_eq(want.as_bytes(), token.as_bytes());
         same.then_some(t.delegator.as_str())
+    }
+
+    /// Whether `text` (a name a failed hello asserted) is a live task identity's token,
+    /// pasted in the name field: such a name is never recorded (SPEC §6.2, issue 29). Every
+    /// live token is compared, in constant time.
+    pub fn holds_token(&self, text: &str) -> bool {
+        let given = text.trim().as_bytes();
+        self.tasks
+            .values()
+            .filter_map(|t| t.token.as_deref())
+            .fold(false, |found, token| {
+                found | crate::roster::ct_eq(token.as_bytes(), given)
+            })
+    }
+
+    /// Whether `from` may mail the task identity `task` (docs/delegation.md "Task identity"):
+    /// the task is one this book holds and has not ended, and `from` is its delegator or a
+    /// name in `tasks.may_mail` (the agents a task may mail may answer it). Anyone else could
+    /// only pile mail up in a queue no one reads, or feed the task's agent instructions its
+    /// delegator never gave.
+    pub fn may_receive(&self, task: &str, from: &str) -> bool {
+        let Some(t) = TaskId::parse(task).and_then(|id| self.tasks.get(&id)) else {
+            return false;
+        };
+        !t.state.is_final()
+            && (t.delegator == from || self.config.may_mail.iter().any(|m| m == from))
     }
 
     /// Whether the task identity `name` may send to `to`: its delegator, or a name in

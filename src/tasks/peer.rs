@@ -1,21 +1,28 @@
-//! Delegated work across hubs (docs/delegation.md "Across hubs"; the v0 task messages in
-//! docs/relay-protocol.md §8): both halves, as book state and `TaskAction::ToPeer` messages.
+//! Delegated work across hubs (docs/delegation.md "Across hubs"; the task messages in
+//! docs/relay-protocol.md §8): both halves, as book state and `TaskAction::ToPeer` messages,
+//! for claudectl 0.64 and 0.92 peers and for agent-hub peers alike.
 //!
 //! Delegator side: a task with `peer` waits for that peer's lasting link, goes out as
-//! `delegate_task` (with `agent` only under v1: a v0 peer reads none), and is settled by the
-//! peer's `task_handoff`; its timeout is kept here, and a cancel is a `task_interrupt` stop
-//! with a grace for the peer's answer. A `delegate_task` sent on a link that dropped before
-//! the peer answered for it is sent again on the next link; the peer ignores a task id it
-//! already holds, so the task runs once.
+//! `delegate_task` (with `agent` only to an agent-hub peer: claudectl reads none), and is
+//! settled by the peer's `task_handoff`: `completed`, `failed`, or `refused` when the handoff
+//! says `refused: true` (claudectl 0.92: the task never started); its `git_ref` and
+//! `verifications` go into the outcome body, bounded (`body::PeerReport`). Its timeout is kept
+//! here, and a cancel is a `task_interrupt` stop with a grace for the peer's answer. A
+//! `delegate_task` sent on a link that dropped before the peer answered for it is sent again
+//! on the next link; the peer ignores a task id it already holds, so the task runs once
+//! (claudectl 0.92 answers such a resend "task <id> already exists", refused: taken as the
+//! peer's word that it holds the task, not as a refusal).
 //!
 //! Worker side: a `delegate_task` from a peer allowed to delegate (`relay.peers` `delegate =
 //! true`) becomes an ordinary local task whose delegator is its `Origin`. It is answered with
 //! `task_status` running at once and every `tasks.peer_status_secs`; its one outcome becomes
-//! a final `task_handoff` in the v0 shape, kept until confirmed: acked by a v1 peer, or still
-//! on the link it went out on `V0_HANDOFF_GRACE` later for a v0 one (claudectl acks nothing);
-//! a link that drops first gets it again on the next link. `task_interrupt` stop cancels
-//! (answered as claudectl does, a failed handoff "Stopped by controller"); nudge and reroute
-//! get a status.
+//! a final `task_handoff`, kept until confirmed: acked by an agent-hub peer, or still on the
+//! link it went out on `V0_HANDOFF_GRACE` later for a claudectl one (claudectl acks nothing);
+//! a link that drops first gets it again on the next link. A task this hub cannot start is
+//! answered as claudectl 0.92 answers one: a `failed` handoff with `refused: true`, "Could not
+//! start the task: <why>" (`refusal_handoff`). `task_interrupt` stop from the delegating peer
+//! cancels (answered as claudectl does, a failed handoff "Stopped by controller"); nudge and
+//! reroute get a status; another peer's interrupt finds nothing.
 //!
 //! Refuses IO; relay sessions and sockets are `server::relay_io`'s.
 
@@ -40,8 +47,21 @@ pub const PEER_LOG_BURST: u32 = 10;
 pub const PEER_LOG_REFILL: Duration = Duration::from_secs(6);
 /// The agent a peer's `delegate_task` without `agent` runs (the 000 seed's default).
 pub const DEFAULT_PEER_AGENT: &str = "claude";
+/// How long after a claudectl peer's `delegate_task` arrived the first report about it (its
+/// `task_status`, or the handoff of a task refused or done that soon) may go out. claudectl
+/// 0.92's `relay delegate` records the task in its ledger only after its one-shot's 250 ms
+/// wait, and its serve reads reports once a second, dropping one for a task not yet in the
+/// ledger ("not a task we delegated, ignored"): a handoff sent sooner is lost for good and the
+/// task stays `delegated` there (found by scripts/claudectl-interop.sh). 2 s covers both with
+/// room; an agent-hub peer (v1 link) gets its reports at once.
+pub const CLAUDECTL_REPORT_DELAY: Duration = Duration::from_secs(2);
+/// Held reports remembered at most (one per `delegate_task` of the last 2 s); past it a
+/// report goes at once rather than the book growing.
+pub const MAX_REPORT_HOLDS: usize = 4096;
 /// The v0 summary of a task the delegating peer stopped (what claudectl's own worker says).
 pub const STOPPED_BY_CONTROLLER: &str = "Stopped by controller";
+/// How the summary of a task this hub could not start begins (claudectl 0.92's words).
+pub const COULD_NOT_START: &str = "Could not start the task: ";
 
 const ORIGIN_PREFIX: &str = "task-from:";
 
@@ -61,9 +81,11 @@ impl Origin {
 
     pub fn parse(delegator: &str) -> Option<Origin> {
         let (peer, task_id) = delegator.strip_prefix(ORIGIN_PREFIX)?.split_once(':')?;
-        (crate::config::valid_peer_id(peer) && valid_remote_task_id(task_id)).then(|| Origin {
-            peer: peer.to_owned(),
-            task_id: task_id.to_owned(),
+        (crate::kernel::names::valid_peer_id(peer) && valid_remote_task_id(task_id)).then(|| {
+            Origin {
+                peer: peer.to_owned(),
+                task_id: task_id.to_owned(),
+            }
         })
     }
 }
@@ -97,8 +119,19 @@ pub(super) struct PendingHandoff {
     sent_at: Option<Instant>,
 }
 
-/// The v0 `task_handoff` for a task's ending: `completed`, or `failed` with the reason.
-pub(super) fn handoff(o: &Origin, e: &Ending<'_>, text: &str, stopped: bool) -> TaskHandoff {
+/// The `task_handoff` for a task's ending: `completed`, or `failed` with the reason; a task
+/// that failed or was refused before any process ran (`started` false) is answered as one
+/// that could not start (`refusal_handoff`), as claudectl 0.92 does.
+pub(super) fn handoff(
+    o: &Origin,
+    e: &Ending<'_>,
+    text: &str,
+    stopped: bool,
+    started: bool,
+) -> TaskHandoff {
+    if !started && matches!(e.state, TaskState::Refused | TaskState::Failed) {
+        return refusal_handoff(&o.task_id, e.reason.as_deref().unwrap_or(e.state.as_str()));
+    }
     let state = if e.state == TaskState::Completed {
         "completed"
     } else {
@@ -131,29 +164,44 @@ pub(super) fn handoff(o: &Origin, e: &Ending<'_>, text: &str, stopped: bool) -> 
         total_tokens,
         model: None,
         usage: e.usage.as_ref().and_then(|u| serde_json::to_value(u).ok()),
+        refused: false,
+        verifications: Vec::new(),
     }
 }
 
-/// A failed v0 handoff saying why a peer's task was not taken (`refused: …`).
+/// The handoff of a peer's task this hub could not start, in claudectl 0.92's shape: `failed`,
+/// `refused: true`, "Could not start the task: <why>", nothing else set (`artifacts` `[]`,
+/// `git_ref` null, totals 0). A 0.64 reader ignores the `refused` key (relay-compat.md:
+/// extra keys are ignored) and shows the summary.
 pub fn refusal_handoff(task_id: &str, why: &str) -> TaskHandoff {
     TaskHandoff {
         task_id: task_id.to_owned(),
         state: "failed".to_owned(),
-        summary: format!("refused: {why}"),
+        summary: format!("{COULD_NOT_START}{why}"),
         artifacts: Vec::new(),
         git_ref: None,
         total_cost_usd: 0.0,
         total_tokens: 0,
         model: None,
         usage: None,
+        refused: true,
+        verifications: Vec::new(),
     }
+}
+
+/// Whether a refusal's summary is claudectl 0.92's "task <id> already exists" for our task
+/// `id` (relay-compat-0.92.md §5: its answer to an id it started within the hour).
+fn is_already_exists(summary: &str, id: &TaskId) -> bool {
+    let want = format!("task {id} already exists");
+    let s = summary.trim();
+    s == want || s.strip_prefix(COULD_NOT_START.trim_end()).map(str::trim) == Some(want.as_str())
 }
 
 fn stats(elapsed_ms: u64) -> TaskStats {
     TaskStats {
         tokens_used: 0,
         cost_usd: 0.0,
-        context_pct: 0.0,
+        context_pct: 0u8.into(),
         files_modified: Vec::new(),
         elapsed_secs: Some(elapsed_ms / 1000),
         last_activity: None,
@@ -170,8 +218,17 @@ impl TaskBook {
         self.accept_from.contains(peer)
     }
 
-    /// Worker side: a peer's `delegate_task`. A refusal is answered with a failed handoff at
-    /// once (claudectl shows it to its user), never silence.
+    /// Worker side: a peer's `delegate_task`. A refusal is answered at once with a failed
+    /// `refused: true` handoff and no `task_status` before it (claudectl shows it to its
+    /// user), never silence; only a task id that is not one (`valid_remote_task_id`) is
+    /// dropped unanswered, so no hostile text is echoed.
+    ///
+    /// A task id this hub still holds from that peer, running or settled, is `Duplicate`:
+    /// ignored, not refused. claudectl 0.92 refuses such an id ("task <id> already exists"),
+    /// but a refusal would settle the delegator's copy as refused while the work runs, or
+    /// ran, here; our delegator resends only a task it heard nothing of, and this hub's
+    /// handoff of it (kept until confirmed) is what settles it, exactly once
+    /// (docs/delegation.md "Across hubs").
     pub fn submit_from_peer(
         &mut self,
         peer: &str,
@@ -194,6 +251,12 @@ impl TaskBook {
         let delegator = origin.delegator();
         if self.tasks.values().any(|t| t.delegator == delegator) {
             return PeerSubmit::Duplicate;
+        }
+        if self.links.get(peer) != Some(&true) && self.report_hold.len() < MAX_REPORT_HOLDS {
+            self.report_hold.insert(
+                (peer.to_owned(), d.task_id.clone()),
+                crate::kernel::deadline::after(now.mono, CLAUDECTL_REPORT_DELAY),
+            );
         }
         let refuse = |book: &mut TaskBook, why: String| {
             let h = refusal_handoff(&d.task_id, &why);
@@ -248,7 +311,16 @@ impl TaskBook {
         let Some(o) = t.origin.clone() else {
             return;
         };
-        t.peer_timer = Some(crate::deadline::after(now.mono, every));
+        t.peer_timer = Some(crate::kernel::deadline::after(now.mono, every));
+        if let Some(&hold) = self
+            .report_hold
+            .get(&(o.peer.clone(), o.task_id.clone()))
+            .filter(|&&h| h > now.mono)
+        {
+            // A claudectl peer could not take it yet: the first status goes at the hold.
+            t.peer_timer = Some(hold);
+            return;
+        }
         let elapsed = t
             .started_ms
             .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
@@ -295,7 +367,16 @@ impl TaskBook {
         let Some(pending) = self.handoffs.get_mut(peer) else {
             return;
         };
-        for p in pending.iter_mut().filter(|p| p.sent_at.is_none()) {
+        let holds = &self.report_hold;
+        let held = |task: &str| {
+            holds
+                .get(&(peer.to_owned(), task.to_owned()))
+                .is_some_and(|&h| h > now.mono)
+        };
+        for p in pending
+            .iter_mut()
+            .filter(|p| p.sent_at.is_none() && !held(&p.task_id))
+        {
             p.sent_at = Some(now.mono);
             self.actions.push_back(TaskAction::ToPeer {
                 peer: peer.to_owned(),
@@ -317,7 +398,11 @@ impl TaskBook {
         self.handoffs.get(peer).map_or(0, Vec::len)
     }
 
-    /// The lasting relay link with `peer` is up (`v1`: it speaks v1) or down.
+    /// The lasting relay link with `peer` is up or down. `v1` means "an agent-hub peer": it
+    /// reads `agent` in our `delegate_task` and acks our handoffs (and expects its own acked);
+    /// it is not the link's proto. A claudectl link is `v1` false whatever proto it speaks
+    /// (0.92 speaks proto 1 but, like 0.64, acks nothing and reads no `agent`), so its handoffs
+    /// are confirmed by `V0_HANDOFF_GRACE` (docs/delegation.md "Across hubs").
     pub fn handle_peer_link(
         &mut self,
         peer: &str,
@@ -438,7 +523,7 @@ impl TaskBook {
         t.started_ms = Some(started_ms);
         t.sent_at = Some(now.mono);
         t.needs_send = true;
-        t.peer_timer = Some(crate::deadline::after(
+        t.peer_timer = Some(crate::kernel::deadline::after(
             now.mono,
             Duration::from_secs(t.timeout_secs),
         ));
@@ -472,7 +557,7 @@ impl TaskBook {
             return;
         }
         t.state = TaskState::Cancelling;
-        t.peer_timer = Some(crate::deadline::after(now.mono, CANCEL_GRACE));
+        t.peer_timer = Some(crate::kernel::deadline::after(now.mono, CANCEL_GRACE));
         let c = cancelling_commit(id, now.wall.timestamp_millis());
         self.actions.push_back(TaskAction::Commit(c));
         self.interrupt(&peer, id, "cancelled by the delegator");
@@ -572,13 +657,19 @@ impl TaskBook {
                     task_id: i.task_id.clone(),
                 };
                 let delegator = origin.delegator();
+                // Looked up under the sender's own origin: only the peer that delegated a
+                // task can stop or nudge it; another peer's interrupt finds nothing and gets
+                // nothing back, as claudectl 0.92 does (docs/delegation.md "Across hubs").
                 let Some(id) = self
                     .tasks
                     .values()
                     .find(|t| t.delegator == delegator)
                     .map(|t| t.id.clone())
                 else {
-                    return self.stray(peer, "task_interrupt", now);
+                    let line = format!(
+                        "relay: {peer} sent task_interrupt for a task it did not delegate to this hub, or one this hub no longer holds; ignored"
+                    );
+                    return self.peer_log(peer, line, now);
                 };
                 match i.interrupt_type.as_str() {
                     "stop" => {
@@ -587,8 +678,14 @@ impl TaskBook {
                         }
                         self.cancel(id.as_str(), &delegator, now, ids);
                     }
-                    // Nudge (and reroute, which this hub does not do) get where it is.
-                    _ => self.send_status(&id, now),
+                    // Nudge (and reroute, which this hub does not do) get where it is, while
+                    // it is not over: a settled task's answer is its handoff.
+                    _ => {
+                        let live = self.tasks.get(&id).is_some_and(|t| !t.state.is_final());
+                        if live {
+                            self.send_status(&id, now);
+                        }
+                    }
                 }
             }
             other => {
@@ -637,18 +734,39 @@ impl TaskBook {
         let elapsed = t
             .started_ms
             .map_or(0, |s| ms_between(s, now.wall.timestamp_millis()));
+        let peer = t.peer.clone().unwrap_or_default();
+        // `refused` refines a failure only: a handoff saying `completed` is completed.
+        let refused = h.refused && h.state != "completed";
+        if refused && is_already_exists(&h.summary, id) {
+            // claudectl 0.92's answer to our resend of a task it already runs, or ran: not a
+            // refusal of the work but word that the peer holds it. Its own handoff settles
+            // the task (or the timeout does); sent nothing more (docs/delegation.md "Across
+            // hubs").
+            let line = format!(
+                "relay: {peer} already holds task {id} (our delegate_task was a resend); waiting for its handoff"
+            );
+            if let Some(t) = self.tasks.get_mut(id) {
+                t.confirmed = true;
+            }
+            return self.peer_log(&peer, line, now);
+        }
         let (state, reason) = match h.state.as_str() {
             "completed" => (TaskState::Completed, None),
-            _ if cancelling => (
-                TaskState::Cancelled,
-                Some(format!("cancelled at {}", t.peer.as_deref().unwrap_or(""))),
+            // The peer never started it (claudectl 0.92): refused, its summary the reason,
+            // also when a cancel was on its way (the peer's word decides, as the runner's does
+            // for a local task, docs/delegation.md "States").
+            _ if refused => (
+                TaskState::Refused,
+                Some(if h.summary.trim().is_empty() {
+                    format!("{peer} could not start the task")
+                } else {
+                    body::peer_reason(&h.summary)
+                }),
             ),
+            _ if cancelling => (TaskState::Cancelled, Some(format!("cancelled at {peer}"))),
             _ => (
                 TaskState::Failed,
-                Some(format!(
-                    "{} reported the task failed",
-                    t.peer.as_deref().unwrap_or("")
-                )),
+                Some(format!("{peer} reported the task failed")),
             ),
         };
         let usage = (h.total_tokens > 0).then(|| body::UsageBody::with_total(h.total_tokens));
@@ -661,11 +779,13 @@ impl TaskBook {
             state,
             stop_reason: None,
             reason,
-            text: &h.summary,
+            // A task that never ran has no text (docs/delegation.md "`task_outcome`").
+            text: if refused { "" } else { &h.summary },
             truncated: false,
             elapsed_ms: elapsed,
             usage,
             cost: cost.as_ref(),
+            report: body::PeerReport::from_handoff(h.git_ref.as_deref(), &h.verifications),
         };
         self.settle(id, ending, now, ids);
     }
@@ -735,13 +855,25 @@ impl TaskBook {
                 }
             }
         }
+        // Held handoffs whose hold has passed go out now.
+        let released: BTreeSet<String> = self
+            .report_hold
+            .iter()
+            .filter(|(_, &h)| h <= now.mono)
+            .map(|((peer, _), _)| peer.clone())
+            .collect();
+        self.report_hold.retain(|_, h| *h > now.mono);
+        for peer in released {
+            self.pump_handoffs(&peer, now);
+        }
         // A v0 peer acks nothing: a handoff still on its link after the grace arrived.
         let links = &self.links;
         for (peer, pending) in self.handoffs.iter_mut() {
             if links.get(peer) == Some(&false) {
                 pending.retain(|p| {
-                    !p.sent_at
-                        .is_some_and(|at| crate::deadline::after(at, V0_HANDOFF_GRACE) <= now.mono)
+                    !p.sent_at.is_some_and(|at| {
+                        crate::kernel::deadline::after(at, V0_HANDOFF_GRACE) <= now.mono
+                    })
                 });
             }
         }
@@ -756,7 +888,8 @@ impl TaskBook {
             .iter()
             .filter(|(peer, _)| self.links.get(*peer) == Some(&false))
             .flat_map(|(_, p)| p.iter().filter_map(|p| p.sent_at))
-            .map(|at| crate::deadline::after(at, V0_HANDOFF_GRACE));
-        tasks.chain(handoffs).min()
+            .map(|at| crate::kernel::deadline::after(at, V0_HANDOFF_GRACE));
+        let holds = self.report_hold.values().copied();
+        tasks.chain(handoffs).chain(holds).min()
     }
 }

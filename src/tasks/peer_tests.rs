@@ -94,6 +94,8 @@ fn handoff_msg(task: &str, state: &str, summary: &str) -> Payload {
         total_tokens: 1200,
         model: None,
         usage: None,
+        refused: false,
+        verifications: Vec::new(),
     })
 }
 
@@ -104,7 +106,7 @@ fn status_msg(task: &str, elapsed: u64) -> Payload {
         stats: TaskStats {
             tokens_used: 10,
             cost_usd: 0.0,
-            context_pct: 0.0,
+            context_pct: 0u8.into(),
             files_modified: Vec::new(),
             elapsed_secs: Some(elapsed),
             last_activity: None,
@@ -142,6 +144,14 @@ impl Rig {
         let now = self.clock.now();
         self.book
             .handle_peer_message(peer, msg_id, payload, now, &mut self.ids, &|_| false);
+    }
+
+    /// A peer's `delegate_task`, and the 2 s this hub holds its first report to a claudectl
+    /// peer (`CLAUDECTL_REPORT_DELAY`): what the peer sees once it could take it.
+    fn peer_delegates(&mut self, peer: &str, msg_id: &str, payload: Payload) {
+        self.peer_says(peer, msg_id, payload);
+        self.clock.advance_secs(CLAUDECTL_REPORT_DELAY.as_secs());
+        self.tick();
     }
 
     fn tick(&mut self) {
@@ -467,7 +477,7 @@ fn origin_task(r: &Rig, remote: &str) -> TaskId {
 fn a_peer_not_allowed_to_delegate_gets_a_failed_handoff_and_no_task() {
     let mut r = Rig::new(config());
     r.link("lab", true, false);
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -488,7 +498,7 @@ fn a_peer_not_allowed_to_delegate_gets_a_failed_handoff_and_no_task() {
 fn a_peers_task_runs_here_and_is_answered_in_the_v0_shapes() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d",
         delegate_msg("ext-1", None, Some("/srv/root/app")),
@@ -539,7 +549,7 @@ fn a_peers_task_runs_here_and_is_answered_in_the_v0_shapes() {
 fn a_v0_handoff_is_sent_again_if_its_link_drops_within_the_grace() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -597,7 +607,7 @@ fn a_v1_handoff_is_kept_until_acked() {
 fn stop_from_the_peer_cancels_and_is_answered_stopped_by_controller() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -643,12 +653,12 @@ fn stop_from_the_peer_cancels_and_is_answered_stopped_by_controller() {
 fn a_resent_delegate_task_runs_once_and_refusals_are_handoffs() {
     let mut r = worker();
     r.link("lab", true, false);
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d1",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
     );
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d2",
         delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
@@ -656,17 +666,17 @@ fn a_resent_delegate_task_runs_once_and_refusals_are_handoffs() {
     assert_eq!(r.book.tasks.len(), 1);
     r.actions();
     // Outside the roots, an agent not installed, a hostile task id.
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d3",
         delegate_msg("ext-2", Some("codex"), Some("/etc")),
     );
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d4",
         delegate_msg("ext-3", Some("nope"), Some("/srv/root/app")),
     );
-    r.peer_says(
+    r.peer_delegates(
         "lab",
         "d5",
         delegate_msg("a b\n", Some("codex"), Some("/srv/root/app")),
@@ -676,10 +686,10 @@ fn a_resent_delegate_task_runs_once_and_refusals_are_handoffs() {
     assert_eq!(h.len(), 2, "{h:?}");
     assert!(h
         .iter()
-        .all(|h| h.state == "failed" && h.summary.starts_with("refused: ")));
+        .all(|h| h.state == "failed" && h.refused && h.summary.starts_with(COULD_NOT_START)));
     assert_eq!(r.book.tasks.len(), 1);
     // No cwd: the first root.
-    r.peer_says("lab", "d6", delegate_msg("ext-4", Some("codex"), None));
+    r.peer_delegates("lab", "d6", delegate_msg("ext-4", Some("codex"), None));
     let id = origin_task(&r, "ext-4");
     assert_eq!(r.book.tasks[&id].cwd, PathBuf::from("/srv/root"));
 }
@@ -819,4 +829,841 @@ fn a_peer_flooding_bogus_task_messages_costs_the_log_a_bounded_number_of_lines()
         status_msg("task-00000000000000000000000000000002", 1),
     );
     assert_eq!(logs(&r.actions()), 1);
+}
+
+// ----- claudectl 0.92's semantics (issue 28; docs/delegation.md "Across hubs") -----
+
+/// A handoff as claudectl 0.92.4 writes it (relay-compat-0.92.md §5), parsed from its JSON
+/// as the relay would hand it over.
+fn handoff_092(payload: Value) -> Payload {
+    Payload::parse(&crate::relay::MsgType::TaskHandoff, &payload).expect("a task_handoff")
+}
+
+fn refused_092(task: &str, why: &str) -> Payload {
+    handoff_092(serde_json::json!({
+        "task_id": task, "state": "failed", "summary": format!("Could not start the task: {why}"),
+        "artifacts": [], "total_cost_usd": 0.0, "total_tokens": 0, "model": null,
+        "usage": {"input_tokens": 0, "output_tokens": 0}, "refused": true,
+    }))
+}
+
+fn verification(command: &str, passed: bool, output: &str) -> Value {
+    serde_json::json!({"command": command, "passed": passed, "output": output})
+}
+
+fn outcome_body(a: &[TaskAction]) -> Value {
+    let env = envelopes(a, OUTCOME_KIND);
+    assert_eq!(env.len(), 1, "exactly one outcome: {a:?}");
+    body(env[0])
+}
+
+#[test]
+fn a_092_refusal_settles_the_task_refused_with_its_summary_as_the_reason() {
+    let mut r = Rig::new(config());
+    // A claudectl 0.92 link is not v1 here (it acks nothing), whatever its proto.
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    // No task_status first: 0.92 refuses before it accepts.
+    let why = "working directory does not exist on this host: /work/far/repo";
+    r.peer_says("lab", "h", refused_092(id.as_str(), why));
+    let a = r.actions();
+    assert!(acks(&a).is_empty(), "claudectl is sent no ack");
+    let b = outcome_body(&a);
+    assert_eq!(b["state"], "refused");
+    assert_eq!(b["reason"], format!("Could not start the task: {why}"));
+    assert_eq!(b["text"], "", "a task that never ran has no text");
+    assert_eq!(b["peer"], "lab");
+    assert!(b.get("usage").is_none() && b.get("cost").is_none(), "{b}");
+    assert!(b.get("gitRef").is_none() && b.get("verifications").is_none());
+    assert_eq!(r.state(&id), "refused");
+    // Settled is final: a second word from the peer changes nothing.
+    r.peer_says("lab", "h2", handoff_msg(id.as_str(), "completed", "late"));
+    assert!(envelopes(&r.actions(), OUTCOME_KIND).is_empty());
+    assert_eq!(r.state(&id), "refused");
+}
+
+#[test]
+fn a_failed_handoff_carries_the_peers_summary_as_text() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    r.peer_says(
+        "lab",
+        "h",
+        handoff_msg(id.as_str(), "failed", "tests broke"),
+    );
+    let b = outcome_body(&r.actions());
+    assert_eq!(b["state"], "failed");
+    assert_eq!(b["text"], "tests broke");
+    assert_eq!(b["reason"], "lab reported the task failed");
+}
+
+#[test]
+fn a_refused_flag_on_a_completed_handoff_is_no_refusal() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    let h = handoff_092(serde_json::json!({
+        "task_id": id.as_str(), "state": "completed", "summary": "all green", "artifacts": [],
+        "total_cost_usd": 0.0, "total_tokens": 0, "refused": true,
+    }));
+    r.peer_says("lab", "h", h);
+    let b = outcome_body(&r.actions());
+    assert_eq!(b["state"], "completed", "refused refines a failure only");
+    assert_eq!(b["text"], "all green");
+}
+
+#[test]
+fn a_refusal_that_answers_a_cancel_is_refused() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    assert_eq!(r.cancel(&id, "mneme"), "cancelling");
+    r.actions();
+    r.peer_says(
+        "lab",
+        "h",
+        refused_092(id.as_str(), "task x already exists"),
+    );
+    let b = outcome_body(&r.actions());
+    assert_eq!(
+        b["state"], "refused",
+        "it never ran there: the peer's word decides"
+    );
+}
+
+#[test]
+fn a_peers_git_ref_and_verifications_reach_the_outcome() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    let h = handoff_092(serde_json::json!({
+        "task_id": id.as_str(), "state": "completed", "summary": "fixed", "artifacts": [],
+        "total_cost_usd": 0.12, "total_tokens": 4000, "model": "claude-sonnet-4-5",
+        "usage": {"input_tokens": 3000, "output_tokens": 1000},
+        "git_ref": "claudectl/delegated-task-1",
+        "verifications": [
+            verification("cargo build", true, "Finished"),
+            verification("cargo test", true, "ok. 12 passed"),
+        ],
+    }));
+    r.peer_says("lab", "h", h);
+    let b = outcome_body(&r.actions());
+    assert_eq!(b["state"], "completed");
+    assert_eq!(b["gitRef"], "claudectl/delegated-task-1");
+    assert_eq!(
+        b["verifications"],
+        serde_json::json!([
+            {"command": "cargo build", "passed": true, "output": "Finished"},
+            {"command": "cargo test", "passed": true, "output": "ok. 12 passed"},
+        ])
+    );
+    assert!(b.get("verificationsOmitted").is_none());
+    assert_eq!(b["usage"]["totalTokens"], 4000);
+    // Without them, no such keys.
+    let id = r.delegate_to_lab();
+    r.actions();
+    r.peer_says("lab", "h2", handoff_msg(id.as_str(), "completed", "fixed"));
+    let b = outcome_body(&r.actions());
+    assert!(
+        b.get("gitRef").is_none() && b.get("verifications").is_none(),
+        "{b}"
+    );
+}
+
+#[test]
+fn the_outcome_body_keeps_the_documented_key_order() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    let h = handoff_092(serde_json::json!({
+        "task_id": id.as_str(), "state": "failed", "summary": "a check failed", "artifacts": [],
+        "total_cost_usd": 0.5, "total_tokens": 10, "git_ref": "b",
+        "verifications": [verification("make", false, "error")],
+    }));
+    r.peer_says("lab", "h", h);
+    let a = r.actions();
+    let env = envelopes(&a, OUTCOME_KIND);
+    let raw = env[0].body.get();
+    let at = |k: &str| {
+        raw.find(&format!("\"{k}\""))
+            .unwrap_or_else(|| panic!("{k} in {raw}"))
+    };
+    let order = [
+        "task",
+        "agent",
+        "peer",
+        "state",
+        "text",
+        "truncated",
+        "reason",
+        "elapsedMs",
+        "usage",
+        "cost",
+        "gitRef",
+        "verifications",
+    ];
+    for w in order.windows(2) {
+        assert!(at(w[0]) < at(w[1]), "{} before {} in {raw}", w[0], w[1]);
+    }
+}
+
+#[test]
+fn a_huge_verifications_list_is_bounded_and_keeps_the_last_check() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    // 1000 checks, each with 8 KiB of output ending in a marker, a 5000-byte command, and a
+    // multi-byte character where the output's cut falls; the last one failed.
+    let out = |i: usize| format!("{}é{}end-{i}", "x".repeat(8192 - 4096), "y".repeat(4089));
+    let mut list: Vec<Value> = (0..999)
+        .map(|i| verification(&"c".repeat(5000), true, &out(i)))
+        .collect();
+    list.push(verification("cargo test", false, &out(999)));
+    let h = handoff_092(serde_json::json!({
+        "task_id": id.as_str(), "state": "failed", "summary": "a check failed", "artifacts": [],
+        "total_cost_usd": 0.0, "total_tokens": 0, "git_ref": "claudectl/delegated-x",
+        "verifications": list,
+    }));
+    r.peer_says("lab", "h", h);
+    let b = outcome_body(&r.actions());
+    let v = b["verifications"].as_array().unwrap();
+    assert_eq!(v.len(), MAX_VERIFICATIONS);
+    assert_eq!(b["verificationsOmitted"], 1000 - MAX_VERIFICATIONS);
+    let last = &v[MAX_VERIFICATIONS - 1];
+    assert_eq!(last["command"], "cargo test");
+    assert_eq!(last["passed"], false);
+    assert!(last["output"].as_str().unwrap().ends_with("end-999"));
+    assert!(v[MAX_VERIFICATIONS - 2]["output"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("end-{}", MAX_VERIFICATIONS - 2)));
+    for e in v {
+        let o = e["output"].as_str().unwrap();
+        assert!(o.len() <= VERIFICATION_OUTPUT_MAX_BYTES, "{}", o.len());
+        assert!(!o.starts_with('x'), "the end is kept, not the start");
+        assert!(e["command"].as_str().unwrap().len() <= VERIFICATION_COMMAND_MAX_BYTES);
+    }
+    assert!(
+        v[0]["output"].as_str().unwrap().ends_with("end-0"),
+        "the first checks stay in order"
+    );
+}
+
+#[test]
+fn a_hostile_git_ref_and_summary_are_bounded() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let a_id = r.delegate_to_lab();
+    let b_id = r.delegate_to_lab();
+    r.actions();
+    let long_ref = "r".repeat(GIT_REF_MAX_BYTES + 1);
+    let h = handoff_092(serde_json::json!({
+        "task_id": a_id.as_str(), "state": "failed", "refused": true,
+        "summary": format!("Could not start\nthe task:\u{1b}[2J {}", "w".repeat(10_000)),
+        "artifacts": [], "total_cost_usd": 0.0, "total_tokens": 0, "git_ref": long_ref,
+    }));
+    r.peer_says("lab", "h1", h);
+    let b = outcome_body(&r.actions());
+    assert!(
+        b.get("gitRef").is_none(),
+        "a ref too long is left out, not cut"
+    );
+    let reason = b["reason"].as_str().unwrap();
+    assert!(reason.len() <= PEER_REASON_MAX_BYTES);
+    assert!(
+        reason.starts_with("Could not start the task: [2J"),
+        "{reason}"
+    );
+    assert!(!reason.chars().any(char::is_control), "{reason:?}");
+    let h = handoff_092(serde_json::json!({
+        "task_id": b_id.as_str(), "state": "completed", "summary": "ok", "artifacts": [],
+        "total_cost_usd": 0.0, "total_tokens": 0, "git_ref": "main\nrm -rf /",
+    }));
+    r.peer_says("lab", "h2", h);
+    let b = outcome_body(&r.actions());
+    assert!(
+        b.get("gitRef").is_none(),
+        "a ref with a control character is left out"
+    );
+}
+
+#[test]
+fn a_wrong_typed_refused_or_verifications_loses_no_handoff() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let ids: Vec<TaskId> = (0..3).map(|_| r.delegate_to_lab()).collect();
+    r.actions();
+    let base = |id: &TaskId| {
+        serde_json::json!({
+            "task_id": id.as_str(), "state": "failed", "summary": "boom", "artifacts": [],
+            "total_cost_usd": 0.0, "total_tokens": 0,
+        })
+    };
+    // `refused` that is not JSON true: no refusal, the handoff still settles the task.
+    let mut h = base(&ids[0]);
+    h["refused"] = serde_json::json!("true");
+    h["verifications"] = serde_json::json!("cargo test passed");
+    r.peer_says("lab", "h0", handoff_092(h));
+    let b = outcome_body(&r.actions());
+    assert_eq!(b["state"], "failed");
+    assert!(b.get("verifications").is_none());
+    let mut h = base(&ids[1]);
+    h["refused"] = serde_json::json!(1);
+    h["verifications"] = serde_json::json!([
+        {"command": 7, "passed": true, "output": ""},
+        {"command": "make", "passed": "yes", "output": ""},
+        "make",
+        null,
+        {"command": "make check", "passed": false, "output": "1 failed"},
+    ]);
+    r.peer_says("lab", "h1", handoff_092(h));
+    let b = outcome_body(&r.actions());
+    assert_eq!(b["state"], "failed");
+    assert_eq!(
+        b["verifications"],
+        serde_json::json!([{"command": "make check", "passed": false, "output": "1 failed"}]),
+        "only the well-formed entries"
+    );
+    let mut h = base(&ids[2]);
+    h["refused"] = Value::Null;
+    r.peer_says("lab", "h2", handoff_092(h));
+    assert_eq!(outcome_body(&r.actions())["state"], "failed");
+}
+
+#[test]
+fn a_forged_refusal_from_another_peer_settles_nothing() {
+    let mut r = Rig::new(config());
+    r.book.set_peers(["lab".to_owned(), "other".to_owned()]);
+    r.link("lab", true, true);
+    r.link("other", true, false);
+    let id = r.delegate_to_lab();
+    r.actions();
+    r.peer_says("other", "x1", refused_092(id.as_str(), "nope"));
+    let mut forged = handoff_msg(id.as_str(), "completed", "forged");
+    if let Payload::TaskHandoff(h) = &mut forged {
+        h.git_ref = Some("evil".into());
+    }
+    r.peer_says("other", "x2", forged);
+    let a = r.actions();
+    assert!(envelopes(&a, OUTCOME_KIND).is_empty());
+    assert!(sent(&a).is_empty(), "nothing is sent to either peer: {a:?}");
+    assert_eq!(r.state(&id), "running");
+    // The real peer's handoff still settles it, with its own words.
+    r.peer_says("lab", "h", handoff_msg(id.as_str(), "completed", "real"));
+    let a = r.actions();
+    assert_eq!(acks(&a), vec!["h".to_owned()], "an agent-hub peer is acked");
+    let b = outcome_body(&a);
+    assert_eq!(b["text"], "real");
+    assert!(b.get("gitRef").is_none());
+}
+
+// ----- worker side, 0.92's semantics -----
+
+fn delegate_prompt(task: &str, cwd: Option<&str>, prompt: &str) -> Payload {
+    let mut p = delegate_msg(task, Some("codex"), cwd);
+    if let Payload::DelegateTask(d) = &mut p {
+        d.prompt = prompt.into();
+    }
+    p
+}
+
+/// A refusal as claudectl 0.92 sends one: one failed `refused: true` handoff and nothing
+/// before it; the rest of the shape as for any handoff.
+fn assert_refused(a: &[TaskAction], task: &str, says: &str) {
+    assert!(
+        statuses(a).is_empty(),
+        "no task_status before a refusal: {a:?}"
+    );
+    let h = handoffs(a);
+    assert_eq!(h.len(), 1, "{a:?}");
+    let h = &h[0];
+    assert_eq!(h.task_id, task);
+    assert_eq!(h.state, "failed");
+    assert!(h.refused);
+    assert!(h.summary.starts_with(COULD_NOT_START), "{}", h.summary);
+    assert!(h.summary.contains(says), "{} lacks {says}", h.summary);
+    let v = Payload::TaskHandoff(h.clone()).to_value();
+    assert_eq!(v["refused"], true);
+    assert_eq!(v["artifacts"], serde_json::json!([]));
+    assert_eq!(v["git_ref"], Value::Null);
+    assert!(v.as_object().unwrap().contains_key("git_ref"));
+    assert_eq!(v["total_tokens"], 0);
+    assert_eq!(v["total_cost_usd"], 0.0);
+    assert!(v.get("verifications").is_none());
+}
+
+#[test]
+fn every_refusal_here_is_one_refused_handoff_with_no_status_first() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    r.peer_delegates(
+        "lab",
+        "d0",
+        delegate_msg("ext-0", Some("codex"), Some("/srv/root/app")),
+    );
+    assert_refused(
+        &r.actions(),
+        "ext-0",
+        "does not take delegated work from lab",
+    );
+    let mut r = worker();
+    r.link("lab", true, false);
+    r.peer_delegates(
+        "lab",
+        "d1",
+        delegate_msg("ext-1", Some("nope"), Some("/srv/root/app")),
+    );
+    assert_refused(&r.actions(), "ext-1", "unknown agent");
+    r.peer_delegates(
+        "lab",
+        "d2",
+        delegate_msg("ext-2", Some("codex"), Some("/etc")),
+    );
+    assert_refused(
+        &r.actions(),
+        "ext-2",
+        "cwd is under none of tasks.cwd_roots",
+    );
+    r.peer_delegates("lab", "d3", delegate_prompt("ext-3", Some("/srv/root"), ""));
+    assert_refused(&r.actions(), "ext-3", "prompt must not be empty");
+    r.peer_delegates(
+        "lab",
+        "d4",
+        delegate_prompt("ext-4", Some("/srv/root"), &"p".repeat(101)),
+    );
+    assert_refused(&r.actions(), "ext-4", "over tasks.prompt_max_bytes");
+    // Queue full: two slots and three waiting places.
+    for i in 0..5 {
+        r.peer_delegates(
+            "lab",
+            "q",
+            delegate_msg(&format!("q-{i}"), Some("codex"), None),
+        );
+    }
+    r.actions();
+    r.peer_delegates("lab", "d5", delegate_msg("ext-5", Some("codex"), None));
+    assert_refused(&r.actions(), "ext-5", "the task queue is full");
+    // No cwd and no roots to default to.
+    let mut r = Rig::new(BookConfig {
+        cwd_roots: Vec::new(),
+        ..config()
+    });
+    r.book.set_accept_from(["lab".to_owned()]);
+    r.link("lab", true, false);
+    r.peer_delegates("lab", "d6", delegate_msg("ext-6", Some("codex"), None));
+    assert_refused(&r.actions(), "ext-6", "no cwd given");
+    // A refusal made without a link goes out once the link is up.
+    let mut r = Rig::new(config());
+    r.peer_delegates(
+        "lab",
+        "d7",
+        delegate_msg("ext-7", Some("codex"), Some("/srv/root")),
+    );
+    assert!(handoffs(&r.actions()).is_empty());
+    r.link("lab", true, false);
+    assert_refused(&r.actions(), "ext-7", "does not take delegated work");
+}
+
+#[test]
+fn a_task_that_cannot_start_before_any_process_ran_is_answered_refused() {
+    let mut r = worker();
+    r.link("lab", true, false);
+    r.peer_delegates(
+        "lab",
+        "d",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    r.peer_delegates(
+        "lab",
+        "e",
+        delegate_msg("ext-2", Some("codex"), Some("/srv/root/app")),
+    );
+    let one = origin_task(&r, "ext-1");
+    let two = origin_task(&r, "ext-2");
+    r.start_ready();
+    r.actions();
+    // The runner's filesystem check of the cwd fails: no process was started.
+    r.event(
+        &one,
+        outcome(Status::Refused(Refusal::Invalid("cwd vanished".into())), ""),
+    );
+    let h = handoffs(&r.actions());
+    assert_eq!(h.len(), 1);
+    assert!(h[0].refused);
+    assert_eq!(h[0].state, "failed");
+    assert!(
+        h[0].summary.starts_with(COULD_NOT_START),
+        "{}",
+        h[0].summary
+    );
+    assert!(h[0].summary.ends_with("cwd vanished"), "{}", h[0].summary);
+    assert_eq!((h[0].total_tokens, h[0].total_cost_usd), (0, 0.0));
+    // An agent that started and then refused (not logged in) did run: no `refused`, the
+    // usual failed summary.
+    r.event(&two, TaskEvent::Started { pid: 4242 });
+    r.event(
+        &two,
+        outcome(
+            Status::Refused(Refusal::UnsupportedProtocol {
+                version: "9".into(),
+            }),
+            "",
+        ),
+    );
+    let h = handoffs(&r.actions());
+    assert_eq!(h.len(), 1);
+    assert!(!h[0].refused);
+    assert!(h[0].summary.starts_with("refused: "), "{}", h[0].summary);
+    assert!(!Payload::TaskHandoff(h[0].clone())
+        .to_value()
+        .as_object()
+        .unwrap()
+        .contains_key("refused"));
+}
+
+#[test]
+fn a_spawn_failure_is_refused_and_a_stop_before_the_start_is_stopped_by_controller() {
+    let mut r = worker();
+    r.link("lab", true, false);
+    r.peer_delegates(
+        "lab",
+        "d",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    let one = origin_task(&r, "ext-1");
+    r.start_ready();
+    r.actions();
+    r.event(
+        &one,
+        outcome(Status::Failed(Failure::Spawn("no such file".into())), ""),
+    );
+    let h = handoffs(&r.actions());
+    assert!(
+        h[0].refused && h[0].summary.starts_with(COULD_NOT_START),
+        "{h:?}"
+    );
+    // Stopped by its delegator before anything ran: claudectl's own words, not a refusal.
+    for i in 0..3 {
+        r.peer_delegates(
+            "lab",
+            "q",
+            delegate_msg(&format!("q-{i}"), Some("codex"), None),
+        );
+    }
+    r.actions();
+    let stop = Payload::TaskInterrupt(TaskInterrupt {
+        task_id: "q-2".into(),
+        interrupt_type: "stop".into(),
+        reason: "never mind".into(),
+    });
+    r.peer_says("lab", "s", stop);
+    let h = handoffs(&r.actions());
+    assert_eq!(h.len(), 1, "a queued task is cancelled at once");
+    assert_eq!(h[0].summary, STOPPED_BY_CONTROLLER);
+    assert!(!h[0].refused);
+}
+
+#[test]
+fn only_the_delegating_peer_may_stop_or_nudge_its_task() {
+    let mut r = worker();
+    r.book
+        .set_accept_from(["lab".to_owned(), "other".to_owned()]);
+    r.link("lab", true, false);
+    r.link("other", true, false);
+    r.peer_delegates(
+        "lab",
+        "d",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    let id = origin_task(&r, "ext-1");
+    r.start_ready();
+    r.event(&id, TaskEvent::Started { pid: 7 });
+    r.actions();
+    let interrupt = |kind: &str| {
+        Payload::TaskInterrupt(TaskInterrupt {
+            task_id: "ext-1".into(),
+            interrupt_type: kind.into(),
+            reason: "mine now".into(),
+        })
+    };
+    // The other peer tries, many times: nothing is acted on, nothing is sent to anyone, and
+    // the log lines it causes are bounded.
+    for _ in 0..1000 {
+        r.peer_says("other", "x", interrupt("stop"));
+        r.peer_says("other", "y", interrupt("nudge"));
+        r.peer_says("other", "z", interrupt("reroute"));
+    }
+    let a = r.actions();
+    assert!(cancels(&a).is_empty());
+    assert!(
+        sent(&a).is_empty(),
+        "the other peer gets nothing: {:?}",
+        sent(&a)
+    );
+    let logs = a.iter().filter(|x| matches!(x, TaskAction::Log(_))).count();
+    assert_eq!(logs, PEER_LOG_BURST as usize);
+    assert!(a.iter().all(|x| !matches!(x, TaskAction::Commit(_))));
+    assert_eq!(r.book.tasks[&id].state, TaskState::Running);
+    // The other peer's own task under the same id is its own: its stop touches only that.
+    r.peer_delegates(
+        "other",
+        "d",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    assert_eq!(r.book.tasks.len(), 2);
+    r.actions();
+    r.peer_says("other", "s", interrupt("stop"));
+    let a = r.actions();
+    assert_eq!(
+        r.book.tasks[&id].state,
+        TaskState::Running,
+        "lab's task runs on"
+    );
+    assert!(!cancels(&a).contains(&id));
+    // The delegating peer's nudge is answered, to it alone.
+    r.peer_says("lab", "n", interrupt("nudge"));
+    let s = sent(&r.actions());
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].0, "lab");
+    assert!(matches!(&s[0].1, Payload::TaskStatus(t) if t.task_id == "ext-1"));
+}
+
+#[test]
+fn a_nudge_for_a_settled_task_gets_no_status() {
+    let mut r = worker();
+    r.link("lab", true, false);
+    r.peer_says(
+        "lab",
+        "d",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    let id = origin_task(&r, "ext-1");
+    r.start_ready();
+    r.event(&id, completed());
+    r.actions();
+    let nudge = Payload::TaskInterrupt(TaskInterrupt {
+        task_id: "ext-1".into(),
+        interrupt_type: "nudge".into(),
+        reason: String::new(),
+    });
+    r.peer_says("lab", "n", nudge);
+    assert!(
+        statuses(&r.actions()).is_empty(),
+        "its answer is its handoff"
+    );
+}
+
+#[test]
+fn a_resent_delegate_task_of_a_finished_task_is_ignored_and_never_runs_again() {
+    let mut r = worker();
+    r.link("lab", true, false);
+    r.peer_delegates(
+        "lab",
+        "d",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    let id = origin_task(&r, "ext-1");
+    r.start_ready();
+    r.event(&id, completed());
+    r.actions();
+    r.clock.advance_secs(V0_HANDOFF_GRACE.as_secs());
+    r.tick();
+    assert_eq!(
+        r.book.pending_handoffs("lab"),
+        0,
+        "its handoff was taken as received"
+    );
+    // Resent an hour later (0.92 would answer "task ext-1 already exists", refused).
+    r.clock.advance_secs(3600);
+    r.peer_delegates(
+        "lab",
+        "d2",
+        delegate_msg("ext-1", Some("codex"), Some("/srv/root/app")),
+    );
+    let a = r.actions();
+    assert!(sent(&a).is_empty(), "no status, no refusal: {a:?}");
+    assert!(started(&a).is_empty());
+    assert_eq!(r.book.tasks.len(), 1, "no second task");
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, TaskAction::Log(l) if l.contains("already holds"))));
+    // While it still runs, the same: the running task's handoff is the one answer.
+    r.peer_delegates(
+        "lab",
+        "d3",
+        delegate_msg("ext-2", Some("codex"), Some("/srv/root/app")),
+    );
+    r.actions();
+    r.peer_delegates(
+        "lab",
+        "d4",
+        delegate_msg("ext-2", Some("codex"), Some("/srv/root/app")),
+    );
+    assert!(sent(&r.actions()).is_empty());
+    assert_eq!(r.book.tasks.len(), 2);
+}
+
+#[test]
+fn a_092_delegate_task_with_relevant_files_as_a_map_parses() {
+    // claudectl 0.92 sends `relevant_files` as {path: content} and never `agent`.
+    let d = serde_json::json!({
+        "task_id": "task_1795000000000_0", "prompt": "fix it", "cwd": "/srv/root/app",
+        "context": {
+            "git_ref": "main", "relevant_files": {"src/lib.rs": "fn main() {}"},
+            "dependency_graph": {"blocks": [], "blocked_by": []},
+        },
+    });
+    let p = Payload::parse(&crate::relay::MsgType::DelegateTask, &d).expect("it parses");
+    let mut r = worker();
+    r.link("lab", true, false);
+    r.peer_says("lab", "d", p);
+    let id = origin_task(&r, "task_1795000000000_0");
+    assert_eq!(
+        r.book.tasks[&id].agent, "claude",
+        "the seed's default agent"
+    );
+}
+
+#[test]
+fn a_092_already_exists_answer_to_our_resend_is_no_refusal() {
+    let mut r = Rig::new(config());
+    r.link("lab", true, false);
+    let id = r.delegate_to_lab();
+    assert_eq!(delegates(&r.actions()).len(), 1);
+    // The link drops before any status came (0.92 drops its reports without a link): the
+    // task goes out again, and 0.92 answers that it already holds it.
+    r.link("lab", false, false);
+    r.link("lab", true, false);
+    assert_eq!(delegates(&r.actions()).len(), 1);
+    r.peer_says(
+        "lab",
+        "h1",
+        refused_092(id.as_str(), &format!("task {id} already exists")),
+    );
+    let a = r.actions();
+    assert!(envelopes(&a, OUTCOME_KIND).is_empty(), "not settled: {a:?}");
+    assert!(sent(&a).is_empty());
+    assert_eq!(r.state(&id), "running");
+    // It counts as the peer's answer: a later drop sends nothing again.
+    r.link("lab", false, false);
+    r.link("lab", true, false);
+    assert!(delegates(&r.actions()).is_empty());
+    // Its real handoff settles the task.
+    r.peer_says("lab", "h2", handoff_msg(id.as_str(), "completed", "done"));
+    assert_eq!(outcome_body(&r.actions())["state"], "completed");
+    // "already exists" about another id is an ordinary refusal.
+    let other = r.delegate_to_lab();
+    r.actions();
+    r.peer_says(
+        "lab",
+        "h3",
+        refused_092(other.as_str(), &format!("task {id} already exists")),
+    );
+    assert_eq!(outcome_body(&r.actions())["state"], "refused");
+}
+
+/// claudectl 0.92 records a task it delegated only after its one-shot's 250 ms wait and drops
+/// a report that comes sooner (docs/delegation.md "Running a peer's tasks"): no report about
+/// a claudectl peer's task goes out before `CLAUDECTL_REPORT_DELAY`, the status nor a handoff
+/// of a task refused or done at once; the book wakes for it; an agent-hub peer is not held.
+#[test]
+fn reports_to_a_claudectl_peer_wait_for_its_ledger_and_an_agent_hub_peer_is_not_held() {
+    let mut r = worker();
+    r.link("lab", true, false);
+    let t0 = r.clock.now();
+    r.peer_says(
+        "lab",
+        "d1",
+        delegate_msg("ext-run", None, Some("/srv/root/app")),
+    );
+    // A refusal (cwd outside the roots) made at the same moment.
+    r.peer_says(
+        "lab",
+        "d2",
+        delegate_msg("ext-bad", None, Some("/elsewhere")),
+    );
+    assert!(sent(&r.actions()).is_empty(), "nothing before the hold");
+    assert_eq!(
+        r.book.poll_timeout(),
+        Some(t0.mono + CLAUDECTL_REPORT_DELAY),
+        "the book wakes when the hold ends"
+    );
+    r.clock.advance_secs(1);
+    r.tick();
+    assert!(sent(&r.actions()).is_empty(), "still held at 1 s");
+    r.clock.advance_secs(1);
+    r.tick();
+    let a = r.actions();
+    let s = statuses(&a);
+    assert_eq!(s.len(), 1, "{a:?}");
+    assert_eq!(s[0].task_id, "ext-run");
+    let h = handoffs(&a);
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].task_id, "ext-bad");
+    assert!(h[0].refused);
+
+    // A task done within the hold: only its handoff, at the hold.
+    r.peer_says(
+        "lab",
+        "d3",
+        delegate_msg("ext-fast", None, Some("/srv/root/app")),
+    );
+    let id = origin_task(&r, "ext-fast");
+    r.start_ready();
+    r.event(&id, completed());
+    assert!(handoffs(&r.actions()).is_empty(), "held");
+    r.clock.advance_secs(2);
+    r.tick();
+    let a = r.actions();
+    assert_eq!(handoffs(&a).len(), 1);
+    assert_eq!(handoffs(&a)[0].state, "completed");
+    assert!(
+        statuses(&a).iter().all(|s| s.task_id != "ext-fast"),
+        "a task settled in the hold gets no running status: {a:?}"
+    );
+
+    // An agent-hub peer (a v1 link) reads its reports at once.
+    let mut r = worker();
+    r.link("lab", true, true);
+    r.peer_says(
+        "lab",
+        "d1",
+        delegate_msg("ext-v1", None, Some("/srv/root/app")),
+    );
+    assert_eq!(statuses(&r.actions()).len(), 1, "at once");
+}
+
+/// Issue 29: a relay peer's tasks each have a delegator of their own (`task-from:<peer>:<id>`)
+/// but are one delegator's share here: past `max_per_delegator` the peer's `delegate_task` is
+/// answered with a refused handoff, as every refusal here is, and no task is made.
+#[test]
+fn a_peer_past_its_share_gets_a_refused_handoff() {
+    let mut r = Rig::new(BookConfig {
+        max_per_delegator: 2,
+        ..config()
+    });
+    r.book.set_accept_from(["lab".to_owned()]);
+    r.link("lab", true, true);
+    for i in 0..2 {
+        r.peer_says(
+            "lab",
+            &format!("d{i}"),
+            delegate_msg(&format!("ext-{i}"), None, None),
+        );
+    }
+    r.actions();
+    r.peer_says("lab", "d2", delegate_msg("ext-2", None, None));
+    assert_refused(&r.actions(), "ext-2", "tasks.max_per_delegator = 2");
+    assert_eq!(r.book.tasks.len(), 2, "no task for the refused one");
+    // A local delegator still gets in: the peer's share is the peer's.
+    r.submit_as("mneme", "local work")
+        .expect("mneme's own share");
 }

@@ -62,7 +62,7 @@ impl TaskBook {
                     let left = (t.created_ms + (t.timeout_secs as i64) * 1000)
                         .saturating_sub(now.wall.timestamp_millis())
                         .max(0);
-                    t.peer_timer = Some(crate::deadline::after(
+                    t.peer_timer = Some(crate::kernel::deadline::after(
                         now.mono,
                         Duration::from_millis(left as u64),
                     ));
@@ -77,14 +77,14 @@ impl TaskBook {
                     let left = (started + (t.timeout_secs as i64) * 1000)
                         .saturating_sub(now.wall.timestamp_millis())
                         .max(0);
-                    t.peer_timer = Some(crate::deadline::after(
+                    t.peer_timer = Some(crate::kernel::deadline::after(
                         now.mono,
                         Duration::from_millis(left as u64),
                     ));
                 }
                 // Cancelling on a peer: its handoff or the cancel grace settles it.
                 Some(TaskState::Cancelling) if t.peer.is_some() => {
-                    t.peer_timer = Some(crate::deadline::after(now.mono, CANCEL_GRACE));
+                    t.peer_timer = Some(crate::kernel::deadline::after(now.mono, CANCEL_GRACE));
                     t.needs_send = false;
                 }
                 Some(s) if s.is_final() => {

@@ -6,8 +6,8 @@ use crate::acp::{
     CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Step, StopReason,
     TokenUsage,
 };
-use crate::hub::ids::SeededIds;
-use crate::runner::TaskEnd;
+use crate::kernel::ids::SeededIds;
+use crate::tasks::TaskEnd;
 use serde_json::Value;
 
 #[path = "peer_tests.rs"]
@@ -22,7 +22,7 @@ struct Clock {
 impl Clock {
     fn new() -> Clock {
         Clock {
-            origin: crate::deadline::test_origin(),
+            origin: crate::kernel::deadline::test_origin(),
             wall0: DateTime::<Utc>::from_timestamp_millis(1_795_000_000_000).unwrap(),
             ms: 0,
         }
@@ -42,6 +42,8 @@ fn config() -> BookConfig {
     BookConfig {
         max_concurrent: 2,
         queue_max: 3,
+        // No share below the whole capacity: the share has its own test.
+        max_per_delegator: 100,
         timeout_secs: 1800,
         prompt_max_bytes: 100,
         cwd_roots: vec![PathBuf::from("/srv/root"), PathBuf::from("/home/me/src")],
@@ -279,6 +281,40 @@ fn queue_cap_refuses_and_no_task_exists() {
     r.start_ready();
     assert_eq!(started(&r.actions()), vec![first]);
     assert!(r.submit_as("mneme", "c").is_err(), "the one slot is held");
+}
+
+/// Issue 29: one delegator filled the whole task queue. Each delegator may hold at most
+/// `max_per_delegator` tasks queued or running; past it its delegation is refused (no task
+/// exists), while another delegator still finds room; a task that ends gives its share back.
+#[test]
+fn a_delegator_past_its_share_is_refused_and_another_still_gets_in() {
+    // Capacity 2 slots + 6 queued; one delegator may hold 3.
+    let mut r = Rig::new(BookConfig {
+        max_concurrent: 2,
+        queue_max: 6,
+        max_per_delegator: 3,
+        ..config()
+    });
+    let mine: Vec<TaskId> = (0..3).map(|i| r.submit(&format!("m{i}"))).collect();
+    r.start_ready();
+    r.actions();
+    let e = r.submit_as("mneme", "one more").unwrap_err();
+    assert_eq!(e, DelegateRefusal::ShareFull { held: 3, max: 3 });
+    assert_eq!(
+        e.to_string(),
+        "invalid delegate: you hold 3 tasks queued or running, the most one delegator may (tasks.max_per_delegator = 3); try again when one ends"
+    );
+    assert!(r.actions().is_empty(), "a refusal commits nothing");
+    assert_eq!(r.book.list("mneme", r.clock.now()).tasks.len(), 3);
+    // Another delegator is not held back by mneme's share.
+    for i in 0..3 {
+        r.submit_as("critic", &format!("c{i}"))
+            .expect("critic's share");
+    }
+    // One of mneme's tasks ends: its share has room again.
+    r.event(&mine[0], completed());
+    r.actions();
+    r.submit_as("mneme", "now it fits").expect("room again");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use super::TASK_PREFIX;
-use crate::hub::ids::IdSource;
+use crate::kernel::ids::IdSource;
 use std::fmt;
 
 /// `task-` + 32 lowercase hex: a UUIDv4 in simple form from the hub's `IdSource`.

@@ -20,14 +20,43 @@ pub struct Envelope {
     pub body: Box<RawValue>,
 }
 
-/// Why an envelope was refused. The text names the field.
+/// Most bytes of an envelope's `id`, and of a `correlationId` (which names an id): a UUID is
+/// 36, a task id 37; the hub remembers each id for a day after it settles (SPEC §3.2, §12.3).
+pub const MAX_ID_BYTES: usize = 128;
+/// Most bytes of a `kind`, and of an await's `kind` filter (SPEC §3.2, §5.2).
+pub const MAX_KIND_BYTES: usize = 128;
+/// Most bytes of a `to`: a name, or `name@peer` with a peer id of up to 128 (SPEC §3.2, §15);
+/// also of the `from` of an envelope a peer hub forwards.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// The kinds only the hub writes (SPEC §3.4): a bounce (§5.3) and a delegated task's outcome
+/// and progress (§16). A client's `send` of one is refused, and so is a peer hub's forward of
+/// one (`hub::forward`); a kind the hub starts writing later belongs in this list, where every
+/// check finds it.
+pub const HUB_KINDS: [&str; 3] = [
+    Envelope::BOUNCE_KIND,
+    Envelope::TASK_OUTCOME_KIND,
+    Envelope::TASK_PROGRESS_KIND,
+];
+
+/// `kind` as one of `HUB_KINDS`, if it is one.
+pub fn hub_kind(kind: &str) -> Option<&'static str> {
+    HUB_KINDS.into_iter().find(|k| *k == kind)
+}
+
+/// Why an envelope was refused. The text names the field and never quotes its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvelopeError {
     Empty(&'static str),
     /// `ts` is not RFC 3339. The text does not quote it: error texts never repeat the
     /// line's values (SPEC §2.4).
     BadTimestamp,
-    ReservedKind,
+    /// A kind only the hub writes (`HUB_KINDS`, named: it is one of a fixed list).
+    ReservedKind(&'static str),
+    /// The field is over its cap in bytes (`check_caps`).
+    TooLong(&'static str, usize),
+    /// The field holds a control or formatting character (`crate::kernel::text::is_unsafe`).
+    Unprintable(&'static str),
 }
 
 impl fmt::Display for EnvelopeError {
@@ -35,7 +64,14 @@ impl fmt::Display for EnvelopeError {
         match self {
             EnvelopeError::Empty(field) => write!(f, "{field} must not be empty"),
             EnvelopeError::BadTimestamp => write!(f, "ts is not an RFC 3339 timestamp"),
-            EnvelopeError::ReservedKind => write!(f, "kind \"bounce\" is reserved for the hub"),
+            EnvelopeError::ReservedKind(kind) => {
+                write!(f, "kind \"{kind}\" is reserved for the hub")
+            }
+            EnvelopeError::TooLong(field, max) => write!(f, "{field} is over {max} bytes"),
+            EnvelopeError::Unprintable(field) => write!(
+                f,
+                "{field} must not contain control or invisible formatting characters"
+            ),
         }
     }
 }
@@ -130,6 +166,37 @@ impl Envelope {
         })
     }
 
+    /// The hub's caps on what it remembers and shows (SPEC §3.2), checked at decode after the
+    /// rules of `from_raw`, field by field in the order `id`, `to`, `kind`, `correlationId`:
+    /// `id` and `correlationId` at most `MAX_ID_BYTES`, `to` at most `MAX_NAME_BYTES`, `kind`
+    /// at most `MAX_KIND_BYTES`, and none of them holding a control or invisible formatting
+    /// character (`crate::kernel::text::is_unsafe`): they are remembered for a day, matched by await
+    /// filters that refuse such characters, and shown by `status`, `who` and `top`. Only the
+    /// hub applies them, to envelopes coming in; a client reads whatever a hub delivers, so an
+    /// envelope accepted before the caps existed still reaches its reader.
+    pub fn check_caps(&self) -> Result<(), EnvelopeError> {
+        let fields = [
+            ("id", Some(self.id.as_str()), MAX_ID_BYTES),
+            ("to", Some(self.to.as_str()), MAX_NAME_BYTES),
+            ("kind", Some(self.kind.as_str()), MAX_KIND_BYTES),
+            (
+                "correlationId",
+                self.correlation_id.as_deref(),
+                MAX_ID_BYTES,
+            ),
+        ];
+        for (field, value, max) in fields {
+            let Some(v) = value else { continue };
+            if v.len() > max {
+                return Err(EnvelopeError::TooLong(field, max));
+            }
+            if crate::kernel::text::has_unsafe(v) {
+                return Err(EnvelopeError::Unprintable(field));
+            }
+        }
+        Ok(())
+    }
+
     /// Builds an envelope from parts; the body must be one JSON value.
     pub fn new(
         id: String,
@@ -190,6 +257,10 @@ impl Envelope {
 
     /// The kind the hub reserves for its own loss notices (SPEC §5.3).
     pub const BOUNCE_KIND: &'static str = "bounce";
+    /// The kind of a delegated task's one outcome envelope (SPEC §16), the hub's alone.
+    pub const TASK_OUTCOME_KIND: &'static str = "task_outcome";
+    /// The kind of a delegated task's progress envelopes (SPEC §16), the hub's alone.
+    pub const TASK_PROGRESS_KIND: &'static str = "task_progress";
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub use envelope::{Envelope, EnvelopeError};
 /// `client_line`, docs/fuzzing.md); not an interface.
 #[doc(hidden)]
 pub use fast::check as fast_decode_check;
-pub use lines::{LineBuffer, LineTooLong};
+pub use lines::{LineBuffer, LineTooLong, HELLO_MAX_LINE_BYTES};
 pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
 pub use task::{
     DelegateRequest, PlanSummary, TaskList, TaskProgress, TaskRecord, TaskRequest, TaskStateReply,
@@ -261,9 +261,11 @@ impl ClientLine {
         let raw = decode::client_line(text).map_err(|e| malformed(&e))?;
         match raw {
             decode::Payload::Hello(h) => Ok(ClientLine::Hello(h)),
-            decode::Payload::Send(raw) => Ok(ClientLine::Send(
-                Envelope::from_raw(raw).map_err(WireError::Envelope)?,
-            )),
+            decode::Payload::Send(raw) => {
+                let env = Envelope::from_raw(raw).map_err(WireError::Envelope)?;
+                env.check_caps().map_err(WireError::Envelope)?;
+                Ok(ClientLine::Send(env))
+            }
             decode::Payload::Await(a) => {
                 if a.reply_to.as_deref() == Some("") {
                     return Err(WireError::EmptyFilter("replyTo"));
@@ -271,6 +273,8 @@ impl ClientLine {
                 if a.kind.as_deref() == Some("") {
                     return Err(WireError::EmptyFilter("kind"));
                 }
+                check_filter("replyTo", a.reply_to.as_deref(), envelope::MAX_ID_BYTES)?;
+                check_filter("kind", a.kind.as_deref(), envelope::MAX_KIND_BYTES)?;
                 if a.reader
                     .as_deref()
                     .is_some_and(|r| Reader::declared(r).is_none())
@@ -284,6 +288,15 @@ impl ClientLine {
             }
             decode::Payload::Ack(r) if r.id.is_empty() => Err(WireError::EmptyId("ack")),
             decode::Payload::Status(r) if r.id.is_empty() => Err(WireError::EmptyId("status")),
+            // No id over the cap is accepted now, so none can be asked about; a parked status
+            // wait keeps its id. (An `ack` is not capped: it names the envelope just delivered,
+            // which a store may hold from before the caps, and is kept nowhere.)
+            decode::Payload::Status(r) if r.id.len() > envelope::MAX_ID_BYTES => {
+                Err(WireError::BadField(
+                    "status",
+                    format!("id is over {} bytes", envelope::MAX_ID_BYTES),
+                ))
+            }
             decode::Payload::Ack(r) => Ok(ClientLine::Ack(r)),
             decode::Payload::Status(r) => {
                 if r.wait_for
@@ -608,11 +621,35 @@ fn without_quoted_strings(msg: &str) -> String {
     out
 }
 
-/// Decodes an envelope's JSON object under SPEC §3's rules, with the error texts of
+/// Decodes an envelope's JSON object under SPEC §3's rules and caps, with the error texts of
 /// `ClientLine::decode`: used for envelopes a peer hub forwards (SPEC §15).
 pub fn decode_envelope(text: &str) -> Result<Envelope, WireError> {
     let raw = decode::envelope(text).map_err(|e| malformed(&e))?;
-    Envelope::from_raw(raw).map_err(WireError::Envelope)
+    let env = Envelope::from_raw(raw).map_err(WireError::Envelope)?;
+    env.check_caps().map_err(WireError::Envelope)?;
+    Ok(env)
+}
+
+/// An await filter's caps (SPEC §5.2): at most `max` bytes (a longer one could never match an
+/// accepted envelope, whose fields have the same caps) and no control or formatting character
+/// (filters are shown by `who` and `top`). The text names the key, never the value.
+fn check_filter(key: &'static str, value: Option<&str>, max: usize) -> Result<(), WireError> {
+    let Some(v) = value else {
+        return Ok(());
+    };
+    if v.len() > max {
+        return Err(WireError::BadField(
+            "await",
+            format!("{key} is over {max} bytes"),
+        ));
+    }
+    if crate::kernel::text::has_unsafe(v) {
+        return Err(WireError::BadField(
+            "await",
+            format!("{key} must not contain control or invisible formatting characters"),
+        ));
+    }
+    Ok(())
 }
 
 /// Serialises a value that cannot fail to serialise (strings and plain structs).
@@ -653,6 +690,147 @@ mod tests {
             without_quoted_strings("unknown field `extra`, expected `name` or `token`"),
             "unknown field `extra`, expected `name` or `token`"
         );
+    }
+
+    fn decode_err(line: &str) -> String {
+        ClientLine::decode(line.as_bytes())
+            .err()
+            .unwrap_or_else(|| panic!("decoded: {line}"))
+            .to_string()
+    }
+
+    fn send_line(id: &str, to: &str, kind: &str, corr: Option<&str>) -> String {
+        serde_json::json!({"send": {"id": id, "from": "x", "to": to,
+            "ts": "2026-07-21T06:40:51Z", "kind": kind, "correlationId": corr, "body": {}}})
+        .to_string()
+    }
+
+    /// Issue 29: the ledger kept every id for a day outside every byte cap (200 sends with
+    /// 1 MB ids pinned 201 MiB). Ids, names, kinds, correlation ids and filters are capped at
+    /// decode, before anything is remembered; the error names the field, never the value.
+    #[test]
+    fn a_megabyte_id_and_every_oversized_field_are_refused_at_decode() {
+        let mb = "i".repeat(1 << 20);
+        for (line, want) in [
+            (
+                send_line(&mb, "b", "k", None),
+                "invalid envelope: id is over 128 bytes",
+            ),
+            (
+                send_line("e", &"n".repeat(257), "k", None),
+                "invalid envelope: to is over 256 bytes",
+            ),
+            (
+                send_line("e", "b", &"k".repeat(129), None),
+                "invalid envelope: kind is over 128 bytes",
+            ),
+            (
+                send_line("e", "b", "k", Some(&mb)),
+                "invalid envelope: correlationId is over 128 bytes",
+            ),
+            (
+                serde_json::json!({"await": {"replyTo": mb}}).to_string(),
+                "invalid await: replyTo is over 128 bytes",
+            ),
+            (
+                serde_json::json!({"await": {"kind": "k".repeat(129)}}).to_string(),
+                "invalid await: kind is over 128 bytes",
+            ),
+            (
+                serde_json::json!({"status": {"id": mb}}).to_string(),
+                "invalid status: id is over 128 bytes",
+            ),
+        ] {
+            let err = decode_err(&line);
+            assert_eq!(err, want);
+            assert!(!err.contains("iiii") && !err.contains("kkkk") && !err.contains("nnnn"));
+        }
+        // At the caps exactly, and what real clients send (UUIDs, task ids), all pass.
+        let uuid = "6d1f0c52-3c1e-4b7a-9f43-0a4a3b7c1e25";
+        let task = "task-6d1f0c523c1e4b7a9f430a4a3b7c1e25";
+        for line in [
+            send_line(
+                &"i".repeat(128),
+                &"n".repeat(256),
+                &"k".repeat(128),
+                Some(&"c".repeat(128)),
+            ),
+            send_line(uuid, "alpha@east", "task_result", Some(task)),
+        ] {
+            assert!(ClientLine::decode(line.as_bytes()).is_ok(), "{line}");
+        }
+        let line = serde_json::json!({"await": {"replyTo": task, "kind": "task_outcome"}});
+        assert!(ClientLine::decode(line.to_string().as_bytes()).is_ok());
+    }
+
+    /// Issue 29: kinds and filters are shown by `who` and `top`; a terminal escape in one
+    /// (OSC 52 writes the reader's clipboard) is refused where it comes in, and so are the
+    /// other fields the hub remembers and shows.
+    #[test]
+    fn control_and_bidi_characters_are_refused_in_kinds_filters_and_ids() {
+        let osc52 = r"x\u001b]52;c;ZXZpbA==\u0007";
+        let rlo = r"txt\u202eexe";
+        let send = |field: &str, v: &str| {
+            let (mut id, mut to, mut kind, mut corr) = (
+                "\"e\"".to_owned(),
+                "\"b\"".to_owned(),
+                "\"k\"".to_owned(),
+                "null".to_owned(),
+            );
+            match field {
+                "id" => id = format!("\"{v}\""),
+                "to" => to = format!("\"{v}\""),
+                "kind" => kind = format!("\"{v}\""),
+                _ => corr = format!("\"{v}\""),
+            }
+            format!(
+                r#"{{"send":{{"id":{id},"from":"x","to":{to},"ts":"2026-07-21T06:40:51Z","kind":{kind},"correlationId":{corr},"body":{{}}}}}}"#
+            )
+        };
+        for field in ["id", "to", "kind", "correlationId"] {
+            for v in [osc52, rlo, r"a\u007fb", r"a\u009bb"] {
+                assert_eq!(
+                    decode_err(&send(field, v)),
+                    format!("invalid envelope: {field} must not contain control or invisible formatting characters"),
+                    "{field}: {v}"
+                );
+            }
+        }
+        for key in ["replyTo", "kind"] {
+            for v in [osc52, rlo, r"tab\there"] {
+                let line = format!(r#"{{"await":{{"{key}":"{v}"}}}}"#);
+                assert_eq!(
+                    decode_err(&line),
+                    format!("invalid await: {key} must not contain control or invisible formatting characters")
+                );
+            }
+        }
+        // Non-ASCII that is text stays welcome.
+        assert!(ClientLine::decode(send("kind", r"r\u00e9sultat 😀").as_bytes()).is_ok());
+    }
+
+    /// A forwarded envelope (SPEC §15) meets the same caps as a send.
+    #[test]
+    fn a_forwarded_envelope_meets_the_same_caps() {
+        let text = serde_json::json!({"id": "i".repeat(129), "from": "a", "to": "b@h",
+            "ts": "2026-07-21T06:40:51Z", "kind": "k", "correlationId": null, "body": 1});
+        assert_eq!(
+            decode_envelope(&text.to_string()).unwrap_err().to_string(),
+            "invalid envelope: id is over 128 bytes"
+        );
+    }
+
+    /// A client reads what a hub delivers whatever its size: an envelope accepted before the
+    /// caps existed still reaches its reader.
+    #[test]
+    fn the_client_decodes_a_delivered_envelope_over_the_caps() {
+        let env = serde_json::json!({"id": "i".repeat(4096), "from": "a", "to": "b",
+            "ts": "2026-07-21T06:40:51Z", "kind": "k\u{1b}", "correlationId": null, "body": 1});
+        let line = format!("{{\"envelope\":{env}}}");
+        assert!(matches!(
+            HubLine::decode(line.as_bytes()),
+            Ok(HubLine::Envelope(_))
+        ));
     }
 
     /// The hand-written lines (`ok`, `error`, `accepted`, `envelope`, `timeout`) are what the

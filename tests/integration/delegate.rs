@@ -12,8 +12,6 @@ pub(crate) const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 
 /// A manifest for the fake agent: `run.acp` is its absolute path and a scenario.
 pub(crate) fn manifest(name: &str, scenario: &[&str]) -> String {
-    let mut acp = vec![format!("{FAKE:?}")];
-    acp.extend(scenario.iter().map(|s| format!("{s:?}")));
     format!(
         r#"name = "{name}"
 display = "Fake ACP agent ({name})"
@@ -24,7 +22,7 @@ sessions = "none"
 transcript = "none"
 
 [run]
-acp = [{}]
+acp = {}
 headless = []
 outcome = "exit-code"
 
@@ -36,7 +34,7 @@ mcp_config = ""
 hook = "none"
 skills_dir = ""
 "#,
-        acp.join(", ")
+        fake_acp(scenario)
     )
 }
 
@@ -55,6 +53,9 @@ fn setup_with(extra: &str, sqlite: bool) -> Setup {
         ("fakecrash", &["crash", "7"][..]),
         ("fakemcp", &["mcp_call"][..]),
         ("fakesend", &["mcp_send", "alpha"][..]),
+        // Start in `auto`, where they mail alpha without asking (docs/acp.md "Session modes").
+        ("fakeauto", &["auto_mode", "both", "alpha"][..]),
+        ("fakenoask", &["auto_mode", "no_ask", "alpha"][..]),
     ] {
         std::fs::write(
             setup.path(&format!("manifests/{name}.toml")),
@@ -324,6 +325,51 @@ fn mid_task_mail_from_the_task_identity_reaches_the_delegator() {
     assert_eq!(env["body"]["from_task"], "hello from the task");
 }
 
+/// The issue-29 finding: an agent that starts in a mode where it decides by itself (Claude
+/// Code's adapter 0.101 starts in `auto`) sent the hub's `send` under `permission = "reject"`
+/// without the hub ever being asked. Now the session is switched to the agent's asking mode
+/// first, so the hub is asked and rejects; an agent that cannot be switched is refused.
+#[test]
+fn under_reject_an_agent_starting_in_auto_is_asked_and_its_send_rejected() {
+    let hub = setup_with("", false).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakeauto", json!({})));
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    assert_eq!(body["text"], "tool not run: permission reject", "{body}");
+    let task2 = task_id(&delegate(&hub, "alpha", "fakenoask", json!({})));
+    let body = outcome(&hub, "alpha", &task2);
+    assert_eq!(body["state"], "refused", "{body}");
+    let reason = body["reason"].as_str().unwrap();
+    assert!(reason.contains("mode where it asks"), "{reason}");
+    assert!(reason.contains("permission = \"reject\""), "{reason}");
+    // Neither agent's mail reached alpha: the only envelopes were the two outcomes.
+    assert!(hub.drain("alpha").is_empty());
+    let needle = format!("task {task}: permission asked for tool Write notes: rejected");
+    hub.wait_service_log("the rejected permission", |log| log.contains(&needle));
+}
+
+#[test]
+fn under_an_explicit_allow_an_agent_without_an_asking_mode_runs_and_is_logged() {
+    let hub = setup_with("agent_permission = { fakenoask = \"allow\" }", false).start();
+    let task = task_id(&delegate(&hub, "alpha", "fakenoask", json!({})));
+    let body = outcome(&hub, "alpha", &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    assert!(
+        body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("tool ran unasked in mode auto"),
+        "{body}"
+    );
+    let env = hub
+        .poll_envelope("alpha", crate::harness::AWAIT_NOW)
+        .expect("the task's note");
+    assert_eq!(env["from"], task.as_str());
+    hub.wait_service_log("the run-unasked warning", |log| {
+        log.contains(&format!("task {task}: the agent will run without asking"))
+    });
+}
+
 #[test]
 fn a_task_identity_may_mail_only_its_delegator() {
     // fakesend mails alpha, but beta delegated: the send is refused and the agent says so.
@@ -391,7 +437,8 @@ fn neither_the_task_token_nor_the_prompt_reaches_a_log() {
     req["timeoutSecs"] = json!(30);
     let task = task_id(&verb(&hub, "alpha", &json!({ "delegate": req })));
     wait_status(&hub, "alpha", &task, |s| s["state"] == "running");
-    let cred = hub.setup.path(&format!("task-creds/{task}.token"));
+    // The task's own folder (issue 29: never a folder shared by all tasks).
+    let cred = hub.setup.path(&format!("task-creds/{task}/token"));
     let token = crate::harness::poll_until("the task's credential file", || {
         std::fs::read_to_string(&cred)
             .ok()
@@ -399,6 +446,10 @@ fn neither_the_task_token_nor_the_prompt_reaches_a_log() {
     });
     let token = token.trim().to_owned();
     assert_eq!(crate::harness::mode_of(&cred) & 0o777, 0o600);
+    assert_eq!(
+        crate::harness::mode_of(cred.parent().unwrap()) & 0o777,
+        0o700
+    );
     // The token works as the task identity while the task runs …
     let mut r = hub.raw();
     r.write(&format!("{}\n", hello_line(&task, &token)));
@@ -488,4 +539,71 @@ fn a_hub_stopped_just_after_an_outcome_still_reaps_the_agent() {
         "{}",
         hub.service_log()
     );
+}
+
+/// The fake agent's `run.acp` line for `scenario`, as TOML.
+fn fake_acp(scenario: &[&str]) -> String {
+    let mut acp = vec![format!("{FAKE:?}")];
+    acp.extend(scenario.iter().map(|s| format!("{s:?}")));
+    format!("[{}]", acp.join(", "))
+}
+
+/// Delegates to `agent` (whose manifest the caller wrote) and expects it to complete.
+fn runs_to_completion(hub: &Hub, agent: &str) {
+    let task = task_id(&delegate(hub, "alpha", agent, json!({})));
+    let body = outcome(hub, "alpha", &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    assert_eq!(body["stopReason"], "end_turn");
+    assert_eq!(body["agent"], agent);
+}
+
+/// `install.hook`, `hook_config`, `mcp_format` and `trust` are optional (docs/agents.md
+/// "Defaults"): a manifest with none of them is still an agent a task can run on.
+#[test]
+fn a_task_runs_on_a_manifest_without_install_hook_keys() {
+    let setup = setup_with("", false);
+    let text = format!(
+        r#"name = "nohook"
+display = "Fake ACP agent without hook keys"
+binaries = ["fake-acp-agent"]
+
+[observe]
+sessions = "none"
+transcript = "none"
+
+[run]
+acp = {}
+headless = []
+outcome = "exit-code"
+
+[deliver]
+mode = "pull"
+
+[install]
+mcp_config = ""
+skills_dir = ""
+"#,
+        fake_acp(&["end_turn", "2"])
+    );
+    std::fs::write(setup.path("manifests/nohook.toml"), text).unwrap();
+    let hub = setup.start();
+    runs_to_completion(&hub, "nohook");
+}
+
+/// The seed's §3 example manifest as written (protocol/manifests/valid/opencode.toml), with
+/// only `run.acp` pointed at the fake agent: it replaces the built-in opencode, and a task
+/// named "opencode" runs on it.
+#[test]
+fn a_task_runs_on_the_seeds_manifest_layout() {
+    let setup = setup_with("", false);
+    let seed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("protocol/manifests/valid/opencode.toml"),
+    )
+    .unwrap();
+    let text = seed.replace("[\"opencode\", \"acp\"]", &fake_acp(&["end_turn", "2"]));
+    assert_ne!(text, seed, "the seed's run.acp line was found");
+    std::fs::write(setup.path("manifests/opencode.toml"), text).unwrap();
+    let hub = setup.start();
+    runs_to_completion(&hub, "opencode");
 }

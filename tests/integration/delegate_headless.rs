@@ -31,6 +31,7 @@ transcript = "none"
 acp = []
 headless = [{}]
 outcome = "{outcome}"
+headless_prompt = "{via}"
 
 [deliver]
 mode = "pull"
@@ -40,7 +41,12 @@ mcp_config = ""
 hook = "none"
 skills_dir = ""
 "#,
-        argv.join(", ")
+        argv.join(", "),
+        via = if template.contains(&"{prompt}") {
+            "argv"
+        } else {
+            "stdin"
+        },
     )
 }
 
@@ -51,6 +57,8 @@ const AGENTS: &[(&str, &[&str], &str)] = &[
     ("hlhang", &["hang", "{prompt}"], "exit-code"),
     ("hlflood", &["flood", "1000000", "{prompt}"], "exit-code"),
     ("hlguarded", &["claude-ok", "--", "{prompt}"], "claude-json"),
+    // `run.headless_prompt = "stdin"`: the prompt is written to the agent's stdin.
+    ("hlstdin", &["claude-ok", "-"], "claude-json"),
 ];
 
 fn setup(extra: &str) -> Setup {
@@ -154,9 +162,11 @@ fn a_headless_task_completes_with_the_parsed_text_usage_and_cost() {
     let rec = recorded(&hub).expect("the agent ran");
     assert_eq!(rec["args"], json!(["claude-ok", prompt]));
     assert_eq!(rec["cwd"], work(&hub).to_str().unwrap());
-    // Its environment is the allow-list's (and the task mark), nothing else of the hub's.
+    // Its environment is the allow-list's (and the task mark), nothing else of the hub's;
+    // bubblewrap adds PWD, the task's cwd, when it changes into it.
     let allowed = |name: &str| {
         name == "AGENT_HUB_TASK"
+            || name == "PWD"
             || agent_hub::server::tasks::DEFAULT_ENV_PASS.iter().any(|p| {
                 match p.strip_suffix('*') {
                     Some(prefix) => name.starts_with(prefix),
@@ -172,11 +182,28 @@ fn a_headless_task_completes_with_the_parsed_text_usage_and_cost() {
         .collect();
     assert!(names.contains(&"AGENT_HUB_TASK"), "{names:?}");
     assert!(names.iter().all(|n| allowed(n)), "{names:?}");
-    // No credential file was written: a headless agent cannot use one.
-    let creds = std::fs::read_dir(hub.setup.path("task-creds"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    assert_eq!(creds, 0);
+    // No token was written (a headless agent cannot use one), and the task's folder (its
+    // sandbox's copies) is gone with the task.
+    let creds = hub.setup.path("task-creds");
+    poll_until("the task's folder to be removed", || {
+        let left = std::fs::read_dir(&creds).map(|d| d.count()).unwrap_or(0);
+        (left == 0).then_some(())
+    });
+}
+
+/// A manifest with `run.headless_prompt = "stdin"` gets the prompt on stdin, never on its
+/// command line, where every local user could read it (issue 29).
+#[test]
+fn a_stdin_prompt_reaches_the_agent_and_never_its_argv() {
+    let hub = setup("").start();
+    let prompt = "-looks like a flag, and\nspans lines";
+    let task = delegate(&hub, "hlstdin", prompt, json!({}));
+    let body = outcome(&hub, &task);
+    assert_eq!(body["state"], "completed", "{body}");
+    assert_eq!(body["text"], format!("echo: {prompt}"));
+    let rec = recorded(&hub).expect("the agent ran");
+    assert_eq!(rec["args"], json!(["claude-ok", "-"]));
+    assert_eq!(rec["stdin"], prompt);
 }
 
 #[test]
@@ -204,9 +231,12 @@ fn a_non_zero_exit_fails_with_a_stderr_excerpt() {
     );
 }
 
+/// The runner's own escalation, seen through host pids: without a sandbox (bubblewrap's PID
+/// namespace would give the agent pids of its own; `a_cancelled_sandboxed_task_leaves_no_process`
+/// checks the sandboxed case).
 #[test]
 fn a_timeout_kills_the_whole_process_group() {
-    let hub = setup("term_grace_ms = 200").start();
+    let hub = setup("term_grace_ms = 200\nsandbox = \"none\"").start();
     let task = delegate(&hub, "hlhang", "wait", json!({"timeoutSecs": 3}));
     let body = outcome(&hub, &task);
     assert_eq!(body["state"], "timed_out", "{body}");
@@ -229,7 +259,7 @@ fn a_timeout_kills_the_whole_process_group() {
 
 #[test]
 fn a_cancelled_headless_task_ends_cancelled_and_its_group_is_gone() {
-    let hub = setup("term_grace_ms = 200").start();
+    let hub = setup("term_grace_ms = 200\nsandbox = \"none\"").start();
     let task = delegate(&hub, "hlhang", "wait", json!({}));
     let child_file = work(&hub).join("fake-headless.child");
     let child: u32 = poll_until("the agent to start its child", || {
@@ -243,6 +273,43 @@ fn a_cancelled_headless_task_ends_cancelled_and_its_group_is_gone() {
     assert_eq!(body["state"], "cancelled", "{body}");
     poll_until("the agent's child to be killed with its group", || {
         (!pid_alive(child)).then_some(())
+    });
+}
+
+/// The processes that carry the mark of `task` (`AGENT_HUB_TASK`, in their environment).
+fn marked(task: &str) -> Vec<u32> {
+    let mark = format!("AGENT_HUB_TASK={task}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
+        })
+        .collect()
+}
+
+/// Under the default sandbox a cancelled agent that ignores SIGTERM, and the child it
+/// started, are gone too: bubblewrap's end takes its PID namespace with it.
+#[test]
+fn a_cancelled_sandboxed_task_leaves_no_process() {
+    let hub = setup("term_grace_ms = 200").start();
+    let task = delegate(&hub, "hlhang", "wait", json!({}));
+    let child_file = work(&hub).join("fake-headless.child");
+    poll_until("the agent to start its child", || {
+        std::fs::read_to_string(&child_file).ok()
+    });
+    assert!(
+        marked(&task).len() >= 2,
+        "the agent and its child run: {:?}",
+        marked(&task)
+    );
+    let r = verb(&hub, "alpha", &json!({"cancel": {"task": task}}));
+    assert_eq!(r["cancel"]["state"], "cancelling", "{r}");
+    assert_eq!(outcome(&hub, &task)["state"], "cancelled");
+    poll_until("every process of the task to be gone", || {
+        marked(&task).is_empty().then_some(())
     });
 }
 

@@ -96,17 +96,18 @@ fn a_task_runs_on_a_peer_hub_and_its_outcome_comes_back() {
 }
 
 #[test]
-fn a_peer_not_trusted_to_delegate_gets_a_failed_outcome_not_silence() {
+fn a_peer_not_trusted_to_delegate_gets_a_refused_outcome_not_silence() {
     let (east, west) = pair(false);
     let cwd = work(&west);
     let task = delegate_to(&east, "west", "fake", cwd.to_str().unwrap());
     let body = outcome(&east.hub, "alpha", &task);
-    assert_eq!(body["state"], "failed", "{body}");
+    // West answers as claudectl 0.92 does a task it cannot start: refused, never run.
+    assert_eq!(body["state"], "refused", "{body}");
+    assert_eq!(body["text"], "", "{body}");
+    let reason = body["reason"].as_str().unwrap();
     assert!(
-        body["text"]
-            .as_str()
-            .unwrap()
-            .contains("does not take delegated work from east"),
+        reason.starts_with("Could not start the task: ")
+            && reason.contains("does not take delegated work from east"),
         "{body}"
     );
     assert!(
@@ -138,8 +139,14 @@ fn a_cwd_outside_the_peers_roots_is_refused_there() {
     let (east, _west) = pair(true);
     let task = delegate_to(&east, "west", "fake", "/etc");
     let body = outcome(&east.hub, "alpha", &task);
-    assert_eq!(body["state"], "failed", "{body}");
-    assert!(body["text"].as_str().unwrap().contains("refused"), "{body}");
+    assert_eq!(body["state"], "refused", "{body}");
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cwd is under none of tasks.cwd_roots"),
+        "{body}"
+    );
 }
 
 // ----- claudectl 0.64, played by the v0 double -----
@@ -219,19 +226,34 @@ fn claudectls_relay_delegate_runs_here_and_is_answered_on_its_lasting_link() {
         "cwd": cwd,
         "context": {"dependency_graph": {"blocks": [], "blocked_by": []}},
     });
+    let sent_at = Instant::now();
     one_shot(east.relay_addr, "ctl", &key, "east", "delegate_task", d);
     let seen = beat_until(&mut lasting, "ctl", "the task_handoff", |s| {
         first(s, "task_handoff").is_some()
     });
+    // Nothing about a claudectl peer's task goes out before 2 s (claudectl 0.92 writes the
+    // task into its ledger only after its one-shot; docs/delegation.md): the fake agent is
+    // done well within that, so its handoff is the first word, and no sooner. (A lower
+    // bound only: the hold makes it certain whatever the machine's speed.)
+    assert!(
+        sent_at.elapsed() >= agent_hub::tasks::CLAUDECTL_REPORT_DELAY,
+        "the handoff came {:?} after the delegate_task",
+        sent_at.elapsed()
+    );
     let statuses: Vec<&V0Line> = seen
         .iter()
         .filter(|m| m.msg_type == "task_status")
         .collect();
-    assert!(!statuses.is_empty(), "task_status running came first");
+    let handoff_at = seen
+        .iter()
+        .position(|m| m.msg_type == "task_handoff")
+        .unwrap();
     assert!(
-        seen[0].msg_type == "task_status",
-        "first of all: {:?}",
-        seen[0].msg_type
+        seen[..handoff_at]
+            .iter()
+            .all(|m| m.msg_type == "task_status" || m.msg_type == "heartbeat"),
+        "only statuses before the handoff: {:?}",
+        seen.iter().map(|m| &m.msg_type).collect::<Vec<_>>()
     );
     for st in &statuses {
         assert_eq!(
@@ -368,4 +390,96 @@ fn a_claudectl_failed_handoff_without_git_ref_settles_the_task() {
         "{}",
         east.hub.service_log()
     );
+}
+
+// ----- claudectl 0.92 (relay-compat-0.92.md §5), played by the same double -----
+
+/// Our task on a claudectl 0.92 worker: a task it cannot start comes back at once as a
+/// `refused` handoff (no status first, `model` null) and settles the task `refused`; a
+/// worktree run's `git_ref` and `verifications` reach the outcome. 0.92 links are proto 1 but
+/// ack nothing, so the server reports them as not agent-hub links; this double is a v0 link.
+#[test]
+fn a_claudectl_092_refusal_and_worktree_report_reach_the_outcome() {
+    let key = key_hex(0x66);
+    let setup = Setup::new();
+    let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer("ctl", None, &key, true);
+    spec.tail = tasks_tail(&setup);
+    let east = RelayHub::start(setup, spec);
+    let (mut worker, _ack) = v0_dial_and_handshake(east.relay_addr, "ctl", &key, "east");
+    linked(&mut worker, "ctl", &east);
+    let refused = delegate_to(&east, "ctl", "claude", "/home/ctl/nope");
+    beat_until(&mut worker, "ctl", "the delegate_task", |s| {
+        first(s, "delegate_task").is_some()
+    });
+    worker.send(
+        "ctl",
+        "task_handoff",
+        json!({"task_id": refused, "state": "failed", "summary": "Could not start the task: working directory does not exist on this host: /home/ctl/nope", "artifacts": [], "total_cost_usd": 0.0, "total_tokens": 0, "model": null, "usage": {}, "refused": true}),
+    );
+    let body = outcome(&east.hub, "alpha", &refused);
+    assert_eq!(body["state"], "refused", "{body}");
+    assert_eq!(body["peer"], "ctl");
+    assert_eq!(
+        body["reason"],
+        "Could not start the task: working directory does not exist on this host: /home/ctl/nope"
+    );
+    let done = delegate_to(&east, "ctl", "claude", "/home/ctl/repo");
+    beat_until(&mut worker, "ctl", "the second delegate_task", |s| {
+        s.iter()
+            .any(|m| m.msg_type == "delegate_task" && m.payload["task_id"] == done.as_str())
+    });
+    worker.send(
+        "ctl",
+        "task_handoff",
+        json!({"task_id": done, "state": "completed", "summary": "Fixed it.", "artifacts": [], "total_cost_usd": 0.1, "total_tokens": 300, "model": "claude-sonnet-4-5", "usage": {"input_tokens": 200, "output_tokens": 100}, "git_ref": "claudectl/delegated-x", "verifications": [{"command": "cargo test", "passed": true, "output": "ok"}]}),
+    );
+    let body = outcome(&east.hub, "alpha", &done);
+    assert_eq!(body["state"], "completed", "{body}");
+    assert_eq!(body["text"], "Fixed it.");
+    assert_eq!(body["gitRef"], "claudectl/delegated-x");
+    assert_eq!(
+        body["verifications"],
+        json!([{"command": "cargo test", "passed": true, "output": "ok"}])
+    );
+}
+
+/// A claudectl 0.92 delegator's task this hub cannot start (a cwd outside the roots) is
+/// answered on its lasting link with one `refused` handoff and no `task_status` first.
+#[test]
+fn a_task_this_hub_cannot_start_is_answered_refused_with_no_status_first() {
+    let key = key_hex(0x67);
+    let setup = Setup::new();
+    let mut spec = RelaySpec::new("east", "127.0.0.2:0").peer("ctl", None, &key, true);
+    spec.peers[0].delegate = true;
+    spec.tail = tasks_tail(&setup);
+    let east = RelayHub::start(setup, spec);
+    let (mut lasting, _ack) = v0_dial_and_handshake(east.relay_addr, "ctl", &key, "east");
+    linked(&mut lasting, "ctl", &east);
+    let d = json!({
+        "task_id": "task_1795000000000_0",
+        "prompt": "say hi",
+        "cwd": "/etc",
+        "context": {"relevant_files": {"a.txt": "x"}, "dependency_graph": {"blocks": [], "blocked_by": []}},
+    });
+    one_shot(east.relay_addr, "ctl", &key, "east", "delegate_task", d);
+    let seen = beat_until(&mut lasting, "ctl", "the task_handoff", |s| {
+        first(s, "task_handoff").is_some()
+    });
+    let types: Vec<&str> = seen.iter().map(|m| m.msg_type.as_str()).collect();
+    assert_eq!(types[0], "task_handoff", "no task_status first: {types:?}");
+    let h = &seen[0].payload;
+    assert_eq!(h["task_id"], "task_1795000000000_0");
+    assert_eq!(h["state"], "failed");
+    assert_eq!(h["refused"], true);
+    assert!(
+        h["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("Could not start the task: "),
+        "{h:?}"
+    );
+    assert_eq!(h["artifacts"], json!([]));
+    assert!(h.contains_key("git_ref") && h["git_ref"].is_null());
+    assert_eq!(h["total_tokens"], 0);
+    assert!(east.hub.audit_events("task_accepted").is_empty());
 }

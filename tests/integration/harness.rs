@@ -54,6 +54,13 @@ pub struct TempDir {
 impl TempDir {
     pub fn new() -> TempDir {
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        // Files the tests write get the modes a careful operator's would whatever umask the
+        // runner has (0002 on many desktops and CI images): the hub refuses a manifest
+        // writable by group or others (docs/agents.md "Manifests").
+        // SAFETY: umask(2) only sets this process's file-creation mask.
+        unsafe {
+            libc::umask(0o022);
+        }
         let test = std::thread::current()
             .name()
             .unwrap_or("test")
@@ -653,7 +660,7 @@ impl Hub {
 
 impl Drop for Hub {
     /// Kills the server, then checks the records every test leaves behind: each audit line is
-    /// JSON with `"v":3` (or 2, written before by the test), the log verifies as one hash
+    /// JSON with `"v":4` (or 3 or 2, written before by the test), the log verifies as one hash
     /// chain, and the service log holds no token (every roster token carries the
     /// marker `SECRET`). Skipped while a test is already failing, and for a special-file audit
     /// log (`/dev/full`).
@@ -681,7 +688,7 @@ impl Drop for Hub {
                 let head: Head = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("audit record shape ({e}): {line}"));
                 assert!(
-                    head.v == 3 || head.v == 2,
+                    (2..=4).contains(&head.v),
                     "audit record of version {}: {line}",
                     head.v
                 );

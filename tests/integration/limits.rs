@@ -193,6 +193,9 @@ fn a_ten_mib_line_without_newline_is_refused_and_memory_stays_bounded() {
 fn five_hundred_idle_connections_do_not_block_a_client() {
     let hub = Hub::with_limits(|l| {
         l.max_connections = 600;
+        // Room for all 245 of each kind (the defaults are a quarter of the cap, 150).
+        l.max_unauthenticated = Some(300);
+        l.max_connections_per_agent = Some(300);
         l.hello_timeout_ms = 60_000;
         l.verb_timeout_ms = 60_000;
     });
@@ -220,7 +223,9 @@ fn five_hundred_idle_connections_do_not_block_a_client() {
         let id = hub.send("alpha", "delta", "task", None, "{}");
         assert_eq!(p.envelope()["id"], id.as_str());
     }
-    assert!(hub.audit_events("connected").len() >= 500);
+    // The authenticated ones are recorded at their hello; the silent ones have no outcome yet
+    // (audit v4: `connected` comes with a connection's first outcome).
+    assert!(hub.audit_events("connected").len() >= 255);
     drop(idle);
 }
 

@@ -168,7 +168,14 @@ fn a_parked_await_shows_waiting_and_a_session_end_shows_gone() {
     let r = hub.park("beta", &await_line(None, None, None));
     let a = wait_state(&hub, "beta", "waiting");
     assert_eq!(a.source.as_deref(), Some("await"));
-    assert_eq!(a.parked.len(), 1);
+    // gamma asks: another agent's parked awaits are not shown to it (SPEC §14 "Visibility"),
+    // its state is; beta's own `who` lists its await.
+    assert!(a.parked.is_empty(), "{a:?}");
+    let out = hub.cli("who", "beta", &["--json"]);
+    out.assert_code(0);
+    let own: Presence = serde_json::from_str(out.stdout.trim()).unwrap();
+    let own = own.agents.into_iter().find(|a| a.name == "beta").unwrap();
+    assert_eq!(own.parked.len(), 1);
     // The await's end uncovers what else is known: nothing.
     drop(r);
     wait_state(&hub, "beta", "unknown");

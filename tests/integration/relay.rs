@@ -107,7 +107,7 @@ pub(crate) struct PeerSpec {
     pub(crate) id: &'static str,
     pub(crate) address: Option<SocketAddr>,
     pub(crate) key: String,
-    pub(crate) allow_v0: bool,
+    pub(crate) allow_claudectl: bool,
     pub(crate) forward: bool,
     /// `delegate = true`: the peer may delegate tasks here.
     pub(crate) delegate: bool,
@@ -145,13 +145,13 @@ impl RelaySpec {
         id: &'static str,
         address: Option<SocketAddr>,
         key: &str,
-        allow_v0: bool,
+        allow_claudectl: bool,
     ) -> RelaySpec {
         self.peers.push(PeerSpec {
             id,
             address,
             key: key.into(),
-            allow_v0,
+            allow_claudectl,
             forward: false,
             delegate: false,
         });
@@ -191,8 +191,8 @@ impl RelaySpec {
                 t.push_str(&format!("address = \"{a}\"\n"));
             }
             t.push_str(&format!(
-                "key_file = \"keys/{}.key\"\nallow_v0 = {}\n",
-                p.id, p.allow_v0
+                "key_file = \"keys/{}.key\"\nallow_claudectl = {}\n",
+                p.id, p.allow_claudectl
             ));
             if p.forward {
                 t.push_str("forward = true\n");
@@ -850,7 +850,7 @@ fn a_transient_connection_never_displaces_the_link() {
     east.wait_up("west");
     west.wait_up("east");
     let before = established_with(east.relay_addr);
-    // A one-shot v1 connection as west (the right key), transient. allow_v0 is off for west,
+    // A one-shot v1 connection as west (the right key), transient. allow_claudectl is off for west,
     // so it must prove the transcript and speak frame-mac: the docs' own double does.
     let mut c = crate::relay_attack::V1Dialer::dial(
         east.relay_addr,
@@ -1258,10 +1258,10 @@ fn the_v0_doubles_proof_matches_the_compat_test_vector() {
 }
 
 /// A hub accepting `legacy` (a v0 relay) and nothing else.
-fn hub_with_legacy_peer(address: Option<SocketAddr>, key: &str, allow_v0: bool) -> RelayHub {
+fn hub_with_legacy_peer(address: Option<SocketAddr>, key: &str, allow_claudectl: bool) -> RelayHub {
     RelayHub::start(
         Setup::new(),
-        RelaySpec::new("east", "127.0.0.2:0").peer("legacy", address, key, allow_v0),
+        RelaySpec::new("east", "127.0.0.2:0").peer("legacy", address, key, allow_claudectl),
     )
 }
 
@@ -1349,11 +1349,20 @@ fn a_v0_acceptor_stays_linked_and_hears_only_v0() {
     let listener = TcpListener::bind("127.0.0.3:0").unwrap();
     let east = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, true);
     let (mut c, hs) = v0_accept_and_challenge(&listener, &key, "east");
-    // An unmarked challenge (a v0 acceptor) gets a v0 handshake: the proof over its nonce
-    // (checked by the double) and v0's keys only, nothing a v1 acceptor would verify.
-    for k in ["proto", "features", "nonce"] {
-        assert!(hs["payload"].get(k).is_none(), "{k}: {hs}");
-    }
+    // An unmarked challenge (a claudectl acceptor) gets a handshake in claudectl's dialect:
+    // the proof over its nonce (checked by the double), with `proto` 1 and our offer in that
+    // dialect beside it, which 0.64 ignores; no nonce, no hardened feature offered.
+    assert_eq!(hs["payload"]["proto"], 1, "{hs}");
+    assert!(hs["payload"].get("nonce").is_none(), "{hs}");
+    let offered = hs["payload"]["features"].as_array().unwrap();
+    assert!(
+        offered.contains(&json!("frame-bin")) && offered.contains(&json!("headroom")),
+        "{hs}"
+    );
+    assert!(
+        !offered.contains(&json!("mutual-auth")) && !offered.contains(&json!("frame-mac")),
+        "{hs}"
+    );
     // Where to dial back is the port the relay bound (its config says 127.0.0.2:0).
     assert_eq!(
         hs["payload"]["listen_port"],
@@ -1434,26 +1443,27 @@ fn a_peer_that_stops_beating_is_dropped_after_three_intervals() {
 }
 
 #[test]
-fn with_allow_v0_off_a_v0_peer_is_refused_both_ways() {
+fn with_allow_claudectl_off_a_v0_peer_is_refused_both_ways() {
     let key = key_hex(0x70);
     // As a dialler: denied, then closed.
     let east = hub_with_legacy_peer(None, &key, false);
     let (mut c, ack) = v0_dial_and_handshake(east.relay_addr, "legacy", &key, "east");
     assert_eq!(ack["payload"], json!({"status": "denied"}), "{ack}");
     c.expect_silent_close("after the denial");
-    east.hub
-        .wait_service_log("the denial's reason", |l| l.contains("allow_v0 is off"));
+    east.hub.wait_service_log("the denial's reason", |l| {
+        l.contains("allow_claudectl is off")
+    });
     // The status file is written by its own thread: wait for it to list the peer.
     let row = east.wait_peer("legacy", "listed", |_| true);
     assert_ne!(row["state"], "up");
 
     // As a dialler: the hub reads a v0 challenge (no v1 marker) and leaves without signing
-    // it: no v0 proof is ever made for a peer whose allow_v0 is off.
+    // it: no v0 proof is ever made for a peer whose allow_claudectl is off.
     let listener = TcpListener::bind("127.0.0.3:0").unwrap();
     let dialler = hub_with_legacy_peer(Some(listener.local_addr().unwrap()), &key, false);
     let mut c = v0_accept(&listener);
     c.send("", "challenge", json!({ "nonce": fresh_nonce() }));
-    c.expect_silent_close("after a v0 challenge with allow_v0 off");
+    c.expect_silent_close("after a v0 challenge with allow_claudectl off");
     let p = dialler.wait_peer("legacy", "the refusal reported", |p| {
         p["last_error"]
             .as_str()

@@ -11,7 +11,9 @@
 //! speaks relay v0, whose bytes never change, with its own HMAC.
 
 use crate::harness::*;
-use crate::relay::{connect_from, key_hex, proof, unix_ms};
+use crate::relay::{
+    connect_from, fresh_nonce, key_hex, proof, unix_ms, west_setup, RelayHub, RelaySpec,
+};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +31,7 @@ fn relay_hub(setup: Setup, key: &str, extra: &str) -> (Hub, SocketAddr) {
          reconnect_backoff_ms = [100]\n\
          features = [\"unknown-ok\", \"mutual-auth\", \"frame-bin\", \"lz4\", \"hb-delta\"]\n\
          status_path = \"relay-status.json\"\n{extra}\n\
-         [[relay.peers]]\nid = \"legacy\"\nkey_file = \"keys/legacy.key\"\nallow_v0 = true\n",
+         [[relay.peers]]\nid = \"legacy\"\nkey_file = \"keys/legacy.key\"\nallow_claudectl = true\n",
         setup.generated_config()
     ));
     let hub = setup.start();
@@ -350,7 +352,7 @@ fn relay_caps_and_the_descriptor_rule_are_checked_at_startup() {
             "{}\n[relay]\npeer_id = \"east\"\nlisten = \"127.0.0.2:0\"\nheartbeat_interval_ms = 1000\n\
              handshake_timeout_ms = 3000\nreconnect_backoff_ms = [100]\nfeatures = []\n\
              status_path = \"relay-status.json\"\n{extra}\n\
-             [[relay.peers]]\nid = \"legacy\"\nkey_file = \"keys/legacy.key\"\nallow_v0 = true\n",
+             [[relay.peers]]\nid = \"legacy\"\nkey_file = \"keys/legacy.key\"\nallow_claudectl = true\n",
             setup.generated_config()
         ));
         setup
@@ -378,4 +380,91 @@ fn relay_caps_and_the_descriptor_rule_are_checked_at_startup() {
     setup.nofile_limit = Some(600);
     let hub = setup.start();
     send_and_await(&hub, "{}");
+}
+
+/// Presents a handshake for `west` with a proof made with no key, from `from`; returns the
+/// acceptor's answer line.
+fn wrong_proof(from: Ipv4Addr, to: SocketAddr) -> String {
+    use std::io::BufRead;
+    let mut s = connect_from(from, to);
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+    let mut challenge = String::new();
+    r.read_line(&mut challenge).unwrap();
+    assert!(challenge.contains("\"challenge\""), "{challenge:?}");
+    let hs = serde_json::json!({
+        "id": format!("msg_{}_hs_{}", unix_ms(), fresh_nonce()),
+        "msg_type": "handshake",
+        "from_peer": "west",
+        "timestamp": unix_ms(),
+        "payload": {
+            "proof": "0".repeat(64), "proto": 1, "nonce": fresh_nonce(),
+            "features": ["unknown-ok", "mutual-auth", "frame-bin", "frame-mac"], "version": "0.1.0",
+        },
+    });
+    s.write_all(format!("{hs}\n").as_bytes()).unwrap();
+    let mut ack = String::new();
+    r.read_line(&mut ack).unwrap();
+    ack
+}
+
+/// Issue 29: five connect-and-close from a peer's address locked that peer out of the relay
+/// for 60 s, repeatably, so anyone who could open a connection from (or spoof) that address
+/// could keep the link down. Only handshakes that present a proof and are denied count now
+/// (docs/relay-protocol.md §2.4): twenty bare connections from the peer's own address leave
+/// it free to link at once, and five wrong proofs from an address still lock that one out.
+#[test]
+fn bare_connections_do_not_lock_a_peer_out_but_wrong_proofs_do() {
+    let key = key_hex(0x44);
+    let east = RelayHub::start(
+        Setup::new(),
+        RelaySpec::new("east", "127.0.0.2:0").peer("west", None, &key, false),
+    );
+    let pid = east.hub.pid();
+    let fds_before = open_fds(pid);
+    // West dials from its listen address, 127.0.0.3: a stranger there opens 20 connections,
+    // each taken (it gets a challenge) and closed without a handshake, one after the other
+    // (the per-address cap, 8, bounds how many it may hold at once).
+    let peer_ip = Ipv4Addr::new(127, 0, 0, 3);
+    for i in 0..20 {
+        let mut s = connect_from(peer_ip, east.relay_addr);
+        let words = first_words(&mut s)
+            .unwrap_or_else(|| panic!("connection {i} was refused without a challenge"));
+        assert!(
+            String::from_utf8_lossy(&words).contains("\"challenge\""),
+            "{i}"
+        );
+        drop(s);
+        poll_until("east to release the stranger's connection", || {
+            (open_fds(pid) <= fds_before).then_some(())
+        });
+    }
+    assert!(
+        !east.log().contains("refusing connections from 127.0.0.3"),
+        "{}",
+        east.log()
+    );
+    // The real peer links from that address at once (before, it waited out 60 s).
+    let west = RelayHub::start(
+        west_setup(),
+        RelaySpec::new("west", "127.0.0.3:0").peer("east", Some(east.relay_addr), &key, false),
+    );
+    east.wait_up("west");
+    west.wait_up("east");
+
+    // Five wrong proofs from another address lock that address out, as before.
+    let prober = Ipv4Addr::new(127, 0, 0, 5);
+    for i in 0..5 {
+        let ack = wrong_proof(prober, east.relay_addr);
+        assert!(ack.contains("denied"), "attempt {i}: {ack}");
+    }
+    // The fifth denial refuses the address as east closes that connection, a moment after
+    // its answer went out: a probe is closed without a challenge (its service-log line goes
+    // through the strangers' log rate, which the twenty closes above have spent).
+    poll_until("the prober's address refused", || {
+        let mut probe = connect_from(prober, east.relay_addr);
+        first_words(&mut probe).is_none().then_some(())
+    });
+    // The peer's link stands.
+    assert_eq!(east.peer("west").unwrap()["state"], "up");
 }

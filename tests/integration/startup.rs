@@ -196,7 +196,7 @@ fn every_audit_line_is_versioned_json() {
         a.iter().filter(|v| v["event"] == "timeout").count() == 1
     });
     for rec in &audit {
-        assert_eq!(rec["v"], 3, "{rec}");
+        assert_eq!(rec["v"], 4, "{rec}");
         assert!(
             rec["prev"].is_string() || rec["event"] == "chain_start",
             "{rec}"

@@ -23,6 +23,17 @@ fn scene(hub: &Hub) -> (Raw, String) {
     (parked, id)
 }
 
+/// A hub whose config names `delta`, the view's identity here, an operator: only the
+/// operator's view shows other agents' filters and envelopes (SPEC §14 "Visibility").
+fn operator_hub() -> Hub {
+    let mut setup = Setup::new();
+    setup.config_text = Some(format!(
+        "operators = [\"delta\"]\n{}",
+        setup.generated_config()
+    ));
+    setup.start()
+}
+
 fn row<'a>(text: &'a str, start: &str) -> &'a str {
     text.lines()
         .find(|l| l.starts_with(start))
@@ -31,7 +42,7 @@ fn row<'a>(text: &'a str, start: &str) -> &'a str {
 
 #[test]
 fn top_once_prints_the_queued_recipient_the_parked_await_and_the_envelope_without_its_body() {
-    let hub = Hub::start();
+    let hub = operator_hub();
     let (_parked, id) = scene(&hub);
     let out = hub.cli("top", "delta", &["--once"]);
     out.assert_code(0);
@@ -176,7 +187,7 @@ fn the_live_view_in_tmux_shows_the_queued_recipient_and_the_parked_await_and_qui
     if !tmux_available() {
         return;
     }
-    let hub = Hub::start();
+    let hub = operator_hub();
     let (_parked, _id) = scene(&hub);
     let tmux = Tmux {
         socket: format!("agent-hub-top-{}-{}", std::process::id(), hub.port),

@@ -73,13 +73,17 @@ fn auth_failures_get_one_error_line_and_are_audited() {
     let failed = hub.wait_audit("four auth_failed records", |a| {
         a.iter().filter(|v| v["event"] == "auth_failed").count() == 4
     });
-    // A name not on the roster is not recorded (it may be a token in the wrong field).
+    // The name tried is recorded, on the roster or not (audit v4, SPEC §6.2); a token tried
+    // as a name is not (tests/integration/strangers.rs).
     let names: Vec<Option<&str>> = failed
         .iter()
         .filter(|v| v["event"] == "auth_failed")
         .map(|v| v["name"].as_str())
         .collect();
-    assert_eq!(names, [Some("alpha"), Some("alpha"), None, Some("alpha")]);
+    assert_eq!(
+        names,
+        [Some("alpha"), Some("alpha"), Some("mallory"), Some("alpha")]
+    );
     assert!(hub.audit_events("authenticated").is_empty());
 }
 

@@ -13,9 +13,10 @@ impl Session {
 
     pub(super) fn task_deadline(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Initializing { .. } | Phase::Creating { .. } | Phase::Prompting { .. } => {
-                Some(self.deadline)
-            }
+            Phase::Initializing { .. }
+            | Phase::Creating { .. }
+            | Phase::SettingMode { .. }
+            | Phase::Prompting { .. } => Some(self.deadline),
             Phase::Cancelling { .. } | Phase::Done => None,
         }
     }
@@ -27,7 +28,8 @@ impl Session {
             Phase::Initializing { since, .. } => {
                 Some((since + ms(l.initialize_timeout_ms), l.initialize_timeout_ms))
             }
-            Phase::Creating { since, .. } => Some((
+            // The mode switch is the second half of setting the session up: same wait.
+            Phase::Creating { since, .. } | Phase::SettingMode { since, .. } => Some((
                 since + ms(l.session_new_timeout_ms),
                 l.session_new_timeout_ms,
             )),
@@ -75,7 +77,7 @@ impl Session {
             .saturating_duration_since(self.start)
             .as_secs_f64();
         match self.phase {
-            Phase::Initializing { .. } | Phase::Creating { .. } => {
+            Phase::Initializing { .. } | Phase::Creating { .. } | Phase::SettingMode { .. } => {
                 self.log(
                     Level::Warn,
                     format!("task timed out after {secs} s, before the prompt was sent"),
@@ -102,7 +104,7 @@ impl Session {
         let Some((_, waited_ms)) = self.step_deadline() else {
             return;
         };
-        match self.phase {
+        match self.phase.clone() {
             Phase::Initializing { .. } => self.finish(
                 Status::Failed(Failure::NoAnswer {
                     step: Step::Initialize,
@@ -117,6 +119,10 @@ impl Session {
                 }),
                 now,
             ),
+            Phase::SettingMode { .. } => {
+                let step = self.mode_step();
+                self.finish(Status::Failed(Failure::NoAnswer { step, waited_ms }), now)
+            }
             Phase::Cancelling { cause, .. } => {
                 self.log(
                     Level::Warn,
@@ -135,13 +141,17 @@ impl Session {
 
     /// The agent exited (status known) or closed its output (status None) before the outcome.
     pub(super) fn agent_gone(&mut self, status: Option<ExitStatus>, now: Instant) {
-        let status = match self.phase {
+        let status = match self.phase.clone() {
             Phase::Initializing { .. } => Status::Failed(Failure::Exited {
                 during: Step::Initialize,
                 status,
             }),
             Phase::Creating { .. } => Status::Failed(Failure::Exited {
                 during: Step::SessionNew,
+                status,
+            }),
+            Phase::SettingMode { .. } => Status::Failed(Failure::Exited {
+                during: self.mode_step(),
                 status,
             }),
             Phase::Prompting { .. } => Status::Failed(Failure::Exited {
@@ -156,7 +166,7 @@ impl Session {
 
     pub(super) fn garbage(&mut self, why: String, now: Instant) {
         self.log(Level::Warn, format!("agent spoke garbage: {why}"));
-        let status = match self.phase {
+        let status = match self.phase.clone() {
             Phase::Cancelling { cause, .. } => cancelled_status(cause, CancelEnd::Garbage),
             Phase::Done => return,
             _ => Status::Failed(Failure::Garbage(why)),
@@ -195,6 +205,15 @@ impl Session {
             progress.tool_calls.total + progress.tool_calls.untracked,
             progress.permissions.asked,
         );
+        if let Some(mode) = &progress.mode {
+            summary.push_str(&format!(", session mode {mode}"));
+        }
+        if progress.notices > 0 {
+            summary.push_str(&format!(
+                ", {} notices kept out of the text",
+                progress.notices
+            ));
+        }
         if progress.malformed_lines > 0 || progress.anomalies > 0 {
             summary.push_str(&format!(
                 ", {} malformed lines, {} anomalies",

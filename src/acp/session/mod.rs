@@ -27,6 +27,8 @@ use crate::wire::LineBuffer;
 
 mod answers;
 mod deadlines;
+mod mode;
+pub use mode::MAX_MODE_RESETS;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -83,10 +85,12 @@ pub enum Level {
 }
 
 /// Why a prompt is being cancelled; the first cause wins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Cause {
     Caller,
     Deadline,
+    /// The agent left its asking mode for good (`mode::MAX_MODE_RESETS`); the mode it is in.
+    LeftAskingMode(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +99,13 @@ enum Phase {
     Initializing { id: u64, since: Instant },
     /// `session/new` sent at `since`.
     Creating { id: u64, since: Instant },
+    /// The request putting the session in mode `target` (where the agent asks) sent at
+    /// `since`; the prompt waits for its answer (docs/acp.md "Session modes").
+    SettingMode {
+        id: u64,
+        since: Instant,
+        target: String,
+    },
     /// `session/prompt` sent; folding updates.
     Prompting { id: u64 },
     /// `session/cancel` sent at `since`; waiting for the prompt to resolve.
@@ -117,6 +128,16 @@ pub struct Session {
     prompt: Option<String>,
     /// Taken when `session/new` is sent.
     mcp_servers: Vec<McpServer>,
+    /// The mode ids in which the agent asks the client, preferred first.
+    ask_modes: Vec<String>,
+    /// True when `ask_modes` came from the config (the agent's manifest).
+    ask_modes_given: bool,
+    /// The session's modes as offered by `session/new`, `current` kept up to date.
+    mode: Option<super::modes::Offered>,
+    /// Requests sent mid-prompt to put the agent back in an asking mode, not yet answered.
+    mode_requests: Vec<u64>,
+    /// How many such requests were sent (at most `MAX_MODE_RESETS`).
+    mode_resets: u32,
     secrets: Secrets,
     start: Instant,
     deadline: Instant,
@@ -165,8 +186,20 @@ impl Session {
             .to_str()
             .ok_or(ConfigError::NotUtf8("cwd"))?
             .to_owned();
+        let ask_modes_given = config.ask_modes.is_some();
+        let ask_modes = config.ask_modes.clone().unwrap_or_else(|| {
+            super::modes::FALLBACK_ASK_MODES
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect()
+        });
         let mut s = Session {
             deadline: now + config.task_timeout(),
+            ask_modes,
+            ask_modes_given,
+            mode: None,
+            mode_requests: Vec::new(),
+            mode_resets: 0,
             limits: config.limits.clone(),
             permission: config.permission,
             cwd,
@@ -329,7 +362,7 @@ impl Session {
     /// (the caller's or the deadline's) is already under way.
     pub fn cancel(&mut self, now: Instant) -> bool {
         match self.phase {
-            Phase::Initializing { .. } | Phase::Creating { .. } => {
+            Phase::Initializing { .. } | Phase::Creating { .. } | Phase::SettingMode { .. } => {
                 self.log(Level::Info, "cancelled before the prompt was sent".into());
                 self.finish(
                     Status::Cancelled {
@@ -471,6 +504,13 @@ impl Session {
             // `$/cancel_request`, `_`-prefixed extensions and anything new: nothing to do.
             return;
         }
+        if self.mode.is_some() && !self.foreign_session(&params) {
+            // Mode changes count from `session/new` on: the answer to our switch may come
+            // after the agent's own `current_mode_update`.
+            if let Some(update) = params.get("update") {
+                self.on_mode_update(update, now);
+            }
+        }
         if !matches!(
             self.phase,
             Phase::Prompting { .. } | Phase::Cancelling { .. }
@@ -483,6 +523,17 @@ impl Session {
             return;
         }
         let update = params.get("update").unwrap_or(&Value::Null);
+        if super::progress::informational_notice(update).is_some() {
+            // Its words may quote the task's material, which logs never hold: the level only.
+            let level = update
+                .pointer("/_meta/claudeCode/level")
+                .and_then(Value::as_str)
+                .map_or_else(|| "?".to_owned(), |l| self.secrets.token(l));
+            self.log(
+                Level::Info,
+                format!("agent notice (level {level}) kept out of the task's text"),
+            );
+        }
         match self.fold.apply(update, &self.secrets) {
             Ok(()) => self.progress_changed(now),
             Err(e) => self.anomaly(format!("session/update ignored: {}", e.describe())),
@@ -490,9 +541,18 @@ impl Session {
     }
 
     fn on_response(&mut self, id: Value, reply: Reply, now: Instant) {
+        if let Some(at) = self
+            .mode_requests
+            .iter()
+            .position(|m| id.as_u64() == Some(*m))
+        {
+            self.mode_requests.remove(at);
+            return self.on_mode_reset_answer(reply, now);
+        }
         let awaited = match self.phase {
             Phase::Initializing { id, .. }
             | Phase::Creating { id, .. }
+            | Phase::SettingMode { id, .. }
             | Phase::Prompting { id }
             | Phase::Cancelling { id, .. } => Some(id),
             Phase::Done => None,
@@ -511,6 +571,7 @@ impl Session {
         match self.phase.clone() {
             Phase::Initializing { .. } => self.on_initialized(reply, now),
             Phase::Creating { .. } => self.on_session_created(reply, now),
+            Phase::SettingMode { target, .. } => self.on_mode_set(reply, target, now),
             Phase::Prompting { .. } => self.on_prompt_result(reply, None, now),
             Phase::Cancelling { cause, .. } => self.on_prompt_result(reply, Some(cause), now),
             Phase::Done => {}
@@ -632,6 +693,13 @@ impl Session {
             );
         };
         self.session_id = Some(sid.to_owned());
+        self.choose_mode(&result, now);
+    }
+
+    /// Sends the prompt: the session is in a mode where the agent asks, or offers none, or
+    /// the policy lets it run unasked (`mode.rs`).
+    fn send_prompt(&mut self) {
+        let sid = self.session_id.clone().unwrap_or_default();
         let prompt = self.prompt.take().unwrap_or_default();
         let id = self.request(
             "session/prompt",
@@ -779,6 +847,7 @@ fn cancelled_status(cause: Cause, end: CancelEnd) -> Status {
     match cause {
         Cause::Caller => Status::Cancelled { end },
         Cause::Deadline => Status::TimedOut { end },
+        Cause::LeftAskingMode(mode) => Status::Failed(Failure::LeftAskingMode { mode, end }),
     }
 }
 

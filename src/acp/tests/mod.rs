@@ -1,9 +1,10 @@
 //! Drives `acp::Session` without processes: agent lines in, our lines and events out, a
 //! virtual clock (an `Instant` base plus offsets; nothing sleeps). Transcripts are in
 //! `transcripts.rs`, policies and stop reasons in `policy.rs`, cancel/timeout/shutdown in
-//! `timers.rs`, hostile agents in `hostile.rs`.
+//! `timers.rs`, hostile agents in `hostile.rs`, session modes in `modes.rs`.
 
 mod hostile;
+mod modes;
 mod policy;
 mod timers;
 mod transcripts;
@@ -48,7 +49,7 @@ pub struct Drive {
 
 impl Drive {
     pub fn new(c: SessionConfig) -> Drive {
-        let t0 = crate::deadline::test_origin();
+        let t0 = crate::kernel::deadline::test_origin();
         let s = Session::new(c, t0).expect("valid config");
         let mut d = Drive {
             s,

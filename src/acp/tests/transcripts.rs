@@ -313,9 +313,13 @@ fn codex_env_var_auth_methods_then_not_logged_in() {
 
 #[test]
 fn codex_end_turn_with_id_last() {
-    let mut d = Drive::new(config());
+    // codex-acp 0.16.0 starts in `read-only` here (recorded), which its manifest names as the
+    // mode where it asks (docs/acp.md "Session modes"), so nothing is switched.
+    let mut c = config();
+    c.ask_modes = Some(vec!["read-only".into()]);
+    let mut d = Drive::new(c);
     d.agent(CODEX_INIT);
-    d.agent(&format!(r#"{{"jsonrpc":"2.0","result":{{"sessionId":"{SID}","modes":{{"currentModeId":"auto","availableModes":[]}}}},"id":1}}"#));
+    d.agent(&format!(r#"{{"jsonrpc":"2.0","result":{{"sessionId":"{SID}","modes":{{"currentModeId":"read-only","availableModes":[{{"id":"read-only","name":"Read Only"}},{{"id":"auto","name":"Default"}},{{"id":"full-access","name":"Full Access"}}]}}}},"id":1}}"#));
     d.chunk("MOCK_REPLY 1");
     d.agent(r#"{"jsonrpc":"2.0","result":{"stopReason":"end_turn","usage":{"inputTokens":5,"outputTokens":2,"totalTokens":7}},"id":2}"#);
     let o = d.outcome();

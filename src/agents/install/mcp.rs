@@ -49,7 +49,25 @@ pub(super) fn plan_mcp(
     work: &mut Work,
     notes: &mut Vec<String>,
 ) -> Result<(), String> {
-    let Some((path, format)) = &m.install.mcp else {
+    if let Some(e) = m.mcp_format_missing() {
+        // No format given and none told by the file name (docs/agents.md "Defaults"). `cmd`
+        // asks before an install starts; this guards the pure plan on its own. An uninstall
+        // needs the format only when there is a file to look in.
+        if let (Action::Uninstall, Some(mcp)) = (action, &m.install.mcp) {
+            let path = expand(&mcp.path, &work.home);
+            if work.get(&path)?.is_none() {
+                let show = shown(&path, &work.home);
+                notes.push(format!("{show}: MCP server {SERVER_NAME:?} not present"));
+                return Ok(());
+            }
+        }
+        return Err(e.to_string());
+    }
+    let Some(McpConfig {
+        path,
+        format: Some(format),
+    }) = &m.install.mcp
+    else {
         return Ok(());
     };
     let path = expand(path, &work.home);

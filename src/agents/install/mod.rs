@@ -24,11 +24,13 @@
 //! One job per file: this one holds the plan's types and `plan` itself; `mcp` the MCP server
 //! entry, `hooks` the delivery hook and the OpenCode plugin, `owned` which keys of those are
 //! install's and merging them, `skills` the shipped skills and their stamp, `state` the install
-//! record, `apply` the IO.
+//! record, `apply` the IO, `overlay` the view a delegated task of an installed agent gets
+//! (the user's files as uninstall would leave them).
 
 mod apply;
 mod hooks;
 mod mcp;
+mod overlay;
 mod owned;
 mod skills;
 mod state;
@@ -37,13 +39,14 @@ mod turn_hooks;
 pub use apply::*;
 pub use hooks::*;
 use mcp::*;
+pub use overlay::*;
 use owned::*;
 pub use skills::*;
 pub use state::*;
 
 use super::argv;
 use super::jsonedit::{self, Seg, J};
-use super::manifest::{HookKind, Manifest, McpFormat, SERVER_NAME};
+use super::manifest::{HookKind, Manifest, McpConfig, McpFormat, SERVER_NAME};
 use super::tomledit;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};

@@ -20,6 +20,10 @@ fn manifest(name: &str) -> Manifest {
 
 /// Runs install then uninstall against an in-memory HOME and returns the three states.
 fn round_trip(name: &str, files: &[(&str, &str)]) -> [HashMap<PathBuf, String>; 3] {
+    round_trip_manifest(&manifest(name), files)
+}
+
+fn round_trip_manifest(m: &Manifest, files: &[(&str, &str)]) -> [HashMap<PathBuf, String>; 3] {
     let home = PathBuf::from("/h");
     let fs: RefCell<HashMap<PathBuf, String>> = RefCell::new(
         files
@@ -28,7 +32,6 @@ fn round_trip(name: &str, files: &[(&str, &str)]) -> [HashMap<PathBuf, String>; 
             .collect(),
     );
     let before = fs.borrow().clone();
-    let m = manifest(name);
     let install = Action::Install {
         id: id(),
         plugin_source: Some("// plugin for @AGENT_HUB_AS@\n".into()),
@@ -37,7 +40,7 @@ fn round_trip(name: &str, files: &[(&str, &str)]) -> [HashMap<PathBuf, String>; 
     let mut states = Vec::new();
     for action in [&install, &install, &Action::Uninstall] {
         let read = |p: &Path| Ok(fs.borrow().get(p).cloned());
-        let plan = plan(&m, action, &home, &read);
+        let plan = plan(m, action, &home, &read);
         assert_eq!(plan.error, None);
         for c in &plan.changes {
             match &c.after {
@@ -316,4 +319,63 @@ fn plugin_placeholders() {
         },
     );
     assert_eq!(out, "const AS = \"worker\"; const P = 46110; \"/a\\\"b\"");
+}
+
+/// The seed's §3 example, verbatim: no `mcp_format` (told by `opencode.json`), no hook.
+fn seed() -> Manifest {
+    let text = include_str!("../../../protocol/manifests/valid/opencode.toml");
+    Manifest::parse("/m/opencode.toml", text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_seed_manifest_installs_its_mcp_server_in_the_inferred_format_and_no_hook() {
+    let [before, installed, after] = round_trip_manifest(&seed(), &[]);
+    assert_eq!(after, before);
+    let files: Vec<&PathBuf> = installed.keys().collect();
+    let config = PathBuf::from("/h/.config/opencode/opencode.json");
+    assert_eq!(
+        files,
+        [&config],
+        "only the MCP config: no plugin, no skills"
+    );
+    let v = jsonedit::value(&installed[&config]).unwrap();
+    assert_eq!(
+        v["mcp"]["agent-hub"]["type"], "local",
+        "opencode-json's shape"
+    );
+}
+
+#[test]
+fn an_unknown_mcp_format_is_asked_for_by_install_and_by_an_uninstall_with_a_file_to_edit() {
+    let mut m = seed();
+    m.source = "/m/x.toml".into();
+    m.install.mcp = Some(McpConfig {
+        path: "~/.x/config.json".into(),
+        format: None,
+    });
+    let home = PathBuf::from("/h");
+    let install = Action::Install {
+        id: id(),
+        plugin_source: None,
+        skills: true,
+    };
+    let nothing = |_: &Path| Ok(None);
+    let e = plan(&m, &install, &home, &nothing).error.unwrap();
+    assert!(
+        e.starts_with("/m/x.toml: install.mcp_format: is needed to edit ~/.x/config.json"),
+        "{e}"
+    );
+    // Uninstall: no file, nothing to find, no question.
+    let p = plan(&m, &Action::Uninstall, &home, &nothing);
+    assert_eq!(p.error, None);
+    assert!(p.changes.is_empty());
+    assert_eq!(
+        p.notes,
+        ["~/.x/config.json: MCP server \"agent-hub\" not present"]
+    );
+    // A file there may hold our entry, in a layout nobody named: asked, nothing changed.
+    let some = |_: &Path| Ok(Some("{\"mcpServers\": {\"agent-hub\": {}}}".to_owned()));
+    let p = plan(&m, &Action::Uninstall, &home, &some);
+    assert!(p.error.unwrap().contains("install.mcp_format"));
+    assert!(p.changes.is_empty());
 }

@@ -76,8 +76,11 @@ impl DelegateFixture {
         let cwd = mk("task-cwd")?;
         let manifests = mk("manifests")?;
         let dir = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
-        let done_stamps = dir.join("stamps-done.jsonl");
-        let hang_stamps = dir.join("stamps-hang.jsonl");
+        // In the task root: the agents run in the hub's default sandbox, which hides the
+        // hub's folder (this one, which holds its config) but for the task roots
+        // (docs/delegation.md "Task identity").
+        let done_stamps = cwd.join("stamps-done.jsonl");
+        let hang_stamps = cwd.join("stamps-hang.jsonl");
         for (name, stamps, scenario) in [
             (DONE_AGENT, &done_stamps, &["end_turn", "1"][..]),
             (HANG_AGENT, &hang_stamps, &["hang"][..]),

@@ -381,6 +381,14 @@ pub(crate) fn bench_config(opts: &Opts, kind: StoreKind) -> Res<String> {
             limits.insert(key.into(), toml::Value::Integer(value as i64));
         }
     }
+    // Phase 4 parks every await as one name: let one name hold every connection (the
+    // default is a quarter of them, docs/operations.md "Limits"). The key is optional, so
+    // config.example.toml only mentions it in a comment.
+    let max_connections = big[0].1;
+    limits.insert(
+        "max_connections_per_agent".into(),
+        toml::Value::Integer(max_connections as i64),
+    );
     let text = toml::to_string(&doc).map_err(|e| format!("config: {e}"))?;
     Ok(format!(
         "# Written by agent-hub-bench from config.example.toml ({} store).\n{text}",

@@ -24,7 +24,7 @@ pub(crate) fn relay_table(
          handshake_timeout_ms = 10000\nreconnect_backoff_ms = [100, 1000]\n\
          features = [\"unknown-ok\", \"mutual-auth\", \"frame-bin\", \"lz4\", \"hb-delta\", \"bus-forward\"]\n\
          status_path = \"relay-status-{me}.json\"\n\n[[relay.peers]]\nid = \"{peer}\"\n{address}\
-         key_file = \"relay-{me}.key\"\nallow_v0 = false\nforward = true\n"
+         key_file = \"relay-{me}.key\"\nallow_claudectl = false\nforward = true\n"
     )
 }
 

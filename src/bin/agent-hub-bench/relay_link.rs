@@ -18,12 +18,12 @@ pub(crate) fn relay_sessions(features: &[Feature], t0: Instant) -> (Session, Ses
         c.features = features.to_vec();
         c
     };
-    // A link without frame-mac (the kinds measured here) is allowed only with allow_v0 on
+    // A link without frame-mac (the kinds measured here) is allowed only with allow_claudectl on
     // (docs/relay-protocol.md §3).
     let strict = agent_hub::relay::framemac::missing_without_v0(features).is_empty();
     let auth = PeerAuth {
         key: RELAY_KEY,
-        allow_v0: !strict,
+        allow_claudectl: !strict,
         forward: false,
     };
     let d = Session::dialer(cfg("hubA"), "hubB", auth.clone(), [0x11; 32], 1, t0);
@@ -393,7 +393,7 @@ pub(crate) fn beat_run(link: &'static str, features: &[Feature]) -> Res<BeatRow>
         let mut seen = false;
         while let Some(ev) = a.poll_event() {
             match ev {
-                SessionEvent::Heartbeat { directory } => {
+                SessionEvent::Heartbeat { directory, .. } => {
                     if directory != dir {
                         return Err(format!("heartbeat bench ({link}): the acceptor's directory differs after beat {}", i + 1));
                     }

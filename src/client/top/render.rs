@@ -84,17 +84,16 @@ pub struct Line {
     pub text: String,
 }
 
-/// A line of the frame. Control characters (an envelope's id or kind is any string a sender
-/// chose) become `?`, so nothing from the hub can drive the operator's terminal.
+/// A line of the frame. Control and bidi characters (an envelope's id or kind is any string a
+/// sender chose) become `?` (`crate::kernel::text`, the one sanitiser), so nothing from the hub can
+/// drive the operator's terminal.
 fn line(style: Style, text: impl Into<String>) -> Line {
     let text: String = text.into();
-    Line {
-        style,
-        text: text
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect(),
-    }
+    let text = match crate::kernel::text::for_terminal(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(clean) => clean,
+    };
+    Line { style, text }
 }
 
 /// `s` cut to `w` characters (the last one `…` when cut) and padded to `w`.

@@ -16,8 +16,8 @@ use super::ledger::State;
 use super::{
     Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, StagedTask, Target,
 };
+use crate::hub::durable::StoreOp;
 use crate::hub::{AuditEvent, Id};
-use crate::store::StoreOp;
 use crate::wire::HubLine;
 use chrono::{DateTime, Utc};
 use pending::PendingOps;

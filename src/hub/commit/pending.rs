@@ -10,8 +10,8 @@
 //! Refuses deciding what follows from the bound: the commit point (`hub::commit`) refuses
 //! sends past it.
 
-use crate::hub::fold_hash::FoldMap;
-use crate::store::StoreOp;
+use crate::hub::durable::StoreOp;
+use crate::kernel::fold_hash::FoldMap;
 
 /// Which column of an envelope's row an operation writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,8 +65,8 @@ fn op_bytes(op: &StoreOp) -> usize {
 }
 
 /// A task operation's strings (the prompt of an insert among them).
-fn task_op_bytes(op: &crate::store::TaskStoreOp) -> usize {
-    use crate::store::TaskStoreOp as T;
+fn task_op_bytes(op: &crate::tasks::TaskStoreOp) -> usize {
+    use crate::tasks::TaskStoreOp as T;
     match op {
         T::Insert(t) => {
             t.task.len() + t.delegator.len() + t.agent.len() + t.cwd.len() + t.prompt.len()

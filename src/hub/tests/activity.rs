@@ -20,6 +20,8 @@ fn activity(sim: &mut Sim, asker: &str) -> Activity {
 #[test]
 fn activity_lists_the_last_envelopes_newest_first_with_their_state_and_no_body() {
     let mut sim = Sim::new();
+    // The operator's view (`others_envelopes_and_tasks_only_in_the_operators_view`).
+    sim.hub.operators = vec!["datastore".into()];
     let a = activity(&mut sim, "mneme");
     assert!(a.envelopes.is_empty() && a.tasks.is_empty());
     assert_eq!(
@@ -136,6 +138,7 @@ fn an_envelope_the_ledger_forgot_is_listed_as_forgotten() {
 #[test]
 fn unfinished_tasks_are_listed_as_metadata_and_a_task_identity_may_not_ask() {
     let mut sim = super::tasks::tasks_sim();
+    sim.hub.operators = vec!["datastore".into()];
     let (task, token) = super::tasks::running_task_with_token(&mut sim);
     let a = activity(&mut sim, "datastore");
     assert_eq!(a.tasks.len(), 1);
@@ -160,4 +163,45 @@ fn unfinished_tasks_are_listed_as_metadata_and_a_task_identity_may_not_ask() {
         "invalid activity: a task identity may not ask for the hub's activity"
     );
     assert!(d.closed(c));
+}
+
+/// Issue 29: another agent's envelope ids, task ids and filters tell who works on what, and
+/// are what a forged outcome or a stranger's mail to a task would need. Without the
+/// operator's view an asker sees its own envelopes (sent or received), its own tasks and
+/// its own filters; names, states and queue lengths stay visible to all.
+#[test]
+fn others_envelopes_and_tasks_only_in_the_operators_view() {
+    let mut sim = super::tasks::tasks_sim();
+    sim.hub.operators = vec!["scribe".into()];
+    let (task, _token) = super::tasks::running_task_with_token(&mut sim);
+    let to_ds = sim.sent("mneme", "datastore", "task", None);
+    let to_me = sim.sent("scribe", "datastore", "note", None);
+    let _parked = sim.await_("mneme", Some(&task), Some("task_outcome"), None);
+
+    let a = activity(&mut sim, "datastore");
+    let ids: BTreeSet<&str> = a.envelopes.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        BTreeSet::from([to_ds.as_str(), to_me.as_str()]),
+        "its own mail"
+    );
+    assert!(
+        a.tasks.is_empty(),
+        "mneme's task is not datastore's: {:?}",
+        a.tasks
+    );
+    let text = HubLine::Activity(a.clone()).encode();
+    assert!(!text.contains(&task), "no other agent's task id: {text}");
+    let mneme = a.agents.iter().find(|p| p.name == "mneme").unwrap();
+    assert!(mneme.parked.is_empty() && mneme.state == "waiting");
+
+    // The delegator sees its task; the operator sees everything.
+    let a = activity(&mut sim, "mneme");
+    assert_eq!(a.tasks.len(), 1);
+    assert_eq!(a.envelopes.len(), 1, "the one it sent: {:?}", a.envelopes);
+    let a = activity(&mut sim, "scribe");
+    assert_eq!(a.tasks.len(), 1);
+    assert_eq!(a.envelopes.len(), 2);
+    let mneme = a.agents.iter().find(|p| p.name == "mneme").unwrap();
+    assert_eq!(mneme.parked[0].reply_to.as_deref(), Some(task.as_str()));
 }

@@ -166,7 +166,8 @@ fn a_huge_timeout_waits_forever_instead_of_overflowing() {
 
 #[test]
 fn a_thousand_sends_then_a_thousand_awaits_come_out_in_fifo_order() {
-    let mut sim = Sim::new();
+    // A thousand of mneme's connections open at once: above the default per-agent share.
+    let mut sim = Sim::with_limits(|l| l.max_connections_per_agent = Some(l.max_connections));
     let mut ids = Vec::new();
     for _ in 0..1_000 {
         ids.push(sim.send("mneme", "datastore", "task", None).1);

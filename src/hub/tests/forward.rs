@@ -3,7 +3,7 @@
 //! other hub's `handle_forwarded` and `Output::ForwardAck` back as `handle_forward_ack`.
 
 use super::*;
-use crate::store::StoreOp;
+use crate::hub::durable::StoreOp;
 
 const WINDOW: usize = 4;
 
@@ -94,7 +94,7 @@ fn only_a_non_roster_name_at_a_forwarding_peer_is_remote() {
     sim.hub = Hub::new(
         Roster::parse(roster).unwrap(),
         Limits::example(),
-        Box::new(crate::hub::ids::SeededIds::new(SEED)),
+        Box::new(crate::kernel::ids::SeededIds::new(SEED)),
     );
     sim.hub
         .enable_forwarding("east", ["west".to_owned()], WINDOW);
@@ -613,4 +613,60 @@ fn a_status_wait_for_forwarded_ends_at_the_peers_ack() {
         }
     }
     assert_eq!(p.east.hub.parked_status_waits(), 0);
+}
+
+/// Issue 29: a forwarding peer put a `task_outcome` in a delegator's queue, and `delegate
+/// --wait` took it for the hub's. A task's outcome and progress are this hub's own word: a
+/// peer's forward of either kind is refused (acked with the reason, so its hub bounces it to
+/// its sender) whatever `from` it claims, and a delegator's parked wait never sees it. So are
+/// a `from` no name could be (over 256 bytes, or holding a terminal escape), which would be
+/// remembered and shown as `<from>@<peer>`.
+#[test]
+fn a_peers_forged_task_outcome_is_refused_and_never_reaches_a_waiter() {
+    let mut west = Sim::forwarding("west", "east", false);
+    west.link_up("east");
+    let task = "task-0123456789abcdef0123456789abcdef";
+    let waiter = west.await_("datastore", Some(task), Some("task_outcome"), None);
+    let env = |from: &str, kind: &str| {
+        json!({"id": "f1", "from": from, "to": "datastore@west", "ts": "2026-07-21T06:40:51Z",
+               "kind": kind, "correlationId": task, "body": {"task": task, "state": "completed"}})
+        .to_string()
+    };
+    let long = "m".repeat(257);
+    let cases = [
+        (
+            env("mneme", "task_outcome"),
+            "kind \"task_outcome\" is reserved for the hub",
+        ),
+        (
+            env("hub", "task_outcome"),
+            "kind \"task_outcome\" is reserved for the hub",
+        ),
+        (
+            env("mneme", "task_progress"),
+            "kind \"task_progress\" is reserved for the hub",
+        ),
+        (env(&long, "note"), "from is over 256 bytes"),
+        (
+            env("m\u{1b}]52;c;eA==\u{7}", "note"),
+            "from must not contain control or invisible formatting characters",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        west.hub.handle_forwarded("east", format!("m{i}"), text, 1);
+        west.commit_ok();
+        let d = west.drain();
+        match d.forward_acks.as_slice() {
+            [(_, ack, Some(err))] if *ack == format!("m{i}") && err == want => {}
+            other => panic!("case {i}: want the error {want:?}, got {other:?}"),
+        }
+        assert!(d.untouched(waiter), "case {i}: the wait saw it");
+        assert!(
+            !d.audit
+                .iter()
+                .any(|e| matches!(e, AuditEvent::Received { .. })),
+            "case {i}: received"
+        );
+    }
+    assert_eq!(west.hub.total_queued(), 0);
 }

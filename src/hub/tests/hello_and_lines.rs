@@ -57,9 +57,22 @@ fn hello_with_an_unknown_name_fails_like_a_wrong_token() {
     // The same text for both, so the reply does not reveal which names exist.
     assert_eq!(d.lines(unknown), d.lines(wrong));
     assert!(d.closed(unknown));
-    // A name not on the roster is not recorded: it may be a token sent in the wrong field.
+    // The name tried is recorded, on the roster or not (v4, issue 29)...
     assert!(d.audit.contains(&AuditEvent::AuthFailed {
         conn: unknown,
+        name: Some("ghost".into())
+    }));
+    assert!(d.audit.contains(&AuditEvent::AuthFailed {
+        conn: wrong,
+        name: Some("mneme".into())
+    }));
+    // ...unless it is a token sent in the wrong field (SPEC §6.2).
+    let swapped = sim.open();
+    sim.line(swapped, &hello_text("tok-mneme", "mneme"));
+    let d = sim.drain();
+    assert!(d.closed(swapped));
+    assert!(d.audit.contains(&AuditEvent::AuthFailed {
+        conn: swapped,
         name: None
     }));
 }

@@ -404,3 +404,63 @@ fn queue_caps_neither_block_a_duplicate_nor_poison_a_refused_id() {
     sim.sent_id("mneme", "x1", "datastore");
     assert_eq!(sim.drain().accepted_ids(), ["x1"]);
 }
+
+/// Issue 29: 200 sends with 1 MB ids, all consumed, left the hub at 201 MiB: the ledger kept
+/// each id for a day outside every byte cap. Ids are capped at decode now (`wire`), and what
+/// the ledger keeps is charged to `limits.idempotency_max_bytes`: past it the earliest settled
+/// ids are forgotten at once (not at the next ten-second purge), the newest stay (a client's
+/// resend comes within seconds), and an id whose envelope is still queued is never forgotten.
+#[test]
+fn past_max_bytes_the_earliest_settled_ids_go_at_once() {
+    let budget = 16 * 1024;
+    let mut sim = Sim::with_limits(|l| l.idempotency_max_bytes = budget);
+    let now = sim.now();
+    sim.hub.start_purging(now);
+    // The longest ids the caps allow, each charged its record, its id and its two names.
+    let id = |i: usize| format!("{i:0>128}");
+    let cost = crate::hub::ledger::RECORD_BYTES + 128 + "mneme".len() + "datastore".len();
+    for i in 0..200 {
+        sim.sent_id("mneme", &id(i), "datastore");
+        let r = sim.park("datastore");
+        assert_eq!(sim.drain().delivered_id(r), id(i));
+        sim.io_flush();
+        sim.advance(1); // a millisecond: far inside the purge interval
+        assert!(
+            sim.hub.ledger_bytes() <= budget,
+            "after {i} sends: {} bytes remembered, budget {budget}",
+            sim.hub.ledger_bytes()
+        );
+    }
+    let kept = budget / cost;
+    assert!(
+        sim.hub.ledger_bytes() + cost > budget,
+        "the budget is used, not undercut"
+    );
+    assert_eq!(
+        sim.status("mneme", &id(0)).state,
+        "unknown",
+        "the earliest went"
+    );
+    assert_eq!(sim.status("mneme", &id(199)).state, "delivered");
+    assert_eq!(
+        sim.status("mneme", &id(200 - kept)).state,
+        "delivered",
+        "the newest {kept} are kept"
+    );
+    // A resend of a kept id is still a duplicate: nothing is queued twice.
+    let dup = sim.send_id("mneme", &id(199), "datastore", "task", None, "{}");
+    assert_eq!(sim.drain().lines(dup), [HubLine::Accepted { id: id(199) }]);
+    assert!(sim.queued_ids("datastore").is_empty());
+    // Queued envelopes' ids are never forgotten, even past the budget.
+    for i in 200..300 {
+        sim.sent_id("mneme", &id(i), "datastore");
+    }
+    sim.advance(20_000);
+    assert!(
+        sim.hub.ledger_bytes() > budget,
+        "unsettled ids are all kept"
+    );
+    for i in [200, 250, 299] {
+        assert_eq!(sim.status("mneme", &id(i)).state, "queued", "{i}");
+    }
+}

@@ -6,7 +6,7 @@ use super::*;
 /// A delivery cut short after its first byte, so the hub bounces it; the bounce's id.
 fn bounce_id(seed: u64) -> String {
     let mut sim = Sim::new();
-    sim.hub.ids = Box::new(crate::hub::ids::SeededIds::new(seed));
+    sim.hub.ids = Box::new(crate::kernel::ids::SeededIds::new(seed));
     sim.sent("mneme", "datastore", "task", None);
     let r = sim.park("datastore");
     sim.drain();
@@ -24,6 +24,9 @@ fn bounce_id(seed: u64) -> String {
 fn bounce_ids_come_from_the_seeded_source() {
     assert_eq!(bounce_id(1), bounce_id(1), "one seed, one run");
     assert_ne!(bounce_id(1), bounce_id(2));
-    let mut ids = crate::hub::ids::SeededIds::new(1);
-    assert_eq!(bounce_id(1), crate::hub::ids::IdSource::next_id(&mut ids));
+    let mut ids = crate::kernel::ids::SeededIds::new(1);
+    assert_eq!(
+        bounce_id(1),
+        crate::kernel::ids::IdSource::next_id(&mut ids)
+    );
 }

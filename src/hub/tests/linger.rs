@@ -8,6 +8,14 @@ use super::*;
 use crate::hub::pipeline::LINE_AFTER_THE_VERB;
 use std::time::Duration;
 
+/// The linger these tests run with: the default is none since issue 29 (the connection ends at
+/// its reply, as the 004 hub's does), and 500 ms was the default before it.
+const LINGER_MS: u64 = 500;
+
+fn lingering() -> Sim {
+    Sim::with_limits(|l| l.answer_linger_ms = LINGER_MS)
+}
+
 /// What one connection got from the core since the last look: its lines, and the `linger`
 /// flag of each `Close` it was given.
 #[derive(Debug, Default, PartialEq)]
@@ -57,8 +65,8 @@ fn after_the_verb() -> HubLine {
 
 #[test]
 fn a_line_within_the_linger_is_answered_as_a_line_after_the_verb() {
-    let mut sim = Sim::new();
-    let linger = Limits::example().answer_linger_ms;
+    let mut sim = lingering();
+    let linger = LINGER_MS;
     let c = sim.answered_who("mneme");
     // Until the reply is flushed no linger runs: the core has no deadline for it.
     assert_eq!(sim.hub.poll_timeout(), None);
@@ -85,8 +93,8 @@ fn a_line_within_the_linger_is_answered_as_a_line_after_the_verb() {
 
 #[test]
 fn when_the_linger_is_over_the_core_asks_for_the_lingering_close() {
-    let mut sim = Sim::new();
-    let linger = Limits::example().answer_linger_ms;
+    let mut sim = lingering();
+    let linger = LINGER_MS;
     let c = sim.answered_who("mneme");
     sim.reply_flushed(c);
     // A second report of the same flush does not restart the linger.
@@ -111,6 +119,27 @@ fn when_the_linger_is_over_the_core_asks_for_the_lingering_close() {
     assert_eq!(sim.hub.open_connections(), 0);
 }
 
+/// The default since issue 29: no linger, so a client that reads until the hub closes sees
+/// the end right after its reply (SPEC §4.3).
+#[test]
+fn by_default_the_close_follows_the_flushed_reply_at_once() {
+    assert_eq!(Limits::example().answer_linger_ms, 0);
+    assert_eq!(crate::config::DEFAULT_ANSWER_LINGER_MS, 0);
+    let mut sim = Sim::new();
+    let c = sim.answered_who("mneme");
+    assert_eq!(sim.got(c), Got::default(), "nothing before the flush");
+    sim.reply_flushed(c);
+    assert_eq!(
+        sim.got(c),
+        Got {
+            lines: vec![],
+            closes: vec![true],
+        },
+        "the lingering close: shut down the sending side, drain, no reset"
+    );
+    assert_eq!(sim.hub.poll_timeout(), None);
+}
+
 #[test]
 fn a_linger_of_zero_asks_for_the_close_as_soon_as_the_reply_is_flushed() {
     let mut sim = Sim::with_limits(|l| l.answer_linger_ms = 0);
@@ -128,20 +157,20 @@ fn a_linger_of_zero_asks_for_the_close_as_soon_as_the_reply_is_flushed() {
 
 #[test]
 fn the_clients_close_within_the_linger_ends_it() {
-    let mut sim = Sim::new();
+    let mut sim = lingering();
     let c = sim.answered_who("mneme");
     sim.reply_flushed(c);
     assert!(sim.hub.poll_timeout().is_some());
     // The IO layer releases the socket on the client's EOF after a flushed answer.
     sim.closed(c, true);
     assert_eq!(sim.hub.poll_timeout(), None);
-    sim.advance(Limits::example().answer_linger_ms);
+    sim.advance(LINGER_MS);
     assert_eq!(sim.got(c), Got::default());
 }
 
 #[test]
 fn a_stopping_hub_ends_a_running_linger_with_one_close() {
-    let mut sim = Sim::new();
+    let mut sim = lingering();
     let c = sim.answered_who("mneme");
     sim.reply_flushed(c);
     let now = sim.now();
@@ -154,7 +183,7 @@ fn a_stopping_hub_ends_a_running_linger_with_one_close() {
         },
         "answered connections close without waiting (SPEC §4.6)"
     );
-    sim.advance(Limits::example().answer_linger_ms);
+    sim.advance(LINGER_MS);
     assert_eq!(
         sim.got(c),
         Got::default(),
@@ -164,8 +193,8 @@ fn a_stopping_hub_ends_a_running_linger_with_one_close() {
 
 #[test]
 fn a_plain_delivery_lingers_and_is_delivered_at_the_release() {
-    let mut sim = Sim::new();
-    let linger = Limits::example().answer_linger_ms;
+    let mut sim = lingering();
+    let linger = LINGER_MS;
     let reader = sim.park("datastore");
     sim.sent("mneme", "datastore", "note", None);
     let d = sim.drain();
@@ -195,8 +224,8 @@ fn a_plain_delivery_lingers_and_is_delivered_at_the_release() {
 /// Close").
 #[test]
 fn a_stopping_hub_does_not_close_a_delivery_whose_linger_already_closed_it() {
-    let mut sim = Sim::new();
-    let linger = Limits::example().answer_linger_ms;
+    let mut sim = lingering();
+    let linger = LINGER_MS;
     let reader = sim.park("datastore");
     sim.sent("mneme", "datastore", "note", None);
     let d = sim.drain();

@@ -13,9 +13,9 @@
 //! (§4.3), `linger` (§4.3, §4.4), `redelivery`, `ids`, `receipts` (§12.4 readers and waits).
 
 use super::*;
-use crate::store::Loaded;
+use crate::hub::durable::Loaded;
 use crate::wire::{Envelope, EnvelopeStatus, HubLine};
-use chrono::SecondsFormat;
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,7 +75,7 @@ struct Drained {
     audit: Vec<AuditEvent>,
     logs: Vec<String>,
     /// Store operations of the batches written (only from a hub built `with_durable(true)`).
-    store: Vec<crate::store::StoreOp>,
+    store: Vec<crate::hub::durable::StoreOp>,
     /// `Output::Forward`s: (peer, seq, envelope text).
     forwards: Vec<(String, u64, String)>,
     /// `Output::ForwardAck`s: (peer, ack_id, error).
@@ -215,10 +215,10 @@ impl Sim {
             hub: Hub::new(
                 roster,
                 limits,
-                Box::new(crate::hub::ids::SeededIds::new(SEED)),
+                Box::new(crate::kernel::ids::SeededIds::new(SEED)),
             )
             .with_durable(durable),
-            base: crate::deadline::test_origin(),
+            base: crate::kernel::deadline::test_origin(),
             elapsed: Duration::ZERO,
             wall: DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
                 .expect("fixed time")
@@ -561,7 +561,7 @@ fn decode(line: &str) -> HubLine {
 
 // ===== durable queues, acknowledged delivery, idempotent send, status (SPEC §12) =====
 
-use crate::store::{StoredEnvelope, StoredId};
+use crate::hub::durable::{StoredEnvelope, StoredId};
 
 /// An await line; `ack` absent when None, so `ack_await_text(…, None)` is the 004 line.
 fn ack_await_text(
@@ -829,5 +829,6 @@ mod roster_reload;
 mod scale;
 mod send;
 mod shutdown;
+mod strangers;
 mod tasks;
 mod who;

@@ -4,7 +4,7 @@
 //! count for nothing; forwards to a peer are never given up.
 
 use super::*;
-use crate::store::{Loaded, StoreOp};
+use crate::hub::durable::{Loaded, StoreOp};
 
 const MAX: u32 = 3;
 

@@ -172,8 +172,12 @@ fn a_restored_queue_is_delivered_in_order_to_a_waiter_that_parks_after_the_resta
 }
 
 /// A row as the store streams it at startup (`Store::load_rows`), queued when `queued`.
-fn row_ref<'a>(e: &'a StoredEnvelope, r: &'a StoredId, queued: bool) -> crate::store::RowRef<'a> {
-    crate::store::RowRef {
+fn row_ref<'a>(
+    e: &'a StoredEnvelope,
+    r: &'a StoredId,
+    queued: bool,
+) -> crate::hub::durable::RowRef<'a> {
+    crate::hub::durable::RowRef {
         seq: r.seq,
         sender: &r.sender,
         id: &r.id,
@@ -184,7 +188,7 @@ fn row_ref<'a>(e: &'a StoredEnvelope, r: &'a StoredId, queued: bool) -> crate::s
         detail: r.detail.as_deref(),
         state_ms: r.state_ms,
         reader: r.reader,
-        queued: queued.then(|| crate::store::QueuedRef {
+        queued: queued.then(|| crate::hub::durable::QueuedRef {
             kind: &e.kind,
             correlation_id: e.correlation_id.as_deref(),
             text: &e.text,
@@ -199,7 +203,7 @@ fn row_ref<'a>(e: &'a StoredEnvelope, r: &'a StoredId, queued: bool) -> crate::s
 /// same id from another sender is no repeat.
 #[test]
 fn the_restoring_sink_refuses_a_repeated_sender_and_id() {
-    use crate::store::RowSink;
+    use crate::hub::durable::RowSink;
     let mut sim = Sim::durable();
     let t0 = sim.wall.timestamp_millis();
     let now = sim.now();
@@ -238,7 +242,7 @@ fn the_restoring_sink_refuses_a_repeated_sender_and_id() {
 /// sharing their names, statuses, and the next seq after the last row.
 #[test]
 fn the_restoring_sink_restores_what_restore_does() {
-    use crate::store::RowSink;
+    use crate::hub::durable::RowSink;
     let t0 = Sim::durable().wall.timestamp_millis();
     // (seq, sender, id, recipient, attempts, state, still queued)
     let row = |seq, from, id, to, attempts, state, queued| {

@@ -4,15 +4,17 @@
 //! final state in one batch or neither, task identities at hello and at send.
 
 use super::*;
-use crate::runner::{TaskEnd, TaskEvent};
-use crate::store::{StoreOp, TaskStoreOp};
+use crate::hub::durable::StoreOp;
+use crate::tasks::TaskStoreOp;
 use crate::tasks::{BookConfig, TaskBook};
+use crate::tasks::{TaskEnd, TaskEvent};
 
 fn book() -> TaskBook {
     TaskBook::new(
         BookConfig {
             max_concurrent: 1,
             queue_max: 4,
+            max_per_delegator: 100,
             timeout_secs: 60,
             prompt_max_bytes: 1000,
             cwd_roots: vec!["/w".into()],
@@ -278,7 +280,7 @@ fn a_restart_reports_a_running_task_once_and_names_its_process_group() {
     let mut sim = tasks_sim();
     let task = running_task(&mut sim);
     // The rows the store would hold now.
-    let rows = vec![crate::store::StoredTask {
+    let rows = vec![crate::tasks::StoredTask {
         seq: 1,
         task: task.clone(),
         delegator: "mneme".into(),
@@ -335,6 +337,8 @@ fn handoff(task: &str) -> crate::relay::message::Payload {
         total_tokens: 0,
         model: None,
         usage: None,
+        refused: false,
+        verifications: Vec::new(),
     })
 }
 
@@ -404,6 +408,13 @@ fn a_failed_commit_holds_the_message_for_the_peer() {
         "its row is not durable: the peer is told nothing"
     );
     sim.commit_ok();
+    let held = sim.drain().to_peers;
+    assert!(
+        held.is_empty(),
+        "held for a claudectl peer (tasks::CLAUDECTL_REPORT_DELAY): {held:?}"
+    );
+    sim.advance(crate::tasks::CLAUDECTL_REPORT_DELAY.as_millis() as u64);
+    sim.commit_ok();
     let d = sim.drain();
     assert!(
         d.to_peers
@@ -426,6 +437,165 @@ fn without_tasks_a_peers_delegation_is_refused_with_a_handoff() {
     sim.commit_ok();
     let d = sim.drain();
     assert!(
-        matches!(&d.to_peers[..], [s] if matches!(&s.payload, Payload::TaskHandoff(h) if h.state == "failed" && h.summary.contains("not enabled")))
+        matches!(&d.to_peers[..], [s] if matches!(&s.payload, Payload::TaskHandoff(h) if h.state == "failed" && h.refused && h.summary == "Could not start the task: delegation is not enabled on this hub"))
     );
+}
+
+/// A shutting-down hub answers a peer's delegation as one it could not start (claudectl
+/// 0.92's shape: `refused`, no status first), and runs nothing.
+#[test]
+fn a_shutting_down_hub_refuses_a_peers_delegation_with_a_refused_handoff() {
+    use crate::relay::message::Payload;
+    let mut sim = peer_sim();
+    let now = sim.now();
+    sim.hub.handle_peer_link("lab", true, false, now);
+    sim.drain();
+    sim.hub.shutdown(now);
+    sim.drain();
+    let d = json!({"task_id": "ext-1", "prompt": "p", "cwd": "/w/repo", "context": {"dependency_graph": {"blocks": [], "blocked_by": []}}, "agent": "fake"});
+    let payload =
+        Payload::parse(&crate::relay::MsgType::DelegateTask, &d).expect("a delegate_task");
+    sim.hub.handle_peer_message("lab", "m-1", payload, now);
+    sim.commit_ok();
+    let d = sim.drain();
+    match &d.to_peers[..] {
+        [s] => match &s.payload {
+            Payload::TaskHandoff(h) => {
+                assert_eq!(h.task_id, "ext-1");
+                assert_eq!(h.state, "failed");
+                assert!(h.refused);
+                assert_eq!(
+                    h.summary,
+                    "Could not start the task: the hub is shutting down"
+                );
+            }
+            other => panic!("not a handoff: {other:?}"),
+        },
+        other => panic!("expected one handoff, got {other:?}"),
+    }
+    assert!(d.task_starts.is_empty());
+}
+
+// ----- issue 29: outcomes cannot be forged, a task's inbox is its delegator's -----
+
+/// One send as `name` (a roster agent, or a task identity with its `token`); the final line.
+fn send_as(sim: &mut Sim, name: &str, token: &str, line: &str) -> HubLine {
+    let c = sim.open();
+    sim.line(c, &hello_text(name, token));
+    sim.line(c, line);
+    sim.commit_ok();
+    let d = sim.drain();
+    d.lines(c).last().cloned().expect("a reply")
+}
+
+fn refused(reply: &HubLine) -> &str {
+    match reply {
+        HubLine::Error { message } => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The attacks of issue 29, each as it was reproduced: another roster agent, the task's own
+/// agent (its identity) and a sibling task of the same delegator send a `task_outcome` (and a
+/// `task_progress`) correlated to the delegator's task. Each is refused at the send; the
+/// delegator's parked await (as `delegate --wait` parks it) takes only the hub's outcome.
+#[test]
+fn forged_task_outcomes_are_refused_from_anyone_but_the_hub() {
+    let mut sim = tasks_sim();
+    let (task, task_token) = running_task_with_token(&mut sim);
+    let waiter = sim.await_("mneme", Some(&task), Some("task_outcome"), None);
+    let body = r#"{"task":"x","state":"completed","text":"forged"}"#;
+    for kind in ["task_outcome", "task_progress"] {
+        let forged = send_text("f-1", "mneme", kind, Some(&task), body);
+        let want = format!("invalid envelope: kind \"{kind}\" is reserved for the hub");
+        let from_agent = send_as(&mut sim, "datastore", &token("datastore"), &forged);
+        assert_eq!(refused(&from_agent), want, "another roster agent");
+        let from_task = send_as(&mut sim, &task, &task_token, &forged);
+        assert_eq!(refused(&from_task), want, "the task's own agent");
+    }
+    assert!(sim.queued_ids("mneme").is_empty(), "nothing was queued");
+
+    // The task ends; a second task of mneme's runs; its agent forges the first's outcome.
+    let now = sim.now();
+    sim.hub.handle_task_event(&task, outcome_completed(), now);
+    sim.commit_ok();
+    let d = sim.drain();
+    // Still parked after every forgery: the hub's outcome is what it takes.
+    let real = d.envelope(waiter);
+    assert_eq!(
+        (real["from"].as_str(), real["correlationId"].as_str()),
+        (Some("hub"), Some(task.as_str()))
+    );
+    let now = sim.now();
+    sim.hub
+        .handle_task_event(&task, TaskEvent::Ended(TaskEnd::default()), now);
+    sim.commit_ok();
+    sim.drain();
+    let (sibling, sib_token) = running_task_with_token(&mut sim);
+    assert_ne!(sibling, task);
+    let forged = send_text("f-2", "mneme", "task_outcome", Some(&task), body);
+    let reply = send_as(&mut sim, &sibling, &sib_token, &forged);
+    assert_eq!(
+        refused(&reply),
+        "invalid envelope: kind \"task_outcome\" is reserved for the hub",
+        "a sibling task"
+    );
+    // A bounce is the hub's too, as before.
+    let bounce = send_text("f-3", "mneme", "bounce", Some(&task), "{}");
+    let reply = send_as(&mut sim, "datastore", &token("datastore"), &bounce);
+    assert_eq!(
+        refused(&reply),
+        "invalid envelope: kind \"bounce\" is reserved for the hub"
+    );
+}
+
+/// Mail to a task identity comes only from its delegator and the names `tasks.may_mail`
+/// lists, and only until the task ends; a stranger's is refused with the same text whether
+/// the task exists or not.
+#[test]
+fn a_task_takes_mail_only_from_its_delegator_and_may_mail() {
+    let mut sim = Sim::durable();
+    let mut config = book().config().clone();
+    config.may_mail = vec!["scribe".into()];
+    sim.hub.enable_tasks(TaskBook::new(
+        config,
+        ["fake".to_owned()],
+        Vec::<String>::new(),
+    ));
+    let (task, _token) = running_task_with_token(&mut sim);
+    let want = "invalid envelope: a task takes mail only from its delegator and the agents tasks.may_mail names, and only until it ends";
+    let note = |id: &str, to: &str| send_text(id, to, "note", None, "{}");
+    let stranger = send_as(
+        &mut sim,
+        "datastore",
+        &token("datastore"),
+        &note("s-1", &task),
+    );
+    assert_eq!(refused(&stranger), want);
+    let unknown = "task-00000000000000000000000000000000";
+    let reply = send_as(
+        &mut sim,
+        "datastore",
+        &token("datastore"),
+        &note("s-2", unknown),
+    );
+    assert_eq!(
+        refused(&reply),
+        want,
+        "the same text for a task that does not exist"
+    );
+    let reply = send_as(&mut sim, "mneme", &token("mneme"), &note("d-1", unknown));
+    assert_eq!(refused(&reply), want, "nor for a delegator's guess");
+    for (from, id) in [("mneme", "d-2"), ("scribe", "m-1")] {
+        let reply = send_as(&mut sim, from, &token(from), &note(id, &task));
+        assert_eq!(reply, HubLine::Accepted { id: id.into() }, "{from}");
+    }
+    assert_eq!(sim.queued_ids(&task), ["d-2", "m-1"]);
+    // Once the task has ended, nobody's mail can reach it.
+    let now = sim.now();
+    sim.hub.handle_task_event(&task, outcome_completed(), now);
+    sim.commit_ok();
+    sim.drain();
+    let reply = send_as(&mut sim, "mneme", &token("mneme"), &note("d-3", &task));
+    assert_eq!(refused(&reply), want);
 }

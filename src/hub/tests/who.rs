@@ -18,6 +18,8 @@ fn who(sim: &mut Sim, asker: &str) -> crate::wire::Presence {
 #[test]
 fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
     let mut sim = Sim::new();
+    // The operator's view: everyone's filters (`who_shows_others_filters_only_to_an_operator`).
+    sim.hub.operators = vec!["scribe".into(), "mneme".into()];
     assert!(who(&mut sim, "mneme")
         .agents
         .iter()
@@ -60,4 +62,32 @@ fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
     assert_eq!(p.agents[0].parked.len(), 1);
     let text = serde_json::to_string(&p).unwrap();
     assert!(!text.contains("tok-"), "no token in a who answer: {text}");
+}
+
+/// Issue 29: a filter names what an agent waits for, often a task id (`delegate --wait`
+/// parks on `replyTo` = its task): only the asker's own and the operator's view show it.
+/// Everyone still sees every name, state and queue length.
+#[test]
+fn who_shows_others_filters_only_to_an_operator() {
+    let mut sim = Sim::new();
+    sim.hub.operators = vec!["scribe".into()];
+    let task = "task-0123456789abcdef0123456789abcdef";
+    let _waiting = sim.await_("datastore", Some(task), Some("task_outcome"), None);
+    let _own = sim.await_("mneme", None, Some("result"), None);
+    let p = who(&mut sim, "mneme");
+    let ds = p.agents.iter().find(|a| a.name == "datastore").unwrap();
+    assert!(ds.parked.is_empty(), "another agent's filters: {ds:?}");
+    assert_eq!(ds.state, "waiting", "its state still says it waits");
+    let me = p.agents.iter().find(|a| a.name == "mneme").unwrap();
+    assert_eq!(me.parked.len(), 1, "the asker's own awaits and filters");
+    assert_eq!(me.parked[0].kind.as_deref(), Some("result"));
+    let text = serde_json::to_string(&p).unwrap();
+    assert!(!text.contains(task), "no other agent's task id: {text}");
+    // The operator sees them all.
+    let p = who(&mut sim, "scribe");
+    let ds = p.agents.iter().find(|a| a.name == "datastore").unwrap();
+    assert_eq!(ds.parked.len(), 1);
+    assert_eq!(ds.parked[0].reply_to.as_deref(), Some(task));
+    let me = p.agents.iter().find(|a| a.name == "mneme").unwrap();
+    assert_eq!(me.parked.len(), 1);
 }

@@ -3,9 +3,13 @@
 //! (`hub::recent`) with the state the ledger holds for each now, and the delegated tasks
 //! that have not ended — one answer, so the view costs one connection per refresh.
 //!
-//! Who may see it: any roster agent, as for `who` (§14) — the roster is one trust domain on
-//! one machine, and the reply holds metadata only (ids, names, kinds, states, times; never a
-//! body, correlation id, prompt or task output). A task identity (docs/delegation.md "Task
+//! Who may see what (SPEC §14 "Visibility"): any roster agent may ask; the config's
+//! `operators` get the whole answer (the live view's purpose), anyone else the part that is
+//! its own — `who`'s entries as `presence_for` shows them, the envelopes it sent or was sent,
+//! the tasks it delegated — because another agent's envelope ids, task ids and filters tell
+//! who works on what and are what a forged reply or a stranger's mail to a task would need.
+//! The reply holds metadata only (ids, names, kinds, states, times; never a body,
+//! correlation id, prompt or task output). A task identity (docs/delegation.md "Task
 //! identity") is refused: a delegated agent runs a prompt the hub did not write and is kept
 //! to mailing its delegator, so it is not shown who mails whom either.
 
@@ -24,19 +28,32 @@ impl Hub {
             .name
             .clone()
             .expect("verb phase is authenticated");
-        if crate::tasks::is_task_name(&name) {
+        if crate::kernel::names::is_task_name(&name) {
             return self.fail(
                 conn,
                 "invalid activity: a task identity may not ask for the hub's activity",
                 now,
             );
         }
-        let reply = HubLine::Activity(self.activity());
+        let reply = HubLine::Activity(self.activity_for(&name));
         self.reply(conn, &reply, "activity", now);
     }
 
-    /// The `activity` answer: `who`'s work plus `recent::RECENT_ENVELOPES` ledger lookups and
-    /// a walk of the task book, so an operator-rate query (one a second) costs next to nothing.
+    /// `activity` as `asker` may see it (module doc): whole for an operator; otherwise the
+    /// entries of `presence_for`, the envelopes `asker` sent or was sent, its own tasks.
+    pub fn activity_for(&self, asker: &str) -> Activity {
+        let mut a = self.activity();
+        if !self.sees_everything(asker) {
+            a.agents = self.presence_for(asker).agents;
+            a.envelopes.retain(|e| e.from == asker || e.to == asker);
+            a.tasks.retain(|t| t.delegator == asker);
+        }
+        a
+    }
+
+    /// The whole `activity` answer (the operator's view): `who`'s work plus
+    /// `recent::RECENT_ENVELOPES` ledger lookups and a walk of the task book, so an
+    /// operator-rate query (one a second) costs next to nothing.
     pub fn activity(&self) -> Activity {
         let envelopes = self
             .recent

@@ -7,7 +7,7 @@ use crate::hub::event::{AuditEvent, Output};
 use crate::hub::ledger::{Record, State};
 use crate::hub::session::Phase;
 use crate::hub::{flush_failed_refusal, ConnId, Hub, Now, Staged, Target};
-use crate::roster::HUB_NAME;
+use crate::kernel::names::HUB_NAME;
 use crate::wire::{Envelope, HubLine};
 
 impl Hub {
@@ -16,12 +16,11 @@ impl Hub {
             .name
             .clone()
             .expect("verb phase is authenticated");
-        if env.kind == Envelope::BOUNCE_KIND {
-            return self.fail(
-                conn,
-                "invalid envelope: kind \"bounce\" is reserved for the hub",
-                now,
-            );
+        // Kinds only the hub writes (SPEC §3.4): a bounce, a task's outcome or progress. A
+        // `task_outcome` from anyone else would end a delegator's `delegate --wait`.
+        if let Some(kind) = crate::wire::envelope::hub_kind(&env.kind) {
+            let why = crate::wire::EnvelopeError::ReservedKind(kind);
+            return self.fail(conn, &format!("invalid envelope: {why}"), now);
         }
         if env.to.eq_ignore_ascii_case(HUB_NAME) {
             // Nobody can authenticate as the hub, so such an envelope could only pile up.
@@ -32,6 +31,9 @@ impl Hub {
             );
         }
         if let Some(why) = self.task_send_refusal(&name, &env.to) {
+            return self.fail(conn, why, now);
+        }
+        if let Some(why) = self.task_inbox_refusal(&name, &env.to) {
             return self.fail(conn, why, now);
         }
         env.from = name;
@@ -91,6 +93,12 @@ impl Hub {
             reader: None,
         };
         self.ledger.remember(&e.from, &e.id, record);
+        if self.ledger.over_budget() {
+            // Past `idempotency_max_ids` or `idempotency_max_bytes`: the earliest settled ids
+            // go now, not at the next interval (a flood of sends must not outgrow the budget
+            // by ten seconds' worth).
+            self.purge_soon(now);
+        }
         self.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.
         if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {

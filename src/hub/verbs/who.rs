@@ -11,10 +11,32 @@ use std::collections::HashMap;
 impl Hub {
     /// Every roster name with its parked awaits (oldest first), queue length, and when it was
     /// last seen and last delivered to (SPEC §14). Linear in open connections: an
-    /// operator-rate query.
+    /// operator-rate query. This is the operator's view; `presence_for` is what an asker gets.
     pub fn presence(&self) -> Presence {
         let mut p = self.local_presence();
         p.agents.extend(self.remote_entries());
+        p
+    }
+
+    /// Whether `asker` gets the operator's view of `who` and `activity`: it is named in the
+    /// config's `operators` (SPEC §14 "Visibility").
+    pub(in crate::hub) fn sees_everything(&self, asker: &str) -> bool {
+        self.operators.iter().any(|o| o == asker)
+    }
+
+    /// `presence` as `asker` may see it (SPEC §14 "Visibility"): an operator sees it whole;
+    /// anyone else sees every name, state, queue length and time, but the filters of its own
+    /// parked awaits only. A filter names what an agent waits for, often a task id (`delegate
+    /// --wait` parks on its task's outcome): shown to others it would tell them which tasks
+    /// exist and whom they answer. Another agent's parked awaits are left out (its `state`
+    /// still says `waiting`).
+    pub fn presence_for(&self, asker: &str) -> Presence {
+        let mut p = self.presence();
+        if !self.sees_everything(asker) {
+            for a in p.agents.iter_mut().filter(|a| a.name != asker) {
+                a.parked.clear();
+            }
+        }
         p
     }
 

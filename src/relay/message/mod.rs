@@ -32,7 +32,7 @@ pub use payload::{
     AgentCard, AgentEntry, AgentUpsert, Challenge, DelegateTask, DependencyGraph, Handshake,
     HandshakeAck, HandshakeStatus, Heartbeat, HiveJoinRequest, HiveJoinResult, KnowledgeRejected,
     KnowledgeRequest, KnowledgeSnapshot, KnowledgeSync, Payload, TaskContext, TaskHandoff,
-    TaskInterrupt, TaskStats, TaskStatus,
+    TaskInterrupt, TaskStats, TaskStatus, Verification,
 };
 pub use transfer::{Ack, BusForward, SessionReceived, SessionTransfer, CHUNK_CAP_BYTES};
 

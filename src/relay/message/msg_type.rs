@@ -161,11 +161,16 @@ pub enum Feature {
     /// state sends a beat early, at most one per `liveness_update_ms` (docs/relay-protocol.md
     /// §5 "Liveness"). Adds no type.
     Liveness,
+    /// claudectl's (0.90+): heartbeats carry `headroom`, the sender's room for another task
+    /// (free memory, load per core, free disk, running and max tasks, tags), which its
+    /// placement reads (docs/relay-protocol.md §5 "claudectl's heartbeat"). Offered only in
+    /// claudectl's dialect: hubs of this project exchange `agent_cards` instead.
+    Headroom,
 }
 
 impl Feature {
     /// Every feature, in the canonical order used on the wire and in logs.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 10] = [
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::FrameBin,
@@ -175,6 +180,7 @@ impl Feature {
         Feature::FrameMac,
         Feature::Agents,
         Feature::Liveness,
+        Feature::Headroom,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -188,6 +194,7 @@ impl Feature {
             Feature::FrameMac => "frame-mac",
             Feature::Agents => "agents",
             Feature::Liveness => "liveness",
+            Feature::Headroom => "headroom",
         }
     }
 

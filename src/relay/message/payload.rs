@@ -10,7 +10,7 @@
 use super::agent_state::{lenient_since_ms, AgentState};
 use super::transfer::{Ack, BusForward, SessionReceived, SessionTransfer};
 use super::{MsgType, RelayError};
-use serde::de::Deserializer;
+use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -208,8 +208,11 @@ pub struct TaskContext {
     pub git_ref: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_commit: Option<String>,
+    /// Shape not pinned: a list of paths in the 000 seed, `{path: content}` from claudectl
+    /// 0.92 (relay-compat-0.92.md §5). Kept as JSON, so either parses (docs/relay-protocol.md
+    /// §8); this hub reads none of it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub relevant_files: Option<Vec<String>>,
+    pub relevant_files: Option<Value>,
     /// Shape not pinned by the v0 facts: kept as JSON (docs/relay-protocol.md §8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brain_context: Option<Value>,
@@ -235,7 +238,10 @@ pub struct DelegateTask {
 pub struct TaskStats {
     pub tokens_used: u64,
     pub cost_usd: f64,
-    pub context_pct: f64,
+    /// Any JSON number on arrival, written as given: claudectl's is a `u8` (0.92 reads a
+    /// status's stats as its struct and drops all of them, `elapsed_secs` too, when one key
+    /// does not fit), so ours is the integer it expects.
+    pub context_pct: serde_json::Number,
     pub files_modified: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elapsed_secs: Option<u64>,
@@ -273,6 +279,73 @@ pub struct TaskHandoff {
     pub model: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Value>,
+    /// claudectl 0.92: the worker never started the task (its summary then says why, "Could
+    /// not start the task: …"). Set only by a JSON `true`; any other value, or none, reads
+    /// as unset rather than dropping the whole handoff (docs/relay-protocol.md §11). Sent
+    /// only when set, so a 0.64 reader sees no new key on any other handoff.
+    #[serde(
+        default,
+        deserialize_with = "lenient_true",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub refused: bool,
+    /// claudectl 0.92: the checks a worktree run ran after the agent, in order (it stops at
+    /// the first failure). Entries not of the shape `{command, passed, output}` are skipped
+    /// and a value that is not a list reads as none (docs/relay-protocol.md §11); the
+    /// delegating book caps what it keeps. Sent only when not empty (this hub sends none).
+    #[serde(
+        default,
+        deserialize_with = "lenient_verifications",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub verifications: Vec<Verification>,
+}
+
+/// One entry of a handoff's `verifications` (claudectl 0.92: `output` is the command's last
+/// 4096 bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    pub command: String,
+    pub passed: bool,
+    #[serde(default)]
+    pub output: String,
+}
+
+/// `true` only for JSON `true`: a mistyped flag is no flag, never a lost message.
+fn lenient_true<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Flag {
+        Bool(bool),
+        Other(IgnoredAny),
+    }
+    Ok(matches!(Flag::deserialize(d)?, Flag::Bool(true)))
+}
+
+/// The well-formed entries of a list, in order; anything else reads as an empty list.
+fn lenient_verifications<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Verification>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Good(Verification),
+        Bad(IgnoredAny),
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum List {
+        List(Vec<Entry>),
+        Other(IgnoredAny),
+    }
+    Ok(match List::deserialize(d)? {
+        List::List(entries) => entries
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Good(v) => Some(v),
+                Entry::Bad(_) => None,
+            })
+            .collect(),
+        List::Other(_) => Vec::new(),
+    })
 }
 
 /// `task_interrupt`.

@@ -278,6 +278,71 @@ fn a_claudectl_failed_handoff_without_git_ref_parses() {
     }
 }
 
+/// claudectl 0.92.4's handoffs (relay-compat-0.92.md §5): `model` null, `refused` on a task it
+/// never started, `git_ref` and `verifications` after a worktree run. All parse; `refused` and
+/// `verifications` are read leniently (a wrong type is no flag and no list, never a dropped
+/// handoff) and sent only when set.
+#[test]
+fn claudectl_092_handoffs_parse_and_their_new_keys_are_read_leniently() {
+    let refused = json!({"task_id":"task_1795000000000_3","state":"failed","summary":"Could not start the task: working directory does not exist on this host: /nope","artifacts":[],"total_cost_usd":0.0,"total_tokens":0,"model":null,"usage":{},"refused":true});
+    let Payload::TaskHandoff(h) = Payload::parse(&MsgType::TaskHandoff, &refused).unwrap() else {
+        panic!("not a handoff")
+    };
+    assert!(h.refused);
+    assert_eq!(h.model, None);
+    assert!(h.verifications.is_empty());
+    assert_eq!(Payload::TaskHandoff(h).to_value()["refused"], true);
+    let worktree = json!({"task_id":"t","state":"completed","summary":"done","artifacts":[],"total_cost_usd":0.02,"total_tokens":12,"model":"claude-sonnet-4-5","usage":{"input_tokens":10,"output_tokens":2},"git_ref":"claudectl/delegated-t","verifications":[{"command":"cargo test","passed":true,"output":"ok"}]});
+    let Payload::TaskHandoff(h) = Payload::parse(&MsgType::TaskHandoff, &worktree).unwrap() else {
+        panic!("not a handoff")
+    };
+    assert!(!h.refused);
+    assert_eq!(h.git_ref.as_deref(), Some("claudectl/delegated-t"));
+    assert_eq!(
+        h.verifications,
+        vec![Verification {
+            command: "cargo test".into(),
+            passed: true,
+            output: "ok".into()
+        }]
+    );
+    let out = Payload::TaskHandoff(h).to_value();
+    assert!(!out.as_object().unwrap().contains_key("refused"), "{out}");
+    assert_eq!(out["verifications"], worktree["verifications"]);
+    for (flag, list) in [
+        (json!("true"), json!("x")),
+        (json!(1), json!({"command": "a"})),
+        (json!(null), json!(null)),
+        (
+            json!(false),
+            json!([1, "a", {"command": "a", "passed": "no"}]),
+        ),
+        (json!({"x": true}), json!([[]])),
+    ] {
+        let mut p = refused.clone();
+        p["refused"] = flag.clone();
+        p["verifications"] = list.clone();
+        match Payload::parse(&MsgType::TaskHandoff, &p) {
+            Ok(Payload::TaskHandoff(h)) => {
+                assert!(!h.refused, "{flag}");
+                assert!(h.verifications.is_empty(), "{list}");
+            }
+            other => panic!("{flag} {list}: {other:?}"),
+        }
+    }
+}
+
+/// claudectl 0.92 sends `context.relevant_files` as `{path: content}`; the seed's fixture has
+/// a list. Both parse (the shape is kept as JSON) and go back out as they came.
+#[test]
+fn relevant_files_parse_as_a_list_or_a_map() {
+    for files in [json!(["src/lib.rs"]), json!({"src/lib.rs": "fn main() {}"})] {
+        let d = json!({"task_id":"t","prompt":"p","cwd":null,"context":{"relevant_files":files,"dependency_graph":{"blocks":[],"blocked_by":[]}}});
+        let p = Payload::parse(&MsgType::DelegateTask, &d).unwrap();
+        assert_eq!(p.to_value(), d);
+    }
+}
+
 fn transfer_payload(data: Value) -> Value {
     json!({"session_id":"s","cwd":"/","seq":0,"total":1,"digest":"d","data":data})
 }

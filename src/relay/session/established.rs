@@ -4,6 +4,7 @@
 //! side sends. Refuses: IO and what an application message means (the server's).
 
 use super::*;
+use crate::relay::worker;
 
 impl Session {
     /// False if the id is among the last `DEDUPE_IDS` received (then the message is dropped).
@@ -135,7 +136,7 @@ impl Session {
             return None;
         }
         self.last_beat_sent
-            .map(|t| crate::deadline::after(t, self.cfg.liveness_update))
+            .map(|t| crate::kernel::deadline::after(t, self.cfg.liveness_update))
     }
 
     pub(super) fn log_once(&mut self, key: String, line: String) {
@@ -162,7 +163,35 @@ impl Session {
             return;
         }
         self.last_beat_applied = Some(now);
-        let beat = if self.proto == 0 {
+        // A claudectl peer's beat (any release: 0.64's `{}`, a later v0's sessions, 0.90+'s
+        // full form) says what runs on its machine; its sessions are its directory (§5
+        // "claudectl's heartbeat"). This project's beats carry a directory of agents.
+        let claudectl =
+            self.dialect == Dialect::Claudectl && worker::is_claudectl_beat(&msg.payload);
+        let mut machine = None;
+        let beat = if claudectl {
+            let (w, directory) = worker::read_beat(&msg.payload, self.directory_caps);
+            if w.sessions_dropped > 0 {
+                let line = format!(
+                    "heartbeat from {} lists more sessions than the caps of {} agents and {} bytes (max_peer_agents, max_peer_directory_bytes); {} not kept (logged once)",
+                    self.peer_name(),
+                    self.directory_caps.max_agents,
+                    self.directory_caps.max_bytes,
+                    w.sessions_dropped
+                );
+                self.log_once("worker-sessions-cap".into(), line);
+            }
+            let beat = if w.sessions.is_some() {
+                Ok(Beat::Full {
+                    seq: None,
+                    directory,
+                })
+            } else {
+                Ok(Beat::Bare)
+            };
+            machine = (!w.is_empty()).then(|| Box::new(w));
+            beat
+        } else if self.proto == 0 {
             // A v0 peer's beat never carries a directory, whatever keys it has.
             Ok(Beat::Bare)
         } else {
@@ -226,7 +255,10 @@ impl Session {
             }
         }
         let directory = self.beat_rx.current().clone();
-        self.events.push_back(SessionEvent::Heartbeat { directory });
+        self.events.push_back(SessionEvent::Heartbeat {
+            directory,
+            worker: machine,
+        });
     }
 
     fn receive_cards(&mut self, cards: Vec<AgentCard>) {
@@ -264,6 +296,19 @@ impl Session {
                 if let Some(cards) = self.cards.for_beat(full) {
                     payload["agent_cards"] = serde_json::json!(cards);
                 }
+            }
+            if self.dialect == Dialect::Claudectl {
+                // claudectl's full beat (§5 "claudectl's heartbeat"): our manifests as its
+                // tools, and our headroom where agreed, so its placement can choose us.
+                let caps = worker::capabilities_for(
+                    &format!("agent-hub {}", self.cfg.software_version),
+                    self.cards.ours(),
+                );
+                let headroom = self
+                    .headroom
+                    .as_ref()
+                    .filter(|_| self.features.contains(&Feature::Headroom));
+                worker::add_to_beat(&mut payload, &caps, headroom);
             }
             payload
         };

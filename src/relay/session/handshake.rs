@@ -8,7 +8,7 @@ use super::*;
 impl Session {
     /// Dialer: answer the challenge. A v1 challenge (its marker: `proto` and the acceptor's
     /// `peer` id) gets a v1 handshake whose proof is over the transcript; an unmarked one a
-    /// v0 handshake, and only if this peer's `allow_v0` is on: otherwise nothing is signed.
+    /// v0 handshake, and only if this peer's `allow_claudectl` is on: otherwise nothing is signed.
     /// A nonce this hub issued itself is never signed (docs/relay-protocol.md §2.3).
     pub(super) fn on_challenge(&mut self, decoded: Result<RelayMessage, RelayError>, now: Instant) {
         let msg = match decoded {
@@ -48,9 +48,9 @@ impl Session {
         let Some(auth) = self.auth.clone() else {
             return self.close("internal: a dialer without a key");
         };
-        if !v1 && !auth.allow_v0 {
+        if !v1 && !auth.allow_claudectl {
             return self.close(format!(
-                "{peer}'s challenge has no v1 marker (a relay v0 peer, an older agent-hub, or a downgrade in flight) and allow_v0 is off for it: nothing signed"
+                "{peer}'s challenge has no v1 marker (a claudectl relay, an older agent-hub, or a downgrade in flight) and allow_claudectl is off for it: nothing signed"
             ));
         }
         let hs = if v1 {
@@ -74,16 +74,24 @@ impl Session {
             self.transcript = Some(t);
             hs
         } else {
-            // v0 bytes: the proof over the nonce text, and only v0's keys.
-            Handshake {
+            // claudectl's dialect, what its own dialers send since 0.90: v0's proof over the
+            // nonce text with `proto` and `features` beside it. A 0.64 acceptor ignores the
+            // two keys and acks without `proto` (a v0 link); 0.90+ agrees features from them.
+            let offered: Vec<Feature> = Feature::ALL
+                .into_iter()
+                .filter(|&f| offers_claudectl(&self.cfg, &auth, f))
+                .collect();
+            let hs = Handshake {
                 proof: auth::proof(&auth.key, &ch.nonce),
                 version: self.cfg.software_version.clone(),
                 listen_port: self.cfg.listen_port,
                 transient: self.cfg.transient.then_some(true),
-                proto: None,
-                features: None,
+                proto: Some(PROTO),
+                features: Some(feature_names(&offered)),
                 nonce: None,
-            }
+            };
+            self.dialect_offer = offered;
+            hs
         };
         self.v1_challenge = v1;
         let from = self.cfg.local_peer.clone();
@@ -130,33 +138,37 @@ impl Session {
         } else {
             Vec::new()
         };
-        let agreed = intersect(&self.cfg.features, &theirs);
-        let mutual = agreed.contains(&Feature::MutualAuth);
-        if mutual && !hs.nonce.as_deref().is_some_and(is_nonce_hex) {
-            return self.close(format!(
-                "malformed handshake from {peer}: mutual-auth offered without a 64-hex nonce"
-            ));
-        }
         // The transcript is bound to our own id and nonce, so a proof made for any other
         // connection (or direction) does not verify here.
         let transcript =
             v1.then(|| Transcript::new(&peer, &self.cfg.local_peer, &self.nonce_hex, &hs));
-        let check = |key: &[u8; 32]| match &transcript {
-            Some(t) => t.verify_dialer_proof(key, &hs.proof),
-            None => auth::verify(key, &self.nonce_hex, &hs.proof),
-        };
-        let auth = self.keys.take().and_then(|k| k.lookup(&peer));
-        let proof_ok = match &auth {
-            Some(a) => check(&a.key),
-            None => {
-                // Same work for an unknown id, so timing does not tell which ids exist.
-                let _ = check(&[0u8; 32]);
-                false
+        // Which proof the handshake carries: this project's transcript proof (only with
+        // `proto` ≥ 1), or v0's over the nonce (v0, and claudectl's v1 since 0.90). Both are
+        // checked every time, for a known id or not, so timing tells nothing.
+        let check = |key: &[u8; 32]| -> Option<Dialect> {
+            let transcript_ok = transcript
+                .as_ref()
+                .is_some_and(|t| t.verify_dialer_proof(key, &hs.proof));
+            let nonce_ok = auth::verify(key, &self.nonce_hex, &hs.proof);
+            if transcript_ok {
+                Some(Dialect::AgentHub)
+            } else {
+                nonce_ok.then_some(Dialect::Claudectl)
             }
         };
-        let auth = match auth {
-            None => return self.deny(format!("handshake denied: unknown peer id {peer:?}"), now),
-            Some(_) if !proof_ok => {
+        let auth = self.keys.take().and_then(|k| k.lookup(&peer));
+        let proven = match &auth {
+            Some(a) => check(&a.key),
+            None => {
+                let _ = check(&[0u8; 32]);
+                None
+            }
+        };
+        let (auth, dialect) = match (auth, proven) {
+            (None, _) => {
+                return self.deny(format!("handshake denied: unknown peer id {peer:?}"), now)
+            }
+            (Some(_), None) => {
                 let hint = if v1 {
                     " (different key? an agent-hub built before v1 transcript proofs is refused too)"
                 } else {
@@ -167,40 +179,75 @@ impl Session {
                     now,
                 );
             }
-            Some(a) => a,
-        };
-        if mutual {
-            let n = hs.nonce.as_deref().unwrap_or_default();
-            if n == self.nonce_hex || self.cfg.nonces.issued(n, now) {
-                return self.deny(
-                    format!("handshake denied: {peer}'s nonce is one this hub issued itself (a reflection attempt)"),
-                    now,
-                );
-            }
-        }
-        if !v1 && !auth.allow_v0 {
-            return self.deny(format!("handshake denied: {peer} speaks relay v0 (no proto) and allow_v0 is off for it"), now);
-        }
-        let agreed: Vec<Feature> = framemac::settle(
-            agreed
-                .into_iter()
-                .filter(|&f| offers(&self.cfg, &auth, f))
-                .collect(),
-        );
-        if v1 && !auth.allow_v0 {
-            let missing = framemac::missing_without_v0(&agreed);
-            if !missing.is_empty() {
+            // The nonce proof is claudectl's dialect: a signing oracle's answer for anyone
+            // who relays our challenge to the peer, so only a peer allowed it may use it.
+            (Some(a), Some(Dialect::Claudectl)) if !a.allow_claudectl => {
+                let what = if v1 {
+                    "claudectl's relay v1 (a proof over the nonce alone)"
+                } else {
+                    "relay v0 (no proto)"
+                };
                 return self.deny(
                     format!(
-                        "handshake denied: the link with {peer} would lack {}, required while allow_v0 is off for it",
-                        feature_names(&missing).join(", ")
+                        "handshake denied: {peer} speaks {what} and allow_claudectl is off for it"
                     ),
                     now,
                 );
             }
-        }
-        let ack = match &transcript {
-            Some(t) => {
+            (Some(a), Some(d)) => (a, d),
+        };
+        let agreed = if dialect == Dialect::AgentHub {
+            let agreed = intersect(&self.cfg.features, &theirs);
+            if agreed.contains(&Feature::MutualAuth) {
+                let n = hs.nonce.as_deref().unwrap_or_default();
+                if !is_nonce_hex(n) {
+                    return self.close(format!(
+                        "malformed handshake from {peer}: mutual-auth offered without a 64-hex nonce"
+                    ));
+                }
+                if n == self.nonce_hex || self.cfg.nonces.issued(n, now) {
+                    return self.deny(
+                        format!("handshake denied: {peer}'s nonce is one this hub issued itself (a reflection attempt)"),
+                        now,
+                    );
+                }
+            }
+            let agreed: Vec<Feature> = framemac::settle(
+                agreed
+                    .into_iter()
+                    .filter(|&f| offers(&self.cfg, &auth, f))
+                    .collect(),
+            );
+            if !auth.allow_claudectl {
+                let missing = framemac::missing_without_v0(&agreed);
+                if !missing.is_empty() {
+                    return self.deny(
+                        format!(
+                            "handshake denied: the link with {peer} would lack {}, required while allow_claudectl is off for it",
+                            feature_names(&missing).join(", ")
+                        ),
+                        now,
+                    );
+                }
+            }
+            agreed
+        } else {
+            // claudectl's dialect: whatever it offered that we do in that dialect; never
+            // `mutual-auth` or `frame-mac` (no transcript to key them), whatever it says.
+            theirs
+                .iter()
+                .copied()
+                .filter(|&f| offers_claudectl(&self.cfg, &auth, f))
+                .fold(Vec::new(), |mut v, f| {
+                    if !v.contains(&f) {
+                        v.push(f);
+                    }
+                    v
+                })
+        };
+        let agreed = intersect(&agreed, &Feature::ALL);
+        let ack = match (&transcript, dialect) {
+            (Some(t), Dialect::AgentHub) => {
                 let mut ack = HandshakeAck {
                     status: HandshakeStatus::Ok,
                     proto: Some(PROTO),
@@ -217,8 +264,17 @@ impl Session {
                 }
                 ack
             }
+            // claudectl's v1 ack (0.92's own acceptor answers the same keys; it reads
+            // `proto` and `features`, and ignores `version`).
+            _ if v1 => HandshakeAck {
+                status: HandshakeStatus::Ok,
+                proto: Some(PROTO),
+                features: Some(feature_names(&agreed)),
+                proof: None,
+                version: Some(self.cfg.software_version.clone()),
+            },
             // v0 bytes exactly: `{"status":"ok"}` and nothing else.
-            None => HandshakeAck {
+            _ => HandshakeAck {
                 status: HandshakeStatus::Ok,
                 proto: None,
                 features: None,
@@ -228,6 +284,7 @@ impl Session {
         };
         self.peer = Some(peer);
         self.auth = Some(auth);
+        self.dialect = dialect;
         self.proto = if v1 { PROTO } else { 0 };
         self.features = if v1 { agreed } else { Vec::new() };
         self.peer_version = hs.version;
@@ -292,25 +349,45 @@ impl Session {
         let Some(auth) = self.auth.clone() else {
             return self.close("internal: a dialer without a key");
         };
-        match ack.proto {
-            None | Some(0) if self.v1_challenge => {
-                return self.close(format!(
-                    "{peer} challenged as relay v1 but answered as a relay v0 (no proto in its handshake_ack): a downgrade attempt"
-                ));
-            }
-            None | Some(0) => {
-                // An unmarked challenge is answered only with allow_v0 on (`on_challenge`).
-                if !auth.allow_v0 {
+        if !self.v1_challenge {
+            // We answered an unmarked challenge in claudectl's dialect (`on_challenge`, only
+            // with allow_claudectl on). A 0.64 acceptor acks without `proto`: a v0 link, byte
+            // for byte. 0.90+ acks `proto` and the features it agreed from our offer.
+            match ack.proto {
+                None | Some(0) => {
+                    self.proto = 0;
+                    self.features = Vec::new();
+                }
+                Some(PROTO) => {
+                    let mut agreed = Vec::new();
+                    for name in ack.features.iter().flatten() {
+                        match Feature::parse(name) {
+                            Some(f) if self.dialect_offer.contains(&f) => agreed.push(f),
+                            _ => {
+                                return self.close(format!(
+                                    "{peer} agreed to feature {name:?}, which we did not offer"
+                                ))
+                            }
+                        }
+                    }
+                    self.proto = PROTO;
+                    self.features = intersect(&agreed, &Feature::ALL);
+                }
+                Some(p) => {
                     return self.close(format!(
-                        "{peer} answered as a relay v0 (no proto in its handshake_ack) and allow_v0 is off for it"
+                        "{peer} answered proto {p}; this build speaks proto {PROTO}"
                     ));
                 }
-                self.proto = 0;
-                self.features = Vec::new();
             }
-            Some(PROTO) if !self.v1_challenge => {
+            self.dialect = Dialect::Claudectl;
+            self.peer_version = ack.version.unwrap_or_default();
+            self.peer_transient = self.cfg.transient;
+            return self.establish(now);
+        }
+        match ack.proto {
+            None | Some(0) => {
                 return self.close(format!(
-                    "{peer} answered our relay v0 handshake with a v1 handshake_ack"
+                    "{peer} challenged as relay v1 but answered as a relay v0 (no proto in its handshake_ack): a downgrade attempt"
                 ));
             }
             Some(PROTO) => {
@@ -346,11 +423,11 @@ impl Session {
                         ));
                     }
                 }
-                if !auth.allow_v0 {
+                if !auth.allow_claudectl {
                     let missing = framemac::missing_without_v0(&agreed);
                     if !missing.is_empty() {
                         return self.close(format!(
-                            "{peer} did not agree to {}, required while allow_v0 is off for it",
+                            "{peer} did not agree to {}, required while allow_claudectl is off for it",
                             feature_names(&missing).join(", ")
                         ));
                     }
@@ -360,6 +437,7 @@ impl Session {
                 }
                 self.proto = PROTO;
                 self.features = agreed;
+                self.dialect = Dialect::AgentHub;
             }
             Some(p) => {
                 return self.close(format!(
@@ -377,28 +455,47 @@ impl Session {
         self.handshake_deadline = None;
         self.transcript = None;
         self.framed = self.features.contains(&Feature::FrameBin);
-        self.lz4 = self.framed && self.features.contains(&Feature::Lz4);
+        // claudectl has no `lz4` feature: LZ4 comes with its `frame-bin` (§4).
+        self.lz4 = self.framed
+            && (self.features.contains(&Feature::Lz4) || self.dialect == Dialect::Claudectl);
         let delta = self.features.contains(&Feature::HbDelta);
         self.beat_tx = BeatSender::new(delta);
         self.beat_rx = BeatReceiver::new(delta, &self.peer_version);
         self.liveness_from = Some(now);
         // The first beat is due at once, but goes out from `handle_timeout`, so the layer above
-        // can `set_directory` on `Established` and have even the first beat carry it.
-        self.next_beat_at = Some(now);
+        // can `set_directory` on `Established` and have even the first beat carry it. A
+        // one-shot the peer opened (`transient`) gets none: its sender writes, waits and
+        // closes, reading nothing (claudectl 0.92's one-shots; relay-compat-0.92.md §1).
+        self.next_beat_at = (!(self.peer_transient && self.role == Role::Acceptor)).then_some(now);
         self.events.push_back(SessionEvent::Established {
             peer: self.peer_name().to_owned(),
             proto: self.proto,
             features: self.features.clone(),
             transient: self.peer_transient,
             peer_version: self.peer_version.clone(),
+            dialect: self.dialect,
         });
     }
 }
 
 /// Whether we offer feature `f` on a link with the peer `auth` belongs to: `bus-forward` only
-/// to peers configured to forward, `frame-mac` only with its prerequisites.
+/// to peers configured to forward, `frame-mac` only with its prerequisites, `headroom` never
+/// (it is claudectl's; our hubs exchange `agent_cards`).
 pub(super) fn offers(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
     cfg.features.contains(&f)
+        && f != Feature::Headroom
         && (f != Feature::BusForward || auth.forward)
         && (f != Feature::FrameMac || framemac::prerequisites_met(&cfg.features))
+}
+
+/// Whether we offer (or, accepting, agree) feature `f` in claudectl's dialect: `headroom`
+/// always (claudectl's placement reads it), the rest as to our own hubs, less `mutual-auth`
+/// and `frame-mac`, which need the transcript this dialect has not (docs/relay-protocol.md
+/// §2.1, §3).
+pub(super) fn offers_claudectl(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
+    match f {
+        Feature::Headroom => true,
+        Feature::MutualAuth | Feature::FrameMac => false,
+        _ => offers(cfg, auth, f),
+    }
 }

@@ -22,7 +22,7 @@ mod handshake;
 
 use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
 use crate::relay::cards::CardBook;
-use crate::relay::frame::{self, decode_body, decode_frame, FrameError};
+use crate::relay::frame::{self, decode_body_as, decode_frame, BodyForm, FrameError};
 use crate::relay::framemac::{self, FrameMac};
 use crate::relay::heartbeat::{
     v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory, DirectoryCaps,
@@ -33,6 +33,7 @@ use crate::relay::message::{
 };
 use crate::relay::nonces::NonceBook;
 use crate::relay::transcript::{AckFields, Transcript};
+use crate::relay::worker::{Headroom, PeerWorker};
 use crate::wire::LineBuffer;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -60,6 +61,29 @@ pub const HANDSHAKE_LINE_CAP_BYTES: usize = 16 * 1024;
 pub const MAX_UNKNOWN_TYPES: usize = 64;
 /// Bytes of an unknown type's name kept and logged: a peer chooses the name, up to a line long.
 pub const UNKNOWN_TYPE_SHOWN_BYTES: usize = 64;
+
+/// Whose relay v1 a link speaks (docs/relay-protocol.md §2.1), decided by the proof its
+/// handshake carried. A proto 0 link is always `Claudectl`: relay v0 is claudectl's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// This project's v1: transcript proofs (§2.2), so `mutual-auth` and `frame-mac` can be
+    /// agreed; a `session_transfer` chunk travels raw in frames (§4); task handoffs are acked.
+    AgentHub,
+    /// claudectl's: relay v0, or its v1 (0.90+, the 000 seed's §6) whose proof is v0's HMAC
+    /// over the nonce alone. Never `mutual-auth` or `frame-mac`; `frame-bin` brings LZ4 with
+    /// it; frames hold JSON only (a chunk stays base64); beats carry claudectl's
+    /// `capabilities` (and `headroom` when agreed); nothing is acked.
+    Claudectl,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::AgentHub => "agent-hub",
+            Dialect::Claudectl => "claudectl",
+        }
+    }
+}
 
 /// Which end of the TCP connection we are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +160,7 @@ pub struct PeerAuth {
     /// Accept a v0 link (no mutual proof, no features). Off: only a v1 link with
     /// `mutual-auth` and `frame-mac`, and as a dialer we sign no v0 proof for this peer, so an
     /// impostor can neither downgrade the link nor use us as a signing oracle.
-    pub allow_v0: bool,
+    pub allow_claudectl: bool,
     /// Offer `bus-forward` to this peer: its hub may queue envelopes for our agents (a trust
     /// decision per peer, docs/relay-protocol.md §2.4, §3), and ours for its agents.
     pub forward: bool,
@@ -146,7 +170,7 @@ impl std::fmt::Debug for PeerAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PeerAuth")
             .field("key", &"<redacted>")
-            .field("allow_v0", &self.allow_v0)
+            .field("allow_claudectl", &self.allow_claudectl)
             .field("forward", &self.forward)
             .finish()
     }
@@ -192,10 +216,16 @@ pub enum SessionEvent {
         features: Vec<Feature>,
         transient: bool,
         peer_version: String,
+        dialect: Dialect,
     },
     /// A `heartbeat` arrived: the peer's directory after applying it (a v0 peer's has no
-    /// agents; a delta that could not be applied leaves it as it was until the resync).
-    Heartbeat { directory: Directory },
+    /// agents; a delta that could not be applied leaves it as it was until the resync; a
+    /// claudectl peer's agents are its sessions), and what a claudectl peer's beat says of
+    /// its machine (None when the beat said nothing of it: 0.64's `{}`, this project's hubs).
+    Heartbeat {
+        directory: Directory,
+        worker: Option<Box<PeerWorker>>,
+    },
     /// Any other message of a known type whose payload matches the catalogue.
     Message(RelayMessage),
     /// The first message of an unknown type on this link; it and later ones are dropped.
@@ -294,6 +324,10 @@ pub struct Session {
     /// Dialer: the challenge carried the v1 marker, so our handshake was v1 and the ack must
     /// be too.
     v1_challenge: bool,
+    /// Dialer: the features our claudectl-dialect handshake offered (an unmarked challenge,
+    /// `allow_claudectl` on); the ack may agree only these.
+    dialect_offer: Vec<Feature>,
+    dialect: Dialect,
     /// Dialer: our v1 handshake's transcript, until the ack is checked.
     transcript: Option<Transcript>,
     /// `frame-mac` agreed: every frame is sealed and opened here.
@@ -338,6 +372,8 @@ pub struct Session {
     stats: SessionStats,
     /// Feature `agents`: our capability list and the peer's (`relay::cards`).
     cards: CardBook,
+    /// Feature `headroom`: this hub's room for another task, as the server last measured it.
+    headroom: Option<Headroom>,
 }
 
 impl std::fmt::Debug for Session {
@@ -365,7 +401,7 @@ impl Session {
         rand_seed: u64,
         now: Instant,
     ) -> Session {
-        let deadline = crate::deadline::after(now, cfg.handshake_timeout);
+        let deadline = crate::kernel::deadline::after(now, cfg.handshake_timeout);
         // Both the acceptor's challenge nonce and the dialer's own nonce are ours: a peer
         // handing either back to any of our sessions is reflecting it.
         cfg.nonces.issue(&nonce_hex(&nonce), deadline, now);
@@ -380,6 +416,8 @@ impl Session {
             keys: None,
             nonce_hex: nonce_hex(&nonce),
             v1_challenge: false,
+            dialect_offer: Vec::new(),
+            dialect: Dialect::Claudectl,
             transcript: None,
             mac: None,
             proto: 0,
@@ -409,6 +447,7 @@ impl Session {
             logged_once: HashSet::new(),
             stats: SessionStats::default(),
             cards: CardBook::default(),
+            headroom: None,
             cfg,
         }
     }
@@ -495,10 +534,11 @@ impl Session {
                 if let Some(due) = self.next_beat_at {
                     if now >= due {
                         self.send_beat(now);
-                        let mut next = crate::deadline::after(due, self.cfg.heartbeat_interval);
+                        let mut next =
+                            crate::kernel::deadline::after(due, self.cfg.heartbeat_interval);
                         if next <= now {
                             // Late (a stalled loop): do not send a burst to catch up.
-                            next = crate::deadline::after(now, self.cfg.heartbeat_interval);
+                            next = crate::kernel::deadline::after(now, self.cfg.heartbeat_interval);
                         }
                         if self.state == SessionState::Established {
                             self.next_beat_at = Some(next);
@@ -512,8 +552,10 @@ impl Session {
                         // beats are ever closer than `liveness_update`, which is at most the
                         // interval).
                         if self.state == SessionState::Established {
-                            self.next_beat_at =
-                                Some(crate::deadline::after(now, self.cfg.heartbeat_interval));
+                            self.next_beat_at = Some(crate::kernel::deadline::after(
+                                now,
+                                self.cfg.heartbeat_interval,
+                            ));
                         }
                     }
                 }
@@ -613,7 +655,7 @@ impl Session {
         if msg.id.is_empty() {
             return Err(SendError::BadEnvelope("id is empty".into()));
         }
-        if self.framed {
+        if self.framed && self.body_form() == BodyForm::RawChunks {
             msg.make_chunk_raw().map_err(SendError::InvalidPayload)?;
         }
         msg.payload_typed().map_err(SendError::InvalidPayload)?;
@@ -637,6 +679,12 @@ impl Session {
     /// the server off its loop); carried by the next full beat, or the next beat if changed.
     pub fn set_agent_cards(&mut self, cards: Vec<AgentCard>) {
         self.cards.set_ours(cards);
+    }
+
+    /// This hub's headroom, carried by every beat from now on on links that agreed
+    /// `headroom` (claudectl's placement reads it; the server measures it off the session).
+    pub fn set_headroom(&mut self, headroom: Option<Headroom>) {
+        self.headroom = headroom;
     }
 
     /// The peer's agent cards as last received (empty without feature `agents`).
@@ -711,6 +759,11 @@ impl Session {
         self.peer_transient
     }
 
+    /// Whose v1 the link speaks (meaningful once established; a v0 link is claudectl's).
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     /// Whether the link has switched to binary frames.
     pub fn framed(&self) -> bool {
         self.framed
@@ -727,6 +780,14 @@ impl Session {
 
     // ----- internals -----
 
+    /// How this link's frames hold a message: a claudectl peer keeps a chunk base64.
+    fn body_form(&self) -> BodyForm {
+        match self.dialect {
+            Dialect::AgentHub => BodyForm::RawChunks,
+            Dialect::Claudectl => BodyForm::Json,
+        }
+    }
+
     fn established_once(&self) -> bool {
         self.liveness_from.is_some()
     }
@@ -737,7 +798,7 @@ impl Session {
 
     fn liveness_deadline(&self) -> Option<Instant> {
         self.liveness_from.map(|t| {
-            crate::deadline::after(
+            crate::kernel::deadline::after(
                 t,
                 self.cfg
                     .heartbeat_interval
@@ -767,7 +828,8 @@ impl Session {
     /// A message in the link's current form (line or frame).
     fn transmit(&mut self, msg: &RelayMessage) -> Result<(), SendError> {
         let bytes = if self.framed {
-            let bytes = frame::encode_message(msg, self.lz4).map_err(SendError::Frame)?;
+            let bytes = frame::encode_message_as(msg, self.lz4, self.body_form())
+                .map_err(SendError::Frame)?;
             match &mut self.mac {
                 None => bytes,
                 Some(mac) => match mac.seal(bytes) {
@@ -809,7 +871,7 @@ impl Session {
                     Ok(None) => break,
                     Ok(Some((frame, n))) => {
                         self.input.consume(n);
-                        match decode_body(&frame.body) {
+                        match decode_body_as(&frame.body, self.body_form()) {
                             Ok(msg) => self.on_message(msg, now),
                             Err(e) => {
                                 self.close(format!("protocol error from {}: {e}", self.peer_name()))

@@ -184,7 +184,7 @@ fn a_peers_cards_past_the_caps_are_not_applied_and_logged_once() {
 
 #[test]
 fn a_v0_peer_never_sees_the_cards() {
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let mut a = Session::acceptor(
         cfg("hubB", &Feature::ALL, t0),
         keys_for("old", auth_ok(true)),

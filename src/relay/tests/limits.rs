@@ -20,7 +20,7 @@ fn logs(evs: &[SessionEvent]) -> Vec<&str> {
 fn beat_events(evs: &[SessionEvent]) -> Vec<&Directory> {
     evs.iter()
         .filter_map(|e| match e {
-            SessionEvent::Heartbeat { directory } => Some(directory),
+            SessionEvent::Heartbeat { directory, .. } => Some(directory),
             _ => None,
         })
         .collect()
@@ -225,7 +225,7 @@ fn a_connection_in_its_handshake_holds_little_memory() {
             .map(|i| (format!("peer-{i}"), auth_ok(false)))
             .collect(),
     );
-    let t0 = crate::deadline::test_origin();
+    let t0 = crate::kernel::deadline::test_origin();
     let (held, mut s) = peak_bytes(|| {
         Session::acceptor(
             cfg("hubB", &Feature::ALL, t0),

@@ -39,7 +39,7 @@ fn beats(bytes: &[u8], n_lines: usize) -> Vec<RelayMessage> {
 /// The peer's directory as the last `Heartbeat` event in `evs` gave it.
 fn last_directory(evs: &[SessionEvent]) -> Option<Directory> {
     evs.iter().rev().find_map(|e| match e {
-        SessionEvent::Heartbeat { directory } => Some(directory.clone()),
+        SessionEvent::Heartbeat { directory, .. } => Some(directory.clone()),
         _ => None,
     })
 }

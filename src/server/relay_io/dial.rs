@@ -60,7 +60,10 @@ impl RelayIo {
         let waits = &self.cfg.reconnect_backoff_ms;
         let wait = waits[book.backoff_step.min(waits.len() - 1)];
         book.backoff_step += 1;
-        book.next_dial = Some(crate::deadline::after(now, Duration::from_millis(wait)));
+        book.next_dial = Some(crate::kernel::deadline::after(
+            now,
+            Duration::from_millis(wait),
+        ));
         book.dialling = None;
         book.status.state = "backoff".into();
         self.status_dirty = true;

@@ -139,18 +139,27 @@ impl RelayIo {
                     features,
                     transient,
                     peer_version,
+                    dialect,
                 } => {
                     let names: Vec<String> =
                         features.iter().map(|f| f.as_str().to_owned()).collect();
                     let direction = link.direction;
+                    // claudectl's v1 says so; v0 is claudectl's anyway, and our v1 is the
+                    // default reading (the line's shape is what operators grep).
+                    let whose = if proto >= 1 && dialect == Dialect::Claudectl {
+                        ", claudectl's dialect"
+                    } else {
+                        ""
+                    };
                     let how = format!(
-                        "{}, proto {proto}, features [{}], peer version {peer_version}",
+                        "{}, proto {proto}, features [{}], peer version {peer_version}{whose}",
                         direction_name(direction),
                         names.join(","),
                     );
                     link.peer = Some(peer.clone());
                     link.session.set_directory(self.directory.clone());
                     link.session.set_agent_cards(self.agent_cards.clone());
+                    link.session.set_headroom(self.headroom.clone());
                     if link.admitted.is_some() && !link.authenticated {
                         link.authenticated = true;
                         self.gate.authenticated();
@@ -218,7 +227,7 @@ impl RelayIo {
                         }
                     }
                 }
-                SessionEvent::Heartbeat { directory } => {
+                SessionEvent::Heartbeat { directory, worker } => {
                     let is_link = link
                         .peer
                         .as_deref()
@@ -231,6 +240,14 @@ impl RelayIo {
                                     .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                             );
                             b.status.agents = directory.agents.keys().cloned().collect();
+                            if let Some(w) = worker {
+                                // A claudectl acceptor's ack says no version; its beat does.
+                                let said = b.status.peer_version.as_deref().unwrap_or("");
+                                if let (true, Some(c)) = (said.is_empty(), &w.capabilities) {
+                                    b.status.peer_version = Some(c.claudectl_version.clone());
+                                }
+                                b.status.worker = Some(*w);
+                            }
                             self.status_dirty = true;
                             // Handed over only when it changed: a beat every interval with the
                             // same directory costs the hub nothing.
@@ -452,6 +469,8 @@ impl RelayIo {
             .map(|f| f.as_str().to_owned())
             .collect();
         book.status.peer_version = Some(link.session.peer_version().to_owned());
+        book.status.dialect = Some(link.session.dialect().as_str().to_owned());
+        book.status.worker = None;
         book.status.last_error = None;
         book.backoff_step = 0;
         book.dialling = None;
@@ -464,7 +483,8 @@ impl RelayIo {
         self.inbox.push(ToHub::PeerLink {
             peer: peer.to_owned(),
             up: true,
-            v1: link.session.proto().is_some_and(|p| p >= 1),
+            v1: link.session.proto().is_some_and(|p| p >= 1)
+                && link.session.dialect() == Dialect::AgentHub,
         });
         if link.session.features().contains(&Feature::BusForward) && !link.forwarding {
             link.forwarding = true;
@@ -600,8 +620,15 @@ impl RelayIo {
                     ),
                     now,
                 );
-                if let Some(line) = self.gate.handshake_failed(link.addr.ip(), now) {
-                    throttled(&mut self.logs, &mut self.stranger_log, "WARN", line, now);
+                // Only a handshake that presented a proof and was denied counts toward the
+                // address's lockout; a bare connect-and-close, a malformed handshake or a
+                // missed deadline does not, or a stranger sharing (or spoofing) a peer's
+                // address could lock that peer out (docs/relay-protocol.md §2.4, issue 29).
+                // Such connections are still bounded by the caps on strangers.
+                if super::super::relay_gate::is_failed_proof(reason) {
+                    if let Some(line) = self.gate.handshake_failed(link.addr.ip(), now) {
+                        throttled(&mut self.logs, &mut self.stranger_log, "WARN", line, now);
+                    }
                 }
             }
             return;

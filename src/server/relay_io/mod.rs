@@ -15,6 +15,7 @@
 
 pub mod cards;
 mod dial;
+mod headroom;
 mod link;
 mod throttle;
 
@@ -27,7 +28,9 @@ use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory, DirectoryCaps};
 use crate::relay::links::{Change, Direction, Links, Opened, Verdict, STANDBY_GRACE};
 use crate::relay::message::{Ack, BusForward};
-use crate::relay::session::{PeerAuth, SendError, Session, SessionConfig, SessionEvent, WallClock};
+use crate::relay::session::{
+    Dialect, PeerAuth, SendError, Session, SessionConfig, SessionEvent, WallClock,
+};
 use crate::relay::throttle::Throttle;
 use crate::relay::{Feature, MsgType, Payload};
 use link::Link;
@@ -57,8 +60,10 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// What the relay tells the hub core (SPEC §15), drained by the loop after each relay event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToHub {
-    /// The lasting link with a peer is up (any proto, any features; `v1`: it speaks v1) or
-    /// gone; delegated work rides on it (docs/delegation.md "Across hubs").
+    /// The lasting link with a peer is up (any proto, any features) or gone; delegated work
+    /// rides on it (docs/delegation.md "Across hubs"). `v1`: the peer speaks this project's
+    /// v1, so it reads `delegate_task.agent` and acks our handoffs; false for every claudectl
+    /// peer, v0 or its v1 (0.90+ acks no handoff either).
     PeerLink { peer: String, up: bool, v1: bool },
     /// A task message from any authenticated connection of the peer (claudectl's one-shots
     /// carry `delegate_task` and `task_interrupt`).
@@ -151,6 +156,12 @@ pub struct RelayIo {
     /// computes them off the loop (None when the feature is not offered).
     agent_cards: Vec<crate::relay::message::AgentCard>,
     card_prober: Option<cards::CardProber>,
+    /// Feature `headroom` (claudectl's): this machine's figures, measured off the loop, and
+    /// the hub's own (tasks running, `tasks.max_concurrent`); what the links' beats carry.
+    machine_prober: Option<headroom::MachineProber>,
+    machine: headroom::Machine,
+    task_room: (u32, Option<u32>),
+    headroom: Option<crate::relay::worker::Headroom>,
     /// Service-log lines waiting for the loop to write them.
     pub logs: Vec<(&'static str, String)>,
     /// Events for the hub core, in order.
@@ -170,9 +181,12 @@ pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], String> {
 impl RelayIo {
     /// Loads keys and binds the listener. Errors name the file or address.
     /// `manifests_dir` is `tasks.manifests_dir`: the agent cards list what the runner finds.
+    /// `task_dir` is where delegated tasks run (the first of `tasks.cwd_roots`): its free
+    /// space is the `disk_free_mb` claudectl peers are told.
     pub fn new(
         cfg: RelayConfig,
         manifests_dir: Option<std::path::PathBuf>,
+        task_dir: std::path::PathBuf,
         registry: &Registry,
         now: Instant,
     ) -> Result<RelayIo, String> {
@@ -182,7 +196,7 @@ impl RelayIo {
                 p.id.clone(),
                 PeerAuth {
                     key: load_key(&p.key_file)?,
-                    allow_v0: p.allow_v0,
+                    allow_claudectl: p.allow_claudectl,
                     forward: p.forward,
                 },
             );
@@ -249,7 +263,10 @@ impl RelayIo {
             .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
         let status_writer = StatusWriter::spawn(cfg.status_path.clone())
             .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
-        let card_prober = if session_cfg.features.contains(&Feature::Agents) {
+        // Claudectl peers are told our manifests as `capabilities` tools, so the cards are
+        // computed for them too.
+        let claudectl_peers = cfg.peers.iter().any(|p| p.allow_claudectl);
+        let card_prober = if session_cfg.features.contains(&Feature::Agents) || claudectl_peers {
             Some(
                 cards::CardProber::spawn(cards::CardSource::from_process(manifests_dir))
                     .map_err(|e| format!("cannot start the agent card prober: {e}"))?,
@@ -257,7 +274,19 @@ impl RelayIo {
         } else {
             None
         };
+        let machine_prober = if claudectl_peers {
+            Some(
+                headroom::MachineProber::spawn(task_dir)
+                    .map_err(|e| format!("cannot start the headroom prober: {e}"))?,
+            )
+        } else {
+            None
+        };
         Ok(RelayIo {
+            machine_prober,
+            machine: headroom::Machine::default(),
+            task_room: (0, None),
+            headroom: None,
             peers_cfg: cfg.peers.clone(),
             registry_links: Links::new(
                 cfg.peer_id.clone(),
@@ -344,6 +373,33 @@ impl RelayIo {
             self.agent_cards = cards;
             for link in self.links.values_mut() {
                 link.session.set_agent_cards(self.agent_cards.clone());
+            }
+        }
+    }
+
+    /// The hub's side of `headroom`: tasks running now and its ceiling (`tasks.max_concurrent`;
+    /// None without `[tasks]`: then 0 of 0). Cheap when nothing changed.
+    pub fn set_task_room(&mut self, running: usize, max: Option<usize>) {
+        let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let room = (clamp(running), Some(max.map_or(0, clamp)));
+        if room != self.task_room {
+            self.task_room = room;
+            self.refresh_headroom();
+        }
+    }
+
+    /// Recomputes the headroom from the latest figures and hands it to every link.
+    fn refresh_headroom(&mut self) {
+        if self.machine_prober.is_none() {
+            return;
+        }
+        let h = self
+            .machine
+            .headroom(self.task_room.0, self.task_room.1, &self.cfg.tags);
+        if self.headroom.as_ref() != Some(&h) {
+            self.headroom = Some(h);
+            for link in self.links.values_mut() {
+                link.session.set_headroom(self.headroom.clone());
             }
         }
     }
@@ -539,6 +595,10 @@ impl RelayIo {
         self.apply_link_changes(registry, now);
         if let Some(cards) = self.card_prober.as_ref().and_then(|p| p.latest()) {
             self.set_agent_cards(cards);
+        }
+        if let Some(m) = self.machine_prober.as_ref().and_then(|p| p.latest()) {
+            self.machine = m;
+            self.refresh_headroom();
         }
         let dials: Vec<PeerConfig> = self
             .peers_cfg

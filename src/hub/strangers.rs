@@ -1,0 +1,277 @@
+//! Connections that have not authenticated, and how many connections each name holds (SPEC
+//! §4.6, §6.2, §8.1, §8.2; issue 29 "Strangers cannot take the hub", "Logs cannot be
+//! flooded").
+//!
+//! Owns three books. The open connections still without an identity, oldest first, so the IO
+//! layer can keep them under `limits.max_unauthenticated` and make room for a newcomer by
+//! closing the oldest (`oldest_unauthenticated`). The open connections per authenticated
+//! name, so a hello past `limits.max_connections_per_agent` is refused. And the records of
+//! strangers: a connection that never authenticates gets its `connected` record (with its
+//! `auth_failed`, if it failed a hello) and its service-log line only while a token bucket
+//! allows (`STRANGER_RECORD_BURST`, then one per `STRANGER_RECORD_REFILL`, shared by all
+//! strangers); past that it is counted, and the counts go out as one `strangers` audit record
+//! and one service-log line at most every `STRANGER_SUMMARY_INTERVAL`, and at a stop. So every
+//! connection and every auth failure is in the audit log, one by one or in a count, and a
+//! flood of them costs the disk a bounded number of bytes per hour.
+//!
+//! The relay throttles its strangers the same way (`server::relay_gate`); the bucket is the
+//! relay's `Throttle`. Refuses IO, like the rest of the core: the time comes in as `now`.
+
+use super::event::{AuditEvent, Output};
+use super::fold_hash::FoldMap;
+use super::session::Standing;
+use super::{ConnId, Hub, Now};
+use crate::relay::throttle::Throttle;
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// Strangers recorded one by one at once (their `connected`, `auth_failed` and service-log
+/// line), before the rate below applies: a handful of mistyped tokens or probes is seen in
+/// full.
+pub const STRANGER_RECORD_BURST: u32 = 20;
+/// Then one stranger recorded in full per this period (1,800 an hour at most).
+pub const STRANGER_RECORD_REFILL: Duration = Duration::from_secs(2);
+/// The counted strangers go out as one `strangers` record and one service-log line this long
+/// after the first of them was counted (and at a stop): at most 360 of each an hour.
+pub const STRANGER_SUMMARY_INTERVAL: Duration = Duration::from_secs(10);
+/// Distinct names a `strangers` record lists with their counts; failures under other names
+/// are counted in its `auth_failed` only.
+pub const SUMMARY_MAX_NAMES: usize = 16;
+
+/// The books (module docs).
+#[derive(Debug)]
+pub(super) struct Strangers {
+    /// Open connections that have not authenticated. Connection ids grow with accept order,
+    /// so the first is the oldest.
+    unauthenticated: BTreeSet<ConnId>,
+    /// Open connections per authenticated name. A roster name's entry stays at 0 once used
+    /// (a connection-per-op agent would otherwise insert and remove its name on every verb);
+    /// a task identity's goes at 0 (`tasks::is_task_name`), so the map is bounded by the
+    /// roster plus the tasks holding connections.
+    per_agent: FoldMap<String, u32>,
+    records: Throttle,
+    tally: Tally,
+}
+
+/// Strangers counted since the last `strangers` record.
+#[derive(Debug, Default)]
+struct Tally {
+    /// When the first was counted: the monotonic instant (for the due time) and the wall time
+    /// (for the record's `since`).
+    since: Option<(Instant, DateTime<Utc>)>,
+    connections: u64,
+    auth_failed: u64,
+    names: Vec<(String, u64)>,
+}
+
+impl Default for Strangers {
+    fn default() -> Strangers {
+        Strangers {
+            unauthenticated: BTreeSet::new(),
+            per_agent: FoldMap::default(),
+            records: Throttle::new(STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL),
+            tally: Tally::default(),
+        }
+    }
+}
+
+impl Strangers {
+    /// When the next `strangers` record is due (None while nothing is counted).
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        self.tally
+            .since
+            .map(|(at, _)| crate::kernel::deadline::after(at, STRANGER_SUMMARY_INTERVAL))
+    }
+
+    /// Open connections `name` holds.
+    pub(super) fn held_by(&self, name: &str) -> u32 {
+        self.per_agent.get(name).copied().unwrap_or(0)
+    }
+
+    fn take_slot(&mut self, name: &str) {
+        match self.per_agent.get_mut(name) {
+            Some(n) => *n = n.saturating_add(1),
+            None => {
+                self.per_agent.insert(name.to_owned(), 1);
+            }
+        }
+    }
+
+    fn free_slot(&mut self, name: &str) {
+        if let Some(n) = self.per_agent.get_mut(name) {
+            *n = n.saturating_sub(1);
+            if *n == 0 && crate::kernel::names::is_task_name(name) {
+                self.per_agent.remove(name);
+            }
+        }
+    }
+}
+
+impl Hub {
+    /// Open connections that have not authenticated (`limits.max_unauthenticated` bounds them
+    /// through the IO layer, SPEC §4.6).
+    pub fn unauthenticated(&self) -> usize {
+        self.strangers.unauthenticated.len()
+    }
+
+    /// The oldest open connection that has not authenticated: the one the IO layer closes to
+    /// make room for a newer connection (SPEC §4.6).
+    pub fn oldest_unauthenticated(&self) -> Option<ConnId> {
+        self.strangers.unauthenticated.first().copied()
+    }
+
+    /// Whether `conn` still waits for its hello: its lines are capped at
+    /// `wire::HELLO_MAX_LINE_BYTES` (SPEC §2.1) until it has one.
+    pub fn awaits_hello(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| matches!(c.phase, super::session::Phase::Hello))
+    }
+
+    /// A new connection: a stranger until its hello authenticates it.
+    pub(super) fn stranger_arrived(&mut self, conn: ConnId) {
+        self.strangers.unauthenticated.insert(conn);
+    }
+
+    /// `conn`'s hello proved it is `name`. Its `connected` record goes out now, ahead of
+    /// `authenticated` (v4: written with the connection's first outcome). Returns false,
+    /// taking no slot, when `name` already holds `limits.max_connections_per_agent`
+    /// connections (the caller refuses the hello).
+    pub(super) fn stranger_authenticated(&mut self, conn: ConnId, name: &str) -> bool {
+        self.outputs
+            .push_back(Output::Audit(AuditEvent::Connected { conn }));
+        let admitted =
+            (self.strangers.held_by(name) as usize) < self.limits.max_connections_per_agent();
+        if admitted {
+            self.strangers.take_slot(name);
+            // A refused one stays among the unauthenticated: it holds no identity's slot, and
+            // while it closes it may be made room for like any stranger.
+            self.strangers.unauthenticated.remove(&conn);
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.standing = if admitted {
+                Standing::Agent
+            } else {
+                Standing::AgentRefused
+            };
+        }
+        admitted
+    }
+
+    /// The first outcome of a connection that has not authenticated: a failed hello (`tried`
+    /// is the name it asserted), or its end without one (a bad first line, the hello
+    /// deadline, its close, a shutdown). Decides, once per connection, whether its records
+    /// are written (within the strangers' rate: `connected`, then `auth_failed` for a failed
+    /// hello) or counted for the next `strangers` record. True when they are written, and so
+    /// its service-log lines are too; also true for a connection that is no stranger.
+    pub(super) fn stranger_outcome(
+        &mut self,
+        conn: ConnId,
+        tried: Option<String>,
+        now: Now,
+    ) -> bool {
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        match c.standing {
+            Standing::Stranger => {}
+            Standing::StrangerSummed => return false,
+            Standing::StrangerRecorded | Standing::Agent | Standing::AgentRefused => return true,
+        }
+        let recorded = self.strangers.records.admit(now.mono).is_some();
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.standing = if recorded {
+                Standing::StrangerRecorded
+            } else {
+                Standing::StrangerSummed
+            };
+        }
+        if recorded {
+            self.outputs
+                .push_back(Output::Audit(AuditEvent::Connected { conn }));
+            if let Some(tried) = tried {
+                let name = self.recordable(&tried).then_some(tried);
+                self.outputs
+                    .push_back(Output::Audit(AuditEvent::AuthFailed { conn, name }));
+            }
+            return true;
+        }
+        let tally = &mut self.strangers.tally;
+        tally.since.get_or_insert((now.mono, now.wall));
+        tally.connections = tally.connections.saturating_add(1);
+        let Some(tried) = tried else {
+            return false;
+        };
+        tally.auth_failed = tally.auth_failed.saturating_add(1);
+        // A name already listed passed `recordable` when it was added; a new one is checked
+        // only while there is room for it, so a flood of distinct names costs no token scans.
+        if let Some((_, count)) = tally.names.iter_mut().find(|(n, _)| *n == tried) {
+            *count = count.saturating_add(1);
+        } else if tally.names.len() < SUMMARY_MAX_NAMES && self.recordable(&tried) {
+            self.strangers.tally.names.push((tried, 1));
+        }
+        false
+    }
+
+    /// The socket of `conn` is being released: a stranger not yet decided is decided now (it
+    /// ended without a line the core answered: evicted, reset, or its first read failed),
+    /// and the books let go of it.
+    pub(super) fn stranger_left(&mut self, conn: ConnId, now: Now) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        match c.standing {
+            Standing::Stranger => {
+                self.stranger_outcome(conn, None, now);
+            }
+            Standing::Agent => {
+                if let Some(name) = c.name.clone() {
+                    self.strangers.free_slot(&name);
+                }
+            }
+            _ => {}
+        }
+        self.strangers.unauthenticated.remove(&conn);
+    }
+
+    /// Whether the name a failed hello asserted may be recorded (`auth_failed`'s `name`, a
+    /// `strangers` record's `names`, SPEC §6.2): not when it holds a roster or live task
+    /// token, so a token pasted in the wrong field is never written, nor when it is longer
+    /// than any roster name can be (`roster::MAX_NAME_BYTES`), so a stranger's record stays
+    /// small. The length is checked first: it also bounds the token scan.
+    fn recordable(&self, tried: &str) -> bool {
+        tried.len() <= crate::roster::MAX_NAME_BYTES
+            && !self.roster.holds_token(tried)
+            && !self.tasks.as_ref().is_some_and(|b| b.holds_token(tried))
+    }
+
+    /// Writes the `strangers` record and its service-log line when one is due at `now`, or
+    /// whenever strangers are counted with `force` (a stop: the count must not be lost).
+    pub(super) fn sum_strangers(&mut self, now: Now, force: bool) {
+        let due = self.strangers.poll_timeout();
+        if due.is_none() || (!force && due.is_some_and(|d| d > now.mono)) {
+            return;
+        }
+        let t = std::mem::take(&mut self.strangers.tally);
+        let Some((since_mono, since_wall)) = t.since else {
+            return;
+        };
+        let secs = now.mono.saturating_duration_since(since_mono).as_secs_f64();
+        self.outputs.push_back(Output::Log(format!(
+            "strangers: {} connections that never authenticated in the last {secs:.1} s ({} failed their hello) were counted rather than recorded one by one; the audit log's strangers record has the counts",
+            t.connections, t.auth_failed
+        )));
+        self.outputs.push_back(Output::Audit(AuditEvent::Strangers {
+            since: since_wall.to_rfc3339_opts(SecondsFormat::Micros, true),
+            connections: t.connections,
+            auth_failed: t.auth_failed,
+            names: t.names,
+        }));
+    }
+
+    /// A stopping hub writes what it counted, ahead of its `shutdown` record (SPEC §4.6).
+    pub fn flush_strangers(&mut self, now: Now) {
+        self.sum_strangers(now, true);
+    }
+}

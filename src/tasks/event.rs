@@ -1,0 +1,37 @@
+//! What a task run reports to the task book (docs/delegation.md): the events a runner sends
+//! its owner, in order, and how the process ended. Plain data, defined here with the book that
+//! consumes them rather than in the runner that produces them, so the book (pure) imports
+//! nothing from the IO layer (issue 30; PLAN.md §14).
+
+use crate::acp::{ExitStatus, Log, Outcome, Progress, Signal};
+
+/// What the owner receives, in this order: `Started` (unless the agent could not be
+/// started), any number of `Progress` and `Log`, exactly one `Outcome`, more `Log`, then
+/// `Ended` last.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskEvent {
+    /// The agent process runs, leading its own process group `pid`.
+    Started { pid: u32 },
+    /// A coalesced progress snapshot from the session.
+    Progress(Progress),
+    /// A service-log line: the session's (permission decisions, anomalies, the summary) or
+    /// the runner's (spawn, pipe failures). Never holds the prompt, text or a secret.
+    Log(Log),
+    /// The task's one final outcome.
+    Outcome(Outcome),
+    /// The process was reaped and nothing more will come.
+    Ended(TaskEnd),
+}
+
+/// How the process ended, sent with `TaskEvent::Ended`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskEnd {
+    /// None when no process was started.
+    pub exit: Option<ExitStatus>,
+    /// Signals sent to the process group, in order.
+    pub signals: Vec<Signal>,
+    /// The last lines of the agent's stderr, each a sanitized excerpt (acp::sanitize).
+    pub stderr_tail: Vec<String>,
+    /// Every byte the agent wrote to stderr, kept or not.
+    pub stderr_bytes: u64,
+}
