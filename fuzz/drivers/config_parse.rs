@@ -75,7 +75,7 @@ fn check_limits(l: &Limits) {
 fn limits_round_trip(l: &Limits) {
     let text = format!(
         "port = 0\naudit_log_path = \"a\"\nservice_log_path = \"s\"\nroster_path = \"r\"\n[store]\nkind = \"memory\"\n{}",
-        l.to_toml()
+        agent_hub::config::limits_to_toml(l)
     );
     match Config::parse(&text, Path::new("/")) {
         Ok(back) => assert_eq!(&back.limits, l, "limits change when written back"),

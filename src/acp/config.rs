@@ -136,7 +136,7 @@ impl Limits {
 
     /// Every field within `Limits::MAX`; the line cap at least 1 KiB and the per-step
     /// deadlines nonzero, since a zero there could never be met.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), SessionConfigError> {
         let m = &Limits::MAX;
         let checks: [(&'static str, u64, u64, u64); 13] = [
             (
@@ -210,7 +210,7 @@ impl Limits {
         ];
         for (key, value, min, max) in checks {
             if value < min || value > max {
-                return Err(ConfigError::Limit {
+                return Err(SessionConfigError::Limit {
                     key,
                     value,
                     min,
@@ -265,25 +265,25 @@ impl SessionConfig {
         Duration::from_millis(self.task_timeout_ms)
     }
 
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), SessionConfigError> {
         self.limits.validate()?;
         if !self.cwd.is_absolute() {
-            return Err(ConfigError::CwdNotAbsolute);
+            return Err(SessionConfigError::CwdNotAbsolute);
         }
         if self.cwd.to_str().is_none() {
-            return Err(ConfigError::NotUtf8("cwd"));
+            return Err(SessionConfigError::NotUtf8("cwd"));
         }
         if self.prompt.trim().is_empty() {
-            return Err(ConfigError::EmptyPrompt);
+            return Err(SessionConfigError::EmptyPrompt);
         }
         if self.prompt.len() > self.limits.max_prompt_bytes {
-            return Err(ConfigError::PromptTooLong {
+            return Err(SessionConfigError::PromptTooLong {
                 bytes: self.prompt.len(),
                 max: self.limits.max_prompt_bytes,
             });
         }
         if self.task_timeout_ms == 0 || self.task_timeout_ms > MAX_TASK_TIMEOUT_MS {
-            return Err(ConfigError::Limit {
+            return Err(SessionConfigError::Limit {
                 key: "task_timeout_ms",
                 value: self.task_timeout_ms,
                 min: 1,
@@ -291,10 +291,10 @@ impl SessionConfig {
             });
         }
         if let Some(modes) = &self.ask_modes {
-            check_ask_modes(modes).map_err(ConfigError::AskModes)?;
+            check_ask_modes(modes).map_err(SessionConfigError::AskModes)?;
         }
         if self.mcp_servers.len() > MAX_MCP_SERVERS {
-            return Err(ConfigError::McpServer(format!(
+            return Err(SessionConfigError::McpServer(format!(
                 "{} servers given, at most {MAX_MCP_SERVERS}",
                 self.mcp_servers.len()
             )));
@@ -303,7 +303,7 @@ impl SessionConfig {
         for s in &self.mcp_servers {
             check_server(s)?;
             if names.contains(&s.name.as_str()) {
-                return Err(ConfigError::McpServer(format!(
+                return Err(SessionConfigError::McpServer(format!(
                     "server name {:?} given twice",
                     s.name
                 )));
@@ -338,8 +338,8 @@ pub fn check_ask_modes(modes: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn check_server(s: &McpServer) -> Result<(), ConfigError> {
-    let bad = |why: String| Err(ConfigError::McpServer(why));
+fn check_server(s: &McpServer) -> Result<(), SessionConfigError> {
+    let bad = |why: String| Err(SessionConfigError::McpServer(why));
     if !is_plain_name(&s.name) {
         return bad(format!(
             "server name {:?} must be 1-64 of [A-Za-z0-9_-]",
@@ -389,7 +389,7 @@ fn is_plain_name(s: &str) -> bool {
 
 /// A session that cannot start. Messages never include the prompt or env values.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigError {
+pub enum SessionConfigError {
     CwdNotAbsolute,
     NotUtf8(&'static str),
     EmptyPrompt,
@@ -407,28 +407,30 @@ pub enum ConfigError {
     AskModes(String),
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for SessionConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::CwdNotAbsolute => write!(f, "the task's cwd must be an absolute path"),
-            ConfigError::NotUtf8(what) => write!(f, "the task's {what} must be UTF-8"),
-            ConfigError::EmptyPrompt => write!(f, "the task's prompt is empty"),
-            ConfigError::PromptTooLong { bytes, max } => {
+            SessionConfigError::CwdNotAbsolute => {
+                write!(f, "the task's cwd must be an absolute path")
+            }
+            SessionConfigError::NotUtf8(what) => write!(f, "the task's {what} must be UTF-8"),
+            SessionConfigError::EmptyPrompt => write!(f, "the task's prompt is empty"),
+            SessionConfigError::PromptTooLong { bytes, max } => {
                 write!(f, "the prompt is {bytes} bytes; the limit is {max}")
             }
-            ConfigError::Limit {
+            SessionConfigError::Limit {
                 key,
                 value,
                 min,
                 max,
             } => write!(f, "acp {key} = {value} is outside {min}..={max}"),
-            ConfigError::McpServer(why) => write!(f, "mcp server entry: {why}"),
-            ConfigError::AskModes(why) => write!(f, "ask_modes: {why}"),
+            SessionConfigError::McpServer(why) => write!(f, "mcp server entry: {why}"),
+            SessionConfigError::AskModes(why) => write!(f, "ask_modes: {why}"),
         }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for SessionConfigError {}
 
 #[cfg(test)]
 mod tests {
@@ -460,7 +462,7 @@ mod tests {
         };
         assert!(matches!(
             l.validate(),
-            Err(ConfigError::Limit {
+            Err(SessionConfigError::Limit {
                 key: "max_line_bytes",
                 ..
             })
@@ -476,7 +478,7 @@ mod tests {
         };
         assert!(matches!(
             l.validate(),
-            Err(ConfigError::Limit {
+            Err(SessionConfigError::Limit {
                 key: "initialize_timeout_ms",
                 ..
             })
@@ -494,11 +496,11 @@ mod tests {
         ok.validate().unwrap();
         assert_eq!(
             SessionConfig::new("rel/dir", "p", 1).validate(),
-            Err(ConfigError::CwdNotAbsolute)
+            Err(SessionConfigError::CwdNotAbsolute)
         );
         assert_eq!(
             SessionConfig::new("/w", " \n", 1).validate(),
-            Err(ConfigError::EmptyPrompt)
+            Err(SessionConfigError::EmptyPrompt)
         );
         assert!(SessionConfig::new("/w", "p", 0).validate().is_err());
         assert!(SessionConfig::new("/w", "p", MAX_TASK_TIMEOUT_MS + 1)
@@ -508,7 +510,7 @@ mod tests {
         big.limits.max_prompt_bytes = 10;
         assert_eq!(
             big.validate(),
-            Err(ConfigError::PromptTooLong { bytes: 11, max: 10 })
+            Err(SessionConfigError::PromptTooLong { bytes: 11, max: 10 })
         );
     }
 
@@ -527,7 +529,7 @@ mod tests {
         ] {
             c.ask_modes = Some(bad.clone());
             assert!(
-                matches!(c.validate(), Err(ConfigError::AskModes(_))),
+                matches!(c.validate(), Err(SessionConfigError::AskModes(_))),
                 "{bad:?}"
             );
         }

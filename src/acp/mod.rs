@@ -24,7 +24,7 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ConfigError, Limits, McpServer, PermissionPolicy, SessionConfig};
+pub use config::{Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError};
 pub use outcome::{
     CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
 };

@@ -376,7 +376,7 @@ mod tests {
     #[test]
     fn set_port_changes_only_the_port_line() {
         let text = "# c\nport = 46110   # the port\naudit_log_path = \"a\"\nservice_log_path = \"s\"\nroster_path = \"r\"\n[store]\nkind = \"memory\"\n";
-        let limits = crate::config::Limits::example().to_toml();
+        let limits = crate::config::limits_to_toml(&crate::config::Limits::example());
         let text = format!("{text}\n{limits}");
         let out = set_port(&text, 24610, Path::new("/")).unwrap();
         assert_eq!(out, text.replace("port = 46110 ", "port = 24610 "));

@@ -123,15 +123,9 @@ impl PromptVia {
     }
 }
 
-/// Headless output parser tags (`run.outcome`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    ExitCode,
-    ClaudeJson,
-    CodexJsonl,
-    GeminiJson,
-    OpencodeJsonl,
-}
+/// Headless output parser tags (`run.outcome`): the parser's own `Format`, which owns its
+/// tags (PLAN.md §14: the parsing core does not import the manifests above it).
+pub use crate::headless::parse::Format as Outcome;
 
 /// Delivery modes (`deliver.mode`, 000 §5.2), fastest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +244,6 @@ macro_rules! tags {
 
 tags!(Transcript { "anthropic-jsonl" => Transcript::AnthropicJsonl, "codex-jsonl" => Transcript::CodexJsonl, "gemini-jsonl" => Transcript::GeminiJsonl, "none" => Transcript::None });
 tags!(PromptVia { "argv" => PromptVia::Argv, "stdin" => PromptVia::Stdin });
-tags!(Outcome { "exit-code" => Outcome::ExitCode, "claude-json" => Outcome::ClaudeJson, "codex-jsonl" => Outcome::CodexJsonl, "gemini-json" => Outcome::GeminiJson, "opencode-jsonl" => Outcome::OpencodeJsonl });
 tags!(DeliverMode { "stop-hook" => DeliverMode::StopHook, "claude-stop-hook" => DeliverMode::StopHook, "plugin-event" => DeliverMode::PluginEvent, "terminal" => DeliverMode::Terminal, "pull" => DeliverMode::Pull });
 tags!(McpFormat { "claude-json" => McpFormat::ClaudeJson, "codex-toml" => McpFormat::CodexToml, "gemini-json" => McpFormat::GeminiJson, "opencode-json" => McpFormat::OpencodeJson, "droid-json" => McpFormat::DroidJson });
 tags!(HookKind { "claude-stop" => HookKind::ClaudeStop, "codex-stop" => HookKind::CodexStop, "gemini-after-agent" => HookKind::GeminiAfterAgent, "droid-stop" => HookKind::DroidStop, "opencode-plugin" => HookKind::OpencodePlugin, "none" => HookKind::None });

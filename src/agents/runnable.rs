@@ -239,5 +239,4 @@ pub fn resolve(reg: &Registry, name: &str, path_var: &str) -> Result<RunSpec, Ru
 }
 
 #[cfg(test)]
-#[path = "runnable_tests.rs"]
 mod tests;

@@ -226,7 +226,7 @@ mod tests {
             for (value, ok) in [(max, true), (max + 1, false), (u64::MAX / 2, false)] {
                 let mut l = Limits::example();
                 set(&mut l, value);
-                let text = format!("{head}{}", l.to_toml());
+                let text = format!("{head}{}", crate::config::limits_to_toml(&l));
                 match Config::parse(&text, Path::new("/d")) {
                     Ok(c) => {
                         assert!(ok, "{key} = {value} loaded");
@@ -253,9 +253,14 @@ mod tests {
         let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
         let mut l = Limits::example();
         l.answer_linger_ms = 0;
-        let c = Config::parse(&format!("{head}{}", l.to_toml()), Path::new("/d")).unwrap();
+        let c = Config::parse(
+            &format!("{head}{}", crate::config::limits_to_toml(&l)),
+            Path::new("/d"),
+        )
+        .unwrap();
         assert_eq!(c.limits.answer_linger_ms, 0);
-        let without = format!("{head}{}", l.to_toml()).replace("answer_linger_ms = 0\n", "");
+        let without = format!("{head}{}", crate::config::limits_to_toml(&l))
+            .replace("answer_linger_ms = 0\n", "");
         let c = Config::parse(&without, Path::new("/d")).unwrap();
         assert_eq!(
             c.limits.answer_linger_ms,
@@ -269,7 +274,8 @@ mod tests {
     fn the_service_log_flush_defaults_and_may_be_zero() {
         let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
         let mut l = Limits::example();
-        let without = format!("{head}{}", l.to_toml()).replace("service_log_flush_ms = 100\n", "");
+        let without = format!("{head}{}", crate::config::limits_to_toml(&l))
+            .replace("service_log_flush_ms = 100\n", "");
         assert!(!without.contains("service_log_flush_ms"));
         let c = Config::parse(&without, Path::new("/d")).unwrap();
         assert_eq!(
@@ -277,7 +283,11 @@ mod tests {
             crate::config::DEFAULT_SERVICE_LOG_FLUSH_MS
         );
         l.service_log_flush_ms = 0;
-        let c = Config::parse(&format!("{head}{}", l.to_toml()), Path::new("/d")).unwrap();
+        let c = Config::parse(
+            &format!("{head}{}", crate::config::limits_to_toml(&l)),
+            Path::new("/d"),
+        )
+        .unwrap();
         assert_eq!(c.limits.service_log_flush_ms, 0);
     }
 
@@ -287,7 +297,8 @@ mod tests {
     fn max_status_waits_defaults_and_refuses_zero() {
         let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
         let l = Limits::example();
-        let without = format!("{head}{}", l.to_toml()).replace("max_status_waits = 1024\n", "");
+        let without = format!("{head}{}", crate::config::limits_to_toml(&l))
+            .replace("max_status_waits = 1024\n", "");
         assert!(!without.contains("max_status_waits"));
         let c = Config::parse(&without, Path::new("/d")).unwrap();
         assert_eq!(
@@ -296,9 +307,12 @@ mod tests {
         );
         let mut zero = Limits::example();
         zero.max_status_waits = 0;
-        let e = Config::parse(&format!("{head}{}", zero.to_toml()), Path::new("/d"))
-            .unwrap_err()
-            .to_string();
+        let e = Config::parse(
+            &format!("{head}{}", crate::config::limits_to_toml(&zero)),
+            Path::new("/d"),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("limits.max_status_waits"), "{e}");
     }
 
@@ -307,9 +321,14 @@ mod tests {
     #[test]
     fn the_connection_shares_default_to_a_quarter_and_stay_within_the_cap() {
         let head = &EXAMPLE[..EXAMPLE.find("[limits]").unwrap()];
-        let parse = |l: &Limits| Config::parse(&format!("{head}{}", l.to_toml()), Path::new("/d"));
+        let parse = |l: &Limits| {
+            Config::parse(
+                &format!("{head}{}", crate::config::limits_to_toml(l)),
+                Path::new("/d"),
+            )
+        };
         let mut l = Limits::example();
-        assert!(!l.to_toml().contains("max_unauthenticated"));
+        assert!(!crate::config::limits_to_toml(&l).contains("max_unauthenticated"));
         let c = parse(&l).unwrap();
         assert_eq!(c.limits.max_unauthenticated(), 256);
         assert_eq!(c.limits.max_connections_per_agent(), 256);

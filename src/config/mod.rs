@@ -14,7 +14,7 @@ mod store;
 pub mod tasks;
 
 pub use limits::{
-    Limits, DEFAULT_ANSWER_LINGER_MS, DEFAULT_CONNECTION_SHARE_DIVISOR,
+    to_toml as limits_to_toml, Limits, DEFAULT_ANSWER_LINGER_MS, DEFAULT_CONNECTION_SHARE_DIVISOR,
     DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_MAX_DELIVERIES, DEFAULT_MAX_STATUS_WAITS,
     DEFAULT_SERVICE_LOG_FLUSH_MS, DEFAULT_STORE_BACKLOG_MAX_BYTES, IDEMPOTENCY_BYTES_RANGE,
     MAX_MAX_DELIVERIES, MAX_SERVICE_LOG_FLUSH_MS, STORE_BACKLOG_BYTES_RANGE,
@@ -143,7 +143,7 @@ impl Config {
     pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         let raw: RawConfig =
             toml::from_str(text).map_err(|e| ConfigError::Toml(e.message().trim().to_owned()))?;
-        raw.limits.validate()?;
+        limits::validate(&raw.limits)?;
         check_operators(&raw.operators)?;
         let resolve = |key: &str, p: PathBuf| -> Result<PathBuf, ConfigError> {
             if p.as_os_str().is_empty() {
@@ -156,7 +156,7 @@ impl Config {
             None => None,
             Some(r) => Some(relay::relay_config(r, &resolve)?),
         };
-        let tasks = raw.tasks.map(tasks::TasksConfig::from_raw).transpose()?;
+        let tasks = raw.tasks.map(tasks::from_raw).transpose()?;
         // A peer allowed to delegate needs somewhere for its tasks to run.
         if let (Some(r), None) = (&relay, &tasks) {
             if let Some(p) = r.peers.iter().find(|p| p.delegate) {

@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 pub const MAX_CONCURRENT_TASKS: u64 = 256;
 /// `tasks.queue_max`: a queued task holds its prompt in memory.
 pub const MAX_QUEUED_TASKS: u64 = 100_000;
-/// `tasks.timeout_secs`: one week, the session's own bound (`acp::config::MAX_TASK_TIMEOUT_MS`).
-pub const MAX_TASK_TIMEOUT_SECS: u64 = crate::acp::config::MAX_TASK_TIMEOUT_MS / 1000;
+/// `tasks.timeout_secs`: one week, the session's own bound (`acp::config::MAX_TASK_TIMEOUT_MS`);
+/// the type and this bound are the core's (`tasks::settings`), re-exported here.
+pub use crate::tasks::settings::{SandboxMode, TasksConfig, MAX_TASK_TIMEOUT_SECS};
 /// Entries of `tasks.cwd_roots` and of `tasks.agent_permission`.
 pub const MAX_CWD_ROOTS: usize = 64;
 pub const MAX_AGENT_OVERRIDES: usize = 256;
@@ -96,212 +97,143 @@ pub(super) struct RawTasks {
     term_grace_ms: Option<u64>,
 }
 
-/// A validated `[tasks]` table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TasksConfig {
-    /// Tasks running at once; more wait in the queue, in order.
-    pub max_concurrent: usize,
-    /// Tasks waiting at most; beyond it a delegation is refused. 0: no queue.
-    pub queue_max: usize,
-    /// Tasks one delegator (a roster name, or a relay peer) may hold queued or running at
-    /// once; beyond it its delegation is refused, so one delegator cannot take the whole
-    /// queue (docs/delegation.md "Limits").
-    pub max_per_delegator: usize,
-    /// A task's wall-clock budget unless the delegator asks for less.
-    pub timeout_secs: u64,
-    /// Largest prompt accepted (also the session's `max_prompt_bytes`).
-    pub prompt_max_bytes: usize,
-    /// Canonical folders; a task's cwd must lie under one (`check_cwd`).
-    pub cwd_roots: Vec<PathBuf>,
-    /// How permission requests are answered unless an agent has an override.
-    pub permission: PermissionPolicy,
-    /// Per manifest name.
-    pub agent_permission: BTreeMap<String, PermissionPolicy>,
-    /// The session limits every task gets.
-    pub limits: Limits,
-    /// Names a task's identity may mail besides its delegator (roster names).
-    pub may_mail: Vec<String>,
-    /// The shortest `progressSecs` a delegation may ask for (0 asks for none).
-    pub min_progress_secs: u64,
-    /// The cap on the agent's final text in a `task_outcome` envelope.
-    pub outcome_text_max_bytes: usize,
-    /// Settled tasks kept for `task_status` and `tasks`, oldest dropped first.
-    pub history_max: usize,
-    /// Seconds between `task_status` messages to a peer that delegated a task here.
-    pub peer_status_secs: u64,
-    /// An extra folder of agent manifests the runner looks in (absolute).
-    pub manifests_dir: Option<PathBuf>,
-    /// Where task credential files are written (absolute); None: `task-credentials` beside
-    /// the audit log (docs/delegation.md "How a task runs").
-    pub credentials_dir: Option<PathBuf>,
-    /// Environment names (or `PREFIX*`) passed to agents; None: the default list
-    /// (docs/delegation.md "The agent's environment").
-    pub env_pass: Option<Vec<String>>,
-    /// Bytes of a headless agent's stdout kept for its outcome parser; the rest is dropped
-    /// and the outcome says `truncated` (docs/delegation.md "Headless tasks").
-    pub headless_stdout_max_bytes: usize,
-    /// The OS sandbox every agent runs in: `auto` (the default: bubblewrap, else Landlock),
-    /// `bwrap`, `landlock` or `none` (docs/delegation.md "Task identity").
-    pub sandbox: crate::sandbox::Mode,
-}
+/// The table read from TOML, with its defaults filled in and every value checked.
+pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
+    let count = |key: &str, v: Option<u64>, default: u64, min: u64, max: u64| {
+        let v = v.unwrap_or(default);
+        bounds::check(key, v, min, max, Unit::Count).map(|()| v)
+    };
+    let max_concurrent = count(
+        "tasks.max_concurrent",
+        raw.max_concurrent,
+        DEFAULT_MAX_CONCURRENT,
+        1,
+        MAX_CONCURRENT_TASKS,
+    )?;
+    let queue_max = count(
+        "tasks.queue_max",
+        raw.queue_max,
+        DEFAULT_QUEUE_MAX,
+        0,
+        MAX_QUEUED_TASKS,
+    )?;
+    // Default: every runner slot and half the queue, so a lone delegator keeps the slots
+    // (they turn over) and another always finds the rest of the waiting room. Above
+    // slots + queue it would cap nothing.
+    let capacity = max_concurrent + queue_max;
+    let max_per_delegator = count(
+        "tasks.max_per_delegator",
+        raw.max_per_delegator,
+        default_max_per_delegator(max_concurrent, queue_max),
+        1,
+        capacity,
+    )
+    .map_err(|e| match e {
+        ConfigError::Invalid(m) if m.contains("upper bound") => {
+            ConfigError::Invalid(format!("{m} (tasks.max_concurrent + tasks.queue_max)"))
+        }
+        other => other,
+    })?;
+    let timeout_secs = raw.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    bounds::check_duration_secs("tasks.timeout_secs", timeout_secs, MAX_TASK_TIMEOUT_SECS)?;
+    let prompt_max_bytes = raw.prompt_max_bytes.unwrap_or(DEFAULT_PROMPT_MAX_BYTES);
+    bounds::check_bytes(
+        "tasks.prompt_max_bytes",
+        prompt_max_bytes,
+        Limits::MAX.max_prompt_bytes as u64,
+    )?;
 
-impl TasksConfig {
-    /// The policy for tasks on `agent` (a manifest name).
-    pub fn permission_for(&self, agent: &str) -> PermissionPolicy {
-        self.agent_permission
-            .get(agent)
-            .copied()
-            .unwrap_or(self.permission)
+    if raw.cwd_roots.is_empty() {
+        return Err(ConfigError::Invalid(
+            "tasks.cwd_roots must list at least one folder a task may run in".into(),
+        ));
+    }
+    if raw.cwd_roots.len() > MAX_CWD_ROOTS {
+        return Err(ConfigError::Invalid(format!(
+            "tasks.cwd_roots lists {} folders; at most {MAX_CWD_ROOTS}",
+            raw.cwd_roots.len()
+        )));
+    }
+    let mut cwd_roots = Vec::new();
+    for root in &raw.cwd_roots {
+        let canonical = canonical_root(root)?;
+        if !cwd_roots.contains(&canonical) {
+            cwd_roots.push(canonical);
+        }
     }
 
-    /// `timeout_secs` in milliseconds, as `acp::SessionConfig::task_timeout_ms` takes it.
-    pub fn timeout_ms(&self) -> u64 {
-        // Exact: timeout_secs is at most a week.
-        self.timeout_secs * 1000
-    }
-
-    /// `check_cwd` against this table's roots.
-    pub fn check_cwd(&self, path: &Path) -> Result<PathBuf, CwdError> {
-        check_cwd(&self.cwd_roots, path)
-    }
-
-    pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
-        let count = |key: &str, v: Option<u64>, default: u64, min: u64, max: u64| {
-            let v = v.unwrap_or(default);
-            bounds::check(key, v, min, max, Unit::Count).map(|()| v)
-        };
-        let max_concurrent = count(
-            "tasks.max_concurrent",
-            raw.max_concurrent,
-            DEFAULT_MAX_CONCURRENT,
-            1,
-            MAX_CONCURRENT_TASKS,
-        )?;
-        let queue_max = count(
-            "tasks.queue_max",
-            raw.queue_max,
-            DEFAULT_QUEUE_MAX,
-            0,
-            MAX_QUEUED_TASKS,
-        )?;
-        // Default: every runner slot and half the queue, so a lone delegator keeps the slots
-        // (they turn over) and another always finds the rest of the waiting room. Above
-        // slots + queue it would cap nothing.
-        let capacity = max_concurrent + queue_max;
-        let max_per_delegator = count(
-            "tasks.max_per_delegator",
-            raw.max_per_delegator,
-            default_max_per_delegator(max_concurrent, queue_max),
-            1,
-            capacity,
-        )
-        .map_err(|e| match e {
-            ConfigError::Invalid(m) if m.contains("upper bound") => {
-                ConfigError::Invalid(format!("{m} (tasks.max_concurrent + tasks.queue_max)"))
-            }
-            other => other,
-        })?;
-        let timeout_secs = raw.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
-        bounds::check_duration_secs("tasks.timeout_secs", timeout_secs, MAX_TASK_TIMEOUT_SECS)?;
-        let prompt_max_bytes = raw.prompt_max_bytes.unwrap_or(DEFAULT_PROMPT_MAX_BYTES);
-        bounds::check_bytes(
-            "tasks.prompt_max_bytes",
-            prompt_max_bytes,
-            Limits::MAX.max_prompt_bytes as u64,
-        )?;
-
-        if raw.cwd_roots.is_empty() {
-            return Err(ConfigError::Invalid(
-                "tasks.cwd_roots must list at least one folder a task may run in".into(),
-            ));
-        }
-        if raw.cwd_roots.len() > MAX_CWD_ROOTS {
-            return Err(ConfigError::Invalid(format!(
-                "tasks.cwd_roots lists {} folders; at most {MAX_CWD_ROOTS}",
-                raw.cwd_roots.len()
-            )));
-        }
-        let mut cwd_roots = Vec::new();
-        for root in &raw.cwd_roots {
-            let canonical = canonical_root(root)?;
-            if !cwd_roots.contains(&canonical) {
-                cwd_roots.push(canonical);
-            }
-        }
-
-        let policy = |key: &str, tag: &str| {
-            PermissionPolicy::from_tag(tag).ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "{key} {tag:?} is not one of {}",
-                    PermissionPolicy::TAGS.join(", ")
-                ))
-            })
-        };
-        let permission = match raw.permission.as_deref() {
-            None => PermissionPolicy::default(),
-            Some(tag) => policy("tasks.permission", tag)?,
-        };
-        if raw.agent_permission.len() > MAX_AGENT_OVERRIDES {
-            return Err(ConfigError::Invalid(format!(
-                "tasks.agent_permission has {} entries; at most {MAX_AGENT_OVERRIDES}",
-                raw.agent_permission.len()
-            )));
-        }
-        let mut agent_permission = BTreeMap::new();
-        for (agent, tag) in &raw.agent_permission {
-            if !crate::agents::manifest::valid_name(agent) {
-                return Err(ConfigError::Invalid(format!(
-                    "tasks.agent_permission: {agent:?} is not an agent name ([a-z0-9][a-z0-9_-]*, at most 32 bytes)"
-                )));
-            }
-            let p = policy(&format!("tasks.agent_permission.{agent}"), tag)?;
-            agent_permission.insert(agent.clone(), p);
-        }
-
-        let limits = session_limits(&raw, prompt_max_bytes)?;
-        let delegation = delegation_keys(&raw)?;
-        let headless_stdout_max_bytes = raw
-            .headless_stdout_max_bytes
-            .unwrap_or(crate::headless::DEFAULT_STDOUT_MAX_BYTES);
-        bounds::check(
-            "tasks.headless_stdout_max_bytes",
-            headless_stdout_max_bytes,
-            1024,
-            crate::headless::MAX_STDOUT_MAX_BYTES,
-            Unit::Bytes,
-        )?;
-        let sandbox = match raw.sandbox.as_deref() {
-            None => crate::sandbox::Mode::default(),
-            Some(tag) => crate::sandbox::Mode::from_tag(tag).ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "tasks.sandbox {tag:?} is not one of {}",
-                    crate::sandbox::Mode::TAGS.join(", ")
-                ))
-            })?,
-        };
-        Ok(TasksConfig {
-            sandbox,
-            // Each fits: bounded above far below usize::MAX.
-            max_concurrent: max_concurrent as usize,
-            queue_max: queue_max as usize,
-            max_per_delegator: max_per_delegator as usize,
-            timeout_secs,
-            prompt_max_bytes: prompt_max_bytes as usize,
-            cwd_roots,
-            permission,
-            agent_permission,
-            limits,
-            may_mail: delegation.may_mail,
-            min_progress_secs: delegation.min_progress_secs,
-            outcome_text_max_bytes: delegation.outcome_text_max_bytes,
-            history_max: delegation.history_max,
-            peer_status_secs: delegation.peer_status_secs,
-            manifests_dir: delegation.manifests_dir,
-            credentials_dir: delegation.credentials_dir,
-            env_pass: delegation.env_pass,
-            headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
+    let policy = |key: &str, tag: &str| {
+        PermissionPolicy::from_tag(tag).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "{key} {tag:?} is not one of {}",
+                PermissionPolicy::TAGS.join(", ")
+            ))
         })
+    };
+    let permission = match raw.permission.as_deref() {
+        None => PermissionPolicy::default(),
+        Some(tag) => policy("tasks.permission", tag)?,
+    };
+    if raw.agent_permission.len() > MAX_AGENT_OVERRIDES {
+        return Err(ConfigError::Invalid(format!(
+            "tasks.agent_permission has {} entries; at most {MAX_AGENT_OVERRIDES}",
+            raw.agent_permission.len()
+        )));
     }
+    let mut agent_permission = BTreeMap::new();
+    for (agent, tag) in &raw.agent_permission {
+        if !crate::agents::manifest::valid_name(agent) {
+            return Err(ConfigError::Invalid(format!(
+                "tasks.agent_permission: {agent:?} is not an agent name ([a-z0-9][a-z0-9_-]*, at most 32 bytes)"
+            )));
+        }
+        let p = policy(&format!("tasks.agent_permission.{agent}"), tag)?;
+        agent_permission.insert(agent.clone(), p);
+    }
+
+    let limits = session_limits(&raw, prompt_max_bytes)?;
+    let delegation = delegation_keys(&raw)?;
+    let headless_stdout_max_bytes = raw
+        .headless_stdout_max_bytes
+        .unwrap_or(crate::headless::DEFAULT_STDOUT_MAX_BYTES);
+    bounds::check(
+        "tasks.headless_stdout_max_bytes",
+        headless_stdout_max_bytes,
+        1024,
+        crate::headless::MAX_STDOUT_MAX_BYTES,
+        Unit::Bytes,
+    )?;
+    let sandbox = match raw.sandbox.as_deref() {
+        None => SandboxMode::default(),
+        Some(tag) => SandboxMode::from_tag(tag).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "tasks.sandbox {tag:?} is not one of {}",
+                SandboxMode::TAGS.join(", ")
+            ))
+        })?,
+    };
+    Ok(TasksConfig {
+        sandbox,
+        // Each fits: bounded above far below usize::MAX.
+        max_concurrent: max_concurrent as usize,
+        queue_max: queue_max as usize,
+        max_per_delegator: max_per_delegator as usize,
+        timeout_secs,
+        prompt_max_bytes: prompt_max_bytes as usize,
+        cwd_roots,
+        permission,
+        agent_permission,
+        limits,
+        may_mail: delegation.may_mail,
+        min_progress_secs: delegation.min_progress_secs,
+        outcome_text_max_bytes: delegation.outcome_text_max_bytes,
+        history_max: delegation.history_max,
+        peer_status_secs: delegation.peer_status_secs,
+        manifests_dir: delegation.manifests_dir,
+        credentials_dir: delegation.credentials_dir,
+        env_pass: delegation.env_pass,
+        headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
+    })
 }
 
 /// The delegation keys of the table, validated.
@@ -628,5 +560,4 @@ pub fn check_cwd(roots: &[PathBuf], path: &Path) -> Result<PathBuf, CwdError> {
 }
 
 #[cfg(test)]
-#[path = "tasks_tests.rs"]
-mod tests_of_tasks;
+mod tests;

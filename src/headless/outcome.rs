@@ -8,11 +8,10 @@
 //! and a bounded, redacted stderr excerpt; our cancel is `cancelled`, the deadline
 //! `timed_out`. Refuses IO.
 
-use super::parse::{self, Parsed};
+use super::parse::{self, Format, Parsed};
 use super::run::{Cause, Ending};
 use crate::acp::sanitize::Secrets;
 use crate::acp::{CancelEnd, Failure, Outcome, Progress, Status, StopReason};
-use crate::agents::manifest::Outcome as Format;
 
 /// Characters of stderr quoted in a failure reason.
 pub const STDERR_EXCERPT_CHARS: usize = 300;

@@ -12,8 +12,41 @@
 
 use crate::acp::sanitize::{floor_char_boundary, Secrets};
 use crate::acp::{Cost, StopReason, TokenUsage};
-use crate::agents::manifest::Outcome as Format;
 use serde_json::Value;
+
+/// Which reader a headless agent's output gets: a manifest's `run.outcome` tag
+/// (docs/agents.md "Manifests"; `agents::manifest::Outcome` is this type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    ExitCode,
+    ClaudeJson,
+    CodexJsonl,
+    GeminiJson,
+    OpencodeJsonl,
+}
+
+impl Format {
+    /// Every tag this build knows, for messages and docs.
+    pub const TAGS: &'static [&'static str] = &[
+        "exit-code",
+        "claude-json",
+        "codex-jsonl",
+        "gemini-json",
+        "opencode-jsonl",
+    ];
+
+    /// The format a `run.outcome` tag names; None for a tag this build does not know.
+    pub fn from_tag(s: &str) -> Option<Format> {
+        Some(match s {
+            "exit-code" => Format::ExitCode,
+            "claude-json" => Format::ClaudeJson,
+            "codex-jsonl" => Format::CodexJsonl,
+            "gemini-json" => Format::GeminiJson,
+            "opencode-jsonl" => Format::OpencodeJsonl,
+            _ => return None,
+        })
+    }
+}
 
 /// What a format's reader found in the output.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -388,5 +421,4 @@ fn opencode_jsonl(out: &[u8], secrets: &Secrets) -> Parsed {
 }
 
 #[cfg(test)]
-#[path = "parse_tests.rs"]
 mod tests;

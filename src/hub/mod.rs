@@ -29,6 +29,7 @@ mod id_key;
 /// The core's id source (`kernel::ids`), under the name the core's callers use.
 pub use crate::kernel::ids;
 pub mod ledger;
+pub mod limits;
 mod linger;
 pub mod liveness;
 mod names;
@@ -58,12 +59,12 @@ pub use names::Name;
 pub use roster_reload::RosterChange;
 pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 
-use crate::config::Limits;
 use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
 use crate::wire::HubLine;
 use fold_hash::FoldMap;
 use ledger::{Ledger, State};
+use limits::Limits;
 use session::{Conn, Phase};
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};

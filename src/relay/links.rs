@@ -302,5 +302,4 @@ impl Links {
 }
 
 #[cfg(test)]
-#[path = "links_tests.rs"]
 mod tests;

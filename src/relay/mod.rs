@@ -43,6 +43,4 @@ pub fn reconnect_delay(attempt: u32) -> std::time::Duration {
 }
 
 #[cfg(test)]
-mod attack_tests;
-#[cfg(test)]
 mod tests;

@@ -1879,6 +1879,7 @@ fn sessions_can_move_between_threads() {
     assert_send::<SessionEvent>();
 }
 
+mod attack;
 mod cards;
 mod claudectl;
 mod limits;

@@ -25,46 +25,12 @@ pub mod layout;
 mod prepare;
 pub mod probe;
 
+pub use crate::tasks::settings::SandboxMode as Mode;
 pub use prepare::{prepare, Prepared};
 
 use crate::agents::manifest::Manifest;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// `tasks.sandbox`: what the operator asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// The strongest that works here: bubblewrap, else Landlock; neither is a startup error.
-    #[default]
-    Auto,
-    Bwrap,
-    Landlock,
-    /// No sandbox: agents run as the hub's user with everything it can read.
-    None,
-}
-
-impl Mode {
-    pub const TAGS: &'static [&'static str] = &["auto", "bwrap", "landlock", "none"];
-
-    pub fn from_tag(tag: &str) -> Option<Mode> {
-        Some(match tag {
-            "auto" => Mode::Auto,
-            "bwrap" => Mode::Bwrap,
-            "landlock" => Mode::Landlock,
-            "none" => Mode::None,
-            _ => return None,
-        })
-    }
-
-    pub fn tag(self) -> &'static str {
-        match self {
-            Mode::Auto => "auto",
-            Mode::Bwrap => "bwrap",
-            Mode::Landlock => "landlock",
-            Mode::None => "none",
-        }
-    }
-}
 
 /// The sandbox tasks run in.
 #[derive(Debug, Clone, PartialEq, Eq)]

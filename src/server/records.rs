@@ -773,5 +773,4 @@ impl Drop for Records {
 }
 
 #[cfg(test)]
-#[path = "records_tests.rs"]
 mod tests;

@@ -15,7 +15,7 @@ pub mod sqlite;
 mod sqlite_wal;
 
 #[cfg(test)]
-mod corrupt_tests;
+mod tests;
 
 pub use crate::tasks::{StoredTask, TaskStoreOp};
 // What the core asks the store to keep, and the rows it reads back, are the core's

@@ -564,5 +564,4 @@ impl Store for Sqlite {
 }
 
 #[cfg(test)]
-#[path = "sqlite_tests.rs"]
 mod tests;

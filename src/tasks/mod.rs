@@ -21,6 +21,7 @@ mod peer;
 mod query;
 mod records;
 mod restore;
+pub mod settings;
 mod types;
 mod withdraw;
 
@@ -43,12 +44,12 @@ use types::simple_hex;
 pub use types::{TaskId, TaskState};
 
 use crate::acp::{Outcome, Status};
-use crate::config::tasks::TasksConfig;
 use crate::kernel::ids::IdSource;
 use crate::kernel::names::HUB_NAME;
 use crate::kernel::now::Now;
 use crate::wire::{DelegateRequest, Envelope, TaskList, TaskProgress, TaskRecord, TaskStateReply};
 use chrono::{DateTime, SecondsFormat, Utc};
+use settings::TasksConfig;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ use std::time::{Duration, Instant};
 pub use crate::kernel::names::{is_task_name, TASK_PREFIX};
 pub use event::{TaskEnd, TaskEvent};
 /// `progressSecs` at most (a week, like `tasks.timeout_secs`).
-pub const MAX_PROGRESS_SECS: u64 = crate::config::tasks::MAX_TASK_TIMEOUT_SECS;
+pub const MAX_PROGRESS_SECS: u64 = settings::MAX_TASK_TIMEOUT_SECS;
 
 /// What the book is told at construction: the `[tasks]` limits it enforces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -428,7 +429,7 @@ impl TaskBook {
                 if !self.peers.contains(peer) {
                     return Err(DelegateRefusal::UnknownPeer);
                 }
-                if !crate::agents::manifest::valid_name(&req.agent) {
+                if !crate::kernel::names::valid_manifest_name(&req.agent) {
                     return Err(DelegateRefusal::InvalidAgentName);
                 }
             }

@@ -10,8 +10,7 @@ use crate::kernel::ids::SeededIds;
 use crate::tasks::TaskEnd;
 use serde_json::Value;
 
-#[path = "peer_tests.rs"]
-mod peer_tests;
+mod peer;
 
 struct Clock {
     origin: Instant,
@@ -1128,7 +1127,7 @@ fn verb_time_refusals_make_no_task() {
     r.request(with(&|q| q.prompt = "x".repeat(100))).unwrap();
     r.request(base.clone()).unwrap();
     // Five local ones: two will take the free slots, three wait, so the queue of 3 is full
-    // (the peer's task waits for its link, apart: peer_tests).
+    // (the peer's task waits for its link, apart: tests::peer).
     assert!(matches!(
         r.request(base.clone()),
         Err(DelegateRefusal::QueueFull { queue_max: 3 })

@@ -20,7 +20,7 @@ pub fn memory_config(ack_timeout_ms: u64) -> String {
     format!(
         "port = 0\naudit_log_path = \"audit.jsonl\"\nservice_log_path = \"service.log\"\n\
          roster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n{}",
-        limits.to_toml()
+        agent_hub::config::limits_to_toml(&limits)
     )
 }
 

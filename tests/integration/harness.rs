@@ -220,7 +220,7 @@ impl Setup {
             self.port,
             self.audit_log_path,
             self.service_log_path,
-            self.limits.to_toml()
+            agent_hub::config::limits_to_toml(&self.limits)
         )
     }
 

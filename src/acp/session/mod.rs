@@ -16,7 +16,7 @@
 //! (§1.9 step 3); logging the prompt, the agent's text, or env values. `answers.rs` holds
 //! the answers to the agent's requests, `deadlines.rs` the deadlines and the endings.
 
-use super::config::{ConfigError, Limits, McpServer, PermissionPolicy, SessionConfig};
+use super::config::{Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError};
 use super::outcome::{
     CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
 };
@@ -173,7 +173,7 @@ pub struct Session {
 
 impl Session {
     /// Starts a session at `now`: validates `config` and queues `initialize`.
-    pub fn new(config: SessionConfig, now: Instant) -> Result<Session, ConfigError> {
+    pub fn new(config: SessionConfig, now: Instant) -> Result<Session, SessionConfigError> {
         config.validate()?;
         let secrets = Secrets::new(
             config
@@ -184,7 +184,7 @@ impl Session {
         let cwd = config
             .cwd
             .to_str()
-            .ok_or(ConfigError::NotUtf8("cwd"))?
+            .ok_or(SessionConfigError::NotUtf8("cwd"))?
             .to_owned();
         let ask_modes_given = config.ask_modes.is_some();
         let ask_modes = config.ask_modes.clone().unwrap_or_else(|| {

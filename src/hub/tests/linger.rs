@@ -124,7 +124,7 @@ fn when_the_linger_is_over_the_core_asks_for_the_lingering_close() {
 #[test]
 fn by_default_the_close_follows_the_flushed_reply_at_once() {
     assert_eq!(Limits::example().answer_linger_ms, 0);
-    assert_eq!(crate::config::DEFAULT_ANSWER_LINGER_MS, 0);
+    assert_eq!(crate::hub::limits::DEFAULT_ANSWER_LINGER_MS, 0);
     let mut sim = Sim::new();
     let c = sim.answered_who("mneme");
     assert_eq!(sim.got(c), Got::default(), "nothing before the flush");

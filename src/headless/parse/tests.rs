@@ -272,3 +272,22 @@ fn text_is_capped_on_a_char_boundary() {
     let r = parse(Format::ClaudeJson, out.as_bytes(), 200, &secrets());
     assert!(!r.text_truncated);
 }
+
+#[test]
+fn every_format_tag_names_its_format_and_no_other_tag_does() {
+    let formats: Vec<Format> = Format::TAGS
+        .iter()
+        .map(|t| Format::from_tag(t).unwrap_or_else(|| panic!("{t} is listed but not read")))
+        .collect();
+    // Five tags, five distinct readers: a tag added to TAGS without a reader, or two tags
+    // mapped to one reader, fails here.
+    for (i, a) in formats.iter().enumerate() {
+        for b in &formats[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+    assert_eq!(formats.len(), 5);
+    for bad in ["", "Claude-JSON", "claude-json ", "json", "exit_code"] {
+        assert_eq!(Format::from_tag(bad), None, "{bad:?}");
+    }
+}

@@ -1,8 +1,8 @@
 //! Tests of the `[tasks]` table (`config::tasks`): each key's default, bounds and errors,
 //! and the table inside a whole config.
 
-#[cfg(test)]
-mod tests {
+/// The table alone.
+mod table {
     use super::super::*;
     use std::os::unix::fs::symlink;
 
@@ -24,7 +24,7 @@ mod tests {
 
     fn parse(body: &str) -> Result<TasksConfig, ConfigError> {
         let raw: RawTasks = toml::from_str(body).map_err(|e| ConfigError::Toml(e.to_string()))?;
-        TasksConfig::from_raw(raw)
+        from_raw(raw)
     }
 
     fn err(body: &str) -> String {
@@ -352,12 +352,12 @@ mod tests {
     }
 }
 
-#[cfg(test)]
+/// The table inside a whole config.
 mod whole_config {
     use crate::config::Config;
     use std::path::Path;
 
-    const EXAMPLE: &str = include_str!("../../config.example.toml");
+    const EXAMPLE: &str = include_str!("../../../config.example.toml");
 
     #[test]
     fn a_peer_may_delegate_only_to_a_hub_with_tasks_and_statuses_are_bounded() {

@@ -2,8 +2,8 @@
 //! load with a clear error naming the row and the column, never panic or restore nonsense
 //! (`rows` module doc; issue 9: "no panic from configuration or disk").
 
-use super::sqlite::Sqlite;
-use super::{Store, StoreError, StoreOp};
+use crate::store::sqlite::Sqlite;
+use crate::store::{Store, StoreError, StoreOp};
 use rusqlite::Connection;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -235,8 +235,8 @@ const TASK_ID: &str = "task-0123456789abcdef0123456789abcdef";
 fn with_task(name: &str) -> PathBuf {
     let path = healthy(name);
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    s.stage(&[StoreOp::Task(super::TaskStoreOp::Insert(
-        super::StoredTask {
+    s.stage(&[StoreOp::Task(crate::store::TaskStoreOp::Insert(
+        crate::store::StoredTask {
             seq: 1,
             task: TASK_ID.into(),
             delegator: "a".into(),

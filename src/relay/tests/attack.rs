@@ -9,12 +9,12 @@
 //!
 //! Refuses: sockets and real time (the end-to-end versions are tests/integration/relay_attack.rs).
 
-use super::auth;
-use super::frame::encode_frame;
-use super::message::{MsgType, RelayMessage};
-use super::nonces::NonceBook;
-use super::session::*;
-use super::Feature;
+use crate::relay::auth;
+use crate::relay::frame::encode_frame;
+use crate::relay::message::{MsgType, RelayMessage};
+use crate::relay::nonces::NonceBook;
+use crate::relay::session::*;
+use crate::relay::Feature;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

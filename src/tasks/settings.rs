@@ -1,0 +1,114 @@
+//! The `[tasks]` settings as plain data (docs/delegation.md "Limits", "Task identity"): what the
+//! task book and the runner read once the config loader has validated the table.
+//!
+//! Owns `TasksConfig`, `SandboxMode` and the bound the core shares with the loader
+//! (`MAX_TASK_TIMEOUT_SECS`). Reading the table from TOML, its defaults and the checks of each
+//! value (and of `cwd_roots` on disk) are the loader's (`config::tasks`), which stands above
+//! the core (PLAN.md §14 "The floors").
+
+use crate::acp::{Limits, PermissionPolicy};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The longest `tasks.timeout_secs` (a week): the session's own cap, in seconds.
+pub const MAX_TASK_TIMEOUT_SECS: u64 = crate::acp::config::MAX_TASK_TIMEOUT_MS / 1000;
+
+/// A validated `[tasks]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TasksConfig {
+    /// Tasks running at once; more wait in the queue, in order.
+    pub max_concurrent: usize,
+    /// Tasks waiting at most; beyond it a delegation is refused. 0: no queue.
+    pub queue_max: usize,
+    /// Tasks one delegator (a roster name, or a relay peer) may hold queued or running at
+    /// once; beyond it its delegation is refused, so one delegator cannot take the whole
+    /// queue (docs/delegation.md "Limits").
+    pub max_per_delegator: usize,
+    /// A task's wall-clock budget unless the delegator asks for less.
+    pub timeout_secs: u64,
+    /// Largest prompt accepted (also the session's `max_prompt_bytes`).
+    pub prompt_max_bytes: usize,
+    /// Canonical folders; a task's cwd must lie under one (`check_cwd`).
+    pub cwd_roots: Vec<PathBuf>,
+    /// How permission requests are answered unless an agent has an override.
+    pub permission: PermissionPolicy,
+    /// Per manifest name.
+    pub agent_permission: BTreeMap<String, PermissionPolicy>,
+    /// The session limits every task gets.
+    pub limits: Limits,
+    /// Names a task's identity may mail besides its delegator (roster names).
+    pub may_mail: Vec<String>,
+    /// The shortest `progressSecs` a delegation may ask for (0 asks for none).
+    pub min_progress_secs: u64,
+    /// The cap on the agent's final text in a `task_outcome` envelope.
+    pub outcome_text_max_bytes: usize,
+    /// Settled tasks kept for `task_status` and `tasks`, oldest dropped first.
+    pub history_max: usize,
+    /// Seconds between `task_status` messages to a peer that delegated a task here.
+    pub peer_status_secs: u64,
+    /// An extra folder of agent manifests the runner looks in (absolute).
+    pub manifests_dir: Option<PathBuf>,
+    /// Where task credential files are written (absolute); None: `task-credentials` beside
+    /// the audit log (docs/delegation.md "How a task runs").
+    pub credentials_dir: Option<PathBuf>,
+    /// Environment names (or `PREFIX*`) passed to agents; None: the default list
+    /// (docs/delegation.md "The agent's environment").
+    pub env_pass: Option<Vec<String>>,
+    /// Bytes of a headless agent's stdout kept for its outcome parser; the rest is dropped
+    /// and the outcome says `truncated` (docs/delegation.md "Headless tasks").
+    pub headless_stdout_max_bytes: usize,
+    /// The OS sandbox every agent runs in: `auto` (the default: bubblewrap, else Landlock),
+    /// `bwrap`, `landlock` or `none` (docs/delegation.md "Task identity").
+    pub sandbox: SandboxMode,
+}
+
+impl TasksConfig {
+    /// The policy for tasks on `agent` (a manifest name).
+    pub fn permission_for(&self, agent: &str) -> PermissionPolicy {
+        self.agent_permission
+            .get(agent)
+            .copied()
+            .unwrap_or(self.permission)
+    }
+
+    /// `timeout_secs` in milliseconds, as `acp::SessionConfig::task_timeout_ms` takes it.
+    pub fn timeout_ms(&self) -> u64 {
+        // Exact: timeout_secs is at most a week.
+        self.timeout_secs * 1000
+    }
+}
+
+/// `tasks.sandbox`: what the operator asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// The strongest that works here: bubblewrap, else Landlock; neither is a startup error.
+    #[default]
+    Auto,
+    Bwrap,
+    Landlock,
+    /// No sandbox: agents run as the hub's user with everything it can read.
+    None,
+}
+
+impl SandboxMode {
+    pub const TAGS: &'static [&'static str] = &["auto", "bwrap", "landlock", "none"];
+
+    pub fn from_tag(tag: &str) -> Option<SandboxMode> {
+        Some(match tag {
+            "auto" => SandboxMode::Auto,
+            "bwrap" => SandboxMode::Bwrap,
+            "landlock" => SandboxMode::Landlock,
+            "none" => SandboxMode::None,
+            _ => return None,
+        })
+    }
+
+    pub fn tag(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Bwrap => "bwrap",
+            SandboxMode::Landlock => "landlock",
+            SandboxMode::None => "none",
+        }
+    }
+}
