@@ -102,7 +102,8 @@
 #   task-tool-result   the model got the envelope id back as the tool result
 #   task-completed     delegate --wait exited 0; the task_outcome envelope (from hub,
 #                      correlationId the task) says completed, end_turn, and its text ends with
-#                      the mock's last answer
+#                      the mock's answer to the request that carried the send's result back
+#                      (the turn's end; later side requests do not count)
 #   task-reaped        task 1's agent was reaped and left no process behind
 #   task-cancelled     cancel answered `cancelling`; the outcome says `cancelled`
 #   task-cancel-reaped task 2's agent was reaped, by a hub stopped right after its outcome,
@@ -1032,15 +1033,23 @@ PY
     # task-completed: the outcome envelope (line 2 of --wait) says completed/end_turn with
     # the mock's last answer as the agent's final text.
     local verdict
-    verdict=$(RC=$rc TASK=$task1 OUT=$d/task1.out REQS=$d/requests1.log python3 - <<'PY' 2>&1 || true
+    verdict=$(RC=$rc TASK=$task1 OUT=$d/task1.out MAIL=$d/mail1.json REQS=$d/requests1.log python3 - <<'PY' 2>&1 || true
 import json, os
 rc, task = int(os.environ["RC"]), os.environ["TASK"]
 lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
 reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
-# The reply to the agent's last turn: a request that offered tools (side requests, such as
-# Claude Code's prompt suggestions, offer none and are answered text too).
-texts = [r["reply"][1] for r in reqs if r["reply"][0] == "text" and (r.get("body") or {}).get("tools")]
-want = texts[-1] if texts else None
+# The agent's final answer is the mock's reply to the request that carried the send tool's
+# result (the envelope id) back: the turn ends there. Side requests may come later and carry
+# tools and history too (Claude Code 2.1.332's prompt suggestions, "[SUGGESTION MODE: …]",
+# sometimes arrive before the task settles), so "the last text reply" is not the answer.
+try:
+    mail_id = json.loads(open(os.environ["MAIL"]).readline()).get("id")
+except (OSError, ValueError, AttributeError):
+    mail_id = None
+marks = ('"tool_result"', '"function_call_output"', '"functionResponse"', '"role": "tool"')
+after = [r for r in reqs if mail_id and mail_id in json.dumps(r.get("body"))
+         and any(m in json.dumps(r.get("body")) for m in marks)]
+want = after[0]["reply"][1] if after and after[0]["reply"][0] == "text" else None
 try:
     env = json.loads(lines[1])
 except (IndexError, ValueError):
