@@ -16,8 +16,9 @@
 #    CLAUDECTL_BIN (one binary) or CLAUDECTL_BINS (a space-separated list) replace the list.
 #    A version that cannot be installed (no cargo, no registry, a failed build) or that this
 #    script has no expectations for (0.65 to 0.89) is SKIPped; exit 77 only if all are.
-# 2. Builds agent-hub's binaries once, before the first version that can run (cargo build
-#    --release --bins; --no-build: uses them), in ${CARGO_TARGET_DIR:-target}/release.
+# 2. Builds agent-hub's binaries and the fake ACP agent once, before the first version that can
+#    run (cargo build --release --bins -p agent-hub -p agent-hub-test-fakes; --no-build: uses
+#    them), in ${CARGO_TARGET_DIR:-target}/release.
 # 3. Runs each version's checks right after its install, one version after the other (a run
 #    cut short keeps the results it printed), each with a fresh work dir, a fresh hub
 #    and a fresh claudectl HOME (this script re-runs itself as `--one BIN` per version):
@@ -296,7 +297,7 @@ ensure_built() {
     BUILT=1
     if ((BUILD)); then
         say "building agent-hub's binaries into $BIN_DIR (cargo build --release; many minutes from clean, seconds after)"
-        (cd "$ROOT" && cargo build --release --bins >/dev/null 2>&1) \
+        (cd "$ROOT" && cargo build --release --bins -p agent-hub -p agent-hub-test-fakes >/dev/null 2>&1) \
             || { echo "interop: cargo build --release failed" >&2; exit 1; }
         say "built"
     fi

@@ -1,10 +1,10 @@
 //! The ACP runner (src/runner, docs/acp.md "The runner") driving the real `fake-acp-agent`
-//! (src/bin/fake-acp-agent.rs): spawn, pipes, deadlines, cancel, the shutdown escalation to
+//! (crates/test-fakes/src/bin/fake-acp-agent.rs): spawn, pipes, deadlines, cancel, the shutdown escalation to
 //! SIGKILL of the whole process group, reaping, hostile output, spawn failures, and the
 //! task's credential file. Nothing sleeps to wait: every wait is on the runner's event
 //! channel, or a poll of /proc, with a generous deadline.
 
-#[allow(dead_code)] // this binary uses the temp-dir helpers only
+#[allow(dead_code)] // this binary uses the temp-dir helpers and the fakes only
 mod common;
 
 use agent_hub::acp::{
@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 const HUB: &str = env!("CARGO_BIN_EXE_agent-hub");
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -28,7 +27,7 @@ fn cfg() -> SessionConfig {
 }
 
 fn spec(args: &[&str], session: SessionConfig) -> TaskSpec {
-    let mut argv: Vec<OsString> = vec![FAKE.into()];
+    let mut argv: Vec<OsString> = vec![common::fakes::acp_agent().into()];
     argv.extend(args.iter().map(OsString::from));
     TaskSpec {
         argv,

@@ -1,4 +1,4 @@
-//! The ACP session against a real process: `fake-acp-agent` (src/bin/fake-acp-agent.rs)
+//! The ACP session against a real process: `fake-acp-agent` (crates/test-fakes/src/bin/fake-acp-agent.rs)
 //! driven through `agent_hub::acp::Session` by a minimal blocking driver (spawn in its own
 //! process group, write the session's lines, feed it stdout bytes, carry out its events).
 //! This is a smoke test of the session's contract with real pipes; the behaviour itself is
@@ -6,7 +6,7 @@
 //! one channel (stdout bytes, EOF, the reaped exit) until the session's next deadline, and
 //! every run has an overall deadline.
 
-#[allow(dead_code)] // this binary uses the temp-dir helpers only
+#[allow(dead_code)] // this binary uses the temp-dir helpers and the fakes only
 mod common;
 
 use agent_hub::acp::{
@@ -19,7 +19,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 const HUB: &str = env!("CARGO_BIN_EXE_agent-hub");
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -44,7 +43,7 @@ struct Opts {
 /// Runs `fake-acp-agent ARGS` under `cfg` until the session says `Finished`: the IO layer a
 /// runner would have, reduced to blocking pipes and two threads (stdout reader, reaper).
 fn run(args: &[&str], env: &[(&str, &str)], cfg: SessionConfig, opts: Opts) -> Run {
-    let mut child = Command::new(FAKE)
+    let mut child = Command::new(common::fakes::acp_agent())
         .args(args)
         .envs(env.iter().copied())
         .current_dir(&cfg.cwd)

@@ -1,15 +1,16 @@
-//! `fake-acp-agent --stamps PATH` (src/bin/fake-acp-agent.rs), which `agent-hub-bench`'s
+//! `fake-acp-agent --stamps PATH` (crates/test-fakes/src/bin/fake-acp-agent.rs), which `agent-hub-bench`'s
 //! delegation phase reads (docs/performance.md "Delegation"): one JSON line per run, appended,
 //! with the agent's start, `session/prompt` and first `session/update` on the wall clock and
 //! the prompt's text; the scenario's own answers unchanged. The agent is spawned and spoken to
 //! directly over stdio; every read has the agent's exit as its bound (stdin closed at the end).
 
+#[allow(dead_code)] // this binary uses the fakes only
+mod common;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 
 fn wall_ns() -> u64 {
     SystemTime::now()
@@ -21,7 +22,7 @@ fn wall_ns() -> u64 {
 /// One run of `args` through initialize, session/new and session/prompt; returns every line
 /// the agent wrote until the prompt's answer.
 fn run(args: &[&str], prompt: &str) -> Vec<Value> {
-    let mut child = Command::new(FAKE)
+    let mut child = Command::new(common::fakes::acp_agent())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,6 +1,7 @@
 //! Shared by the small test binaries (tests/deliver.rs, tests/mcp.rs) that need a real hub but
 //! not the whole integration harness: the config text and starting `agent-hub-server` in a
-//! folder until it prints its ready line. Never sleeps; every wait has a deadline.
+//! folder until it prints its ready line. Never sleeps; every wait has a deadline. `fakes`
+//! builds and finds the scripted agents (crates/test-fakes).
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -10,6 +11,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+// Not every binary that includes `common` drives a fake agent.
+#[allow(dead_code)]
+pub mod fakes;
 
 /// A config for a memory-store hub on a free port, the example limits but `ack_timeout_ms`.
 pub fn memory_config(ack_timeout_ms: u64) -> String {

@@ -1,5 +1,5 @@
 //! Delegated work through the real binaries (issue 11, docs/delegation.md): the hub runs a
-//! task on `fake-acp-agent` (src/bin/fake-acp-agent.rs) named by a manifest in the config's
+//! task on `fake-acp-agent` (crates/test-fakes/src/bin/fake-acp-agent.rs) named by a manifest in the config's
 //! `tasks.manifests_dir`, and the delegator learns the outcome as an envelope from `hub`
 //! correlated to the task id. Every wait is an await with a deadline, never a sleep.
 
@@ -7,8 +7,6 @@ use crate::harness::{hello_line, token_of, Hub, Setup, OK};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-pub(crate) const FAKE: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
 
 /// A manifest for the fake agent: `run.acp` is its absolute path and a scenario.
 pub(crate) fn manifest(name: &str, scenario: &[&str]) -> String {
@@ -543,7 +541,7 @@ fn a_hub_stopped_just_after_an_outcome_still_reaps_the_agent() {
 
 /// The fake agent's `run.acp` line for `scenario`, as TOML.
 fn fake_acp(scenario: &[&str]) -> String {
-    let mut acp = vec![format!("{FAKE:?}")];
+    let mut acp = vec![format!("{:?}", crate::fakes::acp_agent())];
     acp.extend(scenario.iter().map(|s| format!("{s:?}")));
     format!("[{}]", acp.join(", "))
 }

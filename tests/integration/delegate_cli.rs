@@ -11,8 +11,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const FAKE_AGENT: &str = env!("CARGO_BIN_EXE_fake-acp-agent");
-
 fn client(args: &[&str]) -> Output {
     let mut cmd = Command::new(CLIENT);
     cmd.args(args);
@@ -293,6 +291,7 @@ fn delegation_hub() -> (Hub, PathBuf) {
 }
 
 fn fake_manifest(name: &str, scenario: &str) -> String {
+    let fake_agent = crate::fakes::acp_agent();
     format!(
         r#"name = "{name}"
 display = "Fake ACP agent ({scenario})"
@@ -303,8 +302,8 @@ sessions = "none"
 transcript = "none"
 
 [run]
-acp = ["{FAKE_AGENT}", "{scenario}"]
-headless = ["{FAKE_AGENT}", "{{prompt}}"]
+acp = ["{fake_agent}", "{scenario}"]
+headless = ["{fake_agent}", "{{prompt}}"]
 outcome = "exit-code"
 
 [deliver]

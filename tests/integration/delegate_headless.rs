@@ -1,6 +1,6 @@
 //! The headless fallback through the real binaries (issue 11, docs/delegation.md "Headless
 //! tasks"): agents whose manifests (in the config's `tasks.manifests_dir`) have no `run.acp`
-//! but a `run.headless` template naming `fake-headless-agent` (src/bin/fake-headless-agent.rs)
+//! but a `run.headless` template naming `fake-headless-agent` (crates/test-fakes/src/bin/fake-headless-agent.rs)
 //! run that argv with the prompt as one element, and their stdout becomes the outcome. Also
 //! `agent-hub agents --config`, which must list what that server finds. Every wait is an
 //! await or a poll with a deadline, never a sleep.
@@ -10,12 +10,11 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
-const FAKE: &str = env!("CARGO_BIN_EXE_fake-headless-agent");
 const CLIENT: &str = env!("CARGO_BIN_EXE_agent-hub");
 
 /// A headless-only manifest: `run.headless` is `template` (with `{prompt}` in it).
 fn manifest(name: &str, template: &[&str], outcome: &str) -> String {
-    let argv: Vec<String> = std::iter::once(format!("{FAKE:?}"))
+    let argv: Vec<String> = std::iter::once(format!("{:?}", crate::fakes::headless_agent()))
         .chain(template.iter().map(|s| format!("{s:?}")))
         .collect();
     format!(

@@ -6,9 +6,12 @@
 //! these tests use real time only with generous bounds.
 
 mod harness;
+// The scripted agents, built on demand (crates/test-fakes); shared with the small test
+// binaries, which reach it as `common::fakes`.
+#[path = "../common/fakes.rs"]
+mod fakes;
 
 mod audit_chain;
-mod bench_peers;
 mod bounds;
 mod client_cli;
 mod delegate;

@@ -1,5 +1,5 @@
 //! A delegated agent cannot become anyone else (issue 29, "How it is checked"): a hostile
-//! agent (`fake-acp-agent attack`, src/bin/fake-acp-agent/attack.rs) run as a delegated task
+//! agent (`fake-acp-agent attack`, crates/test-fakes/src/bin/fake-acp-agent/attack.rs) run as a delegated task
 //! tries to read the roster, the config, the logs, a roster agent's token file and another
 //! running task's credential, to list the credentials folder, to read `/proc/<hub>`, and to
 //! log in as a roster agent with whatever it found; under the sandbox every step fails while
@@ -373,7 +373,8 @@ fn an_installed_agents_task_sees_its_config_without_the_users_identity() {
         std::fs::read(&settings).unwrap(),
     );
     assert!(String::from_utf8_lossy(&before.0).contains("\"agent-hub\""));
-    let attack = std::path::Path::new(crate::delegate::FAKE);
+    let fake = crate::fakes::acp_agent();
+    let attack = std::path::Path::new(&fake);
     std::fs::write(
         setup.path("manifests/fakeinst.toml"),
         format!(

@@ -2,21 +2,70 @@
 //! beanstalkd and NATS skips each with a line saying so and still measures agent-hub; a peer
 //! that is on PATH but cannot start is recorded as failed and the run goes on. Short windows,
 //! and no assertion about any figure's size (speed is never asserted in tests).
+//!
+//! The server is the root package's binary, found where the bench finds it: beside the bench
+//! in the workspace's target folder. `cargo test --workspace` (the README's test command)
+//! builds both; a run of this package alone after a fresh clone needs `cargo build` first, and
+//! says so.
 
-use crate::harness::{write_file, TempDir, SERVER};
 use serde_json::Value;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_agent-hub-bench");
+
+/// `agent-hub-server` beside the bench (the same profile's folder of the same target dir).
+fn server() -> PathBuf {
+    let server = Path::new(BENCH).with_file_name("agent-hub-server");
+    assert!(
+        server.is_file(),
+        "{} is not built: run the workspace's tests (cargo test --release --workspace) or \
+         cargo build first, with the same profile",
+        server.display()
+    );
+    server
+}
+
+/// A fresh folder under the system temp dir, removed when dropped.
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "agent-hub-bench-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        TempDir { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+fn write_file(path: &Path, text: &str, mode: u32) {
+    fs::write(path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
 /// The bench starts a hub and runs four short workloads: generous, since the suite may run
 /// beside builds on a small machine; a run that reaches it fails instead of hanging.
 const BENCH_DEADLINE: Duration = Duration::from_secs(180);
 
 /// Runs the bench with `PATH` set to `path` and the smallest workloads; returns the exit
 /// code, stdout and stderr.
-fn bench_peers(path: &std::path::Path, work: &std::path::Path) -> (i32, String, String) {
+fn bench_peers(path: &Path, work: &Path) -> (i32, String, String) {
     let mut cmd = Command::new(BENCH);
     cmd.env("PATH", path)
         .args(["--peers", "--json", "--reps", "1", "--peer-secs", "0.2"])
@@ -28,7 +77,8 @@ fn bench_peers(path: &std::path::Path, work: &std::path::Path) -> (i32, String, 
             "--peer-waiters",
             "10",
         ])
-        .args(["--pairs", "1", "--server", SERVER])
+        .args(["--pairs", "1", "--server"])
+        .arg(server())
         .arg("--work-dir")
         .arg(work)
         .stdin(Stdio::null())

@@ -4,7 +4,7 @@
 //! with a `[tasks]` table (docs/delegation.md, docs/operations.md "Delegated tasks").
 //!
 //! Owns: those files, and reading the fake agent's `--stamps` file back
-//! (src/bin/fake-acp-agent.rs). Refuses: anything about running or timing tasks
+//! (crates/test-fakes/src/bin/fake-acp-agent.rs). Refuses: anything about running or timing tasks
 //! (`phase_delegate`).
 
 use crate::*;
