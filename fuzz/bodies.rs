@@ -1,5 +1,5 @@
 //! The fuzz targets' bodies. `fuzz_targets/*.rs` wrap them for cargo-fuzz; the main crate's
-//! `tests/relay_fixtures.rs` includes this file too and runs them over every fixture and its
+//! `tests/integration/relay_fixtures.rs` includes this file too and runs them over every fixture and its
 //! mutations, so they compile and hold on stable without cargo-fuzz.
 //!
 //! Each body must never panic on any input, and checks what must hold for every input that

@@ -204,7 +204,7 @@ fn one_client_line(line: &str) -> Value {
         .unwrap_or_else(|e| panic!("a task line is not JSON ({e}): {line:?}"))
 }
 
-/// A whole session as the MCP clients in tests/mcp.rs and the session's unit tests drive it,
+/// A whole session as the MCP clients in tests/integration/mcp.rs and the session's unit tests drive it,
 /// and its refusals, one input per shape.
 pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
     let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;

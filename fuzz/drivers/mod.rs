@@ -1,6 +1,6 @@
 //! The fuzz targets that drive a state machine or a parser of the hub (docs/fuzzing.md). Each
 //! target's body is a plain `fn(&[u8])` here: `fuzz_targets/<name>.rs` wraps it for cargo-fuzz,
-//! and `tests/fuzz_seeds.rs` runs it over the committed seed corpus (`fuzz/seeds/<name>/`) in
+//! and `tests/integration/fuzz_seeds.rs` runs it over the committed seed corpus (`fuzz/seeds/<name>/`) in
 //! every `cargo test`, so the bodies always compile and hold on stable. The two relay decoder
 //! bodies (`frame_decoder`, `relay_line`) live in `../bodies.rs`, which predates this module.
 //!

@@ -1,5 +1,5 @@
 //! Fuzz target `client_line`: the body is `../drivers/client_line.rs` (also run over the seed
-//! corpus by tests/fuzz_seeds.rs in every `cargo test`).
+//! corpus by tests/integration/fuzz_seeds.rs in every `cargo test`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,4 +1,4 @@
-//! Fuzz target `frame_decoder`: the body is in `../bodies.rs` (shared with tests/relay_fixtures.rs).
+//! Fuzz target `frame_decoder`: the body is in `../bodies.rs` (shared with tests/integration/relay_fixtures.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,5 +1,5 @@
 //! Fuzz target `mcp_session`: the body is `../drivers/mcp_session.rs` (also run over the seed corpus by
-//! tests/fuzz_seeds.rs in every `cargo test`).
+//! tests/integration/fuzz_seeds.rs in every `cargo test`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -541,7 +541,7 @@ fn a_hub_stopped_just_after_an_outcome_still_reaps_the_agent() {
 
 /// The fake agent's `run.acp` line for `scenario`, as TOML.
 fn fake_acp(scenario: &[&str]) -> String {
-    let mut acp = vec![format!("{:?}", crate::fakes::acp_agent())];
+    let mut acp = vec![format!("{:?}", crate::common::fakes::acp_agent())];
     acp.extend(scenario.iter().map(|s| format!("{s:?}")));
     format!("[{}]", acp.join(", "))
 }

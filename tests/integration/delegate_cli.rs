@@ -291,7 +291,7 @@ fn delegation_hub() -> (Hub, PathBuf) {
 }
 
 fn fake_manifest(name: &str, scenario: &str) -> String {
-    let fake_agent = crate::fakes::acp_agent();
+    let fake_agent = crate::common::fakes::acp_agent();
     format!(
         r#"name = "{name}"
 display = "Fake ACP agent ({scenario})"

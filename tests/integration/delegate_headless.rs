@@ -14,9 +14,10 @@ const CLIENT: &str = env!("CARGO_BIN_EXE_agent-hub");
 
 /// A headless-only manifest: `run.headless` is `template` (with `{prompt}` in it).
 fn manifest(name: &str, template: &[&str], outcome: &str) -> String {
-    let argv: Vec<String> = std::iter::once(format!("{:?}", crate::fakes::headless_agent()))
-        .chain(template.iter().map(|s| format!("{s:?}")))
-        .collect();
+    let argv: Vec<String> =
+        std::iter::once(format!("{:?}", crate::common::fakes::headless_agent()))
+            .chain(template.iter().map(|s| format!("{s:?}")))
+            .collect();
     format!(
         r#"name = "{name}"
 display = "Fake headless agent ({name})"

@@ -1,16 +1,21 @@
-//! The end-to-end test binary: the real `agent-hub-server` and `agent-hub` binaries on
-//! ephemeral loopback ports, one temp dir per test (`harness.rs`).
+//! The one test binary outside src/ (`autotests = false` in Cargo.toml): the real
+//! `agent-hub-server` and `agent-hub` binaries on ephemeral loopback ports, one temp dir per
+//! test (`harness.rs`, and `common/` for the lighter helpers and the scripted agents of
+//! crates/test-fakes), the fixtures of `protocol/` replayed, and the fuzz targets' bodies run
+//! over their seeds (`fuzz_seeds`). `relay_fixtures` installs this binary's global allocator:
+//! it passes every allocation to the system's and notes, per thread, the largest one, which
+//! costs the other tests nothing they measure.
 //!
 //! Owns only the module list. Timing-exact behaviour (deadlines to the millisecond, zero-byte
 //! write outcomes) is refused here: the sans-IO simulation in `src/hub/tests/` owns it, and
 //! these tests use real time only with generous bounds.
 
+mod common;
 mod harness;
-// The scripted agents, built on demand (crates/test-fakes); shared with the small test
-// binaries, which reach it as `common::fakes`.
-#[path = "../common/fakes.rs"]
-mod fakes;
 
+mod acp_runner;
+mod acp_session;
+mod agents;
 mod audit_chain;
 mod bounds;
 mod client_cli;
@@ -18,19 +23,26 @@ mod delegate;
 mod delegate_cli;
 mod delegate_headless;
 mod delegate_peer;
+mod deliver;
 mod delivery;
 mod demo;
 mod durable;
+mod fake_acp_stamps;
 mod forgery;
+mod fuzz_seeds;
 mod leaks;
 mod limits;
 mod liveness;
+mod mcp;
 mod no_loss;
 mod pipelining;
+mod protocol_fixtures;
 mod receipts;
 mod relay;
 mod relay_attack;
+mod relay_auth_vectors;
 mod relay_dialect;
+mod relay_fixtures;
 mod relay_limits;
 mod relay_liveness;
 mod relay_one_shot;

@@ -373,7 +373,7 @@ fn an_installed_agents_task_sees_its_config_without_the_users_identity() {
         std::fs::read(&settings).unwrap(),
     );
     assert!(String::from_utf8_lossy(&before.0).contains("\"agent-hub\""));
-    let fake = crate::fakes::acp_agent();
+    let fake = crate::common::fakes::acp_agent();
     let attack = std::path::Path::new(&fake);
     std::fs::write(
         setup.path("manifests/fakeinst.toml"),

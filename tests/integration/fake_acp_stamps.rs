@@ -4,8 +4,7 @@
 //! the prompt's text; the scenario's own answers unchanged. The agent is spawned and spoken to
 //! directly over stdio; every read has the agent's exit as its bound (stdin closed at the end).
 
-#[allow(dead_code)] // this binary uses the fakes only
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

@@ -10,7 +10,7 @@
 //! fixture and mutations of it, so they keep compiling and passing on stable, and checks with
 //! a counting allocator that an LZ4 bomb is refused without allocating.
 //!
-//! `cargo test --test relay_fixtures -- --ignored bless` rewrites the frame hex of every case
+//! `cargo test --test integration -- --ignored relay_fixtures::bless` rewrites the frame hex of every case
 //! from the lines (after a deliberate change to the frame encoder).
 
 use agent_hub::relay::frame::{
@@ -24,8 +24,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-#[path = "../fuzz/bodies.rs"]
-mod fuzz_bodies;
+// The fuzz targets' bodies, as the seed corpus test compiles them in.
+use crate::fuzz_seeds::bodies as fuzz_bodies;
 
 // ----- a counting allocator: the largest single allocation on this thread -----
 

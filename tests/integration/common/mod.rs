@@ -1,6 +1,6 @@
-//! Shared by the small test binaries (tests/deliver.rs, tests/mcp.rs) that need a real hub but
-//! not the whole integration harness: the config text and starting `agent-hub-server` in a
-//! folder until it prints its ready line. Never sleeps; every wait has a deadline. `fakes`
+//! The lighter helpers, for the tests (deliver, mcp, the ACP runner and session) that need a
+//! real hub but not the whole harness (`harness.rs`): the config text and starting
+//! `agent-hub-server` in a folder until it prints its ready line. Never sleeps; every wait has a deadline. `fakes`
 //! builds and finds the scripted agents (crates/test-fakes).
 
 use std::fs;

@@ -7,7 +7,7 @@
 //! ready line; CLI runs with a deadline). tests/integration has its own; a test binary cannot
 //! share it. Every wait is bounded; nothing sleeps unconditionally.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::fs;
@@ -29,9 +29,9 @@ const AGENTS: [(&str, &str); 3] = [
 
 /// The recorded hook inputs, one per agent (docs/delivery.md; `protocol/hooks/`).
 const SAMPLES: [(&str, &str); 3] = [
-    ("claude", include_str!("../protocol/hooks/claude.json")),
-    ("codex", include_str!("../protocol/hooks/codex.json")),
-    ("gemini", include_str!("../protocol/hooks/gemini.json")),
+    ("claude", include_str!("../../protocol/hooks/claude.json")),
+    ("codex", include_str!("../../protocol/hooks/codex.json")),
+    ("gemini", include_str!("../../protocol/hooks/gemini.json")),
 ];
 
 // ----- harness -----

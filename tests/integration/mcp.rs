@@ -4,10 +4,10 @@
 //! the failure paths (bad token file, hub down, an await whose result cannot be written is
 //! not acked) and, when the Python `mcp` SDK is importable, a real SDK client.
 //!
-//! Owns a small local harness (copied from tests/deliver.rs: a test binary cannot share it).
+//! Owns a small local harness (copied from tests/integration/deliver.rs: a test binary cannot share it).
 //! Every wait is bounded.
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use std::fs;

@@ -5,7 +5,7 @@
 //! itself byte for byte. The exchange's lines are also the v1 cases of the `challenge`,
 //! `handshake` and `handshake_ack` fixtures, which this test checks too.
 //!
-//! `cargo test --test relay_auth_vectors -- --ignored bless` rewrites the vectors from their
+//! `cargo test --test integration -- --ignored relay_auth_vectors::bless` rewrites the vectors from their
 //! inputs (after a deliberate change to the transcript; never to make a failing test pass).
 
 use agent_hub::relay::auth::{parse_key, to_hex};

@@ -3,16 +3,16 @@
 //! `cargo test`, and a crash input kept there as a regression case fails the suite until it is
 //! fixed (docs/fuzzing.md). Also checks that `fuzz/Cargo.toml` builds exactly these targets.
 //!
-//! `cargo test --release --test fuzz_seeds -- --ignored write_seeds` rewrites the generated
+//! `cargo test --release --test integration -- --ignored fuzz_seeds::write_seeds` rewrites the generated
 //! seeds (from `protocol/`, `config.example.toml` and the docs) after a change to an input
 //! language or to those files; files it does not generate (regression cases) are kept.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-#[path = "../fuzz/bodies.rs"]
-mod bodies;
-#[path = "../fuzz/drivers/mod.rs"]
+#[path = "../../fuzz/bodies.rs"]
+pub(crate) mod bodies;
+#[path = "../../fuzz/drivers/mod.rs"]
 mod drivers;
 
 fn root() -> &'static Path {
@@ -111,7 +111,7 @@ fn the_generated_seeds_are_committed() {
             let on_disk = std::fs::read(&path).unwrap_or_default();
             assert!(
                 on_disk == bytes,
-                "{}: missing or stale (run `cargo test --release --test fuzz_seeds -- --ignored write_seeds`)",
+                "{}: missing or stale (run `cargo test --release --test integration -- --ignored fuzz_seeds::write_seeds`)",
                 path.display()
             );
         }

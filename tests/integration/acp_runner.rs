@@ -4,8 +4,7 @@
 //! task's credential file. Nothing sleeps to wait: every wait is on the runner's event
 //! channel, or a poll of /proc, with a generous deadline.
 
-#[allow(dead_code)] // this binary uses the temp-dir helpers and the fakes only
-mod common;
+use crate::common;
 
 use agent_hub::acp::{
     CancelEnd, ExitStatus, Failure, Level, McpServer, Outcome, PermissionPolicy, Refusal,

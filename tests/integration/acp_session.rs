@@ -6,8 +6,7 @@
 //! one channel (stdout bytes, EOF, the reaped exit) until the session's next deadline, and
 //! every run has an overall deadline.
 
-#[allow(dead_code)] // this binary uses the temp-dir helpers and the fakes only
-mod common;
+use crate::common;
 
 use agent_hub::acp::{
     CancelEnd, Event, ExitStatus, Failure, McpServer, Outcome, PermissionPolicy, Refusal, Session,

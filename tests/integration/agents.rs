@@ -4,7 +4,7 @@
 //! (`before/` → `after-install/` → `after-uninstall/`), plus idempotency, dry runs, `--all`,
 //! `agents` and `agents ps`.
 //!
-//! `AGENTS_BLESS=1 cargo test --release --test agents` rewrites the `.expected` files of the
+//! `AGENTS_BLESS=1 cargo test --release --test integration agents::` rewrites the `.expected` files of the
 //! invalid manifests and the `after-*` trees from what the code does now; review the diff.
 //! Expected files spell the temporary HOME as `{HOME}`.
 

@@ -3,7 +3,7 @@
 //!
 //! Owns finding them. They are not binaries of the shipped package (so `cargo install --path .`
 //! never installs them, PLAN.md §14), so Cargo gives the tests no `CARGO_BIN_EXE_…` for them:
-//! the first test of a test binary that asks runs `cargo build -p agent-hub-test-fakes` into a
+//! the first test that asks runs `cargo build -p agent-hub-test-fakes` into a
 //! target dir of their own beside this binary's (`<target>/test-fakes`; the build Cargo is
 //! running holds the lock of its own target dir). Up to date, that is a check of a fraction of
 //! a second; a failed build fails the test that asked, with Cargo's output.
