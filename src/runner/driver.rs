@@ -15,12 +15,11 @@ use super::process;
 use super::{TaskEnd, TaskEvent, TaskSpec, STDERR_TAIL_LINES, STDIN_BACKLOG_MAX_BYTES};
 use crate::acp::sanitize::Secrets;
 use crate::acp::{
-    CancelEnd, Event, ExitStatus, Failure, Level, Log, Outcome, Progress, Refusal, Session,
-    SessionConfig, Signal, Status,
+    CancelEnd, Event, ExitStatus, Level, Log, Outcome, Progress, Refusal, Session, SessionConfig,
+    Signal, Status,
 };
-use std::process::Child;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -141,34 +140,20 @@ impl Driver {
         let session = Session::new(cfg, Instant::now())
             .map_err(|e| Status::Refused(Refusal::Invalid(e.to_string())))?;
 
-        // The reaper exists before the child does, so a child is never left unreaped.
-        let (child_tx, child_rx) = mpsc::channel::<Child>();
-        let reap_tx = self.input_tx.clone();
-        std::thread::Builder::new()
-            .name("acp-reap".into())
-            .spawn(move || reap(child_rx, reap_tx))
-            .map_err(|e| Status::Failed(Failure::Spawn(format!("cannot start a thread: {e}"))))?;
-
-        let (mut child, sandboxed) = process::spawn_task(
+        let spawned = process::spawn_reaped(
+            "acp-reap",
             &self.spec.argv,
             &self.spec.env,
             &cwd,
             self.spec.sandbox.as_ref(),
-        )
-        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
-        if let Some(line) = sandboxed {
+            &secrets,
+            self.input_tx.clone(),
+        )?;
+        if let Some(line) = spawned.sandboxed {
             self.log(Level::Info, line);
         }
-        let pgid = child.id();
-        let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {
-            // Unreachable while the reaper thread lives; reap here rather than leak.
-            process::signal_group(pgid, Signal::Kill);
-            let _ = child.wait();
-            return Err(Status::Failed(Failure::Spawn(
-                "the reaper thread is gone".into(),
-            )));
-        }
+        let pgid = spawned.pgid;
+        let pipes = (spawned.stdin, spawned.stdout, spawned.stderr);
         self.control.pid.store(pgid, Ordering::Release);
         self.emit(TaskEvent::Started { pid: pgid });
         self.log(Level::Info, format!("agent started (pid {pgid})"));
@@ -349,19 +334,4 @@ impl Driver {
         }
         false
     }
-}
-
-/// Waits for the child the driver hands over and reports its exit.
-fn reap(child: Receiver<Child>, tx: SyncSender<Input>) {
-    let Ok(mut child) = child.recv() else {
-        return;
-    };
-    let status = match child.wait() {
-        Ok(st) => ExitStatus::from(st),
-        Err(_) => ExitStatus {
-            code: None,
-            signal: None,
-        },
-    };
-    let _ = tx.send(Input::Exit(status));
 }

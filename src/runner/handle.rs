@@ -36,53 +36,50 @@ pub struct TaskHandle {
 /// called after each event is sent. If even the thread cannot be started, the outcome and
 /// `Ended` are already in the channel when `start` returns (and `wake` is not called).
 pub fn start(spec: TaskSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
-    let (events_tx, events) = mpsc::channel();
-    let (poke, inputs) = mpsc::sync_channel(INPUT_QUEUE);
-    let control = Arc::new(Control::default());
-    let driver = Driver::new(
-        spec,
-        Arc::clone(&control),
-        events_tx.clone(),
+    launch(
+        "acp-task",
         wake,
-        inputs,
-        poke.clone(),
-    );
-    let spawned = std::thread::Builder::new()
-        .name("acp-task".into())
-        .spawn(move || driver.run());
-    if let Err(e) = spawned {
-        // The closure, the spec and its credential were dropped with the error.
-        for ev in Driver::not_started(crate::acp::Status::Failed(crate::acp::Failure::Spawn(
-            format!("cannot start the task's thread: {e}"),
-        ))) {
-            let _ = events_tx.send(ev);
-        }
-        control.ended.store(true, Ordering::Release);
-    }
-    TaskHandle {
-        events,
-        control,
-        poke,
-    }
+        move |control, events, wake, inputs, poke| {
+            Driver::new(spec, control, events, wake, inputs, poke).run()
+        },
+    )
 }
 
 /// Starts one headless task (`headless.rs`) on its own driver thread, exactly as `start`
 /// does an ACP one: the same handle, the same events, the same cancel.
 pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
+    launch(
+        "headless-task",
+        wake,
+        move |control, events, wake, inputs, poke| {
+            HeadlessDriver::new(spec, control, events, wake, inputs, poke).run()
+        },
+    )
+}
+
+/// The one start both kinds of task share: the channels, the control flags, the driver's
+/// thread named `thread` running `drive`, and the handle. A thread that cannot be started
+/// leaves a `failed` outcome and `Ended` in the channel (the closure, with the spec and its
+/// credential, is dropped with the error).
+fn launch<F>(thread: &str, wake: Box<dyn Fn() + Send>, drive: F) -> TaskHandle
+where
+    F: FnOnce(
+            Arc<Control>,
+            mpsc::Sender<TaskEvent>,
+            Box<dyn Fn() + Send>,
+            Receiver<Input>,
+            SyncSender<Input>,
+        ) + Send
+        + 'static,
+{
     let (events_tx, events) = mpsc::channel();
     let (poke, inputs) = mpsc::sync_channel(INPUT_QUEUE);
     let control = Arc::new(Control::default());
-    let driver = HeadlessDriver::new(
-        spec,
-        Arc::clone(&control),
-        events_tx.clone(),
-        wake,
-        inputs,
-        poke.clone(),
-    );
+    let (driver_control, driver_events, driver_poke) =
+        (Arc::clone(&control), events_tx.clone(), poke.clone());
     let spawned = std::thread::Builder::new()
-        .name("headless-task".into())
-        .spawn(move || driver.run());
+        .name(thread.into())
+        .spawn(move || drive(driver_control, driver_events, wake, inputs, driver_poke));
     if let Err(e) = spawned {
         for ev in Driver::not_started(crate::acp::Status::Failed(crate::acp::Failure::Spawn(
             format!("cannot start the task's thread: {e}"),

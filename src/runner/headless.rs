@@ -2,8 +2,8 @@
 //! `run.headless` argv, already rendered with the prompt as one element, run once; its stdout
 //! captured up to a cap and read back by the manifest's `run.outcome` parser.
 //!
-//! Owns: the driver thread (spawn through `process::spawn`, so the same rules as the ACP
-//! runner: argv exec'd directly, never a shell; exactly the given environment; the task cwd;
+//! Owns: the driver thread (spawn through `process::spawn_reaped`, the start the ACP driver
+//! shares: argv exec'd directly, never a shell; exactly the given environment; the task cwd;
 //! its own process group; its sandbox), writing the prompt to the agent's stdin when its
 //! manifest takes it there and closing stdin (a headless agent gets no other input: Codex
 //! reads stdin when it is not a terminal), the capped stdout reader, the stderr tail,
@@ -15,13 +15,13 @@ use super::handle::Control;
 use super::pipes::{self, Input, StderrTail};
 use super::{process, TaskEnd, TaskEvent, STDERR_TAIL_LINES};
 use crate::acp::sanitize::Secrets;
-use crate::acp::{CancelEnd, ExitStatus, Failure, Level, Log, Status};
+use crate::acp::{CancelEnd, ExitStatus, Level, Log, Status};
 use crate::agents::manifest::Outcome as Format;
 use crate::headless::{self, Captured, Event, HeadlessLimits, Run};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout};
+use std::process::ChildStdout;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -126,21 +126,17 @@ impl HeadlessDriver {
             });
         }
         let secrets = Secrets::new(self.spec.secrets.iter().cloned());
-        let (child_tx, child_rx) = mpsc::channel::<Child>();
-        let reap_tx = self.input_tx.clone();
-        std::thread::Builder::new()
-            .name("headless-reap".into())
-            .spawn(move || reap(child_rx, reap_tx))
-            .map_err(|e| Status::Failed(Failure::Spawn(format!("cannot start a thread: {e}"))))?;
-        let (mut child, sandboxed) = process::spawn_task(
+        let spawned = process::spawn_reaped(
+            "headless-reap",
             &self.spec.argv,
             &self.spec.env,
             &self.spec.cwd,
             self.spec.sandbox.as_ref(),
-        )
-        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
-        let pgid = child.id();
-        if let Some(line) = sandboxed {
+            &secrets,
+            self.input_tx.clone(),
+        )?;
+        let pgid = spawned.pgid;
+        if let Some(line) = spawned.sandboxed {
             self.log(Level::Info, line);
         }
         // The prompt, when the manifest takes it on stdin (`run.headless_prompt = "stdin"`),
@@ -148,8 +144,7 @@ impl HeadlessDriver {
         // hold up this driver; a write to an agent that died fails and ends the thread. Then
         // stdin is closed (an agent such as Codex reads it to its end). Without one, stdin is
         // closed at once: a headless agent gets no other input.
-        let stdin = child.stdin.take();
-        if let (Some(prompt), Some(mut pipe)) = (self.spec.stdin_prompt.clone(), stdin) {
+        if let (Some(prompt), Some(mut pipe)) = (self.spec.stdin_prompt.clone(), spawned.stdin) {
             let spawned = std::thread::Builder::new()
                 .name("headless-stdin".into())
                 .spawn(move || {
@@ -163,14 +158,7 @@ impl HeadlessDriver {
                 );
             }
         }
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {
-            process::signal_group(pgid, crate::acp::Signal::Kill);
-            let _ = child.wait();
-            return Err(Status::Failed(Failure::Spawn(
-                "the reaper thread is gone".into(),
-            )));
-        }
+        let (stdout, stderr) = (spawned.stdout, spawned.stderr);
         let started = Instant::now();
         self.control.pid.store(pgid, Ordering::Release);
         self.emit(TaskEvent::Started { pid: pgid });
@@ -374,19 +362,4 @@ fn read_capped(
         }
     }
     let _ = tx.send(Input::Eof);
-}
-
-/// Waits for the child the driver hands over and reports its exit.
-fn reap(child: Receiver<Child>, tx: SyncSender<Input>) {
-    let Ok(mut child) = child.recv() else {
-        return;
-    };
-    let status = match child.wait() {
-        Ok(st) => ExitStatus::from(st),
-        Err(_) => ExitStatus {
-            code: None,
-            signal: None,
-        },
-    };
-    let _ = tx.send(Input::Exit(status));
 }

@@ -5,13 +5,17 @@
 //! step 1, §5.2; all three stdio piped; the Landlock restriction, when the task's sandbox has
 //! one, applied between fork and exec) and `kill(2)` on the group. Refuses: looking argv[0]
 //! up on a PATH (the caller resolves it; a relative one is refused), inheriting anything of
-//! the hub's environment, or its controlling terminal.
+//! the hub's environment, or its controlling terminal. `spawn_reaped` is the start both
+//! drivers (ACP and headless) share: the reaper thread, the agent, its pipes.
 
-use crate::acp::Signal;
+use super::pipes::Input;
+use crate::acp::sanitize::Secrets;
+use crate::acp::{ExitStatus, Failure, Signal, Status};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 
 /// Spawns `argv` in `cwd` with exactly `env`. The child leads a new session and process
 /// group whose id is its pid. With `landlock`, the child restricts itself to that ruleset
@@ -95,6 +99,71 @@ pub(super) fn spawn_task(
     // The child holds its own restriction now; the ruleset descriptor is closed here.
     drop(prepared.ruleset);
     Ok((child, Some(prepared.summary)))
+}
+
+/// A task's agent, running, its process handed to the reaper thread.
+pub(super) struct Spawned {
+    /// The agent's pid, which is also its process group's id.
+    pub pgid: u32,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+    /// What the sandbox hides and shows, for the task's log; None without a sandbox.
+    pub sandboxed: Option<String>,
+}
+
+/// What both drivers do to get their agent running: the reaper thread first, named
+/// `reaper`, so that a child is never left unreaped; then the agent (`spawn_task`); its pipes
+/// taken; the child handed to the reaper, whose exit reaches the driver as `Input::Exit` on
+/// `exits`. An error is the task's `failed` outcome, cleaned of `secrets`.
+pub(super) fn spawn_reaped(
+    reaper: &str,
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+    sandbox: Option<&crate::sandbox::TaskSandbox>,
+    secrets: &Secrets,
+    exits: SyncSender<Input>,
+) -> Result<Spawned, Status> {
+    let (child_tx, child_rx) = mpsc::channel::<Child>();
+    std::thread::Builder::new()
+        .name(reaper.into())
+        .spawn(move || reap(child_rx, exits))
+        .map_err(|e| Status::Failed(Failure::Spawn(format!("cannot start a thread: {e}"))))?;
+    let (mut child, sandboxed) = spawn_task(argv, env, cwd, sandbox)
+        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
+    let pgid = child.id();
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {
+        // Unreachable while the reaper thread lives; reap here rather than leak.
+        signal_group(pgid, Signal::Kill);
+        let _ = child.wait();
+        return Err(Status::Failed(Failure::Spawn(
+            "the reaper thread is gone".into(),
+        )));
+    }
+    Ok(Spawned {
+        pgid,
+        stdin,
+        stdout,
+        stderr,
+        sandboxed,
+    })
+}
+
+/// Waits for the child the driver hands over and reports its exit.
+fn reap(child: Receiver<Child>, tx: SyncSender<Input>) {
+    let Ok(mut child) = child.recv() else {
+        return;
+    };
+    let status = match child.wait() {
+        Ok(st) => ExitStatus::from(st),
+        Err(_) => ExitStatus {
+            code: None,
+            signal: None,
+        },
+    };
+    let _ = tx.send(Input::Exit(status));
 }
 
 /// Sends `signal` to every process of group `pgid`. ESRCH (the group is empty) is fine.

@@ -11,38 +11,11 @@
 
 use crate::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
 use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
+use crate::tasks::StartSpec;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// What the executor needs to start one task, from the core's start instruction. `Debug`
-/// shows the prompt by size and never the token.
-#[derive(Clone)]
-pub struct Launch {
-    /// The task id, which is also the task identity's name (docs/delegation.md "Names").
-    pub id: String,
-    /// The manifest name; already known to be runnable when the core accepted the task.
-    pub agent: String,
-    pub cwd: PathBuf,
-    pub prompt: String,
-    pub timeout_ms: u64,
-    /// The task identity's token: written to the credential file, never to an argv or a log.
-    pub token: String,
-}
-
-impl std::fmt::Debug for Launch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Launch")
-            .field("id", &self.id)
-            .field("agent", &self.agent)
-            .field("cwd", &self.cwd)
-            .field("prompt_bytes", &self.prompt.len())
-            .field("timeout_ms", &self.timeout_ms)
-            .field("token", &"<redacted>")
-            .finish()
-    }
-}
 
 /// How an agent runs a task, resolved from its manifest (`agents::runnable`): ACP when its
 /// `run.acp` program is on PATH, else its headless template. argv[0] is absolute.
@@ -119,8 +92,8 @@ impl Executor {
 
     /// Starts `launch` and returns at once. Whatever goes wrong comes back through `drain`
     /// as the task's outcome and `Ended`.
-    pub fn start(&mut self, launch: Launch) {
-        let id = launch.id.clone();
+    pub fn start(&mut self, launch: StartSpec) {
+        let id = launch.task.as_str().to_owned();
         let wake = Arc::clone(&self.wake);
         let wake: Box<dyn Fn() + Send> = Box::new(move || wake());
         match self.spec(&launch) {
@@ -181,7 +154,7 @@ impl Executor {
     }
 
     /// Builds the runner's spec, or the status the task ends with when it cannot be run.
-    fn spec(&self, launch: &Launch) -> Result<Spec, Status> {
+    fn spec(&self, launch: &StartSpec) -> Result<Spec, Status> {
         let refuse = |why: String| Status::Refused(Refusal::Invalid(why));
         // The core checked the path lexically; only the filesystem knows where its symlinks
         // lead, so the check is made again on the canonical path, which the task runs in.
@@ -209,14 +182,21 @@ impl Executor {
                 self.runtime.client_binary.display()
             )));
         }
-        let credential =
-            TaskCredential::create(&self.runtime.credentials_dir, &launch.id, &launch.token)
-                .map_err(|e| {
-                    Status::Failed(Failure::Spawn(format!(
-                        "cannot write the task's credential file: {e}"
-                    )))
-                })?;
-        let mut session = SessionConfig::new(&cwd, launch.prompt.clone(), launch.timeout_ms);
+        let credential = TaskCredential::create(
+            &self.runtime.credentials_dir,
+            launch.task.as_str(),
+            &launch.token,
+        )
+        .map_err(|e| {
+            Status::Failed(Failure::Spawn(format!(
+                "cannot write the task's credential file: {e}"
+            )))
+        })?;
+        let mut session = SessionConfig::new(
+            &cwd,
+            launch.prompt.clone(),
+            launch.timeout_secs.saturating_mul(1000),
+        );
         session.permission = self
             .runtime
             .agent_permission
@@ -238,7 +218,7 @@ impl Executor {
         };
         session.mcp_servers = vec![mcp_server(
             &self.runtime.client_binary,
-            &launch.id,
+            launch.task.as_str(),
             &token_file,
             self.runtime.port,
         )];
@@ -246,7 +226,7 @@ impl Executor {
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
-        env.push((TASK_MARK.into(), launch.id.clone().into()));
+        env.push((TASK_MARK.into(), launch.task.as_str().to_owned().into()));
         Ok(Spec::Acp(TaskSpec {
             argv,
             env,
@@ -281,7 +261,7 @@ impl Executor {
     /// its private folder, for its sandbox's copies.
     fn headless_spec(
         &self,
-        launch: &Launch,
+        launch: &StartSpec,
         cwd: PathBuf,
         template: &[String],
         format: crate::agents::manifest::Outcome,
@@ -301,12 +281,15 @@ impl Executor {
         let (credential, sandbox) = match &self.runtime.sandbox {
             None => (None, None),
             Some(_) => {
-                let folder = TaskCredential::folder_only(&self.runtime.credentials_dir, &launch.id)
-                    .map_err(|e| {
-                        Status::Failed(Failure::Spawn(format!(
-                            "cannot make the task's private folder: {e}"
-                        )))
-                    })?;
+                let folder = TaskCredential::folder_only(
+                    &self.runtime.credentials_dir,
+                    launch.task.as_str(),
+                )
+                .map_err(|e| {
+                    Status::Failed(Failure::Spawn(format!(
+                        "cannot make the task's private folder: {e}"
+                    )))
+                })?;
                 let sandbox = self.task_sandbox(&launch.agent, folder.dir(), None);
                 (Some(folder), sandbox)
             }
@@ -314,7 +297,7 @@ impl Executor {
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
-        env.push((TASK_MARK.into(), launch.id.clone().into()));
+        env.push((TASK_MARK.into(), launch.task.as_str().to_owned().into()));
         let l = &self.runtime.limits;
         Ok(runner::HeadlessSpec {
             argv: argv.into_iter().map(OsString::from).collect(),
@@ -322,7 +305,7 @@ impl Executor {
             cwd,
             format,
             limits: crate::headless::HeadlessLimits {
-                task_timeout_ms: launch.timeout_ms,
+                task_timeout_ms: launch.timeout_secs.saturating_mul(1000),
                 term_grace_ms: l.term_grace_ms,
                 eof_exit_wait_ms: l.eof_exit_wait_ms,
             },
@@ -737,17 +720,9 @@ impl super::Server {
         }
     }
 
-    pub(super) fn start_task(&mut self, spec: crate::tasks::StartSpec) {
-        let launch = Launch {
-            id: spec.task.as_str().to_owned(),
-            agent: spec.agent.clone(),
-            cwd: spec.cwd.clone(),
-            prompt: spec.prompt.clone(),
-            timeout_ms: spec.timeout_secs.saturating_mul(1000),
-            token: spec.token.clone(),
-        };
+    pub(super) fn start_task(&mut self, spec: StartSpec) {
         match self.tasks.as_mut() {
-            Some(ex) => ex.start(launch),
+            Some(ex) => ex.start(spec),
             None => self
                 .records
                 .log("ERROR", "a task start without an executor; ignored"),
@@ -805,6 +780,26 @@ impl super::Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tasks::TaskId;
+
+    /// The task id `task-` + `n` in 32 hex digits.
+    fn tid(n: u8) -> TaskId {
+        TaskId::parse(&format!("task-{n:032x}")).expect("a task id")
+    }
+
+    /// A start as the core sends it (`tasks::StartSpec`): the executor takes exactly that.
+    fn start(n: u8, agent: &str, cwd: PathBuf, prompt: &str) -> StartSpec {
+        StartSpec {
+            task: tid(n),
+            delegator: "boss".into(),
+            agent: agent.into(),
+            peer: None,
+            cwd,
+            prompt: prompt.into(),
+            timeout_secs: 1,
+            token: "tok".into(),
+        }
+    }
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs
@@ -882,14 +877,7 @@ mod tests {
             Box::new(OneAgent(AgentRun::Acp(vec!["/bin/true".into()]))),
             Arc::new(|| {}),
         );
-        ex.start(Launch {
-            id: "task-c".into(),
-            agent: "ghost".into(),
-            cwd: root,
-            prompt: "p".into(),
-            timeout_ms: 1000,
-            token: "tok".into(),
-        });
+        ex.start(start(0xc, "ghost", root, "p"));
         let evs = ex.drain();
         match &evs[0].1 {
             TaskEvent::Outcome(o) => {
@@ -908,15 +896,9 @@ mod tests {
     }
 
     #[test]
-    fn a_launch_never_shows_its_token_or_prompt() {
-        let l = Launch {
-            id: "task-1".into(),
-            agent: "fake".into(),
-            cwd: "/w".into(),
-            prompt: "PROMPT-SECRET".into(),
-            timeout_ms: 1,
-            token: "TOKEN-SECRET".into(),
-        };
+    fn a_start_never_shows_its_token_or_prompt() {
+        let mut l = start(1, "fake", "/w".into(), "PROMPT-SECRET");
+        l.token = "TOKEN-SECRET".into();
         let shown = format!("{l:?}");
         assert!(!shown.contains("SECRET"), "{shown}");
     }
@@ -988,22 +970,15 @@ mod tests {
         let mut ex = headless_executor(&dir, &root);
         let huge = "x".repeat(crate::agents::argv::MAX_ARG_STRLEN);
         for (id, prompt, why) in [
-            ("task-d", "--version", "begins with '-'"),
+            (0xd, "--version", "begins with '-'"),
             (
-                "task-e",
+                0xe,
                 huge.as_str(),
                 "one argument holds at most 131071 bytes",
             ),
-            ("task-f", "a\0b", "NUL byte"),
+            (0xf, "a\0b", "NUL byte"),
         ] {
-            ex.start(Launch {
-                id: id.into(),
-                agent: "echo".into(),
-                cwd: root.clone(),
-                prompt: prompt.into(),
-                timeout_ms: 1000,
-                token: "tok".into(),
-            });
+            ex.start(start(id, "echo", root.clone(), prompt));
             let evs = ex.drain();
             assert_eq!(evs.len(), 2, "{evs:?}");
             match &evs[0].1 {
@@ -1060,18 +1035,10 @@ mod tests {
                 w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }),
         );
-        let launch = |id: &str, cwd: PathBuf| Launch {
-            id: id.into(),
-            agent: "ghost".into(),
-            cwd,
-            prompt: "p".into(),
-            timeout_ms: 1000,
-            token: "tok".into(),
-        };
         // Outside the roots (a symlink out would be caught the same way, canonicalised).
-        ex.start(launch("task-a", dir.clone()));
+        ex.start(start(0xa, "ghost", dir.clone(), "p"));
         // Inside the roots, but no such agent.
-        ex.start(launch("task-b", roots[0].clone()));
+        ex.start(start(0xb, "ghost", roots[0].clone(), "p"));
         let evs = ex.drain();
         assert_eq!(woke.load(std::sync::atomic::Ordering::SeqCst), 2);
         let names: Vec<(&str, &str)> = evs
@@ -1088,10 +1055,10 @@ mod tests {
         assert_eq!(
             names,
             [
-                ("task-a", "refused"),
-                ("task-a", "ended"),
-                ("task-b", "refused"),
-                ("task-b", "ended")
+                (tid(0xa).as_str(), "refused"),
+                (tid(0xa).as_str(), "ended"),
+                (tid(0xb).as_str(), "refused"),
+                (tid(0xb).as_str(), "ended")
             ]
         );
         // Neither left a credential file behind.
