@@ -1,8 +1,8 @@
 //! The lines of the delegation verbs and their replies, client side (issue 11;
 //! docs/delegation.md "Clients"): `delegate`, `task_status`, `tasks` and `cancel`.
 //!
-//! Owns: building each request line (serde_json, so the typed `wire` types can replace these
-//! builders later without touching the callers) and reading each reply tolerantly: unknown
+//! Owns: building each request line (the delegation request is the wire's own type; the
+//! others are a task id or nothing) and reading each reply tolerantly: unknown
 //! keys are ignored, `null` is accepted wherever a key may be absent, and a `state` this
 //! client does not know is passed on as it is (a later hub may add states, as SPEC §12.4 says
 //! of `status`). Refuses: any IO (`client` runs the exchange) and any printing.
@@ -25,32 +25,10 @@ pub const COMPLETED: &str = "completed";
 /// delegation.md "Exit codes"); 1 and 2 keep their SPEC §9.5 meanings.
 pub const WAIT_NOT_COMPLETED: u8 = 3;
 
-/// A delegation as the client asks for it. `None` leaves the choice to the hub's `[tasks]`
-/// defaults; the line carries it as `null`, as `await` does with its filters (SPEC §9.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelegateRequest {
-    /// A manifest name (`codex`, `claude`, …), never a path or argv.
-    pub agent: String,
-    /// An absolute directory; the hub checks it against `tasks.cwd_roots`.
-    pub cwd: String,
-    pub prompt: String,
-    pub timeout_secs: Option<u64>,
-    /// 0 (or absent): no progress envelopes.
-    pub progress_secs: Option<u64>,
-    /// A relay peer id: run the task on that hub.
-    pub peer: Option<String>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DelegateBody<'a> {
-    agent: &'a str,
-    cwd: &'a str,
-    prompt: &'a str,
-    timeout_secs: Option<u64>,
-    progress_secs: Option<u64>,
-    peer: Option<&'a str>,
-}
+/// A delegation as the client asks for it: the wire's own type (one type per verb for both
+/// sides, PLAN.md §14). `None` leaves the choice to the hub's `[tasks]` defaults, and the
+/// line leaves the key out.
+pub use crate::wire::DelegateRequest;
 
 #[derive(Serialize)]
 struct TaskId<'a> {
@@ -70,19 +48,10 @@ fn line<T: Serialize>(tag: &str, payload: &T) -> String {
     s
 }
 
-/// `{"delegate":{"agent","cwd","prompt","timeoutSecs","progressSecs","peer"}}`.
+/// `{"delegate":{"agent","cwd","prompt","timeoutSecs","progressSecs","peer"}}`, the keys of
+/// `None` fields left out (`wire::DelegateRequest`'s encoding, which the hub decodes).
 pub fn delegate_line(req: &DelegateRequest) -> String {
-    line(
-        "delegate",
-        &DelegateBody {
-            agent: &req.agent,
-            cwd: &req.cwd,
-            prompt: &req.prompt,
-            timeout_secs: req.timeout_secs,
-            progress_secs: req.progress_secs,
-            peer: req.peer.as_deref(),
-        },
-    )
+    line("delegate", req)
 }
 
 /// `{"task_status":{"task":…}}`.
@@ -264,7 +233,7 @@ mod tests {
         let l = delegate_line(&req());
         assert_eq!(
             l,
-            "{\"delegate\":{\"agent\":\"codex\",\"cwd\":\"/abs/dir\",\"prompt\":\"fix \\\"it\\\"\\nplease\",\"timeoutSecs\":600,\"progressSecs\":0,\"peer\":null}}\n"
+            "{\"delegate\":{\"agent\":\"codex\",\"cwd\":\"/abs/dir\",\"prompt\":\"fix \\\"it\\\"\\nplease\",\"timeoutSecs\":600,\"progressSecs\":0}}\n"
         );
         let mut r = req();
         r.timeout_secs = None;
@@ -272,7 +241,7 @@ mod tests {
         r.peer = Some("lab".into());
         assert_eq!(
             parsed(&delegate_line(&r)),
-            json!({"delegate":{"agent":"codex","cwd":"/abs/dir","prompt":"fix \"it\"\nplease","timeoutSecs":null,"progressSecs":null,"peer":"lab"}})
+            json!({"delegate":{"agent":"codex","cwd":"/abs/dir","prompt":"fix \"it\"\nplease","peer":"lab"}})
         );
     }
 

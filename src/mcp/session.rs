@@ -473,7 +473,7 @@ mod tests {
             step,
             Step::Call {
                 id: json!(11),
-                call: ToolCall::Delegate(crate::client::task::DelegateRequest {
+                call: ToolCall::Delegate(crate::wire::DelegateRequest {
                     agent: "codex".into(),
                     cwd: "/w".into(),
                     prompt: "go".into(),

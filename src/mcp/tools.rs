@@ -6,7 +6,8 @@
 //! (`mcp__hub__send`, `mcp_hub_send`, `hub_send`); `task_status` is the one with an
 //! underscore, the name issue 11 gives it.
 
-use crate::client::task::{DelegateRequest, TASK_OUTCOME_KIND};
+use crate::client::task::TASK_OUTCOME_KIND;
+use crate::wire::DelegateRequest;
 use crate::wire::WaitFor;
 use serde_json::{json, Map, Value};
 use std::fmt;
