@@ -312,15 +312,8 @@ fn find_plugin(dirs: &[PathBuf]) -> Option<String> {
         .find_map(|p| std::fs::read_to_string(p).ok())
 }
 
-/// Who an install authenticates as (docs/agents.md "One identity per agent").
-#[derive(Debug, Clone)]
-pub struct Identities {
-    /// The `agent-hub` binary agents run: an absolute path.
-    pub command: String,
-    pub port: u16,
-    pub names: NameRule,
-    pub tokens: TokenRule,
-}
+/// Who an install authenticates as: `identity`'s type, named here as the install takes it.
+pub use super::identity::Identities;
 
 /// `agent-hub install` (with `Some(who)`) or `uninstall` (with `None`). `skills`: whether an
 /// install places the skills (`--no-skills` turns it off); uninstall ignores it and always
@@ -357,7 +350,7 @@ pub fn install(
     let detected = |m: &Manifest| {
         m.binaries
             .iter()
-            .any(|b| probe::which(b, &env.path_var).is_some())
+            .any(|b| super::on_path::which(b, &env.path_var).is_some())
     };
     let chosen: Vec<&Manifest> = match selection {
         Selection::Named(names) => {

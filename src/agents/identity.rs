@@ -43,6 +43,16 @@ pub enum TokenRule {
     Hub(HubRoster),
 }
 
+/// Who an install authenticates as (docs/agents.md "One identity per agent").
+#[derive(Debug, Clone)]
+pub struct Identities {
+    /// The `agent-hub` binary agents run: an absolute path.
+    pub command: String,
+    pub port: u16,
+    pub names: NameRule,
+    pub tokens: TokenRule,
+}
+
 /// A hub config named with `--config`, as install needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HubRoster {
@@ -131,10 +141,7 @@ pub struct IdentityArgs {
 /// port (from `--port`, else the hub's config, never its `port = 0`), one name per agent when
 /// there are several, and where each token comes from. `home` is the user's home, where the
 /// default token folder lies.
-pub fn resolve_identities(
-    a: IdentityArgs,
-    home: &Path,
-) -> Result<crate::agents::cmd::Identities, String> {
+pub fn resolve_identities(a: IdentityArgs, home: &Path) -> Result<Identities, String> {
     let command = match a.command {
         Some(c) => c,
         None => std::env::current_exe()
@@ -178,7 +185,7 @@ pub fn resolve_identities(
         (None, Some(d), None) => TokenRule::Dir(abs(&d)?),
         (None, None, None) => TokenRule::Dir(home.join(".agent-hub/tokens")),
     };
-    Ok(crate::agents::cmd::Identities {
+    Ok(Identities {
         command,
         port,
         names,

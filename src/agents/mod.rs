@@ -15,6 +15,7 @@ pub mod identity;
 pub mod install;
 pub mod jsonedit;
 pub mod manifest;
+pub mod on_path;
 pub mod probe;
 pub mod procs;
 pub mod registry;

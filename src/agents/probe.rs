@@ -1,7 +1,8 @@
 //! What `agent-hub agents` finds out about each manifest: is the binary on PATH, which
 //! version is it, are its ACP and headless programs there.
 //!
-//! Owns the PATH search and running `<binary> --version`. That run uses no shell, takes its
+//! Owns running `<binary> --version` (the PATH search is `on_path`'s, which the task runner's
+//! rule in `runnable` shares). That run uses no shell, takes its
 //! program from the PATH search (an absolute path), gets stdin from /dev/null, runs in its
 //! own process group, and is killed — the whole group — when it outlives
 //! `VERSION_TIMEOUT`; its output is capped and stripped of control characters.
@@ -9,7 +10,7 @@
 use super::manifest::Manifest;
 use serde::Serialize;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,25 +20,6 @@ pub const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 const VERSION_MAX_BYTES: u64 = 16 * 1024;
 /// Longest version string kept, in characters.
 const VERSION_MAX_CHARS: usize = 80;
-
-/// The first executable file named `name` in `path_var`'s directories. Empty entries (which
-/// would mean the current directory) and relative entries are skipped: a repository must not
-/// be able to plant an "agent" that we then run.
-pub fn which(name: &str, path_var: &str) -> Option<PathBuf> {
-    if name.starts_with('/') {
-        return is_executable(Path::new(name)).then(|| PathBuf::from(name));
-    }
-    path_var
-        .split(':')
-        .filter(|d| d.starts_with('/'))
-        .map(|d| Path::new(d).join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
 
 /// The first line of `program --version`'s stdout (or stderr when stdout is empty), cleaned;
 /// None when it fails, prints nothing or times out.
@@ -188,7 +170,10 @@ pub fn probe(
     path_var: &str,
     with_version: bool,
 ) -> AgentInfo {
-    let binary = m.binaries.iter().find_map(|b| which(b, path_var));
+    let binary = m
+        .binaries
+        .iter()
+        .find_map(|b| super::on_path::which(b, path_var));
     let version = match (&binary, with_version) {
         (Some(b), true) => version(b),
         _ => None,
@@ -229,13 +214,5 @@ mod tests {
         assert_eq!(first_line(b"a\x07b\n").as_deref(), Some("ab"));
         assert_eq!(first_line(b"   \n"), None);
         assert_eq!(first_line(&[b'9'; 500]).map(|s| s.len()), Some(80));
-    }
-
-    #[test]
-    fn which_skips_relative_path_entries() {
-        // "sh" exists in /bin or /usr/bin everywhere this runs.
-        assert!(which("sh", "/usr/bin:/bin").is_some());
-        assert!(which("sh", ":.:bin").is_none());
-        assert!(which("definitely-not-a-binary-x9", "/usr/bin:/bin").is_none());
     }
 }

@@ -4,14 +4,14 @@
 //! Owns the rule that a delegated task names its agent by **manifest name only** (never a path,
 //! a program or an argv fragment, whoever asks: a local delegator or a relay peer), the choice
 //! between a manifest's `run.acp` argv and its headless template (the fallback), and resolving
-//! the chosen argv's program on PATH exactly as `agent-hub agents` does (`probe::which`:
+//! the chosen argv's program on PATH exactly as `agent-hub agents` does (`on_path::which`:
 //! absolute PATH entries only, an executable file). Every manifest string is checked again by
 //! `argv.rs` here, so a spec this module returns is safe to exec without a shell. Refuses
 //! running anything: it stats files, it never starts a process.
 
 use super::argv::{self, ArgvError, Template};
 use super::manifest::{self, Manifest, Outcome};
-use super::probe;
+use super::on_path;
 use super::registry::Registry;
 use serde::Serialize;
 use std::fmt;
@@ -148,7 +148,7 @@ fn choose(m: &Manifest, path_var: &str) -> Result<(Delegate, Vec<String>), Unrun
         };
         argv::check_template(argv, kind)
             .map_err(|(i, e)| Unrunnable::Template(bad_template(key, i, e)))?;
-        match probe::which(program, path_var) {
+        match on_path::which(program, path_var) {
             Some(path) => {
                 let Some(abs) = path.to_str().filter(|p| p.starts_with('/')) else {
                     missing.push(format!(
@@ -190,7 +190,7 @@ pub fn modes(m: &Manifest, path_var: &str) -> Modes {
     let usable = |argv: &[String], kind: Template| {
         argv.first().is_some_and(|program| {
             argv::check_template(argv, kind).is_ok()
-                && probe::which(program, path_var)
+                && on_path::which(program, path_var)
                     .is_some_and(|p| p.to_str().is_some_and(|p| p.starts_with('/')))
         })
     };

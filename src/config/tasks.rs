@@ -182,7 +182,7 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
     }
     let mut agent_permission = BTreeMap::new();
     for (agent, tag) in &raw.agent_permission {
-        if !crate::agents::manifest::valid_name(agent) {
+        if !crate::kernel::names::valid_manifest_name(agent) {
             return Err(ConfigError::Invalid(format!(
                 "tasks.agent_permission: {agent:?} is not an agent name ([a-z0-9][a-z0-9_-]*, at most 32 bytes)"
             )));

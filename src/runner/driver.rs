@@ -9,7 +9,7 @@
 //! not be started, the owner cancelled before it started) and waiting for anything but its
 //! one input channel.
 
-use super::handle::Control;
+use super::control::Control;
 use super::pipes::{self, Input, QueueError, StderrTail, StdinQueue};
 use super::process;
 use super::{TaskEnd, TaskEvent, TaskSpec, STDERR_TAIL_LINES, STDIN_BACKLOG_MAX_BYTES};

@@ -5,23 +5,15 @@
 //! (dropping the handle, which cancels too). Refuses: ever blocking the owner (`start`,
 //! `cancel` and drop return at once; the driver thread does the rest).
 
+use super::control::Control;
 use super::driver::Driver;
 use super::headless::{HeadlessDriver, HeadlessSpec};
 use super::pipes::Input;
 use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Flags the owner sets and the driver reads (and one the driver sets).
-#[derive(Debug, Default)]
-pub(super) struct Control {
-    pub(super) cancel: AtomicBool,
-    pub(super) abandoned: AtomicBool,
-    pub(super) ended: AtomicBool,
-    pub(super) pid: AtomicU32,
-}
 
 /// A running (or ended) task. Dropping it cancels the task; the driver still carries out
 /// the shutdown, reaps the child and removes the credential.

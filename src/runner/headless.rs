@@ -11,7 +11,7 @@
 //! deadlines, the escalation and the outcome are `headless::run`'s and
 //! `headless::outcome`'s), putting anything but the rendered argv on the command line.
 
-use super::handle::Control;
+use super::control::Control;
 use super::pipes::{self, Input, StderrTail};
 use super::{process, TaskEnd, TaskEvent, STDERR_TAIL_LINES};
 use crate::acp::sanitize::Secrets;

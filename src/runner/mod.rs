@@ -14,6 +14,7 @@
 //! `headless` is the same for an agent run headless (docs/delegation.md "Headless tasks"):
 //! one argv, no protocol, its capped stdout read back by `crate::headless`.
 
+mod control;
 mod credential;
 mod driver;
 mod handle;

@@ -61,7 +61,7 @@ pub fn detect(mode: Mode, path_var: &str, scratch: &Path) -> Result<(Kind, Vec<S
 
 /// The absolute path of `bwrap` on `path_var`, once a sandboxed `true` ran under it.
 fn try_bwrap(path_var: &str, scratch: &Path) -> Result<PathBuf, String> {
-    let program = crate::agents::probe::which("bwrap", path_var)
+    let program = crate::agents::on_path::which("bwrap", path_var)
         .ok_or_else(|| format!("bwrap is not on PATH; {INSTALL_BWRAP}"))?;
     let true_bin = ["/bin/true", "/usr/bin/true"]
         .iter()

@@ -128,7 +128,7 @@ pub(super) fn load_rows(conn: &mut Connection, sink: &mut dyn RowSink) -> Result
     // of a million rows' restart) while the sink waits.
     let bound = |sql: &str| -> Result<Option<i64>, StoreError> {
         conn.query_row(sql, [], |r| r.get(0))
-            .map_err(super::sqlite::open_err)
+            .map_err(super::open_err)
     };
     // A store that forgot most of a long run's rows has a span far above its rows, and a
     // damaged one may hold any seq: the pages in use bound the rows too (each row holds
@@ -176,13 +176,11 @@ pub(super) fn load_rows(conn: &mut Connection, sink: &mut dyn RowSink) -> Result
 /// first error is its last message. Stops early when the receiver is gone.
 fn read(conn: &mut Connection, tx: &SyncSender<Result<Batch, StoreError>>) {
     let result = (|| -> Result<(), StoreError> {
-        let mut st = conn
-            .prepare(rows::SELECT_ALL)
-            .map_err(super::sqlite::open_err)?;
-        let mut cursor = st.query([]).map_err(super::sqlite::open_err)?;
+        let mut st = conn.prepare(rows::SELECT_ALL).map_err(super::open_err)?;
+        let mut cursor = st.query([]).map_err(super::open_err)?;
         let mut previous = None;
         let mut batch = Batch::default();
-        while let Some(r) = cursor.next().map_err(super::sqlite::open_err)? {
+        while let Some(r) = cursor.next().map_err(super::open_err)? {
             let row = rows::decode(r).map_err(StoreError::Corrupt)?;
             rows::check_order(previous, row.seq).map_err(StoreError::Corrupt)?;
             previous = Some(row.seq);

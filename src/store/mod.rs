@@ -53,6 +53,12 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// A SQLite step failed while opening or loading the store: its error as `StoreError::Open`.
+/// Here, beside the error, because the opener, the loader and the WAL hook all map with it.
+pub(crate) fn open_err(e: rusqlite::Error) -> StoreError {
+    StoreError::Open(e.to_string())
+}
+
 /// Durable state behind the hub. `apply` writes a batch atomically and durably, or nothing.
 pub trait Store {
     /// Loads what survived the last run.

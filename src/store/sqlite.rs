@@ -10,7 +10,7 @@
 
 use super::flush::{Background, WalFlush};
 use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint};
-use super::{rows, Loaded, RowSink, Store, StoreError, StoreOp, StoredTask, TaskStoreOp};
+use super::{open_err, rows, Loaded, RowSink, Store, StoreError, StoreOp, StoredTask, TaskStoreOp};
 use crate::config::SyncPolicy;
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use std::fs::File;
@@ -121,10 +121,6 @@ DROP TABLE envelopes_v1;
 DROP TABLE remembered;
 UPDATE meta SET value = '2' WHERE key = 'schema_version';
 ";
-
-pub(super) fn open_err(e: rusqlite::Error) -> StoreError {
-    StoreError::Open(e.to_string())
-}
 
 /// An open step failed. Another process holding the file's lock shows up as "database is
 /// locked" at whichever step first touches the file, so that case names the likely cause.

@@ -6,7 +6,7 @@
 //! Owns those three. Refuses the store's SQL (`sqlite`) and the checkpoint policy (`flush`).
 
 use super::flush::{Checkpoint, Checkpointed};
-use super::sqlite::open_err;
+use super::open_err;
 use super::StoreError;
 use rusqlite::{ffi, Connection, OpenFlags};
 use std::fs::File;

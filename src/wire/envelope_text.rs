@@ -209,7 +209,7 @@ fn string_end(b: &[u8]) -> Option<(usize, bool)> {
     }
     let (mut i, mut escaped) = (1, false);
     loop {
-        i = super::fast::stop(b, i);
+        i = super::json_text::stop(b, i);
         match b.get(i)? {
             b'"' => return Some((i + 1, escaped)),
             b'\\' => {

@@ -22,6 +22,7 @@
 
 use super::decode::{Payload, AWAIT_KEYS, ENVELOPE_KEYS, HELLO_KEYS, ID_KEYS, STATUS_KEYS};
 use super::envelope::RawEnvelope;
+use super::json_text::stop;
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest};
 use serde_json::value::RawValue;
 
@@ -260,38 +261,6 @@ impl<'a> Cur<'a> {
             }
         }
     }
-}
-
-/// The index of the first byte at or after `i` that ends a run of plain string text: `"`,
-/// `\\` or a control character (`b.len()` if none). Eight bytes at a time: each of the three
-/// tests below marks the high bit of a byte that hits, and of no byte below the first hit
-/// (a borrow only runs upwards from a true hit), so the lowest mark is the first hit.
-pub(crate) fn stop(b: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = b.get(i..i.saturating_add(8)) {
-        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
-            break;
-        };
-        let x = u64::from_le_bytes(bytes);
-        let quote = x ^ (ONES * u64::from(b'"'));
-        let slash = x ^ (ONES * u64::from(b'\\'));
-        let hit = ((quote.wrapping_sub(ONES) & !quote)
-            | (slash.wrapping_sub(ONES) & !slash)
-            | (x.wrapping_sub(ONES * 0x20) & !x))
-            & HIGH;
-        if hit != 0 {
-            return i + (hit.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
-            break;
-        }
-        i += 1;
-    }
-    i
 }
 
 fn hello<'a>(c: &mut Cur<'a>) -> Option<Payload<'a>> {

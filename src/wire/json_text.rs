@@ -4,7 +4,9 @@
 //! "Second pass: user time").
 //!
 //! Owns: a JSON string literal (`push_str`) and an unsigned integer (`push_u64`) appended to a
-//! `String`, without serde's serializer machinery or `core::fmt`. Refuses: anything with
+//! `String`, without serde's serializer machinery or `core::fmt`; and `stop`, the scan over a
+//! run of plain string text that both these writers and the line decoders (`fast`,
+//! `envelope_text`) use, so the two sets of bytes that end a run can never differ. Refuses: anything with
 //! structure; the callers lay out their own keys, and the tests below hold every byte of
 //! output equal to `serde_json`'s.
 
@@ -44,11 +46,11 @@ pub fn push_str(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     // The runs between escaped bytes are found eight bytes at a time by the decoder's own
-    // scan (`wire::fast::stop`), whose stop set is exactly the bytes `ESCAPES` marks (a test
+    // scan (`stop`), whose stop set is exactly the bytes `ESCAPES` marks (a test
     // holds them equal): a W1 op writes about 150 bytes of strings into its audit records
     // and the envelope's text (docs/performance.md, "Fourth pass").
     loop {
-        let i = super::fast::stop(bytes, start);
+        let i = stop(bytes, start);
         let Some(&b) = bytes.get(i) else {
             break;
         };
@@ -76,7 +78,7 @@ pub fn str_len(s: &str) -> usize {
     let bytes = s.as_bytes();
     let (mut len, mut start) = (s.len() + 2, 0);
     loop {
-        let i = super::fast::stop(bytes, start);
+        let i = stop(bytes, start);
         let Some(&b) = bytes.get(i) else {
             return len;
         };
@@ -97,7 +99,7 @@ pub fn strip_str<'t>(text: &'t str, s: &str) -> Option<&'t str> {
     let bytes = s.as_bytes();
     let mut start = 0;
     loop {
-        let i = super::fast::stop(bytes, start);
+        let i = stop(bytes, start);
         rest = rest.strip_prefix(&bytes[start..i])?;
         let Some(&b) = bytes.get(i) else {
             break;
@@ -144,26 +146,54 @@ pub fn push_bool(out: &mut String, b: bool) {
     out.push_str(if b { "true" } else { "false" });
 }
 
+/// The index of the first byte at or after `i` that ends a run of plain string text: `"`,
+/// `\\` or a control character (`b.len()` if none). Eight bytes at a time: each of the three
+/// tests below marks the high bit of a byte that hits, and of no byte below the first hit
+/// (a borrow only runs upwards from a true hit), so the lowest mark is the first hit.
+pub(crate) fn stop(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i.saturating_add(8)) {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(bytes);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let slash = x ^ (ONES * u64::from(b'\\'));
+        let hit = ((quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash)
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `push_str` skips what `wire::fast::stop` passes over: the two sets must be one.
+    /// `push_str` skips what `stop` passes over: the two sets must be one.
     #[test]
     fn the_scan_stops_at_exactly_the_escaped_bytes() {
         for b in 0..=255u8 {
-            let stops = crate::wire::fast::stop(&[b], 0) == 0;
+            let stops = stop(&[b], 0) == 0;
             assert_eq!(stops, ESCAPES[usize::from(b)] != 0, "byte {b:#04x}");
             // and inside a word, at every place
             for at in 0..9 {
                 let mut v = vec![b'a'; 9];
                 v[at] = b;
                 let want = if stops { at } else { 9 };
-                assert_eq!(
-                    crate::wire::fast::stop(&v, 0),
-                    want,
-                    "byte {b:#04x} at {at}"
-                );
+                assert_eq!(stop(&v, 0), want, "byte {b:#04x} at {at}");
             }
         }
     }

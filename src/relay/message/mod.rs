@@ -114,5 +114,23 @@ impl std::fmt::Display for RelayError {
 
 impl std::error::Error for RelayError {}
 
+/// A payload read into its type `T`: an object, or the `BadPayload` error naming the message
+/// type. Here, beside the error, because every payload module reads with it.
+fn typed<T: for<'de> serde::Deserialize<'de>>(
+    t: &MsgType,
+    payload: &serde_json::Value,
+) -> Result<T, RelayError> {
+    if !payload.is_object() {
+        return Err(RelayError::BadPayload {
+            msg_type: t.as_str().to_owned(),
+            detail: "payload must be an object".into(),
+        });
+    }
+    T::deserialize(payload).map_err(|e| RelayError::BadPayload {
+        msg_type: t.as_str().to_owned(),
+        detail: e.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests;

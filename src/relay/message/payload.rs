@@ -9,7 +9,7 @@
 
 use super::agent_state::{lenient_since_ms, AgentState};
 use super::transfer::{Ack, BusForward, SessionReceived, SessionTransfer};
-use super::{MsgType, RelayError};
+use super::{typed, MsgType, RelayError};
 use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -440,22 +440,6 @@ pub enum Payload {
         msg_type: String,
         payload: Value,
     },
-}
-
-pub(super) fn typed<T: for<'de> Deserialize<'de>>(
-    t: &MsgType,
-    payload: &Value,
-) -> Result<T, RelayError> {
-    if !payload.is_object() {
-        return Err(RelayError::BadPayload {
-            msg_type: t.as_str().to_owned(),
-            detail: "payload must be an object".into(),
-        });
-    }
-    T::deserialize(payload).map_err(|e| RelayError::BadPayload {
-        msg_type: t.as_str().to_owned(),
-        detail: e.to_string(),
-    })
 }
 
 impl Payload {

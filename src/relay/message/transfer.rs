@@ -4,7 +4,7 @@
 //! bytes, under `CHUNK_CAP_BYTES`) and `session_received`. Refuses: the envelope, which
 //! decides which form a chunk is held in (`envelope`), and IO.
 
-use super::payload::typed;
+use super::typed;
 use super::{MsgType, RelayError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
