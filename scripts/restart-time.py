@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Times one restart of a hub over a store the scale bench wrote (docs/performance.md,
-"Restart and memory per envelope: the second pass"): exec -> the answer to a `hello` and a
+"Restart"): exec -> the answer to a `hello` and a
 `status` of the last envelope, as `agent-hub-bench --scale` part (a) measures it, with the
 hub's CPU time and RSS at that answer. It exists to run two builds back to back on one copy
 of the store, so both see the same machine load.

@@ -1,5 +1,5 @@
 //! Fuzz target `client_line`: the decoder's fast path (`wire::fast`, docs/performance.md
-//! "Third pass: decoding") against its serde path. For any line, when the fast path reads it,
+//! "Design decisions") against its serde path. For any line, when the fast path reads it,
 //! the serde path must read it too, to the same payload field by field and the body's text
 //! byte for byte (`agent_hub::wire::fast_decode_check`); the fast path may always decline.
 //! The input is checked as a whole line, and also placed where the fast path's own readers

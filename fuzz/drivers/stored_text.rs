@@ -1,5 +1,5 @@
 //! Fuzz target `stored_text`: what a queued envelope keeps of a text read back from the store
-//! (`wire::envelope_text`, docs/performance.md "Memory per envelope: the fourth pass"). A
+//! (`wire::envelope_text`, docs/performance.md "Memory per envelope"). A
 //! store row's text is cut into its `ts` and body only when it is exactly the canonical text
 //! of the row's fields; whatever the text, the hub writes back exactly what was stored.
 //!

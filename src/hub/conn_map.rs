@@ -1,7 +1,7 @@
 //! The hasher of the per-connection tables (`Hub::conns`, `server::Server::conns`), looked up several times per
 //! operation on every path: a multiply-and-rotate of the connection id instead of std's
 //! SipHash, which was a few per cent of the hub's user time under connection-per-op sends
-//! (docs/performance.md, issue 13, "Second pass: user time").
+//! (docs/performance.md, issue 13, "Design decisions").
 //!
 //! Why it is safe here and nowhere else: SipHash's keyed randomness is what keeps a peer from
 //! choosing keys that all fall in one bucket. A `ConnId` is never chosen by a peer: the server

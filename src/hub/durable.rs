@@ -109,7 +109,7 @@ pub struct Loaded {
 
 /// One row as the store reads it at startup (`Store::load_rows`), its strings borrowed from
 /// the store's own buffer for the row: a restart of a million rows makes no `String` per
-/// column (docs/performance.md "Restart: the third pass"). Checked as `StoredId` and
+/// column (docs/performance.md "Restart"). Checked as `StoredId` and
 /// `StoredEnvelope` are (`rows`), except that no two rows share a sender and id, which is the
 /// sink's to refuse.
 #[derive(Debug, Clone, PartialEq, Eq)]

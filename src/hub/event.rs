@@ -221,7 +221,7 @@ impl AuditEvent {
     ///
     /// Written piece by piece (`wire::json_text`), not with `write!` and a `to_json` string
     /// per field: several records per operation under connection-per-op load
-    /// (docs/performance.md, issue 13, "Second pass: user time"). The bytes are those of the
+    /// (docs/performance.md, issue 13, "Design decisions"). The bytes are those of the
     /// earlier `write!` encoder, which the tests keep as the reference; the format is
     /// docs/operations.md's "Audit log format".
     pub fn encode_into(&self, ts: &str, out: &mut String) {

@@ -169,7 +169,7 @@ pub fn digest(to: &str, kind: &str, correlation_id: Option<&str>, body: &str) ->
 }
 
 /// The part of a `digest` a ledger record keeps: its first 16 bytes. A million remembered ids
-/// each save 16 bytes (docs/performance.md "Where targets are missed" (b)); what the record
+/// each save 16 bytes (docs/performance.md "Memory per envelope"); what the record
 /// decides with it is whether a resend under the same sender and id is the same envelope,
 /// and both envelopes are the one sender's own, so a collision (about 2^64 work to find)
 /// could only make that sender's second, different envelope read as its first: no one else's
@@ -887,7 +887,7 @@ mod tests {
     }
 
     /// A ledger slot (id key and one sender's record) is what a million remembered ids cost
-    /// beside their texts (docs/performance.md "Where targets are missed" (b)): 88 bytes with
+    /// beside their texts (docs/performance.md "Memory per envelope"): 88 bytes with
     /// an inline id key, one-word names and the digest's first half, 120 with an `Arc<str>`
     /// key, fat names and the whole digest.
     #[test]

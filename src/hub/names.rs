@@ -10,7 +10,7 @@
 //! colliding ones.
 //!
 //! Also owns `Name`, the one-pointer shared string the queues and the ledger hold per
-//! envelope (docs/performance.md "Where targets are missed" (b)): a queued envelope carries
+//! envelope (docs/performance.md "Memory per envelope"): a queued envelope carries
 //! its sender, recipient, kind and correlation id, and a ledger record its sender and
 //! recipient, so a fat `Arc<str>` (two words) in each costs a word per field per envelope,
 //! while the extra hop to the text is paid only on the rare reads of those fields.

@@ -3,7 +3,7 @@
 //! Refuses IO: the server has the store read its rows into `Restoring`, the hub's sink.
 //!
 //! A restart may bring back a million envelopes (docs/performance.md "How cost grows with
-//! work", "Restart: the third pass"), so each row costs one pass and as few allocations as
+//! work", "Restart"), so each row costs one pass and as few allocations as
 //! it can: the row arrives borrowed from the store's buffer (`store::RowRef`), its names are
 //! the ledger's and the router's shared copies (the last row's, without a hash, when they
 //! repeat), its id is allocated once for both the ledger's key and the queue entry, and its
@@ -116,7 +116,7 @@ impl Hub {
     /// Gives up the queues and the ledger without freeing them, for a process about to exit
     /// (the server's orderly stop, after everything is committed, flushed and logged): a hub
     /// holding a million envelopes spent seconds freeing them one by one, memory the exit
-    /// returns at once (docs/performance.md "Restart: the third pass"). The hub is left
+    /// returns at once (docs/performance.md "Restart"). The hub is left
     /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
     /// queues held is in the store.
     pub fn forget_held(&mut self) {

@@ -30,8 +30,7 @@ use std::sync::Arc;
 /// `Router::name`), and its `id` is the same `Id` the ledger keys its record by (inline when it
 /// is a canonical UUID, `hub::id_key`). The names are one-word `Name`s, not `Arc<str>`, which
 /// keeps the entry at 88 bytes (the test `a_queue_entry_stays_small`), and the text is not
-/// held a second time beside them (docs/performance.md "Memory per envelope: the fourth
-/// pass").
+/// held a second time beside them (docs/performance.md "Memory per envelope").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
     pub id: Id,
@@ -703,7 +702,7 @@ mod tests {
     }
 
     /// A queue entry is what every queued envelope costs beside its text, times the deque's
-    /// growth slack (docs/performance.md "Where targets are missed" (b)): 88 bytes with
+    /// growth slack (docs/performance.md "Memory per envelope"): 88 bytes with
     /// one-word names and an inline id (which saves the id's heap block), 112 with `Arc<str>`
     /// names.
     #[test]

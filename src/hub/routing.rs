@@ -253,7 +253,7 @@ impl Hub {
 /// from which the canonical text is written back). Its `from`,
 /// `to` and `kind` are the router's shared copies from the start (one lookup each, no
 /// allocation for a name seen before), so queueing it later swaps nothing in
-/// (docs/performance.md, "Third pass: core and connections"). `id` is `env.id` as an `Id`,
+/// (docs/performance.md, "Design decisions"). `id` is `env.id` as an `Id`,
 /// which the caller may have parsed already.
 pub(super) fn queued_from(env: &Envelope, id: Id, router: &mut Router) -> Queued {
     // `seq` is stamped at staging.

@@ -621,7 +621,7 @@ fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -
     let detail = pipeline::redact_quoted(detail);
     if detail.is_empty() {
         // Every connection's last line (a plain close): without `format!` (docs/performance.md,
-        // issue 13, "Second pass: user time"); the same text as the branch below without
+        // issue 13, "Design decisions"); the same text as the branch below without
         // its detail.
         use crate::wire::json_text::push_u64;
         let mut line = String::with_capacity(64 + name.len() + outcome.len());

@@ -2,7 +2,7 @@
 //! filters, the roster): a folded 64×64→128-bit multiply per 16 bytes, keyed with two
 //! random words drawn when the table is made. Std's SipHash-1-3 cost about 210
 //! instructions per lookup, and a connection-per-op send does about 17 lookups: a tenth of
-//! the hub's user instructions (docs/performance.md, issue 13, "Sixth pass: hashing").
+//! the hub's user instructions (docs/performance.md, issue 13, "Design decisions").
 //!
 //! Why it still resists flooding: a peer who wants many keys in one bucket must predict
 //! the hash, and every step of it multiplies by a word that depends on the two secret

@@ -104,7 +104,7 @@ pub fn chain_line(record: &str, prev: Option<&Hash>, out: &mut String) -> Hash {
 
 /// Where the first `,"event":` of `body` is: `str::find`'s answer, by a scan of the commas
 /// (the key follows the second comma of every record the hub writes), without building a
-/// substring searcher per record (docs/performance.md, issue 13, "Second pass: user time").
+/// substring searcher per record (docs/performance.md, issue 13, "Design decisions").
 fn event_key(body: &str) -> Option<usize> {
     const KEY: &[u8] = b",\"event\":";
     let bytes = body.as_bytes();

@@ -91,7 +91,7 @@ impl Conn {
 
     /// Appends `line` to the output. When nothing waits (the usual case: one reply per
     /// connection), the line's own buffer becomes the output, with no copy and no allocation
-    /// (docs/performance.md, "Third pass: core and connections").
+    /// (docs/performance.md, "Design decisions").
     fn append(&mut self, line: String) {
         if self.out.is_empty() {
             self.out = line.into_bytes();

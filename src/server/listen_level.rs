@@ -1,5 +1,5 @@
 //! The listener watched level-triggered, so accepting can stop before the `accept4` that
-//! only says EAGAIN (docs/performance.md, "Fourth pass: W1, the accept that only said EAGAIN").
+//! only says EAGAIN (docs/performance.md, "Design decisions": the level-triggered listener).
 //!
 //! mio registers every source edge-triggered, which obliges the loop to accept until
 //! EAGAIN: a connection left in the queue would raise no new edge. At one client per op that

@@ -98,7 +98,7 @@ pub struct Server {
     /// Connections with output to flush this iteration, in the order they got it, repeats
     /// allowed: `settle` sorts, dedups and drops the closed ones, so the flush order is the
     /// ascending one a `BTreeSet` gave, without a tree node allocated per iteration
-    /// (docs/performance.md, "Third pass: core and connections").
+    /// (docs/performance.md, "Design decisions").
     dirty: Vec<ConnId>,
     /// `dirty`'s buffer while its ids are flushed, kept for its capacity.
     flushing: Vec<ConnId>,

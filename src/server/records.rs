@@ -347,7 +347,7 @@ pub struct Records {
     pending: String,
     /// Where each record in `pending` ends (after its newline), so a flush splits them
     /// without scanning every byte for newlines, which was the largest part of the records'
-    /// own work per W1 op after SHA-256 (docs/performance.md, "Third pass: records").
+    /// own work per W1 op after SHA-256 (docs/performance.md, "Design decisions").
     pending_ends: Vec<usize>,
     /// Where the chain stands (`Chain`).
     chain: Chain,
@@ -433,7 +433,7 @@ impl Records {
     /// interval since the first move after the last write is over (`head_due`), so at most
     /// once per `limits.service_log_flush_ms` instead of once per iteration, which cost a
     /// `pwrite64` per iteration under connection-per-op load (docs/performance.md, issue 13,
-    /// "Third pass: records"). A SIGKILL or crash leaves the head up to one interval behind
+    /// "Design decisions"). A SIGKILL or crash leaves the head up to one interval behind
     /// the log; the next start (`open_chain`) and `audit verify` say how many records came
     /// after it, which it does not anchor (docs/operations.md, "The hash chain").
     pub fn record_head_due(&mut self, now: Instant) {
@@ -567,7 +567,7 @@ impl Records {
         let mut gated = gated.into_iter().peekable();
         // Called at the end of every loop iteration, most often with nothing to write: the
         // clock is read and the time formatted only for records stamped here (the gated ones,
-        // a chain_start), into the kept `ts_buf` (docs/performance.md, "Third pass: records").
+        // a chain_start), into the kept `ts_buf` (docs/performance.md, "Design decisions").
         let stamp =
             gated.peek().is_some() || (self.chain.start.is_some() && !self.pending.is_empty());
         if self.pending.is_empty() && !stamp {

@@ -243,8 +243,8 @@ fn start_rest(
         ),
     };
     // The rows go straight from the store's cursor into the hub's queues and ledger, with no
-    // owned copy of the whole store in between (docs/performance.md "Restart: the third
-    // pass").
+    // owned copy of the whole store in between (docs/performance.md "How cost grows with
+    // work", "Restart").
     let now = Now {
         mono: std::time::Instant::now(),
         wall: chrono::Utc::now(),

@@ -43,7 +43,7 @@ impl Stamper {
 
     /// Appends `at` as `push` writes it, from the system clock's reading itself: chrono's
     /// `Utc::now` converts every reading to a calendar date, which is the work this type
-    /// saves (docs/performance.md, issue 13, "Second pass: user time"). A reading before
+    /// saves (docs/performance.md, issue 13, "Design decisions"). A reading before
     /// 1970 goes through chrono.
     pub fn push_system(&mut self, at: SystemTime, out: &mut String) {
         let Ok(since) = at.duration_since(UNIX_EPOCH) else {
@@ -79,7 +79,7 @@ impl Stamper {
 /// Appends `ffffffZ`: the six digits of `micros` (below a million) and the zone. One `push`
 /// per ASCII digit into reserved room: the earlier digit array went through `str::from_utf8`,
 /// whose check was half of this function's instructions, about 100 per stamp and four stamps
-/// per W1 op (docs/performance.md, issue 13, "Third pass: records").
+/// per W1 op (docs/performance.md, issue 13, "Design decisions").
 fn push_micros(micros: u32, out: &mut String) {
     out.reserve(7);
     for div in [100_000, 10_000, 1_000, 100, 10, 1] {

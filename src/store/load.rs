@@ -2,7 +2,7 @@
 //! cursor and checks each row (`rows::decode`: the columns, the envelope's text against its
 //! row), the caller's thread hands the checked rows to the sink (the hub's queues and
 //! ledger). A restart of a million rows spends about half its CPU on each side
-//! (docs/performance.md "Restart: the third pass"), so on two cores it takes about the longer
+//! (docs/performance.md "Restart"), so on two cores it takes about the longer
 //! half instead of the sum.
 //!
 //! The rows cross in batches, in acceptance order, through a bounded channel (at most

@@ -64,7 +64,7 @@ pub trait Store {
     /// Loads what survived the last run.
     fn load(&mut self) -> Result<Loaded, StoreError>;
     /// `load`, a row at a time into `sink` in acceptance order, without the owned lists:
-    /// startup's path (docs/performance.md "Restart: the third pass"). The sink, not the
+    /// startup's path (docs/performance.md "Restart"). The sink, not the
     /// store, refuses two rows of one sender and id.
     fn load_rows(&mut self, sink: &mut dyn RowSink) -> Result<(), StoreError>;
     /// Loads the delegated tasks that survived the last run, in acceptance order

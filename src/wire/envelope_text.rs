@@ -1,6 +1,6 @@
 //! An envelope's canonical text (`Envelope::to_json`) kept without the fields its holder
 //! already has: what a queued envelope keeps of its text (docs/performance.md, "Memory per
-//! envelope: the fourth pass").
+//! envelope").
 //!
 //! A queue entry holds the id, sender, recipient, kind and correlation id as shared or inline
 //! values for routing and matching; the text repeated all five. A `Tail` keeps only what is

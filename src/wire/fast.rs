@@ -1,5 +1,5 @@
-//! The fast path of client-line decoding (issue 13, docs/performance.md "Third pass:
-//! decoding"): a hand-written reader for the lines every operation sends (`hello`, `send`,
+//! The fast path of client-line decoding (issue 13, docs/performance.md "Design
+//! decisions"): a hand-written reader for the lines every operation sends (`hello`, `send`,
 //! `await`, `ack`, `status`) that decodes a strict, common subset of JSON exactly and declines
 //! everything else.
 //!

@@ -1,7 +1,7 @@
 //! Hand-written pieces of compact JSON text, byte for byte what `serde_json`'s compact
 //! serializer writes for the same values, for the lines and records the hub writes on every
 //! operation (the envelope's text, `accepted`, audit records: docs/performance.md, issue 13,
-//! "Second pass: user time").
+//! "Design decisions").
 //!
 //! Owns: a JSON string literal (`push_str`) and an unsigned integer (`push_u64`) appended to a
 //! `String`, without serde's serializer machinery or `core::fmt`; and `stop`, the scan over a
@@ -48,7 +48,7 @@ pub fn push_str(out: &mut String, s: &str) {
     // The runs between escaped bytes are found eight bytes at a time by the decoder's own
     // scan (`stop`), whose stop set is exactly the bytes `ESCAPES` marks (a test
     // holds them equal): a W1 op writes about 150 bytes of strings into its audit records
-    // and the envelope's text (docs/performance.md, "Fourth pass").
+    // and the envelope's text (docs/performance.md, "Design decisions").
     loop {
         let i = stop(bytes, start);
         let Some(&b) = bytes.get(i) else {

@@ -557,7 +557,7 @@ impl HubLine {
 
 /// The delivery line `{"envelope":TEXT}` and its newline: `HubLine::Envelope`'s bytes, for
 /// a caller holding the text shared rather than owned (the hub's queued `Arc<str>`), so it is
-/// not copied into a `String` first (docs/performance.md, "Third pass: core and connections").
+/// not copied into a `String` first (docs/performance.md, "Design decisions").
 pub fn envelope_line(text: &str) -> String {
     let mut s = String::with_capacity(text.len() + 15);
     s.push_str("{\"envelope\":");

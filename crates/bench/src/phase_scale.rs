@@ -235,7 +235,7 @@ pub(crate) fn phase_scale(opts: &Opts, server: &Path, work: &Path) -> Res<ScaleR
             // pays once whatever it holds. SQLite's page cache is such a cost: it fills up to
             // its bound (2 MiB, SQLite's default `cache_size`) within the first fill, so the
             // average from empty counts it against those envelopes alone (42 B each at
-            // 50,000; docs/performance.md "Memory per envelope: the fourth pass"). Both
+            // 50,000; docs/performance.md "Memory per envelope"). Both
             // windows hold one doubling of the queue and of the ledger's table when `n` is
             // the default.
             fill_by_sends(hub.addr, sender, BULK, n, body, FILL_THREADS)?;
