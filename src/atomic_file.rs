@@ -1,7 +1,7 @@
 //! The one way this crate replaces a file whole: write a temporary file beside it, fsync it,
 //! rename it over the target, fsync the folder (PLAN.md §8 "Files and secrets"). Used for
 //! agent configs (`agents::install`), delivery state (`deliver::state`) and the relay status
-//! file (`server::relay_status`).
+//! file (`relay_status`).
 //!
 //! A reader sees the old file or the new one, never a part. Owns the temporary name (hidden,
 //! beside the target, with the process id so two processes never share one), its mode, and

@@ -24,6 +24,7 @@ pub mod hub;
 pub mod kernel;
 pub mod mcp;
 pub mod relay;
+pub mod relay_status;
 pub mod roster;
 pub mod roster_edit;
 pub mod runner;

@@ -268,7 +268,7 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
             key_file,
             local,
         } => keygen(&peer, &key_file, local.as_deref()),
-        RelayCommand::Peers { config } => agent_hub::server::relay_status::print_peers(&config),
+        RelayCommand::Peers { config } => agent_hub::relay_status::print_peers(&config),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,7 +16,6 @@ pub mod os_ids;
 pub mod records;
 pub mod relay_gate;
 pub mod relay_io;
-pub mod relay_status;
 mod roster_reload;
 pub mod signal;
 pub mod startup;

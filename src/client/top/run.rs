@@ -52,7 +52,7 @@ impl Fetcher {
         let hub = self.hub();
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
-                crate::server::relay_status::read_status(&p).map(|s| LinkView::from_status(&s))
+                crate::relay_status::read_status(&p).map(|s| LinkView::from_status(&s))
             })
         });
         Snapshot {
@@ -79,7 +79,7 @@ pub fn run(o: Options) -> Result<bool, String> {
         status_path: o
             .config
             .as_ref()
-            .map(|c| crate::server::relay_status::status_path_of(c)),
+            .map(|c| crate::relay_status::status_path_of(c)),
     };
     let mut ctx = Context {
         port: o.endpoint.port,

@@ -110,7 +110,7 @@ pub struct ActivityView {
     pub tasks: Vec<TaskView>,
 }
 
-/// One relay link, from the relay's status file (`server::relay_status`).
+/// One relay link, from the relay's status file (`relay_status`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkView {
     pub peer: String,
@@ -122,7 +122,7 @@ pub struct LinkView {
 }
 
 impl LinkView {
-    pub fn from_status(s: &crate::server::relay_status::RelayStatus) -> Vec<LinkView> {
+    pub fn from_status(s: &crate::relay_status::RelayStatus) -> Vec<LinkView> {
         s.peers
             .iter()
             .map(|p| LinkView {

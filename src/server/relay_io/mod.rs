@@ -23,7 +23,6 @@ use super::relay_gate::{
     dropped_summary, is_fd_exhaustion, throttled, Gate, SharedKeys, PEER_LOG_BURST,
     PEER_LOG_REFILL, STRANGER_LOG_BURST, STRANGER_LOG_REFILL,
 };
-use super::relay_status::{PeerStatus, RelayStatus, StatusWriter};
 use crate::config::{PeerConfig, RelayConfig};
 use crate::relay::heartbeat::{AgentEntry, Directory, DirectoryCaps};
 use crate::relay::links::{Change, Direction, Links, Opened, Verdict, STANDBY_GRACE};
@@ -33,6 +32,7 @@ use crate::relay::session::{
 };
 use crate::relay::throttle::Throttle;
 use crate::relay::{Feature, MsgType, Payload};
+use crate::relay_status::{PeerStatus, RelayStatus, StatusWriter};
 use link::Link;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
@@ -648,7 +648,7 @@ impl RelayIo {
 
     pub fn write_status_file(&mut self) {
         let status = RelayStatus {
-            v: super::relay_status::STATUS_FORMAT_VERSION,
+            v: crate::relay_status::STATUS_FORMAT_VERSION,
             updated: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             peer_id: self.cfg.peer_id.clone(),
             listen: self.local_addr().map(|a| a.to_string()),

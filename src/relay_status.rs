@@ -2,6 +2,9 @@
 //! state changes or a heartbeat arrives, at most once a second, and `agent-hub-server relay
 //! peers` prints it.
 //!
+//! Beside the server and the client rather than in either (PLAN.md §14): the server writes the
+//! file, `agent-hub top` and `relay peers` read it, and the two never import each other.
+//!
 //! Owns the file's format (JSON, `"v": 1`) and `StatusWriter`, the thread that writes it so
 //! the event loop never serialises, writes or renames it itself (issue 9: no disk work on the
 //! loop). Never holds a key or a proof.
