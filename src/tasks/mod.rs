@@ -17,6 +17,7 @@
 mod body;
 mod check;
 mod event;
+mod identity;
 mod peer;
 mod query;
 mod records;
@@ -49,7 +50,7 @@ use crate::kernel::names::HUB_NAME;
 use crate::kernel::now::Now;
 use crate::wire::{DelegateRequest, Envelope, TaskList, TaskProgress, TaskRecord, TaskStateReply};
 use chrono::{DateTime, SecondsFormat, Utc};
-use settings::TasksConfig;
+pub use settings::BookConfig;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::path::PathBuf;
@@ -60,46 +61,6 @@ pub use crate::kernel::names::{is_task_name, TASK_PREFIX};
 pub use event::{TaskEnd, TaskEvent};
 /// `progressSecs` at most (a week, like `tasks.timeout_secs`).
 pub const MAX_PROGRESS_SECS: u64 = settings::MAX_TASK_TIMEOUT_SECS;
-
-/// What the book is told at construction: the `[tasks]` limits it enforces.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BookConfig {
-    pub max_concurrent: usize,
-    pub queue_max: usize,
-    /// Tasks one delegator may hold queued or running (`tasks.max_per_delegator`); a relay
-    /// peer's tasks all count as that peer's.
-    pub max_per_delegator: usize,
-    /// The default and the upper bound of a task's `timeoutSecs`.
-    pub timeout_secs: u64,
-    pub prompt_max_bytes: usize,
-    /// Canonical roots (as `TasksConfig::cwd_roots` are).
-    pub cwd_roots: Vec<PathBuf>,
-    pub min_progress_secs: u64,
-    pub outcome_text_max_bytes: usize,
-    pub history_max: usize,
-    /// Names a task identity may mail besides its delegator.
-    pub may_mail: Vec<String>,
-    /// Worker side: seconds between `task_status` messages to a delegating peer.
-    pub peer_status_secs: u64,
-}
-
-impl From<&TasksConfig> for BookConfig {
-    fn from(t: &TasksConfig) -> BookConfig {
-        BookConfig {
-            max_concurrent: t.max_concurrent,
-            queue_max: t.queue_max,
-            max_per_delegator: t.max_per_delegator,
-            timeout_secs: t.timeout_secs,
-            prompt_max_bytes: t.prompt_max_bytes,
-            cwd_roots: t.cwd_roots.clone(),
-            min_progress_secs: t.min_progress_secs,
-            outcome_text_max_bytes: t.outcome_text_max_bytes,
-            history_max: t.history_max,
-            may_mail: t.may_mail.clone(),
-            peer_status_secs: t.peer_status_secs,
-        }
-    }
-}
 
 /// What the runner (or, with `peer`, the relay) is asked to run. `Debug` hides the prompt
 /// and the token.
@@ -955,50 +916,6 @@ impl TaskBook {
     /// The delegator of a task, whoever asks (for the hub's routing of peer replies).
     pub fn delegator(&self, task: &TaskId) -> Option<&str> {
         self.tasks.get(task).map(|t| t.delegator.as_str())
-    }
-
-    /// Whether `name`/`token` is a live task identity (from its start to its outcome);
-    /// the delegator when it is. The comparison is the roster's constant-time one.
-    pub fn verify_identity(&self, name: &str, token: &str) -> Option<&str> {
-        let t = self.tasks.get(&TaskId::parse(name)?)?;
-        let want = t.token.as_deref()?;
-        let same = crate::roster::ct_eq(want.as_bytes(), token.as_bytes());
-        same.then_some(t.delegator.as_str())
-    }
-
-    /// Whether `text` (a name a failed hello asserted) is a live task identity's token,
-    /// pasted in the name field: such a name is never recorded (SPEC §6.2, issue 29). Every
-    /// live token is compared, in constant time.
-    pub fn holds_token(&self, text: &str) -> bool {
-        let given = text.trim().as_bytes();
-        self.tasks
-            .values()
-            .filter_map(|t| t.token.as_deref())
-            .fold(false, |found, token| {
-                found | crate::roster::ct_eq(token.as_bytes(), given)
-            })
-    }
-
-    /// Whether `from` may mail the task identity `task` (docs/delegation.md "Task identity"):
-    /// the task is one this book holds and has not ended, and `from` is its delegator or a
-    /// name in `tasks.may_mail` (the agents a task may mail may answer it). Anyone else could
-    /// only pile mail up in a queue no one reads, or feed the task's agent instructions its
-    /// delegator never gave.
-    pub fn may_receive(&self, task: &str, from: &str) -> bool {
-        let Some(t) = TaskId::parse(task).and_then(|id| self.tasks.get(&id)) else {
-            return false;
-        };
-        !t.state.is_final()
-            && (t.delegator == from || self.config.may_mail.iter().any(|m| m == from))
-    }
-
-    /// Whether the task identity `name` may send to `to`: its delegator, or a name in
-    /// `tasks.may_mail`, and only while it is live.
-    pub fn may_mail(&self, name: &str, to: &str) -> bool {
-        let Some(t) = TaskId::parse(name).and_then(|id| self.tasks.get(&id)) else {
-            return false;
-        };
-        t.token.is_some() && (t.delegator == to || self.config.may_mail.iter().any(|m| m == to))
     }
 }
 

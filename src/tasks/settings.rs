@@ -1,8 +1,8 @@
 //! The `[tasks]` settings as plain data (docs/delegation.md "Limits", "Task identity"): what the
 //! task book and the runner read once the config loader has validated the table.
 //!
-//! Owns `TasksConfig`, `SandboxMode` and the bound the core shares with the loader
-//! (`MAX_TASK_TIMEOUT_SECS`). Reading the table from TOML, its defaults and the checks of each
+//! Owns `TasksConfig`, `SandboxMode`, the bound the core shares with the loader
+//! (`MAX_TASK_TIMEOUT_SECS`) and `BookConfig`, the part of the table the task book enforces. Reading the table from TOML, its defaults and the checks of each
 //! value (and of `cwd_roots` on disk) are the loader's (`config::tasks`), which stands above
 //! the core (PLAN.md §14 "The floors").
 
@@ -109,6 +109,46 @@ impl SandboxMode {
             SandboxMode::Bwrap => "bwrap",
             SandboxMode::Landlock => "landlock",
             SandboxMode::None => "none",
+        }
+    }
+}
+
+/// What the book is told at construction: the `[tasks]` limits it enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookConfig {
+    pub max_concurrent: usize,
+    pub queue_max: usize,
+    /// Tasks one delegator may hold queued or running (`tasks.max_per_delegator`); a relay
+    /// peer's tasks all count as that peer's.
+    pub max_per_delegator: usize,
+    /// The default and the upper bound of a task's `timeoutSecs`.
+    pub timeout_secs: u64,
+    pub prompt_max_bytes: usize,
+    /// Canonical roots (as `TasksConfig::cwd_roots` are).
+    pub cwd_roots: Vec<PathBuf>,
+    pub min_progress_secs: u64,
+    pub outcome_text_max_bytes: usize,
+    pub history_max: usize,
+    /// Names a task identity may mail besides its delegator.
+    pub may_mail: Vec<String>,
+    /// Worker side: seconds between `task_status` messages to a delegating peer.
+    pub peer_status_secs: u64,
+}
+
+impl From<&TasksConfig> for BookConfig {
+    fn from(t: &TasksConfig) -> BookConfig {
+        BookConfig {
+            max_concurrent: t.max_concurrent,
+            queue_max: t.queue_max,
+            max_per_delegator: t.max_per_delegator,
+            timeout_secs: t.timeout_secs,
+            prompt_max_bytes: t.prompt_max_bytes,
+            cwd_roots: t.cwd_roots.clone(),
+            min_progress_secs: t.min_progress_secs,
+            outcome_text_max_bytes: t.outcome_text_max_bytes,
+            history_max: t.history_max,
+            may_mail: t.may_mail.clone(),
+            peer_status_secs: t.peer_status_secs,
         }
     }
 }
