@@ -8,10 +8,10 @@
 // Each fuzz binary uses one of the two bodies.
 #![allow(dead_code)]
 
-use agent_hub::relay::frame::{
+use agent_hub_proto::relay::frame::{
     decode_body, encode_body, encode_frame, FrameDecoder, DECOMPRESSED_CAP_BYTES, FRAME_CAP_BYTES,
 };
-use agent_hub::relay::RelayMessage;
+use agent_hub_proto::relay::RelayMessage;
 
 /// Feeds `data` to a `FrameDecoder` in two pushes (split where the first byte says), and
 /// round-trips every frame that decodes.

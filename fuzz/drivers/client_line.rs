@@ -1,11 +1,11 @@
 //! Fuzz target `client_line`: the decoder's fast path (`wire::fast`, docs/performance.md
 //! "Design decisions") against its serde path. For any line, when the fast path reads it,
 //! the serde path must read it too, to the same payload field by field and the body's text
-//! byte for byte (`agent_hub::wire::fast_decode_check`); the fast path may always decline.
+//! byte for byte (`agent_hub_proto::wire::fast_decode_check`); the fast path may always decline.
 //! The input is checked as a whole line, and also placed where the fast path's own readers
 //! work: as a send's body, inside a string value, as a number and as a key.
 
-use agent_hub::wire::{fast_decode_check, ClientLine};
+use agent_hub_proto::wire::{fast_decode_check, ClientLine};
 use serde_json::Value;
 use std::path::Path;
 

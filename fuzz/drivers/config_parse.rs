@@ -6,12 +6,12 @@
 //! "no panic from configuration"), and a config that loads keeps its meaning when written
 //! back as TOML.
 
-use agent_hub::config::{Config, Limits, RelayConfig, StoreConfig, RELAY_FEATURES};
-use agent_hub::hub::{Hub, Now, Output};
-use agent_hub::relay::session::{PeerAuth, Session, SessionConfig, SessionState, WallClock};
-use agent_hub::relay::Feature;
-use agent_hub::roster::Roster;
-use agent_hub::wire::HubLine;
+use agent_hub_host::config::{Config, Limits, RelayConfig, StoreConfig, RELAY_FEATURES};
+use agent_hub_proto::hub::{Hub, Now, Output};
+use agent_hub_proto::relay::session::{PeerAuth, Session, SessionConfig, SessionState, WallClock};
+use agent_hub_proto::relay::Feature;
+use agent_hub_proto::roster::Roster;
+use agent_hub_proto::wire::HubLine;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -75,7 +75,7 @@ fn check_limits(l: &Limits) {
 fn limits_round_trip(l: &Limits) {
     let text = format!(
         "port = 0\naudit_log_path = \"a\"\nservice_log_path = \"s\"\nroster_path = \"r\"\n[store]\nkind = \"memory\"\n{}",
-        agent_hub::config::limits_to_toml(l)
+        agent_hub_host::config::limits_to_toml(l)
     );
     match Config::parse(&text, Path::new("/")) {
         Ok(back) => assert_eq!(&back.limits, l, "limits change when written back"),
@@ -100,7 +100,7 @@ fn run_hub(limits: &Limits) {
     let mut hub = Hub::new(
         roster,
         limits.clone(),
-        Box::new(agent_hub::hub::ids::SeededIds::new(0)),
+        Box::new(agent_hub_proto::hub::ids::SeededIds::new(0)),
     );
     hub.start_purging(now_at(t0));
     hub.enable_forwarding("here", ["there".to_owned()], 1);

@@ -4,9 +4,9 @@
 //! (`deliver::policy`, `deliver::state`). The same bytes are also read as a state file, which
 //! is the hook's other input from disk.
 
-use agent_hub::deliver::hook_input::{parse_hook_input, HookEvent};
-use agent_hub::deliver::policy::{gate, session_key, StopState, MAX_SESSIONS};
-use agent_hub::deliver::state::state_file;
+use agent_hub_cli::deliver::hook_input::{parse_hook_input, HookEvent};
+use agent_hub_cli::deliver::policy::{gate, session_key, StopState, MAX_SESSIONS};
+use agent_hub_cli::deliver::state::state_file;
 use std::path::Path;
 
 pub fn run(data: &[u8]) {

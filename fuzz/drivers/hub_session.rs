@@ -16,10 +16,10 @@
 //! accepted envelope is queued, delivered, acked or acked by the peer (nothing lost).
 
 use super::cursor::{Cursor, Writer};
-use agent_hub::config::Limits;
-use agent_hub::hub::{AuditEvent, ConnId, Hub, Now, Output};
-use agent_hub::roster::Roster;
-use agent_hub::wire::{HubLine, LineBuffer};
+use agent_hub_host::config::Limits;
+use agent_hub_proto::hub::{AuditEvent, ConnId, Hub, Now, Output};
+use agent_hub_proto::roster::Roster;
+use agent_hub_proto::wire::{HubLine, LineBuffer};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -167,7 +167,7 @@ impl Sim {
         let flusher = header & H_FLUSHER != 0;
         let forwarding = header & H_FORWARD != 0;
         // Bounce ids from a seed: a crash reproduces from its input alone.
-        let ids = agent_hub::hub::ids::SeededIds::new(u64::from(header));
+        let ids = agent_hub_proto::hub::ids::SeededIds::new(u64::from(header));
         let mut hub = Hub::new(roster(), limits.clone(), Box::new(ids))
             .with_durable(flusher)
             .with_sync(flusher);
@@ -408,7 +408,7 @@ impl Sim {
 
     /// `Server::write_batch`, with the store's health deciding; a written audit batch is
     /// counted.
-    fn execute(&mut self, batch: agent_hub::hub::Batch) {
+    fn execute(&mut self, batch: agent_hub_proto::hub::Batch) {
         let sends = batch
             .audit
             .iter()

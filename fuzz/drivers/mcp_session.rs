@@ -5,14 +5,14 @@
 //! (`wire::ClientLine`), so the model can never make the client send what the hub refuses as
 //! malformed.
 
-use agent_hub::client::task;
-use agent_hub::mcp::session::{
+use agent_hub_cli::client::task;
+use agent_hub_cli::mcp::session::{
     Session, Step, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
     SUPPORTED_VERSIONS,
 };
-use agent_hub::mcp::tools::AWAIT_MAX_SECS;
-use agent_hub::mcp::{ToolCall, ToolOutcome};
-use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, StatusRequest};
+use agent_hub_cli::mcp::tools::AWAIT_MAX_SECS;
+use agent_hub_cli::mcp::{ToolCall, ToolOutcome};
+use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, StatusRequest};
 use serde_json::{Map, Value};
 use std::path::Path;
 

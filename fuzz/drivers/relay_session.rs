@@ -12,13 +12,13 @@
 //! tampering, everything one side sent on an established link arrives at the other, in order.
 
 use super::cursor::{Cursor, Writer};
-use agent_hub::relay::auth::to_hex;
-use agent_hub::relay::heartbeat::{AgentEntry, Directory};
-use agent_hub::relay::message::{V0_TYPES, V1_TYPES};
-use agent_hub::relay::session::{
+use agent_hub_proto::relay::auth::to_hex;
+use agent_hub_proto::relay::heartbeat::{AgentEntry, Directory};
+use agent_hub_proto::relay::message::{V0_TYPES, V1_TYPES};
+use agent_hub_proto::relay::session::{
     PeerAuth, Role, Session, SessionConfig, SessionEvent, SessionState, WallClock,
 };
-use agent_hub::relay::{Feature, MsgType, RelayMessage};
+use agent_hub_proto::relay::{Feature, MsgType, RelayMessage};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! text. A roster that parses authenticates exactly its entries; a refusal's text and the
 //! roster's `Debug` never carry a token.
 
-use agent_hub::roster::{Roster, HUB_NAME};
+use agent_hub_proto::roster::{Roster, HUB_NAME};
 use std::path::Path;
 
 pub fn run(data: &[u8]) {

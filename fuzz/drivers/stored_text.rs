@@ -8,7 +8,7 @@
 //! (the seeds hold canonical texts, which the fuzzer then mutates); any other rest is a body,
 //! laid out with the fields in the canonical form.
 
-use agent_hub::wire::envelope_text::{split, Parts, Tail};
+use agent_hub_proto::wire::envelope_text::{split, Parts, Tail};
 use serde_json::value::RawValue;
 
 const SEP: u8 = 0x1E;

@@ -9,8 +9,8 @@
 //! file (docs/operations.md, "Verifying the audit log"). `roster`: 0 done, 1 refused or
 //! failed (the message says why; a running hub that refused the new roster is a failure).
 
-use agent_hub::admin::{demo, roster};
-use agent_hub::server::startup;
+use agent_hub_server::admin::{demo, roster};
+use agent_hub_server::server::startup;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -268,7 +268,7 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
             key_file,
             local,
         } => keygen(&peer, &key_file, local.as_deref()),
-        RelayCommand::Peers { config } => agent_hub::relay_status::print_peers(&config),
+        RelayCommand::Peers { config } => agent_hub_host::relay_status::print_peers(&config),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -280,12 +280,12 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
 }
 
 fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String> {
-    if !agent_hub::config::valid_peer_id(peer) {
+    if !agent_hub_host::config::valid_peer_id(peer) {
         return Err(format!(
             "peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
         ));
     }
-    if let Some(l) = local.filter(|l| !agent_hub::config::valid_peer_id(l)) {
+    if let Some(l) = local.filter(|l| !agent_hub_host::config::valid_peer_id(l)) {
         return Err(format!(
             "local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
         ));
@@ -322,7 +322,7 @@ fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String
 }
 
 fn audit_verify(paths: &[PathBuf], anchors: &[String]) -> ExitCode {
-    use agent_hub::server::audit_chain::{hex, parse_hex, verify_files};
+    use agent_hub_server::server::audit_chain::{hex, parse_hex, verify_files};
     let mut expected = Vec::new();
     for a in anchors {
         match parse_hex(&a.to_ascii_lowercase()) {

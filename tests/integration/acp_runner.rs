@@ -1,4 +1,4 @@
-//! The ACP runner (src/runner, docs/acp.md "The runner") driving the real `fake-acp-agent`
+//! The ACP runner (crates/server/src/runner, docs/acp.md "The runner") driving the real `fake-acp-agent`
 //! (crates/test-fakes/src/bin/fake-acp-agent.rs): spawn, pipes, deadlines, cancel, the shutdown escalation to
 //! SIGKILL of the whole process group, reaping, hostile output, spawn failures, and the
 //! task's credential file. Nothing sleeps to wait: every wait is on the runner's event
@@ -6,11 +6,11 @@
 
 use crate::common;
 
-use agent_hub::acp::{
+use agent_hub_proto::acp::{
     CancelEnd, ExitStatus, Failure, Level, McpServer, Outcome, PermissionPolicy, Refusal,
     SessionConfig, Signal, Status, Step, StopReason,
 };
-use agent_hub::runner::{self, TaskCredential, TaskEnd, TaskEvent, TaskHandle, TaskSpec};
+use agent_hub_server::runner::{self, TaskCredential, TaskEnd, TaskEvent, TaskHandle, TaskSpec};
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,14 +1,14 @@
 //! The ACP session against a real process: `fake-acp-agent` (crates/test-fakes/src/bin/fake-acp-agent.rs)
-//! driven through `agent_hub::acp::Session` by a minimal blocking driver (spawn in its own
+//! driven through `agent_hub_proto::acp::Session` by a minimal blocking driver (spawn in its own
 //! process group, write the session's lines, feed it stdout bytes, carry out its events).
 //! This is a smoke test of the session's contract with real pipes; the behaviour itself is
-//! tested in src/acp/tests on a virtual clock. Nothing sleeps or polls: the driver waits on
+//! tested in crates/proto/src/acp/tests on a virtual clock. Nothing sleeps or polls: the driver waits on
 //! one channel (stdout bytes, EOF, the reaped exit) until the session's next deadline, and
 //! every run has an overall deadline.
 
 use crate::common;
 
-use agent_hub::acp::{
+use agent_hub_proto::acp::{
     CancelEnd, Event, ExitStatus, Failure, McpServer, Outcome, PermissionPolicy, Refusal, Session,
     SessionConfig, Signal, Status, Step, StopReason,
 };

@@ -8,10 +8,10 @@
 //! invalid manifests and the `after-*` trees from what the code does now; review the diff.
 //! Expected files spell the temporary HOME as `{HOME}`.
 
-use agent_hub::agents::diff;
-use agent_hub::agents::install;
-use agent_hub::agents::manifest::{DeliverMode, HookKind, Manifest, McpFormat};
-use agent_hub::agents::registry::{Origin, Registry};
+use agent_hub_host::agents::diff;
+use agent_hub_host::agents::install;
+use agent_hub_host::agents::manifest::{DeliverMode, HookKind, Manifest, McpFormat};
+use agent_hub_host::agents::registry::{Origin, Registry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -603,7 +603,7 @@ fn agents_ps_prints_no_control_bytes_from_a_hostile_cwd() {
     for (what, out) in [("json", json_out.as_str()), ("table", table.as_str())] {
         let bad: Vec<char> = out
             .chars()
-            .filter(|&c| c != '\n' && agent_hub::text::is_unsafe(c))
+            .filter(|&c| c != '\n' && agent_hub_proto::text::is_unsafe(c))
             .collect();
         assert!(bad.is_empty(), "{what}: {bad:?} in {out:?}");
     }
@@ -884,7 +884,7 @@ fn mcp_identity(home: &Path, agent: &str) -> (String, String) {
                 "opencode" => (".config/opencode/opencode.json", "/mcp/agent-hub/command"),
                 _ => (".factory/mcp.json", "/mcpServers/agent-hub/args"),
             };
-            let v = agent_hub::agents::jsonedit::value(&read(rel)).unwrap();
+            let v = agent_hub_host::agents::jsonedit::value(&read(rel)).unwrap();
             v.pointer(key)
                 .unwrap()
                 .as_array()

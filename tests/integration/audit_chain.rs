@@ -306,9 +306,9 @@ fn a_sigkilled_hub_restarts_without_a_false_cut_and_verify_counts_the_unanchored
     let head_line = log
         .iter()
         .position(|l| {
-            agent_hub::server::audit_chain::hex(&agent_hub::server::audit_chain::line_hash(
-                l.as_bytes(),
-            )) == kept.trim()
+            agent_hub_server::server::audit_chain::hex(
+                &agent_hub_server::server::audit_chain::line_hash(l.as_bytes()),
+            ) == kept.trim()
         })
         .expect("the head names a record of the log");
     let after = log.len() - 1 - head_line;

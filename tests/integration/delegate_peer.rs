@@ -236,7 +236,7 @@ fn claudectls_relay_delegate_runs_here_and_is_answered_on_its_lasting_link() {
     // done well within that, so its handoff is the first word, and no sooner. (A lower
     // bound only: the hold makes it certain whatever the machine's speed.)
     assert!(
-        sent_at.elapsed() >= agent_hub::tasks::CLAUDECTL_REPORT_DELAY,
+        sent_at.elapsed() >= agent_hub_proto::tasks::CLAUDECTL_REPORT_DELAY,
         "the handoff came {:?} after the delegate_task",
         sent_at.elapsed()
     );

@@ -7,8 +7,8 @@
 //! Refuses: deadlines and caps (see `limits`), line syntax (see `wire`).
 
 use crate::harness::*;
-use agent_hub::client::{self, AwaitOutcome};
-use agent_hub::wire::{AwaitRequest, Envelope};
+use agent_hub_cli::client::{self, AwaitOutcome};
+use agent_hub_proto::wire::{AwaitRequest, Envelope};
 use serde_json::json;
 
 #[test]

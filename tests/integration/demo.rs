@@ -102,7 +102,9 @@ impl Drop for Demo {
 
 fn stored_port(dir: &Path) -> u16 {
     let text = fs::read_to_string(dir.join("config.toml")).unwrap();
-    agent_hub::config::Config::parse(&text, dir).unwrap().port
+    agent_hub_host::config::Config::parse(&text, dir)
+        .unwrap()
+        .port
 }
 
 /// A loopback port free right now (nothing listens on it once this returns).

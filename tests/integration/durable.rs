@@ -9,8 +9,8 @@
 //! a counter the test threads bump, the audit or service log, or a process exit.
 
 use crate::harness::*;
-use agent_hub::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
-use agent_hub::wire::{AwaitRequest, Envelope};
+use agent_hub_cli::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
+use agent_hub_proto::wire::{AwaitRequest, Envelope};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -6,7 +6,7 @@
 //! comes in, and `delegate --wait` ends only on the hub's own outcome.
 //!
 //! Owns the hostile side of those checks; the rules themselves are simulated in
-//! `src/hub/tests/` (tasks, forward, idempotence_status, who, activity) and `src/wire`.
+//! `crates/proto/src/hub/tests/` (tasks, forward, idempotence_status, who, activity) and `crates/proto/src/wire`.
 //! Every wait is a poll with `DEADLINE` or a read with a timeout.
 
 use crate::delegate::manifest;
@@ -474,7 +474,7 @@ fn megabyte_ids_are_refused() {
 fn assert_printable(what: &str, s: &str) {
     let bad: Vec<char> = s
         .chars()
-        .filter(|&c| c != '\n' && agent_hub::text::is_unsafe(c))
+        .filter(|&c| c != '\n' && agent_hub_proto::text::is_unsafe(c))
         .collect();
     assert!(bad.is_empty(), "{what} printed {bad:?}:\n{s:?}");
 }

@@ -113,7 +113,7 @@ pub fn mode_of(path: &Path) -> u32 {
 // ----- config -----
 
 /// The `[limits]` table: the server's own type, so a new limit needs no change here.
-pub use agent_hub::config::Limits;
+pub use agent_hub_host::config::Limits;
 
 /// A test's files before the server starts. Layout of the temp dir:
 /// `config.toml`, `roster.toml`, `tokens/<name>.token`, the two logs (relative paths in the
@@ -220,7 +220,7 @@ impl Setup {
             self.port,
             self.audit_log_path,
             self.service_log_path,
-            agent_hub::config::limits_to_toml(&self.limits)
+            agent_hub_host::config::limits_to_toml(&self.limits)
         )
     }
 
@@ -420,8 +420,8 @@ impl Hub {
         self.setup.path(&format!("tokens/{name}.token"))
     }
 
-    pub fn endpoint(&self, name: &str) -> agent_hub::client::Endpoint {
-        agent_hub::client::Endpoint {
+    pub fn endpoint(&self, name: &str) -> agent_hub_cli::client::Endpoint {
+        agent_hub_cli::client::Endpoint {
             name: name.into(),
             token: token_of(name).into(),
             port: self.port,
@@ -696,7 +696,7 @@ impl Drop for Hub {
             assert!(!audit.contains("SECRET"), "a token reached the audit log");
             // Every test's log is one unbroken hash chain (a line torn by a SIGKILL at the
             // very end aside: the next start would cut it).
-            match agent_hub::server::audit_chain::verify_files(&[self.audit_path()], &[]) {
+            match agent_hub_server::server::audit_chain::verify_files(&[self.audit_path()], &[]) {
                 Ok(Ok(_)) => {}
                 Ok(Err(b)) if b.why.contains("incomplete") => {}
                 Ok(Err(b)) => panic!("the audit chain breaks at line {}: {}", b.line, b.why),

@@ -5,7 +5,7 @@
 //! them, and no error line repeats them either.
 //!
 //! Owns the end-to-end leak check. The decoder's own texts are unit-tested in
-//! `src/wire/decode.rs`; the service-log redaction in `src/hub/pipeline.rs`.
+//! `crates/proto/src/wire/decode.rs`; the service-log redaction in `crates/proto/src/hub/pipeline.rs`.
 
 use crate::harness::*;
 

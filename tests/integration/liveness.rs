@@ -6,7 +6,7 @@
 //! a hook against a hub that is down exits 0 with nothing printed.
 
 use crate::harness::*;
-use agent_hub::wire::{AgentPresence, Presence};
+use agent_hub_proto::wire::{AgentPresence, Presence};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;

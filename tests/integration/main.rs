@@ -7,7 +7,7 @@
 //! costs the other tests nothing they measure.
 //!
 //! Owns only the module list. Timing-exact behaviour (deadlines to the millisecond, zero-byte
-//! write outcomes) is refused here: the sans-IO simulation in `src/hub/tests/` owns it, and
+//! write outcomes) is refused here: the sans-IO simulation in `crates/proto/src/hub/tests/` owns it, and
 //! these tests use real time only with generous bounds.
 
 mod common;

@@ -5,10 +5,10 @@
 //! it.
 //!
 //! Owns those end-to-end checks. Refuses timing: the core's exact rules are in
-//! `src/hub/tests/redelivery.rs` and `pipelining.rs`.
+//! `crates/proto/src/hub/tests/redelivery.rs` and `pipelining.rs`.
 
 use crate::harness::*;
-use agent_hub::client;
+use agent_hub_cli::client;
 use serde_json::{json, Value};
 
 const AWAIT_ACK: &str = r#"{"await":{"ack":true}}"#;

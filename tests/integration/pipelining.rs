@@ -4,7 +4,7 @@
 //! extra line is answered after the verb's reply.
 //!
 //! Owns the one-write / two-write comparisons against the real server. Refuses timing: the
-//! sans-IO simulation (`src/hub/tests/pipelining.rs`) covers every phase on a virtual clock.
+//! sans-IO simulation (`crates/proto/src/hub/tests/pipelining.rs`) covers every phase on a virtual clock.
 
 use crate::harness::*;
 use std::time::{Duration, Instant};
@@ -163,7 +163,7 @@ fn an_ack_written_with_its_await_is_the_ack_however_it_was_written() {
         }
         r.expect_line(&format!(r#"{{"acked":{{"id":"{id}"}}}}"#));
         r.expect_eof();
-        let st = agent_hub::client::status(&hub.endpoint("alpha"), &id).unwrap();
+        let st = agent_hub_cli::client::status(&hub.endpoint("alpha"), &id).unwrap();
         assert_eq!(st.state, "acked", "{split:?}");
     }
 }

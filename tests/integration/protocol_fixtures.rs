@@ -11,10 +11,10 @@
 //! A wrong fixture fails the test: every case is checked in full, and all failures of a file
 //! are reported together.
 
-use agent_hub::config::Config;
-use agent_hub::hub::{ConnId, Hub, Now, Output};
-use agent_hub::roster::Roster;
-use agent_hub::wire::{ClientLine, HubLine, LineBuffer};
+use agent_hub_host::config::Config;
+use agent_hub_proto::hub::{ConnId, Hub, Now, Output};
+use agent_hub_proto::roster::Roster;
+use agent_hub_proto::wire::{ClientLine, HubLine, LineBuffer};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -637,7 +637,7 @@ impl Sim {
             hub: Hub::new(
                 roster,
                 config.limits,
-                Box::new(agent_hub::hub::ids::SeededIds::new(0)),
+                Box::new(agent_hub_proto::hub::ids::SeededIds::new(0)),
             ),
             conns: HashMap::new(),
             by_id: HashMap::new(),

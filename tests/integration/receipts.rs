@@ -1,7 +1,7 @@
 //! Receipts end to end (issue 12; SPEC §12.4 "Readers", "Waiting for a stage"): the real
 //! `agent-hub` reading clients name themselves (`cli-await`, `stop-hook`, `drain`,
 //! `plugin-drain`) and `agent-hub status --wait-for` waits hub-side, with its exit codes (0
-//! reached, 2 timeout, 3 ended). Exact timing is the simulation's (`src/hub/tests/receipts.rs`);
+//! reached, 2 timeout, 3 ended). Exact timing is the simulation's (`crates/proto/src/hub/tests/receipts.rs`);
 //! here every wait is a bounded read or poll.
 
 use crate::harness::*;

@@ -7,7 +7,7 @@
 //!
 //! Owns: what an operator and a deployed v0 peer observe of the relay over real sockets — the
 //! status file, the service log, the bytes on the wire. Refuses: the session's exact state
-//! machine (the sans-IO tests in `src/relay/tests.rs` own it). Every wait is a poll of the
+//! machine (the sans-IO tests in `crates/proto/src/relay/tests.rs` own it). Every wait is a poll of the
 //! status file, the service log or a socket, bounded by `DEADLINE`; the v0 double's reads all
 //! carry a timeout; servers are killed on drop.
 
@@ -51,7 +51,7 @@ const WEST_AGENTS: [(&str, &str); 2] = [
     ("sigma", "tok-sigma-SECRET-90bd"),
 ];
 
-// ----- keys and proofs (the double's own HMAC, independent of src/relay) -----
+// ----- keys and proofs (the double's own HMAC, independent of crates/proto/src/relay) -----
 
 /// A deterministic 32-byte key as 64 lowercase hex: bytes `seed, seed+1, …`.
 pub(crate) fn key_hex(seed: u8) -> String {

@@ -9,7 +9,7 @@
 //! Owns: the attacking TCP proxy (`Proxy`), and an independent implementation of the v1
 //! proofs and frame-mac written from the docs (`V1Dialer`, also used by `relay.rs`'s transient
 //! connection), so a hub is checked against the spec and not against its own code. Refuses:
-//! the session's state machine (src/relay/tests/attack.rs attacks it in memory). Every wait is
+//! the session's state machine (crates/proto/src/relay/tests/attack.rs attacks it in memory). Every wait is
 //! a poll with `DEADLINE`; every socket read has a timeout; proxies and hubs stop on drop.
 
 use crate::harness::*;

@@ -8,14 +8,14 @@
 //! `cargo test --test integration -- --ignored relay_auth_vectors::bless` rewrites the vectors from their
 //! inputs (after a deliberate change to the transcript; never to make a failing test pass).
 
-use agent_hub::relay::auth::{parse_key, to_hex};
-use agent_hub::relay::frame::encode_message;
-use agent_hub::relay::framemac::FrameMac;
-use agent_hub::relay::message::{Handshake, HandshakeAck};
-use agent_hub::relay::transcript::{
+use agent_hub_proto::relay::auth::{parse_key, to_hex};
+use agent_hub_proto::relay::frame::encode_message;
+use agent_hub_proto::relay::framemac::FrameMac;
+use agent_hub_proto::relay::message::{Handshake, HandshakeAck};
+use agent_hub_proto::relay::transcript::{
     AckFields, Transcript, LABEL_ACCEPTOR_PROOF, LABEL_DIALER_PROOF,
 };
-use agent_hub::relay::{Payload, RelayMessage};
+use agent_hub_proto::relay::{Payload, RelayMessage};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -157,7 +157,7 @@ fn the_v1_vectors_hold() {
         };
         let (frame, n) = rx.open(&bytes).unwrap().unwrap();
         assert_eq!(n, bytes.len());
-        let got = agent_hub::relay::frame::decode_body(&frame.body).unwrap();
+        let got = agent_hub_proto::relay::frame::decode_body(&frame.body).unwrap();
         assert_eq!(got, msg(&f.line));
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::harness::*;
 use crate::relay::*;
-use agent_hub::relay::frame::{decode_body_as, decode_frame, BodyForm};
+use agent_hub_proto::relay::frame::{decode_body_as, decode_frame, BodyForm};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::net::TcpListener;
@@ -166,14 +166,14 @@ fn ctl_frame(msg_type: &str, payload: Value) -> Vec<u8> {
     // claudectl's ids: `msg_<ms>_<counter>`; a peer drops a repeated id (relay-compat.md).
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let msg = agent_hub::relay::RelayMessage::new(
+    let msg = agent_hub_proto::relay::RelayMessage::new(
         format!("msg_{}_{n}", unix_ms()),
-        agent_hub::relay::MsgType::parse(msg_type).unwrap(),
+        agent_hub_proto::relay::MsgType::parse(msg_type).unwrap(),
         "probe",
         unix_ms(),
         payload,
     );
-    agent_hub::relay::frame::encode_message_as(&msg, true, BodyForm::Json).unwrap()
+    agent_hub_proto::relay::frame::encode_message_as(&msg, true, BodyForm::Json).unwrap()
 }
 
 /// claudectl 0.92's full beat, read into the peer's directory and row (docs/relay-protocol.md

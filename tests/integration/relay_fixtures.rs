@@ -13,11 +13,11 @@
 //! `cargo test --test integration -- --ignored relay_fixtures::bless` rewrites the frame hex of every case
 //! from the lines (after a deliberate change to the frame encoder).
 
-use agent_hub::relay::frame::{
+use agent_hub_proto::relay::frame::{
     decode_body, decode_frame, encode_message, COMPRESS_MIN_BYTES, FLAG_LZ4,
 };
-use agent_hub::relay::message::{v0_knows, V0_TYPES, V1_TYPES};
-use agent_hub::relay::{feature_for, Feature, MsgType, Payload, RelayMessage};
+use agent_hub_proto::relay::message::{v0_knows, V0_TYPES, V1_TYPES};
+use agent_hub_proto::relay::{feature_for, Feature, MsgType, Payload, RelayMessage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -275,7 +275,7 @@ fn every_case_round_trips_as_a_line_a_typed_payload_and_a_frame() {
                 ),
             );
             check(
-                c.line.len() <= agent_hub::relay::message::LINE_CAP_BYTES,
+                c.line.len() <= agent_hub_proto::relay::message::LINE_CAP_BYTES,
                 "line over the cap".into(),
             );
 
@@ -430,7 +430,7 @@ fn an_lz4_bomb_is_refused_without_allocating() {
         assert!(largest < 4096, "decoding a bomb allocated {largest} bytes");
     }
     // A frame header announcing 1 MiB allocates nothing before its bytes arrive.
-    let mut d = agent_hub::relay::frame::FrameDecoder::new();
+    let mut d = agent_hub_proto::relay::frame::FrameDecoder::new();
     LARGEST_BYTES.with(|m| m.set(0));
     d.push(&[0, 0x10, 0, 0, 0]);
     assert_eq!(d.next_frame(), Ok(None));
@@ -540,8 +540,8 @@ fn record<'a>(f: &'a Value, side: &str, dir_: &str, msg_type: &str) -> &'a Value
         .unwrap_or_else(|| panic!("{side}: no {dir_} {msg_type}"))
 }
 
-fn session_cfg(f: &Value) -> agent_hub::relay::SessionConfig {
-    use agent_hub::relay::{SessionConfig, WallClock};
+fn session_cfg(f: &Value) -> agent_hub_proto::relay::SessionConfig {
+    use agent_hub_proto::relay::{SessionConfig, WallClock};
     let mut c = SessionConfig::new(
         f["our_peer_id"].as_str().unwrap(),
         "0.1.0",
@@ -585,7 +585,7 @@ fn payload_of(json: &str) -> Value {
 /// frames are exactly what its encoder makes of their message.
 #[test]
 fn claudectl_092_recording_frames_decode() {
-    use agent_hub::relay::frame::{decode_body_as, encode_message_as, BodyForm};
+    use agent_hub_proto::relay::frame::{decode_body_as, encode_message_as, BodyForm};
     let f = recording();
     let mut compressed = [0, 0];
     for side in ["we_dial", "they_dial"] {
@@ -625,14 +625,14 @@ fn claudectl_092_recording_frames_decode() {
 /// `delegate_task` read.
 #[test]
 fn claudectl_092_recording_their_dial_replays() {
-    use agent_hub::relay::{Dialect, Session, SessionEvent};
+    use agent_hub_proto::relay::{Dialect, Session, SessionEvent};
     let f = recording();
     let key = key_of(&f);
     let ch = record(&f, "they_dial", "to_ctl", "challenge");
     let peer = f["their_peer_id"].as_str().unwrap().to_owned();
     let keys = std::collections::HashMap::from([(
         peer,
-        agent_hub::relay::PeerAuth {
+        agent_hub_proto::relay::PeerAuth {
             key,
             allow_claudectl: true,
             forward: false,
@@ -695,7 +695,7 @@ fn claudectl_092_recording_their_dial_replays() {
 /// link with `frame-bin` and `headroom`, and its beat and handoff are read.
 #[test]
 fn claudectl_092_recording_our_dial_replays() {
-    use agent_hub::relay::{Dialect, PeerAuth, Session, SessionEvent};
+    use agent_hub_proto::relay::{Dialect, PeerAuth, Session, SessionEvent};
     let f = recording();
     let key = key_of(&f);
     let hs_rec = record(&f, "we_dial", "to_ctl", "handshake");

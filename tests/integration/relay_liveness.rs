@@ -7,7 +7,7 @@
 
 use crate::harness::*;
 use crate::relay::{key_hex, names, west_setup, RelayHub, RelaySpec};
-use agent_hub::wire::{AgentPresence, Presence};
+use agent_hub_proto::wire::{AgentPresence, Presence};
 
 /// omega's token in `west_setup`'s roster.
 const OMEGA_TOKEN: &str = "tok-omega-SECRET-4e1a";

@@ -6,7 +6,7 @@
 //! Owns: that one-shots in either direction never displace the lasting link (it keeps beating,
 //! nobody redials, the service log has no link-down) while their messages are still served,
 //! and that a lasting link whose socket died is still replaced by the peer's new connection.
-//! Refuses: the exact timing of the rule (the links table's tests in `src/relay/links/tests.rs`,
+//! Refuses: the exact timing of the rule (the links table's tests in `crates/proto/src/relay/links/tests.rs`,
 //! on a virtual clock). Every wait polls the log, the status file or a socket.
 
 use crate::harness::*;

@@ -12,7 +12,7 @@
 
 use crate::delegate::{manifest, outcome, task_id, verb, wait_status};
 use crate::harness::{Hub, Setup, CLIENT};
-use agent_hub::sandbox::{probe, Kind, Mode};
+use agent_hub_host::sandbox::{probe, Kind, Mode};
 use serde_json::{json, Value};
 
 /// The sandbox `mode` finds here, or None when none works and this is not CI (skip).

@@ -6,7 +6,7 @@
 //!
 //! Owns the end-to-end check of those three promises with the real binary. The buffer's rules
 //! (WARN at once, the size bound, a zero interval) are unit-tested on a fake sink in
-//! `src/server/records.rs`.
+//! `crates/server/src/server/records.rs`.
 
 use crate::harness::*;
 use std::time::{Duration, Instant};
@@ -22,8 +22,9 @@ fn accepted_line(log: &str) -> bool {
 /// SIGTERM writes it, with the stop's own lines after it: the last line is `hub stopped`.
 #[test]
 fn sigterm_writes_the_buffered_lines_before_the_hub_exits() {
-    let mut hub =
-        Hub::with_limits(|l| l.service_log_flush_ms = agent_hub::config::MAX_SERVICE_LOG_FLUSH_MS);
+    let mut hub = Hub::with_limits(|l| {
+        l.service_log_flush_ms = agent_hub_host::config::MAX_SERVICE_LOG_FLUSH_MS
+    });
     let started = Instant::now();
     hub.send("alpha", "beta", "note", None, "{\"n\":1}");
     // The envelope is taken, so the hub has been through several more loop iterations, each
@@ -32,7 +33,9 @@ fn sigterm_writes_the_buffered_lines_before_the_hub_exits() {
         .poll_envelope("beta", &await_line(None, None, Some(0)))
         .is_some());
     let before = hub.service_log();
-    if started.elapsed() < Duration::from_millis(agent_hub::config::MAX_SERVICE_LOG_FLUSH_MS / 2) {
+    if started.elapsed()
+        < Duration::from_millis(agent_hub_host::config::MAX_SERVICE_LOG_FLUSH_MS / 2)
+    {
         assert!(
             !accepted_line(&before),
             "an INFO line was written before its interval passed:\n{before}"

@@ -5,7 +5,7 @@
 //! must reach no log; one agent cannot take every slot.
 //!
 //! Owns the end-to-end bounds, each stated with the arithmetic behind it. Refuses the exact
-//! rate arithmetic (the sans-IO simulation `src/hub/tests/strangers.rs` owns it): bounds here
+//! rate arithmetic (the sans-IO simulation `crates/proto/src/hub/tests/strangers.rs` owns it): bounds here
 //! are measured against the elapsed real time and are generous.
 
 use crate::harness::*;

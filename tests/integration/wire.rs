@@ -402,7 +402,7 @@ fn kind_bounce_is_refused_on_send() {
 #[test]
 fn hub_lines_decode_with_the_shared_client_types() {
     // Every line the server sends must be accepted by the client's strict decoder.
-    use agent_hub::wire::HubLine;
+    use agent_hub_proto::wire::HubLine;
     let hub = Hub::start();
     let mut s = hub.raw();
     s.write(&format!(

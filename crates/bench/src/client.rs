@@ -1,5 +1,5 @@
 //! The wire, client side: connecting, sending and awaiting over `std::net` with the
-//! `agent_hub::wire` types, every read under a timeout.
+//! `agent_hub_proto::wire` types, every read under a timeout.
 
 use crate::*;
 

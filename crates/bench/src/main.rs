@@ -2,7 +2,7 @@
 //! it, and reports what the hub itself spends (docs/performance.md).
 //!
 //! Owns: a throwaway hub (temp dir with config, roster and tokens, the server process), the
-//! client side of each benchmark spoken directly over `std::net` with the `agent_hub::wire`
+//! client side of each benchmark spoken directly over `std::net` with the `agent_hub_proto::wire`
 //! types, and the hub's own CPU time and RSS read from `/proc/PID`. Refuses: anything inside
 //! the server (it is a black box here) and sleeping to synchronize (only short bounded polls of
 //! `/proc` and of the child's exit).
@@ -92,13 +92,15 @@ use runner::*;
 use scale_fixture::*;
 use stats::*;
 
-use agent_hub::relay::frame::{decode_body, decode_frame, encode_frame, encode_message, FLAG_LZ4};
-use agent_hub::relay::heartbeat::{AgentEntry, Beat, Directory};
-use agent_hub::relay::{
+use agent_hub_proto::relay::frame::{
+    decode_body, decode_frame, encode_frame, encode_message, FLAG_LZ4,
+};
+use agent_hub_proto::relay::heartbeat::{AgentEntry, Beat, Directory};
+use agent_hub_proto::relay::{
     Feature, MsgType, PeerAuth, RelayMessage, Session, SessionConfig, SessionEvent, SessionState,
     WallClock,
 };
-use agent_hub::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine, IdRequest};
+use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine, IdRequest};
 use clap::{Parser, ValueEnum};
 use serde_json::json;
 use std::collections::HashMap;

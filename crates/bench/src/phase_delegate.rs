@@ -10,7 +10,7 @@
 //! the agent's own cost (the fake agent is a separate process; only the hub is measured).
 
 use crate::*;
-use agent_hub::wire::{DelegateRequest, TaskRequest};
+use agent_hub_proto::wire::{DelegateRequest, TaskRequest};
 
 pub(crate) struct DelegateResult {
     pub(crate) tasks: usize,
@@ -445,7 +445,7 @@ pub(crate) fn stat_cpu_ticks(stat: &str) -> Res<u64> {
 }
 
 /// `Threads:` of `/proc/PID/status`: each running task holds five hub threads
-/// (src/runner/mod.rs), so the count falls back to idle once every runner has ended.
+/// (crates/server/src/runner/mod.rs), so the count falls back to idle once every runner has ended.
 fn hub_threads(hub: &HubProcess) -> Res<usize> {
     let text = std::fs::read_to_string(format!("/proc/{}/status", hub.pid))
         .map_err(|e| format!("hub status: {e}"))?;

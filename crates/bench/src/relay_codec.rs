@@ -212,12 +212,12 @@ pub(crate) fn codec_table(
     let hb = |p: &serde_json::Value| relay_msg(MsgType::Heartbeat, from, p.clone()).encode_json();
     let digest = {
         use sha2::Digest;
-        agent_hub::relay::auth::to_hex(&sha2::Sha256::digest(transcript))
+        agent_hub_proto::relay::auth::to_hex(&sha2::Sha256::digest(transcript))
     };
     let transfer = relay_msg(MsgType::SessionTransfer, from, transfer_head(0, 1, &digest))
         .with_chunk(transcript);
     let transfer_body =
-        agent_hub::relay::frame::encode_body(&transfer).map_err(|e| e.to_string())?;
+        agent_hub_proto::relay::frame::encode_body(&transfer).map_err(|e| e.to_string())?;
     let fwd29 = forward(BUS_BODY_29);
     let fwd119 = forward(BUS_BODY_119);
     if let Some(dir) = dump {

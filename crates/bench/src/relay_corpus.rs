@@ -5,7 +5,7 @@ use crate::*;
 
 // ----- relay (issue 4): the codec table, a loopback link, heartbeat bytes -----
 //
-// In process, no hub: the relay's sans-IO pieces (`agent_hub::relay`) measured directly. The
+// In process, no hub: the relay's sans-IO pieces (`agent_hub_proto::relay`) measured directly. The
 // payloads are built here, deterministically (a fixed xorshift seed), so every run measures the
 // same bytes; see `docs/performance.md`, "Relay", for what each one holds.
 

@@ -20,7 +20,7 @@ pub(crate) fn relay_sessions(features: &[Feature], t0: Instant) -> (Session, Ses
     };
     // A link without frame-mac (the kinds measured here) is allowed only with allow_claudectl on
     // (docs/relay-protocol.md §3).
-    let strict = agent_hub::relay::framemac::missing_without_v0(features).is_empty();
+    let strict = agent_hub_proto::relay::framemac::missing_without_v0(features).is_empty();
     let auth = PeerAuth {
         key: RELAY_KEY,
         allow_claudectl: !strict,
@@ -338,7 +338,7 @@ pub(crate) fn beat_run(link: &'static str, features: &[Feature]) -> Res<BeatRow>
     let framed = d.framed();
     let mut dir = beat_directory(BEAT_AGENTS);
     let names: Vec<String> = dir.agents.keys().cloned().collect();
-    let interval = agent_hub::relay::session::DEFAULT_HEARTBEAT_INTERVAL;
+    let interval = agent_hub_proto::relay::session::DEFAULT_HEARTBEAT_INTERVAL;
     let mut row = BeatRow {
         link,
         features: feature_list(d.features()),

@@ -26,7 +26,7 @@ pub(crate) fn transfer_steps(
     let line = msg.encode_line();
     let from_line =
         RelayMessage::decode_line(&line[..line.len() - 1]).map_err(|e| e.to_string())?;
-    let body = agent_hub::relay::frame::encode_body(&msg).map_err(|e| e.to_string())?;
+    let body = agent_hub_proto::relay::frame::encode_body(&msg).map_err(|e| e.to_string())?;
     let frame = encode_frame(&body, true).map_err(|e| e.to_string())?;
     let block = frame[5..].to_vec();
     let n = 201;
@@ -59,7 +59,7 @@ pub(crate) fn transfer_steps(
         (
             "frames: encode_body (JSON head, raw tail)",
             median_us(n, || {
-                black_box(agent_hub::relay::frame::encode_body(black_box(&msg)).is_ok());
+                black_box(agent_hub_proto::relay::frame::encode_body(black_box(&msg)).is_ok());
             }),
         ),
         (
@@ -97,7 +97,7 @@ pub(crate) fn relay_bench(opts: &Opts) -> Res<RelayReport> {
 
     let digest = {
         use sha2::Digest;
-        agent_hub::relay::auth::to_hex(&sha2::Sha256::digest(&transcript))
+        agent_hub_proto::relay::auth::to_hex(&sha2::Sha256::digest(&transcript))
     };
     let total = TRANSCRIPT_BYTES / CHUNK_BYTES;
     let status = task_status_payload();

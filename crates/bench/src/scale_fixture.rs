@@ -5,8 +5,8 @@
 //! what a hub that accepted those envelopes would have written.
 
 use crate::*;
-use agent_hub::store::sqlite::Sqlite;
-use agent_hub::store::{Store, StoreOp};
+use agent_hub_server::store::sqlite::Sqlite;
+use agent_hub_server::store::{Store, StoreOp};
 
 /// The agent whose queue holds the long queue; `SENDER` sends everything.
 pub(crate) const BULK: &str = "scale-bulk";
@@ -138,7 +138,7 @@ impl ScaleHub {
                 kind: "task".into(),
                 correlation_id: None,
                 text: Arc::from(env.to_json()),
-                digest: agent_hub::hub::ledger::digest(BULK, "task", None, &body),
+                digest: agent_hub_proto::hub::ledger::digest(BULK, "task", None, &body),
                 accepted_ms: now_ms,
             });
             if ops.len() == FILL_BATCH || seq + 1 == n {

@@ -7,13 +7,13 @@
 //! `--timeout` passed first, 3 the envelope settled where the stage can no longer come
 //! (bounced, lost, consumed without it, or unknown); the status line is printed in each case.
 //!
-//! Delivery into running agents (`src/deliver`, docs/delivery.md): `hook stop` always exits 0
+//! Delivery into running agents (`crates/cli/src/deliver`, docs/delivery.md): `hook stop` always exits 0
 //! and writes only to stdout, only a block decision, since it runs inside an agent's turn;
 //! `drain` exits 2 with nothing printed when no mail waits, like an await that timed out.
 
-use agent_hub::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
-use agent_hub::deliver;
-use agent_hub::wire::{AwaitRequest, Envelope, Reader, WaitEnd, WaitFor};
+use agent_hub_cli::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
+use agent_hub_cli::deliver;
+use agent_hub_proto::wire::{AwaitRequest, Envelope, Reader, WaitEnd, WaitFor};
 use clap::{Args, Parser, Subcommand};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -213,7 +213,7 @@ fn main() -> ExitCode {
 }
 
 fn endpoint(id: Identity) -> Result<Endpoint, ClientError> {
-    let token = client::read_token_file(&id.token_file)?;
+    let token = agent_hub_host::token_file::read(&id.token_file)?;
     Ok(Endpoint {
         name: id.name,
         token,
@@ -304,9 +304,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             // Names and filters are other parties' text: escaped for the terminal (`text`).
             let text = if json {
                 let raw = serde_json::to_string(&presence).map_err(|e| e.to_string())?;
-                agent_hub::text::json_for_terminal(&raw).into_owned()
+                agent_hub_proto::text::json_for_terminal(&raw).into_owned()
             } else {
-                agent_hub::client::who_view::render(&presence)
+                agent_hub_cli::client::who_view::render(&presence)
             };
             print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::SUCCESS)
@@ -346,7 +346,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Mcp { id } => {
             // The token is read once, before serving: a bad file exits 1 here.
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            agent_hub::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
+            agent_hub_cli::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Top(a) => run_top(a),
@@ -371,7 +371,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             .map_err(|e| e.to_string())?;
             let text = serde_json::to_string(&st).map_err(|e| e.to_string())?;
-            let text = agent_hub::text::json_for_terminal(&text);
+            let text = agent_hub_proto::text::json_for_terminal(&text);
             print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::from(status_exit_code(stage, &st)))
         }
@@ -382,7 +382,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 /// 2 a timeout; 3 the envelope settled elsewhere. The hub's `wait` key decides; a reply
 /// without one (a hub that ignored the wait cannot exist: it refuses the key) is judged by
 /// its state.
-fn status_exit_code(stage: Option<WaitFor>, st: &agent_hub::wire::EnvelopeStatus) -> u8 {
+fn status_exit_code(stage: Option<WaitFor>, st: &agent_hub_proto::wire::EnvelopeStatus) -> u8 {
     let Some(stage) = stage else { return 0 };
     match st.wait.as_deref().and_then(WaitEnd::parse) {
         Some(WaitEnd::Reached) => 0,
@@ -406,7 +406,7 @@ fn print_line(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
-// ----- the live view: top (src/client/top/, docs/operations.md "Watching a hub") -----
+// ----- the live view: top (crates/cli/src/client/top/, docs/operations.md "Watching a hub") -----
 
 #[derive(Args)]
 struct TopArgs {
@@ -442,7 +442,7 @@ fn run_top(a: TopArgs) -> Result<ExitCode, String> {
     }
 }
 
-// ----- delegation: delegate, task status|list|cancel (src/client/task*.rs, docs/delegation.md) -----
+// ----- delegation: delegate, task status|list|cancel (crates/cli/src/client/task*.rs, docs/delegation.md) -----
 
 #[derive(Args)]
 struct DelegateArgs {
@@ -513,7 +513,7 @@ enum TaskCommand {
 }
 
 fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
-    use agent_hub::client::{task, task_view};
+    use agent_hub_cli::client::{task, task_view};
     // Everything the client can check is checked before the token file is read.
     let prompt = task_view::read_prompt(&a.prompt, std::io::stdin().lock())?;
     let cwd = task_view::absolute_cwd(&a.cwd)?;
@@ -573,7 +573,7 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
 fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
     // A record names a peer's agent and states: other parties' text, escaped for the terminal.
     let out = |text: &str| {
-        print_line(&agent_hub::text::json_for_terminal(text))
+        print_line(&agent_hub_proto::text::json_for_terminal(text))
             .map_err(|e| format!("cannot write to stdout: {e}"))
     };
     match t {
@@ -603,7 +603,7 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
             if state == "unknown" {
                 eprintln!(
                     "agent-hub: no task {} of yours is known to the hub",
-                    agent_hub::text::for_terminal(&task)
+                    agent_hub_proto::text::for_terminal(&task)
                 );
                 return Ok(ExitCode::from(1));
             }
@@ -612,9 +612,9 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
     }
 }
 
-// ----- delivery: hook stop, drain (src/deliver, docs/delivery.md): in `hook.rs` -----
+// ----- delivery: hook stop, drain (crates/cli/src/deliver, docs/delivery.md): in `hook.rs` -----
 
-// ----- agents, install, uninstall (src/agents/) -----
+// ----- agents, install, uninstall (crates/host/src/agents/) -----
 
 #[derive(Args)]
 struct AgentsArgs {
@@ -699,7 +699,7 @@ struct InstallArgs {
     no_skills: bool,
 }
 
-fn print_report(r: agent_hub::agents::cmd::Report) -> Result<ExitCode, String> {
+fn print_report(r: agent_hub_host::agents::cmd::Report) -> Result<ExitCode, String> {
     eprint!("{}", r.stderr);
     let mut out = std::io::stdout().lock();
     out.write_all(r.stdout.as_bytes())
@@ -713,7 +713,7 @@ fn print_report(r: agent_hub::agents::cmd::Report) -> Result<ExitCode, String> {
 }
 
 fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
-    use agent_hub::agents::cmd;
+    use agent_hub_host::agents::cmd;
     let mut env = cmd::Env::from_process(a.agents_dir)?;
     if let Some(config) = &a.config {
         env = env.with_hub_config(config)?;
@@ -724,8 +724,8 @@ fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
     })
 }
 
-fn selection(s: &AgentSelection) -> agent_hub::agents::cmd::Selection {
-    use agent_hub::agents::cmd::Selection;
+fn selection(s: &AgentSelection) -> agent_hub_host::agents::cmd::Selection {
+    use agent_hub_host::agents::cmd::Selection;
     if s.all {
         Selection::All
     } else {
@@ -734,8 +734,8 @@ fn selection(s: &AgentSelection) -> agent_hub::agents::cmd::Selection {
 }
 
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
-    use agent_hub::agents::cmd;
-    use agent_hub::agents::identity::{resolve_identities, IdentityArgs};
+    use agent_hub_host::agents::cmd;
+    use agent_hub_host::agents::identity::{resolve_identities, IdentityArgs};
     let env = cmd::Env::from_process(a.select.agents_dir.clone())?;
     let who = resolve_identities(
         IdentityArgs {
@@ -764,7 +764,7 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
 }
 
 fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
-    use agent_hub::agents::cmd;
+    use agent_hub_host::agents::cmd;
     let env = cmd::Env::from_process(a.agents_dir.clone())?;
     print_report(cmd::install(
         &env,

@@ -18,14 +18,14 @@ pub mod fakes;
 
 /// A config for a memory-store hub on a free port, the example limits but `ack_timeout_ms`.
 pub fn memory_config(ack_timeout_ms: u64) -> String {
-    let limits = agent_hub::config::Limits {
+    let limits = agent_hub_host::config::Limits {
         ack_timeout_ms,
-        ..agent_hub::config::Limits::example()
+        ..agent_hub_host::config::Limits::example()
     };
     format!(
         "port = 0\naudit_log_path = \"audit.jsonl\"\nservice_log_path = \"service.log\"\n\
          roster_path = \"roster.toml\"\n\n[store]\nkind = \"memory\"\n\n{}",
-        agent_hub::config::limits_to_toml(&limits)
+        agent_hub_host::config::limits_to_toml(&limits)
     )
 }
 

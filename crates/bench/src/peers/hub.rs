@@ -1,4 +1,4 @@
-//! agent-hub as a target: the same steps in its own protocol (`agent_hub::wire`), with the
+//! agent-hub as a target: the same steps in its own protocol (`agent_hub_proto::wire`), with the
 //! roster of the bench's fixture. Enqueue is `hello` → `ok`, then `send` → `accepted`, one
 //! reply waited for at a time as `../shared/bench` does; the wait is `hello` + `await` in one
 //! write, parked once `ok` is back (the hub handles both lines of one read before it

@@ -1,0 +1,388 @@
+//! The lines of the delegation verbs and their replies, client side (issue 11;
+//! docs/delegation.md "Clients"): `delegate`, `task_status`, `tasks` and `cancel`.
+//!
+//! Owns: building each request line (the delegation request is the wire's own type; the
+//! others are a task id or nothing) and reading each reply tolerantly: unknown
+//! keys are ignored, `null` is accepted wherever a key may be absent, and a `state` this
+//! client does not know is passed on as it is (a later hub may add states, as SPEC §12.4 says
+//! of `status`). Refuses: any IO (`client` runs the exchange) and any printing.
+// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use super::ClientError;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+
+/// The kind of the one envelope that ends every task (correlationId = the task id); the
+/// wire's, which only the hub may write (SPEC §3.4).
+pub const TASK_OUTCOME_KIND: &str = agent_hub_proto::wire::Envelope::TASK_OUTCOME_KIND;
+/// The kind of a running task's progress envelopes (only with `progressSecs > 0`).
+pub const TASK_PROGRESS_KIND: &str = agent_hub_proto::wire::Envelope::TASK_PROGRESS_KIND;
+/// The final state that `delegate --wait` turns into exit 0; any other is `WAIT_NOT_COMPLETED`.
+pub const COMPLETED: &str = "completed";
+/// Exit code of `delegate --wait` when the task ended in any state but `completed` (docs/
+/// delegation.md "Exit codes"); 1 and 2 keep their SPEC §9.5 meanings.
+pub const WAIT_NOT_COMPLETED: u8 = 3;
+
+/// A delegation as the client asks for it: the wire's own type (one type per verb for both
+/// sides, PLAN.md §14). `None` leaves the choice to the hub's `[tasks]` defaults, and the
+/// line leaves the key out.
+pub use agent_hub_proto::wire::DelegateRequest;
+
+#[derive(Serialize)]
+struct TaskId<'a> {
+    task: &'a str,
+}
+
+#[derive(Serialize)]
+struct Empty {}
+
+/// `{"<tag>":<payload>}` and its newline.
+fn line<T: Serialize>(tag: &str, payload: &T) -> String {
+    let mut map = BTreeMap::new();
+    map.insert(tag, payload);
+    // Invariant: string keys and derived structs of strings and integers always serialise.
+    let mut s = serde_json::to_string(&map).expect("a request line serialises");
+    s.push('\n');
+    s
+}
+
+/// `{"delegate":{"agent","cwd","prompt","timeoutSecs","progressSecs","peer"}}`, the keys of
+/// `None` fields left out (`wire::DelegateRequest`'s encoding, which the hub decodes).
+pub fn delegate_line(req: &DelegateRequest) -> String {
+    line("delegate", req)
+}
+
+/// `{"task_status":{"task":…}}`.
+pub fn task_status_line(task: &str) -> String {
+    line("task_status", &TaskId { task })
+}
+
+/// `{"tasks":{}}`: the asker's own tasks.
+pub fn tasks_line() -> String {
+    line("tasks", &Empty {})
+}
+
+/// `{"cancel":{"task":…}}`.
+pub fn cancel_line(task: &str) -> String {
+    line("cancel", &TaskId { task })
+}
+
+/// A reply: the payload's JSON text exactly as the hub sent it (for `--json` and the MCP
+/// tools, so keys the client does not know survive) and its tolerant reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer<T> {
+    pub text: String,
+    pub value: T,
+}
+
+/// `delegated`: the new task's id and its first state (`queued`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Delegated {
+    pub task: String,
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// One task record (docs/delegation.md; the hub sends its keys in this order, absent when not
+/// present). Every key but `task` may be missing or `null` here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRecord {
+    pub task: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub peer: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub position: Option<u64>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub started_at: Option<String>,
+    #[serde(default)]
+    pub ended_at: Option<String>,
+    #[serde(default)]
+    pub elapsed_ms: Option<u64>,
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `tasks`: the asker's tasks, newest last.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct TaskList {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub tasks: Vec<TaskRecord>,
+}
+
+/// `cancel`: the state after the request (`cancelled`, `cancelling`, a final state the task
+/// had already reached, or `unknown`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Cancelled {
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<TaskRecord>, D::Error> {
+    Ok(Option::<Vec<TaskRecord>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Reads one reply line (without its `\n`) that must be `{"<tag>":{…}}`. An `error` line
+/// becomes `ClientError::Hub` with the hub's text: the usual `{"error":{"message":…}}`, or a
+/// bare string.
+pub fn payload(line: &[u8], tag: &str) -> Result<String, ClientError> {
+    let text = std::str::from_utf8(line)
+        .map_err(|_| ClientError::Protocol("the reply is not UTF-8".into()))?;
+    let map: BTreeMap<String, Box<RawValue>> = serde_json::from_str(text).map_err(|e| {
+        ClientError::Protocol(format!("the reply is not a JSON object with one tag: {e}"))
+    })?;
+    let keys = map.len();
+    let (Some((key, value)), 1) = (map.into_iter().next(), keys) else {
+        return Err(ClientError::Protocol(format!(
+            "expected {tag}, got an object with {keys} keys"
+        )));
+    };
+    if key == "error" {
+        return Err(ClientError::Hub(error_message(value.get())?));
+    }
+    if key != tag {
+        return Err(ClientError::Protocol(format!("expected {tag}, got {key}")));
+    }
+    if !value.get().trim_start().starts_with('{') {
+        return Err(ClientError::Protocol(format!(
+            "the {tag} reply is not a JSON object"
+        )));
+    }
+    Ok(value.get().to_owned())
+}
+
+fn error_message(payload: &str) -> Result<String, ClientError> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ErrorPayload {
+        Object { message: String },
+        Text(String),
+    }
+    match serde_json::from_str::<ErrorPayload>(payload) {
+        Ok(ErrorPayload::Object { message } | ErrorPayload::Text(message)) => Ok(message),
+        Err(_) => Err(ClientError::Protocol(
+            "an error line without a message".into(),
+        )),
+    }
+}
+
+/// `payload` and its reading as `T`.
+pub fn answer<T: for<'de> Deserialize<'de>>(
+    line: &[u8],
+    tag: &str,
+) -> Result<Answer<T>, ClientError> {
+    let text = payload(line, tag)?;
+    let value = serde_json::from_str(&text)
+        .map_err(|e| ClientError::Protocol(format!("unexpected {tag} reply: {e}")))?;
+    Ok(Answer { text, value })
+}
+
+/// The `state` in a `task_outcome` envelope's body, if it has one that is a string.
+pub fn outcome_state(envelope: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(envelope).ok()?;
+    v.get("body")?.get("state")?.as_str().map(str::to_owned)
+}
+
+/// The exit code `delegate --wait` ends with for an outcome in `state`.
+pub fn wait_exit_code(state: Option<&str>) -> u8 {
+    if state == Some(COMPLETED) {
+        0
+    } else {
+        WAIT_NOT_COMPLETED
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn parsed(line: &str) -> Value {
+        assert!(
+            line.ends_with('\n') && line.matches('\n').count() == 1,
+            "{line:?}"
+        );
+        serde_json::from_str(line.trim_end()).unwrap()
+    }
+
+    fn req() -> DelegateRequest {
+        DelegateRequest {
+            agent: "codex".into(),
+            cwd: "/abs/dir".into(),
+            prompt: "fix \"it\"\nplease".into(),
+            timeout_secs: Some(600),
+            progress_secs: Some(0),
+            peer: None,
+        }
+    }
+
+    #[test]
+    fn delegate_line_has_the_design_shape_in_order() {
+        let l = delegate_line(&req());
+        assert_eq!(
+            l,
+            "{\"delegate\":{\"agent\":\"codex\",\"cwd\":\"/abs/dir\",\"prompt\":\"fix \\\"it\\\"\\nplease\",\"timeoutSecs\":600,\"progressSecs\":0}}\n"
+        );
+        let mut r = req();
+        r.timeout_secs = None;
+        r.progress_secs = None;
+        r.peer = Some("lab".into());
+        assert_eq!(
+            parsed(&delegate_line(&r)),
+            json!({"delegate":{"agent":"codex","cwd":"/abs/dir","prompt":"fix \"it\"\nplease","peer":"lab"}})
+        );
+    }
+
+    #[test]
+    fn a_prompt_with_control_characters_stays_one_line() {
+        let mut r = req();
+        r.prompt = "a\nb\r\u{2028}\u{0}c".into();
+        let l = delegate_line(&r);
+        assert_eq!(l.matches('\n').count(), 1);
+        assert_eq!(parsed(&l)["delegate"]["prompt"], r.prompt.as_str());
+    }
+
+    #[test]
+    fn the_other_lines() {
+        assert_eq!(
+            task_status_line("task-1"),
+            "{\"task_status\":{\"task\":\"task-1\"}}\n"
+        );
+        assert_eq!(tasks_line(), "{\"tasks\":{}}\n");
+        assert_eq!(cancel_line("t\"x"), "{\"cancel\":{\"task\":\"t\\\"x\"}}\n");
+    }
+
+    #[test]
+    fn replies_are_read_tolerantly() {
+        let a: Answer<Delegated> = answer(
+            br#"{"delegated":{"task":"task-ab","state":"queued"}}"#,
+            "delegated",
+        )
+        .unwrap();
+        assert_eq!(a.value.task, "task-ab");
+        assert_eq!(a.value.state.as_deref(), Some("queued"));
+        assert_eq!(a.text, r#"{"task":"task-ab","state":"queued"}"#);
+
+        // Unknown states and keys pass, nulls stand for absent keys; the text is kept as sent.
+        let line = br#"{"task_status":{"task":"task-1","agent":null,"state":"frozen","position":null,"later":{"x":1}}}"#;
+        let a: Answer<TaskRecord> = answer(line, "task_status").unwrap();
+        assert_eq!(a.value.state.as_deref(), Some("frozen"));
+        assert_eq!(a.value.agent, None);
+        assert!(a.text.contains("\"later\":{\"x\":1}"));
+
+        let a: Answer<TaskList> = answer(br#"{"tasks":{"tasks":null}}"#, "tasks").unwrap();
+        assert!(a.value.tasks.is_empty());
+        let a: Answer<TaskList> = answer(br#"{"tasks":{}}"#, "tasks").unwrap();
+        assert!(a.value.tasks.is_empty());
+        let a: Answer<TaskList> = answer(
+            br#"{"tasks":{"tasks":[{"task":"t1","state":"running"},{"task":"t2"}]}}"#,
+            "tasks",
+        )
+        .unwrap();
+        assert_eq!(a.value.tasks.len(), 2);
+        assert_eq!(a.value.tasks[1].state, None);
+
+        let a: Answer<Cancelled> = answer(
+            br#"{"cancel":{"task":"t1","state":"cancelling"}}"#,
+            "cancel",
+        )
+        .unwrap();
+        assert_eq!(a.value.state.as_deref(), Some("cancelling"));
+    }
+
+    #[test]
+    fn error_lines_are_the_hubs_words() {
+        for line in [
+            &br#"{"error":{"message":"invalid delegate: unknown agent \"x\""}}"#[..],
+            br#"{"error":"invalid delegate: unknown agent \"x\""}"#,
+        ] {
+            match payload(line, "delegated") {
+                Err(ClientError::Hub(m)) => assert_eq!(m, "invalid delegate: unknown agent \"x\""),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            payload(br#"{"error":{"code":3}}"#, "delegated"),
+            Err(ClientError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn wrong_replies_are_protocol_errors() {
+        for line in [
+            &b"not json"[..],
+            b"[1]",
+            b"{}",
+            br#"{"status":{"id":"x","state":"queued"}}"#,
+            br#"{"delegated":{"task":"t"},"extra":{}}"#,
+            br#"{"delegated":"task-1"}"#,
+            br#"{"delegated":[1]}"#,
+            b"\xff{}",
+        ] {
+            assert!(
+                matches!(payload(line, "delegated"), Err(ClientError::Protocol(_))),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // A delegated reply must name the task.
+        assert!(matches!(
+            answer::<Delegated>(br#"{"delegated":{"state":"queued"}}"#, "delegated"),
+            Err(ClientError::Protocol(_))
+        ));
+        assert!(matches!(
+            answer::<TaskRecord>(
+                br#"{"task_status":{"task":"t","position":"two"}}"#,
+                "task_status"
+            ),
+            Err(ClientError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn wait_exit_codes() {
+        let env = |state: &str| {
+            json!({"id":"i","from":"hub","to":"a","ts":"t","kind":TASK_OUTCOME_KIND,
+                "correlationId":"task-1","body":{"task":"task-1","state":state,"text":""}})
+            .to_string()
+        };
+        assert_eq!(
+            outcome_state(&env("completed")).as_deref(),
+            Some("completed")
+        );
+        assert_eq!(
+            wait_exit_code(outcome_state(&env("completed")).as_deref()),
+            0
+        );
+        for s in [
+            "failed",
+            "cancelled",
+            "timed_out",
+            "refused",
+            "hub_restarted",
+            "Completed",
+            "new",
+        ] {
+            assert_eq!(
+                wait_exit_code(outcome_state(&env(s)).as_deref()),
+                WAIT_NOT_COMPLETED,
+                "{s}"
+            );
+        }
+        assert_eq!(outcome_state(r#"{"body":"completed"}"#), None);
+        assert_eq!(outcome_state("nope"), None);
+        assert_eq!(wait_exit_code(None), WAIT_NOT_COMPLETED);
+    }
+}

@@ -1,0 +1,644 @@
+//! The pure MCP session: one JSON-RPC line in, a reply line, nothing, or a tool call to run
+//! out (docs/mcp.md). No IO: the stdio loop (`serve`) feeds lines and writes replies.
+//!
+//! Owns: JSON-RPC validation and its error codes, the classic `initialize` handshake with
+//! version negotiation, `ping`, `tools/list`, turning `tools/call` into a `ToolCall`, and the
+//! shape of tool results. Rules: every request with an unknown method gets -32601 at once
+//! (new SDK clients probe with `server/discover` and stall 10 s on silence); notifications
+//! never get a reply; ids (0 and strings included) are echoed exactly; tool failures are
+//! results with `isError`, unknown tools are -32602.
+// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use super::tools::{self, ToolArgError, ToolCall};
+use serde_json::{json, Value};
+
+/// Handshake-era protocol versions we speak; a client's is echoed if it is one of them.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// Our answer to a version we do not know.
+pub const LATEST_VERSION: &str = "2025-11-25";
+
+/// JSON-RPC error codes used here.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// What the loop must do with one input line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Write this line (no trailing newline included).
+    Reply(String),
+    /// Write nothing (a notification, a blank line, a response from the client).
+    Silent,
+    /// Run this tool call against the hub, then write `Session::tool_result(&id, …)`.
+    Call { id: Value, call: ToolCall },
+}
+
+/// A tool's result as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    pub fn ok(text: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// One MCP session over one stdio pair, for one hub identity.
+#[derive(Debug, Clone)]
+pub struct Session {
+    name: String,
+    port: u16,
+    version: Option<String>,
+}
+
+impl Session {
+    /// `name` and `port` are what `whoami` reports; the token is never given to the session.
+    pub fn new(name: impl Into<String>, port: u16) -> Session {
+        Session {
+            name: name.into(),
+            port,
+            version: None,
+        }
+    }
+
+    /// The protocol version agreed in `initialize`, if one has happened.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// Handles one line (without its newline).
+    pub fn handle(&mut self, line: &[u8]) -> Step {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Step::Reply(error_line(
+                &Value::Null,
+                PARSE_ERROR,
+                "Parse error: not UTF-8",
+            ));
+        };
+        if text.trim().is_empty() {
+            return Step::Silent;
+        }
+        let msg: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return Step::Reply(error_line(
+                    &Value::Null,
+                    PARSE_ERROR,
+                    &format!("Parse error: {e}"),
+                ))
+            }
+        };
+        let Value::Object(obj) = msg else {
+            return Step::Reply(error_line(
+                &Value::Null,
+                INVALID_REQUEST,
+                "Invalid Request: a message must be one JSON object (batches are not supported)",
+            ));
+        };
+        let method = obj.get("method");
+        if method.is_none()
+            && obj.contains_key("id")
+            && (obj.contains_key("result") || obj.contains_key("error"))
+        {
+            // A response to a request of ours; we send none, so there is nothing to match.
+            return Step::Silent;
+        }
+        let id = match obj.get("id") {
+            None => None,
+            Some(v @ (Value::String(_) | Value::Number(_))) => Some(v.clone()),
+            Some(_) => {
+                return Step::Reply(error_line(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    "Invalid Request: id must be a string or a number",
+                ))
+            }
+        };
+        let Some(id) = id else {
+            // A notification (notifications/initialized, notifications/cancelled, …): no reply,
+            // not even an error.
+            return Step::Silent;
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Step::Reply(error_line(
+                &id,
+                INVALID_REQUEST,
+                "Invalid Request: jsonrpc must be \"2.0\"",
+            ));
+        }
+        let Some(method) = method.and_then(Value::as_str) else {
+            return Step::Reply(error_line(
+                &id,
+                INVALID_REQUEST,
+                "Invalid Request: method must be a string",
+            ));
+        };
+        let params = obj.get("params");
+        match method {
+            "initialize" => Step::Reply(self.initialize(&id, params)),
+            "ping" => Step::Reply(result_line(&id, json!({}))),
+            "tools/list" => Step::Reply(result_line(&id, tools::list())),
+            "tools/call" => self.tools_call(id, params),
+            other => Step::Reply(error_line(
+                &id,
+                METHOD_NOT_FOUND,
+                &format!("Method not found: {other}"),
+            )),
+        }
+    }
+
+    fn initialize(&mut self, id: &Value, params: Option<&Value>) -> String {
+        let asked = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str);
+        let version = match asked {
+            Some(v) if SUPPORTED_VERSIONS.contains(&v) => v,
+            _ => LATEST_VERSION,
+        };
+        self.version = Some(version.to_owned());
+        result_line(
+            id,
+            json!({
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": {"name": "agent-hub", "version": agent_hub_proto::VERSION},
+                "instructions": format!(
+                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to read your next message (it returns \"{}\" after at most {} s; call it again to keep waiting), `status` to learn whether a message you sent was delivered or read, `who` to see the agents. `delegate` hands a task to an agent the hub starts; its result comes back as a message you `await` with replyTo = the task id; `task_status`, `tasks` and `cancel` manage your tasks.",
+                    self.name, tools::NO_MESSAGE, tools::AWAIT_MAX_SECS
+                ),
+            }),
+        )
+    }
+
+    fn tools_call(&self, id: Value, params: Option<&Value>) -> Step {
+        let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            return Step::Reply(error_line(
+                &id,
+                INVALID_PARAMS,
+                "Invalid params: tools/call needs params.name, a string",
+            ));
+        };
+        let args = params.and_then(|p| p.get("arguments"));
+        match tools::parse_call(name, args) {
+            Ok(ToolCall::Whoami) => {
+                let me = json!({
+                    "name": self.name,
+                    "hub": format!("127.0.0.1:{}", self.port),
+                });
+                Step::Reply(Session::tool_result(&id, &ToolOutcome::ok(me.to_string())))
+            }
+            Ok(call) => Step::Call { id, call },
+            Err(e @ ToolArgError::UnknownTool(_)) => {
+                Step::Reply(error_line(&id, INVALID_PARAMS, &e.to_string()))
+            }
+            Err(e @ ToolArgError::BadArgs(_)) => Step::Reply(Session::tool_result(
+                &id,
+                &ToolOutcome::error(format!("{name}: {e}")),
+            )),
+        }
+    }
+
+    /// The reply line carrying a tool's result.
+    pub fn tool_result(id: &Value, outcome: &ToolOutcome) -> String {
+        result_line(
+            id,
+            json!({
+                "content": [{"type": "text", "text": outcome.text}],
+                "isError": outcome.is_error,
+            }),
+        )
+    }
+}
+
+fn result_line(id: &Value, result: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+fn error_line(id: &Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::tools::{AwaitCall, SendCall};
+
+    fn session() -> Session {
+        Session::new("alpha", 4100)
+    }
+
+    fn reply(s: &mut Session, line: &str) -> Value {
+        match s.handle(line.as_bytes()) {
+            Step::Reply(text) => {
+                assert!(!text.contains('\n'), "reply spans lines: {text}");
+                serde_json::from_str(&text).unwrap()
+            }
+            other => panic!("expected a reply to {line}, got {other:?}"),
+        }
+    }
+
+    fn init(version: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn initialize_echoes_supported_versions() {
+        for v in SUPPORTED_VERSIONS {
+            let mut s = session();
+            let r = reply(&mut s, &init(v));
+            assert_eq!(r["id"], 0);
+            assert_eq!(r["jsonrpc"], "2.0");
+            assert_eq!(r["result"]["protocolVersion"], v);
+            assert_eq!(
+                r["result"]["capabilities"],
+                json!({"tools":{"listChanged":false}})
+            );
+            assert_eq!(r["result"]["serverInfo"]["name"], "agent-hub");
+            assert_eq!(
+                r["result"]["serverInfo"]["version"],
+                agent_hub_proto::VERSION
+            );
+            assert_eq!(s.version(), Some(v));
+        }
+    }
+
+    #[test]
+    fn initialize_answers_unknown_versions_with_our_latest() {
+        for v in ["2026-07-28", "1999-01-01", ""] {
+            let r = reply(&mut session(), &init(v));
+            assert_eq!(r["result"]["protocolVersion"], LATEST_VERSION);
+        }
+        let r = reply(
+            &mut session(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+        );
+        assert_eq!(r["result"]["protocolVersion"], LATEST_VERSION);
+        let r = reply(
+            &mut session(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":20250618}}"#,
+        );
+        assert_eq!(r["result"]["protocolVersion"], LATEST_VERSION);
+    }
+
+    #[test]
+    fn notifications_get_no_reply() {
+        let mut s = session();
+        for line in [
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
+            r#"{"jsonrpc":"2.0","method":"no/such/thing"}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"send"}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"error":{"code":1,"message":"x"}}"#,
+            "",
+            "   \r",
+        ] {
+            assert_eq!(s.handle(line.as_bytes()), Step::Silent, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn ping_and_ids_are_echoed_exactly() {
+        let mut s = session();
+        for (id, want) in [
+            ("0", json!(0)),
+            ("7", json!(7)),
+            ("\"abc-1\"", json!("abc-1")),
+            ("\"\"", json!("")),
+            ("-3", json!(-3)),
+            ("18446744073709551615", json!(18446744073709551615u64)),
+        ] {
+            let r = reply(
+                &mut s,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+            );
+            assert_eq!(r["id"], want);
+            assert_eq!(r["result"], json!({}));
+            assert!(r.get("error").is_none());
+        }
+    }
+
+    /// Regression (fuzz target `mcp_session`): serde_json's default float parsing may be one
+    /// unit in the last place off, so a fractional or huge numeric id came back as another
+    /// number than the one a client (which parses correctly rounded, as JavaScript does)
+    /// sent, and its response never matched its request. Parsed with `float_roundtrip`, the
+    /// echoed text reads back as the correctly rounded value of the id sent.
+    #[test]
+    fn numeric_ids_come_back_as_the_number_sent() {
+        let mut s = session();
+        for id in [
+            "1.0222222222222222",
+            "1.022222222222222222222222222222222222222222222225",
+            "0.1",
+            "1e300",
+            "-2.5e-308",
+            "18446744073709551616",
+            "123456789012345678901234567890",
+        ] {
+            let r = reply(
+                &mut s,
+                &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+            );
+            let want: f64 = id.parse().unwrap();
+            assert_eq!(
+                r["id"].as_f64(),
+                Some(want),
+                "id {id} came back as {}",
+                r["id"]
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_methods_get_method_not_found_at_once() {
+        let mut s = session();
+        for m in [
+            "server/discover",
+            "resources/list",
+            "prompts/list",
+            "logging/setLevel",
+            "",
+        ] {
+            let r = reply(
+                &mut s,
+                &format!(
+                    r#"{{"jsonrpc":"2.0","id":"d","method":"{m}","params":{{"_meta":{{}}}}}}"#
+                ),
+            );
+            assert_eq!(r["id"], "d");
+            assert_eq!(r["error"]["code"], METHOD_NOT_FOUND, "{m}");
+        }
+    }
+
+    #[test]
+    fn malformed_input() {
+        let mut s = session();
+        for line in [
+            "{not json",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,",
+            "nul",
+            "\u{0}",
+        ] {
+            let r = reply(&mut s, line);
+            assert_eq!(r["error"]["code"], PARSE_ERROR, "{line}");
+            assert_eq!(r["id"], Value::Null);
+        }
+        let r = match s.handle(&[0xff, 0xfe, b'{']) {
+            Step::Reply(t) => serde_json::from_str::<Value>(&t).unwrap(),
+            o => panic!("{o:?}"),
+        };
+        assert_eq!(r["error"]["code"], PARSE_ERROR);
+        for line in [
+            "[]",
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            "3",
+            "\"x\"",
+            "null",
+        ] {
+            let r = reply(&mut s, line);
+            assert_eq!(r["error"]["code"], INVALID_REQUEST, "{line}");
+            assert_eq!(r["id"], Value::Null);
+        }
+        for (line, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+                Value::Null,
+            ),
+            (r#"{"id":4,"method":"ping"}"#, json!(4)),
+            (r#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#, json!(4)),
+            (r#"{"jsonrpc":"2.0","id":4}"#, json!(4)),
+            (r#"{"jsonrpc":"2.0","id":4,"method":7}"#, json!(4)),
+        ] {
+            let r = reply(&mut s, line);
+            assert_eq!(r["error"]["code"], INVALID_REQUEST, "{line}");
+            assert_eq!(r["id"], id, "{line}");
+        }
+    }
+
+    #[test]
+    fn tools_list() {
+        let r = reply(
+            &mut session(),
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"progressToken":1}}}"#,
+        );
+        let names: Vec<&str> = r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "send",
+                "await",
+                "status",
+                "who",
+                "whoami",
+                "delegate",
+                "task_status",
+                "tasks",
+                "cancel"
+            ]
+        );
+    }
+
+    #[test]
+    fn task_tools_become_calls_and_bad_arguments_stay_with_the_model() {
+        let mut s = session();
+        let step = s.handle(br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"codex","cwd":"/w","prompt":"go","progressSecs":30}}}"#);
+        assert_eq!(
+            step,
+            Step::Call {
+                id: json!(11),
+                call: ToolCall::Delegate(agent_hub_proto::wire::DelegateRequest {
+                    agent: "codex".into(),
+                    cwd: "/w".into(),
+                    prompt: "go".into(),
+                    timeout_secs: None,
+                    progress_secs: Some(30),
+                    peer: None,
+                })
+            }
+        );
+        for (line, call) in [
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"task_status","arguments":{"task":"task-9"}}}"#,
+                ToolCall::TaskStatus("task-9".into()),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"tasks"}}"#,
+                ToolCall::Tasks,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-9"}}}"#,
+                ToolCall::Cancel("task-9".into()),
+            ),
+        ] {
+            assert_eq!(
+                s.handle(line.as_bytes()),
+                Step::Call {
+                    id: json!("s"),
+                    call
+                },
+                "{line}"
+            );
+        }
+        let r = reply(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"codex","cwd":"repo","prompt":"go"}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], true);
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("delegate: invalid arguments: cwd must be an absolute path"),
+            "{text}"
+        );
+        let r = reply(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"cancel","arguments":{}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], true);
+        assert!(r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("task is required"));
+    }
+
+    #[test]
+    fn tools_call_becomes_a_call() {
+        let mut s = session();
+        let step = s.handle(br#"{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"send","arguments":{"to":"beta","kind":"task","body":{"a":1}},"_meta":{"claudecode/toolUseId":"x"}}}"#);
+        assert_eq!(
+            step,
+            Step::Call {
+                id: json!(0),
+                call: ToolCall::Send(SendCall {
+                    to: "beta".into(),
+                    kind: "task".into(),
+                    body: r#"{"a":1}"#.into(),
+                    correlation_id: None
+                })
+            }
+        );
+        let step = s.handle(br#"{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"await","arguments":{"timeoutSecs":999}}}"#);
+        assert_eq!(
+            step,
+            Step::Call {
+                id: json!("w"),
+                call: ToolCall::Await(AwaitCall {
+                    reply_to: None,
+                    kind: None,
+                    timeout_secs: tools::AWAIT_MAX_SECS
+                })
+            }
+        );
+        let step =
+            s.handle(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"who"}}"#);
+        assert_eq!(
+            step,
+            Step::Call {
+                id: json!(9),
+                call: ToolCall::Who
+            }
+        );
+    }
+
+    #[test]
+    fn whoami_is_answered_without_the_hub_and_without_a_token() {
+        let r = reply(
+            &mut session(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], false);
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        let me: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(me, json!({"name":"alpha","hub":"127.0.0.1:4100"}));
+    }
+
+    #[test]
+    fn bad_arguments_are_tool_errors_and_unknown_tools_are_invalid_params() {
+        let mut s = session();
+        let r = reply(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"send","arguments":{"to":"b"}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], true);
+        assert!(r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("kind is required"));
+        let r = reply(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"launch","arguments":{}}}"#,
+        );
+        assert_eq!(r["error"]["code"], INVALID_PARAMS);
+        assert!(r["error"]["message"].as_str().unwrap().contains("launch"));
+        for line in [
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":3}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":[1]}"#,
+        ] {
+            let r = reply(&mut s, line);
+            assert_eq!(r["error"]["code"], INVALID_PARAMS, "{line}");
+            assert_eq!(r["id"], 6);
+        }
+    }
+
+    #[test]
+    fn tool_result_shape() {
+        let line = Session::tool_result(&json!(0), &ToolOutcome::error("hub down\nreally"));
+        assert!(!line.contains('\n'));
+        let r: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            r,
+            json!({"jsonrpc":"2.0","id":0,"result":{"content":[{"type":"text","text":"hub down\nreally"}],"isError":true}})
+        );
+    }
+
+    #[test]
+    fn no_input_panics() {
+        let mut s = session();
+        let samples: [&[u8]; 8] = [
+            b"{}",
+            b"{\"id\":1}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":null}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":7}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"await\",\"arguments\":{\"timeoutSecs\":1e308}}}",
+            b"\xef\xbb\xbf{}",
+            b"{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+        ];
+        for line in samples {
+            let _ = s.handle(line);
+        }
+        let deep = "[".repeat(100_000);
+        assert!(matches!(s.handle(deep.as_bytes()), Step::Reply(_)));
+    }
+}

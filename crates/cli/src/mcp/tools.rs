@@ -1,0 +1,819 @@
+//! The MCP tools the hub offers: their `tools/list` entries (names, descriptions, JSON
+//! Schemas), the parsing of `tools/call` arguments into typed calls, and the await bounds.
+//!
+//! Owns: `ToolCall` and its argument rules. Refuses: any IO (the stdio loop in `serve` runs
+//! the calls). Names stay short, since every agent prefixes them its own way
+//! (`mcp__hub__send`, `mcp_hub_send`, `hub_send`); `task_status` is the one with an
+//! underscore, the name issue 11 gives it.
+
+use crate::client::task::TASK_OUTCOME_KIND;
+use agent_hub_proto::wire::DelegateRequest;
+use agent_hub_proto::wire::WaitFor;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+/// An `await` without `timeoutSecs` waits this long.
+pub const AWAIT_DEFAULT_SECS: u64 = 25;
+/// No `await` waits longer than this: below the tool-call timeouts clients use (Codex
+/// `tool_timeout_sec` defaults to 60 s), so the answer always arrives before the client gives up.
+pub const AWAIT_MAX_SECS: u64 = 50;
+/// The text of an await that found nothing (a normal result, not an error).
+pub const NO_MESSAGE: &str = "no message yet";
+
+/// One tool call, arguments checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolCall {
+    Send(SendCall),
+    Await(AwaitCall),
+    /// `status {id, waitFor?, timeoutSecs?}` (SPEC §12.4): where a message is.
+    Status(StatusCall),
+    Who,
+    Whoami,
+    /// `delegate {agent, cwd, prompt, timeoutSecs?, progressSecs?, peer?}` (issue 11).
+    Delegate(DelegateRequest),
+    /// `task_status {task}`.
+    TaskStatus(String),
+    /// `tasks {}`: the caller's tasks.
+    Tasks,
+    /// `cancel {task}`.
+    Cancel(String),
+}
+
+/// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
+/// not silently the hub's default.
+pub const DELEGATE_KEYS: [&str; 6] = [
+    "agent",
+    "cwd",
+    "prompt",
+    "timeoutSecs",
+    "progressSecs",
+    "peer",
+];
+
+/// `send {to, kind, body, correlationId?}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendCall {
+    pub to: String,
+    pub kind: String,
+    /// The body as compact JSON text (a string argument becomes a JSON string).
+    pub body: String,
+    pub correlation_id: Option<String>,
+}
+
+/// `await {replyTo?, kind?, timeoutSecs?}` with the wait already bounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwaitCall {
+    pub reply_to: Option<String>,
+    pub kind: Option<String>,
+    /// Hub-side wait in whole seconds, at most `AWAIT_MAX_SECS`.
+    pub timeout_secs: u64,
+}
+
+/// `status {id, waitFor?, timeoutSecs?}` with the wait already bounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCall {
+    pub id: String,
+    pub wait_for: Option<WaitFor>,
+    /// Hub-side wait in whole seconds, at most `AWAIT_MAX_SECS`; only with `wait_for`.
+    pub timeout_secs: u64,
+}
+
+/// The JSON-schema type `send` declares for its body. The hub takes any JSON value as a body
+/// (an array, a number, a string), but schema-driven clients decide from the declared type
+/// whether to send what the user typed as JSON or as a string: the MCP Inspector (2.12, CLI
+/// `--tool-arg` and web form alike) parses the text as JSON only for `"object"` or `"array"`,
+/// and sends it as a string for a list of types or for no type (docs/mcp.md "Typed
+/// arguments"). With `"object"` it sends `{…}` and `[…]` as JSON and falls back to a string
+/// for text that is not JSON, and models are steered to structured bodies.
+pub const BODY_TYPE: &str = "object";
+
+/// Why a `tools/call` could not become a `ToolCall`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolArgError {
+    /// No tool of that name: a protocol fault (JSON-RPC -32602).
+    UnknownTool(String),
+    /// The tool exists but its arguments are wrong: a tool failure the model can fix
+    /// (result with `isError`).
+    BadArgs(String),
+}
+
+impl fmt::Display for ToolArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolArgError::UnknownTool(n) => write!(f, "Unknown tool: {n}"),
+            ToolArgError::BadArgs(m) => write!(f, "invalid arguments: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ToolArgError {}
+
+/// The `tools/list` result.
+pub fn list() -> Value {
+    json!({ "tools": [
+        {
+            "name": "send",
+            "title": "Send a message",
+            "description": "Send a message to another agent through the hub. It is queued for them until they read it, so they need not be waiting. Returns the message's id: a reply to you carries it as its correlationId, and `status` with that id tells you whether the message was delivered, read (acked) or bounced.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string", "description": "Who gets it: an agent's name as `who` lists it (name@peer for an agent on a linked hub)."},
+                    "kind": {"type": "string", "description": "What sort of message it is, in one word the recipient can filter on: task, result, question, note, …"},
+                    "body": {"type": BODY_TYPE, "description": "The message itself, delivered exactly as given: a JSON object with the content (e.g. {\"text\": \"…\"} or your own fields). An array, or a string for plain text, is accepted too."},
+                    "correlationId": {"type": "string", "description": "When this answers a message: that message's id."}
+                },
+                "required": ["to", "kind", "body"]
+            },
+            // openWorldHint: a message reaches other agents, who act on it (MCP: "may interact
+            // with an 'open world' of external entities"). Clients that decide approval from
+            // the hints ask before such a call: Codex runs a non-destructive, closed-world
+            // tool unasked even in its read-only mode, so a delegated Codex never asked the
+            // hub's permission policy about a send (docs/mcp.md "Tools").
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
+        },
+        {
+            "name": "await",
+            "title": "Wait for a message",
+            "description": format!("Read your next message, waiting for one if none is there yet: returns it as JSON (id, from, to, ts, kind, correlationId, body). Waits at most timeoutSecs (default {AWAIT_DEFAULT_SECS}, capped at {AWAIT_MAX_SECS}); if nothing arrives it returns \"{NO_MESSAGE}\", and you may call it again. With replyTo it waits for the answer to one message you sent; with kind, for one kind of message. The sender sees the message as acked once you got it."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "replyTo": {"type": "string", "description": "Only the answer to this message id of yours (its correlationId)."},
+                    "kind": {"type": "string", "description": "Only a message of this kind."},
+                    "timeoutSecs": {"type": "integer", "minimum": 0, "maximum": AWAIT_MAX_SECS, "description": format!("Seconds to wait (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}; 0 only checks).")}
+                }
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}
+        },
+        {
+            "name": "status",
+            "title": "Where is my message",
+            "description": format!("Tell where a message you sent (or one sent to you) is, by its id: state queued (waiting in the recipient's queue, with its position), delivered (handed to the recipient; reader says how: cli-await, mcp-await, stop-hook, plugin-drain, drain, acp-session or unknown), acked (the recipient read it: for hooks and plugins, it was put into the agent's context), forwarded (taken over by the peer hub of a name@peer address), bounced or lost (with reason), or unknown. With waitFor it first waits, up to timeoutSecs (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}), until the message gets that far; the answer's wait then says reached, timeout (call again to keep waiting) or ended (it can no longer get there)."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The message id `send` returned."},
+                    "waitFor": {"type": "string", "enum": WaitFor::ALL.map(WaitFor::as_str), "description": "Wait until the message is delivered, acked or forwarded before answering."},
+                    "timeoutSecs": {"type": "integer", "minimum": 0, "maximum": AWAIT_MAX_SECS, "description": format!("With waitFor: seconds to wait at most (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}).")}
+                },
+                "required": ["id"]
+            },
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "who",
+            "title": "Who is on the hub",
+            "description": "See which agents you can message: every agent on the hub's roster with its state, the awaits it has waiting (their filters only for your own, unless the hub names you an operator), how many messages are queued for it, when it was last seen and last given a message. state says what a message to it meets: waiting (an await is parked: it gets the message at once), busy (in a turn: it reads mail when the turn ends), idle (running, between turns), gone (its process exited: mail stays queued for its next session) or unknown (the hub has not seen enough to say); since and source tell when and how the hub learnt it. Then the agents of linked hubs as name@peer, with the state their hub reports (source relay).",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "whoami",
+            "title": "Who am I",
+            "description": "Your own agent name on the hub (what others pass as `to` to reach you) and the hub's address.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "delegate",
+            "title": "Delegate a task to an agent",
+            "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you from \"hub\" with kind {TASK_OUTCOME_KIND} and correlationId = the task id (only the hub can send that kind): call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "description": "Which agent runs the task, by its manifest name (e.g. codex, claude, gemini)."},
+                    "cwd": {"type": "string", "description": "Absolute path of the directory the task works in; it must lie under a folder the hub allows."},
+                    "prompt": {"type": "string", "description": "Everything the agent needs to know: it sees nothing of your context."},
+                    "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
+                    "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
+                    "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."}
+                },
+                "required": ["agent", "cwd", "prompt"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
+        },
+        {
+            "name": "task_status",
+            "title": "Status of a delegated task",
+            "description": "Where a task you delegated is: its record as JSON (task, agent, peer, state — queued, running, cancelling, completed, failed, cancelled, timed_out, refused, hub_restarted — position in the queue, times, elapsedMs, reason, progress). A task that is not yours reads as state unknown.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id delegate returned (task-…)."}
+                },
+                "required": ["task"]
+            },
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "tasks",
+            "title": "Your delegated tasks",
+            "description": "List the tasks you delegated that the hub still remembers, oldest first, each as its record (task, agent, peer, state, times).",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "cancel",
+            "title": "Cancel a delegated task",
+            "description": format!("Cancel a task you delegated. Returns {{\"task\",\"state\"}}: cancelled (it had not started), cancelling (it is being stopped; its {TASK_OUTCOME_KIND} message follows), the final state it had already reached, or unknown (no such task of yours)."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id delegate returned (task-…)."}
+                },
+                "required": ["task"]
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
+        }
+    ]})
+}
+
+/// Turns a tool name and its `arguments` (absent or null meaning `{}`) into a `ToolCall`.
+pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgError> {
+    let empty = Map::new();
+    let args = match args {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) if is_tool(name) => {
+            return Err(ToolArgError::BadArgs("arguments must be an object".into()))
+        }
+        Some(_) => return Err(ToolArgError::UnknownTool(name.to_owned())),
+    };
+    match name {
+        "send" => {
+            let to = required_str(args, "to")?;
+            let kind = required_str(args, "kind")?;
+            let body = match args.get("body") {
+                None => return Err(ToolArgError::BadArgs("body is required".into())),
+                Some(v) => v.to_string(),
+            };
+            let correlation_id = optional_str(args, "correlationId")?;
+            Ok(ToolCall::Send(SendCall {
+                to,
+                kind,
+                body,
+                correlation_id,
+            }))
+        }
+        "await" => Ok(ToolCall::Await(AwaitCall {
+            reply_to: optional_str(args, "replyTo")?,
+            kind: optional_str(args, "kind")?,
+            timeout_secs: bounded_timeout(args.get("timeoutSecs"))?,
+        })),
+        "status" => status(args),
+        "who" => Ok(ToolCall::Who),
+        "whoami" => Ok(ToolCall::Whoami),
+        "delegate" => delegate(args),
+        "task_status" => Ok(ToolCall::TaskStatus(required_str(args, "task")?)),
+        "tasks" => Ok(ToolCall::Tasks),
+        "cancel" => Ok(ToolCall::Cancel(required_str(args, "task")?)),
+        other => Err(ToolArgError::UnknownTool(other.to_owned())),
+    }
+}
+
+fn is_tool(name: &str) -> bool {
+    matches!(
+        name,
+        "send"
+            | "await"
+            | "status"
+            | "who"
+            | "whoami"
+            | "delegate"
+            | "task_status"
+            | "tasks"
+            | "cancel"
+    )
+}
+
+fn status(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    let id = required_str(args, "id")?;
+    let wait_for = match optional_str(args, "waitFor")? {
+        None => None,
+        Some(w) => Some(WaitFor::parse(&w).ok_or_else(|| {
+            ToolArgError::BadArgs(format!("waitFor must be one of {}", WaitFor::list()))
+        })?),
+    };
+    let timeout = args.get("timeoutSecs").filter(|v| !v.is_null());
+    if wait_for.is_none() && timeout.is_some() {
+        return Err(ToolArgError::BadArgs(
+            "timeoutSecs needs waitFor (without it status answers at once)".into(),
+        ));
+    }
+    Ok(ToolCall::Status(StatusCall {
+        id,
+        wait_for,
+        timeout_secs: bounded_timeout(timeout)?,
+    }))
+}
+
+fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    if let Some(k) = args.keys().find(|k| !DELEGATE_KEYS.contains(&k.as_str())) {
+        return Err(ToolArgError::BadArgs(format!(
+            "unknown argument {k:?} (delegate takes {})",
+            DELEGATE_KEYS.join(", ")
+        )));
+    }
+    let agent = required_str(args, "agent")?;
+    let cwd = required_str(args, "cwd")?;
+    // The MCP server runs in whatever directory the agent CLI started it in, which need not be
+    // the model's idea of "here": a relative path is refused rather than guessed.
+    if !cwd.starts_with('/') {
+        return Err(ToolArgError::BadArgs(format!(
+            "cwd must be an absolute path, got {cwd:?}"
+        )));
+    }
+    let prompt = required_str(args, "prompt")?;
+    if prompt.trim().is_empty() {
+        return Err(ToolArgError::BadArgs("prompt must not be empty".into()));
+    }
+    Ok(ToolCall::Delegate(DelegateRequest {
+        agent,
+        cwd,
+        prompt,
+        timeout_secs: optional_secs(args, "timeoutSecs", 1)?,
+        progress_secs: optional_secs(args, "progressSecs", 0)?,
+        peer: optional_str(args, "peer")?,
+    }))
+}
+
+/// A whole number of seconds, at least `min`: an integer, an integral float (`600.0`) or a
+/// numeric string; absent or null is None (the hub's default).
+fn optional_secs(
+    args: &Map<String, Value>,
+    key: &str,
+    min: u64,
+) -> Result<Option<u64>, ToolArgError> {
+    let bad = || {
+        ToolArgError::BadArgs(format!(
+            "{key} must be a whole number of seconds, {min} or more"
+        ))
+    };
+    let n = match args.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.clone(),
+        Some(Value::String(s)) => s.trim().parse::<serde_json::Number>().map_err(|_| bad())?,
+        Some(_) => return Err(bad()),
+    };
+    let secs = match (n.as_u64(), n.as_f64()) {
+        (Some(u), _) => u,
+        (None, Some(f)) if f.fract() == 0.0 && f >= 0.0 && f <= u64::MAX as f64 => f as u64,
+        _ => return Err(bad()),
+    };
+    if secs < min {
+        return Err(bad());
+    }
+    Ok(Some(secs))
+}
+
+fn required_str(args: &Map<String, Value>, key: &str) -> Result<String, ToolArgError> {
+    match args.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) => Err(ToolArgError::BadArgs(format!("{key} must not be empty"))),
+        None | Some(Value::Null) => Err(ToolArgError::BadArgs(format!("{key} is required"))),
+        Some(_) => Err(ToolArgError::BadArgs(format!("{key} must be a string"))),
+    }
+}
+
+fn optional_str(args: &Map<String, Value>, key: &str) -> Result<Option<String>, ToolArgError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(Value::String(_)) => Err(ToolArgError::BadArgs(format!(
+            "{key} must not be empty (leave it out instead)"
+        ))),
+        Some(_) => Err(ToolArgError::BadArgs(format!("{key} must be a string"))),
+    }
+}
+
+/// `timeoutSecs`: absent → the default; a number ≥ 0 (fractions round down, some models send
+/// `10.0`) capped at `AWAIT_MAX_SECS`; a numeric string is accepted too.
+fn bounded_timeout(v: Option<&Value>) -> Result<u64, ToolArgError> {
+    let secs = match v {
+        None | Some(Value::Null) => return Ok(AWAIT_DEFAULT_SECS),
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+        Some(_) => None,
+    };
+    match secs {
+        Some(s) if s.is_finite() && s >= 0.0 => Ok((s.floor() as u64).min(AWAIT_MAX_SECS)),
+        _ => Err(ToolArgError::BadArgs(
+            "timeoutSecs must be a number of seconds, 0 or more".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_has_short_tools_with_object_schemas() {
+        let l = list();
+        let tools = l["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "send",
+                "await",
+                "status",
+                "who",
+                "whoami",
+                "delegate",
+                "task_status",
+                "tasks",
+                "cancel"
+            ]
+        );
+        for t in tools {
+            let name = t["name"].as_str().unwrap();
+            assert_eq!(t["inputSchema"]["type"], "object");
+            assert!(!t["description"].as_str().unwrap().is_empty());
+            assert!(!t["title"].as_str().unwrap().is_empty());
+            assert!(
+                name.len() <= 12 && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}"
+            );
+            assert!(is_tool(name), "{name}");
+            // Every declared argument has a JSON-schema type (send's body: every type, so a
+            // structured body is sent as JSON) and words for the model; every required one is
+            // declared.
+            let props = t["inputSchema"]["properties"].as_object().unwrap();
+            for (arg, schema) in props {
+                let ty = &schema["type"];
+                let names: Vec<&str> = match ty {
+                    Value::String(s) => vec![s.as_str()],
+                    Value::Array(a) => a.iter().map(|v| v.as_str().unwrap()).collect(),
+                    other => panic!("{name}.{arg}: type {other}"),
+                };
+                assert!(!names.is_empty(), "{name}.{arg}");
+                for n in &names {
+                    assert!(
+                        ["object", "array", "string", "number", "integer", "boolean", "null"]
+                            .contains(n),
+                        "{name}.{arg}: {n}"
+                    );
+                }
+                assert!(ty.is_string(), "{name}.{arg}: one type");
+                if (name, arg.as_str()) == ("send", "body") {
+                    assert_eq!(ty, "object", "structured bodies (BODY_TYPE)");
+                }
+                assert!(
+                    !schema["description"].as_str().unwrap().is_empty(),
+                    "{name}.{arg}"
+                );
+            }
+            for req in t["inputSchema"]["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                assert!(props.contains_key(req.as_str().unwrap()), "{name}: {req}");
+            }
+        }
+    }
+
+    #[test]
+    fn task_tool_schemas_match_what_parse_call_takes() {
+        let l = list();
+        let tool = |n: &str| {
+            l["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == n)
+                .unwrap()
+                .clone()
+        };
+        let d = tool("delegate");
+        let props: Vec<&str> = d["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut keys = DELEGATE_KEYS.to_vec();
+        keys.sort_unstable();
+        let mut props = props;
+        props.sort_unstable();
+        assert_eq!(props, keys);
+        assert_eq!(
+            d["inputSchema"]["required"],
+            json!(["agent", "cwd", "prompt"])
+        );
+        assert_eq!(
+            d["inputSchema"]["properties"]["timeoutSecs"]["type"],
+            "integer"
+        );
+        assert_eq!(d["inputSchema"]["properties"]["timeoutSecs"]["minimum"], 1);
+        assert_eq!(d["inputSchema"]["properties"]["progressSecs"]["minimum"], 0);
+        assert!(d["description"].as_str().unwrap().contains("task_outcome"));
+        for n in ["task_status", "cancel"] {
+            assert_eq!(tool(n)["inputSchema"]["required"], json!(["task"]), "{n}");
+        }
+        assert_eq!(tool("tasks")["inputSchema"]["properties"], json!({}));
+    }
+
+    #[test]
+    fn delegate_arguments() {
+        let c = parse_call(
+            "delegate",
+            Some(&json!({"agent":"codex","cwd":"/w/repo","prompt":"fix it","timeoutSecs":600,"progressSecs":"30","peer":"lab"})),
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            ToolCall::Delegate(DelegateRequest {
+                agent: "codex".into(),
+                cwd: "/w/repo".into(),
+                prompt: "fix it".into(),
+                timeout_secs: Some(600),
+                progress_secs: Some(30),
+                peer: Some("lab".into()),
+            })
+        );
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/","prompt":"p","timeoutSecs":null,"progressSecs":0,"peer":null})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (d.timeout_secs, d.progress_secs, d.peer),
+            (None, Some(0), None)
+        );
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/","prompt":"p","timeoutSecs":90.0})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(d.timeout_secs, Some(90));
+    }
+
+    #[test]
+    fn delegate_argument_errors_are_bad_args() {
+        let ok = json!({"agent":"codex","cwd":"/w","prompt":"p"});
+        let with = |k: &str, v: Value| {
+            let mut m = ok.as_object().unwrap().clone();
+            m.insert(k.into(), v);
+            Value::Object(m)
+        };
+        let without = |k: &str| {
+            let mut m = ok.as_object().unwrap().clone();
+            m.remove(k);
+            Value::Object(m)
+        };
+        for (args, needle) in [
+            (without("agent"), "agent is required"),
+            (without("cwd"), "cwd is required"),
+            (without("prompt"), "prompt is required"),
+            (with("agent", json!("")), "agent must not be empty"),
+            (with("agent", json!(["codex"])), "agent must be a string"),
+            (with("cwd", json!("repo")), "absolute"),
+            (with("cwd", json!("./repo")), "absolute"),
+            (
+                with(
+                    "prompt",
+                    json!(
+                        " 
+ "
+                    ),
+                ),
+                "prompt must not be empty",
+            ),
+            (
+                with("prompt", json!({"text":"p"})),
+                "prompt must be a string",
+            ),
+            (with("timeoutSecs", json!(0)), "timeoutSecs"),
+            (with("timeoutSecs", json!(-5)), "timeoutSecs"),
+            (with("timeoutSecs", json!(1.5)), "timeoutSecs"),
+            (with("timeoutSecs", json!("soon")), "timeoutSecs"),
+            (with("timeoutSecs", json!(true)), "timeoutSecs"),
+            (with("timeoutSecs", json!(1e300)), "timeoutSecs"),
+            (with("progressSecs", json!(-1)), "progressSecs"),
+            (with("peer", json!(7)), "peer must be a string"),
+            (with("peer", json!("")), "peer must not be empty"),
+            (
+                with("timeout_secs", json!(60)),
+                "unknown argument \"timeout_secs\"",
+            ),
+        ] {
+            match parse_call("delegate", Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert!(m.contains(needle), "{args}: {m}"),
+                other => panic!("{args}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            parse_call("delegate", None),
+            Err(ToolArgError::BadArgs(_))
+        ));
+        assert!(matches!(
+            parse_call("delegate", Some(&json!("codex"))),
+            Err(ToolArgError::BadArgs(_))
+        ));
+    }
+
+    #[test]
+    fn task_status_tasks_and_cancel_arguments() {
+        assert_eq!(
+            parse_call("task_status", Some(&json!({"task":"task-1"}))),
+            Ok(ToolCall::TaskStatus("task-1".into()))
+        );
+        assert_eq!(
+            parse_call("cancel", Some(&json!({"task":"task-2"}))),
+            Ok(ToolCall::Cancel("task-2".into()))
+        );
+        assert_eq!(parse_call("tasks", None), Ok(ToolCall::Tasks));
+        for name in ["task_status", "cancel"] {
+            for args in [
+                json!({}),
+                json!({"task":""}),
+                json!({"task":3}),
+                json!({"id":"task-1"}),
+            ] {
+                assert!(
+                    matches!(parse_call(name, Some(&args)), Err(ToolArgError::BadArgs(_))),
+                    "{name} {args}"
+                );
+            }
+        }
+        assert_eq!(
+            parse_call("taskstatus", None),
+            Err(ToolArgError::UnknownTool("taskstatus".into()))
+        );
+    }
+
+    #[test]
+    fn send_keeps_the_body_json_and_wraps_strings() {
+        let c = parse_call(
+            "send",
+            Some(&json!({"to":"b","kind":"task","body":{"x":[1,2]},"correlationId":"c1"})),
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            ToolCall::Send(SendCall {
+                to: "b".into(),
+                kind: "task".into(),
+                body: r#"{"x":[1,2]}"#.into(),
+                correlation_id: Some("c1".into())
+            })
+        );
+        let ToolCall::Send(s) = parse_call(
+            "send",
+            Some(&json!({"to":"b","kind":"k","body":"hi\nthere"})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.body, r#""hi\nthere""#);
+        assert_eq!(s.correlation_id, None);
+        // Declared an object, but any JSON value is taken as it came.
+        for body in [json!([1, {"a": null}]), json!(42), json!(null), json!(true)] {
+            let ToolCall::Send(s) = parse_call(
+                "send",
+                Some(&json!({"to":"b","kind":"k","body":body.clone()})),
+            )
+            .unwrap() else {
+                panic!()
+            };
+            assert_eq!(s.body, body.to_string());
+        }
+    }
+
+    #[test]
+    fn send_argument_errors_are_bad_args() {
+        for args in [
+            json!({"kind":"k","body":1}),
+            json!({"to":"","kind":"k","body":1}),
+            json!({"to":5,"kind":"k","body":1}),
+            json!({"to":"b","kind":"k"}),
+            json!({"to":"b","kind":"k","body":1,"correlationId":7}),
+        ] {
+            assert!(
+                matches!(
+                    parse_call("send", Some(&args)),
+                    Err(ToolArgError::BadArgs(_))
+                ),
+                "{args}"
+            );
+        }
+        assert!(matches!(
+            parse_call("send", Some(&json!([1]))),
+            Err(ToolArgError::BadArgs(_))
+        ));
+        assert!(matches!(
+            parse_call("send", None),
+            Err(ToolArgError::BadArgs(_))
+        ));
+    }
+
+    #[test]
+    fn await_is_bounded() {
+        let t = |v: Value| match parse_call("await", Some(&v)) {
+            Ok(ToolCall::Await(a)) => Ok(a.timeout_secs),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(t(json!({})), Ok(AWAIT_DEFAULT_SECS));
+        assert_eq!(t(json!({"timeoutSecs": null})), Ok(AWAIT_DEFAULT_SECS));
+        assert_eq!(t(json!({"timeoutSecs": 0})), Ok(0));
+        assert_eq!(t(json!({"timeoutSecs": 7.9})), Ok(7));
+        assert_eq!(t(json!({"timeoutSecs": "12"})), Ok(12));
+        assert_eq!(t(json!({"timeoutSecs": 3600})), Ok(AWAIT_MAX_SECS));
+        assert_eq!(t(json!({"timeoutSecs": u64::MAX})), Ok(AWAIT_MAX_SECS));
+        assert!(t(json!({"timeoutSecs": -1})).is_err());
+        assert!(t(json!({"timeoutSecs": "soon"})).is_err());
+        assert!(t(json!({"timeoutSecs": true})).is_err());
+        assert_eq!(
+            parse_call("await", Some(&json!({"replyTo":"r","kind":"result"}))).unwrap(),
+            ToolCall::Await(AwaitCall {
+                reply_to: Some("r".into()),
+                kind: Some("result".into()),
+                timeout_secs: AWAIT_DEFAULT_SECS
+            })
+        );
+        assert!(parse_call("await", Some(&json!({"replyTo":""}))).is_err());
+    }
+
+    #[test]
+    fn status_arguments() {
+        assert_eq!(
+            parse_call("status", Some(&json!({"id":"m1"}))),
+            Ok(ToolCall::Status(StatusCall {
+                id: "m1".into(),
+                wait_for: None,
+                timeout_secs: AWAIT_DEFAULT_SECS
+            }))
+        );
+        assert_eq!(
+            parse_call(
+                "status",
+                Some(&json!({"id":"m1","waitFor":"acked","timeoutSecs":3600}))
+            ),
+            Ok(ToolCall::Status(StatusCall {
+                id: "m1".into(),
+                wait_for: Some(WaitFor::Acked),
+                timeout_secs: AWAIT_MAX_SECS
+            }))
+        );
+        for (args, needle) in [
+            (json!({}), "id is required"),
+            (json!({"id":""}), "id must not be empty"),
+            (
+                json!({"id":"m","waitFor":"read"}),
+                "waitFor must be one of delivered, acked, forwarded",
+            ),
+            (
+                json!({"id":"m","timeoutSecs":5}),
+                "timeoutSecs needs waitFor",
+            ),
+            (
+                json!({"id":"m","waitFor":"acked","timeoutSecs":-1}),
+                "timeoutSecs",
+            ),
+        ] {
+            match parse_call("status", Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert!(m.contains(needle), "{args}: {m}"),
+                other => panic!("{args}: {other:?}"),
+            }
+        }
+        // The schema offers exactly the stages the hub takes.
+        let l = list();
+        let st = l["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "status")
+            .unwrap();
+        assert_eq!(
+            st["inputSchema"]["properties"]["waitFor"]["enum"],
+            json!(["delivered", "acked", "forwarded"])
+        );
+        assert_eq!(st["inputSchema"]["required"], json!(["id"]));
+    }
+
+    #[test]
+    fn unknown_tools_and_argless_tools() {
+        assert_eq!(
+            parse_call("nope", None),
+            Err(ToolArgError::UnknownTool("nope".into()))
+        );
+        assert_eq!(
+            parse_call("nope", Some(&json!(3))),
+            Err(ToolArgError::UnknownTool("nope".into()))
+        );
+        assert_eq!(parse_call("who", None), Ok(ToolCall::Who));
+        assert_eq!(
+            parse_call("whoami", Some(&json!({"extra":1}))),
+            Ok(ToolCall::Whoami)
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! `agent-hub-server demo DIR` (README, "Start a working hub"): a folder with a config, a
+//! roster and two agents' tokens, reused when it is there, and optionally the hub installed
+//! into the agent CLIs this machine has, each with its own identity (`--install`).
+//!
+//! Owns the demo's files and their rules: the port (`--port N` rewrites an existing
+//! folder's `port` line and says so; without it the stored port stays; after the bind the
+//! port the hub got is stored, so `--port 0` and what install wrote keep working after a
+//! restart), the store (SQLite in the folder by default, so mail survives a restart;
+//! `--memory` for the in-process store of the 004 contract), and the identities
+//! (`admin::roster`). Agents are installed through the `agent-hub` binary beside this one,
+//! as a subprocess with argv only, so the demo does what a user typing the commands would.
+//! Refuses to change an existing folder's store: it says how instead.
+
+use super::roster::{self, Layout};
+use super::say;
+use agent_hub_host::config::{Config, StoreConfig};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The demo's port when none is given: outside Linux's ephemeral range (32768–60999), where
+/// a connection left from another program can hold a port (config.example.toml keeps the
+/// contract's example, 46110).
+pub const DEFAULT_PORT: u16 = 24610;
+
+/// The two agents every demo has.
+pub const DEMO_AGENTS: [&str; 2] = ["orchestrator", "worker"];
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    pub dir: PathBuf,
+    /// None: a new folder gets `DEFAULT_PORT`, an existing one keeps its stored port.
+    pub port: Option<u16>,
+    pub memory: bool,
+    pub install: bool,
+}
+
+/// The folder ready to serve, and what `after_bind` still has to do.
+#[derive(Debug)]
+pub struct Prepared {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    layout: Layout,
+    /// Agents to install after the bind: (manifest name, identity, token file).
+    installs: Vec<(String, String, PathBuf)>,
+    store: String,
+}
+
+/// Before the hub starts: the folder, config and roster, the port rewritten when asked, and
+/// for `--install` an identity on the roster for each agent found (the hub must load them
+/// at startup).
+pub fn prepare(opts: &DemoOptions) -> Result<Prepared, String> {
+    super::token::private_dir(&opts.dir)?;
+    let dir = std::fs::canonicalize(&opts.dir)
+        .map_err(|e| format!("cannot resolve {}: {e}", opts.dir.display()))?;
+    super::token::private_dir(&dir.join("tokens"))?;
+    let config = dir.join("config.toml");
+    if config.exists() {
+        reuse(&dir, &config, opts)?;
+    } else {
+        create(&dir, &config, opts)?;
+    }
+    let layout = Layout::of(&config)?;
+    let parsed = Config::load(&config).map_err(|e| e.to_string())?;
+    let store = match &parsed.store {
+        StoreConfig::Memory => "in memory (queues end with the hub)".to_owned(),
+        StoreConfig::Sqlite { path, .. } => {
+            format!("SQLite at {} (mail survives a restart)", path.display())
+        }
+    };
+    let installs = if opts.install {
+        identities(&layout)?
+    } else {
+        Vec::new()
+    };
+    Ok(Prepared {
+        dir,
+        config,
+        layout,
+        installs,
+        store,
+    })
+}
+
+fn create(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), String> {
+    let port = opts.port.unwrap_or(DEFAULT_PORT);
+    let started_in = std::env::current_dir().map_err(|e| format!("no working folder: {e}"))?;
+    let text = new_config_text(port, !opts.memory, &started_in)?;
+    agent_hub_host::atomic_file::write_atomic(config, text.as_bytes(), 0o600)
+        .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+    let layout = Layout::of(config)?;
+    for name in DEMO_AGENTS {
+        roster::add(&layout, name)?;
+    }
+    say(format_args!("created the demo in {}", dir.display()));
+    Ok(())
+}
+
+fn reuse(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), String> {
+    let text = std::fs::read_to_string(config)
+        .map_err(|e| format!("cannot read {}: {e}", config.display()))?;
+    let parsed = Config::parse(&text, dir).map_err(|e| format!("{}: {e}", config.display()))?;
+    if opts.memory && parsed.store != StoreConfig::Memory {
+        return Err(format!(
+            "{} keeps its queues in SQLite ([store] in {}); --memory only chooses the store of a new demo folder: use another DIR, or edit [store] by hand",
+            dir.display(),
+            config.display()
+        ));
+    }
+    if let Some(port) = opts.port.filter(|&p| p != parsed.port) {
+        let new = set_port(&text, port, dir)?;
+        agent_hub_host::atomic_file::write_atomic(config, new.as_bytes(), 0o600)
+            .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+        say(format_args!(
+            "reusing the demo in {}; port changed from {} to {port} in {}",
+            dir.display(),
+            parsed.port,
+            config.display()
+        ));
+    } else {
+        say(format_args!(
+            "reusing the demo in {} (port {} from its config)",
+            dir.display(),
+            parsed.port
+        ));
+    }
+    Ok(())
+}
+
+/// The demo's config: config.example.toml with the port, the store (SQLite in the folder
+/// unless `sqlite` is false) and a `[tasks]` table (delegated work runs in folders under
+/// the one the demo was started from, docs/delegation.md).
+pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<String, String> {
+    let example = include_str!("../../../../config.example.toml");
+    let mut text = set_port(example, port, Path::new("/"))?;
+    if sqlite {
+        let memory = "\nkind = \"memory\"\n";
+        if text.matches(memory).count() != 1 {
+            return Err(
+                "config.example.toml's [store] is not the one line the demo expects".into(),
+            );
+        }
+        text = text.replacen(
+            memory,
+            "\n# Written by `agent-hub-server demo`: queues in SQLite in this folder, so mail survives a\n# restart (`demo --memory` makes a folder that keeps them in memory).\nkind = \"sqlite\"\npath = \"queue.db\"\nmax_bytes = 1073741824\nsync = \"full\"\n",
+            1,
+        );
+    }
+    let root = std::fs::canonicalize(started_in)
+        .map_err(|e| format!("cannot resolve {}: {e}", started_in.display()))?;
+    let root = root
+        .to_str()
+        .ok_or("the folder the demo was started from is not UTF-8")?;
+    text.push_str(&format!(
+        "\n# Written by `agent-hub-server demo`: delegated tasks may run in folders under the one\n# the demo was started from.\n[tasks]\ncwd_roots = [{}]\n",
+        toml::Value::String(root.to_owned())
+    ));
+    Ok(text)
+}
+
+/// `text` with its top-level `port = N` line given `port`, every other byte kept; checked
+/// by parsing both (relative paths against `base`): only the port may differ.
+pub fn set_port(text: &str, port: u16, base: &Path) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_start();
+        if !done && body.starts_with('[') {
+            break;
+        }
+        if !done {
+            if let Some(rest) = body.strip_prefix("port") {
+                let rest = rest.trim_start();
+                if let Some(value) = rest.strip_prefix('=') {
+                    let value = value.trim_start();
+                    let digits =
+                        value.len() - value.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+                    if digits > 0 {
+                        let at = line.len() - value.len();
+                        out.push_str(&line[..at]);
+                        out.push_str(&port.to_string());
+                        out.push_str(&value[digits..]);
+                        done = true;
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push_str(line);
+    }
+    if !done {
+        return Err(
+            "the config has no top-level `port = N` line to rewrite; edit it by hand".into(),
+        );
+    }
+    let before = Config::parse(text, base).map_err(|e| e.to_string())?;
+    let mut after = Config::parse(&out, base).map_err(|e| e.to_string())?;
+    if after.port != port {
+        return Err("the rewritten config does not hold the new port; edit it by hand".into());
+    }
+    after.port = before.port;
+    if after != before {
+        return Err("rewriting the port changed more than the port; edit it by hand".into());
+    }
+    Ok(out)
+}
+
+/// For `--install`: the installed agent CLIs (`agent-hub agents`), each given an identity
+/// of its own name on the roster (added when missing, reused when there).
+fn identities(layout: &Layout) -> Result<Vec<(String, String, PathBuf)>, String> {
+    let client = client_binary()?;
+    let out = Command::new(&client)
+        .args(["agents", "--json", "--no-version"])
+        .output()
+        .map_err(|e| format!("cannot run {} agents: {e}", client.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} agents failed: {}",
+            client.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("cannot read the output of agent-hub agents --json: {e}"))?;
+    let text = std::fs::read_to_string(&layout.roster).unwrap_or_default();
+    let on_roster = agent_hub_host::roster_edit::entries(&text).map_err(|e| e.to_string())?;
+    let mut found = Vec::new();
+    for row in rows {
+        let (Some(agent), Some(true)) = (row["name"].as_str(), row["installed"].as_bool()) else {
+            continue;
+        };
+        if let Err(e) = agent_hub_host::roster_edit::check_name(agent) {
+            say(format_args!("skipping {agent:?}: {e}"));
+            continue;
+        }
+        let file = if on_roster.contains_key(agent) {
+            let file = layout.token_file(agent);
+            if !file.is_file() {
+                say(format_args!(
+                    "skipping {agent:?}: it is on the roster but {} is missing (agent-hub-server roster rotate {agent} --config {} writes a new one)",
+                    file.display(),
+                    layout.config.display()
+                ));
+                continue;
+            }
+            file
+        } else {
+            roster::add(layout, agent)?
+        };
+        found.push((agent.to_owned(), agent.to_owned(), file));
+    }
+    if found.is_empty() {
+        say(format_args!(
+            "--install: no agent CLI found on PATH (`agent-hub agents` lists the ones agent-hub knows); nothing installed"
+        ));
+    }
+    Ok(found)
+}
+
+/// `agent-hub` beside this binary: the client the demo's agents run.
+fn client_binary() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let client = me.with_file_name("agent-hub");
+    if client.is_file() {
+        Ok(client)
+    } else {
+        Err(format!(
+            "--install needs the agent-hub client beside this binary, at {}",
+            client.display()
+        ))
+    }
+}
+
+/// After the bind: the port the hub got stored in the config, the agents installed, and
+/// the commands to type next.
+pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), String> {
+    let text = std::fs::read_to_string(&p.config)
+        .map_err(|e| format!("cannot read {}: {e}", p.config.display()))?;
+    let stored = Config::parse(&text, &p.dir)
+        .map_err(|e| e.to_string())?
+        .port;
+    if stored != bound {
+        let new = set_port(&text, bound, &p.dir)?;
+        agent_hub_host::atomic_file::write_atomic(&p.config, new.as_bytes(), 0o600)
+            .map_err(|e| format!("cannot write {}: {e}", p.config.display()))?;
+        say(format_args!(
+            "stored port {bound} (the one the hub got) in {}",
+            p.config.display()
+        ));
+    }
+    let mut installed = Vec::new();
+    if !p.installs.is_empty() {
+        let client = client_binary()?;
+        for (agent, name, file) in &p.installs {
+            let out = Command::new(&client)
+                .arg("install")
+                .arg("--agent")
+                .arg(agent)
+                .arg("--as")
+                .arg(name)
+                .arg("--token-file")
+                .arg(file)
+                .arg("--port")
+                .arg(bound.to_string())
+                .output()
+                .map_err(|e| format!("cannot run {} install: {e}", client.display()))?;
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                say(format_args!("  {line}"));
+            }
+            for line in String::from_utf8_lossy(&out.stderr).lines() {
+                say(format_args!("  {line}"));
+            }
+            if out.status.success() {
+                say(format_args!(
+                    "installed the hub into {agent} as {name:?} (token {})",
+                    file.display()
+                ));
+                installed.push(agent.as_str());
+            } else {
+                say(format_args!(
+                    "installing into {agent} failed (above); the others go on"
+                ));
+            }
+        }
+    }
+    help(p, bound, &installed);
+    Ok(())
+}
+
+fn help(p: &Prepared, port: u16, installed: &[&str]) {
+    let d = p.dir.display();
+    say(format_args!(
+        "agent-hub demo in {d}: agents {}; tokens in {d}/tokens/; store {}",
+        p.layout_names().join(", "),
+        p.store
+    ));
+    say(format_args!("try, in another terminal:"));
+    say(format_args!(
+        "  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}"
+    ));
+    say(format_args!(
+        "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
+    ));
+    if let Some(first) = installed.first() {
+        say(format_args!(
+            "then start {first} in a project folder and ask it: \"check your agent-hub mail\"; send it work with:"
+        ));
+        say(format_args!(
+            "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to {first} --kind task --body '{{\"op\":\"hello\"}}'"
+        ));
+    } else {
+        say(format_args!(
+            "  agent-hub delegate --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --agent AGENT --cwd . --prompt '...' --wait   (agents: agent-hub agents, column DELEGATE)"
+        ));
+        say(format_args!(
+            "give an agent its own identity: agent-hub-server roster add NAME --config {}",
+            p.config.display()
+        ));
+    }
+}
+
+impl Prepared {
+    /// The roster's names, for the summary line.
+    fn layout_names(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.layout.roster).unwrap_or_default();
+        agent_hub_host::roster_edit::entries(&text)
+            .map(|e| e.into_keys().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_port_changes_only_the_port_line() {
+        let text = "# c\nport = 46110   # the port\naudit_log_path = \"a\"\nservice_log_path = \"s\"\nroster_path = \"r\"\n[store]\nkind = \"memory\"\n";
+        let limits =
+            agent_hub_host::config::limits_to_toml(&agent_hub_host::config::Limits::example());
+        let text = format!("{text}\n{limits}");
+        let out = set_port(&text, 24610, Path::new("/")).unwrap();
+        assert_eq!(out, text.replace("port = 46110 ", "port = 24610 "));
+        let out = set_port(&out, 0, Path::new("/")).unwrap();
+        assert!(out.contains("\nport = 0   # the port\n"), "{out}");
+        assert!(set_port("[store]\nport = 5\n", 1, Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn the_new_config_has_the_port_sqlite_and_tasks() {
+        let base = std::env::temp_dir();
+        let text = new_config_text(24610, true, &base).unwrap();
+        let c = Config::parse(&text, Path::new("/demo")).unwrap();
+        assert_eq!(c.port, 24610);
+        assert!(
+            matches!(&c.store, StoreConfig::Sqlite { path, .. } if path == Path::new("/demo/queue.db")),
+            "{:?}",
+            c.store
+        );
+        assert!(c.tasks.is_some());
+        let text = new_config_text(0, false, &base).unwrap();
+        let c = Config::parse(&text, Path::new("/demo")).unwrap();
+        assert_eq!((c.port, c.store), (0, StoreConfig::Memory));
+    }
+
+    #[test]
+    fn the_default_port_is_outside_the_ephemeral_range() {
+        assert!(!(32768..=60999).contains(&DEFAULT_PORT));
+    }
+}

@@ -1,0 +1,72 @@
+//! The commit executor (part of the IO shell, `crates/server/src/server/mod.rs`): carries out the core's
+//! `Output::Commit` batches against the store and the audit log in the order PLAN.md "How a
+//! send becomes durable" gives, and hands the flush thread's reports back to the core. It keeps
+//! no pending operation and no rule of its own: every result goes to `Hub::handle_committed` or
+//! `Hub::handle_synced`, and the core says what follows.
+
+use super::*;
+
+impl Server {
+    /// Carries out one `Output::Commit` exactly as `hub::commit::Batch` says: the store
+    /// transaction, the audit batch, the store commit, undoing what was done when a step
+    /// fails, then the flush request for a batch that waits for one. Decides nothing: the
+    /// core gets the result and says what follows.
+    pub(super) fn write_batch(&mut self, batch: agent_hub_proto::hub::Batch) {
+        let result = self.try_write_batch(&batch);
+        let now = self.now();
+        let unflushable = match (&result, batch.sync, &mut self.flusher) {
+            (Ok(()), true, Some(f)) => f.request(batch.id).err(),
+            (Ok(()), true, None) => Some("the store has no flush thread".to_owned()),
+            _ => None,
+        };
+        self.hub.handle_committed(batch.id, result, now);
+        if let Some(e) = unflushable {
+            // No flush will come: the held replies become errors.
+            self.hub.handle_synced(batch.id, Err(e), now);
+        }
+    }
+
+    fn try_write_batch(&mut self, batch: &agent_hub_proto::hub::Batch) -> Result<(), String> {
+        if let Err(e) = self.store.stage(&batch.store_ops) {
+            // Records that gate nothing still go out; the refusals are audited after them.
+            let _ = self.records.flush_audit(std::iter::empty());
+            return Err(format!("the queue store could not be written ({e})"));
+        }
+        if let Err(e) = self.records.flush_audit(batch.audit.iter().cloned()) {
+            self.store.rollback();
+            return Err(format!("the audit log could not be written ({e})"));
+        }
+        if let Err(e) = self.store.commit() {
+            // The audit batch already says `accepted`: take it back out.
+            self.records.undo_last_batch();
+            return Err(format!("the queue store could not be written ({e})"));
+        }
+        if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
+            f.wal_committed(frames);
+        }
+        Ok(())
+    }
+
+    /// Flushes the flush thread reported: their held replies go out (or, after a failed flush,
+    /// error lines), and a failed flush stops sends until a restart (`Hub::flush_failed`).
+    pub(super) fn take_flushes(&mut self, now: Now) {
+        let Some(f) = &mut self.flusher else { return };
+        let mut reports = Vec::new();
+        while let Some(r) = f.completed() {
+            reports.push(r);
+        }
+        self.apply_flushes(reports, now);
+    }
+
+    pub(super) fn apply_flushes(&mut self, reports: Vec<(u64, FlushResult)>, now: Now) {
+        if let Some(f) = &mut self.flusher {
+            for (level, line) in f.take_logs() {
+                self.records.log(level, &line);
+            }
+        }
+        for (through, result) in reports {
+            self.hub.handle_synced(through, result, now);
+        }
+        self.drain_outputs();
+    }
+}

@@ -1,0 +1,781 @@
+//! The task executor: the IO side of delegated work (docs/delegation.md "How a task runs").
+//!
+//! Owns: turning the core's "start this task" into a running `runner` task (the agent's
+//! checked argv from its manifest, the task's cwd checked again on the filesystem, the child's
+//! environment, the task's credential file, the hub's own MCP server on the session), the
+//! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, and draining their
+//! events back to the core. Refuses: deciding anything. Which task starts, when, and what its
+//! outcome means are the core's (`tasks`); a start that fails here becomes the same events a
+//! failed run produces (a `refused` or `failed` outcome, then `Ended`), so the core sees one
+//! path for every end.
+
+use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
+use agent_hub_proto::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
+use agent_hub_proto::tasks::StartSpec;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How an agent runs a task, resolved from its manifest (`agents::runnable`): ACP when its
+/// `run.acp` program is on PATH, else its headless template. argv[0] is absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentRun {
+    Acp(Vec<OsString>),
+    /// `run.headless` (still holding its `{prompt}` element when the prompt goes on the
+    /// argv), `run.outcome` and `run.headless_prompt`.
+    Headless {
+        template: Vec<String>,
+        format: agent_hub_host::agents::manifest::Outcome,
+        prompt_via: agent_hub_host::agents::manifest::PromptVia,
+    },
+}
+
+pub trait ResolveAgent {
+    fn resolve(&self, agent: &str) -> Result<AgentRun, String>;
+    /// The agent's manifest, for its sandbox's view of the agent's installed config
+    /// (`agents::install::task_view`); None: no view is made.
+    fn manifest(&self, _agent: &str) -> Option<agent_hub_host::agents::manifest::Manifest> {
+        None
+    }
+}
+
+/// The parts of the hub's setup every task shares.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// The `agent-hub` client binary the agent runs as its MCP server.
+    pub client_binary: PathBuf,
+    /// The hub's client port, for the task identity's MCP server.
+    pub port: u16,
+    /// Where task credential files live (mode 0700; `runner::TaskCredential`).
+    pub credentials_dir: PathBuf,
+    /// The environment the agent gets: name and value, taken from the hub's own at startup
+    /// through `tasks.env_pass` (docs/delegation.md "The agent's environment").
+    pub env: Vec<(OsString, OsString)>,
+    /// Values of that environment that must never reach a log (API keys, tokens).
+    pub secrets: Vec<String>,
+    /// Canonical working-directory roots (`tasks.cwd_roots`).
+    pub cwd_roots: Vec<PathBuf>,
+    pub default_permission: PermissionPolicy,
+    pub agent_permission: std::collections::BTreeMap<String, PermissionPolicy>,
+    pub limits: agent_hub_proto::acp::Limits,
+    /// A headless agent's stdout cap (`tasks.headless_stdout_max_bytes`).
+    pub headless_stdout_max_bytes: usize,
+    /// The OS sandbox every agent runs in (`tasks.sandbox`, resolved at startup); None:
+    /// `tasks.sandbox = "none"`.
+    pub sandbox: Option<Arc<agent_hub_host::sandbox::Sandbox>>,
+}
+
+pub struct Executor {
+    runtime: Runtime,
+    resolve: Box<dyn ResolveAgent>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+    running: HashMap<String, TaskHandle>,
+    /// Events of tasks that ended before a handle existed (start refused here), in order.
+    synthetic: Vec<(String, TaskEvent)>,
+}
+
+impl Executor {
+    pub fn new(
+        runtime: Runtime,
+        resolve: Box<dyn ResolveAgent>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> Executor {
+        Executor {
+            runtime,
+            resolve,
+            wake,
+            running: HashMap::new(),
+            synthetic: Vec::new(),
+        }
+    }
+
+    /// Starts `launch` and returns at once. Whatever goes wrong comes back through `drain`
+    /// as the task's outcome and `Ended`.
+    pub fn start(&mut self, launch: StartSpec) {
+        let id = launch.task.as_str().to_owned();
+        let wake = Arc::clone(&self.wake);
+        let wake: Box<dyn Fn() + Send> = Box::new(move || wake());
+        match self.spec(&launch) {
+            Ok(Spec::Acp(spec)) => {
+                self.running.insert(id, runner::start(spec, wake));
+            }
+            Ok(Spec::Headless(spec)) => {
+                self.running.insert(id, runner::start_headless(spec, wake));
+            }
+            Err(status) => {
+                let outcome = agent_hub_proto::acp::Outcome {
+                    status,
+                    text: String::new(),
+                    truncated: false,
+                    usage: None,
+                    progress: agent_hub_proto::acp::Progress::default(),
+                };
+                self.synthetic
+                    .push((id.clone(), TaskEvent::Outcome(outcome)));
+                self.synthetic
+                    .push((id, TaskEvent::Ended(runner::TaskEnd::default())));
+                (self.wake)();
+            }
+        }
+    }
+
+    /// Asks a running task to stop (`session/cancel`, then the runner's shutdown). A task
+    /// this executor does not hold has already ended; its outcome is on its way.
+    pub fn cancel(&self, id: &str) {
+        if let Some(h) = self.running.get(id) {
+            h.cancel();
+        }
+    }
+
+    /// Every event that arrived since the last call, per task in order. A task's handle is
+    /// dropped after its `Ended`.
+    pub fn drain(&mut self) -> Vec<(String, TaskEvent)> {
+        let mut out = std::mem::take(&mut self.synthetic);
+        let mut ended = Vec::new();
+        for (id, handle) in &self.running {
+            while let Some(ev) = handle.try_event() {
+                let last = matches!(ev, TaskEvent::Ended(_));
+                out.push((id.clone(), ev));
+                if last {
+                    ended.push(id.clone());
+                    break;
+                }
+            }
+        }
+        for id in ended {
+            self.running.remove(&id);
+        }
+        out
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Builds the runner's spec, or the status the task ends with when it cannot be run.
+    fn spec(&self, launch: &StartSpec) -> Result<Spec, Status> {
+        let refuse = |why: String| Status::Refused(Refusal::Invalid(why));
+        // The core checked the path lexically; only the filesystem knows where its symlinks
+        // lead, so the check is made again on the canonical path, which the task runs in.
+        let cwd = agent_hub_host::config::tasks::check_cwd(&self.runtime.cwd_roots, &launch.cwd)
+            .map_err(|e| refuse(e.to_string()))?;
+        let argv = match self
+            .resolve
+            .resolve(&launch.agent)
+            .map_err(|e| refuse(format!("agent {}: {e}", launch.agent)))?
+        {
+            AgentRun::Acp(argv) => argv,
+            AgentRun::Headless {
+                template,
+                format,
+                prompt_via,
+            } => {
+                return self
+                    .headless_spec(launch, cwd, &template, format, prompt_via)
+                    .map(Spec::Headless)
+            }
+        };
+        if !self.runtime.client_binary.is_file() {
+            return Err(refuse(format!(
+                "{} is missing (the task's agent runs it as its MCP server)",
+                self.runtime.client_binary.display()
+            )));
+        }
+        let credential = TaskCredential::create(
+            &self.runtime.credentials_dir,
+            launch.task.as_str(),
+            &launch.token,
+        )
+        .map_err(|e| {
+            Status::Failed(Failure::Spawn(format!(
+                "cannot write the task's credential file: {e}"
+            )))
+        })?;
+        let mut session = SessionConfig::new(
+            &cwd,
+            launch.prompt.clone(),
+            launch.timeout_secs.saturating_mul(1000),
+        );
+        session.permission = self
+            .runtime
+            .agent_permission
+            .get(&launch.agent)
+            .copied()
+            .unwrap_or(self.runtime.default_permission);
+        // The session mode ids where the agent asks before acting (its manifest's
+        // `run.ask_modes`); None: the hub's default list (docs/acp.md "Session modes").
+        session.ask_modes = self
+            .resolve
+            .manifest(&launch.agent)
+            .and_then(|m| m.run.ask_modes);
+        session.limits = self.runtime.limits.clone();
+        let Some(token_file) = credential.path().map(Path::to_owned) else {
+            // `TaskCredential::create` always writes one; kept as a refusal, not a panic.
+            return Err(Status::Failed(Failure::Spawn(
+                "the task's credential has no token file".into(),
+            )));
+        };
+        session.mcp_servers = vec![mcp_server(
+            &self.runtime.client_binary,
+            launch.task.as_str(),
+            &token_file,
+            self.runtime.port,
+        )];
+        let sandbox = self.task_sandbox(&launch.agent, credential.dir(), Some(token_file));
+        let mut secrets = self.runtime.secrets.clone();
+        secrets.push(launch.token.clone());
+        let mut env = self.runtime.env.clone();
+        env.push((TASK_MARK.into(), launch.task.as_str().to_owned().into()));
+        Ok(Spec::Acp(TaskSpec {
+            argv,
+            env,
+            session,
+            secrets,
+            credential: Some(credential),
+            sandbox,
+        }))
+    }
+
+    /// The task's sandbox, when the hub has one: the hub-wide part, the task's own folder
+    /// and token, and the agent's manifest for the view of its installed config.
+    fn task_sandbox(
+        &self,
+        agent: &str,
+        task_dir: &Path,
+        token_file: Option<PathBuf>,
+    ) -> Option<agent_hub_host::sandbox::TaskSandbox> {
+        let hub = self.runtime.sandbox.as_ref()?;
+        Some(agent_hub_host::sandbox::TaskSandbox {
+            hub: Arc::clone(hub),
+            task_dir: task_dir.to_owned(),
+            token_file,
+            manifest: self.resolve.manifest(agent),
+        })
+    }
+
+    /// The headless fallback (docs/delegation.md "Headless tasks"): the prompt goes to the
+    /// agent's stdin when its manifest says it reads it there, else it becomes one argv
+    /// element (`argv::render` refuses what it cannot pass as it is); no credential file and
+    /// no MCP server, since nothing can hand them to the agent. A sandboxed task still gets
+    /// its private folder, for its sandbox's copies.
+    fn headless_spec(
+        &self,
+        launch: &StartSpec,
+        cwd: PathBuf,
+        template: &[String],
+        format: agent_hub_host::agents::manifest::Outcome,
+        prompt_via: agent_hub_host::agents::manifest::PromptVia,
+    ) -> Result<runner::HeadlessSpec, Status> {
+        let (argv, stdin_prompt) = match prompt_via {
+            agent_hub_host::agents::manifest::PromptVia::Stdin => {
+                (template.to_vec(), Some(launch.prompt.clone()))
+            }
+            agent_hub_host::agents::manifest::PromptVia::Argv => {
+                let argv = agent_hub_host::agents::argv::render(template, &launch.prompt).map_err(
+                    |e| Status::Refused(Refusal::Invalid(format!("agent {}: {e}", launch.agent))),
+                )?;
+                (argv, None)
+            }
+        };
+        let (credential, sandbox) = match &self.runtime.sandbox {
+            None => (None, None),
+            Some(_) => {
+                let folder = TaskCredential::folder_only(
+                    &self.runtime.credentials_dir,
+                    launch.task.as_str(),
+                )
+                .map_err(|e| {
+                    Status::Failed(Failure::Spawn(format!(
+                        "cannot make the task's private folder: {e}"
+                    )))
+                })?;
+                let sandbox = self.task_sandbox(&launch.agent, folder.dir(), None);
+                (Some(folder), sandbox)
+            }
+        };
+        let mut secrets = self.runtime.secrets.clone();
+        secrets.push(launch.token.clone());
+        let mut env = self.runtime.env.clone();
+        env.push((TASK_MARK.into(), launch.task.as_str().to_owned().into()));
+        let l = &self.runtime.limits;
+        Ok(runner::HeadlessSpec {
+            argv: argv.into_iter().map(OsString::from).collect(),
+            env,
+            cwd,
+            format,
+            limits: agent_hub_proto::headless::HeadlessLimits {
+                task_timeout_ms: launch.timeout_secs.saturating_mul(1000),
+                term_grace_ms: l.term_grace_ms,
+                eof_exit_wait_ms: l.eof_exit_wait_ms,
+            },
+            max_text_bytes: l.max_text_bytes,
+            stdout_max_bytes: self.runtime.headless_stdout_max_bytes,
+            secrets,
+            stdin_prompt,
+            credential,
+            sandbox,
+        })
+    }
+}
+
+/// What `Executor::spec` hands the runner.
+enum Spec {
+    Acp(TaskSpec),
+    Headless(runner::HeadlessSpec),
+}
+
+/// The hub's MCP server as the agent starts it: `agent-hub mcp` as the task identity. The
+/// token travels in a file (mode 0600), never on this argv (docs/delegation.md "Names").
+fn mcp_server(client: &Path, name: &str, token_file: &Path, port: u16) -> McpServer {
+    McpServer {
+        name: "agent-hub".into(),
+        command: client.to_owned(),
+        args: vec![
+            "mcp".into(),
+            "--as".into(),
+            name.into(),
+            "--token-file".into(),
+            token_file.to_string_lossy().into_owned(),
+            "--port".into(),
+            port.to_string(),
+        ],
+        env: Vec::new(),
+    }
+}
+
+/// Environment names passed to agents unless `tasks.env_pass` says otherwise: what a CLI
+/// needs to find its binaries, its home and its config, plus the provider families' own
+/// variables (keys and endpoint overrides), matched as prefixes where they end in `*`.
+pub const DEFAULT_ENV_PASS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "NODE_OPTIONS",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "ANTHROPIC_*",
+    "CLAUDE_*",
+    "OPENAI_*",
+    "CODEX_*",
+    "GEMINI_*",
+    "GOOGLE_*",
+    "OPENCODE_*",
+    "FACTORY_*",
+    "DROID_*",
+];
+
+/// The environment for agents: the variables of `from` whose names `pass` admits (exact
+/// names, or prefixes ending in `*`), sorted by name. Values of names that look like
+/// credentials are returned as secrets too, so the runner redacts them from every excerpt.
+pub fn pass_env(
+    from: impl IntoIterator<Item = (OsString, OsString)>,
+    pass: &[String],
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let admitted = |name: &str| {
+        pass.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == p,
+        })
+    };
+    let mut env: Vec<(OsString, OsString)> = from
+        .into_iter()
+        .filter(|(k, _)| k.to_str().is_some_and(admitted))
+        .collect();
+    env.sort();
+    let secrets = env
+        .iter()
+        .filter(|(k, v)| {
+            let k = k.to_string_lossy().to_ascii_uppercase();
+            let looks_secret = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
+                .iter()
+                .any(|w| k.contains(w));
+            looks_secret && !v.is_empty()
+        })
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .collect();
+    (env, secrets)
+}
+
+/// Resolves manifest names through the agent registry, as `agent-hub agents` does
+/// (`agents::runnable`): built-ins, the user's folder, `tasks.manifests_dir`.
+struct Registry {
+    reg: agent_hub_host::agents::registry::Registry,
+    path_var: String,
+}
+
+impl ResolveAgent for Registry {
+    fn resolve(&self, agent: &str) -> Result<AgentRun, String> {
+        use agent_hub_host::agents::runnable::{self, Delegate};
+        let spec =
+            runnable::resolve(&self.reg, agent, &self.path_var).map_err(|e| e.to_string())?;
+        match spec.mode {
+            Delegate::Acp => Ok(AgentRun::Acp(
+                spec.argv.into_iter().map(OsString::from).collect(),
+            )),
+            Delegate::Headless => Ok(AgentRun::Headless {
+                template: spec.argv,
+                format: spec.outcome,
+                prompt_via: spec.prompt_via,
+            }),
+            Delegate::No => Err("it cannot take delegated work on this machine".into()),
+        }
+    }
+
+    fn manifest(&self, agent: &str) -> Option<agent_hub_host::agents::manifest::Manifest> {
+        self.reg.get(agent).cloned()
+    }
+}
+
+/// The environment variable that marks an agent's processes as a task's, so that after a
+/// crash the next hub kills a process group only if it is still that task's
+/// (`Server::kill_orphan`).
+pub const TASK_MARK: &str = "AGENT_HUB_TASK";
+
+impl super::Server {
+    /// Turns delegation on (`[tasks]`): finds the sandbox agents run in, loads the agent
+    /// catalogue and the stored tasks, builds the book and the executor. `port` is the
+    /// client port the task identities' MCP servers connect to; `config_path` the file the
+    /// hub was started with (hidden from every task, with the rest of the hub's files).
+    pub fn start_tasks(
+        &mut self,
+        config: &agent_hub_host::config::Config,
+        config_path: &Path,
+        port: u16,
+    ) -> Result<(), String> {
+        let Some(cfg) = config.tasks.as_ref() else {
+            return Ok(());
+        };
+        let relay = config.relay.as_ref();
+        let audit_log = config.audit_log_path.as_path();
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let path_var = std::env::var("PATH").unwrap_or_default();
+        let user_dir = agent_hub_host::agents::registry::user_dir(
+            &home,
+            std::env::var_os(agent_hub_host::agents::registry::AGENTS_DIR_ENV),
+        );
+        let reg = agent_hub_host::agents::registry::Registry::load_with_extra(
+            &user_dir,
+            false,
+            cfg.manifests_dir.as_deref(),
+        );
+        for p in &reg.problems {
+            // A manifest that does not load is not runnable; the operator learns why.
+            self.records
+                .log("WARN", &format!("agent manifest skipped: {p}"));
+        }
+        let runnable: Vec<String> = agent_hub_host::agents::runnable::list(&reg, &path_var)
+            .into_iter()
+            .filter(|(_, d)| *d != agent_hub_host::agents::runnable::Delegate::No)
+            .map(|(name, _)| name)
+            .collect();
+        let rows = self
+            .store
+            .load_tasks()
+            .map_err(|e| format!("loading stored tasks: {e}"))?;
+        self.task_dir = cfg.cwd_roots.first().cloned();
+        self.max_tasks = Some(cfg.max_concurrent);
+        let credentials_dir = cfg.credentials_dir.clone().unwrap_or_else(|| {
+            audit_log
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("task-credentials")
+        });
+        let pass: Vec<String> = match &cfg.env_pass {
+            Some(names) => names.clone(),
+            None => DEFAULT_ENV_PASS.iter().map(|s| s.to_string()).collect(),
+        };
+        let (mut env, secrets) = pass_env(std::env::vars_os(), &pass);
+        env.retain(|(k, _)| k != TASK_MARK);
+        // The client binary beside the server; when it is missing (only the server was
+        // built, as `cargo run --bin agent-hub-server` does) the hub still starts, and each
+        // task is refused with the reason (`Executor::spec`) until it is there.
+        let client_binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("agent-hub")))
+            .unwrap_or_else(|| PathBuf::from("agent-hub"));
+        if !client_binary.is_file() {
+            self.records.log(
+                "WARN",
+                &format!(
+                    "{} is missing: delegated tasks are refused until it is built (their agents run it as their MCP server)",
+                    client_binary.display()
+                ),
+            );
+        }
+        let sandbox = self.start_sandbox(
+            config,
+            config_path,
+            &credentials_dir,
+            &client_binary,
+            &home,
+            &path_var,
+            &user_dir,
+        )?;
+        let runtime = Runtime {
+            sandbox,
+            client_binary,
+            port,
+            credentials_dir,
+            env,
+            secrets,
+            cwd_roots: cfg.cwd_roots.clone(),
+            default_permission: cfg.permission,
+            agent_permission: cfg.agent_permission.clone(),
+            limits: cfg.limits.clone(),
+            headless_stdout_max_bytes: cfg.headless_stdout_max_bytes,
+        };
+        let waker = self.waker.clone();
+        let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            let _ = waker.wake();
+        });
+        self.tasks = Some(Executor::new(
+            runtime,
+            Box::new(Registry { reg, path_var }),
+            wake,
+        ));
+        // Any relay peer can be delegated to; only those with `delegate = true` may delegate
+        // here (docs/delegation.md "Across hubs").
+        let peers: Vec<String> = relay
+            .map(|r| r.peers.iter().map(|p| p.id.clone()).collect())
+            .unwrap_or_default();
+        let accept: Vec<String> = relay
+            .map(|r| {
+                r.peers
+                    .iter()
+                    .filter(|p| p.delegate)
+                    .map(|p| p.id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.manifests_dir = cfg.manifests_dir.clone();
+        let mut book = agent_hub_proto::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
+        book.set_accept_from(accept);
+        self.hub.enable_tasks(book);
+        let now = self.now();
+        let n = rows.len();
+        self.hub.restore_tasks(rows, now);
+        self.records.log(
+            "INFO",
+            &format!(
+                "delegation on: {} runnable agents ({}); {n} stored tasks",
+                runnable.len(),
+                runnable.join(", ")
+            ),
+        );
+        Ok(())
+    }
+
+    /// Finds the sandbox `tasks.sandbox` asks for by trying it (`sandbox::probe`), and what
+    /// it keeps from every task. A configured sandbox that does not work, or `auto` with
+    /// none, is a startup error naming what to install; `none` is logged as a WARN.
+    #[allow(clippy::too_many_arguments)]
+    fn start_sandbox(
+        &mut self,
+        config: &agent_hub_host::config::Config,
+        config_path: &Path,
+        credentials_dir: &Path,
+        client_binary: &Path,
+        home: &Path,
+        path_var: &str,
+        user_agents_dir: &Path,
+    ) -> Result<Option<Arc<agent_hub_host::sandbox::Sandbox>>, String> {
+        use agent_hub_host::sandbox::{self, Kind};
+        let Some(cfg) = config.tasks.as_ref() else {
+            return Ok(None);
+        };
+        // The task folders live here: it must exist (private) before the probe hides it.
+        crate::runner::TaskCredential::check_folder(credentials_dir)
+            .map_err(|e| format!("tasks.credentials_dir: {e}"))?;
+        let (kind, notes) = sandbox::probe::detect(cfg.sandbox, path_var, credentials_dir)?;
+        for n in notes {
+            self.records.log("WARN", &n);
+        }
+        if kind == Kind::None {
+            self.records.log("WARN", sandbox::NONE_WARNING);
+            return Ok(None);
+        }
+        let config_path =
+            std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_owned());
+        let store = match &config.store {
+            agent_hub_host::config::StoreConfig::Sqlite { path, .. } => Some(path.as_path()),
+            agent_hub_host::config::StoreConfig::Memory => None,
+        };
+        let relay_keys: Vec<&Path> = config
+            .relay
+            .iter()
+            .flat_map(|r| r.peers.iter().map(|p| p.key_file.as_path()))
+            .collect();
+        let server_binary = std::env::current_exe().ok();
+        let mut manifest_dirs = vec![user_agents_dir];
+        if let Some(d) = &cfg.manifests_dir {
+            manifest_dirs.push(d);
+        }
+        let paths = sandbox::HubPaths::new(&sandbox::HubFiles {
+            config: &config_path,
+            roster: &config.roster_path,
+            audit_log: &config.audit_log_path,
+            service_log: &config.service_log_path,
+            store,
+            relay_status: config.relay.as_ref().map(|r| r.status_path.as_path()),
+            relay_keys,
+            credentials_dir,
+            server_binary: server_binary.as_deref(),
+            client_binary,
+            manifest_dirs,
+            cwd_roots: &cfg.cwd_roots,
+            home,
+            path_var,
+        });
+        // A credentials folder that holds what every agent needs could not be hidden whole.
+        let creds =
+            std::fs::canonicalize(credentials_dir).unwrap_or_else(|_| credentials_dir.to_owned());
+        if let Some(k) = paths
+            .keep_whole
+            .iter()
+            .chain(cfg.cwd_roots.iter())
+            .find(|k| k.starts_with(&creds))
+        {
+            return Err(format!(
+                "tasks.credentials_dir {} holds {}, which every agent needs: give the task credentials a folder of their own",
+                creds.display(),
+                k.display()
+            ));
+        }
+        let what = match &kind {
+            Kind::Bwrap { program } => format!("bubblewrap ({})", program.display()),
+            Kind::Landlock { abi } => format!("Landlock (ABI {abi})"),
+            Kind::None => "none".into(),
+        };
+        self.records.log(
+            "INFO",
+            &format!(
+                "delegated agents run in sandbox {} (tasks.sandbox = {:?}): {what}; hidden from them: the hub's files ({}) and folders ({}); read-only: {}",
+                kind.tag(),
+                cfg.sandbox.tag(),
+                paths
+                    .secret_files
+                    .iter()
+                    .filter(|p| p.exists())
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                paths
+                    .secret_dirs
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                paths
+                    .read_only
+                    .iter()
+                    .filter(|p| p.exists())
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        );
+        Ok(Some(Arc::new(sandbox::Sandbox { kind, paths })))
+    }
+
+    /// Without `[tasks]`, tasks a previous run left in the store are kept there untouched
+    /// (a later start with `[tasks]` settles them); the operator is told how many wait, so
+    /// nothing is left unreported.
+    pub fn warn_stored_tasks(&mut self) {
+        let open = match self.store.load_tasks() {
+            Ok(rows) => rows
+                .iter()
+                .filter(|r| matches!(r.state.as_str(), "queued" | "running" | "cancelling"))
+                .count(),
+            Err(e) => {
+                self.records
+                    .log("ERROR", &format!("loading stored tasks: {e}"));
+                return;
+            }
+        };
+        if open > 0 {
+            self.records.log(
+                "WARN",
+                &format!(
+                    "{open} delegated tasks in the queue store are unfinished, but [tasks] is not configured: they stay in the store, and their delegators hear nothing until the hub starts with [tasks] again"
+                ),
+            );
+        }
+    }
+
+    pub(super) fn start_task(&mut self, spec: StartSpec) {
+        match self.tasks.as_mut() {
+            Some(ex) => ex.start(spec),
+            None => self
+                .records
+                .log("ERROR", "a task start without an executor; ignored"),
+        }
+    }
+
+    pub(super) fn cancel_task(&mut self, task: &str) {
+        if let Some(ex) = &self.tasks {
+            ex.cancel(task);
+        }
+    }
+
+    /// The runner threads poked the waker: every event goes to the core, in order.
+    pub(super) fn take_task_events(&mut self, now: agent_hub_proto::hub::Now) {
+        let Some(ex) = self.tasks.as_mut() else {
+            return;
+        };
+        for (task, event) in ex.drain() {
+            self.hub.handle_task_event(&task, event, now);
+        }
+    }
+
+    /// Kills the process group `pid` if its leader still carries this task's mark: after a
+    /// crash the group may be gone and its id reused by another program, which must never be
+    /// signalled (docs/delegation.md "Durability").
+    pub(super) fn kill_orphan(&mut self, task: &str, pid: u32) {
+        let environ = match std::fs::read(format!("/proc/{pid}/environ")) {
+            Ok(e) => e,
+            Err(_) => return, // gone, or not ours to read: nothing to do
+        };
+        let mark = format!("{TASK_MARK}={task}");
+        let ours = environ.split(|&b| b == 0).any(|v| v == mark.as_bytes());
+        let Ok(pgid) = i32::try_from(pid) else {
+            return;
+        };
+        if !ours {
+            return;
+        }
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is shared.
+        let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        self.records.log(
+            if rc == 0 { "WARN" } else { "ERROR" },
+            &format!(
+                "task {task}: its agent (process group {pid}) outlived the last hub; {}",
+                if rc == 0 {
+                    "killed"
+                } else {
+                    "could not kill it"
+                }
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;
