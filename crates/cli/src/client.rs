@@ -2,7 +2,7 @@
 //! hello and verb pipelined in one write, bounded waits everywhere.
 //!
 //! Owns connecting, the exchange of lines, and reading the token file. Refuses printing and
-//! exit codes: `bin/agent-hub.rs` maps `ClientError` to those.
+//! exit codes: `app` maps `ClientError` to those.
 
 use agent_hub_proto::wire::{
     AwaitRequest, ClientLine, Envelope, EnvelopeStatus, Hello, HubLine, IdRequest, StatusRequest,

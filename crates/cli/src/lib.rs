@@ -7,6 +7,7 @@
 //! drain, terminal nudge; docs/delivery.md); `mcp` offers the client verbs to agents as an MCP
 //! server on stdio (docs/mcp.md).
 
+pub mod app;
 pub mod client;
 pub mod deliver;
 pub mod mcp;

@@ -8,6 +8,7 @@
 //! demo hub).
 
 pub mod admin;
+pub mod app;
 pub mod runner;
 pub mod server;
 pub mod store;

@@ -5,7 +5,7 @@
 //! envelopes again.
 //!
 //! Owns the order of those steps and their time bounds. Refuses decisions (`policy`),
-//! formatting (`render`, `terminal`) and exit codes (`bin/agent-hub.rs`).
+//! formatting (`render`, `terminal`) and exit codes (`crate::app`).
 
 use super::hook_input::{parse_hook_input, HookInputError};
 use super::policy::{gate, session_key, Admit, Budget, Gate, StopState};

@@ -5,11 +5,11 @@
 //! Below the line (no IO): `argv` (closed character sets, `{prompt}`), `manifest` (format,
 //! built-ins), `jsonedit` / `tomledit` (lossless config edits), `diff`, `install::plan`, and
 //! the text parsers in `procs`. Above it: `registry` (the manifests folders), `probe` (PATH,
-//! `--version`), `runnable` (which agents take delegated work, and how), `procs::list` (/proc, ps), `install::apply` (writes), and `cmd`, which the
-//! `agent-hub` binary calls and which returns text rather than printing it.
+//! `--version`), `runnable` (which agents take delegated work, and how), `procs::list` (/proc,
+//! ps) and `install::apply` (writes). The verbs that report all this (`agent-hub agents`,
+//! `install`, `uninstall`) are the client's: `agent_hub_cli::app::agents`.
 
 pub mod argv;
-pub mod cmd;
 pub mod diff;
 pub mod identity;
 pub mod install;

@@ -126,6 +126,7 @@ impl<'a> RawEnvelope<'a> {
     }
 
     /// Field by field, the body by its text byte for byte (`wire::fast`'s differential check).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn same_as(&self, other: &RawEnvelope<'_>) -> bool {
         self.id == other.id
             && self.from == other.from

@@ -11,14 +11,15 @@
 //! and writes only to stdout, only a block decision, since it runs inside an agent's turn;
 //! `drain` exits 2 with nothing printed when no mail waits, like an await that timed out.
 
-use agent_hub_cli::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
-use agent_hub_cli::deliver;
+use crate::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
+use crate::deliver;
 use agent_hub_proto::wire::{AwaitRequest, Envelope, Reader, WaitEnd, WaitFor};
 use clap::{Args, Parser, Subcommand};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod agents;
 mod hook;
 use hook::{hook_main, run_drain, run_hook, DeliverLimits, DrainFormatArg, HookCommand};
 
@@ -184,7 +185,8 @@ enum Command {
     },
 }
 
-fn main() -> ExitCode {
+/// The program: parses argv, runs the verb, returns its exit code (above).
+pub fn main() -> ExitCode {
     // A hook must never break its agent: `hook` handles even its usage errors itself.
     if std::env::args_os().nth(1).is_some_and(|a| a == "hook") {
         return hook_main();
@@ -306,7 +308,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 let raw = serde_json::to_string(&presence).map_err(|e| e.to_string())?;
                 agent_hub_proto::text::json_for_terminal(&raw).into_owned()
             } else {
-                agent_hub_cli::client::who_view::render(&presence)
+                crate::client::who_view::render(&presence)
             };
             print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::SUCCESS)
@@ -346,7 +348,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Mcp { id } => {
             // The token is read once, before serving: a bad file exits 1 here.
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            agent_hub_cli::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
+            crate::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Top(a) => run_top(a),
@@ -513,7 +515,7 @@ enum TaskCommand {
 }
 
 fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
-    use agent_hub_cli::client::{task, task_view};
+    use crate::client::{task, task_view};
     // Everything the client can check is checked before the token file is read.
     let prompt = task_view::read_prompt(&a.prompt, std::io::stdin().lock())?;
     let cwd = task_view::absolute_cwd(&a.cwd)?;
@@ -699,7 +701,7 @@ struct InstallArgs {
     no_skills: bool,
 }
 
-fn print_report(r: agent_hub_host::agents::cmd::Report) -> Result<ExitCode, String> {
+fn print_report(r: agents::Report) -> Result<ExitCode, String> {
     eprint!("{}", r.stderr);
     let mut out = std::io::stdout().lock();
     out.write_all(r.stdout.as_bytes())
@@ -713,19 +715,18 @@ fn print_report(r: agent_hub_host::agents::cmd::Report) -> Result<ExitCode, Stri
 }
 
 fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
-    use agent_hub_host::agents::cmd;
-    let mut env = cmd::Env::from_process(a.agents_dir)?;
+    let mut env = agents::Env::from_process(a.agents_dir)?;
     if let Some(config) = &a.config {
         env = env.with_hub_config(config)?;
     }
     print_report(match a.command {
-        None => cmd::agents(&env, a.json, !a.no_version),
-        Some(AgentsCommand::Ps) => cmd::ps(&env, a.json),
+        None => agents::agents(&env, a.json, !a.no_version),
+        Some(AgentsCommand::Ps) => agents::ps(&env, a.json),
     })
 }
 
-fn selection(s: &AgentSelection) -> agent_hub_host::agents::cmd::Selection {
-    use agent_hub_host::agents::cmd::Selection;
+fn selection(s: &AgentSelection) -> agents::Selection {
+    use agents::Selection;
     if s.all {
         Selection::All
     } else {
@@ -734,9 +735,8 @@ fn selection(s: &AgentSelection) -> agent_hub_host::agents::cmd::Selection {
 }
 
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
-    use agent_hub_host::agents::cmd;
     use agent_hub_host::agents::identity::{resolve_identities, IdentityArgs};
-    let env = cmd::Env::from_process(a.select.agents_dir.clone())?;
+    let env = agents::Env::from_process(a.select.agents_dir.clone())?;
     let who = resolve_identities(
         IdentityArgs {
             command: a.command,
@@ -751,9 +751,9 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
     )?;
     let dirs = match a.integrations_dir {
         Some(d) => vec![d],
-        None => cmd::default_integrations_dirs(),
+        None => agents::default_integrations_dirs(),
     };
-    print_report(cmd::install(
+    print_report(agents::install(
         &env,
         &selection(&a.select),
         Some(&who),
@@ -764,9 +764,8 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
 }
 
 fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
-    use agent_hub_host::agents::cmd;
-    let env = cmd::Env::from_process(a.agents_dir.clone())?;
-    print_report(cmd::install(
+    let env = agents::Env::from_process(a.agents_dir.clone())?;
+    print_report(agents::install(
         &env,
         &selection(&a),
         None,

@@ -1,18 +1,19 @@
 //! The `agent-hub agents`, `agents ps`, `install` and `uninstall` verbs, minus argument
-//! parsing: `bin/agent-hub.rs` parses, calls these, and prints what they return.
+//! parsing: `app` parses, calls these, and prints what they return. It stands on the client
+//! side, above `agent_hub_host::agents` and `agent_hub_host::sandbox`, both of which it reports.
 //!
 //! Owns choosing the agents a verb applies to, the tables and reports, and finding the
 //! OpenCode plugin source. Every problem with one agent (or one manifest) is reported and the
 //! others carry on; `Report::ok` is false when any agent failed, which the binary maps to
 //! exit 1. Reads `$HOME` and `$PATH` once, in `Env::from_process`, so tests can set both.
 
-use super::diff;
-use super::identity::{self, NameRule, TokenRule};
-use super::install::{self, Action, AgentPlan, HubIdentity};
-use super::manifest::Manifest;
-use super::probe::{self, AgentInfo};
-use super::procs::{self, AgentProcess};
-use super::registry::{self, Origin, Registry};
+use agent_hub_host::agents::diff;
+use agent_hub_host::agents::identity::{self, NameRule, TokenRule};
+use agent_hub_host::agents::install::{self, Action, AgentPlan, HubIdentity};
+use agent_hub_host::agents::manifest::Manifest;
+use agent_hub_host::agents::probe::{self, AgentInfo};
+use agent_hub_host::agents::procs::{self, AgentProcess};
+use agent_hub_host::agents::registry::{self, Origin, Registry};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -37,7 +38,7 @@ pub struct Env {
     pub extra_dir: Option<PathBuf>,
     /// The hub config's `tasks.sandbox`, when `agents --config` names a config with a
     /// `[tasks]` table: `agents` says which sandbox its tasks would run in.
-    pub sandbox: Option<crate::sandbox::Mode>,
+    pub sandbox: Option<agent_hub_host::sandbox::Mode>,
 }
 
 impl Env {
@@ -62,7 +63,7 @@ impl Env {
     /// Adds the `tasks.manifests_dir` of the hub config at `path`, read and validated as the
     /// server reads it (a config the server would refuse is refused here too).
     pub fn with_hub_config(mut self, path: &Path) -> Result<Env, String> {
-        let cfg = crate::config::Config::load(path).map_err(|e| e.to_string())?;
+        let cfg = agent_hub_host::config::Config::load(path).map_err(|e| e.to_string())?;
         self.sandbox = cfg.tasks.as_ref().map(|t| t.sandbox);
         self.extra_dir = cfg.tasks.and_then(|t| t.manifests_dir);
         Ok(self)
@@ -198,8 +199,8 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
 /// What `agents --config` says about the sandbox the hub's delegated agents run in, found
 /// here as the server finds it (`sandbox::probe`, run as this user, who runs the hub), and
 /// a warning for `none` or a sandbox that would stop the hub.
-fn sandbox_line(mode: crate::sandbox::Mode, path_var: &str) -> (String, Option<String>) {
-    use crate::sandbox::{probe, Kind, Mode, NONE_WARNING};
+fn sandbox_line(mode: agent_hub_host::sandbox::Mode, path_var: &str) -> (String, Option<String>) {
+    use agent_hub_host::sandbox::{probe, Kind, Mode, NONE_WARNING};
     let tag = mode.tag();
     if mode == Mode::None {
         return (
@@ -314,7 +315,7 @@ fn find_plugin(dirs: &[PathBuf]) -> Option<String> {
 }
 
 /// Who an install authenticates as: `identity`'s type, named here as the install takes it.
-pub use super::identity::Identities;
+pub use agent_hub_host::agents::identity::Identities;
 
 /// `agent-hub install` (with `Some(who)`) or `uninstall` (with `None`). `skills`: whether an
 /// install places the skills (`--no-skills` turns it off); uninstall ignores it and always
@@ -351,7 +352,7 @@ pub fn install(
     let detected = |m: &Manifest| {
         m.binaries
             .iter()
-            .any(|b| super::on_path::which(b, &env.path_var).is_some())
+            .any(|b| agent_hub_host::agents::on_path::which(b, &env.path_var).is_some())
     };
     let chosen: Vec<&Manifest> = match selection {
         Selection::Named(names) => {

@@ -1,7 +1,7 @@
 //! `agent-hub hook …` and `agent-hub drain`: delivery into running agents (crates/cli/src/deliver,
 //! docs/delivery.md). `hook stop` always exits 0 and writes only a block decision to stdout,
 //! since it runs inside an agent's turn; `drain` exits 2 with nothing printed when no mail
-//! waits. The argument types and the glue only: the rules are `agent_hub_cli::deliver`'s.
+//! waits. The argument types and the glue only: the rules are `crate::deliver`'s.
 
 use super::*;
 
@@ -225,7 +225,7 @@ fn read_confirmation(timeout: std::time::Duration) -> bool {
     let mut line = Vec::new();
     let mut stdin = std::io::stdin().lock();
     loop {
-        if !agent_hub_cli::client::stdin::readable_by(deadline) {
+        if !crate::client::stdin::readable_by(deadline) {
             return false;
         }
         let mut buf = [0u8; 64];

@@ -1,0 +1,367 @@
+//! `agent-hub-server`: the hub process (SPEC §7); `demo`, which writes (or reuses) a working
+//! config, roster and tokens in a folder and runs the hub on them (`admin::demo`); `roster`,
+//! which adds, removes and rotates agents of a hub's roster and has the running hub reload
+//! it (`admin::roster`, docs/operations.md "Changing the roster").
+//!
+//! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
+//! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
+//! chain holds, 1 it breaks (the first broken record is named), 2 usage or an unreadable
+//! file (docs/operations.md, "Verifying the audit log"). `roster`: 0 done, 1 refused or
+//! failed (the message says why; a running hub that refused the new roster is a failure).
+
+use crate::admin::{demo, roster};
+use crate::server::startup;
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "agent-hub-server",
+    version,
+    about = "The agent-hub server: loopback-only message hub"
+)]
+struct Cli {
+    /// Path to the config file (see config.example.toml).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Relay helpers: make a peer key, list the running hub's peers.
+    #[command(subcommand)]
+    Relay(RelayCommand),
+    /// Audit log tools.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Create (or reuse) a demo hub in DIR: config, roster, two agents' tokens; then run it.
+    Demo {
+        /// Folder for the demo's files; created if missing.
+        dir: PathBuf,
+        /// Port on 127.0.0.1 (default 24610 for a new folder; an existing folder keeps its
+        /// stored port unless this is given, which rewrites it; 0 takes a free port and
+        /// stores the one the hub got).
+        #[arg(long)]
+        port: Option<u16>,
+        /// Keep queues in memory (a restart empties them) instead of SQLite in DIR; only
+        /// for a new folder.
+        #[arg(long)]
+        memory: bool,
+        /// Install the hub into every agent CLI found on PATH, each with its own identity
+        /// (`agent-hub install`).
+        #[arg(long)]
+        install: bool,
+    },
+    /// Add, remove or rotate an agent on the roster; the running hub reloads it (SIGHUP).
+    #[command(subcommand)]
+    Roster(RosterCommand),
+}
+
+#[derive(Subcommand)]
+enum RosterCommand {
+    /// Add NAME with a new token in tokens/NAME.token (mode 600) beside the roster.
+    Add(RosterArgs),
+    /// Remove NAME (and its token file); its queued mail stays.
+    Remove(RosterArgs),
+    /// Give NAME a new token, in its token file and the roster.
+    Rotate(RosterArgs),
+    /// Print the roster's names and their token files (never tokens).
+    List {
+        /// The hub's config file (its roster_path is used).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RosterArgs {
+    /// The agent's name.
+    name: String,
+    /// The hub's config file (its roster_path is used).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Do not send SIGHUP to the hub running from this config.
+    #[arg(long)]
+    no_reload: bool,
+}
+
+#[derive(Subcommand)]
+enum RelayCommand {
+    /// Write a new 32-byte key for PEER (mode 600) and print the config lines for both hubs.
+    Keygen {
+        /// The peer this key links with.
+        #[arg(long)]
+        peer: String,
+        /// Where to write the key; refused if the file exists.
+        #[arg(long, value_name = "FILE")]
+        key_file: PathBuf,
+        /// This hub's own peer id, for the lines printed for the other machine.
+        #[arg(long, value_name = "ID")]
+        local: Option<String>,
+    },
+    /// Print the running hub's relay peers (state, features, last heartbeat, bytes, reconnects).
+    Peers {
+        /// The hub's config file (its [relay] status_path is read).
+        #[arg(long, value_name = "PATH")]
+        config: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the hash chain of audit log files: prints OK with the record count and the head
+    /// hash, or the first record where the chain breaks and why. Exit 0 the chain holds, 1 it
+    /// breaks, 2 usage error or a file that cannot be read.
+    Verify {
+        /// Audit log files, oldest first (a rotated file before the one that followed it).
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// A record hash kept somewhere else (the service log's "audit chain head at stop"
+        /// line, the head an earlier verify printed): that record must be in the files.
+        #[arg(long, value_name = "SHA256")]
+        anchor: Vec<String>,
+    },
+}
+
+/// The program: parses argv, runs the command, returns its exit code (above).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (config, demo) = match (cli.command, cli.config) {
+        (Some(Command::Relay(cmd)), _) => return relay_command(cmd),
+        (Some(Command::Audit(AuditCommand::Verify { paths, anchor })), _) => {
+            return audit_verify(&paths, &anchor)
+        }
+        (Some(Command::Roster(cmd)), top) => return roster_command(cmd, top),
+        (
+            Some(Command::Demo {
+                dir,
+                port,
+                memory,
+                install,
+            }),
+            _,
+        ) => {
+            let opts = demo::DemoOptions {
+                dir,
+                port,
+                memory,
+                install,
+            };
+            match demo::prepare(&opts) {
+                Ok(p) => (p.config.clone(), Some(p)),
+                Err(e) => {
+                    eprintln!("agent-hub-server: demo setup failed: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        (None, Some(config)) => (config, None),
+        (None, None) => {
+            eprintln!(
+                "agent-hub-server: --config PATH is required (or use: agent-hub-server demo DIR)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    serve(&config, demo)
+}
+
+fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
+    let mut started = match startup::start(config, true) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("agent-hub-server: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Some(p) = &demo {
+        if let Err(e) = demo::after_bind(p, started.addr.port()) {
+            eprintln!("agent-hub-server: demo: {e}");
+            started.server.records().log("ERROR", &format!("demo: {e}"));
+            started.server.records().flush_service();
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(relay) = started.relay_addr {
+        say(format_args!("agent-hub-server: relay listening on {relay}"));
+    }
+    say(format_args!(
+        "agent-hub-server: listening on {}; hub ready",
+        started.addr
+    ));
+    match started.server.run() {
+        Ok(()) => {
+            // Everything is committed, flushed and logged; the rest of the server (store,
+            // logs, threads) still closes in order as it is dropped.
+            started.server.forget_held_at_exit();
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            started.server.records().log("ERROR", &e.to_string());
+            started.server.records().flush_service();
+            eprintln!("agent-hub-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Writes one line to stdout, ignoring failure. Nobody reading stdout (a supervisor that
+/// closed the pipe after learning the port) must not kill a running hub: `println!` would
+/// panic on the broken pipe. The service log is the durable record of readiness.
+fn say(line: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+fn roster_command(cmd: RosterCommand, top: Option<PathBuf>) -> ExitCode {
+    match cmd {
+        RosterCommand::Add(a) => with_layout(a.config.or(top), |l| {
+            roster::add_command(l, &a.name, !a.no_reload)
+        }),
+        RosterCommand::Remove(a) => with_layout(a.config.or(top), |l| {
+            roster::remove_command(l, &a.name, !a.no_reload)
+        }),
+        RosterCommand::Rotate(a) => with_layout(a.config.or(top), |l| {
+            roster::rotate_command(l, &a.name, !a.no_reload)
+        }),
+        RosterCommand::List { config } => with_layout(config.or(top), roster::list),
+    }
+}
+
+fn with_layout(
+    config: Option<PathBuf>,
+    run: impl FnOnce(&roster::Layout) -> Result<(), String>,
+) -> ExitCode {
+    let Some(config) = config else {
+        eprintln!("agent-hub-server: roster: --config PATH is required (the hub's config file)");
+        return ExitCode::from(2);
+    };
+    match roster::Layout::of(&config).and_then(|l| run(&l)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: roster: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn relay_command(cmd: RelayCommand) -> ExitCode {
+    let result = match cmd {
+        RelayCommand::Keygen {
+            peer,
+            key_file,
+            local,
+        } => keygen(&peer, &key_file, local.as_deref()),
+        RelayCommand::Peers { config } => agent_hub_host::relay_status::print_peers(&config),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String> {
+    if !agent_hub_host::config::valid_peer_id(peer) {
+        return Err(format!(
+            "peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
+        ));
+    }
+    if let Some(l) = local.filter(|l| !agent_hub_host::config::valid_peer_id(l)) {
+        return Err(format!(
+            "local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
+        ));
+    }
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
+        .map_err(|e| format!("cannot read random bytes: {e}"))?;
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(key_file, &format!("{hex}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", key_file.display()))?;
+    let local = local.unwrap_or("THIS-HUB");
+    say(format_args!(
+        "wrote {} (mode 600)\n\n\
+         # On this machine, in the hub's config.toml:\n\
+         [[relay.peers]]\n\
+         id = \"{peer}\"\n\
+         address = \"PEER-RELAY-IP:PORT\"   # leave out to only accept {peer}'s connections\n\
+         key_file = \"{}\"\n\
+         allow_claudectl = false\n\n\
+         # On {peer}: store the same key, readable only by its hub's user:\n\
+         umask 077; printf '%s\\n' '{hex}' > keys/{local}.key\n\
+         # and in {peer}'s config.toml:\n\
+         [[relay.peers]]\n\
+         id = \"{local}\"\n\
+         address = \"THIS-RELAY-IP:PORT\"\n\
+         key_file = \"keys/{local}.key\"\n\
+         allow_claudectl = false\n\n\
+         # The key is shown once, here; move it over a channel you trust and clear your scrollback.",
+        key_file.display(),
+        key_file.display(),
+    ));
+    Ok(())
+}
+
+fn audit_verify(paths: &[PathBuf], anchors: &[String]) -> ExitCode {
+    use crate::server::audit_chain::{hex, parse_hex, verify_files};
+    let mut expected = Vec::new();
+    for a in anchors {
+        match parse_hex(&a.to_ascii_lowercase()) {
+            Some(h) => expected.push((h, format!("--anchor {a}"))),
+            None => {
+                eprintln!("agent-hub-server: audit verify: --anchor {a:?} is not a SHA-256 hex digest (64 hex digits)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match verify_files(paths, &expected) {
+        Err(e) => {
+            eprintln!("agent-hub-server: audit verify: {e}");
+            ExitCode::from(2)
+        }
+        Ok(Err(b)) => {
+            let file = paths
+                .get(b.file)
+                .map_or("?".into(), |p| p.display().to_string());
+            say(format_args!("BROKEN at {file} line {}: {}", b.line, b.why));
+            ExitCode::from(1)
+        }
+        Ok(Ok(s)) => {
+            let files = if paths.len() == 1 { "file" } else { "files" };
+            say(format_args!(
+                "OK: {} records in {} {files} ({} chained, {} from before audit format 3)",
+                s.records,
+                paths.len(),
+                s.chained,
+                s.legacy
+            ));
+            if let Some(h) = s.head {
+                say(format_args!("head sha256 {}", hex(&h)));
+            }
+            for n in &s.notes {
+                say(format_args!("note: {n}"));
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
