@@ -9,7 +9,13 @@
 //! Refuses: everything the hub does around it (no store, no audit, no task book, no MCP
 //! server, no credential file): that difference is the point.
 
-use crate::*;
+use crate::stats::Latency;
+use crate::Res;
+use serde_json::json;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Per run: time to the first `session/update` read from the agent's stdout, and to the
 /// `session/prompt` result read (the end of the turn).

@@ -7,7 +7,12 @@
 //! (crates/test-fakes/src/bin/fake-acp-agent.rs). Refuses: anything about running or timing tasks
 //! (`phase_delegate`).
 
-use crate::*;
+use crate::fixtures::{bench_config, write_private};
+use crate::options::{Opts, StoreKind};
+use crate::Res;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The manifest whose agent ends its turn at once (one chunk, one tool call, `end_turn`).
 pub(crate) const DONE_AGENT: &str = "benchdone";

@@ -4,7 +4,11 @@
 //!
 //! Owns: presentation only; the figures are `phase_delegate`'s.
 
-use crate::*;
+use crate::phase_delegate::DelegateResult;
+use crate::phase_handoff::HandoffResult;
+use crate::stats::{round1, us, Run};
+use serde_json::json;
+use std::fmt::Write as _;
 
 /// Issue 11's question: the handoff p50 with the parked tasks running, at most this multiple
 /// of the same hub's idle p50.

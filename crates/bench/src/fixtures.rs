@@ -1,7 +1,18 @@
 //! Setup: the server binary, the descriptor limit, the temp dir (removed on exit or signal),
 //! the roster, tokens and config of a throwaway hub.
 
-use crate::*;
+use crate::options::{Opts, StoreKind, DB_FILE, POLL_STEP, SQLITE_MAX_BYTES};
+use crate::runner::progress;
+use crate::Res;
+use agent_hub_proto::wire::{ClientLine, Hello};
+use std::fmt::Write as _;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 // ----- setup: binary, limits, temp dir, fixture files -----
 

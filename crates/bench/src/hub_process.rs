@@ -1,7 +1,18 @@
 //! The hub under test as a child process: start, wait for READY, stop, and its CPU time and RSS
 //! read from `/proc/PID`.
 
-use crate::*;
+use crate::fixtures::{exited_unreaped, hub_pids, terminate_child};
+use crate::options::{READY_TIMEOUT, STOP_TIMEOUT};
+use crate::stats::Cpu;
+use crate::Res;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 // ----- the hub process and /proc -----
 

@@ -44,6 +44,10 @@
 //! `--peers` runs instead only the side-by-side comparison of issue 13 (the folder `peers/`):
 //! workloads W1 to W4 on agent-hub and on Redis, beanstalkd and NATS where installed.
 
+use crate::fixtures::{INTERRUPTED, SIGNAL_THREAD};
+use crate::options::Opts;
+use crate::runner::run;
+
 mod client;
 mod delegate_direct;
 mod delegate_fixture;
@@ -69,52 +73,9 @@ mod runner;
 mod scale_fixture;
 mod stats;
 
-use client::*;
-use delegate_direct::*;
-use delegate_fixture::*;
-use disk::*;
-use fixtures::*;
-use hub_process::*;
-use options::*;
-use phase_delegate::*;
-use phase_forward::*;
-use phase_handoff::*;
-use phase_pairs::*;
-use phase_parked::*;
-use phase_scale::*;
-use phase_sends::*;
-use relay_codec::*;
-use relay_corpus::*;
-use relay_link::*;
-use relay_report::*;
-use report::*;
-use runner::*;
-use scale_fixture::*;
-use stats::*;
-
-use agent_hub_proto::relay::frame::{
-    decode_body, decode_frame, encode_frame, encode_message, FLAG_LZ4,
-};
-use agent_hub_proto::relay::heartbeat::{AgentEntry, Beat, Directory};
-use agent_hub_proto::relay::{
-    Feature, MsgType, PeerAuth, RelayMessage, Session, SessionConfig, SessionEvent, SessionState,
-    WallClock,
-};
-use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, Hello, HubLine, IdRequest};
-use clap::{Parser, ValueEnum};
-use serde_json::json;
-use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::hint::black_box;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Barrier, Mutex};
-use std::time::{Duration, Instant};
+use clap::Parser;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 
 type Res<T> = Result<T, String>;
 

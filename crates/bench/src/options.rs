@@ -1,7 +1,9 @@
 //! The bench's fixed parameters (timeouts, the body, the targets) and its command line
 //! (`Opts`): which stores, how many clients and operations per phase, what to skip.
 
-use crate::*;
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Waits for the hub to accept a connection.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -1,7 +1,19 @@
 //! Phase 6: mail across two hubs linked by the relay (SPEC §15): cross-hub handoff latency and
 //! throughput.
 
-use crate::*;
+use crate::client::{await_bytes, expect_ok, join_all, open, read_line, split};
+use crate::fixtures::{write_private, Fixture};
+use crate::hub_process::HubProcess;
+use crate::options::{Opts, StoreKind, DRAIN_THREADS};
+use crate::phase_handoff::{handoff_between, HandoffResult};
+use crate::phase_sends::send_run;
+use crate::stats::Run;
+use crate::Res;
+use agent_hub_proto::wire::HubLine;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
 
 // ----- phase 6: mail across two linked hubs (SPEC §15) -----
 

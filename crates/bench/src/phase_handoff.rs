@@ -1,6 +1,18 @@
 //! Phases 2 and 3: handoff latency from a send to a parked await, plain and in ack mode.
 
-use crate::*;
+use crate::client::{
+    await_bytes, expect_accepted, expect_ok, now_ts, open, parse_envelope, read_line, read_raw,
+    send_bytes,
+};
+use crate::disk::{dev_flushes, flushes_since};
+use crate::fixtures::{Agent, Fixture};
+use crate::hub_process::HubProcess;
+use crate::stats::{Cpu, Latency, Run};
+use crate::Res;
+use agent_hub_proto::wire::{ClientLine, HubLine, IdRequest};
+use serde_json::json;
+use std::io::Write;
+use std::time::Instant;
 
 // ----- phases 2 and 3: handoff latency, plain and in ack mode -----
 

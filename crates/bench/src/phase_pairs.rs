@@ -1,6 +1,18 @@
 //! Phase 5: round trips per second of concurrent request → reply pairs.
 
-use crate::*;
+use crate::client::{
+    await_bytes, expect_ok, join_all, now_ts, open, parse_envelope, read_line, send_bytes,
+    send_once,
+};
+use crate::disk::{dev_flushes, flushes_since};
+use crate::fixtures::Fixture;
+use crate::hub_process::HubProcess;
+use crate::stats::{Latency, Run};
+use crate::Res;
+use agent_hub_proto::wire::HubLine;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 // ----- phase 5: request/reply round trips -----
 

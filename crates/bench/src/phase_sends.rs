@@ -1,6 +1,17 @@
 //! Phase 1: connection-per-op sends with C client threads, then the queue drained.
 
-use crate::*;
+use crate::client::{
+    await_bytes, expect_ok, join_all, now_ts, open, read_line, send_bytes, send_once, split,
+};
+use crate::disk::{dev_flushes, flushes_since};
+use crate::fixtures::{Agent, Fixture};
+use crate::hub_process::HubProcess;
+use crate::options::DRAIN_THREADS;
+use crate::stats::{Cpu, Latency, Run};
+use crate::Res;
+use agent_hub_proto::wire::HubLine;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 // ----- phase 1: connection-per-op sends, then a drain -----
 

@@ -1,7 +1,8 @@
 //! Relay payloads built here, deterministically (a fixed xorshift seed): prose, source, tool
 //! output and the synthetic transcript the codec table measures.
 
-use crate::*;
+use serde_json::json;
+use std::fmt::Write as _;
 
 // ----- relay (issue 4): the codec table, a loopback link, heartbeat bytes -----
 //

@@ -1,7 +1,22 @@
 //! Two `relay::Session`s over a real loopback TCP connection, with and without frames and lz4,
 //! and the bytes of full against delta heartbeats.
 
-use crate::*;
+use crate::options::IO_TIMEOUT;
+use crate::relay_codec::{beat_directory, thread_cpu};
+use crate::relay_corpus::{BEATS, BEAT_AGENTS, LINK_WRITE_BYTES, RELAY_T0_MS};
+use crate::stats::{round1, us};
+use crate::Res;
+use agent_hub_proto::relay::frame::{decode_body, decode_frame};
+use agent_hub_proto::relay::{
+    Feature, MsgType, PeerAuth, RelayMessage, Session, SessionConfig, SessionEvent, SessionState,
+    WallClock,
+};
+use serde_json::json;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 pub(crate) const RELAY_KEY: [u8; 32] = [0x5a; 32];
 
@@ -244,7 +259,7 @@ pub(crate) fn link_run(link: &'static str, features: &[Feature], w: &Workload) -
 /// The link kinds measured: v1 NDJSON lines (frame-bin not agreed), frames, frames with lz4.
 /// Every one has mutual-auth and hb-delta, as two current hubs would.
 pub(crate) fn link_kinds() -> Vec<(&'static str, Vec<Feature>)> {
-    use Feature::*;
+    use agent_hub_proto::relay::Feature::*;
     vec![
         ("lines (no frame-bin)", vec![UnknownOk, MutualAuth, HbDelta]),
         ("frames", vec![UnknownOk, MutualAuth, FrameBin, HbDelta]),

@@ -1,7 +1,23 @@
 //! The relay section of the run (`--relay-only`, `--no-relay`): runs the relay measurements and
 //! reports them as text and JSON.
 
-use crate::*;
+use crate::options::Opts;
+use crate::relay_codec::{
+    codec_table, lz4_decode, median_us, relay_msg, task_status_payload, transfer_head, CodecRow,
+};
+use crate::relay_corpus::{
+    synthetic_transcript, BEATS, BEAT_AGENTS, CHUNK_BYTES, TRANSCRIPT_BYTES,
+};
+use crate::relay_link::{beat_run, link_kinds, link_run, BeatRow, LinkRow, Workload};
+use crate::runner::progress;
+use crate::stats::us;
+use crate::Res;
+use agent_hub_proto::relay::frame::{decode_body, encode_frame};
+use agent_hub_proto::relay::{Feature, MsgType, RelayMessage};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::sync::Arc;
 
 #[derive(Default)]
 pub(crate) struct RelayReport {
@@ -143,7 +159,7 @@ pub(crate) fn relay_bench(opts: &Opts) -> Res<RelayReport> {
         }
     }
     progress("relay 3: heartbeat bytes, full against delta, 50 agents");
-    use Feature::*;
+    use agent_hub_proto::relay::Feature::*;
     let beat_kinds: Vec<(&'static str, Vec<Feature>)> = vec![
         ("lines", vec![UnknownOk, MutualAuth]),
         ("lines", vec![UnknownOk, MutualAuth, HbDelta]),

@@ -1,6 +1,18 @@
 //! The report: the machine, one table per store and the targets, as text and as `--json`.
 
-use crate::*;
+use crate::disk::{human_bytes, Disk};
+use crate::options::{
+    Opts, StoreKind, DRAIN_THREADS, TARGET_CLIENTS, TARGET_HANDOFF_RATIO, TARGET_THROUGHPUT_RATIO,
+};
+use crate::phase_delegate::DelegateResult;
+use crate::phase_forward::ForwardResult;
+use crate::phase_handoff::HandoffResult;
+use crate::phase_parked::ParkedResult;
+use crate::relay_report::RelayReport;
+use crate::stats::{round1, Run};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::PathBuf;
 
 // ----- the report -----
 

@@ -1,7 +1,23 @@
 //! The run: checks the options, then per store a fresh hub for each phase in turn, and hands
 //! the figures to `report`; `with_hub` starts and stops the hub around one phase.
 
-use crate::*;
+use crate::delegate_fixture::{check_task_client, find_fake_agent, DelegateFixture};
+use crate::disk::Disk;
+use crate::fixtures::{find_server, install_interrupt_cleanup, raise_nofile, Fixture, WorkDir};
+use crate::hub_process::HubProcess;
+use crate::options::{Opts, StoreKind, MAX_DELEGATE_RUNNING};
+use crate::phase_delegate::phase_delegate;
+use crate::phase_forward::phase_forward;
+use crate::phase_handoff::phase_handoff;
+use crate::phase_pairs::phase_pairs;
+use crate::phase_parked::phase_parked;
+use crate::phase_scale::phase_scale;
+use crate::phase_sends::{phase_drain, phase_sends};
+use crate::relay_report::relay_bench;
+use crate::report::{Machine, Report, StoreReport};
+use crate::{peers, Res};
+use serde_json::json;
+use std::path::Path;
 
 pub(crate) fn run(opts: &Opts) -> Res<()> {
     validate(opts)?;

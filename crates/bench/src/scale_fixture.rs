@@ -4,9 +4,20 @@
 //! store pre-filled through the hub's own `store::sqlite` writer, so a restart loads exactly
 //! what a hub that accepted those envelopes would have written.
 
-use crate::*;
+use crate::client::{join_all, now_ts, send_once, split};
+use crate::fixtures::{bench_config, write_private, Agent};
+use crate::hub_process::HubProcess;
+use crate::options::{Opts, StoreKind, DB_FILE, SQLITE_MAX_BYTES};
+use crate::Res;
+use agent_hub_proto::wire::{ClientLine, Envelope, Hello};
 use agent_hub_server::store::sqlite::Sqlite;
 use agent_hub_server::store::{Store, StoreOp};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The agent whose queue holds the long queue; `SENDER` sends everything.
 pub(crate) const BULK: &str = "scale-bulk";

@@ -1,6 +1,9 @@
 //! Statistics: latency percentiles, CPU deltas, and one run's counts and rates.
 
-use crate::*;
+use crate::hub_process::HubProcess;
+use crate::Res;
+use serde_json::json;
+use std::time::Duration;
 
 // ----- statistics -----
 

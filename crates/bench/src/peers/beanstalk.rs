@@ -4,7 +4,9 @@
 
 use super::conn::{crlf_line, crlf_payload, number, ConnError, Malformed, Parsed, PeerConn};
 use super::target::{Delivered, Msg, PeerClient, Queue};
-use crate::*;
+use crate::options::IO_TIMEOUT;
+use std::net::SocketAddr;
+use std::time::Duration;
 
 /// beanstalkd's own command and reply lines are at most 224 bytes; a little room beyond.
 const MAX_LINE: usize = 512;

@@ -2,7 +2,10 @@
 //! hands complete replies to a protocol's pure parser (`redis`, `beanstalk`, `nats`, `hub`),
 //! every read and write under a timeout, and a typed error that tells a timeout from a close.
 
-use crate::*;
+use crate::options::{CONNECT_TIMEOUT, IO_TIMEOUT};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 /// The most bytes buffered while waiting for one complete reply: a server that sends more
 /// without finishing a reply is broken or hostile, and the bench gives up on it.

@@ -8,9 +8,14 @@
 
 use super::conn::{Parsed, PeerConn};
 use super::window::Window;
-use crate::*;
+use crate::hub_process::cpu_of_pid;
+use crate::stats::Cpu;
+use crate::Res;
 use std::io::Write;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What the floor run measured.
 pub(crate) struct Floor {

@@ -6,7 +6,12 @@
 
 use super::conn::{ConnError, Malformed, Parsed, PeerConn};
 use super::target::{Delivered, Msg, PeerClient, Queue};
-use crate::*;
+use crate::client::{await_bytes, now_ts};
+use crate::fixtures::{Agent, Fixture};
+use crate::options::IO_TIMEOUT;
+use agent_hub_proto::wire::{ClientLine, Envelope, HubLine};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 /// A hub line is at most `limits.max_line_bytes` (1 MiB by default); the bench's are small.
 const MAX_LINE: usize = 1 << 20;

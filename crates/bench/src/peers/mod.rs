@@ -17,6 +17,15 @@
 //! (the least CPU a connection of W1's shape costs on this machine, which bounds W4), and
 //! `report` (medians, the markdown table and the JSON).
 
+use crate::fixtures::{find_server, install_interrupt_cleanup, raise_nofile, Fixture, WorkDir};
+use crate::hub_process::HubProcess;
+use crate::options::{Opts, PeerTarget, StoreKind, MAX_PEER_WAITERS};
+use crate::report::Machine;
+use crate::runner::progress;
+use crate::Res;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 mod beanstalk;
 mod conn;
 mod floor;
@@ -32,7 +41,6 @@ mod w3_parked;
 mod w4_pairs;
 mod window;
 
-use crate::*;
 use servers::{find_on_path, version_of, PeerKind, PeerProcess};
 use target::PeerClient;
 

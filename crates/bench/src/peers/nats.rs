@@ -7,7 +7,13 @@
 
 use super::conn::{crlf_line, crlf_payload, number, ConnError, Malformed, Parsed, PeerConn};
 use super::target::{rid_of, Delivered, Msg, PeerClient, Queue};
-use crate::*;
+use crate::options::IO_TIMEOUT;
+use crate::Res;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// `INFO` lines carry the server's JSON (a few hundred bytes; more with a cluster).
 const MAX_LINE: usize = 16 * 1024;

@@ -4,7 +4,9 @@
 
 use super::conn::{crlf_line, crlf_payload, number, ConnError, Malformed, Parsed, PeerConn};
 use super::target::{Delivered, Msg, PeerClient, Queue};
-use crate::*;
+use crate::options::IO_TIMEOUT;
+use std::net::SocketAddr;
+use std::time::Duration;
 
 /// Longest reply line accepted (a simple string, an error, a length header).
 const MAX_LINE: usize = 4096;

@@ -6,7 +6,11 @@
 use super::floor::Floor;
 use super::window::Usage;
 use super::{Skipped, TargetRuns};
-use crate::*;
+use crate::options::Opts;
+use crate::report::Machine;
+use crate::stats::round1;
+use serde_json::json;
+use std::fmt::Write as _;
 
 pub(crate) struct PeerReport {
     pub(crate) machine: Machine,

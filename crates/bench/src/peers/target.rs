@@ -4,7 +4,9 @@
 //! … `w4_pairs`) never name a protocol.
 
 use super::conn::{ConnError, PeerConn};
-use crate::*;
+use crate::Res;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 
 /// A logical queue. Each client maps it onto its own names (a hub agent, a Redis list, a
 /// beanstalkd tube, a NATS subject), so every target moves the same messages between the

@@ -4,7 +4,11 @@
 
 use super::target::{Msg, PeerClient, Queue};
 use super::window::{Usage, Window};
-use crate::*;
+use crate::client::join_all;
+use crate::stats::Latency;
+use crate::Res;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub(crate) struct W1 {
     pub(crate) clients: usize,

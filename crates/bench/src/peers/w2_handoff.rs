@@ -11,7 +11,12 @@ use super::conn::{ConnError, PeerConn};
 use super::servers::snap;
 use super::target::{rid_of, Delivered, Msg, PeerClient, Queue};
 use super::window::Usage;
-use crate::*;
+use crate::options::IO_TIMEOUT;
+use crate::stats::Latency;
+use crate::Res;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 /// How long a handoff's awaiter waits at most (the send comes at once).
 const WAIT_SECS: u64 = 30;

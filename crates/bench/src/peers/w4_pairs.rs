@@ -5,7 +5,13 @@
 
 use super::target::{rid_of, Msg, PeerClient};
 use super::window::{Usage, Window};
-use crate::*;
+use crate::client::join_all;
+use crate::options::{CONNECT_TIMEOUT, IO_TIMEOUT};
+use crate::stats::Latency;
+use crate::Res;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 pub(crate) struct W4 {
     pub(crate) pairs: usize,

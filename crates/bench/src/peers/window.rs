@@ -7,7 +7,10 @@
 //! it").
 
 use super::servers::{snap, ProcSnap};
-use crate::*;
+use crate::hub_process::cpu_of_pid;
+use crate::stats::Cpu;
+use crate::Res;
+use std::time::{Duration, Instant};
 
 /// A server's use over one measured window.
 #[derive(Clone, Copy, Debug, Default)]
