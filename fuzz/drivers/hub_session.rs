@@ -17,6 +17,7 @@
 
 use super::cursor::{Cursor, Writer};
 use agent_hub_host::config::Limits;
+use agent_hub_proto::hub::durable::StoreFailure;
 use agent_hub_proto::hub::{AuditEvent, ConnId, Hub, Now, Output};
 use agent_hub_proto::roster::Roster;
 use agent_hub_proto::wire::{HubLine, LineBuffer};
@@ -440,7 +441,8 @@ impl Sim {
             }
             Ok(())
         };
-        self.hub.handle_committed(batch.id, result, self.now);
+        self.hub
+            .handle_committed(batch.id, result.map_err(StoreFailure::new), self.now);
     }
 
     /// The store's flush reports the oldest pending batch, or all of them.
@@ -459,7 +461,8 @@ impl Sim {
             Err("fdatasync failed: Input/output error (os error 5)".to_owned())
         };
         if let Some(batch) = through {
-            self.hub.handle_synced(batch, result, self.now);
+            self.hub
+                .handle_synced(batch, result.map_err(StoreFailure::new), self.now);
         }
         self.drain();
     }

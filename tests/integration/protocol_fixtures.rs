@@ -12,6 +12,7 @@
 //! are reported together.
 
 use agent_hub_host::config::Config;
+use agent_hub_proto::hub::durable::StoreFailure;
 use agent_hub_proto::hub::{ConnId, Hub, Now, Output};
 use agent_hub_proto::roster::Roster;
 use agent_hub_proto::wire::{ClientLine, HubLine, LineBuffer};
@@ -814,7 +815,11 @@ impl Sim {
                     } else {
                         Ok(())
                     };
-                    self.hub.handle_committed(batch.id, result, self.now);
+                    self.hub.handle_committed(
+                        batch.id,
+                        result.map_err(StoreFailure::new),
+                        self.now,
+                    );
                 }
                 Output::LogError(line) => {
                     if self.secrets.iter().any(|s| line.contains(s.as_str())) {

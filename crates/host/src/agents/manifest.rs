@@ -577,7 +577,7 @@ impl Manifest {
             Some(v) => {
                 let modes = run.strings_of("ask_modes", v)?;
                 agent_hub_proto::acp::config::check_ask_modes(&modes)
-                    .map_err(|why| (run.key("ask_modes"), why))?;
+                    .map_err(|why| (run.key("ask_modes"), why.to_string()))?;
                 Some(modes)
             }
         };

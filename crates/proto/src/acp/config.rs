@@ -320,23 +320,46 @@ pub const MAX_ASK_MODES: usize = 16;
 /// `ask_modes` as a manifest may give it: at most `MAX_ASK_MODES` ids, each non-empty, at most
 /// `modes::MAX_MODE_ID_BYTES`, without control characters (they are echoed to the agent and
 /// logged). Shared with the manifest loader, so a manifest that loads gives a valid config.
-pub fn check_ask_modes(modes: &[String]) -> Result<(), String> {
+pub fn check_ask_modes(modes: &[String]) -> Result<(), AskModesError> {
     if modes.len() > MAX_ASK_MODES {
-        return Err(format!("{} mode ids, at most {MAX_ASK_MODES}", modes.len()));
+        return Err(AskModesError::TooMany { count: modes.len() });
     }
     for (i, m) in modes.iter().enumerate() {
         if m.is_empty()
             || m.len() > super::modes::MAX_MODE_ID_BYTES
             || m.chars().any(char::is_control)
         {
-            return Err(format!(
-                "mode id {i} must be 1-{} bytes without control characters",
-                super::modes::MAX_MODE_ID_BYTES
-            ));
+            return Err(AskModesError::BadId { index: i });
         }
     }
     Ok(())
 }
+
+/// Why an `ask_modes` list is refused (`check_ask_modes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskModesError {
+    /// More than `MAX_ASK_MODES` ids.
+    TooMany { count: usize },
+    /// The id at `index` is empty, too long or holds a control character.
+    BadId { index: usize },
+}
+
+impl fmt::Display for AskModesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskModesError::TooMany { count } => {
+                write!(f, "{count} mode ids, at most {MAX_ASK_MODES}")
+            }
+            AskModesError::BadId { index } => write!(
+                f,
+                "mode id {index} must be 1-{} bytes without control characters",
+                super::modes::MAX_MODE_ID_BYTES
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AskModesError {}
 
 fn check_server(s: &McpServer) -> Result<(), SessionConfigError> {
     let bad = |why: String| Err(SessionConfigError::McpServer(why));
@@ -404,7 +427,7 @@ pub enum SessionConfigError {
         max: u64,
     },
     McpServer(String),
-    AskModes(String),
+    AskModes(AskModesError),
 }
 
 impl fmt::Display for SessionConfigError {

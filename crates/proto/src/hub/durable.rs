@@ -144,6 +144,52 @@ pub struct QueuedRef<'a> {
     pub attempts: u32,
 }
 
+/// Why a sink refused a row; the load stops there and the store reports it as corrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowRefused {
+    /// Two rows hold the same sender and id: the seq of the first and of this one.
+    SameSenderAndId { first: u64, seq: u64 },
+}
+
+impl std::fmt::Display for RowRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowRefused::SameSenderAndId { first, seq } => {
+                write!(
+                    f,
+                    "rows seq {first} and seq {seq} hold the same sender and id"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for RowRefused {}
+
+/// Why the IO layer could not keep a batch: write it to the store and the audit log, or
+/// flush it to disk. The text is the IO layer's own (the store's and the OS's words), which the
+/// core puts in the refusals it sends and in the service log; it decides nothing by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFailure {
+    reason: String,
+}
+
+impl StoreFailure {
+    pub fn new(reason: impl Into<String>) -> StoreFailure {
+        StoreFailure {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for StoreFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for StoreFailure {}
+
 /// Where `Store::load_rows` puts each row. An error stops the load and becomes the store's
 /// `StoreError::Corrupt`: a sink refuses a row it cannot take (a repeated sender and id).
 pub trait RowSink {
@@ -151,7 +197,7 @@ pub trait RowSink {
     /// fewer when the store forgot most of a long run's rows, so a sink caps what it
     /// reserves by what it could hold).
     fn expect(&mut self, _rows: usize) {}
-    fn row(&mut self, row: RowRef<'_>) -> Result<(), String>;
+    fn row(&mut self, row: RowRef<'_>) -> Result<(), RowRefused>;
 }
 
 /// The owned lists, for tests and tools (`Store::load`): what `load_rows` gave, copied.
@@ -159,7 +205,7 @@ impl RowSink for Loaded {
     fn expect(&mut self, rows: usize) {
         self.ids.reserve(rows);
     }
-    fn row(&mut self, r: RowRef<'_>) -> Result<(), String> {
+    fn row(&mut self, r: RowRef<'_>) -> Result<(), RowRefused> {
         if let Some(q) = r.queued {
             self.envelopes.push(StoredEnvelope {
                 seq: r.seq,

@@ -169,7 +169,7 @@ impl RowSink for Restoring<'_> {
         self.hub.ledger.reserve(rows.min(most));
     }
 
-    fn row(&mut self, row: RowRef<'_>) -> Result<(), String> {
+    fn row(&mut self, row: RowRef<'_>) -> Result<(), crate::hub::durable::RowRefused> {
         let now_ms = self.now_ms;
         let Some(state) = State::parse(row.state) else {
             // Never from a store (`rows` checks the state): queued as an envelope without
@@ -235,10 +235,10 @@ impl RowSink for Restoring<'_> {
         }
         match replaced {
             None => Ok(()),
-            Some(first) => Err(format!(
-                "rows seq {first} and seq {} hold the same sender and id",
-                row.seq
-            )),
+            Some(first) => Err(crate::hub::durable::RowRefused::SameSenderAndId {
+                first,
+                seq: row.seq,
+            }),
         }
     }
 }

@@ -166,16 +166,43 @@ pub enum Beat {
     },
 }
 
+/// Why a heartbeat carries no usable directory. The session logs it once per link and asks
+/// for a full beat; the `Display` text is that log line's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeatError {
+    /// A delta (it names a `base`) without the `seq` it brings the directory to.
+    DeltaWithoutSeq,
+    /// A delta whose `seq` is not after its `base`.
+    DeltaNotAfterBase { seq: u64, base: u64 },
+    /// The message is not a heartbeat payload at all.
+    NotHeartbeat,
+    /// A directory key holds a value of the wrong type.
+    WrongKeyType,
+}
+
+impl std::fmt::Display for BeatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BeatError::DeltaWithoutSeq => f.write_str("a delta heartbeat (with base) needs seq"),
+            BeatError::DeltaNotAfterBase { seq, base } => {
+                write!(f, "delta heartbeat seq {seq} is not after its base {base}")
+            }
+            BeatError::NotHeartbeat => f.write_str("not a heartbeat payload"),
+            BeatError::WrongKeyType => f.write_str("a directory key has the wrong type"),
+        }
+    }
+}
+
+impl std::error::Error for BeatError {}
+
 impl Beat {
     /// Reads a parsed heartbeat payload. `base` makes it a delta (which then needs `seq`);
     /// `agents` makes it full (`version` defaults to empty); neither is a bare v0 beat.
-    pub fn from_payload(p: &Heartbeat) -> Result<Beat, String> {
+    pub fn from_payload(p: &Heartbeat) -> Result<Beat, BeatError> {
         if let Some(base) = p.base {
-            let seq = p.seq.ok_or("a delta heartbeat (with base) needs seq")?;
+            let seq = p.seq.ok_or(BeatError::DeltaWithoutSeq)?;
             if base >= seq {
-                return Err(format!(
-                    "delta heartbeat seq {seq} is not after its base {base}"
-                ));
+                return Err(BeatError::DeltaNotAfterBase { seq, base });
             }
             return Ok(Beat::Delta {
                 seq,

@@ -5,6 +5,7 @@
 //! `Hub::handle_synced`, and the core says what follows.
 
 use super::*;
+use agent_hub_proto::hub::durable::StoreFailure;
 
 impl Server {
     /// Carries out one `Output::Commit` exactly as `hub::commit::Batch` says: the store
@@ -19,10 +20,12 @@ impl Server {
             (Ok(()), true, None) => Some("the store has no flush thread".to_owned()),
             _ => None,
         };
-        self.hub.handle_committed(batch.id, result, now);
+        self.hub
+            .handle_committed(batch.id, result.map_err(StoreFailure::new), now);
         if let Some(e) = unflushable {
             // No flush will come: the held replies become errors.
-            self.hub.handle_synced(batch.id, Err(e), now);
+            self.hub
+                .handle_synced(batch.id, Err(StoreFailure::new(e)), now);
         }
     }
 
@@ -65,7 +68,8 @@ impl Server {
             }
         }
         for (through, result) in reports {
-            self.hub.handle_synced(through, result, now);
+            self.hub
+                .handle_synced(through, result.map_err(StoreFailure::new), now);
         }
         self.drain_outputs();
     }

@@ -114,7 +114,8 @@ impl Batch {
                     split: q.split,
                     attempts: q.attempts,
                 }),
-            })?;
+            })
+            .map_err(|refused| refused.to_string())?;
         }
         Ok(())
     }

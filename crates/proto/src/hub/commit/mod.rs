@@ -16,7 +16,7 @@ use super::ledger::State;
 use super::{
     Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, StagedTask, Target,
 };
-use crate::hub::durable::StoreOp;
+use crate::hub::durable::{StoreFailure, StoreOp};
 use crate::hub::{AuditEvent, Id};
 use crate::wire::HubLine;
 use chrono::{DateTime, Utc};
@@ -249,7 +249,9 @@ impl Hub {
     /// each acking reader its envelope back, and the changes that gate nothing wait for the
     /// next batch. A failed batch that carried sends is tried once more at once without them:
     /// a full store must still record acks and delivery removals, which are what free its room.
-    pub fn handle_committed(&mut self, id: u64, result: Result<(), String>, now: Now) {
+    pub fn handle_committed(&mut self, id: u64, result: Result<(), StoreFailure>, now: Now) {
+        // From here on the failure is the text of the refusals it causes.
+        let result = result.map_err(|e| e.to_string());
         let Some(f) = self.commit.in_flight.take_if(|f| f.id == id) else {
             return;
         };
@@ -394,7 +396,8 @@ impl Hub {
     /// replies go out; on `Err` their peers get an error line, since the outcome is in the
     /// store but may not survive a machine crash, and every send is refused from then on until
     /// a restart (SPEC §12.1).
-    pub fn handle_synced(&mut self, through: u64, result: Result<(), String>, now: Now) {
+    pub fn handle_synced(&mut self, through: u64, result: Result<(), StoreFailure>, now: Now) {
+        let result = result.map_err(|e| e.to_string());
         // A flush report is news from the store: a commit may be tried again.
         self.commit.round_failed = false;
         if let Err(e) = &result {

@@ -5,6 +5,7 @@
 //! a shutdown or a departing sender while a batch is in flight.
 
 use super::*;
+use crate::hub::durable::StoreFailure;
 
 const STORE_ERR: &str = "envelope not accepted: the queue store could not be written (disk full)";
 
@@ -272,7 +273,7 @@ fn a_report_for_another_batch_changes_nothing() {
     let held = batches(&mut sim);
     let now = sim.now();
     sim.hub
-        .handle_committed(held[0].id + 1, Err("stale".into()), now);
+        .handle_committed(held[0].id + 1, Err(StoreFailure::new("stale")), now);
     assert!(sim.drain().untouched(c));
     assert!(sim.hub.commit_in_flight());
 }

@@ -14,6 +14,7 @@
 
 use super::*;
 use crate::hub::durable::Loaded;
+use crate::hub::durable::StoreFailure;
 use crate::wire::{Envelope, EnvelopeStatus, HubLine};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -354,7 +355,7 @@ impl Sim {
         }
         let now = self.now();
         self.hub
-            .handle_committed(batch.id, result.map_err(str::to_owned), now);
+            .handle_committed(batch.id, result.map_err(StoreFailure::new), now);
     }
 
     /// Executes the batches held in flight (`hold_batches`), with the store as it is now.
@@ -803,7 +804,8 @@ impl Sim {
             .max()
             .unwrap_or(0);
         let now = self.now();
-        self.hub.handle_synced(batch, result, now);
+        self.hub
+            .handle_synced(batch, result.map_err(StoreFailure::new), now);
     }
 }
 

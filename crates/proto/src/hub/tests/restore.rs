@@ -232,9 +232,14 @@ fn the_restoring_sink_refuses_a_repeated_sender_and_id() {
     }
     assert_eq!(sink.counts(), (2, 3));
     let (e, r) = &rows[3];
+    let refused = sink.row(row_ref(e, r, true)).unwrap_err();
     assert_eq!(
-        sink.row(row_ref(e, r, true)),
-        Err("rows seq 1 and seq 4 hold the same sender and id".to_owned())
+        refused,
+        crate::hub::durable::RowRefused::SameSenderAndId { first: 1, seq: 4 }
+    );
+    assert_eq!(
+        refused.to_string(),
+        "rows seq 1 and seq 4 hold the same sender and id"
     );
 }
 

@@ -4,6 +4,7 @@
 //! side sends. Refuses: IO and what an application message means (the server's).
 
 use super::*;
+use crate::relay::heartbeat::BeatError;
 use crate::relay::worker;
 
 impl Session {
@@ -211,8 +212,8 @@ impl Session {
                         beat.map(Beat::without_states)
                     }
                 }
-                Ok(_) => Err("not a heartbeat payload".into()),
-                Err(_) => Err("a directory key has the wrong type".into()),
+                Ok(_) => Err(BeatError::NotHeartbeat),
+                Err(_) => Err(BeatError::WrongKeyType),
             }
         };
         let resync = match beat {

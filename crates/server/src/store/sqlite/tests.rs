@@ -625,13 +625,18 @@ struct Refusing {
     expected: Option<usize>,
 }
 
+use agent_hub_proto::hub::durable::RowRefused;
+
 impl crate::store::RowSink for Refusing {
     fn expect(&mut self, rows: usize) {
         self.expected = Some(rows);
     }
-    fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), String> {
+    fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), RowRefused> {
         if self.seen.len() == self.take {
-            return Err(format!("refused seq {}", row.seq));
+            return Err(RowRefused::SameSenderAndId {
+                first: 0,
+                seq: row.seq,
+            });
         }
         self.seen.push(row.seq);
         Ok(())
@@ -665,7 +670,9 @@ fn load_rows_streams_in_order_and_stops_at_a_refusal() {
         expected: None,
     };
     match s.load_rows(&mut some) {
-        Err(StoreError::Corrupt(e)) => assert_eq!(e, "refused seq 3010"),
+        Err(StoreError::Corrupt(e)) => {
+            assert_eq!(e, "rows seq 0 and seq 3010 hold the same sender and id")
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(some.seen.len(), 3_000);
@@ -679,7 +686,7 @@ fn load_rows_streams_in_order_and_stops_at_a_refusal() {
 struct Tails(Vec<(u64, agent_hub_proto::wire::envelope_text::Tail)>);
 
 impl crate::store::RowSink for Tails {
-    fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), String> {
+    fn row(&mut self, row: crate::store::RowRef<'_>) -> Result<(), RowRefused> {
         if let Some(q) = row.queued {
             let tail = agent_hub_proto::wire::envelope_text::Tail::from_stored(q.text, q.split);
             self.0.push((row.seq, tail));
