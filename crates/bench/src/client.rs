@@ -1,9 +1,9 @@
 //! The wire, client side: connecting, sending and awaiting over `std::net` with the
 //! `agent_hub_proto::wire` types, every read under a timeout.
 
+use crate::base::Res;
 use crate::fixtures::Agent;
 use crate::options::{BODY_NOTE, CONNECT_TIMEOUT, IO_TIMEOUT};
-use crate::Res;
 use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, HubLine};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};

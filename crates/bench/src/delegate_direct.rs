@@ -9,8 +9,8 @@
 //! Refuses: everything the hub does around it (no store, no audit, no task book, no MCP
 //! server, no credential file): that difference is the point.
 
+use crate::base::Res;
 use crate::stats::Latency;
-use crate::Res;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -7,9 +7,9 @@
 //! (crates/test-fakes/src/bin/fake-acp-agent.rs). Refuses: anything about running or timing tasks
 //! (`phase_delegate`).
 
+use crate::base::Res;
 use crate::fixtures::{bench_config, write_private};
 use crate::options::{Opts, StoreKind};
-use crate::Res;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! The disk under the temp dir: its filesystem and device, raw `fdatasync` timings, and the
 //! device's flush count from `/proc/diskstats`.
 
+use crate::base::Res;
 use crate::options::{FAST_FLUSH_US, PROBE_BLOCK};
 use crate::stats::Latency;
-use crate::Res;
 use serde_json::json;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};

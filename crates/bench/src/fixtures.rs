@@ -1,9 +1,9 @@
 //! Setup: the server binary, the descriptor limit, the temp dir (removed on exit or signal),
 //! the roster, tokens and config of a throwaway hub.
 
+use crate::base::progress;
+use crate::base::Res;
 use crate::options::{Opts, StoreKind, DB_FILE, POLL_STEP, SQLITE_MAX_BYTES};
-use crate::runner::progress;
-use crate::Res;
 use agent_hub_proto::wire::{ClientLine, Hello};
 use std::fmt::Write as _;
 use std::io::Write;

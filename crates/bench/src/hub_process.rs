@@ -1,10 +1,10 @@
 //! The hub under test as a child process: start, wait for READY, stop, and its CPU time and RSS
 //! read from `/proc/PID`.
 
-use crate::fixtures::{exited_unreaped, hub_pids, terminate_child};
-use crate::options::{READY_TIMEOUT, STOP_TIMEOUT};
+use crate::base::Res;
+use crate::fixtures::{exited_unreaped, hub_pids, terminate_child, Fixture};
+use crate::options::{StoreKind, READY_TIMEOUT, STOP_TIMEOUT};
 use crate::stats::Cpu;
-use crate::Res;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
@@ -301,6 +301,58 @@ fn stat_times(text: &str) -> Res<(Duration, Duration)> {
     };
     let ticks = |t: u64| Duration::from_nanos(t * 1_000_000_000 / per_sec);
     Ok((ticks(user + system), ticks(user)))
+}
+
+/// Runs one phase on a fresh hub and stops it cleanly. When the phase fails, says whether the
+/// hub crashed, which is the more useful error.
+pub(crate) fn with_hub<T>(
+    server: &Path,
+    fx: &Fixture,
+    kind: StoreKind,
+    phase: impl FnOnce(&HubProcess) -> Res<T>,
+) -> Res<T> {
+    with_hub_config(server, fx, kind, fx.config(kind), phase)
+}
+
+/// `with_hub` on another config of the same fixture (the delegation phase's, with `[tasks]`).
+pub(crate) fn with_hub_config<T>(
+    server: &Path,
+    fx: &Fixture,
+    kind: StoreKind,
+    config: &Path,
+    phase: impl FnOnce(&HubProcess) -> Res<T>,
+) -> Res<T> {
+    if kind == StoreKind::Sqlite {
+        // A fresh database per phase, like a fresh hub: no queue or remembered id carries over.
+        fx.remove_db()?;
+    }
+    let mut hub = HubProcess::start_with(server, config, &fx.stderr_path)?;
+    match phase(&hub) {
+        Ok(v) => {
+            hub.stop()?;
+            Ok(v)
+        }
+        Err(e) => match hub.check_alive() {
+            Err(crash) => Err(format!("{e}; {crash}")),
+            Ok(()) => Err(e),
+        },
+    }
+}
+
+/// The CPU of every hub in `hubs` together (one or a linked pair).
+pub(crate) fn cpu_of(hubs: &[&HubProcess]) -> Res<Cpu> {
+    let mut total = Cpu {
+        stat: Duration::ZERO,
+        user: Duration::ZERO,
+        clock: Some(Duration::ZERO),
+    };
+    for h in hubs {
+        let c = h.cpu()?;
+        total.stat += c.stat;
+        total.user += c.user;
+        total.clock = total.clock.zip(c.clock).map(|(a, b)| a + b);
+    }
+    Ok(total)
 }
 
 #[cfg(test)]

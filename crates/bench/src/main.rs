@@ -48,6 +48,7 @@ use crate::fixtures::{INTERRUPTED, SIGNAL_THREAD};
 use crate::options::Opts;
 use crate::runner::run;
 
+mod base;
 mod client;
 mod delegate_direct;
 mod delegate_fixture;
@@ -76,8 +77,6 @@ mod stats;
 use clap::Parser;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-
-type Res<T> = Result<T, String>;
 
 fn main() -> ExitCode {
     let opts = Opts::parse();

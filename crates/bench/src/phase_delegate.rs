@@ -9,18 +9,18 @@
 //! synchronize (bounded polls of `/proc` and of the stamps file only) and any claim about
 //! the agent's own cost (the fake agent is a separate process; only the hub is measured).
 
+use crate::base::Res;
 use crate::client::{expect_ok, open, read_line, Conn};
 use crate::delegate_direct::{direct_agent_runs, DirectResult};
 use crate::delegate_fixture::{
     parse_stamps, wall_gap, wall_now_ns, DelegateFixture, DONE_AGENT, HANG_AGENT,
 };
 use crate::fixtures::{Agent, Fixture};
+use crate::hub_process::with_hub_config;
 use crate::hub_process::HubProcess;
 use crate::options::{Opts, StoreKind, IO_TIMEOUT, POLL_STEP, SETTLE_TIMEOUT};
 use crate::phase_handoff::{handoff_between, HandoffResult};
-use crate::runner::with_hub_config;
 use crate::stats::{Latency, Run};
-use crate::Res;
 use agent_hub_proto::wire::{AwaitRequest, ClientLine, HubLine};
 use agent_hub_proto::wire::{DelegateRequest, TaskRequest};
 use std::net::SocketAddr;

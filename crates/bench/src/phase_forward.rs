@@ -1,6 +1,7 @@
 //! Phase 6: mail across two hubs linked by the relay (SPEC §15): cross-hub handoff latency and
 //! throughput.
 
+use crate::base::Res;
 use crate::client::{await_bytes, expect_ok, join_all, open, read_line, split};
 use crate::fixtures::{write_private, Fixture};
 use crate::hub_process::HubProcess;
@@ -8,7 +9,6 @@ use crate::options::{Opts, StoreKind, DRAIN_THREADS};
 use crate::phase_handoff::{handoff_between, HandoffResult};
 use crate::phase_sends::send_run;
 use crate::stats::Run;
-use crate::Res;
 use agent_hub_proto::wire::HubLine;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;

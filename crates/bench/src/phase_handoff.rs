@@ -1,14 +1,14 @@
 //! Phases 2 and 3: handoff latency from a send to a parked await, plain and in ack mode.
 
+use crate::base::Res;
 use crate::client::{
     await_bytes, expect_accepted, expect_ok, now_ts, open, parse_envelope, read_line, read_raw,
     send_bytes,
 };
 use crate::disk::{dev_flushes, flushes_since};
 use crate::fixtures::{Agent, Fixture};
-use crate::hub_process::HubProcess;
-use crate::stats::{Cpu, Latency, Run};
-use crate::Res;
+use crate::hub_process::{cpu_of, HubProcess};
+use crate::stats::{Latency, Run};
 use agent_hub_proto::wire::{ClientLine, HubLine, IdRequest};
 use serde_json::json;
 use std::io::Write;
@@ -63,11 +63,11 @@ pub(crate) fn handoff_between(
     );
     let mut lat = Vec::with_capacity(handoffs);
     let mut env_lat = Vec::with_capacity(handoffs);
-    let (mut cpu0, mut f0) = (Cpu::of(hubs)?, dev_flushes());
+    let (mut cpu0, mut f0) = (cpu_of(hubs)?, dev_flushes());
     let mut t_start = Instant::now();
     for i in 0..warmup + handoffs {
         if i == warmup {
-            (cpu0, f0) = (Cpu::of(hubs)?, dev_flushes());
+            (cpu0, f0) = (cpu_of(hubs)?, dev_flushes());
             t_start = Instant::now();
         }
         let mut rx = open(rx_hub.addr, &park)?;
@@ -102,7 +102,7 @@ pub(crate) fn handoff_between(
         }
     }
     let wall = t_start.elapsed();
-    let hub_cpu = Cpu::of(hubs)?.saturating_sub(cpu0);
+    let hub_cpu = cpu_of(hubs)?.saturating_sub(cpu0);
     Ok(HandoffResult {
         run: Run {
             clients: 1,

@@ -1,5 +1,6 @@
 //! Phase 5: round trips per second of concurrent request → reply pairs.
 
+use crate::base::Res;
 use crate::client::{
     await_bytes, expect_ok, join_all, now_ts, open, parse_envelope, read_line, send_bytes,
     send_once,
@@ -8,7 +9,6 @@ use crate::disk::{dev_flushes, flushes_since};
 use crate::fixtures::Fixture;
 use crate::hub_process::HubProcess;
 use crate::stats::{Latency, Run};
-use crate::Res;
 use agent_hub_proto::wire::HubLine;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};

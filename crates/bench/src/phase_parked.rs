@@ -1,11 +1,11 @@
 //! Phase 4: RSS per parked await.
 
+use crate::base::Res;
 use crate::client::{await_bytes, expect_ok, open};
 use crate::fixtures::Fixture;
 use crate::hub_process::HubProcess;
 use crate::options::{POLL_STEP, SETTLE_TIMEOUT};
 use crate::stats::Cpu;
-use crate::Res;
 use std::io::Read;
 use std::time::{Duration, Instant};
 

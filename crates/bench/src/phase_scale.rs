@@ -15,13 +15,14 @@
 //! The measured operations check what they get (the envelope asked for, the status state and
 //! position), so a figure is never the cost of an error. Refuses: anything inside the server.
 
+use crate::base::progress;
+use crate::base::Res;
 use crate::client::{await_bytes, expect_ok, join_all, open, parse_envelope, read_line};
 use crate::fixtures::Agent;
 use crate::hub_process::HubProcess;
 use crate::options::{Opts, StoreKind, STOP_TIMEOUT};
-use crate::runner::progress;
+use crate::scale_fixture;
 use crate::scale_fixture::{fill_by_sends, scale_send, ScaleHub, BULK, SENDER};
-use crate::{scale_fixture, Res};
 use agent_hub_proto::wire::HubLine;
 use serde_json::json;
 use std::fmt::Write as _;

@@ -1,14 +1,14 @@
 //! Phase 1: connection-per-op sends with C client threads, then the queue drained.
 
+use crate::base::Res;
 use crate::client::{
     await_bytes, expect_ok, join_all, now_ts, open, read_line, send_bytes, send_once, split,
 };
 use crate::disk::{dev_flushes, flushes_since};
 use crate::fixtures::{Agent, Fixture};
-use crate::hub_process::HubProcess;
+use crate::hub_process::{cpu_of, HubProcess};
 use crate::options::DRAIN_THREADS;
-use crate::stats::{Cpu, Latency, Run};
-use crate::Res;
+use crate::stats::{Latency, Run};
 use agent_hub_proto::wire::HubLine;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -61,7 +61,7 @@ pub(crate) fn send_run(
             Ok(lat)
         }));
     }
-    let (cpu0, f0) = (Cpu::of(hubs)?, dev_flushes());
+    let (cpu0, f0) = (cpu_of(hubs)?, dev_flushes());
     start.wait();
     let t0 = Instant::now();
     let lats = join_all(handles)?;
@@ -70,7 +70,7 @@ pub(crate) fn send_run(
             .map_err(|_| "the drain thread panicked".to_owned())??;
     }
     let wall = t0.elapsed();
-    let hub_cpu = Cpu::of(hubs)?.saturating_sub(cpu0);
+    let hub_cpu = cpu_of(hubs)?.saturating_sub(cpu0);
     let latency = Some(Latency::of(lats.into_iter().flatten().collect()));
     Ok(Run {
         clients,

@@ -1,11 +1,11 @@
 //! The relay codec table: each payload's raw, line, frame and LZ4 sizes and encode/decode
 //! times, plus the heartbeat and transfer payloads it uses.
 
+use crate::base::Res;
 use crate::relay_corpus::{
     prose, Rng, BUS_BODY_119, BUS_BODY_29, PATHS, RELAY_T0_MS, TOOLS, WORDS,
 };
 use crate::stats::us;
-use crate::Res;
 use agent_hub_proto::relay::frame::{encode_frame, encode_message, FLAG_LZ4};
 use agent_hub_proto::relay::heartbeat::{AgentEntry, Beat, Directory};
 use agent_hub_proto::relay::{MsgType, RelayMessage};

@@ -1,11 +1,11 @@
 //! Two `relay::Session`s over a real loopback TCP connection, with and without frames and lz4,
 //! and the bytes of full against delta heartbeats.
 
+use crate::base::Res;
 use crate::options::IO_TIMEOUT;
 use crate::relay_codec::{beat_directory, thread_cpu};
 use crate::relay_corpus::{BEATS, BEAT_AGENTS, LINK_WRITE_BYTES, RELAY_T0_MS};
 use crate::stats::{round1, us};
-use crate::Res;
 use agent_hub_proto::relay::frame::{decode_body, decode_frame};
 use agent_hub_proto::relay::{
     Feature, MsgType, PeerAuth, RelayMessage, Session, SessionConfig, SessionEvent, SessionState,

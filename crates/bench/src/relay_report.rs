@@ -1,6 +1,8 @@
 //! The relay section of the run (`--relay-only`, `--no-relay`): runs the relay measurements and
 //! reports them as text and JSON.
 
+use crate::base::progress;
+use crate::base::Res;
 use crate::options::Opts;
 use crate::relay_codec::{
     codec_table, lz4_decode, median_us, relay_msg, task_status_payload, transfer_head, CodecRow,
@@ -9,9 +11,7 @@ use crate::relay_corpus::{
     synthetic_transcript, BEATS, BEAT_AGENTS, CHUNK_BYTES, TRANSCRIPT_BYTES,
 };
 use crate::relay_link::{beat_run, link_kinds, link_run, BeatRow, LinkRow, Workload};
-use crate::runner::progress;
 use crate::stats::us;
-use crate::Res;
 use agent_hub_proto::relay::frame::{decode_body, encode_frame};
 use agent_hub_proto::relay::{Feature, MsgType, RelayMessage};
 use serde_json::json;

@@ -1,11 +1,13 @@
 //! The run: checks the options, then per store a fresh hub for each phase in turn, and hands
 //! the figures to `report`; `with_hub` starts and stops the hub around one phase.
 
+use crate::base::{progress, Res};
 use crate::delegate_fixture::{check_task_client, find_fake_agent, DelegateFixture};
 use crate::disk::Disk;
 use crate::fixtures::{find_server, install_interrupt_cleanup, raise_nofile, Fixture, WorkDir};
-use crate::hub_process::HubProcess;
-use crate::options::{Opts, StoreKind, MAX_DELEGATE_RUNNING};
+use crate::hub_process::with_hub;
+use crate::options::{Opts, MAX_DELEGATE_RUNNING};
+use crate::peers;
 use crate::phase_delegate::phase_delegate;
 use crate::phase_forward::phase_forward;
 use crate::phase_handoff::phase_handoff;
@@ -15,7 +17,6 @@ use crate::phase_scale::phase_scale;
 use crate::phase_sends::{phase_drain, phase_sends};
 use crate::relay_report::relay_bench;
 use crate::report::{Machine, Report, StoreReport};
-use crate::{peers, Res};
 use serde_json::json;
 use std::path::Path;
 
@@ -196,42 +197,6 @@ fn hub_phases(
     Ok(())
 }
 
-/// Runs one phase on a fresh hub and stops it cleanly. When the phase fails, says whether the
-/// hub crashed, which is the more useful error.
-pub(crate) fn with_hub<T>(
-    server: &Path,
-    fx: &Fixture,
-    kind: StoreKind,
-    phase: impl FnOnce(&HubProcess) -> Res<T>,
-) -> Res<T> {
-    with_hub_config(server, fx, kind, fx.config(kind), phase)
-}
-
-/// `with_hub` on another config of the same fixture (the delegation phase's, with `[tasks]`).
-pub(crate) fn with_hub_config<T>(
-    server: &Path,
-    fx: &Fixture,
-    kind: StoreKind,
-    config: &Path,
-    phase: impl FnOnce(&HubProcess) -> Res<T>,
-) -> Res<T> {
-    if kind == StoreKind::Sqlite {
-        // A fresh database per phase, like a fresh hub: no queue or remembered id carries over.
-        fx.remove_db()?;
-    }
-    let mut hub = HubProcess::start_with(server, config, &fx.stderr_path)?;
-    match phase(&hub) {
-        Ok(v) => {
-            hub.stop()?;
-            Ok(v)
-        }
-        Err(e) => match hub.check_alive() {
-            Err(crash) => Err(format!("{e}; {crash}")),
-            Ok(()) => Err(e),
-        },
-    }
-}
-
 pub(crate) fn validate(opts: &Opts) -> Res<()> {
     if opts.clients.is_empty() || opts.clients.contains(&0) {
         return Err("--clients needs one or more counts, each at least 1".into());
@@ -275,10 +240,6 @@ pub(crate) fn validate(opts: &Opts) -> Res<()> {
         return Err("--relay-chunks and --relay-messages must be at least 1".into());
     }
     Ok(())
-}
-
-pub(crate) fn progress(msg: &str) {
-    eprintln!("agent-hub-bench: {msg}");
 }
 
 /// `--scale`: only the scale phase (issue 13), its table or JSON.

@@ -4,11 +4,11 @@
 //! store pre-filled through the hub's own `store::sqlite` writer, so a restart loads exactly
 //! what a hub that accepted those envelopes would have written.
 
+use crate::base::Res;
 use crate::client::{join_all, now_ts, send_once, split};
 use crate::fixtures::{bench_config, write_private, Agent};
 use crate::hub_process::HubProcess;
 use crate::options::{Opts, StoreKind, DB_FILE, SQLITE_MAX_BYTES};
-use crate::Res;
 use agent_hub_proto::wire::{ClientLine, Envelope, Hello};
 use agent_hub_server::store::sqlite::Sqlite;
 use agent_hub_server::store::{Store, StoreOp};

@@ -1,7 +1,5 @@
 //! Statistics: latency percentiles, CPU deltas, and one run's counts and rates.
 
-use crate::hub_process::HubProcess;
-use crate::Res;
 use serde_json::json;
 use std::time::Duration;
 
@@ -60,21 +58,6 @@ pub(crate) struct Cpu {
 }
 
 impl Cpu {
-    /// The CPU of every hub in `hubs` together (one or a linked pair).
-    pub(crate) fn of(hubs: &[&HubProcess]) -> Res<Cpu> {
-        let mut total = Cpu {
-            stat: Duration::ZERO,
-            user: Duration::ZERO,
-            clock: Some(Duration::ZERO),
-        };
-        for h in hubs {
-            let c = h.cpu()?;
-            total.stat += c.stat;
-            total.user += c.user;
-            total.clock = total.clock.zip(c.clock).map(|(a, b)| a + b);
-        }
-        Ok(total)
-    }
     pub(crate) fn saturating_sub(self, earlier: Cpu) -> Cpu {
         Cpu {
             stat: self.stat.saturating_sub(earlier.stat),

@@ -8,9 +8,9 @@
 
 use super::conn::{Parsed, PeerConn};
 use super::window::Window;
+use crate::base::Res;
 use crate::hub_process::cpu_of_pid;
 use crate::stats::Cpu;
-use crate::Res;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -17,12 +17,12 @@
 //! (the least CPU a connection of W1's shape costs on this machine, which bounds W4), and
 //! `report` (medians, the markdown table and the JSON).
 
+use crate::base::progress;
+use crate::base::Res;
 use crate::fixtures::{find_server, install_interrupt_cleanup, raise_nofile, Fixture, WorkDir};
 use crate::hub_process::HubProcess;
 use crate::options::{Opts, PeerTarget, StoreKind, MAX_PEER_WAITERS};
 use crate::report::Machine;
-use crate::runner::progress;
-use crate::Res;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -7,8 +7,8 @@
 
 use super::conn::{crlf_line, crlf_payload, number, ConnError, Malformed, Parsed, PeerConn};
 use super::target::{rid_of, Delivered, Msg, PeerClient, Queue};
+use crate::base::Res;
 use crate::options::IO_TIMEOUT;
-use crate::Res;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,11 +3,11 @@
 //! never on an argv), waited for by polling a connect, and stopped and reaped at the end or on
 //! error (`Drop`), or by the signal thread (`HUB_PIDS`, shared with the hub's processes).
 
+use crate::base::Res;
 use crate::fixtures::{exited_unreaped, hub_pids, terminate_child, write_private};
 use crate::hub_process::cpu_of_pid;
 use crate::options::{CONNECT_TIMEOUT, POLL_STEP, READY_TIMEOUT, STOP_TIMEOUT};
 use crate::stats::Cpu;
-use crate::Res;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;

@@ -4,7 +4,7 @@
 //! … `w4_pairs`) never name a protocol.
 
 use super::conn::{ConnError, PeerConn};
-use crate::Res;
+use crate::base::Res;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 

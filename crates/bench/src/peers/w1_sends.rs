@@ -4,9 +4,9 @@
 
 use super::target::{Msg, PeerClient, Queue};
 use super::window::{Usage, Window};
+use crate::base::Res;
 use crate::client::join_all;
 use crate::stats::Latency;
-use crate::Res;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

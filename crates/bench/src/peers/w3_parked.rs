@@ -5,9 +5,9 @@
 
 use super::servers::{fds_of, rss_of};
 use super::target::{PeerClient, Queue};
+use crate::base::Res;
 use crate::client::join_all;
 use crate::options::{POLL_STEP, SETTLE_TIMEOUT};
-use crate::Res;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

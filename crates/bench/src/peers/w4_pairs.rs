@@ -5,10 +5,10 @@
 
 use super::target::{rid_of, Msg, PeerClient};
 use super::window::{Usage, Window};
+use crate::base::Res;
 use crate::client::join_all;
 use crate::options::{CONNECT_TIMEOUT, IO_TIMEOUT};
 use crate::stats::Latency;
-use crate::Res;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};

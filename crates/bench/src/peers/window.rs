@@ -7,9 +7,9 @@
 //! it").
 
 use super::servers::{snap, ProcSnap};
+use crate::base::Res;
 use crate::hub_process::cpu_of_pid;
 use crate::stats::Cpu;
-use crate::Res;
 use std::time::{Duration, Instant};
 
 /// A server's use over one measured window.
