@@ -14,7 +14,7 @@ use agent_hub_host::agents::manifest::Manifest;
 use agent_hub_host::agents::probe::{self, AgentInfo};
 use agent_hub_host::agents::procs::{self, AgentProcess};
 use agent_hub_host::agents::registry::{self, Origin, Registry};
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 /// What a verb prints, and whether it fully succeeded.
@@ -41,12 +41,39 @@ pub struct Env {
     pub sandbox: Option<agent_hub_host::sandbox::Mode>,
 }
 
+/// Why the verbs' environment could not be set up; the verb runs on no agent.
+#[derive(Debug)]
+pub enum EnvError {
+    /// `$HOME` is unset, or not an absolute path.
+    HomeNotAbsolute,
+    /// The hub config of `agents --config` cannot be read, or the server would refuse it.
+    Config(agent_hub_host::config::ConfigError),
+}
+
+impl fmt::Display for EnvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvError::HomeNotAbsolute => f.write_str("HOME is not set to an absolute path"),
+            EnvError::Config(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for EnvError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EnvError::HomeNotAbsolute => None,
+            EnvError::Config(e) => Some(e),
+        }
+    }
+}
+
 impl Env {
-    pub fn from_process(agents_dir: Option<PathBuf>) -> Result<Env, String> {
+    pub fn from_process(agents_dir: Option<PathBuf>) -> Result<Env, EnvError> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|h| h.is_absolute())
-            .ok_or("HOME is not set to an absolute path")?;
+            .ok_or(EnvError::HomeNotAbsolute)?;
         let path_var = std::env::var("PATH").unwrap_or_default();
         Ok(Env {
             agents_dir: agents_dir.clone().unwrap_or_else(|| {
@@ -62,8 +89,8 @@ impl Env {
 
     /// Adds the `tasks.manifests_dir` of the hub config at `path`, read and validated as the
     /// server reads it (a config the server would refuse is refused here too).
-    pub fn with_hub_config(mut self, path: &Path) -> Result<Env, String> {
-        let cfg = agent_hub_host::config::Config::load(path).map_err(|e| e.to_string())?;
+    pub fn with_hub_config(mut self, path: &Path) -> Result<Env, EnvError> {
+        let cfg = agent_hub_host::config::Config::load(path).map_err(EnvError::Config)?;
         self.sandbox = cfg.tasks.as_ref().map(|t| t.sandbox);
         self.extra_dir = cfg.tasks.and_then(|t| t.manifests_dir);
         Ok(self)

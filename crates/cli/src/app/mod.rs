@@ -438,7 +438,7 @@ fn run_top(a: TopArgs) -> Result<ExitCode, String> {
         once: a.once,
         config: a.config,
     };
-    match client::top::run(options)? {
+    match client::top::run(options).map_err(|e| e.to_string())? {
         true => Ok(ExitCode::SUCCESS),
         false => Ok(ExitCode::from(1)),
     }
@@ -517,8 +517,9 @@ enum TaskCommand {
 fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
     use crate::client::{task, task_view};
     // Everything the client can check is checked before the token file is read.
-    let prompt = task_view::read_prompt(&a.prompt, std::io::stdin().lock())?;
-    let cwd = task_view::absolute_cwd(&a.cwd)?;
+    let prompt =
+        task_view::read_prompt(&a.prompt, std::io::stdin().lock()).map_err(|e| e.to_string())?;
+    let cwd = task_view::absolute_cwd(&a.cwd).map_err(|e| e.to_string())?;
     let ep = endpoint(a.id).map_err(|e| e.to_string())?;
     let req = task::DelegateRequest {
         agent: a.agent,
@@ -715,9 +716,9 @@ fn print_report(r: agents::Report) -> Result<ExitCode, String> {
 }
 
 fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
-    let mut env = agents::Env::from_process(a.agents_dir)?;
+    let mut env = agents::Env::from_process(a.agents_dir).map_err(|e| e.to_string())?;
     if let Some(config) = &a.config {
-        env = env.with_hub_config(config)?;
+        env = env.with_hub_config(config).map_err(|e| e.to_string())?;
     }
     print_report(match a.command {
         None => agents::agents(&env, a.json, !a.no_version),
@@ -736,7 +737,7 @@ fn selection(s: &AgentSelection) -> agents::Selection {
 
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
     use agent_hub_host::agents::identity::{resolve_identities, IdentityArgs};
-    let env = agents::Env::from_process(a.select.agents_dir.clone())?;
+    let env = agents::Env::from_process(a.select.agents_dir.clone()).map_err(|e| e.to_string())?;
     let who = resolve_identities(
         IdentityArgs {
             command: a.command,
@@ -764,7 +765,7 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
 }
 
 fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
-    let env = agents::Env::from_process(a.agents_dir.clone())?;
+    let env = agents::Env::from_process(a.agents_dir.clone()).map_err(|e| e.to_string())?;
     print_report(agents::install(
         &env,
         &selection(&a),

@@ -8,54 +8,106 @@
 
 use super::task::TaskRecord;
 use agent_hub_proto::kernel::text::for_terminal;
+use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest prompt the client sends (16 MiB); the hub's `tasks.prompt_max_bytes` is
 /// usually far lower and refuses with its own error.
 pub const PROMPT_MAX_BYTES: u64 = 16 << 20;
 
+/// Why the client refused `--prompt` or `--cwd` before sending anything.
+#[derive(Debug)]
+pub enum DelegateInputError {
+    /// `--prompt -`: stdin could not be read.
+    ReadStdin(std::io::Error),
+    /// `--prompt -`: stdin is not UTF-8.
+    PromptNotUtf8,
+    /// The prompt is over `PROMPT_MAX_BYTES`.
+    PromptTooLong,
+    /// The prompt is empty or only whitespace.
+    PromptEmpty,
+    /// `--cwd` could not be made absolute (the client's own working directory is unknown, or
+    /// the path is empty).
+    Cwd {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `--cwd`, made absolute, is not UTF-8 (the wire carries text).
+    CwdNotUtf8(PathBuf),
+}
+
+impl fmt::Display for DelegateInputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DelegateInputError::ReadStdin(e) => {
+                write!(f, "cannot read the prompt from stdin: {e}")
+            }
+            DelegateInputError::PromptNotUtf8 => f.write_str("the prompt on stdin is not UTF-8"),
+            DelegateInputError::PromptTooLong => write!(
+                f,
+                "the prompt is over {PROMPT_MAX_BYTES} bytes (16 MiB), the client's bound; nothing was sent"
+            ),
+            DelegateInputError::PromptEmpty => f.write_str("the prompt is empty"),
+            DelegateInputError::Cwd { path, source } => {
+                write!(f, "--cwd {}: {source}", path.display())
+            }
+            DelegateInputError::CwdNotUtf8(path) => {
+                write!(f, "--cwd {} is not UTF-8", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for DelegateInputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DelegateInputError::ReadStdin(e) | DelegateInputError::Cwd { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// The prompt of `--prompt TEXT`, or of `--prompt -` read from `stdin` (at most
 /// `PROMPT_MAX_BYTES` are read; surrounding whitespace is trimmed, as for `send --body -`).
 /// An empty prompt, one over the bound, or stdin that is not UTF-8 is refused here.
-pub fn read_prompt(arg: &str, stdin: impl Read) -> Result<String, String> {
+pub fn read_prompt(arg: &str, stdin: impl Read) -> Result<String, DelegateInputError> {
     let prompt = if arg == "-" {
         let mut buf = Vec::new();
         stdin
             .take(PROMPT_MAX_BYTES + 1)
             .read_to_end(&mut buf)
-            .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+            .map_err(DelegateInputError::ReadStdin)?;
         if buf.len() as u64 > PROMPT_MAX_BYTES {
-            return Err(too_long());
+            return Err(DelegateInputError::PromptTooLong);
         }
         String::from_utf8(buf)
-            .map_err(|_| "the prompt on stdin is not UTF-8".to_owned())?
+            .map_err(|_| DelegateInputError::PromptNotUtf8)?
             .trim()
             .to_owned()
     } else {
         if arg.len() as u64 > PROMPT_MAX_BYTES {
-            return Err(too_long());
+            return Err(DelegateInputError::PromptTooLong);
         }
         arg.to_owned()
     };
     if prompt.trim().is_empty() {
-        return Err("the prompt is empty".into());
+        return Err(DelegateInputError::PromptEmpty);
     }
     Ok(prompt)
-}
-
-fn too_long() -> String {
-    format!("the prompt is over {PROMPT_MAX_BYTES} bytes (16 MiB), the client's bound; nothing was sent")
 }
 
 /// `--cwd` made absolute against the client's own working directory. Symlinks and `..` are
 /// left as written: the hub normalises and checks the path against `tasks.cwd_roots`, and its
 /// runner checks it again on the filesystem when the task starts.
-pub fn absolute_cwd(dir: &Path) -> Result<String, String> {
-    let abs = std::path::absolute(dir).map_err(|e| format!("--cwd {}: {e}", dir.display()))?;
+pub fn absolute_cwd(dir: &Path) -> Result<String, DelegateInputError> {
+    let abs = std::path::absolute(dir).map_err(|source| DelegateInputError::Cwd {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     abs.into_os_string()
         .into_string()
-        .map_err(|p| format!("--cwd {} is not UTF-8", Path::new(&p).display()))
+        .map_err(|p| DelegateInputError::CwdNotUtf8(PathBuf::from(p)))
 }
 
 /// The `task list` table: one row per task, oldest first, as the hub lists them. `now` is the
@@ -114,10 +166,13 @@ mod tests {
             "fix it\nnow"
         );
         for (arg, stdin) in [("", &b""[..]), ("  \n", b""), ("-", b""), ("-", b" \n\t ")] {
-            assert_eq!(read_prompt(arg, stdin).unwrap_err(), "the prompt is empty");
+            let err = read_prompt(arg, stdin).unwrap_err();
+            assert!(matches!(err, DelegateInputError::PromptEmpty));
+            assert_eq!(err.to_string(), "the prompt is empty");
         }
         assert!(read_prompt("-", &b"\xff\xfe"[..])
             .unwrap_err()
+            .to_string()
             .contains("not UTF-8"));
     }
 
@@ -127,13 +182,48 @@ mod tests {
         let at = vec![b'a'; max];
         assert_eq!(read_prompt("-", &at[..]).unwrap().len(), max);
         let over = vec![b'a'; max + 1];
-        assert!(read_prompt("-", &over[..]).unwrap_err().contains("16 MiB"));
+        assert!(read_prompt("-", &over[..])
+            .unwrap_err()
+            .to_string()
+            .contains("16 MiB"));
         assert!(read_prompt(&"b".repeat(max + 1), &b""[..])
             .unwrap_err()
+            .to_string()
             .contains("nothing was sent"));
         // An endless stdin is cut at the bound, not read to its end.
         let endless = std::io::repeat(b'x');
-        assert!(read_prompt("-", endless).unwrap_err().contains("16 MiB"));
+        assert!(read_prompt("-", endless)
+            .unwrap_err()
+            .to_string()
+            .contains("16 MiB"));
+    }
+
+    #[test]
+    fn refusals_read_as_before() {
+        // docs/delegation.md quotes the bound's message; users and scripts see these texts.
+        assert_eq!(
+            DelegateInputError::PromptTooLong.to_string(),
+            "the prompt is over 16777216 bytes (16 MiB), the client's bound; nothing was sent"
+        );
+        assert_eq!(
+            DelegateInputError::PromptNotUtf8.to_string(),
+            "the prompt on stdin is not UTF-8"
+        );
+        assert_eq!(
+            DelegateInputError::CwdNotUtf8(PathBuf::from("/x")).to_string(),
+            "--cwd /x is not UTF-8"
+        );
+        let e = std::io::Error::other("gone");
+        assert_eq!(
+            DelegateInputError::ReadStdin(e).to_string(),
+            "cannot read the prompt from stdin: gone"
+        );
+        let cwd = DelegateInputError::Cwd {
+            path: PathBuf::from("x"),
+            source: std::io::Error::other("no cwd"),
+        };
+        assert_eq!(cwd.to_string(), "--cwd x: no cwd");
+        assert!(std::error::Error::source(&cwd).is_some());
     }
 
     #[test]
@@ -147,7 +237,10 @@ mod tests {
         assert!(absolute_cwd(Path::new("")).is_err());
         use std::os::unix::ffi::OsStrExt;
         let bad = std::ffi::OsStr::from_bytes(b"/tmp/\xff");
-        assert!(absolute_cwd(Path::new(bad)).unwrap_err().contains("UTF-8"));
+        assert!(absolute_cwd(Path::new(bad))
+            .unwrap_err()
+            .to_string()
+            .contains("UTF-8"));
     }
 
     #[test]

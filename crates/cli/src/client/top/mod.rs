@@ -17,4 +17,4 @@ mod run;
 pub mod snapshot;
 mod term;
 
-pub use run::{run, Options};
+pub use run::{run, Options, TopError};

@@ -6,6 +6,7 @@ use super::render::{self, Context, ViewState};
 use super::snapshot::{self, LinkView, Snapshot, Source};
 use super::term::{self, Screen};
 use crate::client::{ClientError, Endpoint, Exchange};
+use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,6 +25,36 @@ pub struct Options {
     pub config: Option<PathBuf>,
 }
 
+/// Why the view stopped: its terminal failed. A hub that cannot be reached is not one (the
+/// view shows why and keeps refreshing).
+#[derive(Debug)]
+pub enum TopError {
+    /// Raw mode or the alternate screen could not be set up.
+    Terminal(std::io::Error),
+    /// The keys could not be read.
+    Keys(std::io::Error),
+    /// A frame could not be written.
+    Write(std::io::Error),
+}
+
+impl fmt::Display for TopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TopError::Terminal(e) => write!(f, "cannot set up the terminal: {e}"),
+            TopError::Keys(e) => write!(f, "{e}"),
+            TopError::Write(e) => write!(f, "cannot write to the terminal: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TopError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TopError::Terminal(e) | TopError::Keys(e) | TopError::Write(e) => Some(e),
+        }
+    }
+}
+
 struct Fetcher {
     ep: Endpoint,
     /// Set once the hub answered `activity` with an unknown-tag error: ask `who` instead.
@@ -32,24 +63,19 @@ struct Fetcher {
 }
 
 impl Fetcher {
-    fn hub(&mut self) -> Result<(Source, snapshot::ActivityView), String> {
+    fn hub(&mut self) -> Result<(Source, snapshot::ActivityView), ClientError> {
         if !self.who_only {
             match exchange(&self.ep, "{\"activity\":{}}\n", "activity") {
                 Err(ClientError::Hub(m)) if m.contains("unknown tag") => self.who_only = true,
-                other => {
-                    return other
-                        .map(|v| (Source::Activity, v))
-                        .map_err(|e| e.to_string())
-                }
+                other => return other.map(|v| (Source::Activity, v)),
             }
         }
-        exchange(&self.ep, "{\"who\":{}}\n", "who")
-            .map(|v| (Source::WhoOnly, v))
-            .map_err(|e| e.to_string())
+        exchange(&self.ep, "{\"who\":{}}\n", "who").map(|v| (Source::WhoOnly, v))
     }
 
     fn snapshot(&mut self) -> Snapshot {
-        let hub = self.hub();
+        // The snapshot keeps the error's text only: it is what the view shows.
+        let hub = self.hub().map_err(|e| e.to_string());
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
                 agent_hub_host::relay_status::read_status(&p).map(|s| LinkView::from_status(&s))
@@ -72,7 +98,7 @@ fn exchange(ep: &Endpoint, line: &str, tag: &str) -> Result<snapshot::ActivityVi
 
 /// Runs the view until `q`, a stop signal, or (plain) a closed stdout or `--once`. Returns
 /// whether the last refresh reached the hub (`--once` exits 1 when it did not).
-pub fn run(o: Options) -> Result<bool, String> {
+pub fn run(o: Options) -> Result<bool, TopError> {
     let mut f = Fetcher {
         ep: o.endpoint.clone(),
         who_only: false,
@@ -88,10 +114,10 @@ pub fn run(o: Options) -> Result<bool, String> {
         interactive: false,
     };
     if o.once || !term::is_tty(1) || !term::is_tty(0) {
-        return plain(&mut f, &ctx, o.interval, o.once);
+        return Ok(plain(&mut f, &ctx, o.interval, o.once));
     }
     ctx.interactive = true;
-    let screen = Screen::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    let screen = Screen::enter().map_err(TopError::Terminal)?;
     let mut view = ViewState::default();
     loop {
         let snap = f.snapshot();
@@ -105,7 +131,7 @@ pub fn run(o: Options) -> Result<bool, String> {
             if left.is_zero() {
                 break;
             }
-            let bytes = screen.keys(left).map_err(|e| e.to_string())?;
+            let bytes = screen.keys(left).map_err(TopError::Keys)?;
             match keys::apply(&bytes, &mut view) {
                 Action::Quit => return Ok(snap.hub.is_ok()),
                 Action::Redraw => draw(&screen, &snap, &view, &ctx)?,
@@ -115,18 +141,19 @@ pub fn run(o: Options) -> Result<bool, String> {
     }
 }
 
-fn draw(screen: &Screen, snap: &Snapshot, view: &ViewState, ctx: &Context) -> Result<(), String> {
+fn draw(screen: &Screen, snap: &Snapshot, view: &ViewState, ctx: &Context) -> Result<(), TopError> {
     let (w, h) = screen.size();
     let frame = render::ansi(&render::fit(render::render(snap, view, ctx), w, h));
     let mut out = std::io::stdout().lock();
     out.write_all(frame.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| format!("cannot write to the terminal: {e}"))
+        .map_err(TopError::Write)
 }
 
 /// Plain lines: one snapshot per interval, separated by a blank line. A closed stdout (the
-/// reader of a pipe went away) ends the view quietly.
-fn plain(f: &mut Fetcher, ctx: &Context, interval: Duration, once: bool) -> Result<bool, String> {
+/// reader of a pipe went away) ends the view quietly, so this cannot fail: it returns
+/// whether the last refresh reached the hub.
+fn plain(f: &mut Fetcher, ctx: &Context, interval: Duration, once: bool) -> bool {
     let view = ViewState::default();
     loop {
         let snap = f.snapshot();
@@ -140,11 +167,11 @@ fn plain(f: &mut Fetcher, ctx: &Context, interval: Duration, once: bool) -> Resu
             .and_then(|()| out.flush())
             .is_err()
         {
-            return Ok(snap.hub.is_ok());
+            return snap.hub.is_ok();
         }
         drop(out);
         if once {
-            return Ok(snap.hub.is_ok());
+            return snap.hub.is_ok();
         }
         std::thread::sleep(interval);
     }

@@ -158,9 +158,33 @@ pub struct Snapshot {
     pub links: Option<Result<Vec<LinkView>, String>>,
 }
 
+/// An `activity` or `who` payload that does not read as the view's type (not JSON, or an
+/// agent without a name).
+#[derive(Debug)]
+pub enum PayloadError {
+    /// What serde said about the JSON text.
+    Json(serde_json::Error),
+}
+
+impl std::fmt::Display for PayloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PayloadError::Json(e) => write!(f, "unexpected reply from the hub: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PayloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PayloadError::Json(e) => Some(e),
+        }
+    }
+}
+
 /// Reads an `activity` or `who` payload (the JSON text inside the tag).
-pub fn read_payload(text: &str) -> Result<ActivityView, String> {
-    serde_json::from_str(text).map_err(|e| format!("unexpected reply from the hub: {e}"))
+pub fn read_payload(text: &str) -> Result<ActivityView, PayloadError> {
+    serde_json::from_str(text).map_err(PayloadError::Json)
 }
 
 /// How much an agent needs an operator's eye.
@@ -210,10 +234,10 @@ mod tests {
         let v = read_payload(odd).unwrap();
         assert_eq!(v.agents[0].state_text().as_deref(), Some(r#"{"code":3}"#));
         assert_eq!(text_of(&v.agents[0].since).as_deref(), Some("12345"));
-        assert!(
-            read_payload(r#"{"agents":[{"queued":1}]}"#).is_err(),
-            "a name is needed"
-        );
+        let err = read_payload(r#"{"agents":[{"queued":1}]}"#).expect_err("a name is needed");
+        assert!(err
+            .to_string()
+            .starts_with("unexpected reply from the hub: missing field `name`"));
     }
 
     fn agent(queued: u64, parked: usize, state: Option<&str>) -> AgentView {
