@@ -12,6 +12,7 @@
 use crate::admin::{demo, roster};
 use crate::server::startup;
 use clap::{Parser, Subcommand};
+use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -247,7 +248,7 @@ fn roster_command(cmd: RosterCommand, top: Option<PathBuf>) -> ExitCode {
 
 fn with_layout(
     config: Option<PathBuf>,
-    run: impl FnOnce(&roster::Layout) -> Result<(), String>,
+    run: impl FnOnce(&roster::Layout) -> Result<(), roster::RosterError>,
 ) -> ExitCode {
     let Some(config) = config else {
         eprintln!("agent-hub-server: roster: --config PATH is required (the hub's config file)");
@@ -263,13 +264,16 @@ fn with_layout(
 }
 
 fn relay_command(cmd: RelayCommand) -> ExitCode {
-    let result = match cmd {
+    // Each command's own error, boxed only to be printed.
+    let result: Result<(), Box<dyn std::error::Error>> = match cmd {
         RelayCommand::Keygen {
             peer,
             key_file,
             local,
-        } => keygen(&peer, &key_file, local.as_deref()),
-        RelayCommand::Peers { config } => agent_hub_host::relay_status::print_peers(&config),
+        } => keygen(&peer, &key_file, local.as_deref()).map_err(Into::into),
+        RelayCommand::Peers { config } => {
+            agent_hub_host::relay_status::print_peers(&config).map_err(Into::into)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -280,24 +284,66 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
     }
 }
 
-fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), String> {
+/// Why `relay keygen` wrote no key.
+#[derive(Debug)]
+enum KeygenError {
+    /// `--peer` is not a valid peer id.
+    BadPeer(String),
+    /// `--local` is not a valid peer id.
+    BadLocal(String),
+    /// /dev/urandom could not be opened or read.
+    Random(std::io::Error),
+    /// The key file could not be created (it exists, or the folder refuses).
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for KeygenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeygenError::BadPeer(peer) => write!(
+                f,
+                "peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
+            ),
+            KeygenError::BadLocal(l) => write!(
+                f,
+                "local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
+            ),
+            KeygenError::Random(e) => write!(f, "cannot read random bytes: {e}"),
+            KeygenError::Write { path, source } => {
+                write!(f, "cannot write {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeygenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KeygenError::Random(e) | KeygenError::Write { source: e, .. } => Some(e),
+            KeygenError::BadPeer(_) | KeygenError::BadLocal(_) => None,
+        }
+    }
+}
+
+fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), KeygenError> {
     if !agent_hub_host::config::valid_peer_id(peer) {
-        return Err(format!(
-            "peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
-        ));
+        return Err(KeygenError::BadPeer(peer.to_owned()));
     }
     if let Some(l) = local.filter(|l| !agent_hub_host::config::valid_peer_id(l)) {
-        return Err(format!(
-            "local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
-        ));
+        return Err(KeygenError::BadLocal(l.to_owned()));
     }
     let mut key = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
-        .map_err(|e| format!("cannot read random bytes: {e}"))?;
+        .map_err(KeygenError::Random)?;
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    write_private(key_file, &format!("{hex}\n"))
-        .map_err(|e| format!("cannot write {}: {e}", key_file.display()))?;
+    write_private(key_file, &format!("{hex}\n")).map_err(|source| KeygenError::Write {
+        path: key_file.to_path_buf(),
+        source,
+    })?;
     let local = local.unwrap_or("THIS-HUB");
     say(format_args!(
         "wrote {} (mode 600)\n\n\

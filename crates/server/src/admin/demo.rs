@@ -11,9 +11,12 @@
 //! as a subprocess with argv only, so the demo does what a user typing the commands would.
 //! Refuses to change an existing folder's store: it says how instead.
 
-use super::roster::{self, Layout};
+use super::roster::{self, Layout, RosterError};
 use super::say;
-use agent_hub_host::config::{Config, StoreConfig};
+use super::token::TokenError;
+use agent_hub_host::config::{Config, ConfigError, StoreConfig};
+use agent_hub_host::roster_edit::RosterEditError;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -24,6 +27,204 @@ pub const DEFAULT_PORT: u16 = 24610;
 
 /// The two agents every demo has.
 pub const DEMO_AGENTS: [&str; 2] = ["orchestrator", "worker"];
+
+/// Why the demo could not be set up or finished. Errors of the layers below (config,
+/// roster, tokens) are shown in their own words.
+#[derive(Debug)]
+pub enum DemoError {
+    /// A folder could not be made private (the demo folder or its tokens folder).
+    Token(TokenError),
+    /// A path could not be resolved to an absolute one.
+    Resolve {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// This process has no working folder to start delegated tasks under.
+    NoWorkingFolder(std::io::Error),
+    /// The folder the demo was started from is not UTF-8 (TOML needs it to be).
+    StartedInNotUtf8,
+    /// The demo's config could not be read.
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The demo's config could not be written.
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A config was refused.
+    Config(ConfigError),
+    /// An existing demo's config was refused: which file.
+    ConfigAt { path: PathBuf, source: ConfigError },
+    /// `--memory` for an existing folder whose store is SQLite.
+    MemoryForSqlite { dir: PathBuf, config: PathBuf },
+    /// config.example.toml's `[store]` is not the one `kind = "memory"` line to replace.
+    ExampleStore,
+    /// The config has no top-level `port = N` line.
+    NoPortLine,
+    /// The rewritten config parsed with another port than the one written.
+    PortNotWritten,
+    /// The rewritten config differs from the old in more than its port.
+    MoreThanPort,
+    /// The roster or an identity could not be set up.
+    Roster(RosterError),
+    /// The roster could not be read to see who is on it.
+    RosterEdit(RosterEditError),
+    /// This binary's own path is unknown (to find `agent-hub` beside it).
+    CurrentExe(std::io::Error),
+    /// No `agent-hub` client beside this binary, at the path given.
+    NoClient(PathBuf),
+    /// `agent-hub <verb>` could not be started.
+    RunClient {
+        client: PathBuf,
+        verb: &'static str,
+        source: std::io::Error,
+    },
+    /// `agent-hub agents` failed; `stderr` is what it wrote (trimmed).
+    AgentsFailed { client: PathBuf, stderr: String },
+    /// `agent-hub agents --json` wrote something that is not its JSON.
+    AgentsOutput(serde_json::Error),
+}
+
+impl fmt::Display for DemoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DemoError::Token(e) => write!(f, "{e}"),
+            DemoError::Resolve { path, source } => {
+                write!(f, "cannot resolve {}: {source}", path.display())
+            }
+            DemoError::NoWorkingFolder(e) => write!(f, "no working folder: {e}"),
+            DemoError::StartedInNotUtf8 => {
+                write!(f, "the folder the demo was started from is not UTF-8")
+            }
+            DemoError::Read { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            DemoError::Write { path, source } => {
+                write!(f, "cannot write {}: {source}", path.display())
+            }
+            DemoError::Config(e) => write!(f, "{e}"),
+            DemoError::ConfigAt { path, source } => write!(f, "{}: {source}", path.display()),
+            DemoError::MemoryForSqlite { dir, config } => write!(
+                f,
+                "{} keeps its queues in SQLite ([store] in {}); --memory only chooses the store of a new demo folder: use another DIR, or edit [store] by hand",
+                dir.display(),
+                config.display()
+            ),
+            DemoError::ExampleStore => write!(
+                f,
+                "config.example.toml's [store] is not the one line the demo expects"
+            ),
+            DemoError::NoPortLine => write!(
+                f,
+                "the config has no top-level `port = N` line to rewrite; edit it by hand"
+            ),
+            DemoError::PortNotWritten => write!(
+                f,
+                "the rewritten config does not hold the new port; edit it by hand"
+            ),
+            DemoError::MoreThanPort => write!(
+                f,
+                "rewriting the port changed more than the port; edit it by hand"
+            ),
+            DemoError::Roster(e) => write!(f, "{e}"),
+            DemoError::RosterEdit(e) => write!(f, "{e}"),
+            DemoError::CurrentExe(e) => write!(f, "cannot find this binary: {e}"),
+            DemoError::NoClient(client) => write!(
+                f,
+                "--install needs the agent-hub client beside this binary, at {}",
+                client.display()
+            ),
+            DemoError::RunClient {
+                client,
+                verb,
+                source,
+            } => write!(f, "cannot run {} {verb}: {source}", client.display()),
+            DemoError::AgentsFailed { client, stderr } => {
+                write!(f, "{} agents failed: {stderr}", client.display())
+            }
+            DemoError::AgentsOutput(e) => {
+                write!(f, "cannot read the output of agent-hub agents --json: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DemoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DemoError::Token(e) => Some(e),
+            DemoError::Resolve { source, .. }
+            | DemoError::Read { source, .. }
+            | DemoError::Write { source, .. }
+            | DemoError::RunClient { source, .. } => Some(source),
+            DemoError::NoWorkingFolder(e) | DemoError::CurrentExe(e) => Some(e),
+            DemoError::Config(e) | DemoError::ConfigAt { source: e, .. } => Some(e),
+            DemoError::Roster(e) => Some(e),
+            DemoError::RosterEdit(e) => Some(e),
+            DemoError::AgentsOutput(e) => Some(e),
+            DemoError::StartedInNotUtf8
+            | DemoError::ExampleStore
+            | DemoError::NoPortLine
+            | DemoError::PortNotWritten
+            | DemoError::MoreThanPort
+            | DemoError::MemoryForSqlite { .. }
+            | DemoError::NoClient(_)
+            | DemoError::AgentsFailed { .. } => None,
+        }
+    }
+}
+
+impl From<TokenError> for DemoError {
+    fn from(e: TokenError) -> Self {
+        DemoError::Token(e)
+    }
+}
+
+impl From<ConfigError> for DemoError {
+    fn from(e: ConfigError) -> Self {
+        DemoError::Config(e)
+    }
+}
+
+impl From<RosterError> for DemoError {
+    fn from(e: RosterError) -> Self {
+        DemoError::Roster(e)
+    }
+}
+
+impl From<RosterEditError> for DemoError {
+    fn from(e: RosterEditError) -> Self {
+        DemoError::RosterEdit(e)
+    }
+}
+
+/// The demo's config written whole (mode 600), or the error naming it.
+fn write_config(path: &Path, text: &str) -> Result<(), DemoError> {
+    agent_hub_host::atomic_file::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| {
+        DemoError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// The demo's config read, or the error naming it.
+fn read_config(path: &Path) -> Result<String, DemoError> {
+    std::fs::read_to_string(path).map_err(|source| DemoError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// `path` resolved (symlinks and `..` gone), or the error naming it.
+fn resolve(path: &Path) -> Result<PathBuf, DemoError> {
+    std::fs::canonicalize(path).map_err(|source| DemoError::Resolve {
+        path: path.to_path_buf(),
+        source,
+    })
+}
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -49,10 +250,9 @@ pub struct Prepared {
 /// Before the hub starts: the folder, config and roster, the port rewritten when asked, and
 /// for `--install` an identity on the roster for each agent found (the hub must load them
 /// at startup).
-pub fn prepare(opts: &DemoOptions) -> Result<Prepared, String> {
+pub fn prepare(opts: &DemoOptions) -> Result<Prepared, DemoError> {
     super::token::private_dir(&opts.dir)?;
-    let dir = std::fs::canonicalize(&opts.dir)
-        .map_err(|e| format!("cannot resolve {}: {e}", opts.dir.display()))?;
+    let dir = resolve(&opts.dir)?;
     super::token::private_dir(&dir.join("tokens"))?;
     let config = dir.join("config.toml");
     if config.exists() {
@@ -61,7 +261,7 @@ pub fn prepare(opts: &DemoOptions) -> Result<Prepared, String> {
         create(&dir, &config, opts)?;
     }
     let layout = Layout::of(&config)?;
-    let parsed = Config::load(&config).map_err(|e| e.to_string())?;
+    let parsed = Config::load(&config)?;
     let store = match &parsed.store {
         StoreConfig::Memory => "in memory (queues end with the hub)".to_owned(),
         StoreConfig::Sqlite { path, .. } => {
@@ -82,12 +282,11 @@ pub fn prepare(opts: &DemoOptions) -> Result<Prepared, String> {
     })
 }
 
-fn create(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), String> {
+fn create(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), DemoError> {
     let port = opts.port.unwrap_or(DEFAULT_PORT);
-    let started_in = std::env::current_dir().map_err(|e| format!("no working folder: {e}"))?;
+    let started_in = std::env::current_dir().map_err(DemoError::NoWorkingFolder)?;
     let text = new_config_text(port, !opts.memory, &started_in)?;
-    agent_hub_host::atomic_file::write_atomic(config, text.as_bytes(), 0o600)
-        .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+    write_config(config, &text)?;
     let layout = Layout::of(config)?;
     for name in DEMO_AGENTS {
         roster::add(&layout, name)?;
@@ -96,21 +295,21 @@ fn create(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), String> {
     Ok(())
 }
 
-fn reuse(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), String> {
-    let text = std::fs::read_to_string(config)
-        .map_err(|e| format!("cannot read {}: {e}", config.display()))?;
-    let parsed = Config::parse(&text, dir).map_err(|e| format!("{}: {e}", config.display()))?;
+fn reuse(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), DemoError> {
+    let text = read_config(config)?;
+    let parsed = Config::parse(&text, dir).map_err(|source| DemoError::ConfigAt {
+        path: config.to_path_buf(),
+        source,
+    })?;
     if opts.memory && parsed.store != StoreConfig::Memory {
-        return Err(format!(
-            "{} keeps its queues in SQLite ([store] in {}); --memory only chooses the store of a new demo folder: use another DIR, or edit [store] by hand",
-            dir.display(),
-            config.display()
-        ));
+        return Err(DemoError::MemoryForSqlite {
+            dir: dir.to_path_buf(),
+            config: config.to_path_buf(),
+        });
     }
     if let Some(port) = opts.port.filter(|&p| p != parsed.port) {
         let new = set_port(&text, port, dir)?;
-        agent_hub_host::atomic_file::write_atomic(config, new.as_bytes(), 0o600)
-            .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+        write_config(config, &new)?;
         say(format_args!(
             "reusing the demo in {}; port changed from {} to {port} in {}",
             dir.display(),
@@ -130,15 +329,13 @@ fn reuse(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), String> {
 /// The demo's config: config.example.toml with the port, the store (SQLite in the folder
 /// unless `sqlite` is false) and a `[tasks]` table (delegated work runs in folders under
 /// the one the demo was started from, docs/delegation.md).
-pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<String, String> {
+pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<String, DemoError> {
     let example = include_str!("../../../../config.example.toml");
     let mut text = set_port(example, port, Path::new("/"))?;
     if sqlite {
         let memory = "\nkind = \"memory\"\n";
         if text.matches(memory).count() != 1 {
-            return Err(
-                "config.example.toml's [store] is not the one line the demo expects".into(),
-            );
+            return Err(DemoError::ExampleStore);
         }
         text = text.replacen(
             memory,
@@ -146,11 +343,8 @@ pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<Str
             1,
         );
     }
-    let root = std::fs::canonicalize(started_in)
-        .map_err(|e| format!("cannot resolve {}: {e}", started_in.display()))?;
-    let root = root
-        .to_str()
-        .ok_or("the folder the demo was started from is not UTF-8")?;
+    let root = resolve(started_in)?;
+    let root = root.to_str().ok_or(DemoError::StartedInNotUtf8)?;
     text.push_str(&format!(
         "\n# Written by `agent-hub-server demo`: delegated tasks may run in folders under the one\n# the demo was started from.\n[tasks]\ncwd_roots = [{}]\n",
         toml::Value::String(root.to_owned())
@@ -160,7 +354,7 @@ pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<Str
 
 /// `text` with its top-level `port = N` line given `port`, every other byte kept; checked
 /// by parsing both (relative paths against `base`): only the port may differ.
-pub fn set_port(text: &str, port: u16, base: &Path) -> Result<String, String> {
+pub fn set_port(text: &str, port: u16, base: &Path) -> Result<String, DemoError> {
     let mut out = String::with_capacity(text.len() + 8);
     let mut done = false;
     for line in text.split_inclusive('\n') {
@@ -189,41 +383,42 @@ pub fn set_port(text: &str, port: u16, base: &Path) -> Result<String, String> {
         out.push_str(line);
     }
     if !done {
-        return Err(
-            "the config has no top-level `port = N` line to rewrite; edit it by hand".into(),
-        );
+        return Err(DemoError::NoPortLine);
     }
-    let before = Config::parse(text, base).map_err(|e| e.to_string())?;
-    let mut after = Config::parse(&out, base).map_err(|e| e.to_string())?;
+    let before = Config::parse(text, base)?;
+    let mut after = Config::parse(&out, base)?;
     if after.port != port {
-        return Err("the rewritten config does not hold the new port; edit it by hand".into());
+        return Err(DemoError::PortNotWritten);
     }
     after.port = before.port;
     if after != before {
-        return Err("rewriting the port changed more than the port; edit it by hand".into());
+        return Err(DemoError::MoreThanPort);
     }
     Ok(out)
 }
 
 /// For `--install`: the installed agent CLIs (`agent-hub agents`), each given an identity
 /// of its own name on the roster (added when missing, reused when there).
-fn identities(layout: &Layout) -> Result<Vec<(String, String, PathBuf)>, String> {
+fn identities(layout: &Layout) -> Result<Vec<(String, String, PathBuf)>, DemoError> {
     let client = client_binary()?;
     let out = Command::new(&client)
         .args(["agents", "--json", "--no-version"])
         .output()
-        .map_err(|e| format!("cannot run {} agents: {e}", client.display()))?;
+        .map_err(|source| DemoError::RunClient {
+            client: client.clone(),
+            verb: "agents",
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "{} agents failed: {}",
-            client.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(DemoError::AgentsFailed {
+            client,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
     }
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("cannot read the output of agent-hub agents --json: {e}"))?;
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).map_err(DemoError::AgentsOutput)?;
     let text = std::fs::read_to_string(&layout.roster).unwrap_or_default();
-    let on_roster = agent_hub_host::roster_edit::entries(&text).map_err(|e| e.to_string())?;
+    let on_roster = agent_hub_host::roster_edit::entries(&text)?;
     let mut found = Vec::new();
     for row in rows {
         let (Some(agent), Some(true)) = (row["name"].as_str(), row["installed"].as_bool()) else {
@@ -258,31 +453,24 @@ fn identities(layout: &Layout) -> Result<Vec<(String, String, PathBuf)>, String>
 }
 
 /// `agent-hub` beside this binary: the client the demo's agents run.
-fn client_binary() -> Result<PathBuf, String> {
-    let me = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+fn client_binary() -> Result<PathBuf, DemoError> {
+    let me = std::env::current_exe().map_err(DemoError::CurrentExe)?;
     let client = me.with_file_name("agent-hub");
     if client.is_file() {
         Ok(client)
     } else {
-        Err(format!(
-            "--install needs the agent-hub client beside this binary, at {}",
-            client.display()
-        ))
+        Err(DemoError::NoClient(client))
     }
 }
 
 /// After the bind: the port the hub got stored in the config, the agents installed, and
 /// the commands to type next.
-pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), String> {
-    let text = std::fs::read_to_string(&p.config)
-        .map_err(|e| format!("cannot read {}: {e}", p.config.display()))?;
-    let stored = Config::parse(&text, &p.dir)
-        .map_err(|e| e.to_string())?
-        .port;
+pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), DemoError> {
+    let text = read_config(&p.config)?;
+    let stored = Config::parse(&text, &p.dir)?.port;
     if stored != bound {
         let new = set_port(&text, bound, &p.dir)?;
-        agent_hub_host::atomic_file::write_atomic(&p.config, new.as_bytes(), 0o600)
-            .map_err(|e| format!("cannot write {}: {e}", p.config.display()))?;
+        write_config(&p.config, &new)?;
         say(format_args!(
             "stored port {bound} (the one the hub got) in {}",
             p.config.display()
@@ -303,7 +491,11 @@ pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), String> {
                 .arg("--port")
                 .arg(bound.to_string())
                 .output()
-                .map_err(|e| format!("cannot run {} install: {e}", client.display()))?;
+                .map_err(|source| DemoError::RunClient {
+                    client: client.clone(),
+                    verb: "install",
+                    source,
+                })?;
             for line in String::from_utf8_lossy(&out.stdout).lines() {
                 say(format_args!("  {line}"));
             }
@@ -383,7 +575,10 @@ mod tests {
         assert_eq!(out, text.replace("port = 46110 ", "port = 24610 "));
         let out = set_port(&out, 0, Path::new("/")).unwrap();
         assert!(out.contains("\nport = 0   # the port\n"), "{out}");
-        assert!(set_port("[store]\nport = 5\n", 1, Path::new("/")).is_err());
+        assert!(matches!(
+            set_port("[store]\nport = 5\n", 1, Path::new("/")),
+            Err(DemoError::NoPortLine)
+        ));
     }
 
     #[test]

@@ -9,15 +9,136 @@
 //! Two commands on one roster at once take turns on a lock file in the tokens folder, so
 //! neither loses the other's edit. Refuses to print a token: output names files.
 
-use super::running::{self, Reload};
+use super::running::{self, Reload, ReloadError};
 use super::say;
-use super::token;
-use agent_hub_host::config::Config;
-use agent_hub_host::{roster_edit, token_file};
+use super::token::{self, TokenError};
+use agent_hub_host::config::{Config, ConfigError};
+use agent_hub_host::roster_edit::{self, RosterEditError};
+use agent_hub_host::token_file::{self, TokenFileError};
+use std::fmt;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// Why a roster command failed. The layers below (config, roster editor, token files, the
+/// reload) already say what went wrong in their own words; those are shown as they are.
+#[derive(Debug)]
+pub enum RosterError {
+    /// The hub's config was refused.
+    Config(ConfigError),
+    /// The roster file exists but could not be read.
+    ReadRoster {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The edited roster could not be written.
+    WriteRoster {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The tokens folder or a new token could not be made.
+    Token(TokenError),
+    /// The lock file could not be opened.
+    OpenLock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// flock(2) on the lock file failed.
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The roster editor refused the name or the edit.
+    Edit(RosterEditError),
+    /// `roster add` found a token file for the new name already there.
+    TokenFileExists(PathBuf),
+    /// A token file could not be written.
+    TokenFile(TokenFileError),
+    /// The running hub could not be asked to reload.
+    Reload(ReloadError),
+    /// The running hub refused the new roster; `says` is its service-log line's text.
+    HubRefused { pid: u32, says: String },
+}
+
+impl fmt::Display for RosterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RosterError::Config(e) => write!(f, "{e}"),
+            RosterError::ReadRoster { path, source } => {
+                write!(f, "cannot read roster {}: {source}", path.display())
+            }
+            RosterError::WriteRoster { path, source } => {
+                write!(f, "cannot write roster {}: {source}", path.display())
+            }
+            RosterError::Token(e) => write!(f, "{e}"),
+            RosterError::OpenLock { path, source } => {
+                write!(f, "cannot open lock file {}: {source}", path.display())
+            }
+            RosterError::Lock { path, source } => {
+                write!(f, "cannot lock {}: {source}", path.display())
+            }
+            RosterError::Edit(e) => write!(f, "{e}"),
+            RosterError::TokenFileExists(file) => write!(
+                f,
+                "token file {} already exists (left from an earlier agent?); remove it or pick another name",
+                file.display()
+            ),
+            RosterError::TokenFile(e) => write!(f, "{e}"),
+            RosterError::Reload(e) => write!(f, "{e}"),
+            RosterError::HubRefused { pid, says } => {
+                write!(f, "the hub (pid {pid}) says: {says}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RosterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RosterError::Config(e) => Some(e),
+            RosterError::ReadRoster { source, .. }
+            | RosterError::WriteRoster { source, .. }
+            | RosterError::OpenLock { source, .. }
+            | RosterError::Lock { source, .. } => Some(source),
+            RosterError::Token(e) => Some(e),
+            RosterError::Edit(e) => Some(e),
+            RosterError::TokenFile(e) => Some(e),
+            RosterError::Reload(e) => Some(e),
+            RosterError::TokenFileExists(_) | RosterError::HubRefused { .. } => None,
+        }
+    }
+}
+
+impl From<ConfigError> for RosterError {
+    fn from(e: ConfigError) -> Self {
+        RosterError::Config(e)
+    }
+}
+
+impl From<TokenError> for RosterError {
+    fn from(e: TokenError) -> Self {
+        RosterError::Token(e)
+    }
+}
+
+impl From<RosterEditError> for RosterError {
+    fn from(e: RosterEditError) -> Self {
+        RosterError::Edit(e)
+    }
+}
+
+impl From<TokenFileError> for RosterError {
+    fn from(e: TokenFileError) -> Self {
+        RosterError::TokenFile(e)
+    }
+}
+
+impl From<ReloadError> for RosterError {
+    fn from(e: ReloadError) -> Self {
+        RosterError::Reload(e)
+    }
+}
 
 /// The files a roster command works on, from the hub's config.
 #[derive(Debug, Clone)]
@@ -31,8 +152,8 @@ pub struct Layout {
 
 impl Layout {
     /// Reads the config as the hub would (so a config the hub refuses is refused here too).
-    pub fn of(config: &Path) -> Result<Layout, String> {
-        let c = Config::load(config).map_err(|e| e.to_string())?;
+    pub fn of(config: &Path) -> Result<Layout, RosterError> {
+        let c = Config::load(config)?;
         // Writes go to the file a symlinked roster points at, not over the link.
         let roster = std::fs::canonicalize(&c.roster_path).unwrap_or(c.roster_path);
         let dir = roster
@@ -55,7 +176,7 @@ impl Layout {
 }
 
 /// The roster's text and mode; missing reads as empty (a roster being started).
-fn read_roster(path: &Path) -> Result<(String, Option<u32>), String> {
+fn read_roster(path: &Path) -> Result<(String, Option<u32>), RosterError> {
     match std::fs::read_to_string(path) {
         Ok(t) => {
             let mode = std::fs::metadata(path)
@@ -64,13 +185,20 @@ fn read_roster(path: &Path) -> Result<(String, Option<u32>), String> {
             Ok((t, mode))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((String::new(), None)),
-        Err(e) => Err(format!("cannot read roster {}: {e}", path.display())),
+        Err(source) => Err(RosterError::ReadRoster {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
-fn write_roster(path: &Path, text: &str) -> Result<(), String> {
-    agent_hub_host::atomic_file::write_atomic(path, text.as_bytes(), 0o600)
-        .map_err(|e| format!("cannot write roster {}: {e}", path.display()))
+fn write_roster(path: &Path, text: &str) -> Result<(), RosterError> {
+    agent_hub_host::atomic_file::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| {
+        RosterError::WriteRoster {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// An exclusive lock on `tokens/.roster.lock`, held until dropped.
@@ -78,7 +206,7 @@ struct Lock {
     _file: File,
 }
 
-fn lock(layout: &Layout) -> Result<Lock, String> {
+fn lock(layout: &Layout) -> Result<Lock, RosterError> {
     token::private_dir(&layout.tokens)?;
     let path = layout.tokens.join(".roster.lock");
     let f = std::fs::OpenOptions::new()
@@ -87,14 +215,16 @@ fn lock(layout: &Layout) -> Result<Lock, String> {
         .write(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|e| format!("cannot open lock file {}: {e}", path.display()))?;
+        .map_err(|source| RosterError::OpenLock {
+            path: path.clone(),
+            source,
+        })?;
     // SAFETY: flock on a descriptor this function owns; it blocks until the lock is ours.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(format!(
-            "cannot lock {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        ));
+        return Err(RosterError::Lock {
+            path,
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(Lock { _file: f })
 }
@@ -109,20 +239,17 @@ fn note_mode(path: &Path, mode: Option<u32>) {
 }
 
 /// `roster add NAME`: a new token file and roster line. Returns the token file.
-pub fn add(layout: &Layout, name: &str) -> Result<PathBuf, String> {
-    roster_edit::check_name(name).map_err(|e| e.to_string())?;
+pub fn add(layout: &Layout, name: &str) -> Result<PathBuf, RosterError> {
+    roster_edit::check_name(name)?;
     let _lock = lock(layout)?;
     let (text, mode) = read_roster(&layout.roster)?;
     let file = layout.token_file(name);
     let token = token::random_token()?;
-    let edited = roster_edit::add(&text, name, &token).map_err(|e| e.to_string())?;
+    let edited = roster_edit::add(&text, name, &token)?;
     if file.exists() {
-        return Err(format!(
-            "token file {} already exists (left from an earlier agent?); remove it or pick another name",
-            file.display()
-        ));
+        return Err(RosterError::TokenFileExists(file));
     }
-    token_file::write(&file, &token).map_err(|e| e.to_string())?;
+    token_file::write(&file, &token)?;
     if let Err(e) = write_roster(&layout.roster, &edited) {
         let _ = std::fs::remove_file(&file);
         return Err(e);
@@ -133,11 +260,11 @@ pub fn add(layout: &Layout, name: &str) -> Result<PathBuf, String> {
 
 /// `roster remove NAME`: its line, and its token file when it holds that agent's token.
 /// Returns what became of the token file, for the message.
-pub fn remove(layout: &Layout, name: &str) -> Result<String, String> {
+pub fn remove(layout: &Layout, name: &str) -> Result<String, RosterError> {
     let _lock = lock(layout)?;
     let (text, mode) = read_roster(&layout.roster)?;
-    let old = roster_edit::entries(&text).map_err(|e| e.to_string())?;
-    let edited = roster_edit::remove(&text, name).map_err(|e| e.to_string())?;
+    let old = roster_edit::entries(&text)?;
+    let edited = roster_edit::remove(&text, name)?;
     write_roster(&layout.roster, &edited)?;
     note_mode(&layout.roster, mode);
     let file = layout.token_file(name);
@@ -156,14 +283,14 @@ pub fn remove(layout: &Layout, name: &str) -> Result<String, String> {
 }
 
 /// `roster rotate NAME`: a new token in its token file and its roster line.
-pub fn rotate(layout: &Layout, name: &str) -> Result<PathBuf, String> {
+pub fn rotate(layout: &Layout, name: &str) -> Result<PathBuf, RosterError> {
     let _lock = lock(layout)?;
     let (text, mode) = read_roster(&layout.roster)?;
     let token = token::random_token()?;
-    let edited = roster_edit::set_token(&text, name, &token).map_err(|e| e.to_string())?;
+    let edited = roster_edit::set_token(&text, name, &token)?;
     let file = layout.token_file(name);
     let before = std::fs::read(&file).ok();
-    token_file::write(&file, &token).map_err(|e| e.to_string())?;
+    token_file::write(&file, &token)?;
     if let Err(e) = write_roster(&layout.roster, &edited) {
         // Put the old token back, so the agent still matches the roster in force.
         match before {
@@ -181,9 +308,9 @@ pub fn rotate(layout: &Layout, name: &str) -> Result<PathBuf, String> {
 }
 
 /// `roster list`: names, each with its token file when there is one. Never tokens.
-pub fn list(layout: &Layout) -> Result<(), String> {
+pub fn list(layout: &Layout) -> Result<(), RosterError> {
     let (text, _) = read_roster(&layout.roster)?;
-    let entries = roster_edit::entries(&text).map_err(|e| e.to_string())?;
+    let entries = roster_edit::entries(&text)?;
     if entries.is_empty() {
         say(format_args!("{}: no agents", layout.roster.display()));
     }
@@ -205,7 +332,7 @@ pub fn list(layout: &Layout) -> Result<(), String> {
 
 /// Asks the running hub to reload (unless `send` is false) and says what happened and what
 /// to do next. Err when the hub refused the new roster.
-pub fn reload_and_report(layout: &Layout, send: bool) -> Result<(), String> {
+pub fn reload_and_report(layout: &Layout, send: bool) -> Result<(), RosterError> {
     match running::reload(&layout.config, &layout.service_log, send)? {
         Reload::NoHub => say(format_args!(
             "no running hub found for {}; a hub started from it reads the new roster. A hub running elsewhere picks it up with: kill -HUP <pid of agent-hub-server>",
@@ -230,7 +357,10 @@ pub fn reload_and_report(layout: &Layout, send: bool) -> Result<(), String> {
             // `<ts> <LEVEL> <text>`: the text is the hub's own words.
             let what = line.splitn(3, ' ').nth(2).unwrap_or(line.as_str());
             if running::refused(&line) {
-                return Err(format!("the hub (pid {pid}) says: {what}"));
+                return Err(RosterError::HubRefused {
+                    pid,
+                    says: what.to_owned(),
+                });
             }
             say(format_args!("the hub (pid {pid}) says: {what}"));
         }
@@ -239,7 +369,7 @@ pub fn reload_and_report(layout: &Layout, send: bool) -> Result<(), String> {
 }
 
 /// The whole `roster add` command: the edit, the reload, the next steps.
-pub fn add_command(layout: &Layout, name: &str, send: bool) -> Result<(), String> {
+pub fn add_command(layout: &Layout, name: &str, send: bool) -> Result<(), RosterError> {
     let file = add(layout, name)?;
     say(format_args!(
         "added {name:?} to {}; its token is in {} (mode 600)",
@@ -258,7 +388,7 @@ pub fn add_command(layout: &Layout, name: &str, send: bool) -> Result<(), String
     Ok(())
 }
 
-pub fn remove_command(layout: &Layout, name: &str, send: bool) -> Result<(), String> {
+pub fn remove_command(layout: &Layout, name: &str, send: bool) -> Result<(), RosterError> {
     let token_note = remove(layout, name)?;
     say(format_args!(
         "removed {name:?} from {}; {token_note}",
@@ -271,7 +401,7 @@ pub fn remove_command(layout: &Layout, name: &str, send: bool) -> Result<(), Str
     Ok(())
 }
 
-pub fn rotate_command(layout: &Layout, name: &str, send: bool) -> Result<(), String> {
+pub fn rotate_command(layout: &Layout, name: &str, send: bool) -> Result<(), RosterError> {
     let file = rotate(layout, name)?;
     say(format_args!(
         "new token for {name:?} in {} (mode 600) and {}",

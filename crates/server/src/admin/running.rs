@@ -12,6 +12,7 @@
 //! unit-tested; the rest is IO. Refuses to signal any process that does not pass all of
 //! those checks.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -167,9 +168,34 @@ pub enum Reload {
     Sent { pid: u32, line: Option<String> },
 }
 
+/// Why a reload request could not be made.
+#[derive(Debug)]
+pub enum ReloadError {
+    /// kill(2) failed (the hub exited since it was found, or is not ours to signal).
+    Signal { pid: u32, source: std::io::Error },
+}
+
+impl fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReloadError::Signal { pid, source } => {
+                write!(f, "cannot send SIGHUP to the hub (pid {pid}): {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReloadError::Signal { source, .. } => Some(source),
+        }
+    }
+}
+
 /// Sends SIGHUP to the hub running from `config` and waits (bounded) for its service-log
 /// line saying the roster was reloaded or refused.
-pub fn reload(config: &Path, service_log: &Path, send: bool) -> Result<Reload, String> {
+pub fn reload(config: &Path, service_log: &Path, send: bool) -> Result<Reload, ReloadError> {
     let pids = hubs_for(config, Some(service_log));
     let Some(&pid) = pids.first() else {
         return Ok(Reload::NoHub);
@@ -181,10 +207,10 @@ pub fn reload(config: &Path, service_log: &Path, send: bool) -> Result<Reload, S
     // SAFETY: kill(2) with a pid read from /proc and a valid signal number; a process that
     // exited since only makes it fail (ESRCH), which is reported.
     if unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) } != 0 {
-        return Err(format!(
-            "cannot send SIGHUP to the hub (pid {pid}): {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(ReloadError::Signal {
+            pid,
+            source: std::io::Error::last_os_error(),
+        });
     }
     let deadline = Instant::now() + RELOAD_WAIT;
     loop {
