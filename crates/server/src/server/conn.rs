@@ -202,8 +202,11 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_connection_costs_the_server_at_most_128_bytes_inline() {
+        // The bound is the release build's (what ships). With debug assertions mio's
+        // `IoSource` also keeps the id of its registry, 8 bytes more per socket.
+        let bound = if cfg!(debug_assertions) { 136 } else { 128 };
         assert!(
-            std::mem::size_of::<Conn>() <= 128,
+            std::mem::size_of::<Conn>() <= bound,
             "server::conn::Conn is {} bytes",
             std::mem::size_of::<Conn>()
         );
