@@ -269,7 +269,9 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
             key_file,
             local,
         } => keygen(&peer, &key_file, local.as_deref()),
-        RelayCommand::Peers { config } => agent_hub_host::relay_status::print_peers(&config),
+        RelayCommand::Peers { config } => {
+            agent_hub_host::relay_status::print_peers(&config).map_err(|e| e.to_string())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,7 +52,9 @@ impl Fetcher {
         let hub = self.hub();
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
-                agent_hub_host::relay_status::read_status(&p).map(|s| LinkView::from_status(&s))
+                agent_hub_host::relay_status::read_status(&p)
+                    .map(|s| LinkView::from_status(&s))
+                    .map_err(|e| e.to_string())
             })
         });
         Snapshot {
@@ -79,7 +81,7 @@ pub fn run(o: Options) -> Result<bool, String> {
         status_path: o
             .config
             .as_ref()
-            .map(|c| agent_hub_host::relay_status::status_path_of(c)),
+            .map(|c| agent_hub_host::relay_status::status_path_of(c).map_err(|e| e.to_string())),
     };
     let mut ctx = Context {
         port: o.endpoint.port,
