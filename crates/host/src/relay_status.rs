@@ -191,29 +191,68 @@ pub fn write_status(path: &Path, status: &RelayStatus) -> std::io::Result<()> {
     crate::atomic_file::write_atomic(path, text.as_bytes(), 0o600)
 }
 
+/// Why the relay status file cannot be found or read (`relay peers`, `agent-hub top
+/// --config`).
+#[derive(Debug)]
+pub enum StatusFileError {
+    /// The hub's config would not load: its own message.
+    Config(crate::config::ConfigError),
+    /// The config has no `[relay]` table, so no status file.
+    NoRelay(PathBuf),
+    /// The status file could not be read (a hub that is not running has not written it).
+    Unreadable(PathBuf, std::io::Error),
+    /// The file is not the JSON of a `RelayStatus`.
+    NotStatus(PathBuf, serde_json::Error),
+}
+
+impl std::fmt::Display for StatusFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusFileError::Config(e) => write!(f, "{e}"),
+            StatusFileError::NoRelay(config) => {
+                write!(f, "{} has no [relay] table", config.display())
+            }
+            StatusFileError::Unreadable(path, e) => write!(
+                f,
+                "cannot read {}: {e} (is the hub running with this config?)",
+                path.display()
+            ),
+            StatusFileError::NotStatus(path, e) => {
+                write!(f, "{} is not a relay status file: {e}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StatusFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StatusFileError::Config(e) => Some(e),
+            StatusFileError::NoRelay(_) => None,
+            StatusFileError::Unreadable(_, e) => Some(e),
+            StatusFileError::NotStatus(_, e) => Some(e),
+        }
+    }
+}
+
 /// Where the hub configured at `config_path` keeps its status file.
-pub fn status_path_of(config_path: &Path) -> Result<PathBuf, String> {
-    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+pub fn status_path_of(config_path: &Path) -> Result<PathBuf, StatusFileError> {
+    let config = Config::load(config_path).map_err(StatusFileError::Config)?;
     config
         .relay
         .map(|r| r.status_path)
-        .ok_or_else(|| format!("{} has no [relay] table", config_path.display()))
+        .ok_or_else(|| StatusFileError::NoRelay(config_path.to_owned()))
 }
 
 /// Reads the status file at `path` (`relay peers`, and `agent-hub top --config`).
-pub fn read_status(path: &Path) -> Result<RelayStatus, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "cannot read {}: {e} (is the hub running with this config?)",
-            path.display()
-        )
-    })?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a relay status file: {e}", path.display()))
+pub fn read_status(path: &Path) -> Result<RelayStatus, StatusFileError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| StatusFileError::Unreadable(path.to_owned(), e))?;
+    serde_json::from_str(&text).map_err(|e| StatusFileError::NotStatus(path.to_owned(), e))
 }
 
 /// `agent-hub-server relay peers --config PATH`: reads the status file the hub keeps.
-pub fn print_peers(config_path: &Path) -> Result<(), String> {
+pub fn print_peers(config_path: &Path) -> Result<(), StatusFileError> {
     let status = read_status(&status_path_of(config_path)?)?;
     // Peers chose some of these strings (a close reason may quote what a peer sent): the one
     // sanitiser keeps their control characters off the operator's terminal.

@@ -252,7 +252,7 @@ fn sandbox_line(mode: agent_hub_host::sandbox::Mode, path_var: &str) -> (String,
         }
         Err(e) => (
             format!("delegated tasks: no sandbox works here (tasks.sandbox = \"{tag}\"): the hub would not start"),
-            Some(e),
+            Some(e.to_string()),
         ),
     }
 }
@@ -515,12 +515,12 @@ fn identity_for(
         port: who.port,
     };
     if let Err(e) = id.validate() {
-        return fail(r, e);
+        return fail(r, e.to_string());
     }
     let exact = matches!(who.tokens, TokenRule::Exact(_));
     if !exact {
         if let Err(e) = identity::check_name(&name) {
-            return fail(r, e);
+            return fail(r, e.to_string());
         }
     }
     let exists = std::fs::metadata(&token).is_ok();
@@ -550,7 +550,7 @@ fn identity_for(
             } else {
                 let server = match identity::server_binary() {
                     Ok(s) => s,
-                    Err(e) => return fail(r, e),
+                    Err(e) => return fail(r, e.to_string()),
                 };
                 match identity::roster_add(&server, &name, hub) {
                     Ok(lines) => {
@@ -567,7 +567,7 @@ fn identity_for(
                         for l in identity::operator_steps(&name, &token, Some(&hub.config)) {
                             let _ = writeln!(r.stdout, "  operator: {l}");
                         }
-                        return fail(r, e);
+                        return fail(r, e.to_string());
                     }
                 }
             }

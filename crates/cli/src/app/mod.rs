@@ -749,7 +749,8 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
             config: a.config,
         },
         &env.home,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let dirs = match a.integrations_dir {
         Some(d) => vec![d],
         None => agents::default_integrations_dirs(),

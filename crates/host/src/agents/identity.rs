@@ -13,14 +13,127 @@
 //! operator must do. Roster editing itself is the server's (`agent-hub-server roster`);
 //! nothing here writes a roster or a token.
 
+use crate::config::ConfigError;
+use crate::roster_edit::RosterEditError;
 use std::ffi::OsString;
-use std::fmt::Write as _;
+use std::fmt;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 /// Longest agent name, as `agent-hub-server roster add` accepts it (docs/operations.md
 /// "Changing the roster").
 pub use crate::roster_edit::MAX_NAME_CHARS;
+
+/// Why install's identities cannot be worked out, or a missing one not added to the roster.
+#[derive(Debug)]
+pub enum IdentityError {
+    /// A path given on the command line could not be made absolute.
+    Absolute(PathBuf, io::Error),
+    /// The hub config named with `--config` would not load.
+    Config(PathBuf, ConfigError),
+    /// The hub config would not load when read again for its port.
+    HubConfig(ConfigError),
+    /// This binary's own path could not be found (for the `--command` default).
+    CurrentExe(io::Error),
+    /// This binary's path could not be found (to find `agent-hub-server` beside it).
+    ServerBinary(io::Error),
+    /// The command's path is not UTF-8, so no config file can hold it.
+    NotUtf8(PathBuf),
+    /// The hub config has `port = 0` and no `--port` was given.
+    PortZero(PathBuf),
+    /// Neither `--port` nor `--config`.
+    PortRequired,
+    /// `--token-file` with several agents.
+    TokenFileWithSeveral,
+    /// A name `roster add` would refuse.
+    Name(RosterEditError),
+    /// `agent-hub-server` could not be run.
+    RunServer(PathBuf, io::Error),
+    /// `roster add` failed: its exit status and its output lines.
+    RosterAddFailed {
+        server: PathBuf,
+        name: String,
+        status: ExitStatus,
+        lines: Vec<String>,
+    },
+    /// `roster add` succeeded but the token file it writes is not there.
+    TokenFileMissing {
+        server: PathBuf,
+        name: String,
+        file: PathBuf,
+    },
+}
+
+impl fmt::Display for IdentityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdentityError::Absolute(p, e) => write!(f, "{}: {e}", p.display()),
+            IdentityError::Config(p, e) => write!(f, "--config {}: {e}", p.display()),
+            IdentityError::HubConfig(e) => write!(f, "{e}"),
+            IdentityError::CurrentExe(e) => {
+                write!(f, "cannot find this binary's path (pass --command): {e}")
+            }
+            IdentityError::ServerBinary(e) => write!(f, "cannot find this binary: {e}"),
+            IdentityError::NotUtf8(p) => write!(f, "{} is not UTF-8", p.display()),
+            IdentityError::PortZero(config) => write!(
+                f,
+                "{} has port = 0 (the kernel picks one at each start): pass --port with the port the hub got",
+                config.display()
+            ),
+            IdentityError::PortRequired => f.write_str("--port is required without --config"),
+            IdentityError::TokenFileWithSeveral => f.write_str(
+                "--token-file names one agent's token; with several agents each gets its own <name>.token (use --token-dir DIR or --config PATH)",
+            ),
+            IdentityError::Name(e) => write!(f, "{e}"),
+            IdentityError::RunServer(server, e) => {
+                write!(f, "cannot run {}: {e}", server.display())
+            }
+            IdentityError::RosterAddFailed {
+                server,
+                name,
+                status,
+                lines,
+            } => {
+                write!(
+                    f,
+                    "{} roster add {name} failed ({status})",
+                    server.display()
+                )?;
+                for l in lines {
+                    write!(f, "\n    {l}")?;
+                }
+                Ok(())
+            }
+            IdentityError::TokenFileMissing { server, name, file } => write!(
+                f,
+                "{} roster add {name} succeeded but {} does not exist",
+                server.display(),
+                file.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IdentityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IdentityError::Absolute(_, e)
+            | IdentityError::CurrentExe(e)
+            | IdentityError::ServerBinary(e)
+            | IdentityError::RunServer(_, e) => Some(e),
+            IdentityError::Config(_, e) | IdentityError::HubConfig(e) => Some(e),
+            IdentityError::Name(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<RosterEditError> for IdentityError {
+    fn from(e: RosterEditError) -> Self {
+        IdentityError::Name(e)
+    }
+}
 
 /// How the chosen agents' names are made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,11 +180,11 @@ pub struct HubRoster {
 
 impl HubRoster {
     /// Reads the config at `config` as the server would; `roster_path` decides where tokens are.
-    pub fn of(config: &Path) -> Result<HubRoster, String> {
-        let config =
-            std::path::absolute(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    pub fn of(config: &Path) -> Result<HubRoster, IdentityError> {
+        let config = std::path::absolute(config)
+            .map_err(|e| IdentityError::Absolute(config.to_owned(), e))?;
         let cfg = crate::config::Config::load(&config)
-            .map_err(|e| format!("--config {}: {e}", config.display()))?;
+            .map_err(|e| IdentityError::Config(config.clone(), e))?;
         let dir = cfg
             .roster_path
             .parent()
@@ -118,8 +231,8 @@ pub fn token_for(rule: &TokenRule, name: &str) -> PathBuf {
 /// A name that can be a roster entry, a token file's name and an argv word: the rule
 /// `agent-hub-server roster add` applies (`roster_edit::check_name`), so install refuses
 /// exactly what the roster would.
-pub fn check_name(name: &str) -> Result<(), String> {
-    crate::roster_edit::check_name(name).map_err(|e| e.to_string())
+pub fn check_name(name: &str) -> Result<(), RosterEditError> {
+    crate::roster_edit::check_name(name)
 }
 
 /// What `agent-hub install` was told about identities, as given on its command line.
@@ -141,45 +254,36 @@ pub struct IdentityArgs {
 /// port (from `--port`, else the hub's config, never its `port = 0`), one name per agent when
 /// there are several, and where each token comes from. `home` is the user's home, where the
 /// default token folder lies.
-pub fn resolve_identities(a: IdentityArgs, home: &Path) -> Result<Identities, String> {
+pub fn resolve_identities(a: IdentityArgs, home: &Path) -> Result<Identities, IdentityError> {
     let command = match a.command {
         Some(c) => c,
-        None => std::env::current_exe()
-            .map_err(|e| format!("cannot find this binary's path (pass --command): {e}"))?,
+        None => std::env::current_exe().map_err(IdentityError::CurrentExe)?,
     };
-    let abs = |p: &Path| -> Result<PathBuf, String> {
-        std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+    let abs = |p: &Path| -> Result<PathBuf, IdentityError> {
+        std::path::absolute(p).map_err(|e| IdentityError::Absolute(p.to_owned(), e))
     };
     let command = abs(&command)?
         .to_str()
         .map(str::to_owned)
-        .ok_or_else(|| format!("{} is not UTF-8", command.display()))?;
+        .ok_or_else(|| IdentityError::NotUtf8(command.clone()))?;
     let hub = a.config.as_deref().map(HubRoster::of).transpose()?;
     let port = match (a.port, &hub) {
         (Some(p), _) => p,
         (None, Some(h)) => {
-            let cfg = crate::config::Config::load(&h.config).map_err(|e| e.to_string())?;
+            let cfg = crate::config::Config::load(&h.config).map_err(IdentityError::HubConfig)?;
             if cfg.port == 0 {
-                return Err(format!(
-                    "{} has port = 0 (the kernel picks one at each start): pass --port with the port the hub got",
-                    h.config.display()
-                ));
+                return Err(IdentityError::PortZero(h.config.clone()));
             }
             cfg.port
         }
-        (None, None) => return Err("--port is required without --config".into()),
+        (None, None) => return Err(IdentityError::PortRequired),
     };
     let names = match (a.name, a.several) {
         (Some(n), false) => NameRule::Exact(n),
         (base, _) => NameRule::PerAgent { base },
     };
     let tokens = match (a.token_file, a.token_dir, hub) {
-        (Some(_), _, _) if a.several => {
-            return Err(
-                "--token-file names one agent's token; with several agents each gets its own <name>.token (use --token-dir DIR or --config PATH)"
-                    .into(),
-            )
-        }
+        (Some(_), _, _) if a.several => return Err(IdentityError::TokenFileWithSeveral),
         (Some(f), _, _) => TokenRule::Exact(abs(&f)?),
         (None, _, Some(h)) => TokenRule::Hub(h),
         (None, Some(d), None) => TokenRule::Dir(abs(&d)?),
@@ -194,8 +298,8 @@ pub fn resolve_identities(a: IdentityArgs, home: &Path) -> Result<Identities, St
 }
 
 /// `agent-hub-server` beside the running binary (where a release and `cargo build` put it).
-pub fn server_binary() -> Result<PathBuf, String> {
-    let me = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+pub fn server_binary() -> Result<PathBuf, IdentityError> {
+    let me = std::env::current_exe().map_err(IdentityError::ServerBinary)?;
     Ok(me.with_file_name("agent-hub-server"))
 }
 
@@ -212,36 +316,37 @@ pub fn roster_add_argv(name: &str, config: &Path) -> Vec<OsString> {
 
 /// Runs `roster add` for `name` (checked first). Returns its output lines (it prints no
 /// token); an error holds its output too, so the user sees why.
-pub fn roster_add(server: &Path, name: &str, hub: &HubRoster) -> Result<Vec<String>, String> {
+pub fn roster_add(
+    server: &Path,
+    name: &str,
+    hub: &HubRoster,
+) -> Result<Vec<String>, IdentityError> {
     check_name(name)?;
     let out = Command::new(server)
         .args(roster_add_argv(name, &hub.config))
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", server.display()))?;
+        .map_err(|e| IdentityError::RunServer(server.to_owned(), e))?;
     let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .chain(String::from_utf8_lossy(&out.stderr).lines())
         .map(str::to_owned)
         .collect();
     if !out.status.success() {
-        return Err(format!(
-            "{} roster add {name} failed ({}){}",
-            server.display(),
-            out.status,
-            lines.iter().fold(String::new(), |mut s, l| {
-                let _ = write!(s, "\n    {l}");
-                s
-            })
-        ));
+        return Err(IdentityError::RosterAddFailed {
+            server: server.to_owned(),
+            name: name.to_owned(),
+            status: out.status,
+            lines,
+        });
     }
     let file = hub.tokens.join(format!("{name}.token"));
     if !file.is_file() {
-        return Err(format!(
-            "{} roster add {name} succeeded but {} does not exist",
-            server.display(),
-            file.display()
-        ));
+        return Err(IdentityError::TokenFileMissing {
+            server: server.to_owned(),
+            name: name.to_owned(),
+            file,
+        });
     }
     Ok(lines)
 }

@@ -453,15 +453,36 @@ fn argv_err(key: String, e: ArgvError) -> (String, String) {
     (key, e.to_string())
 }
 
-fn check_display(s: &str) -> Result<(), String> {
+/// Why a manifest's `display` name is refused (the problem text after the key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DisplayError {
+    Empty,
+    /// More than `MAX_DISPLAY_CHARS` characters.
+    TooLong,
+    Control(char),
+}
+
+impl fmt::Display for DisplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DisplayError::Empty => f.write_str("is empty"),
+            DisplayError::TooLong => write!(f, "is longer than {MAX_DISPLAY_CHARS} characters"),
+            DisplayError::Control(c) => write!(f, "holds the control character {c:?}"),
+        }
+    }
+}
+
+impl std::error::Error for DisplayError {}
+
+fn check_display(s: &str) -> Result<(), DisplayError> {
     if s.trim().is_empty() {
-        return Err("is empty".into());
+        return Err(DisplayError::Empty);
     }
     if s.chars().count() > MAX_DISPLAY_CHARS {
-        return Err(format!("is longer than {MAX_DISPLAY_CHARS} characters"));
+        return Err(DisplayError::TooLong);
     }
     if let Some(c) = s.chars().find(|c| c.is_control()) {
-        return Err(format!("holds the control character {c:?}"));
+        return Err(DisplayError::Control(c));
     }
     Ok(())
 }
@@ -523,7 +544,7 @@ impl Manifest {
             ));
         }
         let display = top.string("display")?;
-        check_display(&display).map_err(|p| ("display".to_owned(), p))?;
+        check_display(&display).map_err(|p| ("display".to_owned(), p.to_string()))?;
         let binaries = top.strings("binaries")?;
         if binaries.is_empty() {
             return Err(("binaries".into(), "needs at least one binary name".into()));

@@ -9,6 +9,7 @@
 use super::manifest::Manifest;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fmt;
 use std::path::Path;
 
 /// Interpreters an agent may run under (`node /usr/bin/gemini …`): the script's name is then
@@ -262,8 +263,43 @@ pub fn select(raw: &[RawProcess], manifests: &[&Manifest], skip_pid: u32) -> Vec
     keep
 }
 
+/// Why the running processes could not be listed.
+#[derive(Debug)]
+pub enum ProcsError {
+    /// `/proc/uptime` is missing or unreadable (Linux).
+    Uptime,
+    /// `/proc` could not be listed (Linux).
+    ReadProc(std::io::Error),
+    /// `ps` failed or ran too long (macOS).
+    Ps,
+    /// Neither Linux nor macOS.
+    Unsupported,
+}
+
+impl fmt::Display for ProcsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProcsError::Uptime => f.write_str("cannot read /proc/uptime"),
+            ProcsError::ReadProc(e) => write!(f, "cannot read /proc: {e}"),
+            ProcsError::Ps => f.write_str("ps -axww failed"),
+            ProcsError::Unsupported => {
+                f.write_str("agents ps works on Linux (/proc) and macOS (ps, lsof) only")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProcsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProcsError::ReadProc(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Lists running agent processes on this machine.
-pub fn list(manifests: &[&Manifest]) -> Result<Vec<AgentProcess>, String> {
+pub fn list(manifests: &[&Manifest]) -> Result<Vec<AgentProcess>, ProcsError> {
     let me = std::process::id();
     #[cfg(target_os = "linux")]
     {
@@ -290,7 +326,7 @@ pub fn list(manifests: &[&Manifest]) -> Result<Vec<AgentProcess>, String> {
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = (manifests, me);
-        Err("agents ps works on Linux (/proc) and macOS (ps, lsof) only".into())
+        Err(ProcsError::Unsupported)
     }
 }
 
@@ -298,15 +334,15 @@ pub fn list(manifests: &[&Manifest]) -> Result<Vec<AgentProcess>, String> {
 mod linux {
     use super::*;
 
-    pub fn read_all() -> Result<Vec<RawProcess>, String> {
+    pub fn read_all() -> Result<Vec<RawProcess>, ProcsError> {
         let uptime = std::fs::read_to_string("/proc/uptime")
             .ok()
             .and_then(|t| parse_uptime(&t))
-            .ok_or("cannot read /proc/uptime")?;
+            .ok_or(ProcsError::Uptime)?;
         // SAFETY: sysconf has no memory effects.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         let ticks = if ticks > 0 { ticks as f64 } else { 100.0 };
-        let dir = std::fs::read_dir("/proc").map_err(|e| format!("cannot read /proc: {e}"))?;
+        let dir = std::fs::read_dir("/proc").map_err(ProcsError::ReadProc)?;
         let mut out = Vec::new();
         for entry in dir.flatten() {
             let name = entry.file_name();
@@ -351,7 +387,7 @@ mod macos {
 
     const TIMEOUT: Duration = Duration::from_secs(5);
 
-    pub fn read_all() -> Result<Vec<RawProcess>, String> {
+    pub fn read_all() -> Result<Vec<RawProcess>, ProcsError> {
         let out = crate::agents::probe::run_capture(
             Path::new("/bin/ps"),
             &["-axww", "-o", "pid=,ppid=,etime=,pcpu=,args="],
@@ -359,7 +395,7 @@ mod macos {
             16 * 1024 * 1024,
         )
         .filter(|o| o.success)
-        .ok_or("ps -axww failed")?;
+        .ok_or(ProcsError::Ps)?;
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(parse_ps_line)

@@ -14,6 +14,7 @@
 //! an unknown agent until the file is fixed.
 
 use super::manifest::{self, Manifest, ManifestError};
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Where a manifest came from.
@@ -55,26 +56,82 @@ pub fn user_dir(home: &Path, env_value: Option<std::ffi::OsString>) -> PathBuf {
         .unwrap_or_else(|| default_dir(home))
 }
 
+/// Why a manifest folder or file is refused. `what` names it in the message ("manifests
+/// folder", "manifest file").
+#[derive(Debug)]
+pub enum OwnerModeError {
+    /// Its metadata could not be read.
+    Unreadable {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// Owned by `uid`, neither this user (`me`) nor root.
+    NotOwner {
+        what: &'static str,
+        path: PathBuf,
+        uid: u32,
+        me: u32,
+    },
+    /// Writable by group or others: the mode found.
+    Writable {
+        what: &'static str,
+        path: PathBuf,
+        mode: u32,
+    },
+}
+
+impl fmt::Display for OwnerModeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OwnerModeError::Unreadable { what, source } => {
+                write!(f, "cannot read the {what}: {source}")
+            }
+            OwnerModeError::NotOwner { what, path, uid, me } => write!(
+                f,
+                "refused: the {what} is owned by uid {uid}, not by this user (uid {me}) or root, and the hub runs what it says; fix it with: chown {me} {}",
+                path.display()
+            ),
+            OwnerModeError::Writable { what, path, mode } => write!(
+                f,
+                "refused: the {what} has mode {mode:03o}, writable by group or others, and the hub runs what it says; fix it with: chmod go-w {}",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OwnerModeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OwnerModeError::Unreadable { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// Refuses a manifest folder or file that someone other than this user (or root, who can
 /// replace the hub itself) could change: the hub would run what they wrote.
-pub fn check_owner_mode(path: &Path, what: &str) -> Result<(), String> {
+pub fn check_owner_mode(path: &Path, what: &'static str) -> Result<(), OwnerModeError> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the {what}: {e}"))?;
+    let meta =
+        std::fs::metadata(path).map_err(|source| OwnerModeError::Unreadable { what, source })?;
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me && meta.uid() != 0 {
-        return Err(format!(
-            "refused: the {what} is owned by uid {}, not by this user (uid {me}) or root, and the hub runs what it says; fix it with: chown {me} {}",
-            meta.uid(),
-            path.display()
-        ));
+        return Err(OwnerModeError::NotOwner {
+            what,
+            path: path.to_owned(),
+            uid: meta.uid(),
+            me,
+        });
     }
     let mode = meta.mode() & 0o777;
     if mode & 0o022 != 0 {
-        return Err(format!(
-            "refused: the {what} has mode {mode:03o}, writable by group or others, and the hub runs what it says; fix it with: chmod go-w {}",
-            path.display()
-        ));
+        return Err(OwnerModeError::Writable {
+            what,
+            path: path.to_owned(),
+            mode,
+        });
     }
     Ok(())
 }

@@ -26,7 +26,7 @@ mod prepare;
 pub mod probe;
 
 pub use agent_hub_proto::tasks::settings::SandboxMode as Mode;
-pub use prepare::{prepare, Prepared};
+pub use prepare::{prepare, PrepareError, Prepared};
 
 use crate::agents::manifest::Manifest;
 use std::path::{Path, PathBuf};

@@ -12,6 +12,7 @@
 use super::layout::{self, Facts, Found, Layout, Step};
 use super::{bwrap, landlock, landlock_sys, Kind, TaskSandbox};
 use std::ffi::OsString;
+use std::fmt;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -30,6 +31,54 @@ pub struct Prepared {
     pub summary: String,
 }
 
+/// Why a task's sandbox could not be made; the task does not start.
+#[derive(Debug)]
+pub enum PrepareError {
+    /// The agent's argv has no program.
+    EmptyArgv,
+    /// The task's temporary folder (Landlock) could not be made.
+    TempFolder(std::io::Error),
+    /// The agent's installed config could not be read or its agent-hub entries not taken out
+    /// (`agents::install::task_view`): the agent would load the user's identity.
+    Overlay {
+        agent: String,
+        source: crate::agents::install::PlanError,
+    },
+    /// A per-task copy of a config file could not be written.
+    WriteCopy(PathBuf, std::io::Error),
+    /// The Landlock ruleset could not be built.
+    Ruleset(std::io::Error),
+}
+
+impl fmt::Display for PrepareError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrepareError::EmptyArgv => f.write_str("the agent's argv is empty"),
+            PrepareError::TempFolder(e) => {
+                write!(f, "cannot make the task's temporary folder: {e}")
+            }
+            PrepareError::Overlay { agent, source } => write!(
+                f,
+                "cannot take agent-hub's entries out of {agent}'s config: {source}"
+            ),
+            PrepareError::WriteCopy(path, e) => write!(f, "cannot write {}: {e}", path.display()),
+            PrepareError::Ruleset(e) => write!(f, "cannot build the Landlock ruleset: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PrepareError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PrepareError::EmptyArgv => None,
+            PrepareError::TempFolder(e)
+            | PrepareError::WriteCopy(_, e)
+            | PrepareError::Ruleset(e) => Some(e),
+            PrepareError::Overlay { source, .. } => Some(source),
+        }
+    }
+}
+
 /// An existing path, canonical, or None.
 fn found(p: &Path) -> Option<Found> {
     let path = std::fs::canonicalize(p).ok()?;
@@ -45,12 +94,12 @@ fn canonical_or_same(p: &Path) -> PathBuf {
 }
 
 /// Makes the sandbox for one task whose agent is `argv` (argv[0] absolute) in `cwd`.
-pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepared, String> {
+pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepared, PrepareError> {
     let hub = &t.hub.paths;
     let program = argv
         .first()
         .map(|p| canonical_or_same(Path::new(p)))
-        .ok_or("the agent's argv is empty")?;
+        .ok_or(PrepareError::EmptyArgv)?;
     let mut facts = Facts {
         secret_files: hub.secret_files.iter().filter_map(|p| found(p)).collect(),
         secret_dirs: hub.secret_dirs.iter().filter_map(|p| found(p)).collect(),
@@ -96,7 +145,7 @@ pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepare
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&tmp)
-                .map_err(|e| format!("cannot make the task's temporary folder: {e}"))?;
+                .map_err(PrepareError::TempFolder)?;
             if let Some(tmp) = found(&tmp) {
                 extra_env.push((OsString::from("TMPDIR"), tmp.path.clone().into_os_string()));
                 facts.needed.push((tmp, true));
@@ -116,10 +165,10 @@ pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepare
             Err(e) => Err(e),
         };
         let view = crate::agents::install::task_view(m, &hub.home, &read).map_err(|e| {
-            format!(
-                "cannot take agent-hub's entries out of {}'s config: {e}",
-                m.name
-            )
+            PrepareError::Overlay {
+                agent: m.name.clone(),
+                source: e,
+            }
         })?;
         for tf in &view.token_files {
             if let Some(f) = found(tf) {
@@ -148,9 +197,9 @@ pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepare
                 .create_new(true)
                 .mode(0o600)
                 .open(&copy)
-                .map_err(|e| format!("cannot write {}: {e}", copy.display()))?;
+                .map_err(|e| PrepareError::WriteCopy(copy.clone(), e))?;
             f.write_all(text.as_bytes())
-                .map_err(|e| format!("cannot write {}: {e}", copy.display()))?;
+                .map_err(|e| PrepareError::WriteCopy(copy.clone(), e))?;
             facts.overlays.push((copy, orig.path));
             overlay_note.push(shown);
         }
@@ -174,8 +223,7 @@ pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepare
         }),
         Kind::Landlock { abi } => {
             let rules = landlock::rules(&lay, *abi, &mut list);
-            let ruleset = landlock_sys::build(&rules, *abi)
-                .map_err(|e| format!("cannot build the Landlock ruleset: {e}"))?;
+            let ruleset = landlock_sys::build(&rules, *abi).map_err(PrepareError::Ruleset)?;
             Ok(Prepared {
                 argv: argv.to_vec(),
                 env: extra_env,

@@ -11,6 +11,8 @@
 use super::landlock::{self, MIN_ABI};
 use super::layout::Layout;
 use super::{bwrap, landlock_sys, Kind, Mode};
+use std::fmt;
+use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,22 +25,142 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const INSTALL_BWRAP: &str =
     "install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; Arch: pacman -S bubblewrap)";
 
+/// Why the configured sandbox (or, for `auto`, every sandbox) does not work here: stops the
+/// hub at startup.
+#[derive(Debug)]
+pub enum ProbeError {
+    /// `tasks.sandbox = "bwrap"` and bubblewrap failed its trial.
+    Bwrap(TrialError),
+    /// `tasks.sandbox = "landlock"` and Landlock failed its trial.
+    Landlock(TrialError),
+    /// `tasks.sandbox = "auto"` and both failed.
+    NoneWorks {
+        bwrap: TrialError,
+        landlock: TrialError,
+    },
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeError::Bwrap(why) => write!(
+                f,
+                "tasks.sandbox = \"bwrap\", but bubblewrap does not work here: {why}"
+            ),
+            ProbeError::Landlock(why) => write!(
+                f,
+                "tasks.sandbox = \"landlock\", but Landlock does not work here: {why}"
+            ),
+            ProbeError::NoneWorks { bwrap, landlock } => write!(
+                f,
+                "no sandbox for delegated agents works here: bubblewrap: {bwrap}; Landlock: {landlock}. {INSTALL_BWRAP}, or set tasks.sandbox = \"none\" to run agents unsandboxed (they can then read the roster and act as any agent)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProbeError::Bwrap(why) | ProbeError::Landlock(why) => Some(why),
+            // Two causes; the first stands for both.
+            ProbeError::NoneWorks { bwrap, .. } => Some(bwrap),
+        }
+    }
+}
+
+/// Why one sandbox failed its trial run.
+#[derive(Debug)]
+pub enum TrialError {
+    /// No `bwrap` on the hub's PATH.
+    BwrapNotOnPath,
+    /// No `true` binary to run under the sandbox.
+    NoTrue,
+    /// The trial process could not be started.
+    Spawn(io::Error),
+    /// The thread that waits for it could not be started.
+    Thread(io::Error),
+    /// Waiting for it failed.
+    Wait(io::Error),
+    /// It ran past `PROBE_TIMEOUT` (and was killed).
+    TimedOut,
+    /// bwrap ran and failed: the first line it wrote to stderr (may be empty).
+    BwrapFailed { program: PathBuf, stderr: String },
+    /// The kernel offers no Landlock.
+    NoLandlock,
+    /// The kernel's Landlock ABI is older than `MIN_ABI`.
+    LandlockTooOld { abi: u32 },
+    /// The ruleset could not be made.
+    Ruleset(io::Error),
+    /// The restricted `true` failed: the first line it wrote to stderr.
+    RestrictedFailed { stderr: String },
+}
+
+impl fmt::Display for TrialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrialError::BwrapNotOnPath => write!(f, "bwrap is not on PATH; {INSTALL_BWRAP}"),
+            TrialError::NoTrue => {
+                f.write_str("neither /bin/true nor /usr/bin/true exists to try it with")
+            }
+            TrialError::Spawn(e) | TrialError::Wait(e) | TrialError::Ruleset(e) => {
+                write!(f, "{e}")
+            }
+            TrialError::Thread(e) => write!(f, "cannot start a thread: {e}"),
+            TrialError::TimedOut => write!(
+                f,
+                "it did not finish within {} s",
+                PROBE_TIMEOUT.as_secs()
+            ),
+            TrialError::BwrapFailed { program, stderr } => {
+                write!(f, "{} failed", program.display())?;
+                if !stderr.is_empty() {
+                    write!(f, ": {stderr}")?;
+                }
+                Ok(())
+            }
+            TrialError::NoLandlock => f.write_str(
+                "the kernel has no Landlock (not built in, or not in the lsm= boot list), or a seccomp filter refuses it",
+            ),
+            TrialError::LandlockTooOld { abi } => write!(
+                f,
+                "the kernel's Landlock ABI is {abi}; at least {MIN_ABI} (Linux 5.19) is needed"
+            ),
+            TrialError::RestrictedFailed { stderr } => {
+                write!(f, "a restricted process could not run: {stderr}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TrialError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TrialError::Spawn(e)
+            | TrialError::Thread(e)
+            | TrialError::Wait(e)
+            | TrialError::Ruleset(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// The sandbox for `mode`, and the log lines that explain the choice. `scratch` is a folder
 /// the bwrap probe hides (any existing folder); `path_var` the hub's PATH.
-pub fn detect(mode: Mode, path_var: &str, scratch: &Path) -> Result<(Kind, Vec<String>), String> {
+pub fn detect(
+    mode: Mode,
+    path_var: &str,
+    scratch: &Path,
+) -> Result<(Kind, Vec<String>), ProbeError> {
     let mut notes = Vec::new();
     match mode {
         Mode::None => Ok((Kind::None, notes)),
         Mode::Bwrap => try_bwrap(path_var, scratch)
             .map(|program| (Kind::Bwrap { program }, notes))
-            .map_err(|why| {
-                format!("tasks.sandbox = \"bwrap\", but bubblewrap does not work here: {why}")
-            }),
+            .map_err(ProbeError::Bwrap),
         Mode::Landlock => try_landlock()
             .map(|abi| (Kind::Landlock { abi }, notes))
-            .map_err(|why| {
-                format!("tasks.sandbox = \"landlock\", but Landlock does not work here: {why}")
-            }),
+            .map_err(ProbeError::Landlock),
         Mode::Auto => {
             let bw = match try_bwrap(path_var, scratch) {
                 Ok(program) => return Ok((Kind::Bwrap { program }, notes)),
@@ -51,23 +173,24 @@ pub fn detect(mode: Mode, path_var: &str, scratch: &Path) -> Result<(Kind, Vec<S
                     ));
                     Ok((Kind::Landlock { abi }, notes))
                 }
-                Err(ll) => Err(format!(
-                    "no sandbox for delegated agents works here: bubblewrap: {bw}; Landlock: {ll}. {INSTALL_BWRAP}, or set tasks.sandbox = \"none\" to run agents unsandboxed (they can then read the roster and act as any agent)"
-                )),
+                Err(ll) => Err(ProbeError::NoneWorks {
+                    bwrap: bw,
+                    landlock: ll,
+                }),
             }
         }
     }
 }
 
 /// The absolute path of `bwrap` on `path_var`, once a sandboxed `true` ran under it.
-fn try_bwrap(path_var: &str, scratch: &Path) -> Result<PathBuf, String> {
-    let program = crate::agents::on_path::which("bwrap", path_var)
-        .ok_or_else(|| format!("bwrap is not on PATH; {INSTALL_BWRAP}"))?;
+fn try_bwrap(path_var: &str, scratch: &Path) -> Result<PathBuf, TrialError> {
+    let program =
+        crate::agents::on_path::which("bwrap", path_var).ok_or(TrialError::BwrapNotOnPath)?;
     let true_bin = ["/bin/true", "/usr/bin/true"]
         .iter()
         .map(Path::new)
         .find(|p| p.is_file())
-        .ok_or("neither /bin/true nor /usr/bin/true exists to try it with")?;
+        .ok_or(TrialError::NoTrue)?;
     let scratch = std::fs::canonicalize(scratch).unwrap_or_else(|_| scratch.to_owned());
     let argv = bwrap::probe_argv(&program, &scratch, true_bin);
     let out = run_bounded(
@@ -81,21 +204,16 @@ fn try_bwrap(path_var: &str, scratch: &Path) -> Result<PathBuf, String> {
     if out.0 {
         Ok(program)
     } else {
-        Err(format!(
-            "{} failed{}",
-            program.display(),
-            if out.1.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", out.1)
-            }
-        ))
+        Err(TrialError::BwrapFailed {
+            program,
+            stderr: out.1,
+        })
     }
 }
 
 /// Runs `cmd` to its end or `PROBE_TIMEOUT`; (succeeded, first stderr line).
-fn run_bounded(cmd: &mut Command) -> Result<(bool, String), String> {
-    let child = cmd.spawn().map_err(|e| e.to_string())?;
+fn run_bounded(cmd: &mut Command) -> Result<(bool, String), TrialError> {
+    let child = cmd.spawn().map_err(TrialError::Spawn)?;
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -103,47 +221,40 @@ fn run_bounded(cmd: &mut Command) -> Result<(bool, String), String> {
         .spawn(move || {
             let _ = tx.send(child.wait_with_output());
         })
-        .map_err(|e| format!("cannot start a thread: {e}"))?;
+        .map_err(TrialError::Thread)?;
     match rx.recv_timeout(PROBE_TIMEOUT) {
         Ok(Ok(out)) => {
             let err = String::from_utf8_lossy(&out.stderr);
             let first = err.lines().next().unwrap_or("").trim().to_owned();
             Ok((out.status.success(), first))
         }
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(TrialError::Wait(e)),
         Err(_) => {
             // SAFETY: kill(2) on the pid of the child spawned above, not yet reaped (the
             // thread's wait holds it), so the pid cannot have been reused.
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
-            Err(format!(
-                "it did not finish within {} s",
-                PROBE_TIMEOUT.as_secs()
-            ))
+            Err(TrialError::TimedOut)
         }
     }
 }
 
 /// The Landlock ABI, once a process restricted by a ruleset ran `true`.
-fn try_landlock() -> Result<u32, String> {
-    let abi = landlock_sys::abi().ok_or(
-        "the kernel has no Landlock (not built in, or not in the lsm= boot list), or a seccomp filter refuses it",
-    )?;
+fn try_landlock() -> Result<u32, TrialError> {
+    let abi = landlock_sys::abi().ok_or(TrialError::NoLandlock)?;
     if abi < MIN_ABI {
-        return Err(format!(
-            "the kernel's Landlock ABI is {abi}; at least {MIN_ABI} (Linux 5.19) is needed"
-        ));
+        return Err(TrialError::LandlockTooOld { abi });
     }
     let true_bin = ["/bin/true", "/usr/bin/true"]
         .iter()
         .map(Path::new)
         .find(|p| p.is_file())
-        .ok_or("neither /bin/true nor /usr/bin/true exists to try it with")?;
+        .ok_or(TrialError::NoTrue)?;
     // Everything granted: this tries the mechanism (a seccomp profile may refuse
     // landlock_restrict_self), not a layout.
     let rules = landlock::rules(&Layout::default(), abi, &mut |_| None);
-    let ruleset = landlock_sys::build(&rules, abi).map_err(|e| e.to_string())?;
+    let ruleset = landlock_sys::build(&rules, abi).map_err(TrialError::Ruleset)?;
     let mut cmd = Command::new(true_bin);
     cmd.env_clear()
         .stdin(Stdio::null())
@@ -160,6 +271,6 @@ fn try_landlock() -> Result<u32, String> {
     if ok {
         Ok(abi)
     } else {
-        Err(format!("a restricted process could not run: {err}"))
+        Err(TrialError::RestrictedFailed { stderr: err })
     }
 }

@@ -604,7 +604,8 @@ impl super::Server {
         // The task folders live here: it must exist (private) before the probe hides it.
         crate::runner::TaskCredential::check_folder(credentials_dir)
             .map_err(|e| format!("tasks.credentials_dir: {e}"))?;
-        let (kind, notes) = sandbox::probe::detect(cfg.sandbox, path_var, credentials_dir)?;
+        let (kind, notes) = sandbox::probe::detect(cfg.sandbox, path_var, credentials_dir)
+            .map_err(|e| e.to_string())?;
         for n in notes {
             self.records.log("WARN", &n);
         }

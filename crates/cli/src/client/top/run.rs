@@ -78,7 +78,9 @@ impl Fetcher {
         let hub = self.hub().map_err(|e| e.to_string());
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
-                agent_hub_host::relay_status::read_status(&p).map(|s| LinkView::from_status(&s))
+                agent_hub_host::relay_status::read_status(&p)
+                    .map(|s| LinkView::from_status(&s))
+                    .map_err(|e| e.to_string())
             })
         });
         Snapshot {
@@ -105,7 +107,7 @@ pub fn run(o: Options) -> Result<bool, TopError> {
         status_path: o
             .config
             .as_ref()
-            .map(|c| agent_hub_host::relay_status::status_path_of(c)),
+            .map(|c| agent_hub_host::relay_status::status_path_of(c).map_err(|e| e.to_string())),
     };
     let mut ctx = Context {
         port: o.endpoint.port,

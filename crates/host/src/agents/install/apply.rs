@@ -26,6 +26,73 @@ pub fn backup_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Why `apply` stopped. `file` is the path as messages show it (`~/…` under home); files
+/// written before the error stay written.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// A file could not be read again before writing.
+    Read {
+        file: String,
+        source: io::Error,
+    },
+    /// A file is no longer what the plan was made from; nothing was written.
+    Changed {
+        file: String,
+    },
+    /// The install record could not be saved.
+    Record(RecordError),
+    /// The first backup of a file could not be written.
+    Backup {
+        file: String,
+        source: io::Error,
+    },
+    Write {
+        file: String,
+        source: io::Error,
+    },
+    Remove {
+        file: String,
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApplyError::Read { file, source } => write!(f, "{file}: cannot read: {source}"),
+            ApplyError::Changed { file } => write!(
+                f,
+                "{file} changed while it was being edited; nothing was written, run again"
+            ),
+            ApplyError::Record(e) => write!(f, "{e}"),
+            ApplyError::Backup { file, source } => {
+                write!(f, "{file}: cannot write the backup: {source}")
+            }
+            ApplyError::Write { file, source } => write!(f, "{file}: cannot write: {source}"),
+            ApplyError::Remove { file, source } => write!(f, "{file}: cannot remove: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApplyError::Read { source, .. }
+            | ApplyError::Backup { source, .. }
+            | ApplyError::Write { source, .. }
+            | ApplyError::Remove { source, .. } => Some(source),
+            ApplyError::Record(e) => Some(e),
+            ApplyError::Changed { .. } => None,
+        }
+    }
+}
+
+impl From<RecordError> for ApplyError {
+    fn from(e: RecordError) -> Self {
+        ApplyError::Record(e)
+    }
+}
+
 /// What `apply` did besides the files themselves, for the report.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -49,14 +116,16 @@ pub fn apply(
     action: &Action,
     home: &Path,
     state: &mut InstallState,
-) -> Result<Applied, String> {
+) -> Result<Applied, ApplyError> {
     for c in &plan.changes {
-        let now = read_file(&c.path).map_err(|e| format!("{}: cannot read: {e}", c.shown))?;
+        let now = read_file(&c.path).map_err(|source| ApplyError::Read {
+            file: c.shown.clone(),
+            source,
+        })?;
         if now != c.before {
-            return Err(format!(
-                "{} changed while it was being edited; nothing was written, run again",
-                c.shown
-            ));
+            return Err(ApplyError::Changed {
+                file: c.shown.clone(),
+            });
         }
     }
     let mut done = Applied::default();
@@ -95,8 +164,11 @@ pub fn apply(
                 if std::fs::symlink_metadata(&b).is_ok() {
                     done.kept_backups.push(shown(&b, home));
                 } else if !created.contains(&c.path) {
-                    write_atomic(&b, before, mode_of(&c.path)).map_err(|e| {
-                        format!("{}: cannot write the backup: {e}", shown(&b, home))
+                    write_atomic(&b, before, mode_of(&c.path)).map_err(|source| {
+                        ApplyError::Backup {
+                            file: shown(&b, home),
+                            source,
+                        }
                     })?;
                     done.backups.push(shown(&b, home));
                 }
@@ -105,8 +177,10 @@ pub fn apply(
         match &c.after {
             Some(text) => {
                 let mode = mode_of(&c.path).unwrap_or(0o600);
-                write_atomic(&c.path, text, Some(mode))
-                    .map_err(|e| format!("{}: cannot write: {e}", c.shown))?;
+                write_atomic(&c.path, text, Some(mode)).map_err(|source| ApplyError::Write {
+                    file: c.shown.clone(),
+                    source,
+                })?;
             }
             None => {
                 let target = resolve(&c.path);
@@ -118,7 +192,10 @@ pub fn apply(
                             Err(e)
                         }
                     })
-                    .map_err(|e| format!("{}: cannot remove: {e}", c.shown))?;
+                    .map_err(|source| ApplyError::Remove {
+                        file: c.shown.clone(),
+                        source,
+                    })?;
                 if c.remove_empty_dir {
                     if let Some(dir) = c.path.parent() {
                         // Fails, and is meant to, when the folder holds anything else (a

@@ -84,7 +84,7 @@ pub(super) fn event_of(kind: HookKind) -> &'static str {
 
 /// Removes every hook of ours under `hooks.<event>`: a group holding only ours goes whole,
 /// else just our hooks leave it. Returns the new text and how many were removed.
-pub(super) fn remove_our_hooks(text: &str, event: &str) -> Result<(String, usize), String> {
+pub(super) fn remove_our_hooks(text: &str, event: &str) -> Result<(String, usize), EditError> {
     remove_hooks_where(text, event, is_our_hook_command)
 }
 
@@ -94,13 +94,15 @@ pub(super) fn remove_hooks_where(
     text: &str,
     event: &str,
     ours: fn(&str) -> bool,
-) -> Result<(String, usize), String> {
-    let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])
-        .map_err(|e| e.to_string())?
-    {
+) -> Result<(String, usize), EditError> {
+    let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])? {
         None => return Ok((text.to_owned(), 0)),
         Some(serde_json::Value::Array(g)) => g,
-        Some(_) => return Err(format!("hooks.{event} is not an array")),
+        Some(_) => {
+            return Err(EditError::HooksNotArray {
+                event: event.to_owned(),
+            })
+        }
     };
     let mut text = text.to_owned();
     let mut removed = 0;
@@ -141,7 +143,7 @@ pub(super) fn remove_hooks_where(
             }
             t
         };
-        text = edit.map_err(|e| e.to_string())?.unwrap_or(text);
+        text = edit?.unwrap_or(text);
     }
     Ok((text, removed))
 }
@@ -151,7 +153,7 @@ pub(super) fn plan_hook(
     action: &Action,
     work: &mut Work,
     notes: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), PlanError> {
     let (kind, Some(config)) = (m.install.hook, &m.install.hook_config) else {
         return Ok(());
     };
@@ -192,14 +194,17 @@ pub(super) fn plan_hook(
     }
     let event = event_of(kind);
     let what = format!("{event} hook (hooks.{event})");
-    let fail = |e: String| format!("{show}: {e}");
+    let fail = |e: EditError| PlanError::Edit {
+        file: show.clone(),
+        source: e,
+    };
     let cur = work.get(&path)?.unwrap_or_default();
     match action {
         Action::Install { id, .. } => {
             let (event, group) = hook_shape(kind, id);
             // One hook of ours: its owned keys are set where it stands (owned.rs).
-            if let Some((new, keys)) =
-                merge_our_hook(&cur, event, &group, is_our_hook_command).map_err(fail)?
+            if let Some((new, keys)) = merge_our_hook(&cur, event, &group, is_our_hook_command)
+                .map_err(|e| fail(e.into()))?
             {
                 if keys.is_empty() {
                     notes.push(format!("{show}: {what} already present"));
@@ -211,8 +216,8 @@ pub(super) fn plan_hook(
             }
             // None or several of ours (an older install's leftovers): replaced by one.
             let (text, removed) = remove_our_hooks(&cur, event).map_err(fail)?;
-            let new = jsonedit::append(&text, &["hooks", event], &group)
-                .map_err(|e| fail(e.to_string()))?;
+            let new =
+                jsonedit::append(&text, &["hooks", event], &group).map_err(|e| fail(e.into()))?;
             notes.push(status_note(&show, &what, removed > 0, true));
             work.put(&path, Some(new));
         }
@@ -224,11 +229,9 @@ pub(super) fn plan_hook(
             }
             for depth in [2, 1] {
                 let key = [Seg::Key("hooks"), Seg::Key(event)];
-                if jsonedit::is_empty_container(&text, &key[..depth])
-                    .map_err(|e| fail(e.to_string()))?
-                {
+                if jsonedit::is_empty_container(&text, &key[..depth]).map_err(|e| fail(e.into()))? {
                     if let Some(t) =
-                        jsonedit::remove(&text, &key[..depth]).map_err(|e| fail(e.to_string()))?
+                        jsonedit::remove(&text, &key[..depth]).map_err(|e| fail(e.into()))?
                     {
                         text = t;
                     }

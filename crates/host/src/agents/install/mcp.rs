@@ -48,7 +48,7 @@ pub(super) fn plan_mcp(
     action: &Action,
     work: &mut Work,
     notes: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), PlanError> {
     if let Some(e) = m.mcp_format_missing() {
         // No format given and none told by the file name (docs/agents.md "Defaults"). `cmd`
         // asks before an install starts; this guards the pure plan on its own. An uninstall
@@ -61,7 +61,7 @@ pub(super) fn plan_mcp(
                 return Ok(());
             }
         }
-        return Err(e.to_string());
+        return Err(PlanError::Manifest(e));
     }
     let Some(McpConfig {
         path,
@@ -75,7 +75,10 @@ pub(super) fn plan_mcp(
     let parent = mcp_parent(*format);
     let what = format!("MCP server {SERVER_NAME:?} ({parent}.{SERVER_NAME})");
     let text = work.get(&path)?;
-    let fail = |e: String| format!("{show}: {e}");
+    let fail = |e: EditError| PlanError::Edit {
+        file: show.clone(),
+        source: e,
+    };
     if *format == McpFormat::CodexToml {
         let key = [parent, SERVER_NAME];
         let cur = text.clone().unwrap_or_default();
@@ -89,10 +92,10 @@ pub(super) fn plan_mcp(
                     ("args", args),
                 ];
                 let existed = tomledit::get(&cur, &key)
-                    .map_err(|e| fail(e.to_string()))?
+                    .map_err(|e| fail(e.into()))?
                     .is_some();
                 let (new, keys) =
-                    tomledit::merge_table(&cur, &key, &entries).map_err(|e| fail(e.to_string()))?;
+                    tomledit::merge_table(&cur, &key, &entries).map_err(|e| fail(e.into()))?;
                 notes.push(if existed && !keys.is_empty() {
                     updated_note(&show, &what, &keys)
                 } else {
@@ -101,7 +104,7 @@ pub(super) fn plan_mcp(
                 work.put(&path, Some(new));
             }
             Action::Uninstall => {
-                match tomledit::remove_table(&cur, &key).map_err(|e| fail(e.to_string()))? {
+                match tomledit::remove_table(&cur, &key).map_err(|e| fail(e.into()))? {
                     None => notes.push(format!("{show}: {what} not present")),
                     Some(new) => {
                         notes.push(format!("{show}: {what} removed"));
@@ -122,12 +125,12 @@ pub(super) fn plan_mcp(
     match action {
         Action::Install { id, .. } => {
             let entry = mcp_entry(*format, id);
-            let existing = jsonedit::get(&cur, &key).map_err(|e| fail(e.to_string()))?;
+            let existing = jsonedit::get(&cur, &key).map_err(|e| fail(e.into()))?;
             if let Some(serde_json::Value::Object(_)) = existing {
                 // Ours already: set only the keys install owns, keep the user's (owned.rs).
                 let (owned, defaults) = split(&entry, mcp_default_keys(*format));
                 let (new, keys) = jsonedit::merge_object(&cur, &key, &owned, &defaults)
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| fail(e.into()))?;
                 if keys.is_empty() {
                     notes.push(format!("{show}: {what} already present"));
                 } else {
@@ -137,17 +140,17 @@ pub(super) fn plan_mcp(
                 return Ok(());
             }
             // Missing, or not an object (nothing of the user's can be inside): written whole.
-            let new = jsonedit::set(&cur, &[parent, SERVER_NAME], &entry)
-                .map_err(|e| fail(e.to_string()))?;
+            let new =
+                jsonedit::set(&cur, &[parent, SERVER_NAME], &entry).map_err(|e| fail(e.into()))?;
             notes.push(status_note(&show, &what, existing.is_some(), true));
             work.put(&path, Some(new));
         }
-        Action::Uninstall => match jsonedit::remove(&cur, &key).map_err(|e| fail(e.to_string()))? {
+        Action::Uninstall => match jsonedit::remove(&cur, &key).map_err(|e| fail(e.into()))? {
             None => notes.push(format!("{show}: {what} not present")),
             Some(mut new) => {
-                if jsonedit::is_empty_container(&new, &key[..1]).map_err(|e| fail(e.to_string()))? {
+                if jsonedit::is_empty_container(&new, &key[..1]).map_err(|e| fail(e.into()))? {
                     if let Some(pruned) =
-                        jsonedit::remove(&new, &key[..1]).map_err(|e| fail(e.to_string()))?
+                        jsonedit::remove(&new, &key[..1]).map_err(|e| fail(e.into()))?
                     {
                         new = pruned;
                     }

@@ -44,12 +44,13 @@ use owned::*;
 pub use skills::*;
 pub use state::*;
 
-use super::argv;
-use super::jsonedit::{self, Seg, J};
-use super::manifest::{HookKind, Manifest, McpConfig, McpFormat, SERVER_NAME};
-use super::tomledit;
+use super::argv::{self, ArgvError};
+use super::jsonedit::{self, JsonEditError, Seg, J};
+use super::manifest::{HookKind, Manifest, ManifestError, McpConfig, McpFormat, SERVER_NAME};
+use super::tomledit::{self, TomlEditError};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -73,31 +74,78 @@ pub struct HubIdentity {
     pub port: u16,
 }
 
+/// Why a `HubIdentity` cannot be written into an agent's config. The messages name the
+/// command-line option each value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubIdentityError {
+    /// The hub command is not an absolute path.
+    CommandNotAbsolute(String),
+    /// The token file is not an absolute path.
+    TokenFileNotAbsolute(String),
+    /// The name is not a safe argv element.
+    BadName {
+        name: String,
+        why: ArgvError,
+    },
+    /// The name starts with `-` (it would read as an option).
+    NameIsOption(String),
+    /// The name is `hub` in some case.
+    NameIsHub,
+    PortZero,
+}
+
+impl fmt::Display for HubIdentityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HubIdentityError::CommandNotAbsolute(c) => {
+                write!(f, "the hub command {c:?} must be an absolute path")
+            }
+            HubIdentityError::TokenFileNotAbsolute(t) => {
+                write!(f, "--token-file {t:?} must be an absolute path")
+            }
+            HubIdentityError::BadName { name, why } => write!(f, "--as {name:?} {why}"),
+            HubIdentityError::NameIsOption(n) => write!(f, "--as {n:?} must not start with '-'"),
+            HubIdentityError::NameIsHub => {
+                f.write_str("--as hub: the name \"hub\" is reserved for the hub itself")
+            }
+            HubIdentityError::PortZero => f.write_str("--port must be the hub's port, not 0"),
+        }
+    }
+}
+
+impl std::error::Error for HubIdentityError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HubIdentityError::BadName { why, .. } => Some(why),
+            _ => None,
+        }
+    }
+}
+
 impl HubIdentity {
     /// Checks what cannot be repaired later: an absolute command and token path, and a name
     /// the hub could have on its roster and that reads the same inside a hook command line.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), HubIdentityError> {
         if !self.command.starts_with('/') {
-            return Err(format!(
-                "the hub command {:?} must be an absolute path",
-                self.command
-            ));
+            return Err(HubIdentityError::CommandNotAbsolute(self.command.clone()));
         }
         if !self.token_file.starts_with('/') {
-            return Err(format!(
-                "--token-file {:?} must be an absolute path",
-                self.token_file
+            return Err(HubIdentityError::TokenFileNotAbsolute(
+                self.token_file.clone(),
             ));
         }
-        argv::check_arg(&self.name).map_err(|e| format!("--as {:?} {e}", self.name))?;
+        argv::check_arg(&self.name).map_err(|why| HubIdentityError::BadName {
+            name: self.name.clone(),
+            why,
+        })?;
         if self.name.starts_with('-') {
-            return Err(format!("--as {:?} must not start with '-'", self.name));
+            return Err(HubIdentityError::NameIsOption(self.name.clone()));
         }
         if self.name.eq_ignore_ascii_case("hub") {
-            return Err("--as hub: the name \"hub\" is reserved for the hub itself".into());
+            return Err(HubIdentityError::NameIsHub);
         }
         if self.port == 0 {
-            return Err("--port must be the hub's port, not 0".into());
+            return Err(HubIdentityError::PortZero);
         }
         Ok(())
     }
@@ -161,8 +209,82 @@ pub struct FileChange {
     pub remove_empty_dir: bool,
 }
 
+/// Why an agent's install or uninstall cannot be planned; nothing is written for it.
+#[derive(Debug)]
+pub enum PlanError {
+    /// A file could not be read: `file` as messages show it (`~/…` under home).
+    Read { file: String, source: io::Error },
+    /// The manifest leaves out what the plan needs (`install.mcp_format`).
+    Manifest(ManifestError),
+    /// A file's text could not be edited as planned: `file` as messages show it.
+    Edit { file: String, source: EditError },
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanError::Read { file, source } => write!(f, "{file}: cannot read: {source}"),
+            PlanError::Manifest(e) => write!(f, "{e}"),
+            PlanError::Edit { file, source } => write!(f, "{file}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PlanError::Read { source, .. } => Some(source),
+            PlanError::Manifest(e) => Some(e),
+            PlanError::Edit { source, .. } => Some(source),
+        }
+    }
+}
+
+/// Why one edit of a config file's text was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditError {
+    Json(JsonEditError),
+    Toml(TomlEditError),
+    /// `hooks.<event>` is there but is not an array of hook groups.
+    HooksNotArray {
+        event: String,
+    },
+}
+
+impl fmt::Display for EditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EditError::Json(e) => write!(f, "{e}"),
+            EditError::Toml(e) => write!(f, "{e}"),
+            EditError::HooksNotArray { event } => write!(f, "hooks.{event} is not an array"),
+        }
+    }
+}
+
+impl std::error::Error for EditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EditError::Json(e) => Some(e),
+            EditError::Toml(e) => Some(e),
+            EditError::HooksNotArray { .. } => None,
+        }
+    }
+}
+
+impl From<JsonEditError> for EditError {
+    fn from(e: JsonEditError) -> Self {
+        EditError::Json(e)
+    }
+}
+
+impl From<TomlEditError> for EditError {
+    fn from(e: TomlEditError) -> Self {
+        EditError::Toml(e)
+    }
+}
+
 /// What `plan` decided for one agent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct AgentPlan {
     pub agent: String,
     /// Files that change, in the order first touched.
@@ -170,7 +292,7 @@ pub struct AgentPlan {
     /// One line per entry: what was (or would be) done.
     pub notes: Vec<String>,
     /// Set when the agent cannot be done; then `changes` is empty and nothing is written.
-    pub error: Option<String>,
+    pub error: Option<PlanError>,
     /// Existing files the plan looked at and leaves byte for byte as they are (`~/…`).
     pub unchanged: Vec<String>,
 }
@@ -203,12 +325,14 @@ struct Work<'r> {
 }
 
 impl Work<'_> {
-    fn get(&mut self, path: &Path) -> Result<Option<String>, String> {
+    fn get(&mut self, path: &Path) -> Result<Option<String>, PlanError> {
         if let Some((_, cur)) = self.files.get(path) {
             return Ok(cur.clone());
         }
-        let text = (self.read)(path)
-            .map_err(|e| format!("{}: cannot read: {e}", shown(path, &self.home)))?;
+        let text = (self.read)(path).map_err(|source| PlanError::Read {
+            file: shown(path, &self.home),
+            source,
+        })?;
         self.files
             .insert(path.to_owned(), (text.clone(), text.clone()));
         self.order.push(path.to_owned());

@@ -31,7 +31,7 @@ pub fn task_view(
     m: &Manifest,
     home: &Path,
     read: &dyn Fn(&Path) -> io::Result<Option<String>>,
-) -> Result<TaskView, String> {
+) -> Result<TaskView, PlanError> {
     let plan = plan(m, &Action::Uninstall, home, read);
     if let Some(e) = plan.error {
         return Err(e);

@@ -78,10 +78,8 @@ pub(super) fn merge_our_hook(
     event: &str,
     group: &J,
     ours: fn(&str) -> bool,
-) -> Result<Option<(String, Vec<String>)>, String> {
-    let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])
-        .map_err(|e| e.to_string())?
-    {
+) -> Result<Option<(String, Vec<String>)>, JsonEditError> {
+    let groups = match jsonedit::get(text, &[Seg::Key("hooks"), Seg::Key(event)])? {
         Some(serde_json::Value::Array(g)) => g,
         _ => return Ok(None),
     };
@@ -109,9 +107,7 @@ pub(super) fn merge_our_hook(
         Seg::Key("hooks"),
         Seg::Index(hi),
     ];
-    jsonedit::merge_object(text, &path, &owned, &defaults)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    jsonedit::merge_object(text, &path, &owned, &defaults).map(Some)
 }
 
 #[cfg(test)]

@@ -33,17 +33,36 @@ pub const SKILLS: [Skill; 2] = [
     },
 ];
 
+/// Why a skill cannot be rendered for an identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillError {
+    /// A word of the identity (command, name or token file) holds a backtick or a control
+    /// character, which would break out of the Markdown code span.
+    UnsafeWord(String),
+}
+
+impl fmt::Display for SkillError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkillError::UnsafeWord(w) => write!(
+                f,
+                "{w:?} holds a backtick or a control character and cannot be written into a skill"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SkillError {}
+
 /// A skill as install writes it: the source with its identity marker line replaced by the
 /// installing identity (`$HUB` and the client's path, each a shell word), then a stamp line
 /// holding the SHA-256 of everything above it, by which install and uninstall recognise a copy
 /// nobody has edited. Refuses an identity holding a backtick or a control character, which
 /// would break out of the Markdown code span.
-pub fn render_skill(src: &str, id: &HubIdentity) -> Result<String, String> {
+pub fn render_skill(src: &str, id: &HubIdentity) -> Result<String, SkillError> {
     for w in [&id.command, &id.name, &id.token_file] {
         if w.chars().any(|c| c.is_control() || c == '`') {
-            return Err(format!(
-                "{w:?} holds a backtick or a control character and cannot be written into a skill"
-            ));
+            return Err(SkillError::UnsafeWord(w.clone()));
         }
     }
     let line = format!(
@@ -85,7 +104,7 @@ pub(super) fn plan_skills(
     action: &Action,
     work: &mut Work,
     notes: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), PlanError> {
     let Some(dir) = &m.install.skills_dir else {
         return Ok(());
     };

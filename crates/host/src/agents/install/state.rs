@@ -44,25 +44,88 @@ pub struct AgentRecord {
     pub created_files: Vec<String>,
 }
 
+/// Why the install record cannot be read or written. `file` is the record's path as messages
+/// show it (`~/…`).
+#[derive(Debug)]
+pub enum RecordError {
+    Read {
+        file: String,
+        source: io::Error,
+    },
+    /// Not JSON of an install record.
+    NotRecord {
+        file: String,
+        source: serde_json::Error,
+    },
+    /// A record of another format version.
+    Version {
+        file: String,
+        version: u32,
+    },
+    Remove {
+        file: String,
+        source: io::Error,
+    },
+    Write {
+        file: String,
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordError::Read { file, source } => write!(f, "{file}: cannot read: {source}"),
+            RecordError::NotRecord { file, source } => {
+                write!(f, "{file}: not an install record: {source}")
+            }
+            RecordError::Version { file, version } => write!(
+                f,
+                "{file}: install record version {version} is not {STATE_VERSION}"
+            ),
+            RecordError::Remove { file, source } => write!(f, "{file}: cannot remove: {source}"),
+            RecordError::Write { file, source } => write!(f, "{file}: cannot write: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Read { source, .. }
+            | RecordError::Remove { source, .. }
+            | RecordError::Write { source, .. } => Some(source),
+            RecordError::NotRecord { source, .. } => Some(source),
+            RecordError::Version { .. } => None,
+        }
+    }
+}
+
 pub fn state_path(home: &Path) -> PathBuf {
     home.join(STATE_FILE)
 }
 
 /// Reads the record: an empty one when the file does not exist; an error (to report) when it
 /// is not a record this version understands.
-pub fn load_state(home: &Path) -> Result<InstallState, String> {
+pub fn load_state(home: &Path) -> Result<InstallState, RecordError> {
     let path = state_path(home);
-    let shown = shown(&path, home);
-    match read_file(&path).map_err(|e| format!("{shown}: cannot read: {e}"))? {
+    let file = shown(&path, home);
+    let text = match read_file(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(RecordError::Read { file, source }),
+    };
+    match text {
         None => Ok(InstallState::default()),
         Some(text) => {
-            let s: InstallState = serde_json::from_str(&text)
-                .map_err(|e| format!("{shown}: not an install record: {e}"))?;
+            let s: InstallState = match serde_json::from_str(&text) {
+                Ok(s) => s,
+                Err(source) => return Err(RecordError::NotRecord { file, source }),
+            };
             if s.version != STATE_VERSION {
-                return Err(format!(
-                    "{shown}: install record version {} is not {STATE_VERSION}",
-                    s.version
-                ));
+                return Err(RecordError::Version {
+                    file,
+                    version: s.version,
+                });
             }
             Ok(s)
         }
@@ -70,20 +133,20 @@ pub fn load_state(home: &Path) -> Result<InstallState, String> {
 }
 
 /// Writes the record; removes the file when no agent is left in it.
-pub fn save_state(home: &Path, state: &InstallState) -> Result<(), String> {
+pub fn save_state(home: &Path, state: &InstallState) -> Result<(), RecordError> {
     let path = state_path(home);
-    let shown = shown(&path, home);
+    let file = shown(&path, home);
     if state.agents.is_empty() {
         return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Err(format!("{shown}: cannot remove: {e}"))
+            Err(source) if source.kind() != io::ErrorKind::NotFound => {
+                Err(RecordError::Remove { file, source })
             }
             _ => Ok(()),
         };
     }
     // Serialising plain strings and maps cannot fail.
     let text = serde_json::to_string_pretty(state).unwrap_or_default() + "\n";
-    write_atomic(&path, &text, Some(0o600)).map_err(|e| format!("{shown}: cannot write: {e}"))
+    write_atomic(&path, &text, Some(0o600)).map_err(|source| RecordError::Write { file, source })
 }
 
 /// The folders writing `path` would create, top down (none when its folder exists).
@@ -148,9 +211,13 @@ mod tests {
         std::fs::write(state_path(&home), "{nope").unwrap();
         assert!(load_state(&home)
             .unwrap_err()
+            .to_string()
             .contains("not an install record"));
         std::fs::write(state_path(&home), "{\"version\": 9}").unwrap();
-        assert!(load_state(&home).unwrap_err().contains("version 9"));
+        assert!(load_state(&home)
+            .unwrap_err()
+            .to_string()
+            .contains("version 9"));
         let _ = std::fs::remove_dir_all(&home);
     }
 

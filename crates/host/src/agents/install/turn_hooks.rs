@@ -77,7 +77,7 @@ fn turn_group(kind: HookKind, id: &HubIdentity, sub: &str) -> J {
 
 /// Removes our liveness hooks from `hooks.<event>`: a group holding only ours goes whole,
 /// else only our hooks leave it. Returns the new text and how many went.
-fn remove_ours(text: &str, event: &str) -> Result<(String, usize), String> {
+fn remove_ours(text: &str, event: &str) -> Result<(String, usize), EditError> {
     super::hooks::remove_hooks_where(text, event, is_our_turn_hook_command)
 }
 
@@ -87,7 +87,7 @@ pub(super) fn plan_turn_hooks(
     action: &Action,
     work: &mut Work,
     notes: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), PlanError> {
     let events = turn_events(m.install.hook);
     let Some(config) = m
         .install
@@ -99,7 +99,10 @@ pub(super) fn plan_turn_hooks(
     };
     let path = expand(config, &work.home);
     let show = shown(&path, &work.home);
-    let fail = |e: String| format!("{show}: {e}");
+    let fail = |e: EditError| PlanError::Edit {
+        file: show.clone(),
+        source: e,
+    };
     let start = work.get(&path)?.unwrap_or_default();
     let mut text = start.clone();
     for &(event, sub) in events {
@@ -110,7 +113,8 @@ pub(super) fn plan_turn_hooks(
                 // One hook of ours: its owned keys are set where it stands, the user's keys
                 // beside them kept (owned.rs), as for the delivery hook.
                 if let Some((merged, keys)) =
-                    merge_our_hook(&text, event, &group, is_our_turn_hook_command).map_err(fail)?
+                    merge_our_hook(&text, event, &group, is_our_turn_hook_command)
+                        .map_err(|e| fail(e.into()))?
                 {
                     if keys.is_empty() {
                         notes.push(format!("{show}: {what} already present"));
@@ -121,8 +125,8 @@ pub(super) fn plan_turn_hooks(
                     continue;
                 }
                 let (t, removed) = remove_ours(&text, event).map_err(fail)?;
-                text = jsonedit::append(&t, &["hooks", event], &group)
-                    .map_err(|e| fail(e.to_string()))?;
+                text =
+                    jsonedit::append(&t, &["hooks", event], &group).map_err(|e| fail(e.into()))?;
                 notes.push(status_note(&show, &what, removed > 0, true));
             }
             Action::Uninstall => {
@@ -133,10 +137,10 @@ pub(super) fn plan_turn_hooks(
                 for depth in [2, 1] {
                     let key = [Seg::Key("hooks"), Seg::Key(event)];
                     if jsonedit::is_empty_container(&t, &key[..depth])
-                        .map_err(|e| fail(e.to_string()))?
+                        .map_err(|e| fail(e.into()))?
                     {
                         if let Some(pruned) =
-                            jsonedit::remove(&t, &key[..depth]).map_err(|e| fail(e.to_string()))?
+                            jsonedit::remove(&t, &key[..depth]).map_err(|e| fail(e.into()))?
                         {
                             t = pruned;
                         }
