@@ -153,7 +153,7 @@ pub(super) fn load_rows(conn: &mut Connection, sink: &mut dyn RowSink) -> Result
             match message {
                 Ok(batch) => {
                     if let Err(e) = Batch::feed(batch, sink) {
-                        result = Err(StoreError::Corrupt(e));
+                        result = Err(StoreError::Corrupt(rows::RowError::Refused(e)));
                         break;
                     }
                 }
