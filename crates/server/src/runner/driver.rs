@@ -10,7 +10,7 @@
 //! one input channel.
 
 use super::control::Control;
-use super::pipes::{self, Input, QueueError, StderrTail, StdinQueue};
+use super::pipes::{self, Input, PipeError, QueueError, StderrTail, StdinQueue};
 use super::process;
 use super::{TaskEnd, TaskEvent, TaskSpec, STDERR_TAIL_LINES, STDIN_BACKLOG_MAX_BYTES};
 use agent_hub_proto::acp::sanitize::Secrets;
@@ -205,11 +205,11 @@ impl Driver {
         cap: usize,
         tail: &Arc<Mutex<StderrTail>>,
         run: &mut Running,
-    ) -> Result<(), String> {
+    ) -> Result<(), PipeError> {
         let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-            return Err("the agent's pipes were not created".into());
+            return Err(PipeError::Missing);
         };
-        let thread_err = |e: std::io::Error| format!("cannot start a pipe thread: {e}");
+        let thread_err = PipeError::Thread;
         run.stdin = Some(
             StdinQueue::start(stdin, STDIN_BACKLOG_MAX_BYTES, self.input_tx.clone())
                 .map_err(thread_err)?,

@@ -12,7 +12,7 @@
 //! `headless::outcome`'s), putting anything but the rendered argv on the command line.
 
 use super::control::Control;
-use super::pipes::{self, Input, StderrTail};
+use super::pipes::{self, Input, PipeError, StderrTail};
 use super::{process, TaskEnd, TaskEvent, STDERR_TAIL_LINES};
 use agent_hub_host::agents::manifest::Outcome as Format;
 use agent_hub_proto::acp::sanitize::Secrets;
@@ -251,11 +251,11 @@ impl HeadlessDriver {
         captured: &Arc<Mutex<Captured>>,
         tail: &Arc<Mutex<StderrTail>>,
         stderr_done: Sender<()>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PipeError> {
         let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
-            return Err("the agent's pipes were not created".into());
+            return Err(PipeError::Missing);
         };
-        let thread_err = |e: std::io::Error| format!("cannot start a pipe thread: {e}");
+        let thread_err = PipeError::Thread;
         let tx = self.input_tx.clone();
         let cap = self.spec.stdout_max_bytes;
         let c = Arc::clone(captured);

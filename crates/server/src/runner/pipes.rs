@@ -77,6 +77,33 @@ pub(super) fn read_stdout(out: ChildStdout, cap: usize, tx: SyncSender<Input>) {
     let _ = tx.send(Input::Eof);
 }
 
+/// Why a driver could not set up its agent's pipes (it then kills the agent).
+#[derive(Debug)]
+pub(super) enum PipeError {
+    /// The child came without one of its piped stdio handles.
+    Missing,
+    /// A pipe's thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for PipeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PipeError::Missing => write!(f, "the agent's pipes were not created"),
+            PipeError::Thread(e) => write!(f, "cannot start a pipe thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PipeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PipeError::Missing => None,
+            PipeError::Thread(e) => Some(e),
+        }
+    }
+}
+
 /// The driver's end of the stdin writer: a queue with a byte bound.
 pub(super) struct StdinQueue {
     tx: Option<Sender<Vec<u8>>>,

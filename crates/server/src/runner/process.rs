@@ -17,6 +17,53 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 
+/// Why a task's agent could not be started. Its text becomes the task's `failed` outcome,
+/// cleaned of the task's secrets (`spawn_reaped`).
+#[derive(Debug)]
+pub(super) enum SpawnError {
+    EmptyArgv,
+    /// argv[0] is relative: `shown` is it as the error may show it (`Secrets::token`), never
+    /// the raw text.
+    RelativeProgram {
+        shown: String,
+    },
+    /// The task's cwd is not a directory.
+    NoCwd(PathBuf),
+    /// exec failed (or the pre-exec steps: setsid, Landlock).
+    Exec {
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    /// The task's sandbox could not be prepared.
+    Sandbox(agent_hub_host::sandbox::PrepareError),
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::EmptyArgv => write!(f, "the agent's argv is empty"),
+            SpawnError::RelativeProgram { shown } => {
+                write!(f, "argv[0] {shown:?} is not an absolute path")
+            }
+            SpawnError::NoCwd(cwd) => {
+                write!(f, "the task's cwd {} is not a directory", cwd.display())
+            }
+            SpawnError::Exec { program, error } => write!(f, "{}: {error}", program.display()),
+            SpawnError::Sandbox(e) => write!(f, "the sandbox could not be set up: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpawnError::Exec { error, .. } => Some(error),
+            SpawnError::Sandbox(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Spawns `argv` in `cwd` with exactly `env`. The child leads a new session and process
 /// group whose id is its pid. With `landlock`, the child restricts itself to that ruleset
 /// (`sandbox::landlock_sys::confine_child`) before it execs; the caller keeps the ruleset
@@ -26,24 +73,20 @@ pub(super) fn spawn(
     env: &[(OsString, OsString)],
     cwd: &Path,
     landlock: Option<std::os::fd::RawFd>,
-) -> Result<Child, String> {
+) -> Result<Child, SpawnError> {
     let Some((program, args)) = argv.split_first() else {
-        return Err("the agent's argv is empty".into());
+        return Err(SpawnError::EmptyArgv);
     };
     let program = PathBuf::from(program);
     if !program.is_absolute() {
         // With the environment cleared a PATH lookup would use whatever PATH `env` holds;
         // the manifest layer resolves argv[0] once, checked, instead.
-        return Err(format!(
-            "argv[0] {:?} is not an absolute path",
-            agent_hub_proto::acp::sanitize::Secrets::default().token(&program.to_string_lossy())
-        ));
+        return Err(SpawnError::RelativeProgram {
+            shown: Secrets::default().token(&program.to_string_lossy()),
+        });
     }
     if !cwd.is_dir() {
-        return Err(format!(
-            "the task's cwd {} is not a directory",
-            cwd.display()
-        ));
+        return Err(SpawnError::NoCwd(cwd.to_owned()));
     }
     let mut cmd = Command::new(&program);
     cmd.args(args)
@@ -70,7 +113,7 @@ pub(super) fn spawn(
         });
     }
     cmd.spawn()
-        .map_err(|e| format!("{}: {e}", program.display()))
+        .map_err(|error| SpawnError::Exec { program, error })
 }
 
 /// Spawns a task's agent: inside its sandbox when it has one (`sandbox::prepare` makes the
@@ -82,12 +125,11 @@ pub(super) fn spawn_task(
     env: &[(OsString, OsString)],
     cwd: &Path,
     sandbox: Option<&agent_hub_host::sandbox::TaskSandbox>,
-) -> Result<(Child, Option<String>), String> {
+) -> Result<(Child, Option<String>), SpawnError> {
     let Some(sb) = sandbox else {
         return spawn(argv, env, cwd, None).map(|c| (c, None));
     };
-    let prepared = agent_hub_host::sandbox::prepare(sb, argv, cwd)
-        .map_err(|e| format!("the sandbox could not be set up: {e}"))?;
+    let prepared = agent_hub_host::sandbox::prepare(sb, argv, cwd).map_err(SpawnError::Sandbox)?;
     let mut env: Vec<(OsString, OsString)> = env
         .iter()
         .filter(|(k, _)| !prepared.env.iter().any(|(o, _)| o == k))
@@ -131,7 +173,7 @@ pub(super) fn spawn_reaped(
         .spawn(move || reap(child_rx, exits))
         .map_err(|e| Status::Failed(Failure::Spawn(format!("cannot start a thread: {e}"))))?;
     let (mut child, sandboxed) = spawn_task(argv, env, cwd, sandbox)
-        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why))))?;
+        .map_err(|why| Status::Failed(Failure::Spawn(secrets.clean(&why.to_string()))))?;
     let pgid = child.id();
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {

@@ -387,16 +387,50 @@ pub fn head_path(audit: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Why a `.head` file gave no head.
+#[derive(Debug)]
+pub enum HeadError {
+    /// It could not be read (other than being absent).
+    Read { path: PathBuf, error: io::Error },
+    /// It holds something other than a hash.
+    NotAHash { path: PathBuf },
+}
+
+impl std::fmt::Display for HeadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeadError::Read { path, error } => write!(f, "cannot read {}: {error}", path.display()),
+            HeadError::NotAHash { path } => {
+                write!(f, "{} does not hold a SHA-256 hex digest", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for HeadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HeadError::Read { error, .. } => Some(error),
+            HeadError::NotAHash { .. } => None,
+        }
+    }
+}
+
 /// Reads a `.head` file: None if it is absent or empty, an error if it holds anything but a
 /// hash.
-pub fn read_head(path: &Path) -> Result<Option<Hash>, String> {
+pub fn read_head(path: &Path) -> Result<Option<Hash>, HeadError> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(None),
         Ok(text) => parse_hex(text.trim())
             .map(Some)
-            .ok_or_else(|| format!("{} does not hold a SHA-256 hex digest", path.display())),
+            .ok_or_else(|| HeadError::NotAHash {
+                path: path.to_owned(),
+            }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(error) => Err(HeadError::Read {
+            path: path.to_owned(),
+            error,
+        }),
     }
 }
 

@@ -5,7 +5,35 @@
 //! `Hub::handle_synced`, and the core says what follows.
 
 use super::*;
+use crate::store::StoreError;
 use agent_hub_proto::hub::durable::StoreFailure;
+
+/// Why a batch could not be made durable: which write failed, with its error.
+#[derive(Debug)]
+pub enum CommitError {
+    /// The queue store's transaction (its staging or its commit).
+    Store(StoreError),
+    /// The audit batch's append.
+    Audit(io::Error),
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommitError::Store(e) => write!(f, "the queue store could not be written ({e})"),
+            CommitError::Audit(e) => write!(f, "the audit log could not be written ({e})"),
+        }
+    }
+}
+
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CommitError::Store(e) => Some(e),
+            CommitError::Audit(e) => Some(e),
+        }
+    }
+}
 
 impl Server {
     /// Carries out one `Output::Commit` exactly as `hub::commit::Batch` says: the store
@@ -13,36 +41,37 @@ impl Server {
     /// fails, then the flush request for a batch that waits for one. Decides nothing: the
     /// core gets the result and says what follows.
     pub(super) fn write_batch(&mut self, batch: agent_hub_proto::hub::Batch) {
-        let result = self.try_write_batch(&batch);
+        // The core takes the failure as the IO layer's words (`StoreFailure`): it puts them
+        // in refusals and the service log and decides nothing by them.
+        let failed = |e: &dyn std::error::Error| StoreFailure::new(e.to_string());
+        let result = self.try_write_batch(&batch).map_err(|e| failed(&e));
         let now = self.now();
         let unflushable = match (&result, batch.sync, &mut self.flusher) {
-            (Ok(()), true, Some(f)) => f.request(batch.id).err(),
-            (Ok(()), true, None) => Some("the store has no flush thread".to_owned()),
+            (Ok(()), true, Some(f)) => f.request(batch.id).err().map(|e| failed(&e)),
+            (Ok(()), true, None) => Some(StoreFailure::new("the store has no flush thread")),
             _ => None,
         };
-        self.hub
-            .handle_committed(batch.id, result.map_err(StoreFailure::new), now);
+        self.hub.handle_committed(batch.id, result, now);
         if let Some(e) = unflushable {
             // No flush will come: the held replies become errors.
-            self.hub
-                .handle_synced(batch.id, Err(StoreFailure::new(e)), now);
+            self.hub.handle_synced(batch.id, Err(e), now);
         }
     }
 
-    fn try_write_batch(&mut self, batch: &agent_hub_proto::hub::Batch) -> Result<(), String> {
+    fn try_write_batch(&mut self, batch: &agent_hub_proto::hub::Batch) -> Result<(), CommitError> {
         if let Err(e) = self.store.stage(&batch.store_ops) {
             // Records that gate nothing still go out; the refusals are audited after them.
             let _ = self.records.flush_audit(std::iter::empty());
-            return Err(format!("the queue store could not be written ({e})"));
+            return Err(CommitError::Store(e));
         }
         if let Err(e) = self.records.flush_audit(batch.audit.iter().cloned()) {
             self.store.rollback();
-            return Err(format!("the audit log could not be written ({e})"));
+            return Err(CommitError::Audit(e));
         }
         if let Err(e) = self.store.commit() {
             // The audit batch already says `accepted`: take it back out.
             self.records.undo_last_batch();
-            return Err(format!("the queue store could not be written ({e})"));
+            return Err(CommitError::Store(e));
         }
         if let (Some(f), Some(frames)) = (&mut self.flusher, self.store.wal_frames()) {
             f.wal_committed(frames);

@@ -230,7 +230,7 @@ impl Server {
     pub fn start_relay(
         &mut self,
         cfg: agent_hub_host::config::RelayConfig,
-    ) -> Result<Option<std::net::SocketAddr>, String> {
+    ) -> Result<Option<std::net::SocketAddr>, relay_io::RelayStartError> {
         let forward_peers: Vec<String> = cfg
             .peers
             .iter()
@@ -245,7 +245,8 @@ impl Server {
         // a flood of relay connections could take the ones local clients need.
         if let Some(nofile) = relay_gate::nofile_limit() {
             let dials = cfg.peers.iter().filter(|p| p.address.is_some()).count();
-            relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)?;
+            relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)
+                .map_err(relay_io::RelayStartError::Descriptors)?;
         }
         let manifests_dir = self.manifests_dir.clone();
         let task_dir = self

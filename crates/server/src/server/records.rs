@@ -557,10 +557,7 @@ impl Records {
     /// Writes the pending records and then `gated` in one append. On failure the file is cut
     /// back, the gated records are discarded (the caller refuses what they carried) and the
     /// pending ones are kept for the next flush.
-    pub fn flush_audit<I: IntoIterator<Item = AuditEvent>>(
-        &mut self,
-        gated: I,
-    ) -> Result<(), String> {
+    pub fn flush_audit<I: IntoIterator<Item = AuditEvent>>(&mut self, gated: I) -> io::Result<()> {
         // Only this call's batch can be taken back: a batch from an earlier call was settled
         // by its own commit (and an empty call must not leave it undoable).
         self.last_batch = None;
@@ -657,7 +654,7 @@ impl Records {
                         ),
                     );
                 }
-                Err(e.to_string())
+                Err(e)
             }
         }
     }

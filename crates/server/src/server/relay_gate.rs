@@ -306,6 +306,35 @@ impl Gate {
     }
 }
 
+/// `check_descriptors` refused: the connections configured need more descriptors than the
+/// process may hold. Carries the terms of the sum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescriptorError {
+    pub client_connections: usize,
+    pub relay_connections: usize,
+    pub dials: usize,
+    pub needed: u64,
+    pub nofile: u64,
+}
+
+impl std::fmt::Display for DescriptorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let DescriptorError {
+            client_connections,
+            relay_connections,
+            dials,
+            needed,
+            nofile,
+        } = self;
+        write!(
+            f,
+            "limits.max_connections ({client_connections}) + relay.max_connections ({relay_connections}) + {dials} dialled peers + {RESERVED_DESCRIPTORS} reserved = {needed} file descriptors, over this process's limit of {nofile}: lower one of the two caps, or raise the limit (ulimit -n)"
+        )
+    }
+}
+
+impl std::error::Error for DescriptorError {}
+
 /// The rule that keeps a flood of relay connections from taking the descriptors local clients
 /// need: client connections (`limits.max_connections`), accepted relay connections
 /// (`relay.max_connections`), one dial per configured peer and `RESERVED_DESCRIPTORS` must fit
@@ -316,16 +345,19 @@ pub fn check_descriptors(
     relay: &RelayLimits,
     dials: usize,
     nofile: u64,
-) -> Result<(), String> {
+) -> Result<(), DescriptorError> {
     let needed = (client_connections as u64)
         .saturating_add(relay.max_connections as u64)
         .saturating_add(dials as u64)
         .saturating_add(RESERVED_DESCRIPTORS);
     if needed > nofile {
-        return Err(format!(
-            "limits.max_connections ({client_connections}) + relay.max_connections ({}) + {dials} dialled peers + {RESERVED_DESCRIPTORS} reserved = {needed} file descriptors, over this process's limit of {nofile}: lower one of the two caps, or raise the limit (ulimit -n)",
-            relay.max_connections
-        ));
+        return Err(DescriptorError {
+            client_connections,
+            relay_connections: relay.max_connections,
+            dials,
+            needed,
+            nofile,
+        });
     }
     Ok(())
 }
@@ -561,7 +593,9 @@ mod tests {
             check_descriptors(1024, &relay, 2, 1024 + 64 + 2 + 64),
             Ok(())
         );
-        let e = check_descriptors(1024, &relay, 2, 1024 + 64 + 2 + 63).unwrap_err();
+        let e = check_descriptors(1024, &relay, 2, 1024 + 64 + 2 + 63)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("1154 file descriptors, over this process's limit of 1153"),
             "{e}"

@@ -11,11 +11,11 @@ use crate::store::sqlite::Sqlite;
 use crate::store::{Memory, Store};
 use agent_hub_host::config::{Config, StoreConfig};
 use agent_hub_proto::hub::{Hub, Now};
-use agent_hub_proto::roster::Roster;
+use agent_hub_proto::roster::{Roster, RosterError};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A fatal startup error: which stage failed and why.
 #[derive(Debug)]
@@ -47,28 +47,81 @@ pub struct Started {
     pub relay_addr: Option<SocketAddr>,
 }
 
+/// Why a credential file (the roster, a relay key file) was refused. `what` names the kind
+/// of file ("roster", "relay key file").
+#[derive(Debug)]
+pub enum FileCheckError {
+    /// Its metadata or its text could not be read.
+    Unreadable {
+        what: &'static str,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// Group or others may read or write it.
+    NotPrivate {
+        what: &'static str,
+        path: PathBuf,
+        mode: u32,
+    },
+    /// The roster's text is not a valid roster.
+    Roster(RosterError),
+}
+
+impl fmt::Display for FileCheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileCheckError::Unreadable { what, path, error } => {
+                write!(f, "cannot read {what} {}: {error}", path.display())
+            }
+            FileCheckError::NotPrivate { what, path, mode } => write!(
+                f,
+                "{what} {} has mode {mode:03o}, readable or writable by group or others; fix it with: chmod 600 {}",
+                path.display(),
+                path.display()
+            ),
+            FileCheckError::Roster(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for FileCheckError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FileCheckError::Unreadable { error, .. } => Some(error),
+            FileCheckError::NotPrivate { .. } => None,
+            FileCheckError::Roster(e) => Some(e),
+        }
+    }
+}
+
 /// Refuses a credential file that group or others may read or write.
-pub fn check_private(path: &Path, what: &str) -> Result<(), String> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+pub fn check_private(path: &Path, what: &'static str) -> Result<(), FileCheckError> {
+    let meta = std::fs::metadata(path).map_err(|error| FileCheckError::Unreadable {
+        what,
+        path: path.to_owned(),
+        error,
+    })?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
-            "{what} {} has mode {mode:03o}, readable or writable by group or others; fix it with: chmod 600 {}",
-            path.display(),
-            path.display()
-        ));
+        return Err(FileCheckError::NotPrivate {
+            what,
+            path: path.to_owned(),
+            mode,
+        });
     }
     Ok(())
 }
 
 /// Reads, checks and parses the roster file (SPEC §6.1, §6.4): at startup, and again on
 /// SIGHUP. The error names the file and what to fix, never a token.
-pub fn read_roster(path: &Path) -> Result<Roster, String> {
+pub fn read_roster(path: &Path) -> Result<Roster, FileCheckError> {
     check_private(path, "roster")?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read roster {}: {e}", path.display()))?;
-    Roster::parse(&text).map_err(|e| e.to_string())
+    let text = std::fs::read_to_string(path).map_err(|error| FileCheckError::Unreadable {
+        what: "roster",
+        path: path.to_owned(),
+        error,
+    })?;
+    Roster::parse(&text).map_err(FileCheckError::Roster)
 }
 
 /// Makes this process non-dumpable (prctl `PR_SET_DUMPABLE` 0, issue 29): a process of the
@@ -134,7 +187,7 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                 if let Err(cause) = server.start_tasks(&config, config_path, addr.port()) {
                     let e = StartupError {
                         stage: "tasks",
-                        cause,
+                        cause: cause.to_string(),
                     };
                     server.records().log("ERROR", &e.to_string());
                     server.records().flush_service();
@@ -158,7 +211,7 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
                         Err(cause) => {
                             let e = StartupError {
                                 stage: "relay",
-                                cause,
+                                cause: cause.to_string(),
                             };
                             server.records().log("ERROR", &e.to_string());
                             server.records().flush_service();

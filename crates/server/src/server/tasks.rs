@@ -31,8 +31,83 @@ pub enum AgentRun {
     },
 }
 
+/// Why an agent name gives no way to run a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    /// No runnable manifest by that name (`agents::runnable::resolve`).
+    Runnable(agent_hub_host::agents::runnable::RunnableError),
+    /// Its manifest resolves, but to neither an ACP program on PATH nor a headless template.
+    NotDelegable,
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResolveError::Runnable(e) => write!(f, "{e}"),
+            ResolveError::NotDelegable => {
+                write!(f, "it cannot take delegated work on this machine")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ResolveError::Runnable(e) => Some(e),
+            ResolveError::NotDelegable => None,
+        }
+    }
+}
+
+/// Why delegation could not be turned on at startup (`Server::start_tasks`).
+#[derive(Debug)]
+pub enum TaskStartError {
+    /// The store's task rows could not be read back.
+    LoadTasks(crate::store::StoreError),
+    /// `tasks.credentials_dir` is not a private folder.
+    CredentialsDir(runner::CredentialError),
+    /// The configured sandbox does not work here (the probe says why).
+    Sandbox(agent_hub_host::sandbox::probe::ProbeError),
+    /// `tasks.credentials_dir` (canonical) holds `shared`, which every agent needs.
+    CredentialsHoldShared {
+        credentials: PathBuf,
+        shared: PathBuf,
+    },
+}
+
+impl std::fmt::Display for TaskStartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskStartError::LoadTasks(e) => write!(f, "loading stored tasks: {e}"),
+            TaskStartError::CredentialsDir(e) => write!(f, "tasks.credentials_dir: {e}"),
+            TaskStartError::Sandbox(e) => write!(f, "{e}"),
+            TaskStartError::CredentialsHoldShared {
+                credentials,
+                shared,
+            } => write!(
+                f,
+                "tasks.credentials_dir {} holds {}, which every agent needs: give the task credentials a folder of their own",
+                credentials.display(),
+                shared.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TaskStartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TaskStartError::LoadTasks(e) => Some(e),
+            TaskStartError::CredentialsDir(e) => Some(e),
+            TaskStartError::Sandbox(e) => Some(e),
+            TaskStartError::CredentialsHoldShared { .. } => None,
+        }
+    }
+}
+
 pub trait ResolveAgent {
-    fn resolve(&self, agent: &str) -> Result<AgentRun, String>;
+    fn resolve(&self, agent: &str) -> Result<AgentRun, ResolveError>;
     /// The agent's manifest, for its sandbox's view of the agent's installed config
     /// (`agents::install::task_view`); None: no view is made.
     fn manifest(&self, _agent: &str) -> Option<agent_hub_host::agents::manifest::Manifest> {
@@ -420,10 +495,10 @@ struct Registry {
 }
 
 impl ResolveAgent for Registry {
-    fn resolve(&self, agent: &str) -> Result<AgentRun, String> {
+    fn resolve(&self, agent: &str) -> Result<AgentRun, ResolveError> {
         use agent_hub_host::agents::runnable::{self, Delegate};
         let spec =
-            runnable::resolve(&self.reg, agent, &self.path_var).map_err(|e| e.to_string())?;
+            runnable::resolve(&self.reg, agent, &self.path_var).map_err(ResolveError::Runnable)?;
         match spec.mode {
             Delegate::Acp => Ok(AgentRun::Acp(
                 spec.argv.into_iter().map(OsString::from).collect(),
@@ -433,7 +508,7 @@ impl ResolveAgent for Registry {
                 format: spec.outcome,
                 prompt_via: spec.prompt_via,
             }),
-            Delegate::No => Err("it cannot take delegated work on this machine".into()),
+            Delegate::No => Err(ResolveError::NotDelegable),
         }
     }
 
@@ -457,7 +532,7 @@ impl super::Server {
         config: &agent_hub_host::config::Config,
         config_path: &Path,
         port: u16,
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskStartError> {
         let Some(cfg) = config.tasks.as_ref() else {
             return Ok(());
         };
@@ -486,10 +561,7 @@ impl super::Server {
             .filter(|(_, d)| *d != agent_hub_host::agents::runnable::Delegate::No)
             .map(|(name, _)| name)
             .collect();
-        let rows = self
-            .store
-            .load_tasks()
-            .map_err(|e| format!("loading stored tasks: {e}"))?;
+        let rows = self.store.load_tasks().map_err(TaskStartError::LoadTasks)?;
         self.task_dir = cfg.cwd_roots.first().cloned();
         self.max_tasks = Some(cfg.max_concurrent);
         let credentials_dir = cfg.credentials_dir.clone().unwrap_or_else(|| {
@@ -596,16 +668,16 @@ impl super::Server {
         home: &Path,
         path_var: &str,
         user_agents_dir: &Path,
-    ) -> Result<Option<Arc<agent_hub_host::sandbox::Sandbox>>, String> {
+    ) -> Result<Option<Arc<agent_hub_host::sandbox::Sandbox>>, TaskStartError> {
         use agent_hub_host::sandbox::{self, Kind};
         let Some(cfg) = config.tasks.as_ref() else {
             return Ok(None);
         };
         // The task folders live here: it must exist (private) before the probe hides it.
         crate::runner::TaskCredential::check_folder(credentials_dir)
-            .map_err(|e| format!("tasks.credentials_dir: {e}"))?;
+            .map_err(TaskStartError::CredentialsDir)?;
         let (kind, notes) = sandbox::probe::detect(cfg.sandbox, path_var, credentials_dir)
-            .map_err(|e| e.to_string())?;
+            .map_err(TaskStartError::Sandbox)?;
         for n in notes {
             self.records.log("WARN", &n);
         }
@@ -654,11 +726,10 @@ impl super::Server {
             .chain(cfg.cwd_roots.iter())
             .find(|k| k.starts_with(&creds))
         {
-            return Err(format!(
-                "tasks.credentials_dir {} holds {}, which every agent needs: give the task credentials a folder of their own",
-                creds.display(),
-                k.display()
-            ));
+            return Err(TaskStartError::CredentialsHoldShared {
+                credentials: creds,
+                shared: k.clone(),
+            });
         }
         let what = match &kind {
             Kind::Bwrap { program } => format!("bubblewrap ({})", program.display()),

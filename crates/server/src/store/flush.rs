@@ -22,6 +22,7 @@
 //! Owns: the thread, its channels, the descriptors it flushes, the checkpoint policy. Refuses:
 //! deciding what a flush means for anyone's reply (the core does, in `Hub::synced`).
 
+use std::fmt;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -29,8 +30,42 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How a flush ended: `Ok`, or the error text (an I/O error from the kernel).
+/// How a flush ended: `Ok`, or the error text (an I/O error from the kernel). Text, because
+/// it goes as it is to `Hub::handle_synced`, whose error is the core's.
 pub type FlushResult = Result<(), String>;
+
+/// Why the background thread's work could not be done or asked for.
+#[derive(Debug)]
+pub enum BackgroundError {
+    /// The thread is gone (it cannot panic short of a bug): nothing more will be flushed.
+    Stopped,
+    /// A checkpoint was asked of a store that has none.
+    NoCheckpoints,
+    /// SQLite's checkpoint failed.
+    Checkpoint(rusqlite::Error),
+    /// The checkpoint found no WAL.
+    NotWal,
+}
+
+impl fmt::Display for BackgroundError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackgroundError::Stopped => write!(f, "the store's flush thread has stopped"),
+            BackgroundError::NoCheckpoints => write!(f, "this store has no checkpoints"),
+            BackgroundError::Checkpoint(e) => write!(f, "{e}"),
+            BackgroundError::NotWal => write!(f, "the store is not in WAL mode"),
+        }
+    }
+}
+
+impl std::error::Error for BackgroundError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BackgroundError::Checkpoint(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// WAL frames (pages) after a commit at which a checkpoint is asked for. The hub rewrites the
 /// same few tail pages commit after commit, so a longer WAL holds many copies of each and a
@@ -68,7 +103,7 @@ pub struct Checkpointed {
 /// Copies the WAL into the database without blocking writers (SQLite's PASSIVE mode, on a
 /// connection of its own), or a script in tests.
 pub trait Checkpoint: Send + 'static {
-    fn checkpoint(&mut self) -> Result<Checkpointed, String>;
+    fn checkpoint(&mut self) -> Result<Checkpointed, BackgroundError>;
 }
 
 /// The work a store hands the background thread: the flush when `store.sync = "full"`, and
@@ -137,7 +172,7 @@ enum Job {
 /// A report from the thread.
 enum Report {
     Flushed(u64, FlushResult),
-    Checkpointed(Result<Checkpointed, String>),
+    Checkpointed(Result<Checkpointed, BackgroundError>),
 }
 
 /// The checkpoint policy's state, kept by the loop's handle (module doc). Pure: time is
@@ -203,7 +238,7 @@ impl CheckpointPolicy {
     /// The checkpoint ended; a service-log line to write, if any.
     pub fn finished(
         &mut self,
-        result: &Result<Checkpointed, String>,
+        result: &Result<Checkpointed, BackgroundError>,
         now: Instant,
     ) -> Option<(&'static str, String)> {
         self.running = false;
@@ -320,7 +355,7 @@ impl Flusher {
                     if ckpt {
                         let result = match &mut checkpoint {
                             Some(c) => c.checkpoint(),
-                            None => Err("this store has no checkpoints".to_owned()),
+                            None => Err(BackgroundError::NoCheckpoints),
                         };
                         if done_tx.send(Report::Checkpointed(result)).is_err() {
                             return;
@@ -346,9 +381,9 @@ impl Flusher {
     }
 
     /// Asks for everything committed up to `batch` to be flushed.
-    pub fn request(&mut self, batch: u64) -> Result<(), String> {
+    pub fn request(&mut self, batch: u64) -> Result<(), BackgroundError> {
         if self.requests.send(Job::Flush(batch)).is_err() {
-            return Err("the store's flush thread has stopped".to_owned());
+            return Err(BackgroundError::Stopped);
         }
         self.pending = Some(batch);
         Ok(())
@@ -359,8 +394,7 @@ impl Flusher {
         if self.checkpoints.committed(frames, Instant::now())
             && self.requests.send(Job::Checkpoint).is_err()
         {
-            let r = Err("the store's flush thread has stopped".to_owned());
-            self.finish_checkpoint(r);
+            self.finish_checkpoint(Err(BackgroundError::Stopped));
         }
     }
 
@@ -385,7 +419,7 @@ impl Flusher {
         std::mem::take(&mut self.logs)
     }
 
-    fn finish_checkpoint(&mut self, result: Result<Checkpointed, String>) {
+    fn finish_checkpoint(&mut self, result: Result<Checkpointed, BackgroundError>) {
         if let Some(line) = self.checkpoints.finished(&result, Instant::now()) {
             self.logs.push(line);
         }
@@ -411,12 +445,12 @@ impl Flusher {
                 Err(TryRecvError::Empty) => return None,
                 Err(TryRecvError::Disconnected) => {
                     if self.checkpoints.running {
-                        self.finish_checkpoint(Err("the store's flush thread has stopped".into()));
+                        self.finish_checkpoint(Err(BackgroundError::Stopped));
                     }
                     return self
                         .pending
                         .take()
-                        .map(|p| (p, Err("the store's flush thread has stopped".to_owned())));
+                        .map(|p| (p, Err(BackgroundError::Stopped.to_string())));
                 }
             }
         }
@@ -449,10 +483,10 @@ impl Flusher {
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => {
                     if self.checkpoints.running {
-                        self.finish_checkpoint(Err("the store's flush thread has stopped".into()));
+                        self.finish_checkpoint(Err(BackgroundError::Stopped));
                     }
                     if let Some(p) = self.pending.take() {
-                        out.push((p, Err("the store's flush thread has stopped".to_owned())));
+                        out.push((p, Err(BackgroundError::Stopped.to_string())));
                     }
                 }
             }
@@ -608,7 +642,10 @@ mod tests {
     fn a_failed_checkpoint_waits_before_the_next_and_its_log_lines_are_bounded() {
         let t0 = Instant::now();
         let mut p = CheckpointPolicy::default();
-        let failed = Err("disk I/O error".to_owned());
+        let failed = Err(BackgroundError::Checkpoint(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+            Some("disk I/O error".to_owned()),
+        )));
         let mut lines = Vec::new();
         let mut asked = 0;
         // Ten minutes of commits every 10 ms against a failing disk.
@@ -644,7 +681,7 @@ mod tests {
     }
 
     impl Checkpoint for CountingCheckpoint {
-        fn checkpoint(&mut self) -> Result<Checkpointed, String> {
+        fn checkpoint(&mut self) -> Result<Checkpointed, BackgroundError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Ok(Checkpointed {
                 wal_frames: 9,

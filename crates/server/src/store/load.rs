@@ -19,6 +19,7 @@
 //! Owns only that pipeline. Refuses: deciding what a row means (`rows`, the sink).
 
 use super::{rows, QueuedRef, RowRef, RowSink, StoreError};
+use agent_hub_proto::hub::durable::RowRefused;
 use rusqlite::Connection;
 use std::ops::Range;
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -92,7 +93,7 @@ impl Batch {
     }
 
     /// Every row of the batch into `sink`, in order; the first refusal ends it.
-    fn feed(self, sink: &mut dyn RowSink) -> Result<(), String> {
+    fn feed(self, sink: &mut dyn RowSink) -> Result<(), RowRefused> {
         let s = self.strs.as_str();
         for p in self.rows {
             let text = |r: &Range<usize>| s.get(r.clone()).unwrap_or_default();
@@ -114,8 +115,7 @@ impl Batch {
                     split: q.split,
                     attempts: q.attempts,
                 }),
-            })
-            .map_err(|refused| refused.to_string())?;
+            })?;
         }
         Ok(())
     }
@@ -154,7 +154,7 @@ pub(super) fn load_rows(conn: &mut Connection, sink: &mut dyn RowSink) -> Result
             match message {
                 Ok(batch) => {
                     if let Err(e) = Batch::feed(batch, sink) {
-                        result = Err(StoreError::Corrupt(e));
+                        result = Err(StoreError::Corrupt(rows::RowError::Refused(e)));
                         break;
                     }
                 }

@@ -34,7 +34,7 @@ pub enum StoreError {
     /// A write failed (disk full, I/O error); nothing of the transaction was kept.
     Write(String),
     /// A row read back at startup is not one this hub could have written (`rows`).
-    Corrupt(String),
+    Corrupt(rows::RowError),
 }
 
 impl fmt::Display for StoreError {
@@ -51,7 +51,14 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Corrupt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// A SQLite step failed while opening or loading the store: its error as `StoreError::Open`.
 /// Here, beside the error, because the opener, the loader and the WAL hook all map with it.

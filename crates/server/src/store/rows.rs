@@ -11,11 +11,13 @@
 //! Owns the column list of the load query and the checks. Refuses IO beyond reading a row.
 
 use super::{QueuedRef, RowRef, StoredId, StoredTask};
+use agent_hub_proto::hub::durable::RowRefused;
 use agent_hub_proto::wire::envelope_text::{split, Parts};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
+use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 /// Columns in the order `decode` reads them.
@@ -72,34 +74,214 @@ pub const TASK_STATES: [&str; 9] = [
 /// `max_prompt_bytes` upper bound, far below this.
 pub const MAX_PROMPT_BYTES: usize = 64 * 1024 * 1024;
 
+/// What is wrong with one column of a row, or with a queued envelope's text against its row.
+/// Names columns and counts, never a value (module doc).
+#[derive(Debug)]
+pub enum ColumnError {
+    /// SQLite could not hand over the column.
+    Unreadable {
+        column: &'static str,
+        error: rusqlite::Error,
+    },
+    /// A value of the wrong type: `found` and `wanted` as the text says them ("NULL",
+    /// "an integer", "text", "a blob").
+    WrongType {
+        column: &'static str,
+        found: &'static str,
+        wanted: &'static str,
+    },
+    OutOfRange {
+        column: &'static str,
+        value: i64,
+        min: i64,
+        max: i64,
+    },
+    /// Text that is not UTF-8: the offset of its first bad byte.
+    NotUtf8 {
+        column: &'static str,
+        offset: usize,
+    },
+    Empty {
+        column: &'static str,
+    },
+    /// A state outside `known` (`STATES` or `TASK_STATES`), by its length only.
+    UnknownState {
+        known: &'static [&'static str],
+        chars: usize,
+    },
+    /// A reader outside `wire::Reader`'s list, by its length only.
+    UnknownReader {
+        chars: usize,
+    },
+    /// A task id not of the shape the hub issues.
+    BadTaskId,
+    PromptTooLong {
+        bytes: usize,
+    },
+    DigestLength {
+        bytes: usize,
+    },
+    TextTooLong {
+        bytes: usize,
+    },
+    TextNotObject,
+    /// The text does not parse: `lacks_fields` when it is JSON without a string id, from or
+    /// to (serde's category; its own text can quote a value), and where it stopped.
+    TextUnparsed {
+        lacks_fields: bool,
+        line: usize,
+        column: usize,
+    },
+    /// A field of the envelope's text differs from the row's column.
+    TextDiffers {
+        field: &'static str,
+        column: &'static str,
+    },
+}
+
+impl fmt::Display for ColumnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColumnError::Unreadable { column, error } => {
+                write!(f, "column {column} cannot be read ({error})")
+            }
+            ColumnError::WrongType {
+                column,
+                found,
+                wanted,
+            } => write!(f, "{column} is {found}, not {wanted}"),
+            ColumnError::OutOfRange {
+                column,
+                value,
+                min,
+                max,
+            } => write!(f, "{column} is {value}, outside {min}..={max}"),
+            ColumnError::NotUtf8 { column, offset } => write!(
+                f,
+                "{column} is not valid UTF-8 (bad byte at offset {offset})"
+            ),
+            ColumnError::Empty { column } => write!(f, "{column} is empty"),
+            ColumnError::UnknownState { known, chars } => write!(
+                f,
+                "state is not one of {} (it holds {chars} characters)",
+                known.join(", ")
+            ),
+            ColumnError::UnknownReader { chars } => write!(
+                f,
+                "reader is not one of unknown, {} (it holds {chars} characters)",
+                agent_hub_proto::wire::Reader::list()
+            ),
+            ColumnError::BadTaskId => write!(f, "task is not task- and 32 hex digits"),
+            ColumnError::PromptTooLong { bytes } => write!(
+                f,
+                "prompt is {bytes} bytes, more than any accepted ({MAX_PROMPT_BYTES})"
+            ),
+            ColumnError::DigestLength { bytes } => write!(f, "digest is {bytes} bytes, not 32"),
+            ColumnError::TextTooLong { bytes } => write!(
+                f,
+                "text is {bytes} bytes, more than any accepted envelope ({MAX_TEXT_BYTES})"
+            ),
+            ColumnError::TextNotObject => write!(f, "text is not a JSON object"),
+            ColumnError::TextUnparsed {
+                lacks_fields,
+                line,
+                column,
+            } => {
+                let what = if *lacks_fields {
+                    "lacks a string id, from or to"
+                } else {
+                    "is not valid JSON"
+                };
+                write!(f, "text {what} (line {line}, column {column})")
+            }
+            ColumnError::TextDiffers { field, column } => write!(
+                f,
+                "the envelope text's \"{field}\" differs from the row's {column}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ColumnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ColumnError::Unreadable { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A row read back at startup that this hub cannot have written (`StoreError::Corrupt`).
+#[derive(Debug)]
+pub enum RowError {
+    /// A row whose seq itself is unreadable or out of range: nothing to name it by.
+    Seq(ColumnError),
+    /// An envelope row, by its seq.
+    Envelope { seq: u64, error: ColumnError },
+    /// A task row, by its seq.
+    Task { seq: u64, error: ColumnError },
+    /// A seq that does not grow (`check_order`).
+    Repeated { seq: u64 },
+    /// Two rows with one sender and id (`check_unique`).
+    Duplicate { first: u64, second: u64 },
+    /// The sink refused a row (`RowSink::row`).
+    Refused(RowRefused),
+}
+
+impl fmt::Display for RowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RowError::Seq(e) => write!(f, "{e}"),
+            RowError::Envelope { seq, error } => write!(f, "row seq {seq}: {error}"),
+            RowError::Task { seq, error } => write!(f, "task row seq {seq}: {error}"),
+            RowError::Repeated { seq } => write!(f, "seq {seq} appears more than once"),
+            RowError::Duplicate { first, second } => write!(
+                f,
+                "rows seq {first} and seq {second} hold the same sender and id"
+            ),
+            RowError::Refused(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RowError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RowError::Seq(e)
+            | RowError::Envelope { error: e, .. }
+            | RowError::Task { error: e, .. } => Some(e),
+            RowError::Refused(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Decodes one task row, checking what the task book relies on: a task id of the shape the
 /// hub issues, a known state, numbers in range. Error texts name the column, never a value
 /// (the prompt and the cwd are the delegator's).
-pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, String> {
+pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, RowError> {
     let c = Cols { row };
-    let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
-    let at = |e: String| format!("task row seq {seq}: {e}");
+    let seq = c.int(0, "seq", 0, MAX_SEQ).map_err(RowError::Seq)? as u64;
+    let at = |error: ColumnError| RowError::Task { seq, error };
     let task = c.nonempty(1, "task").map_err(at)?.to_owned();
     if agent_hub_proto::tasks::TaskId::parse(&task).is_none() {
-        return Err(at("task is not task- and 32 hex digits".into()));
+        return Err(at(ColumnError::BadTaskId));
     }
     let state = c.text(9, "state").map_err(at)?.to_owned();
     if !TASK_STATES.contains(&state.as_str()) {
-        return Err(at(format!(
-            "state is not one of {} (it holds {} characters)",
-            TASK_STATES.join(", "),
-            state.chars().count()
-        )));
+        return Err(at(ColumnError::UnknownState {
+            known: &TASK_STATES,
+            chars: state.chars().count(),
+        }));
     }
     let prompt = c.text(6, "prompt").map_err(at)?.to_owned();
     if prompt.len() > MAX_PROMPT_BYTES {
-        return Err(at(format!(
-            "prompt is {} bytes, more than any accepted ({MAX_PROMPT_BYTES})",
-            prompt.len()
-        )));
+        return Err(at(ColumnError::PromptTooLong {
+            bytes: prompt.len(),
+        }));
     }
     let secs = agent_hub_host::config::tasks::MAX_TASK_TIMEOUT_SECS as i64;
-    let opt_int = |i: usize, name: &str, max: i64| -> Result<Option<i64>, String> {
+    let opt_int = |i: usize, name: &'static str, max: i64| -> Result<Option<i64>, ColumnError> {
         match c.get(i, name)? {
             ValueRef::Null => Ok(None),
             _ => c.int(i, name, 0, max).map(Some),
@@ -149,46 +331,63 @@ struct Cols<'r, 's> {
 }
 
 impl<'r> Cols<'r, '_> {
-    fn get(&self, i: usize, name: &str) -> Result<ValueRef<'r>, String> {
+    fn get(&self, i: usize, column: &'static str) -> Result<ValueRef<'r>, ColumnError> {
         self.row
             .get_ref(i)
-            .map_err(|e| format!("column {name} cannot be read ({e})"))
+            .map_err(|error| ColumnError::Unreadable { column, error })
     }
 
-    fn int(&self, i: usize, name: &str, min: i64, max: i64) -> Result<i64, String> {
-        match self.get(i, name)? {
+    fn int(&self, i: usize, column: &'static str, min: i64, max: i64) -> Result<i64, ColumnError> {
+        match self.get(i, column)? {
             ValueRef::Integer(v) if (min..=max).contains(&v) => Ok(v),
-            ValueRef::Integer(v) => Err(format!("{name} is {v}, outside {min}..={max}")),
-            other => Err(format!("{name} is {}, not an integer", kind(&other))),
+            ValueRef::Integer(value) => Err(ColumnError::OutOfRange {
+                column,
+                value,
+                min,
+                max,
+            }),
+            other => Err(ColumnError::WrongType {
+                column,
+                found: kind(&other),
+                wanted: "an integer",
+            }),
         }
     }
 
-    fn text(&self, i: usize, name: &str) -> Result<&'r str, String> {
-        match self.opt_text(i, name)? {
+    fn text(&self, i: usize, column: &'static str) -> Result<&'r str, ColumnError> {
+        match self.opt_text(i, column)? {
             Some(s) => Ok(s),
-            None => Err(format!("{name} is NULL, not text")),
+            None => Err(ColumnError::WrongType {
+                column,
+                found: "NULL",
+                wanted: "text",
+            }),
         }
     }
 
     /// Text borrowed from the row (valid until the cursor steps on).
-    fn opt_text(&self, i: usize, name: &str) -> Result<Option<&'r str>, String> {
-        match self.get(i, name)? {
+    fn opt_text(&self, i: usize, column: &'static str) -> Result<Option<&'r str>, ColumnError> {
+        match self.get(i, column)? {
             ValueRef::Null => Ok(None),
             ValueRef::Text(b) => match std::str::from_utf8(b) {
                 Ok(s) => Ok(Some(s)),
-                Err(e) => Err(format!(
-                    "{name} is not valid UTF-8 (bad byte at offset {})",
-                    e.valid_up_to()
-                )),
+                Err(e) => Err(ColumnError::NotUtf8 {
+                    column,
+                    offset: e.valid_up_to(),
+                }),
             },
-            other => Err(format!("{name} is {}, not text", kind(&other))),
+            other => Err(ColumnError::WrongType {
+                column,
+                found: kind(&other),
+                wanted: "text",
+            }),
         }
     }
 
-    fn nonempty(&self, i: usize, name: &str) -> Result<&'r str, String> {
-        let s = self.text(i, name)?;
+    fn nonempty(&self, i: usize, column: &'static str) -> Result<&'r str, ColumnError> {
+        let s = self.text(i, column)?;
         if s.is_empty() {
-            return Err(format!("{name} is empty"));
+            return Err(ColumnError::Empty { column });
         }
         Ok(s)
     }
@@ -208,23 +407,18 @@ struct Head<'a> {
 }
 
 /// Checks the canonical text of a queued envelope against its row.
-fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(), String> {
+fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(), ColumnError> {
     if text.len() > MAX_TEXT_BYTES {
-        return Err(format!(
-            "text is {} bytes, more than any accepted envelope ({MAX_TEXT_BYTES})",
-            text.len()
-        ));
+        return Err(ColumnError::TextTooLong { bytes: text.len() });
     }
     if !text.trim_start().starts_with('{') {
-        return Err("text is not a JSON object".into());
+        return Err(ColumnError::TextNotObject);
     }
     // The error's category and position only: serde's own text can quote a value.
-    let head: Head = serde_json::from_str(text).map_err(|e| {
-        let what = match e.classify() {
-            serde_json::error::Category::Data => "lacks a string id, from or to",
-            _ => "is not valid JSON",
-        };
-        format!("text {what} (line {}, column {})", e.line(), e.column())
+    let head: Head = serde_json::from_str(text).map_err(|e| ColumnError::TextUnparsed {
+        lacks_fields: e.classify() == serde_json::error::Category::Data,
+        line: e.line(),
+        column: e.column(),
     })?;
     for (field, got, want, column) in [
         ("id", head.id.as_ref(), id, "id"),
@@ -232,9 +426,7 @@ fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(),
         ("to", head.to.as_ref(), recipient, "recipient"),
     ] {
         if got != want {
-            return Err(format!(
-                "the envelope text's \"{field}\" differs from the row's {column}"
-            ));
+            return Err(ColumnError::TextDiffers { field, column });
         }
     }
     Ok(())
@@ -243,10 +435,10 @@ fn check_text(text: &str, id: &str, sender: &str, recipient: &str) -> Result<(),
 /// Decodes one row: its remembered id, and the queued envelope when `text` is set, every
 /// string borrowed from SQLite's buffer for the row (the hub copies what it keeps of the
 /// text once, `Queued::text`).
-pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
+pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, RowError> {
     let c = Cols { row };
-    let seq = c.int(0, "seq", 0, MAX_SEQ)? as u64;
-    let at = |e: String| format!("row seq {seq}: {e}");
+    let seq = c.int(0, "seq", 0, MAX_SEQ).map_err(RowError::Seq)? as u64;
+    let at = |error: ColumnError| RowError::Envelope { seq, error };
     let recipient = c.nonempty(1, "recipient").map_err(at)?;
     let id = c.nonempty(2, "id").map_err(at)?;
     let sender = c.nonempty(3, "sender").map_err(at)?;
@@ -256,25 +448,28 @@ pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
             d.copy_from_slice(b);
             d
         }
-        ValueRef::Blob(b) => return Err(at(format!("digest is {} bytes, not 32", b.len()))),
-        other => return Err(at(format!("digest is {}, not a blob", kind(&other)))),
+        ValueRef::Blob(b) => return Err(at(ColumnError::DigestLength { bytes: b.len() })),
+        other => {
+            return Err(at(ColumnError::WrongType {
+                column: "digest",
+                found: kind(&other),
+                wanted: "a blob",
+            }))
+        }
     };
     let state = c.text(10, "state").map_err(at)?;
     let Some(state) = STATES.iter().copied().find(|s| *s == state) else {
-        return Err(at(format!(
-            "state is not one of {} (it holds {} characters)",
-            STATES.join(", "),
-            state.chars().count()
-        )));
+        return Err(at(ColumnError::UnknownState {
+            known: &STATES,
+            chars: state.chars().count(),
+        }));
     };
     let reader = match c.opt_text(13, "reader").map_err(at)? {
         None => None,
         Some(r) => Some(agent_hub_proto::wire::Reader::stored(r).ok_or_else(|| {
-            at(format!(
-                "reader is not one of unknown, {} (it holds {} characters)",
-                agent_hub_proto::wire::Reader::list(),
-                r.chars().count()
-            ))
+            at(ColumnError::UnknownReader {
+                chars: r.chars().count(),
+            })
         })?),
     };
     let mut stored = RowRef {
@@ -324,9 +519,9 @@ pub(super) fn decode<'r>(row: &'r Row<'_>) -> Result<RowRef<'r>, String> {
 
 /// Rows come `ORDER BY seq`: a seq that does not grow is one seen twice (the schema's
 /// primary key forbids it, so only a rebuilt table can hold it).
-pub(super) fn check_order(previous: Option<u64>, seq: u64) -> Result<(), String> {
+pub(super) fn check_order(previous: Option<u64>, seq: u64) -> Result<(), RowError> {
     match previous {
-        Some(p) if seq <= p => Err(format!("seq {seq} appears more than once")),
+        Some(p) if seq <= p => Err(RowError::Repeated { seq }),
         _ => Ok(()),
     }
 }
@@ -359,7 +554,7 @@ impl Hasher for PreHashed {
 /// (a client chooses ids, so the hash must stay keyed); two rows with one hash are then
 /// compared. Only when two different keys share a hash (about once in 10^7 restarts of a
 /// million rows) does the exact check of every key run.
-pub(super) fn check_unique(ids: &[StoredId]) -> Result<(), String> {
+pub(super) fn check_unique(ids: &[StoredId]) -> Result<(), RowError> {
     let keys = RandomState::new();
     let mut hashes: HashMap<u64, usize, BuildHasherDefault<PreHashed>> =
         HashMap::with_capacity_and_hasher(ids.len(), BuildHasherDefault::default());
@@ -367,7 +562,10 @@ pub(super) fn check_unique(ids: &[StoredId]) -> Result<(), String> {
         let h = keys.hash_one((r.sender.as_str(), r.id.as_str()));
         if let Some(first) = hashes.insert(h, i).and_then(|j| ids.get(j)) {
             if first.sender == r.sender && first.id == r.id {
-                return Err(duplicate(first.seq, r.seq));
+                return Err(RowError::Duplicate {
+                    first: first.seq,
+                    second: r.seq,
+                });
             }
             return check_unique_exact(ids);
         }
@@ -375,16 +573,15 @@ pub(super) fn check_unique(ids: &[StoredId]) -> Result<(), String> {
     Ok(())
 }
 
-fn duplicate(first: u64, second: u64) -> String {
-    format!("rows seq {first} and seq {second} hold the same sender and id")
-}
-
 /// `check_unique` comparing the keys themselves.
-fn check_unique_exact(ids: &[StoredId]) -> Result<(), String> {
+fn check_unique_exact(ids: &[StoredId]) -> Result<(), RowError> {
     let mut seen: HashMap<(&str, &str), u64> = HashMap::with_capacity(ids.len());
     for r in ids {
         if let Some(first) = seen.insert((r.sender.as_str(), r.id.as_str()), r.seq) {
-            return Err(duplicate(first, r.seq));
+            return Err(RowError::Duplicate {
+                first,
+                second: r.seq,
+            });
         }
     }
     Ok(())
@@ -414,9 +611,13 @@ mod tests {
 
     #[test]
     fn text_errors_never_quote_the_envelope() {
-        let e = check_text(r#"{"id":7,"body":"SECRET"}"#, "x", "a", "b").unwrap_err();
+        let e = check_text(r#"{"id":7,"body":"SECRET"}"#, "x", "a", "b")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("SECRET"), "{e}");
-        let e = check_text(r#"{"id":"x","from":"a","to":"SECRET"}"#, "x", "a", "b").unwrap_err();
+        let e = check_text(r#"{"id":"x","from":"a","to":"SECRET"}"#, "x", "a", "b")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("SECRET"), "{e}");
         assert!(check_text(r#"{"id":"x","from":"a","to":"b","body":{}}"#, "x", "a", "b").is_ok());
     }
@@ -452,11 +653,12 @@ mod tests {
             .collect();
         ids.push(id_row(20_000, "ab", "c"));
         ids.push(id_row(20_001, "a", "bc"));
-        assert_eq!(check_unique(&ids), Ok(()));
-        assert_eq!(check_unique_exact(&ids), Ok(()));
+        let text = |r: Result<(), RowError>| r.map_err(|e| e.to_string());
+        assert_eq!(text(check_unique(&ids)), Ok(()));
+        assert_eq!(text(check_unique_exact(&ids)), Ok(()));
         ids.push(id_row(20_002, "b", "id7"));
         let want = Err("rows seq 22 and seq 20002 hold the same sender and id".to_owned());
-        assert_eq!(check_unique(&ids), want);
-        assert_eq!(check_unique_exact(&ids), want);
+        assert_eq!(text(check_unique(&ids)), want);
+        assert_eq!(text(check_unique_exact(&ids)), want);
     }
 }

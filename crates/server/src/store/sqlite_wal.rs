@@ -5,7 +5,7 @@
 //!
 //! Owns those three. Refuses the store's SQL (`sqlite`) and the checkpoint policy (`flush`).
 
-use super::flush::{Checkpoint, Checkpointed};
+use super::flush::{BackgroundError, Checkpoint, Checkpointed};
 use super::open_err;
 use super::StoreError;
 use rusqlite::{ffi, Connection, OpenFlags};
@@ -93,14 +93,14 @@ impl SqliteCheckpoint {
 }
 
 impl Checkpoint for SqliteCheckpoint {
-    fn checkpoint(&mut self) -> Result<Checkpointed, String> {
+    fn checkpoint(&mut self) -> Result<Checkpointed, BackgroundError> {
         // PASSIVE never waits for the loop's writes and never makes the loop wait.
         let (busy, log, copied): (i64, i64, i64) = self
             .conn
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(BackgroundError::Checkpoint)?;
         if busy != 0 {
             // Another connection held the checkpoint lock for a moment (SQLite's own
             // bookkeeping): nothing was copied; the policy asks again after a later commit.
@@ -111,7 +111,7 @@ impl Checkpoint for SqliteCheckpoint {
             });
         }
         if log < 0 {
-            return Err("the store is not in WAL mode".into());
+            return Err(BackgroundError::NotWal);
         }
         let clamp = |v: i64| v.clamp(0, i64::from(u32::MAX)) as u32;
         Ok(Checkpointed {

@@ -169,13 +169,86 @@ pub struct RelayIo {
     random: std::fs::File,
 }
 
+/// Why the relay could not start. Each names the file, address or part that failed.
+#[derive(Debug)]
+pub enum RelayStartError {
+    /// A peer key file was refused (its mode) or could not be read.
+    KeyFile(super::startup::FileCheckError),
+    /// A peer key file does not hold a key.
+    BadKey {
+        path: std::path::PathBuf,
+        error: agent_hub_proto::relay::auth::KeyError,
+    },
+    /// Client and relay connections would not fit the descriptor limit.
+    Descriptors(super::relay_gate::DescriptorError),
+    Bind {
+        addr: SocketAddr,
+        error: io::Error,
+    },
+    /// The listener could not be registered with the loop's poll.
+    Register(io::Error),
+    /// The bound listener's address could not be read.
+    LocalAddr(io::Error),
+    Random(io::Error),
+    /// A helper thread could not be started: `what` names it ("relay status writer").
+    Thread {
+        what: &'static str,
+        error: io::Error,
+    },
+}
+
+impl std::fmt::Display for RelayStartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RelayStartError::KeyFile(e) => write!(f, "{e}"),
+            RelayStartError::BadKey { path, error } => {
+                write!(f, "relay key file {}: {error}", path.display())
+            }
+            RelayStartError::Descriptors(e) => write!(f, "{e}"),
+            RelayStartError::Bind { addr, error } => {
+                write!(f, "cannot bind the relay to {addr}: {error}")
+            }
+            RelayStartError::Register(e) => write!(f, "{e}"),
+            RelayStartError::LocalAddr(e) => write!(f, "the relay's listening address: {e}"),
+            RelayStartError::Random(e) => write!(f, "cannot open /dev/urandom: {e}"),
+            RelayStartError::Thread { what, error } => {
+                write!(f, "cannot start the {what}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RelayStartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RelayStartError::KeyFile(e) => Some(e),
+            RelayStartError::BadKey { error, .. } => Some(error),
+            RelayStartError::Descriptors(e) => Some(e),
+            RelayStartError::Bind { error, .. } | RelayStartError::Thread { error, .. } => {
+                Some(error)
+            }
+            RelayStartError::Register(e)
+            | RelayStartError::LocalAddr(e)
+            | RelayStartError::Random(e) => Some(e),
+        }
+    }
+}
+
 /// Reads a peer key file: mode 600 or refused, 64 hex chars.
-pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], String> {
-    super::startup::check_private(path, "relay key file")?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read relay key file {}: {e}", path.display()))?;
-    agent_hub_proto::relay::auth::parse_key(&text)
-        .map_err(|e| format!("relay key file {}: {e}", path.display()))
+pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], RelayStartError> {
+    use super::startup::{check_private, FileCheckError};
+    check_private(path, "relay key file").map_err(RelayStartError::KeyFile)?;
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        RelayStartError::KeyFile(FileCheckError::Unreadable {
+            what: "relay key file",
+            path: path.to_owned(),
+            error,
+        })
+    })?;
+    agent_hub_proto::relay::auth::parse_key(&text).map_err(|error| RelayStartError::BadKey {
+        path: path.to_owned(),
+        error,
+    })
 }
 
 impl RelayIo {
@@ -189,7 +262,7 @@ impl RelayIo {
         task_dir: std::path::PathBuf,
         registry: &Registry,
         now: Instant,
-    ) -> Result<RelayIo, String> {
+    ) -> Result<RelayIo, RelayStartError> {
         let mut keys = HashMap::new();
         for p in &cfg.peers {
             keys.insert(
@@ -210,10 +283,10 @@ impl RelayIo {
             None => None,
             Some(addr) => {
                 let mut l = TcpListener::bind(addr)
-                    .map_err(|e| format!("cannot bind the relay to {addr}: {e}"))?;
+                    .map_err(|error| RelayStartError::Bind { addr, error })?;
                 registry
                     .register(&mut l, RELAY_LISTENER, Interest::READABLE)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(RelayStartError::Register)?;
                 Some(l)
             }
         };
@@ -221,11 +294,7 @@ impl RelayIo {
         // bound, not the configured one, which is 0 for "any free port" (found by
         // scripts/claudectl-interop.sh: the hub announced port 0).
         let listen_port = match &listener {
-            Some(l) => Some(
-                l.local_addr()
-                    .map_err(|e| format!("the relay's listening address: {e}"))?
-                    .port(),
-            ),
+            Some(l) => Some(l.local_addr().map_err(RelayStartError::LocalAddr)?.port()),
             None => None,
         };
         let session_cfg = SessionConfig {
@@ -259,26 +328,23 @@ impl RelayIo {
             max_agents: cfg.limits.max_peer_agents,
             max_bytes: cfg.limits.max_peer_directory_bytes,
         };
-        let random = std::fs::File::open("/dev/urandom")
-            .map_err(|e| format!("cannot open /dev/urandom: {e}"))?;
-        let status_writer = StatusWriter::spawn(cfg.status_path.clone())
-            .map_err(|e| format!("cannot start the relay status writer: {e}"))?;
+        let thread = |what: &'static str| move |error| RelayStartError::Thread { what, error };
+        let random = std::fs::File::open("/dev/urandom").map_err(RelayStartError::Random)?;
+        let status_writer =
+            StatusWriter::spawn(cfg.status_path.clone()).map_err(thread("relay status writer"))?;
         // Claudectl peers are told our manifests as `capabilities` tools, so the cards are
         // computed for them too.
         let claudectl_peers = cfg.peers.iter().any(|p| p.allow_claudectl);
         let card_prober = if session_cfg.features.contains(&Feature::Agents) || claudectl_peers {
             Some(
                 cards::CardProber::spawn(cards::CardSource::from_process(manifests_dir))
-                    .map_err(|e| format!("cannot start the agent card prober: {e}"))?,
+                    .map_err(thread("agent card prober"))?,
             )
         } else {
             None
         };
         let machine_prober = if claudectl_peers {
-            Some(
-                headroom::MachineProber::spawn(task_dir)
-                    .map_err(|e| format!("cannot start the headroom prober: {e}"))?,
-            )
+            Some(headroom::MachineProber::spawn(task_dir).map_err(thread("headroom prober"))?)
         } else {
             None
         };

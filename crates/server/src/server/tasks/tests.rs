@@ -151,7 +151,7 @@ fn the_mcp_server_carries_a_token_file_never_a_token() {
 /// Resolves every name to one way of running.
 struct OneAgent(AgentRun);
 impl ResolveAgent for OneAgent {
-    fn resolve(&self, _agent: &str) -> Result<AgentRun, String> {
+    fn resolve(&self, _agent: &str) -> Result<AgentRun, ResolveError> {
         Ok(self.0.clone())
     }
 }
@@ -223,8 +223,10 @@ fn headless_prompts_an_argv_cannot_carry_are_refused_before_a_spawn() {
 
 struct NoAgents;
 impl ResolveAgent for NoAgents {
-    fn resolve(&self, agent: &str) -> Result<AgentRun, String> {
-        Err(format!("no manifest named {agent}"))
+    fn resolve(&self, agent: &str) -> Result<AgentRun, ResolveError> {
+        Err(ResolveError::Runnable(
+            agent_hub_host::agents::runnable::RunnableError::Unknown(agent.to_owned()),
+        ))
     }
 }
 
