@@ -11,6 +11,11 @@
 //! run without ACP) → `tasks` (the task book, docs/delegation.md) → `hub` (the core: sessions,
 //! routing, deadlines, what it asks the store to keep). An import never runs up this list.
 
+// The sans-IO line (clippy.toml), for the whole crate: no sockets, files, processes, threads,
+// clock or OS randomness. The one clock read, the tests' virtual-clock origin
+// (`kernel::deadline::test_origin`), is allowed where it stands.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
 pub mod acp;
 pub mod headless;
 pub mod hub;

@@ -4,8 +4,6 @@
 //! (PLAN.md §7). Every deadline computed from such a value goes through `after`.
 //!
 //! Owns that arithmetic only; pure (the `now` is passed in).
-// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
-#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,5 @@
 //! The task book's names (docs/delegation.md "Names" and "States"): `TaskId`, the `task-`
 //! + 32 hex id that is also the task identity's name, and `TaskState`. Refuses IO.
-// The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
-#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use super::TASK_PREFIX;
 use crate::kernel::ids::IdSource;
