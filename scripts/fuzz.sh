@@ -63,9 +63,17 @@ fi
 
 # 2. The fuzz crate's dependencies (libfuzzer-sys and its build tools), exactly as locked, for
 # this host only (the cache of a machine that built the main crate then needs just a few).
+# A lock that no longer matches fuzz/Cargo.toml (a crate renamed or added) is the repository's
+# fault, not the machine's: that fails instead of skipping.
 host=$(rustc -vV | sed -n 's/^host: //p')
-timeout 600 cargo fetch --locked --manifest-path fuzz/Cargo.toml --target "$host" >/dev/null 2>&1 \
-  || skip "the fuzz crate's dependencies could not be fetched (no network and no cache?)"
+if ! fetch_err=$(timeout 600 cargo fetch --locked --manifest-path fuzz/Cargo.toml --target "$host" 2>&1); then
+  if grep -q "cannot update the lock file" <<<"$fetch_err"; then
+    echo "fuzz.sh: fuzz/Cargo.lock is out of date with fuzz/Cargo.toml; refresh it with" >&2
+    echo "  cargo metadata --manifest-path fuzz/Cargo.toml --format-version 1 >/dev/null" >&2
+    exit 1
+  fi
+  skip "the fuzz crate's dependencies could not be fetched (no network and no cache?)"
+fi
 
 # 3. The toolchain: a C++ compiler for libFuzzer, and rustc's coverage instrumentation.
 cxx=${CXX:-c++}

@@ -7,6 +7,7 @@
 //! underscore, the name issue 11 gives it.
 
 use crate::client::task::TASK_OUTCOME_KIND;
+use agent_hub_proto::wire::envelope::{check_field, MAX_ID_BYTES, MAX_KIND_BYTES, MAX_NAME_BYTES};
 use agent_hub_proto::wire::DelegateRequest;
 use agent_hub_proto::wire::WaitFor;
 use serde_json::{json, Map, Value};
@@ -250,6 +251,9 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
                 Some(v) => v.to_string(),
             };
             let correlation_id = optional_str(args, "correlationId")?;
+            capped("to", Some(&to), MAX_NAME_BYTES)?;
+            capped("kind", Some(&kind), MAX_KIND_BYTES)?;
+            capped("correlationId", correlation_id.as_deref(), MAX_ID_BYTES)?;
             Ok(ToolCall::Send(SendCall {
                 to,
                 kind,
@@ -257,11 +261,17 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
                 correlation_id,
             }))
         }
-        "await" => Ok(ToolCall::Await(AwaitCall {
-            reply_to: optional_str(args, "replyTo")?,
-            kind: optional_str(args, "kind")?,
-            timeout_secs: bounded_timeout(args.get("timeoutSecs"))?,
-        })),
+        "await" => {
+            let reply_to = optional_str(args, "replyTo")?;
+            let kind = optional_str(args, "kind")?;
+            capped("replyTo", reply_to.as_deref(), MAX_ID_BYTES)?;
+            capped("kind", kind.as_deref(), MAX_KIND_BYTES)?;
+            Ok(ToolCall::Await(AwaitCall {
+                reply_to,
+                kind,
+                timeout_secs: bounded_timeout(args.get("timeoutSecs"))?,
+            }))
+        }
         "status" => status(args),
         "who" => Ok(ToolCall::Who),
         "whoami" => Ok(ToolCall::Whoami),
@@ -290,6 +300,7 @@ fn is_tool(name: &str) -> bool {
 
 fn status(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
     let id = required_str(args, "id")?;
+    capped("id", Some(&id), MAX_ID_BYTES)?;
     let wait_for = match optional_str(args, "waitFor")? {
         None => None,
         Some(w) => Some(WaitFor::parse(&w).ok_or_else(|| {
@@ -366,6 +377,16 @@ fn optional_secs(
         return Err(bad());
     }
     Ok(Some(secs))
+}
+
+/// The caps the hub applies to this field when it decodes the line (SPEC §3, §5.2): checked
+/// here so that the agent gets the reason from its tool call, and so that every call this
+/// accepts makes a line the hub accepts (the `mcp_session` fuzz target's property).
+fn capped(key: &'static str, value: Option<&str>, max: usize) -> Result<(), ToolArgError> {
+    match value {
+        Some(v) => check_field(key, v, max).map_err(|e| ToolArgError::BadArgs(e.to_string())),
+        None => Ok(()),
+    }
 }
 
 fn required_str(args: &Map<String, Value>, key: &str) -> Result<String, ToolArgError> {
@@ -686,6 +707,78 @@ mod tests {
             };
             assert_eq!(s.body, body.to_string());
         }
+    }
+
+    /// What the hub's decoder would refuse (SPEC §3, §5.2) is refused by the tool itself,
+    /// naming the field and never echoing the value: a control or invisible formatting
+    /// character, or a field over its cap (found by the `mcp_session` fuzz target: an await
+    /// with kind "\rreply" made a line the hub refuses).
+    #[test]
+    fn fields_the_hub_would_refuse_are_refused_by_the_tool() {
+        let long_id = "i".repeat(MAX_ID_BYTES + 1);
+        let long_kind = "k".repeat(MAX_KIND_BYTES + 1);
+        let long_name = "n".repeat(MAX_NAME_BYTES + 1);
+        let cases = [
+            (
+                "await",
+                json!({"kind": "\rreply"}),
+                "kind must not contain control or invisible formatting characters",
+            ),
+            (
+                "await",
+                json!({"replyTo": "a\u{202e}b"}),
+                "replyTo must not contain control or invisible formatting characters",
+            ),
+            (
+                "await",
+                json!({"kind": long_kind}),
+                "kind is over 128 bytes",
+            ),
+            (
+                "await",
+                json!({"replyTo": long_id}),
+                "replyTo is over 128 bytes",
+            ),
+            (
+                "send",
+                json!({"to": "b\u{1b}]52;c;x\u{7}", "kind": "k", "body": 1}),
+                "to must not contain control or invisible formatting characters",
+            ),
+            (
+                "send",
+                json!({"to": "b", "kind": "\ttab", "body": 1}),
+                "kind must not contain control or invisible formatting characters",
+            ),
+            (
+                "send",
+                json!({"to": "b", "kind": "k", "body": 1, "correlationId": "c\u{0}"}),
+                "correlationId must not contain control or invisible formatting characters",
+            ),
+            (
+                "send",
+                json!({"to": long_name, "kind": "k", "body": 1}),
+                "to is over 256 bytes",
+            ),
+            ("status", json!({"id": long_id}), "id is over 128 bytes"),
+            (
+                "status",
+                json!({"id": "x\u{200b}y"}),
+                "id must not contain control or invisible formatting characters",
+            ),
+        ];
+        for (tool, args, why) in cases {
+            match parse_call(tool, Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert_eq!(m, why, "{tool} {args}"),
+                other => panic!("{tool} {args}: {other:?}"),
+            }
+        }
+        // Text that is not a control or formatting character stays welcome.
+        assert!(parse_call(
+            "send",
+            Some(&json!({"to": "b", "kind": "résultat 😀", "body": 1}))
+        )
+        .is_ok());
+        assert!(parse_call("await", Some(&json!({"kind": "k".repeat(MAX_KIND_BYTES)}))).is_ok());
     }
 
     #[test]

@@ -188,12 +188,7 @@ impl Envelope {
         ];
         for (field, value, max) in fields {
             let Some(v) = value else { continue };
-            if v.len() > max {
-                return Err(EnvelopeError::TooLong(field, max));
-            }
-            if crate::kernel::text::has_unsafe(v) {
-                return Err(EnvelopeError::Unprintable(field));
-            }
+            check_field(field, v, max)?;
         }
         Ok(())
     }
@@ -262,6 +257,19 @@ impl Envelope {
     pub const TASK_OUTCOME_KIND: &'static str = "task_outcome";
     /// The kind of a delegated task's progress envelopes (SPEC §16), the hub's alone.
     pub const TASK_PROGRESS_KIND: &'static str = "task_progress";
+}
+
+/// One field under the caps `Envelope::check_caps` applies (at most `max` bytes, no control or
+/// invisible formatting character), for a client that checks what it is about to send, as the
+/// MCP tools do, so an agent hears the reason from its tool rather than as the hub's refusal.
+pub fn check_field(field: &'static str, value: &str, max: usize) -> Result<(), EnvelopeError> {
+    if value.len() > max {
+        return Err(EnvelopeError::TooLong(field, max));
+    }
+    if crate::kernel::text::has_unsafe(value) {
+        return Err(EnvelopeError::Unprintable(field));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
