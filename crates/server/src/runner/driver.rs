@@ -41,6 +41,34 @@ struct Running {
     exit: Option<ExitStatus>,
 }
 
+/// How every run ends, ACP or headless: a run that never got a process reports its outcome
+/// first (`Driver::not_started`); the credential (and with it the task's folder) goes before
+/// `Ended`, so an owner that saw `Ended` sees no file; then `ended` is set and `Ended` sent.
+pub(super) fn finish(
+    result: Result<TaskEnd, Status>,
+    credential: Option<super::TaskCredential>,
+    control: &Control,
+    emit: impl Fn(TaskEvent),
+) {
+    let end = match result {
+        Ok(end) => end,
+        Err(status) => {
+            let mut evs = Driver::not_started(status);
+            let end = evs.pop();
+            for ev in evs {
+                emit(ev);
+            }
+            match end {
+                Some(TaskEvent::Ended(end)) => end,
+                _ => TaskEnd::default(),
+            }
+        }
+    };
+    drop(credential);
+    control.ended.store(true, Ordering::Release);
+    emit(TaskEvent::Ended(end));
+}
+
 impl Driver {
     pub(super) fn new(
         spec: TaskSpec,
@@ -83,24 +111,9 @@ impl Driver {
     }
 
     pub(super) fn run(mut self) {
-        let end = match self.drive() {
-            Ok(end) => end,
-            Err(status) => {
-                let mut evs = Driver::not_started(status);
-                let end = evs.pop();
-                for ev in evs {
-                    self.emit(ev);
-                }
-                match end {
-                    Some(TaskEvent::Ended(end)) => end,
-                    _ => TaskEnd::default(),
-                }
-            }
-        };
-        // The credential goes before `Ended`, so an owner that saw `Ended` sees no file.
-        drop(self.spec.credential.take());
-        self.control.ended.store(true, Ordering::Release);
-        self.emit(TaskEvent::Ended(end));
+        let result = self.drive();
+        let credential = self.spec.credential.take();
+        finish(result, credential, &self.control, |ev| self.emit(ev));
     }
 
     fn emit(&self, ev: TaskEvent) {

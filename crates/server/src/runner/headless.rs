@@ -84,24 +84,9 @@ impl HeadlessDriver {
     }
 
     pub(super) fn run(mut self) {
-        let end = match self.drive() {
-            Ok(end) => end,
-            Err(status) => {
-                let mut evs = super::driver::Driver::not_started(status);
-                let end = evs.pop();
-                for ev in evs {
-                    self.emit(ev);
-                }
-                match end {
-                    Some(TaskEvent::Ended(end)) => end,
-                    _ => TaskEnd::default(),
-                }
-            }
-        };
-        // The task's folder goes before `Ended`, as an ACP task's credential does.
-        drop(self.spec.credential.take());
-        self.control.ended.store(true, Ordering::Release);
-        self.emit(TaskEvent::Ended(end));
+        let result = self.drive();
+        let credential = self.spec.credential.take();
+        super::driver::finish(result, credential, &self.control, |ev| self.emit(ev));
     }
 
     fn emit(&self, ev: TaskEvent) {
