@@ -102,7 +102,11 @@ fn hub_can_run(hub: &Hub) -> Vec<String> {
 #[test]
 fn a_manifest_added_while_the_hub_runs_is_unknown_until_the_hub_reloads_then_runs() {
     let hub = setup(&[("fake", &["end_turn", "2"])], "").start();
-    write_manifest(&manifests(&hub), "late", &manifest("late", &["end_turn", "2"]));
+    write_manifest(
+        &manifests(&hub),
+        "late",
+        &manifest("late", &["end_turn", "2"]),
+    );
     // The user's view: the CLI passes the hub's refusal through, hint and all.
     let out = hub.cli(
         "delegate",
@@ -151,12 +155,17 @@ fn a_manifest_added_while_the_hub_runs_is_unknown_until_the_hub_reloads_then_run
     let body = run_task(&hub, "late");
     assert_eq!(body["state"], "completed", "{body}");
     assert_eq!(body["agent"], "late");
-    assert_eq!(run_task(&hub, "fake")["state"], "failed", "the new argv ran");
+    assert_eq!(
+        run_task(&hub, "fake")["state"],
+        "failed",
+        "the new argv ran"
+    );
     // The service log holds the same line, at INFO.
     let log = hub.service_log();
     assert!(
-        log.lines().any(|l| l.contains(" INFO agent manifests reloaded: ")
-            && l.contains(r#"added ["late"]"#)),
+        log.lines()
+            .any(|l| l.contains(" INFO agent manifests reloaded: ")
+                && l.contains(r#"added ["late"]"#)),
         "{log}"
     );
 }
@@ -177,9 +186,9 @@ fn a_broken_manifest_keeps_the_others_working_and_is_named() {
     for file in ["broken.toml", "fake2.toml"] {
         let path = dir.join(file);
         assert!(
-            out.stderr.lines().any(|l| l.starts_with(
-                "agent-hub-server: warning: agent manifest skipped: "
-            ) && l.contains(path.to_str().unwrap())),
+            out.stderr.lines().any(|l| l
+                .starts_with("agent-hub-server: warning: agent manifest skipped: ")
+                && l.contains(path.to_str().unwrap())),
             "{file}: {}",
             out.stderr
         );
@@ -200,14 +209,17 @@ fn a_broken_manifest_keeps_the_others_working_and_is_named() {
     );
     let log = hub.service_log();
     assert!(
-        log.lines().any(|l| l.contains(" WARN agent manifest skipped: ")
-            && l.contains("broken.toml")),
+        log.lines()
+            .any(|l| l.contains(" WARN agent manifest skipped: ") && l.contains("broken.toml")),
         "{log}"
     );
     assert_eq!(run_task(&hub, "fake")["state"], "completed");
     assert_eq!(run_task(&hub, "fake2")["state"], "completed");
     let err = refusal(&delegate_in(&hub, "broken", &work(&hub)));
-    assert!(err.contains("unknown agent") && err.ends_with(HINT), "{err}");
+    assert!(
+        err.contains("unknown agent") && err.ends_with(HINT),
+        "{err}"
+    );
 
     // A folder that cannot be read at all: the reload is refused, every agent stays.
     let aside = hub.setup.path("manifests-aside");
@@ -215,7 +227,8 @@ fn a_broken_manifest_keeps_the_others_working_and_is_named() {
     let out = reload(&hub);
     out.assert_code(1);
     assert!(
-        out.stderr.contains("agent manifests reload refused, keeping the ")
+        out.stderr
+            .contains("agent manifests reload refused, keeping the ")
             && out.stderr.contains(dir.to_str().unwrap())
             && out.stderr.contains("cannot read the manifests folder"),
         "{}",

@@ -84,8 +84,17 @@ impl Server {
     /// delegation and task start from now on (`agents::reload` says what a bad manifest or
     /// folder keeps). One INFO line names what changed; a refused reload is one ERROR line
     /// and changes nothing. Without `[tasks]` only the relay's agent cards are refreshed.
+    /// The folders are read on the loop thread, as the roster is on the same signal: a few
+    /// small files, at an operator's rate.
     pub(super) fn reload_manifests(&mut self) {
         if self.shutting_down {
+            if self.catalogue.is_none() {
+                return;
+            }
+            self.records.log(
+                "INFO",
+                "SIGHUP during shutdown: the agent manifests are not reloaded",
+            );
             return;
         }
         if let Some(relay) = &self.relay {

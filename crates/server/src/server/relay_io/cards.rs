@@ -82,3 +82,41 @@ impl CardProber {
         self.rx.try_iter().last()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A manifests reload has the cards computed again at once, not at the next `REFRESH`.
+    #[test]
+    fn a_refresh_computes_the_cards_again_from_the_same_folders() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-cards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let prober = CardProber::spawn(CardSource {
+            sources: Sources::new(None, None, Some(dir.clone())),
+            path_var: "/usr/bin:/bin".into(),
+        })
+        .unwrap();
+        let wait = Duration::from_secs(30);
+        let first = prober.rx.recv_timeout(wait).expect("the first list");
+        assert!(!first.iter().any(|c| c.name == "shelly"), "{first:?}");
+        let file = dir.join("shelly.toml");
+        std::fs::write(
+            &file,
+            "name = \"shelly\"\ndisplay = \"S\"\nbinaries = [\"sh\"]\n[observe]\nsessions = \"none\"\ntranscript = \"none\"\n[run]\nacp = []\nheadless = []\noutcome = \"exit-code\"\n[deliver]\nmode = \"pull\"\n[install]\nmcp_config = \"\"\nhook = \"none\"\nskills_dir = \"\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        prober.refresh();
+        let second = prober
+            .rx
+            .recv_timeout(wait)
+            .expect("a list after the refresh");
+        assert!(second.iter().any(|c| c.name == "shelly"), "{second:?}");
+        drop(prober);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
