@@ -518,7 +518,7 @@ fn hub_peer(id: &str, address: Option<SocketAddr>, key_file: &str) -> String {
         None => format!("# No address: {id}'s relay only dials, so this hub waits for it.\n"),
     };
     format!(
-        "# The hub {id:?}: mail to NAME@{id} goes there (forward), both ways.\n\
+        "# The hub {id:?}: mail to NAME@{id} goes there, and {id}'s mail comes here.\n\
          [[relay.peers]]\n\
          id = {id:?}\n\
          {address}\
