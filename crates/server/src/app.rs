@@ -116,7 +116,7 @@ enum RelayCommand {
         #[arg(long, value_name = "IP:PORT")]
         listen: Option<String>,
         /// Where to write the key (relative to this shell's folder); printed as an absolute
-        /// path unless it lies under --config's folder. Refused if the file exists.
+        /// path unless it lies under --config's folder. Refused if the file exists (see --force).
         #[arg(long, value_name = "FILE")]
         key_file: Option<PathBuf>,
         /// The other side is a claudectl relay (0.64 or 0.90+), not an agent-hub: its own
