@@ -47,6 +47,7 @@ mod relay_fixtures;
 mod relay_limits;
 mod relay_liveness;
 mod relay_one_shot;
+mod relay_setup;
 mod roster;
 mod sandbox;
 mod service_log;
