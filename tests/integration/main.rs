@@ -33,6 +33,7 @@ mod fuzz_seeds;
 mod leaks;
 mod limits;
 mod liveness;
+mod manifests_reload;
 mod mcp;
 mod no_loss;
 mod pipelining;

@@ -1,15 +1,17 @@
 //! `agent-hub-server`: the hub process (SPEC §7); `demo`, which writes (or reuses) a working
 //! config, roster and tokens in a folder and runs the hub on them (`admin::demo`); `roster`,
 //! which adds, removes and rotates agents of a hub's roster and has the running hub reload
-//! it (`admin::roster`, docs/operations.md "Changing the roster"); `relay keygen`, which writes
-//! a link's key and prints both hubs' config lines (`admin::keygen`, docs/relay-setup.md), and
-//! `relay peers`.
+//! it (`admin::roster`, docs/operations.md "Changing the roster"); `reload`, which has the
+//! running hub read its roster and agent manifests again (`admin::reload`); `relay keygen`,
+//! which writes a link's key and prints both hubs' config lines (`admin::keygen`,
+//! docs/relay-setup.md), and `relay peers`.
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
 //! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
 //! chain holds, 1 it breaks (the first broken record is named), 2 usage or an unreadable
 //! file (docs/operations.md, "Verifying the audit log"). `roster`: 0 done, 1 refused or
 //! failed (the message says why; a running hub that refused the new roster is a failure).
+//! `reload`: 0 the hub took both, 1 it refused either, said nothing in time or runs nowhere.
 //! `relay keygen` and `relay peers`: 0 done, 1 refused or failed (nothing written).
 
 use crate::admin::{demo, keygen, roster};
@@ -62,6 +64,13 @@ enum Command {
     /// Add, remove or rotate an agent on the roster; the running hub reloads it (SIGHUP).
     #[command(subcommand)]
     Roster(RosterCommand),
+    /// Have the hub running from a config read its roster and agent manifests again (SIGHUP)
+    /// and print what it says; exit 1 if it refused either or runs nowhere.
+    Reload {
+        /// The hub's config file.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -160,6 +169,7 @@ pub fn main() -> ExitCode {
             return audit_verify(&paths, &anchor)
         }
         (Some(Command::Roster(cmd)), top) => return roster_command(cmd, top),
+        (Some(Command::Reload { config }), top) => return reload_command(config.or(top)),
         (
             Some(Command::Demo {
                 dir,
@@ -242,6 +252,21 @@ fn say(line: std::fmt::Arguments<'_>) {
         .write_fmt(line)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
+}
+
+/// `reload`: 0 both reloads in force, 1 refused, silent or no hub, 2 no `--config`.
+fn reload_command(config: Option<PathBuf>) -> ExitCode {
+    let Some(config) = config else {
+        eprintln!("agent-hub-server: reload: --config PATH is required (the hub's config file)");
+        return ExitCode::from(2);
+    };
+    match crate::admin::reload::reload_command(&config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: reload: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn roster_command(cmd: RosterCommand, top: Option<PathBuf>) -> ExitCode {
