@@ -417,6 +417,20 @@ fn top_ends_at_once_on_a_wrong_token_or_port_and_retries_a_hub_that_went_away() 
         );
         assert!(stdout.is_empty(), "once={once}; no view drawn: {stdout}");
     }
+    // A token file that cannot be used is refused before the view starts, as by every verb.
+    let open = hub.setup.path("open.token");
+    write_file(&open, &format!("{}\n", token_of("delta")), 0o644);
+    let out = Command::new(CLIENT)
+        .args(["top", "--as", "delta", "--port", &hub.port.to_string()])
+        .arg("--token-file")
+        .arg(&open)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("readable by group or others"), "{stderr}");
+    assert!(out.stdout.is_empty());
     // Something that is not a hub on the port: it answers the hello with its own banner.
     let stranger = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = stranger.local_addr().unwrap().port();
