@@ -211,7 +211,11 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             }
             v
         }
-        ClientLine::Who | ClientLine::Tasks | ClientLine::Activity => json!({}),
+        ClientLine::Who(r) => match r.off_roster {
+            Some(b) => json!({"offRoster": b}),
+            None => json!({}),
+        },
+        ClientLine::Tasks | ClientLine::Activity => json!({}),
         ClientLine::Delegate(d) => json!({
             "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
             "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,

@@ -1,13 +1,21 @@
 //! `agent-hub top` against a real hub (docs/operations.md "Watching a hub"): the plain
 //! snapshot of `--once`, and the live view driven in tmux (send-keys, capture-pane): it shows
 //! a queued envelope's recipient and a parked await, sorts on `s`, quits on `q` and on
-//! Ctrl-C, and leaves the terminal as it found it.
+//! Ctrl-C, and leaves the terminal as it found it. Issue 35: a viewer who may not see another
+//! agent's filters is told so, not told STUCK; an error no refresh can change (a wrong token,
+//! a port that is not a hub's) ends the view at once, while a hub that went away is retried;
+//! and `who` (with the view) lists the mail queued for names nobody holds, to each asker only
+//! what it may see (SPEC §14 "Mail nobody holds").
 //!
 //! The tmux test needs tmux. Without it the test says so loudly and passes, unless
 //! `AGENT_HUB_REQUIRE_TMUX=1` (set by `.ci/run`, which installs tmux), where it fails.
 
 use crate::harness::*;
-use std::process::Command;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// A queued envelope alpha → beta (nobody reads beta: stuck), and gamma parked on a filtered
 /// await. Returns the parked connection (dropping it unparks gamma) and the envelope id.
@@ -247,4 +255,294 @@ fn the_live_view_in_tmux_shows_the_queued_recipient_and_the_parked_await_and_qui
     });
     tmux.ok(&["send-keys", "-t", "top:again", "C-c"]);
     assert_eq!(tmux.wait_dead("top:again", &again_status), "0 0");
+}
+
+/// Issue 35, at the width the issue was seen at (80 columns): as a viewer who is not an
+/// operator (this hub has none), gamma's await parked on `kind=result` with a `task` queued
+/// for it is "waits for other mail" with its filters "hidden", never STUCK; the typo `wrker`
+/// this viewer sent to shows up as stuck for that reason, with the viewer's own count.
+#[test]
+fn the_live_view_of_a_non_operator_at_80_columns_shows_hidden_filters_not_stuck() {
+    if !tmux_available() {
+        return;
+    }
+    let hub = Hub::start();
+    let _parked = hub.park("gamma", r#"{"await":{"kind":"result"}}"#);
+    hub.send("alpha", "gamma", "task", None, "{}");
+    let tmux = Tmux {
+        socket: format!("agent-hub-top-nonop-{}-{}", std::process::id(), hub.port),
+    };
+    let status = hub.setup.path("top-nonop.status");
+    let view = format!(
+        "{CLIENT} top --as delta --token-file {} --port {} --interval 0.2; echo $? > {}",
+        hub.token_file("delta").display(),
+        hub.port,
+        status.display()
+    );
+    tmux.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "80",
+        "-y",
+        "30",
+        &view,
+    ]);
+    tmux.ok(&["set-option", "-t", "top", "remain-on-exit", "on"]);
+    let screen = tmux.wait_screen("top", "gamma waiting with a task queued", |s| {
+        s.lines()
+            .any(|l| l.starts_with("gamma ") && l.contains("waits for other mail"))
+    });
+    let gamma = row(&screen, "gamma ");
+    assert!(
+        gamma.contains("hidden") && gamma.contains(" ? "),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("STUCK"),
+        "nothing is stuck here:\n{screen}"
+    );
+    assert!(
+        !screen.contains("kind=result"),
+        "not the viewer's filter:\n{screen}"
+    );
+    // delta's own mail to a name nobody holds, and someone else's it must not be shown.
+    hub.send("delta", "wrker", "task", None, "{}");
+    hub.send("alpha", "wrker", "task", None, "{}");
+    hub.send("alpha", "x@nowhere", "task", None, "{}");
+    let screen = tmux.wait_screen("top", "the typo to show as stuck", |s| {
+        s.contains("STUCK: no such agent")
+    });
+    let wrker = row(&screen, "wrker ");
+    assert!(wrker.contains(" 1 "), "delta's own envelope only: {wrker}");
+    assert!(
+        !screen.contains("nowhere"),
+        "alpha's mail is not delta's:\n{screen}"
+    );
+    assert!(
+        !row(&screen, "gamma ").contains("STUCK"),
+        "still not stuck:\n{screen}"
+    );
+    for l in screen.lines() {
+        assert!(
+            !l.contains("STUCK") || !l.ends_with('…'),
+            "a note cut at 80 columns: {l:?}"
+        );
+    }
+    tmux.ok(&["send-keys", "-t", "top", "q"]);
+    assert_eq!(tmux.wait_dead("top", &status), "0 0");
+}
+
+/// Lines a child writes to stdout, read on a thread, so a test can wait for one with a
+/// deadline (never a sleep).
+struct Lines {
+    rx: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn of(out: impl Read + Send + 'static) -> Lines {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads until a line satisfies `pred`; returns it.
+    fn wait(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let left = DEADLINE.saturating_sub(start.elapsed());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line for {what} within {DEADLINE:?}; the view wrote:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+}
+
+/// Issue 35: a wrong token is an answer no retry changes, so `top` exits 1 at once with the
+/// hub's own line on stderr (live and `--once` alike), and so does a port that is not a hub's
+/// client port; a hub that goes away is retried, visibly, until it is back.
+#[test]
+fn top_ends_at_once_on_a_wrong_token_or_port_and_retries_a_hub_that_went_away() {
+    let mut hub = Hub::start();
+    let wrong = hub.setup.path("wrong.token");
+    write_file(&wrong, "not-the-token\n", 0o600);
+    for once in [false, true] {
+        let mut cmd = Command::new(CLIENT);
+        cmd.args(["top", "--as", "delta", "--port", &hub.port.to_string()])
+            .arg("--token-file")
+            .arg(&wrong)
+            .args(if once { &["--once"][..] } else { &[][..] })
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let mut child = cmd.spawn().unwrap();
+        let status = poll_until("top to give up on a wrong token", || {
+            child.try_wait().unwrap()
+        });
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "promptly, not after retries: {:?}",
+            started.elapsed()
+        );
+        let stdout = read_all(child.stdout.take().unwrap());
+        let stderr = read_all(child.stderr.take().unwrap());
+        assert_eq!(status.code(), Some(1), "once={once}; stderr: {stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            "agent-hub: authentication failed: unknown name or wrong token",
+            "once={once}"
+        );
+        assert!(stdout.is_empty(), "once={once}; no view drawn: {stdout}");
+    }
+    // A token file that cannot be used is refused before the view starts, as by every verb.
+    let open = hub.setup.path("open.token");
+    write_file(&open, &format!("{}\n", token_of("delta")), 0o644);
+    let out = Command::new(CLIENT)
+        .args(["top", "--as", "delta", "--port", &hub.port.to_string()])
+        .arg("--token-file")
+        .arg(&open)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("readable by group or others"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    // Something that is not a hub on the port: it answers the hello with its own banner.
+    let stranger = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = stranger.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in stranger.incoming().take(4) {
+            let Ok(mut conn) = conn else { return };
+            let _ = conn.write_all(b"SSH-2.0-OpenSSH_9.6\r\n");
+        }
+    });
+    let out = Command::new(CLIENT)
+        .args(["top", "--as", "delta", "--port", &port.to_string()])
+        .arg("--token-file")
+        .arg(hub.token_file("delta"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("agent-hub: "), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // A hub that stops is retried, and the view says so; once it is back, the view is too.
+    let mut child = hub
+        .cli_command("top", "delta", &["--interval", "0.2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::of(child.stdout.take().unwrap());
+    lines.wait("the first snapshot", |l| l.starts_with("AGENTS 4"));
+    hub.terminate();
+    lines.wait("the hub's absence", |l| l.starts_with("hub: "));
+    let retry = lines.wait("the retry line", |l| l.starts_with("retrying every"));
+    assert!(
+        retry.starts_with("retrying every 0.2s; no answer for "),
+        "{retry}"
+    );
+    hub.restart();
+    lines.wait("the view after the restart", |l| l.starts_with("AGENTS 4"));
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `who --json` (SPEC §14 "Mail nobody holds"): the queues of a typo and of an address at a
+/// hub this one does not forward to are listed after `agents`, to an operator whole; a
+/// hostile non-operator sees only what it sent itself, never another sender's names, counts
+/// or task ids; the table shows the same.
+#[test]
+fn who_lists_mail_for_names_nobody_holds_and_a_hostile_asker_sees_only_its_own() {
+    let hub = operator_hub();
+    hub.send("alpha", "wrker", "task", None, "{}");
+    hub.send("alpha", "wrker", "task", None, "{}");
+    hub.send("alpha", "x@nowhere", "task", None, "{}");
+    hub.send("beta", "wrker", "task", None, "{}");
+    hub.send("gamma", "gamma", "task", None, "{}");
+    let who = |name: &str| -> (Value, String) {
+        let out = hub.cli("who", name, &["--json"]);
+        out.assert_code(0);
+        let v: Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("who --json is JSON ({e}): {}", out.stdout));
+        (v, out.stdout)
+    };
+    let (ops, text) = who("delta");
+    assert_eq!(
+        ops["offRoster"],
+        serde_json::json!([
+            {"name": "wrker", "queued": 3, "reason": "no such agent"},
+            {"name": "x@nowhere", "queued": 1, "reason": "unknown peer"},
+        ]),
+        "the operator's view: every sender's count"
+    );
+    assert!(
+        text.find("\"agents\"") < text.find("\"offRoster\""),
+        "after agents: {text}"
+    );
+    let listed: Vec<&str> = ops["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        ["alpha", "beta", "delta", "gamma"],
+        "the roster only"
+    );
+    // beta sent one envelope to wrker: that one, counted alone.
+    let (beta, _) = who("beta");
+    assert_eq!(
+        beta["offRoster"],
+        serde_json::json!([{"name": "wrker", "queued": 1, "reason": "no such agent"}])
+    );
+    // gamma sent none there: it learns nothing of alpha's or beta's mail.
+    let (hostile, text) = who("gamma");
+    assert_eq!(hostile["offRoster"], serde_json::json!([]), "{text}");
+    for secret in ["wrker", "nowhere"] {
+        assert!(!text.contains(secret), "{secret} shown to gamma: {text}");
+    }
+    // The table: a section after the agents, with why.
+    let table = hub.cli("who", "alpha", &[]);
+    table.assert_code(0);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("wrker "))
+        .unwrap_or_else(|| panic!("no wrker row:\n{}", table.stdout));
+    assert!(row.contains(" 2  no such agent"), "alpha's own two: {row}");
+    assert!(table.stdout.contains("x@nowhere"), "{}", table.stdout);
 }

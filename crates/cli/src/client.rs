@@ -6,7 +6,7 @@
 
 use agent_hub_proto::wire::{
     AwaitRequest, ClientLine, Envelope, EnvelopeStatus, Hello, HubLine, IdRequest, StatusRequest,
-    WaitFor,
+    WaitFor, WhoRequest,
 };
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -532,12 +532,25 @@ fn refuses_ack(message: &str) -> bool {
     message.contains("unknown field") && message.contains("ack")
 }
 
-/// Asks who is on the hub's roster, parked and queued (SPEC §14).
-pub fn who(ep: &Endpoint) -> Result<agent_hub_proto::wire::Presence, ClientError> {
-    let mut ex = Exchange::open(ep, &ClientLine::Who)?;
-    match ex.read_line()? {
-        HubLine::Who(p) => Ok(p),
-        other => Err(unexpected(other, "who")),
+/// Asks who is on the hub's roster, parked and queued, and which names nobody holds have mail
+/// waiting (SPEC §14, "Mail nobody holds"). A hub from before `offRoster` refuses the key
+/// (``unknown field in `who` ``) and is asked again without it; its answer then has no
+/// `offRoster`. The answer is read tolerantly (`top::snapshot::ActivityView`), so a later
+/// hub's keys never fail it; `text` is the payload as the hub sent it (for `--json`).
+pub fn who(ep: &Endpoint) -> Result<task::Answer<top::snapshot::ActivityView>, ClientError> {
+    let ask = |req: WhoRequest| {
+        let mut ex = Exchange::open(ep, &ClientLine::Who(req))?;
+        let reply = ex.read_raw()?;
+        task::answer(&reply, "who")
+    };
+    let with_queues = WhoRequest {
+        off_roster: Some(true),
+    };
+    match ask(with_queues) {
+        Err(ClientError::Hub(m)) if m.contains("unknown field in `who`") => {
+            ask(WhoRequest::default())
+        }
+        other => other,
     }
 }
 

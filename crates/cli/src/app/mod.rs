@@ -302,13 +302,14 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Who { id, json } => {
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let presence = client::who(&ep).map_err(|e| e.to_string())?;
+            let answer = client::who(&ep).map_err(|e| e.to_string())?;
             // Names and filters are other parties' text: escaped for the terminal (`text`).
+            // `--json` prints the hub's own payload, so a key this client does not know is
+            // shown too.
             let text = if json {
-                let raw = serde_json::to_string(&presence).map_err(|e| e.to_string())?;
-                agent_hub_proto::text::json_for_terminal(&raw).into_owned()
+                agent_hub_proto::text::json_for_terminal(&answer.text).into_owned()
             } else {
-                crate::client::who_view::render(&presence)
+                crate::client::who_view::render(&answer.value)
             };
             print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
             Ok(ExitCode::SUCCESS)

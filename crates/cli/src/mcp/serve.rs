@@ -180,10 +180,8 @@ fn send(ep: &Endpoint, s: SendCall) -> ToolOutcome {
 
 fn who(ep: &Endpoint) -> ToolOutcome {
     match client::who(ep) {
-        Ok(p) => match serde_json::to_string(&p) {
-            Ok(text) => ToolOutcome::ok(text),
-            Err(e) => ToolOutcome::error(format!("who failed: {e}")),
-        },
+        // The hub's payload as it sent it: the agent reads every key, `offRoster` among them.
+        Ok(answer) => ToolOutcome::ok(answer.text),
         Err(e) => hub_failure("who", &e),
     }
 }

@@ -623,6 +623,17 @@ impl Router {
             .unwrap_or_default()
     }
 
+    /// Every name with envelopes queued, with how many, in no particular order (for the
+    /// operator views of `who` and `activity`, SPEC §14 "Mail nobody holds"). Each mailbox it
+    /// looks at counts in `Work::mailboxes`.
+    pub fn with_mail(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.boxes
+            .iter()
+            .inspect(|_| self.mailboxes.set(self.mailboxes.get() + 1))
+            .filter(|(_, mb)| !mb.queue.is_empty())
+            .map(|(name, mb)| (name.as_str(), mb.queue.len()))
+    }
+
     /// Envelopes queued across all agents.
     pub fn total_queued(&self) -> usize {
         self.total_envelopes

@@ -472,11 +472,14 @@ impl Hub {
             Ok(ClientLine::Ack(_)) => {
                 self.fail(conn, "an ack outside an acknowledged delivery", now)
             }
-            Ok(ClientLine::Who) => {
+            Ok(ClientLine::Who(req)) => {
                 let c = self.conns.get_mut(&conn).expect("caller checked");
                 c.verb = "who";
                 let asker = c.name.clone().unwrap_or_default();
-                let presence = self.presence_for(&asker);
+                let mut presence = self.presence_for(&asker);
+                if req.wants_off_roster() {
+                    presence.off_roster = Some(self.off_roster_for(Some(&asker)));
+                }
                 self.reply(conn, &HubLine::Who(presence), "who", now)
             }
             Ok(ClientLine::Delegate(req)) => {

@@ -40,6 +40,14 @@ impl TaskBook {
             && (t.delegator == from || self.config.may_mail.iter().any(|m| m == from))
     }
 
+    /// Whether `name` is a task this book holds that has not ended: mail queued for its
+    /// identity still has a reader to come (SPEC §14 "Mail nobody holds").
+    pub fn is_live_task(&self, name: &str) -> bool {
+        TaskId::parse(name)
+            .and_then(|id| self.tasks.get(&id))
+            .is_some_and(|t| !t.state.is_final())
+    }
+
     /// Whether the task identity `name` may send to `to`: its delegator, or a name in
     /// `tasks.may_mail`, and only while it is live.
     pub fn may_mail(&self, name: &str, to: &str) -> bool {

@@ -7,7 +7,7 @@
 //! body, correlation id, prompt, task text or token — none of them has a field here, so no
 //! code path can put one on this line.
 
-use super::AgentPresence;
+use super::{AgentPresence, OffRosterQueue};
 use serde::{Deserialize, Serialize};
 
 /// `{"activity":{"agents":[…],"envelopes":[…],"tasks":[…]}}`.
@@ -20,6 +20,11 @@ pub struct Activity {
     pub envelopes: Vec<EnvelopeMeta>,
     /// Delegated tasks not yet ended (queued, running, cancelling), oldest first.
     pub tasks: Vec<TaskMeta>,
+    /// The queues of names nobody holds, as `who` with `offRoster` shows them (§14 "Mail
+    /// nobody holds"). Always sent: the one reader of this line, `agent-hub top`, has read it
+    /// tolerantly from the start. Absent from an older hub's answer.
+    #[serde(rename = "offRoster", default)]
+    pub off_roster: Vec<OffRosterQueue>,
 }
 
 /// One accepted envelope, without its body.

@@ -12,7 +12,7 @@
 
 use super::envelope::RawEnvelope;
 use super::task::{DelegateRequest, TaskRequest};
-use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest};
+use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -49,6 +49,7 @@ const DELEGATE_KEYS: &[&str] = &[
 ];
 const TASK_KEYS: &[&str] = &["task"];
 const TURN_KEYS: &[&str] = &["state", "pid", "start"];
+const WHO_KEYS: &[&str] = &["offRoster"];
 
 /// A client line's payload, by tag, before the field rules of SPEC §3.2 and §5.2.
 pub(crate) enum Payload<'a> {
@@ -57,7 +58,7 @@ pub(crate) enum Payload<'a> {
     Await(AwaitRequest),
     Ack(IdRequest),
     Status(StatusRequest),
-    Who,
+    Who(WhoRequest),
     Delegate(DelegateRequest),
     TaskStatus(TaskRequest),
     Tasks,
@@ -160,7 +161,8 @@ impl Obj {
             Obj::Await => AWAIT_KEYS,
             Obj::Ack => ID_KEYS,
             Obj::Status => STATUS_KEYS,
-            Obj::Who | Obj::Tasks | Obj::Activity => &[],
+            Obj::Who => WHO_KEYS,
+            Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
             Obj::Turn => TURN_KEYS,
@@ -397,7 +399,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Status, "timeoutMs")
             | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer") => Want::OptText,
-            (Obj::Await, "ack") => Want::OptFlag,
+            (Obj::Await, "ack") | (Obj::Who, "offRoster") => Want::OptFlag,
             _ => Want::Text,
         };
         match map.next_value_seed(V(want))? {
@@ -454,7 +456,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 timeout_ms: secs[2],
             })
         }
-        Obj::Who => Payload::Who,
+        Obj::Who => Payload::Who(WhoRequest { off_roster: flag }),
         Obj::Delegate => {
             let (agent, cwd, prompt) = (take(0)?, take(1)?, take(2)?);
             Payload::Delegate(DelegateRequest {
@@ -605,7 +607,15 @@ mod tests {
             ),
             (
                 r#"{"who":{"x":1}}"#,
-                "unknown field in `who`, which has no fields",
+                "unknown field in `who`, expected `offRoster`",
+            ),
+            (
+                r#"{"who":{"offRoster":1}}"#,
+                "invalid type: integer, expected a boolean",
+            ),
+            (
+                r#"{"tasks":{"x":1}}"#,
+                "unknown field in `tasks`, which has no fields",
             ),
             ("", "EOF while parsing a value"),
             ("hello", "expected value"),
@@ -642,7 +652,13 @@ mod tests {
         );
         assert!(matches!(
             client_line(r#"{"who":{}}"#).unwrap(),
-            Payload::Who
+            Payload::Who(WhoRequest { off_roster: None })
+        ));
+        assert!(matches!(
+            client_line(r#"{"who":{"offRoster":true}}"#).unwrap(),
+            Payload::Who(WhoRequest {
+                off_roster: Some(true)
+            })
         ));
         let Payload::Hello(h) = client_line(r#"{"hello":{"token":"t\u0041","name":"n"}}"#).unwrap()
         else {

@@ -184,12 +184,59 @@ pub struct ParkedFilter {
     pub kind: Option<String>,
 }
 
-/// The answer to `who`: every roster name, sorted.
+/// The answer to `who`: every roster name, sorted, then (when the request asked for it) the
+/// queues of names nobody holds.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Presence {
     pub agents: Vec<AgentPresence>,
+    /// Our extension (SPEC §14 "Mail nobody holds"): only in the answer to a `who` that asked
+    /// with `offRoster`, so a client that did not ask (every client before it) reads the
+    /// reply it always read; the asker's view of it follows §14 "Visibility".
+    #[serde(rename = "offRoster", default, skip_serializing_if = "Option::is_none")]
+    pub off_roster: Option<Vec<OffRosterQueue>>,
 }
+
+/// `{"who":{}}` or `{"who":{"offRoster":true}}` (SPEC §14): whether the asker wants the queues
+/// of names nobody holds too. Never sent when absent, so a plain `who` is the line it was.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct WhoRequest {
+    #[serde(rename = "offRoster", default, skip_serializing_if = "Option::is_none")]
+    pub off_roster: Option<bool>,
+}
+
+impl WhoRequest {
+    /// Whether the answer carries `offRoster`.
+    pub fn wants_off_roster(&self) -> bool {
+        self.off_roster == Some(true)
+    }
+}
+
+/// A queue whose name nobody holds (SPEC §14 "Mail nobody holds"): not a roster name, not a
+/// live task identity, not an address a forwarding peer takes. Its mail waits for a reader
+/// that cannot come until an operator adds the name (or the sender resends elsewhere).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OffRosterQueue {
+    pub name: String,
+    /// Envelopes queued under the name: all of them for an operator, the asker's own for
+    /// anyone else.
+    pub queued: u64,
+    /// One of `OFF_ROSTER_REASONS`.
+    pub reason: String,
+}
+
+/// Why nobody holds a name (`OffRosterQueue::reason`): not on the roster; `name@peer` where
+/// `peer` is no peer this hub forwards to (SPEC §15); a task identity whose task has ended.
+pub const OFF_ROSTER_NO_SUCH_AGENT: &str = "no such agent";
+pub const OFF_ROSTER_UNKNOWN_PEER: &str = "unknown peer";
+pub const OFF_ROSTER_TASK_ENDED: &str = "task ended";
+pub const OFF_ROSTER_REASONS: [&str; 3] = [
+    OFF_ROSTER_NO_SUCH_AGENT,
+    OFF_ROSTER_UNKNOWN_PEER,
+    OFF_ROSTER_TASK_ENDED,
+];
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -239,7 +286,7 @@ pub enum ClientLine {
     /// A status query, possibly waiting for a stage (SPEC §12.4).
     Status(StatusRequest),
     /// Presence (SPEC §14): who is on the roster, parked, queued, last seen.
-    Who,
+    Who(WhoRequest),
     /// Delegated work (docs/delegation.md): run a task on an agent.
     Delegate(DelegateRequest),
     TaskStatus(TaskRequest),
@@ -315,7 +362,7 @@ impl ClientLine {
                 }
                 Ok(ClientLine::Status(r))
             }
-            decode::Payload::Who => Ok(ClientLine::Who),
+            decode::Payload::Who(r) => Ok(ClientLine::Who(r)),
             decode::Payload::Delegate(d) => Ok(ClientLine::Delegate(d)),
             decode::Payload::TaskStatus(r) if r.task.is_empty() => {
                 Err(WireError::EmptyTask("task_status"))
@@ -349,7 +396,7 @@ impl ClientLine {
             ClientLine::Await(a) => format!("{{\"await\":{}}}", to_json(a)),
             ClientLine::Ack(r) => format!("{{\"ack\":{}}}", to_json(r)),
             ClientLine::Status(r) => format!("{{\"status\":{}}}", to_json(r)),
-            ClientLine::Who => "{\"who\":{}}".to_owned(),
+            ClientLine::Who(r) => format!("{{\"who\":{}}}", to_json(r)),
             ClientLine::Delegate(d) => format!("{{\"delegate\":{}}}", to_json(d)),
             ClientLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
@@ -369,7 +416,7 @@ impl ClientLine {
             ClientLine::Await(_) => "await",
             ClientLine::Ack(_) => "ack",
             ClientLine::Status(_) => "status",
-            ClientLine::Who => "who",
+            ClientLine::Who(_) => "who",
             ClientLine::Delegate(_) => "delegate",
             ClientLine::TaskStatus(_) => "task_status",
             ClientLine::Tasks => "tasks",

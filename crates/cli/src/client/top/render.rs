@@ -7,7 +7,10 @@
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use super::snapshot::{attention, text_of, AgentView, Attention, Snapshot, Source};
+use super::snapshot::{
+    attention, filters_hidden, is_remote, text_of, ActivityView, AgentView, Attention, Snapshot,
+    Source,
+};
 use chrono::{DateTime, Utc};
 use std::cmp::Ordering;
 
@@ -57,7 +60,7 @@ impl Default for ViewState {
     }
 }
 
-/// Fixed facts shown in the header.
+/// Fixed facts shown in the header, and the room there is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Context {
     pub port: u16,
@@ -65,6 +68,11 @@ pub struct Context {
     pub interval_ms: u64,
     /// Whether keys work (a terminal): the header then lists them.
     pub interactive: bool,
+    /// One snapshot and out (`--once`): nothing is retried.
+    pub once: bool,
+    /// The terminal's width, when drawing on one: the agents table then narrows its widest
+    /// columns so its NOTE stays readable. None (a pipe): every column as wide as its content.
+    pub width: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,15 +152,32 @@ pub fn filter_label(reply_to: Option<&str>, kind: Option<&str>) -> String {
     }
 }
 
-fn filters(a: &AgentView) -> String {
+/// The FILTERS cell: each parked await's filter; `hidden` when the hub left another agent's
+/// filters out of this viewer's answer (SPEC §14 "Visibility"); `on its hub` for a linked
+/// hub's agent that waits (filters never cross a link); `-` when nothing is parked.
+pub fn filters(a: &AgentView) -> String {
+    if filters_hidden(a) {
+        return "hidden".into();
+    }
     if a.parked.is_empty() {
-        return "-".into();
+        let waits = a.state_text().as_deref() == Some("waiting");
+        return if waits { "on its hub" } else { "-" }.into();
     }
     a.parked
         .iter()
         .map(|f| filter_label(f.reply_to.as_deref(), f.kind.as_deref()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The AWAITS cell: how many are parked, `?` where the viewer cannot count them.
+pub fn awaits(a: &AgentView) -> String {
+    let waits = a.state_text().as_deref() == Some("waiting");
+    if a.parked.is_empty() && waits && (filters_hidden(a) || is_remote(a)) {
+        "?".into()
+    } else {
+        a.parked.len().to_string()
+    }
 }
 
 /// Liveness order for sorting: the states that need a look first.
@@ -167,22 +192,87 @@ fn state_rank(a: &AgentView) -> u8 {
     }
 }
 
-fn severity(a: &AgentView) -> u8 {
-    match attention(a) {
-        Attention::Stuck(_) => 0,
-        Attention::Warn(_) => 1,
-        Attention::Fine => 2,
-    }
+/// One row of the agents table: an agent of the roster or of a linked hub, or a name nobody
+/// holds that has mail waiting (SPEC §14 "Mail nobody holds").
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    name: String,
+    state: String,
+    /// How long it has been in its state (`FOR`).
+    since: String,
+    queued: u64,
+    awaits: String,
+    filters: String,
+    last_seen: Option<String>,
+    seen: String,
+    style: Style,
+    note: String,
+    severity: u8,
+    state_rank: u8,
 }
 
-/// The agents in the order the view shows them; ties broken by name.
-pub fn sorted<'a>(agents: &'a [AgentView], view: &ViewState) -> Vec<&'a AgentView> {
-    let mut out: Vec<&AgentView> = agents.iter().collect();
-    out.sort_by(|a, b| {
+/// The agents table's rows, unsorted: every agent, then every name nobody holds, which is
+/// stuck for the reason the hub gives (a typo, a hub this one does not forward to, an ended
+/// task). For a viewer who is not an operator the hub lists only the names holding its own
+/// mail, counted as its own.
+fn rows(hub: &ActivityView, now: DateTime<Utc>) -> Vec<Row> {
+    let mut out: Vec<Row> = hub
+        .agents
+        .iter()
+        .map(|a| {
+            let att = attention(a);
+            let (style, note) = match att {
+                Attention::Stuck(why) => (Style::Stuck, format!("STUCK: {why}")),
+                Attention::Warn(why) => (Style::Warn, why.to_owned()),
+                Attention::Note(what) => (Style::Normal, what.to_owned()),
+                Attention::Fine => (Style::Normal, String::new()),
+            };
+            // How long the agent has been in its state, when the hub says (an RFC 3339 time).
+            let since = text_of(&a.since)
+                .filter(|s| DateTime::parse_from_rfc3339(s).is_ok())
+                .map_or_else(|| "-".to_owned(), |s| ago(Some(&s), now));
+            Row {
+                name: a.name.clone(),
+                state: a.state_text().unwrap_or_else(|| "-".into()),
+                since,
+                queued: a.queued,
+                awaits: awaits(a),
+                filters: filters(a),
+                last_seen: a.last_seen.clone(),
+                seen: ago(a.last_seen.as_deref(), now),
+                style,
+                note,
+                severity: att.severity(),
+                state_rank: state_rank(a),
+            }
+        })
+        .collect();
+    for q in hub.off_roster.iter().flatten() {
+        out.push(Row {
+            name: q.name.clone(),
+            state: "-".into(),
+            since: "-".into(),
+            queued: q.queued,
+            awaits: "-".into(),
+            filters: "-".into(),
+            last_seen: None,
+            seen: "-".into(),
+            style: Style::Stuck,
+            note: format!("STUCK: {}", q.reason),
+            severity: Attention::Stuck("").severity(), // a name nobody holds is stuck
+            state_rank: 0,
+        });
+    }
+    out
+}
+
+/// The rows in the order the view shows them; ties broken by name.
+fn sort_rows(rows: &mut [Row], view: &ViewState) {
+    rows.sort_by(|a, b| {
         let primary = match view.sort {
             SortBy::Name => Ordering::Equal,
             SortBy::Queue => b.queued.cmp(&a.queued),
-            SortBy::State => (severity(a), state_rank(a)).cmp(&(severity(b), state_rank(b))),
+            SortBy::State => (a.severity, a.state_rank).cmp(&(b.severity, b.state_rank)),
             // RFC 3339 times in UTC with fixed precision (as the hub writes them) sort as
             // text; never seen goes last.
             SortBy::LastSeen => match (&a.last_seen, &b.last_seen) {
@@ -199,7 +289,92 @@ pub fn sorted<'a>(agents: &'a [AgentView], view: &ViewState) -> Vec<&'a AgentVie
             o
         }
     });
+}
+
+/// Longest a NAME or FILTERS cell grows with its content on a terminal; past it the cell is
+/// cut (`…`).
+const NAME_MAX: usize = 32;
+const FILTERS_MAX: usize = 48;
+/// Narrowest they get to make room for the NOTE on a narrow terminal.
+const NAME_MIN: usize = 10;
+const FILTERS_MIN: usize = 7;
+
+/// The agents table's column widths (issue 35: an empty FILTERS column took 28 columns and
+/// cut the NOTE at 80): each as wide as its widest cell or its head, so a pipe gets every
+/// cell whole. On a terminal NAME and FILTERS stop at a cap, and where the widest NOTE still
+/// does not fit, FILTERS and then NAME give up columns, down to a floor, so the note that
+/// says why an agent is stuck stays readable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Widths {
+    name: usize,
+    state: usize,
+    since: usize,
+    queue: usize,
+    awaits: usize,
+    filters: usize,
+    seen: usize,
+}
+
+const HEADS: [&str; 8] = [
+    "NAME", "STATE", "FOR", "QUEUE", "AWAITS", "FILTERS", "SEEN", "NOTE",
+];
+
+fn widths(rows: &[Row], width: Option<usize>) -> Widths {
+    let w = |head: usize, cell: &dyn Fn(&Row) -> usize| -> usize {
+        rows.iter()
+            .map(cell)
+            .fold(HEADS[head].chars().count(), usize::max)
+    };
+    let chars = |s: &str| s.chars().count();
+    let mut out = Widths {
+        name: w(0, &|r| chars(&r.name)),
+        state: w(1, &|r| chars(&r.state)),
+        since: w(2, &|r| chars(&r.since)),
+        queue: w(3, &|r| chars(&r.queued.to_string())),
+        awaits: w(4, &|r| chars(&r.awaits)),
+        filters: w(5, &|r| chars(&r.filters)),
+        seen: w(6, &|r| chars(&r.seen)),
+    };
+    let Some(width) = width else {
+        return out;
+    };
+    out.name = out.name.min(NAME_MAX);
+    out.filters = out.filters.min(FILTERS_MAX);
+    let note = rows.iter().map(|r| chars(&r.note)).max().unwrap_or(0);
+    let used = out.name
+        + out.state
+        + out.since
+        + out.queue
+        + out.awaits
+        + out.filters
+        + out.seen
+        + HEADS.len()
+        - 1
+        + note;
+    let mut over = used.saturating_sub(width);
+    for (col, floor) in [(&mut out.filters, FILTERS_MIN), (&mut out.name, NAME_MIN)] {
+        let give = over.min(col.saturating_sub(floor));
+        *col -= give;
+        over -= give;
+    }
     out
+}
+
+/// One line of the agents table (the head or a row), cut and padded to `w`.
+fn table_line(cells: [&str; 8], w: &Widths) -> String {
+    format!(
+        "{} {} {} {} {} {} {} {}",
+        cell(cells[0], w.name),
+        cell(cells[1], w.state),
+        rcell(cells[2], w.since),
+        rcell(cells[3], w.queue),
+        rcell(cells[4], w.awaits),
+        cell(cells[5], w.filters),
+        rcell(cells[6], w.seen),
+        cells[7]
+    )
+    .trim_end()
+    .to_owned()
 }
 
 /// Every line of one frame, uncut.
@@ -227,67 +402,56 @@ pub fn render(snap: &Snapshot, view: &ViewState, ctx: &Context) -> Vec<Line> {
         Ok((source, hub)) => (*source, hub),
         Err(why) => {
             out.push(line(Style::Stuck, format!("hub: {why}")));
+            if !ctx.once {
+                let down = snap
+                    .down_since
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+                out.push(line(
+                    Style::Warn,
+                    format!(
+                        "retrying every {:.1}s; no answer for {}",
+                        ctx.interval_ms as f64 / 1000.0,
+                        ago(down.as_deref(), now)
+                    ),
+                ));
+            }
             push_links(&mut out, snap);
             return out;
         }
     };
-    let stuck = hub
-        .agents
-        .iter()
-        .filter(|a| matches!(attention(a), Attention::Stuck(_)))
-        .count();
-    let queued: u64 = hub.agents.iter().map(|a| a.queued).sum();
+    let mut table = rows(hub, now);
+    sort_rows(&mut table, view);
+    let stuck = table.iter().filter(|r| r.style == Style::Stuck).count();
+    let queued: u64 = table.iter().map(|r| r.queued).sum();
+    let nobodys = hub.off_roster.as_ref().map_or(0, Vec::len);
+    let nobodys = if nobodys > 0 {
+        format!("   names nobody holds {nobodys}")
+    } else {
+        String::new()
+    };
     out.push(line(Style::Normal, ""));
     out.push(line(
         Style::Title,
         format!(
-            "AGENTS {}   queued {queued}   stuck {stuck}",
+            "AGENTS {}   queued {queued}   stuck {stuck}{nobodys}",
             hub.agents.len()
         ),
     ));
-    out.push(line(
-        Style::Head,
-        format!(
-            "{} {} {} {} {} {} {}",
-            cell("NAME", 20),
-            cell("STATE", 8),
-            rcell("QUEUE", 5),
-            rcell("AWAITS", 6),
-            cell("FILTERS", 26),
-            rcell("SEEN", 5),
-            "NOTE"
-        ),
-    ));
-    for a in sorted(&hub.agents, view) {
-        let (style, note) = match attention(a) {
-            Attention::Stuck(why) => (Style::Stuck, format!("STUCK: {why}")),
-            Attention::Warn(why) => (Style::Warn, why.to_owned()),
-            Attention::Fine => (Style::Normal, String::new()),
-        };
-        // How long the agent has been in its state, when the hub says (an RFC 3339 time).
-        let since = text_of(&a.since)
-            .filter(|s| DateTime::parse_from_rfc3339(s).is_ok())
-            .map(|s| format!("for {}", ago(Some(&s), now)));
-        let note = match since {
-            Some(since) if note.is_empty() => since,
-            Some(since) => format!("{note}; {since}"),
-            None => note,
-        };
-        out.push(line(
-            style,
-            format!(
-                "{} {} {} {} {} {} {}",
-                cell(&a.name, 20),
-                cell(a.state_text().as_deref().unwrap_or("-"), 8),
-                rcell(&a.queued.to_string(), 5),
-                rcell(&a.parked.len().to_string(), 6),
-                cell(&filters(a), 26),
-                rcell(&ago(a.last_seen.as_deref(), now), 5),
-                note
-            )
-            .trim_end()
-            .to_owned(),
-        ));
+    let w = widths(&table, ctx.width);
+    out.push(line(Style::Head, table_line(HEADS, &w)));
+    for r in &table {
+        let queued = r.queued.to_string();
+        let cells = [
+            r.name.as_str(),
+            &r.state,
+            &r.since,
+            &queued,
+            &r.awaits,
+            &r.filters,
+            &r.seen,
+            &r.note,
+        ];
+        out.push(line(r.style, table_line(cells, &w)));
     }
     out.push(line(Style::Normal, ""));
     if source == Source::WhoOnly {
@@ -510,7 +674,9 @@ pub fn plain(lines: &[Line]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::snapshot::{ActivityView, EnvelopeView, FilterView, LinkView, TaskView};
+    use super::super::snapshot::{
+        ActivityView, EnvelopeView, FilterView, LinkView, OffRosterView, TaskView,
+    };
     use super::*;
     use serde_json::Value;
 
@@ -561,10 +727,16 @@ mod tests {
                 started_at: Some("2026-12-01T09:58:00.000Z".into()),
                 ..TaskView::default()
             }],
+            off_roster: Some(vec![OffRosterView {
+                name: "wrker".into(),
+                queued: 2,
+                reason: "no such agent".into(),
+            }]),
         };
         Snapshot {
             taken: t("2026-12-01T10:00:00Z"),
             hub: Ok((Source::Activity, hub)),
+            down_since: None,
             links: Some(Ok(vec![LinkView {
                 peer: "lab".into(),
                 state: "backoff".into(),
@@ -581,6 +753,8 @@ mod tests {
             name: "ops".into(),
             interval_ms: 1000,
             interactive: true,
+            once: false,
+            width: None,
         }
     }
 
@@ -601,7 +775,10 @@ mod tests {
         let all = texts(&lines).join("\n");
         assert!(lines[0].text.starts_with("agent-hub top — 127.0.0.1:46110 as ops — 2026-12-01T10:00:00Z — every 1.0s — sort: state"), "{all}");
         assert!(lines[0].text.ends_with("keys: s sort, r reverse, q quit"));
-        assert!(all.contains("AGENTS 3   queued 4   stuck 1"), "{all}");
+        assert!(
+            all.contains("AGENTS 3   queued 6   stuck 2   names nobody holds 1"),
+            "{all}"
+        );
         let bravo = row(&lines, "bravo");
         assert_eq!(bravo.style, Style::Stuck);
         assert!(
@@ -612,14 +789,27 @@ mod tests {
         let charlie = row(&lines, "charlie");
         assert_eq!(charlie.style, Style::Warn);
         assert!(charlie.text.contains("reply-to=x1+kind=result"));
+        assert!(
+            charlie.text.ends_with("waits for other mail"),
+            "{}",
+            charlie.text
+        );
         let alpha = row(&lines, "alpha ");
         assert_eq!(alpha.style, Style::Normal);
         assert!(alpha.text.contains("waiting"));
         assert!(alpha.text.contains(" any "), "{}", alpha.text);
         assert!(
-            alpha.text.contains("10s"),
-            "last seen 10 s ago: {}",
+            alpha.text.ends_with("10s"),
+            "last seen 10 s ago, no note: {}",
             alpha.text
+        );
+        // A name nobody holds is a row of its own, stuck for the hub's reason.
+        let wrker = row(&lines, "wrker ");
+        assert_eq!(wrker.style, Style::Stuck);
+        assert!(
+            wrker.text.ends_with("STUCK: no such agent"),
+            "{}",
+            wrker.text
         );
         // Envelope metadata, task, link.
         let env = row(&lines, "  60s e-1");
@@ -633,37 +823,182 @@ mod tests {
 
     #[test]
     fn sort_cycles_through_name_queue_state_and_last_seen_and_reverses() {
-        let s = snap();
-        let Ok((_, hub)) = &s.hub else { unreachable!() };
-        let mut agents = hub.agents.clone();
-        agents[0].last_seen = Some("2026-12-01T09:59:59.000Z".into());
-        agents[2].last_seen = None;
+        let mut s = snap();
+        let Ok((_, hub)) = &mut s.hub else {
+            unreachable!()
+        };
+        hub.agents[0].last_seen = Some("2026-12-01T09:59:59.000Z".into());
+        hub.agents[2].last_seen = None;
+        let now = s.taken;
         let names = |v: ViewState| -> Vec<String> {
-            sorted(&agents, &v).iter().map(|a| a.name.clone()).collect()
+            let mut r = rows(hub, now);
+            sort_rows(&mut r, &v);
+            r.into_iter().map(|r| r.name).collect()
         };
         let mut v = ViewState::default();
         assert_eq!(
             names(v),
-            ["bravo", "charlie", "alpha"],
-            "stuck, then warn, then fine"
+            ["wrker", "bravo", "charlie", "alpha"],
+            "stuck (nobody's first), then warn, then fine"
         );
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::LastSeen);
         assert_eq!(
             names(v),
-            ["alpha", "bravo", "charlie"],
+            ["alpha", "bravo", "charlie", "wrker"],
             "newest first, never last"
         );
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::Name);
-        assert_eq!(names(v), ["alpha", "bravo", "charlie"]);
+        assert_eq!(names(v), ["alpha", "bravo", "charlie", "wrker"]);
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::Queue);
-        assert_eq!(names(v), ["bravo", "charlie", "alpha"]);
+        assert_eq!(names(v), ["bravo", "wrker", "charlie", "alpha"]);
         v.reverse = true;
-        assert_eq!(names(v), ["alpha", "charlie", "bravo"]);
+        assert_eq!(names(v), ["alpha", "charlie", "wrker", "bravo"]);
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::State);
+    }
+
+    /// The demo of issue 35 (`agent-hub-server demo`, `operators = []`): worker parked on
+    /// `kind=review` with a `task` queued, and a send to the typo `wrker`, as each of the two
+    /// agents sees it.
+    fn demo(viewer: &str) -> Snapshot {
+        let worker = AgentView {
+            name: "worker".into(),
+            queued: 1,
+            parked: if viewer == "worker" {
+                vec![FilterView {
+                    reply_to: None,
+                    kind: Some("review".into()),
+                }]
+            } else {
+                Vec::new()
+            },
+            state: Some(Value::String("waiting".into())),
+            since: Some(Value::String("2026-12-01T09:59:58.000Z".into())),
+            source: Some(Value::String("await".into())),
+            last_seen: Some("2026-12-01T09:59:58.000Z".into()),
+            ..AgentView::default()
+        };
+        let orchestrator = AgentView {
+            name: "orchestrator".into(),
+            state: Some(Value::String("unknown".into())),
+            last_seen: Some("2026-12-01T09:59:59.000Z".into()),
+            ..AgentView::default()
+        };
+        // Only the sender of the typo's mail sees that name (SPEC §14 "Visibility").
+        let off_roster = (viewer == "orchestrator").then(|| {
+            vec![OffRosterView {
+                name: "wrker".into(),
+                queued: 1,
+                reason: "no such agent".into(),
+            }]
+        });
+        Snapshot {
+            taken: t("2026-12-01T10:00:00Z"),
+            hub: Ok((
+                Source::Activity,
+                ActivityView {
+                    agents: vec![orchestrator, worker],
+                    off_roster: Some(off_roster.unwrap_or_default()),
+                    ..ActivityView::default()
+                },
+            )),
+            down_since: None,
+            links: None,
+        }
+    }
+
+    /// Issue 35: at 80 columns the NOTE is whole (widths follow content; an empty FILTERS
+    /// column no longer takes 28), and worker's parked await is never called no reader,
+    /// whether the viewer may see its filters or not.
+    #[test]
+    fn at_80_columns_the_demo_reads_the_same_for_both_agents_and_no_note_is_cut() {
+        for viewer in ["orchestrator", "worker"] {
+            let mut c = ctx();
+            c.name = viewer.into();
+            c.width = Some(80);
+            let lines = fit(render(&demo(viewer), &ViewState::default(), &c), 80, 40);
+            let all = texts(&lines).join("\n");
+            assert!(!all.contains("STUCK: mail queued"), "{viewer}:\n{all}");
+            let head = row(&lines, "NAME ");
+            assert!(head.text.ends_with(" NOTE"), "{viewer}: {}", head.text);
+            let worker = row(&lines, "worker ");
+            assert_eq!(worker.style, Style::Warn, "{viewer}");
+            assert!(
+                worker.text.ends_with("waits for other mail"),
+                "{viewer}: {}",
+                worker.text
+            );
+            let filters = if viewer == "worker" {
+                "kind=review"
+            } else {
+                "hidden"
+            };
+            assert!(worker.text.contains(filters), "{viewer}: {}", worker.text);
+            let awaits = if viewer == "worker" { " 1 " } else { " ? " };
+            assert!(worker.text.contains(awaits), "{viewer}: {}", worker.text);
+            for l in &lines[1..] {
+                assert!(!l.text.contains('…'), "{viewer}: cut at 80: {:?}", l.text);
+            }
+        }
+        let c = Context {
+            width: Some(80),
+            ..ctx()
+        };
+        let lines = render(&demo("orchestrator"), &ViewState::default(), &c);
+        let wrker = row(&lines, "wrker ");
+        assert_eq!(wrker.style, Style::Stuck);
+        assert!(
+            wrker.text.ends_with("STUCK: no such agent"),
+            "{}",
+            wrker.text
+        );
+        assert!(row(&lines, "AGENTS 2").text.contains("stuck 1"));
+    }
+
+    /// Long filters and names give up columns on a narrow terminal before the NOTE does; in a
+    /// pipe (no width) every cell is whole up to its cap.
+    #[test]
+    fn a_narrow_terminal_cuts_filters_and_names_before_the_note() {
+        let mut s = demo("worker");
+        let Ok((_, hub)) = &mut s.hub else {
+            unreachable!()
+        };
+        hub.agents[1].parked[0].reply_to = Some("task-0123456789abcdef0123456789abcdef".into());
+        hub.agents[0].name = "orchestrator-of-the-night-shift".into();
+        hub.agents[0].queued = 2;
+        let wide = render(&s, &ViewState::default(), &ctx());
+        assert!(
+            row(&wide, "worker ")
+                .text
+                .contains("reply-to=task-0123456789abcdef0123456789abcdef+kind=review"),
+            "whole without a width"
+        );
+        let c = Context {
+            width: Some(80),
+            ..ctx()
+        };
+        let lines = fit(render(&s, &ViewState::default(), &c), 80, 40);
+        let worker = row(&lines, "worker ");
+        assert!(
+            worker.text.ends_with("waits for other mail"),
+            "{}",
+            worker.text
+        );
+        assert!(
+            worker.text.contains('…'),
+            "the filter is cut: {}",
+            worker.text
+        );
+        let night = row(&lines, "orchestrato…");
+        assert!(
+            night.text.ends_with("STUCK: mail queued, no reader"),
+            "{}",
+            night.text
+        );
+        assert!(lines.iter().all(|l| l.text.chars().count() <= 80));
     }
 
     #[test]
@@ -726,10 +1061,23 @@ mod tests {
         assert!(all.contains("no `activity` verb"), "{all}");
         assert!(!all.contains("RECENT ENVELOPES"));
         s.hub = Err("cannot connect to the hub at 127.0.0.1:46110: refused".into());
+        s.down_since = Some(t("2026-12-01T09:59:48Z"));
         s.links = Some(Err("cannot read /x/relay-status.json".into()));
         let lines = render(&s, &ViewState::default(), &ctx());
         assert_eq!(row(&lines, "hub: cannot connect").style, Style::Stuck);
+        assert_eq!(
+            row(&lines, "retrying").text,
+            "retrying every 1.0s; no answer for 12s",
+            "the view says it keeps trying, and for how long"
+        );
         assert_eq!(row(&lines, "cannot read /x").style, Style::Warn);
+        // --once does not retry, so it does not say it does.
+        let once = Context {
+            once: true,
+            ..ctx()
+        };
+        let all = texts(&render(&s, &ViewState::default(), &once)).join("\n");
+        assert!(!all.contains("retrying"), "{all}");
     }
 
     #[test]

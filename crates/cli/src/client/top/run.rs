@@ -25,8 +25,9 @@ pub struct Options {
     pub config: Option<PathBuf>,
 }
 
-/// Why the view stopped: its terminal failed. A hub that cannot be reached is not one (the
-/// view shows why and keeps refreshing).
+/// Why the view stopped early: its terminal failed, or the hub (or what answers on the port)
+/// said something that another refresh cannot change. A hub that cannot be reached is not one
+/// of these: the view says so and keeps retrying (`retryable`).
 #[derive(Debug)]
 pub enum TopError {
     /// Raw mode or the alternate screen could not be set up.
@@ -35,6 +36,10 @@ pub enum TopError {
     Keys(std::io::Error),
     /// A frame could not be written.
     Write(std::io::Error),
+    /// The hub refused the view for good (a wrong token, a name it does not know, a verb it
+    /// refuses this asker), or the port is not a hub's client port: the client's error, whose
+    /// text is the hub's own line where there is one.
+    Hub(ClientError),
 }
 
 impl fmt::Display for TopError {
@@ -43,6 +48,7 @@ impl fmt::Display for TopError {
             TopError::Terminal(e) => write!(f, "cannot set up the terminal: {e}"),
             TopError::Keys(e) => write!(f, "{e}"),
             TopError::Write(e) => write!(f, "cannot write to the terminal: {e}"),
+            TopError::Hub(e) => write!(f, "{e}"),
         }
     }
 }
@@ -51,7 +57,29 @@ impl std::error::Error for TopError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             TopError::Terminal(e) | TopError::Keys(e) | TopError::Write(e) => Some(e),
+            TopError::Hub(e) => Some(e),
         }
+    }
+}
+
+/// Whether another refresh may succeed where this one failed (issue 35: a wrong token was
+/// retried for ever). Yes when the hub could not be reached or the connection was lost (a hub
+/// restarting, stopping, or killed mid-answer), or the hub said to try again (its connection
+/// caps, SPEC §4.6) or that it is stopping. No for everything else: an authentication
+/// failure, a refusal of the verb, a port that does not speak the hub's protocol (a relay
+/// listener, another program); the same request would get the same answer.
+pub fn retryable(e: &ClientError) -> bool {
+    match e {
+        ClientError::Connect(_) | ClientError::Io(_) => true,
+        ClientError::Hub(m) => {
+            m.contains("try again later")
+                || m.starts_with("hub is shutting down")
+                || m.starts_with("no hello within")
+                || m.starts_with("no verb within")
+        }
+        // A line cut off by a connection that closed under it: the hub went away mid-answer.
+        ClientError::Protocol(m) => m == "reply line cut short",
+        _ => false,
     }
 }
 
@@ -59,6 +87,8 @@ struct Fetcher {
     ep: Endpoint,
     /// Set once the hub answered `activity` with an unknown-tag error: ask `who` instead.
     who_only: bool,
+    /// When the refreshes began to fail, while they do (the view says for how long).
+    down_since: Option<chrono::DateTime<chrono::Utc>>,
     status_path: Option<Result<PathBuf, String>>,
 }
 
@@ -70,12 +100,25 @@ impl Fetcher {
                 other => return other.map(|v| (Source::Activity, v)),
             }
         }
+        // A hub without `activity` predates `offRoster` too: the plain `who` it knows.
         exchange(&self.ep, "{\"who\":{}}\n", "who").map(|v| (Source::WhoOnly, v))
     }
 
-    fn snapshot(&mut self) -> Snapshot {
-        // The snapshot keeps the error's text only: it is what the view shows.
-        let hub = self.hub().map_err(|e| e.to_string());
+    /// One refresh: what the view shows, or the error that ends it (`retryable`).
+    fn snapshot(&mut self) -> Result<Snapshot, TopError> {
+        let taken = chrono::Utc::now();
+        let hub = match self.hub() {
+            Ok(v) => {
+                self.down_since = None;
+                Ok(v)
+            }
+            Err(e) if retryable(&e) => {
+                self.down_since.get_or_insert(taken);
+                // The snapshot keeps the error's text only: it is what the view shows.
+                Err(e.to_string())
+            }
+            Err(e) => return Err(TopError::Hub(e)),
+        };
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
                 agent_hub_host::relay_status::read_status(&p)
@@ -83,11 +126,12 @@ impl Fetcher {
                     .map_err(|e| e.to_string())
             })
         });
-        Snapshot {
-            taken: chrono::Utc::now(),
+        Ok(Snapshot {
+            taken,
             hub,
+            down_since: self.down_since,
             links,
-        }
+        })
     }
 }
 
@@ -99,11 +143,14 @@ fn exchange(ep: &Endpoint, line: &str, tag: &str) -> Result<snapshot::ActivityVi
 }
 
 /// Runs the view until `q`, a stop signal, or (plain) a closed stdout or `--once`. Returns
-/// whether the last refresh reached the hub (`--once` exits 1 when it did not).
+/// whether the last refresh reached the hub (`--once` exits 1 when it did not); an error the
+/// hub will give again on every refresh ends it at once (`TopError::Hub`), after the terminal
+/// is restored.
 pub fn run(o: Options) -> Result<bool, TopError> {
     let mut f = Fetcher {
         ep: o.endpoint.clone(),
         who_only: false,
+        down_since: None,
         status_path: o
             .config
             .as_ref()
@@ -114,15 +161,19 @@ pub fn run(o: Options) -> Result<bool, TopError> {
         name: o.endpoint.name.clone(),
         interval_ms: o.interval.as_millis() as u64,
         interactive: false,
+        once: o.once,
+        width: None,
     };
     if o.once || !term::is_tty(1) || !term::is_tty(0) {
-        return Ok(plain(&mut f, &ctx, o.interval, o.once));
+        return plain(&mut f, &ctx, o.interval, o.once);
     }
     ctx.interactive = true;
+    // The first refresh before the screen is taken: a wrong token or port then ends the view
+    // with the error on a terminal left as it was.
+    let mut snap = f.snapshot()?;
     let screen = Screen::enter().map_err(TopError::Terminal)?;
     let mut view = ViewState::default();
     loop {
-        let snap = f.snapshot();
         let next = Instant::now() + o.interval;
         draw(&screen, &snap, &view, &ctx)?;
         loop {
@@ -140,12 +191,17 @@ pub fn run(o: Options) -> Result<bool, TopError> {
                 Action::Nothing => {}
             }
         }
+        snap = f.snapshot()?;
     }
 }
 
 fn draw(screen: &Screen, snap: &Snapshot, view: &ViewState, ctx: &Context) -> Result<(), TopError> {
     let (w, h) = screen.size();
-    let frame = render::ansi(&render::fit(render::render(snap, view, ctx), w, h));
+    let ctx = Context {
+        width: Some(w),
+        ..ctx.clone()
+    };
+    let frame = render::ansi(&render::fit(render::render(snap, view, &ctx), w, h));
     let mut out = std::io::stdout().lock();
     out.write_all(frame.as_bytes())
         .and_then(|()| out.flush())
@@ -153,12 +209,12 @@ fn draw(screen: &Screen, snap: &Snapshot, view: &ViewState, ctx: &Context) -> Re
 }
 
 /// Plain lines: one snapshot per interval, separated by a blank line. A closed stdout (the
-/// reader of a pipe went away) ends the view quietly, so this cannot fail: it returns
-/// whether the last refresh reached the hub.
-fn plain(f: &mut Fetcher, ctx: &Context, interval: Duration, once: bool) -> bool {
+/// reader of a pipe went away) ends the view quietly; it returns whether the last refresh
+/// reached the hub, or the error that no refresh can get past.
+fn plain(f: &mut Fetcher, ctx: &Context, interval: Duration, once: bool) -> Result<bool, TopError> {
     let view = ViewState::default();
     loop {
-        let snap = f.snapshot();
+        let snap = f.snapshot()?;
         let mut text = render::plain(&render::render(&snap, &view, ctx));
         if !once {
             text.push('\n');
@@ -169,12 +225,57 @@ fn plain(f: &mut Fetcher, ctx: &Context, interval: Duration, once: bool) -> bool
             .and_then(|()| out.flush())
             .is_err()
         {
-            return snap.hub.is_ok();
+            return Ok(snap.hub.is_ok());
         }
         drop(out);
         if once {
-            return snap.hub.is_ok();
+            return Ok(snap.hub.is_ok());
         }
         std::thread::sleep(interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35: only what another refresh can change is retried.
+    #[test]
+    fn a_lost_hub_is_retried_and_a_refusal_or_a_stranger_port_is_not() {
+        let retried = [
+            ClientError::Connect("cannot connect to the hub at 127.0.0.1:1: refused".into()),
+            ClientError::Io("the hub closed the connection without a reply".into()),
+            ClientError::Io("the hub did not answer in time".into()),
+            ClientError::Hub("hub is shutting down".into()),
+            ClientError::Hub("hub is at its connection limit (4); try again later".into()),
+            ClientError::Hub(
+                "too many connections for this agent (limit 2); try again later".into(),
+            ),
+            ClientError::Protocol("reply line cut short".into()),
+        ];
+        for e in &retried {
+            assert!(retryable(e), "{e}");
+        }
+        let ended = [
+            ClientError::Hub("authentication failed: unknown name or wrong token".into()),
+            ClientError::Hub(
+                "invalid activity: a task identity may not ask for the hub's activity".into(),
+            ),
+            ClientError::Hub("malformed line: unknown field in `who`, which has no fields".into()),
+            ClientError::Protocol("malformed line: expected value".into()),
+            ClientError::Protocol("expected ok, got envelope".into()),
+            ClientError::Token("token file x is readable by others".into()),
+        ];
+        for e in &ended {
+            assert!(!retryable(e), "{e}");
+        }
+        assert_eq!(
+            TopError::Hub(ClientError::Hub(
+                "authentication failed: unknown name or wrong token".into()
+            ))
+            .to_string(),
+            "authentication failed: unknown name or wrong token",
+            "the hub's own line, verbatim"
+        );
     }
 }

@@ -98,8 +98,20 @@ pub struct TaskView {
     pub started_at: Option<String>,
 }
 
+/// A queue whose name nobody holds (SPEC §14 "Mail nobody holds"): a typo, an address for a
+/// hub this one does not forward to, an ended task's identity.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct OffRosterView {
+    pub name: String,
+    #[serde(default)]
+    pub queued: u64,
+    /// `no such agent`, `unknown peer`, `task ended`, or a later hub's word (shown as it is).
+    #[serde(default)]
+    pub reason: String,
+}
+
 /// The `activity` payload as the view reads it (a `who` payload reads as one too: `agents`
-/// only).
+/// and `offRoster` only).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct ActivityView {
     #[serde(default)]
@@ -108,6 +120,10 @@ pub struct ActivityView {
     pub envelopes: Vec<EnvelopeView>,
     #[serde(default)]
     pub tasks: Vec<TaskView>,
+    /// None from a hub that does not report them (before `offRoster`), so the views can say
+    /// they do not know rather than "none".
+    #[serde(rename = "offRoster", default)]
+    pub off_roster: Option<Vec<OffRosterView>>,
 }
 
 /// One relay link, from the relay's status file (`relay_status`).
@@ -153,6 +169,8 @@ pub struct Snapshot {
     pub taken: chrono::DateTime<chrono::Utc>,
     /// The hub's answer, or why there is none this time (the view keeps refreshing).
     pub hub: Result<(Source, ActivityView), String>,
+    /// While refreshes fail: when the first of them did (the view says how long it has been).
+    pub down_since: Option<chrono::DateTime<chrono::Utc>>,
     /// Relay links: None without `--config` or without a `[relay]` table; Err when the
     /// status file cannot be read.
     pub links: Option<Result<Vec<LinkView>, String>>,
@@ -187,29 +205,83 @@ pub fn read_payload(text: &str) -> Result<ActivityView, PayloadError> {
     serde_json::from_str(text).map_err(PayloadError::Json)
 }
 
-/// How much an agent needs an operator's eye.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// How much a row needs an operator's eye, and the note that says why (docs/operations.md
+/// "Watching a hub", the NOTE column). Every note is a fact the view can stand behind for
+/// whoever looks: what it cannot see, it does not guess at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attention {
     Fine,
+    /// Nothing to do, but worth saying (mail that will be taken).
+    Note(&'static str),
     /// Mail waits and nothing will take it soon without help.
     Warn(&'static str),
     /// Mail waits and no reader exists or will come.
     Stuck(&'static str),
 }
 
-/// Whether an agent looks stuck (docs/operations.md "Watching a hub"): mail queued for it and
-/// no reader for it — gone, or neither parked nor running a turn; a parked await whose
-/// filters let the mail sit; an idle agent (its hooks read mail only when a turn ends).
+impl Attention {
+    /// Sort order: stuck rows first, then warnings, then the rest.
+    pub fn severity(self) -> u8 {
+        match self {
+            Attention::Stuck(_) => 0,
+            Attention::Warn(_) => 1,
+            Attention::Note(_) | Attention::Fine => 2,
+        }
+    }
+}
+
+/// The NOTE of an agent whose await is parked while mail sits in its queue: the await did not
+/// take it, so it waits for other mail (its filters skip this), whether or not the viewer may
+/// see those filters.
+pub const WAITS_FOR_OTHER_MAIL: &str = "waits for other mail";
+
+/// Whether `a` is an agent of a linked hub (SPEC §14.1 "Remote names"): its state is that
+/// hub's word (`source` `relay`), and its filters never cross the link. An entry without a
+/// state has `source` null on both sides, so an address (`name@peer`) without one is taken as
+/// a peer's; a roster name holding `@` with no state is then judged as a peer's too (a
+/// warning where it would be stuck): rare, and never a false STUCK.
+pub fn is_remote(a: &AgentView) -> bool {
+    match text_of(&a.source).as_deref() {
+        Some("relay") => true,
+        None => a.name.contains('@'),
+        Some(_) => false,
+    }
+}
+
+/// Whether the hub left `a`'s parked awaits out of this viewer's answer (SPEC §14
+/// "Visibility": only an operator sees another agent's filters): it says `waiting`, which a
+/// parked await makes it, yet lists none. A linked hub's agent never has its filters here.
+pub fn filters_hidden(a: &AgentView) -> bool {
+    a.state_text().as_deref() == Some("waiting") && a.parked.is_empty() && !is_remote(a)
+}
+
+/// Whether an agent looks stuck (docs/operations.md "Watching a hub"), the same for an
+/// operator and for a viewer who may not see other agents' filters: the judgement rests on
+/// `state` and `queued`, which every viewer gets, and on `parked` only where the hub shows
+/// it to everyone (an older hub without `state`, which hid nothing).
+///
+/// With mail queued: `gone` is stuck (nothing reads until the agent comes back); `waiting`
+/// means a parked await that did not take the mail (any await that matched would have), so it
+/// waits for other mail; `idle` is a warning (its hooks read mail only when a turn ends);
+/// `busy` gets it at its turn's end; `unknown` is stuck, since a parked await would make it
+/// `waiting` for every viewer and no hook has reported; a linked hub's agent without a state
+/// is only a warning (that hub may not report states at all); a state word this client does
+/// not know is a warning it does not judge.
 pub fn attention(a: &AgentView) -> Attention {
     if a.queued == 0 {
         return Attention::Fine;
     }
     match a.state_text().as_deref() {
         Some("gone") => Attention::Stuck("gone, mail queued"),
-        Some("busy") => Attention::Fine,
+        Some("busy") => Attention::Note("gets it at turn end"),
         Some("idle") => Attention::Warn("idle, mail queued"),
-        _ if !a.parked.is_empty() => Attention::Warn("mail its filters skip"),
-        _ => Attention::Stuck("mail queued, no reader"),
+        Some("waiting") => Attention::Warn(WAITS_FOR_OTHER_MAIL),
+        Some("unknown") | None if is_remote(a) => Attention::Warn("no state from its hub"),
+        // An await listed without `waiting` (an older hub without liveness, which lists
+        // every parked await to everyone) is a reader all the same.
+        Some("unknown") | None if !a.parked.is_empty() => Attention::Warn(WAITS_FOR_OTHER_MAIL),
+        Some("unknown") | None => Attention::Stuck("mail queued, no reader"),
+        Some(_) => Attention::Warn("state not understood"),
     }
 }
 
@@ -246,32 +318,129 @@ mod tests {
             queued,
             parked: vec![FilterView::default(); parked],
             state: state.map(|s| Value::String(s.into())),
+            source: match state {
+                Some("waiting") => Some(Value::String("await".into())),
+                Some("busy" | "idle" | "gone") => Some(Value::String("hook".into())),
+                _ => None,
+            },
             ..AgentView::default()
         }
     }
 
+    /// The entry as a viewer who may not see others' filters gets it (SPEC §14
+    /// "Visibility"): the same, with the parked awaits left out.
+    fn as_non_operator(a: &AgentView) -> AgentView {
+        AgentView {
+            parked: Vec::new(),
+            ..a.clone()
+        }
+    }
+
+    /// Each case of the NOTE column, judged the same by an operator (who sees the filters)
+    /// and by anyone else (who does not): never STUCK where a reader is parked.
     #[test]
-    fn queued_mail_without_a_reader_is_stuck_and_a_reader_that_will_take_it_is_fine() {
-        assert_eq!(attention(&agent(0, 0, Some("gone"))), Attention::Fine);
-        assert!(matches!(attention(&agent(3, 0, None)), Attention::Stuck(_)));
-        assert!(matches!(
-            attention(&agent(3, 0, Some("unknown"))),
+    fn every_note_is_the_same_for_an_operator_and_for_a_viewer_without_the_filters() {
+        let cases: [(AgentView, Attention); 12] = [
+            (agent(0, 0, Some("gone")), Attention::Fine),
+            (agent(0, 1, Some("waiting")), Attention::Fine),
+            (
+                agent(3, 0, Some("gone")),
+                Attention::Stuck("gone, mail queued"),
+            ),
+            (
+                agent(3, 0, Some("busy")),
+                Attention::Note("gets it at turn end"),
+            ),
+            (
+                agent(3, 0, Some("idle")),
+                Attention::Warn("idle, mail queued"),
+            ),
+            // Parked, yet mail waits: its filters let it sit.
+            (
+                agent(1, 1, Some("waiting")),
+                Attention::Warn(WAITS_FOR_OTHER_MAIL),
+            ),
+            (
+                agent(1, 3, Some("waiting")),
+                Attention::Warn(WAITS_FOR_OTHER_MAIL),
+            ),
+            (
+                agent(3, 0, Some("unknown")),
+                Attention::Stuck("mail queued, no reader"),
+            ),
+            // An older hub: no state, every filter shown to everyone.
+            (
+                agent(3, 0, None),
+                Attention::Stuck("mail queued, no reader"),
+            ),
+            (agent(1, 1, None), Attention::Warn(WAITS_FOR_OTHER_MAIL)),
+            (
+                agent(2, 0, Some("napping")),
+                Attention::Warn("state not understood"),
+            ),
+            (
+                agent(2, 0, Some(r#"{"code":3}"#)),
+                Attention::Warn("state not understood"),
+            ),
+        ];
+        for (a, want) in &cases {
+            assert_eq!(attention(a), *want, "operator's view of {a:?}");
+            // An older hub (no state) hid nothing from anyone: no other view exists.
+            if a.state.is_some() {
+                let other = as_non_operator(a);
+                assert_eq!(attention(&other), *want, "non-operator's view of {other:?}");
+            }
+        }
+        // The demo of issue 35: worker parked on kind=review with a task queued, seen by the
+        // orchestrator (not an operator) and by worker itself.
+        let seen_by_worker = agent(1, 1, Some("waiting"));
+        let seen_by_orchestrator = as_non_operator(&seen_by_worker);
+        assert!(filters_hidden(&seen_by_orchestrator));
+        assert!(!filters_hidden(&seen_by_worker));
+        assert_eq!(attention(&seen_by_orchestrator), attention(&seen_by_worker));
+        assert!(!matches!(
+            attention(&seen_by_orchestrator),
             Attention::Stuck(_)
         ));
-        assert!(matches!(
-            attention(&agent(1, 2, Some("gone"))),
-            Attention::Stuck(_)
-        ));
-        assert_eq!(attention(&agent(3, 0, Some("busy"))), Attention::Fine);
-        assert!(matches!(
-            attention(&agent(3, 0, Some("idle"))),
-            Attention::Warn(_)
-        ));
-        // Parked, yet mail waits: its filters let it sit.
-        assert!(matches!(attention(&agent(1, 1, None)), Attention::Warn(_)));
-        assert!(matches!(
-            attention(&agent(1, 1, Some("waiting"))),
-            Attention::Warn(_)
-        ));
+    }
+
+    /// A linked hub's agents (SPEC §14.1 "Remote names"): their state is that hub's word and
+    /// their filters never cross, so waiting is never read as hidden, and no state is no
+    /// verdict.
+    #[test]
+    fn a_linked_hubs_agent_is_judged_on_its_hubs_word_only() {
+        let remote = |state: Option<&str>, queued: u64| AgentView {
+            name: "reviewer@mini".into(),
+            queued,
+            state: state.map(|s| Value::String(s.into())),
+            source: state
+                .filter(|s| *s != "unknown")
+                .map(|_| Value::String("relay".into())),
+            ..AgentView::default()
+        };
+        assert!(is_remote(&remote(Some("waiting"), 1)));
+        assert!(is_remote(&remote(None, 1)));
+        assert!(!filters_hidden(&remote(Some("waiting"), 1)));
+        assert_eq!(
+            attention(&remote(Some("waiting"), 1)),
+            Attention::Warn(WAITS_FOR_OTHER_MAIL)
+        );
+        assert_eq!(
+            attention(&remote(Some("unknown"), 2)),
+            Attention::Warn("no state from its hub")
+        );
+        assert_eq!(
+            attention(&remote(None, 2)),
+            Attention::Warn("no state from its hub")
+        );
+        assert_eq!(
+            attention(&remote(Some("gone"), 2)),
+            Attention::Stuck("gone, mail queued")
+        );
+        assert_eq!(attention(&remote(Some("busy"), 0)), Attention::Fine);
+        // A local agent that waits is never taken for a peer's, '@' or not.
+        let mut local = agent(1, 0, Some("waiting"));
+        local.name = "ops@lab".into();
+        assert!(!is_remote(&local) && filters_hidden(&local));
     }
 }

@@ -63,7 +63,7 @@ fn task_ops(store: &[StoreOp]) -> Vec<&TaskStoreOp> {
         .collect()
 }
 
-fn outcome_completed() -> TaskEvent {
+pub(super) fn outcome_completed() -> TaskEvent {
     TaskEvent::Outcome(crate::acp::Outcome {
         status: crate::acp::Status::Completed {
             stop_reason: crate::acp::StopReason::EndTurn,

@@ -91,3 +91,147 @@ fn who_shows_others_filters_only_to_an_operator() {
     let me = p.agents.iter().find(|a| a.name == "mneme").unwrap();
     assert_eq!(me.parked.len(), 1);
 }
+
+// ----- mail nobody holds (SPEC §14 "Mail nobody holds") -----
+
+/// `who` with `offRoster` as `asker`: the whole answer and its text.
+fn who_off_roster(sim: &mut Sim, asker: &str) -> (crate::wire::Presence, String) {
+    let c = sim.login(asker);
+    sim.line(c, r#"{"who":{"offRoster":true}}"#);
+    let d = sim.drain();
+    match d.lines(c).last() {
+        Some(line @ HubLine::Who(p)) => (p.clone(), line.encode()),
+        other => panic!("expected a who line, got {other:?}"),
+    }
+}
+
+fn rows(p: &crate::wire::Presence) -> Vec<(String, u64, String)> {
+    p.off_roster
+        .as_ref()
+        .expect("asked with offRoster")
+        .iter()
+        .map(|q| (q.name.clone(), q.queued, q.reason.clone()))
+        .collect()
+}
+
+fn row(name: &str, queued: u64, reason: &str) -> (String, u64, String) {
+    (name.into(), queued, reason.into())
+}
+
+/// A typo and an address for a hub this one does not forward to are queued (SPEC §5.1) and
+/// listed with their reason; a forwarding peer's address is not (its queue drains into the
+/// link). The operator sees every sender's count; anyone else only the names holding its own
+/// mail, counted as its own, so a hostile asker learns nothing of other senders' mail.
+#[test]
+fn who_lists_queues_nobody_holds_whole_to_an_operator_and_only_the_askers_own_to_others() {
+    let mut sim = Sim::new();
+    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.enable_forwarding("east", ["west".to_owned()], 4);
+    sim.sent("mneme", "wrker", "task", None);
+    sim.sent("mneme", "wrker", "task", None);
+    sim.sent("datastore", "wrker", "task", None);
+    sim.sent("datastore", "x@nowhere", "task", None);
+    sim.sent("datastore", "@nowhere", "task", None);
+    sim.sent("datastore", "x@", "task", None);
+    sim.sent("mneme", "bob@west", "task", None);
+    sim.sent("mneme", "scribe", "task", None);
+    let (p, text) = who_off_roster(&mut sim, "scribe");
+    assert_eq!(
+        rows(&p),
+        [
+            row("@nowhere", 1, "no such agent"),
+            row("wrker", 3, "no such agent"),
+            row("x@", 1, "no such agent"),
+            row("x@nowhere", 1, "unknown peer"),
+        ],
+        "sorted by name; bob@west and the roster's scribe are someone's: {text}"
+    );
+    assert!(
+        text.find("\"agents\"") < text.find("\"offRoster\""),
+        "the key comes after agents: {text}"
+    );
+    // mneme sees its own two envelopes to wrker, not datastore's, nor datastore's other names.
+    let (p, text) = who_off_roster(&mut sim, "mneme");
+    assert_eq!(rows(&p), [row("wrker", 2, "no such agent")], "{text}");
+    assert!(!text.contains("nowhere"), "{text}");
+    // A hostile asker that sent nothing there sees none of it, and an empty list says so.
+    sim.hub.operators.clear();
+    let (p, text) = who_off_roster(&mut sim, "scribe");
+    assert_eq!(rows(&p), [], "{text}");
+    assert!(text.contains("\"offRoster\":[]"), "{text}");
+    // A plain `who` is the reply it always was: no key an older client would refuse.
+    let c = sim.login("datastore");
+    sim.line(c, r#"{"who":{}}"#);
+    let d = sim.drain();
+    let line = d.lines(c).last().expect("a reply").encode();
+    assert!(line.starts_with("{\"who\":{\"agents\":["), "{line}");
+    assert!(!line.contains("offRoster"), "{line}");
+}
+
+/// `activity` carries the same list under the same visibility; the operator's costs no walk
+/// of any queue (counts only), so a refresh a second stays cheap however much mail waits.
+#[test]
+fn activity_carries_the_queues_nobody_holds_and_the_operators_view_walks_no_queue() {
+    let mut sim = Sim::new();
+    sim.hub.operators = vec!["scribe".into()];
+    for _ in 0..50 {
+        sim.sent("mneme", "wrker", "task", None);
+    }
+    sim.sent("datastore", "wrker", "task", None);
+    let before = sim.hub.router().work();
+    let all = sim.hub.activity_for("scribe");
+    let spent = sim.hub.router().work().entries - before.entries;
+    assert_eq!(spent, 0, "the operator's view counts, it does not walk");
+    assert_eq!(all.off_roster.len(), 1);
+    assert_eq!(all.off_roster[0].queued, 51);
+    let own = sim.hub.activity_for("datastore");
+    assert_eq!(own.off_roster.len(), 1);
+    assert_eq!(
+        (own.off_roster[0].name.as_str(), own.off_roster[0].queued),
+        ("wrker", 1)
+    );
+    assert!(sim.hub.activity_for("scribe").agents.len() == 3);
+}
+
+/// A task identity's queue is its agent's while the task runs, and nobody's once it ended.
+#[test]
+fn a_live_task_identity_is_someone_and_an_ended_one_is_nobody() {
+    let mut sim = super::tasks::tasks_sim();
+    sim.hub.operators = vec!["scribe".into()];
+    let (task, _token) = super::tasks::running_task_with_token(&mut sim);
+    sim.sent("mneme", &task, "note", None);
+    let (p, text) = who_off_roster(&mut sim, "scribe");
+    assert_eq!(rows(&p), [], "a live task reads its mail: {text}");
+    let now = sim.now();
+    sim.hub
+        .handle_task_event(&task, super::tasks::outcome_completed(), now);
+    sim.commit_ok();
+    sim.drain();
+    let (p, _) = who_off_roster(&mut sim, "scribe");
+    assert_eq!(rows(&p), [row(&task, 1, "task ended")]);
+    // Its delegator sees it (its own envelope); another agent does not learn the task id.
+    let (p, _) = who_off_roster(&mut sim, "mneme");
+    assert_eq!(rows(&p), [row(&task, 1, "task ended")]);
+    let (p, text) = who_off_roster(&mut sim, "datastore");
+    assert_eq!(rows(&p), []);
+    assert!(!text.contains(&task), "{text}");
+}
+
+/// A roster name removed while mail waits for it (SIGHUP, `hub::roster_reload`) becomes a
+/// name nobody holds: its queue is kept (no mail lost) and now listed.
+#[test]
+fn a_name_taken_off_the_roster_with_mail_queued_is_listed() {
+    let mut sim = Sim::new();
+    sim.hub.operators = vec!["scribe".into()];
+    sim.sent("mneme", "datastore", "task", None);
+    let (p, _) = who_off_roster(&mut sim, "scribe");
+    assert_eq!(rows(&p), []);
+    let roster = Roster::parse("[agents]\nmneme = \"tok-mneme\"\nscribe = \"tok-scribe\"\n")
+        .expect("a valid roster");
+    let now = sim.now();
+    sim.hub.replace_roster(roster, now);
+    sim.drain();
+    let (p, _) = who_off_roster(&mut sim, "scribe");
+    assert_eq!(rows(&p), [row("datastore", 1, "no such agent")]);
+    assert!(p.agents.iter().all(|a| a.name != "datastore"));
+}

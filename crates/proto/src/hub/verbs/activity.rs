@@ -6,7 +6,7 @@
 //! Who may see what (SPEC §14 "Visibility"): any roster agent may ask; the config's
 //! `operators` get the whole answer (the live view's purpose), anyone else the part that is
 //! its own — `who`'s entries as `presence_for` shows them, the envelopes it sent or was sent,
-//! the tasks it delegated — because another agent's envelope ids, task ids and filters tell
+//! the tasks it delegated, the queues of names nobody holds that hold its own mail — because another agent's envelope ids, task ids and filters tell
 //! who works on what and are what a forged reply or a stranger's mail to a task would need.
 //! The reply holds metadata only (ids, names, kinds, states, times; never a body,
 //! correlation id, prompt or task output). A task identity (docs/delegation.md "Task
@@ -47,6 +47,7 @@ impl Hub {
             a.agents = self.presence_for(asker).agents;
             a.envelopes.retain(|e| e.from == asker || e.to == asker);
             a.tasks.retain(|t| t.delegator == asker);
+            a.off_roster = self.off_roster_for(Some(asker));
         }
         a
     }
@@ -88,6 +89,7 @@ impl Hub {
             agents: self.presence().agents,
             envelopes,
             tasks,
+            off_roster: self.off_roster_for(None),
         }
     }
 }

@@ -1,10 +1,24 @@
 //! The `who` verb (SPEC §14): presence, every roster name with its state (`hub::liveness`),
 //! parked awaits, queue length and when it was last seen and last delivered to; then the
-//! linked peers' names (`hub::remote_presence`, SPEC §14.1 "Remote names").
+//! linked peers' names (`hub::remote_presence`, SPEC §14.1 "Remote names"); and, when asked,
+//! the queues of names nobody holds (SPEC §14 "Mail nobody holds").
+//!
+//! A send to a name off the roster is accepted and queued under that name, as the 004
+//! contract says (SPEC §5.1): a typo (`wrker`), an address for a hub this one does not forward
+//! to (`x@nowhere`, which §15 keeps local), a task identity whose task has ended. Nothing will
+//! ever read such a queue until an operator adds the name, so `who` (asked with `offRoster`)
+//! and `activity` name them with the reason. Who sees which (SPEC §14 "Visibility"): an
+//! operator every such name with its whole count; anyone else only the names holding mail it
+//! sent itself, counted as its own envelopes only, so no agent learns another's typos,
+//! correspondents or task ids through it.
 
 use crate::hub::session::Phase;
 use crate::hub::Hub;
-use crate::wire::{AgentPresence, ParkedFilter, Presence};
+use crate::kernel::names::is_task_name;
+use crate::wire::{
+    AgentPresence, OffRosterQueue, ParkedFilter, Presence, OFF_ROSTER_NO_SUCH_AGENT,
+    OFF_ROSTER_TASK_ENDED, OFF_ROSTER_UNKNOWN_PEER,
+};
 use chrono::SecondsFormat;
 use std::collections::HashMap;
 
@@ -81,6 +95,62 @@ impl Hub {
                 }
             })
             .collect();
-        Presence { agents }
+        Presence {
+            agents,
+            off_roster: None,
+        }
+    }
+
+    /// Why nobody holds `name` (`wire::OFF_ROSTER_REASONS`), or None when someone does or
+    /// will: a roster name, a task identity whose task has not ended (its agent reads it), an
+    /// address a forwarding peer takes (its queue drains into the link, SPEC §15).
+    fn nobody_holds(&self, name: &str) -> Option<&'static str> {
+        if self.roster.contains(name) {
+            return None;
+        }
+        if is_task_name(name) {
+            let live = self.tasks.as_ref().is_some_and(|b| b.is_live_task(name));
+            return (!live).then_some(OFF_ROSTER_TASK_ENDED);
+        }
+        if self.remote_peer(name).is_some() {
+            return None;
+        }
+        // The split `remote_peer` makes (SPEC §15 "Addresses"): a `name@peer` it did not take
+        // names a peer this hub does not forward to; with either side empty it is no
+        // address, just a name no agent holds.
+        match name.rsplit_once('@') {
+            Some((local, peer)) if !local.is_empty() && !peer.is_empty() => {
+                Some(OFF_ROSTER_UNKNOWN_PEER)
+            }
+            _ => Some(OFF_ROSTER_NO_SUCH_AGENT),
+        }
+    }
+
+    /// The queues of names nobody holds as `asker` may see them (module doc), sorted by name:
+    /// an operator's view (`asker` None, or a name in `operators`) counts every envelope,
+    /// anyone else's only those it sent, and a name holding none of its envelopes is left
+    /// out. Looks at every mailbox with mail, and for a non-operator walks the queues of
+    /// names nobody holds (never a roster name's): an operator-rate query whose cost is
+    /// bounded by the hub's total cap (`limits.hub_max_bytes`).
+    pub fn off_roster_for(&self, asker: Option<&str>) -> Vec<OffRosterQueue> {
+        let own = asker.filter(|a| !self.sees_everything(a));
+        let mut out: Vec<OffRosterQueue> = self
+            .router
+            .with_mail()
+            .filter_map(|(name, queued)| {
+                let reason = self.nobody_holds(name)?;
+                let queued = match own {
+                    None => queued,
+                    Some(a) => self.router.queued(name).filter(|q| &*q.from == a).count(),
+                };
+                (queued > 0).then(|| OffRosterQueue {
+                    name: name.to_owned(),
+                    queued: queued as u64,
+                    reason: reason.to_owned(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 }
