@@ -241,7 +241,13 @@ fn a_claimed_waiter_that_reaches_eof_before_the_commit_lets_the_envelope_route_o
     let next = sim.park("datastore");
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(sender), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(
+        d.lines(sender),
+        [HubLine::Accepted {
+            id: id.clone(),
+            warning: None
+        }]
+    );
     assert!(d.closed(claimed));
     assert!(d.conns[&claimed].delivered.is_none());
     assert_eq!(d.delivered_id(next), id);
@@ -311,7 +317,10 @@ fn a_full_queue_by_bytes_refuses_and_queues_nothing() {
     sim.commit_ok();
     assert_eq!(
         sim.drain().lines(c1),
-        [HubLine::Accepted { id: first.clone() }]
+        [HubLine::Accepted {
+            id: first.clone(),
+            warning: None
+        }]
     );
     let (c2, refused) = sim.send_body("mneme", "datastore", "task", None, &big);
     let d = sim.drain();
@@ -344,7 +353,13 @@ fn a_send_to_a_full_queue_still_reaches_a_parked_filtered_waiter() {
     let (c, id) = sim.send("mneme", "datastore", "wake", None);
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(
+        d.lines(c),
+        [HubLine::Accepted {
+            id: id.clone(),
+            warning: None
+        }]
+    );
     assert_eq!(d.delivered_id(w), id);
     assert_eq!(sim.queued_ids("datastore"), [queued]);
 }

@@ -184,7 +184,13 @@ fn the_peer_queues_it_restamped_and_acks_only_after_the_commit() {
         .send_body("mneme", "datastore@west", "task", Some("c-1"), body);
     p.east.commit_ok();
     let e = p.east.drain();
-    assert_eq!(e.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(
+        e.lines(c),
+        [HubLine::Accepted {
+            id: id.clone(),
+            warning: None
+        }]
+    );
     let (seq, text) = {
         let (_, seq, text) = &e.forwards[0];
         (*seq, text.clone())
@@ -476,7 +482,10 @@ fn a_same_id_with_other_content_from_the_same_sender_is_a_conflict() {
     west.commit_ok();
     assert_eq!(
         west.drain().lines(c),
-        [HubLine::Accepted { id: "x1".into() }]
+        [HubLine::Accepted {
+            id: "x1".into(),
+            warning: None
+        }]
     );
 }
 

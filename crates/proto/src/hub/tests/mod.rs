@@ -515,7 +515,10 @@ impl Sim {
         self.collect();
         assert_eq!(
             self.out.conns.remove(&c).expect("a reply").lines,
-            [HubLine::Accepted { id: id.clone() }]
+            [HubLine::Accepted {
+                id: id.clone(),
+                warning: None
+            }]
         );
         self.closed(c, true);
         id
@@ -693,7 +696,10 @@ impl Sim {
         self.collect();
         assert_eq!(
             self.out.conns.remove(&c).expect("a reply").lines,
-            [HubLine::Accepted { id: id.to_owned() }]
+            [HubLine::Accepted {
+                id: id.to_owned(),
+                warning: None
+            }]
         );
         self.closed(c, true);
     }
@@ -833,4 +839,5 @@ mod send;
 mod shutdown;
 mod strangers;
 mod tasks;
+mod warning;
 mod who;
