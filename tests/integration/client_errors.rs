@@ -166,6 +166,13 @@ fn as_echo(r: &mut BufReader<TcpStream>, seen: &mut Vec<String>) {
     answer_and_close(r, &format!("{line}\n"));
 }
 
+/// A prompt: part of a line, then waiting for input until the client gives up and closes.
+fn as_prompt(r: &mut BufReader<TcpStream>, seen: &mut Vec<String>) {
+    seen.extend(read_line(r));
+    let _ = r.get_ref().write_all(b"login: ");
+    let _ = r.read_to_end(&mut Vec::new());
+}
+
 /// A 004 hub for one send: a hello with any key besides `name` and `token` gets the 004
 /// implementation's refusal (its serde text names the key) and its verb is discarded unread
 /// (SPEC §4.2); a plain hello gets `ok`, and the send its `accepted` with no other key.
@@ -432,4 +439,28 @@ fn a_server_that_answers_something_else_is_not_taken_for_a_hub() {
     );
     let seen = poll_until("the echoed connection", || echo.seen().pop());
     assert!(seen[0].contains(token_of("alpha")), "it did echo");
+}
+
+/// Part of a line and then silence is named too, once the client's deadline passes: `top`'s
+/// is 5 s a refresh, where the other verbs wait 30 s for a hub (SPEC §9.6).
+#[test]
+fn a_prompt_that_waits_for_input_is_not_taken_for_a_hub() {
+    let setup = Setup::new();
+    let prompt = Fake::start(as_prompt);
+    let out = client_at(
+        prompt.port,
+        &setup.path("tokens/alpha.token"),
+        &setup.path("cwd"),
+        &["top"],
+        &["--once"],
+    );
+    out.assert_code(1);
+    let p = prompt.port;
+    assert!(
+        out.stdout.contains(&format!(
+            "hub: 127.0.0.1:{p} is not an agent-hub client port: it answered with something that is not JSON where a hub answers a hello with ok; is {p} the `port` in the hub's config?"
+        )),
+        "{}",
+        out.stdout
+    );
 }

@@ -172,15 +172,23 @@ impl Exchange {
     }
 
     /// The port's first line. A hub's client port says `ok` or an error line (SPEC §4.1);
-    /// anything else that is not a hub line, or a first line cut short, is
+    /// anything else that is not a hub line, or part of a line left hanging, is
     /// `ClientError::NotAHub` naming what the port likely is (`not_a_hub`), not a parser's
     /// message about a line no hub sent.
     fn read_first(&mut self, port: u16) -> Result<HubLine, ClientError> {
         let mut buf = Vec::new();
-        let n = (&mut self.reader)
+        let read = (&mut self.reader)
             .take(FIRST_LINE_MAX_BYTES)
-            .read_until(b'\n', &mut buf)
-            .map_err(read_err)?;
+            .read_until(b'\n', &mut buf);
+        let n = match read {
+            Ok(n) => n,
+            // Part of a line and then silence (a prompt waiting for input) or a reset: a hub
+            // writes its first line whole, so this was something else.
+            Err(_) if !buf.is_empty() => {
+                return Err(ClientError::NotAHub(not_a_hub(&buf, port)));
+            }
+            Err(e) => return Err(read_err(e)),
+        };
         if n == 0 {
             return Err(ClientError::Io(
                 "the hub closed the connection without a reply".into(),
