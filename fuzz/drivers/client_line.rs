@@ -44,6 +44,14 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
             r#"{"hello":{"name":"mneme","token":"s3cret"}}"#.into(),
         ),
         (
+            "hello-warn".into(),
+            r#"{"hello":{"name":"mneme","token":"s3cret","warn":true}}"#.into(),
+        ),
+        (
+            "hello-warn-odd".into(),
+            r#"{"hello":{"warn":null,"token":"t","name":"n","warn":tru}}"#.into(),
+        ),
+        (
             "hello-spaced".into(),
             " { \"hello\" : {\"token\":\"t\" ,\n\"name\":\"n\"}}\r".into(),
         ),

@@ -19,6 +19,7 @@ mod agents;
 mod audit_chain;
 mod bounds;
 mod client_cli;
+mod client_errors;
 mod delegate;
 mod delegate_cli;
 mod delegate_headless;

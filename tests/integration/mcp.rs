@@ -565,3 +565,55 @@ asyncio.run(main())
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 35: `send` to a name no agent has returns the id and, as a second text, the hub's
+/// warning (the message is queued all the same); a roster name returns the id alone.
+#[test]
+fn send_to_a_misspelt_name_returns_the_id_and_a_warning() {
+    let hub = Hub::start();
+    let mut a = Mcp::spawn(&hub, "alpha");
+    a.handshake("2025-06-18");
+    let r = a.call(1, "send", json!({"to": "bta", "kind": "note", "body": {}}));
+    assert_eq!(r["isError"], false, "{r}");
+    let id = text(&r).to_owned();
+    assert_eq!(uuid::Uuid::parse_str(&id).map(|_| ()), Ok(()), "{r}");
+    assert_eq!(
+        r["content"][1]["text"],
+        "warning: no agent named \"bta\" is on this hub's roster (did you mean \"beta\"?); the envelope is queued for that name all the same and waits until an agent of that name connects (status with its id shows where it is)"
+    );
+    let r = a.call(2, "status", json!({"id": id}));
+    assert!(text(&r).contains("\"state\":\"queued\""), "{r}");
+    let r = a.call(3, "send", json!({"to": "beta", "kind": "note", "body": {}}));
+    assert_eq!(r["content"].as_array().map(Vec::len), Some(1), "{r}");
+    assert_eq!(a.finish(), 0);
+}
+
+/// Issue 35: a port that answers, but not as a hub's client port, is named in each tool's
+/// error, not as a parser's complaint about a line no hub sent.
+#[test]
+fn a_port_that_is_not_a_hubs_is_named_in_the_tool_error() {
+    let fake = crate::client_errors::Fake::start(crate::client_errors::as_http);
+    let mut hub = Hub::start();
+    hub.port = fake.port;
+    let mut a = Mcp::spawn(&hub, "alpha");
+    a.handshake("2025-06-18");
+    let want = format!(
+        "that port is not the hub's client port: 127.0.0.1:{0} is not an agent-hub client port: it answered as an HTTP server where a hub answers a hello with ok; is {0} the `port` in the hub's config?",
+        fake.port
+    );
+    for (i, (tool, args)) in [
+        ("who", json!({})),
+        ("await", json!({"timeoutSecs": 0})),
+        ("send", json!({"to": "beta", "kind": "k", "body": {}})),
+        ("status", json!({"id": "e-1"})),
+        ("tasks", json!({})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = a.call(i as u64 + 1, tool, args);
+        assert_eq!(r["isError"], true, "{r}");
+        assert_eq!(text(&r), format!("{tool} failed: {want}"), "{r}");
+    }
+    assert_eq!(a.finish(), 0);
+}

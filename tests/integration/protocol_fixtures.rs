@@ -179,7 +179,13 @@ fn envelope_fields(
 
 fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
     let v = match line {
-        ClientLine::Hello(h) => json!({"name": h.name, "token": h.token}),
+        ClientLine::Hello(h) => {
+            let mut v = json!({"name": h.name, "token": h.token});
+            if let Some(warn) = h.warn {
+                v["warn"] = json!(warn);
+            }
+            v
+        }
         ClientLine::Send(e) => Value::Object(envelope_fields(
             &e.id,
             &e.from,
@@ -313,7 +319,13 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         HubLine::Ok => ("ok", json!({})),
         HubLine::Timeout => ("timeout", json!({})),
         HubLine::Error { message } => ("error", json!({"message": message})),
-        HubLine::Accepted { id } => ("accepted", json!({"id": id})),
+        HubLine::Accepted { id, warning } => {
+            let mut v = json!({"id": id});
+            if let Some(w) = warning {
+                v["warning"] = json!(w);
+            }
+            ("accepted", v)
+        }
         HubLine::Acked { id } => ("acked", json!({"id": id})),
         HubLine::Status(st) => (
             "status",

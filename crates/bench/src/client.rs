@@ -59,7 +59,7 @@ pub(crate) fn expect_ok(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<()> {
 
 pub(crate) fn expect_accepted(conn: &mut Conn, buf: &mut Vec<u8>, id: &str) -> Res<()> {
     match read_line(conn, buf)? {
-        HubLine::Accepted { id: got } if got == id => Ok(()),
+        HubLine::Accepted { id: got, .. } if got == id => Ok(()),
         other => Err(format!("expected accepted {id}, got {other:?}")),
     }
 }

@@ -268,11 +268,7 @@ impl Fixture {
                 &tokens_dir.join(format!("{name}.token")),
                 &format!("{token}\n"),
             )?;
-            let hello = ClientLine::Hello(Hello {
-                name: name.clone(),
-                token,
-            })
-            .encode();
+            let hello = ClientLine::Hello(Hello::new(name.clone(), token)).encode();
             Ok(Agent {
                 name,
                 hello: Arc::from(hello.into_bytes()),

@@ -469,7 +469,7 @@ impl FlatCosts {
             ops,
             |i| sends[i].1.clone(),
             |i, got| match got {
-                HubLine::Accepted { id } if id == sends[i].0 => Ok(()),
+                HubLine::Accepted { id, .. } if id == sends[i].0 => Ok(()),
                 other => Err(format!("expected accepted, got {other:?}")),
             },
         )?;

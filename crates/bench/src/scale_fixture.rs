@@ -59,11 +59,7 @@ impl ScaleHub {
         for name in names {
             let token = uuid::Uuid::new_v4().simple().to_string();
             let _ = writeln!(roster, "{name} = \"{token}\"");
-            let hello = ClientLine::Hello(Hello {
-                name: name.clone(),
-                token,
-            })
-            .encode();
+            let hello = ClientLine::Hello(Hello::new(name.clone(), token)).encode();
             agents.insert(
                 name.clone(),
                 Agent {

@@ -27,6 +27,10 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const AWAIT_MARGIN: Duration = Duration::from_secs(30);
 /// Longest hub line the client reads (the hub's own cap can be at most 64 MiB).
 pub const MAX_REPLY_BYTES: u64 = 64 * 1024 * 1024 + 64 * 1024;
+/// Longest first line read from the port: a hub's client port answers the hello with `ok` or
+/// an error line of a few hundred bytes (SPEC §4.1, §4.4), and whatever else answers there
+/// (issue 35: a relay port, a web server) is told apart within this.
+const FIRST_LINE_MAX_BYTES: u64 = 64 * 1024;
 /// Waits before each resend of a send whose connection failed before `accepted` arrived
 /// (SPEC §12.3). The resend carries the same id, so a hub that did accept answers `accepted`
 /// again without a second copy.
@@ -68,6 +72,8 @@ pub enum ClientError {
     Hub(String),
     /// The hub sent something that is not a valid line at this point.
     Protocol(String),
+    /// The port answered, but not as a hub's client port (issue 35): what it likely is.
+    NotAHub(String),
 }
 
 impl fmt::Display for ClientError {
@@ -76,7 +82,8 @@ impl fmt::Display for ClientError {
             ClientError::Token(m)
             | ClientError::Connect(m)
             | ClientError::Io(m)
-            | ClientError::Hub(m) => f.write_str(m),
+            | ClientError::Hub(m)
+            | ClientError::NotAHub(m) => f.write_str(m),
             ClientError::Protocol(m) => write!(f, "protocol error: {m}"),
         }
     }
@@ -129,16 +136,28 @@ impl Exchange {
         connect: Duration,
         reply: Duration,
     ) -> Result<Exchange, ClientError> {
+        Exchange::open_hello(ep, false, verb_line, connect, reply)
+    }
+
+    /// Connects, writes the hello (with `"warn":true` when `warn`, SPEC §4.1) and the verb
+    /// line in one write, and reads `ok`. Whatever else the port says first is an error that
+    /// names what the port likely is (`read_first`).
+    fn open_hello(
+        ep: &Endpoint,
+        warn: bool,
+        verb_line: &str,
+        connect: Duration,
+        reply: Duration,
+    ) -> Result<Exchange, ClientError> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, ep.port));
-        let stream = TcpStream::connect_timeout(&addr, connect).map_err(|e| {
-            ClientError::Connect(format!("cannot connect to the hub at {addr}: {e}"))
-        })?;
+        let stream =
+            TcpStream::connect_timeout(&addr, connect).map_err(|e| connect_err(addr, &e))?;
         let _ = stream.set_nodelay(true);
         stream.set_write_timeout(Some(reply)).map_err(io_err)?;
         stream.set_read_timeout(Some(reply)).map_err(io_err)?;
         let hello = ClientLine::Hello(Hello {
-            name: ep.name.clone(),
-            token: ep.token.clone(),
+            warn: warn.then_some(true),
+            ..Hello::new(ep.name.clone(), ep.token.clone())
         });
         let mut bytes = hello.encode();
         bytes.push_str(verb_line);
@@ -146,9 +165,44 @@ impl Exchange {
         let mut ex = Exchange {
             reader: BufReader::new(stream),
         };
-        match ex.read_line()? {
+        match ex.read_first(ep.port)? {
             HubLine::Ok => Ok(ex),
             other => Err(unexpected(other, "ok")),
+        }
+    }
+
+    /// The port's first line. A hub's client port says `ok` or an error line (SPEC §4.1);
+    /// anything else that is not a hub line, or part of a line left hanging, is
+    /// `ClientError::NotAHub` naming what the port likely is (`not_a_hub`), not a parser's
+    /// message about a line no hub sent.
+    fn read_first(&mut self, port: u16) -> Result<HubLine, ClientError> {
+        let mut buf = Vec::new();
+        let read = (&mut self.reader)
+            .take(FIRST_LINE_MAX_BYTES)
+            .read_until(b'\n', &mut buf);
+        let n = match read {
+            Ok(n) => n,
+            // Part of a line and then silence (a prompt waiting for input) or a reset: a hub
+            // writes its first line whole, so this was something else.
+            Err(_) if !buf.is_empty() => {
+                return Err(ClientError::NotAHub(not_a_hub(&buf, port)));
+            }
+            Err(e) => return Err(read_err(e)),
+        };
+        if n == 0 {
+            return Err(ClientError::Io(
+                "the hub closed the connection without a reply".into(),
+            ));
+        }
+        let whole = buf.last() == Some(&b'\n');
+        if whole {
+            buf.pop();
+        }
+        match HubLine::decode(&buf) {
+            Ok(HubLine::Error { message }) if whole => Err(ClientError::Hub(message)),
+            Ok(line) if whole => Ok(line),
+            Ok(_) => Err(ClientError::Protocol("reply line cut short".into())),
+            Err(_) => Err(ClientError::NotAHub(not_a_hub(&buf, port))),
         }
     }
 
@@ -178,16 +232,7 @@ impl Exchange {
         let n = (&mut self.reader)
             .take(MAX_REPLY_BYTES)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| {
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) {
-                    ClientError::Io("the hub did not answer in time".into())
-                } else {
-                    io_err(e)
-                }
-            })?;
+            .map_err(read_err)?;
         if n == 0 {
             return Err(ClientError::Io(
                 "the hub closed the connection without a reply".into(),
@@ -204,18 +249,101 @@ fn io_err(e: std::io::Error) -> ClientError {
     ClientError::Io(format!("connection to the hub failed: {e}"))
 }
 
+/// A read that failed: the client's own deadline (SPEC §9.6), or the socket.
+fn read_err(e: std::io::Error) -> ClientError {
+    if matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ) {
+        ClientError::Io("the hub did not answer in time".into())
+    } else {
+        io_err(e)
+    }
+}
+
+/// A connect that failed (SPEC §9.4). A refused one means nothing listens on the port, whose
+/// likely causes are a hub that is not running or a port that is not its config's `port`
+/// (issue 35); any other failure keeps the OS's words.
+fn connect_err(addr: SocketAddr, e: &std::io::Error) -> ClientError {
+    let port = addr.port();
+    ClientError::Connect(if e.kind() == std::io::ErrorKind::ConnectionRefused {
+        format!(
+            "cannot connect to the hub at {addr}: nothing listens there (connection refused); is agent-hub-server running, and is {port} the `port` in its config?"
+        )
+    } else {
+        format!("cannot connect to the hub at {addr}: {e}")
+    })
+}
+
+/// What answered on 127.0.0.1:`port` instead of a hub's client port, from the first line it
+/// sent (issue 35). A hub's relay listener speaks first, with its handshake (a relay message
+/// line: docs/relay-protocol.md §2), so the port given is the relay's, not the hub's `port`.
+/// The line itself is never quoted: whatever sits on a port may echo the hello, token and all.
+fn not_a_hub(first: &[u8], port: u16) -> String {
+    if agent_hub_proto::relay::RelayMessage::decode_line(first).is_ok() {
+        return format!(
+            "127.0.0.1:{port} is an agent-hub relay port (it opened with a relay handshake), not a hub's client port: --port takes the `port` of the hub's config, not the port of its [relay] listen"
+        );
+    }
+    let what = if first.starts_with(b"HTTP/") {
+        "as an HTTP server"
+    } else if std::str::from_utf8(first).is_ok_and(|t| {
+        serde_json::from_str::<serde::de::IgnoredAny>(t.trim_end_matches('\r')).is_ok()
+    }) {
+        "with JSON of another protocol"
+    } else {
+        "with something that is not JSON"
+    };
+    format!(
+        "127.0.0.1:{port} is not an agent-hub client port: it answered {what} where a hub answers a hello with ok; is {port} the `port` in the hub's config?"
+    )
+}
+
 fn unexpected(line: HubLine, wanted: &str) -> ClientError {
     ClientError::Protocol(format!("expected {wanted}, got {}", line.tag()))
 }
 
-/// Sends one envelope; returns the id the hub accepted.
+/// What a send got back: the id the hub accepted and, from a hub asked for it (SPEC §5.1),
+/// its warning that the recipient names nobody it knows, as the hub wrote it (other parties'
+/// text: `agent_hub_proto::kernel::text` before it reaches a terminal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    pub id: String,
+    pub warning: Option<String>,
+}
+
+/// Sends one envelope with the 004 hello (no warning asked); returns the id the hub accepted.
 pub fn send(ep: &Endpoint, mut env: Envelope) -> Result<String, ClientError> {
     one_line_body(&mut env);
-    let mut ex = Exchange::open(ep, &ClientLine::Send(env))?;
+    send_once(ep, &env, &mut false).map(|s| s.id)
+}
+
+/// One attempt at a send. With `*warn` the hello asks for the `warning` (SPEC §4.1); a hub
+/// that refuses the key in place of `ok` (a 004 hub, or one from before it, SPEC §10.3)
+/// discarded the send unread (SPEC §4.2), so the same envelope (same id) goes again at once
+/// with the 004 hello, and `*warn` is cleared for any resend.
+fn send_once(ep: &Endpoint, env: &Envelope, warn: &mut bool) -> Result<Sent, ClientError> {
+    let verb = ClientLine::Send(env.clone()).encode();
+    let open = |warn: bool| Exchange::open_hello(ep, warn, &verb, CONNECT_TIMEOUT, REPLY_TIMEOUT);
+    let mut ex = match open(*warn) {
+        Err(ClientError::Hub(msg)) if *warn && refuses_warn(&msg) => {
+            *warn = false;
+            open(false)?
+        }
+        other => other?,
+    };
     match ex.read_line()? {
-        HubLine::Accepted { id } => Ok(id),
+        HubLine::Accepted { id, warning } => Ok(Sent { id, warning }),
         other => Err(unexpected(other, "accepted")),
     }
+}
+
+/// A hub that does not know the hello's `warn` key refuses the hello as malformed: a 004
+/// hub names the key (serde's "unknown field `warn`, expected …"), one from before this
+/// extension names the tag ("unknown field in `hello`, …"). Read in place of `ok`, so it is
+/// about the hello: without the key the same hello is well formed.
+fn refuses_warn(message: &str) -> bool {
+    message.starts_with("malformed line:") && message.contains("unknown field")
 }
 
 /// A body may be pretty-printed JSON (`jq . task.json | agent-hub send --body -`), but the wire
@@ -232,18 +360,45 @@ fn one_line_body(env: &mut Envelope) {
     }
 }
 
+/// `send_reporting`, for a caller that wants the id only.
+pub fn send_with_retry(ep: &Endpoint, env: Envelope) -> Result<String, ClientError> {
+    send_reporting(ep, env).map(|s| s.id)
+}
+
 /// Sends with the resend discipline of SPEC §12.3: a connection that fails before `accepted`
 /// arrives is retried with the same envelope (same id) after each `SEND_RETRY_BACKOFF` step.
-/// An error line from the hub is final.
-pub fn send_with_retry(ep: &Endpoint, env: Envelope) -> Result<String, ClientError> {
+/// An error line from the hub is final. The hello asks for the recipient warning (SPEC §5.1),
+/// falling back to the 004 hello against a hub that refuses it. When every attempt failed,
+/// the last error says how many were made and over how long (issue 35: the retries are
+/// otherwise a silent second and a half).
+pub fn send_reporting(ep: &Endpoint, mut env: Envelope) -> Result<Sent, ClientError> {
+    one_line_body(&mut env);
+    let started = std::time::Instant::now();
+    let mut warn = true;
     let mut backoff = SEND_RETRY_BACKOFF.iter();
+    let mut attempts = 1usize;
     loop {
-        match send(ep, env.clone()) {
+        match send_once(ep, &env, &mut warn) {
             Err(ClientError::Connect(_) | ClientError::Io(_)) if backoff.len() > 0 => {
                 std::thread::sleep(*backoff.next().expect("checked non-empty"));
+                attempts += 1;
             }
+            Err(e) if attempts > 1 => return Err(retried(e, attempts, started.elapsed())),
             other => return other,
         }
+    }
+}
+
+/// A connection failure after resends, with the resends told.
+fn retried(e: ClientError, attempts: usize, spent: Duration) -> ClientError {
+    let note = format!(
+        " (tried {attempts} times over {:.1} s, each with the same envelope id)",
+        spent.as_secs_f64()
+    );
+    match e {
+        ClientError::Connect(m) => ClientError::Connect(m + &note),
+        ClientError::Io(m) => ClientError::Io(m + &note),
+        other => other,
     }
 }
 
@@ -699,6 +854,85 @@ pub fn cancel(ep: &Endpoint, task_id: &str) -> Result<task::Answer<task::Cancell
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 35: what answers on a wrong port is named from its first line, and the line is
+    /// never repeated (an echo server sends back the hello, token and all).
+    #[test]
+    fn a_first_line_from_something_else_names_what_answered() {
+        let challenge = r#"{"id":"1764583200000-0001-ab12","msg_type":"challenge","from_peer":"","timestamp":1764583200000,"payload":{"nonce":"0f0e0d0c0b0a09080706050403020100","peer":"east","proto":1}}"#;
+        let relay = not_a_hub(challenge.as_bytes(), 46111);
+        assert!(
+            relay.starts_with("127.0.0.1:46111 is an agent-hub relay port (it opened with a relay handshake), not a hub's client port"),
+            "{relay}"
+        );
+        let cases: [(&[u8], &str); 5] = [
+            (b"HTTP/1.1 400 Bad Request\r", "as an HTTP server"),
+            (
+                br#"{"hello":{"name":"alpha","token":"tok-Secret-1"}}"#,
+                "with JSON of another protocol",
+            ),
+            (b"SSH-2.0-OpenSSH_9.6\r", "with something that is not JSON"),
+            (
+                b"\xff\xfe\x00tok-Secret-1",
+                "with something that is not JSON",
+            ),
+            (b"{\"ok\":{}", "with something that is not JSON"),
+        ];
+        for (line, what) in cases {
+            let text = not_a_hub(line, 8080);
+            assert_eq!(
+                text,
+                format!("127.0.0.1:8080 is not an agent-hub client port: it answered {what} where a hub answers a hello with ok; is 8080 the `port` in the hub's config?")
+            );
+            assert!(!text.contains("Secret"), "{text}");
+        }
+    }
+
+    /// A 004 hub's and an earlier hub's refusals of the hello's `warn` key are told apart
+    /// from every other error in place of `ok` (SPEC §10.3).
+    #[test]
+    fn only_a_refused_hello_key_makes_the_send_go_again_without_warn() {
+        assert!(refuses_warn(
+            "malformed line: unknown field `warn`, expected `name` or `token`"
+        ));
+        assert!(refuses_warn(
+            "malformed line: unknown field in `hello`, expected `name` or `token`"
+        ));
+        for other in [
+            "authentication failed: unknown name or wrong token",
+            "too many connections for this agent (limit 4); try again later",
+            "hub is shutting down",
+            "malformed line: missing field `token`",
+        ] {
+            assert!(!refuses_warn(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_refused_connect_says_nothing_listens_and_what_to_check() {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 4610));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            connect_err(addr, &refused).to_string(),
+            "cannot connect to the hub at 127.0.0.1:4610: nothing listens there (connection refused); is agent-hub-server running, and is 4610 the `port` in its config?"
+        );
+        let other = std::io::Error::from(std::io::ErrorKind::TimedOut);
+        assert_eq!(
+            connect_err(addr, &other).to_string(),
+            format!("cannot connect to the hub at 127.0.0.1:4610: {other}")
+        );
+        let after = retried(connect_err(addr, &refused), 5, Duration::from_millis(1520));
+        assert!(
+            after
+                .to_string()
+                .ends_with("config? (tried 5 times over 1.5 s, each with the same envelope id)"),
+            "{after}"
+        );
+        assert!(matches!(
+            retried(ClientError::Hub("x".into()), 2, Duration::ZERO),
+            ClientError::Hub(m) if m == "x"
+        ));
+    }
 
     fn env(from: &str, kind: &str) -> String {
         serde_json::json!({"id": "e-1", "from": from, "to": "alpha", "ts": "2026-07-21T06:40:51Z",

@@ -109,7 +109,7 @@ impl PeerClient for HubClient {
         expect(
             &mut c,
             "send",
-            |l| matches!(l, HubLine::Accepted { id } if *id == m.id),
+            |l| matches!(l, HubLine::Accepted { id, .. } if *id == m.id),
         )
     }
 

@@ -253,8 +253,16 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             )
             .map_err(|e| format!("--body is not JSON: {e}"))?;
             let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let accepted = client::send_with_retry(&ep, env).map_err(|e| e.to_string())?;
-            println!("{accepted}");
+            let sent = client::send_reporting(&ep, env).map_err(|e| e.to_string())?;
+            println!("{}", sent.id);
+            // Accepted and queued all the same (SPEC §5.1): exit 0, the warning on stderr, in
+            // the hub's words made safe for the terminal.
+            if let Some(w) = &sent.warning {
+                eprintln!(
+                    "agent-hub: warning: {}",
+                    agent_hub_proto::text::for_terminal(w)
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Await {

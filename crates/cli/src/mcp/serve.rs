@@ -145,6 +145,7 @@ fn hub_failure(tool: &str, e: &ClientError) -> ToolOutcome {
     let what = match e {
         ClientError::Hub(_) => "the hub refused it",
         ClientError::Connect(_) => "the hub is not reachable",
+        ClientError::NotAHub(_) => "that port is not the hub's client port",
         _ => "the exchange with the hub failed",
     };
     ToolOutcome::error(format!("{tool} failed: {what}: {e}"))
@@ -172,8 +173,10 @@ fn send(ep: &Endpoint, s: SendCall) -> ToolOutcome {
         Ok(env) => env,
         Err(e) => return ToolOutcome::error(format!("send failed: the body is not JSON: {e}")),
     };
-    match client::send_with_retry(ep, env) {
-        Ok(id) => ToolOutcome::ok(id),
+    match client::send_reporting(ep, env) {
+        // The id stays the result's first text, alone; a warning about the recipient (SPEC
+        // §5.1: queued all the same) is a second one.
+        Ok(sent) => ToolOutcome::ok(sent.id).with_warning(sent.warning),
         Err(e) => hub_failure("send", &e),
     }
 }

@@ -40,6 +40,9 @@ pub enum Step {
 pub struct ToolOutcome {
     pub text: String,
     pub is_error: bool,
+    /// A second text item, `warning: …`, after the result (`send`'s recipient warning,
+    /// SPEC §5.1), so the first item stays exactly what the tool returns.
+    pub warning: Option<String>,
 }
 
 impl ToolOutcome {
@@ -47,6 +50,7 @@ impl ToolOutcome {
         ToolOutcome {
             text: text.into(),
             is_error: false,
+            warning: None,
         }
     }
 
@@ -54,7 +58,15 @@ impl ToolOutcome {
         ToolOutcome {
             text: text.into(),
             is_error: true,
+            warning: None,
         }
+    }
+
+    /// The same outcome with `warning` (other parties' text, made safe here for whatever
+    /// shows it: `kernel::text`).
+    pub fn with_warning(mut self, warning: Option<String>) -> ToolOutcome {
+        self.warning = warning.map(|w| agent_hub_proto::text::for_terminal(&w).into_owned());
+        self
     }
 }
 
@@ -215,10 +227,14 @@ impl Session {
 
     /// The reply line carrying a tool's result.
     pub fn tool_result(id: &Value, outcome: &ToolOutcome) -> String {
+        let mut content = vec![json!({"type": "text", "text": outcome.text})];
+        if let Some(w) = &outcome.warning {
+            content.push(json!({"type": "text", "text": format!("warning: {w}")}));
+        }
         result_line(
             id,
             json!({
-                "content": [{"type": "text", "text": outcome.text}],
+                "content": content,
                 "isError": outcome.is_error,
             }),
         )
@@ -620,6 +636,22 @@ mod tests {
             r,
             json!({"jsonrpc":"2.0","id":0,"result":{"content":[{"type":"text","text":"hub down\nreally"}],"isError":true}})
         );
+    }
+
+    /// `send`'s recipient warning (SPEC §5.1) is a second text item, made safe for a
+    /// terminal; the first item stays the id alone.
+    #[test]
+    fn a_warning_is_a_second_text_item_after_the_result() {
+        let outcome =
+            ToolOutcome::ok("e-1").with_warning(Some("no agent named \"x\u{1b}]0;t\u{7}\"".into()));
+        let r: Value = serde_json::from_str(&Session::tool_result(&json!(3), &outcome)).unwrap();
+        assert_eq!(
+            r["result"],
+            json!({"content":[{"type":"text","text":"e-1"},{"type":"text","text":"warning: no agent named \"x?]0;t?\""}],"isError":false})
+        );
+        let plain = ToolOutcome::ok("e-1").with_warning(None);
+        let r: Value = serde_json::from_str(&Session::tool_result(&json!(3), &plain)).unwrap();
+        assert_eq!(r["result"]["content"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn list() -> Value {
         {
             "name": "send",
             "title": "Send a message",
-            "description": "Send a message to another agent through the hub. It is queued for them until they read it, so they need not be waiting. Returns the message's id: a reply to you carries it as its correlationId, and `status` with that id tells you whether the message was delivered, read (acked) or bounced.",
+            "description": "Send a message to another agent through the hub. It is queued for them until they read it, so they need not be waiting. Returns the message's id: a reply to you carries it as its correlationId, and `status` with that id tells you whether the message was delivered, read (acked) or bounced. When `to` names no agent the hub knows (a typo, or a linked hub it does not forward to), a second text is a warning naming the likely intended agent; the message is queued all the same.",
             "inputSchema": {
                 "type": "object",
                 "properties": {

@@ -81,6 +81,25 @@ impl Hub {
             .then(|| peer.to_owned())
     }
 
+    /// Whether `peer` is one this hub forwards mail to (`forward = true`).
+    pub(super) fn forwards_to(&self, peer: &str) -> bool {
+        self.forwarding
+            .as_ref()
+            .is_some_and(|f| f.links.contains_key(peer))
+    }
+
+    /// The peers this hub forwards mail to, in no particular order; none without forwarding.
+    pub(super) fn forwarding_peers(&self) -> impl Iterator<Item = &str> {
+        self.forwarding
+            .iter()
+            .flat_map(|f| f.links.keys().map(String::as_str))
+    }
+
+    /// This hub's own relay peer id, when it forwards mail.
+    pub(super) fn local_peer_id(&self) -> Option<&str> {
+        self.forwarding.as_ref().map(|f| f.local.as_str())
+    }
+
     /// The relay link with `peer` is up and agreed `bus-forward`: start handing it mail.
     pub fn handle_link_up(&mut self, peer: &str, now: Now) {
         let Some(link) = self.link_mut(peer) else {

@@ -12,7 +12,7 @@
 //! accepted envelope to a waiter or a queue, delivery, loss and bounce, SPEC §5.3), `pipeline`
 //! (input held while a verb is pending, §4.3), `commit` (the batch lifecycle, §12.1),
 //! `redelivery`, `forward` (§15), `restore` (startup from the store), `liveness` (§14),
-//! `admit`, `ledger`, `router`, `event`, `ids`.
+//! `recipient` (the `warning` of `accepted`, §5.1), `admit`, `ledger`, `router`, `event`, `ids`.
 
 mod admit;
 mod commit;
@@ -36,6 +36,7 @@ mod pipeline;
 mod queue_index;
 mod receipts;
 mod recent;
+mod recipient;
 mod redelivery;
 pub mod remote_presence;
 mod restore;

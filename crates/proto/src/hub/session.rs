@@ -109,6 +109,8 @@ pub(in crate::hub) struct Conn {
     /// phase after its close (its outcome is decided at the release), so the phase alone
     /// cannot say this.
     pub(super) closed: bool,
+    /// Its hello asked for the `warning` of `accepted` (SPEC §5.1, `hub::recipient`).
+    pub(super) warn: bool,
 }
 
 impl Hub {
@@ -131,6 +133,7 @@ impl Hub {
                 reader: None,
                 standing: Standing::Stranger,
                 closed: false,
+                warn: false,
             }),
         );
         self.set_deadline(
@@ -413,6 +416,7 @@ impl Hub {
                         .expect("caller checked the connection exists");
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
+                    c.warn = h.warn == Some(true);
                     // Looked up before it is inserted: a name seen before (every hello but
                     // a name's first) costs no copy of it.
                     let at = Some(now.wall.timestamp_millis());

@@ -33,7 +33,7 @@ const TAGS: &[&str] = &[
     "activity",
 ];
 
-pub(super) const HELLO_KEYS: &[&str] = &["name", "token"];
+pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
 pub(super) const ENVELOPE_KEYS: &[&str] =
     &["id", "from", "to", "ts", "kind", "correlationId", "body"];
 pub(super) const AWAIT_KEYS: &[&str] = &["replyTo", "kind", "timeoutSecs", "ack", "reader"];
@@ -399,7 +399,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Status, "timeoutMs")
             | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer") => Want::OptText,
-            (Obj::Await, "ack") | (Obj::Who, "offRoster") => Want::OptFlag,
+            (Obj::Await, "ack") | (Obj::Who, "offRoster") | (Obj::Hello, "warn") => Want::OptFlag,
             _ => Want::Text,
         };
         match map.next_value_seed(V(want))? {
@@ -425,6 +425,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         Obj::Hello => Payload::Hello(Hello {
             name: take(0)?,
             token: take(1)?,
+            warn: flag,
         }),
         Obj::Send => {
             // serde's order for the first missing field: declaration order, body last.
@@ -573,7 +574,11 @@ mod tests {
             ),
             (
                 r#"{"hello":{"name":"a","token":"t","x":1}}"#,
-                "unknown field in `hello`, expected `name` or `token`",
+                "unknown field in `hello`, expected one of `name`, `token`, `warn`",
+            ),
+            (
+                r#"{"hello":{"name":"a","token":"t","warn":"yes"}}"#,
+                "invalid type: string, expected a boolean",
             ),
             (r#"{"hello":{"name":"a"}}"#, "missing field `token`"),
             (

@@ -265,14 +265,19 @@ impl<'a> Cur<'a> {
 
 fn hello<'a>(c: &mut Cur<'a>) -> Option<Payload<'a>> {
     let mut t: [Option<String>; 2] = Default::default();
+    let mut warn = None;
     c.fields(HELLO_KEYS, |c, i| {
-        t[i] = Some(c.text()?);
+        match i {
+            2 => warn = c.flag()?,
+            _ => t[i] = Some(c.text()?),
+        }
         Some(())
     })?;
     let [name, token] = t;
     Some(Payload::Hello(Hello {
         name: name?,
         token: token?,
+        warn,
     }))
 }
 
@@ -443,6 +448,14 @@ mod tests {
             "{\"hello\":{\"name\":\"a\tb\",\"token\":\"b\"}}",
             "{\"hello\":{\"name\":\"a\u{7f}\u{80}é😀\",\"token\":\"b\"}}",
             r#"{"hello":{"name":"a","token":"b"}}   "#,
+            r#"{"hello":{"name":"a","token":"b","warn":true}}"#,
+            r#"{"hello":{"warn":false,"name":"a","token":"b"}}"#,
+            r#"{"hello":{"name":"a","token":"b","warn":null}}"#,
+            r#"{"hello":{"name":"a","token":"b","warn":1}}"#,
+            r#"{"hello":{"name":"a","token":"b","warn":"true"}}"#,
+            r#"{"hello":{"name":"a","token":"b","warn":tru}}"#,
+            r#"{"hello":{"name":"a","token":"b","warn":true,"warn":true}}"#,
+            r#"{"hello":{"warn":true}}"#,
             r#"{"hello":[]}"#,
             r#"{"hello":{}}"#,
             r#"{}"#,
@@ -640,6 +653,7 @@ mod tests {
     fn the_hot_lines_take_the_fast_path() {
         for l in [
             r#"{"hello":{"name":"mneme","token":"s3cret"}}"#,
+            r#"{"hello":{"name":"mneme","token":"s3cret","warn":true}}"#,
             SEND,
             r#"{"send":{"id":"e","from":"a","to":"b","ts":"t","kind":"k","correlationId":null,"body":  {"a" : [ 1 ] } }}"#,
             r#"{"await":{"replyTo":"r","kind":null,"timeoutSecs":5,"ack":true,"reader":"mcp"}}"#,

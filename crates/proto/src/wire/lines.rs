@@ -39,7 +39,8 @@ pub fn find_newline(b: &[u8]) -> Option<usize> {
 /// `{"hello":{"name":"…","token":"…"}}`, and the roster bounds its two strings
 /// (`roster::MAX_NAME_BYTES`, `roster::MAX_TOKEN_BYTES`: 1,280 bytes together), so every
 /// hello a roster agent can send fits even with every byte written as a six-byte `\u00XX`
-/// escape (7,712 bytes); a real one (a 64-character name, a 32-byte hex token) is under 150.
+/// escape (7,712 bytes; 7,725 with the optional `"warn":false`, SPEC §4.1); a real one (a
+/// 64-character name, a 32-byte hex token) is under 150.
 /// Without it a stranger could make the hub buffer `max_line_bytes` (1 MiB in the example)
 /// per connection before it had said who it is.
 pub const HELLO_MAX_LINE_BYTES: usize = 8 * 1024;

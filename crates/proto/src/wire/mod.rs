@@ -77,6 +77,22 @@ impl std::error::Error for WireError {}
 pub struct Hello {
     pub name: String,
     pub token: String,
+    /// Our extension (SPEC §4.1, §5.1): `true` asks the hub to add a `warning` to `accepted`
+    /// when a send's `to` names nobody it knows. Never sent when absent, so a plain hello is
+    /// the 004 line byte for byte; a 004 hub refuses the key (SPEC §10.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warn: Option<bool>,
+}
+
+impl Hello {
+    /// The 004 hello: a name and a token, no extension key.
+    pub fn new(name: impl Into<String>, token: impl Into<String>) -> Hello {
+        Hello {
+            name: name.into(),
+            token: token.into(),
+            warn: None,
+        }
+    }
 }
 
 impl fmt::Debug for Hello {
@@ -84,6 +100,7 @@ impl fmt::Debug for Hello {
         f.debug_struct("Hello")
             .field("name", &self.name)
             .field("token", &"<redacted>")
+            .field("warn", &self.warn)
             .finish()
     }
 }
@@ -436,6 +453,9 @@ pub enum HubLine {
     },
     Accepted {
         id: String,
+        /// Our extension (SPEC §5.1): only to a hello that asked (`Hello::warn`), and only when
+        /// `to` names no roster agent, task or relay peer; the envelope is queued all the same.
+        warning: Option<String>,
     },
     Envelope(String),
     Timeout,
@@ -478,13 +498,21 @@ struct IdPayload {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AcceptedPayload {
+    id: String,
+    #[serde(default)]
+    warning: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 enum RawHubLine<'a> {
     #[serde(rename = "ok", deserialize_with = "object")]
     Ok(Empty),
     #[serde(rename = "error", deserialize_with = "object")]
     Error(MessagePayload),
     #[serde(rename = "accepted", deserialize_with = "object")]
-    Accepted(IdPayload),
+    Accepted(AcceptedPayload),
     #[serde(rename = "envelope", borrow)]
     Envelope(&'a RawValue),
     #[serde(rename = "timeout", deserialize_with = "object")]
@@ -538,7 +566,10 @@ impl HubLine {
         Ok(match raw {
             RawHubLine::Ok(Empty {}) => HubLine::Ok,
             RawHubLine::Error(m) => HubLine::Error { message: m.message },
-            RawHubLine::Accepted(a) => HubLine::Accepted { id: a.id },
+            RawHubLine::Accepted(a) => HubLine::Accepted {
+                id: a.id,
+                warning: a.warning,
+            },
             RawHubLine::Timeout(Empty {}) => HubLine::Timeout,
             RawHubLine::Acked(a) => HubLine::Acked { id: a.id },
             RawHubLine::Status(st) => HubLine::Status(st),
@@ -577,10 +608,15 @@ impl HubLine {
                 s
             }
             // The two lines of every send and delivery, without `format!` (issue 13).
-            HubLine::Accepted { id } => {
-                let mut s = String::with_capacity(id.len() + 24);
+            HubLine::Accepted { id, warning } => {
+                let extra = warning.as_ref().map_or(0, |w| w.len() + 13);
+                let mut s = String::with_capacity(id.len() + 24 + extra);
                 s.push_str("{\"accepted\":{\"id\":");
                 json_text::push_str(&mut s, id);
+                if let Some(w) = warning {
+                    s.push_str(",\"warning\":");
+                    json_text::push_str(&mut s, w);
+                }
                 s.push_str("}}");
                 s
             }
@@ -879,6 +915,48 @@ mod tests {
         ));
     }
 
+    /// The hello's `warn` and the `accepted` line's `warning` (SPEC §4.1, §5.1): absent unless
+    /// set, so the 004 lines stay byte for byte, and each round-trips when set.
+    #[test]
+    fn warn_and_warning_are_sent_only_when_set_and_round_trip() {
+        let plain = ClientLine::Hello(Hello::new("mneme", "s3cret"));
+        assert_eq!(
+            plain.encode(),
+            "{\"hello\":{\"name\":\"mneme\",\"token\":\"s3cret\"}}\n"
+        );
+        let asked = ClientLine::Hello(Hello {
+            warn: Some(true),
+            ..Hello::new("mneme", "s3cret")
+        });
+        let line = asked.encode();
+        assert_eq!(
+            line,
+            "{\"hello\":{\"name\":\"mneme\",\"token\":\"s3cret\",\"warn\":true}}\n"
+        );
+        match ClientLine::decode(line.trim_end().as_bytes()) {
+            Ok(ClientLine::Hello(h)) => assert_eq!(h.warn, Some(true)),
+            other => panic!("{other:?}"),
+        }
+        let warned = HubLine::Accepted {
+            id: "e1".into(),
+            warning: Some("no agent named \"x\" \u{1b}".into()),
+        };
+        let text = warned.encode();
+        assert_eq!(
+            text,
+            "{\"accepted\":{\"id\":\"e1\",\"warning\":\"no agent named \\\"x\\\" \\u001b\"}}\n"
+        );
+        assert_eq!(HubLine::decode(text.trim_end().as_bytes()), Ok(warned));
+        let null = HubLine::decode(br#"{"accepted":{"id":"e1","warning":null}}"#);
+        assert_eq!(
+            null,
+            Ok(HubLine::Accepted {
+                id: "e1".into(),
+                warning: None
+            })
+        );
+    }
+
     /// The hand-written lines (`ok`, `error`, `accepted`, `envelope`, `timeout`) are what the
     /// earlier `format!`-and-`to_json` encoding wrote, byte for byte, escapes included.
     #[test]
@@ -886,7 +964,11 @@ mod tests {
         let nasty = "q\"b\\s\n\t\u{1}\u{7f}é😀";
         for v in ["", "e-1", nasty] {
             assert_eq!(
-                HubLine::Accepted { id: v.into() }.encode(),
+                HubLine::Accepted {
+                    id: v.into(),
+                    warning: None
+                }
+                .encode(),
                 format!("{{\"accepted\":{{\"id\":{}}}}}\n", to_json(v))
             );
             assert_eq!(

@@ -443,7 +443,7 @@ impl Hub {
                 Err(why) => {
                     let what = match &line {
                         HubLine::Acked { id } => format!("the ack of {id:?} was recorded"),
-                        HubLine::Accepted { id } => format!("envelope {id:?} was queued"),
+                        HubLine::Accepted { id, .. } => format!("envelope {id:?} was queued"),
                         _ => "the outcome was recorded".to_owned(),
                     };
                     let msg = format!(

@@ -170,7 +170,7 @@ fn commits_wait_for_a_running_flush_and_then_go_as_one_batch() {
         "a flush runs: the sends gather"
     );
     sim.flushed(1, Ok(()));
-    assert_eq!(sim.drain().lines(a), [HubLine::Accepted { id: ida }]);
+    assert_eq!(sim.drain().lines(a), [accepted(ida)]);
     let held = batches(&mut sim);
     let [one] = &held[..] else {
         panic!("one batch for both: {held:?}")
@@ -179,8 +179,8 @@ fn commits_wait_for_a_running_flush_and_then_go_as_one_batch() {
     sim.batches = held;
     sim.release_batches();
     let d = sim.drain();
-    assert_eq!(d.lines(b), [HubLine::Accepted { id: idb }]);
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: idc }]);
+    assert_eq!(d.lines(b), [accepted(idb)]);
+    assert_eq!(d.lines(c), [accepted(idc)]);
 }
 
 #[test]
@@ -206,7 +206,7 @@ fn the_backlog_bound_refuses_sends_until_the_backlog_is_written() {
     assert!(!d.removes().is_empty(), "the backlog is written first");
     let (c, id) = sim.send("scribe", "datastore", "task", None);
     sim.commit_ok();
-    assert_eq!(sim.drain().lines(c), [HubLine::Accepted { id }]);
+    assert_eq!(sim.drain().lines(c), [accepted(id)]);
 }
 
 #[test]
@@ -225,7 +225,7 @@ fn a_shutdown_while_a_batch_is_in_flight_still_answers_from_its_result() {
     sim.batches = held;
     sim.release_batches();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(c), [accepted(id.clone())]);
     assert!(d.closed(c), "a stopping hub closes once answered");
     assert_eq!(sim.queued_ids("datastore"), [id]);
 }

@@ -241,7 +241,7 @@ fn a_claimed_waiter_that_reaches_eof_before_the_commit_lets_the_envelope_route_o
     let next = sim.park("datastore");
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(sender), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(sender), [accepted(id.clone())]);
     assert!(d.closed(claimed));
     assert!(d.conns[&claimed].delivered.is_none());
     assert_eq!(d.delivered_id(next), id);
@@ -309,10 +309,7 @@ fn a_full_queue_by_bytes_refuses_and_queues_nothing() {
     let big = format!("\"{}\"", "x".repeat(600));
     let (c1, first) = sim.send_body("mneme", "datastore", "task", None, &big);
     sim.commit_ok();
-    assert_eq!(
-        sim.drain().lines(c1),
-        [HubLine::Accepted { id: first.clone() }]
-    );
+    assert_eq!(sim.drain().lines(c1), [accepted(first.clone())]);
     let (c2, refused) = sim.send_body("mneme", "datastore", "task", None, &big);
     let d = sim.drain();
     assert!(d.error(c2).contains("1000 bytes"), "{}", d.error(c2));
@@ -344,7 +341,7 @@ fn a_send_to_a_full_queue_still_reaches_a_parked_filtered_waiter() {
     let (c, id) = sim.send("mneme", "datastore", "wake", None);
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(c), [accepted(id.clone())]);
     assert_eq!(d.delivered_id(w), id);
     assert_eq!(sim.queued_ids("datastore"), [queued]);
 }

@@ -27,7 +27,7 @@ fn accepted_waits_for_the_flush_but_the_waiting_reader_does_not() {
     assert!(sim.drain().untouched(c));
     sim.flushed(1, Ok(()));
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id }]);
+    assert_eq!(d.lines(c), [accepted(id)]);
     assert!(d.closed(c));
     assert_eq!(sim.hub.held_replies(), 0);
 }
@@ -49,8 +49,8 @@ fn one_flush_releases_every_batch_up_to_it_in_commit_order() {
     sim.drain();
     sim.flushed(2, Ok(()));
     let d = sim.drain();
-    assert_eq!(d.lines(a), [HubLine::Accepted { id: ida }]);
-    assert_eq!(d.lines(b), [HubLine::Accepted { id: idb }]);
+    assert_eq!(d.lines(a), [accepted(ida)]);
+    assert_eq!(d.lines(b), [accepted(idb)]);
     assert!(d.untouched(c), "batch 3 waits for its own flush");
     assert_eq!(sim.hub.held_replies(), 1);
 }
@@ -131,15 +131,12 @@ fn a_duplicate_resend_waits_for_the_outstanding_flush_too() {
     sim.flushed(1, Ok(()));
     let d = sim.drain();
     for conn in [c, again] {
-        assert_eq!(d.lines(conn), [HubLine::Accepted { id: "dup-1".into() }]);
+        assert_eq!(d.lines(conn), [accepted("dup-1")]);
     }
     assert_eq!(sim.queued_ids("datastore"), ["dup-1"]);
     // With nothing outstanding, a duplicate is answered at once.
     let third = sim.send_id("mneme", "dup-1", "datastore", "task", None, "{}");
-    assert_eq!(
-        sim.drain().lines(third),
-        [HubLine::Accepted { id: "dup-1".into() }]
-    );
+    assert_eq!(sim.drain().lines(third), [accepted("dup-1")]);
 }
 
 #[test]

@@ -184,7 +184,7 @@ fn the_peer_queues_it_restamped_and_acks_only_after_the_commit() {
         .send_body("mneme", "datastore@west", "task", Some("c-1"), body);
     p.east.commit_ok();
     let e = p.east.drain();
-    assert_eq!(e.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(e.lines(c), [accepted(id.clone())]);
     let (seq, text) = {
         let (_, seq, text) = &e.forwards[0];
         (*seq, text.clone())
@@ -474,10 +474,7 @@ fn a_same_id_with_other_content_from_the_same_sender_is_a_conflict() {
     let c = west.login("mneme");
     west.line(c, &send_text("x1", "datastore", "k", None, "{\"b\":3}"));
     west.commit_ok();
-    assert_eq!(
-        west.drain().lines(c),
-        [HubLine::Accepted { id: "x1".into() }]
-    );
+    assert_eq!(west.drain().lines(c), [accepted("x1")]);
 }
 
 #[test]

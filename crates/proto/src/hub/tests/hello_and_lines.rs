@@ -218,6 +218,6 @@ fn a_sender_that_reaches_eof_after_its_verb_still_gets_accepted() {
     sim.eof(c);
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(c), [accepted(id.clone())]);
     assert_eq!(sim.queued_ids("datastore"), [id]);
 }

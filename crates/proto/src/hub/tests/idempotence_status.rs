@@ -20,7 +20,7 @@ fn a_resend_with_the_same_id_and_content_is_accepted_again_and_queued_once() {
     let d = sim.drain();
     assert_eq!(
         d.lines(c),
-        [HubLine::Accepted { id: "x1".into() }],
+        [accepted("x1")],
         "answered at once: the first copy is durable"
     );
     assert!(d.closed(c));
@@ -43,7 +43,7 @@ fn a_resend_with_the_same_id_and_content_is_accepted_again_and_queued_once() {
     sim.drain();
     let c = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: "x1".into() }]);
+    assert_eq!(d.lines(c), [accepted("x1")]);
     assert!(d.deliveries.is_empty() && sim.queued_ids("datastore").is_empty());
     assert!(d.untouched(r));
 }
@@ -122,18 +122,12 @@ fn a_resend_while_the_first_copy_is_staged_is_refused() {
     );
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(first), [HubLine::Accepted { id: "x1".into() }]);
-    assert_eq!(
-        d.lines(other_sender),
-        [HubLine::Accepted { id: "x1".into() }]
-    );
+    assert_eq!(d.lines(first), [accepted("x1")]);
+    assert_eq!(d.lines(other_sender), [accepted("x1")]);
     assert_eq!(sim.queued_ids("datastore"), ["x1", "x1"]);
     // Once the first is accepted, the retry the error asked for is a duplicate.
     let retry = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
-    assert_eq!(
-        sim.drain().lines(retry),
-        [HubLine::Accepted { id: "x1".into() }]
-    );
+    assert_eq!(sim.drain().lines(retry), [accepted("x1")]);
     assert_eq!(sim.queued_ids("datastore").len(), 2);
 }
 
@@ -159,7 +153,7 @@ fn a_send_that_was_not_accepted_does_not_poison_its_id() {
         );
         sim.commit_ok();
         let d = sim.drain();
-        assert_eq!(d.lines(c), [HubLine::Accepted { id: id.into() }]);
+        assert_eq!(d.lines(c), [accepted(id)]);
         assert_eq!(d.accepted_ids(), [id]);
     }
     assert_eq!(sim.queued_ids("datastore"), ["x1", "x2", "x3"]);
@@ -329,12 +323,7 @@ fn settled_ids_are_forgotten_after_the_window_and_queued_ones_kept() {
     let again = sim.send_id("mneme", &settled, "datastore", "task", None, "{}");
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(
-        d.lines(again),
-        [HubLine::Accepted {
-            id: settled.clone()
-        }]
-    );
+    assert_eq!(d.lines(again), [accepted(settled.clone())]);
     assert_eq!(d.accepted_ids(), std::slice::from_ref(&settled));
 
     // The window runs from settlement: the envelope queued for a whole window is kept for
@@ -390,10 +379,7 @@ fn queue_caps_neither_block_a_duplicate_nor_poison_a_refused_id() {
     sim.sent_id("mneme", "x0", "datastore");
     // The queue is full, but a resend of x0 adds nothing to it: answered accepted.
     let dup = sim.send_id("mneme", "x0", "datastore", "task", None, "{}");
-    assert_eq!(
-        sim.drain().lines(dup),
-        [HubLine::Accepted { id: "x0".into() }]
-    );
+    assert_eq!(sim.drain().lines(dup), [accepted("x0")]);
     // x1 is refused by the cap, and so is not remembered.
     let full = sim.send_id("mneme", "x1", "datastore", "task", None, "{}");
     assert!(sim.drain().error(full).contains("is full"));
@@ -449,7 +435,7 @@ fn past_max_bytes_the_earliest_settled_ids_go_at_once() {
     );
     // A resend of a kept id is still a duplicate: nothing is queued twice.
     let dup = sim.send_id("mneme", &id(199), "datastore", "task", None, "{}");
-    assert_eq!(sim.drain().lines(dup), [HubLine::Accepted { id: id(199) }]);
+    assert_eq!(sim.drain().lines(dup), [accepted(id(199))]);
     assert!(sim.queued_ids("datastore").is_empty());
     // Queued envelopes' ids are never forgotten, even past the budget.
     for i in 200..300 {

@@ -52,6 +52,14 @@ fn send_text(id: &str, to: &str, kind: &str, corr: Option<&str>, body: &str) -> 
     )
 }
 
+/// The `accepted` line for `id`, without a warning (none was asked for: SPEC §5.1).
+fn accepted(id: impl Into<String>) -> HubLine {
+    HubLine::Accepted {
+        id: id.into(),
+        warning: None,
+    }
+}
+
 fn await_text(reply_to: Option<&str>, kind: Option<&str>, timeout_secs: Option<u64>) -> String {
     json!({"await": {"replyTo": reply_to, "kind": kind, "timeoutSecs": timeout_secs}}).to_string()
 }
@@ -515,7 +523,7 @@ impl Sim {
         self.collect();
         assert_eq!(
             self.out.conns.remove(&c).expect("a reply").lines,
-            [HubLine::Accepted { id: id.clone() }]
+            [accepted(id.clone())]
         );
         self.closed(c, true);
         id
@@ -693,7 +701,7 @@ impl Sim {
         self.collect();
         assert_eq!(
             self.out.conns.remove(&c).expect("a reply").lines,
-            [HubLine::Accepted { id: id.to_owned() }]
+            [accepted(id.to_owned())]
         );
         self.closed(c, true);
     }
@@ -833,4 +841,5 @@ mod send;
 mod shutdown;
 mod strangers;
 mod tasks;
+mod warning;
 mod who;

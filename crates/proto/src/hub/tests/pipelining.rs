@@ -69,10 +69,7 @@ fn blank_lines_are_malformed_lines_in_every_phase() {
         sim.line(s, blank);
         sim.commit_ok();
         let d = sim.drain();
-        assert_eq!(
-            d.lines(s),
-            [HubLine::Accepted { id: sid.clone() }, extra_error()]
-        );
+        assert_eq!(d.lines(s), [accepted(sid.clone()), extra_error()]);
         assert_eq!(sim.queued_ids("scribe"), [sid]);
     }
 }
@@ -92,7 +89,7 @@ fn a_line_after_a_send_gets_an_error_after_accepted_in_both_splits() {
         sim.commit_ok();
         seen.take(&sim.drain(), c);
         if split == Split::TwoWrites {
-            assert_eq!(seen.lines, [HubLine::Accepted { id: id.clone() }]);
+            assert_eq!(seen.lines, [accepted(id.clone())]);
             assert!(seen.closed, "answered: the exchange is over");
             sim.line(c, &extra);
             assert!(!sim.hub.has_staged(), "the extra line is not a second send");
@@ -101,7 +98,7 @@ fn a_line_after_a_send_gets_an_error_after_accepted_in_both_splits() {
         sim.io_flush();
         assert_eq!(
             seen.lines,
-            [HubLine::Accepted { id: id.clone() }, extra_error()],
+            [accepted(id.clone()), extra_error()],
             "{split:?}"
         );
         assert_eq!(sim.queued_ids("datastore"), [id], "{split:?}: queued once");
@@ -159,7 +156,7 @@ fn a_line_from_a_claimed_waiter_does_not_divert_its_envelope() {
     sim.line(r, "{}");
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(s), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(s), [accepted(id.clone())]);
     assert_eq!(d.delivered_id(r), id);
     assert_eq!(d.lines(r).last(), Some(&extra_error()));
     assert!(sim.queued_ids("datastore").is_empty());
@@ -268,10 +265,7 @@ fn an_overlong_line_after_the_verb_is_answered_after_the_reply() {
     assert!(sim.drain().untouched(c));
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(
-        d.lines(c),
-        [HubLine::Accepted { id: id.clone() }, extra_error()]
-    );
+    assert_eq!(d.lines(c), [accepted(id.clone()), extra_error()]);
     assert_eq!(sim.queued_ids("datastore"), [id]);
 
     // As the line after an ack-mode delivery it returns the envelope, with its own text.

@@ -99,7 +99,7 @@ fn an_envelope_its_reader_never_acks_is_bounced_after_max_deliveries() {
     assert_eq!(sim.status("datastore", &id).state, "bounced");
     // A resend of the same envelope is a duplicate, as for any settled id.
     let c = sim.send_id("mneme", &id, "datastore", "task", None, "{}");
-    assert_eq!(sim.drain().lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(sim.drain().lines(c), [accepted(id.clone())]);
     assert!(sim.queued_ids("datastore").is_empty());
 }
 

@@ -11,7 +11,7 @@ fn a_plain_delivery_on_a_durable_hub_is_removed_at_its_first_byte() {
     let (c, id) = sim.send("mneme", "datastore", "task", None);
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(c), [accepted(id.clone())]);
     let seq = d.inserted_seq(&id);
     assert!(
         matches!(&d.store[..], [StoreOp::Insert { id: i, agent, .. }] if *i == id && agent == "datastore"),
@@ -115,7 +115,7 @@ fn restore_brings_back_queues_in_acceptance_order_and_the_ledger() {
     for id in ["a", "done"] {
         let c = sim.send_id("mneme", id, "datastore", "task", None, "{}");
         let d = sim.drain();
-        assert_eq!(d.lines(c), [HubLine::Accepted { id: id.into() }]);
+        assert_eq!(d.lines(c), [accepted(id)]);
         assert_eq!(
             d.events(),
             [&AuditEvent::Duplicate {
@@ -289,7 +289,7 @@ fn the_restoring_sink_restores_what_restore_does() {
         let (c, id) = sim.send("mneme", "datastore", "task", None);
         sim.commit_ok();
         let d = sim.drain();
-        assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+        assert_eq!(d.lines(c), [accepted(id.clone())]);
         assert_eq!(
             d.inserted_seq(&id),
             12,

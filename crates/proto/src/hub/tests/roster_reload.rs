@@ -140,7 +140,7 @@ fn a_waiter_claimed_by_a_staged_send_when_removed_gets_the_envelope_queued_not_l
     assert_eq!(d.error(r), REMOVED);
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(s), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(s), [accepted(id.clone())]);
     assert!(d.deliveries.is_empty(), "nothing goes to the closed waiter");
     sim.io_flush();
     assert_eq!(sim.queued_ids("datastore"), [id]);
@@ -168,7 +168,7 @@ fn verbs_already_under_way_finish_under_the_roster_they_began_with() {
         d.lines(reader).last(),
         Some(&HubLine::Acked { id: id.clone() })
     );
-    assert_eq!(d.lines(sender), [HubLine::Accepted { id: sent.clone() }]);
+    assert_eq!(d.lines(sender), [accepted(sent.clone())]);
     sim.io_flush();
     assert!(sim.queued_ids("datastore").is_empty(), "the ack settled it");
     assert_eq!(sim.queued_ids("mneme"), [sent]);

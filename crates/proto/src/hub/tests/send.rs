@@ -20,7 +20,7 @@ fn a_send_is_accepted_only_after_its_audit_record_is_committed() {
     );
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(c), [accepted(id.clone())]);
     assert!(d.closed(c));
     assert_eq!(d.accepted_ids(), std::slice::from_ref(&id));
     assert_eq!(sim.queued_ids("datastore"), [id]);
@@ -35,7 +35,7 @@ fn send_stamps_from_with_the_authenticated_name() {
     let (c, id) = sim.send("mneme", "datastore", "task", None);
     sim.commit_ok();
     let d = sim.drain();
-    assert_eq!(d.lines(c), [HubLine::Accepted { id: id.clone() }]);
+    assert_eq!(d.lines(c), [accepted(id.clone())]);
     let env = d.envelope(w);
     assert_eq!(env["from"], "mneme");
     assert_eq!(env["id"], id.as_str());

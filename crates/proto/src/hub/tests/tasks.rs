@@ -588,7 +588,7 @@ fn a_task_takes_mail_only_from_its_delegator_and_may_mail() {
     assert_eq!(refused(&reply), want, "nor for a delegator's guess");
     for (from, id) in [("mneme", "d-2"), ("scribe", "m-1")] {
         let reply = send_as(&mut sim, from, &token(from), &note(id, &task));
-        assert_eq!(reply, HubLine::Accepted { id: id.into() }, "{from}");
+        assert_eq!(reply, accepted(id), "{from}");
     }
     assert_eq!(sim.queued_ids(&task), ["d-2", "m-1"]);
     // Once the task has ended, nobody's mail can reach it.

@@ -1,6 +1,7 @@
 //! The `send` verb (SPEC §5.1, §3.2, §12.3): the checks a client's envelope passes before it
 //! is staged, the answer to a resend or a conflict, and what the commit of a staged send does
-//! with it (`accept`) or how a refused staging is undone (`unstage`, `unclaim`).
+//! with it (`accept`) or how a refused staging is undone (`unstage`, `unclaim`). The
+//! `accepted` line's optional `warning` is `hub::recipient`'s.
 
 use crate::hub::admit;
 use crate::hub::event::{AuditEvent, Output};
@@ -8,7 +9,7 @@ use crate::hub::ledger::{Record, State};
 use crate::hub::session::Phase;
 use crate::hub::{flush_failed_refusal, ConnId, Hub, Now, Staged, Target};
 use crate::kernel::names::HUB_NAME;
-use crate::wire::{Envelope, HubLine};
+use crate::wire::Envelope;
 
 impl Hub {
     pub(in crate::hub) fn on_send(&mut self, conn: ConnId, mut env: Envelope, now: Now) {
@@ -52,7 +53,7 @@ impl Hub {
                     conn,
                     id: env.id.clone(),
                 }));
-                let line = HubLine::Accepted { id: env.id };
+                let line = self.accepted_line(conn, env.id, &env.to);
                 self.reply_durable(conn, line, "duplicate", now)
             }
             admit::Admission::Conflict => {
@@ -102,9 +103,7 @@ impl Hub {
         self.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.
         if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
-            let line = HubLine::Accepted {
-                id: s.env.id.to_string(),
-            };
+            let line = self.accepted_line(conn, s.env.id.to_string(), &s.env.to);
             self.reply_durable(conn, line, "accepted", now);
         }
         if let Some((peer, ack_id)) = &s.from_peer {
