@@ -1,7 +1,9 @@
 //! `agent-hub-server`: the hub process (SPEC §7); `demo`, which writes (or reuses) a working
 //! config, roster and tokens in a folder and runs the hub on them (`admin::demo`); `roster`,
 //! which adds, removes and rotates agents of a hub's roster and has the running hub reload
-//! it (`admin::roster`, docs/operations.md "Changing the roster").
+//! it (`admin::roster`, docs/operations.md "Changing the roster"); `example-config`, which
+//! prints the example config a hand-made config.toml starts from (README, "Running the
+//! server yourself").
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
 //! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
@@ -61,6 +63,14 @@ enum Command {
     /// Add, remove or rotate an agent on the roster; the running hub reloads it (SIGHUP).
     #[command(subcommand)]
     Roster(RosterCommand),
+    /// Print the example config (config.example.toml, every key commented) to start a
+    /// config.toml from.
+    ExampleConfig {
+        /// Write this port instead of the example's 46110 (0: the hub takes a free port and
+        /// prints it).
+        #[arg(long)]
+        port: Option<u16>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -138,6 +148,7 @@ pub fn main() -> ExitCode {
             return audit_verify(&paths, &anchor)
         }
         (Some(Command::Roster(cmd)), top) => return roster_command(cmd, top),
+        (Some(Command::ExampleConfig { port }), _) => return example_config(port),
         (
             Some(Command::Demo {
                 dir,
@@ -177,6 +188,9 @@ fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("agent-hub-server: {e}");
+            if let Some(p) = &demo {
+                demo::abandon(p, Some(e.stage));
+            }
             return ExitCode::from(1);
         }
     };
@@ -185,6 +199,7 @@ fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
             eprintln!("agent-hub-server: demo: {e}");
             started.server.records().log("ERROR", &format!("demo: {e}"));
             started.server.records().flush_service();
+            demo::abandon(p, None);
             return ExitCode::from(1);
         }
     }
@@ -220,6 +235,25 @@ fn say(line: std::fmt::Arguments<'_>) {
         .write_fmt(line)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
+}
+
+/// `example-config`: the example on stdout; 1 when it cannot be written there.
+fn example_config(port: Option<u16>) -> ExitCode {
+    let text = match demo::example_config(port) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("agent-hub-server: example-config: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: example-config: cannot write to stdout: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
