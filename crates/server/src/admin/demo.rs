@@ -657,40 +657,9 @@ pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), DemoError> {
     Ok(())
 }
 
-/// How a printed command names `name`, a program beside this one: bare when the shell
-/// finds that very file under that name on PATH (after `cargo install --path .`, or with
-/// `target/release` on PATH), else by its absolute path, so every command runs as printed
-/// (issue 35). The second value says whether it is on PATH.
-fn program_word(name: &str) -> (String, bool) {
-    let Some(beside) = std::env::current_exe()
-        .ok()
-        .map(|me| me.with_file_name(name))
-        .filter(|p| p.is_file())
-    else {
-        // Nothing beside this binary to point at: the bare name is the best guess.
-        return (name.to_owned(), false);
-    };
-    let path_var = std::env::var("PATH").unwrap_or_default();
-    let found = agent_hub_host::agents::on_path::which(name, &path_var);
-    if found.is_some_and(|f| same_file(&f, &beside)) {
-        (name.to_owned(), true)
-    } else {
-        (shell_word(&beside.to_string_lossy()), false)
-    }
-}
-
-/// Whether two paths name one file (symlinks followed).
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
 fn help(p: &Prepared, port: u16, installed: &[&str]) {
-    let (hub, on_path) = program_word("agent-hub");
-    let (server, _) = program_word("agent-hub-server");
+    let (hub, on_path) = super::program_word("agent-hub");
+    let (server, _) = super::program_word("agent-hub-server");
     let shown = p.dir.display();
     let d = shell_word(&p.dir.to_string_lossy());
     let token = |name: &str| format!("{d}/tokens/{name}.token");

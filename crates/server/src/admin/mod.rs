@@ -14,6 +14,7 @@ pub mod running;
 pub mod token;
 
 use std::io::Write;
+use std::path::Path;
 
 /// Writes one line to stdout, ignoring failure: a closed stdout (a supervisor that stopped
 /// reading) must not stop a command half way, nor a hub started by `demo`.
@@ -23,4 +24,38 @@ pub fn say(line: std::fmt::Arguments<'_>) {
         .write_fmt(line)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
+}
+
+/// How a printed command names `name`, a program beside this one: bare when the shell
+/// finds that very file under that name on PATH (after `cargo install --path .`, or with
+/// `target/release` on PATH), else by its absolute path, so every command runs as printed
+/// (issue 35). The second value says whether it is on PATH.
+pub fn program_word(name: &str) -> (String, bool) {
+    let Some(beside) = std::env::current_exe()
+        .ok()
+        .map(|me| me.with_file_name(name))
+        .filter(|p| p.is_file())
+    else {
+        // Nothing beside this binary to point at: the bare name is the best guess.
+        return (name.to_owned(), false);
+    };
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    let found = agent_hub_host::agents::on_path::which(name, &path_var);
+    if found.is_some_and(|f| same_file(&f, &beside)) {
+        (name.to_owned(), true)
+    } else {
+        (
+            agent_hub_host::agents::argv::shell_word(&beside.to_string_lossy()),
+            false,
+        )
+    }
+}
+
+/// Whether two paths name one file (symlinks followed).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
