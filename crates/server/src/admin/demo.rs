@@ -11,7 +11,7 @@
 //! "Visibility"), so `agent-hub top` as `orchestrator` sees every agent. Agents are
 //! installed through the `agent-hub` binary beside this one, as a subprocess with argv only,
 //! so the demo does what a user typing the commands would; the commands it prints name
-//! that binary as the user's shell would find it (`program_word`), so each runs as printed.
+//! that binary as the user's shell would find it (`admin::program_word`), so each runs as printed.
 //! A run that fails leaves no folder behind that it created (`abandon`), so the next run
 //! starts afresh instead of reusing a half-made one; a folder that was there is kept.
 //! Refuses to change an existing folder's store or operators: it says how instead.

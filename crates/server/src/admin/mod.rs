@@ -1,7 +1,8 @@
 //! The operator's commands of `agent-hub-server` that run beside a hub rather than as one:
 //! `roster add|remove|rotate|list` (`roster`) and `demo`'s set-up (`demo`), with what they
-//! share: random tokens and private files (`token`), and finding and signalling the hub that
-//! runs from a config (`running`). docs/operations.md, "Changing the roster"; README, "Start
+//! share: random tokens and private files (`token`), finding and signalling the hub that
+//! runs from a config (`running`), and naming a program in the commands they print for a
+//! person to run (`program_word`). docs/operations.md, "Changing the roster"; README, "Start
 //! a working hub".
 //!
 //! Owns files the operator asked for and the processes it names; refuses everything the hub
