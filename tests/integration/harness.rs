@@ -128,6 +128,8 @@ pub struct Setup {
     pub config_text: Option<String>,
     /// RLIMIT_NOFILE (soft and hard) for the server process, to exhaust descriptors.
     pub nofile_limit: Option<u64>,
+    /// Environment variables set for the server process on top of the test's own.
+    pub env: Vec<(String, String)>,
     /// The `[store]` table: None is `kind = "memory"`.
     pub store: Option<SqliteStore>,
     /// The config's `port`: 0 (a free port) until a restart pins the port the hub had.
@@ -158,6 +160,7 @@ impl Setup {
             service_log_path: "service.log".into(),
             config_text: None,
             nofile_limit: None,
+            env: Vec::new(),
             store: None,
             port: 0,
         };
@@ -236,7 +239,8 @@ impl Setup {
         let mut cmd = Command::new(SERVER);
         cmd.arg("--config")
             .arg(config_arg)
-            .current_dir(self.path("cwd"));
+            .current_dir(self.path("cwd"))
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(limit) = self.nofile_limit {
             use std::os::unix::process::CommandExt;
             let lim = libc::rlimit {

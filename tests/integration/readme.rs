@@ -12,8 +12,6 @@
 //! - `<!-- readme-test: expect TEXT -->`: the same, and its stdout or stderr holds TEXT;
 //! - `<!-- readme-test: background until TEXT -->`: it keeps running (a hub in a terminal of
 //!   its own) once a line of its output holds TEXT, until the test ends;
-//! - `<!-- readme-test: ctrl-c, then background until TEXT -->`: first every background block
-//!   gets SIGINT, as Ctrl-C gives it, and must exit 0; then as above;
 //! - `<!-- readme-test: skip: REASON -->`: not run; REASON says why (a build whose binaries
 //!   the test already has, the test suite itself, a synopsis).
 //!
@@ -40,8 +38,8 @@ const DELEGATION_SECTION: &str = "## Trying delegation with the fake agent";
 enum Mode {
     /// Runs to its end; its output must hold `expect` when given.
     Foreground { expect: Option<String> },
-    /// Runs on once a line holds `until`; `stop_first`: the running ones get Ctrl-C before.
-    Background { until: String, stop_first: bool },
+    /// Runs on once a line holds `until`.
+    Background { until: String },
     /// Not run, for this reason.
     Skip(String),
 }
@@ -73,16 +71,9 @@ fn parse_annotation(body: &str) -> Result<Mode, String> {
             Ok(t.to_owned())
         }
     };
-    if let Some(rest) = body.strip_prefix("ctrl-c, then background until ") {
-        return Ok(Mode::Background {
-            until: until(rest)?,
-            stop_first: true,
-        });
-    }
     if let Some(rest) = body.strip_prefix("background until ") {
         return Ok(Mode::Background {
             until: until(rest)?,
-            stop_first: false,
         });
     }
     if let Some(rest) = body.strip_prefix("expect ") {
@@ -233,12 +224,7 @@ impl Session {
         match &b.mode {
             Mode::Skip(_) => {}
             Mode::Foreground { expect } => self.foreground(b, expect.as_deref()),
-            Mode::Background { until, stop_first } => {
-                if *stop_first {
-                    self.ctrl_c();
-                }
-                self.background(b, until);
-            }
+            Mode::Background { until } => self.background(b, until),
         }
     }
 
@@ -326,26 +312,6 @@ impl Session {
                     );
                 }
             }
-        }
-    }
-
-    /// Ctrl-C to every background block, each of which must then end cleanly.
-    fn ctrl_c(&mut self) {
-        for b in &self.running {
-            kill_group(b.child.id(), libc::SIGINT);
-        }
-        for mut b in std::mem::take(&mut self.running) {
-            let status =
-                crate::harness::poll_until(&format!("{} to end after Ctrl-C", b.at), || {
-                    b.child.try_wait().unwrap()
-                });
-            let said = b.said.lock().unwrap().clone();
-            assert!(
-                status.success(),
-                "{}: after Ctrl-C it ended with {status}, not exit 0\n--- the block ---\n{}--- it said ---\n{said}",
-                b.at,
-                b.text
-            );
         }
     }
 }
@@ -482,14 +448,13 @@ fn an_annotation_that_does_not_parse_or_stands_alone_is_refused() {
     assert_eq!(
         blocks(
             "t.md",
-            "<!-- readme-test: ctrl-c, then background until hub ready -->\n```sh\nx\n```\n",
+            "<!-- readme-test: background until hub ready -->\n```sh\nx\n```\n",
             1
         )
         .unwrap()[0]
             .mode,
         Mode::Background {
             until: "hub ready".into(),
-            stop_first: true
         }
     );
     for (bad, why) in [

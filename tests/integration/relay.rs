@@ -2,8 +2,8 @@
 //! v1): two hubs on 127.0.0.2 and 127.0.0.3 linking, negotiating,
 //! beating and surviving restarts; a dial leaving from the dialler's listen IP; a wrong key;
 //! simultaneous dial; a v0 test double speaking
-//! claudectl 0.64's lines in both directions; an impostor acceptor; the `relay` subcommands and
-//! relay startup errors.
+//! claudectl 0.64's lines in both directions; an impostor acceptor; `relay peers` and relay
+//! startup errors (`relay keygen` and the setup it prints: relay_setup.rs).
 //!
 //! Owns: what an operator and a deployed v0 peer observe of the relay over real sockets — the
 //! status file, the service log, the bytes on the wire. Refuses: the session's exact state
@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -1654,99 +1654,7 @@ fn the_relay_address_is_printed_before_the_ready_line() {
     drop(child);
 }
 
-// ----- the relay subcommands and startup -----
-
-fn server(args: &[&str], dir: &Path) -> Output {
-    let mut cmd = Command::new(SERVER);
-    cmd.args(args).current_dir(dir);
-    run(cmd, None)
-}
-
-#[test]
-fn keygen_writes_a_private_key_and_refuses_to_overwrite() {
-    let setup = Setup::new();
-    let dir = setup.path("");
-    let out = server(
-        &[
-            "relay",
-            "keygen",
-            "--peer",
-            "mini",
-            "--key-file",
-            "mini.key",
-            "--local",
-            "laptop",
-        ],
-        &dir,
-    );
-    out.assert_code(0);
-    let key_path = setup.path("mini.key");
-    assert_eq!(mode_of(&key_path), 0o600);
-    let text = std::fs::read_to_string(&key_path).unwrap();
-    let hexkey = text.strip_suffix('\n').expect("one trailing newline");
-    assert!(is_hex64(hexkey), "{text:?}");
-    assert!(
-        out.stdout.contains("id = \"mini\"") && out.stdout.contains("id = \"laptop\""),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains(hexkey),
-        "the key is printed once, for the other machine"
-    );
-
-    let again = server(
-        &[
-            "relay",
-            "keygen",
-            "--peer",
-            "mini",
-            "--key-file",
-            "mini.key",
-        ],
-        &dir,
-    );
-    again.assert_code(1);
-    assert!(again.stderr.contains("mini.key"), "{}", again.stderr);
-    assert_eq!(
-        std::fs::read_to_string(&key_path).unwrap(),
-        text,
-        "the old key is kept"
-    );
-    assert!(!again.stderr.contains(hexkey));
-
-    let bad = server(
-        &[
-            "relay",
-            "keygen",
-            "--peer",
-            "no spaces",
-            "--key-file",
-            "x.key",
-        ],
-        &dir,
-    );
-    bad.assert_code(1);
-    assert!(!setup.path("x.key").exists());
-
-    // A second key differs.
-    server(
-        &[
-            "relay",
-            "keygen",
-            "--peer",
-            "other",
-            "--key-file",
-            "other.key",
-        ],
-        &dir,
-    )
-    .assert_code(0);
-    assert_ne!(
-        std::fs::read_to_string(setup.path("other.key")).unwrap(),
-        text
-    );
-}
+// ----- relay startup (keygen: relay_setup.rs) -----
 
 #[test]
 fn relay_config_errors_are_fatal_at_their_stage() {
@@ -2006,4 +1914,13 @@ fn without_forward_on_both_ends_mail_stays_queued_here() {
     assert_eq!(reply, json!({"timeout": {}}));
     let st = east.hub.cli("status", "alpha", &["--id", &id]);
     assert!(st.stdout.contains("\"queued\""), "{}", st.stdout);
+    // west wanted forwarding and says why it has none; east never asked for it.
+    west.hub.wait_service_log("the missing forward named", |l| {
+        l.contains("relay: link with east up without bus-forward")
+    });
+    assert!(
+        !east.log().contains("without bus-forward"),
+        "{}",
+        east.log()
+    );
 }

@@ -1,22 +1,24 @@
 //! `agent-hub-server`: the hub process (SPEC §7); `demo`, which writes (or reuses) a working
 //! config, roster and tokens in a folder and runs the hub on them (`admin::demo`); `roster`,
 //! which adds, removes and rotates agents of a hub's roster and has the running hub reload
-//! it (`admin::roster`, docs/operations.md "Changing the roster"); `example-config`, which
-//! prints the example config a hand-made config.toml starts from (README, "Running the
-//! server yourself").
+//! it (`admin::roster`, docs/operations.md "Changing the roster"); `reload`, which has the
+//! running hub read its roster and agent manifests again (`admin::reload`); `relay keygen`,
+//! which writes a link's key and prints both hubs' config lines (`admin::keygen`,
+//! docs/relay-setup.md), and `relay peers`; `example-config`, which prints the example config
+//! a hand-made config.toml starts from (README, "Running the server yourself").
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
 //! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
 //! chain holds, 1 it breaks (the first broken record is named), 2 usage or an unreadable
 //! file (docs/operations.md, "Verifying the audit log"). `roster`: 0 done, 1 refused or
 //! failed (the message says why; a running hub that refused the new roster is a failure).
+//! `reload`: 0 the hub took both, 1 it refused either, said nothing in time or runs nowhere.
+//! `relay keygen` and `relay peers`: 0 done, 1 refused or failed (nothing written).
 
-use crate::admin::{demo, roster};
+use crate::admin::{demo, keygen, roster};
 use crate::server::startup;
 use clap::{Parser, Subcommand};
-use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -63,6 +65,13 @@ enum Command {
     /// Add, remove or rotate an agent on the roster; the running hub reloads it (SIGHUP).
     #[command(subcommand)]
     Roster(RosterCommand),
+    /// Have the hub running from a config read its roster and agent manifests again (SIGHUP)
+    /// and print what it says; exit 1 if it refused either or runs nowhere.
+    Reload {
+        /// The hub's config file.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
     /// Print the example config (config.example.toml, every key commented) to start a
     /// config.toml from.
     ExampleConfig {
@@ -103,17 +112,38 @@ struct RosterArgs {
 
 #[derive(Subcommand)]
 enum RelayCommand {
-    /// Write a new 32-byte key for PEER (mode 600) and print the config lines for both hubs.
+    /// Link with another hub: write a new 32-byte key for PEER (mode 600, in a folder made
+    /// mode 700) and print the config lines for both hubs and how to copy the key
+    /// (docs/relay-setup.md).
     Keygen {
-        /// The peer this key links with.
-        #[arg(long)]
+        /// The other hub's peer id (its relay.peer_id).
+        #[arg(long, value_name = "ID")]
         peer: String,
-        /// Where to write the key; refused if the file exists.
-        #[arg(long, value_name = "FILE")]
-        key_file: PathBuf,
-        /// This hub's own peer id, for the lines printed for the other machine.
+        /// The other hub's relay address, which this hub dials (e.g. its tailnet IP:port).
+        #[arg(long, value_name = "IP:PORT")]
+        peer_listen: String,
+        /// This hub's config file: the key goes to keys/PEER.key beside it (unless --key-file
+        /// says otherwise), and the printed key_file is relative to its folder. If it has a
+        /// [relay] table already, only the new peer entry is printed for it.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// This hub's peer id (the name the other hub knows it by); default: --config's.
         #[arg(long, value_name = "ID")]
         local: Option<String>,
+        /// This hub's relay address, which the other hub dials; default: --config's.
+        #[arg(long, value_name = "IP:PORT")]
+        listen: Option<String>,
+        /// Where to write the key (relative to this shell's folder); printed as an absolute
+        /// path unless it lies under --config's folder. Refused if the file exists (see --force).
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+        /// The other side is a claudectl relay (0.64 or 0.90+), not an agent-hub: its own
+        /// dialect, no forwarding, and its files instead of a config block.
+        #[arg(long)]
+        claudectl: bool,
+        /// Replace an existing key file (the other side needs the new copy too).
+        #[arg(long)]
+        force: bool,
     },
     /// Print the running hub's relay peers (state, features, last heartbeat, bytes, reconnects).
     Peers {
@@ -143,11 +173,12 @@ enum AuditCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let (config, demo) = match (cli.command, cli.config) {
-        (Some(Command::Relay(cmd)), _) => return relay_command(cmd),
+        (Some(Command::Relay(cmd)), top) => return relay_command(cmd, top),
         (Some(Command::Audit(AuditCommand::Verify { paths, anchor })), _) => {
             return audit_verify(&paths, &anchor)
         }
         (Some(Command::Roster(cmd)), top) => return roster_command(cmd, top),
+        (Some(Command::Reload { config }), top) => return reload_command(config.or(top)),
         (Some(Command::ExampleConfig { port }), _) => return example_config(port),
         (
             Some(Command::Demo {
@@ -237,6 +268,21 @@ fn say(line: std::fmt::Arguments<'_>) {
         .and_then(|()| out.flush());
 }
 
+/// `reload`: 0 both reloads in force, 1 refused, silent or no hub, 2 no `--config`.
+fn reload_command(config: Option<PathBuf>) -> ExitCode {
+    let Some(config) = config else {
+        eprintln!("agent-hub-server: reload: --config PATH is required (the hub's config file)");
+        return ExitCode::from(2);
+    };
+    match crate::admin::reload::reload_command(&config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: reload: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// `example-config`: the example on stdout; 1 when it cannot be written there.
 fn example_config(port: Option<u16>) -> ExitCode {
     let text = match demo::example_config(port) {
@@ -254,15 +300,6 @@ fn example_config(port: Option<u16>) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())
 }
 
 fn roster_command(cmd: RosterCommand, top: Option<PathBuf>) -> ExitCode {
@@ -297,14 +334,29 @@ fn with_layout(
     }
 }
 
-fn relay_command(cmd: RelayCommand) -> ExitCode {
+fn relay_command(cmd: RelayCommand, top: Option<PathBuf>) -> ExitCode {
     // Each command's own error, boxed only to be printed.
     let result: Result<(), Box<dyn std::error::Error>> = match cmd {
         RelayCommand::Keygen {
             peer,
-            key_file,
+            peer_listen,
+            config,
             local,
-        } => keygen(&peer, &key_file, local.as_deref()).map_err(Into::into),
+            listen,
+            key_file,
+            claudectl,
+            force,
+        } => keygen::run(&keygen::KeygenRequest {
+            peer,
+            local,
+            config: config.or(top),
+            key_file,
+            listen,
+            peer_listen,
+            claudectl,
+            force,
+        })
+        .map_err(Into::into),
         RelayCommand::Peers { config } => {
             agent_hub_host::relay_status::print_peers(&config).map_err(Into::into)
         }
@@ -316,90 +368,6 @@ fn relay_command(cmd: RelayCommand) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// Why `relay keygen` wrote no key.
-#[derive(Debug)]
-enum KeygenError {
-    /// `--peer` is not a valid peer id.
-    BadPeer(String),
-    /// `--local` is not a valid peer id.
-    BadLocal(String),
-    /// /dev/urandom could not be opened or read.
-    Random(std::io::Error),
-    /// The key file could not be created (it exists, or the folder refuses).
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-impl fmt::Display for KeygenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeygenError::BadPeer(peer) => write!(
-                f,
-                "peer id {peer:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
-            ),
-            KeygenError::BadLocal(l) => write!(
-                f,
-                "local peer id {l:?} must be 1-128 characters of A-Z a-z 0-9 _ -"
-            ),
-            KeygenError::Random(e) => write!(f, "cannot read random bytes: {e}"),
-            KeygenError::Write { path, source } => {
-                write!(f, "cannot write {}: {source}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for KeygenError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            KeygenError::Random(e) | KeygenError::Write { source: e, .. } => Some(e),
-            KeygenError::BadPeer(_) | KeygenError::BadLocal(_) => None,
-        }
-    }
-}
-
-fn keygen(peer: &str, key_file: &Path, local: Option<&str>) -> Result<(), KeygenError> {
-    if !agent_hub_host::config::valid_peer_id(peer) {
-        return Err(KeygenError::BadPeer(peer.to_owned()));
-    }
-    if let Some(l) = local.filter(|l| !agent_hub_host::config::valid_peer_id(l)) {
-        return Err(KeygenError::BadLocal(l.to_owned()));
-    }
-    let mut key = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
-        .map_err(KeygenError::Random)?;
-    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-    write_private(key_file, &format!("{hex}\n")).map_err(|source| KeygenError::Write {
-        path: key_file.to_path_buf(),
-        source,
-    })?;
-    let local = local.unwrap_or("THIS-HUB");
-    say(format_args!(
-        "wrote {} (mode 600)\n\n\
-         # On this machine, in the hub's config.toml:\n\
-         [[relay.peers]]\n\
-         id = \"{peer}\"\n\
-         address = \"PEER-RELAY-IP:PORT\"   # leave out to only accept {peer}'s connections\n\
-         key_file = \"{}\"\n\
-         allow_claudectl = false\n\n\
-         # On {peer}: store the same key, readable only by its hub's user:\n\
-         umask 077; printf '%s\\n' '{hex}' > keys/{local}.key\n\
-         # and in {peer}'s config.toml:\n\
-         [[relay.peers]]\n\
-         id = \"{local}\"\n\
-         address = \"THIS-RELAY-IP:PORT\"\n\
-         key_file = \"keys/{local}.key\"\n\
-         allow_claudectl = false\n\n\
-         # The key is shown once, here; move it over a channel you trust and clear your scrollback.",
-        key_file.display(),
-        key_file.display(),
-    ));
-    Ok(())
 }
 
 fn audit_verify(paths: &[PathBuf], anchors: &[String]) -> ExitCode {

@@ -98,12 +98,19 @@ impl Env {
         Ok(self)
     }
 
+    /// The folders, as the hub's `registry::Sources` (the same precedence and the same
+    /// `$AGENT_HUB_AGENTS_DIR` rule), so `agents --config` lists what the hub's `delegate`
+    /// accepts (issue 35).
+    pub fn sources(&self) -> registry::Sources {
+        registry::Sources {
+            user_dir: Some(self.agents_dir.clone()),
+            user_explicit: self.agents_dir_explicit,
+            extra_dir: self.extra_dir.clone(),
+        }
+    }
+
     pub fn registry(&self) -> Registry {
-        Registry::load_with_extra(
-            &self.agents_dir,
-            self.agents_dir_explicit,
-            self.extra_dir.as_deref(),
-        )
+        self.sources().load()
     }
 }
 

@@ -3,7 +3,8 @@
 //! `agent-hub install` / `uninstall`. docs/agents.md is the user's guide.
 //!
 //! Below the line (no IO): `argv` (closed character sets, `{prompt}`), `manifest` (format,
-//! built-ins), `jsonedit` / `tomledit` (lossless config edits), `diff`, `install::plan`, and
+//! built-ins), `jsonedit` / `tomledit` (lossless config edits), `diff`, `install::plan`,
+//! `reload` (what reading the manifests folders again while the hub runs puts in force), and
 //! the text parsers in `procs`. Above it: `registry` (the manifests folders), `probe` (PATH,
 //! `--version`), `runnable` (which agents take delegated work, and how), `procs::list` (/proc,
 //! ps) and `install::apply` (writes). The verbs that report all this (`agent-hub agents`,
@@ -19,5 +20,6 @@ pub mod on_path;
 pub mod probe;
 pub mod procs;
 pub mod registry;
+pub mod reload;
 pub mod runnable;
 pub mod tomledit;

@@ -36,6 +36,10 @@ pub struct Registry {
     /// Names whose manifest file was refused for its owner or mode: no agent by that name
     /// is run, whichever folder would supply one.
     pub refused: Vec<String>,
+    /// Folders that could not be read, or were refused whole for their owner or mode: none
+    /// of their files is in `agents`. A running hub keeps the catalogue it has rather than
+    /// take one read without them (`agents::reload`).
+    pub failed_folders: Vec<PathBuf>,
 }
 
 /// The default manifests folder under `home`.
@@ -54,6 +58,59 @@ pub fn user_dir(home: &Path, env_value: Option<std::ffi::OsString>) -> PathBuf {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| default_dir(home))
+}
+
+/// Where one catalogue is read from, in order of precedence (the later replaces an agent of
+/// the same name whole): the built-ins, the user's folder, a hub's `tasks.manifests_dir`.
+///
+/// The hub and `agent-hub agents --config <the hub's config>` both build their catalogue
+/// through this one type, from the same environment variables, so that what `agents` lists
+/// as able to take delegated work is what `delegate` accepts (issue 35). Built once, from
+/// the environment read at the start of the process (`Sources::new`), and kept: the hub
+/// reads the same folders again on SIGHUP without looking at its environment again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sources {
+    /// The user's folder (`user_dir`); None when there is neither `$AGENT_HUB_AGENTS_DIR`
+    /// nor an absolute `$HOME`: then there is no user folder, rather than one relative to
+    /// wherever the process happens to run.
+    pub user_dir: Option<PathBuf>,
+    /// The user's folder was named on purpose (`agents --agents-dir`): missing is reported.
+    pub user_explicit: bool,
+    /// The hub config's `tasks.manifests_dir` (always explicit: missing is reported).
+    pub extra_dir: Option<PathBuf>,
+}
+
+impl Sources {
+    /// The folders for `home` (`$HOME`) and `agents_dir_env` (`$AGENT_HUB_AGENTS_DIR`) as the
+    /// caller read them, plus a hub's `extra_dir`.
+    pub fn new(
+        home: Option<&Path>,
+        agents_dir_env: Option<std::ffi::OsString>,
+        extra_dir: Option<PathBuf>,
+    ) -> Sources {
+        let user_dir = match home.filter(|h| h.is_absolute()) {
+            Some(home) => Some(user_dir(home, agents_dir_env)),
+            None => agents_dir_env.filter(|v| !v.is_empty()).map(PathBuf::from),
+        };
+        Sources {
+            user_dir,
+            user_explicit: false,
+            extra_dir,
+        }
+    }
+
+    /// Reads the catalogue: the built-ins, then each folder (`Registry::load_with_extra`).
+    pub fn load(&self) -> Registry {
+        match &self.user_dir {
+            Some(dir) => {
+                Registry::load_with_extra(dir, self.user_explicit, self.extra_dir.as_deref())
+            }
+            None => match &self.extra_dir {
+                Some(extra) => Registry::builtin().merge(Registry::load(extra, true)),
+                None => Registry::builtin(),
+            },
+        }
+    }
 }
 
 /// Why a manifest folder or file is refused. `what` names it in the message ("manifests
@@ -144,6 +201,7 @@ impl Registry {
             agents: ok.into_iter().map(|m| (m, Origin::Builtin)).collect(),
             problems,
             refused: Vec::new(),
+            failed_folders: Vec::new(),
         }
     }
 
@@ -160,6 +218,7 @@ impl Registry {
                     key: String::new(),
                     problem: format!("cannot read the manifests folder: {e}"),
                 });
+                reg.failed_folders.push(dir.to_owned());
                 return reg;
             }
         };
@@ -178,6 +237,7 @@ impl Registry {
                 key: String::new(),
                 problem: format!("{why}; none of its manifests is used"),
             });
+            reg.failed_folders.push(dir.to_owned());
             return reg;
         }
         for path in files {
@@ -223,12 +283,7 @@ impl Registry {
                 Err(e) => reg.problems.push(e),
             }
         }
-        let builtins = reg
-            .agents
-            .iter()
-            .take_while(|(_, o)| !matches!(o, Origin::File(_)))
-            .count();
-        reg.agents[builtins..].sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        reg.sort_additions();
         reg
     }
 
@@ -236,12 +291,19 @@ impl Registry {
     /// `tasks.manifests_dir`, an explicitly named folder: missing is a problem): the later
     /// folder replaces an agent of the same name whole, as a file replaces a built-in.
     pub fn load_with_extra(user_dir: &Path, user_explicit: bool, extra: Option<&Path>) -> Registry {
-        let mut reg = Registry::load(user_dir, user_explicit);
-        let Some(extra) = extra else {
-            return reg;
-        };
-        let more = Registry::load(extra, true);
+        let reg = Registry::load(user_dir, user_explicit);
+        match extra {
+            Some(extra) => reg.merge(Registry::load(extra, true)),
+            None => reg,
+        }
+    }
+
+    /// `more` (a later folder's catalogue, read with `load`) laid over this one: its refused
+    /// names are taken out, its files replace agents of the same name whole or add to them.
+    fn merge(mut self, more: Registry) -> Registry {
+        let reg = &mut self;
         reg.problems.extend(more.problems);
+        reg.failed_folders.extend(more.failed_folders);
         for name in &more.refused {
             reg.agents.retain(|(m, _)| &m.name != name);
             if !reg.refused.contains(name) {
@@ -276,13 +338,18 @@ impl Registry {
             }
         }
         reg.agents.extend(added);
-        let builtins = reg
+        reg.sort_additions();
+        self
+    }
+
+    /// Built-ins (and their overrides) first in their fixed order, additions by name.
+    pub(crate) fn sort_additions(&mut self) {
+        let builtins = self
             .agents
             .iter()
             .take_while(|(_, o)| !matches!(o, Origin::File(_)))
             .count();
-        reg.agents[builtins..].sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        reg
+        self.agents[builtins..].sort_by(|a, b| a.0.name.cmp(&b.0.name));
     }
 
     /// Takes the agent `path`'s name names out of the catalogue (a built-in included), so
@@ -378,6 +445,34 @@ mod tests {
             "{}",
             reg.problems[0]
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The one rule the hub and `agents --config` share (issue 35): the variable, else an
+    /// absolute HOME's default folder, else no user folder at all (never a relative one).
+    #[test]
+    fn sources_take_the_variable_then_an_absolute_home_then_nothing() {
+        let extra = Some(PathBuf::from("/srv/hub/manifests"));
+        let s = Sources::new(Some(Path::new("/home/u")), Some("/m".into()), extra.clone());
+        assert_eq!(s.user_dir, Some(PathBuf::from("/m")));
+        assert_eq!(s.extra_dir, extra);
+        assert!(!s.user_explicit);
+        let s = Sources::new(Some(Path::new("/home/u")), Some("".into()), None);
+        assert_eq!(s.user_dir, Some(PathBuf::from("/home/u/.agent-hub/agents")));
+        for home in [None, Some(Path::new("")), Some(Path::new("rel/home"))] {
+            assert_eq!(Sources::new(home, None, None).user_dir, None, "{home:?}");
+        }
+        // Without a user folder: the built-ins and the hub's folder.
+        let dir = temp("src-extra");
+        std::fs::write(dir.join("mine.toml"), manifest("mine")).unwrap();
+        std::fs::set_permissions(
+            dir.join("mine.toml"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let reg = Sources::new(None, None, Some(dir.clone())).load();
+        assert!(reg.get("mine").is_some() && reg.get("claude").is_some());
+        assert!(reg.problems.is_empty(), "{:?}", reg.problems);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

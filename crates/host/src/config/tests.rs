@@ -136,6 +136,8 @@ fn relay_table_is_optional_and_strict() {
     let c = Config::parse(&format!("{EXAMPLE}{uncommented}"), Path::new("/d")).unwrap();
     let r = c.relay.unwrap();
     assert!(r.peers[0].forward && r.features.contains(&"bus-forward".to_owned()));
+    // Its peer is another agent-hub, so it links only with mutual-auth and frame-mac.
+    assert!(!r.peers[0].allow_claudectl);
     assert_eq!(r.forward_window, 64);
     let cases = [
         (

@@ -22,6 +22,15 @@ impl Hub {
         self
     }
 
+    /// The agents this hub can run from now on (the manifests read again on SIGHUP): later
+    /// delegations are checked against them; tasks already accepted are not touched, since
+    /// the executor resolves a task's agent when it starts it. Without `[tasks]`, nothing.
+    pub fn set_task_agents(&mut self, agents: Vec<String>) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.set_agents(agents);
+        }
+    }
+
     /// Rebuilds the task book from the store's rows at startup (docs/delegation.md
     /// "Durability"): outcome envelopes of tasks that were running are staged for the first
     /// batch, queued tasks start as slots allow (after that batch), and every task that was

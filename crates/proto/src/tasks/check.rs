@@ -11,6 +11,11 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+/// The end of an unknown-agent refusal: a manifest added while the hub runs is not an agent
+/// it can run until it reads the folders again (issue 35: before, nothing said so while
+/// `agent-hub agents` already listed the new agent).
+pub const MANIFESTS_HINT: &str = "agent manifests are read when the hub starts and on SIGHUP (agent-hub-server reload --config <the hub's config>)";
+
 /// Why a `delegate` was refused at the verb; no task exists. `Display` is the text of the
 /// `{"error":…}` line, always `invalid delegate: …`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,12 +64,13 @@ impl fmt::Display for DelegateRefusal {
         match self {
             DelegateRefusal::NotEnabled => f.write_str("delegation is not enabled on this hub"),
             DelegateRefusal::TaskIdentity => f.write_str("a task may not delegate"),
-            DelegateRefusal::UnknownAgent { runnable } if runnable.is_empty() => {
-                f.write_str("unknown agent; this hub has no agent that can take delegated work")
-            }
+            DelegateRefusal::UnknownAgent { runnable } if runnable.is_empty() => write!(
+                f,
+                "unknown agent; this hub has no agent that can take delegated work; {MANIFESTS_HINT}"
+            ),
             DelegateRefusal::UnknownAgent { runnable } => write!(
                 f,
-                "unknown agent; this hub can run: {}",
+                "unknown agent; this hub can run: {}; {MANIFESTS_HINT}",
                 runnable.join(", ")
             ),
             DelegateRefusal::InvalidAgentName => f.write_str(

@@ -1041,6 +1041,44 @@ fn lexical_cwd_refuses_escapes_and_prefix_confusion() {
     );
 }
 
+/// The manifests read again (issue 35): the new catalogue decides every later `delegate`;
+/// a task already running on an agent that left it runs to its end, and one still queued
+/// starts (the executor then resolves its agent against the catalogue in force).
+#[test]
+fn a_new_catalogue_decides_later_delegations_and_leaves_running_tasks_be() {
+    let mut r = Rig::new(config());
+    let running = r.submit("p");
+    r.start_ready();
+    assert_eq!(started(&r.actions()), vec![running.clone()]);
+    r.book
+        .set_agents(["claude".to_owned(), "newone".to_owned()]);
+    let e = r.submit_as("mneme", "p").unwrap_err();
+    assert_eq!(
+        e,
+        DelegateRefusal::UnknownAgent {
+            runnable: vec!["claude".into(), "newone".into()]
+        }
+    );
+    assert!(e.to_string().contains("this hub can run: claude, newone; agent manifests are read when the hub starts and on SIGHUP"), "{e}");
+    let added = DelegateRequest {
+        agent: "newone".into(),
+        cwd: "/srv/root".into(),
+        prompt: "p".into(),
+        ..DelegateRequest::default()
+    };
+    let queued = r.request(added).expect("an agent the new catalogue has");
+    assert_eq!(r.state(&running), "running");
+    r.event(&running, completed());
+    r.event(&running, ended());
+    assert_eq!(r.state(&running), "completed");
+    r.start_ready();
+    assert!(started(&r.actions()).contains(&queued));
+    // A hub left with no agent says so, with the same hint.
+    r.book.set_agents(Vec::<String>::new());
+    let e = r.submit_as("mneme", "p").unwrap_err().to_string();
+    assert_eq!(e, "invalid delegate: unknown agent; this hub has no agent that can take delegated work; agent manifests are read when the hub starts and on SIGHUP (agent-hub-server reload --config <the hub's config>)");
+}
+
 #[test]
 fn verb_time_refusals_make_no_task() {
     let mut r = Rig::new(config());
@@ -1058,7 +1096,7 @@ fn verb_time_refusals_make_no_task() {
     let cases: Vec<(DelegateRequest, &str)> = vec![
         (
             with(&|q| q.agent = "../../bin/sh".into()),
-            "invalid delegate: unknown agent; this hub can run: claude, codex",
+            "invalid delegate: unknown agent; this hub can run: claude, codex; agent manifests are read when the hub starts and on SIGHUP (agent-hub-server reload --config <the hub's config>)",
         ),
         (
             with(&|q| q.cwd = "/srv/root/../../etc".into()),

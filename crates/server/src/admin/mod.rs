@@ -1,15 +1,18 @@
 //! The operator's commands of `agent-hub-server` that run beside a hub rather than as one:
-//! `roster add|remove|rotate|list` (`roster`) and `demo`'s set-up (`demo`), with what they
-//! share: random tokens and private files (`token`), finding and signalling the hub that
+//! `roster add|remove|rotate|list` (`roster`), `reload` (`reload`: the roster and the agent
+//! manifests read again), `demo`'s set-up (`demo`) and `relay keygen` (`keygen`), with what
+//! they share: random tokens and private files (`token`), finding and signalling the hub that
 //! runs from a config (`running`), and naming a program in the commands they print for a
-//! person to run (`program_word`). docs/operations.md, "Changing the roster"; README, "Start
-//! a working hub".
+//! person to run (`program_word`). docs/operations.md, "Changing the roster", "Reloading
+//! agent manifests"; README, "Start a working hub"; docs/relay-setup.md.
 //!
 //! Owns files the operator asked for and the processes it names; refuses everything the hub
 //! decides (the roster's meaning is `roster` and `hub::roster_reload`). No token is ever
 //! printed or logged here: output names files, never their contents.
 
 pub mod demo;
+pub mod keygen;
+pub mod reload;
 pub mod roster;
 pub mod running;
 pub mod token;

@@ -1,5 +1,5 @@
-//! Finding the hub that runs from a config, and asking it to reload its roster (SIGHUP,
-//! docs/operations.md "Changing the roster").
+//! Finding the hub that runs from a config, and asking it to reload its roster and its agent
+//! manifests (SIGHUP, docs/operations.md "Changing the roster", "Reloading agent manifests").
 //!
 //! A hub is found in /proc (Linux): a process of this user whose executable is
 //! `agent-hub-server`, started with `--config PATH` (and no subcommand) or as `demo DIR`,
@@ -203,6 +203,22 @@ pub fn reload(config: &Path, service_log: &Path, send: bool) -> Result<Reload, R
     if !send {
         return Ok(Reload::Skipped(pids));
     }
+    let lines = signal_and_wait(pid, service_log, |lines| {
+        lines.iter().any(|l| is_roster_line(l))
+    })?;
+    Ok(Reload::Sent {
+        pid,
+        line: lines.into_iter().find(|l| is_roster_line(l)),
+    })
+}
+
+/// Sends SIGHUP to `pid` and returns the complete service-log lines written after it, once
+/// `done` holds for them or `RELOAD_WAIT` has passed (then whatever came).
+pub fn signal_and_wait(
+    pid: u32,
+    service_log: &Path,
+    done: impl Fn(&[String]) -> bool,
+) -> Result<Vec<String>, ReloadError> {
     let start_len = std::fs::metadata(service_log).map_or(0, |m| m.len());
     // SAFETY: kill(2) with a pid read from /proc and a valid signal number; a process that
     // exited since only makes it fail (ESRCH), which is reported.
@@ -214,29 +230,30 @@ pub fn reload(config: &Path, service_log: &Path, send: bool) -> Result<Reload, R
     }
     let deadline = Instant::now() + RELOAD_WAIT;
     loop {
-        if let Some(line) = reload_line_after(service_log, start_len) {
-            return Ok(Reload::Sent {
-                pid,
-                line: Some(line),
-            });
-        }
-        if Instant::now() >= deadline {
-            return Ok(Reload::Sent { pid, line: None });
+        let lines = lines_after(service_log, start_len);
+        if done(&lines) || Instant::now() >= deadline {
+            return Ok(lines);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-/// The first complete service-log line past byte `from` about a roster reload.
-fn reload_line_after(service_log: &Path, from: u64) -> Option<String> {
-    let bytes = std::fs::read(service_log).ok()?;
-    let tail = bytes.get(usize::try_from(from).ok()?..)?;
+/// The complete service-log lines past byte `from`.
+fn lines_after(service_log: &Path, from: u64) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(service_log) else {
+        return Vec::new();
+    };
+    let Some(tail) = usize::try_from(from).ok().and_then(|f| bytes.get(f..)) else {
+        return Vec::new();
+    };
     let text = String::from_utf8_lossy(tail);
     let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-    complete
-        .lines()
-        .find(|l| l.contains("roster reloaded") || l.contains("roster reload refused"))
-        .map(str::to_owned)
+    complete.lines().map(str::to_owned).collect()
+}
+
+/// A service-log line about a roster reload.
+pub fn is_roster_line(line: &str) -> bool {
+    line.contains("roster reloaded") || line.contains("roster reload refused")
 }
 
 /// True when the reload line says the roster was refused.
@@ -285,6 +302,7 @@ mod tests {
         for not_a_hub in [
             &["roster", "add", "x", "--config", "c.toml"][..],
             &["relay", "peers", "--config", "c.toml"],
+            &["reload", "--config", "c.toml"],
             &["audit", "verify", "a.jsonl"],
             &["demo"],
             &[],

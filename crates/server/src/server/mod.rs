@@ -11,6 +11,7 @@ mod commit_io;
 pub mod conn;
 mod listen_level;
 pub mod liveness;
+pub mod manifests;
 mod nodelay;
 pub mod os_ids;
 pub mod records;
@@ -121,8 +122,12 @@ pub struct Server {
     flusher: Option<Flusher>,
     /// Delegated tasks' executor, when `[tasks]` is configured (`tasks`).
     tasks: Option<tasks::Executor>,
-    /// `tasks.manifests_dir`, for the relay's agent cards (set by `start_tasks`).
-    manifests_dir: Option<std::path::PathBuf>,
+    /// What the agent catalogue takes from the environment, read once at startup
+    /// (`manifests`): the task executor, the relay's agent cards and every reload use it.
+    agent_env: manifests::AgentEnv,
+    /// The agent catalogue in force, when `[tasks]` is configured; the executor resolves
+    /// through the same one (`manifests` swaps both on SIGHUP).
+    catalogue: Option<Arc<agent_hub_host::agents::registry::Registry>>,
     /// Where delegated tasks run (the first of `tasks.cwd_roots`) and how many may run at
     /// once, for claudectl's `headroom` (set by `start_tasks`).
     task_dir: Option<std::path::PathBuf>,
@@ -213,7 +218,8 @@ impl Server {
             shutting_down: false,
             flusher,
             tasks: None,
-            manifests_dir: None,
+            agent_env: manifests::AgentEnv::default(),
+            catalogue: None,
             task_dir: None,
             max_tasks: None,
             shutdown_deadline: None,
@@ -248,18 +254,16 @@ impl Server {
             relay_gate::check_descriptors(self.limits.max_connections, &cfg.limits, dials, nofile)
                 .map_err(relay_io::RelayStartError::Descriptors)?;
         }
-        let manifests_dir = self.manifests_dir.clone();
+        let cards = relay_io::cards::CardSource {
+            sources: self.agent_env.sources.clone(),
+            path_var: self.agent_env.path_var.clone(),
+        };
         let task_dir = self
             .task_dir
             .clone()
             .unwrap_or_else(|| std::path::PathBuf::from("."));
-        let relay = relay_io::RelayIo::new(
-            cfg,
-            manifests_dir,
-            task_dir,
-            self.poll.registry(),
-            Instant::now(),
-        )?;
+        let relay =
+            relay_io::RelayIo::new(cfg, cards, task_dir, self.poll.registry(), Instant::now())?;
         let addr = relay.local_addr();
         self.relay = Some(relay);
         self.next_directory = Some(Instant::now());
@@ -315,6 +319,7 @@ impl Server {
                             .unwrap_or_default();
                         if pending.reload {
                             self.reload_roster(now);
+                            self.reload_manifests();
                         }
                         if pending.stop {
                             self.begin_shutdown(now);

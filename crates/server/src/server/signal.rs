@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 /// SIGTERM or SIGINT arrived: stop (SPEC §4.6).
 static STOP: AtomicBool = AtomicBool::new(false);
-/// SIGHUP arrived: reload the roster (docs/operations.md, "Changing the roster").
+/// SIGHUP arrived: reload the roster and the agent manifests (docs/operations.md, "Changing
+/// the roster", "Reloading agent manifests").
 static RELOAD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -39,7 +40,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 pub struct Pending {
     /// SIGTERM or SIGINT: shut down.
     pub stop: bool,
-    /// SIGHUP: reload the roster. Any number of SIGHUPs before one drain are one reload.
+    /// SIGHUP: reload the roster and the agent manifests. Any number of SIGHUPs before one
+    /// drain are one reload.
     pub reload: bool,
 }
 

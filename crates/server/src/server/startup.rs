@@ -203,6 +203,11 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             )
             .map_err(fail("event loop"))?;
             server.set_roster_path(config.roster_path.clone());
+            // HOME, PATH and $AGENT_HUB_AGENTS_DIR are read here, once: the executor, the
+            // relay's agent cards and every manifests reload use what was read now.
+            server.set_agent_env(crate::server::manifests::AgentEnv::from_process(
+                config.tasks.as_ref().and_then(|t| t.manifests_dir.clone()),
+            ));
             if config.tasks.is_none() {
                 server.warn_stored_tasks();
             }

@@ -228,6 +228,13 @@ impl Executor {
         self.running.len()
     }
 
+    /// Puts a new catalogue in force (the manifests read again on SIGHUP, `manifests`): every
+    /// task started from now on resolves its agent there; a running task keeps the argv it
+    /// started with, since its spec was built whole at its start.
+    pub fn set_resolver(&mut self, resolve: Box<dyn ResolveAgent>) {
+        self.resolve = resolve;
+    }
+
     /// Builds the runner's spec, or the status the task ends with when it cannot be run.
     fn spec(&self, launch: &StartSpec) -> Result<Spec, Status> {
         let refuse = |why: String| Status::Refused(Refusal::Invalid(why));
@@ -487,14 +494,15 @@ pub fn pass_env(
     (env, secrets)
 }
 
-/// Resolves manifest names through the agent registry, as `agent-hub agents` does
-/// (`agents::runnable`): built-ins, the user's folder, `tasks.manifests_dir`.
-struct Registry {
-    reg: agent_hub_host::agents::registry::Registry,
-    path_var: String,
+/// Resolves manifest names through the agent catalogue in force, as `agent-hub agents` does
+/// (`agents::runnable`): built-ins, the user's folder, `tasks.manifests_dir`. Shared with the
+/// server, which compares it with the folders read again on SIGHUP (`manifests`).
+pub(super) struct Catalogue {
+    pub(super) reg: Arc<agent_hub_host::agents::registry::Registry>,
+    pub(super) path_var: String,
 }
 
-impl ResolveAgent for Registry {
+impl ResolveAgent for Catalogue {
     fn resolve(&self, agent: &str) -> Result<AgentRun, ResolveError> {
         use agent_hub_host::agents::runnable::{self, Delegate};
         let spec =
@@ -538,29 +546,17 @@ impl super::Server {
         };
         let relay = config.relay.as_ref();
         let audit_log = config.audit_log_path.as_path();
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        let path_var = std::env::var("PATH").unwrap_or_default();
-        let user_dir = agent_hub_host::agents::registry::user_dir(
-            &home,
-            std::env::var_os(agent_hub_host::agents::registry::AGENTS_DIR_ENV),
-        );
-        let reg = agent_hub_host::agents::registry::Registry::load_with_extra(
-            &user_dir,
-            false,
-            cfg.manifests_dir.as_deref(),
-        );
+        // The environment was read once, at startup (`manifests::AgentEnv`); a reload on
+        // SIGHUP reads the same folders with it.
+        let agent_env = self.agent_env.clone();
+        let (home, path_var) = (agent_env.home.clone(), agent_env.path_var.clone());
+        let reg = agent_env.sources.load();
         for p in &reg.problems {
             // A manifest that does not load is not runnable; the operator learns why.
             self.records
                 .log("WARN", &format!("agent manifest skipped: {p}"));
         }
-        let runnable: Vec<String> = agent_hub_host::agents::runnable::list(&reg, &path_var)
-            .into_iter()
-            .filter(|(_, d)| *d != agent_hub_host::agents::runnable::Delegate::No)
-            .map(|(name, _)| name)
-            .collect();
+        let runnable = agent_env.runnable(&reg);
         let rows = self.store.load_tasks().map_err(TaskStartError::LoadTasks)?;
         self.task_dir = cfg.cwd_roots.first().cloned();
         self.max_tasks = Some(cfg.max_concurrent);
@@ -599,7 +595,7 @@ impl super::Server {
             &client_binary,
             &home,
             &path_var,
-            &user_dir,
+            agent_env.sources.user_dir.as_deref(),
         )?;
         let runtime = Runtime {
             sandbox,
@@ -618,9 +614,11 @@ impl super::Server {
         let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
             let _ = waker.wake();
         });
+        let reg = Arc::new(reg);
+        self.catalogue = Some(Arc::clone(&reg));
         self.tasks = Some(Executor::new(
             runtime,
-            Box::new(Registry { reg, path_var }),
+            Box::new(Catalogue { reg, path_var }),
             wake,
         ));
         // Any relay peer can be delegated to; only those with `delegate = true` may delegate
@@ -637,7 +635,6 @@ impl super::Server {
                     .collect()
             })
             .unwrap_or_default();
-        self.manifests_dir = cfg.manifests_dir.clone();
         let mut book = agent_hub_proto::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
         book.set_accept_from(accept);
         self.hub.enable_tasks(book);
@@ -667,7 +664,7 @@ impl super::Server {
         client_binary: &Path,
         home: &Path,
         path_var: &str,
-        user_agents_dir: &Path,
+        user_agents_dir: Option<&Path>,
     ) -> Result<Option<Arc<agent_hub_host::sandbox::Sandbox>>, TaskStartError> {
         use agent_hub_host::sandbox::{self, Kind};
         let Some(cfg) = config.tasks.as_ref() else {
@@ -697,7 +694,7 @@ impl super::Server {
             .flat_map(|r| r.peers.iter().map(|p| p.key_file.as_path()))
             .collect();
         let server_binary = std::env::current_exe().ok();
-        let mut manifest_dirs = vec![user_agents_dir];
+        let mut manifest_dirs: Vec<&Path> = user_agents_dir.into_iter().collect();
         if let Some(d) = &cfg.manifests_dir {
             manifest_dirs.push(d);
         }

@@ -45,6 +45,7 @@ fn registry(ms: Vec<Manifest>) -> Registry {
             .collect(),
         problems: Vec::new(),
         refused: Vec::new(),
+        failed_folders: Vec::new(),
     }
 }
 

@@ -2,15 +2,15 @@
 //! computed off the event loop: one card per agent manifest with a program on this machine's
 //! PATH — its name, its binary's `--version` line, whether `run.acp` / `run.headless` can run.
 //!
-//! Owns the prober thread: it computes the list at startup and again every `REFRESH` (running
-//! `<binary> --version`, which may take seconds, is why it is a thread: the loop never runs a
-//! binary), and hands each result over a channel that the loop drains in `handle_timeout`.
-//! The catalogue is `agent-hub agents`' (built-ins, `~/.agent-hub/agents/`) plus an optional
-//! extra folder. Refuses: what the cards mean on the wire (`relay::cards`).
+//! Owns the prober thread: it computes the list at startup, again every `REFRESH` and when the
+//! hub reloads its manifests (SIGHUP, `CardProber::refresh`) (running `<binary> --version`,
+//! which may take seconds, is why it is a thread: the loop never runs a binary), and hands
+//! each result over a channel that the loop drains in `handle_timeout`. The catalogue is read
+//! from the folders the task executor reads (`registry::Sources`, with the environment the
+//! hub started with). Refuses: what the cards mean on the wire (`relay::cards`).
 
-use agent_hub_host::agents::{probe, registry::Registry};
+use agent_hub_host::agents::{probe, registry::Sources};
 use agent_hub_proto::relay::message::AgentCard;
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -18,44 +18,18 @@ use std::time::Duration;
 /// every installed binary's `--version`.
 pub const REFRESH: Duration = Duration::from_secs(600);
 
-/// Where the prober looks.
+/// Where the prober looks: the hub's manifests folders and PATH, as read at startup
+/// (`manifests::AgentEnv`).
 #[derive(Debug, Clone)]
 pub struct CardSource {
-    /// `$HOME`: the user's manifests folder is `~/.agent-hub/agents/` (or
-    /// `$AGENT_HUB_AGENTS_DIR`, as the task runner reads it). None: built-ins only.
-    pub home: Option<PathBuf>,
-    /// `$AGENT_HUB_AGENTS_DIR`, when set.
-    pub agents_dir_env: Option<std::ffi::OsString>,
+    pub sources: Sources,
     pub path_var: String,
-    /// A further manifests folder (the server's `tasks.manifests_dir`).
-    pub extra_dir: Option<PathBuf>,
-}
-
-impl CardSource {
-    /// The server process's own `$HOME` and `$PATH`.
-    pub fn from_process(extra_dir: Option<PathBuf>) -> CardSource {
-        CardSource {
-            home: std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|h| h.is_absolute()),
-            agents_dir_env: std::env::var_os(agent_hub_host::agents::registry::AGENTS_DIR_ENV),
-            path_var: std::env::var("PATH").unwrap_or_default(),
-            extra_dir,
-        }
-    }
 }
 
 /// The cards for `src`, in the catalogue's order. Runs each installed binary's `--version`
 /// (bounded by `probe::VERSION_TIMEOUT`): call it off the loop.
 pub fn compute(src: &CardSource) -> Vec<AgentCard> {
-    let reg = match &src.home {
-        Some(home) => Registry::load_with_extra(
-            &agent_hub_host::agents::registry::user_dir(home, src.agents_dir_env.clone()),
-            false,
-            src.extra_dir.as_deref(),
-        ),
-        None => Registry::builtin(),
-    };
+    let reg = src.sources.load();
     reg.manifests()
         .map(|m| probe::probe(m, String::new(), &src.path_var, true))
         .filter(|i| i.installed || i.acp_available || i.headless_available)
@@ -73,32 +47,76 @@ pub fn compute(src: &CardSource) -> Vec<AgentCard> {
 /// The prober thread's far end. Dropping it stops the thread at its next wake-up.
 pub(super) struct CardProber {
     rx: mpsc::Receiver<Vec<AgentCard>>,
-    _stop: mpsc::Sender<()>,
+    /// A message asks for a new list now; dropping it ends the thread.
+    poke: mpsc::Sender<()>,
 }
 
 impl CardProber {
     pub(super) fn spawn(src: CardSource) -> std::io::Result<CardProber> {
         let (tx, rx) = mpsc::channel();
-        let (stop, stopped) = mpsc::channel::<()>();
+        let (poke, poked) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("agent-cards".into())
             .spawn(move || loop {
                 if tx.send(compute(&src)).is_err() {
                     return;
                 }
-                // Sleeps until the refresh, or ends when the relay is gone.
-                if !matches!(
-                    stopped.recv_timeout(REFRESH),
-                    Err(mpsc::RecvTimeoutError::Timeout)
-                ) {
-                    return;
+                // Sleeps until the refresh or a poke, or ends when the relay is gone.
+                match poked.recv_timeout(REFRESH) {
+                    Ok(()) => while poked.try_recv().is_ok() {},
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
             })?;
-        Ok(CardProber { rx, _stop: stop })
+        Ok(CardProber { rx, poke })
+    }
+
+    /// Asks for a new list now (the manifests were reloaded); it arrives through `latest`.
+    pub(super) fn refresh(&self) {
+        // The thread is gone only when this prober is dropped: nothing to ask then.
+        let _ = self.poke.send(());
     }
 
     /// The newest list computed since the last call, if any.
     pub(super) fn latest(&self) -> Option<Vec<AgentCard>> {
         self.rx.try_iter().last()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A manifests reload has the cards computed again at once, not at the next `REFRESH`.
+    #[test]
+    fn a_refresh_computes_the_cards_again_from_the_same_folders() {
+        let dir = std::env::temp_dir().join(format!("agent-hub-cards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let prober = CardProber::spawn(CardSource {
+            sources: Sources::new(None, None, Some(dir.clone())),
+            path_var: "/usr/bin:/bin".into(),
+        })
+        .unwrap();
+        let wait = Duration::from_secs(30);
+        let first = prober.rx.recv_timeout(wait).expect("the first list");
+        assert!(!first.iter().any(|c| c.name == "shelly"), "{first:?}");
+        let file = dir.join("shelly.toml");
+        std::fs::write(
+            &file,
+            "name = \"shelly\"\ndisplay = \"S\"\nbinaries = [\"sh\"]\n[observe]\nsessions = \"none\"\ntranscript = \"none\"\n[run]\nacp = []\nheadless = []\noutcome = \"exit-code\"\n[deliver]\nmode = \"pull\"\n[install]\nmcp_config = \"\"\nhook = \"none\"\nskills_dir = \"\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        prober.refresh();
+        let second = prober
+            .rx
+            .recv_timeout(wait)
+            .expect("a list after the refresh");
+        assert!(second.iter().any(|c| c.name == "shelly"), "{second:?}");
+        drop(prober);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -486,11 +486,24 @@ impl RelayIo {
             v1: link.session.proto().is_some_and(|p| p >= 1)
                 && link.session.dialect() == Dialect::AgentHub,
         });
-        if link.session.features().contains(&Feature::BusForward) && !link.forwarding {
-            link.forwarding = true;
-            self.inbox.push(ToHub::LinkUp {
-                peer: peer.to_owned(),
-            });
+        if link.session.features().contains(&Feature::BusForward) {
+            if !link.forwarding {
+                link.forwarding = true;
+                self.inbox.push(ToHub::LinkUp {
+                    peer: peer.to_owned(),
+                });
+            }
+        } else if self.keys.get(peer).is_some_and(|k| k.forward) {
+            // The link is up, yet mail to name@peer would wait here without a word: the one
+            // setup mistake `relay peers` alone does not name (docs/relay-setup.md, "When it
+            // does not link").
+            self.logs.push((
+                "WARN",
+                format!(
+                    "relay: link with {peer} up without bus-forward, though this hub sets forward = true for it: {peer}'s config must set forward = true for {:?} and list \"bus-forward\" in relay.features (a claudectl peer never forwards); until then mail to NAME@{peer} waits here",
+                    self.cfg.peer_id
+                ),
+            ));
         }
     }
 

@@ -253,12 +253,12 @@ pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], RelayStartError> {
 
 impl RelayIo {
     /// Loads keys and binds the listener. Errors name the file or address.
-    /// `manifests_dir` is `tasks.manifests_dir`: the agent cards list what the runner finds.
+    /// `cards` are the folders and PATH the task runner reads: the agent cards list what it finds.
     /// `task_dir` is where delegated tasks run (the first of `tasks.cwd_roots`): its free
     /// space is the `disk_free_mb` claudectl peers are told.
     pub fn new(
         cfg: RelayConfig,
-        manifests_dir: Option<std::path::PathBuf>,
+        cards: cards::CardSource,
         task_dir: std::path::PathBuf,
         registry: &Registry,
         now: Instant,
@@ -336,10 +336,7 @@ impl RelayIo {
         // computed for them too.
         let claudectl_peers = cfg.peers.iter().any(|p| p.allow_claudectl);
         let card_prober = if session_cfg.features.contains(&Feature::Agents) || claudectl_peers {
-            Some(
-                cards::CardProber::spawn(cards::CardSource::from_process(manifests_dir))
-                    .map_err(thread("agent card prober"))?,
-            )
+            Some(cards::CardProber::spawn(cards).map_err(thread("agent card prober"))?)
         } else {
             None
         };
@@ -429,6 +426,14 @@ impl RelayIo {
             for link in self.links.values_mut() {
                 link.session.set_directory(d.clone());
             }
+        }
+    }
+
+    /// Has the prober compute the cards again now (the hub reloaded its manifests); they
+    /// reach the links when its list arrives, as every list does.
+    pub fn refresh_agent_cards(&self) {
+        if let Some(p) = &self.card_prober {
+            p.refresh();
         }
     }
 
