@@ -651,12 +651,45 @@ fn golden(agent: &str) {
     let before = read_tree(home);
     let args = install_args(&["--agent", agent], &token, integrations);
 
+    // A dry run says in one line per file what would become of it; every file the install
+    // writes is named, and no file's text is shown (issue 35: it ran to ~200 lines).
     let out = run(home, path_var, &[&args[..], &["--dry-run"]].concat());
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
+        !stdout.contains("\n+++ "),
+        "no diff without --diff:\n{stdout}"
+    );
+    let expected = read_tree(&dir.join("after-install"));
+    let home_s = home.to_str().unwrap();
+    for (rel, text) in &expected {
+        let text = text.replace("{HOME}", home_s);
+        if rel.ends_with(".agent-hub.bak") || before.get(rel) == Some(&text) {
+            continue;
+        }
+        let n = text.lines().count();
+        let line = match before.get(rel) {
+            None => format!("  would create ~/{rel} ({n} line"),
+            Some(_) => format!("  would change ~/{rel} (+"),
+        };
+        assert!(stdout.contains(&line), "{line:?} missing:\n{stdout}");
+    }
+    assert!(
+        stdout.ends_with("dry run: nothing was written (--diff shows each change in full)\n"),
+        "{stdout}"
+    );
+    assert_eq!(read_tree(home), before, "a dry run writes nothing");
+
+    let out = run(
+        home,
+        path_var,
+        &[&args[..], &["--dry-run", "--diff"]].concat(),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
         stdout.contains("\n+++ b/"),
-        "the dry run shows a diff:\n{stdout}"
+        "the dry run with --diff shows a diff:\n{stdout}"
     );
     assert!(
         stdout.ends_with("dry run: nothing was written\n"),
@@ -768,11 +801,24 @@ fn golden(agent: &str) {
     let out = run(
         home,
         path_var,
-        &["uninstall", "--agent", agent, "--dry-run"],
+        &["uninstall", "--agent", agent, "--dry-run", "--diff"],
     );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("\n--- a/"), "{stdout}");
+    assert_eq!(read_tree(home), installed, "a dry run writes nothing");
+    let out = run(
+        home,
+        path_var,
+        &["uninstall", "--agent", agent, "--dry-run"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("  would change ~/") || stdout.contains("  would remove ~/"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("\n--- a/"), "{stdout}");
     assert_eq!(read_tree(home), installed, "a dry run writes nothing");
 
     let out = run(home, path_var, &["uninstall", "--agent", agent]);
@@ -1261,12 +1307,22 @@ fn skills_are_placed_once_and_an_edited_skill_is_never_overwritten_or_removed() 
     let orchestrator = skill_path(home, "agent-hub-orchestrator");
     let resident = skill_path(home, "agent-hub-resident");
 
-    let out = run(home, "/nonexistent", &[&args[..], &["--dry-run"]].concat());
+    let out = run(
+        home,
+        "/nonexistent",
+        &[&args[..], &["--dry-run", "--diff"]].concat(),
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(
         stdout.contains("--- /dev/null\n+++ b/.claude/skills/agent-hub-orchestrator/SKILL.md\n"),
         "the dry run shows the skill it would create:\n{stdout}"
+    );
+    let out = run(home, "/nonexistent", &[&args[..], &["--dry-run"]].concat());
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("  would create ~/.claude/skills/agent-hub-orchestrator/SKILL.md ("),
+        "the summary names the skill it would create:\n{stdout}"
     );
     assert!(!orchestrator.exists());
 

@@ -1,7 +1,10 @@
 //! `agent-hub-server demo DIR` (README, "Start a working hub"; `admin::demo`): a reused
 //! folder with a new port (config rewritten, the hub listens there), `--port 0` (the port
 //! the hub got is stored and a restart uses it), the default SQLite store (mail survives a
-//! restart) and `--memory` (it does not; an existing SQLite folder refuses it).
+//! restart) and `--memory` (it does not; an existing SQLite folder refuses it); and what a
+//! newcomer meets (issue 35): the printed commands run as printed, with the binaries on PATH
+//! or not, the orchestrator is the operator, and a taken port names `--port 0` and leaves no
+//! folder behind that the run created.
 
 use crate::harness::*;
 use std::fs;
@@ -293,4 +296,200 @@ fn install_gives_each_agent_found_its_own_identity_and_the_bound_port() {
     );
     assert_eq!(fs::read_to_string(dir.join("roster.toml")).unwrap(), roster);
     drop(d);
+}
+
+/// The folder holding the binaries under test, for a PATH on which they are found the way
+/// `cargo install --path .` makes them found.
+fn bin_dir() -> PathBuf {
+    Path::new(CLIENT).parent().unwrap().to_path_buf()
+}
+
+/// The command lines the demo printed (indented by two spaces), each without its `# …`
+/// remark.
+fn printed_commands(said: &str) -> Vec<String> {
+    said.lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .map(|l| l.split("   # ").next().unwrap().trim_end().to_owned())
+        .collect()
+}
+
+/// `sh -c LINE` from `cwd` with `path` as PATH: a command as a user pastes it.
+fn shell(line: &str, cwd: &Path, path: &str) -> Output {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(line).current_dir(cwd).env("PATH", path);
+    run(cmd, None)
+}
+
+/// Issue 35: the commands the demo prints run as printed, with `agent-hub` on PATH (they
+/// say plain `agent-hub`) and without it (they name the binary by its absolute path, and
+/// the demo says how to get it on PATH); the send reaches the await.
+#[test]
+fn the_printed_commands_run_as_printed_with_and_without_the_binaries_on_path() {
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    for on_path in [true, false] {
+        let path = if on_path {
+            format!("{}:/usr/bin:/bin", bin_dir().display())
+        } else {
+            "/usr/bin:/bin".to_owned()
+        };
+        let mut cmd = Command::new(SERVER);
+        cmd.arg("demo")
+            .arg(&dir)
+            .args(["--port", "0"])
+            .current_dir(&cwd)
+            .env("PATH", &path);
+        let mut d = Demo::spawn(cmd);
+        let lines = printed_commands(&d.said);
+        let named = |verb: &str| {
+            lines
+                .iter()
+                .find(|l| l.contains(&format!(" {verb} --as ")))
+                .unwrap_or_else(|| panic!("no {verb} line in:\n{}", d.said))
+                .clone()
+        };
+        let (send, await_) = (named("send"), named("await"));
+        let program = if on_path {
+            "agent-hub".to_owned()
+        } else {
+            CLIENT.to_owned()
+        };
+        for l in [&send, &await_, &named("top")] {
+            assert!(l.starts_with(&format!("{program} ")), "{l}\n{}", d.said);
+        }
+        assert_eq!(
+            d.said.contains("agent-hub is not on PATH"),
+            !on_path,
+            "{}",
+            d.said
+        );
+        let sent = shell(&send, &cwd, &path);
+        sent.assert_code(0);
+        let got = shell(&await_, &cwd, &path);
+        got.assert_code(0);
+        assert!(got.stdout.contains(sent.stdout.trim()), "{}", got.stdout);
+        d.stop();
+    }
+}
+
+/// Issue 35: the demo's first agent is its operator (SPEC §14 "Visibility"): `who` as the
+/// orchestrator shows the worker's parked filter, `who` as the worker would not show the
+/// orchestrator's. A folder whose config names no operator is left so, with a note on how.
+#[test]
+fn the_orchestrator_is_the_operator_and_an_older_folder_is_told_how() {
+    let t = TempDir::new();
+    let (cwd, dir) = folder(&t);
+    let mut d = Demo::start(&cwd, &dir, &["--port", "0"]);
+    let park = |name: &str, kind: &str| {
+        let mut cmd = Command::new(CLIENT);
+        cmd.args(["await", "--as", name, "--token-file"])
+            .arg(dir.join("tokens").join(format!("{name}.token")))
+            .args(["--port", &d.port.to_string(), "--kind", kind]);
+        spawn(cmd)
+    };
+    let mut parked = [park("worker", "only-this"), park("orchestrator", "mine")];
+    // Whether `asker`'s `who` shows `filter`, once both agents are `waiting` (a state every
+    // asker sees) and so both awaits parked.
+    let sees = |asker: &str, filter: &str| {
+        poll_until("both awaits to park", || {
+            let who = d.cli(&dir, "who", asker, &["--json"]);
+            who.assert_code(0);
+            let v: serde_json::Value = serde_json::from_str(&who.stdout).unwrap();
+            let agents = v["agents"].as_array().unwrap();
+            agents
+                .iter()
+                .all(|a| a["state"] == "waiting")
+                .then(|| who.stdout.contains(filter))
+        })
+    };
+    assert!(
+        sees("orchestrator", "only-this"),
+        "the operator sees the worker's filter"
+    );
+    assert!(
+        !sees("worker", "mine"),
+        "the worker does not see the orchestrator's"
+    );
+    for c in &mut parked {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    d.stop();
+
+    let config = dir.join("config.toml");
+    let text = fs::read_to_string(&config).unwrap();
+    assert!(
+        text.contains("\noperators = [\"orchestrator\"]\n"),
+        "{text}"
+    );
+    fs::write(
+        &config,
+        text.replace("\noperators = [\"orchestrator\"]\n", "\n"),
+    )
+    .unwrap();
+    let d = Demo::start(&cwd, &dir, &[]);
+    assert!(d.said.contains("names no operators"), "{}", d.said);
+    assert!(
+        d.said.contains("operators = [\"orchestrator\"]"),
+        "the note gives the line: {}",
+        d.said
+    );
+    let after = fs::read_to_string(&config).unwrap();
+    assert!(
+        !after.contains("operators ="),
+        "the user's config is left as it is"
+    );
+}
+
+/// Issue 35: a port that is taken fails the demo with the way out named (`--port N`,
+/// `--port 0`), and takes away the folder this run created (its new parent included); a
+/// folder that was there before is kept, with what it held.
+#[test]
+fn a_taken_port_names_port_0_and_removes_only_a_folder_this_run_created() {
+    let t = TempDir::new();
+    let (cwd, _) = folder(&t);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let fresh = t.path.join("new");
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("demo")
+        .arg(fresh.join("hub"))
+        .args(["--port", &port])
+        .current_dir(&cwd);
+    let o = run(cmd, None);
+    o.assert_code(1);
+    assert!(
+        o.stderr.contains("startup failed at listen"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("--port N") && o.stderr.contains("--port 0"),
+        "{}",
+        o.stderr
+    );
+    assert!(!fresh.exists(), "the folder this run created is gone");
+    assert!(
+        o.stderr.contains(&format!("removed {}", fresh.display())),
+        "{}",
+        o.stderr
+    );
+
+    let kept = t.path.join("kept");
+    fs::create_dir(&kept).unwrap();
+    fs::write(kept.join("mine.txt"), "the user's").unwrap();
+    let mut cmd = Command::new(SERVER);
+    cmd.arg("demo")
+        .arg(&kept)
+        .args(["--port", &port])
+        .current_dir(&cwd);
+    let o = run(cmd, None);
+    o.assert_code(1);
+    assert!(o.stderr.contains("--port 0"), "{}", o.stderr);
+    assert!(!o.stderr.contains("removed"), "{}", o.stderr);
+    assert_eq!(
+        fs::read_to_string(kept.join("mine.txt")).unwrap(),
+        "the user's"
+    );
+    drop(taken);
 }

@@ -39,6 +39,7 @@ mod mcp;
 mod no_loss;
 mod pipelining;
 mod protocol_fixtures;
+mod readme;
 mod receipts;
 mod relay;
 mod relay_attack;

@@ -94,11 +94,15 @@ fn add_remove_and_rotate_on_a_running_hub_lose_no_mail_and_revoke_at_once() {
         "{}",
         add.stdout
     );
+    // The client named as the shell finds it (by path, unless PATH has this very binary),
+    // and the port left to fill in: this hub's config says 0.
+    let next = |program: &str| format!("next: {program} await --as epsilon --token-file ");
     assert!(
-        add.stdout.contains("next: agent-hub await --as epsilon"),
+        add.stdout.contains(&next("agent-hub")) || add.stdout.contains(&next(CLIENT)),
         "{}",
         add.stdout
     );
+    assert!(add.stdout.contains(" --port PORT\n"), "{}", add.stdout);
     assert_eq!(mode_of(&hub.token_file("epsilon")), 0o600);
     let got = hub.cli("await", "epsilon", &["--timeout", "0"]);
     got.assert_code(0);

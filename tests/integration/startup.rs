@@ -70,6 +70,38 @@ fn bad_rosters_are_fatal() {
     setup.fails_at("roster", "cannot read roster");
 }
 
+/// Issue 35: a first setup's roster (an empty file, `[agents]` naming nobody, or no file at
+/// all) is refused with the command that fills it; run as printed, that command makes a
+/// roster the hub starts on. A roster broken otherwise gets no such hint.
+#[test]
+fn a_roster_naming_nobody_names_roster_add_which_then_works() {
+    for text in [Some(""), Some("[agents]\n"), None] {
+        let setup = Setup::new();
+        match text {
+            Some(t) => setup.write_roster(t, 0o600),
+            None => std::fs::remove_file(setup.path("roster.toml")).unwrap(),
+        }
+        let config = setup.config_path();
+        let hint = format!(
+            "; add an agent with: agent-hub-server roster add NAME --config {}",
+            config.display()
+        );
+        let out = setup.fails_at("roster", &hint);
+        assert!(out.stderr.trim_end().ends_with(&hint), "{}", out.stderr);
+        let mut cmd = std::process::Command::new(SERVER);
+        cmd.args(["roster", "add", "newcomer", "--config"])
+            .arg(&config)
+            .current_dir(setup.path("cwd"));
+        run(cmd, None).assert_code(0);
+        let hub = setup.start();
+        hub.cli("who", "newcomer", &[]).assert_code(0);
+    }
+    let setup = Setup::new();
+    setup.write_roster("[agents]\nalpha = 5\n", 0o600);
+    let out = setup.fails_at("roster", "must be a string");
+    assert!(!out.stderr.contains("roster add"), "{}", out.stderr);
+}
+
 #[test]
 fn config_errors_are_fatal() {
     let base = Setup::new().generated_config();

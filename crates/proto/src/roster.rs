@@ -60,7 +60,9 @@ impl fmt::Display for RosterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RosterError::Toml(e) => write!(f, "roster is not valid TOML: {e}"),
-            RosterError::NoAgentsTable => write!(f, "roster has no [agents] table"),
+            RosterError::NoAgentsTable => {
+                write!(f, "roster has no [agents] table, so no agent could log in")
+            }
             RosterError::KeyOutsideAgents(k) => {
                 write!(f, "roster key {k:?} is outside [agents]; only [agents] name = \"token\" entries are allowed")
             }
@@ -98,6 +100,22 @@ impl fmt::Display for RosterError {
 }
 
 impl std::error::Error for RosterError {}
+
+impl RosterError {
+    /// The roster is well formed but names no agent (an empty file, or an empty `[agents]`):
+    /// the mistake of a first setup, which `add_agent_hint` answers.
+    pub fn names_nobody(&self) -> bool {
+        matches!(self, RosterError::NoAgentsTable | RosterError::Empty)
+    }
+}
+
+/// What to do about a roster that names nobody (or is not there yet), for a hub started
+/// with `config_word` (the `--config` argument as the operator gave it, already quoted for
+/// a shell): `roster add` writes the roster line and the agent's token file, mode 600, and
+/// makes the roster file when it is missing (README, "Running the server yourself").
+pub fn add_agent_hint(config_word: &str) -> String {
+    format!("add an agent with: agent-hub-server roster add NAME --config {config_word}")
+}
 
 impl Roster {
     /// Parses and validates roster TOML text.
@@ -320,6 +338,24 @@ mod tests {
             Roster::parse("[agents"),
             Err(RosterError::Toml(_))
         ));
+    }
+
+    /// A first setup's empty roster is told apart from a broken one, so the hub can name the
+    /// command that fills it (issue 35).
+    #[test]
+    fn a_roster_naming_nobody_is_told_apart() {
+        for text in ["", "\n# nothing yet\n", "[agents]\n"] {
+            let e = Roster::parse(text).unwrap_err();
+            assert!(e.names_nobody(), "{text:?}: {e}");
+        }
+        for text in ["[agents]\na = 5\n", "x = 1\n", "[agents"] {
+            let e = Roster::parse(text).unwrap_err();
+            assert!(!e.names_nobody(), "{text:?}: {e}");
+        }
+        assert_eq!(
+            add_agent_hint("'my hub/config.toml'"),
+            "add an agent with: agent-hub-server roster add NAME --config 'my hub/config.toml'"
+        );
     }
 
     #[test]

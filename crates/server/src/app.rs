@@ -4,7 +4,8 @@
 //! it (`admin::roster`, docs/operations.md "Changing the roster"); `reload`, which has the
 //! running hub read its roster and agent manifests again (`admin::reload`); `relay keygen`,
 //! which writes a link's key and prints both hubs' config lines (`admin::keygen`,
-//! docs/relay-setup.md), and `relay peers`.
+//! docs/relay-setup.md), and `relay peers`; `example-config`, which prints the example config
+//! a hand-made config.toml starts from (README, "Running the server yourself").
 //!
 //! Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT); 1 a fatal startup or runtime
 //! error (stderr and the service log say which stage); 2 usage errors. `audit verify`: 0 the
@@ -70,6 +71,14 @@ enum Command {
         /// The hub's config file.
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+    },
+    /// Print the example config (config.example.toml, every key commented) to start a
+    /// config.toml from.
+    ExampleConfig {
+        /// Write this port instead of the example's 46110 (0: the hub takes a free port and
+        /// prints it).
+        #[arg(long)]
+        port: Option<u16>,
     },
 }
 
@@ -170,6 +179,7 @@ pub fn main() -> ExitCode {
         }
         (Some(Command::Roster(cmd)), top) => return roster_command(cmd, top),
         (Some(Command::Reload { config }), top) => return reload_command(config.or(top)),
+        (Some(Command::ExampleConfig { port }), _) => return example_config(port),
         (
             Some(Command::Demo {
                 dir,
@@ -209,6 +219,9 @@ fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("agent-hub-server: {e}");
+            if let Some(p) = &demo {
+                demo::abandon(p, Some(e.stage));
+            }
             return ExitCode::from(1);
         }
     };
@@ -217,6 +230,7 @@ fn serve(config: &Path, demo: Option<demo::Prepared>) -> ExitCode {
             eprintln!("agent-hub-server: demo: {e}");
             started.server.records().log("ERROR", &format!("demo: {e}"));
             started.server.records().flush_service();
+            demo::abandon(p, None);
             return ExitCode::from(1);
         }
     }
@@ -264,6 +278,25 @@ fn reload_command(config: Option<PathBuf>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agent-hub-server: reload: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `example-config`: the example on stdout; 1 when it cannot be written there.
+fn example_config(port: Option<u16>) -> ExitCode {
+    let text = match demo::example_config(port) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("agent-hub-server: example-config: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent-hub-server: example-config: cannot write to stdout: {e}");
             ExitCode::from(1)
         }
     }

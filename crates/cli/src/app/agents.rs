@@ -6,6 +6,8 @@
 //! OpenCode plugin source. Every problem with one agent (or one manifest) is reported and the
 //! others carry on; `Report::ok` is false when any agent failed, which the binary maps to
 //! exit 1. Reads `$HOME` and `$PATH` once, in `Env::from_process`, so tests can set both.
+//! A dry run says in one line per file what would change; the whole text of each change
+//! (skills run to a hundred lines each) only with `--diff` (issue 35).
 
 use agent_hub_host::agents::diff;
 use agent_hub_host::agents::identity::{self, NameRule, TokenRule};
@@ -348,6 +350,42 @@ fn find_plugin(dirs: &[PathBuf]) -> Option<String> {
         .find_map(|p| std::fs::read_to_string(p).ok())
 }
 
+/// What `install` and `uninstall` do with their plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// Write the changes.
+    Apply,
+    /// Write nothing; say in one line per file what would change (`--dry-run`).
+    Summary,
+    /// Write nothing; show each file's change as a unified diff (`--dry-run --diff`).
+    Diff,
+}
+
+/// The one line a dry run says about a file: what would become of it and how many lines
+/// that touches (`shown`: the path as messages show it).
+fn change_line(shown: &str, before: Option<&str>, after: Option<&str>) -> String {
+    let lines = |t: &str| t.lines().count();
+    let plural = |n: usize| if n == 1 { "line" } else { "lines" };
+    match (before, after) {
+        (None, Some(a)) => format!("  would create {shown} ({} {})", lines(a), plural(lines(a))),
+        (Some(b), None) => format!("  would remove {shown} ({} {})", lines(b), plural(lines(b))),
+        (before, after) => {
+            // The diff's own lines after its two header lines: ' ', '-', '+' or '\'.
+            let d = diff::unified(shown, before, after);
+            let body = d.lines().skip(2);
+            let (mut added, mut removed) = (0, 0);
+            for l in body {
+                if l.starts_with('+') {
+                    added += 1;
+                } else if l.starts_with('-') {
+                    removed += 1;
+                }
+            }
+            format!("  would change {shown} (+{added} -{removed} lines)")
+        }
+    }
+}
+
 /// Who an install authenticates as: `identity`'s type, named here as the install takes it.
 pub use agent_hub_host::agents::identity::Identities;
 
@@ -358,10 +396,11 @@ pub fn install(
     env: &Env,
     selection: &Selection,
     who: Option<&Identities>,
-    dry_run: bool,
+    writes: Writes,
     integrations_dirs: &[PathBuf],
     skills: bool,
 ) -> Report {
+    let dry_run = writes != Writes::Apply;
     let reg = env.registry();
     let mut r = Report {
         ok: true,
@@ -478,7 +517,7 @@ pub fn install(
             },
         };
         let plan = install::plan(m, &action, &env.home, &install::read_file);
-        report_plan(&mut r, m, &plan, &action, &env.home, dry_run, &mut state);
+        report_plan(&mut r, m, &plan, &action, &env.home, writes, &mut state);
     }
     if who.is_some_and(|w| !matches!(w.names, NameRule::Exact(_))) && !given.is_empty() {
         let _ = writeln!(
@@ -487,8 +526,12 @@ pub fn install(
             given.join(", ")
         );
     }
-    if dry_run {
-        r.stdout.push_str("dry run: nothing was written\n");
+    match writes {
+        Writes::Apply => {}
+        Writes::Summary => r
+            .stdout
+            .push_str("dry run: nothing was written (--diff shows each change in full)\n"),
+        Writes::Diff => r.stdout.push_str("dry run: nothing was written\n"),
     }
     r
 }
@@ -604,7 +647,7 @@ fn report_plan(
     plan: &AgentPlan,
     action: &Action,
     home: &Path,
-    dry_run: bool,
+    writes: Writes,
     state: &mut install::InstallState,
 ) {
     for n in &plan.notes {
@@ -624,7 +667,12 @@ fn report_plan(
         );
         return;
     }
-    if dry_run {
+    if writes == Writes::Summary {
+        for c in &plan.changes {
+            let line = change_line(&c.shown, c.before.as_deref(), c.after.as_deref());
+            let _ = writeln!(r.stdout, "{line}");
+        }
+    } else if writes == Writes::Diff {
         for c in &plan.changes {
             let label = c.shown.trim_start_matches("~/");
             r.stdout.push_str(&diff::unified(
@@ -674,6 +722,22 @@ mod tests {
             vec!["long".to_owned(), "x".to_owned(), "".to_owned()],
         ];
         assert_eq!(table(&rows), "A     BB  C\nlong  x\n");
+    }
+
+    #[test]
+    fn a_dry_run_says_one_line_per_file() {
+        assert_eq!(
+            change_line("~/.a.json", None, Some("{\n}\n")),
+            "  would create ~/.a.json (2 lines)"
+        );
+        assert_eq!(
+            change_line("~/s/SKILL.md", Some("x\n"), None),
+            "  would remove ~/s/SKILL.md (1 line)"
+        );
+        assert_eq!(
+            change_line("~/b", Some("a\nb\nc\n"), Some("a\nB\nc\nd\n")),
+            "  would change ~/b (+2 -1 lines)"
+        );
     }
 
     #[test]

@@ -177,12 +177,20 @@ enum Command {
         #[command(subcommand)]
         task: TaskCommand,
     },
-    /// Serve MCP on stdio (tools send, await, who, whoami, delegate, task_status, tasks,
-    /// cancel) for agents (docs/mcp.md).
+    // Its help names the tools from the one list `tools/list` is held to.
+    #[command(about = mcp_about())]
     Mcp {
         #[command(flatten)]
         id: Identity,
     },
+}
+
+/// `agent-hub mcp`'s one-line help: every tool `tools/list` gives, in its order.
+fn mcp_about() -> String {
+    format!(
+        "Serve MCP on stdio (tools {}) for agents (docs/mcp.md)",
+        crate::mcp::tools::TOOL_NAMES.join(", ")
+    )
 }
 
 /// The program: parses argv, runs the verb, returns its exit code (above).
@@ -666,9 +674,12 @@ struct AgentSelection {
     /// Every agent: for install those found on PATH, for uninstall every known one.
     #[arg(long)]
     all: bool,
-    /// Print the changes as a diff and write nothing.
+    /// Write nothing: say in a line per file what would change.
     #[arg(long)]
     dry_run: bool,
+    /// With --dry-run: show each file's change in full, as a unified diff.
+    #[arg(long, requires = "dry_run")]
+    diff: bool,
     /// Folder of manifests that override or add to the built-ins (default ~/.agent-hub/agents).
     #[arg(long, value_name = "DIR")]
     agents_dir: Option<PathBuf>,
@@ -744,6 +755,14 @@ fn selection(s: &AgentSelection) -> agents::Selection {
     }
 }
 
+fn writes(s: &AgentSelection) -> agents::Writes {
+    match (s.dry_run, s.diff) {
+        (false, _) => agents::Writes::Apply,
+        (true, false) => agents::Writes::Summary,
+        (true, true) => agents::Writes::Diff,
+    }
+}
+
 fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
     use agent_hub_host::agents::identity::{resolve_identities, IdentityArgs};
     let env = agents::Env::from_process(a.select.agents_dir.clone()).map_err(|e| e.to_string())?;
@@ -768,7 +787,7 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
         &env,
         &selection(&a.select),
         Some(&who),
-        a.select.dry_run,
+        writes(&a.select),
         &dirs,
         !a.no_skills,
     ))
@@ -780,7 +799,7 @@ fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
         &env,
         &selection(&a),
         None,
-        a.dry_run,
+        writes(&a),
         &[],
         true,
     ))

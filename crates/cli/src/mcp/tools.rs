@@ -109,6 +109,21 @@ impl fmt::Display for ToolArgError {
 
 impl std::error::Error for ToolArgError {}
 
+/// Every tool's name, in `tools/list` order: the one list `agent-hub mcp --help`, `is_tool`
+/// and the README's tool list are held to (`list` by its unit test, the README by
+/// tests/integration/readme.rs).
+pub const TOOL_NAMES: [&str; 9] = [
+    "send",
+    "await",
+    "status",
+    "who",
+    "whoami",
+    "delegate",
+    "task_status",
+    "tasks",
+    "cancel",
+];
+
 /// The `tools/list` result.
 pub fn list() -> Value {
     json!({ "tools": [
@@ -284,18 +299,7 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
 }
 
 fn is_tool(name: &str) -> bool {
-    matches!(
-        name,
-        "send"
-            | "await"
-            | "status"
-            | "who"
-            | "whoami"
-            | "delegate"
-            | "task_status"
-            | "tasks"
-            | "cancel"
-    )
+    TOOL_NAMES.contains(&name)
 }
 
 fn status(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
@@ -435,20 +439,7 @@ mod tests {
         let l = list();
         let tools = l["tools"].as_array().unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert_eq!(
-            names,
-            [
-                "send",
-                "await",
-                "status",
-                "who",
-                "whoami",
-                "delegate",
-                "task_status",
-                "tasks",
-                "cancel"
-            ]
-        );
+        assert_eq!(names, TOOL_NAMES);
         for t in tools {
             let name = t["name"].as_str().unwrap();
             assert_eq!(t["inputSchema"]["type"], "object");

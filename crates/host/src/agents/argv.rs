@@ -290,8 +290,9 @@ pub fn render(template: &[String], prompt: &str) -> Result<Vec<String>, ArgvErro
 
 /// One word for a POSIX shell command line, as the hook commands that agents run through
 /// `sh -c` need: left bare when every character is in the argv set, else single-quoted
-/// (a `'` inside becomes `'\''`). Hook commands are the one place our words meet a shell, and
-/// the agent, not the hub, runs that shell.
+/// (a `'` inside becomes `'\''`). Hook commands are where our words meet a shell that runs
+/// them (the agent's, not the hub's); the commands the demo and `roster add` print for a
+/// person to paste are quoted the same way.
 pub fn shell_word(s: &str) -> String {
     if !s.is_empty() && s.chars().all(arg_char) {
         return s.to_owned();

@@ -1,4 +1,5 @@
-//! A unified-style line diff, for `install --dry-run` and `uninstall --dry-run`.
+//! A unified-style line diff, for `install --dry-run --diff` and `uninstall --dry-run --diff`
+//! (and the line counts a plain `--dry-run` gives).
 //!
 //! Owns nothing but the text comparison. The common head and tail are trimmed first (an
 //! install touches a few lines of what may be a large `~/.claude.json`), then the middle is

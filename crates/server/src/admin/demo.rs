@@ -6,14 +6,20 @@
 //! folder's `port` line and says so; without it the stored port stays; after the bind the
 //! port the hub got is stored, so `--port 0` and what install wrote keep working after a
 //! restart), the store (SQLite in the folder by default, so mail survives a restart;
-//! `--memory` for the in-process store of the 004 contract), and the identities
-//! (`admin::roster`). Agents are installed through the `agent-hub` binary beside this one,
-//! as a subprocess with argv only, so the demo does what a user typing the commands would.
-//! Refuses to change an existing folder's store: it says how instead.
+//! `--memory` for the in-process store of the 004 contract), the identities
+//! (`admin::roster`), and the first agent as the operator (`operators`, SPEC §14
+//! "Visibility"), so `agent-hub top` as `orchestrator` sees every agent. Agents are
+//! installed through the `agent-hub` binary beside this one, as a subprocess with argv only,
+//! so the demo does what a user typing the commands would; the commands it prints name
+//! that binary as the user's shell would find it (`admin::program_word`), so each runs as printed.
+//! A run that fails leaves no folder behind that it created (`abandon`), so the next run
+//! starts afresh instead of reusing a half-made one; a folder that was there is kept.
+//! Refuses to change an existing folder's store or operators: it says how instead.
 
 use super::roster::{self, Layout, RosterError};
 use super::say;
 use super::token::TokenError;
+use agent_hub_host::agents::argv::shell_word;
 use agent_hub_host::config::{Config, ConfigError, StoreConfig};
 use agent_hub_host::roster_edit::RosterEditError;
 use std::fmt;
@@ -25,8 +31,12 @@ use std::process::Command;
 /// contract's example, 46110).
 pub const DEFAULT_PORT: u16 = 24610;
 
-/// The two agents every demo has.
+/// The two agents every demo has. The first is the demo's operator (`operators`).
 pub const DEMO_AGENTS: [&str; 2] = ["orchestrator", "worker"];
+
+/// The example config the demo starts from and `agent-hub-server example-config` prints
+/// (README, "Running the server yourself"): the repository's own, so the two never differ.
+pub const EXAMPLE_CONFIG: &str = include_str!("../../../../config.example.toml");
 
 /// Why the demo could not be set up or finished. Errors of the layers below (config,
 /// roster, tokens) are shown in their own words.
@@ -61,6 +71,8 @@ pub enum DemoError {
     MemoryForSqlite { dir: PathBuf, config: PathBuf },
     /// config.example.toml's `[store]` is not the one `kind = "memory"` line to replace.
     ExampleStore,
+    /// config.example.toml has not the one `operators = []` line to replace.
+    ExampleOperators,
     /// The config has no top-level `port = N` line.
     NoPortLine,
     /// The rewritten config parsed with another port than the one written.
@@ -85,6 +97,13 @@ pub enum DemoError {
     AgentsFailed { client: PathBuf, stderr: String },
     /// `agent-hub agents --json` wrote something that is not its JSON.
     AgentsOutput(serde_json::Error),
+    /// The set-up failed (`cause`) in a folder this run had created, which was then removed
+    /// (`removal` None) or could not be.
+    Undone {
+        cause: Box<DemoError>,
+        created: PathBuf,
+        removal: Option<std::io::Error>,
+    },
 }
 
 impl fmt::Display for DemoError {
@@ -115,6 +134,10 @@ impl fmt::Display for DemoError {
             DemoError::ExampleStore => write!(
                 f,
                 "config.example.toml's [store] is not the one line the demo expects"
+            ),
+            DemoError::ExampleOperators => write!(
+                f,
+                "config.example.toml has not the one `operators = []` line the demo expects"
             ),
             DemoError::NoPortLine => write!(
                 f,
@@ -147,6 +170,24 @@ impl fmt::Display for DemoError {
             DemoError::AgentsOutput(e) => {
                 write!(f, "cannot read the output of agent-hub agents --json: {e}")
             }
+            DemoError::Undone {
+                cause,
+                created,
+                removal: None,
+            } => write!(
+                f,
+                "{cause} (removed {}, which this run had created)",
+                created.display()
+            ),
+            DemoError::Undone {
+                cause,
+                created,
+                removal: Some(e),
+            } => write!(
+                f,
+                "{cause} (could not remove {}, which this run had created: {e})",
+                created.display()
+            ),
         }
     }
 }
@@ -164,8 +205,10 @@ impl std::error::Error for DemoError {
             DemoError::Roster(e) => Some(e),
             DemoError::RosterEdit(e) => Some(e),
             DemoError::AgentsOutput(e) => Some(e),
+            DemoError::Undone { cause, .. } => Some(cause.as_ref()),
             DemoError::StartedInNotUtf8
             | DemoError::ExampleStore
+            | DemoError::ExampleOperators
             | DemoError::NoPortLine
             | DemoError::PortNotWritten
             | DemoError::MoreThanPort
@@ -241,6 +284,9 @@ pub struct DemoOptions {
 pub struct Prepared {
     pub dir: PathBuf,
     pub config: PathBuf,
+    /// The outermost folder this run created for DIR (None: DIR was there), which
+    /// `abandon` removes when the run fails.
+    created: Option<PathBuf>,
     layout: Layout,
     /// Agents to install after the bind: (manifest name, identity, token file).
     installs: Vec<(String, String, PathBuf)>,
@@ -251,6 +297,38 @@ pub struct Prepared {
 /// for `--install` an identity on the roster for each agent found (the hub must load them
 /// at startup).
 pub fn prepare(opts: &DemoOptions) -> Result<Prepared, DemoError> {
+    let created = outermost_missing(&opts.dir);
+    match (prepare_in(opts, created.clone()), created) {
+        (Err(cause), Some(created)) => Err(DemoError::Undone {
+            cause: Box::new(cause),
+            removal: std::fs::remove_dir_all(&created).err(),
+            created,
+        }),
+        (prepared, _) => prepared,
+    }
+}
+
+/// The outermost of `dir` and its parents that does not exist yet: what creating `dir` will
+/// create, and so what a failed run takes away again. None when `dir` exists.
+fn outermost_missing(dir: &Path) -> Option<PathBuf> {
+    let joined = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(dir)
+    };
+    // `./demo-hub` is named as `<cwd>/demo-hub` in what the demo says.
+    let absolute: PathBuf = joined
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect();
+    absolute
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+        .last()
+        .map(Path::to_path_buf)
+}
+
+fn prepare_in(opts: &DemoOptions, created: Option<PathBuf>) -> Result<Prepared, DemoError> {
     super::token::private_dir(&opts.dir)?;
     let dir = resolve(&opts.dir)?;
     super::token::private_dir(&dir.join("tokens"))?;
@@ -276,10 +354,38 @@ pub fn prepare(opts: &DemoOptions) -> Result<Prepared, DemoError> {
     Ok(Prepared {
         dir,
         config,
+        created,
         layout,
         installs,
         store,
     })
+}
+
+/// After the hub failed to start (or the demo to finish after the bind), on stderr below
+/// the error: what to do about a port that is taken, and the folder taken away when this run
+/// created it (a folder that was there stays, with whatever it held). `stage` is the startup
+/// stage that failed (`server::startup`), if any.
+pub fn abandon(p: &Prepared, stage: Option<&str>) {
+    if stage == Some("listen") {
+        let port = Config::load(&p.config)
+            .map(|c| format!(" {}", c.port))
+            .unwrap_or_default();
+        eprintln!(
+            "agent-hub-server: demo: cannot listen on port{port}: start the demo with --port N for another port, or --port 0 for a free one (the demo stores the port it got)"
+        );
+    }
+    if let Some(c) = &p.created {
+        match std::fs::remove_dir_all(c) {
+            Ok(()) => eprintln!(
+                "agent-hub-server: demo: removed {}, which this run had created",
+                c.display()
+            ),
+            Err(e) => eprintln!(
+                "agent-hub-server: demo: could not remove {}, which this run had created: {e}",
+                c.display()
+            ),
+        }
+    }
 }
 
 fn create(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), DemoError> {
@@ -307,6 +413,17 @@ fn reuse(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), DemoError>
             config: config.to_path_buf(),
         });
     }
+    // A folder made before the demo named an operator, or whose operators someone emptied:
+    // the two cannot be told apart, and `operators` decides who sees every agent's awaits
+    // and tasks, so the demo leaves it to the user and says how.
+    if parsed.operators.is_empty() {
+        say(format_args!(
+            "note: {} names no operators, so `agent-hub top` as {} sees only its own awaits and tasks; to see every agent, add the line operators = [\"{}\"] before its first [table]",
+            config.display(),
+            DEMO_AGENTS[0],
+            DEMO_AGENTS[0]
+        ));
+    }
     if let Some(port) = opts.port.filter(|&p| p != parsed.port) {
         let new = set_port(&text, port, dir)?;
         write_config(config, &new)?;
@@ -326,12 +443,24 @@ fn reuse(dir: &Path, config: &Path, opts: &DemoOptions) -> Result<(), DemoError>
     Ok(())
 }
 
-/// The demo's config: config.example.toml with the port, the store (SQLite in the folder
-/// unless `sqlite` is false) and a `[tasks]` table (delegated work runs in folders under
-/// the one the demo was started from, docs/delegation.md).
+/// The demo's config: config.example.toml with the port, the first demo agent as the
+/// operator, the store (SQLite in the folder unless `sqlite` is false) and a `[tasks]` table
+/// (delegated work runs in folders under the one the demo was started from,
+/// docs/delegation.md).
 pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<String, DemoError> {
-    let example = include_str!("../../../../config.example.toml");
-    let mut text = set_port(example, port, Path::new("/"))?;
+    let mut text = set_port(EXAMPLE_CONFIG, port, Path::new("/"))?;
+    let no_operators = "\noperators = []\n";
+    if text.matches(no_operators).count() != 1 {
+        return Err(DemoError::ExampleOperators);
+    }
+    text = text.replacen(
+        no_operators,
+        &format!(
+            "\n# Written by `agent-hub-server demo`: the orchestrator sees every agent's awaits and tasks\n# (`agent-hub top --as {0}`).\noperators = [\"{0}\"]\n",
+            DEMO_AGENTS[0]
+        ),
+        1,
+    );
     if sqlite {
         let memory = "\nkind = \"memory\"\n";
         if text.matches(memory).count() != 1 {
@@ -350,6 +479,15 @@ pub fn new_config_text(port: u16, sqlite: bool, started_in: &Path) -> Result<Str
         toml::Value::String(root.to_owned())
     ));
     Ok(text)
+}
+
+/// `agent-hub-server example-config [--port N]`: the example config, with `port` when given
+/// (README, "Running the server yourself").
+pub fn example_config(port: Option<u16>) -> Result<String, DemoError> {
+    match port {
+        None => Ok(EXAMPLE_CONFIG.to_owned()),
+        Some(p) => set_port(EXAMPLE_CONFIG, p, Path::new("/")),
+    }
 }
 
 /// `text` with its top-level `port = N` line given `port`, every other byte kept; checked
@@ -520,33 +658,58 @@ pub fn after_bind(p: &Prepared, bound: u16) -> Result<(), DemoError> {
 }
 
 fn help(p: &Prepared, port: u16, installed: &[&str]) {
-    let d = p.dir.display();
+    let (hub, on_path) = super::program_word("agent-hub");
+    let (server, _) = super::program_word("agent-hub-server");
+    let shown = p.dir.display();
+    let d = shell_word(&p.dir.to_string_lossy());
+    let token = |name: &str| format!("{d}/tokens/{name}.token");
+    let [boss, worker] = DEMO_AGENTS;
     say(format_args!(
-        "agent-hub demo in {d}: agents {}; tokens in {d}/tokens/; store {}",
+        "agent-hub demo in {shown}: agents {}; {boss} is the operator (it sees every agent); tokens in {shown}/tokens/; store {}",
         p.layout_names().join(", "),
         p.store
     ));
+    if !on_path {
+        say(format_args!(
+            "agent-hub is not on PATH, so the commands below name it by its path; `cargo install --path .` in the repository puts agent-hub and agent-hub-server on PATH (in ~/.cargo/bin)"
+        ));
+    }
+    // Every command line runs as printed; what is said about one follows a `#`, so a line
+    // pasted whole is still one command.
     say(format_args!("try, in another terminal:"));
     say(format_args!(
-        "  agent-hub await --as worker --token-file {d}/tokens/worker.token --port {port}"
+        "  {hub} await --as {worker} --token-file {} --port {port}",
+        token(worker)
     ));
     say(format_args!(
-        "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to worker --kind task --body '{{\"op\":\"hello\"}}'"
+        "  {hub} send --as {boss} --token-file {} --port {port} --to {worker} --kind task --body '{{\"op\":\"hello\"}}'",
+        token(boss)
+    ));
+    say(format_args!(
+        "  {hub} top --as {boss} --token-file {} --port {port}   # every agent's state, queue and awaits; q quits",
+        token(boss)
     ));
     if let Some(first) = installed.first() {
         say(format_args!(
             "then start {first} in a project folder and ask it: \"check your agent-hub mail\"; send it work with:"
         ));
         say(format_args!(
-            "  agent-hub send --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --to {first} --kind task --body '{{\"op\":\"hello\"}}'"
+            "  {hub} send --as {boss} --token-file {} --port {port} --to {first} --kind task --body '{{\"op\":\"hello\"}}'",
+            token(boss)
         ));
     } else {
         say(format_args!(
-            "  agent-hub delegate --as orchestrator --token-file {d}/tokens/orchestrator.token --port {port} --agent AGENT --cwd . --prompt '...' --wait   (agents: agent-hub agents, column DELEGATE)"
+            "  {hub} delegate --as {boss} --token-file {} --port {port} --agent AGENT --cwd . --prompt 'say hello' --wait   # AGENT: one that `{hub} agents` lists with DELEGATE acp or headless (docs/delegation.md \"Trying delegation with the fake agent\")",
+            token(boss)
         ));
+    }
+    say(format_args!(
+        "states: an agent is `waiting` while one of its awaits is parked; `busy`, `idle` and `gone` come from the hooks that `agent-hub install` (or demo --install) sets up in an agent CLI; until those report it is `unknown` (SPEC §14.1)"
+    ));
+    if installed.is_empty() {
         say(format_args!(
-            "give an agent its own identity: agent-hub-server roster add NAME --config {}",
-            p.config.display()
+            "give an agent its own identity: {server} roster add NAME --config {}",
+            shell_word(&p.config.to_string_lossy())
         ));
     }
 }
@@ -593,9 +756,36 @@ mod tests {
             c.store
         );
         assert!(c.tasks.is_some());
+        assert_eq!(
+            c.operators,
+            [DEMO_AGENTS[0]],
+            "the first agent is the operator"
+        );
         let text = new_config_text(0, false, &base).unwrap();
         let c = Config::parse(&text, Path::new("/demo")).unwrap();
         assert_eq!((c.port, c.store), (0, StoreConfig::Memory));
+    }
+
+    #[test]
+    fn the_example_config_is_printed_as_it_is_or_with_a_port() {
+        assert_eq!(example_config(None).unwrap(), EXAMPLE_CONFIG);
+        let text = example_config(Some(0)).unwrap();
+        let c = Config::parse(&text, Path::new("/x")).unwrap();
+        let example = Config::parse(EXAMPLE_CONFIG, Path::new("/x")).unwrap();
+        assert_eq!((c.port, example.port), (0, 46110));
+        assert_eq!(text, EXAMPLE_CONFIG.replacen("port = 46110", "port = 0", 1));
+    }
+
+    #[test]
+    fn the_outermost_missing_folder_is_what_a_run_creates() {
+        let base = std::env::temp_dir().join(format!("demo-missing-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        assert_eq!(outermost_missing(&base), None);
+        assert_eq!(
+            outermost_missing(&base.join("a/./b/c")),
+            Some(base.join("a"))
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

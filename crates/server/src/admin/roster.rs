@@ -377,14 +377,26 @@ pub fn add_command(layout: &Layout, name: &str, send: bool) -> Result<(), Roster
         file.display()
     ));
     reload_and_report(layout, send)?;
-    let f = file.display();
-    let port = layout.port;
+    // Commands as the user's shell runs them (issue 35): the client by the name PATH finds,
+    // else by its path, and a port of 0 (the hub takes a free one at each start) left for the
+    // user to fill in from the hub's ready line.
+    let (hub, _) = super::program_word("agent-hub");
+    let f = agent_hub_host::agents::argv::shell_word(&file.to_string_lossy());
+    let port = match layout.port {
+        0 => "PORT".to_owned(),
+        p => p.to_string(),
+    };
     say(format_args!(
-        "next: agent-hub await --as {name} --token-file {f} --port {port}"
+        "next: {hub} await --as {name} --token-file {f} --port {port}"
     ));
     say(format_args!(
-        "  or give it to an agent: agent-hub install --agent AGENT --as {name} --token-file {f} --port {port}"
+        "  or give it to an agent: {hub} install --agent AGENT --as {name} --token-file {f} --port {port}"
     ));
+    if layout.port == 0 {
+        say(format_args!(
+            "  PORT: the one the hub prints when it starts (`listening on 127.0.0.1:PORT`); the config's port is 0, a free one at each start"
+        ));
+    }
     Ok(())
 }
 

@@ -124,6 +124,23 @@ pub fn read_roster(path: &Path) -> Result<Roster, FileCheckError> {
     Roster::parse(&text).map_err(FileCheckError::Roster)
 }
 
+/// A roster error's text, with the command that fixes it when the roster names nobody yet or
+/// is not there at all: the state of every first setup (README, "Running the server
+/// yourself"; issue 35). The config is named as the operator gave it, so the command runs
+/// from where the hub was started.
+fn with_first_agent_hint(e: FileCheckError, config_path: &Path) -> String {
+    let first_setup = match &e {
+        FileCheckError::Roster(r) => r.names_nobody(),
+        FileCheckError::Unreadable { error, .. } => error.kind() == std::io::ErrorKind::NotFound,
+        FileCheckError::NotPrivate { .. } => false,
+    };
+    if !first_setup {
+        return e.to_string();
+    }
+    let word = agent_hub_host::agents::argv::shell_word(&config_path.to_string_lossy());
+    format!("{e}; {}", agent_hub_proto::roster::add_agent_hint(&word))
+}
+
 /// Makes this process non-dumpable (prctl `PR_SET_DUMPABLE` 0, issue 29): a process of the
 /// same user that is not root (a delegated agent run without a sandbox, any local program of
 /// the hub's user) can then no longer read `/proc/<hub>/environ`, `mem`, `fd` or `cwd`, nor
@@ -168,7 +185,13 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             if undumpable { "; not dumpable" } else { "" }
         ),
     );
-    match start_rest(&config, audit_result, &mut records, install_signals) {
+    match start_rest(
+        &config,
+        config_path,
+        audit_result,
+        &mut records,
+        install_signals,
+    ) {
         Ok((listener, addr, signals, hub, store)) => {
             let mut server = Server::new(
                 listener,
@@ -251,11 +274,14 @@ type Stages = (
 
 fn start_rest(
     config: &Config,
+    config_path: &Path,
     audit: Result<std::fs::File, String>,
     records: &mut Records,
     install_signals: bool,
 ) -> Result<Stages, StartupError> {
-    let roster = read_roster(&config.roster_path).map_err(fail("roster"))?;
+    let roster = read_roster(&config.roster_path)
+        .map_err(|e| with_first_agent_hint(e, config_path))
+        .map_err(fail("roster"))?;
     records.log(
         "INFO",
         &format!("roster loaded: {} agents", roster.names().len()),
