@@ -73,6 +73,23 @@ fn delegate(hub: &Hub, agent: &str, prompt: &str) -> String {
 /// Runs the attack while another task holds its credential; returns each step's `ok` by
 /// name, the attack's own report, and the hang task's credential path.
 fn attack(hub: &Hub) -> (Vec<(String, bool, String)>, Value) {
+    // A watcher of this hub, as a user runs one, names beta's token file on its argv: the
+    // target of the attack's /proc scan (hidden with the roster's tokens folder).
+    let mut watcher = std::process::Command::new(CLIENT)
+        .args(["await", "--as", "beta", "--token-file"])
+        .arg(hub.token_file("beta"))
+        .args([
+            "--port",
+            &hub.port.to_string(),
+            "--kind",
+            "never-sent",
+            "--timeout",
+            "120",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let hang = delegate(hub, "fakehang", "wait");
     wait_status(hub, "alpha", &hang, |s| s["state"] == "running");
     let other_token = hub.setup.path(&format!("task-creds/{hang}/token"));
@@ -118,6 +135,8 @@ fn attack(hub: &Hub) -> (Vec<(String, bool, String)>, Value) {
         })
         .collect();
     verb(hub, "alpha", &json!({"cancel": {"task": hang}}));
+    let _ = watcher.kill();
+    let _ = watcher.wait();
     (steps, report)
 }
 
@@ -260,6 +279,17 @@ fn a_hostile_agent_under_landlock_fails_at_every_step() {
     let hub = setup("sandbox = \"landlock\"").start();
     let (steps, _) = attack(&hub);
     assert_contained(&hub, kind.tag(), &steps);
+    // Landlock leaves /proc shared: the scan saw this hub's clients' token files (the
+    // watcher's, the other task's) named on their argv, and could read none of them.
+    let scan = steps
+        .iter()
+        .find(|(s, _, _)| s == "scan /proc for --token-file")
+        .unwrap();
+    assert!(
+        !scan.2.starts_with("0 other"),
+        "the scan found no client of this hub, so it proves nothing: {}",
+        scan.2
+    );
     hub.wait_service_log("the task's sandbox line", |l| {
         l.contains("sandbox landlock: hidden")
     });

@@ -18,7 +18,10 @@
 //!   is read too (`read token in LABEL/ENTRY`).
 //! - `/proc/<hub>/environ`, `cmdline`, `mem` (open), `cwd` (readlink), `signal the hub`
 //!   (`kill(pid, 0)`).
-//! - `scan /proc for --token-file`: every readable cmdline's `--token-file` argument, read.
+//! - `scan /proc for --token-file`: the `--token-file` argument of every readable cmdline that
+//!   talks to this hub (`--port PORT`, the spec's port), read. A client of another hub on the
+//!   same machine (another test's, another user's demo) is not this hub's to hide: its
+//!   tokens open nothing here, and counting them made the step depend on what else ran.
 //! - `log in with a stolen token`: `hello` on the hub's port as each roster name found (or
 //!   `as`) with each mined token; `ok` when any was accepted.
 //! - `agent-hub send as AS`: the real client with `--as AS --token-file AS_TOKEN_FILE`.
@@ -165,8 +168,10 @@ pub fn run(prompt: &str, own_server: Option<&Value>) -> String {
             );
         }
     }
-    // Other tasks' MCP servers carry their token file on their argv.
+    // Other tasks' MCP servers (and this hub's other clients) carry their token file on
+    // their argv, beside `--port` of this hub.
     let own_token = own_server.and_then(token_file_of);
+    let hub_port = spec["port"].as_u64().unwrap_or(0).to_string();
     let mut found = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/proc") {
         for e in rd.flatten() {
@@ -181,8 +186,11 @@ pub fn run(prompt: &str, own_server: Option<&Value>) -> String {
                 .split(|&b| b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
+            let this_hub = args
+                .windows(2)
+                .any(|w| w[0] == "--port" && w[1] == hub_port);
             for w in args.windows(2) {
-                if w[0] == "--token-file" && Some(&w[1]) != own_token.as_ref() {
+                if this_hub && w[0] == "--token-file" && Some(&w[1]) != own_token.as_ref() {
                     found.push(w[1].clone());
                 }
             }
