@@ -1,29 +1,46 @@
 //! The README as a new user runs it (issue 35): every fenced `sh` block of README.md, in
-//! order, then those of docs/delegation.md "Trying delegation with the fake agent", each in a
-//! bash of its own under `set -euo pipefail`, from an empty folder with an empty HOME and the
-//! two shipped binaries first on PATH (a folder holding just `agent-hub` and
-//! `agent-hub-server`, as `cargo install --path .` leaves `~/.cargo/bin`). So the README
-//! cannot drift from what works; a block that fails fails the test, named by file and line
-//! with its output and that of the blocks still running in the background.
+//! order, then those of docs/delegation.md "Trying delegation with the fake agent", then, in a
+//! second empty folder of their own, those of docs/relay-setup.md "Two hubs on one machine"
+//! (two linked hubs, mail both ways). Each block runs in a bash of its own under `set -euo
+//! pipefail`, with an empty HOME and the two shipped binaries first on PATH (a folder holding
+//! just `agent-hub` and `agent-hub-server`, as `cargo install --path .` leaves
+//! `~/.cargo/bin`). So the README cannot drift from what works; a block that fails fails the
+//! test, named by file and line with its output and that of the blocks still running in the
+//! background.
+//!
+//! relay-setup.md's other sections are not run: "Two machines" needs a second machine, a
+//! tailnet and ssh; "A claudectl peer" needs claudectl installed and writes into the real
+//! `~/.claudectl` (relay_setup.rs links keygen's claudectl block with a v0 acceptor, and
+//! scripts/claudectl-interop.sh runs the real releases); "When it does not link" reads the log
+//! of a link that failed. The one-machine section's fixed ports (24620/24621, 24630/24631) lie
+//! below the ephemeral range (32768–60999) the other tests' ports come from, so they run beside
+//! it; two runs of this test at once on one machine would clash on them.
 //!
 //! Owns the annotation scheme, one HTML comment on the line before a block (unseen where the
 //! Markdown is rendered):
 //! - none: the block runs to its end, which must be exit 0 within `BLOCK_BOUND`;
 //! - `<!-- readme-test: expect TEXT -->`: the same, and its stdout or stderr holds TEXT;
 //! - `<!-- readme-test: background until TEXT -->`: it keeps running (a hub in a terminal of
-//!   its own) once a line of its output holds TEXT, until the test ends;
+//!   its own) once a line of its output holds TEXT, until the test ends (the relay section's
+//!   hubs until that section ends: then each gets Ctrl-C, as the guide says, and must exit 0);
+//! - `<!-- readme-test: retry until TEXT -->`: a check a person runs again until it shows
+//!   TEXT (a status the hub rewrites once a second): run to its end until one run exits 0
+//!   with TEXT in its output, within `BLOCK_BOUND`;
 //! - `<!-- readme-test: skip: REASON -->`: not run; REASON says why (a build whose binaries
 //!   the test already has, the test suite itself, a synopsis).
 //!
 //! A comment that does not parse, or is not right before a `sh` block, fails the test: no
 //! block is left out unseen. Refuses to sleep: a background block is waited for by reading its
-//! lines, a foreground one by its exit, each with a deadline.
+//! lines, a foreground one by its exit, each with a deadline; a retried block is rerun after a
+//! short pause that paces the reruns, not a wait for a state (its output is the state).
+//! Whatever a section left running is stopped when the test ends, failed or not: `Session`'s
+//! drop kills each background block's whole process group and reaps it.
 
-use crate::harness::{run, TempDir, CLIENT, SERVER};
+use crate::harness::{poll_until, run, TempDir, CLIENT, SERVER};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,12 +51,21 @@ const BLOCK_BOUND: Duration = Duration::from_secs(120);
 /// The docs section whose blocks run after the README's.
 const DELEGATION_SECTION: &str = "## Trying delegation with the fake agent";
 
+/// The relay guide's section whose blocks run last, in a folder of their own.
+const RELAY_SECTION: &str = "## Two hubs on one machine";
+
+/// Between two runs of a `retry until` block: the relay status file it reads is rewritten at
+/// most once a second, so rerunning faster would only spawn processes.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Mode {
     /// Runs to its end; its output must hold `expect` when given.
     Foreground { expect: Option<String> },
     /// Runs on once a line holds `until`.
     Background { until: String },
+    /// Run again until a run exits 0 with `until` in its output.
+    Retry { until: String },
     /// Not run, for this reason.
     Skip(String),
 }
@@ -71,12 +97,22 @@ fn parse_annotation(body: &str) -> Result<Mode, String> {
             Ok(t.to_owned())
         }
     };
-    if let Some(rest) = body.strip_prefix("background until ") {
+    // The words, then nothing or a space: a missing text is named as such.
+    let after = |words: &str| {
+        body.strip_prefix(words)
+            .filter(|rest| rest.is_empty() || rest.starts_with(' '))
+    };
+    if let Some(rest) = after("background until") {
         return Ok(Mode::Background {
             until: until(rest)?,
         });
     }
-    if let Some(rest) = body.strip_prefix("expect ") {
+    if let Some(rest) = after("retry until") {
+        return Ok(Mode::Retry {
+            until: until(rest)?,
+        });
+    }
+    if let Some(rest) = after("expect") {
         return Ok(Mode::Foreground {
             expect: Some(until(rest)?),
         });
@@ -225,10 +261,13 @@ impl Session {
             Mode::Skip(_) => {}
             Mode::Foreground { expect } => self.foreground(b, expect.as_deref()),
             Mode::Background { until } => self.background(b, until),
+            Mode::Retry { until } => self.retry(b, until),
         }
     }
 
-    fn foreground(&self, b: &Block, expect: Option<&str>) {
+    /// Runs the block to its end within `bound`: its exit status and what it said (stdout,
+    /// then stderr).
+    fn run_to_end(&self, b: &Block, bound: Duration) -> (ExitStatus, String) {
         let child = self
             .bash(&b.text)
             .spawn()
@@ -238,11 +277,12 @@ impl Session {
         std::thread::spawn(move || {
             let _ = tx.send(child.wait_with_output());
         });
-        let out = match rx.recv_timeout(BLOCK_BOUND) {
+        let out = match rx.recv_timeout(bound) {
             Ok(out) => out.expect("wait for the block"),
             Err(_) => {
+                // Not reaped yet (the thread still waits for it), so its group is still its.
                 kill_group(pid, libc::SIGKILL);
-                self.fail(b, &format!("did not end within {BLOCK_BOUND:?}"), "");
+                self.fail(b, &format!("did not end within {bound:?}"), "");
             }
         };
         let said = format!(
@@ -250,13 +290,73 @@ impl Session {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        if !out.status.success() {
-            self.fail(b, &format!("failed ({})", out.status), &said);
+        (out.status, said)
+    }
+
+    fn foreground(&self, b: &Block, expect: Option<&str>) {
+        let (status, said) = self.run_to_end(b, BLOCK_BOUND);
+        if !status.success() {
+            self.fail(b, &format!("failed ({status})"), &said);
         }
         if let Some(text) = expect {
             if !said.contains(text) {
                 self.fail(b, &format!("its output does not hold {text:?}"), &said);
             }
+        }
+    }
+
+    fn retry(&self, b: &Block, until: &str) {
+        let start = Instant::now();
+        loop {
+            let (status, said) = self.run_to_end(b, BLOCK_BOUND.saturating_sub(start.elapsed()));
+            if status.success() && said.contains(until) {
+                return;
+            }
+            if start.elapsed() + RETRY_PAUSE >= BLOCK_BOUND {
+                self.fail(
+                    b,
+                    &format!("no run showed {until:?} within {BLOCK_BOUND:?}; the last ({status})"),
+                    &said,
+                );
+            }
+            std::thread::sleep(RETRY_PAUSE);
+        }
+    }
+
+    /// Ends a section as its text says: Ctrl-C (SIGINT to the whole group, as a terminal sends
+    /// it) to each block it left running in the background, each of which must then exit 0
+    /// within `BLOCK_BOUND`. One that does not stays in `running` for the drop to kill.
+    fn stop_section(&mut self, first: usize) {
+        for b in &self.running[first..] {
+            kill_group(b.child.id(), libc::SIGINT);
+        }
+        let start = Instant::now();
+        while self.running.len() > first {
+            let i = self.running.len() - 1;
+            let status = loop {
+                match self.running[i].child.try_wait() {
+                    Ok(Some(status)) => break status,
+                    Ok(None) if start.elapsed() < BLOCK_BOUND => {
+                        // A pause between looks at the child's state, which is the condition.
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Ok(None) => panic!(
+                        "{}: still running {BLOCK_BOUND:?} after Ctrl-C\n{}",
+                        self.running[i].at,
+                        self.running_said()
+                    ),
+                    Err(e) => panic!("{}: cannot wait for it: {e}", self.running[i].at),
+                }
+            };
+            // Reaped: out of `running`, so the drop never signals a group id now free.
+            let b = self.running.remove(i);
+            let said = b.said.lock().unwrap().clone();
+            assert!(
+                status.success(),
+                "{}: ended {status} on Ctrl-C\n--- the block ---\n{}--- it said ---\n{said}",
+                b.at,
+                b.text
+            );
         }
     }
 
@@ -337,17 +437,40 @@ fn root_file(rel: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// A new user's machine under `root`: an empty working folder and HOME, and a folder holding
+/// just the two shipped binaries first on PATH.
+fn new_user(root: &Path) -> Session {
+    let (cwd, home, bin) = (root.join("work"), root.join("home"), root.join("bin"));
+    for d in [&cwd, &home, &bin] {
+        std::fs::create_dir(d).unwrap();
+    }
+    for (name, exe) in [("agent-hub", CLIENT), ("agent-hub-server", SERVER)] {
+        std::os::unix::fs::symlink(exe, bin.join(name)).unwrap();
+    }
+    Session {
+        cwd,
+        home,
+        path_var: format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+        running: Vec::new(),
+    }
+}
+
 /// Issue 35: README.md's `sh` blocks, then those of docs/delegation.md "Trying delegation with
-/// the fake agent", run in order as a new user with `cargo install`'s binaries runs them.
+/// the fake agent", then, in a folder of their own, docs/relay-setup.md "Two hubs on one
+/// machine", run in order as a new user with `cargo install`'s binaries runs them.
 #[test]
 fn the_readme_runs_as_written_from_an_empty_folder_and_home() {
     let readme = blocks("README.md", &root_file("README.md"), 1).unwrap_or_else(|e| panic!("{e}"));
     let docs = root_file("docs/delegation.md");
     let (part, line) = section(&docs, DELEGATION_SECTION);
     let delegation = blocks("docs/delegation.md", part, line).unwrap_or_else(|e| panic!("{e}"));
+    let guide = root_file("docs/relay-setup.md");
+    let (part, line) = section(&guide, RELAY_SECTION);
+    let relay = blocks("docs/relay-setup.md", part, line).unwrap_or_else(|e| panic!("{e}"));
     for (what, list) in [
         ("README.md", &readme),
         ("the delegation section", &delegation),
+        ("the relay section", &relay),
     ] {
         assert!(
             list.iter().any(|b| !matches!(b.mode, Mode::Skip(_))),
@@ -356,19 +479,8 @@ fn the_readme_runs_as_written_from_an_empty_folder_and_home() {
     }
 
     let t = TempDir::new();
-    let (cwd, home, bin) = (t.path.join("work"), t.path.join("home"), t.path.join("bin"));
-    for d in [&cwd, &home, &bin] {
-        std::fs::create_dir(d).unwrap();
-    }
-    for (name, exe) in [("agent-hub", CLIENT), ("agent-hub-server", SERVER)] {
-        std::os::unix::fs::symlink(exe, bin.join(name)).unwrap();
-    }
-    let mut s = Session {
-        cwd: cwd.clone(),
-        home,
-        path_var: format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
-        running: Vec::new(),
-    };
+    let mut s = new_user(&t.path);
+    let cwd = s.cwd.clone();
     for b in &readme {
         s.run_block(b);
     }
@@ -397,6 +509,21 @@ fn the_readme_runs_as_written_from_an_empty_folder_and_home() {
     for b in &delegation {
         s.run_block(b);
     }
+
+    // The relay guide starts from nothing: a second empty folder on the same machine, the
+    // README's hub still running beside it (its port is another).
+    s.cwd = t.path.join("relay");
+    std::fs::create_dir(&s.cwd).unwrap();
+    let first = s.running.len();
+    for b in &relay {
+        s.run_block(b);
+    }
+    assert_eq!(
+        s.running.len() - first,
+        2,
+        "the relay section starts laptop's and mini's hubs in the background"
+    );
+    s.stop_section(first);
 }
 
 /// The README's and `agent-hub mcp --help`'s list of MCP tools is the list `tools/list`
@@ -457,10 +584,26 @@ fn an_annotation_that_does_not_parse_or_stands_alone_is_refused() {
             until: "hub ready".into(),
         }
     );
+    assert_eq!(
+        blocks(
+            "t.md",
+            "<!-- readme-test: retry until bus-forward -->\n```sh\nx\n```\n",
+            1
+        )
+        .unwrap()[0]
+            .mode,
+        Mode::Retry {
+            until: "bus-forward".into(),
+        }
+    );
     for (bad, why) in [
         (
             "<!-- readme-test: skip: -->\n```sh\nx\n```\n",
             "needs a reason",
+        ),
+        (
+            "<!-- readme-test: retry until  -->\n```sh\nx\n```\n",
+            "needs the text",
         ),
         (
             "<!-- readme-test: sometimes -->\n```sh\nx\n```\n",
@@ -485,4 +628,66 @@ fn an_annotation_that_does_not_parse_or_stands_alone_is_refused() {
         let e = blocks("t.md", bad, 1).unwrap_err();
         assert!(e.contains(why), "{bad:?}: {e}");
     }
+}
+
+/// The process a background block started stops when a later block fails the test: the
+/// drop kills the block's whole group, its children with it (issue 35: a failed run must not
+/// leave hubs holding the relay section's fixed ports for the next one).
+#[test]
+fn a_failing_block_stops_what_the_background_blocks_started() {
+    let t = TempDir::new();
+    let tail = Mutex::new(None);
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut s = new_user(&t.path);
+        let background = Block {
+            at: "t.md:1".into(),
+            text: "tail -f /dev/null &\necho \"started $!\"\nwait\n".into(),
+            mode: Mode::Background {
+                until: "started".into(),
+            },
+        };
+        s.run_block(&background);
+        let said = s.running[0].said.lock().unwrap().clone();
+        let pid: u32 = said
+            .trim()
+            .strip_prefix("started ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{said:?}"));
+        // Once it is `tail`, its start time tells it from a process that gets its pid later.
+        let since = poll_until("the background block's tail to start", || {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let started = proc_start(pid)?;
+            cmdline.starts_with(b"tail\0").then_some(started)
+        });
+        *tail.lock().unwrap() = Some((pid, since));
+        s.run_block(&Block {
+            at: "t.md:9".into(),
+            text: "exit 3\n".into(),
+            mode: Mode::Foreground { expect: None },
+        });
+    }))
+    .expect_err("the second block fails");
+    let why = failed.downcast_ref::<String>().expect("a formatted panic");
+    assert!(why.starts_with("t.md:9: failed"), "{why}");
+    assert!(why.contains("still running: t.md:1"), "{why}");
+
+    let (pid, since) = tail.lock().unwrap().expect("the tail was seen running");
+    // Gone, or a zombie its new parent has not reaped (yet: a container's init may never), or
+    // its pid taken since by another process.
+    poll_until("the background block's tail to end", || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        let ended = state.is_none() || state == Some('Z') || proc_start(pid) != Some(since);
+        ended.then_some(())
+    });
+}
+
+/// The start time of process `pid` (field 22 of /proc/PID/stat, in clock ticks since boot).
+fn proc_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which ends at the last ") ", start with the third.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
