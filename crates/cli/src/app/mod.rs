@@ -546,7 +546,7 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
         progress_secs: a.progress,
         peer: a.peer,
     };
-    let answer = client::delegate(&ep, &req).map_err(|e| e.to_string())?;
+    let answer = client::delegate(&ep, req).map_err(|e| e.to_string())?;
     let text = if a.json {
         answer.text
     } else {
