@@ -5,14 +5,13 @@
 //! (`wire::ClientLine`), so the model can never make the client send what the hub refuses as
 //! malformed.
 
-use agent_hub_cli::client::task;
 use agent_hub_cli::mcp::session::{
     Session, Step, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
     SUPPORTED_VERSIONS,
 };
 use agent_hub_cli::mcp::tools::AWAIT_MAX_SECS;
 use agent_hub_cli::mcp::{ToolCall, ToolOutcome};
-use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, StatusRequest};
+use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, StatusRequest, TaskRequest};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -169,14 +168,14 @@ fn check_call(call: &ToolCall) {
             }
         }
         ToolCall::Who | ToolCall::Whoami | ToolCall::Tasks => {}
-        // The task verbs have no `wire` types yet (issue 11): their lines must be one JSON
-        // line that reads back as the same request.
+        // The task verbs' lines (`wire::ClientLine`'s, as every line the client writes) must
+        // be one JSON line that reads back as the same request.
         ToolCall::Delegate(d) => {
             assert!(!d.agent.is_empty() && d.cwd.starts_with('/'), "{d:?}");
             assert!(!d.prompt.trim().is_empty(), "{d:?}");
             assert!(d.timeout_secs != Some(0), "{d:?}");
             assert_ne!(d.peer.as_deref(), Some(""));
-            let v = one_client_line(&task::delegate_line(d))["delegate"].clone();
+            let v = one_client_line(&ClientLine::Delegate(d.clone()).encode())["delegate"].clone();
             assert_eq!(v["agent"], d.agent.as_str());
             assert_eq!(v["cwd"], d.cwd.as_str());
             assert_eq!(v["prompt"], d.prompt.as_str());
@@ -186,9 +185,10 @@ fn check_call(call: &ToolCall) {
         }
         ToolCall::TaskStatus(t) | ToolCall::Cancel(t) => {
             assert!(!t.is_empty());
+            let req = TaskRequest { task: t.clone() };
             let (line, tag) = match call {
-                ToolCall::Cancel(_) => (task::cancel_line(t), "cancel"),
-                _ => (task::task_status_line(t), "task_status"),
+                ToolCall::Cancel(_) => (ClientLine::Cancel(req).encode(), "cancel"),
+                _ => (ClientLine::TaskStatus(req).encode(), "task_status"),
             };
             assert_eq!(one_client_line(&line)[tag]["task"], t.as_str());
         }

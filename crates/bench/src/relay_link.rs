@@ -259,7 +259,7 @@ pub(crate) fn link_run(link: &'static str, features: &[Feature], w: &Workload) -
 /// The link kinds measured: v1 NDJSON lines (frame-bin not agreed), frames, frames with lz4.
 /// Every one has mutual-auth and hb-delta, as two current hubs would.
 pub(crate) fn link_kinds() -> Vec<(&'static str, Vec<Feature>)> {
-    use agent_hub_proto::relay::Feature::*;
+    use agent_hub_proto::relay::Feature::{FrameBin, HbDelta, Lz4, MutualAuth, UnknownOk};
     vec![
         ("lines (no frame-bin)", vec![UnknownOk, MutualAuth, HbDelta]),
         ("frames", vec![UnknownOk, MutualAuth, FrameBin, HbDelta]),

@@ -159,7 +159,7 @@ pub(crate) fn relay_bench(opts: &Opts) -> Res<RelayReport> {
         }
     }
     progress("relay 3: heartbeat bytes, full against delta, 50 agents");
-    use agent_hub_proto::relay::Feature::*;
+    use agent_hub_proto::relay::Feature::{FrameBin, HbDelta, Lz4, MutualAuth, UnknownOk};
     let beat_kinds: Vec<(&'static str, Vec<Feature>)> = vec![
         ("lines", vec![UnknownOk, MutualAuth]),
         ("lines", vec![UnknownOk, MutualAuth, HbDelta]),

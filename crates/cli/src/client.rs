@@ -6,7 +6,7 @@
 
 use agent_hub_proto::wire::{
     AwaitRequest, ClientLine, Envelope, EnvelopeStatus, Hello, HubLine, IdRequest, StatusRequest,
-    WaitFor, WhoRequest,
+    TaskRequest, WaitFor, WhoRequest,
 };
 use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -125,27 +125,17 @@ impl Exchange {
         connect: Duration,
         reply: Duration,
     ) -> Result<Exchange, ClientError> {
-        Exchange::open_text(ep, &verb.encode(), connect, reply)
-    }
-
-    /// `open_within` for a verb line already encoded (with its `\n`): the extension verbs of
-    /// `task`, which `wire` has no types for yet.
-    fn open_text(
-        ep: &Endpoint,
-        verb_line: &str,
-        connect: Duration,
-        reply: Duration,
-    ) -> Result<Exchange, ClientError> {
-        Exchange::open_hello(ep, false, verb_line, connect, reply)
+        Exchange::open_hello(ep, false, verb, connect, reply)
     }
 
     /// Connects, writes the hello (with `"warn":true` when `warn`, SPEC §4.1) and the verb
     /// line in one write, and reads `ok`. Whatever else the port says first is an error that
-    /// names what the port likely is (`read_first`).
+    /// names what the port likely is (`read_first`). Every line the client writes is
+    /// `wire::ClientLine::encode`'s (one type per verb for both sides, PLAN.md §14).
     fn open_hello(
         ep: &Endpoint,
         warn: bool,
-        verb_line: &str,
+        verb: &ClientLine,
         connect: Duration,
         reply: Duration,
     ) -> Result<Exchange, ClientError> {
@@ -160,7 +150,7 @@ impl Exchange {
             ..Hello::new(ep.name.clone(), ep.token.clone())
         });
         let mut bytes = hello.encode();
-        bytes.push_str(verb_line);
+        bytes.push_str(&verb.encode());
         (&stream).write_all(bytes.as_bytes()).map_err(io_err)?;
         let mut ex = Exchange {
             reader: BufReader::new(stream),
@@ -323,7 +313,7 @@ pub fn send(ep: &Endpoint, mut env: Envelope) -> Result<String, ClientError> {
 /// discarded the send unread (SPEC §4.2), so the same envelope (same id) goes again at once
 /// with the 004 hello, and `*warn` is cleared for any resend.
 fn send_once(ep: &Endpoint, env: &Envelope, warn: &mut bool) -> Result<Sent, ClientError> {
-    let verb = ClientLine::Send(env.clone()).encode();
+    let verb = ClientLine::Send(env.clone());
     let open = |warn: bool| Exchange::open_hello(ep, warn, &verb, CONNECT_TIMEOUT, REPLY_TIMEOUT);
     let mut ex = match open(*warn) {
         Err(ClientError::Hub(msg)) if *warn && refuses_warn(&msg) => {
@@ -810,10 +800,10 @@ pub fn await_envelope_reporting(
 /// read as `{"<tag>":…}`.
 fn task_exchange<T: for<'de> serde::Deserialize<'de>>(
     ep: &Endpoint,
-    verb_line: &str,
+    verb: &ClientLine,
     tag: &str,
 ) -> Result<task::Answer<T>, ClientError> {
-    let mut ex = Exchange::open_text(ep, verb_line, CONNECT_TIMEOUT, REPLY_TIMEOUT)?;
+    let mut ex = Exchange::open(ep, verb)?;
     let line = ex.read_raw()?;
     task::answer(&line, tag)
 }
@@ -823,9 +813,9 @@ fn task_exchange<T: for<'de> serde::Deserialize<'de>>(
 /// task may exist.
 pub fn delegate(
     ep: &Endpoint,
-    req: &task::DelegateRequest,
+    req: task::DelegateRequest,
 ) -> Result<task::Answer<task::Delegated>, ClientError> {
-    task_exchange(ep, &task::delegate_line(req), "delegated").map_err(|e| match e {
+    task_exchange(ep, &ClientLine::Delegate(req), "delegated").map_err(|e| match e {
         ClientError::Io(m) => ClientError::Io(format!(
             "{m}; the hub may have accepted the task: `agent-hub task list` shows your tasks"
         )),
@@ -838,17 +828,23 @@ pub fn task_status(
     ep: &Endpoint,
     task_id: &str,
 ) -> Result<task::Answer<task::TaskRecord>, ClientError> {
-    task_exchange(ep, &task::task_status_line(task_id), "task_status")
+    let req = TaskRequest {
+        task: task_id.to_owned(),
+    };
+    task_exchange(ep, &ClientLine::TaskStatus(req), "task_status")
 }
 
 /// Every task this agent delegated that the hub still remembers, newest last.
 pub fn tasks(ep: &Endpoint) -> Result<task::Answer<task::TaskList>, ClientError> {
-    task_exchange(ep, &task::tasks_line(), "tasks")
+    task_exchange(ep, &ClientLine::Tasks, "tasks")
 }
 
 /// Asks the hub to cancel a task this agent delegated; returns the state after the request.
 pub fn cancel(ep: &Endpoint, task_id: &str) -> Result<task::Answer<task::Cancelled>, ClientError> {
-    task_exchange(ep, &task::cancel_line(task_id), "cancel")
+    let req = TaskRequest {
+        task: task_id.to_owned(),
+    };
+    task_exchange(ep, &ClientLine::Cancel(req), "cancel")
 }
 
 #[cfg(test)]

@@ -3,7 +3,11 @@
 //! since it runs inside an agent's turn; `drain` exits 2 with nothing printed when no mail
 //! waits. The argument types and the glue only: the rules are `crate::deliver`'s.
 
-use super::*;
+use super::{warn_unconfirmed, AppError, Cli, Command, Identity};
+use crate::deliver;
+use clap::{Args, Parser, Subcommand};
+use std::io::Read;
+use std::process::ExitCode;
 
 #[derive(Subcommand)]
 pub(super) enum HookCommand {
@@ -163,7 +167,7 @@ pub(super) fn run_drain(
     format: DrainFormatArg,
     confirm: bool,
     limits: DeliverLimits,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, AppError> {
     let opts = deliver::run::DrainOptions {
         identity: identity(id),
         limits: limits.get(),
@@ -180,9 +184,7 @@ pub(super) fn run_drain(
     };
     let confirm_fn: Option<&mut dyn FnMut() -> bool> =
         if confirm { Some(&mut confirmed) } else { None };
-    match deliver::run::drain(&opts, &mut out, dir.as_deref(), confirm_fn)
-        .map_err(|e| e.to_string())?
-    {
+    match deliver::run::drain(&opts, &mut out, dir.as_deref(), confirm_fn)? {
         deliver::run::DrainOutcome::NoMail { notes } => {
             for n in notes {
                 eprintln!("agent-hub: note: {n}");
@@ -193,7 +195,7 @@ pub(super) fn run_drain(
             unconfirmed, notes, ..
         } => {
             for u in unconfirmed {
-                eprintln!("agent-hub: warning: ack not confirmed ({u}); the envelope may be delivered again with the same id");
+                warn_unconfirmed(&u);
             }
             for n in notes {
                 eprintln!("agent-hub: note: {n}");

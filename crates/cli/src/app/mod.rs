@@ -1,7 +1,9 @@
-//! `agent-hub`: the client CLI (SPEC §9). `send` and `await`, one connection per verb.
+//! `agent-hub`: the client CLI (SPEC §9): the verbs' arguments and what each prints, one
+//! connection per verb (`crate::client`).
 //!
 //! Exit codes: 0 success; 1 any failure with nothing queued or consumed (usage errors
-//! included); 2 an await timed out hub-side (stderr silent); 3 `delegate --wait` saw the task
+//! included: every failure is an `AppError`, typed up to `main`, which `AppError::report`
+//! alone turns into its text and this code, `error.rs`); 2 an await timed out hub-side (stderr silent); 3 `delegate --wait` saw the task
 //! end in a state other than `completed` (docs/delegation.md "Exit codes").
 //! `status --wait-for STAGE` (SPEC §12.4 "Waiting for a stage"): 0 the stage was reached, 2
 //! `--timeout` passed first, 3 the envelope settled where the stage can no longer come
@@ -11,7 +13,7 @@
 //! and writes only to stdout, only a block decision, since it runs inside an agent's turn;
 //! `drain` exits 2 with nothing printed when no mail waits, like an await that timed out.
 
-use crate::client::{self, Acked, AwaitOutcome, ClientError, Endpoint};
+use crate::client::{self, Acked, AwaitOutcome, Endpoint};
 use crate::deliver;
 use agent_hub_proto::wire::{AwaitRequest, Envelope, Reader, WaitEnd, WaitFor};
 use clap::{Args, Parser, Subcommand};
@@ -20,7 +22,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod agents;
+mod error;
 mod hook;
+pub use error::AppError;
 use hook::{hook_main, run_drain, run_hook, DeliverLimits, DrainFormatArg, HookCommand};
 
 #[derive(Parser)]
@@ -193,36 +197,20 @@ fn mcp_about() -> String {
     )
 }
 
-/// The program: parses argv, runs the verb, returns its exit code (above).
+/// The program: parses argv, runs the verb, returns its exit code (above). Its edge: a
+/// failure, typed until here, becomes its text and exit code only in `AppError::report`.
 pub fn main() -> ExitCode {
     // A hook must never break its agent: `hook` handles even its usage errors itself.
     if std::env::args_os().nth(1).is_some_and(|a| a == "hook") {
         return hook_main();
     }
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
-            }
-            let text = e.render().to_string();
-            let text = text.strip_prefix("error: ").unwrap_or(&text);
-            eprint!("agent-hub: {text}");
-            return ExitCode::from(1);
-        }
-    };
-    match run(cli) {
+    match Cli::try_parse().map_err(AppError::Args).and_then(run) {
         Ok(code) => code,
-        Err(msg) => {
-            eprintln!("agent-hub: {msg}");
-            ExitCode::from(1)
-        }
+        Err(e) => e.report(),
     }
 }
 
-fn endpoint(id: Identity) -> Result<Endpoint, ClientError> {
+fn endpoint(id: Identity) -> Result<Endpoint, AppError> {
     let token = agent_hub_host::token_file::read(&id.token_file)?;
     Ok(Endpoint {
         name: id.name,
@@ -231,7 +219,7 @@ fn endpoint(id: Identity) -> Result<Endpoint, ClientError> {
     })
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+fn run(cli: Cli) -> Result<ExitCode, AppError> {
     match cli.command {
         Command::Send {
             id,
@@ -244,7 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 let mut s = String::new();
                 std::io::stdin()
                     .read_to_string(&mut s)
-                    .map_err(|e| format!("cannot read the body from stdin: {e}"))?;
+                    .map_err(AppError::Stdin)?;
                 s.trim().to_owned()
             } else {
                 body
@@ -259,9 +247,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 correlation_id,
                 body,
             )
-            .map_err(|e| format!("--body is not JSON: {e}"))?;
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let sent = client::send_reporting(&ep, env).map_err(|e| e.to_string())?;
+            .map_err(AppError::Body)?;
+            let ep = endpoint(id)?;
+            let sent = client::send_reporting(&ep, env)?;
             println!("{}", sent.id);
             // Accepted and queued all the same (SPEC §5.1): exit 0, the warning on stderr, in
             // the hub's words made safe for the terminal.
@@ -280,7 +268,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             timeout,
             no_ack,
         } => {
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
             let req = AwaitRequest {
                 reply_to,
                 kind,
@@ -289,36 +277,28 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 reader: Some(Reader::CliAwait.as_str().to_owned()),
             };
             if no_ack {
-                return match client::await_envelope_reporting(&ep, req, warn_forged)
-                    .map_err(|e| e.to_string())?
-                {
+                return match client::await_envelope_reporting(&ep, req, warn_forged)? {
                     AwaitOutcome::Envelope(text) => {
-                        print_line(&text).map_err(|e| {
-                            format!(
-                                "the envelope was received but could not be written to stdout: {e}"
-                            )
-                        })?;
+                        print_line(&text).map_err(AppError::Unprinted)?;
                         Ok(ExitCode::SUCCESS)
                     }
                     AwaitOutcome::Timeout => Ok(ExitCode::from(2)),
                 };
             }
-            match client::await_acked_reporting(&ep, req, print_line, warn_forged)
-                .map_err(|e| e.to_string())?
-            {
+            match client::await_acked_reporting(&ep, req, print_line, warn_forged)? {
                 None => Ok(ExitCode::from(2)),
                 Some(Acked::Confirmed | Acked::Plain) => Ok(ExitCode::SUCCESS),
                 Some(Acked::Unconfirmed(why)) => {
                     // The envelope is on stdout, so this is a success; the warning says a
                     // duplicate with the same id may follow.
-                    eprintln!("agent-hub: warning: ack not confirmed ({why}); the envelope may be delivered again with the same id");
+                    warn_unconfirmed(&why);
                     Ok(ExitCode::SUCCESS)
                 }
             }
         }
         Command::Who { id, json } => {
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let answer = client::who(&ep).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
+            let answer = client::who(&ep)?;
             // Names and filters are other parties' text: escaped for the terminal (`text`).
             // `--json` prints the hub's own payload, so a key this client does not know is
             // shown too.
@@ -327,7 +307,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             } else {
                 crate::client::who_view::render(&answer.value)
             };
-            print_line(text.trim_end()).map_err(|e| format!("cannot write to stdout: {e}"))?;
+            print_line(text.trim_end()).map_err(AppError::Stdout)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Hook { hook } => Ok(run_hook(hook)),
@@ -354,7 +334,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 submit,
                 tmux: "tmux".into(),
             };
-            deliver::run::nudge(&opts).map_err(|e| e.to_string())?;
+            deliver::run::nudge(&opts)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Delegate(a) => run_delegate(a),
@@ -364,8 +344,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Uninstall(a) => run_uninstall(a),
         Command::Mcp { id } => {
             // The token is read once, before serving: a bad file exits 1 here.
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
-            crate::mcp::serve_stdio(&ep).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
+            crate::mcp::serve_stdio(&ep)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Top(a) => run_top(a),
@@ -375,7 +355,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             wait_for,
             timeout,
         } => {
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
             // clap checked the word against the list.
             let stage = wait_for.as_deref().and_then(WaitFor::parse);
             let st = match stage {
@@ -387,11 +367,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     timeout.map(std::time::Duration::from_secs),
                     client::AWAIT_MARGIN,
                 ),
-            }
-            .map_err(|e| e.to_string())?;
-            let text = serde_json::to_string(&st).map_err(|e| e.to_string())?;
+            }?;
+            let text = serde_json::to_string(&st).map_err(AppError::Encode)?;
             let text = agent_hub_proto::text::json_for_terminal(&text);
-            print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
+            print_line(&text).map_err(AppError::Stdout)?;
             Ok(ExitCode::from(status_exit_code(stage, &st)))
         }
     }
@@ -412,13 +391,19 @@ fn status_exit_code(stage: Option<WaitFor>, st: &agent_hub_proto::wire::Envelope
     }
 }
 
-/// Writes one line to stdout and flushes it, so it is out before any ack is sent.
 /// Says on stderr that an envelope claiming to be the hub's was passed over
 /// (`client::forged_hub_kind`; the text is already safe for a terminal).
 fn warn_forged(why: &str) {
     eprintln!("agent-hub: warning: {why}");
 }
 
+/// Says on stderr that an ack went unconfirmed: the envelope is out (so the verb succeeded),
+/// but a duplicate with the same id may follow (SPEC §12.2).
+fn warn_unconfirmed(why: &str) {
+    eprintln!("agent-hub: warning: ack not confirmed ({why}); the envelope may be delivered again with the same id");
+}
+
+/// Writes one line to stdout and flushes it, so it is out before any ack is sent.
 fn print_line(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
@@ -442,20 +427,17 @@ struct TopArgs {
     config: Option<PathBuf>,
 }
 
-fn run_top(a: TopArgs) -> Result<ExitCode, String> {
+fn run_top(a: TopArgs) -> Result<ExitCode, AppError> {
     if !(0.2..=3600.0).contains(&a.interval) {
-        return Err(format!(
-            "--interval must be between 0.2 and 3600 seconds, not {}",
-            a.interval
-        ));
+        return Err(AppError::Interval(a.interval));
     }
     let options = client::top::Options {
-        endpoint: endpoint(a.id).map_err(|e| e.to_string())?,
+        endpoint: endpoint(a.id)?,
         interval: std::time::Duration::from_secs_f64(a.interval),
         once: a.once,
         config: a.config,
     };
-    match client::top::run(options).map_err(|e| e.to_string())? {
+    match client::top::run(options)? {
         true => Ok(ExitCode::SUCCESS),
         false => Ok(ExitCode::from(1)),
     }
@@ -531,13 +513,12 @@ enum TaskCommand {
     },
 }
 
-fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
+fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
     use crate::client::{task, task_view};
     // Everything the client can check is checked before the token file is read.
-    let prompt =
-        task_view::read_prompt(&a.prompt, std::io::stdin().lock()).map_err(|e| e.to_string())?;
-    let cwd = task_view::absolute_cwd(&a.cwd).map_err(|e| e.to_string())?;
-    let ep = endpoint(a.id).map_err(|e| e.to_string())?;
+    let prompt = task_view::read_prompt(&a.prompt, std::io::stdin().lock())?;
+    let cwd = task_view::absolute_cwd(&a.cwd)?;
+    let ep = endpoint(a.id)?;
     let req = task::DelegateRequest {
         agent: a.agent,
         cwd,
@@ -546,13 +527,13 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
         progress_secs: a.progress,
         peer: a.peer,
     };
-    let answer = client::delegate(&ep, &req).map_err(|e| e.to_string())?;
+    let answer = client::delegate(&ep, req)?;
     let text = if a.json {
         answer.text
     } else {
         answer.value.task.clone()
     };
-    print_line(&text).map_err(|e| format!("cannot write to stdout: {e}"))?;
+    print_line(&text).map_err(AppError::Stdout)?;
     if !a.wait {
         return Ok(ExitCode::SUCCESS);
     }
@@ -577,35 +558,33 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, String> {
             print_line(text)
         },
         warn_forged,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     match printed {
         None => Ok(ExitCode::from(2)),
         Some(acked) => {
             if let Acked::Unconfirmed(why) = acked {
-                eprintln!("agent-hub: warning: ack not confirmed ({why}); the envelope may be delivered again with the same id");
+                warn_unconfirmed(&why);
             }
             Ok(ExitCode::from(task::wait_exit_code(state.as_deref())))
         }
     }
 }
 
-fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
+fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
     // A record names a peer's agent and states: other parties' text, escaped for the terminal.
     let out = |text: &str| {
-        print_line(&agent_hub_proto::text::json_for_terminal(text))
-            .map_err(|e| format!("cannot write to stdout: {e}"))
+        print_line(&agent_hub_proto::text::json_for_terminal(text)).map_err(AppError::Stdout)
     };
     match t {
         TaskCommand::Status { id, task, json: _ } => {
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let answer = client::task_status(&ep, &task).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
+            let answer = client::task_status(&ep, &task)?;
             out(&answer.text)?;
             Ok(ExitCode::SUCCESS)
         }
         TaskCommand::List { id, json } => {
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let answer = client::tasks(&ep).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
+            let answer = client::tasks(&ep)?;
             if json {
                 out(&answer.text)?;
             } else {
@@ -616,16 +595,12 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         TaskCommand::Cancel { id, task, json } => {
-            let ep = endpoint(id).map_err(|e| e.to_string())?;
-            let answer = client::cancel(&ep, &task).map_err(|e| e.to_string())?;
+            let ep = endpoint(id)?;
+            let answer = client::cancel(&ep, &task)?;
             let state = answer.value.state.as_deref().unwrap_or("unknown");
             out(if json { &answer.text } else { state })?;
             if state == "unknown" {
-                eprintln!(
-                    "agent-hub: no task {} of yours is known to the hub",
-                    agent_hub_proto::text::for_terminal(&task)
-                );
-                return Ok(ExitCode::from(1));
+                return Err(AppError::NoSuchTask(task));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -722,12 +697,12 @@ struct InstallArgs {
     no_skills: bool,
 }
 
-fn print_report(r: agents::Report) -> Result<ExitCode, String> {
+fn print_report(r: agents::Report) -> Result<ExitCode, AppError> {
     eprint!("{}", r.stderr);
     let mut out = std::io::stdout().lock();
     out.write_all(r.stdout.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| format!("cannot write to stdout: {e}"))?;
+        .map_err(AppError::Stdout)?;
     Ok(if r.ok {
         ExitCode::SUCCESS
     } else {
@@ -735,10 +710,10 @@ fn print_report(r: agents::Report) -> Result<ExitCode, String> {
     })
 }
 
-fn run_agents(a: AgentsArgs) -> Result<ExitCode, String> {
-    let mut env = agents::Env::from_process(a.agents_dir).map_err(|e| e.to_string())?;
+fn run_agents(a: AgentsArgs) -> Result<ExitCode, AppError> {
+    let mut env = agents::Env::from_process(a.agents_dir)?;
     if let Some(config) = &a.config {
-        env = env.with_hub_config(config).map_err(|e| e.to_string())?;
+        env = env.with_hub_config(config)?;
     }
     print_report(match a.command {
         None => agents::agents(&env, a.json, !a.no_version),
@@ -763,9 +738,9 @@ fn writes(s: &AgentSelection) -> agents::Writes {
     }
 }
 
-fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
+fn run_install(a: InstallArgs) -> Result<ExitCode, AppError> {
     use agent_hub_host::agents::identity::{resolve_identities, IdentityArgs};
-    let env = agents::Env::from_process(a.select.agents_dir.clone()).map_err(|e| e.to_string())?;
+    let env = agents::Env::from_process(a.select.agents_dir.clone())?;
     let who = resolve_identities(
         IdentityArgs {
             command: a.command,
@@ -777,8 +752,7 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
             config: a.config,
         },
         &env.home,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let dirs = match a.integrations_dir {
         Some(d) => vec![d],
         None => agents::default_integrations_dirs(),
@@ -793,8 +767,8 @@ fn run_install(a: InstallArgs) -> Result<ExitCode, String> {
     ))
 }
 
-fn run_uninstall(a: AgentSelection) -> Result<ExitCode, String> {
-    let env = agents::Env::from_process(a.agents_dir.clone()).map_err(|e| e.to_string())?;
+fn run_uninstall(a: AgentSelection) -> Result<ExitCode, AppError> {
+    let env = agents::Env::from_process(a.agents_dir.clone())?;
     print_report(agents::install(
         &env,
         &selection(&a),

@@ -1,16 +1,18 @@
-//! The lines of the delegation verbs and their replies, client side (issue 11;
-//! docs/delegation.md "Clients"): `delegate`, `task_status`, `tasks` and `cancel`.
+//! The replies of the delegation verbs, client side (issue 11; docs/delegation.md
+//! "Clients"): `delegate`, `task_status`, `tasks` and `cancel`.
 //!
-//! Owns: building each request line (the delegation request is the wire's own type; the
-//! others are a task id or nothing) and reading each reply tolerantly: unknown
-//! keys are ignored, `null` is accepted wherever a key may be absent, and a `state` this
-//! client does not know is passed on as it is (a later hub may add states, as SPEC §12.4 says
-//! of `status`). Refuses: any IO (`client` runs the exchange) and any printing.
+//! Owns: reading each reply tolerantly: unknown keys are ignored, `null` is accepted wherever
+//! a key may be absent, and a `state` this client does not know is passed on as it is (a later
+//! hub may add states, as SPEC §12.4 says of `status`). That is why the replies have types of
+//! their own here while the wire's (`wire::task`) are strict: those are what a hub writes, and
+//! a client must read what a later hub writes too. Refuses: encoding any request line (every
+//! line is `wire::ClientLine`'s: one type per verb for both sides, PLAN.md §14), any IO
+//! (`client` runs the exchange) and any printing.
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use super::ClientError;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
@@ -29,45 +31,6 @@ pub const WAIT_NOT_COMPLETED: u8 = 3;
 /// sides, PLAN.md §14). `None` leaves the choice to the hub's `[tasks]` defaults, and the
 /// line leaves the key out.
 pub use agent_hub_proto::wire::DelegateRequest;
-
-#[derive(Serialize)]
-struct TaskId<'a> {
-    task: &'a str,
-}
-
-#[derive(Serialize)]
-struct Empty {}
-
-/// `{"<tag>":<payload>}` and its newline.
-fn line<T: Serialize>(tag: &str, payload: &T) -> String {
-    let mut map = BTreeMap::new();
-    map.insert(tag, payload);
-    // Invariant: string keys and derived structs of strings and integers always serialise.
-    let mut s = serde_json::to_string(&map).expect("a request line serialises");
-    s.push('\n');
-    s
-}
-
-/// `{"delegate":{"agent","cwd","prompt","timeoutSecs","progressSecs","peer"}}`, the keys of
-/// `None` fields left out (`wire::DelegateRequest`'s encoding, which the hub decodes).
-pub fn delegate_line(req: &DelegateRequest) -> String {
-    line("delegate", req)
-}
-
-/// `{"task_status":{"task":…}}`.
-pub fn task_status_line(task: &str) -> String {
-    line("task_status", &TaskId { task })
-}
-
-/// `{"tasks":{}}`: the asker's own tasks.
-pub fn tasks_line() -> String {
-    line("tasks", &Empty {})
-}
-
-/// `{"cancel":{"task":…}}`.
-pub fn cancel_line(task: &str) -> String {
-    line("cancel", &TaskId { task })
-}
 
 /// A reply: the payload's JSON text exactly as the hub sent it (for `--json` and the MCP
 /// tools, so keys the client does not know survive) and its tolerant reading.
@@ -207,62 +170,7 @@ pub fn wait_exit_code(state: Option<&str>) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
-
-    fn parsed(line: &str) -> Value {
-        assert!(
-            line.ends_with('\n') && line.matches('\n').count() == 1,
-            "{line:?}"
-        );
-        serde_json::from_str(line.trim_end()).unwrap()
-    }
-
-    fn req() -> DelegateRequest {
-        DelegateRequest {
-            agent: "codex".into(),
-            cwd: "/abs/dir".into(),
-            prompt: "fix \"it\"\nplease".into(),
-            timeout_secs: Some(600),
-            progress_secs: Some(0),
-            peer: None,
-        }
-    }
-
-    #[test]
-    fn delegate_line_has_the_design_shape_in_order() {
-        let l = delegate_line(&req());
-        assert_eq!(
-            l,
-            "{\"delegate\":{\"agent\":\"codex\",\"cwd\":\"/abs/dir\",\"prompt\":\"fix \\\"it\\\"\\nplease\",\"timeoutSecs\":600,\"progressSecs\":0}}\n"
-        );
-        let mut r = req();
-        r.timeout_secs = None;
-        r.progress_secs = None;
-        r.peer = Some("lab".into());
-        assert_eq!(
-            parsed(&delegate_line(&r)),
-            json!({"delegate":{"agent":"codex","cwd":"/abs/dir","prompt":"fix \"it\"\nplease","peer":"lab"}})
-        );
-    }
-
-    #[test]
-    fn a_prompt_with_control_characters_stays_one_line() {
-        let mut r = req();
-        r.prompt = "a\nb\r\u{2028}\u{0}c".into();
-        let l = delegate_line(&r);
-        assert_eq!(l.matches('\n').count(), 1);
-        assert_eq!(parsed(&l)["delegate"]["prompt"], r.prompt.as_str());
-    }
-
-    #[test]
-    fn the_other_lines() {
-        assert_eq!(
-            task_status_line("task-1"),
-            "{\"task_status\":{\"task\":\"task-1\"}}\n"
-        );
-        assert_eq!(tasks_line(), "{\"tasks\":{}}\n");
-        assert_eq!(cancel_line("t\"x"), "{\"cancel\":{\"task\":\"t\\\"x\"}}\n");
-    }
+    use serde_json::json;
 
     #[test]
     fn replies_are_read_tolerantly() {

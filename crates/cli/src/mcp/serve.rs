@@ -124,7 +124,7 @@ fn run_call(
         ToolCall::Who => who(ep),
         ToolCall::Status(s) => status(ep, s),
         ToolCall::Await(a) => return await_one(ep, id, a, out),
-        ToolCall::Delegate(req) => answered("delegate", client::delegate(ep, &req).map(|a| a.text)),
+        ToolCall::Delegate(req) => answered("delegate", client::delegate(ep, req).map(|a| a.text)),
         ToolCall::TaskStatus(t) => {
             answered("task_status", client::task_status(ep, &t).map(|a| a.text))
         }

@@ -10,7 +10,6 @@ use super::manifest::Manifest;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
 
 /// Interpreters an agent may run under (`node /usr/bin/gemini …`): the script's name is then
 /// the agent's binary name.
@@ -332,7 +331,8 @@ pub fn list(manifests: &[&Manifest]) -> Result<Vec<AgentProcess>, ProcsError> {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use super::*;
+    use super::{parse_cmdline, parse_stat, parse_uptime, ProcsError, RawProcess};
+    use std::path::Path;
 
     pub fn read_all() -> Result<Vec<RawProcess>, ProcsError> {
         let uptime = std::fs::read_to_string("/proc/uptime")
@@ -382,7 +382,8 @@ mod linux {
 
 #[cfg(target_os = "macos")]
 mod macos {
-    use super::*;
+    use super::{base, parse_lsof_cwd, parse_ps_line, ProcsError, RawProcess};
+    use std::path::Path;
     use std::time::Duration;
 
     const TIMEOUT: Duration = Duration::from_secs(5);

@@ -5,8 +5,17 @@
 //! re-exported here so `crate::config::Limits` resolves as before. Refuses: a zero or
 //! out-of-bounds value.
 
-use super::{bounds, ConfigError};
-pub use agent_hub_proto::hub::limits::*;
+use super::bounds::{
+    check, check_bytes, check_count, check_duration_ms, check_duration_secs, Unit,
+    MAX_ACK_TIMEOUT_MS, MAX_CLIENT_TIMEOUT_MS, MAX_CONNECTIONS, MAX_IDEMPOTENCY_IDS,
+    MAX_IDEMPOTENCY_WINDOW_SECS, MAX_LINE_BYTES, MAX_QUEUE_BYTES, MAX_QUEUE_ENVELOPES,
+};
+use super::ConfigError;
+pub use agent_hub_proto::hub::limits::{
+    Limits, DEFAULT_ANSWER_LINGER_MS, DEFAULT_CONNECTION_SHARE_DIVISOR,
+    DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_MAX_DELIVERIES, DEFAULT_MAX_STATUS_WAITS,
+    DEFAULT_SERVICE_LOG_FLUSH_MS, DEFAULT_STORE_BACKLOG_MAX_BYTES,
+};
 
 /// `limits.idempotency_max_bytes`'s accepted range: below 1 MiB a few thousand ids would crowd each other out; past
 /// 1 TiB it bounds nothing (the queues' own bound, `limits.hub_max_bytes`).
@@ -32,7 +41,6 @@ pub fn to_toml(limits: &Limits) -> String {
 
 /// Every limit is positive and within its upper bound (`bounds`).
 pub(super) fn validate(limits: &Limits) -> Result<(), ConfigError> {
-    use bounds::*;
     let n = |v: usize| v as u64;
     check_bytes(
         "limits.max_line_bytes",

@@ -153,6 +153,7 @@ pub struct TaskList {
 mod tests {
     use super::*;
     use crate::wire::{ClientLine, HubLine, WireError};
+    use serde_json::{json, Value};
 
     fn round_trip_client(line: &str) -> ClientLine {
         let decoded = ClientLine::decode(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
@@ -202,6 +203,70 @@ mod tests {
             ClientLine::Tasks
         ));
         assert_eq!(ClientLine::Tasks.tag(), "tasks");
+    }
+
+    // The exact bytes a client writes for each task verb (these tests came from
+    // `agent_hub_cli::client::task` with the encoders it had before issue 36: one encoder now).
+    fn parsed(line: &str) -> Value {
+        assert!(
+            line.ends_with('\n') && line.matches('\n').count() == 1,
+            "{line:?}"
+        );
+        serde_json::from_str(line.trim_end()).unwrap()
+    }
+
+    fn req() -> DelegateRequest {
+        DelegateRequest {
+            agent: "codex".into(),
+            cwd: "/abs/dir".into(),
+            prompt: "fix \"it\"\nplease".into(),
+            timeout_secs: Some(600),
+            progress_secs: Some(0),
+            peer: None,
+        }
+    }
+
+    #[test]
+    fn delegate_line_has_the_design_shape_in_order() {
+        let l = ClientLine::Delegate(req()).encode();
+        assert_eq!(
+            l,
+            "{\"delegate\":{\"agent\":\"codex\",\"cwd\":\"/abs/dir\",\"prompt\":\"fix \\\"it\\\"\\nplease\",\"timeoutSecs\":600,\"progressSecs\":0}}\n"
+        );
+        let mut r = req();
+        r.timeout_secs = None;
+        r.progress_secs = None;
+        r.peer = Some("lab".into());
+        assert_eq!(
+            parsed(&ClientLine::Delegate(r).encode()),
+            json!({"delegate":{"agent":"codex","cwd":"/abs/dir","prompt":"fix \"it\"\nplease","peer":"lab"}})
+        );
+    }
+
+    #[test]
+    fn a_prompt_with_control_characters_stays_one_line() {
+        let mut r = req();
+        r.prompt = "a\nb\r\u{2028}\u{0}c".into();
+        let l = ClientLine::Delegate(r.clone()).encode();
+        assert_eq!(l.matches('\n').count(), 1);
+        assert_eq!(parsed(&l)["delegate"]["prompt"], r.prompt.as_str());
+    }
+
+    fn task(id: &str) -> TaskRequest {
+        TaskRequest { task: id.into() }
+    }
+
+    #[test]
+    fn the_other_lines() {
+        assert_eq!(
+            ClientLine::TaskStatus(task("task-1")).encode(),
+            "{\"task_status\":{\"task\":\"task-1\"}}\n"
+        );
+        assert_eq!(ClientLine::Tasks.encode(), "{\"tasks\":{}}\n");
+        assert_eq!(
+            ClientLine::Cancel(task("t\"x")).encode(),
+            "{\"cancel\":{\"task\":\"t\\\"x\"}}\n"
+        );
     }
 
     #[test]

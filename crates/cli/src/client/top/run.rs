@@ -6,6 +6,7 @@ use super::render::{self, Context, ViewState};
 use super::snapshot::{self, LinkView, Snapshot, Source};
 use super::term::{self, Screen};
 use crate::client::{ClientError, Endpoint, Exchange};
+use agent_hub_proto::wire::{ClientLine, WhoRequest};
 use std::fmt;
 use std::io::Write;
 use std::path::PathBuf;
@@ -95,13 +96,14 @@ struct Fetcher {
 impl Fetcher {
     fn hub(&mut self) -> Result<(Source, snapshot::ActivityView), ClientError> {
         if !self.who_only {
-            match exchange(&self.ep, "{\"activity\":{}}\n", "activity") {
+            match exchange(&self.ep, &ClientLine::Activity, "activity") {
                 Err(ClientError::Hub(m)) if m.contains("unknown tag") => self.who_only = true,
                 other => return other.map(|v| (Source::Activity, v)),
             }
         }
         // A hub without `activity` predates `offRoster` too: the plain `who` it knows.
-        exchange(&self.ep, "{\"who\":{}}\n", "who").map(|v| (Source::WhoOnly, v))
+        let who = ClientLine::Who(WhoRequest::default());
+        exchange(&self.ep, &who, "who").map(|v| (Source::WhoOnly, v))
     }
 
     /// One refresh: what the view shows, or the error that ends it (`retryable`).
@@ -136,8 +138,12 @@ impl Fetcher {
 }
 
 /// One verb line, its `ok`, and its one reply read as the view's tolerant type.
-fn exchange(ep: &Endpoint, line: &str, tag: &str) -> Result<snapshot::ActivityView, ClientError> {
-    let mut ex = Exchange::open_text(ep, line, CONNECT_TIMEOUT, REPLY_TIMEOUT)?;
+fn exchange(
+    ep: &Endpoint,
+    verb: &ClientLine,
+    tag: &str,
+) -> Result<snapshot::ActivityView, ClientError> {
+    let mut ex = Exchange::open_within(ep, verb, CONNECT_TIMEOUT, REPLY_TIMEOUT)?;
     let reply = ex.read_raw()?;
     crate::client::task::answer::<snapshot::ActivityView>(&reply, tag).map(|a| a.value)
 }

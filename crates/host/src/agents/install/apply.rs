@@ -4,7 +4,12 @@
 //! symlink to its target, the old mode kept). Refuses: deciding what a file should hold
 //! (`plan`).
 
-use super::*;
+use super::state::{missing_dirs, remove_empty_dirs, save_state, InstallState, RecordError};
+use super::{shown, Action, AgentPlan, BACKUP_SUFFIX};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
 
 // ----- IO -----
 

@@ -2,7 +2,15 @@
 //! commands are ours, the hook's shape per agent, placing and removing it, and the plugin
 //! source with its placeholders filled in. Pure: edits the plan's copy of each file.
 
-use super::*;
+use super::mcp::json_leftover;
+use super::owned::{merge_our_hook, updated_note};
+use super::{
+    expand, shown, status_note, Action, EditError, HubIdentity, PlanError, Work, HOOK_TIMEOUT_MS,
+    HOOK_TIMEOUT_SECS, OPENCODE_PLUGIN_SOURCE,
+};
+use crate::agents::jsonedit::{self, Seg, J};
+use crate::agents::manifest::{HookKind, Manifest, SERVER_NAME};
+use std::path::Path;
 
 /// True for a hook command that runs `<…/agent-hub> hook stop …`: ours, whatever its
 /// identity or port. Understands the single quotes `shell_word` writes.

@@ -2,7 +2,11 @@
 //! TOML shape per manifest format, placing it and taking it out again, and the file left when
 //! removal empties it. Pure: edits the plan's copy of each file, never the disk.
 
-use super::*;
+use super::owned::{mcp_default_keys, split, updated_note};
+use super::{expand, shown, status_note, Action, EditError, HubIdentity, PlanError, Work};
+use crate::agents::jsonedit::{self, Seg, J};
+use crate::agents::manifest::{Manifest, McpConfig, McpFormat, SERVER_NAME};
+use crate::agents::tomledit;
 
 /// The MCP server entry for `format`, as JSON.
 pub(super) fn mcp_entry(format: McpFormat, id: &HubIdentity) -> J {

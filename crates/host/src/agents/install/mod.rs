@@ -36,19 +36,25 @@ mod skills;
 mod state;
 mod turn_hooks;
 
-pub use apply::*;
-pub use hooks::*;
-use mcp::*;
-pub use overlay::*;
-use owned::*;
-pub use skills::*;
-pub use state::*;
+pub use apply::{apply, backup_path, read_file, Applied, ApplyError};
+pub use hooks::{is_our_hook_command, render_plugin};
+pub use overlay::{task_view, token_files_in, TaskView};
+pub use skills::{
+    render_skill, skill_is_pristine, stamp_skill, Skill, SkillError, SKILLS, SKILL_FILE,
+    SKILL_IDENTITY_MARKER,
+};
+pub use state::{
+    load_state, save_state, state_path, AgentRecord, InstallState, RecordError, STATE_FILE,
+};
+
+use hooks::plan_hook;
+use mcp::plan_mcp;
+use skills::plan_skills;
 
 use super::argv::{self, ArgvError};
-use super::jsonedit::{self, JsonEditError, Seg, J};
-use super::manifest::{HookKind, Manifest, ManifestError, McpConfig, McpFormat, SERVER_NAME};
-use super::tomledit::{self, TomlEditError};
-use sha2::{Digest, Sha256};
+use super::jsonedit::JsonEditError;
+use super::manifest::{Manifest, ManifestError};
+use super::tomledit::TomlEditError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;

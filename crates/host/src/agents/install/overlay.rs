@@ -11,7 +11,10 @@
 //! (`sandbox::prepare`: a per-task copy mounted over each changed file). Refuses: changing
 //! anything of the user's but agent-hub's own entries.
 
-use super::*;
+use super::{plan, Action, PlanError};
+use crate::agents::manifest::Manifest;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// What a task's agent sees instead of the user's files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -115,6 +118,8 @@ pub fn token_files_in(text: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::install::skills::STAMP_PREFIX;
+    use crate::agents::install::{stamp_skill, BACKUP_SUFFIX};
     use crate::agents::registry::Registry;
     use std::collections::BTreeMap;
 

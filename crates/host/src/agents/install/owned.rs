@@ -10,7 +10,8 @@
 //! entry whole, those keys with it, since they configure nothing but agent-hub's entry.
 //! Pure: edits text.
 
-use super::*;
+use crate::agents::jsonedit::{self, JsonEditError, Seg, J};
+use crate::agents::manifest::McpFormat;
 
 /// Keys of an MCP entry written only when missing.
 pub(super) fn mcp_default_keys(format: McpFormat) -> &'static [&'static str] {
@@ -113,6 +114,10 @@ pub(super) fn merge_our_hook(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::install::hooks::hook_shape;
+    use crate::agents::install::mcp::mcp_entry;
+    use crate::agents::install::{is_our_hook_command, HubIdentity};
+    use crate::agents::manifest::HookKind;
 
     fn id(port: u16) -> HubIdentity {
         HubIdentity {

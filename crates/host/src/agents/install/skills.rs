@@ -3,7 +3,11 @@
 //! SHA-256 of its text, so an edited copy is recognised and left alone. Pure: edits the plan's
 //! copy of each file.
 
-use super::*;
+use super::{expand, shown, status_note, Action, HubIdentity, PlanError, Work};
+use crate::agents::argv;
+use crate::agents::manifest::Manifest;
+use sha2::{Digest, Sha256};
+use std::fmt;
 
 /// The file name of a skill inside its folder (Claude Code: `~/.claude/skills/<name>/SKILL.md`).
 pub const SKILL_FILE: &str = "SKILL.md";

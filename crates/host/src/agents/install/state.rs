@@ -9,8 +9,13 @@
 //! writing it (atomically, mode 600). A record that cannot be read is reported and treated as
 //! empty — the only cost is a folder that stays or a backup that is made.
 
-use super::*;
+use super::apply::{read_file, resolve, write_atomic};
+use super::shown;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// Where the record lives, under HOME.
 pub const STATE_FILE: &str = ".agent-hub/installed.json";

@@ -1,7 +1,8 @@
 //! Tests of install and uninstall planning and applying, on a fake home.
 
 use super::*;
-use crate::agents::manifest::builtins;
+use crate::agents::jsonedit;
+use crate::agents::manifest::{builtins, McpConfig};
 use std::cell::RefCell;
 use std::collections::HashMap;
 

@@ -9,7 +9,13 @@
 //! hook already half gives; Droid's events are unverified. Kept apart from `hooks` (the
 //! delivery hook) so that each is placed and removed on its own. Pure, like `hooks`.
 
-use super::*;
+use super::mcp::json_leftover;
+use super::owned::{merge_our_hook, updated_note};
+use super::{expand, shown, status_note, Action, EditError, HubIdentity, PlanError, Work};
+use crate::agents::argv;
+use crate::agents::jsonedit::{self, Seg, J};
+use crate::agents::manifest::{HookKind, Manifest, SERVER_NAME};
+use std::path::Path;
 
 /// The liveness hook commands' own bound: the command bounds itself well under this
 /// (`deliver::turn`), so the agent's limit only guards against a hung binary.
