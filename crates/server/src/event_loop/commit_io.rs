@@ -1,4 +1,4 @@
-//! The commit executor (part of the IO shell, `crates/server/src/server/mod.rs`): carries out the core's
+//! The commit executor (part of the IO shell, `crates/server/src/event_loop/mod.rs`): carries out the core's
 //! `Output::Commit` batches against the store and the audit log in the order PLAN.md "How a
 //! send becomes durable" gives, and hands the flush thread's reports back to the core. It keeps
 //! no pending operation and no rule of its own: every result goes to `Hub::handle_committed` or

@@ -1,4 +1,4 @@
-//! The task executor's tests (`server::tasks`): refusals before a spawn, the MCP server
+//! The task executor's tests (`event_loop::executor`): refusals before a spawn, the MCP server
 //! a task gets, headless argv limits, and cwd checks, on real temp dirs without a hub.
 
 use super::*;

@@ -1,10 +1,11 @@
 //! SIGHUP: the roster file read again and handed to the core (docs/operations.md, "Changing
 //! the roster"). Owns only the IO: reading the file with the same checks as startup
-//! (`startup::read_roster`: mode, readable, valid), and the service-log line when it is
+//! (`private_file::read_roster`: mode, readable, valid), and the service-log line when it is
 //! refused. What a new roster means for connections and queues is the core's decision
 //! (`hub::roster_reload`). Refuses to apply a roster that fails any check: the old one stays.
 
-use super::{startup, Now, Server};
+use super::private_file::read_roster;
+use super::{Now, Server};
 use std::path::PathBuf;
 
 impl Server {
@@ -27,7 +28,7 @@ impl Server {
                 .log("WARN", "SIGHUP: this server has no roster file to reload");
             return;
         };
-        match startup::read_roster(&path) {
+        match read_roster(&path) {
             Err(why) => {
                 let kept = self.hub.roster().names().len();
                 self.records.log(

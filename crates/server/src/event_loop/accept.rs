@@ -1,4 +1,4 @@
-//! Accepting connections (part of the IO shell, `crates/server/src/server/mod.rs`): the accept loop, the
+//! Accepting connections (part of the IO shell, `crates/server/src/event_loop/mod.rs`): the accept loop, the
 //! room a newcomer gets by closing the oldest connection still without an identity (SPEC
 //! §4.6), the refusal at the connection limit or during shutdown, the read of the hello right behind the
 //! accept, and the one-descriptor reserve that keeps a full descriptor table from spinning the

@@ -131,7 +131,7 @@ impl Server {
                 }
                 let runnable = self.agent_env.runnable(&reg);
                 let reg = Arc::new(reg);
-                executor.set_resolver(Box::new(super::tasks::Catalogue {
+                executor.set_resolver(Box::new(super::executor::Catalogue {
                     reg: Arc::clone(&reg),
                     path_var: self.agent_env.path_var.clone(),
                 }));

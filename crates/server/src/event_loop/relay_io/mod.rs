@@ -173,7 +173,7 @@ pub struct RelayIo {
 #[derive(Debug)]
 pub enum RelayStartError {
     /// A peer key file was refused (its mode) or could not be read.
-    KeyFile(super::startup::FileCheckError),
+    KeyFile(super::private_file::FileCheckError),
     /// A peer key file does not hold a key.
     BadKey {
         path: std::path::PathBuf,
@@ -236,7 +236,7 @@ impl std::error::Error for RelayStartError {
 
 /// Reads a peer key file: mode 600 or refused, 64 hex chars.
 pub fn load_key(path: &std::path::Path) -> Result<[u8; 32], RelayStartError> {
-    use super::startup::{check_private, FileCheckError};
+    use super::private_file::{check_private, FileCheckError};
     check_private(path, "relay key file").map_err(RelayStartError::KeyFile)?;
     let text = std::fs::read_to_string(path).map_err(|error| {
         RelayStartError::KeyFile(FileCheckError::Unreadable {

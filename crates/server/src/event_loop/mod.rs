@@ -9,18 +9,18 @@ mod accept;
 pub mod audit_chain;
 mod commit_io;
 pub mod conn;
+pub mod executor;
 mod listen_level;
 pub mod liveness;
 pub mod manifests;
 mod nodelay;
 pub mod os_ids;
+pub mod private_file;
 pub mod records;
 pub mod relay_gate;
 pub mod relay_io;
 mod roster_reload;
 pub mod signal;
-pub mod startup;
-pub mod tasks;
 mod timestamp;
 mod write_buf;
 
@@ -120,8 +120,8 @@ pub struct Server {
     /// The store's background thread: flushes commits to disk (`store.sync = "full"`) and
     /// checkpoints the WAL, off the loop; None for the memory store.
     flusher: Option<Flusher>,
-    /// Delegated tasks' executor, when `[tasks]` is configured (`tasks`).
-    tasks: Option<tasks::Executor>,
+    /// Delegated tasks' executor, when `[tasks]` is configured (`executor`).
+    tasks: Option<executor::Executor>,
     /// What the agent catalogue takes from the environment, read once at startup
     /// (`manifests`): the task executor, the relay's agent cards and every reload use it.
     agent_env: manifests::AgentEnv,
@@ -292,7 +292,7 @@ impl Server {
             // (SPEC §4.6, docs/delegation.md). An outcome comes before the agent's shutdown
             // escalation; a hub that left then would orphan an agent that ignores stdin EOF
             // (codex-acp, seen by scripts/e2e-agents.sh), as its runner thread dies with us.
-            let runners = self.tasks.as_ref().map_or(0, tasks::Executor::running);
+            let runners = self.tasks.as_ref().map_or(0, executor::Executor::running);
             if self.shutting_down
                 && ((self.conns.is_empty() && self.hub.active_tasks() == 0 && runners == 0)
                     || self.shutdown_deadline.is_some_and(|d| mono >= d))
