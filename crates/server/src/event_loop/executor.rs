@@ -6,8 +6,9 @@
 //! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, and draining their
 //! events back to the core. Refuses: deciding anything. Which task starts, when, and what its
 //! outcome means are the core's (`tasks`); a start that fails here becomes the same events a
-//! failed run produces (a `refused` or `failed` outcome, then `Ended`), so the core sees one
-//! path for every end.
+//! run that never got a process produces (`runner::not_started`: its outcome's log line, a
+//! `refused` or `failed` outcome, then `Ended`), so the core and the service log see one path
+//! for every end.
 
 use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
 use agent_hub_proto::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
@@ -166,7 +167,7 @@ impl Executor {
     }
 
     /// Starts `launch` and returns at once. Whatever goes wrong comes back through `drain`
-    /// as the task's outcome and `Ended`.
+    /// as the task's outcome and `Ended` (`runner::not_started`).
     pub fn start(&mut self, launch: StartSpec) {
         let id = launch.task.as_str().to_owned();
         let wake = Arc::clone(&self.wake);
@@ -179,17 +180,11 @@ impl Executor {
                 self.running.insert(id, runner::start_headless(spec, wake));
             }
             Err(status) => {
-                let outcome = agent_hub_proto::acp::Outcome {
-                    status,
-                    text: String::new(),
-                    truncated: false,
-                    usage: None,
-                    progress: agent_hub_proto::acp::Progress::default(),
-                };
+                // The same three events a run that never got a process sends (its outcome's
+                // log line among them), so the core and the service log see one path.
+                let events = runner::not_started(status);
                 self.synthetic
-                    .push((id.clone(), TaskEvent::Outcome(outcome)));
-                self.synthetic
-                    .push((id, TaskEvent::Ended(runner::TaskEnd::default())));
+                    .extend(events.map(|ev| (id.clone(), ev)));
                 (self.wake)();
             }
         }

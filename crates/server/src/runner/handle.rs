@@ -8,6 +8,7 @@
 use super::control::Control;
 use super::driver::Driver;
 use super::headless::{HeadlessDriver, HeadlessSpec};
+use super::outbox::{self, Outbox};
 use super::pipes::Input;
 use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
 use std::sync::atomic::Ordering;
@@ -31,9 +32,7 @@ pub fn start(spec: TaskSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
     launch(
         "acp-task",
         wake,
-        move |control, events, wake, inputs, poke| {
-            Driver::new(spec, control, events, wake, inputs, poke).run()
-        },
+        move |out, inputs, poke| Driver::new(spec, out, inputs, poke).run(),
     )
 }
 
@@ -43,9 +42,7 @@ pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHan
     launch(
         "headless-task",
         wake,
-        move |control, events, wake, inputs, poke| {
-            HeadlessDriver::new(spec, control, events, wake, inputs, poke).run()
-        },
+        move |out, inputs, poke| HeadlessDriver::new(spec, out, inputs, poke).run(),
     )
 }
 
@@ -55,25 +52,18 @@ pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHan
 /// credential, is dropped with the error).
 fn launch<F>(thread: &str, wake: Box<dyn Fn() + Send>, drive: F) -> TaskHandle
 where
-    F: FnOnce(
-            Arc<Control>,
-            mpsc::Sender<TaskEvent>,
-            Box<dyn Fn() + Send>,
-            Receiver<Input>,
-            SyncSender<Input>,
-        ) + Send
-        + 'static,
+    F: FnOnce(Outbox, Receiver<Input>, SyncSender<Input>) + Send + 'static,
 {
     let (events_tx, events) = mpsc::channel();
     let (poke, inputs) = mpsc::sync_channel(INPUT_QUEUE);
     let control = Arc::new(Control::default());
-    let (driver_control, driver_events, driver_poke) =
-        (Arc::clone(&control), events_tx.clone(), poke.clone());
+    let out = Outbox::new(Arc::clone(&control), events_tx.clone(), wake);
+    let driver_poke = poke.clone();
     let spawned = std::thread::Builder::new()
         .name(thread.into())
-        .spawn(move || drive(driver_control, driver_events, wake, inputs, driver_poke));
+        .spawn(move || drive(out, inputs, driver_poke));
     if let Err(e) = spawned {
-        for ev in Driver::not_started(agent_hub_proto::acp::Status::Failed(
+        for ev in outbox::not_started(agent_hub_proto::acp::Status::Failed(
             agent_hub_proto::acp::Failure::Spawn(format!("cannot start the task's thread: {e}")),
         )) {
             let _ = events_tx.send(ev);
