@@ -11,12 +11,14 @@
 //! One job per file: `link` (a link's socket: read with a budget, pump the session, flush,
 //! drop), `dial` (dialling with backoff from the listen address), `throttle` (admission at
 //! accept through `relay_gate`, the accept pause when descriptors run out, the refusal
-//! summary). This file holds the peer table and what the loop calls.
+//! summary), `prober` (the thread shape `cards` and `headroom` share). This file holds the
+//! peer table and what the loop calls.
 
 pub mod cards;
 mod dial;
 mod headroom;
 mod link;
+mod prober;
 mod throttle;
 
 use super::relay_gate::{
