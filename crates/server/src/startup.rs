@@ -6,6 +6,7 @@
 //! and binding to loopback only. It stands above the event loop: it builds the `Server` and
 //! hands it what was read here.
 
+use crate::event_loop::environment::HubEnv;
 use crate::event_loop::os_ids::OsIds;
 use crate::event_loop::private_file::{read_roster, FileCheckError};
 use crate::event_loop::records::{self, cut_torn_tail, open_chain, open_record_file, Records};
@@ -128,16 +129,22 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             )
             .map_err(fail("event loop"))?;
             server.set_roster_path(config.roster_path.clone());
-            // HOME, PATH and $AGENT_HUB_AGENTS_DIR are read here, once: the executor, the
-            // relay's agent cards and every manifests reload use what was read now.
-            server.set_agent_env(crate::event_loop::manifests::AgentEnv::from_process(
+            // HOME, PATH, $AGENT_HUB_AGENTS_DIR, the variables `tasks.env_pass` chooses from
+            // and this program's path are read here, once: the executor, the relay's agent
+            // cards and every manifests reload use what was read now.
+            let env = HubEnv::from_process(
                 config.tasks.as_ref().and_then(|t| t.manifests_dir.clone()),
-            ));
+            );
+            server.set_agent_env(env.agents.clone());
             if config.tasks.is_none() {
                 server.warn_stored_tasks();
             }
             if config.tasks.is_some() {
-                if let Err(cause) = server.start_tasks(&config, config_path, addr.port()) {
+                // The agent catalogue too: a SIGHUP reads the same folders again (`manifests`).
+                let reg = env.agents.sources.load();
+                if let Err(cause) =
+                    server.start_tasks(&config, config_path, addr.port(), &env, reg)
+                {
                     let e = StartupError {
                         stage: "tasks",
                         cause: cause.to_string(),

@@ -10,7 +10,9 @@
 //! `refused` or `failed` outcome, then `Ended`), so the core and the service log see one path
 //! for every end.
 
+use super::environment::HubEnv;
 use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
+use agent_hub_host::agents::registry::Registry;
 use agent_hub_proto::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
 use agent_hub_proto::tasks::StartSpec;
 use std::collections::HashMap;
@@ -526,26 +528,28 @@ impl ResolveAgent for Catalogue {
 pub const TASK_MARK: &str = "AGENT_HUB_TASK";
 
 impl super::Server {
-    /// Turns delegation on (`[tasks]`): finds the sandbox agents run in, loads the agent
-    /// catalogue and the stored tasks, builds the book and the executor. `port` is the
+    /// Turns delegation on (`[tasks]`): finds the sandbox agents run in, takes the agent
+    /// catalogue and loads the stored tasks, builds the book and the executor. `port` is the
     /// client port the task identities' MCP servers connect to; `config_path` the file the
-    /// hub was started with (hidden from every task, with the rest of the hub's files).
+    /// hub was started with (hidden from every task, with the rest of the hub's files); `env`
+    /// and `reg` what startup read from the environment and the manifests folders, once.
     pub fn start_tasks(
         &mut self,
         config: &agent_hub_host::config::Config,
         config_path: &Path,
         port: u16,
+        env: &HubEnv,
+        reg: Registry,
     ) -> Result<(), TaskStartError> {
         let Some(cfg) = config.tasks.as_ref() else {
             return Ok(());
         };
         let relay = config.relay.as_ref();
         let audit_log = config.audit_log_path.as_path();
-        // The environment was read once, at startup (`manifests::AgentEnv`); a reload on
+        // The environment was read once, at startup (`environment::HubEnv`); a reload on
         // SIGHUP reads the same folders with it.
-        let agent_env = self.agent_env.clone();
+        let agent_env = &env.agents;
         let (home, path_var) = (agent_env.home.clone(), agent_env.path_var.clone());
-        let reg = agent_env.sources.load();
         for p in &reg.problems {
             // A manifest that does not load is not runnable; the operator learns why.
             self.records
@@ -565,13 +569,14 @@ impl super::Server {
             Some(names) => names.clone(),
             None => DEFAULT_ENV_PASS.iter().map(|s| s.to_string()).collect(),
         };
-        let (mut env, secrets) = pass_env(std::env::vars_os(), &pass);
-        env.retain(|(k, _)| k != TASK_MARK);
+        let (mut agent_vars, secrets) = pass_env(env.vars.iter().cloned(), &pass);
+        agent_vars.retain(|(k, _)| k != TASK_MARK);
         // The client binary beside the server; when it is missing (only the server was
         // built, as `cargo run --bin agent-hub-server` does) the hub still starts, and each
         // task is refused with the reason (`Executor::spec`) until it is there.
-        let client_binary = std::env::current_exe()
-            .ok()
+        let client_binary = env
+            .exe
+            .as_ref()
             .and_then(|p| p.parent().map(|d| d.join("agent-hub")))
             .unwrap_or_else(|| PathBuf::from("agent-hub"));
         if !client_binary.is_file() {
@@ -588,6 +593,7 @@ impl super::Server {
             config_path,
             &credentials_dir,
             &client_binary,
+            env.exe.as_deref(),
             &home,
             &path_var,
             agent_env.sources.user_dir.as_deref(),
@@ -597,7 +603,7 @@ impl super::Server {
             client_binary,
             port,
             credentials_dir,
-            env,
+            env: agent_vars,
             secrets,
             cwd_roots: cfg.cwd_roots.clone(),
             default_permission: cfg.permission,
@@ -657,6 +663,7 @@ impl super::Server {
         config_path: &Path,
         credentials_dir: &Path,
         client_binary: &Path,
+        server_binary: Option<&Path>,
         home: &Path,
         path_var: &str,
         user_agents_dir: Option<&Path>,
@@ -688,7 +695,6 @@ impl super::Server {
             .iter()
             .flat_map(|r| r.peers.iter().map(|p| p.key_file.as_path()))
             .collect();
-        let server_binary = std::env::current_exe().ok();
         let mut manifest_dirs: Vec<&Path> = user_agents_dir.into_iter().collect();
         if let Some(d) = &cfg.manifests_dir {
             manifest_dirs.push(d);
@@ -702,7 +708,7 @@ impl super::Server {
             relay_status: config.relay.as_ref().map(|r| r.status_path.as_path()),
             relay_keys,
             credentials_dir,
-            server_binary: server_binary.as_deref(),
+            server_binary,
             client_binary,
             manifest_dirs,
             cwd_roots: &cfg.cwd_roots,

@@ -9,6 +9,7 @@ mod accept;
 pub mod audit_chain;
 mod commit_io;
 pub mod conn;
+pub mod environment;
 pub mod executor;
 mod listen_level;
 pub mod liveness;
@@ -123,8 +124,8 @@ pub struct Server {
     /// Delegated tasks' executor, when `[tasks]` is configured (`executor`).
     tasks: Option<executor::Executor>,
     /// What the agent catalogue takes from the environment, read once at startup
-    /// (`manifests`): the task executor, the relay's agent cards and every reload use it.
-    agent_env: manifests::AgentEnv,
+    /// (`environment`): the task executor, the relay's agent cards and every reload use it.
+    agent_env: environment::AgentEnv,
     /// The agent catalogue in force, when `[tasks]` is configured; the executor resolves
     /// through the same one (`manifests` swaps both on SIGHUP).
     catalogue: Option<Arc<agent_hub_host::agents::registry::Registry>>,
@@ -218,7 +219,7 @@ impl Server {
             shutting_down: false,
             flusher,
             tasks: None,
-            agent_env: manifests::AgentEnv::default(),
+            agent_env: environment::AgentEnv::default(),
             catalogue: None,
             task_dir: None,
             max_tasks: None,

@@ -19,7 +19,7 @@ use std::time::Duration;
 pub const REFRESH: Duration = Duration::from_secs(600);
 
 /// Where the prober looks: the hub's manifests folders and PATH, as read at startup
-/// (`manifests::AgentEnv`).
+/// (`environment::AgentEnv`).
 #[derive(Debug, Clone)]
 pub struct CardSource {
     pub sources: Sources,
