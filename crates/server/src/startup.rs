@@ -132,9 +132,8 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             // HOME, PATH, $AGENT_HUB_AGENTS_DIR, the variables `tasks.env_pass` chooses from
             // and this program's path are read here, once: the executor, the relay's agent
             // cards and every manifests reload use what was read now.
-            let env = HubEnv::from_process(
-                config.tasks.as_ref().and_then(|t| t.manifests_dir.clone()),
-            );
+            let env =
+                HubEnv::from_process(config.tasks.as_ref().and_then(|t| t.manifests_dir.clone()));
             server.set_agent_env(env.agents.clone());
             if config.tasks.is_none() {
                 server.warn_stored_tasks();
@@ -142,8 +141,7 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             if config.tasks.is_some() {
                 // The agent catalogue too: a SIGHUP reads the same folders again (`manifests`).
                 let reg = env.agents.sources.load();
-                if let Err(cause) =
-                    server.start_tasks(&config, config_path, addr.port(), &env, reg)
+                if let Err(cause) = server.start_tasks(&config, config_path, addr.port(), &env, reg)
                 {
                     let e = StartupError {
                         stage: "tasks",

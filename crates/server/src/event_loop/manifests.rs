@@ -11,7 +11,6 @@
 //! catalogue reaches only tasks that start after it. Refuses reading the environment again:
 //! HOME, `$AGENT_HUB_AGENTS_DIR` and PATH are what the hub started with.
 
-use super::environment::AgentEnv;
 use super::Server;
 use std::sync::Arc;
 
@@ -21,12 +20,6 @@ pub const RELOADED: &str = "agent manifests reloaded";
 pub const RELOAD_REFUSED: &str = "agent manifests reload refused";
 
 impl Server {
-    /// The environment the catalogue is read with (startup hands it in, before
-    /// `start_tasks` and `start_relay`; `environment`).
-    pub fn set_agent_env(&mut self, env: AgentEnv) {
-        self.agent_env = env;
-    }
-
     /// SIGHUP: reads the manifests folders again and puts the result in force for every
     /// delegation and task start from now on (`agents::reload` says what a bad manifest or
     /// folder keeps). One INFO line names what changed; a refused reload is one ERROR line
@@ -34,8 +27,8 @@ impl Server {
     /// The folders are read on the loop thread, as the roster is on the same signal: a few
     /// small files, at an operator's rate.
     pub(super) fn reload_manifests(&mut self) {
-        if self.shutting_down {
-            if self.catalogue.is_none() {
+        if self.lifecycle.shutting_down {
+            if self.tasks.catalogue.is_none() {
                 return;
             }
             self.records.log(
@@ -44,20 +37,20 @@ impl Server {
             );
             return;
         }
-        if let Some(relay) = &self.relay {
-            relay.refresh_agent_cards();
-        }
-        let (Some(current), Some(executor)) = (self.catalogue.clone(), self.tasks.as_mut()) else {
+        self.relay.refresh_agent_cards();
+        let tasks = &mut self.tasks;
+        let (Some(current), Some(executor)) = (tasks.catalogue.clone(), tasks.executor.as_mut())
+        else {
             return;
         };
-        let fresh = self.agent_env.sources.load();
+        let fresh = tasks.agent_env.sources.load();
         match agent_hub_host::agents::reload::reload(&current, fresh) {
             Err(refused) => {
                 let why: Vec<String> = refused.folders.iter().map(|p| p.to_string()).collect();
                 let line = format!(
                     "{RELOAD_REFUSED}, keeping the {} agents in force ({} runnable): {}",
                     current.agents.len(),
-                    self.agent_env.runnable(&current).len(),
+                    tasks.agent_env.runnable(&current).len(),
                     why.join("; ")
                 );
                 self.records.log("ERROR", &line);
@@ -76,14 +69,14 @@ impl Server {
                         ),
                     );
                 }
-                let runnable = self.agent_env.runnable(&reg);
+                let runnable = tasks.agent_env.runnable(&reg);
                 let reg = Arc::new(reg);
                 executor.set_resolver(Box::new(super::executor::Catalogue {
                     reg: Arc::clone(&reg),
-                    path_var: self.agent_env.path_var.clone(),
+                    path_var: tasks.agent_env.path_var.clone(),
                 }));
                 self.hub.set_task_agents(runnable.clone());
-                self.catalogue = Some(reg);
+                tasks.catalogue = Some(reg);
                 self.records.log("INFO", &reload_line(&runnable, &changes));
             }
         }

@@ -96,7 +96,8 @@ impl Driver {
         let pipes = (spawned.stdin, spawned.stdout, spawned.stderr);
         self.out.control.pid.store(pgid, Ordering::Release);
         self.out.emit(TaskEvent::Started { pid: pgid });
-        self.out.log(Level::Info, format!("agent started (pid {pgid})"));
+        self.out
+            .log(Level::Info, format!("agent started (pid {pgid})"));
 
         let tail = Arc::new(Mutex::new(StderrTail::default()));
         let mut run = Running {
@@ -109,7 +110,8 @@ impl Driver {
         if let Err(why) = self.start_pipes(pipes, cap, &tail, &mut run) {
             // Without its pipes the agent cannot be driven: end it; the session reports the
             // exit as the outcome.
-            self.out.log(Level::Warn, format!("{why}; killing the agent"));
+            self.out
+                .log(Level::Warn, format!("{why}; killing the agent"));
             process::signal_group(pgid, Signal::Kill);
             run.signals.push(Signal::Kill);
         }
@@ -176,7 +178,8 @@ impl Driver {
             if !cancel_seen && self.out.control.cancel.load(Ordering::Acquire) {
                 cancel_seen = true;
                 if run.session.cancel(now) {
-                    self.out.log(Level::Info, "the owner cancelled the task".into());
+                    self.out
+                        .log(Level::Info, "the owner cancelled the task".into());
                 }
             }
             if !abandon_seen && self.out.control.abandoned.load(Ordering::Acquire) {

@@ -29,21 +29,17 @@ pub struct TaskHandle {
 /// called after each event is sent. If even the thread cannot be started, the outcome and
 /// `Ended` are already in the channel when `start` returns (and `wake` is not called).
 pub fn start(spec: TaskSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
-    launch(
-        "acp-task",
-        wake,
-        move |out, inputs, poke| Driver::new(spec, out, inputs, poke).run(),
-    )
+    launch("acp-task", wake, move |out, inputs, poke| {
+        Driver::new(spec, out, inputs, poke).run()
+    })
 }
 
 /// Starts one headless task (`headless.rs`) on its own driver thread, exactly as `start`
 /// does an ACP one: the same handle, the same events, the same cancel.
 pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
-    launch(
-        "headless-task",
-        wake,
-        move |out, inputs, poke| HeadlessDriver::new(spec, out, inputs, poke).run(),
-    )
+    launch("headless-task", wake, move |out, inputs, poke| {
+        HeadlessDriver::new(spec, out, inputs, poke).run()
+    })
 }
 
 /// The one start both kinds of task share: the channels, the control flags, the driver's

@@ -140,7 +140,8 @@ impl HeadlessDriver {
         let mut signals = Vec::new();
         let (stderr_done_tx, stderr_done) = mpsc::channel::<()>();
         if let Err(why) = self.start_pipes(stdout, stderr, &captured, &tail, stderr_done_tx) {
-            self.out.log(Level::Warn, format!("{why}; killing the agent"));
+            self.out
+                .log(Level::Warn, format!("{why}; killing the agent"));
             process::signal_group(pgid, agent_hub_proto::acp::Signal::Kill);
             signals.push(agent_hub_proto::acp::Signal::Kill);
             // Nothing will read stdout: the exit alone decides.
