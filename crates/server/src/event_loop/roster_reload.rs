@@ -5,7 +5,8 @@
 //! (`hub::roster_reload`). Refuses to apply a roster that fails any check: the old one stays.
 
 use super::private_file::read_roster;
-use super::{Now, Server};
+use super::Server;
+use agent_hub_proto::hub::Now;
 use std::path::PathBuf;
 
 impl Server {
