@@ -1,6 +1,6 @@
 //! Fuzz target `hub_session`: the hub core (`hub::Hub`) behind the client line decoder
 //! (`wire::LineBuffer`, `wire::ClientLine`), driven the way the server's loop drives it
-//! (`server::mod`: read → `handle_line` per line → `handle_timeout` → the commit point, each
+//! (`event_loop`: read → `handle_line` per line → `handle_timeout` → the commit point, each
 //! `Output::Commit` written or failed as the store's health says and reported back → flushes
 //! reported with `handle_synced` → flush sockets, reporting the first accepted byte of each
 //! delivery → `handle_closed`), with arbitrary bytes and lines on up

@@ -306,8 +306,8 @@ fn a_sigkilled_hub_restarts_without_a_false_cut_and_verify_counts_the_unanchored
     let head_line = log
         .iter()
         .position(|l| {
-            agent_hub_server::server::audit_chain::hex(
-                &agent_hub_server::server::audit_chain::line_hash(l.as_bytes()),
+            agent_hub_server::event_loop::audit_chain::hex(
+                &agent_hub_server::event_loop::audit_chain::line_hash(l.as_bytes()),
             ) == kept.trim()
         })
         .expect("the head names a record of the log");

@@ -167,7 +167,7 @@ fn a_headless_task_completes_with_the_parsed_text_usage_and_cost() {
     let allowed = |name: &str| {
         name == "AGENT_HUB_TASK"
             || name == "PWD"
-            || agent_hub_server::server::tasks::DEFAULT_ENV_PASS
+            || agent_hub_server::event_loop::executor::DEFAULT_ENV_PASS
                 .iter()
                 .any(|p| match p.strip_suffix('*') {
                     Some(prefix) => name.starts_with(prefix),

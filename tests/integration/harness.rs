@@ -700,7 +700,8 @@ impl Drop for Hub {
             assert!(!audit.contains("SECRET"), "a token reached the audit log");
             // Every test's log is one unbroken hash chain (a line torn by a SIGKILL at the
             // very end aside: the next start would cut it).
-            match agent_hub_server::server::audit_chain::verify_files(&[self.audit_path()], &[]) {
+            match agent_hub_server::event_loop::audit_chain::verify_files(&[self.audit_path()], &[])
+            {
                 Ok(Ok(_)) => {}
                 Ok(Err(b)) if b.why.contains("incomplete") => {}
                 Ok(Err(b)) => panic!("the audit chain breaks at line {}: {}", b.line, b.why),

@@ -6,7 +6,7 @@
 //! Owns: what an operator observes — that local `send`/`await` keep working, that the hub
 //! holds no more descriptors than its caps allow and does not spin, and that the service log
 //! gets a bounded number of lines whatever the attacker sends. Refuses: the exact cap and
-//! rate arithmetic (the sans-IO tests in `crates/server/src/server/relay_gate.rs`, `crates/proto/src/relay/throttle.rs`
+//! rate arithmetic (the sans-IO tests in `crates/server/src/event_loop/relay_gate.rs`, `crates/proto/src/relay/throttle.rs`
 //! and `crates/proto/src/relay/tests/limits.rs` own it). Every wait is a poll with `DEADLINE`; the attacker
 //! speaks relay v0, whose bytes never change, with its own HMAC.
 

@@ -6,7 +6,7 @@
 //!
 //! Owns the end-to-end check of those three promises with the real binary. The buffer's rules
 //! (WARN at once, the size bound, a zero interval) are unit-tested on a fake sink in
-//! `crates/server/src/server/records.rs`.
+//! `crates/server/src/event_loop/records.rs`.
 
 use crate::harness::*;
 use std::time::{Duration, Instant};

@@ -16,7 +16,7 @@
 //! `relay keygen` and `relay peers`: 0 done, 1 refused or failed (nothing written).
 
 use crate::admin::{demo, keygen, roster};
-use crate::server::startup;
+use crate::startup;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -371,7 +371,7 @@ fn relay_command(cmd: RelayCommand, top: Option<PathBuf>) -> ExitCode {
 }
 
 fn audit_verify(paths: &[PathBuf], anchors: &[String]) -> ExitCode {
-    use crate::server::audit_chain::{hex, parse_hex, verify_files};
+    use crate::event_loop::audit_chain::{hex, parse_hex, verify_files};
     let mut expected = Vec::new();
     for a in anchors {
         match parse_hex(&a.to_ascii_lowercase()) {

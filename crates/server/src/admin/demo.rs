@@ -364,7 +364,7 @@ fn prepare_in(opts: &DemoOptions, created: Option<PathBuf>) -> Result<Prepared, 
 /// After the hub failed to start (or the demo to finish after the bind), on stderr below
 /// the error: what to do about a port that is taken, and the folder taken away when this run
 /// created it (a folder that was there stays, with whatever it held). `stage` is the startup
-/// stage that failed (`server::startup`), if any.
+/// stage that failed (`startup`), if any.
 pub fn abandon(p: &Prepared, stage: Option<&str>) {
     if stage == Some("listen") {
         let port = Config::load(&p.config)

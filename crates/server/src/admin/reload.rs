@@ -3,15 +3,15 @@
 //! (docs/operations.md "Reloading agent manifests"; issue 35).
 //!
 //! Owns the command's report and its outcome; finding and signalling the hub is
-//! `running`'s, and what a reload does is the hub's (`server::roster_reload`,
-//! `server::manifests`). Exit 1 when no hub runs from the config, when the hub refused
+//! `running`'s, and what a reload does is the hub's (`event_loop::roster_reload`,
+//! `event_loop::manifests`). Exit 1 when no hub runs from the config, when the hub refused
 //! either reload (it then keeps what it had), or when it said nothing within
 //! `running::RELOAD_WAIT`. A manifest the hub skipped is printed as a warning, not a failure:
 //! the others were loaded, as `agent-hub agents` reports the same file.
 
 use super::running::{self, is_roster_line, ReloadError};
 use super::say;
-use crate::server::manifests::{RELOADED, RELOAD_REFUSED};
+use crate::event_loop::manifests::{RELOADED, RELOAD_REFUSED};
 use agent_hub_host::config::{Config, ConfigError};
 use std::fmt;
 use std::path::{Path, PathBuf};

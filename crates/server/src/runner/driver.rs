@@ -9,25 +9,23 @@
 //! not be started, the owner cancelled before it started) and waiting for anything but its
 //! one input channel.
 
-use super::control::Control;
+use super::outbox::Outbox;
 use super::pipes::{self, Input, PipeError, QueueError, StderrTail, StdinQueue};
 use super::process;
 use super::{TaskEnd, TaskEvent, TaskSpec, STDERR_TAIL_LINES, STDIN_BACKLOG_MAX_BYTES};
 use agent_hub_proto::acp::sanitize::Secrets;
 use agent_hub_proto::acp::{
-    CancelEnd, Event, ExitStatus, Level, Log, Outcome, Progress, Refusal, Session, SessionConfig,
-    Signal, Status,
+    CancelEnd, Event, ExitStatus, Level, Refusal, Session, SessionConfig, Signal, Status,
 };
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub(super) struct Driver {
     spec: TaskSpec,
-    control: Arc<Control>,
-    events: Sender<TaskEvent>,
-    wake: Box<dyn Fn() + Send>,
+    /// The owner's channel, its wake and the shared flags (`outbox`, as the headless driver's).
+    out: Outbox,
     inputs: Receiver<Input>,
     input_tx: SyncSender<Input>,
 }
@@ -41,101 +39,30 @@ struct Running {
     exit: Option<ExitStatus>,
 }
 
-/// How every run ends, ACP or headless: a run that never got a process reports its outcome
-/// first (`Driver::not_started`); the credential (and with it the task's folder) goes before
-/// `Ended`, so an owner that saw `Ended` sees no file; then `ended` is set and `Ended` sent.
-pub(super) fn finish(
-    result: Result<TaskEnd, Status>,
-    credential: Option<super::TaskCredential>,
-    control: &Control,
-    emit: impl Fn(TaskEvent),
-) {
-    let end = match result {
-        Ok(end) => end,
-        Err(status) => {
-            let mut evs = Driver::not_started(status);
-            let end = evs.pop();
-            for ev in evs {
-                emit(ev);
-            }
-            match end {
-                Some(TaskEvent::Ended(end)) => end,
-                _ => TaskEnd::default(),
-            }
-        }
-    };
-    drop(credential);
-    control.ended.store(true, Ordering::Release);
-    emit(TaskEvent::Ended(end));
-}
-
 impl Driver {
     pub(super) fn new(
         spec: TaskSpec,
-        control: Arc<Control>,
-        events: Sender<TaskEvent>,
-        wake: Box<dyn Fn() + Send>,
+        out: Outbox,
         inputs: Receiver<Input>,
         input_tx: SyncSender<Input>,
     ) -> Driver {
         Driver {
             spec,
-            control,
-            events,
-            wake,
+            out,
             inputs,
             input_tx,
         }
     }
 
-    /// The events of a task that never got a process: its outcome, then `Ended`.
-    pub(super) fn not_started(status: Status) -> Vec<TaskEvent> {
-        let level = match status {
-            Status::Cancelled { .. } => Level::Info,
-            _ => Level::Warn,
-        };
-        vec![
-            TaskEvent::Log(Log {
-                level,
-                message: format!("outcome {status}"),
-            }),
-            TaskEvent::Outcome(Outcome {
-                status,
-                text: String::new(),
-                truncated: false,
-                usage: None,
-                progress: Progress::default(),
-            }),
-            TaskEvent::Ended(TaskEnd::default()),
-        ]
-    }
-
     pub(super) fn run(mut self) {
         let result = self.drive();
         let credential = self.spec.credential.take();
-        finish(result, credential, &self.control, |ev| self.emit(ev));
-    }
-
-    fn emit(&self, ev: TaskEvent) {
-        // A gone owner is not an error: the run still ends properly (the handle's drop
-        // cancelled it), only nobody listens.
-        if self.events.send(ev).is_ok() {
-            (self.wake)();
-        }
-    }
-
-    fn log(&self, level: Level, message: String) {
-        self.emit(TaskEvent::Log(Log { level, message }));
-    }
-
-    fn owner_stopped(&self) -> bool {
-        self.control.cancel.load(Ordering::Acquire)
-            || self.control.abandoned.load(Ordering::Acquire)
+        self.out.finish(result, credential);
     }
 
     /// Runs the task to its end; `Err` is the outcome of a task that never got a process.
     fn drive(&mut self) -> Result<TaskEnd, Status> {
-        if self.owner_stopped() {
+        if self.out.owner_stopped() {
             return Err(Status::Cancelled {
                 end: CancelEnd::BeforePrompt,
             });
@@ -163,13 +90,14 @@ impl Driver {
             self.input_tx.clone(),
         )?;
         if let Some(line) = spawned.sandboxed {
-            self.log(Level::Info, line);
+            self.out.log(Level::Info, line);
         }
         let pgid = spawned.pgid;
         let pipes = (spawned.stdin, spawned.stdout, spawned.stderr);
-        self.control.pid.store(pgid, Ordering::Release);
-        self.emit(TaskEvent::Started { pid: pgid });
-        self.log(Level::Info, format!("agent started (pid {pgid})"));
+        self.out.control.pid.store(pgid, Ordering::Release);
+        self.out.emit(TaskEvent::Started { pid: pgid });
+        self.out
+            .log(Level::Info, format!("agent started (pid {pgid})"));
 
         let tail = Arc::new(Mutex::new(StderrTail::default()));
         let mut run = Running {
@@ -182,7 +110,8 @@ impl Driver {
         if let Err(why) = self.start_pipes(pipes, cap, &tail, &mut run) {
             // Without its pipes the agent cannot be driven: end it; the session reports the
             // exit as the outcome.
-            self.log(Level::Warn, format!("{why}; killing the agent"));
+            self.out
+                .log(Level::Warn, format!("{why}; killing the agent"));
             process::signal_group(pgid, Signal::Kill);
             run.signals.push(Signal::Kill);
         }
@@ -246,16 +175,17 @@ impl Driver {
         let mut abandon_seen = false;
         loop {
             let now = Instant::now();
-            if !cancel_seen && self.control.cancel.load(Ordering::Acquire) {
+            if !cancel_seen && self.out.control.cancel.load(Ordering::Acquire) {
                 cancel_seen = true;
                 if run.session.cancel(now) {
-                    self.log(Level::Info, "the owner cancelled the task".into());
+                    self.out
+                        .log(Level::Info, "the owner cancelled the task".into());
                 }
             }
-            if !abandon_seen && self.control.abandoned.load(Ordering::Acquire) {
+            if !abandon_seen && self.out.control.abandoned.load(Ordering::Acquire) {
                 abandon_seen = true;
                 if run.session.cancel(now) {
-                    self.log(
+                    self.out.log(
                         Level::Info,
                         "the task's owner is gone; cancelling the task".into(),
                     );
@@ -292,7 +222,7 @@ impl Driver {
                     run.exit = Some(status);
                     run.session.handle_exit(status, now);
                 }
-                Some(Input::WriteFailed(why)) => self.log(
+                Some(Input::WriteFailed(why)) => self.out.log(
                     Level::Info,
                     format!(
                         "writing to the agent's stdin failed ({}); later lines are dropped",
@@ -316,7 +246,7 @@ impl Driver {
                 Err(QueueError::Backlog { pending }) => {
                     // The agent stopped reading while we still have to talk to it: it cannot
                     // be driven any further. Its exit decides the outcome.
-                    self.log(
+                    self.out.log(
                         Level::Warn,
                         format!(
                             "the agent has not read {pending} bytes of its stdin (bound {STDIN_BACKLOG_MAX_BYTES}); killing its process group"
@@ -330,9 +260,9 @@ impl Driver {
         }
         while let Some(ev) = run.session.poll_event() {
             match ev {
-                Event::Progress(p) => self.emit(TaskEvent::Progress(p)),
-                Event::Log(l) => self.emit(TaskEvent::Log(l)),
-                Event::Outcome(o) => self.emit(TaskEvent::Outcome(o)),
+                Event::Progress(p) => self.out.emit(TaskEvent::Progress(p)),
+                Event::Log(l) => self.out.emit(TaskEvent::Log(l)),
+                Event::Outcome(o) => self.out.emit(TaskEvent::Outcome(o)),
                 Event::CloseStdin => {
                     if let Some(q) = run.stdin.as_mut() {
                         q.close();

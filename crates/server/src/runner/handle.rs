@@ -8,6 +8,7 @@
 use super::control::Control;
 use super::driver::Driver;
 use super::headless::{HeadlessDriver, HeadlessSpec};
+use super::outbox::{self, Outbox};
 use super::pipes::Input;
 use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
 use std::sync::atomic::Ordering;
@@ -28,25 +29,17 @@ pub struct TaskHandle {
 /// called after each event is sent. If even the thread cannot be started, the outcome and
 /// `Ended` are already in the channel when `start` returns (and `wake` is not called).
 pub fn start(spec: TaskSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
-    launch(
-        "acp-task",
-        wake,
-        move |control, events, wake, inputs, poke| {
-            Driver::new(spec, control, events, wake, inputs, poke).run()
-        },
-    )
+    launch("acp-task", wake, move |out, inputs, poke| {
+        Driver::new(spec, out, inputs, poke).run()
+    })
 }
 
 /// Starts one headless task (`headless.rs`) on its own driver thread, exactly as `start`
 /// does an ACP one: the same handle, the same events, the same cancel.
 pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHandle {
-    launch(
-        "headless-task",
-        wake,
-        move |control, events, wake, inputs, poke| {
-            HeadlessDriver::new(spec, control, events, wake, inputs, poke).run()
-        },
-    )
+    launch("headless-task", wake, move |out, inputs, poke| {
+        HeadlessDriver::new(spec, out, inputs, poke).run()
+    })
 }
 
 /// The one start both kinds of task share: the channels, the control flags, the driver's
@@ -55,25 +48,18 @@ pub fn start_headless(spec: HeadlessSpec, wake: Box<dyn Fn() + Send>) -> TaskHan
 /// credential, is dropped with the error).
 fn launch<F>(thread: &str, wake: Box<dyn Fn() + Send>, drive: F) -> TaskHandle
 where
-    F: FnOnce(
-            Arc<Control>,
-            mpsc::Sender<TaskEvent>,
-            Box<dyn Fn() + Send>,
-            Receiver<Input>,
-            SyncSender<Input>,
-        ) + Send
-        + 'static,
+    F: FnOnce(Outbox, Receiver<Input>, SyncSender<Input>) + Send + 'static,
 {
     let (events_tx, events) = mpsc::channel();
     let (poke, inputs) = mpsc::sync_channel(INPUT_QUEUE);
     let control = Arc::new(Control::default());
-    let (driver_control, driver_events, driver_poke) =
-        (Arc::clone(&control), events_tx.clone(), poke.clone());
+    let out = Outbox::new(Arc::clone(&control), events_tx.clone(), wake);
+    let driver_poke = poke.clone();
     let spawned = std::thread::Builder::new()
         .name(thread.into())
-        .spawn(move || drive(driver_control, driver_events, wake, inputs, driver_poke));
+        .spawn(move || drive(out, inputs, driver_poke));
     if let Err(e) = spawned {
-        for ev in Driver::not_started(agent_hub_proto::acp::Status::Failed(
+        for ev in outbox::not_started(agent_hub_proto::acp::Status::Failed(
             agent_hub_proto::acp::Failure::Spawn(format!("cannot start the task's thread: {e}")),
         )) {
             let _ = events_tx.send(ev);

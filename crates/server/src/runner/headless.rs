@@ -11,12 +11,12 @@
 //! deadlines, the escalation and the outcome are `headless::run`'s and
 //! `headless::outcome`'s), putting anything but the rendered argv on the command line.
 
-use super::control::Control;
+use super::outbox::Outbox;
 use super::pipes::{self, Input, PipeError, StderrTail};
 use super::{process, TaskEnd, TaskEvent, STDERR_TAIL_LINES};
 use agent_hub_host::agents::manifest::Outcome as Format;
 use agent_hub_proto::acp::sanitize::Secrets;
-use agent_hub_proto::acp::{CancelEnd, ExitStatus, Level, Log, Status};
+use agent_hub_proto::acp::{CancelEnd, ExitStatus, Level, Status};
 use agent_hub_proto::headless::{self, Captured, Event, HeadlessLimits, Run};
 use std::ffi::OsString;
 use std::io::Read;
@@ -57,9 +57,8 @@ pub struct HeadlessSpec {
 
 pub(super) struct HeadlessDriver {
     spec: HeadlessSpec,
-    control: Arc<Control>,
-    events: Sender<TaskEvent>,
-    wake: Box<dyn Fn() + Send>,
+    /// The owner's channel, its wake and the shared flags (`outbox`, as the ACP driver's).
+    out: Outbox,
     inputs: Receiver<Input>,
     input_tx: SyncSender<Input>,
 }
@@ -67,17 +66,13 @@ pub(super) struct HeadlessDriver {
 impl HeadlessDriver {
     pub(super) fn new(
         spec: HeadlessSpec,
-        control: Arc<Control>,
-        events: Sender<TaskEvent>,
-        wake: Box<dyn Fn() + Send>,
+        out: Outbox,
         inputs: Receiver<Input>,
         input_tx: SyncSender<Input>,
     ) -> HeadlessDriver {
         HeadlessDriver {
             spec,
-            control,
-            events,
-            wake,
+            out,
             inputs,
             input_tx,
         }
@@ -86,26 +81,11 @@ impl HeadlessDriver {
     pub(super) fn run(mut self) {
         let result = self.drive();
         let credential = self.spec.credential.take();
-        super::driver::finish(result, credential, &self.control, |ev| self.emit(ev));
-    }
-
-    fn emit(&self, ev: TaskEvent) {
-        if self.events.send(ev).is_ok() {
-            (self.wake)();
-        }
-    }
-
-    fn log(&self, level: Level, message: String) {
-        self.emit(TaskEvent::Log(Log { level, message }));
-    }
-
-    fn owner_stopped(&self) -> bool {
-        self.control.cancel.load(Ordering::Acquire)
-            || self.control.abandoned.load(Ordering::Acquire)
+        self.out.finish(result, credential);
     }
 
     fn drive(&self) -> Result<TaskEnd, Status> {
-        if self.owner_stopped() {
+        if self.out.owner_stopped() {
             return Err(Status::Cancelled {
                 end: CancelEnd::BeforePrompt,
             });
@@ -122,7 +102,7 @@ impl HeadlessDriver {
         )?;
         let pgid = spawned.pgid;
         if let Some(line) = spawned.sandboxed {
-            self.log(Level::Info, line);
+            self.out.log(Level::Info, line);
         }
         // The prompt, when the manifest takes it on stdin (`run.headless_prompt = "stdin"`),
         // is written on a thread of its own: an agent that reads late, or never, must not
@@ -137,7 +117,7 @@ impl HeadlessDriver {
                     let _ = pipe.write_all(prompt.as_bytes());
                 });
             if let Err(e) = spawned {
-                self.log(
+                self.out.log(
                     Level::Warn,
                     format!("cannot start the thread that writes the prompt: {e}"),
                 );
@@ -145,9 +125,9 @@ impl HeadlessDriver {
         }
         let (stdout, stderr) = (spawned.stdout, spawned.stderr);
         let started = Instant::now();
-        self.control.pid.store(pgid, Ordering::Release);
-        self.emit(TaskEvent::Started { pid: pgid });
-        self.log(
+        self.out.control.pid.store(pgid, Ordering::Release);
+        self.out.emit(TaskEvent::Started { pid: pgid });
+        self.out.log(
             Level::Info,
             format!("agent started headless (pid {pgid}); it has no hub MCP server"),
         );
@@ -160,7 +140,8 @@ impl HeadlessDriver {
         let mut signals = Vec::new();
         let (stderr_done_tx, stderr_done) = mpsc::channel::<()>();
         if let Err(why) = self.start_pipes(stdout, stderr, &captured, &tail, stderr_done_tx) {
-            self.log(Level::Warn, format!("{why}; killing the agent"));
+            self.out
+                .log(Level::Warn, format!("{why}; killing the agent"));
             process::signal_group(pgid, agent_hub_proto::acp::Signal::Kill);
             signals.push(agent_hub_proto::acp::Signal::Kill);
             // Nothing will read stdout: the exit alone decides.
@@ -190,7 +171,7 @@ impl HeadlessDriver {
             Err(_) => Captured::default(),
         };
         if !ending.stdout_complete {
-            self.log(
+            self.out.log(
                 Level::Warn,
                 format!(
                     "the agent's stdout was still open {} ms after it exited; its process group was killed",
@@ -199,7 +180,7 @@ impl HeadlessDriver {
             );
         }
         if stdout.truncated {
-            self.log(
+            self.out.log(
                 Level::Warn,
                 format!(
                     "the agent wrote {} bytes to stdout; only the first {} were kept (tasks.headless_stdout_max_bytes)",
@@ -219,8 +200,8 @@ impl HeadlessDriver {
             Status::Completed { .. } | Status::Cancelled { .. } => Level::Info,
             _ => Level::Warn,
         };
-        self.log(level, format!("outcome {}", outcome.status));
-        self.emit(TaskEvent::Outcome(outcome));
+        self.out.log(level, format!("outcome {}", outcome.status));
+        self.out.emit(TaskEvent::Outcome(outcome));
         Ok(TaskEnd {
             exit: Some(exit),
             signals,
@@ -269,10 +250,10 @@ impl HeadlessDriver {
         let mut stop_seen = false;
         loop {
             let now = Instant::now();
-            if !stop_seen && self.owner_stopped() {
+            if !stop_seen && self.out.owner_stopped() {
                 stop_seen = true;
                 if run.cancel(now) {
-                    self.log(
+                    self.out.log(
                         Level::Info,
                         "the task is cancelled; stopping the agent".into(),
                     );

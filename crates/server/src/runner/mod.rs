@@ -19,12 +19,14 @@ mod credential;
 mod driver;
 mod handle;
 mod headless;
+mod outbox;
 mod pipes;
 mod process;
 
 pub use credential::{CredentialError, TaskCredential};
 pub use handle::{start, start_headless, TaskHandle};
 pub use headless::HeadlessSpec;
+pub use outbox::not_started;
 
 use agent_hub_proto::acp::SessionConfig;
 use std::ffi::OsString;

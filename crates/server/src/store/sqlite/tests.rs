@@ -324,7 +324,7 @@ fn checkpoints_alongside_commits_lose_nothing() {
 }
 
 /// The whole mechanism on a real WAL, at small thresholds: a loop that commits as fast as
-/// it can and honours `holds_commits` as the server does (`Server::commit_can_wait`)
+/// it can and honours `holds_commits` as the server does (`event_loop::commit_io::Commits::holds_commits`)
 /// keeps the WAL bounded, and checkpoints really copy it back.
 #[test]
 fn under_steady_commits_the_flush_thread_keeps_the_wal_bounded() {

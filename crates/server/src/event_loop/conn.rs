@@ -207,7 +207,7 @@ mod tests {
         let bound = if cfg!(debug_assertions) { 136 } else { 128 };
         assert!(
             std::mem::size_of::<Conn>() <= bound,
-            "server::conn::Conn is {} bytes",
+            "event_loop::conn::Conn is {} bytes",
             std::mem::size_of::<Conn>()
         );
     }

@@ -1,6 +1,7 @@
 //! The agent catalogue of a running hub (docs/delegation.md "Which agents can take delegated
-//! work", docs/operations.md "Reloading agent manifests"; issue 35): where it is read from,
-//! taken from the process environment once at startup, and reading it again on SIGHUP.
+//! work", docs/operations.md "Reloading agent manifests"; issue 35): reading it again on
+//! SIGHUP, from the folders and PATH the hub started with (`environment::AgentEnv`, read once
+//! at startup and handed in).
 //!
 //! Owns the IO of a reload: reading the same folders as at startup (`registry::Sources`, the
 //! rule `agent-hub agents --config` uses too), finding which agents can run on this PATH, and
@@ -11,62 +12,7 @@
 //! HOME, `$AGENT_HUB_AGENTS_DIR` and PATH are what the hub started with.
 
 use super::Server;
-use agent_hub_host::agents::registry::{self, Registry, Sources};
-use agent_hub_host::agents::runnable::{self, Delegate};
-use std::path::PathBuf;
 use std::sync::Arc;
-
-/// What the agent catalogue takes from the hub's environment, read once at startup and
-/// handed in; the same folders are read again on SIGHUP.
-#[derive(Debug, Clone)]
-pub struct AgentEnv {
-    /// `$HOME` as found (empty when unset): the sandbox's view of the user's files.
-    pub home: PathBuf,
-    /// `$PATH`: where an agent's program is looked for (`runnable`).
-    pub path_var: String,
-    /// The manifests folders: the user's and the config's `tasks.manifests_dir`.
-    pub sources: Sources,
-}
-
-impl Default for AgentEnv {
-    /// No environment: the built-ins only, and no program found.
-    fn default() -> AgentEnv {
-        AgentEnv {
-            home: PathBuf::new(),
-            path_var: String::new(),
-            sources: Sources::new(None, None, None),
-        }
-    }
-}
-
-impl AgentEnv {
-    /// Reads `$HOME`, `$PATH` and `$AGENT_HUB_AGENTS_DIR` of this process; `manifests_dir`
-    /// is the config's `tasks.manifests_dir`.
-    pub fn from_process(manifests_dir: Option<PathBuf>) -> AgentEnv {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        let sources = Sources::new(
-            Some(&home),
-            std::env::var_os(registry::AGENTS_DIR_ENV),
-            manifests_dir,
-        );
-        AgentEnv {
-            home,
-            path_var: std::env::var("PATH").unwrap_or_default(),
-            sources,
-        }
-    }
-
-    /// The names of `reg` that can take delegated work on this PATH, in its order.
-    pub fn runnable(&self, reg: &Registry) -> Vec<String> {
-        runnable::list(reg, &self.path_var)
-            .into_iter()
-            .filter(|(_, d)| *d != Delegate::No)
-            .map(|(name, _)| name)
-            .collect()
-    }
-}
 
 /// The start of the INFO line of a reload that took effect, and of the ERROR line of one
 /// refused (`admin::running` waits for one of them).
@@ -74,12 +20,6 @@ pub const RELOADED: &str = "agent manifests reloaded";
 pub const RELOAD_REFUSED: &str = "agent manifests reload refused";
 
 impl Server {
-    /// The environment the catalogue is read with (startup hands it in, before
-    /// `start_tasks` and `start_relay`).
-    pub fn set_agent_env(&mut self, env: AgentEnv) {
-        self.agent_env = env;
-    }
-
     /// SIGHUP: reads the manifests folders again and puts the result in force for every
     /// delegation and task start from now on (`agents::reload` says what a bad manifest or
     /// folder keeps). One INFO line names what changed; a refused reload is one ERROR line
@@ -87,8 +27,8 @@ impl Server {
     /// The folders are read on the loop thread, as the roster is on the same signal: a few
     /// small files, at an operator's rate.
     pub(super) fn reload_manifests(&mut self) {
-        if self.shutting_down {
-            if self.catalogue.is_none() {
+        if self.lifecycle.shutting_down {
+            if self.tasks.catalogue.is_none() {
                 return;
             }
             self.records.log(
@@ -97,20 +37,20 @@ impl Server {
             );
             return;
         }
-        if let Some(relay) = &self.relay {
-            relay.refresh_agent_cards();
-        }
-        let (Some(current), Some(executor)) = (self.catalogue.clone(), self.tasks.as_mut()) else {
+        self.relay.refresh_agent_cards();
+        let tasks = &mut self.tasks;
+        let (Some(current), Some(executor)) = (tasks.catalogue.clone(), tasks.executor.as_mut())
+        else {
             return;
         };
-        let fresh = self.agent_env.sources.load();
+        let fresh = tasks.agent_env.sources.load();
         match agent_hub_host::agents::reload::reload(&current, fresh) {
             Err(refused) => {
                 let why: Vec<String> = refused.folders.iter().map(|p| p.to_string()).collect();
                 let line = format!(
                     "{RELOAD_REFUSED}, keeping the {} agents in force ({} runnable): {}",
                     current.agents.len(),
-                    self.agent_env.runnable(&current).len(),
+                    tasks.agent_env.runnable(&current).len(),
                     why.join("; ")
                 );
                 self.records.log("ERROR", &line);
@@ -129,14 +69,14 @@ impl Server {
                         ),
                     );
                 }
-                let runnable = self.agent_env.runnable(&reg);
+                let runnable = tasks.agent_env.runnable(&reg);
                 let reg = Arc::new(reg);
-                executor.set_resolver(Box::new(super::tasks::Catalogue {
+                executor.set_resolver(Box::new(super::executor::Catalogue {
                     reg: Arc::clone(&reg),
-                    path_var: self.agent_env.path_var.clone(),
+                    path_var: tasks.agent_env.path_var.clone(),
                 }));
                 self.hub.set_task_agents(runnable.clone());
-                self.catalogue = Some(reg);
+                tasks.catalogue = Some(reg);
                 self.records.log("INFO", &reload_line(&runnable, &changes));
             }
         }

@@ -2,16 +2,16 @@
 //! computed off the event loop: one card per agent manifest with a program on this machine's
 //! PATH — its name, its binary's `--version` line, whether `run.acp` / `run.headless` can run.
 //!
-//! Owns the prober thread: it computes the list at startup, again every `REFRESH` and when the
-//! hub reloads its manifests (SIGHUP, `CardProber::refresh`) (running `<binary> --version`,
-//! which may take seconds, is why it is a thread: the loop never runs a binary), and hands
-//! each result over a channel that the loop drains in `handle_timeout`. The catalogue is read
+//! Owns what the prober thread computes (`prober` runs it): the list at startup, again every
+//! `REFRESH` and when the hub reloads its manifests (SIGHUP, `CardProber::refresh`) (running
+//! `<binary> --version`, which may take seconds, is why it is a thread: the loop never runs a
+//! binary); each result goes over a channel that the loop drains in `handle_timeout`. The catalogue is read
 //! from the folders the task executor reads (`registry::Sources`, with the environment the
 //! hub started with). Refuses: what the cards mean on the wire (`relay::cards`).
 
+use super::prober::Prober;
 use agent_hub_host::agents::{probe, registry::Sources};
 use agent_hub_proto::relay::message::AgentCard;
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// How often the list is computed again: agents are installed rarely, and each round runs
@@ -19,7 +19,7 @@ use std::time::Duration;
 pub const REFRESH: Duration = Duration::from_secs(600);
 
 /// Where the prober looks: the hub's manifests folders and PATH, as read at startup
-/// (`manifests::AgentEnv`).
+/// (`environment::AgentEnv`).
 #[derive(Debug, Clone)]
 pub struct CardSource {
     pub sources: Sources,
@@ -44,42 +44,14 @@ pub fn compute(src: &CardSource) -> Vec<AgentCard> {
         .collect()
 }
 
-/// The prober thread's far end. Dropping it stops the thread at its next wake-up.
-pub(super) struct CardProber {
-    rx: mpsc::Receiver<Vec<AgentCard>>,
-    /// A message asks for a new list now; dropping it ends the thread.
-    poke: mpsc::Sender<()>,
-}
+/// The prober thread's far end (`prober`, the shape it shares with `headroom`). Dropping it
+/// stops the thread at its next wake-up; `refresh` asks for a new list now (the manifests were
+/// reloaded), which arrives through `latest`.
+pub(super) type CardProber = Prober<Vec<AgentCard>>;
 
 impl CardProber {
     pub(super) fn spawn(src: CardSource) -> std::io::Result<CardProber> {
-        let (tx, rx) = mpsc::channel();
-        let (poke, poked) = mpsc::channel::<()>();
-        std::thread::Builder::new()
-            .name("agent-cards".into())
-            .spawn(move || loop {
-                if tx.send(compute(&src)).is_err() {
-                    return;
-                }
-                // Sleeps until the refresh or a poke, or ends when the relay is gone.
-                match poked.recv_timeout(REFRESH) {
-                    Ok(()) => while poked.try_recv().is_ok() {},
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                }
-            })?;
-        Ok(CardProber { rx, poke })
-    }
-
-    /// Asks for a new list now (the manifests were reloaded); it arrives through `latest`.
-    pub(super) fn refresh(&self) {
-        // The thread is gone only when this prober is dropped: nothing to ask then.
-        let _ = self.poke.send(());
-    }
-
-    /// The newest list computed since the last call, if any.
-    pub(super) fn latest(&self) -> Option<Vec<AgentCard>> {
-        self.rx.try_iter().last()
+        Prober::start("agent-cards", REFRESH, move || compute(&src))
     }
 }
 

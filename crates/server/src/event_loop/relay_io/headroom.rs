@@ -9,9 +9,9 @@
 //! placement treats an unknown as not meeting a floor, never as plenty). Refuses: what the
 //! figures mean on the wire (`relay::worker`).
 
+use super::prober::Prober;
 use agent_hub_proto::relay::worker::Headroom;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// How often the machine is measured: placement reads a beat every 30 s, and a figure a
@@ -100,35 +100,13 @@ fn disk_free_mb(path: &Path) -> Option<u64> {
     Some(bytes / (1024 * 1024))
 }
 
-/// The measuring thread's far end. Dropping it stops the thread at its next wake-up.
-pub(super) struct MachineProber {
-    rx: mpsc::Receiver<Machine>,
-    _stop: mpsc::Sender<()>,
-}
+/// The measuring thread's far end (`prober`, the shape it shares with `cards`). Dropping it
+/// stops the thread at its next wake-up; `latest` is the newest measurement since the last call.
+pub(super) type MachineProber = Prober<Machine>;
 
 impl MachineProber {
     pub(super) fn spawn(disk: PathBuf) -> std::io::Result<MachineProber> {
-        let (tx, rx) = mpsc::channel();
-        let (stop, stopped) = mpsc::channel::<()>();
-        std::thread::Builder::new()
-            .name("relay-headroom".into())
-            .spawn(move || loop {
-                if tx.send(measure(&disk)).is_err() {
-                    return;
-                }
-                if !matches!(
-                    stopped.recv_timeout(REFRESH),
-                    Err(mpsc::RecvTimeoutError::Timeout)
-                ) {
-                    return;
-                }
-            })?;
-        Ok(MachineProber { rx, _stop: stop })
-    }
-
-    /// The newest measurement since the last call, if any.
-    pub(super) fn latest(&self) -> Option<Machine> {
-        self.rx.try_iter().last()
+        Prober::start("relay-headroom", REFRESH, move || measure(&disk))
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::*;
 use std::cell::RefCell;
+use std::path::Path;
 use std::rc::Rc;
 
 /// An in-memory file that fails its appends while `full` is set, after writing half.

@@ -29,7 +29,7 @@ pub const MAX_FAILED_HANDSHAKES: u32 = 5;
 /// closed, sent something malformed or let the handshake deadline pass.
 pub const DENIED_PREFIX: &str = "handshake denied:";
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
-/// At most one summed refusal line this often (as the client listener's, `server::mod`).
+/// At most one summed refusal line this often (as the client listener's, `event_loop::accept`).
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
 /// Addresses with failed handshakes remembered before the stale ones are swept.
 const FAILURE_TABLE_SWEEP: usize = 4096;

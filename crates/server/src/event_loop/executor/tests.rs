@@ -1,4 +1,4 @@
-//! The task executor's tests (`server::tasks`): refusals before a spawn, the MCP server
+//! The task executor's tests (`event_loop::executor`): refusals before a spawn, the MCP server
 //! a task gets, headless argv limits, and cwd checks, on real temp dirs without a hub.
 
 use super::*;
@@ -101,7 +101,10 @@ fn a_missing_client_binary_refuses_the_task_not_the_hub() {
     );
     ex.start(start(0xc, "ghost", root, "p"));
     let evs = ex.drain();
-    match &evs[0].1 {
+    // The outcome's log line first, as for every task that never got a process
+    // (`runner::not_started`).
+    assert!(matches!(&evs[0].1, TaskEvent::Log(l) if l.message.starts_with("outcome refused")));
+    match &evs[1].1 {
         TaskEvent::Outcome(o) => {
             assert_eq!(o.status.name(), "refused");
             assert!(
@@ -114,7 +117,7 @@ fn a_missing_client_binary_refuses_the_task_not_the_hub() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(evs[1].1, TaskEvent::Ended(_)));
+    assert!(matches!(evs[2].1, TaskEvent::Ended(_)));
 }
 
 #[test]
@@ -202,8 +205,9 @@ fn headless_prompts_an_argv_cannot_carry_are_refused_before_a_spawn() {
     ] {
         ex.start(start(id, "echo", root.clone(), prompt));
         let evs = ex.drain();
-        assert_eq!(evs.len(), 2, "{evs:?}");
-        match &evs[0].1 {
+        assert_eq!(evs.len(), 3, "{evs:?}");
+        assert!(matches!(&evs[0].1, TaskEvent::Log(_)), "{evs:?}");
+        match &evs[1].1 {
             TaskEvent::Outcome(o) => {
                 assert_eq!(o.status.name(), "refused", "{id}");
                 let shown = o.status.to_string();
@@ -216,7 +220,7 @@ fn headless_prompts_an_argv_cannot_carry_are_refused_before_a_spawn() {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(evs[1].1, TaskEvent::Ended(_)));
+        assert!(matches!(evs[2].1, TaskEvent::Ended(_)));
     }
     assert_eq!(ex.running(), 0);
 }
@@ -230,8 +234,9 @@ impl ResolveAgent for NoAgents {
     }
 }
 
-/// A start refused before any process exists ends like any run: one outcome, then
-/// `Ended`, and the waker is called so the loop drains them.
+/// A start refused before any process exists ends like any run that never got a process:
+/// its outcome's log line, one outcome, then `Ended`, and the waker is called so the loop
+/// drains them.
 #[test]
 fn a_start_refused_here_ends_with_one_outcome_and_ended() {
     let dir = std::env::temp_dir().join(format!("agent-hub-exec-{}", std::process::id()));
@@ -269,6 +274,7 @@ fn a_start_refused_here_ends_with_one_outcome_and_ended() {
         .iter()
         .map(|(id, e)| {
             let what = match e {
+                TaskEvent::Log(_) => "log",
                 TaskEvent::Outcome(o) => o.status.name(),
                 TaskEvent::Ended(_) => "ended",
                 _ => "other",
@@ -279,8 +285,10 @@ fn a_start_refused_here_ends_with_one_outcome_and_ended() {
     assert_eq!(
         names,
         [
+            (tid(0xa).as_str(), "log"),
             (tid(0xa).as_str(), "refused"),
             (tid(0xa).as_str(), "ended"),
+            (tid(0xb).as_str(), "log"),
             (tid(0xb).as_str(), "refused"),
             (tid(0xb).as_str(), "ended")
         ]

@@ -1,21 +1,24 @@
 //! Server startup (SPEC §7): config, service log, roster, audit log, listener, signals, in
 //! that order. Each failure names its stage and cause; the caller prints it and exits 1.
 //!
-//! Owns the checks on the operator's files (modes, paths) and binding to loopback only.
+//! Owns the checks on the operator's files (modes, paths; the mode check itself is
+//! `event_loop::private_file`'s, which SIGHUP's roster reload and the relay's key files share)
+//! and binding to loopback only. It stands above the event loop: it builds the `Server` and
+//! hands it what was read here.
 
-use super::os_ids::OsIds;
-use super::records::{cut_torn_tail, open_chain, open_record_file, Records};
-use super::signal::Signals;
-use super::Server;
+use crate::event_loop::environment::HubEnv;
+use crate::event_loop::os_ids::OsIds;
+use crate::event_loop::private_file::{read_roster, FileCheckError};
+use crate::event_loop::records::{self, cut_torn_tail, open_chain, open_record_file, Records};
+use crate::event_loop::signal::Signals;
+use crate::event_loop::Server;
 use crate::store::sqlite::Sqlite;
 use crate::store::{Memory, Store};
 use agent_hub_host::config::{Config, StoreConfig};
 use agent_hub_proto::hub::{Hub, Now};
-use agent_hub_proto::roster::{Roster, RosterError};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A fatal startup error: which stage failed and why.
 #[derive(Debug)]
@@ -45,83 +48,6 @@ pub struct Started {
     pub addr: SocketAddr,
     /// Where the relay listens, when it is configured to.
     pub relay_addr: Option<SocketAddr>,
-}
-
-/// Why a credential file (the roster, a relay key file) was refused. `what` names the kind
-/// of file ("roster", "relay key file").
-#[derive(Debug)]
-pub enum FileCheckError {
-    /// Its metadata or its text could not be read.
-    Unreadable {
-        what: &'static str,
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    /// Group or others may read or write it.
-    NotPrivate {
-        what: &'static str,
-        path: PathBuf,
-        mode: u32,
-    },
-    /// The roster's text is not a valid roster.
-    Roster(RosterError),
-}
-
-impl fmt::Display for FileCheckError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FileCheckError::Unreadable { what, path, error } => {
-                write!(f, "cannot read {what} {}: {error}", path.display())
-            }
-            FileCheckError::NotPrivate { what, path, mode } => write!(
-                f,
-                "{what} {} has mode {mode:03o}, readable or writable by group or others; fix it with: chmod 600 {}",
-                path.display(),
-                path.display()
-            ),
-            FileCheckError::Roster(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for FileCheckError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            FileCheckError::Unreadable { error, .. } => Some(error),
-            FileCheckError::NotPrivate { .. } => None,
-            FileCheckError::Roster(e) => Some(e),
-        }
-    }
-}
-
-/// Refuses a credential file that group or others may read or write.
-pub fn check_private(path: &Path, what: &'static str) -> Result<(), FileCheckError> {
-    let meta = std::fs::metadata(path).map_err(|error| FileCheckError::Unreadable {
-        what,
-        path: path.to_owned(),
-        error,
-    })?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(FileCheckError::NotPrivate {
-            what,
-            path: path.to_owned(),
-            mode,
-        });
-    }
-    Ok(())
-}
-
-/// Reads, checks and parses the roster file (SPEC §6.1, §6.4): at startup, and again on
-/// SIGHUP. The error names the file and what to fix, never a token.
-pub fn read_roster(path: &Path) -> Result<Roster, FileCheckError> {
-    check_private(path, "roster")?;
-    let text = std::fs::read_to_string(path).map_err(|error| FileCheckError::Unreadable {
-        what: "roster",
-        path: path.to_owned(),
-        error,
-    })?;
-    Roster::parse(&text).map_err(FileCheckError::Roster)
 }
 
 /// A roster error's text, with the command that fixes it when the roster names nobody yet or
@@ -203,16 +129,20 @@ pub fn start(config_path: &Path, install_signals: bool) -> Result<Started, Start
             )
             .map_err(fail("event loop"))?;
             server.set_roster_path(config.roster_path.clone());
-            // HOME, PATH and $AGENT_HUB_AGENTS_DIR are read here, once: the executor, the
-            // relay's agent cards and every manifests reload use what was read now.
-            server.set_agent_env(crate::server::manifests::AgentEnv::from_process(
-                config.tasks.as_ref().and_then(|t| t.manifests_dir.clone()),
-            ));
+            // HOME, PATH, $AGENT_HUB_AGENTS_DIR, the variables `tasks.env_pass` chooses from
+            // and this program's path are read here, once: the executor, the relay's agent
+            // cards and every manifests reload use what was read now.
+            let env =
+                HubEnv::from_process(config.tasks.as_ref().and_then(|t| t.manifests_dir.clone()));
+            server.set_agent_env(env.agents.clone());
             if config.tasks.is_none() {
                 server.warn_stored_tasks();
             }
             if config.tasks.is_some() {
-                if let Err(cause) = server.start_tasks(&config, config_path, addr.port()) {
+                // The agent catalogue too: a SIGHUP reads the same folders again (`manifests`).
+                let reg = env.agents.sources.load();
+                if let Err(cause) = server.start_tasks(&config, config_path, addr.port(), &env, reg)
+                {
                     let e = StartupError {
                         stage: "tasks",
                         cause: cause.to_string(),
@@ -366,7 +296,7 @@ fn audit_placeholder() -> std::io::Sink {
     std::io::sink()
 }
 
-impl super::records::Sink for std::io::Sink {
+impl records::Sink for std::io::Sink {
     fn append(&mut self, _bytes: &[u8]) -> std::io::Result<()> {
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! every accepted socket (Linux does: an accepted socket is cloned from its listener, options
 //! included), instead of one `setsockopt` per connection.
 //!
-//! Owns that one socket option. Refuses: everything else about the listener (startup.rs binds
+//! Owns that one socket option. Refuses: everything else about the listener (`startup` binds
 //! it, the loop accepts from it). Replies and deliveries must leave at once (one write per
 //! line), so Nagle's delay must be off on every client socket; where the listener cannot
 //! carry it, the loop still sets it per connection (docs/performance.md, issue 13).

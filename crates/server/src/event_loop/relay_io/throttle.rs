@@ -3,7 +3,15 @@
 //! bans), the accept pause when descriptors run out, rate-limited log lines about strangers,
 //! and the gate's summed refusal line. Refuses: what a connection says (`relay::session`).
 
-use super::*;
+use super::super::relay_gate::{is_fd_exhaustion, throttled, SharedKeys};
+use super::link::Link;
+use super::{RelayIo, ACCEPT_PAUSE};
+use agent_hub_proto::relay::links::Direction;
+use agent_hub_proto::relay::session::Session;
+use mio::{Interest, Registry, Token};
+use std::io::{self};
+use std::sync::Arc;
+use std::time::Instant;
 
 impl RelayIo {
     /// Accepts until the backlog is empty. A connection past a cap is closed at once, unread

@@ -3,7 +3,17 @@
 //! (`dial_source`, `connect_from`: a non-blocking connect bound to the listen IP). Refuses:
 //! the handshake (`relay::session`) and link bookkeeping after the connect (`link`).
 
-use super::*;
+use super::link::Link;
+use super::RelayIo;
+use agent_hub_host::config::PeerConfig;
+use agent_hub_proto::relay::links::Direction;
+use agent_hub_proto::relay::session::Session;
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use std::io::{self};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 impl RelayIo {
     pub(super) fn dial(&mut self, registry: &Registry, peer: &PeerConfig, now: Instant) {

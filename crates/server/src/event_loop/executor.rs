@@ -6,8 +6,9 @@
 //! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, and draining their
 //! events back to the core. Refuses: deciding anything. Which task starts, when, and what its
 //! outcome means are the core's (`tasks`); a start that fails here becomes the same events a
-//! failed run produces (a `refused` or `failed` outcome, then `Ended`), so the core sees one
-//! path for every end.
+//! run that never got a process produces (`runner::not_started`: its outcome's log line, a
+//! `refused` or `failed` outcome, then `Ended`), so the core and the service log see one path
+//! for every end.
 
 use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
 use agent_hub_proto::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
@@ -56,52 +57,6 @@ impl std::error::Error for ResolveError {
         match self {
             ResolveError::Runnable(e) => Some(e),
             ResolveError::NotDelegable => None,
-        }
-    }
-}
-
-/// Why delegation could not be turned on at startup (`Server::start_tasks`).
-#[derive(Debug)]
-pub enum TaskStartError {
-    /// The store's task rows could not be read back.
-    LoadTasks(crate::store::StoreError),
-    /// `tasks.credentials_dir` is not a private folder.
-    CredentialsDir(runner::CredentialError),
-    /// The configured sandbox does not work here (the probe says why).
-    Sandbox(agent_hub_host::sandbox::probe::ProbeError),
-    /// `tasks.credentials_dir` (canonical) holds `shared`, which every agent needs.
-    CredentialsHoldShared {
-        credentials: PathBuf,
-        shared: PathBuf,
-    },
-}
-
-impl std::fmt::Display for TaskStartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TaskStartError::LoadTasks(e) => write!(f, "loading stored tasks: {e}"),
-            TaskStartError::CredentialsDir(e) => write!(f, "tasks.credentials_dir: {e}"),
-            TaskStartError::Sandbox(e) => write!(f, "{e}"),
-            TaskStartError::CredentialsHoldShared {
-                credentials,
-                shared,
-            } => write!(
-                f,
-                "tasks.credentials_dir {} holds {}, which every agent needs: give the task credentials a folder of their own",
-                credentials.display(),
-                shared.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for TaskStartError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TaskStartError::LoadTasks(e) => Some(e),
-            TaskStartError::CredentialsDir(e) => Some(e),
-            TaskStartError::Sandbox(e) => Some(e),
-            TaskStartError::CredentialsHoldShared { .. } => None,
         }
     }
 }
@@ -166,7 +121,7 @@ impl Executor {
     }
 
     /// Starts `launch` and returns at once. Whatever goes wrong comes back through `drain`
-    /// as the task's outcome and `Ended`.
+    /// as the task's outcome and `Ended` (`runner::not_started`).
     pub fn start(&mut self, launch: StartSpec) {
         let id = launch.task.as_str().to_owned();
         let wake = Arc::clone(&self.wake);
@@ -179,17 +134,10 @@ impl Executor {
                 self.running.insert(id, runner::start_headless(spec, wake));
             }
             Err(status) => {
-                let outcome = agent_hub_proto::acp::Outcome {
-                    status,
-                    text: String::new(),
-                    truncated: false,
-                    usage: None,
-                    progress: agent_hub_proto::acp::Progress::default(),
-                };
-                self.synthetic
-                    .push((id.clone(), TaskEvent::Outcome(outcome)));
-                self.synthetic
-                    .push((id, TaskEvent::Ended(runner::TaskEnd::default())));
+                // The same three events a run that never got a process sends (its outcome's
+                // log line among them), so the core and the service log see one path.
+                let events = runner::not_started(status);
+                self.synthetic.extend(events.map(|ev| (id.clone(), ev)));
                 (self.wake)();
             }
         }
@@ -527,324 +475,8 @@ impl ResolveAgent for Catalogue {
 
 /// The environment variable that marks an agent's processes as a task's, so that after a
 /// crash the next hub kills a process group only if it is still that task's
-/// (`Server::kill_orphan`).
+/// (`delegation::kill_orphan`).
 pub const TASK_MARK: &str = "AGENT_HUB_TASK";
-
-impl super::Server {
-    /// Turns delegation on (`[tasks]`): finds the sandbox agents run in, loads the agent
-    /// catalogue and the stored tasks, builds the book and the executor. `port` is the
-    /// client port the task identities' MCP servers connect to; `config_path` the file the
-    /// hub was started with (hidden from every task, with the rest of the hub's files).
-    pub fn start_tasks(
-        &mut self,
-        config: &agent_hub_host::config::Config,
-        config_path: &Path,
-        port: u16,
-    ) -> Result<(), TaskStartError> {
-        let Some(cfg) = config.tasks.as_ref() else {
-            return Ok(());
-        };
-        let relay = config.relay.as_ref();
-        let audit_log = config.audit_log_path.as_path();
-        // The environment was read once, at startup (`manifests::AgentEnv`); a reload on
-        // SIGHUP reads the same folders with it.
-        let agent_env = self.agent_env.clone();
-        let (home, path_var) = (agent_env.home.clone(), agent_env.path_var.clone());
-        let reg = agent_env.sources.load();
-        for p in &reg.problems {
-            // A manifest that does not load is not runnable; the operator learns why.
-            self.records
-                .log("WARN", &format!("agent manifest skipped: {p}"));
-        }
-        let runnable = agent_env.runnable(&reg);
-        let rows = self.store.load_tasks().map_err(TaskStartError::LoadTasks)?;
-        self.task_dir = cfg.cwd_roots.first().cloned();
-        self.max_tasks = Some(cfg.max_concurrent);
-        let credentials_dir = cfg.credentials_dir.clone().unwrap_or_else(|| {
-            audit_log
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join("task-credentials")
-        });
-        let pass: Vec<String> = match &cfg.env_pass {
-            Some(names) => names.clone(),
-            None => DEFAULT_ENV_PASS.iter().map(|s| s.to_string()).collect(),
-        };
-        let (mut env, secrets) = pass_env(std::env::vars_os(), &pass);
-        env.retain(|(k, _)| k != TASK_MARK);
-        // The client binary beside the server; when it is missing (only the server was
-        // built, as `cargo run --bin agent-hub-server` does) the hub still starts, and each
-        // task is refused with the reason (`Executor::spec`) until it is there.
-        let client_binary = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.parent().map(|d| d.join("agent-hub")))
-            .unwrap_or_else(|| PathBuf::from("agent-hub"));
-        if !client_binary.is_file() {
-            self.records.log(
-                "WARN",
-                &format!(
-                    "{} is missing: delegated tasks are refused until it is built (their agents run it as their MCP server)",
-                    client_binary.display()
-                ),
-            );
-        }
-        let sandbox = self.start_sandbox(
-            config,
-            config_path,
-            &credentials_dir,
-            &client_binary,
-            &home,
-            &path_var,
-            agent_env.sources.user_dir.as_deref(),
-        )?;
-        let runtime = Runtime {
-            sandbox,
-            client_binary,
-            port,
-            credentials_dir,
-            env,
-            secrets,
-            cwd_roots: cfg.cwd_roots.clone(),
-            default_permission: cfg.permission,
-            agent_permission: cfg.agent_permission.clone(),
-            limits: cfg.limits.clone(),
-            headless_stdout_max_bytes: cfg.headless_stdout_max_bytes,
-        };
-        let waker = self.waker.clone();
-        let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-            let _ = waker.wake();
-        });
-        let reg = Arc::new(reg);
-        self.catalogue = Some(Arc::clone(&reg));
-        self.tasks = Some(Executor::new(
-            runtime,
-            Box::new(Catalogue { reg, path_var }),
-            wake,
-        ));
-        // Any relay peer can be delegated to; only those with `delegate = true` may delegate
-        // here (docs/delegation.md "Across hubs").
-        let peers: Vec<String> = relay
-            .map(|r| r.peers.iter().map(|p| p.id.clone()).collect())
-            .unwrap_or_default();
-        let accept: Vec<String> = relay
-            .map(|r| {
-                r.peers
-                    .iter()
-                    .filter(|p| p.delegate)
-                    .map(|p| p.id.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut book = agent_hub_proto::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
-        book.set_accept_from(accept);
-        self.hub.enable_tasks(book);
-        let now = self.now();
-        let n = rows.len();
-        self.hub.restore_tasks(rows, now);
-        self.records.log(
-            "INFO",
-            &format!(
-                "delegation on: {} runnable agents ({}); {n} stored tasks",
-                runnable.len(),
-                runnable.join(", ")
-            ),
-        );
-        Ok(())
-    }
-
-    /// Finds the sandbox `tasks.sandbox` asks for by trying it (`sandbox::probe`), and what
-    /// it keeps from every task. A configured sandbox that does not work, or `auto` with
-    /// none, is a startup error naming what to install; `none` is logged as a WARN.
-    #[allow(clippy::too_many_arguments)]
-    fn start_sandbox(
-        &mut self,
-        config: &agent_hub_host::config::Config,
-        config_path: &Path,
-        credentials_dir: &Path,
-        client_binary: &Path,
-        home: &Path,
-        path_var: &str,
-        user_agents_dir: Option<&Path>,
-    ) -> Result<Option<Arc<agent_hub_host::sandbox::Sandbox>>, TaskStartError> {
-        use agent_hub_host::sandbox::{self, Kind};
-        let Some(cfg) = config.tasks.as_ref() else {
-            return Ok(None);
-        };
-        // The task folders live here: it must exist (private) before the probe hides it.
-        crate::runner::TaskCredential::check_folder(credentials_dir)
-            .map_err(TaskStartError::CredentialsDir)?;
-        let (kind, notes) = sandbox::probe::detect(cfg.sandbox, path_var, credentials_dir)
-            .map_err(TaskStartError::Sandbox)?;
-        for n in notes {
-            self.records.log("WARN", &n);
-        }
-        if kind == Kind::None {
-            self.records.log("WARN", sandbox::NONE_WARNING);
-            return Ok(None);
-        }
-        let config_path =
-            std::fs::canonicalize(config_path).unwrap_or_else(|_| config_path.to_owned());
-        let store = match &config.store {
-            agent_hub_host::config::StoreConfig::Sqlite { path, .. } => Some(path.as_path()),
-            agent_hub_host::config::StoreConfig::Memory => None,
-        };
-        let relay_keys: Vec<&Path> = config
-            .relay
-            .iter()
-            .flat_map(|r| r.peers.iter().map(|p| p.key_file.as_path()))
-            .collect();
-        let server_binary = std::env::current_exe().ok();
-        let mut manifest_dirs: Vec<&Path> = user_agents_dir.into_iter().collect();
-        if let Some(d) = &cfg.manifests_dir {
-            manifest_dirs.push(d);
-        }
-        let paths = sandbox::HubPaths::new(&sandbox::HubFiles {
-            config: &config_path,
-            roster: &config.roster_path,
-            audit_log: &config.audit_log_path,
-            service_log: &config.service_log_path,
-            store,
-            relay_status: config.relay.as_ref().map(|r| r.status_path.as_path()),
-            relay_keys,
-            credentials_dir,
-            server_binary: server_binary.as_deref(),
-            client_binary,
-            manifest_dirs,
-            cwd_roots: &cfg.cwd_roots,
-            home,
-            path_var,
-        });
-        // A credentials folder that holds what every agent needs could not be hidden whole.
-        let creds =
-            std::fs::canonicalize(credentials_dir).unwrap_or_else(|_| credentials_dir.to_owned());
-        if let Some(k) = paths
-            .keep_whole
-            .iter()
-            .chain(cfg.cwd_roots.iter())
-            .find(|k| k.starts_with(&creds))
-        {
-            return Err(TaskStartError::CredentialsHoldShared {
-                credentials: creds,
-                shared: k.clone(),
-            });
-        }
-        let what = match &kind {
-            Kind::Bwrap { program } => format!("bubblewrap ({})", program.display()),
-            Kind::Landlock { abi } => format!("Landlock (ABI {abi})"),
-            Kind::None => "none".into(),
-        };
-        self.records.log(
-            "INFO",
-            &format!(
-                "delegated agents run in sandbox {} (tasks.sandbox = {:?}): {what}; hidden from them: the hub's files ({}) and folders ({}); read-only: {}",
-                kind.tag(),
-                cfg.sandbox.tag(),
-                paths
-                    .secret_files
-                    .iter()
-                    .filter(|p| p.exists())
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                paths
-                    .secret_dirs
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                paths
-                    .read_only
-                    .iter()
-                    .filter(|p| p.exists())
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ),
-        );
-        Ok(Some(Arc::new(sandbox::Sandbox { kind, paths })))
-    }
-
-    /// Without `[tasks]`, tasks a previous run left in the store are kept there untouched
-    /// (a later start with `[tasks]` settles them); the operator is told how many wait, so
-    /// nothing is left unreported.
-    pub fn warn_stored_tasks(&mut self) {
-        let open = match self.store.load_tasks() {
-            Ok(rows) => rows
-                .iter()
-                .filter(|r| matches!(r.state.as_str(), "queued" | "running" | "cancelling"))
-                .count(),
-            Err(e) => {
-                self.records
-                    .log("ERROR", &format!("loading stored tasks: {e}"));
-                return;
-            }
-        };
-        if open > 0 {
-            self.records.log(
-                "WARN",
-                &format!(
-                    "{open} delegated tasks in the queue store are unfinished, but [tasks] is not configured: they stay in the store, and their delegators hear nothing until the hub starts with [tasks] again"
-                ),
-            );
-        }
-    }
-
-    pub(super) fn start_task(&mut self, spec: StartSpec) {
-        match self.tasks.as_mut() {
-            Some(ex) => ex.start(spec),
-            None => self
-                .records
-                .log("ERROR", "a task start without an executor; ignored"),
-        }
-    }
-
-    pub(super) fn cancel_task(&mut self, task: &str) {
-        if let Some(ex) = &self.tasks {
-            ex.cancel(task);
-        }
-    }
-
-    /// The runner threads poked the waker: every event goes to the core, in order.
-    pub(super) fn take_task_events(&mut self, now: agent_hub_proto::hub::Now) {
-        let Some(ex) = self.tasks.as_mut() else {
-            return;
-        };
-        for (task, event) in ex.drain() {
-            self.hub.handle_task_event(&task, event, now);
-        }
-    }
-
-    /// Kills the process group `pid` if its leader still carries this task's mark: after a
-    /// crash the group may be gone and its id reused by another program, which must never be
-    /// signalled (docs/delegation.md "Durability").
-    pub(super) fn kill_orphan(&mut self, task: &str, pid: u32) {
-        let environ = match std::fs::read(format!("/proc/{pid}/environ")) {
-            Ok(e) => e,
-            Err(_) => return, // gone, or not ours to read: nothing to do
-        };
-        let mark = format!("{TASK_MARK}={task}");
-        let ours = environ.split(|&b| b == 0).any(|v| v == mark.as_bytes());
-        let Ok(pgid) = i32::try_from(pid) else {
-            return;
-        };
-        if !ours {
-            return;
-        }
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is shared.
-        let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        self.records.log(
-            if rc == 0 { "WARN" } else { "ERROR" },
-            &format!(
-                "task {task}: its agent (process group {pid}) outlived the last hub; {}",
-                if rc == 0 {
-                    "killed"
-                } else {
-                    "could not kill it"
-                }
-            ),
-        );
-    }
-}
 
 #[cfg(test)]
 mod tests;
