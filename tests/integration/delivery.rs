@@ -472,8 +472,14 @@ fn the_cli_await_acks_by_default_and_no_ack_does_not() {
     let out = hub.cli("await", "beta", &["--timeout", "0", "--no-ack"]);
     out.assert_code(0);
     assert!(out.stdout.contains(&plain));
-    let audit = hub.wait_audit("the ack record", |a| {
+    // The plain delivery's `delivered` record follows its bytes to the socket (PLAN.md §3),
+    // so the client can print the envelope before the record is in the file: wait for both.
+    let audit = hub.wait_audit("the ack record and both deliveries", |a| {
         a.iter().any(|v| v["event"] == "acked")
+            && [&acked, &plain].iter().all(|id| {
+                a.iter()
+                    .any(|v| v["event"] == "delivered" && v["id"] == **id)
+            })
     });
     let delivered = |id: &str| {
         audit
