@@ -12,6 +12,9 @@
 //! through the loop's reports and never signals one.
 
 use super::event::Output;
+/// Named here too: the loop's public path for it (`hub::liveness::WatchedProcess`); it sits
+/// beside `Output`, which carries it.
+pub use super::event::WatchedProcess;
 use super::fold_hash::FoldMap;
 use super::{ConnId, Hub, Now};
 use crate::wire::{HubLine, TurnReply, TurnRequest, UNKNOWN_STATE};
@@ -67,15 +70,6 @@ impl Source {
             Source::Process => "process",
         }
     }
-}
-
-/// A process the loop is asked to check: `start` is its start time as the reporter read it
-/// (Linux: `/proc/PID/stat` field 22), None when unknown; a process with that pid but another
-/// start time is a different process, and the watched one has exited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct WatchedProcess {
-    pub pid: u32,
-    pub start: Option<u64>,
 }
 
 /// One name's known state.

@@ -20,7 +20,7 @@ mod conn_map;
 pub mod durable;
 // The kernel's hash maps (`kernel::fold_hash`), under the name the hub's files use.
 pub(crate) use crate::kernel::fold_hash;
-pub use conn_map::ConnMap;
+pub use conn_map::{ConnId, ConnMap};
 pub mod event;
 pub mod forward;
 mod id_key;
@@ -52,7 +52,7 @@ pub use strangers::{
 mod tasks;
 mod verbs;
 
-pub use event::{AuditEvent, Output};
+pub use event::{AuditEvent, Batch, Output, PeerSend};
 pub use id_key::Id;
 pub use names::Name;
 pub use roster_reload::RosterChange;
@@ -67,9 +67,6 @@ use limits::Limits;
 use session::{Conn, Phase};
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
-
-/// A connection as the core knows it: an opaque number the IO layer picks.
-pub type ConnId = u64;
 
 /// The time, passed in (`kernel::now`), under the name the core's callers use.
 pub use crate::kernel::now::Now;
@@ -133,19 +130,6 @@ enum TaskThen {
     /// (docs/delegation.md "Across hubs").
     ToPeer(Vec<PeerSend>),
 }
-
-/// One task message for a relay peer (`Output::ToPeer`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeerSend {
-    pub peer: String,
-    pub payload: crate::relay::message::Payload,
-    /// A final `task_handoff` of the peer's task of this id: the relay reports its ack.
-    pub handoff: Option<String>,
-}
-
-// `Output` is `Eq`; the payloads the book builds carry only finite numbers (it drops NaN and
-// infinite costs), so equality is reflexive for every value made here.
-impl Eq for PeerSend {}
 
 /// An ack waiting for the commit that makes it durable (SPEC §12.2).
 #[derive(Debug)]
@@ -426,7 +410,7 @@ impl Hub {
     }
 }
 
-pub use commit::{flush_failed_refusal, store_backlog_refusal, Batch};
+pub use commit::{flush_failed_refusal, store_backlog_refusal};
 
 #[cfg(test)]
 mod tests;

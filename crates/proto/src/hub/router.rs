@@ -10,11 +10,11 @@
 //! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
 //! scan from a lookup without timing anything.
 
+use super::conn_map::ConnId;
 use super::fold_hash::FoldMap;
 use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
-use super::ConnId;
 use crate::wire::envelope_text::{split, Parts, Split, Tail};
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};

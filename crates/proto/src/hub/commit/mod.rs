@@ -17,6 +17,7 @@ use super::{
     Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, StagedTask, Target,
 };
 use crate::hub::durable::{StoreFailure, StoreOp};
+use crate::hub::event::Batch;
 use crate::hub::{AuditEvent, Id};
 use crate::wire::HubLine;
 use chrono::{DateTime, Utc};
@@ -26,22 +27,6 @@ use std::time::{Duration, Instant};
 /// How soon the loop comes back to commit staged work after a failed (or waiting) commit
 /// point, when nothing else wakes it.
 pub const COMMIT_RETRY: Duration = Duration::from_millis(500);
-
-/// One commit the IO layer must carry out, in this order: apply `store_ops` in one store
-/// transaction; append `audit` to the audit log (after the records already emitted); commit
-/// the store transaction. If any step fails, undo what was done (roll the transaction back,
-/// or take the audit batch back out when the store commit fails) and report the error with
-/// `Hub::handle_committed(id, Err(..))`; on success report `Ok`. With `sync`, ask the store's
-/// flush to disk for `id` after a successful commit and report it with `Hub::handle_synced`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Batch {
-    /// Batches are numbered in the order they are emitted, from 1.
-    pub id: u64,
-    pub store_ops: Vec<StoreOp>,
-    pub audit: Vec<AuditEvent>,
-    /// Replies wait for the flush of this batch to disk (`store.sync = "full"`).
-    pub sync: bool,
-}
 
 /// The core's commit state.
 #[derive(Debug, Default)]
