@@ -66,7 +66,7 @@ impl Hub {
         self.forwarding = Some(Forwarding {
             local: local_peer.to_owned(),
             window: window.max(1),
-            ack_timeout: self.limits.ack_timeout(),
+            ack_timeout: self.settings.limits.ack_timeout(),
             links: peers.into_iter().map(|p| (p, Link::default())).collect(),
         });
     }
@@ -77,7 +77,7 @@ impl Hub {
     pub fn remote_peer(&self, to: &str) -> Option<String> {
         let f = self.forwarding.as_ref()?;
         let (name, peer) = to.rsplit_once('@')?;
-        (!name.is_empty() && f.links.contains_key(peer) && !self.roster.contains(to))
+        (!name.is_empty() && f.links.contains_key(peer) && !self.settings.roster.contains(to))
             .then(|| peer.to_owned())
     }
 
@@ -134,14 +134,13 @@ impl Hub {
         link.inflight_bytes -= env.size_bytes();
         self.store(StoreOp::Remove { seq });
         let (from, id) = (env.from.clone(), env.id.clone());
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::ForwardAcked {
-                peer: peer.to_owned(),
-                id: id.to_string(),
-                to: env.to.to_string(),
-                attempts: env.attempts,
-                error: error.clone(),
-            }));
+        self.outputs.audit(AuditEvent::ForwardAcked {
+            peer: peer.to_owned(),
+            id: id.to_string(),
+            to: env.to.to_string(),
+            attempts: env.attempts,
+            error: error.clone(),
+        });
         match error {
             None => self.set_state(&from, &id, State::Forwarded, false, now),
             Some(why) => {
@@ -172,7 +171,7 @@ impl Hub {
             let msg = format!(
                 "an envelope from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted"
             );
-            return self.outputs.push_back(Output::Log(msg));
+            return self.outputs.log(msg);
         }
         match self.admit(&mut env, None, Some((peer.to_owned(), ack_id.clone()))) {
             Admission::Staged => {}
@@ -203,7 +202,7 @@ impl Hub {
                 return;
             }
             let (busy, in_bytes) = (!link.inflight.is_empty(), link.inflight_bytes);
-            let roster = &self.roster;
+            let roster = &self.settings.roster;
             let Some(env) = self.router.take_oldest_where(|name| {
                 name.rsplit_once('@')
                     .is_some_and(|(n, p)| !n.is_empty() && p == peer)
@@ -220,12 +219,12 @@ impl Hub {
             self.ledger
                 .set_state(&env.from, &env.id, State::Delivered, true, ms);
             self.receipt_changed(&env.from, &env.id, now);
-            self.outputs.push_back(Output::Audit(AuditEvent::Forwarded {
+            self.outputs.audit(AuditEvent::Forwarded {
                 peer: peer.to_owned(),
                 id: env.id.to_string(),
                 to: env.to.to_string(),
-            }));
-            self.outputs.push_back(Output::Forward {
+            });
+            self.outputs.push(Output::Forward {
                 peer: peer.to_owned(),
                 seq: env.seq,
                 envelope: env.shared_text(),
@@ -280,7 +279,7 @@ impl Hub {
                 batch,
                 reply: super::HeldReply::ForwardAck { peer, ack_id },
             }),
-            None => self.outputs.push_back(Output::ForwardAck {
+            None => self.outputs.push(Output::ForwardAck {
                 peer,
                 ack_id,
                 error: None,
@@ -333,13 +332,13 @@ impl Hub {
                 format!("this hub does not take forwarded mail from {peer}"),
             ));
         }
-        if text.len() > self.limits.max_line_bytes {
+        if text.len() > self.settings.limits.max_line_bytes {
             return Err((
                 String::new(),
                 format!(
                     "envelope of {} bytes exceeds this hub's line cap of {} bytes",
                     text.len(),
-                    self.limits.max_line_bytes
+                    self.settings.limits.max_line_bytes
                 ),
             ));
         }
@@ -368,7 +367,7 @@ impl Hub {
                 ))
             }
         };
-        if !self.roster.contains(&name) {
+        if !self.settings.roster.contains(&name) {
             return refuse(format!("no agent named {name:?} on {local}"));
         }
         if env.from.is_empty() {
@@ -406,13 +405,12 @@ impl Hub {
     }
 
     fn refuse_forward(&mut self, peer: &str, ack_id: String, id: String, reason: String) {
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::ForwardRefused {
-                peer: peer.to_owned(),
-                id,
-                reason: reason.clone(),
-            }));
-        self.outputs.push_back(Output::ForwardAck {
+        self.outputs.audit(AuditEvent::ForwardRefused {
+            peer: peer.to_owned(),
+            id,
+            reason: reason.clone(),
+        });
+        self.outputs.push(Output::ForwardAck {
             peer: peer.to_owned(),
             ack_id,
             error: Some(reason),
@@ -422,14 +420,13 @@ impl Hub {
     /// An unacked forward goes back to its queue in acceptance order, its attempt counted.
     fn forward_back(&mut self, peer: &str, mut env: Queued, reason: &str, now: Now) {
         self.count_return(&mut env, now);
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::ForwardRequeued {
-                peer: peer.to_owned(),
-                id: env.id.to_string(),
-                to: env.to.to_string(),
-                reason: reason.to_owned(),
-                attempts: env.attempts,
-            }));
+        self.outputs.audit(AuditEvent::ForwardRequeued {
+            peer: peer.to_owned(),
+            id: env.id.to_string(),
+            to: env.to.to_string(),
+            reason: reason.to_owned(),
+            attempts: env.attempts,
+        });
         self.router.requeue(env);
     }
 

@@ -26,7 +26,7 @@ impl Hub {
         if !answered(&c.phase) || c.eof || c.deadline.is_some() || self.shutting_down {
             return;
         }
-        let linger = self.limits.answer_linger();
+        let linger = self.settings.limits.answer_linger();
         if linger.is_zero() {
             return self.answer_linger_over(conn);
         }

@@ -188,7 +188,7 @@ impl Hub {
             .name
             .clone()
             .expect("verb phase is authenticated");
-        if !self.roster.contains(&name) {
+        if !self.settings.roster.contains(&name) {
             return self.fail(conn, "turn is for roster agents only", now);
         }
         let Some(state) = TurnState::parse(&req.state) else {
@@ -219,10 +219,10 @@ impl Hub {
     /// becomes `gone`. Called for each exited one, then `handle_processes_checked`.
     pub fn handle_process_exited(&mut self, name: &str, process: WatchedProcess, now: Now) {
         if self.liveness.exited(name, process, now) {
-            self.outputs.push_back(Output::Log(format!(
+            self.outputs.log(format!(
                 "liveness: name={name} pid={} exited; state gone",
                 process.pid
-            )));
+            ));
         }
     }
 
@@ -239,7 +239,7 @@ impl Hub {
         if !self.liveness.next_check.is_some_and(|t| t <= now.mono) {
             return;
         }
-        let roster = &self.roster;
+        let roster = &self.settings.roster;
         self.liveness.retain(|n| roster.contains(n));
         let watched = self.liveness.watched();
         self.liveness.next_check = None;
@@ -247,13 +247,13 @@ impl Hub {
             return;
         }
         self.liveness.checking = true;
-        self.outputs.push_back(Output::CheckProcesses(watched));
+        self.outputs.push(Output::CheckProcesses(watched));
     }
 
     /// An await of `name` is about to park: a run of waiting starts now if none was parked.
     /// Only roster names have a state (a task identity's awaits are not kept here).
     pub(in crate::hub) fn note_parking(&mut self, name: &str, now: Now) {
-        if self.roster.contains(name) && self.router.stats(name).parked == 0 {
+        if self.settings.roster.contains(name) && self.router.stats(name).parked == 0 {
             self.liveness
                 .waiting_since
                 .insert(name.to_owned(), now.wall.timestamp_millis());

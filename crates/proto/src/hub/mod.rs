@@ -31,6 +31,7 @@ pub mod limits;
 mod linger;
 pub mod liveness;
 mod names;
+mod outbox;
 mod peer_tasks;
 mod pipeline;
 mod queue_index;
@@ -45,6 +46,7 @@ pub mod roster_reload;
 pub mod router;
 mod routing;
 mod session;
+mod settings;
 mod strangers;
 pub use strangers::{
     STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
@@ -162,8 +164,8 @@ enum HeldReply {
 /// The hub core. One per server; every method is synchronous and cheap.
 #[derive(Debug)]
 pub struct Hub {
-    roster: Roster,
-    limits: Limits,
+    /// The roster, `[limits]` and `operators` (`settings`).
+    settings: settings::Settings,
     router: Router,
     /// Boxed: a map's table holds up to 2.3 times its entries' worth of slots, so an inline
     /// `Conn` (then 280 bytes) cost about 470 bytes per parked await at 10,000 of them
@@ -172,7 +174,8 @@ pub struct Hub {
     conns: conn_map::ConnMap<Box<Conn>>,
     deadlines: BTreeSet<(Instant, ConnId)>,
     staged: Vec<Staged>,
-    outputs: VecDeque<Output>,
+    /// What the core asks of the IO layer, in order (`outbox`).
+    outputs: outbox::Outbox,
     shutting_down: bool,
     /// The next acceptance number (`Queued::seq`).
     next_seq: u64,
@@ -216,9 +219,6 @@ pub struct Hub {
     /// Connections without an identity, connections per name, strangers' records
     /// (`strangers`, SPEC §4.6, §8.1).
     strangers: strangers::Strangers,
-    /// Roster names whose `who` and `activity` show everything (`verbs::who`, SPEC §14
-    /// "Visibility"); anyone else sees its own filters, envelopes and tasks only.
-    operators: Vec<String>,
 }
 
 /// How often settled ids are purged from the ledger.
@@ -228,18 +228,16 @@ impl Hub {
     /// A hub with no connections. `ids` makes the ids of the hub's own envelopes (bounces):
     /// the core draws nothing random itself (`ids`).
     pub fn new(roster: Roster, limits: Limits, ids: Box<dyn ids::IdSource>) -> Hub {
-        let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes)
-            .with_total_cap(limits.hub_max_bytes);
-        let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids)
-            .with_max_bytes(limits.idempotency_max_bytes);
+        let settings = settings::Settings::new(roster, limits);
+        let router = settings.new_router();
+        let ledger = settings.new_ledger();
         Hub {
-            roster,
-            limits,
+            settings,
             router,
             conns: conn_map::ConnMap::default(),
             deadlines: BTreeSet::new(),
             staged: Vec::new(),
-            outputs: VecDeque::new(),
+            outputs: outbox::Outbox::default(),
             shutting_down: false,
             next_seq: 0,
             staged_acks: Vec::new(),
@@ -261,14 +259,13 @@ impl Hub {
             recent: recent::Recent::default(),
             remote: remote_presence::RemotePresence::default(),
             strangers: strangers::Strangers::default(),
-            operators: Vec::new(),
         }
     }
 
     /// The config's `operators`: the names that get the operator's view of `who` and
     /// `activity` (SPEC §14 "Visibility").
     pub fn with_operators(mut self, operators: Vec<String>) -> Hub {
-        self.operators = operators;
+        self.settings.operators = operators;
         self
     }
 
@@ -293,26 +290,28 @@ impl Hub {
             c.deadline = None;
             match &c.phase {
                 Phase::Hello => {
-                    let msg = format!("no hello within {} ms", self.limits.hello_timeout_ms);
+                    let msg = format!(
+                        "no hello within {} ms",
+                        self.settings.limits.hello_timeout_ms
+                    );
                     self.fail(conn, &msg, now);
                 }
                 Phase::Verb => {
-                    let msg = format!("no verb within {} ms", self.limits.verb_timeout_ms);
+                    let msg = format!("no verb within {} ms", self.settings.limits.verb_timeout_ms);
                     self.fail(conn, &msg, now);
                 }
                 Phase::Parked { parked, .. } => {
                     let parked = parked.clone();
                     self.router.unpark(&parked);
                     let name = parked.agent;
-                    self.outputs
-                        .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
+                    self.outputs.audit(AuditEvent::Timeout { conn, name });
                     self.reply(conn, &HubLine::Timeout, "timeout", now);
                 }
                 Phase::StatusWait { .. } => self.status_wait_timeout(conn, now),
                 Phase::Delivering { ack: true, .. } => {
                     let msg = format!(
                         "no ack within {} ms; the envelope will be delivered again",
-                        self.limits.ack_timeout_ms
+                        self.settings.limits.ack_timeout_ms
                     );
                     self.return_unacked(conn, &msg, now);
                 }
@@ -344,8 +343,7 @@ impl Hub {
     /// after every loss, bounce and requeue the shutdown itself caused (SPEC §4.6, §8.1).
     pub fn stopped(&mut self) {
         let queued = self.router.total_queued();
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::Shutdown { queued }));
+        self.outputs.audit(AuditEvent::Shutdown { queued });
     }
 
     /// Queued envelopes across all agents.
@@ -356,7 +354,7 @@ impl Hub {
     // ----- outputs -----
 
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+        self.outputs.pop()
     }
 
     /// The earliest deadline the core holds; the IO loop must call `handle_timeout` by then.

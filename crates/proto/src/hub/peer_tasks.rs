@@ -7,7 +7,7 @@
 //! after the commit of the step that made it, so a peer never hears of a task, or of an
 //! outcome, this hub could lose in a crash. Refuses IO.
 
-use super::{Hub, Now, Output, PeerSend, StagedTask, TaskThen};
+use super::{Hub, Now, PeerSend, StagedTask, TaskThen};
 use crate::hub::ledger::State;
 use crate::relay::message::Payload;
 use crate::tasks::peer_refusal as refusal_handoff;
@@ -43,14 +43,14 @@ impl Hub {
                     )),
                     handoff: None,
                 });
-                self.outputs.push_back(Output::Log(format!(
+                self.outputs.log(format!(
                     "relay: {peer} sent delegate_task; refused: delegation is not enabled on this hub"
-                )));
+                ));
             } else {
-                self.outputs.push_back(Output::Log(format!(
+                self.outputs.log(format!(
                     "relay: {peer} sent {}; this hub runs no delegated work",
                     payload.msg_type().as_str()
-                )));
+                ));
             }
             return;
         };

@@ -94,7 +94,7 @@ impl Hub {
         if self.shutting_down {
             self.push_close(conn, false);
         } else {
-            self.outputs.push_back(Output::Answered { conn });
+            self.outputs.push(Output::Answered { conn });
         }
     }
 }

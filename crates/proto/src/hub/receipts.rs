@@ -110,10 +110,10 @@ impl Hub {
             }
             Some((sender, None)) => sender,
         };
-        if self.receipts.parked >= self.limits.max_status_waits {
+        if self.receipts.parked >= self.settings.limits.max_status_waits {
             let msg = format!(
                 "too many status waits: {} are parked, the most limits.max_status_waits allows; ask without waitFor, or wait again later",
-                self.limits.max_status_waits
+                self.settings.limits.max_status_waits
             );
             return self.fail(conn, &msg, now);
         }

@@ -37,14 +37,14 @@ impl Hub {
     /// peer this hub forwards mail to. (`hub` never gets here: SPEC §3.2 refuses it; nor does
     /// a task identity that is not live: `task_inbox_refusal` refuses it.)
     pub(super) fn recipient_warning(&self, to: &str) -> Option<String> {
-        if self.roster.contains(to) || is_task_name(to) {
+        if self.settings.roster.contains(to) || is_task_name(to) {
             return None;
         }
         let address = to
             .rsplit_once('@')
             .filter(|(name, peer)| !name.is_empty() && !peer.is_empty());
         let Some((name, peer)) = address else {
-            let hint = match closest(to, self.roster.names()) {
+            let hint = match closest(to, self.settings.roster.names()) {
                 Some(s) => format!(" (did you mean {s:?}?)"),
                 None => String::new(),
             };

@@ -15,7 +15,7 @@
 //! given up: a link that drops or a peer whose store fails is not the envelope's fault, and a
 //! peer refuses for good any envelope it cannot take, in its ack.
 
-use super::{AuditEvent, ConnId, Hub, Now, Output, Queued, State, StoreOp};
+use super::{AuditEvent, ConnId, Hub, Now, Queued, State, StoreOp};
 use crate::wire::Envelope;
 
 impl Hub {
@@ -33,20 +33,22 @@ impl Hub {
         // A delivery the stopping hub itself ended (SPEC §4.6) is no attempt either.
         if reached_reader && !self.shutting_down {
             self.count_return(&mut env, now);
-            if env.attempts >= self.limits.max_deliveries && self.remote_peer(&env.to).is_none() {
+            if env.attempts >= self.settings.limits.max_deliveries
+                && self.remote_peer(&env.to).is_none()
+            {
                 return self.give_up(conn, env, reason, now);
             }
         } else {
             let (from, id) = (env.from.clone(), env.id.clone());
             self.set_state(&from, &id, State::Queued, false, now);
         }
-        self.outputs.push_back(Output::Audit(AuditEvent::Requeued {
+        self.outputs.audit(AuditEvent::Requeued {
             conn,
             id: env.id.to_string(),
             to: env.to.to_string(),
             reason: reason.to_owned(),
             attempts: env.attempts,
-        }));
+        });
         self.route(env, true, now);
     }
 
@@ -62,16 +64,16 @@ impl Hub {
         let state = if bounced { State::Bounced } else { State::Lost };
         self.store(StoreOp::Remove { seq: env.seq });
         self.settle_gone(&env, state, &reason, now);
-        self.outputs.push_back(Output::Audit(AuditEvent::GivenUp {
+        self.outputs.audit(AuditEvent::GivenUp {
             conn,
             id: env.id.to_string(),
             to: env.to.to_string(),
             reason: reason.clone(),
             attempts: env.attempts,
             bounced,
-        }));
+        });
         // No id or name: the service log holds no client value (SPEC §8.2).
-        self.outputs.push_back(Output::Log(format!(
+        self.outputs.log(format!(
             "conn={conn} an envelope was not acked after {} deliveries (limits.max_deliveries); {}",
             env.attempts,
             if bounced {
@@ -79,7 +81,7 @@ impl Hub {
             } else {
                 "it was a bounce: dropped"
             }
-        )));
+        ));
         if bounced {
             self.stage_bounce(&env, &reason, Some(env.attempts), now);
         }

@@ -101,7 +101,7 @@ impl Hub {
                     continue;
                 }
                 let address = format!("{name}@{peer}");
-                if self.roster.contains(&address) {
+                if self.settings.roster.contains(&address) {
                     continue;
                 }
                 let known = !e.state.is_unknown();

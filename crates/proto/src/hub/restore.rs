@@ -12,9 +12,8 @@
 //! check to the sink).
 
 use super::id_key::Id;
-use super::ledger::{Ledger, Record, State};
+use super::ledger::{Record, State};
 use super::names::Name;
-use super::router::Router;
 use super::{Hub, Now, Queued};
 use crate::hub::durable::{Loaded, RowRef, RowSink};
 
@@ -120,13 +119,8 @@ impl Hub {
     /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
     /// queues held is in the store.
     pub fn forget_held(&mut self) {
-        let router = Router::new(self.limits.queue_max_envelopes, self.limits.queue_max_bytes)
-            .with_total_cap(self.limits.hub_max_bytes);
-        let ledger = Ledger::new(
-            self.limits.idempotency_window_secs,
-            self.limits.idempotency_max_ids,
-        )
-        .with_max_bytes(self.limits.idempotency_max_bytes);
+        let router = self.settings.new_router();
+        let ledger = self.settings.new_ledger();
         std::mem::forget(std::mem::replace(&mut self.router, router));
         std::mem::forget(std::mem::replace(&mut self.ledger, ledger));
     }
@@ -162,7 +156,7 @@ impl RowSink for Restoring<'_> {
     fn expect(&mut self, rows: usize) {
         // A bound, not a count: never more than the ledger holds after a purge (settled ids
         // up to `idempotency_max_ids`) and every queue full.
-        let limits = &self.hub.limits;
+        let limits = &self.hub.settings.limits;
         let most = limits
             .idempotency_max_ids
             .saturating_add(limits.queue_max_envelopes);

@@ -17,7 +17,7 @@
 //! and re-adding the name gives it the same queue back.
 
 use super::session::Phase;
-use super::{ConnId, Hub, Now, Output};
+use super::{ConnId, Hub, Now};
 use crate::roster::{Roster, RosterDiff};
 
 /// The error line for a connection whose name left the roster.
@@ -39,9 +39,9 @@ impl Hub {
     /// Takes `roster` in place of the current one and closes what the change revokes (the
     /// module's rules). Emits one service-log line naming what changed (never a token).
     pub fn replace_roster(&mut self, roster: Roster, now: Now) -> RosterChange {
-        let diff = self.roster.diff(&roster);
+        let diff = self.settings.roster.diff(&roster);
         let agents = roster.names().len();
-        self.roster = roster;
+        self.settings.roster = roster;
         let mut revoked: Vec<(ConnId, &'static str)> = self
             .conns
             .iter()
@@ -77,7 +77,7 @@ impl Hub {
             closed += 1;
         }
         let line = reload_line(&diff, agents, closed);
-        self.outputs.push_back(Output::Log(line));
+        self.outputs.log(line);
         RosterChange {
             diff,
             closed,
@@ -87,7 +87,7 @@ impl Hub {
 
     /// The roster in force.
     pub fn roster(&self) -> &Roster {
-        &self.roster
+        &self.settings.roster
     }
 }
 

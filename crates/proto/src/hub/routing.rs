@@ -49,12 +49,12 @@ impl Hub {
         // Every delivery line goes to an await, which declared its kind (or none).
         let reader = self.conns[&conn].reader.unwrap_or(Reader::Unknown);
         self.ledger.set_reader(&from, &id, reader);
-        self.outputs.push_back(Output::Audit(AuditEvent::Delivered {
+        self.outputs.audit(AuditEvent::Delivered {
             conn,
             id: id.to_string(),
             to: to.to_string(),
             ack,
-        }));
+        });
         if ack {
             // Only the ledger: on disk the envelope stays queued until its ack is durable,
             // and a restart queues it again anyway, so a durable "delivered" would cost a
@@ -137,13 +137,13 @@ impl Hub {
             committed: false,
             ack,
         };
-        self.outputs.push_back(Output::Handoff { conn, line });
+        self.outputs.push(Output::Handoff { conn, line });
         if ack {
             self.set_deadline(
                 conn,
                 Some(crate::kernel::deadline::after(
                     now.mono,
-                    self.limits.ack_timeout(),
+                    self.settings.limits.ack_timeout(),
                 )),
             );
             // A line that came while the await was parked is the line after this delivery;
@@ -183,13 +183,13 @@ impl Hub {
         let bounced = &*env.kind != Envelope::BOUNCE_KIND;
         let state = if bounced { State::Bounced } else { State::Lost };
         self.settle_gone(&env, state, reason, now);
-        self.outputs.push_back(Output::Audit(AuditEvent::Lost {
+        self.outputs.audit(AuditEvent::Lost {
             conn,
             id: env.id.to_string(),
             to: env.to.to_string(),
             reason: reason.to_owned(),
             bounced,
-        }));
+        });
         if !bounced {
             return; // a lost bounce is not bounced again
         }

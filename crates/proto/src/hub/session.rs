@@ -140,7 +140,7 @@ impl Hub {
             conn,
             Some(crate::kernel::deadline::after(
                 now.mono,
-                self.limits.hello_timeout(),
+                self.settings.limits.hello_timeout(),
             )),
         );
         // Its `connected` record goes out with its first outcome (`hub::strangers`): at once
@@ -390,21 +390,18 @@ impl Hub {
                 let verified = if crate::kernel::names::is_task_name(&h.name) {
                     self.verify_task_identity(&h.name, &h.token)
                 } else {
-                    self.roster.verify(&h.name, &h.token)
+                    self.settings.roster.verify(&h.name, &h.token)
                 };
                 if verified && !self.stranger_authenticated(conn, &h.name) {
                     // The right credentials, but the name holds every connection it may
                     // (`limits.max_connections_per_agent`, SPEC §4.6): recorded as who it
                     // is, then refused.
-                    let cap = self.limits.max_connections_per_agent();
+                    let cap = self.settings.limits.max_connections_per_agent();
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.name = Some(h.name.clone());
                     }
                     self.outputs
-                        .push_back(Output::Audit(AuditEvent::Authenticated {
-                            conn,
-                            name: h.name,
-                        }));
+                        .audit(AuditEvent::Authenticated { conn, name: h.name });
                     let msg = format!(
                         "too many connections for this agent (limit {cap}); try again later"
                     );
@@ -430,14 +427,11 @@ impl Hub {
                         conn,
                         Some(crate::kernel::deadline::after(
                             now.mono,
-                            self.limits.verb_timeout(),
+                            self.settings.limits.verb_timeout(),
                         )),
                     );
                     self.outputs
-                        .push_back(Output::Audit(AuditEvent::Authenticated {
-                            conn,
-                            name: h.name,
-                        }));
+                        .audit(AuditEvent::Authenticated { conn, name: h.name });
                     self.write(conn, &HubLine::Ok);
                 } else {
                     // The name tried is recorded unless it holds a token (one sent in the
@@ -525,7 +519,7 @@ impl Hub {
             return;
         }
         c.errored |= matches!(line, HubLine::Error { .. });
-        self.outputs.push_back(Output::Write {
+        self.outputs.push(Output::Write {
             conn,
             line: line.encode(),
         });
@@ -575,7 +569,7 @@ impl Hub {
         if std::mem::replace(&mut c.closed, true) {
             return;
         }
-        self.outputs.push_back(Output::Close { conn, linger });
+        self.outputs.push(Output::Close { conn, linger });
     }
 
     pub(super) fn set_deadline(&mut self, conn: ConnId, deadline: Option<Instant>) {
@@ -599,7 +593,7 @@ impl Hub {
         }
         if let Some(c) = self.conns.get(&conn) {
             let line = service_line(c, conn, outcome, detail, now);
-            self.outputs.push_back(Output::Log(line));
+            self.outputs.log(line);
         }
     }
 
@@ -615,7 +609,7 @@ impl Hub {
             return;
         }
         let line = service_line(c, conn, outcome, detail, now);
-        self.outputs.push_back(Output::Log(line));
+        self.outputs.log(line);
     }
 }
 

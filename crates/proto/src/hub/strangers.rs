@@ -17,7 +17,7 @@
 //! The relay throttles its strangers the same way (`server::relay_gate`); the bucket is the
 //! relay's `Throttle`. Refuses IO, like the rest of the core: the time comes in as `now`.
 
-use super::event::{AuditEvent, Output};
+use super::event::AuditEvent;
 use super::fold_hash::FoldMap;
 use super::session::Standing;
 use super::{ConnId, Hub, Now};
@@ -139,10 +139,9 @@ impl Hub {
     /// taking no slot, when `name` already holds `limits.max_connections_per_agent`
     /// connections (the caller refuses the hello).
     pub(super) fn stranger_authenticated(&mut self, conn: ConnId, name: &str) -> bool {
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::Connected { conn }));
-        let admitted =
-            (self.strangers.held_by(name) as usize) < self.limits.max_connections_per_agent();
+        self.outputs.audit(AuditEvent::Connected { conn });
+        let admitted = (self.strangers.held_by(name) as usize)
+            < self.settings.limits.max_connections_per_agent();
         if admitted {
             self.strangers.take_slot(name);
             // A refused one stays among the unauthenticated: it holds no identity's slot, and
@@ -188,12 +187,10 @@ impl Hub {
             };
         }
         if recorded {
-            self.outputs
-                .push_back(Output::Audit(AuditEvent::Connected { conn }));
+            self.outputs.audit(AuditEvent::Connected { conn });
             if let Some(tried) = tried {
                 let name = self.recordable(&tried).then_some(tried);
-                self.outputs
-                    .push_back(Output::Audit(AuditEvent::AuthFailed { conn, name }));
+                self.outputs.audit(AuditEvent::AuthFailed { conn, name });
             }
             return true;
         }
@@ -242,7 +239,7 @@ impl Hub {
     /// small. The length is checked first: it also bounds the token scan.
     fn recordable(&self, tried: &str) -> bool {
         tried.len() <= crate::roster::MAX_NAME_BYTES
-            && !self.roster.holds_token(tried)
+            && !self.settings.roster.holds_token(tried)
             && !self.tasks.as_ref().is_some_and(|b| b.holds_token(tried))
     }
 
@@ -258,16 +255,16 @@ impl Hub {
             return;
         };
         let secs = now.mono.saturating_duration_since(since_mono).as_secs_f64();
-        self.outputs.push_back(Output::Log(format!(
+        self.outputs.log(format!(
             "strangers: {} connections that never authenticated in the last {secs:.1} s ({} failed their hello) were counted rather than recorded one by one; the audit log's strangers record has the counts",
             t.connections, t.auth_failed
-        )));
-        self.outputs.push_back(Output::Audit(AuditEvent::Strangers {
+        ));
+        self.outputs.audit(AuditEvent::Strangers {
             since: since_wall.to_rfc3339_opts(SecondsFormat::Micros, true),
             connections: t.connections,
             auth_failed: t.auth_failed,
             names: t.names,
-        }));
+        });
     }
 
     /// A stopping hub writes what it counted, ahead of its `shutdown` record (SPEC §4.6).

@@ -46,7 +46,7 @@ impl Hub {
             .collect();
         book.restore(rows, now, &mut *self.ids);
         for (task, pid) in orphans {
-            self.outputs.push_back(Output::KillOrphan { task, pid });
+            self.outputs.push(Output::KillOrphan { task, pid });
         }
         self.start_tasks(now);
     }
@@ -68,7 +68,7 @@ impl Hub {
         if let TaskEvent::Log(log) = &event {
             // The session's and runner's lines hold no prompt, text or secret (runner docs).
             let line = format!("task {id}: {}", log.message);
-            self.outputs.push_back(match log.level {
+            self.outputs.push(match log.level {
                 crate::acp::Level::Info => Output::Log(line),
                 _ => Output::LogError(line),
             });
@@ -176,8 +176,8 @@ impl Hub {
                         }),
                     }
                 }
-                TaskAction::Cancel(task) => self.outputs.push_back(Output::CancelTask { task }),
-                TaskAction::Log(line) => self.outputs.push_back(Output::Log(line)),
+                TaskAction::Cancel(task) => self.outputs.push(Output::CancelTask { task }),
+                TaskAction::Log(line) => self.outputs.log(line),
                 TaskAction::ToPeer {
                     peer,
                     payload,
@@ -237,12 +237,12 @@ impl Hub {
                     self.start_tasks(now);
                 }
                 (Ok(()), TaskThen::Start(spec)) => {
-                    self.outputs.push_back(Output::StartTask(spec));
+                    self.outputs.push(Output::StartTask(spec));
                 }
                 (Ok(()), TaskThen::Nothing) => {}
                 (Ok(()), TaskThen::ToPeer(sends)) => {
                     for send in sends {
-                        self.outputs.push_back(Output::ToPeer(Box::new(send)));
+                        self.outputs.push(Output::ToPeer(Box::new(send)));
                     }
                 }
                 (Err(why), TaskThen::Reply { conn, task }) => {

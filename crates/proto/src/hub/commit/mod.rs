@@ -110,7 +110,7 @@ impl Hub {
         self.commit.retry_at = None;
         let with_sends = !self.staged.is_empty() || !self.staged_tasks.is_empty();
         let backlog = self.commit.pending.bytes();
-        let max = self.limits.store_backlog_max_bytes;
+        let max = self.settings.limits.store_backlog_max_bytes;
         if let Some(why) = &self.flush_failed {
             // The kernel may have dropped written pages: nothing new may be promised durable
             // until a restart (SPEC §12.1); acks and removals are still written.
@@ -220,7 +220,7 @@ impl Hub {
             sync,
             wall: now.wall,
         });
-        self.outputs.push_back(Output::Commit(Batch {
+        self.outputs.push(Output::Commit(Batch {
             id,
             store_ops,
             audit,
@@ -284,16 +284,15 @@ impl Hub {
         match (&sends_result, &acks_result) {
             (Ok(()), Ok(())) => {
                 if std::mem::take(&mut self.commit.store_failing) {
-                    self.outputs
-                        .push_back(Output::Log("commits succeed again".to_owned()));
+                    self.outputs.log("commits succeed again".to_owned());
                 }
             }
             (Err(e), _) | (_, Err(e)) => {
                 self.commit.round_failed = true;
                 if !std::mem::replace(&mut self.commit.store_failing, true) {
-                    self.outputs.push_back(Output::LogError(format!(
+                    self.outputs.log_error(format!(
                         "commit failed: {e}; sends are refused until it succeeds"
-                    )));
+                    ));
                 }
             }
         }
@@ -315,7 +314,7 @@ impl Hub {
                     let msg = format!(
                         "an envelope from {peer} not queued: {why}; not acked, so {peer} sends it again"
                     );
-                    self.outputs.push_back(Output::Log(msg));
+                    self.outputs.log(msg);
                     self.unstage(s, "", now);
                 }
                 Err(_) if s.conn.is_none() => {
@@ -387,9 +386,9 @@ impl Hub {
         self.commit.round_failed = false;
         if let Err(e) = &result {
             if self.flush_failed.is_none() {
-                self.outputs.push_back(Output::LogError(format!(
+                self.outputs.log_error(format!(
                     "flushing the queue store to disk failed: {e}; sends are refused until the hub is restarted (check the disk)"
-                )));
+                ));
             }
         }
         while self.held.front().is_some_and(|h| h.batch <= through) {
@@ -404,7 +403,7 @@ impl Hub {
                 // its ack deadline, and that resend is refused until the restart.
                 HeldReply::ForwardAck { peer, ack_id } => {
                     if result.is_ok() {
-                        self.outputs.push_back(Output::ForwardAck {
+                        self.outputs.push(Output::ForwardAck {
                             peer,
                             ack_id,
                             error: None,

@@ -43,7 +43,7 @@ impl Hub {
     /// entries of `presence_for`, the envelopes `asker` sent or was sent, its own tasks.
     pub fn activity_for(&self, asker: &str) -> Activity {
         let mut a = self.activity();
-        if !self.sees_everything(asker) {
+        if !self.settings.sees_everything(asker) {
             a.agents = self.presence_for(asker).agents;
             a.envelopes.retain(|e| e.from == asker || e.to == asker);
             a.tasks.retain(|t| t.delegator == asker);

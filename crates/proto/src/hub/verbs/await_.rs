@@ -2,7 +2,7 @@
 //! over at once, otherwise the await parks with its timeout (`timeoutSecs` 0 answers
 //! `timeout` at once); ack mode (SPEC §12.2) is carried into the delivery.
 
-use crate::hub::event::{AuditEvent, Output};
+use crate::hub::event::AuditEvent;
 use crate::hub::router::Filter;
 use crate::hub::session::Phase;
 use crate::hub::{ConnId, Hub, Now};
@@ -32,8 +32,7 @@ impl Hub {
         }
         match req.timeout_secs {
             Some(0) => {
-                self.outputs
-                    .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
+                self.outputs.audit(AuditEvent::Timeout { conn, name });
                 self.reply(conn, &HubLine::Timeout, "timeout", now);
             }
             secs => {

@@ -48,7 +48,7 @@ impl Hub {
                             self.stage_task_commit(c, Some((conn, task.clone())), now);
                         }
                         TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
-                        TaskAction::Log(l) => self.outputs.push_back(crate::hub::Output::Log(l)),
+                        TaskAction::Log(l) => self.outputs.log(l),
                         // A submit starts nothing, cancels nothing and tells no peer.
                         TaskAction::Start(_)
                         | TaskAction::Cancel(_)

@@ -4,7 +4,7 @@
 //! `accepted` line's optional `warning` is `hub::recipient`'s.
 
 use crate::hub::admit;
-use crate::hub::event::{AuditEvent, Output};
+use crate::hub::event::AuditEvent;
 use crate::hub::ledger::{Record, State};
 use crate::hub::session::Phase;
 use crate::hub::{flush_failed_refusal, ConnId, Hub, Now, Staged, Target};
@@ -49,10 +49,10 @@ impl Hub {
             }
             admit::Admission::Duplicate => {
                 // A resend of an envelope already accepted (and durable): same answer, no copy.
-                self.outputs.push_back(Output::Audit(AuditEvent::Duplicate {
+                self.outputs.audit(AuditEvent::Duplicate {
                     conn,
                     id: env.id.clone(),
-                }));
+                });
                 let line = self.accepted_line(conn, env.id, &env.to);
                 self.reply_durable(conn, line, "duplicate", now)
             }
@@ -71,11 +71,11 @@ impl Hub {
                 self.fail(conn, &msg, now)
             }
             admit::Admission::Full(reason) => {
-                self.outputs.push_back(Output::Audit(AuditEvent::Refused {
+                self.outputs.audit(AuditEvent::Refused {
                     conn,
                     id: env.id,
                     reason: reason.clone(),
-                }));
+                });
                 self.fail(conn, &reason, now)
             }
         }
@@ -107,10 +107,10 @@ impl Hub {
             self.reply_durable(conn, line, "accepted", now);
         }
         if let Some((peer, ack_id)) = &s.from_peer {
-            self.outputs.push_back(Output::Audit(AuditEvent::Received {
+            self.outputs.audit(AuditEvent::Received {
                 peer: peer.clone(),
                 envelope: s.env.shared_text(),
-            }));
+            });
             self.ack_forward_durable(peer.clone(), ack_id.clone());
         }
         match s.target {
@@ -139,11 +139,11 @@ impl Hub {
         }
         if let Some(conn) = s.conn {
             let reason = reason.to_owned();
-            self.outputs.push_back(Output::Audit(AuditEvent::Refused {
+            self.outputs.audit(AuditEvent::Refused {
                 conn,
                 id: s.env.id.to_string(),
                 reason,
-            }));
+            });
         }
     }
 

@@ -32,12 +32,6 @@ impl Hub {
         p
     }
 
-    /// Whether `asker` gets the operator's view of `who` and `activity`: it is named in the
-    /// config's `operators` (SPEC §14 "Visibility").
-    pub(in crate::hub) fn sees_everything(&self, asker: &str) -> bool {
-        self.operators.iter().any(|o| o == asker)
-    }
-
     /// `presence` as `asker` may see it (SPEC §14 "Visibility"): an operator sees it whole;
     /// anyone else sees every name, state, queue length and time, but the filters of its own
     /// parked awaits only. A filter names what an agent waits for, often a task id (`delegate
@@ -46,7 +40,7 @@ impl Hub {
     /// still says `waiting`).
     pub fn presence_for(&self, asker: &str) -> Presence {
         let mut p = self.presence();
-        if !self.sees_everything(asker) {
+        if !self.settings.sees_everything(asker) {
             for a in p.agents.iter_mut().filter(|a| a.name != asker) {
                 a.parked.clear();
             }
@@ -75,6 +69,7 @@ impl Hub {
                 .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         };
         let agents = self
+            .settings
             .roster
             .names()
             .into_iter()
@@ -105,7 +100,7 @@ impl Hub {
     /// will: a roster name, a task identity whose task has not ended (its agent reads it), an
     /// address a forwarding peer takes (its queue drains into the link, SPEC §15).
     fn nobody_holds(&self, name: &str) -> Option<&'static str> {
-        if self.roster.contains(name) {
+        if self.settings.roster.contains(name) {
             return None;
         }
         if is_task_name(name) {
@@ -133,7 +128,7 @@ impl Hub {
     /// names nobody holds (never a roster name's): an operator-rate query whose cost is
     /// bounded by the hub's total cap (`limits.hub_max_bytes`).
     pub fn off_roster_for(&self, asker: Option<&str>) -> Vec<OffRosterQueue> {
-        let own = asker.filter(|a| !self.sees_everything(a));
+        let own = asker.filter(|a| !self.settings.sees_everything(a));
         let mut out: Vec<OffRosterQueue> = self
             .router
             .with_mail()
