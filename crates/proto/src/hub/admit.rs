@@ -43,7 +43,7 @@ impl Hub {
         );
         // Parsed once: the ledger's lookup, the staged check and the queued copy share it.
         let id = Id::new(&env.id);
-        match self.ledger.seen(&env.from, &id, &digest) {
+        match self.memory.ledger.seen(&env.from, &id, &digest) {
             ledger::Seen::New => {}
             ledger::Seen::Duplicate => return Admission::Duplicate,
             ledger::Seen::Conflict => return Admission::Conflict,

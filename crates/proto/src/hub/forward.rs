@@ -216,7 +216,8 @@ impl Hub {
             }
             let ms = now.wall.timestamp_millis();
             // Ledger only, as for an ack-mode delivery: on disk it stays queued until acked.
-            self.ledger
+            self.memory
+                .ledger
                 .set_state(&env.from, &env.id, State::Delivered, true, ms);
             self.receipt_changed(&env.from, &env.id, now);
             self.outputs.audit(AuditEvent::Forwarded {

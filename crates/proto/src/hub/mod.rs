@@ -30,6 +30,7 @@ pub mod ledger;
 pub mod limits;
 mod linger;
 pub mod liveness;
+mod memory;
 mod names;
 mod outbox;
 mod peer_tasks;
@@ -64,11 +65,11 @@ use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
 use crate::wire::HubLine;
 use fold_hash::FoldMap;
-use ledger::{Ledger, State};
+use ledger::State;
 use limits::Limits;
 use session::{Conn, Phase};
 use std::collections::{BTreeSet, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The time, passed in (`kernel::now`), under the name the core's callers use.
 pub use crate::kernel::now::Now;
@@ -180,11 +181,10 @@ pub struct Hub {
     /// The next acceptance number (`Queued::seq`).
     next_seq: u64,
     staged_acks: Vec<StagedAck>,
-    ledger: Ledger,
+    /// The ledger of accepted ids, its purge and the reasons of gone envelopes (`memory`).
+    memory: memory::Memory,
     /// Whether store operations are wanted (a durable store is configured).
     durable: bool,
-    /// When the ledger is next purged of settled ids past the retention window.
-    next_purge: Option<Instant>,
     /// Per agent: when it last authenticated and when it was last delivered to (wall ms).
     seen: FoldMap<String, (Option<i64>, Option<i64>)>,
     /// Replies waiting for the store's flush, in commit order.
@@ -201,9 +201,6 @@ pub struct Hub {
     commit: commit::Commits,
     /// Ids for the hub's own envelopes.
     ids: Box<dyn ids::IdSource>,
-    /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
-    /// for `status` (`hub::redelivery`); forgotten with its id.
-    reasons: FoldMap<u64, String>,
     /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
     tasks: Option<crate::tasks::TaskBook>,
     /// Task steps waiting for a batch (`StagedTask`).
@@ -220,9 +217,6 @@ pub struct Hub {
     /// (`strangers`, SPEC §4.6, §8.1).
     strangers: strangers::Strangers,
 }
-
-/// How often settled ids are purged from the ledger.
-const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Hub {
     /// A hub with no connections. `ids` makes the ids of the hub's own envelopes (bounces):
@@ -241,15 +235,13 @@ impl Hub {
             shutting_down: false,
             next_seq: 0,
             staged_acks: Vec::new(),
-            ledger,
+            memory: memory::Memory::new(ledger),
             durable: false,
-            next_purge: None,
             seen: FoldMap::default(),
             held: VecDeque::new(),
             unsynced: None,
             flush_failed: None,
             forwarding: None,
-            reasons: FoldMap::default(),
             commit: commit::Commits::default(),
             ids,
             tasks: None,
@@ -323,19 +315,8 @@ impl Hub {
         self.expire_forwards(now);
         self.expire_tasks(now);
         self.expire_liveness(now);
-        if self.next_purge.is_some_and(|t| t <= now.mono) {
-            let now_ms = now.wall.timestamp_millis();
-            for (sender, id, seq) in self.ledger.purge(now_ms) {
-                self.reasons.remove(&seq);
-                self.store(StoreOp::Forget { seq, sender, id });
-            }
-            // A backlog (a restart after a long stop) is forgotten a batch per iteration.
-            let wait = if self.ledger.purge_pending(now_ms) {
-                Duration::ZERO
-            } else {
-                PURGE_INTERVAL
-            };
-            self.next_purge = Some(crate::kernel::deadline::after(now.mono, wait));
+        for (sender, id, seq) in self.memory.purge_due(now) {
+            self.store(StoreOp::Forget { seq, sender, id });
         }
     }
 
@@ -361,7 +342,7 @@ impl Hub {
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.deadlines.first().map(|&(at, _)| at),
-            self.next_purge,
+            self.memory.poll_timeout(),
             self.forward_deadline(),
             self.commit_deadline(),
             self.liveness.poll_timeout(),
@@ -377,20 +358,12 @@ impl Hub {
 
     /// Starts the periodic ledger purge (the loop calls this once it runs).
     pub fn start_purging(&mut self, now: Now) {
-        self.next_purge = Some(now.mono + PURGE_INTERVAL);
-    }
-
-    /// Brings the next purge forward to `now` (the ledger is over a budget), once purging has
-    /// started: before that (a restart restoring rows) the first purge is already due soon.
-    fn purge_soon(&mut self, now: Now) {
-        if let Some(at) = self.next_purge.as_mut() {
-            *at = (*at).min(now.mono);
-        }
+        self.memory.start_purging(now);
     }
 
     /// What the ledger's records are charged against `limits.idempotency_max_bytes`.
     pub fn ledger_bytes(&self) -> usize {
-        self.ledger.bytes()
+        self.memory.ledger.bytes()
     }
 
     /// Queue and waiter counts for one agent.

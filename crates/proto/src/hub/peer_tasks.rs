@@ -8,7 +8,6 @@
 //! outcome, this hub could lose in a crash. Refuses IO.
 
 use super::{Hub, Now, PeerSend, StagedTask, TaskThen};
-use crate::hub::ledger::State;
 use crate::relay::message::Payload;
 use crate::tasks::peer_refusal as refusal_handoff;
 
@@ -67,10 +66,8 @@ impl Hub {
                 return;
             }
         }
-        let ledger = &self.ledger;
-        let pending = |envelope_id: &str| {
-            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
-        };
+        let memory = &self.memory;
+        let pending = |envelope_id: &str| memory.hub_envelope_queued(envelope_id);
         book.handle_peer_message(peer, msg_id, payload, now, &mut *self.ids, &pending);
         self.drain_task_actions(now);
         self.start_tasks(now);

@@ -68,7 +68,7 @@ impl Hub {
             at: chrono::DateTime::from_timestamp_millis(rec.state_ms)
                 .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
             attempts: attempts.filter(|&a| a > 0),
-            reason: self.reason_of(rec.seq, rec.state),
+            reason: self.memory.reason_of(rec.seq, rec.state),
             wait: None,
         }
     }
@@ -94,6 +94,7 @@ impl Hub {
         now: Now,
     ) {
         let found = self
+            .memory
             .ledger
             .lookup(asker, &id)
             .map(|(sender, rec)| (sender.to_owned(), judge(wait_for, rec)));
@@ -154,7 +155,7 @@ impl Hub {
                 continue;
             };
             // A record no longer remembered cannot be reached: it ends the wait as `unknown`.
-            let end = match self.ledger.get(sender, id) {
+            let end = match self.memory.ledger.get(sender, id) {
                 Some(rec) => judge(*wait_for, rec),
                 None => Some(WaitEnd::Ended),
             };
@@ -180,7 +181,7 @@ impl Hub {
     }
 
     fn answer_wait(&mut self, conn: ConnId, sender: &str, id: &str, end: WaitEnd, now: Now) {
-        let mut st = match self.ledger.get(sender, id) {
+        let mut st = match self.memory.ledger.get(sender, id) {
             Some(rec) => self.status_of(sender, id, rec),
             None => Hub::unknown_status(id.to_owned()),
         };

@@ -90,37 +90,9 @@ impl Hub {
     /// Records that `env` is gone (`Bounced` or `Lost`) and why, in the ledger and the store,
     /// so that `status` can say it, across restarts with a durable store.
     pub(super) fn settle_gone(&mut self, env: &Queued, state: State, reason: &str, now: Now) {
-        let at_ms = now.wall.timestamp_millis();
-        if let Some(seq) = self
-            .ledger
-            .set_state(&env.from, &env.id, state, false, at_ms)
-        {
-            self.reasons.insert(seq, reason.to_owned());
-            self.store(StoreOp::State {
-                seq,
-                sender: env.from.to_string(),
-                id: env.id.to_string(),
-                state: state.as_str().to_owned(),
-                detail: Some(reason.to_owned()),
-                reader: self.ledger.reader_of(&env.from, &env.id),
-                at_ms,
-            });
+        if let Some(op) = self.memory.settle_gone(env, state, reason, now) {
+            self.store(op);
             self.receipt_changed(&env.from, &env.id, now);
-        }
-    }
-
-    /// The reason a remembered envelope of acceptance `seq` is gone, if it is and one is known.
-    pub(super) fn reason_of(&self, seq: u64, state: State) -> Option<String> {
-        matches!(state, State::Bounced | State::Lost)
-            .then(|| self.reasons.get(&seq).cloned())
-            .flatten()
-    }
-
-    /// Restores the reason of a remembered id loaded from the store.
-    pub(super) fn restore_reason(&mut self, state: State, seq: u64, detail: Option<&str>) {
-        let gone = matches!(state, State::Bounced | State::Lost);
-        if let (true, Some(detail)) = (gone, detail) {
-            self.reasons.insert(seq, detail.to_owned());
         }
     }
 }

@@ -96,7 +96,9 @@ impl Hub {
     /// An envelope without its id's row in the same walk: its record, if the ledger has one,
     /// is marked queued at its seq.
     fn restore_envelope(&mut self, e: crate::hub::durable::StoredEnvelope, now_ms: i64) {
-        self.ledger.restore_queued(&e.sender, &e.id, e.seq, now_ms);
+        self.memory
+            .ledger
+            .restore_queued(&e.sender, &e.id, e.seq, now_ms);
         self.next_seq = self.next_seq.max(e.seq + 1);
         let mut env = Queued::new(
             &e.id,
@@ -122,7 +124,7 @@ impl Hub {
         let router = self.settings.new_router();
         let ledger = self.settings.new_ledger();
         std::mem::forget(std::mem::replace(&mut self.router, router));
-        std::mem::forget(std::mem::replace(&mut self.ledger, ledger));
+        std::mem::forget(std::mem::replace(&mut self.memory.ledger, ledger));
     }
 }
 
@@ -139,7 +141,7 @@ impl Restoring<'_> {
             .as_ref()
             .is_some_and(|l| &*l.sender == sender && &*l.to == to);
         if !same {
-            let (ledger, router) = (&mut self.hub.ledger, &mut self.hub.router);
+            let (ledger, router) = (&mut self.hub.memory.ledger, &mut self.hub.router);
             self.last = Some(LastNames {
                 sender: ledger.name(sender),
                 to: ledger.name(to),
@@ -160,7 +162,7 @@ impl RowSink for Restoring<'_> {
         let most = limits
             .idempotency_max_ids
             .saturating_add(limits.queue_max_envelopes);
-        self.hub.ledger.reserve(rows.min(most));
+        self.hub.memory.ledger.reserve(rows.min(most));
     }
 
     fn row(&mut self, row: RowRef<'_>) -> Result<(), crate::hub::durable::RowRefused> {
@@ -178,7 +180,7 @@ impl RowSink for Restoring<'_> {
             }
             return Ok(());
         };
-        self.hub.restore_reason(state, row.seq, row.detail);
+        self.hub.memory.restore_reason(state, row.seq, row.detail);
         let names = self.names(row.sender, row.to);
         let (sender, to) = (names.sender.clone(), names.to.clone());
         let mut record = Record {
@@ -199,7 +201,11 @@ impl RowSink for Restoring<'_> {
         // One id (inline when it is a canonical UUID), shared by the ledger's key and the
         // queue entry.
         let id = Id::new(row.id);
-        let replaced = self.hub.ledger.restore_record(sender, id.clone(), record);
+        let replaced = self
+            .hub
+            .memory
+            .ledger
+            .restore_record(sender, id.clone(), record);
         self.ids += 1;
         // Every remembered id holds a place in acceptance order, queued or not.
         self.hub.next_seq = self.hub.next_seq.max(row.seq + 1);

@@ -48,7 +48,7 @@ impl Hub {
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
         // Every delivery line goes to an await, which declared its kind (or none).
         let reader = self.conns[&conn].reader.unwrap_or(Reader::Unknown);
-        self.ledger.set_reader(&from, &id, reader);
+        self.memory.ledger.set_reader(&from, &id, reader);
         self.outputs.audit(AuditEvent::Delivered {
             conn,
             id: id.to_string(),
@@ -59,7 +59,7 @@ impl Hub {
             // Only the ledger: on disk the envelope stays queued until its ack is durable,
             // and a restart queues it again anyway, so a durable "delivered" would cost a
             // commit per delivery and say nothing a restart keeps.
-            self.ledger.set_state(
+            self.memory.ledger.set_state(
                 &from,
                 &id,
                 State::Delivered,
@@ -163,17 +163,8 @@ impl Hub {
         ack_pending: bool,
         now: Now,
     ) {
-        let at_ms = now.wall.timestamp_millis();
-        if let Some(seq) = self.ledger.set_state(sender, id, state, ack_pending, at_ms) {
-            self.store(StoreOp::State {
-                seq,
-                sender: sender.to_owned(),
-                id: id.with_text(str::to_owned),
-                state: state.as_str().to_owned(),
-                detail: None,
-                reader: self.ledger.reader_of(sender, id),
-                at_ms,
-            });
+        if let Some(op) = self.memory.set_state(sender, id, state, ack_pending, now) {
+            self.store(op);
             self.receipt_changed(sender, id, now);
         }
     }

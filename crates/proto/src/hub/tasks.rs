@@ -10,7 +10,6 @@
 
 use super::{AuditEvent, ConnId, Hub, Now, Output, PeerSend, Rider, StagedTask, TaskThen};
 use crate::hub::durable::StoreOp;
-use crate::hub::ledger::State;
 use crate::tasks::TaskEvent;
 use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskCommit, TaskId};
 use crate::wire::{HubLine, TaskStateReply};
@@ -77,10 +76,8 @@ impl Hub {
         let Some(book) = self.tasks.as_mut() else {
             return;
         };
-        let ledger = &self.ledger;
-        let pending = |envelope_id: &str| {
-            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
-        };
+        let memory = &self.memory;
+        let pending = |envelope_id: &str| memory.hub_envelope_queued(envelope_id);
         book.handle_event(&id, event, now, &mut *self.ids, &pending);
         self.drain_task_actions(now);
         if ended {
@@ -97,10 +94,8 @@ impl Hub {
         if !book.poll_timeout().is_some_and(|at| at <= now.mono) {
             return;
         }
-        let ledger = &self.ledger;
-        let pending = |envelope_id: &str| {
-            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
-        };
+        let memory = &self.memory;
+        let pending = |envelope_id: &str| memory.hub_envelope_queued(envelope_id);
         book.handle_timeout(now, &mut *self.ids, &pending);
         self.drain_task_actions(now);
     }

@@ -190,7 +190,7 @@ impl Hub {
                     id: a.env.id.to_string(),
                     state: State::Acked.as_str().to_owned(),
                     detail: None,
-                    reader: self.ledger.reader_of(&a.env.from, &a.env.id),
+                    reader: self.memory.ledger.reader_of(&a.env.from, &a.env.id),
                     at_ms: wall_ms,
                 });
             }
@@ -350,8 +350,13 @@ impl Hub {
                     // update the ledger only, or every ack would cost a second store write
                     // (and a second fsync) in a commit of its own.
                     let at_ms = now.wall.timestamp_millis();
-                    self.ledger
-                        .set_state(&a.env.from, &a.env.id, State::Acked, false, at_ms);
+                    self.memory.ledger.set_state(
+                        &a.env.from,
+                        &a.env.id,
+                        State::Acked,
+                        false,
+                        at_ms,
+                    );
                     self.receipt_changed(&a.env.from, &a.env.id, now);
                     if live {
                         let line = HubLine::Acked {

@@ -61,7 +61,7 @@ impl Hub {
             .newest_first()
             .map(|e| {
                 let record = (!e.id_cut)
-                    .then(|| self.ledger.get(&e.from, &e.id))
+                    .then(|| self.memory.ledger.get(&e.from, &e.id))
                     .flatten();
                 let (state, state_at) = match record {
                     Some(r) => (r.state.as_str(), rfc3339(r.state_ms)),

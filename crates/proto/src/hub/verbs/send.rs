@@ -93,12 +93,12 @@ impl Hub {
             ack_pending: false,
             reader: None,
         };
-        self.ledger.remember(&e.from, &e.id, record);
-        if self.ledger.over_budget() {
+        self.memory.ledger.remember(&e.from, &e.id, record);
+        if self.memory.ledger.over_budget() {
             // Past `idempotency_max_ids` or `idempotency_max_bytes`: the earliest settled ids
             // go now, not at the next interval (a flood of sends must not outgrow the budget
             // by ten seconds' worth).
-            self.purge_soon(now);
+            self.memory.purge_soon(now);
         }
         self.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.

@@ -15,7 +15,7 @@ impl Hub {
         if let Some(wait_for) = req.stage() {
             return self.status_wait(conn, &name, req.id, wait_for, req.timeout_ms, now);
         }
-        let status = match self.ledger.lookup(&name, &req.id) {
+        let status = match self.memory.ledger.lookup(&name, &req.id) {
             None => Hub::unknown_status(req.id),
             Some((sender, rec)) => self.status_of(sender, &req.id, rec),
         };
