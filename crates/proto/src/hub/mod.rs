@@ -35,6 +35,7 @@ mod names;
 mod outbox;
 mod peer_tasks;
 mod pipeline;
+mod presence;
 mod queue_index;
 mod receipts;
 mod recent;
@@ -64,7 +65,6 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
 use crate::wire::HubLine;
-use fold_hash::FoldMap;
 use ledger::State;
 use limits::Limits;
 use session::{Conn, Phase};
@@ -185,8 +185,6 @@ pub struct Hub {
     memory: memory::Memory,
     /// Whether store operations are wanted (a durable store is configured).
     durable: bool,
-    /// Per agent: when it last authenticated and when it was last delivered to (wall ms).
-    seen: FoldMap<String, (Option<i64>, Option<i64>)>,
     /// Replies waiting for the store's flush, in commit order.
     held: VecDeque<Held>,
     /// The newest committed batch whose flush has not been reported: while set, every
@@ -207,12 +205,8 @@ pub struct Hub {
     staged_tasks: Vec<StagedTask>,
     /// Parked `status` waits (`receipts`).
     receipts: receipts::Waits,
-    /// What each roster name's agent process is doing (SPEC §14, `liveness`).
-    liveness: liveness::Liveness,
-    /// The last envelopes accepted, as metadata, for `activity` (SPEC §14.1).
-    recent: recent::Recent,
-    /// What linked peers' directories say of their own agents (SPEC §14.1 "Remote names").
-    remote: remote_presence::RemotePresence,
+    /// Last seen and delivered, liveness, the last envelopes, peers' names (`presence`).
+    presence: presence::PresenceBook,
     /// Connections without an identity, connections per name, strangers' records
     /// (`strangers`, SPEC §4.6, §8.1).
     strangers: strangers::Strangers,
@@ -237,7 +231,6 @@ impl Hub {
             staged_acks: Vec::new(),
             memory: memory::Memory::new(ledger),
             durable: false,
-            seen: FoldMap::default(),
             held: VecDeque::new(),
             unsynced: None,
             flush_failed: None,
@@ -247,9 +240,7 @@ impl Hub {
             tasks: None,
             staged_tasks: Vec::new(),
             receipts: receipts::Waits::default(),
-            liveness: liveness::Liveness::default(),
-            recent: recent::Recent::default(),
-            remote: remote_presence::RemotePresence::default(),
+            presence: presence::PresenceBook::default(),
             strangers: strangers::Strangers::default(),
         }
     }
@@ -314,7 +305,10 @@ impl Hub {
         self.sum_strangers(now, false);
         self.expire_forwards(now);
         self.expire_tasks(now);
-        self.expire_liveness(now);
+        let roster = &self.settings.roster;
+        self.presence
+            .liveness
+            .expire(now, roster, &mut self.outputs);
         for (sender, id, seq) in self.memory.purge_due(now) {
             self.store(StoreOp::Forget { seq, sender, id });
         }
@@ -345,7 +339,7 @@ impl Hub {
             self.memory.poll_timeout(),
             self.forward_deadline(),
             self.commit_deadline(),
-            self.liveness.poll_timeout(),
+            self.presence.liveness.poll_timeout(),
             self.strangers.poll_timeout(),
             self.tasks
                 .as_ref()
@@ -373,6 +367,50 @@ impl Hub {
 
     pub fn router(&self) -> &Router {
         &self.router
+    }
+
+    // ----- presence (SPEC §14) -----
+
+    /// The loop saw a process it was asked to check (`Output::CheckProcesses`) gone: its name
+    /// becomes `gone`. Called for each exited one, then `handle_processes_checked`.
+    pub fn handle_process_exited(
+        &mut self,
+        name: &str,
+        process: liveness::WatchedProcess,
+        now: Now,
+    ) {
+        let liveness = &mut self.presence.liveness;
+        liveness.process_exited(name, process, now, &mut self.outputs);
+    }
+
+    /// The loop finished the check `Output::CheckProcesses` asked for: the next one is due a
+    /// `PROCESS_CHECK_INTERVAL` from now while any process is still watched.
+    pub fn handle_processes_checked(&mut self, now: Now) {
+        self.presence.liveness.checked(now);
+    }
+
+    pub fn liveness(&self) -> &liveness::Liveness {
+        &self.presence.liveness
+    }
+
+    /// A lasting link's peer applied a heartbeat: `agents` is its whole directory now.
+    /// `peer` is the authenticated link's peer id.
+    pub fn handle_peer_directory(
+        &mut self,
+        peer: &str,
+        agents: std::collections::BTreeMap<String, crate::relay::message::AgentEntry>,
+    ) {
+        self.presence.remote.apply(peer, agents);
+    }
+
+    pub fn remote_presence(&self) -> &remote_presence::RemotePresence {
+        &self.presence.remote
+    }
+
+    /// This hub's own roster names as its heartbeats state them (docs/relay-protocol.md §5):
+    /// parked awaits, queue length, and the liveness `who` shows. Never a peer's entry.
+    pub fn local_directory(&self) -> Vec<(String, crate::relay::message::AgentEntry)> {
+        remote_presence::directory(self.local_presence().agents)
     }
 
     /// Connections the core still tracks.

@@ -17,7 +17,7 @@ impl Hub {
     /// acks nothing), see `TaskBook::handle_peer_link`.
     pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
         if !up {
-            self.forget_peer_directory(peer);
+            self.presence.remote.forget(peer);
         }
         let Some(book) = self.tasks.as_mut() else {
             return;

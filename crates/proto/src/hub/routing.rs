@@ -38,13 +38,7 @@ impl Hub {
         }
         *committed = true;
         let ack = *ack;
-        let at = Some(now.wall.timestamp_millis());
-        match self.seen.get_mut(&*env.to) {
-            Some(seen) => seen.1 = at,
-            None => {
-                self.seen.insert(env.to.to_string(), (None, at));
-            }
-        }
+        self.presence.delivered_to(&env.to, now);
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
         // Every delivery line goes to an await, which declared its kind (or none).
         let reader = self.conns[&conn].reader.unwrap_or(Reader::Unknown);

@@ -414,15 +414,7 @@ impl Hub {
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
                     c.warn = h.warn == Some(true);
-                    // Looked up before it is inserted: a name seen before (every hello but
-                    // a name's first) costs no copy of it.
-                    let at = Some(now.wall.timestamp_millis());
-                    match self.seen.get_mut(&h.name) {
-                        Some(seen) => seen.0 = at,
-                        None => {
-                            self.seen.insert(h.name.clone(), (at, None));
-                        }
-                    }
+                    self.presence.authenticated(&h.name, now);
                     self.set_deadline(
                         conn,
                         Some(crate::kernel::deadline::after(

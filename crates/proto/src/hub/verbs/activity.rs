@@ -57,6 +57,7 @@ impl Hub {
     /// operator-rate query (one a second) costs next to nothing.
     pub fn activity(&self) -> Activity {
         let envelopes = self
+            .presence
             .recent
             .newest_first()
             .map(|e| {

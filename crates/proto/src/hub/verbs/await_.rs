@@ -38,7 +38,10 @@ impl Hub {
             secs => {
                 // A timeout too far away to represent waits forever.
                 let deadline = secs.and_then(|s| now.mono.checked_add(Duration::from_secs(s)));
-                self.note_parking(&name, now);
+                let roster = &self.settings.roster;
+                self.presence
+                    .liveness
+                    .note_parking(&name, roster, &self.router, now);
                 let parked = self.router.park(&name, filter, conn);
                 self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Parked {
                     parked,

@@ -8,4 +8,5 @@ mod await_;
 mod delegate;
 mod send;
 mod status;
+mod turn;
 mod who;

@@ -100,7 +100,7 @@ impl Hub {
             // by ten seconds' worth).
             self.memory.purge_soon(now);
         }
-        self.recent.note(e, now.wall.timestamp_millis());
+        self.presence.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.
         if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
             let line = self.accepted_line(conn, s.env.id.to_string(), &s.env.to);

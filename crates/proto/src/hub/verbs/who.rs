@@ -28,7 +28,8 @@ impl Hub {
     /// operator-rate query. This is the operator's view; `presence_for` is what an asker gets.
     pub fn presence(&self) -> Presence {
         let mut p = self.local_presence();
-        p.agents.extend(self.remote_entries());
+        p.agents
+            .extend(self.presence.remote.entries(&self.settings.roster));
         p
     }
 
@@ -76,8 +77,9 @@ impl Hub {
             .map(|name| {
                 let mut waits = parked.remove(name).unwrap_or_default();
                 waits.sort_by_key(|(seq, _)| *seq);
-                let (seen, delivered) = self.seen.get(name).copied().unwrap_or_default();
-                let (state, since, source) = self.state_of(name, !waits.is_empty());
+                let (seen, delivered) = self.presence.seen(name);
+                let (state, since, source) =
+                    self.presence.liveness.state_of(name, !waits.is_empty());
                 AgentPresence {
                     name: name.to_owned(),
                     state: state.to_owned(),
