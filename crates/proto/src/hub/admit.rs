@@ -6,8 +6,9 @@
 //! and error lines, the forward path with forward acks, each from the `Admission`.
 
 use super::id_key::Id;
-use super::routing::queued_from;
-use super::{ledger, ConnId, Hub, Staged};
+
+use super::commit::Staged;
+use super::{ledger, ConnId, Hub};
 use crate::wire::Envelope;
 
 /// What became of an envelope offered for staging.
@@ -28,7 +29,7 @@ impl Hub {
     /// Checks `env` (its `from` already stamped) and stages it when new. `conn` is the
     /// sender's connection, `from_peer` the peer and relay message id of a forward. `env` is
     /// left as it came: the staged copy's fields are the router's shared strings
-    /// (`queued_from`), not the envelope's.
+    /// (`Router::queued_from`), not the envelope's.
     pub(super) fn admit(
         &mut self,
         env: &mut Envelope,
@@ -48,16 +49,16 @@ impl Hub {
             ledger::Seen::Duplicate => return Admission::Duplicate,
             ledger::Seen::Conflict => return Admission::Conflict,
         }
-        if self.is_staged(&env.from, &id) {
+        if self.commit.is_staged(&env.from, &id) {
             return Admission::InProgress;
         }
-        let mut queued = queued_from(env, id, &mut self.router);
-        queued.seq = self.take_seq();
+        let mut queued = self.router.queued_from(env, id);
+        queued.seq = self.commit.take_seq();
         let target = match self.stage_target(&queued) {
             Ok(t) => t,
             Err(full) => return Admission::Full(full.to_string()),
         };
-        self.staged.push(Staged {
+        self.commit.stage(Staged {
             conn,
             from_peer,
             env: queued,

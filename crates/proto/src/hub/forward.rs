@@ -12,8 +12,9 @@
 //! sessions (`server::relay_io` owns those).
 
 use super::admit::Admission;
+use super::commit::Target;
 use super::fold_hash::FoldMap;
-use super::{AuditEvent, Hub, Now, Output, Phase, Queued, State, StoreOp, Target};
+use super::{AuditEvent, Hub, Now, Output, Phase, Queued, State, StoreOp};
 use crate::kernel::names::HUB_NAME;
 use crate::wire::Envelope;
 use std::collections::BTreeMap;
@@ -132,7 +133,7 @@ impl Hub {
             return;
         };
         link.inflight_bytes -= env.size_bytes();
-        self.store(StoreOp::Remove { seq });
+        self.commit.store(StoreOp::Remove { seq });
         let (from, id) = (env.from.clone(), env.id.clone());
         self.outputs.audit(AuditEvent::ForwardAcked {
             peer: peer.to_owned(),
@@ -167,7 +168,7 @@ impl Hub {
             Ok(i) => i,
             Err((id, reason)) => return self.refuse_forward(peer, ack_id, id, reason),
         };
-        if self.flush_failed.is_some() {
+        if self.commit.flush_failed().is_some() {
             let msg = format!(
                 "an envelope from {peer} not queued: an earlier flush of the queue store failed; not acked until the hub is restarted"
             );
@@ -175,7 +176,10 @@ impl Hub {
         }
         match self.admit(&mut env, None, Some((peer.to_owned(), ack_id.clone()))) {
             Admission::Staged => {}
-            Admission::Duplicate => self.ack_forward_durable(peer.to_owned(), ack_id),
+            Admission::Duplicate => {
+                self.commit
+                    .ack_forward_durable(peer.to_owned(), ack_id, &mut self.outputs)
+            }
             Admission::Conflict => {
                 let reason = format!(
                     "id {:?} was already accepted from {} with another destination, kind, correlationId or body",
@@ -269,22 +273,6 @@ impl Hub {
         for peer in stuck {
             self.requeue_inflight(&peer, &reason, now);
             self.pump_forward(&peer, now);
-        }
-    }
-
-    /// Answers a peer's forward with "queued" once that is durable (SPEC §12.1): at once, or
-    /// with the flush the last commit waits for.
-    pub(super) fn ack_forward_durable(&mut self, peer: String, ack_id: String) {
-        match self.unsynced {
-            Some(batch) => self.held.push_back(super::Held {
-                batch,
-                reply: super::HeldReply::ForwardAck { peer, ack_id },
-            }),
-            None => self.outputs.push(Output::ForwardAck {
-                peer,
-                ack_id,
-                error: None,
-            }),
         }
     }
 

@@ -49,6 +49,7 @@ pub mod router;
 mod routing;
 mod session;
 mod settings;
+mod settle;
 mod strangers;
 pub use strangers::{
     STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
@@ -68,99 +69,11 @@ use crate::wire::HubLine;
 use ledger::State;
 use limits::Limits;
 use session::{Conn, Phase};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// The time, passed in (`kernel::now`), under the name the core's callers use.
 pub use crate::kernel::now::Now;
-
-/// Where a staged send goes once committed.
-#[derive(Debug)]
-enum Target {
-    /// A waiter claimed at staging time (still `Phase::Claimed` unless it went away).
-    Waiter(ConnId),
-    /// The queue; `reserved` says whether cap room was reserved (bounces waive the caps).
-    Queue { reserved: bool },
-}
-
-#[derive(Debug)]
-struct Staged {
-    /// The sender's connection; None for the hub's own bounces and for envelopes from peers.
-    conn: Option<ConnId>,
-    /// An envelope a peer hub forwarded: its peer id and the `bus_forward`'s relay message id,
-    /// acked once the envelope is durable here (SPEC §15).
-    from_peer: Option<(String, String)>,
-    env: Queued,
-    target: Target,
-    /// For the ledger (idempotent resends).
-    digest: [u8; 32],
-    /// Store changes and audit records written in the same batch as this envelope, or not
-    /// at all: a task's final state rides with its outcome envelope (docs/delegation.md
-    /// "Durability"), so neither is ever committed without the other.
-    rider: Option<Box<Rider>>,
-}
-
-/// What rides with a staged envelope (`Staged::rider`).
-#[derive(Debug, Default)]
-struct Rider {
-    store: Vec<StoreOp>,
-    audit: Vec<AuditEvent>,
-}
-
-/// A task step with no envelope that must be committed before something follows from it
-/// (docs/delegation.md "Durability"): a delegation before its `delegated` reply, a task's
-/// `running` state before its agent is started.
-#[derive(Debug)]
-struct StagedTask {
-    store: Vec<StoreOp>,
-    audit: Vec<AuditEvent>,
-    then: TaskThen,
-}
-
-#[derive(Debug)]
-enum TaskThen {
-    /// Answer the delegator's connection (`delegated`); on a failed commit, refuse it and
-    /// withdraw the task.
-    Reply {
-        conn: ConnId,
-        task: crate::tasks::TaskId,
-    },
-    /// Start the agent.
-    Start(Box<crate::tasks::StartSpec>),
-    /// Nothing waits for it (a state the book records, such as `cancelling`).
-    Nothing,
-    /// Messages to relay peers, sent once the step that caused them is durable
-    /// (docs/delegation.md "Across hubs").
-    ToPeer(Vec<PeerSend>),
-}
-
-/// An ack waiting for the commit that makes it durable (SPEC §12.2).
-#[derive(Debug)]
-struct StagedAck {
-    conn: ConnId,
-    env: Queued,
-}
-
-/// A final line, or a peer's forward ack, that waits for the store's flush of the commit
-/// `batch` (SPEC §12.1).
-#[derive(Debug)]
-struct Held {
-    batch: u64,
-    reply: HeldReply,
-}
-
-#[derive(Debug)]
-enum HeldReply {
-    Line {
-        conn: ConnId,
-        line: HubLine,
-        outcome: &'static str,
-    },
-    ForwardAck {
-        peer: String,
-        ack_id: String,
-    },
-}
 
 /// The hub core. One per server; every method is synchronous and cheap.
 #[derive(Debug)]
@@ -174,35 +87,19 @@ pub struct Hub {
     /// by the ids the IO layer hands out, so the cheap hasher serves (`hub::conn_map`).
     conns: conn_map::ConnMap<Box<Conn>>,
     deadlines: BTreeSet<(Instant, ConnId)>,
-    staged: Vec<Staged>,
     /// What the core asks of the IO layer, in order (`outbox`).
     outputs: outbox::Outbox,
     shutting_down: bool,
-    /// The next acceptance number (`Queued::seq`).
-    next_seq: u64,
-    staged_acks: Vec<StagedAck>,
     /// The ledger of accepted ids, its purge and the reasons of gone envelopes (`memory`).
     memory: memory::Memory,
-    /// Whether store operations are wanted (a durable store is configured).
-    durable: bool,
-    /// Replies waiting for the store's flush, in commit order.
-    held: VecDeque<Held>,
-    /// The newest committed batch whose flush has not been reported: while set, every
-    /// `accepted` and `acked` reply waits for it (`hold_replies_until`).
-    unsynced: Option<u64>,
-    /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
-    /// copy's pages may never reach the disk (the loop refuses new sends likewise).
-    flush_failed: Option<String>,
     /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
     forwarding: Option<forward::Forwarding>,
-    /// The batches of staged work and their results (`commit`).
+    /// Staged work, acceptance order, batches and their results, held replies (`commit`).
     commit: commit::Commits,
     /// Ids for the hub's own envelopes.
     ids: Box<dyn ids::IdSource>,
     /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
     tasks: Option<crate::tasks::TaskBook>,
-    /// Task steps waiting for a batch (`StagedTask`).
-    staged_tasks: Vec<StagedTask>,
     /// Parked `status` waits (`receipts`).
     receipts: receipts::Waits,
     /// Last seen and delivered, liveness, the last envelopes, peers' names (`presence`).
@@ -224,21 +121,13 @@ impl Hub {
             router,
             conns: conn_map::ConnMap::default(),
             deadlines: BTreeSet::new(),
-            staged: Vec::new(),
             outputs: outbox::Outbox::default(),
             shutting_down: false,
-            next_seq: 0,
-            staged_acks: Vec::new(),
             memory: memory::Memory::new(ledger),
-            durable: false,
-            held: VecDeque::new(),
-            unsynced: None,
-            flush_failed: None,
             forwarding: None,
             commit: commit::Commits::default(),
             ids,
             tasks: None,
-            staged_tasks: Vec::new(),
             receipts: receipts::Waits::default(),
             presence: presence::PresenceBook::default(),
             strangers: strangers::Strangers::default(),
@@ -255,13 +144,13 @@ impl Hub {
     /// Asks for store operations in each `Output::Commit`: set when a durable store is
     /// configured.
     pub fn with_durable(mut self, durable: bool) -> Hub {
-        self.durable = durable;
+        self.commit.set_durable(durable);
         self
     }
 
     /// Expires every deadline at or before `now`. The loop calls it once per iteration.
     pub fn handle_timeout(&mut self, now: Now) {
-        self.new_commit_round();
+        self.commit.new_round();
         while let Some(&(at, conn)) = self.deadlines.first() {
             if at > now.mono {
                 break;
@@ -310,7 +199,7 @@ impl Hub {
             .liveness
             .expire(now, roster, &mut self.outputs);
         for (sender, id, seq) in self.memory.purge_due(now) {
-            self.store(StoreOp::Forget { seq, sender, id });
+            self.commit.store(StoreOp::Forget { seq, sender, id });
         }
     }
 
@@ -338,7 +227,7 @@ impl Hub {
             self.deadlines.first().map(|&(at, _)| at),
             self.memory.poll_timeout(),
             self.forward_deadline(),
-            self.commit_deadline(),
+            self.commit.poll_timeout(),
             self.presence.liveness.poll_timeout(),
             self.strangers.poll_timeout(),
             self.tasks
@@ -411,6 +300,57 @@ impl Hub {
     /// parked awaits, queue length, and the liveness `who` shows. Never a peer's entry.
     pub fn local_directory(&self) -> Vec<(String, crate::relay::message::AgentEntry)> {
         remote_presence::directory(self.local_presence().agents)
+    }
+
+    // ----- commits (SPEC §12.1; `commit`, `settle`) -----
+
+    /// With `sync`, committed batches wait for `handle_synced` before their `accepted` and
+    /// `acked` replies go out (`store.sync = "full"`, SPEC §12.1).
+    pub fn with_sync(mut self, sync: bool) -> Hub {
+        self.commit.sync = sync;
+        self
+    }
+
+    /// The loop reached its commit point (after the input of an iteration, and again after
+    /// socket writes produced more work): if anything waits and nothing holds it back, the
+    /// core emits the next `Output::Commit`. `store_holds` says the store cannot take a commit
+    /// now (a checkpoint that must copy the whole WAL runs; `store::flush`).
+    pub fn handle_commit_point(&mut self, now: Now, store_holds: bool) {
+        let max = self.settings.limits.store_backlog_max_bytes;
+        let ledger = &self.memory.ledger;
+        self.commit
+            .commit_point(now, store_holds, max, ledger, &mut self.outputs);
+    }
+
+    /// Sends, bounces or acks wait for a batch.
+    pub fn has_staged(&self) -> bool {
+        self.commit.has_staged()
+    }
+
+    /// Anything waits for a batch: staged sends, acks, or changes that gate nothing.
+    pub fn has_commit_work(&self) -> bool {
+        self.commit.has_commit_work()
+    }
+
+    /// Sends (or bounces) wait for a batch, or are in the one being written.
+    pub fn has_staged_sends(&self) -> bool {
+        self.commit.has_staged_sends()
+    }
+
+    /// A batch was emitted and its result is not reported yet.
+    pub fn commit_in_flight(&self) -> bool {
+        self.commit.in_flight()
+    }
+
+    /// The error of the first failed flush, if one failed: from then on sends are refused
+    /// until a restart (SPEC §12.1).
+    pub fn flush_failed(&self) -> Option<&str> {
+        self.commit.flush_failed()
+    }
+
+    /// Replies waiting for the store's flush.
+    pub fn held_replies(&self) -> usize {
+        self.commit.held_replies()
     }
 
     /// Connections the core still tracks.

@@ -7,7 +7,7 @@
 //! after the commit of the step that made it, so a peer never hears of a task, or of an
 //! outcome, this hub could lose in a crash. Refuses IO.
 
-use super::{Hub, Now, PeerSend, StagedTask, TaskThen};
+use super::{Hub, Now, PeerSend};
 use crate::relay::message::Payload;
 use crate::tasks::peer_refusal as refusal_handoff;
 
@@ -34,7 +34,7 @@ impl Hub {
                 // Never silence: the delegating peer hears why (claudectl shows it), as a
                 // task that could not start (`refused: true`, docs/delegation.md "Across
                 // hubs").
-                self.stage_peer_send(PeerSend {
+                self.commit.stage_peer_send(PeerSend {
                     peer: peer.to_owned(),
                     payload: Payload::TaskHandoff(refusal_handoff(
                         &d.task_id,
@@ -55,7 +55,7 @@ impl Hub {
         };
         if self.shutting_down {
             if let Payload::DelegateTask(d) = &payload {
-                self.stage_peer_send(PeerSend {
+                self.commit.stage_peer_send(PeerSend {
                     peer: peer.to_owned(),
                     payload: Payload::TaskHandoff(refusal_handoff(
                         &d.task_id,
@@ -77,27 +77,6 @@ impl Hub {
     pub fn handle_peer_task_acked(&mut self, peer: &str, task_id: &str) {
         if let Some(book) = self.tasks.as_mut() {
             book.handle_peer_acked(peer, task_id);
-        }
-    }
-
-    /// Holds a message for a peer until the commit of the step that caused it: it rides on
-    /// the last staged task step (that step's, or one staged before it in the same batch), or
-    /// on an empty step of its own in the next batch.
-    pub(super) fn stage_peer_send(&mut self, send: PeerSend) {
-        match self.staged_tasks.last_mut() {
-            Some(StagedTask {
-                then: then @ TaskThen::Nothing,
-                ..
-            }) => *then = TaskThen::ToPeer(vec![send]),
-            Some(StagedTask {
-                then: TaskThen::ToPeer(sends),
-                ..
-            }) => sends.push(send),
-            _ => self.staged_tasks.push(StagedTask {
-                store: Vec::new(),
-                audit: Vec::new(),
-                then: TaskThen::ToPeer(vec![send]),
-            }),
         }
     }
 }

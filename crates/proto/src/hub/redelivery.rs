@@ -62,7 +62,7 @@ impl Hub {
             env.attempts
         );
         let state = if bounced { State::Bounced } else { State::Lost };
-        self.store(StoreOp::Remove { seq: env.seq });
+        self.commit.store(StoreOp::Remove { seq: env.seq });
         self.settle_gone(&env, state, &reason, now);
         self.outputs.audit(AuditEvent::GivenUp {
             conn,
@@ -91,7 +91,7 @@ impl Hub {
     /// so that `status` can say it, across restarts with a durable store.
     pub(super) fn settle_gone(&mut self, env: &Queued, state: State, reason: &str, now: Now) {
         if let Some(op) = self.memory.settle_gone(env, state, reason, now) {
-            self.store(op);
+            self.commit.store(op);
             self.receipt_changed(&env.from, &env.id, now);
         }
     }

@@ -99,7 +99,7 @@ impl Hub {
         self.memory
             .ledger
             .restore_queued(&e.sender, &e.id, e.seq, now_ms);
-        self.next_seq = self.next_seq.max(e.seq + 1);
+        self.commit.restored_seq(e.seq);
         let mut env = Queued::new(
             &e.id,
             &e.sender,
@@ -172,7 +172,7 @@ impl RowSink for Restoring<'_> {
             // its record, as before.
             if let Some(q) = row.queued {
                 let hub = &mut *self.hub;
-                hub.next_seq = hub.next_seq.max(row.seq + 1);
+                hub.commit.restored_seq(row.seq);
                 let mut env =
                     Queued::new(row.id, row.sender, row.to, q.kind, q.correlation_id, q.text);
                 (env.seq, env.attempts) = (row.seq, q.attempts);
@@ -208,7 +208,7 @@ impl RowSink for Restoring<'_> {
             .restore_record(sender, id.clone(), record);
         self.ids += 1;
         // Every remembered id holds a place in acceptance order, queued or not.
-        self.hub.next_seq = self.hub.next_seq.max(row.seq + 1);
+        self.hub.commit.restored_seq(row.seq);
         if let Some(q) = row.queued {
             let names = self.last.as_mut().expect("set by names");
             let kind = match &names.kind_q {

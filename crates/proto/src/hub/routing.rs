@@ -5,15 +5,12 @@
 //! acceptance order (`Queued::seq`). Refuses IO, like the rest of the core.
 
 use super::event::{AuditEvent, Output};
-use super::id_key::Id;
-use super::ledger::{self, IdText, State};
-use super::names::Name;
-use super::router::{Queued, Router};
+use super::ledger::{IdText, State};
+use super::router::Queued;
 use super::session::{Conn, Phase};
-use super::{ConnId, Hub, Now, Rider, Staged, Target};
+use super::{ConnId, Hub, Now};
 use crate::hub::durable::StoreOp;
 use crate::kernel::names::HUB_NAME;
-use crate::wire::envelope_text::Tail;
 use crate::wire::{Envelope, Reader};
 use chrono::SecondsFormat;
 
@@ -68,15 +65,9 @@ impl Hub {
                 self.on_ack_input(conn, *input, now);
             }
         } else {
-            self.store(StoreOp::Remove { seq });
+            self.commit.store(StoreOp::Remove { seq });
             self.set_state(&from, &id, State::Delivered, false, now);
         }
-    }
-
-    pub(super) fn take_seq(&mut self) -> u64 {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        seq
     }
 
     /// Hands an accepted envelope to the best waiter, else queues it (a returned envelope back
@@ -102,7 +93,7 @@ impl Hub {
                 );
                 self.hand_off(waiter, env, ack, now)
             }
-            // Its names are the router's shared copies already (`queued_from`).
+            // Its names are the router's shared copies already (`Router::queued_from`).
             None if returned => self.router.requeue_shared(env),
             None => self.router.enqueue_shared(env),
         }
@@ -112,7 +103,7 @@ impl Hub {
     /// attempt, durably, and queued again in the ledger.
     pub(super) fn count_return(&mut self, env: &mut Queued, now: Now) {
         env.attempts = env.attempts.saturating_add(1);
-        self.store(StoreOp::Attempts {
+        self.commit.store(StoreOp::Attempts {
             seq: env.seq,
             attempts: env.attempts,
         });
@@ -158,7 +149,7 @@ impl Hub {
         now: Now,
     ) {
         if let Some(op) = self.memory.set_state(sender, id, state, ack_pending, now) {
-            self.store(op);
+            self.commit.store(op);
             self.receipt_changed(sender, id, now);
         }
     }
@@ -208,81 +199,7 @@ impl Hub {
             body,
         )
         .expect("the bounce body is built from JSON strings");
-        self.stage_hub_envelope(&bounce, None);
-    }
-
-    /// Stages an envelope the hub itself sends (a bounce, a task's outcome or progress):
-    /// queued for its recipient with a fresh place in acceptance order, waiving the caps
-    /// (a notice of the hub's must never be refused, SPEC §5.5), with what rides along.
-    pub(super) fn stage_hub_envelope(&mut self, env: &Envelope, rider: Option<Box<Rider>>) {
-        let digest = ledger::digest(
-            &env.to,
-            &env.kind,
-            env.correlation_id.as_deref(),
-            env.body.get(),
-        );
-        let mut queued = queued_from(env, Id::new(&env.id), &mut self.router);
-        queued.seq = self.take_seq();
-        self.staged.push(Staged {
-            conn: None,
-            from_peer: None,
-            env: queued,
-            target: Target::Queue { reserved: false },
-            digest,
-            rider,
-        });
-    }
-}
-
-/// The router's form of an envelope: routing fields plus its `ts` and body (`Queued::text`,
-/// from which the canonical text is written back). Its `from`,
-/// `to` and `kind` are the router's shared copies from the start (one lookup each, no
-/// allocation for a name seen before), so queueing it later swaps nothing in
-/// (docs/performance.md, "Design decisions"). `id` is `env.id` as an `Id`,
-/// which the caller may have parsed already.
-pub(super) fn queued_from(env: &Envelope, id: Id, router: &mut Router) -> Queued {
-    // `seq` is stamped at staging.
-    Queued::with_tail(
-        id,
-        router.name(&env.from),
-        router.name(&env.to),
-        router.name(&env.kind),
-        env.correlation_id.as_deref().map(Name::new),
-        Tail::new(&env.ts, env.body.get()),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A staged send's names are the router's copies from the start: queueing it swaps
-    /// nothing in, and a name seen before costs no allocation (operation count: the copies).
-    #[test]
-    fn a_staged_envelope_holds_the_routers_names() {
-        let mut router = Router::new(100, 1 << 20);
-        let (a, b, k) = (
-            router.name("alice"),
-            router.name("bob"),
-            router.name("task"),
-        );
-        let env = Envelope::new(
-            "e1".into(),
-            "alice".into(),
-            "bob".into(),
-            "2026-07-21T06:40:51Z".into(),
-            "task".into(),
-            None,
-            "{}".into(),
-        )
-        .expect("valid body");
-        let q = queued_from(&env, Id::new(&env.id), &mut router);
-        assert!(Name::ptr_eq(&q.from, &a));
-        assert!(Name::ptr_eq(&q.to, &b));
-        assert!(Name::ptr_eq(&q.kind, &k));
-        assert_eq!(&*q.shared_text(), env.to_json());
-        router.enqueue_shared(q);
-        let queued = router.find("bob", 0);
-        assert!(queued.is_some_and(|(_, e)| Name::ptr_eq(&e.to, &b)));
+        self.commit
+            .stage_hub_envelope(&mut self.router, &bounce, None);
     }
 }

@@ -7,6 +7,7 @@
 //! The verbs themselves are in `hub::verbs`, one file each. Refuses IO, like the rest of the
 //! core.
 
+use super::commit::TaskThen;
 use super::event::{AuditEvent, Output};
 use super::router::{Parked, Queued};
 use super::{pipeline, ConnId, Hub, Now};
@@ -287,20 +288,16 @@ impl Hub {
             }
             Phase::Staged => {
                 // The sender never saw `accepted`, so the send must not happen.
-                if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
-                    let s = self.staged.remove(pos);
+                if let Some(s) = self.commit.unstage_send_of(conn) {
                     self.unstage(
                         s,
                         &format!("sender went away before the commit: {reason}"),
                         now,
                     );
                     self.log_conn(&c, conn, "cancelled", reason, now);
-                } else if let Some(pos) = self.staged_tasks.iter().position(
-                    |t| matches!(t.then, super::TaskThen::Reply { conn: c, .. } if c == conn),
-                ) {
+                } else if let Some(t) = self.commit.unstage_reply_to(conn) {
                     // A delegation never answered `delegated` must not run either.
-                    let t = self.staged_tasks.remove(pos);
-                    if let (super::TaskThen::Reply { task, .. }, Some(book)) =
+                    if let (TaskThen::Reply { task, .. }, Some(book)) =
                         (t.then, self.tasks.as_mut())
                     {
                         book.withdraw(&task);

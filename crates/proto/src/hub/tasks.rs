@@ -8,11 +8,9 @@
 //! `delegated` reply waits for the commit of its task's row, and an agent is started only
 //! after the commit of its task's `running` state (`StagedTask`). Refuses IO.
 
-use super::{AuditEvent, ConnId, Hub, Now, Output, PeerSend, Rider, StagedTask, TaskThen};
-use crate::hub::durable::StoreOp;
+use super::{Hub, Now, Output, PeerSend};
 use crate::tasks::TaskEvent;
-use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskCommit, TaskId};
-use crate::wire::{HubLine, TaskStateReply};
+use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskId};
 
 impl Hub {
     /// Turns delegation on (a `[tasks]` table): `book` holds the runnable agents.
@@ -148,116 +146,28 @@ impl Hub {
     }
 
     /// Carries out every instruction the book queued.
-    pub(super) fn drain_task_actions(&mut self, now: Now) {
+    pub(super) fn drain_task_actions(&mut self, _now: Now) {
         loop {
             let Some(action) = self.tasks.as_mut().and_then(TaskBook::poll_action) else {
                 return;
             };
             match action {
-                TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
-                TaskAction::Start(spec) => {
-                    // Its `running` state was queued just before: the agent starts once that
-                    // commit is written, so a crash in between reports `hub_restarted`
-                    // instead of running the work twice.
-                    match self.staged_tasks.last_mut() {
-                        Some(StagedTask {
-                            then: then @ TaskThen::Nothing,
-                            ..
-                        }) => *then = TaskThen::Start(Box::new(spec)),
-                        _ => self.staged_tasks.push(StagedTask {
-                            store: Vec::new(),
-                            audit: Vec::new(),
-                            then: TaskThen::Start(Box::new(spec)),
-                        }),
-                    }
-                }
+                TaskAction::Commit(c) => self.commit.stage_task_commit(&mut self.router, c, None),
+                // Its `running` state was queued just before: the agent starts once that
+                // commit is written, so a crash in between reports `hub_restarted` instead of
+                // running the work twice.
+                TaskAction::Start(spec) => self.commit.stage_start(spec),
                 TaskAction::Cancel(task) => self.outputs.push(Output::CancelTask { task }),
                 TaskAction::Log(line) => self.outputs.log(line),
                 TaskAction::ToPeer {
                     peer,
                     payload,
                     handoff,
-                } => self.stage_peer_send(PeerSend {
+                } => self.commit.stage_peer_send(PeerSend {
                     peer,
                     payload,
                     handoff,
                 }),
-            }
-        }
-    }
-
-    /// One book commit: with an envelope, the envelope is staged and everything else rides
-    /// with it; without one, it is a `StagedTask` (answered to `reply_to` when given).
-    pub(super) fn stage_task_commit(
-        &mut self,
-        c: TaskCommit,
-        reply_to: Option<(ConnId, TaskId)>,
-        _now: Now,
-    ) {
-        let store: Vec<StoreOp> = if self.durable {
-            c.store.into_iter().map(StoreOp::Task).collect()
-        } else {
-            Vec::new()
-        };
-        let audit: Vec<AuditEvent> = c.audit.into_iter().map(AuditEvent::Task).collect();
-        let Some(env) = c.envelope else {
-            let then = match reply_to {
-                Some((conn, task)) => TaskThen::Reply { conn, task },
-                None => TaskThen::Nothing,
-            };
-            self.staged_tasks.push(StagedTask { store, audit, then });
-            return;
-        };
-        self.stage_hub_envelope(&env, Some(Box::new(Rider { store, audit })));
-    }
-
-    /// The outcome of a batch for its task steps.
-    pub(super) fn settle_staged_tasks(
-        &mut self,
-        tasks: Vec<StagedTask>,
-        result: &Result<(), String>,
-        now: Now,
-    ) {
-        for t in tasks {
-            match (result, t.then) {
-                (Ok(()), TaskThen::Reply { conn, task }) => {
-                    // Committed as queued; starting it is a later step of its own.
-                    let line = HubLine::Delegated(TaskStateReply {
-                        task: task.as_str().to_owned(),
-                        state: "queued".to_owned(),
-                    });
-                    if self.conns.contains_key(&conn) {
-                        self.reply_durable(conn, line, "delegated", now);
-                    }
-                    self.start_tasks(now);
-                }
-                (Ok(()), TaskThen::Start(spec)) => {
-                    self.outputs.push(Output::StartTask(spec));
-                }
-                (Ok(()), TaskThen::Nothing) => {}
-                (Ok(()), TaskThen::ToPeer(sends)) => {
-                    for send in sends {
-                        self.outputs.push(Output::ToPeer(Box::new(send)));
-                    }
-                }
-                (Err(why), TaskThen::Reply { conn, task }) => {
-                    if let Some(book) = self.tasks.as_mut() {
-                        book.withdraw(&task);
-                    }
-                    let msg = format!("delegation not accepted: {why}");
-                    if self.conns.contains_key(&conn) {
-                        self.fail(conn, &msg, now);
-                    }
-                }
-                (Err(_), then) => {
-                    // Kept for the next batch, as a bounce is: the book already counts the
-                    // task as started, and starting it waits for its state to be durable.
-                    self.staged_tasks.push(StagedTask {
-                        store: t.store,
-                        audit: t.audit,
-                        then,
-                    });
-                }
             }
         }
     }

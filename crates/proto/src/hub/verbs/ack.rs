@@ -2,9 +2,10 @@
 //! commit that makes it durable; anything else, or none in time, ends the delivery with an
 //! error line and gives the envelope back for another delivery (`hub::redelivery`).
 
+use crate::hub::commit::StagedAck;
 use crate::hub::pipeline::{id_digest, AckInput};
 use crate::hub::session::Phase;
-use crate::hub::{ConnId, Hub, Now, StagedAck};
+use crate::hub::{ConnId, Hub, Now};
 
 impl Hub {
     /// The line after an ack-mode delivery: the ack of the delivered envelope is staged for
@@ -23,7 +24,7 @@ impl Hub {
                     unreachable!("matched above")
                 };
                 self.set_deadline(conn, None);
-                self.staged_acks.push(StagedAck { conn, env: *env });
+                self.commit.stage_ack(StagedAck { conn, env: *env });
             }
             // The acked id is the client's text and is not repeated; the delivered one is
             // what the reader was just given.

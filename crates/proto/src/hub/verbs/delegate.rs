@@ -5,6 +5,7 @@
 //! Owns the verbs' handling; the task book (`crate::tasks`) decides. A hub without a
 //! `[tasks]` table answers every one of them with the same clear error.
 
+use crate::hub::commit::TaskThen;
 use crate::hub::session::Phase;
 use crate::hub::{ConnId, Hub, Now};
 use crate::tasks::{DelegateRefusal, TaskAction};
@@ -45,9 +46,16 @@ impl Hub {
                     match a {
                         TaskAction::Commit(c) if !answered => {
                             answered = true;
-                            self.stage_task_commit(c, Some((conn, task.clone())), now);
+                            let reply = TaskThen::Reply {
+                                conn,
+                                task: task.clone(),
+                            };
+                            self.commit
+                                .stage_task_commit(&mut self.router, c, Some(reply));
                         }
-                        TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
+                        TaskAction::Commit(c) => {
+                            self.commit.stage_task_commit(&mut self.router, c, None)
+                        }
                         TaskAction::Log(l) => self.outputs.log(l),
                         // A submit starts nothing, cancels nothing and tells no peer.
                         TaskAction::Start(_)

@@ -5,9 +5,8 @@
 
 use crate::hub::admit;
 use crate::hub::event::AuditEvent;
-use crate::hub::ledger::{Record, State};
 use crate::hub::session::Phase;
-use crate::hub::{flush_failed_refusal, ConnId, Hub, Now, Staged, Target};
+use crate::hub::{flush_failed_refusal, ConnId, Hub, Now};
 use crate::kernel::names::HUB_NAME;
 use crate::wire::Envelope;
 
@@ -43,8 +42,8 @@ impl Hub {
                 self.set_deadline(conn, None);
                 self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
             }
-            admit::Admission::Duplicate if self.flush_failed.is_some() => {
-                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
+            admit::Admission::Duplicate if self.commit.flush_failed().is_some() => {
+                let why = flush_failed_refusal(self.commit.flush_failed().unwrap_or(""));
                 self.fail(conn, &format!("envelope not accepted: {why}"), now)
             }
             admit::Admission::Duplicate => {
@@ -78,100 +77,6 @@ impl Hub {
                 });
                 self.fail(conn, &reason, now)
             }
-        }
-    }
-
-    pub(in crate::hub) fn accept(&mut self, s: Staged, now: Now) {
-        let e = &s.env;
-        let record = Record {
-            to: e.to.clone(),
-            digest: crate::hub::ledger::short(&s.digest),
-            accepted_ms: now.wall.timestamp_millis(),
-            state: State::Queued,
-            state_ms: now.wall.timestamp_millis(),
-            seq: e.seq,
-            ack_pending: false,
-            reader: None,
-        };
-        self.memory.ledger.remember(&e.from, &e.id, record);
-        if self.memory.ledger.over_budget() {
-            // Past `idempotency_max_ids` or `idempotency_max_bytes`: the earliest settled ids
-            // go now, not at the next interval (a flood of sends must not outgrow the budget
-            // by ten seconds' worth).
-            self.memory.purge_soon(now);
-        }
-        self.presence.recent.note(e, now.wall.timestamp_millis());
-        // A sender that went away while its batch was being written gets no reply.
-        if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
-            let line = self.accepted_line(conn, s.env.id.to_string(), &s.env.to);
-            self.reply_durable(conn, line, "accepted", now);
-        }
-        if let Some((peer, ack_id)) = &s.from_peer {
-            self.outputs.audit(AuditEvent::Received {
-                peer: peer.clone(),
-                envelope: s.env.shared_text(),
-            });
-            self.ack_forward_durable(peer.clone(), ack_id.clone());
-        }
-        match s.target {
-            Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
-                Some((&Phase::Claimed { ack, .. }, false)) => {
-                    self.hand_off(waiter, s.env, ack, now)
-                }
-                // The claimed waiter went away meanwhile: route as if it had never parked.
-                _ => self.route(s.env, false, now),
-            },
-            Target::Queue { reserved } => {
-                if reserved {
-                    self.router.release(&s.env.to, s.env.size_bytes());
-                }
-                self.route(s.env, false, now);
-            }
-        }
-    }
-
-    /// Reverses a staging: frees its reservation or re-parks its claimed waiter in place.
-    pub(in crate::hub) fn unstage(&mut self, s: Staged, reason: &str, now: Now) {
-        match s.target {
-            Target::Queue { reserved: true } => self.router.release(&s.env.to, s.env.size_bytes()),
-            Target::Queue { reserved: false } => {}
-            Target::Waiter(waiter) => self.unclaim(waiter, now),
-        }
-        if let Some(conn) = s.conn {
-            let reason = reason.to_owned();
-            self.outputs.audit(AuditEvent::Refused {
-                conn,
-                id: s.env.id.to_string(),
-                reason,
-            });
-        }
-    }
-
-    /// A claimed waiter whose envelope did not come goes back to its place in its tier.
-    pub(in crate::hub) fn unclaim(&mut self, waiter: ConnId, now: Now) {
-        let Some(c) = self.conns.get_mut(&waiter) else {
-            return;
-        };
-        let Phase::Claimed {
-            parked,
-            deadline,
-            ack,
-        } = std::mem::replace(&mut c.phase, Phase::Done)
-        else {
-            return;
-        };
-        if c.eof {
-            return; // already finished in handle_eof
-        }
-        self.router.repark(&parked, waiter);
-        c.phase = Phase::Parked {
-            parked,
-            deadline,
-            ack,
-        };
-        self.set_deadline(waiter, deadline);
-        if deadline.is_some_and(|d| d <= now.mono) {
-            self.handle_timeout(now);
         }
     }
 }
