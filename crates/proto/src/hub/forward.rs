@@ -13,8 +13,9 @@
 
 use super::admit::Admission;
 use super::commit::Target;
+use super::conns::Phase;
 use super::fold_hash::FoldMap;
-use super::{AuditEvent, Hub, Now, Output, Phase, Queued, State, StoreOp};
+use super::{AuditEvent, Hub, Now, Output, Queued, State, StoreOp};
 use crate::kernel::names::HUB_NAME;
 use crate::wire::Envelope;
 use std::collections::BTreeMap;

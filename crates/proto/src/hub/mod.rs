@@ -17,6 +17,7 @@
 mod admit;
 mod commit;
 mod conn_map;
+mod conns;
 pub mod durable;
 // The kernel's hash maps (`kernel::fold_hash`), under the name the hub's files use.
 pub(crate) use crate::kernel::fold_hash;
@@ -28,7 +29,6 @@ mod id_key;
 pub use crate::kernel::ids;
 pub mod ledger;
 pub mod limits;
-mod linger;
 pub mod liveness;
 mod memory;
 mod names;
@@ -65,11 +65,8 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 
 use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
-use crate::wire::HubLine;
 use ledger::State;
 use limits::Limits;
-use session::{Conn, Phase};
-use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// The time, passed in (`kernel::now`), under the name the core's callers use.
@@ -80,33 +77,25 @@ pub use crate::kernel::now::Now;
 pub struct Hub {
     /// The roster, `[limits]` and `operators` (`settings`).
     settings: settings::Settings,
+    /// The connections, their deadlines, the strangers' books and the parked status waits
+    /// (`conns`).
+    conns: conns::Conns,
+    /// The queues and parked awaits (`router`).
     router: Router,
-    /// Boxed: a map's table holds up to 2.3 times its entries' worth of slots, so an inline
-    /// `Conn` (then 280 bytes) cost about 470 bytes per parked await at 10,000 of them
-    /// (docs/performance.md, "W3: memory per parked await"); a box costs its own size. Keyed
-    /// by the ids the IO layer hands out, so the cheap hasher serves (`hub::conn_map`).
-    conns: conn_map::ConnMap<Box<Conn>>,
-    deadlines: BTreeSet<(Instant, ConnId)>,
-    /// What the core asks of the IO layer, in order (`outbox`).
-    outputs: outbox::Outbox,
-    shutting_down: bool,
-    /// The ledger of accepted ids, its purge and the reasons of gone envelopes (`memory`).
-    memory: memory::Memory,
-    /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
-    forwarding: Option<forward::Forwarding>,
     /// Staged work, acceptance order, batches and their results, held replies (`commit`).
     commit: commit::Commits,
-    /// Ids for the hub's own envelopes.
-    ids: Box<dyn ids::IdSource>,
-    /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
-    tasks: Option<crate::tasks::TaskBook>,
-    /// Parked `status` waits (`receipts`).
-    receipts: receipts::Waits,
+    /// The ledger of accepted ids, its purge and the reasons of gone envelopes (`memory`).
+    memory: memory::Memory,
     /// Last seen and delivered, liveness, the last envelopes, peers' names (`presence`).
     presence: presence::PresenceBook,
-    /// Connections without an identity, connections per name, strangers' records
-    /// (`strangers`, SPEC §4.6, §8.1).
-    strangers: strangers::Strangers,
+    /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
+    forwarding: Option<forward::Forwarding>,
+    /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
+    tasks: Option<crate::tasks::TaskBook>,
+    /// Ids for the hub's own envelopes.
+    ids: Box<dyn ids::IdSource>,
+    /// What the core asks of the IO layer, in order (`outbox`).
+    outputs: outbox::Outbox,
 }
 
 impl Hub {
@@ -118,19 +107,15 @@ impl Hub {
         let ledger = settings.new_ledger();
         Hub {
             settings,
+            conns: conns::Conns::default(),
             router,
-            conns: conn_map::ConnMap::default(),
-            deadlines: BTreeSet::new(),
-            outputs: outbox::Outbox::default(),
-            shutting_down: false,
-            memory: memory::Memory::new(ledger),
-            forwarding: None,
             commit: commit::Commits::default(),
-            ids,
-            tasks: None,
-            receipts: receipts::Waits::default(),
+            memory: memory::Memory::new(ledger),
             presence: presence::PresenceBook::default(),
-            strangers: strangers::Strangers::default(),
+            forwarding: None,
+            tasks: None,
+            ids,
+            outputs: outbox::Outbox::default(),
         }
     }
 
@@ -151,47 +136,8 @@ impl Hub {
     /// Expires every deadline at or before `now`. The loop calls it once per iteration.
     pub fn handle_timeout(&mut self, now: Now) {
         self.commit.new_round();
-        while let Some(&(at, conn)) = self.deadlines.first() {
-            if at > now.mono {
-                break;
-            }
-            self.deadlines.remove(&(at, conn));
-            let Some(c) = self.conns.get_mut(&conn) else {
-                continue;
-            };
-            c.deadline = None;
-            match &c.phase {
-                Phase::Hello => {
-                    let msg = format!(
-                        "no hello within {} ms",
-                        self.settings.limits.hello_timeout_ms
-                    );
-                    self.fail(conn, &msg, now);
-                }
-                Phase::Verb => {
-                    let msg = format!("no verb within {} ms", self.settings.limits.verb_timeout_ms);
-                    self.fail(conn, &msg, now);
-                }
-                Phase::Parked { parked, .. } => {
-                    let parked = parked.clone();
-                    self.router.unpark(&parked);
-                    let name = parked.agent;
-                    self.outputs.audit(AuditEvent::Timeout { conn, name });
-                    self.reply(conn, &HubLine::Timeout, "timeout", now);
-                }
-                Phase::StatusWait { .. } => self.status_wait_timeout(conn, now),
-                Phase::Delivering { ack: true, .. } => {
-                    let msg = format!(
-                        "no ack within {} ms; the envelope will be delivered again",
-                        self.settings.limits.ack_timeout_ms
-                    );
-                    self.return_unacked(conn, &msg, now);
-                }
-                phase if linger::answered(phase) => self.answer_linger_over(conn),
-                _ => {}
-            }
-        }
-        self.sum_strangers(now, false);
+        self.expire_conns(now);
+        self.conns.sum_strangers(&mut self.outputs, now, false);
         self.expire_forwards(now);
         self.expire_tasks(now);
         let roster = &self.settings.roster;
@@ -224,12 +170,12 @@ impl Hub {
     /// The earliest deadline the core holds; the IO loop must call `handle_timeout` by then.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
-            self.deadlines.first().map(|&(at, _)| at),
+            self.conns.poll_timeout(),
             self.memory.poll_timeout(),
             self.forward_deadline(),
             self.commit.poll_timeout(),
             self.presence.liveness.poll_timeout(),
-            self.strangers.poll_timeout(),
+            self.conns.strangers_due(),
             self.tasks
                 .as_ref()
                 .and_then(crate::tasks::TaskBook::poll_timeout),
@@ -351,6 +297,36 @@ impl Hub {
     /// Replies waiting for the store's flush.
     pub fn held_replies(&self) -> usize {
         self.commit.held_replies()
+    }
+
+    // ----- connections (SPEC §4; `conns`, `session`) -----
+
+    /// Status waits parked now (tests and the operator's view).
+    pub fn parked_status_waits(&self) -> usize {
+        self.conns.parked_status_waits()
+    }
+
+    /// Open connections that have not authenticated (`limits.max_unauthenticated` bounds them
+    /// through the IO layer, SPEC §4.6).
+    pub fn unauthenticated(&self) -> usize {
+        self.conns.unauthenticated()
+    }
+
+    /// The oldest open connection that has not authenticated: the one the IO layer closes to
+    /// make room for a newer connection (SPEC §4.6).
+    pub fn oldest_unauthenticated(&self) -> Option<ConnId> {
+        self.conns.oldest_unauthenticated()
+    }
+
+    /// Whether `conn` still waits for its hello: its lines are capped at
+    /// `wire::HELLO_MAX_LINE_BYTES` (SPEC §2.1) until it has one.
+    pub fn awaits_hello(&self, conn: ConnId) -> bool {
+        self.conns.awaits_hello(conn)
+    }
+
+    /// A stopping hub writes what it counted, ahead of its `shutdown` record (SPEC §4.6).
+    pub fn flush_strangers(&mut self, now: Now) {
+        self.conns.sum_strangers(&mut self.outputs, now, true);
     }
 
     /// Connections the core still tracks.

@@ -53,7 +53,7 @@ impl Hub {
             }
             return;
         };
-        if self.shutting_down {
+        if self.conns.shutting_down() {
             if let Payload::DelegateTask(d) = &payload {
                 self.commit.stage_peer_send(PeerSend {
                     peer: peer.to_owned(),

@@ -31,7 +31,7 @@ impl Hub {
         now: Now,
     ) {
         // A delivery the stopping hub itself ended (SPEC §4.6) is no attempt either.
-        if reached_reader && !self.shutting_down {
+        if reached_reader && !self.conns.shutting_down() {
             self.count_return(&mut env, now);
             if env.attempts >= self.settings.limits.max_deliveries
                 && self.remote_peer(&env.to).is_none()

@@ -16,7 +16,7 @@
 //! "Unknown recipients"): a removed agent's queue stays, mail for it is still accepted,
 //! and re-adding the name gives it the same queue back.
 
-use super::session::Phase;
+use super::conns::Phase;
 use super::{ConnId, Hub, Now};
 use crate::roster::{Roster, RosterDiff};
 
@@ -45,7 +45,7 @@ impl Hub {
         let mut revoked: Vec<(ConnId, &'static str)> = self
             .conns
             .iter()
-            .filter_map(|(&id, c)| {
+            .filter_map(|(id, c)| {
                 let name = c.name.as_deref()?;
                 if diff.removed.iter().any(|n| n == name) {
                     Some((id, REMOVED))

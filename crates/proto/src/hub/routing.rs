@@ -4,10 +4,11 @@
 //! the store, the loss of a committed delivery and the bounce that tells its sender, and the
 //! acceptance order (`Queued::seq`). Refuses IO, like the rest of the core.
 
-use super::event::{AuditEvent, Output};
+use super::conns::{Conn, Phase};
+use super::event::AuditEvent;
 use super::ledger::{IdText, State};
 use super::router::Queued;
-use super::session::{Conn, Phase};
+use super::verbs::status;
 use super::{ConnId, Hub, Now};
 use crate::hub::durable::StoreOp;
 use crate::kernel::names::HUB_NAME;
@@ -26,7 +27,7 @@ impl Hub {
                     ack,
                 },
             ..
-        }) = self.conns.get_mut(&conn).map(Box::as_mut)
+        }) = self.conns.get_mut(&conn)
         else {
             return;
         };
@@ -38,7 +39,8 @@ impl Hub {
         self.presence.delivered_to(&env.to, now);
         let (id, to, from, seq) = (env.id.clone(), env.to.clone(), env.from.clone(), env.seq);
         // Every delivery line goes to an await, which declared its kind (or none).
-        let reader = self.conns[&conn].reader.unwrap_or(Reader::Unknown);
+        let reader = self.conns.get(&conn).and_then(|c| c.reader);
+        let reader = reader.unwrap_or(Reader::Unknown);
         self.memory.ledger.set_reader(&from, &id, reader);
         self.outputs.audit(AuditEvent::Delivered {
             conn,
@@ -85,7 +87,7 @@ impl Hub {
         match self.router.claim_waiter(&env) {
             Some((waiter, _)) => {
                 let ack = matches!(
-                    self.conns.get(&waiter).map(Box::as_ref),
+                    self.conns.get(&waiter),
                     Some(Conn {
                         phase: Phase::Parked { ack: true, .. },
                         ..
@@ -111,32 +113,13 @@ impl Hub {
         self.set_state(&from, &id, State::Queued, false, now);
     }
 
+    /// Hands `env` to the await on `conn` (`Conns::hand_off`); in ack mode the ack is due
+    /// within `limits.ack_timeout_ms`.
     pub(super) fn hand_off(&mut self, conn: ConnId, env: Queued, ack: bool, now: Now) {
-        let line = env.envelope_line();
-        let c = self
-            .conns
-            .get_mut(&conn)
-            .expect("deliver targets a live connection");
-        c.phase = Phase::Delivering {
-            env: Box::new(env),
-            committed: false,
-            ack,
-        };
-        self.outputs.push(Output::Handoff { conn, line });
-        if ack {
-            self.set_deadline(
-                conn,
-                Some(crate::kernel::deadline::after(
-                    now.mono,
-                    self.settings.limits.ack_timeout(),
-                )),
-            );
-            // A line that came while the await was parked is the line after this delivery;
-            // it is taken once the delivery's first byte is accepted
-            // (`handle_delivery_committed`), never before.
-        } else {
-            self.end_exchange(conn, now);
-        }
+        let ack_timeout = self.settings.limits.ack_timeout();
+        let deadline = crate::kernel::deadline::after(now.mono, ack_timeout);
+        self.conns
+            .hand_off(&mut self.outputs, conn, env, ack, deadline, now);
     }
 
     /// Records a state change in the ledger and, with a durable store, on disk.
@@ -201,5 +184,15 @@ impl Hub {
         .expect("the bounce body is built from JSON strings");
         self.commit
             .stage_hub_envelope(&mut self.router, &bounce, None);
+    }
+
+    /// The remembered envelope `(sender, id)` changed: every status wait it ends is answered
+    /// now (`verbs::status::changed`). Every ledger change that can end a wait calls it.
+    pub(super) fn receipt_changed<I: IdText + ?Sized>(&mut self, sender: &str, id: &I, now: Now) {
+        let at = status::Lookup {
+            memory: &self.memory,
+            router: &self.router,
+        };
+        status::changed(&mut self.conns, &mut self.outputs, at, sender, id, now);
     }
 }

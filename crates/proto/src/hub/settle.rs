@@ -11,10 +11,10 @@
 
 use super::commit::{Commits, HeldReply, Staged, StagedAck, StagedTask, Target, TaskThen};
 use super::conn_map::ConnId;
+use super::conns::{Conn, Phase};
 use super::durable::StoreFailure;
 use super::event::{AuditEvent, Output};
 use super::ledger::{Record, State};
-use super::session::{Conn, Phase};
 use super::Hub;
 use crate::kernel::now::Now;
 use crate::wire::{HubLine, TaskStateReply};
@@ -80,7 +80,7 @@ impl Hub {
     fn settle_acks(&mut self, acks: Vec<StagedAck>, result: Result<(), String>, now: Now) {
         for a in acks {
             let live = matches!(
-                self.conns.get(&a.conn).map(Box::as_ref),
+                self.conns.get(&a.conn),
                 Some(Conn {
                     phase: Phase::AckStaged,
                     ..
@@ -151,7 +151,7 @@ impl Hub {
                 }
             };
             let live = matches!(
-                self.conns.get(&conn).map(Box::as_ref),
+                self.conns.get(&conn),
                 Some(Conn {
                     phase: Phase::Syncing { .. },
                     ..
@@ -221,7 +221,7 @@ impl Hub {
         }
         self.presence.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.
-        if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
+        if let Some(conn) = s.conn.filter(|c| self.conns.contains(c)) {
             let line = self.accepted_line(conn, s.env.id.to_string(), &s.env.to);
             self.reply_durable(conn, line, "accepted", now);
         }
@@ -310,7 +310,7 @@ impl Hub {
                         task: task.as_str().to_owned(),
                         state: "queued".to_owned(),
                     });
-                    if self.conns.contains_key(&conn) {
+                    if self.conns.contains(&conn) {
                         self.reply_durable(conn, line, "delegated", now);
                     }
                     self.start_tasks(now);
@@ -329,7 +329,7 @@ impl Hub {
                         book.withdraw(&task);
                     }
                     let msg = format!("delegation not accepted: {why}");
-                    if self.conns.contains_key(&conn) {
+                    if self.conns.contains(&conn) {
                         self.fail(conn, &msg, now);
                     }
                 }

@@ -3,8 +3,8 @@
 //! error line and gives the envelope back for another delivery (`hub::redelivery`).
 
 use crate::hub::commit::StagedAck;
+use crate::hub::conns::Phase;
 use crate::hub::pipeline::{id_digest, AckInput};
-use crate::hub::session::Phase;
 use crate::hub::{ConnId, Hub, Now};
 
 impl Hub {

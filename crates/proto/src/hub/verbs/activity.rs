@@ -24,10 +24,7 @@ fn rfc3339(ms: i64) -> Option<String> {
 
 impl Hub {
     pub(in crate::hub) fn on_activity(&mut self, conn: ConnId, now: Now) {
-        let name = self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated");
+        let name = self.conns.asker(conn);
         if crate::kernel::names::is_task_name(&name) {
             return self.fail(
                 conn,

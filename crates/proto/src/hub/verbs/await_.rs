@@ -2,19 +2,16 @@
 //! over at once, otherwise the await parks with its timeout (`timeoutSecs` 0 answers
 //! `timeout` at once); ack mode (SPEC §12.2) is carried into the delivery.
 
+use crate::hub::conns::Phase;
 use crate::hub::event::AuditEvent;
 use crate::hub::router::Filter;
-use crate::hub::session::Phase;
 use crate::hub::{ConnId, Hub, Now};
 use crate::wire::{AwaitRequest, HubLine, Reader};
 use std::time::Duration;
 
 impl Hub {
     pub(in crate::hub) fn on_await(&mut self, conn: ConnId, req: AwaitRequest, now: Now) {
-        let name = self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated");
+        let name = self.conns.asker(conn);
         let filter = Filter {
             reply_to: req.reply_to,
             kind: req.kind,

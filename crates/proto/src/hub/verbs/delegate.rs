@@ -6,17 +6,14 @@
 //! `[tasks]` table answers every one of them with the same clear error.
 
 use crate::hub::commit::TaskThen;
-use crate::hub::session::Phase;
+use crate::hub::conns::Phase;
 use crate::hub::{ConnId, Hub, Now};
 use crate::tasks::{DelegateRefusal, TaskAction};
 use crate::wire::{DelegateRequest, HubLine, TaskRequest};
 
 impl Hub {
     fn asker(&self, conn: ConnId) -> String {
-        self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated")
+        self.conns.asker(conn)
     }
 
     fn not_enabled(&mut self, conn: ConnId, verb: &str, now: Now) {
@@ -29,7 +26,7 @@ impl Hub {
         let Some(book) = self.tasks.as_mut() else {
             return self.fail(conn, &DelegateRefusal::NotEnabled.to_string(), now);
         };
-        if self.shutting_down {
+        if self.conns.shutting_down() {
             return self.fail(conn, "invalid delegate: the hub is shutting down", now);
         }
         match book.submit(req, &name, now, &mut *self.ids) {

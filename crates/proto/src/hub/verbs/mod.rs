@@ -7,6 +7,6 @@ mod activity;
 mod await_;
 mod delegate;
 mod send;
-mod status;
+pub(super) mod status;
 mod turn;
 mod who;

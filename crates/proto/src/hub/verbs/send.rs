@@ -4,18 +4,15 @@
 //! `accepted` line's optional `warning` is `hub::recipient`'s.
 
 use crate::hub::admit;
+use crate::hub::conns::Phase;
 use crate::hub::event::AuditEvent;
-use crate::hub::session::Phase;
 use crate::hub::{flush_failed_refusal, ConnId, Hub, Now};
 use crate::kernel::names::HUB_NAME;
 use crate::wire::Envelope;
 
 impl Hub {
     pub(in crate::hub) fn on_send(&mut self, conn: ConnId, mut env: Envelope, now: Now) {
-        let name = self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated");
+        let name = self.conns.asker(conn);
         // Kinds only the hub writes (SPEC §3.4): a bounce, a task's outcome or progress. A
         // `task_outcome` from anyone else would end a delegator's `delegate --wait`.
         if let Some(kind) = crate::wire::envelope::hub_kind(&env.kind) {

@@ -10,10 +10,7 @@ impl Hub {
     /// `turn` (SPEC §14): records the caller's report and answers with its state as `who`
     /// now shows it. Only a roster name has a state; a task identity is refused.
     pub(in crate::hub) fn on_turn(&mut self, conn: ConnId, req: TurnRequest, now: Now) {
-        let name = self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated");
+        let name = self.conns.asker(conn);
         if !self.settings.roster.contains(&name) {
             return self.fail(conn, "turn is for roster agents only", now);
         }

@@ -12,7 +12,7 @@
 //! sent itself, counted as its own envelopes only, so no agent learns another's typos,
 //! correspondents or task ids through it.
 
-use crate::hub::session::Phase;
+use crate::hub::conns::Phase;
 use crate::hub::Hub;
 use crate::kernel::names::is_task_name;
 use crate::wire::{
@@ -52,7 +52,7 @@ impl Hub {
     /// The roster names alone, as `presence` lists them first.
     pub fn local_presence(&self) -> Presence {
         let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
-        for c in self.conns.values() {
+        for (_, c) in self.conns.iter() {
             if let (
                 Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. },
                 Some(name),
