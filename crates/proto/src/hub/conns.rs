@@ -212,6 +212,13 @@ impl Conns {
         self.table.iter().map(|(&id, c)| (id, c.as_ref()))
     }
 
+    /// `conn`'s verb line is `verb` (for the service log).
+    pub(in crate::hub) fn set_verb(&mut self, conn: ConnId, verb: &'static str) {
+        if let Some(c) = self.table.get_mut(&conn) {
+            c.verb = verb;
+        }
+    }
+
     /// The authenticated name of `conn`, whose verb is being handled.
     pub(in crate::hub) fn asker(&self, conn: ConnId) -> String {
         self.table
@@ -457,6 +464,25 @@ impl Conns {
         } else {
             self.end_exchange(out, conn, now);
         }
+    }
+
+    /// The parked await on `waiter` is claimed by a staged send (`admit`): its deadline is
+    /// suspended until the commit decides.
+    pub(in crate::hub) fn claim(&mut self, waiter: ConnId, parked: Parked) {
+        let w = self
+            .table
+            .get_mut(&waiter)
+            // Invariant: the router's waiters are live connections, parked.
+            .expect("parked waiters are live connections");
+        let Phase::Parked { deadline, ack, .. } = w.phase else {
+            unreachable!("router waiters are parked")
+        };
+        w.phase = Phase::Claimed {
+            parked,
+            deadline,
+            ack,
+        };
+        self.set_deadline(waiter, None);
     }
 
     // ----- the answer linger (SPEC §4.3, §4.4) -----

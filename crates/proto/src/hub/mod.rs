@@ -40,7 +40,6 @@ mod queue_index;
 mod receipts;
 mod recent;
 mod recipient;
-mod redelivery;
 pub mod remote_presence;
 mod restore;
 pub use restore::Restoring;
@@ -65,7 +64,6 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 
 use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
-use ledger::State;
 use limits::Limits;
 use std::time::Instant;
 
@@ -172,7 +170,9 @@ impl Hub {
         [
             self.conns.poll_timeout(),
             self.memory.poll_timeout(),
-            self.forward_deadline(),
+            self.forwarding
+                .as_ref()
+                .and_then(forward::Forwarding::poll_timeout),
             self.commit.poll_timeout(),
             self.presence.liveness.poll_timeout(),
             self.conns.strangers_due(),
@@ -297,6 +297,78 @@ impl Hub {
     /// Replies waiting for the store's flush.
     pub fn held_replies(&self) -> usize {
         self.commit.held_replies()
+    }
+
+    /// What `who` and `activity` read (`verbs::View`).
+    fn view(&self) -> verbs::View<'_> {
+        verbs::View {
+            settings: &self.settings,
+            conns: &self.conns,
+            router: &self.router,
+            presence: &self.presence,
+            memory: &self.memory,
+            tasks: self.tasks.as_ref(),
+            forwarding: self.forwarding.as_ref(),
+        }
+    }
+
+    // ----- presence and activity (SPEC §14, §14.1; `verbs::who`, `verbs::activity`) -----
+
+    /// Every roster name with its parked awaits (oldest first), queue length, and when it was
+    /// last seen and last delivered to, then the linked peers' names (SPEC §14). This is the
+    /// operator's view; `presence_for` is what an asker gets.
+    pub fn presence(&self) -> crate::wire::Presence {
+        verbs::who::presence(self.view())
+    }
+
+    /// `presence` as `asker` may see it (SPEC §14 "Visibility", `verbs::who::presence_for`).
+    pub fn presence_for(&self, asker: &str) -> crate::wire::Presence {
+        verbs::who::presence_for(self.view(), asker)
+    }
+
+    /// The roster names alone, as `presence` lists them first.
+    pub fn local_presence(&self) -> crate::wire::Presence {
+        verbs::who::local(self.view())
+    }
+
+    /// The queues of names nobody holds as `asker` may see them (`verbs::who::off_roster_for`;
+    /// `asker` None: the operator's view).
+    pub fn off_roster_for(&self, asker: Option<&str>) -> Vec<crate::wire::OffRosterQueue> {
+        verbs::who::off_roster_for(self.view(), asker)
+    }
+
+    /// The whole `activity` answer (the operator's view, `verbs::activity`).
+    pub fn activity(&self) -> crate::wire::Activity {
+        verbs::activity::activity(self.view())
+    }
+
+    /// `activity` as `asker` may see it (`verbs::activity::activity_for`).
+    pub fn activity_for(&self, asker: &str) -> crate::wire::Activity {
+        verbs::activity::activity_for(self.view(), asker)
+    }
+
+    /// The peer hub `to` belongs to: `name@peer` (split at the last `@`) where `peer` is a
+    /// forwarding peer and `to` is not itself a roster name. A roster name always stays
+    /// local, so no address that works without forwarding changes meaning.
+    pub fn remote_peer(&self, to: &str) -> Option<String> {
+        verbs::remote_peer(self.forwarding.as_ref(), &self.settings.roster, to)
+    }
+
+    /// Enables forwarding (SPEC §15): `local_peer` is this hub's relay peer id, `peers` those
+    /// configured with `forward = true`, `window` the most envelopes unacked per peer.
+    pub fn enable_forwarding(
+        &mut self,
+        local_peer: &str,
+        peers: impl IntoIterator<Item = String>,
+        window: usize,
+    ) {
+        let ack_timeout = self.settings.limits.ack_timeout();
+        self.forwarding = Some(forward::Forwarding::new(
+            local_peer,
+            peers,
+            window,
+            ack_timeout,
+        ));
     }
 
     // ----- connections (SPEC §4; `conns`, `session`) -----

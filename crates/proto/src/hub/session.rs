@@ -9,13 +9,16 @@
 //! with (write, reply, fail, finish, the service-log line) are `hub::conns`'. Refuses IO,
 //! like the rest of the core.
 
+use super::admit::Admit;
 use super::commit::TaskThen;
 use super::conn_map::ConnId;
 use super::conns::{self, Conns, Phase};
 use super::event::AuditEvent;
 use super::pipeline::{self, AckInput};
+use super::recipient::Known;
 use super::strangers;
-use super::verbs::status;
+use super::verbs::delegate::TaskWork;
+use super::verbs::{self, status};
 use super::Hub;
 use crate::kernel::now::Now;
 use crate::wire::{ClientLine, HubLine};
@@ -51,7 +54,7 @@ impl Hub {
                 ..
             } => {
                 let input = AckInput::of_line(line);
-                self.on_ack_input(conn, input, now)
+                self.ack_input(conn, input, now)
             }
             // An ack cannot settle an envelope whose delivery has not reached the reader's
             // socket yet (SPEC §12.2): it waits for the first byte, like one written while
@@ -327,64 +330,93 @@ impl Hub {
         }
     }
 
+    /// The verb line: handed to its verb (`hub::verbs`), with the machines it drives.
     fn on_verb_line(&mut self, conn: ConnId, line: &[u8], now: Now) {
-        match ClientLine::decode(line) {
-            Err(e) => self.fail(conn, &e.to_string(), now),
-            Ok(ClientLine::Hello(_)) => self.fail(conn, "a second hello on one connection", now),
-            Ok(ClientLine::Send(env)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "send";
-                self.on_send(conn, env, now)
+        let line = match ClientLine::decode(line) {
+            Err(e) => return self.fail(conn, &e.to_string(), now),
+            Ok(ClientLine::Hello(_)) => {
+                return self.fail(conn, "a second hello on one connection", now)
             }
-            Ok(ClientLine::Await(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "await";
-                self.on_await(conn, req, now)
+            Ok(ClientLine::Ack(_)) => {
+                return self.fail(conn, "an ack outside an acknowledged delivery", now)
             }
-            Ok(ClientLine::Status(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "status";
+            Ok(line) => line,
+        };
+        self.conns.set_verb(conn, line.tag());
+        let (conns, out) = (&mut self.conns, &mut self.outputs);
+        match line {
+            ClientLine::Send(env) => {
+                let admit = Admit {
+                    commit: &mut self.commit,
+                    ledger: &self.memory.ledger,
+                    router: &mut self.router,
+                };
+                let known = Known {
+                    roster: &self.settings.roster,
+                    forwarding: self.forwarding.as_ref(),
+                    tasks: self.tasks.as_ref(),
+                };
+                verbs::send::handle(conns, out, admit, known, conn, env, now)
+            }
+            ClientLine::Await(req) => {
+                let (router, liveness) = (&mut self.router, &mut self.presence.liveness);
+                verbs::await_::handle(conns, out, router, liveness, &self.settings, conn, req, now)
+            }
+            ClientLine::Status(req) => {
                 let max = self.settings.limits.max_status_waits;
                 let at = status::Lookup {
                     memory: &self.memory,
                     router: &self.router,
                 };
-                status::handle(&mut self.conns, &mut self.outputs, at, max, conn, req, now)
+                status::handle(conns, out, at, max, conn, req, now)
             }
-            Ok(ClientLine::Ack(_)) => {
-                self.fail(conn, "an ack outside an acknowledged delivery", now)
-            }
-            Ok(ClientLine::Who(req)) => {
-                let c = self.conns.get_mut(&conn).expect("caller checked");
-                c.verb = "who";
-                let asker = c.name.clone().unwrap_or_default();
-                let mut presence = self.presence_for(&asker);
-                if req.wants_off_roster() {
-                    presence.off_roster = Some(self.off_roster_for(Some(&asker)));
-                }
+            ClientLine::Who(req) => {
+                let asker = conns.get(&conn).and_then(|c| c.name.clone());
+                let asker = asker.unwrap_or_default();
+                let presence = verbs::who::answer(self.view(), &asker, req.wants_off_roster());
                 self.reply(conn, &HubLine::Who(presence), "who", now)
             }
-            Ok(ClientLine::Delegate(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "delegate";
-                self.on_delegate(conn, req, now)
+            ClientLine::Activity => {
+                let asker = conns.asker(conn);
+                match verbs::activity::answer(self.view(), &asker) {
+                    Ok(activity) => self.reply(conn, &HubLine::Activity(activity), "activity", now),
+                    Err(why) => self.fail(conn, why, now),
+                }
             }
-            Ok(ClientLine::TaskStatus(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "task_status";
-                self.on_task_status(conn, req, now)
+            ClientLine::Turn(req) => {
+                let asker = conns.asker(conn);
+                let (roster, router) = (&self.settings.roster, &self.router);
+                let liveness = &mut self.presence.liveness;
+                match verbs::turn::answer(liveness, roster, router, &asker, req, now) {
+                    Ok(turn) => self.reply(conn, &HubLine::Turn(turn), "turn", now),
+                    Err(why) => self.fail(conn, why, now),
+                }
             }
-            Ok(ClientLine::Tasks) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "tasks";
-                self.on_tasks(conn, now)
+            ClientLine::Delegate(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                };
+                verbs::delegate::delegate(conns, out, work, conn, req, now)
             }
-            Ok(ClientLine::Cancel(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "cancel";
-                self.on_cancel(conn, req, now)
+            ClientLine::TaskStatus(req) => {
+                let book = self.tasks.as_ref();
+                verbs::delegate::task_status(conns, out, book, conn, req, now)
             }
-            Ok(ClientLine::Turn(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "turn";
-                self.on_turn(conn, req, now)
+            ClientLine::Tasks => verbs::delegate::tasks(conns, out, self.tasks.as_ref(), conn, now),
+            ClientLine::Cancel(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                };
+                verbs::delegate::cancel(conns, out, work, conn, req, now)
             }
-            Ok(ClientLine::Activity) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "activity";
-                self.on_activity(conn, now)
-            }
+            // Answered above.
+            ClientLine::Hello(_) | ClientLine::Ack(_) => {}
         }
     }
 

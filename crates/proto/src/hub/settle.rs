@@ -15,6 +15,7 @@ use super::conns::{Conn, Phase};
 use super::durable::StoreFailure;
 use super::event::{AuditEvent, Output};
 use super::ledger::{Record, State};
+use super::recipient::Known;
 use super::Hub;
 use crate::kernel::now::Now;
 use crate::wire::{HubLine, TaskStateReply};
@@ -222,7 +223,12 @@ impl Hub {
         self.presence.recent.note(e, now.wall.timestamp_millis());
         // A sender that went away while its batch was being written gets no reply.
         if let Some(conn) = s.conn.filter(|c| self.conns.contains(c)) {
-            let line = self.accepted_line(conn, s.env.id.to_string(), &s.env.to);
+            let known = Known {
+                roster: &self.settings.roster,
+                forwarding: self.forwarding.as_ref(),
+                tasks: self.tasks.as_ref(),
+            };
+            let line = known.accepted_line(&self.conns, conn, s.env.id.to_string(), &s.env.to);
             self.reply_durable(conn, line, "accepted", now);
         }
         if let Some((peer, ack_id)) = &s.from_peer {

@@ -8,9 +8,9 @@
 //! `delegated` reply waits for the commit of its task's row, and an agent is started only
 //! after the commit of its task's `running` state (`StagedTask`). Refuses IO.
 
-use super::{Hub, Now, Output, PeerSend};
+use super::{Hub, Now, Output};
 use crate::tasks::TaskEvent;
-use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskId};
+use crate::tasks::{StoredTask, TaskBook, TaskId};
 
 impl Hub {
     /// Turns delegation on (a `[tasks]` table): `book` holds the runnable agents.
@@ -119,56 +119,11 @@ impl Hub {
             .is_some_and(|b| b.verify_identity(name, token).is_some())
     }
 
-    /// A task identity may mail only its delegator and `tasks.may_mail`; anyone else may
-    /// mail anyone. The refusal names no value (SPEC §8.2).
-    pub(super) fn task_send_refusal(&self, from: &str, to: &str) -> Option<&'static str> {
-        if !crate::kernel::names::is_task_name(from) {
-            return None;
-        }
-        let allowed = self.tasks.as_ref().is_some_and(|b| b.may_mail(from, to));
-        (!allowed).then_some(
-            "invalid envelope: a task may mail only its delegator and the agents tasks.may_mail names",
-        )
-    }
-
-    /// Mail to a task identity (`task-…`) comes only from its delegator and the names in
-    /// `tasks.may_mail`, while the task has not ended (`TaskBook::may_receive`); a hub
-    /// without `[tasks]` has no task to mail. One text for every refusal, so it tells a
-    /// stranger nothing about which tasks exist.
-    pub(super) fn task_inbox_refusal(&self, from: &str, to: &str) -> Option<&'static str> {
-        if !crate::kernel::names::is_task_name(to) {
-            return None;
-        }
-        let allowed = self.tasks.as_ref().is_some_and(|b| b.may_receive(to, from));
-        (!allowed).then_some(
-            "invalid envelope: a task takes mail only from its delegator and the agents tasks.may_mail names, and only until it ends",
-        )
-    }
-
-    /// Carries out every instruction the book queued.
+    /// Carries out every instruction the book queued (`Commits::stage_task_actions`).
     pub(super) fn drain_task_actions(&mut self, _now: Now) {
-        loop {
-            let Some(action) = self.tasks.as_mut().and_then(TaskBook::poll_action) else {
-                return;
-            };
-            match action {
-                TaskAction::Commit(c) => self.commit.stage_task_commit(&mut self.router, c, None),
-                // Its `running` state was queued just before: the agent starts once that
-                // commit is written, so a crash in between reports `hub_restarted` instead of
-                // running the work twice.
-                TaskAction::Start(spec) => self.commit.stage_start(spec),
-                TaskAction::Cancel(task) => self.outputs.push(Output::CancelTask { task }),
-                TaskAction::Log(line) => self.outputs.log(line),
-                TaskAction::ToPeer {
-                    peer,
-                    payload,
-                    handoff,
-                } => self.commit.stage_peer_send(PeerSend {
-                    peer,
-                    payload,
-                    handoff,
-                }),
-            }
+        if let Some(book) = self.tasks.as_mut() {
+            self.commit
+                .stage_task_actions(book, &mut self.router, &mut self.outputs);
         }
     }
 }

@@ -27,7 +27,7 @@ use super::ledger::{self, Ledger, State};
 use super::outbox::Outbox;
 use super::router::Router;
 use crate::kernel::now::Now;
-use crate::tasks::{StartSpec, TaskCommit};
+use crate::tasks::{StartSpec, TaskAction, TaskBook, TaskCommit};
 use crate::wire::{Envelope, HubLine};
 use chrono::{DateTime, Utc};
 use pending::PendingOps;
@@ -230,6 +230,37 @@ impl Commits {
                 audit: Vec::new(),
                 then: TaskThen::ToPeer(vec![send]),
             }),
+        }
+    }
+
+    /// Carries out every instruction `book` queued: its commits staged (`stage_task_commit`),
+    /// a start after the step before it (`stage_start`), a message to a peer held for its
+    /// step's commit (`stage_peer_send`), a cancel and a log line out at once.
+    pub(super) fn stage_task_actions(
+        &mut self,
+        book: &mut TaskBook,
+        router: &mut Router,
+        out: &mut Outbox,
+    ) {
+        while let Some(action) = book.poll_action() {
+            match action {
+                TaskAction::Commit(c) => self.stage_task_commit(router, c, None),
+                // Its `running` state was queued just before: the agent starts once that
+                // commit is written, so a crash in between reports `hub_restarted` instead of
+                // running the work twice.
+                TaskAction::Start(spec) => self.stage_start(spec),
+                TaskAction::Cancel(task) => out.push(Output::CancelTask { task }),
+                TaskAction::Log(line) => out.log(line),
+                TaskAction::ToPeer {
+                    peer,
+                    payload,
+                    handoff,
+                } => self.stage_peer_send(PeerSend {
+                    peer,
+                    payload,
+                    handoff,
+                }),
+            }
         }
     }
 

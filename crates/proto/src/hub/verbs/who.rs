@@ -12,8 +12,11 @@
 //! sent itself, counted as its own envelopes only, so no agent learns another's typos,
 //! correspondents or task ids through it.
 
+//!
+//! Functions over the machines `who` reads (`View`), so presence is testable without a hub.
+
 use crate::hub::conns::Phase;
-use crate::hub::Hub;
+use crate::hub::verbs::View;
 use crate::kernel::names::is_task_name;
 use crate::wire::{
     AgentPresence, OffRosterQueue, ParkedFilter, Presence, OFF_ROSTER_NO_SUCH_AGENT,
@@ -22,132 +25,137 @@ use crate::wire::{
 use chrono::SecondsFormat;
 use std::collections::HashMap;
 
-impl Hub {
-    /// Every roster name with its parked awaits (oldest first), queue length, and when it was
-    /// last seen and last delivered to (SPEC §14). Linear in open connections: an
-    /// operator-rate query. This is the operator's view; `presence_for` is what an asker gets.
-    pub fn presence(&self) -> Presence {
-        let mut p = self.local_presence();
-        p.agents
-            .extend(self.presence.remote.entries(&self.settings.roster));
-        p
+/// `who` from `asker` (SPEC §14): presence as `asker` may see it and, when asked
+/// (`offRoster`), the queues of names nobody holds that hold its mail.
+pub(in crate::hub) fn answer(view: View<'_>, asker: &str, off_roster: bool) -> Presence {
+    let mut presence = presence_for(view, asker);
+    if off_roster {
+        presence.off_roster = Some(off_roster_for(view, Some(asker)));
     }
+    presence
+}
 
-    /// `presence` as `asker` may see it (SPEC §14 "Visibility"): an operator sees it whole;
-    /// anyone else sees every name, state, queue length and time, but the filters of its own
-    /// parked awaits only. A filter names what an agent waits for, often a task id (`delegate
-    /// --wait` parks on its task's outcome): shown to others it would tell them which tasks
-    /// exist and whom they answer. Another agent's parked awaits are left out (its `state`
-    /// still says `waiting`).
-    pub fn presence_for(&self, asker: &str) -> Presence {
-        let mut p = self.presence();
-        if !self.settings.sees_everything(asker) {
-            for a in p.agents.iter_mut().filter(|a| a.name != asker) {
-                a.parked.clear();
-            }
+/// Every roster name with its parked awaits (oldest first), queue length, and when it was
+/// last seen and last delivered to (SPEC §14). Linear in open connections: an
+/// operator-rate query. This is the operator's view; `presence_for` is what an asker gets.
+pub(in crate::hub) fn presence(view: View<'_>) -> Presence {
+    let mut p = local(view);
+    p.agents
+        .extend(view.presence.remote.entries(&view.settings.roster));
+    p
+}
+
+/// `presence` as `asker` may see it (SPEC §14 "Visibility"): an operator sees it whole;
+/// anyone else sees every name, state, queue length and time, but the filters of its own
+/// parked awaits only. A filter names what an agent waits for, often a task id (`delegate
+/// --wait` parks on its task's outcome): shown to others it would tell them which tasks
+/// exist and whom they answer. Another agent's parked awaits are left out (its `state`
+/// still says `waiting`).
+pub(in crate::hub) fn presence_for(view: View<'_>, asker: &str) -> Presence {
+    let mut p = presence(view);
+    if !view.settings.sees_everything(asker) {
+        for a in p.agents.iter_mut().filter(|a| a.name != asker) {
+            a.parked.clear();
         }
-        p
     }
+    p
+}
 
-    /// The roster names alone, as `presence` lists them first.
-    pub fn local_presence(&self) -> Presence {
-        let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
-        for (_, c) in self.conns.iter() {
-            if let (
-                Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. },
-                Some(name),
-            ) = (&c.phase, &c.name)
-            {
-                let f = ParkedFilter {
-                    reply_to: p.filter.reply_to.clone(),
-                    kind: p.filter.kind.clone(),
-                };
-                parked.entry(name.as_str()).or_default().push((p.seq, f));
-            }
+/// The roster names alone, as `presence` lists them first.
+pub(in crate::hub) fn local(view: View<'_>) -> Presence {
+    let mut parked: HashMap<&str, Vec<(u64, ParkedFilter)>> = HashMap::new();
+    for (_, c) in view.conns.iter() {
+        if let (Phase::Parked { parked: p, .. } | Phase::Claimed { parked: p, .. }, Some(name)) =
+            (&c.phase, &c.name)
+        {
+            let f = ParkedFilter {
+                reply_to: p.filter.reply_to.clone(),
+                kind: p.filter.kind.clone(),
+            };
+            parked.entry(name.as_str()).or_default().push((p.seq, f));
         }
-        let ts = |ms: Option<i64>| {
-            ms.and_then(chrono::DateTime::from_timestamp_millis)
-                .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
-        };
-        let agents = self
-            .settings
-            .roster
-            .names()
-            .into_iter()
-            .map(|name| {
-                let mut waits = parked.remove(name).unwrap_or_default();
-                waits.sort_by_key(|(seq, _)| *seq);
-                let (seen, delivered) = self.presence.seen(name);
-                let (state, since, source) =
-                    self.presence.liveness.state_of(name, !waits.is_empty());
-                AgentPresence {
-                    name: name.to_owned(),
-                    state: state.to_owned(),
-                    since: ts(since),
-                    source: source.map(str::to_owned),
-                    parked: waits.into_iter().map(|(_, f)| f).collect(),
-                    queued: self.router.stats(name).queued as u64,
-                    last_seen: ts(seen),
-                    last_delivery: ts(delivered),
-                }
+    }
+    let ts = |ms: Option<i64>| {
+        ms.and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    };
+    let agents = view
+        .settings
+        .roster
+        .names()
+        .into_iter()
+        .map(|name| {
+            let mut waits = parked.remove(name).unwrap_or_default();
+            waits.sort_by_key(|(seq, _)| *seq);
+            let (seen, delivered) = view.presence.seen(name);
+            let (state, since, source) = view.presence.liveness.state_of(name, !waits.is_empty());
+            AgentPresence {
+                name: name.to_owned(),
+                state: state.to_owned(),
+                since: ts(since),
+                source: source.map(str::to_owned),
+                parked: waits.into_iter().map(|(_, f)| f).collect(),
+                queued: view.router.stats(name).queued as u64,
+                last_seen: ts(seen),
+                last_delivery: ts(delivered),
+            }
+        })
+        .collect();
+    Presence {
+        agents,
+        off_roster: None,
+    }
+}
+
+/// Why nobody holds `name` (`wire::OFF_ROSTER_REASONS`), or None when someone does or
+/// will: a roster name, a task identity whose task has not ended (its agent reads it), an
+/// address a forwarding peer takes (its queue drains into the link, SPEC §15).
+fn nobody_holds(view: View<'_>, name: &str) -> Option<&'static str> {
+    if view.settings.roster.contains(name) {
+        return None;
+    }
+    if is_task_name(name) {
+        let live = view.tasks.is_some_and(|b| b.is_live_task(name));
+        return (!live).then_some(OFF_ROSTER_TASK_ENDED);
+    }
+    if view.remote_peer(name).is_some() {
+        return None;
+    }
+    // The split `remote_peer` makes (SPEC §15 "Addresses"): a `name@peer` it did not take
+    // names a peer this hub does not forward to; with either side empty it is no
+    // address, just a name no agent holds.
+    match name.rsplit_once('@') {
+        Some((local, peer)) if !local.is_empty() && !peer.is_empty() => {
+            Some(OFF_ROSTER_UNKNOWN_PEER)
+        }
+        _ => Some(OFF_ROSTER_NO_SUCH_AGENT),
+    }
+}
+
+/// The queues of names nobody holds as `asker` may see them (module doc), sorted by name:
+/// an operator's view (`asker` None, or a name in `operators`) counts every envelope,
+/// anyone else's only those it sent, and a name holding none of its envelopes is left
+/// out. Looks at every mailbox with mail, and for a non-operator walks the queues of
+/// names nobody holds (never a roster name's): an operator-rate query whose cost is
+/// bounded by the hub's total cap (`limits.hub_max_bytes`).
+pub(in crate::hub) fn off_roster_for(view: View<'_>, asker: Option<&str>) -> Vec<OffRosterQueue> {
+    let own = asker.filter(|a| !view.settings.sees_everything(a));
+    let mut out: Vec<OffRosterQueue> = view
+        .router
+        .with_mail()
+        .filter_map(|(name, queued)| {
+            let reason = nobody_holds(view, name)?;
+            let queued = match own {
+                None => queued,
+                Some(a) => view.router.queued(name).filter(|q| &*q.from == a).count(),
+            };
+            (queued > 0).then(|| OffRosterQueue {
+                name: name.to_owned(),
+                queued: queued as u64,
+                reason: reason.to_owned(),
             })
-            .collect();
-        Presence {
-            agents,
-            off_roster: None,
-        }
-    }
-
-    /// Why nobody holds `name` (`wire::OFF_ROSTER_REASONS`), or None when someone does or
-    /// will: a roster name, a task identity whose task has not ended (its agent reads it), an
-    /// address a forwarding peer takes (its queue drains into the link, SPEC §15).
-    fn nobody_holds(&self, name: &str) -> Option<&'static str> {
-        if self.settings.roster.contains(name) {
-            return None;
-        }
-        if is_task_name(name) {
-            let live = self.tasks.as_ref().is_some_and(|b| b.is_live_task(name));
-            return (!live).then_some(OFF_ROSTER_TASK_ENDED);
-        }
-        if self.remote_peer(name).is_some() {
-            return None;
-        }
-        // The split `remote_peer` makes (SPEC §15 "Addresses"): a `name@peer` it did not take
-        // names a peer this hub does not forward to; with either side empty it is no
-        // address, just a name no agent holds.
-        match name.rsplit_once('@') {
-            Some((local, peer)) if !local.is_empty() && !peer.is_empty() => {
-                Some(OFF_ROSTER_UNKNOWN_PEER)
-            }
-            _ => Some(OFF_ROSTER_NO_SUCH_AGENT),
-        }
-    }
-
-    /// The queues of names nobody holds as `asker` may see them (module doc), sorted by name:
-    /// an operator's view (`asker` None, or a name in `operators`) counts every envelope,
-    /// anyone else's only those it sent, and a name holding none of its envelopes is left
-    /// out. Looks at every mailbox with mail, and for a non-operator walks the queues of
-    /// names nobody holds (never a roster name's): an operator-rate query whose cost is
-    /// bounded by the hub's total cap (`limits.hub_max_bytes`).
-    pub fn off_roster_for(&self, asker: Option<&str>) -> Vec<OffRosterQueue> {
-        let own = asker.filter(|a| !self.settings.sees_everything(a));
-        let mut out: Vec<OffRosterQueue> = self
-            .router
-            .with_mail()
-            .filter_map(|(name, queued)| {
-                let reason = self.nobody_holds(name)?;
-                let queued = match own {
-                    None => queued,
-                    Some(a) => self.router.queued(name).filter(|q| &*q.from == a).count(),
-                };
-                (queued > 0).then(|| OffRosterQueue {
-                    name: name.to_owned(),
-                    queued: queued as u64,
-                    reason: reason.to_owned(),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
-    }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
