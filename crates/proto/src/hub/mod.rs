@@ -33,7 +33,6 @@ pub mod liveness;
 mod memory;
 mod names;
 mod outbox;
-mod peer_tasks;
 mod pipeline;
 mod presence;
 mod queue_index;
@@ -64,6 +63,7 @@ pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 
 use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
+use crate::tasks::TaskBook;
 use limits::Limits;
 use std::time::Instant;
 
@@ -89,7 +89,7 @@ pub struct Hub {
     /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
     forwarding: Option<forward::Forwarding>,
     /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
-    tasks: Option<crate::tasks::TaskBook>,
+    tasks: Option<TaskBook>,
     /// Ids for the hub's own envelopes.
     ids: Box<dyn ids::IdSource>,
     /// What the core asks of the IO layer, in order (`outbox`).
@@ -137,7 +137,8 @@ impl Hub {
         self.expire_conns(now);
         self.conns.sum_strangers(&mut self.outputs, now, false);
         self.expire_forwards(now);
-        self.expire_tasks(now);
+        let (mut work, out) = self.task_work();
+        work.expire(now, out);
         let roster = &self.settings.roster;
         self.presence
             .liveness
@@ -369,6 +370,131 @@ impl Hub {
             window,
             ack_timeout,
         ));
+    }
+
+    // ----- restart (SPEC §12.1; `restore`) -----
+
+    /// A sink that restores the store's rows into this hub (SPEC §12.1), row by row in
+    /// acceptance order. An envelope delivered in ack mode and never acked is queued again.
+    pub fn restoring(&mut self, now: Now) -> Restoring<'_> {
+        let (memory, router, commit) = (&mut self.memory, &mut self.router, &mut self.commit);
+        Restoring::new(memory, router, commit, &self.settings.limits, now)
+    }
+
+    /// Rebuilds queues and the ledger from the owned lists (tests; the server streams rows
+    /// through `restoring` instead; `Restoring::restore`).
+    pub fn restore(&mut self, loaded: durable::Loaded, now: Now) {
+        self.restoring(now).restore(loaded);
+    }
+
+    /// Gives up the queues and the ledger without freeing them, for a process about to exit
+    /// (the server's orderly stop, after everything is committed, flushed and logged): a hub
+    /// holding a million envelopes spent seconds freeing them one by one, memory the exit
+    /// returns at once (docs/performance.md "Restart"). The hub is left
+    /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
+    /// queues held is in the store.
+    pub fn forget_held(&mut self) {
+        let router = self.settings.new_router();
+        let ledger = self.settings.new_ledger();
+        std::mem::forget(std::mem::replace(&mut self.router, router));
+        std::mem::forget(std::mem::replace(&mut self.memory.ledger, ledger));
+    }
+
+    // ----- the roster (SIGHUP; `roster_reload`) -----
+
+    /// Takes `roster` in place of the current one and closes what the change revokes
+    /// (`roster_reload`). Emits one service-log line naming what changed (never a token).
+    pub fn replace_roster(&mut self, roster: Roster, now: Now) -> RosterChange {
+        let (settings, conns, router) = (&mut self.settings, &mut self.conns, &mut self.router);
+        roster_reload::replace(settings, conns, router, &mut self.outputs, roster, now)
+    }
+
+    /// The roster in force.
+    pub fn roster(&self) -> &Roster {
+        &self.settings.roster
+    }
+
+    // ----- delegated work (docs/delegation.md; `tasks`) -----
+
+    /// The machines delegated work drives, and the outbox (`tasks::TaskWork`).
+    fn task_work(&mut self) -> (tasks::TaskWork<'_>, &mut outbox::Outbox) {
+        let work = tasks::TaskWork {
+            book: self.tasks.as_mut(),
+            ids: &mut *self.ids,
+            commit: &mut self.commit,
+            router: &mut self.router,
+            memory: &self.memory,
+        };
+        (work, &mut self.outputs)
+    }
+
+    /// Turns delegation on (a `[tasks]` table): `book` holds the runnable agents.
+    pub fn with_tasks(mut self, book: TaskBook) -> Hub {
+        self.tasks = Some(book);
+        self
+    }
+
+    /// Turns delegation on in a running hub (the server, once its executor exists).
+    pub fn enable_tasks(&mut self, book: TaskBook) {
+        self.tasks = Some(book);
+    }
+
+    /// The agents this hub can run from now on (the manifests read again on SIGHUP): later
+    /// delegations are checked against them; tasks already accepted are not touched, since
+    /// the executor resolves a task's agent when it starts it. Without `[tasks]`, nothing.
+    pub fn set_task_agents(&mut self, agents: Vec<String>) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.set_agents(agents);
+        }
+    }
+
+    /// Rebuilds the task book from the store's rows at startup (`TaskWork::restore`).
+    pub fn restore_tasks(&mut self, rows: Vec<crate::tasks::StoredTask>, now: Now) {
+        let (mut work, out) = self.task_work();
+        work.restore(rows, now, out);
+    }
+
+    /// One event from a task's runner (the IO layer drains them after its waker fires).
+    pub fn handle_task_event(&mut self, task: &str, event: crate::tasks::TaskEvent, now: Now) {
+        let (mut work, out) = self.task_work();
+        work.event(task, event, now, out);
+    }
+
+    /// Tasks whose outcome has not come in yet (the drain waits for them).
+    pub fn active_tasks(&self) -> usize {
+        self.tasks.as_ref().map_or(0, TaskBook::active)
+    }
+
+    /// The lasting relay link with `peer` came up or went down; `v1`: an agent-hub peer,
+    /// which reads `agent` and acks handoffs, false for any claudectl (`TaskWork::peer_link`).
+    /// A link that goes down takes what its peer's directory said with it.
+    pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
+        if !up {
+            self.presence.remote.forget(peer);
+        }
+        let (mut work, out) = self.task_work();
+        work.peer_link(peer, up, v1, now, out);
+    }
+
+    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`) from
+    /// an authenticated connection of `peer`; `msg_id` is its relay message id.
+    pub fn handle_peer_message(
+        &mut self,
+        peer: &str,
+        msg_id: &str,
+        payload: crate::relay::message::Payload,
+        now: Now,
+    ) {
+        let stopping = self.conns.shutting_down();
+        let (mut work, out) = self.task_work();
+        work.peer_message(stopping, peer, msg_id, payload, now, out);
+    }
+
+    /// A v1 peer acked our final handoff of its task `task_id`.
+    pub fn handle_peer_task_acked(&mut self, peer: &str, task_id: &str) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.handle_peer_acked(peer, task_id);
+        }
     }
 
     // ----- connections (SPEC §4; `conns`, `session`) -----

@@ -17,7 +17,7 @@ use super::event::AuditEvent;
 use super::pipeline::{self, AckInput};
 use super::recipient::Known;
 use super::strangers;
-use super::verbs::delegate::TaskWork;
+use super::tasks::{self, TaskWork};
 use super::verbs::{self, status};
 use super::Hub;
 use crate::kernel::now::Now;
@@ -234,7 +234,8 @@ impl Hub {
     /// error line and is closed; parked awaits consume nothing.
     pub fn shutdown(&mut self, now: Now) {
         self.conns.stop();
-        self.shutdown_tasks(now);
+        let (mut work, out) = self.task_work();
+        work.shutdown(out);
         for conn in self.conns.ids() {
             let Some(c) = self.conns.get(&conn) else {
                 continue;
@@ -271,7 +272,7 @@ impl Hub {
                 // A task identity (docs/delegation.md "Task identity") is checked only for a
                 // `task-` name, which no roster may hold.
                 let verified = if crate::kernel::names::is_task_name(&h.name) {
-                    self.verify_task_identity(&h.name, &h.token)
+                    tasks::verify_identity(self.tasks.as_ref(), &h.name, &h.token)
                 } else {
                     self.settings.roster.verify(&h.name, &h.token)
                 };
@@ -398,6 +399,7 @@ impl Hub {
                     ids: &mut *self.ids,
                     commit: &mut self.commit,
                     router: &mut self.router,
+                    memory: &self.memory,
                 };
                 verbs::delegate::delegate(conns, out, work, conn, req, now)
             }
@@ -412,6 +414,7 @@ impl Hub {
                     ids: &mut *self.ids,
                     commit: &mut self.commit,
                     router: &mut self.router,
+                    memory: &self.memory,
                 };
                 verbs::delegate::cancel(conns, out, work, conn, req, now)
             }

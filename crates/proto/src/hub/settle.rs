@@ -319,7 +319,8 @@ impl Hub {
                     if self.conns.contains(&conn) {
                         self.reply_durable(conn, line, "delegated", now);
                     }
-                    self.start_tasks(now);
+                    let (mut work, out) = self.task_work();
+                    work.start(now, out);
                 }
                 (Ok(()), TaskThen::Start(spec)) => {
                     self.outputs.push(Output::StartTask(spec));

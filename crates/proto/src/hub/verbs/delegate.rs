@@ -6,27 +6,17 @@
 //! `[tasks]` table answers every one of them with the same clear error.
 
 //!
-//! Functions over the machines they drive (`TaskWork`: the book, the id source, the staging
-//! and the router its envelopes are named by) and the connection they answer.
+//! Functions over the machines they drive (`hub::tasks::TaskWork`: the book, the id source,
+//! the staging and the router its envelopes are named by) and the connection they answer.
 
-use crate::hub::commit::{Commits, TaskThen};
+use crate::hub::commit::TaskThen;
 use crate::hub::conn_map::ConnId;
 use crate::hub::conns::{Conns, Phase};
 use crate::hub::outbox::Outbox;
-use crate::hub::router::Router;
-use crate::kernel::ids::IdSource;
+use crate::hub::tasks::TaskWork;
 use crate::kernel::now::Now;
 use crate::tasks::{DelegateRefusal, TaskAction, TaskBook};
 use crate::wire::{DelegateRequest, HubLine, TaskRequest};
-
-/// What the delegation verbs drive: the task book (None without `[tasks]`), the ids it draws
-/// task ids and tokens from, and the staging its commits go to.
-pub(in crate::hub) struct TaskWork<'a> {
-    pub(in crate::hub) book: Option<&'a mut TaskBook>,
-    pub(in crate::hub) ids: &'a mut dyn IdSource,
-    pub(in crate::hub) commit: &'a mut Commits,
-    pub(in crate::hub) router: &'a mut Router,
-}
 
 fn not_enabled(conns: &mut Conns, out: &mut Outbox, conn: ConnId, verb: &str, now: Now) {
     let msg = format!("invalid {verb}: delegation is not enabled on this hub");
