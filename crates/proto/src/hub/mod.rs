@@ -6,64 +6,81 @@
 //! next deadline is `poll_timeout`. Refuses: sockets, files, clocks, threads. The mio loop in
 //! `server` only moves bytes and applies outputs.
 //!
-//! This file holds the `Hub` itself, its constructor, the deadline and output entry points and
-//! the types the rooms share; each room has one job: `session` (one connection's protocol,
-//! SPEC §2, §4), `verbs` (one file per verb: send, await, ack, status, who), `routing` (an
-//! accepted envelope to a waiter or a queue, delivery, loss and bounce, SPEC §5.3), `pipeline`
-//! (input held while a verb is pending, §4.3), `commit` (the batch lifecycle, §12.1),
-//! `redelivery`, `forward` (§15), `restore` (startup from the store), `liveness` (§14),
-//! `recipient` (the `warning` of `accepted`, §5.1), `admit`, `ledger`, `router`, `event`, `ids`.
+//! The house (PLAN.md §14 "Sub-machines"). This file holds the `Hub`, its constructor and its
+//! entry points, and registers the rooms, which come in four kinds:
+//! - leaves, which import no other room but leaves: the vocabulary (`event`: `Output`, its
+//!   payloads and the audit records; `durable`: what the store is asked to keep; `limits`;
+//!   `conn_map`: `ConnId`; `id_key`; `names`; `pipeline`: held input) and the data
+//!   structures everything is kept in (`ledger`, `router` with `queue_index`, `outbox`);
+//! - machines, each a struct that owns its state, with its own methods and tests, held by the
+//!   hub and called by it; a machine imports leaves and the machines it holds, never the
+//!   hub: `settings` (roster, limits, operators), `conns` (connections, their deadlines, the
+//!   `strangers`' books, the status waits of `receipts`), `commit` (staging, acceptance
+//!   order, batches, held replies), `memory` (the ledger, its purge, the reasons of gone
+//!   envelopes), `presence` (last seen, `liveness`, `recent`, `remote_presence`), `forward`
+//!   (mail across hubs, §15); the router, the task book and the id source are held as they
+//!   are;
+//! - verbs, one file each in `verbs`, as functions over the machines they drive, with what
+//!   they share beside them (`admit`, `recipient`, `tasks`, `roster_reload`, `restore`);
+//! - the hub's own glue, `impl Hub` besides this file: `session` (the dispatcher: a line to
+//!   its verb, a connection's lifecycle), `routing` (an envelope's path across the machines,
+//!   forwarding's traffic) and `settle` (a batch's result carried out).
+//!
+//! No room imports this file but the glue.
 
-mod admit;
-mod commit;
+// Leaves.
 mod conn_map;
-mod conns;
 pub mod durable;
-// The kernel's hash maps (`kernel::fold_hash`), under the name the hub's files use.
-pub(crate) use crate::kernel::fold_hash;
-pub use conn_map::{ConnId, ConnMap};
 pub mod event;
-pub mod forward;
 mod id_key;
-/// The core's id source (`kernel::ids`), under the name the core's callers use.
-pub use crate::kernel::ids;
 pub mod ledger;
 pub mod limits;
-pub mod liveness;
-mod memory;
 mod names;
 mod outbox;
 mod pipeline;
-mod presence;
 mod queue_index;
+pub mod router;
+// Machines.
+mod commit;
+mod conns;
+pub mod forward;
+pub mod liveness;
+mod memory;
+mod presence;
 mod receipts;
 mod recent;
-mod recipient;
 pub mod remote_presence;
-mod restore;
-pub use restore::Restoring;
-pub mod roster_reload;
-pub mod router;
-mod routing;
-mod session;
 mod settings;
-mod settle;
 mod strangers;
-pub use strangers::{
-    STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
-};
+// Verbs and what they share.
+mod admit;
+mod recipient;
+mod restore;
+pub mod roster_reload;
 mod tasks;
 mod verbs;
+// The hub's glue.
+mod routing;
+mod session;
+mod settle;
 
+/// The core's id source (`kernel::ids`), under the name the core's callers use.
+pub use crate::kernel::ids;
+pub use commit::{flush_failed_refusal, store_backlog_refusal};
+pub use conn_map::{ConnId, ConnMap};
 pub use event::{AuditEvent, Batch, Output, PeerSend};
 pub use id_key::Id;
 pub use names::Name;
+pub use restore::Restoring;
 pub use roster_reload::RosterChange;
 pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
+pub use strangers::{
+    STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
+};
 
-use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
 use crate::tasks::TaskBook;
+use durable::StoreOp;
 use limits::Limits;
 use std::time::Instant;
 
@@ -532,8 +549,6 @@ impl Hub {
         self.conns.len()
     }
 }
-
-pub use commit::{flush_failed_refusal, store_backlog_refusal};
 
 #[cfg(test)]
 mod tests;

@@ -11,10 +11,10 @@
 //! scan from a lookup without timing anything.
 
 use super::conn_map::ConnId;
-use super::fold_hash::FoldMap;
 use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
+use crate::kernel::fold_hash::FoldMap;
 use crate::wire::envelope_text::{split, Parts, Split, Tail};
 use crate::wire::Envelope;
 use std::cell::Cell;

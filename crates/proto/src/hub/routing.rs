@@ -23,6 +23,7 @@
 //! is not the envelope's fault, and a peer refuses for good any envelope it cannot take, in
 //! its ack.
 use super::admit::{Admission, Admit};
+use super::conn_map::ConnId;
 use super::conns::{Conn, Phase};
 use super::event::AuditEvent;
 use super::event::Output;
@@ -31,9 +32,10 @@ use super::ledger::{IdText, State};
 use super::pipeline::AckInput;
 use super::router::Queued;
 use super::verbs::{self, status};
-use super::{ConnId, Hub, Now};
+use super::Hub;
 use crate::hub::durable::StoreOp;
 use crate::kernel::names::HUB_NAME;
+use crate::kernel::now::Now;
 use crate::wire::{Envelope, Reader};
 use chrono::SecondsFormat;
 
