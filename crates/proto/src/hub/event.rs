@@ -36,7 +36,7 @@ pub enum Output {
     /// the flush with `Hub::handle_flushed`, and keep passing every line the client sends to
     /// `Hub::handle_line` (which answers it with an error and a `Close`) until the core's
     /// `Close` (the answer linger of SPEC §4.3, `limits.answer_linger_ms`, decided in
-    /// `hub::linger`) or the client's close; then call `Hub::handle_closed`.
+    /// `Conns::flushed`) or the client's close; then call `Hub::handle_closed`.
     Answered { conn: ConnId },
     /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
     /// With `linger` (the connection's last line was an error, or the answer linger is over,

@@ -58,7 +58,7 @@ pub(super) struct Commits {
     next_id: u64,
     /// The batch the IO layer is writing.
     in_flight: Option<InFlight>,
-    /// Whether committed batches wait for a flush to disk (`Hub::with_sync`).
+    /// Whether committed batches wait for a flush to disk (`Hub::with_sync`, `store.sync = "full"`).
     pub(super) sync: bool,
     /// A batch of the current loop iteration failed: no further attempt until the next
     /// iteration (`handle_timeout`) or a flush report, so a failing store cannot spin the loop.
@@ -71,7 +71,7 @@ pub(super) struct Commits {
     /// Replies waiting for the store's flush, in commit order.
     held: VecDeque<Held>,
     /// The newest committed batch whose flush has not been reported: while set, every
-    /// `accepted` and `acked` reply waits for it (`hold_replies_until`).
+    /// `accepted` and `acked` reply waits for it (`hold`).
     unsynced: Option<u64>,
     /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
     /// copy's pages may never reach the disk (the loop refuses new sends likewise).

@@ -1,6 +1,6 @@
 //! The `ack` line after an ack-mode delivery (SPEC §12.2): a matching ack is staged for the
 //! commit that makes it durable; anything else, or none in time, ends the delivery with an
-//! error line and gives the envelope back for another delivery (`hub::redelivery`).
+//! error line and gives the envelope back for another delivery (`hub::routing`).
 
 //!
 //! A function over the machines it drives: the connection (its delivery) and the staging (the
