@@ -87,3 +87,34 @@ pub(in crate::hub) fn activity(view: View<'_>) -> Activity {
         off_roster: who::off_roster_for(view, None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::router::Queued;
+    use crate::hub::verbs::fixture::Machines;
+
+    /// An agent sees the envelopes it sent or was sent, an operator all; a task identity is
+    /// refused; a recent envelope the ledger no longer holds is `forgotten`.
+    #[test]
+    fn activity_shows_an_agent_its_own_envelopes_and_refuses_a_task() {
+        let mut m = Machines::new();
+        m.settings.operators = vec!["ops".into()];
+        let text = "{\"id\":\"e1\"}";
+        let at = m.now.wall.timestamp_millis();
+        m.presence
+            .recent
+            .note(&Queued::new("e1", "bee", "ops", "task", None, text), at);
+        m.presence
+            .recent
+            .note(&Queued::new("e2", "ops", "x", "task", None, text), at);
+        let ops = answer(m.view(), "ops").expect("a roster agent may ask");
+        assert_eq!(ops.envelopes.len(), 2);
+        assert_eq!(ops.envelopes[0].id, "e2", "newest first");
+        assert_eq!(ops.envelopes[0].state, "forgotten");
+        let bee = answer(m.view(), "bee").expect("a roster agent may ask");
+        let ids: Vec<&str> = bee.envelopes.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["e1"]);
+        assert!(answer(m.view(), "task-0123456789abcdef0123456789abcdef").is_err());
+    }
+}

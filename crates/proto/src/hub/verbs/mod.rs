@@ -87,3 +87,94 @@ pub(in crate::hub) fn reply_durable(
         },
     );
 }
+
+/// The machines a verb's tests build without a hub.
+#[cfg(test)]
+pub(in crate::hub) mod fixture {
+    use super::View;
+    use crate::hub::conn_map::ConnId;
+    use crate::hub::conns::{Conns, Phase};
+    use crate::hub::limits::Limits;
+    use crate::hub::memory::Memory;
+    use crate::hub::outbox::Outbox;
+    use crate::hub::presence::PresenceBook;
+    use crate::hub::router::{Filter, Router};
+    use crate::hub::settings::Settings;
+    use crate::kernel::now::Now;
+    use crate::roster::Roster;
+    use chrono::{DateTime, Utc};
+    use std::time::Duration;
+
+    /// A roster of `ops` and `bee`, the machines empty.
+    pub(in crate::hub) struct Machines {
+        pub(in crate::hub) settings: Settings,
+        pub(in crate::hub) conns: Conns,
+        pub(in crate::hub) router: Router,
+        pub(in crate::hub) presence: PresenceBook,
+        pub(in crate::hub) memory: Memory,
+        pub(in crate::hub) out: Outbox,
+        pub(in crate::hub) now: Now,
+    }
+
+    impl Machines {
+        pub(in crate::hub) fn new() -> Machines {
+            let roster = Roster::parse("[agents]\nops = \"tok-ops\"\nbee = \"tok-bee\"\n")
+                .expect("test roster is valid");
+            let settings = Settings::new(roster, Limits::example());
+            let (router, ledger) = (settings.new_router(), settings.new_ledger());
+            let wall = DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+                .expect("fixed time")
+                .with_timezone(&Utc);
+            Machines {
+                settings,
+                conns: Conns::default(),
+                router,
+                presence: PresenceBook::default(),
+                memory: Memory::new(ledger),
+                out: Outbox::default(),
+                now: Now {
+                    mono: crate::kernel::deadline::test_origin(),
+                    wall,
+                },
+            }
+        }
+
+        /// `name` authenticated on `conn`, in its verb phase.
+        pub(in crate::hub) fn agent(&mut self, conn: ConnId, name: &str) {
+            let deadline = self.now.mono + Duration::from_secs(1);
+            self.conns.open(conn, deadline, self.now);
+            assert!(self.conns.authenticated(&mut self.out, conn, name, 8));
+            let c = self.conns.get_mut(&conn).expect("open");
+            c.name = Some(name.to_owned());
+            c.phase = Phase::Verb;
+            while self.out.pop().is_some() {}
+        }
+
+        /// `name` parks an await on `conn` for replies to `reply_to`.
+        pub(in crate::hub) fn park(&mut self, conn: ConnId, name: &str, reply_to: &str) {
+            self.agent(conn, name);
+            let filter = Filter {
+                reply_to: Some(reply_to.to_owned()),
+                kind: None,
+            };
+            let parked = self.router.park(name, filter, conn);
+            self.conns.get_mut(&conn).expect("open").phase = Phase::Parked {
+                parked,
+                deadline: None,
+                ack: false,
+            };
+        }
+
+        pub(in crate::hub) fn view(&self) -> View<'_> {
+            View {
+                settings: &self.settings,
+                conns: &self.conns,
+                router: &self.router,
+                presence: &self.presence,
+                memory: &self.memory,
+                tasks: None,
+                forwarding: None,
+            }
+        }
+    }
+}

@@ -58,10 +58,10 @@ pub(in crate::hub) fn handle(
                 return conns.reply(out, conn, &HubLine::Status(st), "status", now);
             }
             Some((sender, Some(end))) => {
-                return answer(conns, out, at, conn, &sender, &id, end, now);
+                return answer(conns, out, at, conn, (&sender, &id), end, now);
             }
             Some((sender, None)) if timeout_ms == Some(0) => {
-                return answer(conns, out, at, conn, &sender, &id, WaitEnd::Timeout, now);
+                return answer(conns, out, at, conn, (&sender, &id), WaitEnd::Timeout, now);
             }
             Some((sender, None)) => sender,
         };
@@ -171,7 +171,7 @@ fn changed_text(
     }
     for (conn, end) in ended {
         conns.unwatch_key(conn, sender, id);
-        answer(conns, out, at, conn, sender, id, end, now);
+        answer(conns, out, at, conn, (sender, id), end, now);
     }
 }
 
@@ -188,17 +188,17 @@ pub(in crate::hub) fn timed_out(
     };
     let (sender, id) = (sender.clone(), id.clone());
     conns.unwatch_key(conn, &sender, &id);
-    answer(conns, out, at, conn, &sender, &id, WaitEnd::Timeout, now);
+    answer(conns, out, at, conn, (&sender, &id), WaitEnd::Timeout, now);
 }
 
-#[allow(clippy::too_many_arguments)] // one answer: where it goes, what it says, how it ended
+/// Answers the wait on `conn` for the envelope `(sender, id)` with where it is now and how
+/// the wait `end`ed.
 fn answer(
     conns: &mut Conns,
     out: &mut Outbox,
     at: Lookup<'_>,
     conn: ConnId,
-    sender: &str,
-    id: &str,
+    (sender, id): (&str, &str),
     end: WaitEnd,
     now: Now,
 ) {
@@ -208,4 +208,110 @@ fn answer(
     };
     st.wait = Some(end.as_str().into());
     conns.reply(out, conn, &HubLine::Status(st), "status", now);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::event::Output;
+    use crate::hub::ledger::Record;
+    use crate::hub::router::Queued;
+    use crate::hub::verbs::fixture::Machines;
+    use crate::wire::WaitFor;
+
+    fn remember(m: &mut Machines, id: &str, seq: u64) {
+        let at = m.now.wall.timestamp_millis();
+        let record = Record {
+            to: m.memory.ledger.name("ops"),
+            digest: [0; 16],
+            accepted_ms: at,
+            state: State::Queued,
+            state_ms: at,
+            seq,
+            ack_pending: false,
+            reader: None,
+        };
+        m.memory.ledger.remember("bee", id, record);
+        let mut env = Queued::new(id, "bee", "ops", "task", None, "{}");
+        env.seq = seq;
+        m.router.enqueue_back(env);
+    }
+
+    fn status_line(m: &mut Machines) -> EnvelopeStatus {
+        loop {
+            match m.out.pop() {
+                Some(Output::Write { line, .. }) => {
+                    let body = line.trim_end().as_bytes();
+                    match HubLine::decode(body).expect("a hub line") {
+                        HubLine::Status(st) => return st,
+                        other => panic!("expected a status line, got {other:?}"),
+                    }
+                }
+                Some(_) => {}
+                None => panic!("no status line"),
+            }
+        }
+    }
+
+    /// The sender sees its queued envelope with its position; anyone else `unknown`.
+    #[test]
+    fn status_answers_the_sender_from_the_ledger_and_the_queue() {
+        let mut m = Machines::new();
+        remember(&mut m, "e1", 4);
+        m.agent(1, "bee");
+        let at = Lookup {
+            memory: &m.memory,
+            router: &m.router,
+        };
+        let req = |id: &str| StatusRequest {
+            id: id.into(),
+            ..StatusRequest::default()
+        };
+        handle(&mut m.conns, &mut m.out, at, 10, 1, req("e1"), m.now);
+        let st = status_line(&mut m);
+        assert_eq!((st.state.as_str(), st.position), ("queued", Some(1)));
+        assert_eq!(st.to.as_deref(), Some("ops"));
+        m.agent(2, "stranger-agent");
+        let at = Lookup {
+            memory: &m.memory,
+            router: &m.router,
+        };
+        handle(&mut m.conns, &mut m.out, at, 10, 2, req("e1"), m.now);
+        assert_eq!(status_line(&mut m), unknown("e1".into()));
+    }
+
+    /// A wait parks on its connection and is answered by the change that ends it.
+    #[test]
+    fn a_status_wait_parks_and_ends_with_the_change() {
+        let mut m = Machines::new();
+        remember(&mut m, "e1", 4);
+        m.agent(1, "bee");
+        let at = Lookup {
+            memory: &m.memory,
+            router: &m.router,
+        };
+        let req = StatusRequest {
+            id: "e1".into(),
+            wait_for: Some(WaitFor::Delivered.as_str().into()),
+            ..StatusRequest::default()
+        };
+        handle(&mut m.conns, &mut m.out, at, 10, 1, req, m.now);
+        assert_eq!(m.conns.parked_status_waits(), 1);
+        assert_eq!(m.out.pop(), None, "parked, not answered");
+        let at_ms = m.now.wall.timestamp_millis();
+        m.memory
+            .ledger
+            .set_state("bee", "e1", State::Delivered, false, at_ms);
+        let at = Lookup {
+            memory: &m.memory,
+            router: &m.router,
+        };
+        changed(&mut m.conns, &mut m.out, at, "bee", "e1", m.now);
+        let st = status_line(&mut m);
+        assert_eq!(
+            (st.state.as_str(), st.wait.as_deref()),
+            ("delivered", Some("reached"))
+        );
+        assert_eq!(m.conns.parked_status_waits(), 0);
+    }
 }

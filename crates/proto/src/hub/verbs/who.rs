@@ -159,3 +159,56 @@ pub(in crate::hub) fn off_roster_for(view: View<'_>, asker: Option<&str>) -> Vec
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::router::Queued;
+    use crate::hub::verbs::fixture::Machines;
+
+    /// Every roster name is shown, a parked await's name as `waiting`; its filter only to
+    /// its own agent and to an operator (SPEC §14 "Visibility").
+    #[test]
+    fn who_shows_every_name_and_a_filter_to_its_agent_and_an_operator_only() {
+        let mut m = Machines::new();
+        m.settings.operators = vec!["ops".into()];
+        m.park(1, "bee", "task-secret");
+        let names = |p: &Presence| p.agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
+        let filters = |p: &Presence| p.agents.iter().map(|a| a.parked.len()).collect::<Vec<_>>();
+        let ops = answer(m.view(), "ops", false);
+        assert_eq!(names(&ops), ["bee", "ops"]);
+        assert_eq!(ops.agents[0].state, "waiting");
+        assert_eq!(filters(&ops), [1, 0], "an operator sees every filter");
+        assert_eq!(ops.off_roster, None, "not asked for");
+        let bee = answer(m.view(), "bee", false);
+        assert_eq!(filters(&bee), [1, 0], "its own");
+        m.settings.operators.clear();
+        let other = answer(m.view(), "ops", false);
+        assert_eq!(
+            filters(&other),
+            [0, 0],
+            "another agent's filter is left out"
+        );
+        assert_eq!(other.agents[0].state, "waiting", "its state still says so");
+    }
+
+    /// Mail for a name nobody holds is listed with its reason; an agent sees only its own.
+    #[test]
+    fn mail_nobody_holds_is_named_to_its_sender_only() {
+        let mut m = Machines::new();
+        let text = "{\"id\":\"e1\"}";
+        m.router
+            .enqueue_back(Queued::new("e1", "bee", "wrker", "task", None, text));
+        m.router
+            .enqueue_back(Queued::new("e2", "ops", "x@nowhere", "task", None, text));
+        let bee = answer(m.view(), "bee", true).off_roster.expect("asked for");
+        assert_eq!(bee.len(), 1);
+        assert_eq!(
+            (bee[0].name.as_str(), bee[0].queued, bee[0].reason.as_str()),
+            ("wrker", 1, OFF_ROSTER_NO_SUCH_AGENT)
+        );
+        let all = off_roster_for(m.view(), None);
+        let reasons: Vec<&str> = all.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(reasons, [OFF_ROSTER_NO_SUCH_AGENT, OFF_ROSTER_UNKNOWN_PEER]);
+    }
+}
