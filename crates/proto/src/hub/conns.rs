@@ -36,7 +36,7 @@ use super::receipts::Waits;
 use super::router::{Parked, Queued};
 use super::strangers::{Standing, Strangers};
 use crate::kernel::now::Now;
-use crate::wire::{HubLine, WaitFor};
+use crate::wire::{HubLine, WaitEnd, WaitFor};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -648,22 +648,30 @@ impl Conns {
         self.set_deadline(conn, deadline);
     }
 
-    /// The parked waits on `(sender, id)` with the stage each waits for; empty when none is
-    /// parked anywhere (without a lookup).
-    pub(in crate::hub) fn status_waiters(&self, sender: &str, id: &str) -> Vec<(ConnId, WaitFor)> {
+    /// The parked waits on `(sender, id)` that end now, each with how: `end` judges the stage
+    /// each waits for. Empty when none is parked anywhere (without a lookup).
+    pub(in crate::hub) fn status_waits_ended(
+        &self,
+        sender: &str,
+        id: &str,
+        end: impl Fn(WaitFor) -> Option<WaitEnd>,
+    ) -> Vec<(ConnId, WaitEnd)> {
         if self.waits.parked() == 0 {
             return Vec::new();
         }
         let Some(conns) = self.waits.watchers(sender, id) else {
             return Vec::new();
         };
-        conns
-            .iter()
-            .filter_map(|&conn| match self.get(&conn).map(|c| &c.phase) {
-                Some(Phase::StatusWait { wait_for, .. }) => Some((conn, *wait_for)),
-                _ => None,
-            })
-            .collect()
+        let mut ended = Vec::new();
+        for &conn in conns {
+            let Some(Phase::StatusWait { wait_for, .. }) = self.get(&conn).map(|c| &c.phase) else {
+                continue;
+            };
+            if let Some(how) = end(*wait_for) {
+                ended.push((conn, how));
+            }
+        }
+        ended
     }
 
     /// Drops `conn`'s parked wait, if it has one (the connection is ending).
@@ -855,14 +863,19 @@ mod tests {
         let now = clock();
         let (mut c, mut out) = (Conns::default(), Outbox::default());
         agent(&mut c, &mut out, 1, now(0));
-        assert!(c.status_waiters("alice", "e1").is_empty());
+        let reached = |w: WaitFor| (w == WaitFor::Delivered).then_some(WaitEnd::Reached);
+        assert!(c.status_waits_ended("alice", "e1", reached).is_empty());
         c.park_status_wait(1, "alice".into(), "e1".into(), WaitFor::Delivered, None);
-        assert_eq!(c.parked_status_waits(), 1);
-        assert_eq!(c.status_waiters("alice", "e1"), [(1, WaitFor::Delivered)]);
-        assert!(c.status_waiters("alice", "e2").is_empty());
+        c.park_status_wait(2, "alice".into(), "e1".into(), WaitFor::Acked, None);
+        assert_eq!(c.parked_status_waits(), 2);
+        assert_eq!(
+            c.status_waits_ended("alice", "e1", reached),
+            [(1, WaitEnd::Reached)],
+            "only the wait the change ends"
+        );
+        assert!(c.status_waits_ended("alice", "e2", reached).is_empty());
         c.fail(&mut out, 1, "gone", now(1));
-        assert_eq!(c.parked_status_waits(), 0);
-        assert!(c.status_waiters("alice", "e1").is_empty());
+        assert_eq!(c.parked_status_waits(), 1);
     }
 
     /// An agent's first outcome writes its `connected` record with `authenticated`; a

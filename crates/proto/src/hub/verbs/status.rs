@@ -154,21 +154,13 @@ fn changed_text(
     id: &str,
     now: Now,
 ) {
-    let waiters = conns.status_waiters(sender, id);
-    if waiters.is_empty() {
-        return;
-    }
-    let mut ended = Vec::new();
-    for (conn, wait_for) in waiters {
-        // A record no longer remembered cannot be reached: it ends the wait as `unknown`.
-        let end = match at.memory.ledger.get(sender, id) {
+    // A record no longer remembered cannot be reached: it ends the wait as `unknown`.
+    let ended = conns.status_waits_ended(sender, id, |wait_for| {
+        match at.memory.ledger.get(sender, id) {
             Some(rec) => judge(wait_for, rec),
             None => Some(WaitEnd::Ended),
-        };
-        if let Some(end) = end {
-            ended.push((conn, end));
         }
-    }
+    });
     for (conn, end) in ended {
         conns.unwatch_key(conn, sender, id);
         answer(conns, out, at, conn, (sender, id), end, now);
