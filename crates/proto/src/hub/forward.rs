@@ -273,3 +273,157 @@ pub(super) fn check(
     env.to = name;
     Ok(env)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, Utc};
+
+    fn roster() -> Roster {
+        Roster::parse("[agents]\nbee = \"tok-bee\"\n\"ant@west\" = \"tok-ant\"\n")
+            .expect("test roster is valid")
+    }
+
+    fn clock() -> impl Fn(u64) -> Now {
+        let origin = crate::kernel::deadline::test_origin();
+        let wall = DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+            .expect("fixed time")
+            .with_timezone(&Utc);
+        move |ms| Now {
+            mono: origin + Duration::from_millis(ms),
+            wall: wall + chrono::Duration::milliseconds(ms as i64),
+        }
+    }
+
+    fn queued(seq: u64, to: &str) -> Queued {
+        let mut q = Queued::new(&format!("e{seq}"), "bee", to, "task", None, "{}");
+        q.seq = seq;
+        q
+    }
+
+    /// `name@peer` is a peer's address unless the roster holds it; the queue a peer's link
+    /// drains is named the same way.
+    #[test]
+    fn an_address_belongs_to_a_forwarding_peer_unless_the_roster_holds_it() {
+        let f = Forwarding::new("east", ["west".to_owned()], 4, Duration::from_secs(5));
+        let roster = roster();
+        assert_eq!(f.remote_peer(&roster, "cat@west"), Some("west".into()));
+        assert_eq!(f.remote_peer(&roster, "ant@west"), None, "a roster name");
+        assert_eq!(
+            f.remote_peer(&roster, "cat@north"),
+            None,
+            "not a forwarding peer"
+        );
+        assert_eq!(f.remote_peer(&roster, "@west"), None);
+        assert!(queued_for("west", &roster, "cat@west"));
+        assert!(!queued_for("west", &roster, "ant@west"));
+        assert!(f.forwards_to("west") && !f.forwards_to("east"));
+        assert_eq!(
+            (f.local(), f.peers().collect::<Vec<_>>()),
+            ("east", vec!["west"])
+        );
+    }
+
+    /// The window takes envelopes while the link is up and has room; an ack frees its place;
+    /// the oldest unacked one sets the deadline; a dropped link gives back the rest in order.
+    #[test]
+    fn the_window_holds_what_was_sent_until_its_ack() {
+        let now = clock();
+        let mut f = Forwarding::new("east", ["west".to_owned()], 2, Duration::from_secs(5));
+        assert_eq!(f.room("west"), None, "down");
+        assert!(f.set_up("west", true) && !f.set_up("north", true));
+        assert_eq!(f.room("west"), Some((false, 0)));
+        f.sent("west", queued(3, "cat@west"), now(0));
+        f.sent("west", queued(7, "cat@west"), now(10));
+        assert_eq!(f.room("west"), None, "the window is full");
+        assert_eq!(f.poll_timeout(), Some(now(5000).mono));
+        assert!(f.stuck(now(4999)).is_empty());
+        assert_eq!(f.stuck(now(5000)), ["west"]);
+        assert_eq!(f.acked("west", 3).map(|e| e.seq), Some(3));
+        assert_eq!(f.acked("west", 3).map(|e| e.seq), None, "acked once");
+        let (busy, bytes) = f.room("west").expect("room again");
+        assert!(busy && bytes == queued(7, "cat@west").size_bytes());
+        f.sent("west", queued(9, "cat@west"), now(20));
+        let back: Vec<u64> = f.take_inflight("west").map(|e| e.seq).collect();
+        assert_eq!(back, [7, 9], "in acceptance order");
+        assert_eq!(f.room("west"), Some((false, 0)));
+        assert_eq!(f.poll_timeout(), None);
+    }
+
+    /// A peer's envelope is restamped for local delivery, or refused with a reason that never
+    /// quotes it.
+    #[test]
+    fn a_peers_envelope_is_checked_and_restamped() {
+        let f = Forwarding::new("east", ["west".to_owned()], 2, Duration::from_secs(5));
+        let roster = roster();
+        let text = |to: &str, from: &str| {
+            Envelope::new(
+                "e1".into(),
+                from.into(),
+                to.into(),
+                "2026-07-21T06:40:51Z".into(),
+                "task".into(),
+                None,
+                "{}".into(),
+            )
+            .expect("valid body")
+            .to_json()
+        };
+        let ok = check(
+            Some(&f),
+            &roster,
+            1 << 20,
+            "west",
+            &text("bee@east", "cat"),
+            1,
+        )
+        .expect("taken");
+        assert_eq!((ok.from.as_str(), ok.to.as_str()), ("cat@west", "bee"));
+        let refused = |r: Result<Envelope, (String, String)>| r.expect_err("refused").1;
+        let why = refused(check(
+            None,
+            &roster,
+            1 << 20,
+            "west",
+            &text("bee@east", "c"),
+            1,
+        ));
+        assert_eq!(why, "this hub does not take forwarded mail");
+        let why = refused(check(
+            Some(&f),
+            &roster,
+            1 << 20,
+            "north",
+            &text("bee@east", "c"),
+            1,
+        ));
+        assert_eq!(why, "this hub does not take forwarded mail from north");
+        let why = refused(check(
+            Some(&f),
+            &roster,
+            1 << 20,
+            "west",
+            &text("bee@east", "c"),
+            0,
+        ));
+        assert_eq!(why, format!("hop 0 is outside 1..={MAX_HOPS}"));
+        let why = refused(check(
+            Some(&f),
+            &roster,
+            1 << 20,
+            "west",
+            &text("cow@east", "c"),
+            1,
+        ));
+        assert_eq!(why, "no agent named \"cow\" on east");
+        let why = refused(check(
+            Some(&f),
+            &roster,
+            10,
+            "west",
+            &text("bee@east", "c"),
+            1,
+        ));
+        assert!(why.starts_with("envelope of ") && why.ends_with("line cap of 10 bytes"));
+    }
+}

@@ -258,3 +258,102 @@ pub(super) fn recordable(tried: &str, roster: &Roster, tasks: Option<&TaskBook>)
         && !roster.holds_token(tried)
         && !tasks.is_some_and(|b| b.holds_token(tried))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::event::Output;
+    use chrono::DateTime;
+
+    fn now(ms: u64, origin: Instant) -> Now {
+        let wall = DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+            .expect("fixed time")
+            .with_timezone(&Utc);
+        Now {
+            mono: origin + Duration::from_millis(ms),
+            wall: wall + chrono::Duration::milliseconds(ms as i64),
+        }
+    }
+
+    /// Strangers are recorded one by one within the burst, then counted, and the counts go out
+    /// as one `strangers` record when due; a name holding a token is never written.
+    #[test]
+    fn strangers_past_the_burst_are_counted_and_summed() {
+        let origin = crate::kernel::deadline::test_origin();
+        let (mut s, mut out) = (Strangers::default(), Outbox::default());
+        let recordable = |tried: &str| !tried.starts_with("tok-");
+        for conn in 0..u64::from(STRANGER_RECORD_BURST) {
+            let mut standing = Standing::Stranger;
+            assert!(s.outcome(
+                &mut standing,
+                conn,
+                None,
+                &recordable,
+                now(0, origin),
+                &mut out
+            ));
+            assert_eq!(standing, Standing::StrangerRecorded);
+        }
+        while out.pop().is_some() {}
+        let mut standing = Standing::Stranger;
+        let tried = Some("tok-secret".to_owned());
+        assert!(!s.outcome(
+            &mut standing,
+            99,
+            tried,
+            &recordable,
+            now(1, origin),
+            &mut out
+        ));
+        assert_eq!(standing, Standing::StrangerSummed);
+        assert_eq!(out.pop(), None, "counted, not written");
+        assert!(!s.outcome(
+            &mut standing,
+            99,
+            None,
+            &recordable,
+            now(1, origin),
+            &mut out
+        ));
+        s.sum(now(2, origin), false, &mut out);
+        assert_eq!(out.pop(), None, "not due yet");
+        assert_eq!(
+            s.poll_timeout(),
+            Some(now(1, origin).mono + STRANGER_SUMMARY_INTERVAL)
+        );
+        s.sum(now(2, origin), true, &mut out);
+        assert!(matches!(out.pop(), Some(Output::Log(l)) if l.starts_with("strangers: 1 ")));
+        assert!(matches!(
+            out.pop(),
+            Some(Output::Audit(AuditEvent::Strangers { connections: 1, auth_failed: 1, ref names, .. }))
+                if names.is_empty()
+        ));
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    /// A name holds at most `cap` connections; a refused hello stays a stranger to make room
+    /// for, and a slot freed is taken again.
+    #[test]
+    fn a_name_holds_at_most_its_cap_of_connections() {
+        let (mut s, mut out) = (Strangers::default(), Outbox::default());
+        for conn in 1..=3 {
+            s.arrived(conn);
+        }
+        assert!(s.authenticated(1, "bee", 2, &mut out));
+        assert!(s.authenticated(2, "bee", 2, &mut out));
+        assert!(!s.authenticated(3, "bee", 2, &mut out));
+        assert_eq!(
+            (s.held_by("bee"), s.unauthenticated(), s.oldest()),
+            (2, 1, Some(3))
+        );
+        s.free_slot("bee");
+        assert_eq!(s.held_by("bee"), 1);
+        s.left(3);
+        assert_eq!(s.unauthenticated(), 0);
+        let records = std::iter::from_fn(|| out.pop()).count();
+        assert_eq!(
+            records, 3,
+            "each hello that proved its name wrote its `connected`"
+        );
+    }
+}
