@@ -25,7 +25,7 @@ pub(super) struct Memory {
     /// When the ledger is next purged of settled ids past the retention window.
     next_purge: Option<Instant>,
     /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
-    /// for `status` (`hub::redelivery`); forgotten with its id.
+    /// for `status` (`hub::routing` records them, `verbs::status` shows them); forgotten with its id.
     reasons: FoldMap<u64, String>,
 }
 

@@ -254,7 +254,7 @@ impl Hub {
                 // Answered: close once the final line is written, without waiting for the
                 // client's close (a plain delivery's outcome is still decided at the close).
                 Phase::Replied | Phase::Delivering { ack: false, .. } => {
-                    // Its answer linger (`hub::linger`), if running, ends with this close.
+                    // Its answer linger (`Conns::flushed`), if running, ends with this close.
                     self.set_deadline(conn, None);
                     self.push_close(conn, false)
                 }
