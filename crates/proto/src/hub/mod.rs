@@ -20,8 +20,10 @@
 //!   envelopes), `presence` (last seen, `liveness`, `recent`, `remote_presence`), `forward`
 //!   (mail across hubs, §15); the router, the task book and the id source are held as they
 //!   are;
-//! - verbs, one file each in `verbs`, as functions over the machines they drive, with what
-//!   they share beside them (`admit`, `recipient`, `tasks`, `roster_reload`, `restore`);
+//! - functions over the machines they drive: the verbs, one file each in `verbs`, and the
+//!   other steps that span machines without being the hub's (`admit`: a new envelope's
+//!   checks and staging; `recipient`: the `warning` of `accepted`; `tasks`: delegated work's
+//!   glue as `TaskWork`; `roster_reload`; `restore`: the restart's sink);
 //! - the hub's own glue, `impl Hub` besides this file: `session` (the dispatcher: a line to
 //!   its verb, a connection's lifecycle), `routing` (an envelope's path across the machines,
 //!   forwarding's traffic) and `settle` (a batch's result carried out).
@@ -52,7 +54,7 @@ mod recent;
 pub mod remote_presence;
 mod settings;
 mod strangers;
-// Verbs and what they share.
+// Functions over machines: the verbs, and steps that span machines.
 mod admit;
 mod recipient;
 mod restore;
