@@ -25,8 +25,7 @@
 use super::admit::{Admission, Admit};
 use super::conn_map::ConnId;
 use super::conns::{Conn, Phase};
-use super::event::AuditEvent;
-use super::event::Output;
+use super::event::{AuditEvent, Output};
 use super::forward::{self, FORWARD_WINDOW_BYTES};
 use super::ledger::{IdText, State};
 use super::pipeline::AckInput;

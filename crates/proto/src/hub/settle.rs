@@ -16,6 +16,7 @@ use super::durable::StoreFailure;
 use super::event::{AuditEvent, Output};
 use super::ledger::{Record, State};
 use super::recipient::Known;
+use super::verbs;
 use super::Hub;
 use crate::kernel::now::Now;
 use crate::wire::{HubLine, TaskStateReply};
@@ -172,8 +173,8 @@ impl Hub {
         self.commit.synced_end(through, result);
     }
 
-    /// `reply` for an outcome the store must hold before the peer hears of it: while a batch
-    /// is waiting for its flush, the line waits for that flush too.
+    /// `reply` for an outcome the store must hold before the peer hears of it
+    /// (`verbs::reply_durable`): while a batch is waiting for its flush, the line waits too.
     pub(super) fn reply_durable(
         &mut self,
         conn: ConnId,
@@ -181,21 +182,8 @@ impl Hub {
         outcome: &'static str,
         now: Now,
     ) {
-        let Some(batch) = self.commit.unsynced() else {
-            return self.reply(conn, &line, outcome, now);
-        };
-        self.set_deadline(conn, None);
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.phase = Phase::Syncing { outcome };
-        }
-        self.commit.hold(
-            batch,
-            HeldReply::Line {
-                conn,
-                line,
-                outcome,
-            },
-        );
+        let (conns, out, commit) = (&mut self.conns, &mut self.outputs, &mut self.commit);
+        verbs::reply_durable(conns, out, commit, conn, line, outcome, now);
     }
 
     /// The commit of a staged send: the ledger remembers it, its sender is answered (once the
