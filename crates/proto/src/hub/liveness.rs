@@ -12,8 +12,8 @@
 //! through the loop's reports and never signals one.
 
 use super::event::Output;
-/// Named here too: the loop's public path for it (`hub::liveness::WatchedProcess`); it sits
-/// beside `Output`, which carries it.
+/// Named here too: the path the loop imports it by (`hub::liveness::WatchedProcess`, kept
+/// until the loop names `hub::WatchedProcess`); it sits beside `Output`, which carries it.
 pub use super::event::WatchedProcess;
 use super::outbox::Outbox;
 use super::router::Router;

@@ -70,7 +70,7 @@ mod settle;
 pub use crate::kernel::ids;
 pub use commit::{flush_failed_refusal, store_backlog_refusal};
 pub use conn_map::{ConnId, ConnMap};
-pub use event::{AuditEvent, Batch, Output, PeerSend};
+pub use event::{AuditEvent, Batch, Output, PeerSend, WatchedProcess};
 pub use id_key::Id;
 pub use names::Name;
 pub use restore::Restoring;
@@ -231,7 +231,7 @@ impl Hub {
     pub fn handle_process_exited(
         &mut self,
         name: &str,
-        process: liveness::WatchedProcess,
+        process: WatchedProcess,
         now: Now,
     ) {
         let liveness = &mut self.presence.liveness;
