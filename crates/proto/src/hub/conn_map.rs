@@ -1,6 +1,6 @@
-//! The hasher of the per-connection tables (`Hub::conns`, `server::Server::conns`), looked up several times per
-//! operation on every path: a multiply-and-rotate of the connection id instead of std's
-//! SipHash, which was a few per cent of the hub's user time under connection-per-op sends
+//! `ConnId`, and the hasher of the per-connection tables (`Hub::conns`,
+//! `server::Server::conns`), looked up several times per operation on every path: a
+//! multiply-and-rotate of the connection id instead of std's SipHash, which was a few per cent of the hub's user time under connection-per-op sends
 //! (docs/performance.md, issue 13, "Design decisions").
 //!
 //! Why it is safe here and nowhere else: SipHash's keyed randomness is what keeps a peer from
@@ -9,9 +9,11 @@
 //! neither pick nor repeat one. Tables keyed by anything a peer writes (agent names, envelope
 //! ids, peer names) hash with random keys (`fold_hash`, or std's `RandomState`).
 
-use super::ConnId;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+
+/// A connection as the core knows it: an opaque number the IO layer picks.
+pub type ConnId = u64;
 
 /// A `HashMap` keyed by connection id.
 pub type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<ConnIdHasher>>;

@@ -1,10 +1,14 @@
 //! What the core asks the IO layer to do: write a line, hand over an envelope, close a
 //! connection, record an audit event, log a service line, write a commit batch.
 //!
-//! Owns the output vocabulary of the core and the audit record encoding (format version
-//! `AUDIT_FORMAT_VERSION`). Refuses IO: the server writes these where they belong.
+//! Owns the output vocabulary of the core: `Output`, the payloads its variants carry
+//! (`Batch`, `PeerSend`, `WatchedProcess`, beside it as `durable` holds `StoreOp`, so no
+//! producer of an output is imported to name one), and the audit record encoding (format
+//! version `AUDIT_FORMAT_VERSION`). A leaf: it imports no other room of the hub but the
+//! leaves `conn_map` and `durable`. Refuses IO: the server writes these where they belong.
 
-use super::ConnId;
+use super::conn_map::ConnId;
+use super::durable::StoreOp;
 use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
@@ -32,7 +36,7 @@ pub enum Output {
     /// the flush with `Hub::handle_flushed`, and keep passing every line the client sends to
     /// `Hub::handle_line` (which answers it with an error and a `Close`) until the core's
     /// `Close` (the answer linger of SPEC §4.3, `limits.answer_linger_ms`, decided in
-    /// `hub::linger`) or the client's close; then call `Hub::handle_closed`.
+    /// `Conns::flushed`) or the client's close; then call `Hub::handle_closed`.
     Answered { conn: ConnId },
     /// Flush what is buffered, then close; the IO layer then calls `Hub::handle_closed`.
     /// With `linger` (the connection's last line was an error, or the answer linger is over,
@@ -47,8 +51,8 @@ pub enum Output {
     /// A service-log line at level ERROR (a failing store or disk).
     LogError(String),
     /// Write this batch (store operations, then audit records, then the store commit) and
-    /// report the result with `Hub::handle_committed` (`hub::commit::Batch`).
-    Commit(super::commit::Batch),
+    /// report the result with `Hub::handle_committed` (`Batch`).
+    Commit(Batch),
     /// Hand the envelope (canonical text, `to` = `name@peer`) to the relay link with `peer`
     /// as a `bus_forward`; report its ack with `Hub::handle_forward_ack(peer, seq, …)`, or a
     /// send the link refused as a permanent error there (SPEC §15).
@@ -72,7 +76,7 @@ pub enum Output {
     /// Send a task message to the relay peer over its lasting link (docs/delegation.md
     /// "Across hubs"). With no such link nothing is sent and the relay reports the link down
     /// (`Hub::handle_peer_link`); the book sends what it must again on the next link.
-    ToPeer(Box<super::PeerSend>),
+    ToPeer(Box<PeerSend>),
     /// A task was running when the hub last stopped and the store knows its process group:
     /// make sure that group is gone, if it is still the task's (docs/delegation.md
     /// "Durability"). Nothing waits for it.
@@ -80,7 +84,45 @@ pub enum Output {
     /// Check whether each process still runs (SPEC §14, `hub::liveness`): report each that
     /// exited with `Hub::handle_process_exited`, then `Hub::handle_processes_checked`. The
     /// loop only looks (never signals); a pid whose start time differs is another process.
-    CheckProcesses(Vec<(String, super::liveness::WatchedProcess)>),
+    CheckProcesses(Vec<(String, WatchedProcess)>),
+}
+
+/// One commit the IO layer must carry out, in this order: apply `store_ops` in one store
+/// transaction; append `audit` to the audit log (after the records already emitted); commit
+/// the store transaction. If any step fails, undo what was done (roll the transaction back,
+/// or take the audit batch back out when the store commit fails) and report the error with
+/// `Hub::handle_committed(id, Err(..))`; on success report `Ok`. With `sync`, ask the store's
+/// flush to disk for `id` after a successful commit and report it with `Hub::handle_synced`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// Batches are numbered in the order they are emitted, from 1.
+    pub id: u64,
+    pub store_ops: Vec<StoreOp>,
+    pub audit: Vec<AuditEvent>,
+    /// Replies wait for the flush of this batch to disk (`store.sync = "full"`).
+    pub sync: bool,
+}
+
+/// One task message for a relay peer (`Output::ToPeer`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerSend {
+    pub peer: String,
+    pub payload: crate::relay::message::Payload,
+    /// A final `task_handoff` of the peer's task of this id: the relay reports its ack.
+    pub handoff: Option<String>,
+}
+
+// `Output` is `Eq`; the payloads the book builds carry only finite numbers (it drops NaN and
+// infinite costs), so equality is reflexive for every value made here.
+impl Eq for PeerSend {}
+
+/// A process the loop is asked to check: `start` is its start time as the reporter read it
+/// (Linux: `/proc/PID/stat` field 22), None when unknown; a process with that pid but another
+/// start time is a different process, and the watched one has exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WatchedProcess {
+    pub pid: u32,
+    pub start: Option<u64>,
 }
 
 /// A protocol event for the audit log.

@@ -24,9 +24,9 @@
 //!
 //! Owns that bookkeeping. Refuses IO and clocks: times are wall-clock milliseconds passed in.
 
-use super::fold_hash::FoldMap;
 use super::id_key::{Id, Key as IdKey};
 use super::names::{Name, Names};
+use crate::kernel::fold_hash::FoldMap;
 use crate::wire::Reader;
 use sha2::{Digest, Sha256};
 use std::cell::Cell;

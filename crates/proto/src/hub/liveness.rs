@@ -12,9 +12,15 @@
 //! through the loop's reports and never signals one.
 
 use super::event::Output;
-use super::fold_hash::FoldMap;
-use super::{ConnId, Hub, Now};
-use crate::wire::{HubLine, TurnReply, TurnRequest, UNKNOWN_STATE};
+/// Named here too: the path the loop imports it by (`hub::liveness::WatchedProcess`, kept
+/// until the loop names `hub::WatchedProcess`); it sits beside `Output`, which carries it.
+pub use super::event::WatchedProcess;
+use super::outbox::Outbox;
+use super::router::Router;
+use crate::kernel::fold_hash::FoldMap;
+use crate::kernel::now::Now;
+use crate::roster::Roster;
+use crate::wire::UNKNOWN_STATE;
 use std::time::{Duration, Instant};
 
 /// How often the watched processes are checked while there are any: `who` shows an exit
@@ -38,7 +44,7 @@ impl TurnState {
         }
     }
 
-    fn parse(s: &str) -> Option<TurnState> {
+    pub(super) fn parse(s: &str) -> Option<TurnState> {
         match s {
             "busy" => Some(TurnState::Busy),
             "idle" => Some(TurnState::Idle),
@@ -67,15 +73,6 @@ impl Source {
             Source::Process => "process",
         }
     }
-}
-
-/// A process the loop is asked to check: `start` is its start time as the reporter read it
-/// (Linux: `/proc/PID/stat` field 22), None when unknown; a process with that pid but another
-/// start time is a different process, and the watched one has exited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct WatchedProcess {
-    pub pid: u32,
-    pub start: Option<u64>,
 }
 
 /// One name's known state.
@@ -124,7 +121,13 @@ impl Liveness {
     /// Records a report from `name`. A report without a pid keeps the watched process if it
     /// is the same state change of the same session; one with a pid replaces it. A `gone`
     /// about another pid than the watched one says nothing about the watched process.
-    fn report(&mut self, name: &str, state: TurnState, process: Option<WatchedProcess>, now: Now) {
+    pub(super) fn report(
+        &mut self,
+        name: &str,
+        state: TurnState,
+        process: Option<WatchedProcess>,
+        now: Now,
+    ) {
         let now_ms = now.wall.timestamp_millis();
         let prev = self.known.get(name);
         if state == TurnState::Gone {
@@ -184,91 +187,60 @@ impl Liveness {
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.next_check
     }
-}
-
-impl Hub {
-    /// `turn` (SPEC §14): records the caller's report and answers with its state as `who`
-    /// now shows it. Only a roster name has a state; a task identity is refused.
-    pub(in crate::hub) fn on_turn(&mut self, conn: ConnId, req: TurnRequest, now: Now) {
-        let name = self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated");
-        if !self.roster.contains(&name) {
-            return self.fail(conn, "turn is for roster agents only", now);
-        }
-        let Some(state) = TurnState::parse(&req.state) else {
-            // `ClientLine::decode` admits only the three states.
-            return self.fail(conn, "invalid turn: state must be busy, idle or gone", now);
-        };
-        let process = req
-            .pid
-            .and_then(|p| u32::try_from(p).ok())
-            .map(|pid| WatchedProcess {
-                pid,
-                start: req.start,
-            });
-        self.liveness.report(&name, state, process, now);
-        let parked = self.router.stats(&name).parked > 0;
-        let state = self.state_of(&name, parked).0;
-        self.reply(
-            conn,
-            &HubLine::Turn(TurnReply {
-                state: state.to_owned(),
-            }),
-            "turn",
-            now,
-        );
-    }
 
     /// The loop saw a process it was asked to check (`Output::CheckProcesses`) gone: its name
-    /// becomes `gone`. Called for each exited one, then `handle_processes_checked`.
-    pub fn handle_process_exited(&mut self, name: &str, process: WatchedProcess, now: Now) {
-        if self.liveness.exited(name, process, now) {
-            self.outputs.push_back(Output::Log(format!(
+    /// becomes `gone`. Called for each exited one, then `checked`.
+    pub(super) fn process_exited(
+        &mut self,
+        name: &str,
+        process: WatchedProcess,
+        now: Now,
+        out: &mut Outbox,
+    ) {
+        if self.exited(name, process, now) {
+            out.log(format!(
                 "liveness: name={name} pid={} exited; state gone",
                 process.pid
-            )));
+            ));
         }
     }
 
     /// The loop finished the check `Output::CheckProcesses` asked for: the next one is due a
     /// `PROCESS_CHECK_INTERVAL` from now while any process is still watched.
-    pub fn handle_processes_checked(&mut self, now: Now) {
-        self.liveness.checking = false;
-        self.liveness.next_check = (!self.liveness.watched().is_empty())
+    pub(super) fn checked(&mut self, now: Now) {
+        self.checking = false;
+        self.next_check = (!self.watched().is_empty())
             .then(|| crate::kernel::deadline::after(now.mono, PROCESS_CHECK_INTERVAL));
     }
 
-    /// Called from `handle_timeout`: asks the loop to check the watched processes when due.
-    pub(in crate::hub) fn expire_liveness(&mut self, now: Now) {
-        if !self.liveness.next_check.is_some_and(|t| t <= now.mono) {
+    /// Called from `handle_timeout`: asks the loop to check the watched processes when due,
+    /// first forgetting the names no longer on `roster`.
+    pub(super) fn expire(&mut self, now: Now, roster: &Roster, out: &mut Outbox) {
+        if !self.next_check.is_some_and(|t| t <= now.mono) {
             return;
         }
-        let roster = &self.roster;
-        self.liveness.retain(|n| roster.contains(n));
-        let watched = self.liveness.watched();
-        self.liveness.next_check = None;
+        self.retain(|n| roster.contains(n));
+        let watched = self.watched();
+        self.next_check = None;
         if watched.is_empty() {
             return;
         }
-        self.liveness.checking = true;
-        self.outputs.push_back(Output::CheckProcesses(watched));
+        self.checking = true;
+        out.push(Output::CheckProcesses(watched));
     }
 
     /// An await of `name` is about to park: a run of waiting starts now if none was parked.
     /// Only roster names have a state (a task identity's awaits are not kept here).
-    pub(in crate::hub) fn note_parking(&mut self, name: &str, now: Now) {
-        if self.roster.contains(name) && self.router.stats(name).parked == 0 {
-            self.liveness
-                .waiting_since
+    pub(super) fn note_parking(&mut self, name: &str, roster: &Roster, router: &Router, now: Now) {
+        if roster.contains(name) && router.stats(name).parked == 0 {
+            self.waiting_since
                 .insert(name.to_owned(), now.wall.timestamp_millis());
         }
     }
 
     /// A roster name's state, when it entered it (unix ms) and its source (SPEC §14): a
     /// parked await (`parked`) first, then what its hooks and process said, else `unknown`.
-    pub(in crate::hub) fn state_of(
+    pub(super) fn state_of(
         &self,
         name: &str,
         parked: bool,
@@ -276,17 +248,102 @@ impl Hub {
         if parked {
             return (
                 "waiting",
-                self.liveness.waiting_since(name),
+                self.waiting_since(name),
                 Some(Source::Await.as_str()),
             );
         }
-        match self.liveness.known(name) {
+        match self.known(name) {
             Some(k) => (k.state.as_str(), Some(k.since_ms), Some(k.source.as_str())),
             None => (UNKNOWN_STATE, None, None),
         }
     }
+}
 
-    pub fn liveness(&self) -> &Liveness {
-        &self.liveness
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, Utc};
+
+    fn clock() -> impl Fn(u64) -> Now {
+        let origin = crate::kernel::deadline::test_origin();
+        let wall = DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+            .expect("fixed time")
+            .with_timezone(&Utc);
+        move |ms| Now {
+            mono: origin + Duration::from_millis(ms),
+            wall: wall + chrono::Duration::milliseconds(ms as i64),
+        }
+    }
+
+    fn roster() -> Roster {
+        Roster::parse("[agents]\nbee = \"tok-bee\"\nant = \"tok-ant\"\n").expect("valid roster")
+    }
+
+    const PID: WatchedProcess = WatchedProcess {
+        pid: 42,
+        start: Some(7),
+    };
+
+    /// A watched process is checked an interval after it was reported, once at a time; its
+    /// exit makes the name `gone`, with one service-log line.
+    #[test]
+    fn a_watched_process_is_checked_once_at_a_time_and_its_exit_is_logged() {
+        let now = clock();
+        let (mut l, mut out, roster) = (Liveness::default(), Outbox::default(), roster());
+        l.report("bee", TurnState::Busy, Some(PID), now(0));
+        assert_eq!(l.poll_timeout(), Some(now(1000).mono));
+        l.expire(now(999), &roster, &mut out);
+        assert_eq!(out.pop(), None, "not due yet");
+        l.expire(now(1000), &roster, &mut out);
+        assert_eq!(
+            out.pop(),
+            Some(Output::CheckProcesses(vec![("bee".into(), PID)]))
+        );
+        assert_eq!(l.poll_timeout(), None, "no second check while one is out");
+        l.process_exited("bee", PID, now(1200), &mut out);
+        assert_eq!(
+            out.pop(),
+            Some(Output::Log(
+                "liveness: name=bee pid=42 exited; state gone".into()
+            ))
+        );
+        l.checked(now(1300));
+        assert_eq!(l.poll_timeout(), None, "nothing left to watch");
+        assert_eq!(l.state_of("bee", false).0, "gone");
+        // Another pid's exit, or a name never watched, changes nothing and logs nothing.
+        l.process_exited("ant", PID, now(1400), &mut out);
+        assert_eq!(out.pop(), None);
+    }
+
+    /// A parked await outranks what the hooks said; a name taken off the roster is forgotten
+    /// at the next check.
+    #[test]
+    fn waiting_outranks_the_hooks_and_names_off_the_roster_are_forgotten() {
+        let now = clock();
+        let (mut l, mut out) = (Liveness::default(), Outbox::default());
+        let mut router = Router::new(10, 1 << 20);
+        l.report("bee", TurnState::Idle, Some(PID), now(0));
+        l.note_parking("bee", &roster(), &router, now(5));
+        l.note_parking("stranger", &roster(), &router, now(5));
+        let t0 = now(0).wall.timestamp_millis();
+        assert_eq!(
+            l.state_of("bee", true),
+            ("waiting", Some(t0 + 5), Some("await"))
+        );
+        assert_eq!(l.state_of("bee", false), ("idle", Some(t0), Some("hook")));
+        assert_eq!(l.waiting_since("stranger"), None, "only roster names");
+        // A second await while one is parked keeps the run's start.
+        let filter = crate::hub::router::Filter {
+            reply_to: None,
+            kind: None,
+        };
+        router.park("bee", filter, 1);
+        l.note_parking("bee", &roster(), &router, now(9));
+        assert_eq!(l.waiting_since("bee"), Some(t0 + 5));
+        let smaller = Roster::parse("[agents]\nant = \"tok-ant\"\n").expect("valid roster");
+        l.expire(now(1000), &smaller, &mut out);
+        assert_eq!(out.pop(), None, "nothing watched is left to check");
+        assert!(l.known("bee").is_none() && l.waiting_since("bee").is_none());
+        assert_eq!(l.state_of("bee", false), (UNKNOWN_STATE, None, None));
     }
 }

@@ -6,353 +6,164 @@
 //! next deadline is `poll_timeout`. Refuses: sockets, files, clocks, threads. The mio loop in
 //! `server` only moves bytes and applies outputs.
 //!
-//! This file holds the `Hub` itself, its constructor, the deadline and output entry points and
-//! the types the rooms share; each room has one job: `session` (one connection's protocol,
-//! SPEC §2, §4), `verbs` (one file per verb: send, await, ack, status, who), `routing` (an
-//! accepted envelope to a waiter or a queue, delivery, loss and bounce, SPEC §5.3), `pipeline`
-//! (input held while a verb is pending, §4.3), `commit` (the batch lifecycle, §12.1),
-//! `redelivery`, `forward` (§15), `restore` (startup from the store), `liveness` (§14),
-//! `recipient` (the `warning` of `accepted`, §5.1), `admit`, `ledger`, `router`, `event`, `ids`.
+//! The house (PLAN.md §14 "Sub-machines"). This file holds the `Hub`, its constructor and its
+//! entry points, and registers the rooms, which come in four kinds:
+//! - leaves, which import no other room but leaves: the vocabulary (`event`: `Output`, its
+//!   payloads and the audit records; `durable`: what the store is asked to keep; `limits`;
+//!   `conn_map`: `ConnId`; `id_key`; `names`; `pipeline`: held input) and the data
+//!   structures everything is kept in (`ledger`, `router` with `queue_index`, `outbox`);
+//! - machines, each a struct that owns its state, with its own methods and tests, held by the
+//!   hub and called by it; a machine imports leaves and the machines it holds, never the
+//!   hub: `settings` (roster, limits, operators), `conns` (connections, their deadlines, the
+//!   `strangers`' books, the status waits of `receipts`), `commit` (staging, acceptance
+//!   order, batches, held replies), `memory` (the ledger, its purge, the reasons of gone
+//!   envelopes), `presence` (last seen, `liveness`, `recent`, `remote_presence`), `forward`
+//!   (mail across hubs, §15); the router, the task book and the id source are held as they
+//!   are;
+//! - functions over the machines they drive: the verbs, one file each in `verbs`, and the
+//!   other steps that span machines without being the hub's (`admit`: a new envelope's
+//!   checks and staging; `recipient`: the `warning` of `accepted`; `tasks`: delegated work's
+//!   glue as `TaskWork`; `roster_reload`; `restore`: the restart's sink);
+//! - the hub's own glue, `impl Hub` besides this file: `session` (the dispatcher: a line to
+//!   its verb, a connection's lifecycle), `routing` (an envelope's path across the machines,
+//!   forwarding's traffic) and `settle` (a batch's result carried out).
+//!
+//! No room imports this file but the glue.
 
-mod admit;
-mod commit;
+// Leaves.
 mod conn_map;
 pub mod durable;
-// The kernel's hash maps (`kernel::fold_hash`), under the name the hub's files use.
-pub(crate) use crate::kernel::fold_hash;
-pub use conn_map::ConnMap;
 pub mod event;
-pub mod forward;
 mod id_key;
-/// The core's id source (`kernel::ids`), under the name the core's callers use.
-pub use crate::kernel::ids;
 pub mod ledger;
 pub mod limits;
-mod linger;
-pub mod liveness;
 mod names;
-mod peer_tasks;
+mod outbox;
 mod pipeline;
 mod queue_index;
+pub mod router;
+// Machines.
+mod commit;
+mod conns;
+pub mod forward;
+pub mod liveness;
+mod memory;
+mod presence;
 mod receipts;
 mod recent;
-mod recipient;
-mod redelivery;
 pub mod remote_presence;
+mod settings;
+mod strangers;
+// Functions over machines: the verbs, and steps that span machines.
+mod admit;
+mod recipient;
 mod restore;
-pub use restore::Restoring;
 pub mod roster_reload;
-pub mod router;
+mod tasks;
+mod verbs;
+// The hub's glue.
 mod routing;
 mod session;
-mod strangers;
+mod settle;
+
+/// The core's id source (`kernel::ids`), under the name the core's callers use.
+pub use crate::kernel::ids;
+pub use commit::{flush_failed_refusal, store_backlog_refusal};
+pub use conn_map::{ConnId, ConnMap};
+pub use event::{AuditEvent, Batch, Output, PeerSend, WatchedProcess};
+pub use id_key::Id;
+pub use names::Name;
+pub use restore::Restoring;
+pub use roster_reload::RosterChange;
+pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
 pub use strangers::{
     STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
 };
-mod tasks;
-mod verbs;
 
-pub use event::{AuditEvent, Output};
-pub use id_key::Id;
-pub use names::Name;
-pub use roster_reload::RosterChange;
-pub use router::{Filter, MailboxStats, Parked, Queued, Router, Work};
-
-use crate::hub::durable::StoreOp;
 use crate::roster::Roster;
-use crate::wire::HubLine;
-use fold_hash::FoldMap;
-use ledger::{Ledger, State};
+use crate::tasks::TaskBook;
+use durable::StoreOp;
 use limits::Limits;
-use session::{Conn, Phase};
-use std::collections::{BTreeSet, VecDeque};
-use std::time::{Duration, Instant};
-
-/// A connection as the core knows it: an opaque number the IO layer picks.
-pub type ConnId = u64;
+use std::time::Instant;
 
 /// The time, passed in (`kernel::now`), under the name the core's callers use.
 pub use crate::kernel::now::Now;
 
-/// Where a staged send goes once committed.
-#[derive(Debug)]
-enum Target {
-    /// A waiter claimed at staging time (still `Phase::Claimed` unless it went away).
-    Waiter(ConnId),
-    /// The queue; `reserved` says whether cap room was reserved (bounces waive the caps).
-    Queue { reserved: bool },
-}
-
-#[derive(Debug)]
-struct Staged {
-    /// The sender's connection; None for the hub's own bounces and for envelopes from peers.
-    conn: Option<ConnId>,
-    /// An envelope a peer hub forwarded: its peer id and the `bus_forward`'s relay message id,
-    /// acked once the envelope is durable here (SPEC §15).
-    from_peer: Option<(String, String)>,
-    env: Queued,
-    target: Target,
-    /// For the ledger (idempotent resends).
-    digest: [u8; 32],
-    /// Store changes and audit records written in the same batch as this envelope, or not
-    /// at all: a task's final state rides with its outcome envelope (docs/delegation.md
-    /// "Durability"), so neither is ever committed without the other.
-    rider: Option<Box<Rider>>,
-}
-
-/// What rides with a staged envelope (`Staged::rider`).
-#[derive(Debug, Default)]
-struct Rider {
-    store: Vec<StoreOp>,
-    audit: Vec<AuditEvent>,
-}
-
-/// A task step with no envelope that must be committed before something follows from it
-/// (docs/delegation.md "Durability"): a delegation before its `delegated` reply, a task's
-/// `running` state before its agent is started.
-#[derive(Debug)]
-struct StagedTask {
-    store: Vec<StoreOp>,
-    audit: Vec<AuditEvent>,
-    then: TaskThen,
-}
-
-#[derive(Debug)]
-enum TaskThen {
-    /// Answer the delegator's connection (`delegated`); on a failed commit, refuse it and
-    /// withdraw the task.
-    Reply {
-        conn: ConnId,
-        task: crate::tasks::TaskId,
-    },
-    /// Start the agent.
-    Start(Box<crate::tasks::StartSpec>),
-    /// Nothing waits for it (a state the book records, such as `cancelling`).
-    Nothing,
-    /// Messages to relay peers, sent once the step that caused them is durable
-    /// (docs/delegation.md "Across hubs").
-    ToPeer(Vec<PeerSend>),
-}
-
-/// One task message for a relay peer (`Output::ToPeer`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeerSend {
-    pub peer: String,
-    pub payload: crate::relay::message::Payload,
-    /// A final `task_handoff` of the peer's task of this id: the relay reports its ack.
-    pub handoff: Option<String>,
-}
-
-// `Output` is `Eq`; the payloads the book builds carry only finite numbers (it drops NaN and
-// infinite costs), so equality is reflexive for every value made here.
-impl Eq for PeerSend {}
-
-/// An ack waiting for the commit that makes it durable (SPEC §12.2).
-#[derive(Debug)]
-struct StagedAck {
-    conn: ConnId,
-    env: Queued,
-}
-
-/// A final line, or a peer's forward ack, that waits for the store's flush of the commit
-/// `batch` (SPEC §12.1).
-#[derive(Debug)]
-struct Held {
-    batch: u64,
-    reply: HeldReply,
-}
-
-#[derive(Debug)]
-enum HeldReply {
-    Line {
-        conn: ConnId,
-        line: HubLine,
-        outcome: &'static str,
-    },
-    ForwardAck {
-        peer: String,
-        ack_id: String,
-    },
-}
-
 /// The hub core. One per server; every method is synchronous and cheap.
 #[derive(Debug)]
 pub struct Hub {
-    roster: Roster,
-    limits: Limits,
+    /// The roster, `[limits]` and `operators` (`settings`).
+    settings: settings::Settings,
+    /// The connections, their deadlines, the strangers' books and the parked status waits
+    /// (`conns`).
+    conns: conns::Conns,
+    /// The queues and parked awaits (`router`).
     router: Router,
-    /// Boxed: a map's table holds up to 2.3 times its entries' worth of slots, so an inline
-    /// `Conn` (then 280 bytes) cost about 470 bytes per parked await at 10,000 of them
-    /// (docs/performance.md, "W3: memory per parked await"); a box costs its own size. Keyed
-    /// by the ids the IO layer hands out, so the cheap hasher serves (`hub::conn_map`).
-    conns: conn_map::ConnMap<Box<Conn>>,
-    deadlines: BTreeSet<(Instant, ConnId)>,
-    staged: Vec<Staged>,
-    outputs: VecDeque<Output>,
-    shutting_down: bool,
-    /// The next acceptance number (`Queued::seq`).
-    next_seq: u64,
-    staged_acks: Vec<StagedAck>,
-    ledger: Ledger,
-    /// Whether store operations are wanted (a durable store is configured).
-    durable: bool,
-    /// When the ledger is next purged of settled ids past the retention window.
-    next_purge: Option<Instant>,
-    /// Per agent: when it last authenticated and when it was last delivered to (wall ms).
-    seen: FoldMap<String, (Option<i64>, Option<i64>)>,
-    /// Replies waiting for the store's flush, in commit order.
-    held: VecDeque<Held>,
-    /// The newest committed batch whose flush has not been reported: while set, every
-    /// `accepted` and `acked` reply waits for it (`hold_replies_until`).
-    unsynced: Option<u64>,
-    /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
-    /// copy's pages may never reach the disk (the loop refuses new sends likewise).
-    flush_failed: Option<String>,
+    /// Staged work, acceptance order, batches and their results, held replies (`commit`).
+    commit: commit::Commits,
+    /// The ledger of accepted ids, its purge and the reasons of gone envelopes (`memory`).
+    memory: memory::Memory,
+    /// Last seen and delivered, liveness, the last envelopes, peers' names (`presence`).
+    presence: presence::PresenceBook,
     /// Mail across hubs (SPEC §15), when the relay has forwarding peers.
     forwarding: Option<forward::Forwarding>,
-    /// The batches of staged work and their results (`commit`).
-    commit: commit::Commits,
+    /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
+    tasks: Option<TaskBook>,
     /// Ids for the hub's own envelopes.
     ids: Box<dyn ids::IdSource>,
-    /// Why each remembered envelope that is `bounced` or `lost` is gone, by acceptance seq,
-    /// for `status` (`hub::redelivery`); forgotten with its id.
-    reasons: FoldMap<u64, String>,
-    /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
-    tasks: Option<crate::tasks::TaskBook>,
-    /// Task steps waiting for a batch (`StagedTask`).
-    staged_tasks: Vec<StagedTask>,
-    /// Parked `status` waits (`receipts`).
-    receipts: receipts::Waits,
-    /// What each roster name's agent process is doing (SPEC §14, `liveness`).
-    liveness: liveness::Liveness,
-    /// The last envelopes accepted, as metadata, for `activity` (SPEC §14.1).
-    recent: recent::Recent,
-    /// What linked peers' directories say of their own agents (SPEC §14.1 "Remote names").
-    remote: remote_presence::RemotePresence,
-    /// Connections without an identity, connections per name, strangers' records
-    /// (`strangers`, SPEC §4.6, §8.1).
-    strangers: strangers::Strangers,
-    /// Roster names whose `who` and `activity` show everything (`verbs::who`, SPEC §14
-    /// "Visibility"); anyone else sees its own filters, envelopes and tasks only.
-    operators: Vec<String>,
+    /// What the core asks of the IO layer, in order (`outbox`).
+    outputs: outbox::Outbox,
 }
-
-/// How often settled ids are purged from the ledger.
-const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 impl Hub {
     /// A hub with no connections. `ids` makes the ids of the hub's own envelopes (bounces):
     /// the core draws nothing random itself (`ids`).
     pub fn new(roster: Roster, limits: Limits, ids: Box<dyn ids::IdSource>) -> Hub {
-        let router = Router::new(limits.queue_max_envelopes, limits.queue_max_bytes)
-            .with_total_cap(limits.hub_max_bytes);
-        let ledger = Ledger::new(limits.idempotency_window_secs, limits.idempotency_max_ids)
-            .with_max_bytes(limits.idempotency_max_bytes);
+        let settings = settings::Settings::new(roster, limits);
+        let router = settings.new_router();
+        let ledger = settings.new_ledger();
         Hub {
-            roster,
-            limits,
+            settings,
+            conns: conns::Conns::default(),
             router,
-            conns: conn_map::ConnMap::default(),
-            deadlines: BTreeSet::new(),
-            staged: Vec::new(),
-            outputs: VecDeque::new(),
-            shutting_down: false,
-            next_seq: 0,
-            staged_acks: Vec::new(),
-            ledger,
-            durable: false,
-            next_purge: None,
-            seen: FoldMap::default(),
-            held: VecDeque::new(),
-            unsynced: None,
-            flush_failed: None,
-            forwarding: None,
-            reasons: FoldMap::default(),
             commit: commit::Commits::default(),
-            ids,
+            memory: memory::Memory::new(ledger),
+            presence: presence::PresenceBook::default(),
+            forwarding: None,
             tasks: None,
-            staged_tasks: Vec::new(),
-            receipts: receipts::Waits::default(),
-            liveness: liveness::Liveness::default(),
-            recent: recent::Recent::default(),
-            remote: remote_presence::RemotePresence::default(),
-            strangers: strangers::Strangers::default(),
-            operators: Vec::new(),
+            ids,
+            outputs: outbox::Outbox::default(),
         }
     }
 
     /// The config's `operators`: the names that get the operator's view of `who` and
     /// `activity` (SPEC §14 "Visibility").
     pub fn with_operators(mut self, operators: Vec<String>) -> Hub {
-        self.operators = operators;
+        self.settings.operators = operators;
         self
     }
 
     /// Asks for store operations in each `Output::Commit`: set when a durable store is
     /// configured.
     pub fn with_durable(mut self, durable: bool) -> Hub {
-        self.durable = durable;
+        self.commit.set_durable(durable);
         self
     }
 
     /// Expires every deadline at or before `now`. The loop calls it once per iteration.
     pub fn handle_timeout(&mut self, now: Now) {
-        self.new_commit_round();
-        while let Some(&(at, conn)) = self.deadlines.first() {
-            if at > now.mono {
-                break;
-            }
-            self.deadlines.remove(&(at, conn));
-            let Some(c) = self.conns.get_mut(&conn) else {
-                continue;
-            };
-            c.deadline = None;
-            match &c.phase {
-                Phase::Hello => {
-                    let msg = format!("no hello within {} ms", self.limits.hello_timeout_ms);
-                    self.fail(conn, &msg, now);
-                }
-                Phase::Verb => {
-                    let msg = format!("no verb within {} ms", self.limits.verb_timeout_ms);
-                    self.fail(conn, &msg, now);
-                }
-                Phase::Parked { parked, .. } => {
-                    let parked = parked.clone();
-                    self.router.unpark(&parked);
-                    let name = parked.agent;
-                    self.outputs
-                        .push_back(Output::Audit(AuditEvent::Timeout { conn, name }));
-                    self.reply(conn, &HubLine::Timeout, "timeout", now);
-                }
-                Phase::StatusWait { .. } => self.status_wait_timeout(conn, now),
-                Phase::Delivering { ack: true, .. } => {
-                    let msg = format!(
-                        "no ack within {} ms; the envelope will be delivered again",
-                        self.limits.ack_timeout_ms
-                    );
-                    self.return_unacked(conn, &msg, now);
-                }
-                phase if linger::answered(phase) => self.answer_linger_over(conn),
-                _ => {}
-            }
-        }
-        self.sum_strangers(now, false);
+        self.commit.new_round();
+        self.expire_conns(now);
+        self.conns.sum_strangers(&mut self.outputs, now, false);
         self.expire_forwards(now);
-        self.expire_tasks(now);
-        self.expire_liveness(now);
-        if self.next_purge.is_some_and(|t| t <= now.mono) {
-            let now_ms = now.wall.timestamp_millis();
-            for (sender, id, seq) in self.ledger.purge(now_ms) {
-                self.reasons.remove(&seq);
-                self.store(StoreOp::Forget { seq, sender, id });
-            }
-            // A backlog (a restart after a long stop) is forgotten a batch per iteration.
-            let wait = if self.ledger.purge_pending(now_ms) {
-                Duration::ZERO
-            } else {
-                PURGE_INTERVAL
-            };
-            self.next_purge = Some(crate::kernel::deadline::after(now.mono, wait));
+        let (mut work, out) = self.task_work();
+        work.expire(now, out);
+        let roster = &self.settings.roster;
+        self.presence
+            .liveness
+            .expire(now, roster, &mut self.outputs);
+        for (sender, id, seq) in self.memory.purge_due(now) {
+            self.commit.store(StoreOp::Forget { seq, sender, id });
         }
     }
 
@@ -360,8 +171,7 @@ impl Hub {
     /// after every loss, bounce and requeue the shutdown itself caused (SPEC §4.6, §8.1).
     pub fn stopped(&mut self) {
         let queued = self.router.total_queued();
-        self.outputs
-            .push_back(Output::Audit(AuditEvent::Shutdown { queued }));
+        self.outputs.audit(AuditEvent::Shutdown { queued });
     }
 
     /// Queued envelopes across all agents.
@@ -372,18 +182,20 @@ impl Hub {
     // ----- outputs -----
 
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+        self.outputs.pop()
     }
 
     /// The earliest deadline the core holds; the IO loop must call `handle_timeout` by then.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
-            self.deadlines.first().map(|&(at, _)| at),
-            self.next_purge,
-            self.forward_deadline(),
-            self.commit_deadline(),
-            self.liveness.poll_timeout(),
-            self.strangers.poll_timeout(),
+            self.conns.poll_timeout(),
+            self.memory.poll_timeout(),
+            self.forwarding
+                .as_ref()
+                .and_then(forward::Forwarding::poll_timeout),
+            self.commit.poll_timeout(),
+            self.presence.liveness.poll_timeout(),
+            self.conns.strangers_due(),
             self.tasks
                 .as_ref()
                 .and_then(crate::tasks::TaskBook::poll_timeout),
@@ -395,20 +207,12 @@ impl Hub {
 
     /// Starts the periodic ledger purge (the loop calls this once it runs).
     pub fn start_purging(&mut self, now: Now) {
-        self.next_purge = Some(now.mono + PURGE_INTERVAL);
-    }
-
-    /// Brings the next purge forward to `now` (the ledger is over a budget), once purging has
-    /// started: before that (a restart restoring rows) the first purge is already due soon.
-    fn purge_soon(&mut self, now: Now) {
-        if let Some(at) = self.next_purge.as_mut() {
-            *at = (*at).min(now.mono);
-        }
+        self.memory.start_purging(now);
     }
 
     /// What the ledger's records are charged against `limits.idempotency_max_bytes`.
     pub fn ledger_bytes(&self) -> usize {
-        self.ledger.bytes()
+        self.memory.ledger.bytes()
     }
 
     /// Queue and waiter counts for one agent.
@@ -420,13 +224,333 @@ impl Hub {
         &self.router
     }
 
+    // ----- presence (SPEC §14) -----
+
+    /// The loop saw a process it was asked to check (`Output::CheckProcesses`) gone: its name
+    /// becomes `gone`. Called for each exited one, then `handle_processes_checked`.
+    pub fn handle_process_exited(
+        &mut self,
+        name: &str,
+        process: WatchedProcess,
+        now: Now,
+    ) {
+        let liveness = &mut self.presence.liveness;
+        liveness.process_exited(name, process, now, &mut self.outputs);
+    }
+
+    /// The loop finished the check `Output::CheckProcesses` asked for: the next one is due a
+    /// `PROCESS_CHECK_INTERVAL` from now while any process is still watched.
+    pub fn handle_processes_checked(&mut self, now: Now) {
+        self.presence.liveness.checked(now);
+    }
+
+    pub fn liveness(&self) -> &liveness::Liveness {
+        &self.presence.liveness
+    }
+
+    /// A lasting link's peer applied a heartbeat: `agents` is its whole directory now.
+    /// `peer` is the authenticated link's peer id.
+    pub fn handle_peer_directory(
+        &mut self,
+        peer: &str,
+        agents: std::collections::BTreeMap<String, crate::relay::message::AgentEntry>,
+    ) {
+        self.presence.remote.apply(peer, agents);
+    }
+
+    pub fn remote_presence(&self) -> &remote_presence::RemotePresence {
+        &self.presence.remote
+    }
+
+    /// This hub's own roster names as its heartbeats state them (docs/relay-protocol.md §5):
+    /// parked awaits, queue length, and the liveness `who` shows. Never a peer's entry.
+    pub fn local_directory(&self) -> Vec<(String, crate::relay::message::AgentEntry)> {
+        remote_presence::directory(self.local_presence().agents)
+    }
+
+    // ----- commits (SPEC §12.1; `commit`, `settle`) -----
+
+    /// With `sync`, committed batches wait for `handle_synced` before their `accepted` and
+    /// `acked` replies go out (`store.sync = "full"`, SPEC §12.1).
+    pub fn with_sync(mut self, sync: bool) -> Hub {
+        self.commit.sync = sync;
+        self
+    }
+
+    /// The loop reached its commit point (after the input of an iteration, and again after
+    /// socket writes produced more work): if anything waits and nothing holds it back, the
+    /// core emits the next `Output::Commit`. `store_holds` says the store cannot take a commit
+    /// now (a checkpoint that must copy the whole WAL runs; `store::flush`).
+    pub fn handle_commit_point(&mut self, now: Now, store_holds: bool) {
+        let max = self.settings.limits.store_backlog_max_bytes;
+        let ledger = &self.memory.ledger;
+        self.commit
+            .commit_point(now, store_holds, max, ledger, &mut self.outputs);
+    }
+
+    /// Sends, bounces or acks wait for a batch.
+    pub fn has_staged(&self) -> bool {
+        self.commit.has_staged()
+    }
+
+    /// Anything waits for a batch: staged sends, acks, or changes that gate nothing.
+    pub fn has_commit_work(&self) -> bool {
+        self.commit.has_commit_work()
+    }
+
+    /// Sends (or bounces) wait for a batch, or are in the one being written.
+    pub fn has_staged_sends(&self) -> bool {
+        self.commit.has_staged_sends()
+    }
+
+    /// A batch was emitted and its result is not reported yet.
+    pub fn commit_in_flight(&self) -> bool {
+        self.commit.in_flight()
+    }
+
+    /// The error of the first failed flush, if one failed: from then on sends are refused
+    /// until a restart (SPEC §12.1).
+    pub fn flush_failed(&self) -> Option<&str> {
+        self.commit.flush_failed()
+    }
+
+    /// Replies waiting for the store's flush.
+    pub fn held_replies(&self) -> usize {
+        self.commit.held_replies()
+    }
+
+    /// What `who` and `activity` read (`verbs::View`).
+    fn view(&self) -> verbs::View<'_> {
+        verbs::View {
+            settings: &self.settings,
+            conns: &self.conns,
+            router: &self.router,
+            presence: &self.presence,
+            memory: &self.memory,
+            tasks: self.tasks.as_ref(),
+            forwarding: self.forwarding.as_ref(),
+        }
+    }
+
+    // ----- presence and activity (SPEC §14, §14.1; `verbs::who`, `verbs::activity`) -----
+
+    /// Every roster name with its parked awaits (oldest first), queue length, and when it was
+    /// last seen and last delivered to, then the linked peers' names (SPEC §14). This is the
+    /// operator's view; `presence_for` is what an asker gets.
+    pub fn presence(&self) -> crate::wire::Presence {
+        verbs::who::presence(self.view())
+    }
+
+    /// `presence` as `asker` may see it (SPEC §14 "Visibility", `verbs::who::presence_for`).
+    pub fn presence_for(&self, asker: &str) -> crate::wire::Presence {
+        verbs::who::presence_for(self.view(), asker)
+    }
+
+    /// The roster names alone, as `presence` lists them first.
+    pub fn local_presence(&self) -> crate::wire::Presence {
+        verbs::who::local(self.view())
+    }
+
+    /// The queues of names nobody holds as `asker` may see them (`verbs::who::off_roster_for`;
+    /// `asker` None: the operator's view).
+    pub fn off_roster_for(&self, asker: Option<&str>) -> Vec<crate::wire::OffRosterQueue> {
+        verbs::who::off_roster_for(self.view(), asker)
+    }
+
+    /// The whole `activity` answer (the operator's view, `verbs::activity`).
+    pub fn activity(&self) -> crate::wire::Activity {
+        verbs::activity::activity(self.view())
+    }
+
+    /// `activity` as `asker` may see it (`verbs::activity::activity_for`).
+    pub fn activity_for(&self, asker: &str) -> crate::wire::Activity {
+        verbs::activity::activity_for(self.view(), asker)
+    }
+
+    /// The peer hub `to` belongs to: `name@peer` (split at the last `@`) where `peer` is a
+    /// forwarding peer and `to` is not itself a roster name. A roster name always stays
+    /// local, so no address that works without forwarding changes meaning.
+    pub fn remote_peer(&self, to: &str) -> Option<String> {
+        verbs::remote_peer(self.forwarding.as_ref(), &self.settings.roster, to)
+    }
+
+    /// Enables forwarding (SPEC §15): `local_peer` is this hub's relay peer id, `peers` those
+    /// configured with `forward = true`, `window` the most envelopes unacked per peer.
+    pub fn enable_forwarding(
+        &mut self,
+        local_peer: &str,
+        peers: impl IntoIterator<Item = String>,
+        window: usize,
+    ) {
+        let ack_timeout = self.settings.limits.ack_timeout();
+        self.forwarding = Some(forward::Forwarding::new(
+            local_peer,
+            peers,
+            window,
+            ack_timeout,
+        ));
+    }
+
+    // ----- restart (SPEC §12.1; `restore`) -----
+
+    /// A sink that restores the store's rows into this hub (SPEC §12.1), row by row in
+    /// acceptance order. An envelope delivered in ack mode and never acked is queued again.
+    pub fn restoring(&mut self, now: Now) -> Restoring<'_> {
+        let (memory, router, commit) = (&mut self.memory, &mut self.router, &mut self.commit);
+        Restoring::new(memory, router, commit, &self.settings.limits, now)
+    }
+
+    /// Rebuilds queues and the ledger from the owned lists (tests; the server streams rows
+    /// through `restoring` instead; `Restoring::restore`).
+    pub fn restore(&mut self, loaded: durable::Loaded, now: Now) {
+        self.restoring(now).restore(loaded);
+    }
+
+    /// Gives up the queues and the ledger without freeing them, for a process about to exit
+    /// (the server's orderly stop, after everything is committed, flushed and logged): a hub
+    /// holding a million envelopes spent seconds freeing them one by one, memory the exit
+    /// returns at once (docs/performance.md "Restart"). The hub is left
+    /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
+    /// queues held is in the store.
+    pub fn forget_held(&mut self) {
+        let router = self.settings.new_router();
+        let ledger = self.settings.new_ledger();
+        std::mem::forget(std::mem::replace(&mut self.router, router));
+        std::mem::forget(std::mem::replace(&mut self.memory.ledger, ledger));
+    }
+
+    // ----- the roster (SIGHUP; `roster_reload`) -----
+
+    /// Takes `roster` in place of the current one and closes what the change revokes
+    /// (`roster_reload`). Emits one service-log line naming what changed (never a token).
+    pub fn replace_roster(&mut self, roster: Roster, now: Now) -> RosterChange {
+        let (settings, conns, router) = (&mut self.settings, &mut self.conns, &mut self.router);
+        roster_reload::replace(settings, conns, router, &mut self.outputs, roster, now)
+    }
+
+    /// The roster in force.
+    pub fn roster(&self) -> &Roster {
+        &self.settings.roster
+    }
+
+    // ----- delegated work (docs/delegation.md; `tasks`) -----
+
+    /// The machines delegated work drives, and the outbox (`tasks::TaskWork`).
+    fn task_work(&mut self) -> (tasks::TaskWork<'_>, &mut outbox::Outbox) {
+        let work = tasks::TaskWork {
+            book: self.tasks.as_mut(),
+            ids: &mut *self.ids,
+            commit: &mut self.commit,
+            router: &mut self.router,
+            memory: &self.memory,
+        };
+        (work, &mut self.outputs)
+    }
+
+    /// Turns delegation on (a `[tasks]` table): `book` holds the runnable agents.
+    pub fn with_tasks(mut self, book: TaskBook) -> Hub {
+        self.tasks = Some(book);
+        self
+    }
+
+    /// Turns delegation on in a running hub (the server, once its executor exists).
+    pub fn enable_tasks(&mut self, book: TaskBook) {
+        self.tasks = Some(book);
+    }
+
+    /// The agents this hub can run from now on (the manifests read again on SIGHUP): later
+    /// delegations are checked against them; tasks already accepted are not touched, since
+    /// the executor resolves a task's agent when it starts it. Without `[tasks]`, nothing.
+    pub fn set_task_agents(&mut self, agents: Vec<String>) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.set_agents(agents);
+        }
+    }
+
+    /// Rebuilds the task book from the store's rows at startup (`TaskWork::restore`).
+    pub fn restore_tasks(&mut self, rows: Vec<crate::tasks::StoredTask>, now: Now) {
+        let (mut work, out) = self.task_work();
+        work.restore(rows, now, out);
+    }
+
+    /// One event from a task's runner (the IO layer drains them after its waker fires).
+    pub fn handle_task_event(&mut self, task: &str, event: crate::tasks::TaskEvent, now: Now) {
+        let (mut work, out) = self.task_work();
+        work.event(task, event, now, out);
+    }
+
+    /// Tasks whose outcome has not come in yet (the drain waits for them).
+    pub fn active_tasks(&self) -> usize {
+        self.tasks.as_ref().map_or(0, TaskBook::active)
+    }
+
+    /// The lasting relay link with `peer` came up or went down; `v1`: an agent-hub peer,
+    /// which reads `agent` and acks handoffs, false for any claudectl (`TaskWork::peer_link`).
+    /// A link that goes down takes what its peer's directory said with it.
+    pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
+        if !up {
+            self.presence.remote.forget(peer);
+        }
+        let (mut work, out) = self.task_work();
+        work.peer_link(peer, up, v1, now, out);
+    }
+
+    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`) from
+    /// an authenticated connection of `peer`; `msg_id` is its relay message id.
+    pub fn handle_peer_message(
+        &mut self,
+        peer: &str,
+        msg_id: &str,
+        payload: crate::relay::message::Payload,
+        now: Now,
+    ) {
+        let stopping = self.conns.shutting_down();
+        let (mut work, out) = self.task_work();
+        work.peer_message(stopping, peer, msg_id, payload, now, out);
+    }
+
+    /// A v1 peer acked our final handoff of its task `task_id`.
+    pub fn handle_peer_task_acked(&mut self, peer: &str, task_id: &str) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.handle_peer_acked(peer, task_id);
+        }
+    }
+
+    // ----- connections (SPEC §4; `conns`, `session`) -----
+
+    /// Status waits parked now (tests and the operator's view).
+    pub fn parked_status_waits(&self) -> usize {
+        self.conns.parked_status_waits()
+    }
+
+    /// Open connections that have not authenticated (`limits.max_unauthenticated` bounds them
+    /// through the IO layer, SPEC §4.6).
+    pub fn unauthenticated(&self) -> usize {
+        self.conns.unauthenticated()
+    }
+
+    /// The oldest open connection that has not authenticated: the one the IO layer closes to
+    /// make room for a newer connection (SPEC §4.6).
+    pub fn oldest_unauthenticated(&self) -> Option<ConnId> {
+        self.conns.oldest_unauthenticated()
+    }
+
+    /// Whether `conn` still waits for its hello: its lines are capped at
+    /// `wire::HELLO_MAX_LINE_BYTES` (SPEC §2.1) until it has one.
+    pub fn awaits_hello(&self, conn: ConnId) -> bool {
+        self.conns.awaits_hello(conn)
+    }
+
+    /// A stopping hub writes what it counted, ahead of its `shutdown` record (SPEC §4.6).
+    pub fn flush_strangers(&mut self, now: Now) {
+        self.conns.sum_strangers(&mut self.outputs, now, true);
+    }
+
     /// Connections the core still tracks.
     pub fn open_connections(&self) -> usize {
         self.conns.len()
     }
 }
-
-pub use commit::{flush_failed_refusal, store_backlog_refusal, Batch};
 
 #[cfg(test)]
 mod tests;

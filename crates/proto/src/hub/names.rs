@@ -17,7 +17,7 @@
 //!
 //! Owns only the set and that type. Refuses IO.
 
-use super::fold_hash::FoldSet;
+use crate::kernel::fold_hash::FoldSet;
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{Hash, Hasher};

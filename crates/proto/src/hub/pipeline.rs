@@ -2,10 +2,10 @@
 //! came, whatever reads they arrived in, so that no outcome depends on how the client's bytes
 //! were split into TCP segments.
 //!
-//! Owns: holding the input that arrives while a verb is still pending (a send not yet
-//! committed, a parked await, an ack or a reply waiting for its commit or flush), the line
-//! after an ack-mode delivery, the end of an exchange once its final line is out, and the
-//! error a line after the verb gets. Refuses IO, like the rest of the core.
+//! Owns what held input is reduced to (`AckInput`: the line after an ack-mode delivery), the
+//! error a line after the verb gets, and the redaction of service-log details. The holding
+//! itself, and the end of an exchange once its final line is out, are the connection's
+//! (`Conns::hold`, `Conns::end_exchange`). A leaf. Refuses IO, like the rest of the core.
 //!
 //! The rule: a verb runs as if it were alone. A line that arrives while it is pending is not
 //! looked at until the verb's answer is out; then it is what it would have been had it come
@@ -13,7 +13,6 @@
 //! answered with `LINE_AFTER_THE_VERB` after the verb's own reply. Held input is summarised at
 //! once (an ack's id as a digest), so a connection never holds more than a few bytes of it.
 
-use super::{ConnId, Hub, Now, Output, Phase};
 use crate::wire::{ClientLine, IdRequest};
 use sha2::{Digest, Sha256};
 
@@ -30,7 +29,7 @@ pub enum AckInput {
     NotAck(String),
 }
 
-pub(super) fn id_digest(id: &str) -> [u8; 32] {
+pub(in crate::hub) fn id_digest(id: &str) -> [u8; 32] {
     Sha256::digest(id.as_bytes()).into()
 }
 
@@ -43,58 +42,6 @@ impl AckInput {
                 other.tag()
             )),
             Err(e) => AckInput::NotAck(format!("{e}; the envelope will be delivered again")),
-        }
-    }
-}
-
-impl Hub {
-    /// Keeps input that arrived while `conn`'s verb is pending: the first line after an
-    /// ack-mode await (summarised by `summary`, only then), or the mark that a line came.
-    pub(super) fn hold(&mut self, conn: ConnId, summary: impl FnOnce() -> AckInput) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let ack_await = matches!(
-            c.phase,
-            Phase::Parked { ack: true, .. }
-                | Phase::Claimed { ack: true, .. }
-                | Phase::Delivering {
-                    ack: true,
-                    committed: false,
-                    ..
-                }
-        );
-        if ack_await && c.held_ack.is_none() && !c.held_extra {
-            c.held_ack = Some(Box::new(summary()));
-        } else {
-            c.held_extra = true;
-        }
-    }
-
-    /// The connection's final line is out. A line that came while the verb was pending is
-    /// answered now, after it; otherwise the exchange is over and the connection stays open
-    /// only until the client closes it (`Output::Answered`). A plain delivery keeps its phase:
-    /// its outcome (delivered or lost) is decided when the socket is released.
-    pub(super) fn end_exchange(&mut self, conn: ConnId, now: Now) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if c.held_ack.take().is_some() || std::mem::take(&mut c.held_extra) {
-            return self.fail(conn, LINE_AFTER_THE_VERB, now);
-        }
-        if !matches!(c.phase, Phase::Delivering { .. }) {
-            c.phase = Phase::Replied;
-        }
-        let closed = c.closed;
-        self.set_deadline(conn, None);
-        if closed {
-            return;
-        }
-        // A stopping hub does not wait for clients to close (SPEC §4.6).
-        if self.shutting_down {
-            self.push_close(conn, false);
-        } else {
-            self.outputs.push_back(Output::Answered { conn });
         }
     }
 }

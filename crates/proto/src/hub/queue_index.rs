@@ -6,7 +6,7 @@
 //!
 //! Owns only the seq sets; the router keeps them in step with its queue. Refuses IO.
 
-use super::fold_hash::FoldMap;
+use crate::kernel::fold_hash::FoldMap;
 use std::collections::BTreeMap;
 
 /// The seqs queued under one filter value, each with how many entries carry it (one in a real

@@ -8,7 +8,7 @@
 //! entry's strings, so a send in steady state allocates nothing here. Refuses IO and clocks:
 //! the acceptance time is passed in.
 
-use super::Queued;
+use super::router::Queued;
 use std::collections::VecDeque;
 
 /// Envelopes the ring remembers: more than a terminal shows, few enough that answering

@@ -9,69 +9,89 @@
 //! is queued all the same. A 004 client never asks, and a 004 client refuses an unknown key
 //! in a hub line (SPEC §10.1), so the key is only ever added when asked.
 //!
-//! Owns the rule and its text, and the small bounded edit distance behind the suggestion.
+//! Owns the rule and its text, and the small bounded edit distance behind the suggestion, as
+//! functions over what they read: the roster, the forwarding peers, the asking connection.
 //! Refuses IO, and any say over routing: a warned envelope is queued exactly as before.
 
-use super::{ConnId, Hub};
+use super::conn_map::ConnId;
+use super::conns::Conns;
+use super::forward::Forwarding;
 use crate::kernel::names::is_task_name;
+use crate::roster::Roster;
+use crate::tasks::TaskBook;
 use crate::wire::HubLine;
 
 /// The largest edit distance at which a name is offered as what the sender meant.
 const MAX_SUGGEST_DISTANCE: usize = 2;
 
-impl Hub {
+/// Who this hub knows as a recipient: its roster, the peers it forwards mail to, and (for
+/// the task identities' rules, `verbs::send`) its tasks.
+#[derive(Clone, Copy)]
+pub(in crate::hub) struct Known<'a> {
+    pub(in crate::hub) roster: &'a Roster,
+    pub(in crate::hub) forwarding: Option<&'a Forwarding>,
+    pub(in crate::hub) tasks: Option<&'a TaskBook>,
+}
+
+impl Known<'_> {
     /// The `accepted` line for envelope `id` sent to `to` on `conn`: with a `warning` when
     /// that connection's hello asked for one and `to` reaches nobody this hub knows.
-    pub(super) fn accepted_line(&self, conn: ConnId, id: String, to: &str) -> HubLine {
-        let asked = self.conns.get(&conn).is_some_and(|c| c.warn);
+    pub(in crate::hub) fn accepted_line(
+        &self,
+        conns: &Conns,
+        conn: ConnId,
+        id: String,
+        to: &str,
+    ) -> HubLine {
+        let asked = conns.get(&conn).is_some_and(|c| c.warn);
         let warning = if asked {
-            self.recipient_warning(to)
+            warning(self.roster, self.forwarding, to)
         } else {
             None
         };
         HubLine::Accepted { id, warning }
     }
+}
 
-    /// Why an envelope for `to` will reach nobody this hub knows of, or None: `to` is a bare
-    /// name on no roster entry and no task identity, or `name@peer` where `peer` is no relay
-    /// peer this hub forwards mail to. (`hub` never gets here: SPEC §3.2 refuses it; nor does
-    /// a task identity that is not live: `task_inbox_refusal` refuses it.)
-    pub(super) fn recipient_warning(&self, to: &str) -> Option<String> {
-        if self.roster.contains(to) || is_task_name(to) {
-            return None;
-        }
-        let address = to
-            .rsplit_once('@')
-            .filter(|(name, peer)| !name.is_empty() && !peer.is_empty());
-        let Some((name, peer)) = address else {
-            let hint = match closest(to, self.roster.names()) {
-                Some(s) => format!(" (did you mean {s:?}?)"),
-                None => String::new(),
-            };
-            return Some(format!(
-                "no agent named {to:?} is on this hub's roster{hint}; the envelope is queued for that name all the same and waits until an agent of that name connects (status with its id shows where it is)"
-            ));
-        };
-        if self.forwards_to(peer) {
-            return None;
-        }
-        let why = if self.local_peer_id() == Some(peer) {
-            format!(
-                "{peer:?} is this hub's own relay peer id: a local agent is addressed by its name alone ({name:?})"
-            )
-        } else {
-            let hint = match closest(peer, self.forwarding_peers()) {
-                Some(s) => format!(" (did you mean {s:?}?)"),
-                None => String::new(),
-            };
-            format!(
-                "{peer:?} is not a relay peer this hub forwards mail to{hint}, so nothing will carry {to:?} there"
-            )
-        };
-        Some(format!(
-            "{why}; the envelope is queued under that address all the same (status with its id shows where it is)"
-        ))
+/// Why an envelope for `to` will reach nobody this hub knows of, or None: `to` is a bare name
+/// on no roster entry and no task identity, or `name@peer` where `peer` is no relay peer this
+/// hub forwards mail to. (`hub` never gets here: SPEC §3.2 refuses it; nor does a task
+/// identity that is not live: `task_inbox_refusal` refuses it.)
+fn warning(roster: &Roster, forwarding: Option<&Forwarding>, to: &str) -> Option<String> {
+    if roster.contains(to) || is_task_name(to) {
+        return None;
     }
+    let address = to
+        .rsplit_once('@')
+        .filter(|(name, peer)| !name.is_empty() && !peer.is_empty());
+    let Some((name, peer)) = address else {
+        let hint = match closest(to, roster.names()) {
+            Some(s) => format!(" (did you mean {s:?}?)"),
+            None => String::new(),
+        };
+        return Some(format!(
+            "no agent named {to:?} is on this hub's roster{hint}; the envelope is queued for that name all the same and waits until an agent of that name connects (status with its id shows where it is)"
+        ));
+    };
+    if forwarding.is_some_and(|f| f.forwards_to(peer)) {
+        return None;
+    }
+    let why = if forwarding.map(Forwarding::local) == Some(peer) {
+        format!(
+            "{peer:?} is this hub's own relay peer id: a local agent is addressed by its name alone ({name:?})"
+        )
+    } else {
+        let hint = match closest(peer, forwarding.into_iter().flat_map(Forwarding::peers)) {
+            Some(s) => format!(" (did you mean {s:?}?)"),
+            None => String::new(),
+        };
+        format!(
+            "{peer:?} is not a relay peer this hub forwards mail to{hint}, so nothing will carry {to:?} there"
+        )
+    };
+    Some(format!(
+        "{why}; the envelope is queued under that address all the same (status with its id shows where it is)"
+    ))
 }
 
 /// The candidate nearest to `word` within `MAX_SUGGEST_DISTANCE` edits (letter case aside),

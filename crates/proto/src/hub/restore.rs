@@ -1,6 +1,8 @@
 //! Startup from the durable store (SPEC §12.1): the queues, the ledger of remembered ids and
 //! the acceptance order rebuilt from what the store held, before the loop takes connections.
-//! Refuses IO: the server has the store read its rows into `Restoring`, the hub's sink.
+//! Refuses IO: the server has the store read its rows into `Restoring`, the hub's sink, which
+//! holds the machines a row restores into (the ledger and its reasons, the queues, the
+//! acceptance order), borrowed from the hub.
 //!
 //! A restart may bring back a million envelopes (docs/performance.md "How cost grows with
 //! work", "Restart"), so each row costs one pass and as few allocations as
@@ -11,17 +13,25 @@
 //! ledger insert per row, which also finds a repeated sender and id (the store leaves that
 //! check to the sink).
 
+use super::commit::Commits;
+use super::durable::{Loaded, RowRef, RowSink};
 use super::id_key::Id;
-use super::ledger::{Ledger, Record, State};
+use super::ledger::{Record, State};
+use super::limits::Limits;
+use super::memory::Memory;
 use super::names::Name;
-use super::router::Router;
-use super::{Hub, Now, Queued};
-use crate::hub::durable::{Loaded, RowRef, RowSink};
+use super::router::{Queued, Router};
+use crate::kernel::now::Now;
 
 /// The hub's sink for `Store::load_rows` (`Hub::restoring`): each row becomes its ledger
 /// record and, when queued, its queue entry.
 pub struct Restoring<'h> {
-    hub: &'h mut Hub,
+    /// The machines a row restores into: the ledger (and the reasons of gone envelopes), the
+    /// queues, the acceptance order; the limits bound what is reserved.
+    memory: &'h mut Memory,
+    router: &'h mut Router,
+    commit: &'h mut Commits,
+    limits: &'h Limits,
     now_ms: i64,
     /// Rows restored, and how many of them were queued envelopes.
     ids: usize,
@@ -41,13 +51,23 @@ struct LastNames {
     kind_q: Option<Name>,
 }
 
-impl Hub {
-    /// A sink that restores the store's rows into this hub (SPEC §12.1), row by row in
-    /// acceptance order. An envelope delivered in ack mode and never acked is queued again.
-    pub fn restoring(&mut self, now: Now) -> Restoring<'_> {
+impl<'h> Restoring<'h> {
+    /// A sink that restores the store's rows into these machines (SPEC §12.1), row by row in
+    /// acceptance order (`Hub::restoring`). An envelope delivered in ack mode and never acked
+    /// is queued again.
+    pub(super) fn new(
+        memory: &'h mut Memory,
+        router: &'h mut Router,
+        commit: &'h mut Commits,
+        limits: &'h Limits,
+        now: Now,
+    ) -> Restoring<'h> {
         Restoring {
+            memory,
+            router,
+            commit,
+            limits,
             now_ms: now.wall.timestamp_millis(),
-            hub: self,
             ids: 0,
             envelopes: 0,
             last: None,
@@ -55,17 +75,16 @@ impl Hub {
     }
 
     /// Rebuilds queues and the ledger from the owned lists (tests; the server streams rows
-    /// through `restoring` instead). Both lists are in acceptance order; an envelope whose id
-    /// row is missing (never from a store) is queued as before, its ledger record left as it
-    /// is. A repeated sender and id is the store's to refuse (`rows::check_unique`): here the
+    /// through `row` instead). Both lists are in acceptance order; an envelope whose id row
+    /// is missing (never from a store) is queued as before, its ledger record left as it is.
+    /// A repeated sender and id is the store's to refuse (`rows::check_unique`): here the
     /// later row's record wins, as it always did.
-    pub fn restore(&mut self, loaded: Loaded, now: Now) {
-        let mut sink = self.restoring(now);
-        sink.expect(loaded.ids.len());
+    pub(super) fn restore(mut self, loaded: Loaded) {
+        self.expect(loaded.ids.len());
         let mut envelopes = loaded.envelopes.into_iter().peekable();
         for rec in loaded.ids {
             while let Some(e) = envelopes.next_if(|e| e.seq < rec.seq) {
-                sink.hub.restore_envelope(e, sink.now_ms);
+                self.restore_envelope(e);
             }
             let queued = envelopes.next_if(|e| e.seq == rec.seq);
             let row = RowRef {
@@ -87,18 +106,21 @@ impl Hub {
                     attempts: e.attempts,
                 }),
             };
-            let _ = sink.row(row);
+            let _ = self.row(row);
         }
         for e in envelopes {
-            sink.hub.restore_envelope(e, sink.now_ms);
+            self.restore_envelope(e);
         }
     }
 
     /// An envelope without its id's row in the same walk: its record, if the ledger has one,
     /// is marked queued at its seq.
-    fn restore_envelope(&mut self, e: crate::hub::durable::StoredEnvelope, now_ms: i64) {
-        self.ledger.restore_queued(&e.sender, &e.id, e.seq, now_ms);
-        self.next_seq = self.next_seq.max(e.seq + 1);
+    fn restore_envelope(&mut self, e: crate::hub::durable::StoredEnvelope) {
+        let now_ms = self.now_ms;
+        self.memory
+            .ledger
+            .restore_queued(&e.sender, &e.id, e.seq, now_ms);
+        self.commit.restored_seq(e.seq);
         let mut env = Queued::new(
             &e.id,
             &e.sender,
@@ -109,26 +131,6 @@ impl Hub {
         );
         (env.seq, env.attempts) = (e.seq, e.attempts);
         self.router.enqueue_back(env);
-    }
-}
-
-impl Hub {
-    /// Gives up the queues and the ledger without freeing them, for a process about to exit
-    /// (the server's orderly stop, after everything is committed, flushed and logged): a hub
-    /// holding a million envelopes spent seconds freeing them one by one, memory the exit
-    /// returns at once (docs/performance.md "Restart"). The hub is left
-    /// empty and usable. Nothing else is lost: the core holds no file or socket, and what the
-    /// queues held is in the store.
-    pub fn forget_held(&mut self) {
-        let router = Router::new(self.limits.queue_max_envelopes, self.limits.queue_max_bytes)
-            .with_total_cap(self.limits.hub_max_bytes);
-        let ledger = Ledger::new(
-            self.limits.idempotency_window_secs,
-            self.limits.idempotency_max_ids,
-        )
-        .with_max_bytes(self.limits.idempotency_max_bytes);
-        std::mem::forget(std::mem::replace(&mut self.router, router));
-        std::mem::forget(std::mem::replace(&mut self.ledger, ledger));
     }
 }
 
@@ -145,7 +147,7 @@ impl Restoring<'_> {
             .as_ref()
             .is_some_and(|l| &*l.sender == sender && &*l.to == to);
         if !same {
-            let (ledger, router) = (&mut self.hub.ledger, &mut self.hub.router);
+            let (ledger, router) = (&mut self.memory.ledger, &mut *self.router);
             self.last = Some(LastNames {
                 sender: ledger.name(sender),
                 to: ledger.name(to),
@@ -162,11 +164,11 @@ impl RowSink for Restoring<'_> {
     fn expect(&mut self, rows: usize) {
         // A bound, not a count: never more than the ledger holds after a purge (settled ids
         // up to `idempotency_max_ids`) and every queue full.
-        let limits = &self.hub.limits;
+        let limits = self.limits;
         let most = limits
             .idempotency_max_ids
             .saturating_add(limits.queue_max_envelopes);
-        self.hub.ledger.reserve(rows.min(most));
+        self.memory.ledger.reserve(rows.min(most));
     }
 
     fn row(&mut self, row: RowRef<'_>) -> Result<(), crate::hub::durable::RowRefused> {
@@ -175,16 +177,15 @@ impl RowSink for Restoring<'_> {
             // Never from a store (`rows` checks the state): queued as an envelope without
             // its record, as before.
             if let Some(q) = row.queued {
-                let hub = &mut *self.hub;
-                hub.next_seq = hub.next_seq.max(row.seq + 1);
+                self.commit.restored_seq(row.seq);
                 let mut env =
                     Queued::new(row.id, row.sender, row.to, q.kind, q.correlation_id, q.text);
                 (env.seq, env.attempts) = (row.seq, q.attempts);
-                hub.router.enqueue_back(env);
+                self.router.enqueue_back(env);
             }
             return Ok(());
         };
-        self.hub.restore_reason(state, row.seq, row.detail);
+        self.memory.restore_reason(state, row.seq, row.detail);
         let names = self.names(row.sender, row.to);
         let (sender, to) = (names.sender.clone(), names.to.clone());
         let mut record = Record {
@@ -205,16 +206,19 @@ impl RowSink for Restoring<'_> {
         // One id (inline when it is a canonical UUID), shared by the ledger's key and the
         // queue entry.
         let id = Id::new(row.id);
-        let replaced = self.hub.ledger.restore_record(sender, id.clone(), record);
+        let replaced = self
+            .memory
+            .ledger
+            .restore_record(sender, id.clone(), record);
         self.ids += 1;
         // Every remembered id holds a place in acceptance order, queued or not.
-        self.hub.next_seq = self.hub.next_seq.max(row.seq + 1);
+        self.commit.restored_seq(row.seq);
         if let Some(q) = row.queued {
             let names = self.last.as_mut().expect("set by names");
             let kind = match &names.kind_q {
                 Some(k) if &**k == q.kind => k.clone(),
                 _ => {
-                    let k = self.hub.router.name(q.kind);
+                    let k = self.router.name(q.kind);
                     names.kind_q = Some(k.clone());
                     k
                 }
@@ -230,7 +234,7 @@ impl RowSink for Restoring<'_> {
                 q.split,
             );
             (env.seq, env.attempts) = (row.seq, q.attempts);
-            self.hub.router.enqueue_shared(env);
+            self.router.enqueue_shared(env);
             self.envelopes += 1;
         }
         match replaced {

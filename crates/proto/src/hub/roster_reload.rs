@@ -2,7 +2,8 @@
 //! who may authenticate from now on, and what happens to connections authenticated under a
 //! name that was removed or given a new token.
 //!
-//! Owns that decision; the IO layer only reads and parses the file and hands the parsed
+//! Owns that decision, as a function over the machines it changes (the settings, the
+//! connections, the router); the IO layer only reads and parses the file and hands the parsed
 //! roster here (an invalid file never reaches the core: the old roster stays). Refuses IO.
 //!
 //! The rules: every hello from now on is checked against the new roster, so a removed
@@ -16,8 +17,12 @@
 //! "Unknown recipients"): a removed agent's queue stays, mail for it is still accepted,
 //! and re-adding the name gives it the same queue back.
 
-use super::session::Phase;
-use super::{ConnId, Hub, Now, Output};
+use super::conn_map::ConnId;
+use super::conns::{Conns, Phase};
+use super::outbox::Outbox;
+use super::router::Router;
+use super::settings::Settings;
+use crate::kernel::now::Now;
 use crate::roster::{Roster, RosterDiff};
 
 /// The error line for a connection whose name left the roster.
@@ -35,59 +40,59 @@ pub struct RosterChange {
     pub agents: usize,
 }
 
-impl Hub {
-    /// Takes `roster` in place of the current one and closes what the change revokes (the
-    /// module's rules). Emits one service-log line naming what changed (never a token).
-    pub fn replace_roster(&mut self, roster: Roster, now: Now) -> RosterChange {
-        let diff = self.roster.diff(&roster);
-        let agents = roster.names().len();
-        self.roster = roster;
-        let mut revoked: Vec<(ConnId, &'static str)> = self
-            .conns
-            .iter()
-            .filter_map(|(&id, c)| {
-                let name = c.name.as_deref()?;
-                if diff.removed.iter().any(|n| n == name) {
-                    Some((id, REMOVED))
-                } else if diff.rotated.iter().any(|n| n == name) {
-                    Some((id, ROTATED))
-                } else {
-                    None
-                }
-            })
-            .collect();
-        revoked.sort_unstable();
-        let mut closed = 0;
-        for (conn, message) in revoked {
-            let Some(c) = self.conns.get(&conn) else {
-                continue;
-            };
-            match &c.phase {
-                Phase::Verb => {}
-                Phase::Parked { parked, .. } => {
-                    let parked = parked.clone();
-                    self.router.unpark(&parked);
-                }
-                // Already out of the router: the staged send that claimed it is routed to
-                // the queue at its commit, as for any waiter that went away (`finish`).
-                Phase::Claimed { .. } => {}
-                _ => continue,
+/// Takes `roster` in place of the current one (`settings`) and closes, through `conns`, what
+/// the change revokes (the module's rules; a parked await leaves the `router`). Emits one
+/// service-log line naming what changed (never a token).
+pub(super) fn replace(
+    settings: &mut Settings,
+    conns: &mut Conns,
+    router: &mut Router,
+    out: &mut Outbox,
+    roster: Roster,
+    now: Now,
+) -> RosterChange {
+    let diff = settings.roster.diff(&roster);
+    let agents = roster.names().len();
+    settings.roster = roster;
+    let mut revoked: Vec<(ConnId, &'static str)> = conns
+        .iter()
+        .filter_map(|(id, c)| {
+            let name = c.name.as_deref()?;
+            if diff.removed.iter().any(|n| n == name) {
+                Some((id, REMOVED))
+            } else if diff.rotated.iter().any(|n| n == name) {
+                Some((id, ROTATED))
+            } else {
+                None
             }
-            self.fail(conn, message, now);
-            closed += 1;
+        })
+        .collect();
+    revoked.sort_unstable();
+    let mut closed = 0;
+    for (conn, message) in revoked {
+        let Some(c) = conns.get(&conn) else {
+            continue;
+        };
+        match &c.phase {
+            Phase::Verb => {}
+            Phase::Parked { parked, .. } => {
+                let parked = parked.clone();
+                router.unpark(&parked);
+            }
+            // Already out of the router: the staged send that claimed it is routed to
+            // the queue at its commit, as for any waiter that went away (`finish`).
+            Phase::Claimed { .. } => {}
+            _ => continue,
         }
-        let line = reload_line(&diff, agents, closed);
-        self.outputs.push_back(Output::Log(line));
-        RosterChange {
-            diff,
-            closed,
-            agents,
-        }
+        conns.fail(out, conn, message, now);
+        closed += 1;
     }
-
-    /// The roster in force.
-    pub fn roster(&self) -> &Roster {
-        &self.roster
+    let line = reload_line(&diff, agents, closed);
+    out.log(line);
+    RosterChange {
+        diff,
+        closed,
+        agents,
     }
 }
 

@@ -10,12 +10,13 @@
 //! a running count. `Work` counts what each operation looks at, so the core's tests can tell a
 //! scan from a lookup without timing anything.
 
-use super::fold_hash::FoldMap;
+use super::conn_map::ConnId;
 use super::id_key::Id;
 use super::names::{Name, Names};
 use super::queue_index::QueueIndex;
-use super::ConnId;
+use crate::kernel::fold_hash::FoldMap;
 use crate::wire::envelope_text::{split, Parts, Split, Tail};
+use crate::wire::Envelope;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -573,7 +574,7 @@ impl Router {
     }
 
     /// `requeue` for an envelope whose `from`, `to` and `kind` already are shared copies
-    /// (`name`): every envelope the hub routes was built that way (`routing::queued_from`).
+    /// (`name`): every envelope the hub routes was built that way (`Router::queued_from`).
     pub fn requeue_shared(&mut self, env: Queued) {
         let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);
@@ -592,9 +593,27 @@ impl Router {
         self.names.intern(name)
     }
 
+    /// The router's form of an envelope: routing fields plus its `ts` and body
+    /// (`Queued::text`, from which the canonical text is written back). Its `from`, `to` and
+    /// `kind` are the router's shared copies from the start (one lookup each, no allocation
+    /// for a name seen before), so queueing it later swaps nothing in (docs/performance.md,
+    /// "Design decisions"). `id` is `env.id` as an `Id`, which the caller may have parsed
+    /// already.
+    pub fn queued_from(&mut self, env: &Envelope, id: Id) -> Queued {
+        // `seq` is stamped at staging.
+        Queued::with_tail(
+            id,
+            self.name(&env.from),
+            self.name(&env.to),
+            self.name(&env.kind),
+            env.correlation_id.as_deref().map(Name::new),
+            Tail::new(&env.ts, env.body.get()),
+        )
+    }
+
     /// `enqueue_back` for an envelope whose `from`, `to` and `kind` already are shared copies
     /// (a restart queues a million: swapping them in again would cost three hashes each; a
-    /// staged send's were taken from `name` when it was staged, `routing::queued_from`).
+    /// staged send's were taken from `name` when it was staged, `queued_from`).
     pub fn enqueue_shared(&mut self, env: Queued) {
         let mb = mailbox(&mut self.boxes, &env.to);
         Router::joined(mb, &env);
@@ -862,5 +881,35 @@ mod tests {
         assert!(r.unpark(&p));
         assert!(!r.unpark(&p));
         assert!(r.boxes.is_empty());
+    }
+
+    /// A staged send's names are the router's copies from the start: queueing it swaps
+    /// nothing in, and a name seen before costs no allocation (operation count: the copies).
+    #[test]
+    fn a_staged_envelope_holds_the_routers_names() {
+        let mut router = Router::new(100, 1 << 20);
+        let (a, b, k) = (
+            router.name("alice"),
+            router.name("bob"),
+            router.name("task"),
+        );
+        let env = crate::wire::Envelope::new(
+            "e1".into(),
+            "alice".into(),
+            "bob".into(),
+            "2026-07-21T06:40:51Z".into(),
+            "task".into(),
+            None,
+            "{}".into(),
+        )
+        .expect("valid body");
+        let q = router.queued_from(&env, Id::new(&env.id));
+        assert!(Name::ptr_eq(&q.from, &a));
+        assert!(Name::ptr_eq(&q.to, &b));
+        assert!(Name::ptr_eq(&q.kind, &k));
+        assert_eq!(&*q.shared_text(), env.to_json());
+        router.enqueue_shared(q);
+        let queued = router.find("bob", 0);
+        assert!(queued.is_some_and(|(_, e)| Name::ptr_eq(&e.to, &b)));
     }
 }

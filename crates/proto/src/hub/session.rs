@@ -1,152 +1,38 @@
-//! One connection's protocol (SPEC §2, §4): its phases from hello to the final line, the
-//! hello and its authentication (§4.1, §6.2), the dispatch of the verb line (§4.3), input
-//! that arrives in each phase, the peer's EOF and the socket's release (§5.4), the
-//! connection deadlines (§4.5), the shutdown of open connections (§4.6), and the helpers
-//! every verb answers with: write, reply, fail, finish, the service-log line (§8.2).
+//! One connection's protocol (SPEC §2, §4): the dispatcher. A connection's lines are taken
+//! in its phase (§4.3): the hello and its authentication (§4.1, §6.2), the verb line handed
+//! to its verb (`hub::verbs`, one file each), input that arrives while the verb is pending,
+//! the peer's EOF and the socket's release (§5.4), the connection deadlines (§4.5), the
+//! answer linger's flush report (§4.3, §4.4) and the shutdown of open connections (§4.6).
 //!
-//! The verbs themselves are in `hub::verbs`, one file each. Refuses IO, like the rest of the
-//! core.
+//! The hub's own glue, as `impl Hub`: a line can touch any machine, and this is where it is
+//! decided which one it drives. The connection's state and the helpers every verb answers
+//! with (write, reply, fail, finish, the service-log line) are `hub::conns`'. Refuses IO,
+//! like the rest of the core.
 
-use super::event::{AuditEvent, Output};
-use super::router::{Parked, Queued};
-use super::{pipeline, ConnId, Hub, Now};
+use super::admit::Admit;
+use super::commit::TaskThen;
+use super::conn_map::ConnId;
+use super::conns::{self, Conns, Phase};
+use super::event::AuditEvent;
+use super::pipeline::{self, AckInput};
+use super::recipient::Known;
+use super::strangers;
+use super::tasks::{self, TaskWork};
+use super::verbs::{self, status};
+use super::Hub;
+use crate::kernel::now::Now;
 use crate::wire::{ClientLine, HubLine};
 use std::time::Instant;
-
-#[derive(Debug)]
-pub(in crate::hub) enum Phase {
-    /// Waiting for the hello line.
-    Hello,
-    /// Authenticated; waiting for the verb line.
-    Verb,
-    /// A send is staged; `accepted` goes out after the commit.
-    Staged,
-    /// A parked await; `deadline` None waits forever; `ack` asks for acknowledged delivery.
-    Parked {
-        parked: Parked,
-        deadline: Option<Instant>,
-        ack: bool,
-    },
-    /// A parked await that a staged send has claimed; the deadline is suspended.
-    Claimed {
-        parked: Parked,
-        deadline: Option<Instant>,
-        ack: bool,
-    },
-    /// A delivery line is out. Plain: consumed once the socket accepted its first byte
-    /// (`committed`). Ack mode: consumed only by the reader's ack.
-    Delivering {
-        /// Boxed, so this variant is not what sizes every `Conn` (a parked await's included:
-        /// docs/performance.md, "W3: memory per parked await").
-        env: Box<Queued>,
-        committed: bool,
-        ack: bool,
-    },
-    /// The reader acked; the ack waits for the commit that makes it durable.
-    AckStaged,
-    /// A `status` waiting for its envelope to reach a stage (SPEC §12.4, `hub::receipts`):
-    /// the ledger key it watches; the deadline, if any, is the connection's.
-    StatusWait {
-        sender: String,
-        id: String,
-        wait_for: crate::wire::WaitFor,
-    },
-    /// The verb's outcome is committed to the store; its final line (`accepted`, `acked`)
-    /// waits for the store's flush to disk (SPEC §12.1). `outcome` is for the service log.
-    Syncing { outcome: &'static str },
-    /// The final line is queued and `Output::Answered` emitted: the exchange is over, the
-    /// connection stays open until the client closes it, and a line it sends meanwhile gets
-    /// the error of SPEC §4.3.
-    Replied,
-    /// The final line is queued and Close emitted; waiting for `handle_closed`.
-    Done,
-}
-
-/// Whether a connection has an identity, and what its records are (`hub::strangers`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::hub) enum Standing {
-    /// Not authenticated, no outcome yet: its `connected` record waits for one.
-    Stranger,
-    /// Not authenticated; its records and service-log lines are written (within the
-    /// strangers' record rate).
-    StrangerRecorded,
-    /// Not authenticated; counted for the next `strangers` record, nothing written of its own.
-    StrangerSummed,
-    /// Authenticated; holds one of its name's `limits.max_connections_per_agent` slots.
-    Agent,
-    /// Its hello was right but its name held every slot it may: refused, holding none.
-    AgentRefused,
-}
-
-#[derive(Debug)]
-pub(in crate::hub) struct Conn {
-    pub(super) phase: Phase,
-    pub(super) name: Option<String>,
-    /// The verb, for the service log.
-    pub(super) verb: &'static str,
-    pub(super) opened: Instant,
-    /// The deadline registered in `Hub::deadlines` for this connection, if any.
-    pub(super) deadline: Option<Instant>,
-    /// The peer sent EOF: nothing more will arrive.
-    pub(super) eof: bool,
-    /// Input that arrived while the verb was pending, kept for when the connection can take it
-    /// (SPEC §4.3): the first such line, summarised as the line after an ack-mode delivery,
-    /// when the pending verb is an ack-mode await (it becomes that line if the await delivers).
-    /// Boxed for the same reason as `Phase::Delivering`'s envelope: rarely set, 40 bytes inline.
-    pub(super) held_ack: Option<Box<pipeline::AckInput>>,
-    /// A line arrived while the verb was pending that will be answered as a line after the
-    /// verb's reply.
-    pub(super) held_extra: bool,
-    /// An error line was written: the close lingers (SPEC §4.4, `Output::Close`).
-    pub(super) errored: bool,
-    /// The kind of reader its await declared (SPEC §12.4 "Readers"); None before an await,
-    /// `Reader::Unknown` for an await that declared none.
-    pub(super) reader: Option<crate::wire::Reader>,
-    /// Stranger or agent, and whether its records are written (`hub::strangers`).
-    pub(super) standing: Standing,
-    /// `Output::Close` was emitted: nothing more (line, answer or second close) goes to this
-    /// connection; it waits for `handle_closed`. A plain delivery keeps its `Delivering`
-    /// phase after its close (its outcome is decided at the release), so the phase alone
-    /// cannot say this.
-    pub(super) closed: bool,
-    /// Its hello asked for the `warning` of `accepted` (SPEC §5.1, `hub::recipient`).
-    pub(super) warn: bool,
-}
 
 impl Hub {
     // ----- inputs -----
 
     /// A connection was accepted; the hello deadline starts now.
     pub fn handle_connect(&mut self, conn: ConnId, now: Now) {
-        self.conns.insert(
-            conn,
-            Box::new(Conn {
-                phase: Phase::Hello,
-                name: None,
-                verb: "-",
-                opened: now.mono,
-                deadline: None,
-                eof: false,
-                held_ack: None,
-                held_extra: false,
-                errored: false,
-                reader: None,
-                standing: Standing::Stranger,
-                closed: false,
-                warn: false,
-            }),
-        );
-        self.set_deadline(
-            conn,
-            Some(crate::kernel::deadline::after(
-                now.mono,
-                self.limits.hello_timeout(),
-            )),
-        );
-        // Its `connected` record goes out with its first outcome (`hub::strangers`): at once
-        // with `authenticated` for an agent, within the strangers' rate for anyone else.
-        self.stranger_arrived(conn);
-        if self.shutting_down {
+        let hello_timeout = self.settings.limits.hello_timeout();
+        let deadline = crate::kernel::deadline::after(now.mono, hello_timeout);
+        self.conns.open(conn, deadline, now);
+        if self.conns.shutting_down() {
             self.fail(conn, "hub is shutting down", now);
         }
     }
@@ -167,8 +53,8 @@ impl Hub {
                 committed: true,
                 ..
             } => {
-                let input = pipeline::AckInput::of_line(line);
-                self.on_ack_input(conn, input, now)
+                let input = AckInput::of_line(line);
+                self.ack_input(conn, input, now)
             }
             // An ack cannot settle an envelope whose delivery has not reached the reader's
             // socket yet (SPEC §12.2): it waits for the first byte, like one written while
@@ -183,7 +69,7 @@ impl Hub {
             | Phase::Claimed { .. }
             | Phase::AckStaged
             | Phase::StatusWait { .. }
-            | Phase::Syncing { .. } => self.hold(conn, || pipeline::AckInput::of_line(line)),
+            | Phase::Syncing { .. } => self.hold(conn, || AckInput::of_line(line)),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
             }
@@ -206,9 +92,7 @@ impl Hub {
             | Phase::Claimed { .. }
             | Phase::AckStaged
             | Phase::StatusWait { .. }
-            | Phase::Syncing { .. } => {
-                self.hold(conn, || pipeline::AckInput::NotAck(message.to_owned()))
-            }
+            | Phase::Syncing { .. } => self.hold(conn, || AckInput::NotAck(message.to_owned())),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
             }
@@ -250,7 +134,7 @@ impl Hub {
                 self.finish(conn);
             }
             Phase::StatusWait { .. } => {
-                self.unwatch(conn);
+                self.conns.unwatch(conn);
                 self.log(conn, "dropped", "status wait's peer closed", now);
                 self.finish(conn);
             }
@@ -272,44 +156,40 @@ impl Hub {
     /// accepted by the kernel. Every connection ends with exactly one call.
     pub fn handle_closed(&mut self, conn: ConnId, flushed: bool, reason: &str, now: Now) {
         self.set_deadline(conn, None);
-        self.stranger_left(conn, now);
+        self.conns.stranger_left(&mut self.outputs, conn, now);
         let Some(mut c) = self.conns.remove(&conn) else {
             return;
         };
         match std::mem::replace(&mut c.phase, Phase::Done) {
             Phase::Parked { parked, .. } => {
                 self.router.unpark(&parked);
-                self.log_conn(&c, conn, "dropped", reason, now);
+                Conns::log_conn(&mut self.outputs, &c, conn, "dropped", reason, now);
             }
             Phase::StatusWait { sender, id, .. } => {
-                self.unwatch_key(conn, &sender, &id);
-                self.log_conn(&c, conn, "dropped", reason, now);
+                self.conns.unwatch_key(conn, &sender, &id);
+                Conns::log_conn(&mut self.outputs, &c, conn, "dropped", reason, now);
             }
             Phase::Staged => {
                 // The sender never saw `accepted`, so the send must not happen.
-                if let Some(pos) = self.staged.iter().position(|s| s.conn == Some(conn)) {
-                    let s = self.staged.remove(pos);
+                if let Some(s) = self.commit.unstage_send_of(conn) {
                     self.unstage(
                         s,
                         &format!("sender went away before the commit: {reason}"),
                         now,
                     );
-                    self.log_conn(&c, conn, "cancelled", reason, now);
-                } else if let Some(pos) = self.staged_tasks.iter().position(
-                    |t| matches!(t.then, super::TaskThen::Reply { conn: c, .. } if c == conn),
-                ) {
+                    Conns::log_conn(&mut self.outputs, &c, conn, "cancelled", reason, now);
+                } else if let Some(t) = self.commit.unstage_reply_to(conn) {
                     // A delegation never answered `delegated` must not run either.
-                    let t = self.staged_tasks.remove(pos);
-                    if let (super::TaskThen::Reply { task, .. }, Some(book)) =
+                    if let (TaskThen::Reply { task, .. }, Some(book)) =
                         (t.then, self.tasks.as_mut())
                     {
                         book.withdraw(&task);
                     }
-                    self.log_conn(&c, conn, "cancelled", reason, now);
+                    Conns::log_conn(&mut self.outputs, &c, conn, "cancelled", reason, now);
                 } else {
                     // Its batch is being written: the batch's result decides, unanswered.
                     let detail = format!("closed while its send was being committed: {reason}");
-                    self.log_conn(&c, conn, "closed", &detail, now);
+                    Conns::log_conn(&mut self.outputs, &c, conn, "closed", &detail, now);
                 }
             }
             Phase::Delivering {
@@ -317,7 +197,7 @@ impl Hub {
                 ack: true,
                 committed,
             } => {
-                self.log_conn(&c, conn, "requeued", reason, now);
+                Conns::log_conn(&mut self.outputs, &c, conn, "requeued", reason, now);
                 self.give_back(conn, *env, reason, committed, now);
             }
             Phase::Delivering {
@@ -325,7 +205,7 @@ impl Hub {
                 committed: false,
                 ..
             } => {
-                self.log_conn(&c, conn, "requeued", reason, now);
+                Conns::log_conn(&mut self.outputs, &c, conn, "requeued", reason, now);
                 self.give_back(conn, *env, reason, false, now);
             }
             Phase::Delivering {
@@ -333,16 +213,18 @@ impl Hub {
                 committed: true,
                 ..
             } if !flushed => {
-                self.log_conn(&c, conn, "lost", reason, now);
+                Conns::log_conn(&mut self.outputs, &c, conn, "lost", reason, now);
                 self.lose(conn, *env, reason, now);
             }
-            Phase::Delivering { .. } => self.log_conn(&c, conn, "delivered", "", now),
+            Phase::Delivering { .. } => {
+                Conns::log_conn(&mut self.outputs, &c, conn, "delivered", "", now)
+            }
             // An ack already read stands: the commit settles it without a reply.
-            Phase::AckStaged => self.log_conn(&c, conn, "acked", reason, now),
+            Phase::AckStaged => Conns::log_conn(&mut self.outputs, &c, conn, "acked", reason, now),
             // Committed, but the peer left before the flush let its reply go out.
             Phase::Syncing { outcome } => {
                 let detail = format!("closed before the store's flush: {reason}");
-                self.log_conn(&c, conn, outcome, &detail, now)
+                Conns::log_conn(&mut self.outputs, &c, conn, outcome, &detail, now)
             }
             Phase::Hello | Phase::Verb | Phase::Claimed { .. } | Phase::Replied | Phase::Done => {}
         }
@@ -351,12 +233,14 @@ impl Hub {
     /// Begins a clean shutdown: every connection not waiting on a commit or a delivery gets an
     /// error line and is closed; parked awaits consume nothing.
     pub fn shutdown(&mut self, now: Now) {
-        self.shutting_down = true;
-        self.shutdown_tasks(now);
-        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
-        for conn in ids {
-            let phase = &self.conns[&conn].phase;
-            match phase {
+        self.conns.stop();
+        let (mut work, out) = self.task_work();
+        work.shutdown(out);
+        for conn in self.conns.ids() {
+            let Some(c) = self.conns.get(&conn) else {
+                continue;
+            };
+            match &c.phase {
                 Phase::Hello | Phase::Verb => self.fail(conn, "hub is shutting down", now),
                 Phase::Parked { parked, .. } => {
                     let parked = parked.clone();
@@ -364,13 +248,13 @@ impl Hub {
                     self.fail(conn, "hub is shutting down; nothing was consumed", now);
                 }
                 Phase::StatusWait { .. } => {
-                    self.unwatch(conn);
+                    self.conns.unwatch(conn);
                     self.fail(conn, "hub is shutting down", now);
                 }
                 // Answered: close once the final line is written, without waiting for the
                 // client's close (a plain delivery's outcome is still decided at the close).
                 Phase::Replied | Phase::Delivering { ack: false, .. } => {
-                    // Its answer linger (`hub::linger`), if running, ends with this close.
+                    // Its answer linger (`Conns::flushed`), if running, ends with this close.
                     self.set_deadline(conn, None);
                     self.push_close(conn, false)
                 }
@@ -388,23 +272,21 @@ impl Hub {
                 // A task identity (docs/delegation.md "Task identity") is checked only for a
                 // `task-` name, which no roster may hold.
                 let verified = if crate::kernel::names::is_task_name(&h.name) {
-                    self.verify_task_identity(&h.name, &h.token)
+                    tasks::verify_identity(self.tasks.as_ref(), &h.name, &h.token)
                 } else {
-                    self.roster.verify(&h.name, &h.token)
+                    self.settings.roster.verify(&h.name, &h.token)
                 };
-                if verified && !self.stranger_authenticated(conn, &h.name) {
+                let cap = self.settings.limits.max_connections_per_agent();
+                let out = &mut self.outputs;
+                if verified && !self.conns.authenticated(out, conn, &h.name, cap) {
                     // The right credentials, but the name holds every connection it may
                     // (`limits.max_connections_per_agent`, SPEC §4.6): recorded as who it
                     // is, then refused.
-                    let cap = self.limits.max_connections_per_agent();
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.name = Some(h.name.clone());
                     }
                     self.outputs
-                        .push_back(Output::Audit(AuditEvent::Authenticated {
-                            conn,
-                            name: h.name,
-                        }));
+                        .audit(AuditEvent::Authenticated { conn, name: h.name });
                     let msg = format!(
                         "too many connections for this agent (limit {cap}); try again later"
                     );
@@ -417,32 +299,24 @@ impl Hub {
                     c.name = Some(h.name.clone());
                     c.phase = Phase::Verb;
                     c.warn = h.warn == Some(true);
-                    // Looked up before it is inserted: a name seen before (every hello but
-                    // a name's first) costs no copy of it.
-                    let at = Some(now.wall.timestamp_millis());
-                    match self.seen.get_mut(&h.name) {
-                        Some(seen) => seen.0 = at,
-                        None => {
-                            self.seen.insert(h.name.clone(), (at, None));
-                        }
-                    }
+                    self.presence.authenticated(&h.name, now);
                     self.set_deadline(
                         conn,
                         Some(crate::kernel::deadline::after(
                             now.mono,
-                            self.limits.verb_timeout(),
+                            self.settings.limits.verb_timeout(),
                         )),
                     );
                     self.outputs
-                        .push_back(Output::Audit(AuditEvent::Authenticated {
-                            conn,
-                            name: h.name,
-                        }));
+                        .audit(AuditEvent::Authenticated { conn, name: h.name });
                     self.write(conn, &HubLine::Ok);
                 } else {
                     // The name tried is recorded unless it holds a token (one sent in the
                     // wrong field), and only within the strangers' rate (`hub::strangers`).
-                    self.stranger_outcome(conn, Some(h.name), now);
+                    let (roster, tasks) = (&self.settings.roster, self.tasks.as_ref());
+                    let recordable = |tried: &str| strangers::recordable(tried, roster, tasks);
+                    let out = &mut self.outputs;
+                    self.conns.hello_failed(out, conn, h.name, &recordable, now);
                     self.fail(
                         conn,
                         "authentication failed: unknown name or wrong token",
@@ -457,218 +331,188 @@ impl Hub {
         }
     }
 
+    /// The verb line: handed to its verb (`hub::verbs`), with the machines it drives.
     fn on_verb_line(&mut self, conn: ConnId, line: &[u8], now: Now) {
-        match ClientLine::decode(line) {
-            Err(e) => self.fail(conn, &e.to_string(), now),
-            Ok(ClientLine::Hello(_)) => self.fail(conn, "a second hello on one connection", now),
-            Ok(ClientLine::Send(env)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "send";
-                self.on_send(conn, env, now)
-            }
-            Ok(ClientLine::Await(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "await";
-                self.on_await(conn, req, now)
-            }
-            Ok(ClientLine::Status(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "status";
-                self.on_status(conn, req, now)
+        let line = match ClientLine::decode(line) {
+            Err(e) => return self.fail(conn, &e.to_string(), now),
+            Ok(ClientLine::Hello(_)) => {
+                return self.fail(conn, "a second hello on one connection", now)
             }
             Ok(ClientLine::Ack(_)) => {
-                self.fail(conn, "an ack outside an acknowledged delivery", now)
+                return self.fail(conn, "an ack outside an acknowledged delivery", now)
             }
-            Ok(ClientLine::Who(req)) => {
-                let c = self.conns.get_mut(&conn).expect("caller checked");
-                c.verb = "who";
-                let asker = c.name.clone().unwrap_or_default();
-                let mut presence = self.presence_for(&asker);
-                if req.wants_off_roster() {
-                    presence.off_roster = Some(self.off_roster_for(Some(&asker)));
-                }
+            Ok(line) => line,
+        };
+        self.conns.set_verb(conn, line.tag());
+        let (conns, out) = (&mut self.conns, &mut self.outputs);
+        match line {
+            ClientLine::Send(env) => {
+                let admit = Admit {
+                    commit: &mut self.commit,
+                    ledger: &self.memory.ledger,
+                    router: &mut self.router,
+                };
+                let known = Known {
+                    roster: &self.settings.roster,
+                    forwarding: self.forwarding.as_ref(),
+                    tasks: self.tasks.as_ref(),
+                };
+                verbs::send::handle(conns, out, admit, known, conn, env, now)
+            }
+            ClientLine::Await(req) => {
+                let (router, liveness) = (&mut self.router, &mut self.presence.liveness);
+                verbs::await_::handle(conns, out, router, liveness, &self.settings, conn, req, now)
+            }
+            ClientLine::Status(req) => {
+                let max = self.settings.limits.max_status_waits;
+                let at = status::Lookup {
+                    memory: &self.memory,
+                    router: &self.router,
+                };
+                status::handle(conns, out, at, max, conn, req, now)
+            }
+            ClientLine::Who(req) => {
+                let asker = conns.get(&conn).and_then(|c| c.name.clone());
+                let asker = asker.unwrap_or_default();
+                let presence = verbs::who::answer(self.view(), &asker, req.wants_off_roster());
                 self.reply(conn, &HubLine::Who(presence), "who", now)
             }
-            Ok(ClientLine::Delegate(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "delegate";
-                self.on_delegate(conn, req, now)
+            ClientLine::Activity => {
+                let asker = conns.asker(conn);
+                match verbs::activity::answer(self.view(), &asker) {
+                    Ok(activity) => self.reply(conn, &HubLine::Activity(activity), "activity", now),
+                    Err(why) => self.fail(conn, why, now),
+                }
             }
-            Ok(ClientLine::TaskStatus(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "task_status";
-                self.on_task_status(conn, req, now)
+            ClientLine::Turn(req) => {
+                let asker = conns.asker(conn);
+                let (roster, router) = (&self.settings.roster, &self.router);
+                let liveness = &mut self.presence.liveness;
+                match verbs::turn::answer(liveness, roster, router, &asker, req, now) {
+                    Ok(turn) => self.reply(conn, &HubLine::Turn(turn), "turn", now),
+                    Err(why) => self.fail(conn, why, now),
+                }
             }
-            Ok(ClientLine::Tasks) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "tasks";
-                self.on_tasks(conn, now)
+            ClientLine::Delegate(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                    memory: &self.memory,
+                };
+                verbs::delegate::delegate(conns, out, work, conn, req, now)
             }
-            Ok(ClientLine::Cancel(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "cancel";
-                self.on_cancel(conn, req, now)
+            ClientLine::TaskStatus(req) => {
+                let book = self.tasks.as_ref();
+                verbs::delegate::task_status(conns, out, book, conn, req, now)
             }
-            Ok(ClientLine::Turn(req)) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "turn";
-                self.on_turn(conn, req, now)
+            ClientLine::Tasks => verbs::delegate::tasks(conns, out, self.tasks.as_ref(), conn, now),
+            ClientLine::Cancel(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                    memory: &self.memory,
+                };
+                verbs::delegate::cancel(conns, out, work, conn, req, now)
             }
-            Ok(ClientLine::Activity) => {
-                self.conns.get_mut(&conn).expect("caller checked").verb = "activity";
-                self.on_activity(conn, now)
+            // Answered above.
+            ClientLine::Hello(_) | ClientLine::Ack(_) => {}
+        }
+    }
+
+    /// Expires every connection deadline at or before `now` (from `handle_timeout`): a hello
+    /// or verb not sent in time, a parked await's timeout, a status wait's, an ack not sent in
+    /// time, the end of an answer linger.
+    pub(super) fn expire_conns(&mut self, now: Now) {
+        while let Some(conn) = self.conns.pop_expired(now) {
+            let Some(c) = self.conns.get(&conn) else {
+                continue;
+            };
+            match &c.phase {
+                Phase::Hello => {
+                    let msg = format!(
+                        "no hello within {} ms",
+                        self.settings.limits.hello_timeout_ms
+                    );
+                    self.fail(conn, &msg, now);
+                }
+                Phase::Verb => {
+                    let msg = format!("no verb within {} ms", self.settings.limits.verb_timeout_ms);
+                    self.fail(conn, &msg, now);
+                }
+                Phase::Parked { parked, .. } => {
+                    let parked = parked.clone();
+                    self.router.unpark(&parked);
+                    let name = parked.agent;
+                    self.outputs.audit(AuditEvent::Timeout { conn, name });
+                    self.reply(conn, &HubLine::Timeout, "timeout", now);
+                }
+                Phase::StatusWait { .. } => {
+                    let at = status::Lookup {
+                        memory: &self.memory,
+                        router: &self.router,
+                    };
+                    status::timed_out(&mut self.conns, &mut self.outputs, at, conn, now)
+                }
+                Phase::Delivering { ack: true, .. } => {
+                    let msg = format!(
+                        "no ack within {} ms; the envelope will be delivered again",
+                        self.settings.limits.ack_timeout_ms
+                    );
+                    self.return_unacked(conn, &msg, now);
+                }
+                phase if conns::answered(phase) => self.conns.linger_over(&mut self.outputs, conn),
+                _ => {}
             }
         }
     }
 
-    // ----- replies and bookkeeping -----
+    /// Every byte the connection was given up to and including its final line (after
+    /// `Output::Answered`) is in the kernel. Starts the answer linger, or ends the exchange
+    /// now when `limits.answer_linger_ms` is 0 (`Conns::flushed`, SPEC §4.3, §4.4).
+    pub fn handle_flushed(&mut self, conn: ConnId, now: Now) {
+        let linger = self.settings.limits.answer_linger();
+        self.conns.flushed(&mut self.outputs, conn, linger, now);
+    }
+
+    // ----- the connection helpers, for the glue (`Conns` has them) -----
 
     pub(super) fn write(&mut self, conn: ConnId, line: &HubLine) {
-        // Nothing goes to a connection the IO layer released (a batch's outcome can come
-        // after its sender left).
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if c.closed {
-            return;
-        }
-        c.errored |= matches!(line, HubLine::Error { .. });
-        self.outputs.push_back(Output::Write {
-            conn,
-            line: line.encode(),
-        });
+        self.conns.write(&mut self.outputs, conn, line);
     }
 
-    /// Sends the connection's final line; the exchange is over (`end_exchange`).
+    /// Sends the connection's final line; the exchange is over (`Conns::end_exchange`).
     pub(super) fn reply(&mut self, conn: ConnId, line: &HubLine, outcome: &str, now: Now) {
-        self.write(conn, line);
-        self.log(conn, outcome, "", now);
-        self.end_exchange(conn, now);
+        self.conns
+            .reply(&mut self.outputs, conn, line, outcome, now);
     }
 
     /// Sends an error line (always the last line) and closes.
     pub(super) fn fail(&mut self, conn: ConnId, message: &str, now: Now) {
-        self.write(
-            conn,
-            &HubLine::Error {
-                message: message.to_owned(),
-            },
-        );
-        self.log(conn, "error", message, now);
-        self.finish(conn);
+        self.conns.fail(&mut self.outputs, conn, message, now);
     }
 
     pub(super) fn finish(&mut self, conn: ConnId) {
-        self.set_deadline(conn, None);
-        // A parked status wait ended by an error line leaves its room (`hub::receipts`).
-        self.unwatch(conn);
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        // A claimed waiter becomes Done too: once closed it must take no more input, and
-        // `accept` routes the envelope of a waiter that is no longer Claimed elsewhere.
-        if !matches!(c.phase, Phase::Delivering { .. } | Phase::AckStaged) {
-            c.phase = Phase::Done;
-        }
-        let linger = c.errored;
-        self.push_close(conn, linger);
+        self.conns.finish(&mut self.outputs, conn);
     }
 
-    /// Emits the connection's one `Output::Close`; a second request (a shutdown or a linger
-    /// ending after an error close, a failure after the answer's close) changes nothing.
     pub(super) fn push_close(&mut self, conn: ConnId, linger: bool) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if std::mem::replace(&mut c.closed, true) {
-            return;
-        }
-        self.outputs.push_back(Output::Close { conn, linger });
+        self.conns.push_close(&mut self.outputs, conn, linger);
     }
 
     pub(super) fn set_deadline(&mut self, conn: ConnId, deadline: Option<Instant>) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if let Some(old) = c.deadline.take() {
-            self.deadlines.remove(&(old, conn));
-        }
-        if let Some(at) = deadline {
-            c.deadline = Some(at);
-            self.deadlines.insert((at, conn));
-        }
+        self.conns.set_deadline(conn, deadline);
     }
 
     pub(super) fn log(&mut self, conn: ConnId, outcome: &str, detail: &str, now: Now) {
-        // A stranger's line is written only with its records (`hub::strangers`); this may be
-        // its first outcome, which decides that.
-        if !self.stranger_outcome(conn, None, now) {
-            return;
-        }
-        if let Some(c) = self.conns.get(&conn) {
-            let line = service_line(c, conn, outcome, detail, now);
-            self.outputs.push_back(Output::Log(line));
-        }
+        self.conns
+            .log(&mut self.outputs, conn, outcome, detail, now);
     }
 
-    pub(super) fn log_conn(
-        &mut self,
-        c: &Conn,
-        conn: ConnId,
-        outcome: &str,
-        detail: &str,
-        now: Now,
-    ) {
-        if matches!(c.standing, Standing::Stranger | Standing::StrangerSummed) {
-            return;
-        }
-        let line = service_line(c, conn, outcome, detail, now);
-        self.outputs.push_back(Output::Log(line));
-    }
-}
-
-/// A connection's service-log line. Its detail is an error or close reason with every quoted
-/// span left out (`pipeline::redact_quoted`): the ids and names some error texts quote come
-/// from clients and peers, and the service log holds none of their values (SPEC §8.2).
-fn service_line(c: &Conn, conn: ConnId, outcome: &str, detail: &str, now: Now) -> String {
-    let elapsed_us = now.mono.saturating_duration_since(c.opened).as_micros();
-    let name = c.name.as_deref().unwrap_or("-");
-    let detail = pipeline::redact_quoted(detail);
-    if detail.is_empty() {
-        // Every connection's last line (a plain close): without `format!` (docs/performance.md,
-        // issue 13, "Design decisions"); the same text as the branch below without
-        // its detail.
-        use crate::wire::json_text::push_u64;
-        let mut line = String::with_capacity(64 + name.len() + outcome.len());
-        line.push_str("conn=");
-        push_u64(&mut line, conn);
-        line.push_str(" name=");
-        line.push_str(name);
-        line.push_str(" verb=");
-        line.push_str(c.verb);
-        line.push_str(" outcome=");
-        line.push_str(outcome);
-        line.push_str(" elapsed_us=");
-        // Invariant-free: a u64 of microseconds is 584,000 years.
-        push_u64(&mut line, u64::try_from(elapsed_us).unwrap_or(u64::MAX));
-        line
-    } else {
-        format!(
-            "conn={conn} name={name} verb={} outcome={outcome} elapsed_us={elapsed_us} detail={:?}",
-            c.verb, detail
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every connection's `Conn` lives in a box of its own size, a parked await's included, so
-    /// what the struct holds inline is what W3 measures per waiter (docs/performance.md, "W3:
-    /// memory per parked await": 280 bytes before the delivery's envelope and the held ack
-    /// line were boxed). A new inline field that grows it should be a decision, not a drift.
-    #[cfg(target_pointer_width = "64")]
-    #[test]
-    fn a_connection_costs_the_core_at_most_192_bytes_inline() {
-        assert!(
-            std::mem::size_of::<Conn>() <= 192,
-            "hub::session::Conn is {} bytes",
-            std::mem::size_of::<Conn>()
-        );
-        // The largest phase is a parked await's; a delivery's envelope is boxed.
-        assert!(std::mem::size_of::<Phase>() <= std::mem::size_of::<Parked>() + 32);
+    pub(super) fn hold(&mut self, conn: ConnId, summary: impl FnOnce() -> AckInput) {
+        self.conns.hold(conn, summary);
     }
 }

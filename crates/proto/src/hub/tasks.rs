@@ -1,42 +1,63 @@
-//! The hub's side of delegated work (docs/delegation.md): the task book's instructions
-//! turned into staged commits and outputs, the runner's events fed to the book, and the task
-//! identities' place in authentication and routing.
+//! The hub's side of delegated work (docs/delegation.md): the task book's instructions turned
+//! into staged commits and outputs, the runner's events and relay peers' task messages and
+//! link changes fed to the book ("Across hubs"), and the task identities' place in
+//! authentication.
 //!
-//! Owns the glue only. The book (`crate::tasks`) decides every task's state; the commit
-//! (`commit`) decides batches. What this file guarantees is the pairing the book asks for:
-//! an outcome envelope and its task's final state go into one batch (`Staged::rider`), a
-//! `delegated` reply waits for the commit of its task's row, and an agent is started only
-//! after the commit of its task's `running` state (`StagedTask`). Refuses IO.
+//! Owns the glue only, as methods of `TaskWork`, the machines delegated work drives (the
+//! book, the ids it draws from, the staging and the router its envelopes are named by, the
+//! memory that says whether a progress envelope still waits). The book (`crate::tasks`)
+//! decides every task's state; the commit (`commit`) decides batches. What this file
+//! guarantees is the pairing the book asks for: an outcome envelope and its task's final
+//! state go into one batch (`Staged::rider`), a `delegated` reply waits for the commit of its
+//! task's row, an agent is started only after the commit of its task's `running` state
+//! (`StagedTask`), and a message to a peer (a `delegate_task`, a status, a final handoff, the
+//! ack of a peer's handoff) leaves only after the commit of the step that made it, so a peer
+//! never hears of a task, or of an outcome, this hub could lose in a crash. Refuses IO.
 
-use super::{AuditEvent, ConnId, Hub, Now, Output, PeerSend, Rider, StagedTask, TaskThen};
-use crate::hub::durable::StoreOp;
-use crate::hub::ledger::State;
-use crate::tasks::TaskEvent;
-use crate::tasks::{StoredTask, TaskAction, TaskBook, TaskCommit, TaskId};
-use crate::wire::{HubLine, TaskStateReply};
+use super::commit::Commits;
+use super::event::{Output, PeerSend};
+use super::memory::Memory;
+use super::outbox::Outbox;
+use super::router::Router;
+use crate::kernel::ids::IdSource;
+use crate::kernel::now::Now;
+use crate::relay::message::Payload;
+use crate::tasks::peer_refusal as refusal_handoff;
+use crate::tasks::{StoredTask, TaskBook, TaskEvent, TaskId};
 
-impl Hub {
-    /// Turns delegation on (a `[tasks]` table): `book` holds the runnable agents.
-    pub fn with_tasks(mut self, book: TaskBook) -> Hub {
-        self.tasks = Some(book);
-        self
+/// What delegated work drives: the task book (None without `[tasks]`), the ids it draws task
+/// ids and tokens from, the staging its commits go to, the router its envelopes are named
+/// by, and the memory of accepted ids (whether an earlier progress envelope still waits).
+pub(super) struct TaskWork<'a> {
+    pub(super) book: Option<&'a mut TaskBook>,
+    pub(super) ids: &'a mut dyn IdSource,
+    pub(super) commit: &'a mut Commits,
+    pub(super) router: &'a mut Router,
+    pub(super) memory: &'a Memory,
+}
+
+impl TaskWork<'_> {
+    /// Carries out every instruction the book queued (`Commits::stage_task_actions`).
+    pub(super) fn drain(&mut self, out: &mut Outbox) {
+        if let Some(book) = self.book.as_deref_mut() {
+            self.commit.stage_task_actions(book, self.router, out);
+        }
     }
 
-    /// The agents this hub can run from now on (the manifests read again on SIGHUP): later
-    /// delegations are checked against them; tasks already accepted are not touched, since
-    /// the executor resolves a task's agent when it starts it. Without `[tasks]`, nothing.
-    pub fn set_task_agents(&mut self, agents: Vec<String>) {
-        if let Some(book) = self.tasks.as_mut() {
-            book.set_agents(agents);
+    /// Starts what the book can start now, then carries out its instructions.
+    pub(super) fn start(&mut self, now: Now, out: &mut Outbox) {
+        if let Some(book) = self.book.as_deref_mut() {
+            book.start_ready(now, self.ids);
         }
+        self.drain(out);
     }
 
     /// Rebuilds the task book from the store's rows at startup (docs/delegation.md
     /// "Durability"): outcome envelopes of tasks that were running are staged for the first
     /// batch, queued tasks start as slots allow (after that batch), and every task that was
     /// running with a known process group is named for the IO layer to make sure it is gone.
-    pub fn restore_tasks(&mut self, rows: Vec<StoredTask>, now: Now) {
-        let Some(book) = self.tasks.as_mut() else {
+    pub(super) fn restore(&mut self, rows: Vec<StoredTask>, now: Now, out: &mut Outbox) {
+        let Some(book) = self.book.as_deref_mut() else {
             return;
         };
         let orphans: Vec<(String, u32)> = rows
@@ -44,23 +65,15 @@ impl Hub {
             .filter(|r| matches!(r.state.as_str(), "running" | "cancelling"))
             .filter_map(|r| r.pid.map(|pid| (r.task.clone(), pid)))
             .collect();
-        book.restore(rows, now, &mut *self.ids);
+        book.restore(rows, now, self.ids);
         for (task, pid) in orphans {
-            self.outputs.push_back(Output::KillOrphan { task, pid });
+            out.push(Output::KillOrphan { task, pid });
         }
-        self.start_tasks(now);
-    }
-
-    /// Starts what the book can start now, then carries out its instructions.
-    pub(super) fn start_tasks(&mut self, now: Now) {
-        if let Some(book) = self.tasks.as_mut() {
-            book.start_ready(now, &mut *self.ids);
-        }
-        self.drain_task_actions(now);
+        self.start(now, out);
     }
 
     /// One event from a task's runner (the IO layer drains them after its waker fires).
-    pub fn handle_task_event(&mut self, task: &str, event: TaskEvent, now: Now) {
+    pub(super) fn event(&mut self, task: &str, event: TaskEvent, now: Now, out: &mut Outbox) {
         let Some(id) = TaskId::parse(task) else {
             return;
         };
@@ -68,209 +81,117 @@ impl Hub {
         if let TaskEvent::Log(log) = &event {
             // The session's and runner's lines hold no prompt, text or secret (runner docs).
             let line = format!("task {id}: {}", log.message);
-            self.outputs.push_back(match log.level {
+            out.push(match log.level {
                 crate::acp::Level::Info => Output::Log(line),
                 _ => Output::LogError(line),
             });
             return;
         }
-        let Some(book) = self.tasks.as_mut() else {
+        let Some(book) = self.book.as_deref_mut() else {
             return;
         };
-        let ledger = &self.ledger;
-        let pending = |envelope_id: &str| {
-            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
-        };
-        book.handle_event(&id, event, now, &mut *self.ids, &pending);
-        self.drain_task_actions(now);
+        let memory = self.memory;
+        let pending = |envelope_id: &str| memory.hub_envelope_queued(envelope_id);
+        book.handle_event(&id, event, now, self.ids, &pending);
+        self.drain(out);
         if ended {
             // A slot is free only once the process is reaped (docs/delegation.md).
-            self.start_tasks(now);
+            self.start(now, out);
         }
     }
 
     /// Progress envelopes held back by their interval (called from `handle_timeout`).
-    pub(super) fn expire_tasks(&mut self, now: Now) {
-        let Some(book) = self.tasks.as_mut() else {
+    pub(super) fn expire(&mut self, now: Now, out: &mut Outbox) {
+        let Some(book) = self.book.as_deref_mut() else {
             return;
         };
         if !book.poll_timeout().is_some_and(|at| at <= now.mono) {
             return;
         }
-        let ledger = &self.ledger;
-        let pending = |envelope_id: &str| {
-            ledger.state_of(crate::kernel::names::HUB_NAME, envelope_id) == Some(State::Queued)
-        };
-        book.handle_timeout(now, &mut *self.ids, &pending);
-        self.drain_task_actions(now);
+        let memory = self.memory;
+        let pending = |envelope_id: &str| memory.hub_envelope_queued(envelope_id);
+        book.handle_timeout(now, self.ids, &pending);
+        self.drain(out);
     }
 
     /// The hub is stopping: running tasks are asked to cancel; nothing new starts.
-    pub(super) fn shutdown_tasks(&mut self, now: Now) {
-        if let Some(book) = self.tasks.as_mut() {
+    pub(super) fn shutdown(&mut self, out: &mut Outbox) {
+        if let Some(book) = self.book.as_deref_mut() {
             book.shutdown();
         }
-        self.drain_task_actions(now);
+        self.drain(out);
     }
 
-    /// Tasks whose outcome has not come in yet (the drain waits for them).
-    pub fn active_tasks(&self) -> usize {
-        self.tasks.as_ref().map_or(0, TaskBook::active)
-    }
-
-    /// Whether `name`/`token` authenticate a live task identity (docs/delegation.md
-    /// "Task identity").
-    pub(super) fn verify_task_identity(&self, name: &str, token: &str) -> bool {
-        self.tasks
-            .as_ref()
-            .is_some_and(|b| b.verify_identity(name, token).is_some())
-    }
-
-    /// A task identity may mail only its delegator and `tasks.may_mail`; anyone else may
-    /// mail anyone. The refusal names no value (SPEC §8.2).
-    pub(super) fn task_send_refusal(&self, from: &str, to: &str) -> Option<&'static str> {
-        if !crate::kernel::names::is_task_name(from) {
-            return None;
-        }
-        let allowed = self.tasks.as_ref().is_some_and(|b| b.may_mail(from, to));
-        (!allowed).then_some(
-            "invalid envelope: a task may mail only its delegator and the agents tasks.may_mail names",
-        )
-    }
-
-    /// Mail to a task identity (`task-…`) comes only from its delegator and the names in
-    /// `tasks.may_mail`, while the task has not ended (`TaskBook::may_receive`); a hub
-    /// without `[tasks]` has no task to mail. One text for every refusal, so it tells a
-    /// stranger nothing about which tasks exist.
-    pub(super) fn task_inbox_refusal(&self, from: &str, to: &str) -> Option<&'static str> {
-        if !crate::kernel::names::is_task_name(to) {
-            return None;
-        }
-        let allowed = self.tasks.as_ref().is_some_and(|b| b.may_receive(to, from));
-        (!allowed).then_some(
-            "invalid envelope: a task takes mail only from its delegator and the agents tasks.may_mail names, and only until it ends",
-        )
-    }
-
-    /// Carries out every instruction the book queued.
-    pub(super) fn drain_task_actions(&mut self, now: Now) {
-        loop {
-            let Some(action) = self.tasks.as_mut().and_then(TaskBook::poll_action) else {
-                return;
-            };
-            match action {
-                TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
-                TaskAction::Start(spec) => {
-                    // Its `running` state was queued just before: the agent starts once that
-                    // commit is written, so a crash in between reports `hub_restarted`
-                    // instead of running the work twice.
-                    match self.staged_tasks.last_mut() {
-                        Some(StagedTask {
-                            then: then @ TaskThen::Nothing,
-                            ..
-                        }) => *then = TaskThen::Start(Box::new(spec)),
-                        _ => self.staged_tasks.push(StagedTask {
-                            store: Vec::new(),
-                            audit: Vec::new(),
-                            then: TaskThen::Start(Box::new(spec)),
-                        }),
-                    }
-                }
-                TaskAction::Cancel(task) => self.outputs.push_back(Output::CancelTask { task }),
-                TaskAction::Log(line) => self.outputs.push_back(Output::Log(line)),
-                TaskAction::ToPeer {
-                    peer,
-                    payload,
-                    handoff,
-                } => self.stage_peer_send(PeerSend {
-                    peer,
-                    payload,
-                    handoff,
-                }),
-            }
-        }
-    }
-
-    /// One book commit: with an envelope, the envelope is staged and everything else rides
-    /// with it; without one, it is a `StagedTask` (answered to `reply_to` when given).
-    pub(super) fn stage_task_commit(
-        &mut self,
-        c: TaskCommit,
-        reply_to: Option<(ConnId, TaskId)>,
-        _now: Now,
-    ) {
-        let store: Vec<StoreOp> = if self.durable {
-            c.store.into_iter().map(StoreOp::Task).collect()
-        } else {
-            Vec::new()
-        };
-        let audit: Vec<AuditEvent> = c.audit.into_iter().map(AuditEvent::Task).collect();
-        let Some(env) = c.envelope else {
-            let then = match reply_to {
-                Some((conn, task)) => TaskThen::Reply { conn, task },
-                None => TaskThen::Nothing,
-            };
-            self.staged_tasks.push(StagedTask { store, audit, then });
+    /// The lasting relay link with `peer` came up or went down; `v1`: an agent-hub peer,
+    /// which reads `agent` and acks handoffs, false for any claudectl (0.92 speaks proto 1 but
+    /// acks nothing), see `TaskBook::handle_peer_link`.
+    pub(super) fn peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now, out: &mut Outbox) {
+        let Some(book) = self.book.as_deref_mut() else {
             return;
         };
-        self.stage_hub_envelope(&env, Some(Box::new(Rider { store, audit })));
+        book.handle_peer_link(peer, up, v1, now, self.ids);
+        self.drain(out);
     }
 
-    /// The outcome of a batch for its task steps.
-    pub(super) fn settle_staged_tasks(
+    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`) from
+    /// an authenticated connection of `peer`; `msg_id` is its relay message id. A stopping hub
+    /// (`stopping`) refuses a delegation.
+    pub(super) fn peer_message(
         &mut self,
-        tasks: Vec<StagedTask>,
-        result: &Result<(), String>,
+        stopping: bool,
+        peer: &str,
+        msg_id: &str,
+        payload: Payload,
         now: Now,
+        out: &mut Outbox,
     ) {
-        for t in tasks {
-            match (result, t.then) {
-                (Ok(()), TaskThen::Reply { conn, task }) => {
-                    // Committed as queued; starting it is a later step of its own.
-                    let line = HubLine::Delegated(TaskStateReply {
-                        task: task.as_str().to_owned(),
-                        state: "queued".to_owned(),
-                    });
-                    if self.conns.contains_key(&conn) {
-                        self.reply_durable(conn, line, "delegated", now);
-                    }
-                    self.start_tasks(now);
-                }
-                (Ok(()), TaskThen::Start(spec)) => {
-                    self.outputs.push_back(Output::StartTask(spec));
-                }
-                (Ok(()), TaskThen::Nothing) => {}
-                (Ok(()), TaskThen::ToPeer(sends)) => {
-                    for send in sends {
-                        self.outputs.push_back(Output::ToPeer(Box::new(send)));
-                    }
-                }
-                (Err(why), TaskThen::Reply { conn, task }) => {
-                    if let Some(book) = self.tasks.as_mut() {
-                        book.withdraw(&task);
-                    }
-                    let msg = format!("delegation not accepted: {why}");
-                    if self.conns.contains_key(&conn) {
-                        self.fail(conn, &msg, now);
-                    }
-                }
-                (Err(_), then) => {
-                    // Kept for the next batch, as a bounce is: the book already counts the
-                    // task as started, and starting it waits for its state to be durable.
-                    self.staged_tasks.push(StagedTask {
-                        store: t.store,
-                        audit: t.audit,
-                        then,
-                    });
-                }
+        let Some(book) = self.book.as_deref_mut() else {
+            if let Payload::DelegateTask(d) = &payload {
+                // Never silence: the delegating peer hears why (claudectl shows it), as a
+                // task that could not start (`refused: true`, docs/delegation.md "Across
+                // hubs").
+                self.commit.stage_peer_send(PeerSend {
+                    peer: peer.to_owned(),
+                    payload: Payload::TaskHandoff(refusal_handoff(
+                        &d.task_id,
+                        "delegation is not enabled on this hub",
+                    )),
+                    handoff: None,
+                });
+                out.log(format!(
+                    "relay: {peer} sent delegate_task; refused: delegation is not enabled on this hub"
+                ));
+            } else {
+                out.log(format!(
+                    "relay: {peer} sent {}; this hub runs no delegated work",
+                    payload.msg_type().as_str()
+                ));
+            }
+            return;
+        };
+        if stopping {
+            if let Payload::DelegateTask(d) = &payload {
+                self.commit.stage_peer_send(PeerSend {
+                    peer: peer.to_owned(),
+                    payload: Payload::TaskHandoff(refusal_handoff(
+                        &d.task_id,
+                        "the hub is shutting down",
+                    )),
+                    handoff: None,
+                });
+                return;
             }
         }
+        let memory = self.memory;
+        let pending = |envelope_id: &str| memory.hub_envelope_queued(envelope_id);
+        book.handle_peer_message(peer, msg_id, payload, now, self.ids, &pending);
+        self.drain(out);
+        self.start(now, out);
     }
 }
 
-impl Hub {
-    /// Turns delegation on in a running hub (the server, once its executor exists).
-    pub fn enable_tasks(&mut self, book: TaskBook) {
-        self.tasks = Some(book);
-    }
+/// Whether `name`/`token` authenticate a live task identity (docs/delegation.md "Task
+/// identity").
+pub(super) fn verify_identity(book: Option<&TaskBook>, name: &str, token: &str) -> bool {
+    book.is_some_and(|b| b.verify_identity(name, token).is_some())
 }

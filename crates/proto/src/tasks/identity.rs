@@ -2,7 +2,8 @@
 //! `task-…` (its token, compared in constant time), a token pasted as a name, who may mail a
 //! task, and whom a task may mail. Refuses IO.
 
-use super::*;
+use super::types::TaskId;
+use super::TaskBook;
 
 impl TaskBook {
     /// Whether `name`/`token` is a live task identity (from its start to its outcome);

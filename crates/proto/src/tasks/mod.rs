@@ -46,7 +46,7 @@ use crate::acp::{Outcome, Status};
 use crate::kernel::ids::IdSource;
 use crate::kernel::names::HUB_NAME;
 use crate::kernel::now::Now;
-use crate::wire::{DelegateRequest, Envelope, TaskList, TaskProgress, TaskRecord, TaskStateReply};
+use crate::wire::{DelegateRequest, Envelope, TaskProgress, TaskStateReply};
 use chrono::{DateTime, SecondsFormat, Utc};
 pub use settings::BookConfig;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -26,11 +26,18 @@
 //!
 //! Refuses IO; relay sessions and sockets are `server::relay_io`'s.
 
-use super::*;
+use super::body;
+use super::types::{TaskId, TaskState};
+use super::{cancelling_commit, ms_between, running_commit, Ending, TaskAction, TaskBook};
+use crate::kernel::ids::IdSource;
+use crate::kernel::now::Now;
 use crate::relay::message::{
     Ack, DelegateTask, DependencyGraph, Payload, TaskContext, TaskHandoff, TaskInterrupt,
     TaskStats, TaskStatus,
 };
+use crate::wire::{DelegateRequest, TaskProgress};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// How long a peer has to answer a cancel (`task_interrupt` stop) with its handoff before the
 /// task is settled `cancelled` here anyway.

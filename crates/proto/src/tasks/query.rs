@@ -2,7 +2,10 @@
 //! `task_status` and `tasks`, each visible only to the task's delegator, and the record both
 //! show. Refuses IO.
 
-use super::*;
+use super::types::{TaskId, TaskState};
+use super::{ms_between, rfc3339, Task, TaskBook};
+use crate::kernel::now::Now;
+use crate::wire::{TaskList, TaskRecord};
 
 impl TaskBook {
     /// `task_status`: the record if `asker` delegated it, else `unknown`.

@@ -2,7 +2,14 @@
 //! rebuilding it from the store's rows (queued tasks stay queued in order, running ones end
 //! `hub_restarted` exactly once, settled ones are the history) and stopping it. Refuses IO.
 
-use super::*;
+use super::peer::{Origin, CANCEL_GRACE};
+use super::records::StoredTask;
+use super::types::{TaskId, TaskState};
+use super::{ms_between, Ending, Task, TaskAction, TaskBook, TaskCommit};
+use crate::kernel::ids::IdSource;
+use crate::kernel::now::Now;
+use std::path::PathBuf;
+use std::time::Duration;
 
 impl TaskBook {
     /// Rebuilds the book from the store's rows at startup: queued tasks stay queued in

@@ -8,6 +8,7 @@ use crate::acp::{
 };
 use crate::kernel::ids::SeededIds;
 use crate::tasks::TaskEnd;
+use crate::wire::TaskRecord;
 use serde_json::Value;
 
 mod peer;

@@ -1,58 +1,64 @@
 //! The commit as the core's own output (PLAN.md "How a send becomes durable", SPEC §5.1,
 //! §8, §12.1, §12.2): which staged sends, acks and store changes go into the next batch, the
 //! `Output::Commit` that asks the IO layer to write it, and what follows from its result
-//! (`handle_committed`) and, for a store that flushes to disk, from its flush
-//! (`handle_synced`): replies released or held, sends refused, bounces kept for the next
-//! batch, the retry without sends when a full store refuses them, the refusal of every send
-//! after a failed flush or past `limits.store_backlog_max_bytes`.
+//! (`committed`) and, for a store that flushes to disk, from its flush (`synced`): replies
+//! released or held, sends refused, bounces kept for the next batch, the retry without sends
+//! when a full store refuses them, the refusal of every send after a failed flush or past
+//! `limits.store_backlog_max_bytes`.
 //!
-//! Owns the batch lifecycle and the backlog of changes that gate no reply (`pending`).
-//! Refuses IO: the loop writes a batch's store operations, then its audit records, then
-//! commits the store, in that order, and reports back; it keeps no copy and no rule.
+//! Owns the staged work (`staged`: sends, acks, task steps), the acceptance order
+//! (`Queued::seq`), the batch lifecycle, the replies held for a flush, and the backlog of
+//! changes that gate no reply (`pending`). Refuses IO: the loop writes a batch's store
+//! operations, then its audit records, then commits the store, in that order, and reports
+//! back; it keeps no copy and no rule. Refuses the connections too: what a result means for
+//! a sender, a reader or a task is carried out by the hub's glue (`hub::settle`) from the
+//! `Settled` this machine hands back.
 
 mod pending;
+mod staged;
 
-use super::ledger::State;
-use super::{
-    Conn, ConnId, Held, HeldReply, Hub, Now, Output, Phase, Staged, StagedAck, StagedTask, Target,
-};
-use crate::hub::durable::{StoreFailure, StoreOp};
-use crate::hub::{AuditEvent, Id};
-use crate::wire::HubLine;
+pub(super) use staged::{Held, HeldReply, Rider, Staged, StagedAck, StagedTask, Target, TaskThen};
+
+use super::conn_map::ConnId;
+use super::durable::{StoreFailure, StoreOp};
+use super::event::{AuditEvent, Batch, Output, PeerSend};
+use super::id_key::Id;
+use super::ledger::{self, Ledger, State};
+use super::outbox::Outbox;
+use super::router::Router;
+use crate::kernel::now::Now;
+use crate::tasks::{StartSpec, TaskAction, TaskBook, TaskCommit};
+use crate::wire::{Envelope, HubLine};
 use chrono::{DateTime, Utc};
 use pending::PendingOps;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// How soon the loop comes back to commit staged work after a failed (or waiting) commit
 /// point, when nothing else wakes it.
 pub const COMMIT_RETRY: Duration = Duration::from_millis(500);
 
-/// One commit the IO layer must carry out, in this order: apply `store_ops` in one store
-/// transaction; append `audit` to the audit log (after the records already emitted); commit
-/// the store transaction. If any step fails, undo what was done (roll the transaction back,
-/// or take the audit batch back out when the store commit fails) and report the error with
-/// `Hub::handle_committed(id, Err(..))`; on success report `Ok`. With `sync`, ask the store's
-/// flush to disk for `id` after a successful commit and report it with `Hub::handle_synced`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Batch {
-    /// Batches are numbered in the order they are emitted, from 1.
-    pub id: u64,
-    pub store_ops: Vec<StoreOp>,
-    pub audit: Vec<AuditEvent>,
-    /// Replies wait for the flush of this batch to disk (`store.sync = "full"`).
-    pub sync: bool,
-}
-
-/// The core's commit state.
+/// The core's commit state: what waits for a batch, the batch being written, and what waits
+/// for the store's flush.
 #[derive(Debug, Default)]
 pub(super) struct Commits {
+    /// Sends (and the hub's own envelopes) waiting for the next batch.
+    staged: Vec<Staged>,
+    /// Acks waiting for the next batch.
+    staged_acks: Vec<StagedAck>,
+    /// Task steps waiting for a batch (`StagedTask`).
+    staged_tasks: Vec<StagedTask>,
+    /// The next acceptance number (`Queued::seq`).
+    next_seq: u64,
+    /// Whether store operations are wanted (a durable store is configured).
+    durable: bool,
     /// Store changes that gate no reply, waiting for the next batch.
     pending: PendingOps,
     /// The id of the next batch.
     next_id: u64,
     /// The batch the IO layer is writing.
     in_flight: Option<InFlight>,
-    /// Whether committed batches wait for a flush to disk (`Hub::with_sync`).
+    /// Whether committed batches wait for a flush to disk (`Hub::with_sync`, `store.sync = "full"`).
     pub(super) sync: bool,
     /// A batch of the current loop iteration failed: no further attempt until the next
     /// iteration (`handle_timeout`) or a flush report, so a failing store cannot spin the loop.
@@ -62,6 +68,14 @@ pub(super) struct Commits {
     /// When the loop must come back for work a commit point left behind (a failed batch, or
     /// one held back by a running flush or checkpoint), if no other event wakes it first.
     retry_at: Option<Instant>,
+    /// Replies waiting for the store's flush, in commit order.
+    held: VecDeque<Held>,
+    /// The newest committed batch whose flush has not been reported: while set, every
+    /// `accepted` and `acked` reply waits for it (`hold`).
+    unsynced: Option<u64>,
+    /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
+    /// copy's pages may never reach the disk (the loop refuses new sends likewise).
+    flush_failed: Option<String>,
 }
 
 /// What a batch carries, kept until its result is known.
@@ -83,83 +97,277 @@ struct InFlight {
     wall: DateTime<Utc>,
 }
 
-impl Hub {
-    /// With `sync`, committed batches wait for `handle_synced` before their `accepted` and
-    /// `acked` replies go out (`store.sync = "full"`, SPEC §12.1).
-    pub fn with_sync(mut self, sync: bool) -> Hub {
-        self.commit.sync = sync;
-        self
+/// A batch's outcome, for the hub to carry out (`hub::settle`): separate outcomes for its
+/// sends (and task steps, which share theirs) and its acks, and the time to settle them at.
+#[derive(Debug)]
+pub(super) struct Settled {
+    pub(super) sends: Vec<Staged>,
+    pub(super) sends_result: Result<(), String>,
+    pub(super) tasks: Vec<StagedTask>,
+    pub(super) acks: Vec<StagedAck>,
+    pub(super) acks_result: Result<(), String>,
+    /// Settled with the time its records were stamped with, as the loop's one commit was.
+    pub(super) now: Now,
+}
+
+impl Commits {
+    /// Asks for store operations in each batch (a durable store is configured).
+    pub(super) fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
     }
 
     /// A store change that gates no reply, committed with the next batch (durable store only).
     pub(super) fn store(&mut self, op: StoreOp) {
         if self.durable {
-            self.commit.pending.push(op);
+            self.pending.push(op);
         }
+    }
+
+    /// The next acceptance number.
+    pub(super) fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// A restored envelope or id holds `seq`: every later acceptance comes after it.
+    pub(super) fn restored_seq(&mut self, seq: u64) {
+        self.next_seq = self.next_seq.max(seq + 1);
+    }
+
+    /// Stages a send (or a forwarded envelope) for the next batch.
+    pub(super) fn stage(&mut self, staged: Staged) {
+        self.staged.push(staged);
+    }
+
+    /// Stages an ack for the commit that makes it durable.
+    pub(super) fn stage_ack(&mut self, ack: StagedAck) {
+        self.staged_acks.push(ack);
+    }
+
+    /// Stages an envelope the hub itself sends (a bounce, a task's outcome or progress):
+    /// queued for its recipient with a fresh place in acceptance order, waiving the caps
+    /// (a notice of the hub's must never be refused, SPEC §5.5), with what rides along.
+    pub(super) fn stage_hub_envelope(
+        &mut self,
+        router: &mut Router,
+        env: &Envelope,
+        rider: Option<Box<Rider>>,
+    ) {
+        let digest = ledger::digest(
+            &env.to,
+            &env.kind,
+            env.correlation_id.as_deref(),
+            env.body.get(),
+        );
+        let mut queued = router.queued_from(env, Id::new(&env.id));
+        queued.seq = self.take_seq();
+        self.staged.push(Staged {
+            conn: None,
+            from_peer: None,
+            env: queued,
+            target: Target::Queue { reserved: false },
+            digest,
+            rider,
+        });
+    }
+
+    /// One task book commit: with an envelope, the envelope is staged and everything else
+    /// rides with it (`Staged::rider`); without one, it is a `StagedTask` (answered to
+    /// `reply_to` when given, `TaskThen::Reply`).
+    pub(super) fn stage_task_commit(
+        &mut self,
+        router: &mut Router,
+        c: TaskCommit,
+        reply_to: Option<TaskThen>,
+    ) {
+        let store: Vec<StoreOp> = if self.durable {
+            c.store.into_iter().map(StoreOp::Task).collect()
+        } else {
+            Vec::new()
+        };
+        let audit: Vec<AuditEvent> = c.audit.into_iter().map(AuditEvent::Task).collect();
+        let Some(env) = c.envelope else {
+            let then = reply_to.unwrap_or(TaskThen::Nothing);
+            self.staged_tasks.push(StagedTask { store, audit, then });
+            return;
+        };
+        self.stage_hub_envelope(router, &env, Some(Box::new(Rider { store, audit })));
+    }
+
+    /// Starts a task's agent once the step staged last (its `running` state, queued just
+    /// before) is written, so a crash in between reports `hub_restarted` instead of running
+    /// the work twice.
+    pub(super) fn stage_start(&mut self, spec: StartSpec) {
+        match self.staged_tasks.last_mut() {
+            Some(StagedTask {
+                then: then @ TaskThen::Nothing,
+                ..
+            }) => *then = TaskThen::Start(Box::new(spec)),
+            _ => self.staged_tasks.push(StagedTask {
+                store: Vec::new(),
+                audit: Vec::new(),
+                then: TaskThen::Start(Box::new(spec)),
+            }),
+        }
+    }
+
+    /// Holds a message for a peer until the commit of the step that caused it: it rides on
+    /// the last staged task step (that step's, or one staged before it in the same batch), or
+    /// on an empty step of its own in the next batch (docs/delegation.md "Across hubs").
+    pub(super) fn stage_peer_send(&mut self, send: PeerSend) {
+        match self.staged_tasks.last_mut() {
+            Some(StagedTask {
+                then: then @ TaskThen::Nothing,
+                ..
+            }) => *then = TaskThen::ToPeer(vec![send]),
+            Some(StagedTask {
+                then: TaskThen::ToPeer(sends),
+                ..
+            }) => sends.push(send),
+            _ => self.staged_tasks.push(StagedTask {
+                store: Vec::new(),
+                audit: Vec::new(),
+                then: TaskThen::ToPeer(vec![send]),
+            }),
+        }
+    }
+
+    /// Carries out every instruction `book` queued: its commits staged (`stage_task_commit`),
+    /// a start after the step before it (`stage_start`), a message to a peer held for its
+    /// step's commit (`stage_peer_send`), a cancel and a log line out at once.
+    pub(super) fn stage_task_actions(
+        &mut self,
+        book: &mut TaskBook,
+        router: &mut Router,
+        out: &mut Outbox,
+    ) {
+        while let Some(action) = book.poll_action() {
+            match action {
+                TaskAction::Commit(c) => self.stage_task_commit(router, c, None),
+                // Its `running` state was queued just before: the agent starts once that
+                // commit is written, so a crash in between reports `hub_restarted` instead of
+                // running the work twice.
+                TaskAction::Start(spec) => self.stage_start(spec),
+                TaskAction::Cancel(task) => out.push(Output::CancelTask { task }),
+                TaskAction::Log(line) => out.log(line),
+                TaskAction::ToPeer {
+                    peer,
+                    payload,
+                    handoff,
+                } => self.stage_peer_send(PeerSend {
+                    peer,
+                    payload,
+                    handoff,
+                }),
+            }
+        }
+    }
+
+    /// A bounce kept for the next commit is accepted then, behind what is accepted
+    /// meanwhile: it gets a fresh place in acceptance order.
+    pub(super) fn restage_bounce(&mut self, mut s: Staged) {
+        s.env.seq = self.take_seq();
+        self.staged.push(s)
+    }
+
+    /// A task step whose batch failed is kept for the next batch, as a bounce is.
+    pub(super) fn restage_task(&mut self, t: StagedTask) {
+        self.staged_tasks.push(t);
+    }
+
+    /// Takes back the staged send of `conn` (its sender went away before the commit).
+    pub(super) fn unstage_send_of(&mut self, conn: ConnId) -> Option<Staged> {
+        let pos = self.staged.iter().position(|s| s.conn == Some(conn))?;
+        Some(self.staged.remove(pos))
+    }
+
+    /// Takes back the staged delegation answered on `conn` (its delegator went away before
+    /// the commit).
+    pub(super) fn unstage_reply_to(&mut self, conn: ConnId) -> Option<StagedTask> {
+        let pos = self
+            .staged_tasks
+            .iter()
+            .position(|t| matches!(t.then, TaskThen::Reply { conn: c, .. } if c == conn))?;
+        Some(self.staged_tasks.remove(pos))
     }
 
     /// The loop reached its commit point (after the input of an iteration, and again after
     /// socket writes produced more work): if anything waits and nothing holds it back, the
     /// core emits the next `Output::Commit`. `store_holds` says the store cannot take a commit
-    /// now (a checkpoint that must copy the whole WAL runs; `store::flush`).
+    /// now (a checkpoint that must copy the whole WAL runs; `store::flush`). `backlog_max` is
+    /// `limits.store_backlog_max_bytes`; `ledger` names each acked envelope's reader.
     ///
     /// While a flush is running, a commit made now could confirm nothing before the next
     /// flush anyway, so the staged work is gathered into one batch once the running flush
     /// reports. Only a handoff to a parked await commits at once, because its reader gets the
     /// envelope at the commit (SPEC §12.1).
-    pub fn handle_commit_point(&mut self, now: Now, store_holds: bool) {
+    pub(super) fn commit_point(
+        &mut self,
+        now: Now,
+        store_holds: bool,
+        backlog_max: usize,
+        ledger: &Ledger,
+        out: &mut Outbox,
+    ) {
         if !self.has_commit_work() {
-            self.commit.retry_at = None;
+            self.retry_at = None;
             return;
         }
         let flush_running =
             self.unsynced.is_some() && !self.has_staged_handoff() && self.flush_failed.is_none();
-        if self.commit.in_flight.is_some()
-            || self.commit.round_failed
-            || store_holds
-            || flush_running
-        {
-            self.commit.retry_at = Some(now.mono + COMMIT_RETRY);
+        if self.in_flight.is_some() || self.round_failed || store_holds || flush_running {
+            self.retry_at = Some(now.mono + COMMIT_RETRY);
             return;
         }
-        self.commit.retry_at = None;
+        self.retry_at = None;
         let with_sends = !self.staged.is_empty() || !self.staged_tasks.is_empty();
-        let backlog = self.commit.pending.bytes();
-        let max = self.limits.store_backlog_max_bytes;
+        let backlog = self.pending.bytes();
+        let max = backlog_max;
         if let Some(why) = &self.flush_failed {
             // The kernel may have dropped written pages: nothing new may be promised durable
             // until a restart (SPEC §12.1); acks and removals are still written.
             let refused = flush_failed_refusal(why);
-            self.emit_batch(false, Some(Err(refused)), now);
+            self.emit_batch(false, Some(Err(refused)), now, ledger, out);
         } else if with_sends && backlog > max {
             // The store has been failing long enough that its backlog reached the bound: it
             // is drained (with the acks) before any send is tried again (SPEC §12.1).
             let refused = store_backlog_refusal(backlog, max);
-            self.emit_batch(false, Some(Err(refused)), now);
+            self.emit_batch(false, Some(Err(refused)), now, ledger, out);
         } else {
-            self.emit_batch(true, None, now);
+            self.emit_batch(true, None, now, ledger, out);
         }
     }
 
     /// Moves the staged work into a batch and emits it. Without `with_sends` the staged sends
     /// ride along unwritten, their outcome `sends_result`.
-    fn emit_batch(&mut self, with_sends: bool, sends_result: Option<Result<(), String>>, now: Now) {
-        let sends = std::mem::take(&mut self.staged);
-        let acks = std::mem::take(&mut self.staged_acks);
-        let tasks = std::mem::take(&mut self.staged_tasks);
-        self.emit_batch_of(sends, tasks, acks, with_sends, sends_result, now);
+    fn emit_batch(
+        &mut self,
+        with_sends: bool,
+        sends_result: Option<Result<(), String>>,
+        now: Now,
+        ledger: &Ledger,
+        out: &mut Outbox,
+    ) {
+        let work = Work {
+            sends: std::mem::take(&mut self.staged),
+            acks: std::mem::take(&mut self.staged_acks),
+            tasks: std::mem::take(&mut self.staged_tasks),
+        };
+        self.emit_batch_of(work, with_sends, sends_result, now, ledger, out);
     }
 
     fn emit_batch_of(
         &mut self,
-        sends: Vec<Staged>,
-        tasks: Vec<StagedTask>,
-        acks: Vec<StagedAck>,
+        work: Work,
         with_sends: bool,
         sends_result: Option<Result<(), String>>,
         now: Now,
+        ledger: &Ledger,
+        out: &mut Outbox,
     ) {
-        let ops = std::mem::take(&mut self.commit.pending);
+        let Work { sends, tasks, acks } = work;
+        let ops = std::mem::take(&mut self.pending);
         let wall_ms = now.wall.timestamp_millis();
         let mut store_ops = ops.to_vec();
         let mut audit = Vec::new();
@@ -205,7 +413,7 @@ impl Hub {
                     id: a.env.id.to_string(),
                     state: State::Acked.as_str().to_owned(),
                     detail: None,
-                    reader: self.ledger.reader_of(&a.env.from, &a.env.id),
+                    reader: ledger.reader_of(&a.env.from, &a.env.id),
                     at_ms: wall_ms,
                 });
             }
@@ -220,12 +428,12 @@ impl Hub {
         // holding only changes that gate no reply (removals after plain deliveries, states,
         // forgotten ids) asks for none: the next flush or checkpoint takes it along, and until
         // then it survives a hub crash, which is all its promise is (SPEC §12.1).
-        let sync = self.commit.sync
-            && (!written.is_empty() || !acks.is_empty() || !written_tasks.is_empty());
-        self.commit.next_id = self.commit.next_id.max(1);
-        let id = self.commit.next_id;
-        self.commit.next_id += 1;
-        self.commit.in_flight = Some(InFlight {
+        let sync =
+            self.sync && (!written.is_empty() || !acks.is_empty() || !written_tasks.is_empty());
+        self.next_id = self.next_id.max(1);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.in_flight = Some(InFlight {
             id,
             sends,
             tasks,
@@ -235,7 +443,7 @@ impl Hub {
             sync,
             wall: now.wall,
         });
-        self.outputs.push_back(Output::Commit(Batch {
+        out.push(Output::Commit(Batch {
             id,
             store_ops,
             audit,
@@ -244,215 +452,112 @@ impl Hub {
     }
 
     /// The IO layer's report on batch `id`: written in full (`Ok`), or not at all. On `Ok`
-    /// the staged sends are accepted and routed and the acks settled (their replies wait for
-    /// `handle_synced` when the batch has `sync`); on `Err` each sender gets an error line,
+    /// the staged sends are to be accepted and routed and the acks settled (their replies
+    /// wait for `synced` when the batch has `sync`); on `Err` each sender gets an error line,
     /// each acking reader its envelope back, and the changes that gate nothing wait for the
     /// next batch. A failed batch that carried sends is tried once more at once without them:
-    /// a full store must still record acks and delivery removals, which are what free its room.
-    pub fn handle_committed(&mut self, id: u64, result: Result<(), StoreFailure>, now: Now) {
+    /// a full store must still record acks and delivery removals, which are what free its
+    /// room; then nothing is settled yet. Logs the store's change of health, and returns what
+    /// the hub must carry out; None for an unknown batch or a retry.
+    pub(super) fn committed(
+        &mut self,
+        id: u64,
+        result: Result<(), StoreFailure>,
+        now: Now,
+        ledger: &Ledger,
+        out: &mut Outbox,
+    ) -> Option<Settled> {
         // From here on the failure is the text of the refusals it causes.
         let result = result.map_err(|e| e.to_string());
-        let Some(f) = self.commit.in_flight.take_if(|f| f.id == id) else {
-            return;
-        };
+        let f = self.in_flight.take_if(|f| f.id == id)?;
         // Settled with the time its records were stamped with, as the loop's one commit was.
         let now = Now {
             mono: now.mono,
             wall: f.wall,
         };
-        match result {
+        let (sends_result, acks_result) = match result {
             Ok(()) => {
                 if f.sync {
                     self.unsynced = Some(id);
                 }
-                let sends = f.sends_result.unwrap_or(Ok(()));
-                self.settle_batch(f.sends, f.tasks, sends, f.acks, Ok(()), now);
+                (f.sends_result.unwrap_or(Ok(())), Ok(()))
             }
             Err(e) => {
                 // The changes it took wait again, ahead of any emitted meanwhile.
-                let newer = std::mem::replace(&mut self.commit.pending, f.ops);
+                let newer = std::mem::replace(&mut self.pending, f.ops);
                 for op in newer.to_vec() {
-                    self.commit.pending.push(op);
+                    self.pending.push(op);
                 }
                 if f.sends_result.is_none() && !(f.sends.is_empty() && f.tasks.is_empty()) {
-                    return self.emit_batch_of(f.sends, f.tasks, f.acks, false, Some(Err(e)), now);
+                    let work = Work {
+                        sends: f.sends,
+                        tasks: f.tasks,
+                        acks: f.acks,
+                    };
+                    self.emit_batch_of(work, false, Some(Err(e)), now, ledger, out);
+                    return None;
                 }
-                let sends = f.sends_result.unwrap_or_else(|| Err(e.clone()));
-                self.settle_batch(f.sends, f.tasks, sends, f.acks, Err(e), now);
-                if self.has_commit_work() {
-                    self.commit.retry_at = Some(now.mono + COMMIT_RETRY);
-                }
+                (f.sends_result.unwrap_or_else(|| Err(e.clone())), Err(e))
             }
-        }
-    }
-
-    /// Applies a batch's outcome, with separate outcomes for its sends and its acks.
-    fn settle_batch(
-        &mut self,
-        sends: Vec<Staged>,
-        tasks: Vec<StagedTask>,
-        sends_result: Result<(), String>,
-        acks: Vec<StagedAck>,
-        acks_result: Result<(), String>,
-        now: Now,
-    ) {
+        };
         match (&sends_result, &acks_result) {
             (Ok(()), Ok(())) => {
-                if std::mem::take(&mut self.commit.store_failing) {
-                    self.outputs
-                        .push_back(Output::Log("commits succeed again".to_owned()));
+                if std::mem::take(&mut self.store_failing) {
+                    out.log("commits succeed again".to_owned());
                 }
             }
             (Err(e), _) | (_, Err(e)) => {
-                self.commit.round_failed = true;
-                if !std::mem::replace(&mut self.commit.store_failing, true) {
-                    self.outputs.push_back(Output::LogError(format!(
+                self.round_failed = true;
+                if !std::mem::replace(&mut self.store_failing, true) {
+                    out.log_error(format!(
                         "commit failed: {e}; sends are refused until it succeeds"
-                    )));
+                    ));
                 }
             }
         }
-        let tasks_result = sends_result.clone();
-        self.settle_sends(sends, sends_result, now);
-        self.settle_acks(acks, acks_result, now);
-        self.settle_staged_tasks(tasks, &tasks_result, now);
+        Some(Settled {
+            sends: f.sends,
+            sends_result,
+            tasks: f.tasks,
+            acks: f.acks,
+            acks_result,
+            now,
+        })
     }
 
-    fn settle_sends(&mut self, sends: Vec<Staged>, result: Result<(), String>, now: Now) {
-        for mut s in sends {
-            match &result {
-                Ok(()) => self.accept(s, now),
-                Err(why) if s.from_peer.is_some() => {
-                    // Not acked: the peer keeps the envelope and sends it again after its ack
-                    // deadline, so nothing is lost while this store cannot take it.
-                    let (peer, _) = s.from_peer.clone().expect("checked");
-                    // No id: the service log holds no value a peer sent (SPEC §8.2).
-                    let msg = format!(
-                        "an envelope from {peer} not queued: {why}; not acked, so {peer} sends it again"
-                    );
-                    self.outputs.push_back(Output::Log(msg));
-                    self.unstage(s, "", now);
-                }
-                Err(_) if s.conn.is_none() => {
-                    // A bounce kept for the next commit is accepted then, behind what is
-                    // accepted meanwhile: give it a fresh place in acceptance order.
-                    s.env.seq = self.take_seq();
-                    self.staged.push(s)
-                }
-                Err(why) => {
-                    let msg = format!("envelope not accepted: {why}");
-                    let conn = s.conn;
-                    self.unstage(s, &msg, now);
-                    if let Some(conn) = conn {
-                        self.fail(conn, &msg, now);
-                    }
-                }
-            }
+    /// After a failed batch is settled: the loop comes back for what still waits.
+    pub(super) fn retry_soon(&mut self, now: Now) {
+        if self.has_commit_work() {
+            self.retry_at = Some(now.mono + COMMIT_RETRY);
         }
     }
 
-    fn settle_acks(&mut self, acks: Vec<StagedAck>, result: Result<(), String>, now: Now) {
-        for a in acks {
-            let live = matches!(
-                self.conns.get(&a.conn).map(Box::as_ref),
-                Some(Conn {
-                    phase: Phase::AckStaged,
-                    ..
-                })
-            );
-            match &result {
-                Ok(()) => {
-                    // The batch already holds the durable `acked` state (`emit_batch_of`):
-                    // update the ledger only, or every ack would cost a second store write
-                    // (and a second fsync) in a commit of its own.
-                    let at_ms = now.wall.timestamp_millis();
-                    self.ledger
-                        .set_state(&a.env.from, &a.env.id, State::Acked, false, at_ms);
-                    self.receipt_changed(&a.env.from, &a.env.id, now);
-                    if live {
-                        let line = HubLine::Acked {
-                            id: a.env.id.to_string(),
-                        };
-                        self.reply_durable(a.conn, line, "acked", now);
-                    }
-                }
-                Err(why) => {
-                    let msg =
-                        format!("ack not recorded: {why}; the envelope will be delivered again");
-                    if live {
-                        // No longer AckStaged: `finish` keeps that phase, and the close would
-                        // then be logged as `acked` for an envelope that was requeued.
-                        self.conns.get_mut(&a.conn).expect("live").phase = Phase::Done;
-                        self.fail(a.conn, &msg, now);
-                    }
-                    // The reader did ack: this return is the store's doing, not an attempt.
-                    self.give_back(a.conn, a.env, &msg, false, now);
-                }
-            }
-        }
-    }
-
-    /// The store's flush to disk of every batch up to `through` finished. On `Ok` the held
-    /// replies go out; on `Err` their peers get an error line, since the outcome is in the
-    /// store but may not survive a machine crash, and every send is refused from then on until
-    /// a restart (SPEC §12.1).
-    pub fn handle_synced(&mut self, through: u64, result: Result<(), StoreFailure>, now: Now) {
-        let result = result.map_err(|e| e.to_string());
-        // A flush report is news from the store: a commit may be tried again.
-        self.commit.round_failed = false;
-        if let Err(e) = &result {
+    /// The store's flush to disk of every batch up to some `through` is reported with
+    /// `result`: a commit may be tried again (a flush report is news from the store), and the
+    /// first failure is logged. Then the hub takes the held replies (`take_held`) and ends
+    /// with `synced_end`.
+    pub(super) fn synced_begin(&mut self, result: &Result<(), String>, out: &mut Outbox) {
+        self.round_failed = false;
+        if let Err(e) = result {
             if self.flush_failed.is_none() {
-                self.outputs.push_back(Output::LogError(format!(
+                out.log_error(format!(
                     "flushing the queue store to disk failed: {e}; sends are refused until the hub is restarted (check the disk)"
-                )));
+                ));
             }
         }
-        while self.held.front().is_some_and(|h| h.batch <= through) {
-            let h = self.held.pop_front().expect("front checked");
-            let (conn, line, outcome) = match h.reply {
-                HeldReply::Line {
-                    conn,
-                    line,
-                    outcome,
-                } => (conn, line, outcome),
-                // A failed flush answers the peer nothing: it sends the envelope again after
-                // its ack deadline, and that resend is refused until the restart.
-                HeldReply::ForwardAck { peer, ack_id } => {
-                    if result.is_ok() {
-                        self.outputs.push_back(Output::ForwardAck {
-                            peer,
-                            ack_id,
-                            error: None,
-                        });
-                    }
-                    continue;
-                }
-            };
-            let live = matches!(
-                self.conns.get(&conn).map(Box::as_ref),
-                Some(Conn {
-                    phase: Phase::Syncing { .. },
-                    ..
-                })
-            );
-            if !live {
-                continue;
-            }
-            match &result {
-                Ok(()) => self.reply(conn, &line, outcome, now),
-                Err(why) => {
-                    let what = match &line {
-                        HubLine::Acked { id } => format!("the ack of {id:?} was recorded"),
-                        HubLine::Accepted { id, .. } => format!("envelope {id:?} was queued"),
-                        _ => "the outcome was recorded".to_owned(),
-                    };
-                    let msg = format!(
-                        "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; after the hub is restarted, a resend with the same id is answered as a duplicate if it survived, or accepted anew if not"
-                    );
-                    self.fail(conn, &msg, now);
-                }
-            }
+    }
+
+    /// The oldest held reply whose batch's flush is reported (`through`), if any.
+    pub(super) fn take_held(&mut self, through: u64) -> Option<HeldReply> {
+        if !self.held.front().is_some_and(|h| h.batch <= through) {
+            return None;
         }
+        self.held.pop_front().map(|h| h.reply)
+    }
+
+    /// The flush report is carried out: a failure refuses every send from now on until a
+    /// restart (SPEC §12.1), and a flush through the last committed batch releases the hold.
+    pub(super) fn synced_end(&mut self, through: u64, result: Result<(), String>) {
         if let Err(why) = result {
             self.flush_failed.get_or_insert(why);
         }
@@ -461,44 +566,62 @@ impl Hub {
         }
     }
 
+    /// The batch whose flush a final reply must wait for now, if one is running.
+    pub(super) fn unsynced(&self) -> Option<u64> {
+        self.unsynced
+    }
+
+    /// Holds `reply` until the flush of `batch` is reported.
+    pub(super) fn hold(&mut self, batch: u64, reply: HeldReply) {
+        self.held.push_back(Held { batch, reply });
+    }
+
+    /// Answers a peer's forward with "queued" once that is durable (SPEC §12.1): at once, or
+    /// with the flush the last commit waits for.
+    pub(super) fn ack_forward_durable(&mut self, peer: String, ack_id: String, out: &mut Outbox) {
+        match self.unsynced {
+            Some(batch) => self.hold(batch, HeldReply::ForwardAck { peer, ack_id }),
+            None => out.push(Output::ForwardAck {
+                peer,
+                ack_id,
+                error: None,
+            }),
+        }
+    }
+
     /// A new loop iteration: a commit that failed in the last one may be tried again.
-    pub(super) fn new_commit_round(&mut self) {
-        self.commit.round_failed = false;
+    pub(super) fn new_round(&mut self) {
+        self.round_failed = false;
     }
 
     /// When the loop must come back to commit what waits, if anything does.
-    pub(super) fn commit_deadline(&self) -> Option<Instant> {
-        self.commit.retry_at.filter(|_| self.has_commit_work())
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        self.retry_at.filter(|_| self.has_commit_work())
     }
 
     /// Sends, bounces or acks wait for a batch.
-    pub fn has_staged(&self) -> bool {
+    pub(super) fn has_staged(&self) -> bool {
         !self.staged.is_empty() || !self.staged_acks.is_empty() || !self.staged_tasks.is_empty()
     }
 
     /// Anything waits for a batch: staged sends, acks, or changes that gate nothing.
-    pub fn has_commit_work(&self) -> bool {
-        self.has_staged() || !self.commit.pending.is_empty()
+    pub(super) fn has_commit_work(&self) -> bool {
+        self.has_staged() || !self.pending.is_empty()
     }
 
     /// Sends (or bounces) wait for a batch, or are in the one being written.
-    pub fn has_staged_sends(&self) -> bool {
-        !self.staged.is_empty()
-            || self
-                .commit
-                .in_flight
-                .as_ref()
-                .is_some_and(|f| !f.sends.is_empty())
+    pub(super) fn has_staged_sends(&self) -> bool {
+        !self.staged.is_empty() || self.in_flight.as_ref().is_some_and(|f| !f.sends.is_empty())
     }
 
     /// A batch was emitted and its result is not reported yet.
-    pub fn commit_in_flight(&self) -> bool {
-        self.commit.in_flight.is_some()
+    pub(super) fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
     }
 
     /// A staged send goes straight to a parked await: its reader waits for the commit, not
     /// only its sender.
-    pub(super) fn has_staged_handoff(&self) -> bool {
+    fn has_staged_handoff(&self) -> bool {
         self.staged
             .iter()
             .any(|s| matches!(s.target, Target::Waiter(_)))
@@ -506,7 +629,7 @@ impl Hub {
 
     /// A send from `from` with `id` is staged or in the batch being written.
     pub(super) fn is_staged(&self, from: &str, id: &Id) -> bool {
-        let in_flight = self.commit.in_flight.iter().flat_map(|f| f.sends.iter());
+        let in_flight = self.in_flight.iter().flat_map(|f| f.sends.iter());
         self.staged
             .iter()
             .chain(in_flight)
@@ -515,40 +638,34 @@ impl Hub {
 
     /// The error of the first failed flush, if one failed: from then on sends are refused
     /// until a restart (SPEC §12.1).
-    pub fn flush_failed(&self) -> Option<&str> {
+    pub(super) fn flush_failed(&self) -> Option<&str> {
         self.flush_failed.as_deref()
     }
 
     /// Replies waiting for the store's flush.
-    pub fn held_replies(&self) -> usize {
+    pub(super) fn held_replies(&self) -> usize {
         self.held.len()
     }
 
-    /// `reply` for an outcome the store must hold before the peer hears of it: while a batch
-    /// is waiting for its flush, the line waits for that flush too.
-    pub(super) fn reply_durable(
-        &mut self,
-        conn: ConnId,
-        line: HubLine,
-        outcome: &'static str,
-        now: Now,
-    ) {
-        let Some(batch) = self.unsynced else {
-            return self.reply(conn, &line, outcome, now);
+    /// The line of a held reply whose flush failed: what was recorded, and that it may not
+    /// survive a machine crash (SPEC §12.1).
+    pub(super) fn flush_failure_text(line: &HubLine, why: &str) -> String {
+        let what = match line {
+            HubLine::Acked { id } => format!("the ack of {id:?} was recorded"),
+            HubLine::Accepted { id, .. } => format!("envelope {id:?} was queued"),
+            _ => "the outcome was recorded".to_owned(),
         };
-        self.set_deadline(conn, None);
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.phase = Phase::Syncing { outcome };
-        }
-        self.held.push_back(Held {
-            batch,
-            reply: HeldReply::Line {
-                conn,
-                line,
-                outcome,
-            },
-        });
+        format!(
+            "{what} but the queue store's flush to disk failed ({why}): it may not survive a machine crash; after the hub is restarted, a resend with the same id is answered as a duplicate if it survived, or accepted anew if not"
+        )
     }
+}
+
+/// The staged work a batch takes.
+struct Work {
+    sends: Vec<Staged>,
+    tasks: Vec<StagedTask>,
+    acks: Vec<StagedAck>,
 }
 
 /// Why every send is refused after a failed flush of the queue store (SPEC §12.1); the
@@ -566,4 +683,220 @@ pub fn store_backlog_refusal(backlog_bytes: usize, max_bytes: usize) -> String {
     format!(
         "the queue store has been failing and {backlog_bytes} bytes of changes wait for it, past limits.store_backlog_max_bytes ({max_bytes}); sends are refused until a commit succeeds"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::durable::StoreFailure;
+
+    fn clock() -> impl Fn(u64) -> Now {
+        let origin = crate::kernel::deadline::test_origin();
+        let wall = chrono::DateTime::parse_from_rfc3339("2026-07-21T06:40:51Z")
+            .expect("fixed time")
+            .with_timezone(&Utc);
+        move |ms| Now {
+            mono: origin + Duration::from_millis(ms),
+            wall: wall + chrono::Duration::milliseconds(ms as i64),
+        }
+    }
+
+    fn bounce(id: &str) -> Envelope {
+        Envelope::new(
+            id.into(),
+            "hub".into(),
+            "alice".into(),
+            "2026-07-21T06:40:51Z".into(),
+            "bounce".into(),
+            None,
+            "{}".into(),
+        )
+        .expect("valid body")
+    }
+
+    fn batch(out: &mut Outbox) -> Batch {
+        match out.pop() {
+            Some(Output::Commit(b)) => b,
+            other => panic!("expected a batch, got {other:?}"),
+        }
+    }
+
+    /// Staged work goes out as one numbered batch (rows only from a durable store); its
+    /// result hands the sends back with the time the records were stamped with.
+    #[test]
+    fn staged_work_becomes_one_batch_and_its_result_is_handed_back() {
+        let now = clock();
+        let (mut c, mut out, mut router) = (
+            Commits::default(),
+            Outbox::default(),
+            Router::new(10, 1 << 20),
+        );
+        let ledger = Ledger::new(60, 100);
+        c.commit_point(now(0), false, usize::MAX, &ledger, &mut out);
+        assert_eq!(out.pop(), None, "nothing waits");
+        c.set_durable(true);
+        c.stage_hub_envelope(&mut router, &bounce("b1"), None);
+        c.store(StoreOp::Remove { seq: 9 });
+        assert!(c.has_staged() && c.has_staged_sends());
+        assert!(c.is_staged("hub", &Id::new("b1")));
+        c.commit_point(now(1), false, usize::MAX, &ledger, &mut out);
+        let b = batch(&mut out);
+        assert_eq!(b.id, 1);
+        assert!(matches!(
+            b.store_ops[..],
+            [StoreOp::Remove { seq: 9 }, StoreOp::Insert { seq: 0, .. }]
+        ));
+        assert!(matches!(
+            b.audit[..],
+            [AuditEvent::Accepted { conn: None, .. }]
+        ));
+        assert!(c.in_flight() && !c.has_staged());
+        assert!(
+            c.is_staged("hub", &Id::new("b1")),
+            "in the batch being written"
+        );
+        // A second commit point waits for the first batch's result.
+        c.commit_point(now(2), false, usize::MAX, &ledger, &mut out);
+        assert_eq!(out.pop(), None);
+        assert!(
+            c.committed(99, Ok(()), now(3), &ledger, &mut out).is_none(),
+            "not ours"
+        );
+        let s = c
+            .committed(1, Ok(()), now(3), &ledger, &mut out)
+            .expect("settled");
+        assert_eq!(
+            (s.sends.len(), s.sends_result, s.acks_result),
+            (1, Ok(()), Ok(()))
+        );
+        assert_eq!(s.now.wall, now(1).wall, "stamped when the batch was made");
+        assert!(!c.in_flight() && !c.has_commit_work());
+        assert_eq!(out.pop(), None);
+    }
+
+    /// A batch with sends that fails is written again at once without them; the sends are
+    /// refused, the health change is logged once, and the next success says so.
+    #[test]
+    fn a_failed_batch_is_retried_without_its_sends_and_the_store_is_watched() {
+        let now = clock();
+        let (mut c, mut out, mut router) = (
+            Commits::default(),
+            Outbox::default(),
+            Router::new(10, 1 << 20),
+        );
+        let ledger = Ledger::new(60, 100);
+        c.stage_hub_envelope(&mut router, &bounce("b1"), None);
+        c.commit_point(now(0), false, usize::MAX, &ledger, &mut out);
+        let first = batch(&mut out);
+        let full = || Err(StoreFailure::new("disk full"));
+        assert!(c
+            .committed(first.id, full(), now(1), &ledger, &mut out)
+            .is_none());
+        let retry = batch(&mut out);
+        assert!(retry.audit.is_empty(), "the retry writes no sends");
+        let s = c
+            .committed(retry.id, full(), now(2), &ledger, &mut out)
+            .expect("settled");
+        assert_eq!(s.sends_result, Err("disk full".into()));
+        assert_eq!(
+            out.pop(),
+            Some(Output::LogError(
+                "commit failed: disk full; sends are refused until it succeeds".into()
+            ))
+        );
+        // The bounce is kept for the next round with a fresh place in acceptance order.
+        let mut sends = s.sends;
+        c.restage_bounce(sends.pop().expect("the bounce"));
+        c.retry_soon(now(2));
+        assert_eq!(c.poll_timeout(), Some(now(2).mono + COMMIT_RETRY));
+        c.commit_point(now(3), false, usize::MAX, &ledger, &mut out);
+        assert_eq!(out.pop(), None, "not again in the round that failed");
+        c.new_round();
+        c.commit_point(now(4), false, usize::MAX, &ledger, &mut out);
+        let third = batch(&mut out);
+        assert!(c
+            .committed(third.id, Ok(()), now(5), &ledger, &mut out)
+            .is_some());
+        assert_eq!(out.pop(), Some(Output::Log("commits succeed again".into())));
+    }
+
+    /// Replies held for a flush come out in commit order up to the flushed batch; a failed
+    /// flush refuses sends until a restart; a peer's ack is held while a flush runs.
+    #[test]
+    fn held_replies_wait_for_their_flush() {
+        let now = clock();
+        let (mut c, mut out, mut router) = (
+            Commits::default(),
+            Outbox::default(),
+            Router::new(10, 1 << 20),
+        );
+        let ledger = Ledger::new(60, 100);
+        c.sync = true;
+        c.stage_hub_envelope(&mut router, &bounce("b1"), None);
+        c.commit_point(now(0), false, usize::MAX, &ledger, &mut out);
+        let b = batch(&mut out);
+        assert!(b.sync);
+        c.committed(b.id, Ok(()), now(1), &ledger, &mut out);
+        assert_eq!(c.unsynced(), Some(b.id));
+        c.ack_forward_durable("west".into(), "m1".into(), &mut out);
+        assert_eq!(out.pop(), None, "held for the flush");
+        assert_eq!(c.held_replies(), 1);
+        let failed = Err("EIO".to_owned());
+        c.synced_begin(&failed, &mut out);
+        assert!(matches!(out.pop(), Some(Output::LogError(l)) if l.contains("EIO")));
+        assert!(matches!(
+            c.take_held(b.id),
+            Some(HeldReply::ForwardAck { ref peer, .. }) if peer == "west"
+        ));
+        assert!(c.take_held(b.id).is_none());
+        c.synced_end(b.id, failed);
+        assert_eq!((c.unsynced(), c.flush_failed()), (None, Some("EIO")));
+        c.ack_forward_durable("west".into(), "m2".into(), &mut out);
+        assert!(matches!(
+            out.pop(),
+            Some(Output::ForwardAck { error: None, .. })
+        ));
+        c.stage_hub_envelope(&mut router, &bounce("b2"), None);
+        c.commit_point(now(2), false, usize::MAX, &ledger, &mut out);
+        let refused = batch(&mut out);
+        assert!(
+            refused.audit.is_empty(),
+            "no send is written after a failed flush"
+        );
+        let s = c
+            .committed(refused.id, Ok(()), now(3), &ledger, &mut out)
+            .expect("settled");
+        assert_eq!(s.sends_result, Err(flush_failed_refusal("EIO")));
+    }
+
+    /// Task steps: a start rides on the step staged before it, peer messages gather on one.
+    #[test]
+    fn task_steps_gather_what_follows_their_commit() {
+        let mut c = Commits::default();
+        let send = || PeerSend {
+            peer: "west".into(),
+            payload: crate::relay::message::Payload::Ack(crate::relay::message::Ack {
+                ack_id: "m".into(),
+                resync: None,
+                error: None,
+            }),
+            handoff: None,
+        };
+        c.stage_peer_send(send());
+        c.stage_peer_send(send());
+        assert_eq!(c.staged_tasks.len(), 1);
+        assert!(matches!(&c.staged_tasks[0].then, TaskThen::ToPeer(v) if v.len() == 2));
+        assert!(c.unstage_reply_to(7).is_none());
+        c.restage_task(StagedTask {
+            store: Vec::new(),
+            audit: Vec::new(),
+            then: TaskThen::Reply {
+                conn: 7,
+                task: crate::tasks::TaskId::parse("task-0123456789abcdef0123456789abcdef")
+                    .expect("a task id"),
+            },
+        });
+        assert!(c.unstage_reply_to(7).is_some());
+        assert!(c.unstage_send_of(7).is_none());
+    }
 }

@@ -21,7 +21,7 @@ fn activity(sim: &mut Sim, asker: &str) -> Activity {
 fn activity_lists_the_last_envelopes_newest_first_with_their_state_and_no_body() {
     let mut sim = Sim::new();
     // The operator's view (`others_envelopes_and_tasks_only_in_the_operators_view`).
-    sim.hub.operators = vec!["datastore".into()];
+    sim.hub.settings.operators = vec!["datastore".into()];
     let a = activity(&mut sim, "mneme");
     assert!(a.envelopes.is_empty() && a.tasks.is_empty());
     assert_eq!(
@@ -138,7 +138,7 @@ fn an_envelope_the_ledger_forgot_is_listed_as_forgotten() {
 #[test]
 fn unfinished_tasks_are_listed_as_metadata_and_a_task_identity_may_not_ask() {
     let mut sim = super::tasks::tasks_sim();
-    sim.hub.operators = vec!["datastore".into()];
+    sim.hub.settings.operators = vec!["datastore".into()];
     let (task, token) = super::tasks::running_task_with_token(&mut sim);
     let a = activity(&mut sim, "datastore");
     assert_eq!(a.tasks.len(), 1);
@@ -172,7 +172,7 @@ fn unfinished_tasks_are_listed_as_metadata_and_a_task_identity_may_not_ask() {
 #[test]
 fn others_envelopes_and_tasks_only_in_the_operators_view() {
     let mut sim = super::tasks::tasks_sim();
-    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.settings.operators = vec!["scribe".into()];
     let (task, _token) = super::tasks::running_task_with_token(&mut sim);
     let to_ds = sim.sent("mneme", "datastore", "task", None);
     let to_me = sim.sent("scribe", "datastore", "note", None);

@@ -1,5 +1,5 @@
 //! Simulation tests of the answer linger (SPEC §4.3, §4.4; `limits.answer_linger_ms`),
-//! decided in `hub::linger`: once the IO layer reports an answered connection's reply flushed
+//! decided in `hub::conns`: once the IO layer reports an answered connection's reply flushed
 //! (`Hub::handle_flushed`), a line that arrives within the linger is answered `a line after
 //! the verb: …`, and when the linger is over (at once when it is 0) the core asks for the
 //! lingering close (`Output::Close { linger: true }`) through its own deadline.

@@ -394,7 +394,7 @@ fn a_name_taken_off_the_roster_is_forgotten_and_no_longer_watched() {
         "scribe",
         r#"{"turn":{"state":"busy","pid":5151}}"#,
     );
-    sim.hub.roster = Roster::parse(
+    sim.hub.settings.roster = Roster::parse(
         r#"
 [agents]
 datastore = "tok-datastore"
@@ -416,7 +416,7 @@ scribe = "tok-scribe"
     assert_eq!(names, ["datastore", "scribe"]);
     assert!(sim.hub.liveness().known("mneme").is_none(), "forgotten");
     // Put back on the roster, it starts from unknown.
-    sim.hub.roster = Roster::parse(ROSTER).unwrap();
+    sim.hub.settings.roster = Roster::parse(ROSTER).unwrap();
     assert_eq!(state(&mut sim, "mneme"), s("unknown", None));
 }
 

@@ -19,6 +19,7 @@ use crate::wire::{Envelope, EnvelopeStatus, HubLine};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 const ROSTER: &str = r#"
 [agents]

@@ -313,7 +313,7 @@ fn forget_held_leaves_an_empty_hub_that_still_answers() {
     assert_eq!(sim.queued_ids("datastore"), ["a"]);
     sim.hub.forget_held();
     assert!(sim.queued_ids("datastore").is_empty());
-    assert_eq!(sim.hub.ledger.len(), 0);
+    assert_eq!(sim.hub.memory.ledger.len(), 0);
     let id = sim.sent("mneme", "datastore", "task", None);
     assert_eq!(sim.queued_ids("datastore"), [id]);
 }

@@ -78,9 +78,9 @@ fn restored(
 
 /// Router work and ledger records touched while `f` runs.
 fn work_of(sim: &mut Sim, f: impl FnOnce(&mut Sim)) -> (Work, u64) {
-    let (w0, t0) = (sim.hub.router().work(), sim.hub.ledger.touched());
+    let (w0, t0) = (sim.hub.router().work(), sim.hub.memory.ledger.touched());
     f(sim);
-    let (w1, t1) = (sim.hub.router().work(), sim.hub.ledger.touched());
+    let (w1, t1) = (sim.hub.router().work(), sim.hub.memory.ledger.touched());
     (
         Work {
             entries: w1.entries - w0.entries,
@@ -304,7 +304,7 @@ fn who_touches_no_ledger_record_or_queue_entry_with_a_large_ledger() {
 #[test]
 fn a_restart_probes_the_ledger_once_per_row() {
     let sim = large_ledger();
-    let ledger = &sim.hub.ledger;
+    let ledger = &sim.hub.memory.ledger;
     assert_eq!(ledger.len() as u64, QUEUED + LEDGER);
     assert_eq!(
         ledger.probes(),

@@ -19,7 +19,7 @@ fn who(sim: &mut Sim, asker: &str) -> crate::wire::Presence {
 fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
     let mut sim = Sim::new();
     // The operator's view: everyone's filters (`who_shows_others_filters_only_to_an_operator`).
-    sim.hub.operators = vec!["scribe".into(), "mneme".into()];
+    sim.hub.settings.operators = vec!["scribe".into(), "mneme".into()];
     assert!(who(&mut sim, "mneme")
         .agents
         .iter()
@@ -70,7 +70,7 @@ fn who_lists_every_roster_name_with_parked_filters_queue_and_times() {
 #[test]
 fn who_shows_others_filters_only_to_an_operator() {
     let mut sim = Sim::new();
-    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.settings.operators = vec!["scribe".into()];
     let task = "task-0123456789abcdef0123456789abcdef";
     let _waiting = sim.await_("datastore", Some(task), Some("task_outcome"), None);
     let _own = sim.await_("mneme", None, Some("result"), None);
@@ -125,7 +125,7 @@ fn row(name: &str, queued: u64, reason: &str) -> (String, u64, String) {
 #[test]
 fn who_lists_queues_nobody_holds_whole_to_an_operator_and_only_the_askers_own_to_others() {
     let mut sim = Sim::new();
-    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.settings.operators = vec!["scribe".into()];
     sim.hub.enable_forwarding("east", ["west".to_owned()], 4);
     sim.sent("mneme", "wrker", "task", None);
     sim.sent("mneme", "wrker", "task", None);
@@ -155,7 +155,7 @@ fn who_lists_queues_nobody_holds_whole_to_an_operator_and_only_the_askers_own_to
     assert_eq!(rows(&p), [row("wrker", 2, "no such agent")], "{text}");
     assert!(!text.contains("nowhere"), "{text}");
     // A hostile asker that sent nothing there sees none of it, and an empty list says so.
-    sim.hub.operators.clear();
+    sim.hub.settings.operators.clear();
     let (p, text) = who_off_roster(&mut sim, "scribe");
     assert_eq!(rows(&p), [], "{text}");
     assert!(text.contains("\"offRoster\":[]"), "{text}");
@@ -173,7 +173,7 @@ fn who_lists_queues_nobody_holds_whole_to_an_operator_and_only_the_askers_own_to
 #[test]
 fn activity_carries_the_queues_nobody_holds_and_the_operators_view_walks_no_queue() {
     let mut sim = Sim::new();
-    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.settings.operators = vec!["scribe".into()];
     for _ in 0..50 {
         sim.sent("mneme", "wrker", "task", None);
     }
@@ -197,7 +197,7 @@ fn activity_carries_the_queues_nobody_holds_and_the_operators_view_walks_no_queu
 #[test]
 fn a_live_task_identity_is_someone_and_an_ended_one_is_nobody() {
     let mut sim = super::tasks::tasks_sim();
-    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.settings.operators = vec!["scribe".into()];
     let (task, _token) = super::tasks::running_task_with_token(&mut sim);
     sim.sent("mneme", &task, "note", None);
     let (p, text) = who_off_roster(&mut sim, "scribe");
@@ -222,7 +222,7 @@ fn a_live_task_identity_is_someone_and_an_ended_one_is_nobody() {
 #[test]
 fn a_name_taken_off_the_roster_with_mail_queued_is_listed() {
     let mut sim = Sim::new();
-    sim.hub.operators = vec!["scribe".into()];
+    sim.hub.settings.operators = vec!["scribe".into()];
     sim.sent("mneme", "datastore", "task", None);
     let (p, _) = who_off_roster(&mut sim, "scribe");
     assert_eq!(rows(&p), []);

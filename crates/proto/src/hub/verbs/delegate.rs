@@ -5,92 +5,124 @@
 //! Owns the verbs' handling; the task book (`crate::tasks`) decides. A hub without a
 //! `[tasks]` table answers every one of them with the same clear error.
 
-use crate::hub::session::Phase;
-use crate::hub::{ConnId, Hub, Now};
-use crate::tasks::{DelegateRefusal, TaskAction};
+//!
+//! Functions over the machines they drive (`hub::tasks::TaskWork`: the book, the id source,
+//! the staging and the router its envelopes are named by) and the connection they answer.
+
+use crate::hub::commit::TaskThen;
+use crate::hub::conn_map::ConnId;
+use crate::hub::conns::{Conns, Phase};
+use crate::hub::outbox::Outbox;
+use crate::hub::tasks::TaskWork;
+use crate::kernel::now::Now;
+use crate::tasks::{DelegateRefusal, TaskAction, TaskBook};
 use crate::wire::{DelegateRequest, HubLine, TaskRequest};
 
-impl Hub {
-    fn asker(&self, conn: ConnId) -> String {
-        self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated")
-    }
+fn not_enabled(conns: &mut Conns, out: &mut Outbox, conn: ConnId, verb: &str, now: Now) {
+    let msg = format!("invalid {verb}: delegation is not enabled on this hub");
+    conns.fail(out, conn, &msg, now)
+}
 
-    fn not_enabled(&mut self, conn: ConnId, verb: &str, now: Now) {
-        let msg = format!("invalid {verb}: delegation is not enabled on this hub");
-        self.fail(conn, &msg, now)
+/// `delegate` (docs/delegation.md "Verbs and replies"): the task is submitted to the book and
+/// its row staged; `delegated` answers once that row is committed (`hub::settle`).
+pub(in crate::hub) fn delegate(
+    conns: &mut Conns,
+    out: &mut Outbox,
+    work: TaskWork<'_>,
+    conn: ConnId,
+    req: DelegateRequest,
+    now: Now,
+) {
+    let name = conns.asker(conn);
+    let Some(book) = work.book else {
+        return conns.fail(out, conn, &DelegateRefusal::NotEnabled.to_string(), now);
+    };
+    if conns.shutting_down() {
+        return conns.fail(out, conn, "invalid delegate: the hub is shutting down", now);
     }
-
-    pub(in crate::hub) fn on_delegate(&mut self, conn: ConnId, req: DelegateRequest, now: Now) {
-        let name = self.asker(conn);
-        let Some(book) = self.tasks.as_mut() else {
-            return self.fail(conn, &DelegateRefusal::NotEnabled.to_string(), now);
-        };
-        if self.shutting_down {
-            return self.fail(conn, "invalid delegate: the hub is shutting down", now);
-        }
-        match book.submit(req, &name, now, &mut *self.ids) {
-            Err(refusal) => self.fail(conn, &refusal.to_string(), now),
-            Ok(task) => {
-                // The submit's one instruction is the commit of the task's row; the reply
-                // waits for it (docs/delegation.md "Durability").
-                let mut rest = Vec::new();
-                while let Some(a) = self.tasks.as_mut().and_then(|b| b.poll_action()) {
-                    rest.push(a);
-                }
-                let mut answered = false;
-                for a in rest {
-                    match a {
-                        TaskAction::Commit(c) if !answered => {
-                            answered = true;
-                            self.stage_task_commit(c, Some((conn, task.clone())), now);
-                        }
-                        TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
-                        TaskAction::Log(l) => self.outputs.push_back(crate::hub::Output::Log(l)),
-                        // A submit starts nothing, cancels nothing and tells no peer.
-                        TaskAction::Start(_)
-                        | TaskAction::Cancel(_)
-                        | TaskAction::ToPeer { .. } => {}
+    match book.submit(req, &name, now, work.ids) {
+        Err(refusal) => conns.fail(out, conn, &refusal.to_string(), now),
+        Ok(task) => {
+            // The submit's one instruction is the commit of the task's row; the reply
+            // waits for it (docs/delegation.md "Durability").
+            let mut rest = Vec::new();
+            while let Some(a) = book.poll_action() {
+                rest.push(a);
+            }
+            let mut answered = false;
+            for a in rest {
+                match a {
+                    TaskAction::Commit(c) if !answered => {
+                        answered = true;
+                        let reply = TaskThen::Reply {
+                            conn,
+                            task: task.clone(),
+                        };
+                        work.commit.stage_task_commit(work.router, c, Some(reply));
                     }
+                    TaskAction::Commit(c) => work.commit.stage_task_commit(work.router, c, None),
+                    TaskAction::Log(l) => out.log(l),
+                    // A submit starts nothing, cancels nothing and tells no peer.
+                    TaskAction::Start(_) | TaskAction::Cancel(_) | TaskAction::ToPeer { .. } => {}
                 }
-                self.set_deadline(conn, None);
-                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
+            }
+            conns.set_deadline(conn, None);
+            if let Some(c) = conns.get_mut(&conn) {
+                c.phase = Phase::Staged;
             }
         }
     }
+}
 
-    pub(in crate::hub) fn on_task_status(&mut self, conn: ConnId, req: TaskRequest, now: Now) {
-        let name = self.asker(conn);
-        let Some(book) = self.tasks.as_ref() else {
-            return self.not_enabled(conn, "task_status", now);
-        };
-        let record = book.status(&req.task, &name, now);
-        self.reply(
-            conn,
-            &HubLine::TaskStatus(Box::new(record)),
-            "task_status",
-            now,
-        );
-    }
+/// `task_status`: the task's record if the asker delegated it.
+pub(in crate::hub) fn task_status(
+    conns: &mut Conns,
+    out: &mut Outbox,
+    book: Option<&TaskBook>,
+    conn: ConnId,
+    req: TaskRequest,
+    now: Now,
+) {
+    let name = conns.asker(conn);
+    let Some(book) = book else {
+        return not_enabled(conns, out, conn, "task_status", now);
+    };
+    let record = book.status(&req.task, &name, now);
+    let line = HubLine::TaskStatus(Box::new(record));
+    conns.reply(out, conn, &line, "task_status", now);
+}
 
-    pub(in crate::hub) fn on_tasks(&mut self, conn: ConnId, now: Now) {
-        let name = self.asker(conn);
-        let Some(book) = self.tasks.as_ref() else {
-            return self.not_enabled(conn, "tasks", now);
-        };
-        let list = book.list(&name, now);
-        self.reply(conn, &HubLine::Tasks(list), "tasks", now);
-    }
+/// `tasks`: the asker's own tasks.
+pub(in crate::hub) fn tasks(
+    conns: &mut Conns,
+    out: &mut Outbox,
+    book: Option<&TaskBook>,
+    conn: ConnId,
+    now: Now,
+) {
+    let name = conns.asker(conn);
+    let Some(book) = book else {
+        return not_enabled(conns, out, conn, "tasks", now);
+    };
+    let list = book.list(&name, now);
+    conns.reply(out, conn, &HubLine::Tasks(list), "tasks", now);
+}
 
-    pub(in crate::hub) fn on_cancel(&mut self, conn: ConnId, req: TaskRequest, now: Now) {
-        let name = self.asker(conn);
-        let Some(book) = self.tasks.as_mut() else {
-            return self.not_enabled(conn, "cancel", now);
-        };
-        let reply = book.cancel(&req.task, &name, now, &mut *self.ids);
-        self.drain_task_actions(now);
-        self.reply(conn, &HubLine::Cancel(reply), "cancel", now);
-    }
+/// `cancel`: the book decides; what it asks for (a cancel of the runner, the `cancelling`
+/// state) is carried out before the answer.
+pub(in crate::hub) fn cancel(
+    conns: &mut Conns,
+    out: &mut Outbox,
+    work: TaskWork<'_>,
+    conn: ConnId,
+    req: TaskRequest,
+    now: Now,
+) {
+    let name = conns.asker(conn);
+    let Some(book) = work.book else {
+        return not_enabled(conns, out, conn, "cancel", now);
+    };
+    let reply = book.cancel(&req.task, &name, now, work.ids);
+    work.commit.stage_task_actions(book, work.router, out);
+    conns.reply(out, conn, &HubLine::Cancel(reply), "cancel", now);
 }

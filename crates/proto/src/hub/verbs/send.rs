@@ -1,177 +1,126 @@
 //! The `send` verb (SPEC §5.1, §3.2, §12.3): the checks a client's envelope passes before it
-//! is staged, the answer to a resend or a conflict, and what the commit of a staged send does
-//! with it (`accept`) or how a refused staging is undone (`unstage`, `unclaim`). The
-//! `accepted` line's optional `warning` is `hub::recipient`'s.
+//! is staged (`hub::admit`), and the answer to a resend or a conflict. What the commit of a
+//! staged send does with it (`accept`) and how a refused staging is undone (`unstage`) are
+//! the batch's result, carried out in `hub::settle`. The `accepted` line's optional
+//! `warning` is `hub::recipient`'s.
+//!
+//! A function over the machines it drives: the connections, the admission (staging, ledger,
+//! router), and what the hub knows of recipients (`Known`: roster, forwarding peers, tasks).
 
-use crate::hub::admit;
-use crate::hub::event::{AuditEvent, Output};
-use crate::hub::ledger::{Record, State};
-use crate::hub::session::Phase;
-use crate::hub::{flush_failed_refusal, ConnId, Hub, Now, Staged, Target};
-use crate::kernel::names::HUB_NAME;
+use crate::hub::admit::{Admission, Admit};
+use crate::hub::commit::flush_failed_refusal;
+use crate::hub::conn_map::ConnId;
+use crate::hub::conns::{Conns, Phase};
+use crate::hub::event::AuditEvent;
+use crate::hub::outbox::Outbox;
+use crate::hub::recipient::Known;
+use crate::hub::verbs::reply_durable;
+use crate::kernel::names::{is_task_name, HUB_NAME};
+use crate::kernel::now::Now;
+use crate::tasks::TaskBook;
 use crate::wire::Envelope;
 
-impl Hub {
-    pub(in crate::hub) fn on_send(&mut self, conn: ConnId, mut env: Envelope, now: Now) {
-        let name = self.conns[&conn]
-            .name
-            .clone()
-            .expect("verb phase is authenticated");
-        // Kinds only the hub writes (SPEC §3.4): a bounce, a task's outcome or progress. A
-        // `task_outcome` from anyone else would end a delegator's `delegate --wait`.
-        if let Some(kind) = crate::wire::envelope::hub_kind(&env.kind) {
-            let why = crate::wire::EnvelopeError::ReservedKind(kind);
-            return self.fail(conn, &format!("invalid envelope: {why}"), now);
+/// `send` on `conn` (SPEC §5.1): the envelope's checks, then its admission; staged, it waits
+/// for the commit (`accepted` follows it), otherwise it is answered now.
+pub(in crate::hub) fn handle(
+    conns: &mut Conns,
+    out: &mut Outbox,
+    mut admit: Admit<'_>,
+    known: Known<'_>,
+    conn: ConnId,
+    mut env: Envelope,
+    now: Now,
+) {
+    let name = conns.asker(conn);
+    // Kinds only the hub writes (SPEC §3.4): a bounce, a task's outcome or progress. A
+    // `task_outcome` from anyone else would end a delegator's `delegate --wait`.
+    if let Some(kind) = crate::wire::envelope::hub_kind(&env.kind) {
+        let why = crate::wire::EnvelopeError::ReservedKind(kind);
+        return conns.fail(out, conn, &format!("invalid envelope: {why}"), now);
+    }
+    if env.to.eq_ignore_ascii_case(HUB_NAME) {
+        // Nobody can authenticate as the hub, so such an envelope could only pile up.
+        return conns.fail(
+            out,
+            conn,
+            "invalid envelope: to \"hub\" names the hub itself, which receives nothing",
+            now,
+        );
+    }
+    if let Some(why) = task_send_refusal(known.tasks, &name, &env.to) {
+        return conns.fail(out, conn, why, now);
+    }
+    if let Some(why) = task_inbox_refusal(known.tasks, &name, &env.to) {
+        return conns.fail(out, conn, why, now);
+    }
+    env.from = name;
+    match admit.admit(conns, &mut env, Some(conn), None) {
+        Admission::Staged => {
+            conns.set_deadline(conn, None);
+            if let Some(c) = conns.get_mut(&conn) {
+                c.phase = Phase::Staged;
+            }
         }
-        if env.to.eq_ignore_ascii_case(HUB_NAME) {
-            // Nobody can authenticate as the hub, so such an envelope could only pile up.
-            return self.fail(
+        Admission::Duplicate if admit.commit.flush_failed().is_some() => {
+            let why = flush_failed_refusal(admit.commit.flush_failed().unwrap_or(""));
+            conns.fail(out, conn, &format!("envelope not accepted: {why}"), now)
+        }
+        Admission::Duplicate => {
+            // A resend of an envelope already accepted (and durable): same answer, no copy.
+            out.audit(AuditEvent::Duplicate {
                 conn,
-                "invalid envelope: to \"hub\" names the hub itself, which receives nothing",
-                now,
+                id: env.id.clone(),
+            });
+            let line = known.accepted_line(conns, conn, env.id, &env.to);
+            reply_durable(conns, out, admit.commit, conn, line, "duplicate", now)
+        }
+        Admission::Conflict => {
+            let msg = format!(
+                "id {:?} was already accepted from you with another destination, kind, correlationId or body; use a new id",
+                env.id
             );
+            conns.fail(out, conn, &msg, now)
         }
-        if let Some(why) = self.task_send_refusal(&name, &env.to) {
-            return self.fail(conn, why, now);
+        Admission::InProgress => {
+            let msg = format!(
+                "a send with id {:?} is being accepted on another connection; retry",
+                env.id
+            );
+            conns.fail(out, conn, &msg, now)
         }
-        if let Some(why) = self.task_inbox_refusal(&name, &env.to) {
-            return self.fail(conn, why, now);
-        }
-        env.from = name;
-        match self.admit(&mut env, Some(conn), None) {
-            admit::Admission::Staged => {
-                self.set_deadline(conn, None);
-                self.conns.get_mut(&conn).expect("caller checked").phase = Phase::Staged;
-            }
-            admit::Admission::Duplicate if self.flush_failed.is_some() => {
-                let why = flush_failed_refusal(self.flush_failed.as_deref().unwrap_or(""));
-                self.fail(conn, &format!("envelope not accepted: {why}"), now)
-            }
-            admit::Admission::Duplicate => {
-                // A resend of an envelope already accepted (and durable): same answer, no copy.
-                self.outputs.push_back(Output::Audit(AuditEvent::Duplicate {
-                    conn,
-                    id: env.id.clone(),
-                }));
-                let line = self.accepted_line(conn, env.id, &env.to);
-                self.reply_durable(conn, line, "duplicate", now)
-            }
-            admit::Admission::Conflict => {
-                let msg = format!(
-                    "id {:?} was already accepted from you with another destination, kind, correlationId or body; use a new id",
-                    env.id
-                );
-                self.fail(conn, &msg, now)
-            }
-            admit::Admission::InProgress => {
-                let msg = format!(
-                    "a send with id {:?} is being accepted on another connection; retry",
-                    env.id
-                );
-                self.fail(conn, &msg, now)
-            }
-            admit::Admission::Full(reason) => {
-                self.outputs.push_back(Output::Audit(AuditEvent::Refused {
-                    conn,
-                    id: env.id,
-                    reason: reason.clone(),
-                }));
-                self.fail(conn, &reason, now)
-            }
-        }
-    }
-
-    pub(in crate::hub) fn accept(&mut self, s: Staged, now: Now) {
-        let e = &s.env;
-        let record = Record {
-            to: e.to.clone(),
-            digest: crate::hub::ledger::short(&s.digest),
-            accepted_ms: now.wall.timestamp_millis(),
-            state: State::Queued,
-            state_ms: now.wall.timestamp_millis(),
-            seq: e.seq,
-            ack_pending: false,
-            reader: None,
-        };
-        self.ledger.remember(&e.from, &e.id, record);
-        if self.ledger.over_budget() {
-            // Past `idempotency_max_ids` or `idempotency_max_bytes`: the earliest settled ids
-            // go now, not at the next interval (a flood of sends must not outgrow the budget
-            // by ten seconds' worth).
-            self.purge_soon(now);
-        }
-        self.recent.note(e, now.wall.timestamp_millis());
-        // A sender that went away while its batch was being written gets no reply.
-        if let Some(conn) = s.conn.filter(|c| self.conns.contains_key(c)) {
-            let line = self.accepted_line(conn, s.env.id.to_string(), &s.env.to);
-            self.reply_durable(conn, line, "accepted", now);
-        }
-        if let Some((peer, ack_id)) = &s.from_peer {
-            self.outputs.push_back(Output::Audit(AuditEvent::Received {
-                peer: peer.clone(),
-                envelope: s.env.shared_text(),
-            }));
-            self.ack_forward_durable(peer.clone(), ack_id.clone());
-        }
-        match s.target {
-            Target::Waiter(waiter) => match self.conns.get(&waiter).map(|c| (&c.phase, c.eof)) {
-                Some((&Phase::Claimed { ack, .. }, false)) => {
-                    self.hand_off(waiter, s.env, ack, now)
-                }
-                // The claimed waiter went away meanwhile: route as if it had never parked.
-                _ => self.route(s.env, false, now),
-            },
-            Target::Queue { reserved } => {
-                if reserved {
-                    self.router.release(&s.env.to, s.env.size_bytes());
-                }
-                self.route(s.env, false, now);
-            }
-        }
-    }
-
-    /// Reverses a staging: frees its reservation or re-parks its claimed waiter in place.
-    pub(in crate::hub) fn unstage(&mut self, s: Staged, reason: &str, now: Now) {
-        match s.target {
-            Target::Queue { reserved: true } => self.router.release(&s.env.to, s.env.size_bytes()),
-            Target::Queue { reserved: false } => {}
-            Target::Waiter(waiter) => self.unclaim(waiter, now),
-        }
-        if let Some(conn) = s.conn {
-            let reason = reason.to_owned();
-            self.outputs.push_back(Output::Audit(AuditEvent::Refused {
+        Admission::Full(reason) => {
+            out.audit(AuditEvent::Refused {
                 conn,
-                id: s.env.id.to_string(),
-                reason,
-            }));
+                id: env.id,
+                reason: reason.clone(),
+            });
+            conns.fail(out, conn, &reason, now)
         }
     }
+}
 
-    /// A claimed waiter whose envelope did not come goes back to its place in its tier.
-    pub(in crate::hub) fn unclaim(&mut self, waiter: ConnId, now: Now) {
-        let Some(c) = self.conns.get_mut(&waiter) else {
-            return;
-        };
-        let Phase::Claimed {
-            parked,
-            deadline,
-            ack,
-        } = std::mem::replace(&mut c.phase, Phase::Done)
-        else {
-            return;
-        };
-        if c.eof {
-            return; // already finished in handle_eof
-        }
-        self.router.repark(&parked, waiter);
-        c.phase = Phase::Parked {
-            parked,
-            deadline,
-            ack,
-        };
-        self.set_deadline(waiter, deadline);
-        if deadline.is_some_and(|d| d <= now.mono) {
-            self.handle_timeout(now);
-        }
+/// A task identity may mail only its delegator and `tasks.may_mail`; anyone else may mail
+/// anyone. The refusal names no value (SPEC §8.2).
+fn task_send_refusal(tasks: Option<&TaskBook>, from: &str, to: &str) -> Option<&'static str> {
+    if !is_task_name(from) {
+        return None;
     }
+    let allowed = tasks.is_some_and(|b| b.may_mail(from, to));
+    (!allowed).then_some(
+        "invalid envelope: a task may mail only its delegator and the agents tasks.may_mail names",
+    )
+}
+
+/// Mail to a task identity (`task-…`) comes only from its delegator and the names in
+/// `tasks.may_mail`, while the task has not ended (`TaskBook::may_receive`); a hub without
+/// `[tasks]` has no task to mail. One text for every refusal, so it tells a stranger nothing
+/// about which tasks exist.
+fn task_inbox_refusal(tasks: Option<&TaskBook>, from: &str, to: &str) -> Option<&'static str> {
+    if !is_task_name(to) {
+        return None;
+    }
+    let allowed = tasks.is_some_and(|b| b.may_receive(to, from));
+    (!allowed).then_some(
+        "invalid envelope: a task takes mail only from its delegator and the agents tasks.may_mail names, and only until it ends",
+    )
 }

@@ -3,9 +3,16 @@
 //! applied to the peer's directory (with the `hb-delta` acks and resyncs), and the beats this
 //! side sends. Refuses: IO and what an application message means (the server's).
 
-use super::*;
+use super::{
+    Dialect, Session, SessionEvent, DEDUPE_IDS, MAX_UNKNOWN_TYPES, UNKNOWN_TYPE_SHOWN_BYTES,
+};
 use crate::relay::heartbeat::BeatError;
+use crate::relay::heartbeat::{v0_payload, Applied, Beat};
+use crate::relay::message::{
+    feature_for, Ack, AgentCard, Feature, MsgType, Payload, RelayError, RelayMessage,
+};
 use crate::relay::worker;
+use std::time::{Duration, Instant};
 
 impl Session {
     /// False if the id is among the last `DEDUPE_IDS` received (then the message is dropped).

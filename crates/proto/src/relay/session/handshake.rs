@@ -3,7 +3,19 @@
 //! the negotiated state a link is established with (proto, features, frame-mac keys). The
 //! proofs' bytes are `transcript`'s; this file decides which apply. Refuses: IO.
 
-use super::*;
+use super::{
+    feature_names, Dialect, PeerAuth, Role, Session, SessionConfig, SessionEvent, SessionState,
+    PROTO,
+};
+use crate::relay::auth::{self, is_nonce_hex, valid_peer_id};
+use crate::relay::framemac::{self, FrameMac};
+use crate::relay::heartbeat::{BeatReceiver, BeatSender};
+use crate::relay::message::{
+    intersect, Feature, Handshake, HandshakeAck, HandshakeStatus, MsgType, Payload, RelayError,
+    RelayMessage,
+};
+use crate::relay::transcript::{AckFields, Transcript};
+use std::time::Instant;
 
 impl Session {
     /// Dialer: answer the challenge. A v1 challenge (its marker: `proto` and the acceptor's

@@ -20,19 +20,17 @@
 mod established;
 mod handshake;
 
-use crate::relay::auth::{self, is_nonce_hex, nonce_hex, valid_peer_id};
+use crate::relay::auth::{nonce_hex, valid_peer_id};
 use crate::relay::cards::CardBook;
 use crate::relay::frame::{self, decode_body_as, decode_frame, BodyForm, FrameError};
-use crate::relay::framemac::{self, FrameMac};
-use crate::relay::heartbeat::{
-    v0_payload, Applied, Beat, BeatReceiver, BeatSender, Directory, DirectoryCaps,
-};
+use crate::relay::framemac::FrameMac;
+use crate::relay::heartbeat::{BeatReceiver, BeatSender, Directory, DirectoryCaps};
 use crate::relay::message::{
-    feature_for, intersect, v0_knows, Ack, AgentCard, Challenge, Feature, Handshake, HandshakeAck,
-    HandshakeStatus, IdGen, MsgType, Payload, RelayError, RelayMessage, LINE_CAP_BYTES,
+    feature_for, v0_knows, AgentCard, Challenge, Feature, IdGen, MsgType, Payload, RelayError,
+    RelayMessage, LINE_CAP_BYTES,
 };
 use crate::relay::nonces::NonceBook;
-use crate::relay::transcript::{AckFields, Transcript};
+use crate::relay::transcript::Transcript;
 use crate::relay::worker::{Headroom, PeerWorker};
 use crate::wire::LineBuffer;
 use serde_json::Value;
