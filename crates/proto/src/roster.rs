@@ -1,7 +1,7 @@
 //! The token roster (SPEC §6): `[agents] name = "token"`, validated strictly, and the
 //! constant-time check of a hello against it.
 //!
-//! Owns parsing and validation of roster text. Refuses IO: `server` reads the file and checks
+//! Owns parsing and validation of roster text. Refuses IO: the loop (`agent_hub_server::event_loop`) reads the file and checks
 //! its mode before handing the text here.
 
 use crate::kernel::fold_hash::FoldMap;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// The version carried by every audit record as `"v"`. Bump it when a record's meaning or a
 /// key changes (docs/operations.md, "Audit log format"). Version 3: every record carries
-/// `prev`, which the server fills in as it writes (`server::audit_chain`), and adds
+/// `prev`, which the server fills in as it writes (`event_loop::audit_chain`), and adds
 /// `given_up` (SPEC §12.2). Version 4 (issue 29): `connected` is written with a connection's
 /// first outcome (its hello, or its end without one) and, for a connection that never
 /// authenticates, only within the strangers' record rate; the others are counted in the new
@@ -68,7 +68,7 @@ pub enum Output {
         ack_id: String,
         error: Option<String>,
     },
-    /// Start a delegated task's agent (`server::tasks`); its events come back through
+    /// Start a delegated task's agent (`event_loop::executor`); its events come back through
     /// `Hub::handle_task_event`. Its `running` state is already committed.
     StartTask(Box<crate::tasks::StartSpec>),
     /// Ask a running task's agent to stop (`session/cancel`, then the runner's shutdown).

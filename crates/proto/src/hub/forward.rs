@@ -9,7 +9,7 @@
 //! only when the peer acks it. A link that drops, or an ack that does not come within
 //! `ack_timeout_ms`, puts them back in acceptance order to be sent again; the receiving hub
 //! answers a resend as a duplicate, so nothing is lost or doubled. Refuses: sockets and
-//! sessions (`server::relay_io` owns those), and what a forward's outcome does to the ledger,
+//! sessions (`event_loop::relay_io` owns those), and what a forward's outcome does to the ledger,
 //! the queues and the outputs: the hub's glue carries that out (`hub::routing`).
 
 use super::router::Queued;
@@ -28,7 +28,7 @@ pub const MAX_HOPS: u32 = 8;
 
 /// Envelope text bytes sent to one peer and not yet acked, beyond which no further envelope
 /// is sent (one is always allowed). The relay drops a link with more than 16 MiB unsent
-/// (`server::relay_io::MAX_PEER_BACKLOG_BYTES`); a window of large envelopes, each up to 6
+/// (`event_loop::relay_io::MAX_PEER_BACKLOG_BYTES`); a window of large envelopes, each up to 6
 /// times larger on the wire when its text is escaped into the `bus_forward` string, must stay
 /// under that, or the link would drop and the same window be sent again forever.
 pub const FORWARD_WINDOW_BYTES: usize = 2 * 1024 * 1024;

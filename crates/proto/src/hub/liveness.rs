@@ -11,10 +11,7 @@
 //! authenticated name, never a field of the line. Refuses IO: the hub watches processes only
 //! through the loop's reports and never signals one.
 
-use super::event::Output;
-/// Named here too: the path the loop imports it by (`hub::liveness::WatchedProcess`, kept
-/// until the loop names `hub::WatchedProcess`); it sits beside `Output`, which carries it.
-pub use super::event::WatchedProcess;
+use super::event::{Output, WatchedProcess};
 use super::outbox::Outbox;
 use super::router::Router;
 use crate::kernel::fold_hash::FoldMap;

@@ -4,7 +4,7 @@
 //!
 //! Inputs are `handle_*` with the time passed in; outputs are drained with `poll_output`; the
 //! next deadline is `poll_timeout`. Refuses: sockets, files, clocks, threads. The mio loop in
-//! `server` only moves bytes and applies outputs.
+//! `event_loop` only moves bytes and applies outputs.
 //!
 //! The house (PLAN.md §14 "Sub-machines"). This file holds the `Hub`, its constructor and its
 //! entry points, and registers the rooms, which come in four kinds:
@@ -228,12 +228,7 @@ impl Hub {
 
     /// The loop saw a process it was asked to check (`Output::CheckProcesses`) gone: its name
     /// becomes `gone`. Called for each exited one, then `handle_processes_checked`.
-    pub fn handle_process_exited(
-        &mut self,
-        name: &str,
-        process: WatchedProcess,
-        now: Now,
-    ) {
+    pub fn handle_process_exited(&mut self, name: &str, process: WatchedProcess, now: Now) {
         let liveness = &mut self.presence.liveness;
         liveness.process_exited(name, process, now, &mut self.outputs);
     }

@@ -14,7 +14,7 @@
 //! connection and every auth failure is in the audit log, one by one or in a count, and a
 //! flood of them costs the disk a bounded number of bytes per hour.
 //!
-//! The relay throttles its strangers the same way (`server::relay_gate`); the bucket is the
+//! The relay throttles its strangers the same way (`event_loop::relay_gate`); the bucket is the
 //! relay's `Throttle`. Refuses IO, like the rest of the core: the time comes in as `now`.
 
 use super::conn_map::ConnId;

@@ -1,7 +1,7 @@
 //! Where the core's random values come from: the ids of the envelopes the hub makes itself
 //! (bounces, SPEC §5.3). The core never reads an OS random source or a clock (PLAN.md §1,
 //! "sans-IO core"); the caller passes an `IdSource` to `Hub::new`: the server one that draws
-//! random UUIDs from the OS (`server::os_ids`), the simulations and fuzz drivers a
+//! random UUIDs from the OS (`event_loop::os_ids`), the simulations and fuzz drivers a
 //! `SeededIds`, so a run is reproducible from its seed.
 //!
 //! Owns the seam and the seeded generator. Refuses OS randomness.

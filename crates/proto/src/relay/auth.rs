@@ -95,7 +95,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 }
 
 /// Appends `bytes` as lowercase hex to `out`: a digit table, no `format!` per byte (it runs
-/// for every audit record too, `server::audit_chain`; docs/performance.md, issue 13).
+/// for every audit record too, `event_loop::audit_chain`; docs/performance.md, issue 13).
 pub fn push_hex(bytes: &[u8], out: &mut String) {
     // Both digits of every byte value, so each byte is one table read.
     const PAIRS: [[u8; 2]; 256] = {

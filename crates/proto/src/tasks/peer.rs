@@ -24,7 +24,7 @@
 //! cancels (answered as claudectl does, a failed handoff "Stopped by controller"); nudge and
 //! reroute get a status; another peer's interrupt finds nothing.
 //!
-//! Refuses IO; relay sessions and sockets are `server::relay_io`'s.
+//! Refuses IO; relay sessions and sockets are `event_loop::relay_io`'s.
 
 use super::body;
 use super::types::{TaskId, TaskState};

@@ -1,5 +1,5 @@
 //! Splitting a byte stream into `\n`-terminated lines under a length cap: the one line
-//! splitter, used by client connections (`server::conn`), the ACP session and the relay
+//! splitter, used by client connections (`event_loop::conn`), the ACP session and the relay
 //! session (whose frames, once agreed, are read from the same buffer through `pending` and
 //! `consume`).
 //!

@@ -4,7 +4,7 @@
 //! about states; a pid that now belongs to a process with another start time, or a zombie
 //! nobody has reaped yet, counts as exited, since the agent that was watched is gone.
 
-use agent_hub_proto::hub::liveness::WatchedProcess;
+use agent_hub_proto::hub::WatchedProcess;
 
 /// Whether the watched process still runs.
 pub fn still_runs(p: WatchedProcess) -> bool {

@@ -165,7 +165,7 @@ impl Server {
         }
         if conn.answered && !conn.read_eof {
             // The reply is in the kernel: the core decides how long the client's lines are
-            // still taken and when this side ends (`hub::linger`, SPEC §4.3); its `Close`
+            // still taken and when this side ends (the answer linger, `hub::conns`, SPEC §4.3); its `Close`
             // arrives at once or from `handle_timeout`.
             if !std::mem::replace(&mut conn.waiting_for_close, true) {
                 if self.limits.answer_linger_ms == 0 {

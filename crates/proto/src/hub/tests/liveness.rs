@@ -3,7 +3,8 @@
 //! can and cannot do to another name, and a name taken off the roster.
 
 use super::*;
-use crate::hub::liveness::{WatchedProcess, PROCESS_CHECK_INTERVAL};
+use crate::hub::liveness::PROCESS_CHECK_INTERVAL;
+use crate::hub::WatchedProcess;
 use crate::wire::AgentPresence;
 
 fn who(sim: &mut Sim, asker: &str) -> crate::wire::Presence {

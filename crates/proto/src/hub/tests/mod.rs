@@ -97,7 +97,7 @@ struct Drained {
     /// `Output::ToPeer`, in order.
     to_peers: Vec<crate::hub::PeerSend>,
     /// `Output::CheckProcesses`, in order (`hub::liveness`).
-    process_checks: Vec<Vec<(String, crate::hub::liveness::WatchedProcess)>>,
+    process_checks: Vec<Vec<(String, crate::hub::WatchedProcess)>>,
 }
 
 impl Drained {

@@ -290,7 +290,7 @@ fn a_line_after_a_plain_delivery_does_not_undo_it() {
     sim.line(r, "{}");
     let d = sim.drain();
     assert_eq!(d.error(r), LINE_AFTER_THE_VERB);
-    // The IO layer reports the delivery line itself written in full (`server::conn`).
+    // The IO layer reports the delivery line itself written in full (`event_loop::conn`).
     sim.closed(r, true);
     let d = sim.drain();
     assert!(!d.audit.iter().any(|e| matches!(e, AuditEvent::Lost { .. })));

@@ -6,7 +6,8 @@
 //! router (whether the name has a parked await). Refuses answering: the dispatcher replies
 //! with what it returns.
 
-use crate::hub::liveness::{Liveness, TurnState, WatchedProcess};
+use crate::hub::event::WatchedProcess;
+use crate::hub::liveness::{Liveness, TurnState};
 use crate::hub::router::Router;
 use crate::kernel::now::Now;
 use crate::roster::Roster;
