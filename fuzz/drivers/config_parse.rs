@@ -7,7 +7,8 @@
 //! back as TOML.
 
 use agent_hub_host::config::{Config, Limits, RelayConfig, StoreConfig, RELAY_FEATURES};
-use agent_hub_proto::hub::{Hub, Now, Output};
+use agent_hub_proto::hub::{Hub, Output};
+use agent_hub_proto::kernel::now::Now;
 use agent_hub_proto::relay::session::{PeerAuth, Session, SessionConfig, SessionState, WallClock};
 use agent_hub_proto::relay::Feature;
 use agent_hub_proto::roster::Roster;
@@ -100,7 +101,7 @@ fn run_hub(limits: &Limits) {
     let mut hub = Hub::new(
         roster,
         limits.clone(),
-        Box::new(agent_hub_proto::hub::ids::SeededIds::new(0)),
+        Box::new(agent_hub_proto::kernel::ids::SeededIds::new(0)),
     );
     hub.start_purging(now_at(t0));
     hub.enable_forwarding("here", ["there".to_owned()], 1);

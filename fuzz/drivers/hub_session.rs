@@ -18,7 +18,8 @@
 use super::cursor::{Cursor, Writer};
 use agent_hub_host::config::Limits;
 use agent_hub_proto::hub::durable::StoreFailure;
-use agent_hub_proto::hub::{AuditEvent, ConnId, Hub, Now, Output};
+use agent_hub_proto::hub::{AuditEvent, ConnId, Hub, Output};
+use agent_hub_proto::kernel::now::Now;
 use agent_hub_proto::roster::Roster;
 use agent_hub_proto::wire::{HubLine, LineBuffer};
 use chrono::{DateTime, Utc};
@@ -168,7 +169,7 @@ impl Sim {
         let flusher = header & H_FLUSHER != 0;
         let forwarding = header & H_FORWARD != 0;
         // Bounce ids from a seed: a crash reproduces from its input alone.
-        let ids = agent_hub_proto::hub::ids::SeededIds::new(u64::from(header));
+        let ids = agent_hub_proto::kernel::ids::SeededIds::new(u64::from(header));
         let mut hub = Hub::new(roster(), limits.clone(), Box::new(ids))
             .with_durable(flusher)
             .with_sync(flusher);

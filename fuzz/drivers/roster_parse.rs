@@ -2,7 +2,8 @@
 //! text. A roster that parses authenticates exactly its entries; a refusal's text and the
 //! roster's `Debug` never carry a token.
 
-use agent_hub_proto::roster::{Roster, HUB_NAME};
+use agent_hub_proto::kernel::names::HUB_NAME;
+use agent_hub_proto::roster::Roster;
 use std::path::Path;
 
 pub fn run(data: &[u8]) {

@@ -603,7 +603,7 @@ fn agents_ps_prints_no_control_bytes_from_a_hostile_cwd() {
     for (what, out) in [("json", json_out.as_str()), ("table", table.as_str())] {
         let bad: Vec<char> = out
             .chars()
-            .filter(|&c| c != '\n' && agent_hub_proto::text::is_unsafe(c))
+            .filter(|&c| c != '\n' && agent_hub_proto::kernel::text::is_unsafe(c))
             .collect();
         assert!(bad.is_empty(), "{what}: {bad:?} in {out:?}");
     }

@@ -474,7 +474,7 @@ fn megabyte_ids_are_refused() {
 fn assert_printable(what: &str, s: &str) {
     let bad: Vec<char> = s
         .chars()
-        .filter(|&c| c != '\n' && agent_hub_proto::text::is_unsafe(c))
+        .filter(|&c| c != '\n' && agent_hub_proto::kernel::text::is_unsafe(c))
         .collect();
     assert!(bad.is_empty(), "{what} printed {bad:?}:\n{s:?}");
 }

@@ -13,7 +13,8 @@
 
 use agent_hub_host::config::Config;
 use agent_hub_proto::hub::durable::StoreFailure;
-use agent_hub_proto::hub::{ConnId, Hub, Now, Output};
+use agent_hub_proto::hub::{ConnId, Hub, Output};
+use agent_hub_proto::kernel::now::Now;
 use agent_hub_proto::roster::Roster;
 use agent_hub_proto::wire::{ClientLine, HubLine, LineBuffer};
 use serde::Deserialize;
@@ -654,7 +655,7 @@ impl Sim {
             hub: Hub::new(
                 roster,
                 config.limits,
-                Box::new(agent_hub_proto::hub::ids::SeededIds::new(0)),
+                Box::new(agent_hub_proto::kernel::ids::SeededIds::new(0)),
             ),
             conns: HashMap::new(),
             by_id: HashMap::new(),

@@ -26,7 +26,6 @@ pub mod tasks;
 pub mod wire;
 
 // The kernel's modules under the names the code has always used for them.
-pub use kernel::{deadline, names, text};
 
 /// The software version, reported by `--version`, in logs and to peers. Every crate of the
 /// workspace has this one version (`[workspace.package]`).

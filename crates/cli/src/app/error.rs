@@ -111,7 +111,7 @@ impl fmt::Display for AppError {
             AppError::NoSuchTask(task) => write!(
                 f,
                 "no task {} of yours is known to the hub",
-                agent_hub_proto::text::for_terminal(task)
+                agent_hub_proto::kernel::text::for_terminal(task)
             ),
             AppError::Client(e) => write!(f, "{e}"),
             AppError::Top(e) => write!(f, "{e}"),
@@ -198,7 +198,7 @@ mod tests {
             AppError::NoSuchTask("task-\u{1b}x".into()).to_string(),
             format!(
                 "no task {} of yours is known to the hub",
-                agent_hub_proto::text::for_terminal("task-\u{1b}x")
+                agent_hub_proto::kernel::text::for_terminal("task-\u{1b}x")
             )
         );
         assert_eq!(

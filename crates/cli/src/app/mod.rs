@@ -256,7 +256,7 @@ fn run(cli: Cli) -> Result<ExitCode, AppError> {
             if let Some(w) = &sent.warning {
                 eprintln!(
                     "agent-hub: warning: {}",
-                    agent_hub_proto::text::for_terminal(w)
+                    agent_hub_proto::kernel::text::for_terminal(w)
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -303,7 +303,7 @@ fn run(cli: Cli) -> Result<ExitCode, AppError> {
             // `--json` prints the hub's own payload, so a key this client does not know is
             // shown too.
             let text = if json {
-                agent_hub_proto::text::json_for_terminal(&answer.text).into_owned()
+                agent_hub_proto::kernel::text::json_for_terminal(&answer.text).into_owned()
             } else {
                 crate::client::who_view::render(&answer.value)
             };
@@ -369,7 +369,7 @@ fn run(cli: Cli) -> Result<ExitCode, AppError> {
                 ),
             }?;
             let text = serde_json::to_string(&st).map_err(AppError::Encode)?;
-            let text = agent_hub_proto::text::json_for_terminal(&text);
+            let text = agent_hub_proto::kernel::text::json_for_terminal(&text);
             print_line(&text).map_err(AppError::Stdout)?;
             Ok(ExitCode::from(status_exit_code(stage, &st)))
         }
@@ -573,7 +573,8 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
 fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
     // A record names a peer's agent and states: other parties' text, escaped for the terminal.
     let out = |text: &str| {
-        print_line(&agent_hub_proto::text::json_for_terminal(text)).map_err(AppError::Stdout)
+        print_line(&agent_hub_proto::kernel::text::json_for_terminal(text))
+            .map_err(AppError::Stdout)
     };
     match t {
         TaskCommand::Status { id, task, json: _ } => {

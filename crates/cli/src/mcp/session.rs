@@ -65,7 +65,8 @@ impl ToolOutcome {
     /// The same outcome with `warning` (other parties' text, made safe here for whatever
     /// shows it: `kernel::text`).
     pub fn with_warning(mut self, warning: Option<String>) -> ToolOutcome {
-        self.warning = warning.map(|w| agent_hub_proto::text::for_terminal(&w).into_owned());
+        self.warning =
+            warning.map(|w| agent_hub_proto::kernel::text::for_terminal(&w).into_owned());
         self
     }
 }

@@ -1,6 +1,6 @@
 //! `Id`, an envelope id as the queues and the ledger hold it (docs/performance.md "Memory per
 //! envelope"): almost every id is a UUID in its canonical text (lowercase,
-//! hyphenated: what `agent-hub send` and the hub make, `hub::ids`), and those are kept as
+//! hyphenated: what `agent-hub send` and the hub make, `kernel::ids`), and those are kept as
 //! their 16 bytes inline instead of a 52-byte heap block of text; any other string a client
 //! chose is kept as its text, byte for byte.
 //!

@@ -66,8 +66,6 @@ mod routing;
 mod session;
 mod settle;
 
-/// The core's id source (`kernel::ids`), under the name the core's callers use.
-pub use crate::kernel::ids;
 pub use commit::{flush_failed_refusal, store_backlog_refusal};
 pub use conn_map::{ConnId, ConnMap};
 pub use event::{AuditEvent, Batch, Output, PeerSend, WatchedProcess};
@@ -80,14 +78,13 @@ pub use strangers::{
     STRANGER_RECORD_BURST, STRANGER_RECORD_REFILL, STRANGER_SUMMARY_INTERVAL, SUMMARY_MAX_NAMES,
 };
 
+use crate::kernel::ids::IdSource;
+use crate::kernel::now::Now;
 use crate::roster::Roster;
 use crate::tasks::TaskBook;
 use durable::StoreOp;
 use limits::Limits;
 use std::time::Instant;
-
-/// The time, passed in (`kernel::now`), under the name the core's callers use.
-pub use crate::kernel::now::Now;
 
 /// The hub core. One per server; every method is synchronous and cheap.
 #[derive(Debug)]
@@ -110,7 +107,7 @@ pub struct Hub {
     /// Delegated work (docs/delegation.md), when `[tasks]` is configured.
     tasks: Option<TaskBook>,
     /// Ids for the hub's own envelopes.
-    ids: Box<dyn ids::IdSource>,
+    ids: Box<dyn IdSource>,
     /// What the core asks of the IO layer, in order (`outbox`).
     outputs: outbox::Outbox,
 }
@@ -118,7 +115,7 @@ pub struct Hub {
 impl Hub {
     /// A hub with no connections. `ids` makes the ids of the hub's own envelopes (bounces):
     /// the core draws nothing random itself (`ids`).
-    pub fn new(roster: Roster, limits: Limits, ids: Box<dyn ids::IdSource>) -> Hub {
+    pub fn new(roster: Roster, limits: Limits, ids: Box<dyn IdSource>) -> Hub {
         let settings = settings::Settings::new(roster, limits);
         let router = settings.new_router();
         let ledger = settings.new_ledger();

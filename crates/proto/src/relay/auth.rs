@@ -18,7 +18,6 @@ pub const KEY_BYTES: usize = 32;
 /// Hex characters in a key file, a nonce and a proof.
 pub const HEX_CHARS: usize = 64;
 /// The longest peer id v0 peers accept.
-pub use crate::kernel::names::PEER_ID_MAX_CHARS;
 
 /// Why a key file's text is not a key. Never carries the text itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +165,6 @@ pub fn verify(key: &[u8; KEY_BYTES], nonce_hex: &str, received_proof: &str) -> b
 }
 
 /// Peer ids: the one rule (`names::valid_peer_id`).
-pub use crate::kernel::names::valid_peer_id;
 
 #[cfg(test)]
 mod tests {
@@ -258,6 +256,7 @@ mod tests {
 
     #[test]
     fn peer_ids() {
+        use crate::kernel::names::valid_peer_id;
         assert!(valid_peer_id("a"));
         assert!(valid_peer_id("barrys-mac_74371ce5"));
         assert!(valid_peer_id(&"x".repeat(128)));

@@ -44,6 +44,7 @@ pub use types::{TaskId, TaskState};
 
 use crate::acp::{Outcome, Status};
 use crate::kernel::ids::IdSource;
+use crate::kernel::names::is_task_name;
 use crate::kernel::names::HUB_NAME;
 use crate::kernel::now::Now;
 use crate::wire::{DelegateRequest, Envelope, TaskProgress, TaskStateReply};
@@ -55,7 +56,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Every task id and task identity starts with this; roster names may not (`names`).
-pub use crate::kernel::names::{is_task_name, TASK_PREFIX};
 pub use event::{TaskEnd, TaskEvent};
 /// `progressSecs` at most (a week, like `tasks.timeout_secs`).
 pub const MAX_PROGRESS_SECS: u64 = settings::MAX_TASK_TIMEOUT_SECS;

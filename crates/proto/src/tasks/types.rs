@@ -1,8 +1,8 @@
 //! The task book's names (docs/delegation.md "Names" and "States"): `TaskId`, the `task-`
 //! + 32 hex id that is also the task identity's name, and `TaskState`. Refuses IO.
 
-use super::TASK_PREFIX;
 use crate::kernel::ids::IdSource;
+use crate::kernel::names::TASK_PREFIX;
 use std::fmt;
 
 /// `task-` + 32 lowercase hex: a UUIDv4 in simple form from the hub's `IdSource`.

@@ -13,7 +13,7 @@ use super::conn::Conn;
 use super::listen_level::{self, AcceptBatch};
 use super::relay_gate::is_fd_exhaustion;
 use super::{nodelay, Server, LISTENER};
-use agent_hub_proto::hub::Now;
+use agent_hub_proto::kernel::now::Now;
 use mio::net::TcpListener;
 use mio::{Interest, Poll, Registry, Token};
 use std::fs::File;

@@ -12,7 +12,8 @@ use super::{read_clock, Server};
 use crate::store::flush::{FlushResult, Flusher};
 use crate::store::{Store, StoreError};
 use agent_hub_proto::hub::durable::StoreFailure;
-use agent_hub_proto::hub::{Hub, Now};
+use agent_hub_proto::hub::Hub;
+use agent_hub_proto::kernel::now::Now;
 use std::io;
 
 /// Why a batch could not be made durable: which write failed, with its error.

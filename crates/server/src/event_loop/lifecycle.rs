@@ -7,7 +7,8 @@
 
 use super::signal::Signals;
 use super::{read_clock, Server};
-use agent_hub_proto::hub::{ConnId, Now};
+use agent_hub_proto::hub::ConnId;
+use agent_hub_proto::kernel::now::Now;
 use std::path::PathBuf;
 use std::time::Instant;
 

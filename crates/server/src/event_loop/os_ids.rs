@@ -1,5 +1,5 @@
 //! The running hub's source of ids for the envelopes it makes (bounces): random UUIDs from
-//! the OS, given to the core as its `hub::ids::IdSource` (the core reads no OS randomness).
+//! the OS, given to the core as its `kernel::ids::IdSource` (the core reads no OS randomness).
 
 use agent_hub_proto::kernel::ids::IdSource;
 

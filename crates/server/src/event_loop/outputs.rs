@@ -7,7 +7,8 @@
 
 use super::conn::Flush;
 use super::{delegation, liveness, read_clock, Server};
-use agent_hub_proto::hub::{ConnId, Now, Output};
+use agent_hub_proto::hub::{ConnId, Output};
+use agent_hub_proto::kernel::now::Now;
 use mio::{Interest, Token};
 use std::net::Shutdown;
 

@@ -5,7 +5,8 @@
 //! Refuses: what a line means (the core's), and writing (`outputs`).
 
 use super::Server;
-use agent_hub_proto::hub::{ConnId, Hub, Now};
+use agent_hub_proto::hub::{ConnId, Hub};
+use agent_hub_proto::kernel::now::Now;
 use std::io::{self, Read};
 
 /// Input read from one socket per readiness event before others get a turn.

@@ -9,7 +9,8 @@ use super::records::Records;
 use super::relay_gate;
 use super::relay_io::{self, RelayIo, ToHub};
 use super::Server;
-use agent_hub_proto::hub::{Hub, Now, Output};
+use agent_hub_proto::hub::{Hub, Output};
+use agent_hub_proto::kernel::now::Now;
 use mio::{Registry, Token};
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 
 use super::private_file::read_roster;
 use super::Server;
-use agent_hub_proto::hub::Now;
+use agent_hub_proto::kernel::now::Now;
 use std::path::PathBuf;
 
 impl Server {

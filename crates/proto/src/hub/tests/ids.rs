@@ -1,4 +1,4 @@
-//! The core's ids come from the source the caller passes in (`hub::ids`, SPEC §5.3): a
+//! The core's ids come from the source the caller passes in (`kernel::ids`, SPEC §5.3): a
 //! simulation run, bounce ids included, is reproducible from its seed.
 
 use super::*;

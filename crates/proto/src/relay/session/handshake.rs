@@ -7,7 +7,8 @@ use super::{
     feature_names, Dialect, PeerAuth, Role, Session, SessionConfig, SessionEvent, SessionState,
     PROTO,
 };
-use crate::relay::auth::{self, is_nonce_hex, valid_peer_id};
+use crate::kernel::names::valid_peer_id;
+use crate::relay::auth::{self, is_nonce_hex};
 use crate::relay::framemac::{self, FrameMac};
 use crate::relay::heartbeat::{BeatReceiver, BeatSender};
 use crate::relay::message::{

@@ -20,7 +20,8 @@
 mod established;
 mod handshake;
 
-use crate::relay::auth::{nonce_hex, valid_peer_id};
+use crate::kernel::names::valid_peer_id;
+use crate::relay::auth::nonce_hex;
 use crate::relay::cards::CardBook;
 use crate::relay::frame::{self, decode_body_as, decode_frame, BodyForm, FrameError};
 use crate::relay::framemac::FrameMac;
