@@ -28,6 +28,7 @@
 //! (the user's files as uninstall would leave them).
 
 mod apply;
+mod files;
 mod hooks;
 mod mcp;
 mod overlay;
@@ -36,7 +37,8 @@ mod skills;
 mod state;
 mod turn_hooks;
 
-pub use apply::{apply, backup_path, read_file, Applied, ApplyError};
+pub use apply::{apply, backup_path, Applied, ApplyError};
+pub use files::read_file;
 pub use hooks::{is_our_hook_command, render_plugin};
 pub use overlay::{task_view, token_files_in, TaskView};
 pub use skills::{

@@ -9,7 +9,7 @@
 //! writing it (atomically, mode 600). A record that cannot be read is reported and treated as
 //! empty — the only cost is a folder that stays or a backup that is made.
 
-use super::apply::{read_file, resolve, write_atomic};
+use super::files::{read_file, resolve, write_atomic};
 use super::shown;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
