@@ -3,8 +3,8 @@
 issue 36): every .rs file under crates/*/src and src/, except test code (files named tests.rs,
 files under a tests/ folder, and the body of a `#[cfg(test)]` module, where `use super::*` is
 the habit). A glob hides what a file takes from another, which is how import circles stayed
-unseen (the bench's 30-file circle, issue 30); naming each import keeps `farm-studio`-style
-drawings and a reader's grep honest. Run from the repository's root: `python3
+unseen (the bench's 30-file circle, issue 30); naming each import keeps a drawing of the
+imports and a reader's grep honest. Run from the repository's root: `python3
 scripts/no-glob-imports.py [ROOT]`."""
 import os
 import re
