@@ -502,6 +502,10 @@ impl Hub {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "cancel";
                 self.on_cancel(conn, req, now)
             }
+            Ok(ClientLine::TaskAnswer(req)) => {
+                self.conns.get_mut(&conn).expect("caller checked").verb = "task_answer";
+                self.on_task_answer(conn, req, now)
+            }
             Ok(ClientLine::Turn(req)) => {
                 self.conns.get_mut(&conn).expect("caller checked").verb = "turn";
                 self.on_turn(conn, req, now)

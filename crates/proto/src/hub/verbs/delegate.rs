@@ -8,7 +8,7 @@
 use crate::hub::session::Phase;
 use crate::hub::{ConnId, Hub, Now};
 use crate::tasks::{DelegateRefusal, TaskAction};
-use crate::wire::{DelegateRequest, HubLine, TaskRequest};
+use crate::wire::{DelegateRequest, HubLine, TaskAnswerRequest, TaskRequest};
 
 impl Hub {
     fn asker(&self, conn: ConnId) -> String {
@@ -30,6 +30,16 @@ impl Hub {
         };
         if self.shutting_down {
             return self.fail(conn, "invalid delegate: the hub is shutting down", now);
+        }
+        // Issue 37: the wire reads `permission` and `allow`, the book does not apply them
+        // yet; a task run under a wider policy than its delegator asked for would be worse
+        // than a refusal, so until `tasks::approvals` does, both are refused.
+        if req.permission.is_some() || req.allow.is_some() {
+            return self.fail(
+                conn,
+                "invalid delegate: permission and allow are not supported by this hub yet",
+                now,
+            );
         }
         match book.submit(req, &name, now, &mut *self.ids) {
             Err(refusal) => self.fail(conn, &refusal.to_string(), now),
@@ -82,6 +92,28 @@ impl Hub {
         };
         let list = book.list(&name, now);
         self.reply(conn, &HubLine::Tasks(list), "tasks", now);
+    }
+
+    /// `task_answer` (issue 37). Until the book holds requests open (`tasks::approvals`, the
+    /// core's part of the issue) no task ever has one: a task the asker may see answers
+    /// `has no open request`, any other `unknown task`, the texts of SPEC §16 "Requests and
+    /// answers".
+    pub(in crate::hub) fn on_task_answer(
+        &mut self,
+        conn: ConnId,
+        req: TaskAnswerRequest,
+        now: Now,
+    ) {
+        let name = self.asker(conn);
+        let Some(book) = self.tasks.as_ref() else {
+            return self.not_enabled(conn, "task_answer", now);
+        };
+        let msg = if book.status(&req.task, &name, now).state == "unknown" {
+            "unknown task".to_owned()
+        } else {
+            format!("invalid task_answer: {} has no open request", req.task)
+        };
+        self.fail(conn, &msg, now)
     }
 
     pub(in crate::hub) fn on_cancel(&mut self, conn: ConnId, req: TaskRequest, now: Now) {
