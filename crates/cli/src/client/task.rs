@@ -307,7 +307,9 @@ mod tests {
         assert!(unknown_verb(
             "malformed line: unknown tag, expected one of `hello`, `send`"
         ));
-        assert!(!unknown_verb("invalid task_answer: task-1 has no open request"));
+        assert!(!unknown_verb(
+            "invalid task_answer: task-1 has no open request"
+        ));
         assert!(unknown_delegate_key(
             "malformed line: unknown field in `delegate`, expected one of `agent`"
         ));

@@ -166,7 +166,11 @@ pub fn parse_allows(specs: &[String]) -> Result<Option<Vec<AllowRule>>, Delegate
     if specs.len() > MAX_ALLOW_RULES {
         return Err(DelegateInputError::TooManyAllows(specs.len()));
     }
-    specs.iter().map(|s| parse_allow(s)).collect::<Result<_, _>>().map(Some)
+    specs
+        .iter()
+        .map(|s| parse_allow(s))
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 /// Who may answer a task's request (design §5): said wherever requests are shown, since a
@@ -215,10 +219,7 @@ pub fn request_lines(r: &RequestView, now: chrono::DateTime<chrono::Utc>) -> [St
     };
     [
         for_terminal(&format!("request {id}: {kind}{tool}{title}")).into_owned(),
-        for_terminal(&format!(
-            "options {options}; waiting {waiting}; {expires}"
-        ))
-        .into_owned(),
+        for_terminal(&format!("options {options}; waiting {waiting}; {expires}")).into_owned(),
     ]
 }
 
@@ -399,9 +400,15 @@ mod tests {
     #[test]
     fn allow_arguments_become_rules_or_are_refused_before_sending() {
         let r = parse_allow("read,search").unwrap();
-        assert_eq!((r.kinds, r.under), (vec!["read".to_owned(), "search".into()], None));
+        assert_eq!(
+            (r.kinds, r.under),
+            (vec!["read".to_owned(), "search".into()], None)
+        );
         let r = parse_allow("edit:src/").unwrap();
-        assert_eq!((r.kinds, r.under.as_deref()), (vec!["edit".to_owned()], Some("src/")));
+        assert_eq!(
+            (r.kinds, r.under.as_deref()),
+            (vec!["edit".to_owned()], Some("src/"))
+        );
         // The path keeps every `:` after the first.
         let r = parse_allow("edit, delete:a:b").unwrap();
         assert_eq!((r.kinds.len(), r.under.as_deref()), (2, Some("a:b")));
@@ -421,7 +428,9 @@ mod tests {
             );
         }
         // The argument is the user's own, but it is shown on their terminal: sanitised.
-        let e = parse_allow("edit:a\u{1b}]0;x\u{7}").unwrap_err().to_string();
+        let e = parse_allow("edit:a\u{1b}]0;x\u{7}")
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains('\u{1b}') && e.contains("control"), "{e}");
         assert_eq!(parse_allows(&[]).unwrap(), None);
         let nine: Vec<String> = vec!["read".into(); 9];
@@ -467,7 +476,10 @@ mod tests {
         let mut evil = request();
         evil.title = Some("x\u{1b}]52;c;ZXZpbA==\u{7}\u{202e}y".into());
         let [a, _] = request_lines(&evil, now);
-        assert!(!a.chars().any(agent_hub_proto::kernel::text::is_unsafe), "{a:?}");
+        assert!(
+            !a.chars().any(agent_hub_proto::kernel::text::is_unsafe),
+            "{a:?}"
+        );
         let block = render_open_requests("task-1", &[request()], now);
         assert_eq!(
             block,
@@ -504,13 +516,20 @@ mod tests {
             lines[2],
             "  request req-0123456789abcdef: permission (execute) \"Run cargo test\""
         );
-        assert_eq!(lines[3], "    options allow, reject; waiting 1m; expires in 9m");
+        assert_eq!(
+            lines[3],
+            "    options allow, reject; waiting 1m; expires in 9m"
+        );
         assert!(lines[4].starts_with("task-b "));
         assert_eq!(
             lines[5],
             "answer one: agent-hub task answer --id TASK --request REQ --option OPTION (its delegator, or a name in the hub's tasks.approvers)"
         );
-        assert_eq!(render_tasks(&[quiet], now).lines().count(), 2, "no requests, no footer");
+        assert_eq!(
+            render_tasks(&[quiet], now).lines().count(),
+            2,
+            "no requests, no footer"
+        );
     }
 
     #[test]

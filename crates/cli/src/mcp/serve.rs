@@ -342,9 +342,10 @@ mod tests {
         );
         let lines = replies(input.as_bytes());
         assert_eq!(lines.len(), 5);
-        for (l, tool) in lines
-            .iter()
-            .zip(["delegate", "task_status", "tasks", "cancel", "task_answer"])
+        for (l, tool) in
+            lines
+                .iter()
+                .zip(["delegate", "task_status", "tasks", "cancel", "task_answer"])
         {
             assert_eq!(l["result"]["isError"], true, "{l}");
             let text = l["result"]["content"][0]["text"].as_str().unwrap();

@@ -432,7 +432,9 @@ fn allow_rules(v: Option<&Value>) -> Result<Option<Vec<AllowRule>>, ToolArgError
             return Err(bad(&format!("rule {n} must be an object {{kinds, under}}")));
         };
         if let Some(k) = m.keys().find(|k| !["kinds", "under"].contains(&k.as_str())) {
-            return Err(bad(&format!("rule {n} has an unknown key {k:?} (a rule takes kinds, under)")));
+            return Err(bad(&format!(
+                "rule {n} has an unknown key {k:?} (a rule takes kinds, under)"
+            )));
         }
         let kinds = match m.get("kinds") {
             Some(Value::Array(ks)) => ks
@@ -454,7 +456,10 @@ fn allow_rules(v: Option<&Value>) -> Result<Option<Vec<AllowRule>>, ToolArgError
 }
 
 fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
-    if let Some(k) = args.keys().find(|k| !TASK_ANSWER_KEYS.contains(&k.as_str())) {
+    if let Some(k) = args
+        .keys()
+        .find(|k| !TASK_ANSWER_KEYS.contains(&k.as_str()))
+    {
         return Err(ToolArgError::BadArgs(format!(
             "unknown argument {k:?} (task_answer takes {})",
             TASK_ANSWER_KEYS.join(", ")
@@ -827,7 +832,8 @@ mod tests {
             json!(["ask", "reject", "allow"])
         );
         assert_eq!(
-            d["inputSchema"]["properties"]["allow"]["items"]["properties"]["kinds"]["items"]["enum"],
+            d["inputSchema"]["properties"]["allow"]["items"]["properties"]["kinds"]["items"]
+                ["enum"],
             json!(TOOL_KINDS)
         );
         assert_eq!(d["inputSchema"]["properties"]["allow"]["maxItems"], 8);
@@ -848,7 +854,10 @@ mod tests {
             }))
         );
         assert_eq!(
-            parse_call("task_answer", Some(&json!({"task":"task-1","option":"deny","request":null}))),
+            parse_call(
+                "task_answer",
+                Some(&json!({"task":"task-1","option":"deny","request":null}))
+            ),
             Ok(ToolCall::TaskAnswer(TaskAnswerRequest {
                 task: "task-1".into(),
                 request: None,
@@ -862,10 +871,22 @@ mod tests {
             (json!({"task":"t"}), "option is required"),
             (json!({"task":"t","option":""}), "option must not be empty"),
             (json!({"task":"t","option":7}), "option must be a string"),
-            (json!({"task":"t","option":"a","request":""}), "request must not be empty"),
-            (json!({"task":"t","option":"a","message":long}), "message is over 4096 bytes"),
-            (json!({"task":"t","option":"o".repeat(129)}), "option is over 128 bytes"),
-            (json!({"task":"t","option":"a","id":"req-1"}), "unknown argument \"id\""),
+            (
+                json!({"task":"t","option":"a","request":""}),
+                "request must not be empty",
+            ),
+            (
+                json!({"task":"t","option":"a","message":long}),
+                "message is over 4096 bytes",
+            ),
+            (
+                json!({"task":"t","option":"o".repeat(129)}),
+                "option is over 128 bytes",
+            ),
+            (
+                json!({"task":"t","option":"a","id":"req-1"}),
+                "unknown argument \"id\"",
+            ),
         ] {
             match parse_call("task_answer", Some(&args)) {
                 Err(ToolArgError::BadArgs(m)) => assert!(m.contains(why), "{args}: {m}"),
@@ -899,17 +920,44 @@ mod tests {
         assert_eq!((d.permission, d.allow), (None, None));
         let nine: Vec<Value> = vec![json!({"kinds":["read"]}); 9];
         for (extra, why) in [
-            (json!({"permission":"Allow"}), "permission must be one of ask, reject, allow"),
+            (
+                json!({"permission":"Allow"}),
+                "permission must be one of ask, reject, allow",
+            ),
             (json!({"permission":1}), "permission must be a string"),
             (json!({"allow":nine}), "allow holds at most 8 rules"),
-            (json!({"allow":[{"kinds":"read"}]}), "allow: rule 1: kinds must be a list of strings"),
-            (json!({"allow":[{"kinds":[1]}]}), "allow: rule 1: kinds must be a list of strings"),
-            (json!({"allow":[{"under":"src"}]}), "allow: rule 1: kinds must be a list of strings"),
-            (json!({"allow":["read"]}), "allow: rule 1 must be an object {kinds, under}"),
-            (json!({"allow":[{"kinds":["read"],"path":"x"}]}), "allow: rule 1 has an unknown key \"path\""),
-            (json!({"allow":[{"kinds":["read"],"under":5}]}), "allow: rule 1: under must be a string"),
-            (json!({"allow":[{"kinds":["write"]}]}), "allow rule 1: kinds must be among read, edit"),
-            (json!({"allow":[{"kinds":["read"]},{"kinds":["edit"],"under":"/etc"}]}), "allow rule 2: under must be a path relative to the task's cwd"),
+            (
+                json!({"allow":[{"kinds":"read"}]}),
+                "allow: rule 1: kinds must be a list of strings",
+            ),
+            (
+                json!({"allow":[{"kinds":[1]}]}),
+                "allow: rule 1: kinds must be a list of strings",
+            ),
+            (
+                json!({"allow":[{"under":"src"}]}),
+                "allow: rule 1: kinds must be a list of strings",
+            ),
+            (
+                json!({"allow":["read"]}),
+                "allow: rule 1 must be an object {kinds, under}",
+            ),
+            (
+                json!({"allow":[{"kinds":["read"],"path":"x"}]}),
+                "allow: rule 1 has an unknown key \"path\"",
+            ),
+            (
+                json!({"allow":[{"kinds":["read"],"under":5}]}),
+                "allow: rule 1: under must be a string",
+            ),
+            (
+                json!({"allow":[{"kinds":["write"]}]}),
+                "allow rule 1: kinds must be among read, edit",
+            ),
+            (
+                json!({"allow":[{"kinds":["read"]},{"kinds":["edit"],"under":"/etc"}]}),
+                "allow rule 2: under must be a path relative to the task's cwd",
+            ),
         ] {
             let mut args = json!({"agent":"a","cwd":"/w","prompt":"p"});
             for (k, v) in extra.as_object().unwrap() {

@@ -541,7 +541,11 @@ fn rules<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<AllowRule>, A::Error>
         match seq.next_element_seed(V(Want::Rule))? {
             None => return Ok(out),
             Some(Val::Rule(r)) => out.push(r),
-            Some(_) => return Err(de::Error::custom("internal: a rule decoded to something else")),
+            Some(_) => {
+                return Err(de::Error::custom(
+                    "internal: a rule decoded to something else",
+                ))
+            }
         }
     }
     while seq.next_element_seed(V(Want::Rule))?.is_some() {}
@@ -572,7 +576,11 @@ fn rule<'de, A: MapAccess<'de>>(mut map: A) -> Result<AllowRule, A::Error> {
             (0, Val::Texts(k)) => kinds = Some(k),
             (_, Val::Text(u)) => under = Some(Some(u)),
             (_, Val::Null) => under = Some(None),
-            _ => return Err(de::Error::custom("internal: a rule field decoded to something else")),
+            _ => {
+                return Err(de::Error::custom(
+                    "internal: a rule field decoded to something else",
+                ))
+            }
         }
     }
     Ok(AllowRule {
@@ -589,7 +597,11 @@ fn kinds<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<String>, A::Error> {
         match v {
             Val::Text(k) if out.len() <= TOOL_KINDS.len() => out.push(k),
             Val::Text(_) => {}
-            _ => return Err(de::Error::custom("internal: a kind decoded to something else")),
+            _ => {
+                return Err(de::Error::custom(
+                    "internal: a kind decoded to something else",
+                ))
+            }
         }
     }
     Ok(out)

@@ -299,7 +299,10 @@ impl TaskAnswerRequest {
         if self.task.is_empty() {
             return Err(AnswerError::EmptyTask);
         }
-        let ids = [("request", self.request.as_deref()), ("option", Some(&*self.option))];
+        let ids = [
+            ("request", self.request.as_deref()),
+            ("option", Some(&*self.option)),
+        ];
         for (key, value) in ids {
             let Some(v) = value else { continue };
             if v.is_empty() {
@@ -508,7 +511,8 @@ pub struct RequestExpired {
 /// task id): a request that opened, or one that expired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskRequestBody {
-    Open(RequestOpened),
+    /// Boxed: an open request is several times the size of an expired one.
+    Open(Box<RequestOpened>),
     Expired(RequestExpired),
 }
 
@@ -618,9 +622,11 @@ impl TaskRequestBody {
             Some("open") => {
                 let o: OpenText = serde_json::from_value(v).map_err(RequestBodyError::Json)?;
                 if o.answer != answer_command(&o.task, &o.request) {
-                    return Err(RequestBodyError::Shape("answer is not the request's command"));
+                    return Err(RequestBodyError::Shape(
+                        "answer is not the request's command",
+                    ));
                 }
-                Ok(TaskRequestBody::Open(RequestOpened {
+                Ok(TaskRequestBody::Open(Box::new(RequestOpened {
                     task: o.task,
                     request: o.request,
                     kind: o.kind,
@@ -630,7 +636,7 @@ impl TaskRequestBody {
                     options: o.options,
                     opened_at: o.opened_at,
                     expires_at: o.expires_at,
-                }))
+                })))
             }
             Some("expired") => {
                 let e: ExpiredText = serde_json::from_value(v).map_err(RequestBodyError::Json)?;
