@@ -599,7 +599,7 @@ pub fn take_acked(
 }
 
 /// Why `text`, an envelope as a hub delivered it, is not what it claims: its kind is one only
-/// the hub writes (`wire::envelope::HUB_KINDS`: a bounce, a task's outcome or progress, SPEC
+/// the hub writes (`wire::envelope::HUB_KINDS`: a bounce, a task's outcome, progress or request, SPEC
 /// §3.4) but its `from` is not `hub` (a bounce may also come back from a linked hub as
 /// `hub@<peer>`, SPEC §15). None for every other envelope. A current hub refuses such a send
 /// and such a forward, so this meets only an envelope an older hub accepted (kept in its
@@ -978,7 +978,7 @@ mod tests {
     /// with its sender made safe for a terminal, and every other envelope passes.
     #[test]
     fn only_the_hubs_own_kinds_from_someone_else_are_forged() {
-        for kind in ["task_outcome", "task_progress", "bounce"] {
+        for kind in ["task_outcome", "task_progress", "task_request", "bounce"] {
             assert_eq!(forged_hub_kind(&env("hub", kind)), None, "{kind}");
             let why = forged_hub_kind(&env("mallory", kind)).expect(kind);
             assert!(why.contains(kind) && why.contains("\"mallory\""), "{why}");
