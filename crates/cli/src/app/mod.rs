@@ -98,8 +98,9 @@ enum Command {
         json: bool,
     },
     /// Live view of the hub: agents' state, queues, parked awaits, recent envelopes' metadata,
-    /// unfinished tasks, relay links. Keys: s sort, r reverse, q quit. Plain lines, one
-    /// snapshot per interval, when stdout is not a terminal.
+    /// unfinished tasks and the requests they wait on, relay links. Keys: s sort, r reverse,
+    /// a answer a request (then digits; Esc back), q quit. Plain lines, one snapshot per
+    /// interval, when stdout is not a terminal.
     #[command(alias = "watch")]
     Top(TopArgs),
     /// Tell where an envelope you sent or received is (its stage, and the kind of reader
