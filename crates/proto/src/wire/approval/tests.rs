@@ -385,7 +385,7 @@ fn a_record_lists_its_open_requests_in_order() {
     let requests = r.requests.unwrap();
     assert_eq!(requests[0].tool_kind.as_deref(), Some("execute"));
     assert_eq!(requests[1].tool_kind, None);
-    assert_eq!(requests[1].kind, "question");
+    assert_eq!(requests[1].kind, RequestType::Question);
 }
 
 fn opened() -> RequestOpened {
