@@ -182,6 +182,24 @@ fn check_call(call: &ToolCall) {
             assert_eq!(v["timeoutSecs"].as_u64(), d.timeout_secs);
             assert_eq!(v["progressSecs"].as_u64(), d.progress_secs);
             assert_eq!(v["peer"].as_str(), d.peer.as_deref());
+            // Issue 37's keys pass the wire's own bounds: the hub decodes the same request.
+            match ClientLine::decode(
+                ClientLine::Delegate(d.clone())
+                    .encode()
+                    .trim_end_matches('\n')
+                    .as_bytes(),
+            ) {
+                Ok(ClientLine::Delegate(back)) => assert_eq!(back, *d),
+                other => panic!("the hub refuses the line a delegate makes: {other:?}"),
+            }
+        }
+        ToolCall::TaskAnswer(a) => {
+            let line = ClientLine::TaskAnswer(a.clone()).encode();
+            one_client_line(&line);
+            match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
+                Ok(ClientLine::TaskAnswer(back)) => assert_eq!(back, *a),
+                other => panic!("the hub refuses the line a task_answer makes: {other:?}"),
+            }
         }
         ToolCall::TaskStatus(t) | ToolCall::Cancel(t) => {
             assert!(!t.is_empty());
@@ -221,6 +239,8 @@ pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
         r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"task_status","arguments":{"task":"task-0123456789abcdef0123456789abcdef"}}}"#,
         r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks"}}"#,
         r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-0123456789abcdef0123456789abcdef"}}}"#,
+        r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"claude","cwd":"/w/repo","prompt":"fix it","permission":"ask","allow":[{"kinds":["read","search"]},{"kinds":["edit"],"under":"src"}]}}}"#,
+        r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"task_answer","arguments":{"task":"task-0123456789abcdef0123456789abcdef","request":"req-0123456789abcdef","option":"allow","message":"go on"}}}"#,
     ]
     .join("\n");
     let odd = [
@@ -238,6 +258,8 @@ pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
         r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"await","arguments":{"timeoutSecs":"10.5"}}}"#,
         r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"send","arguments":{"to":"b","kind":"k","body":"text \u2028 with a line separator"}}}"#,
         r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":[1]}"#,
+        r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"a","cwd":"/w","prompt":"p","permission":"all","allow":[{"kinds":["edit"],"under":"../x"}]}}}"#,
+        r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"task_answer","arguments":{"task":"t","option":"","requestId":7}}}"#,
     ]
     .join("\n");
     let mut out = vec![

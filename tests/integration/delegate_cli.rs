@@ -65,12 +65,14 @@ fn delegate_and_task_help_name_their_arguments() {
         "--json",
         "--wait",
         "--token-file",
+        "--permission",
+        "--allow",
     ] {
         assert!(out.stdout.contains(flag), "{flag}: {}", out.stdout);
     }
     let out = client(&["task", "--help"]);
     out.assert_code(0);
-    for sub in ["status", "list", "cancel"] {
+    for sub in ["status", "list", "cancel", "answer"] {
         assert!(out.stdout.contains(sub), "{sub}: {}", out.stdout);
         let out = client(&["task", sub, "--help"]);
         out.assert_code(0);

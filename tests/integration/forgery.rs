@@ -176,6 +176,23 @@ fn forged_outcomes_are_refused_and_delegate_wait_ends_only_on_the_hubs() {
         refusal(&reply),
         "invalid envelope: kind \"task_progress\" is reserved for the hub"
     );
+    // Issue 37: a request for an answer is the hub's word too. Forged, it would put options
+    // of the forger's choosing before alpha as if the task's agent waited on them: neither
+    // the task's own agent nor another roster agent may send one.
+    let mut request = outcome_forgery("f-5", "alpha", &task);
+    request["kind"] = json!("task_request");
+    for (i, (name, tok)) in [(task.as_str(), token.as_str()), ("beta", token_of("beta"))]
+        .into_iter()
+        .enumerate()
+    {
+        request["id"] = json!(format!("f-5-{i}"));
+        let reply = send_as(&hub, name, tok, &request);
+        assert_eq!(
+            refusal(&reply),
+            "invalid envelope: kind \"task_request\" is reserved for the hub",
+            "{name}"
+        );
+    }
     // A sibling task of alpha's forges the first one's outcome.
     let sibling = hub.cli(
         "delegate",
@@ -250,8 +267,8 @@ fn forged_outcomes_are_refused_and_delegate_wait_ends_only_on_the_hubs() {
 }
 
 /// The same attack through a forwarding relay peer: a peer with `forward = true` (here our
-/// own double of one, speaking the documented v1 protocol) forwards a `task_outcome` for a
-/// local delegator. The hub acks it with the refusal (its sender's hub then bounces it) and
+/// own double of one, speaking the documented v1 protocol) forwards a `task_outcome` (or
+/// `task_progress`, or issue 37's `task_request`) for a local delegator. The hub acks it with the refusal (its sender's hub then bounces it) and
 /// the delegator's queue never holds it; an ordinary forward on the same link goes through.
 #[test]
 fn a_forwarding_peers_forged_outcome_is_refused() {
@@ -302,6 +319,10 @@ fn a_forwarding_peers_forged_outcome_is_refused() {
         json!("kind \"task_progress\" is reserved for the hub")
     );
     assert_eq!(
+        ack_error(&mut west, envelope("f-3", "task_request")),
+        json!("kind \"task_request\" is reserved for the hub")
+    );
+    assert_eq!(
         ack_error(&mut west, envelope("n-1", "note")),
         Value::Null,
         "a control"
@@ -320,7 +341,7 @@ fn a_forwarding_peers_forged_outcome_is_refused() {
             .is_none(),
         "no forged outcome queued"
     );
-    assert_eq!(east.hub.audit_events("forward_refused").len(), 2);
+    assert_eq!(east.hub.audit_events("forward_refused").len(), 3);
 }
 
 /// A hub that does not keep the rule (an older one, or envelopes it accepted before the

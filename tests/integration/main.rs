@@ -16,6 +16,7 @@ mod harness;
 mod acp_runner;
 mod acp_session;
 mod agents;
+mod approvals_client;
 mod audit_chain;
 mod bounds;
 mod client_cli;

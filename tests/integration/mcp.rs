@@ -252,7 +252,8 @@ fn send_then_await_between_two_identities() {
             "delegate",
             "task_status",
             "tasks",
-            "cancel"
+            "cancel",
+            "task_answer"
         ]
     );
 

@@ -223,11 +223,24 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             None => json!({}),
         },
         ClientLine::Tasks | ClientLine::Activity => json!({}),
-        ClientLine::Delegate(d) => json!({
-            "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
-            "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,
-        }),
+        ClientLine::Delegate(d) => {
+            let mut v = json!({
+                "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
+                "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,
+            });
+            // Issue 37's keys only when the line has them (absent or null: no field).
+            if let Some(p) = d.permission {
+                v["permission"] = json!(p.as_str());
+            }
+            if let Some(rules) = &d.allow {
+                v["allow"] = serde_json::to_value(rules).expect("rules are plain data");
+            }
+            v
+        }
         ClientLine::TaskStatus(r) | ClientLine::Cancel(r) => json!({"task": r.task}),
+        ClientLine::TaskAnswer(a) => json!({
+            "task": a.task, "request": a.request, "option": a.option, "message": a.message,
+        }),
         ClientLine::Turn(t) => {
             let mut v = json!({"state": t.state});
             if let Some(pid) = t.pid {
@@ -339,6 +352,10 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         ),
         HubLine::Cancel(r) => (
             "cancel",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::TaskAnswer(r) => (
+            "task_answer",
             serde_json::to_value(r).map_err(|e| e.to_string())?,
         ),
         HubLine::TaskStatus(r) => (

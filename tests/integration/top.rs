@@ -7,6 +7,10 @@
 //! and `who` (with the view) lists the mail queued for names nobody holds, to each asker only
 //! what it may see (SPEC §14 "Mail nobody holds").
 //!
+//! Issue 37: the live view shows the requests a task waits on in its TASKS section and answers
+//! one with `a` and two digits (against a scripted hub: the hub's side of `task_answer` is the
+//! task book's, tested with it).
+//!
 //! The tmux test needs tmux. Without it the test says so loudly and passes, unless
 //! `AGENT_HUB_REQUIRE_TMUX=1` (set by `.ci/run`, which installs tmux), where it fails.
 
@@ -331,6 +335,157 @@ fn the_live_view_of_a_non_operator_at_80_columns_shows_hidden_filters_not_stuck(
             "a note cut at 80 columns: {l:?}"
         );
     }
+    tmux.ok(&["send-keys", "-t", "top", "q"]);
+    assert_eq!(tmux.wait_dead("top", &status), "0 0");
+}
+
+/// A hub played by a thread for the answering test: each connection's hello and verb are read
+/// and answered by the verb (`activity`: one running task of delta's; `tasks`: its record,
+/// with one open request until it is answered; `task_answer`: answered, and the line kept).
+struct AnsweringHub {
+    port: u16,
+    answers: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+const TOP_TASK: &str = "task-6d1f0c523c1e4b7a9f430a4a3b7c1e25";
+const TOP_REQ: &str = "req-0123456789abcdef";
+
+impl AnsweringHub {
+    fn start() -> AnsweringHub {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (answers2, stop2) = (answers.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                stream.set_read_timeout(Some(DEADLINE)).unwrap();
+                let mut w = stream.try_clone().unwrap();
+                let mut r = BufReader::new(stream);
+                let mut hello = String::new();
+                let mut verb = String::new();
+                if r.read_line(&mut hello).is_err() || r.read_line(&mut verb).is_err() {
+                    continue;
+                }
+                let answered = !answers2.lock().unwrap().is_empty();
+                let task = serde_json::json!({"task": TOP_TASK, "agent": "claude",
+                    "delegator": "delta", "state": "running",
+                    "createdAt": "2026-12-01T10:00:00.000Z", "startedAt": "2026-12-01T10:00:00.250Z"});
+                let reply = if verb.starts_with(r#"{"activity""#) {
+                    serde_json::json!({"activity": {"agents": [{"name": "delta", "parked": [],
+                        "queued": 0, "lastSeen": null, "lastDelivery": null}],
+                        "envelopes": [], "tasks": [task], "offRoster": []}})
+                } else if verb.starts_with(r#"{"tasks""#) {
+                    let mut record = serde_json::json!({"task": TOP_TASK, "agent": "claude",
+                        "state": "running", "createdAt": "2026-12-01T10:00:00.000Z"});
+                    if !answered {
+                        record["requests"] = serde_json::json!([{"request": TOP_REQ,
+                            "type": "permission", "title": "Run cargo test", "toolKind": "execute",
+                            "options": ["allow", "reject"], "openedAt": "2026-12-01T10:01:00.000Z",
+                            "expiresAt": "2999-01-01T00:00:00.000Z", "waitingMs": 4000}]);
+                    }
+                    serde_json::json!({"tasks": {"tasks": [record]}})
+                } else if verb.starts_with(r#"{"task_answer""#) {
+                    answers2.lock().unwrap().push(verb.trim_end().to_owned());
+                    serde_json::json!({"task_answer": {"task": TOP_TASK, "request": TOP_REQ,
+                        "option": "allow", "state": "answered"}})
+                } else {
+                    serde_json::json!({"error": {"message": "not in this script"}})
+                };
+                let _ = w.write_all(format!("{}\n{reply}\n", OK).as_bytes());
+            }
+        });
+        AnsweringHub {
+            port,
+            answers,
+            stop,
+        }
+    }
+}
+
+impl Drop for AnsweringHub {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accept so the thread sees the flag.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Issue 37, driven as a person would at 80 columns: the TASKS section shows the request the
+/// task waits on, numbered; `a` goes straight to its options (it is the only one), `1` sends
+/// `task_answer` with the first option, the prompt line says what was answered, and the
+/// request is gone at the next refresh.
+#[test]
+fn the_live_view_answers_a_tasks_request_with_a_and_a_digit() {
+    if !tmux_available() {
+        return;
+    }
+    let hub = AnsweringHub::start();
+    let dir = TempDir::new();
+    let token = dir.path.join("delta.token");
+    write_file(&token, "tok\n", 0o600);
+    let status = dir.path.join("top-answer.status");
+    let tmux = Tmux {
+        socket: format!("agent-hub-top-answer-{}-{}", std::process::id(), hub.port),
+    };
+    let view = format!(
+        "{CLIENT} top --as delta --token-file {} --port {} --interval 0.2; echo $? > {}",
+        token.display(),
+        hub.port,
+        status.display()
+    );
+    tmux.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "80",
+        "-y",
+        "30",
+        &view,
+    ]);
+    tmux.ok(&["set-option", "-t", "top", "remain-on-exit", "on"]);
+    let screen = tmux.wait_screen("top", "the open request under its task", |s| {
+        s.contains(&format!("[1] {TOP_REQ} permission execute Run cargo test"))
+    });
+    assert!(
+        screen.contains("requests waiting 1 (a: answer)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("options allow, reject   waiting 4s"),
+        "{screen}"
+    );
+    tmux.ok(&["send-keys", "-t", "top", "a"]);
+    tmux.wait_screen("top", "the request's options", |s| {
+        s.contains(&format!(
+            "answer {TOP_REQ} with (Esc: back): Run cargo test"
+        )) && s.contains("1 allow   2 reject")
+    });
+    tmux.ok(&["send-keys", "-t", "top", "1"]);
+    let screen = tmux.wait_screen("top", "the answer said and the request gone", |s| {
+        s.contains(&format!("answered {TOP_REQ} with allow")) && !s.contains("[1] ")
+    });
+    assert!(!screen.contains("requests waiting"), "{screen}");
+    assert_eq!(
+        *hub.answers.lock().unwrap(),
+        [format!(
+            r#"{{"task_answer":{{"task":"{TOP_TASK}","request":"{TOP_REQ}","option":"allow"}}}}"#
+        )],
+        "one answer, the wire's line"
+    );
+    // Esc clears the notice; `a` with nothing waiting says so.
+    tmux.ok(&["send-keys", "-t", "top", "a"]);
+    tmux.wait_screen("top", "nothing to answer", |s| {
+        s.contains("no request waits for an answer you can give")
+    });
     tmux.ok(&["send-keys", "-t", "top", "q"]);
     assert_eq!(tmux.wait_dead("top", &status), "0 0");
 }

@@ -74,6 +74,9 @@ pub enum ClientError {
     Protocol(String),
     /// The port answered, but not as a hub's client port (issue 35): what it likely is.
     NotAHub(String),
+    /// The hub does not know a verb or key this request needs (an agent-hub from before it,
+    /// SPEC §10.3): what is missing, and the hub's own words.
+    Unsupported(String),
 }
 
 impl fmt::Display for ClientError {
@@ -83,7 +86,8 @@ impl fmt::Display for ClientError {
             | ClientError::Connect(m)
             | ClientError::Io(m)
             | ClientError::Hub(m)
-            | ClientError::NotAHub(m) => f.write_str(m),
+            | ClientError::NotAHub(m)
+            | ClientError::Unsupported(m) => f.write_str(m),
             ClientError::Protocol(m) => write!(f, "protocol error: {m}"),
         }
     }
@@ -595,7 +599,7 @@ pub fn take_acked(
 }
 
 /// Why `text`, an envelope as a hub delivered it, is not what it claims: its kind is one only
-/// the hub writes (`wire::envelope::HUB_KINDS`: a bounce, a task's outcome or progress, SPEC
+/// the hub writes (`wire::envelope::HUB_KINDS`: a bounce, a task's outcome, progress or request, SPEC
 /// §3.4) but its `from` is not `hub` (a bounce may also come back from a linked hub as
 /// `hub@<peer>`, SPEC §15). None for every other envelope. A current hub refuses such a send
 /// and such a forward, so this meets only an envelope an older hub accepted (kept in its
@@ -815,10 +819,20 @@ pub fn delegate(
     ep: &Endpoint,
     req: task::DelegateRequest,
 ) -> Result<task::Answer<task::Delegated>, ClientError> {
+    let bounded = req.permission.is_some() || req.allow.is_some();
     task_exchange(ep, &ClientLine::Delegate(req), "delegated").map_err(|e| match e {
         ClientError::Io(m) => ClientError::Io(format!(
             "{m}; the hub may have accepted the task: `agent-hub task list` shows your tasks"
         )),
+        // Issue 37's keys sent to a hub from before them: no task exists, and the hub could
+        // not have run it under the bound asked for anyway.
+        ClientError::Hub(m) if bounded && task::unknown_delegate_key(&m) => {
+            ClientError::Unsupported(format!(
+                "this hub does not take a task's permission or allow rules (an agent-hub from \
+                 before approvals); no task was made: delegate without --permission and \
+                 --allow to run under the hub's own policy ({m})"
+            ))
+        }
         other => other,
     })
 }
@@ -837,6 +851,29 @@ pub fn task_status(
 /// Every task this agent delegated that the hub still remembers, newest last.
 pub fn tasks(ep: &Endpoint) -> Result<task::Answer<task::TaskList>, ClientError> {
     task_exchange(ep, &ClientLine::Tasks, "tasks")
+}
+
+/// Answers an open request of a task (issue 37; docs/delegation.md "Approvals"). Not
+/// retried: a second answer to a request is refused as not open, so a failure after the line
+/// went out says the answer may have been taken. The hub's refusals come back verbatim
+/// (`ClientError::Hub`); a hub that does not know the verb is `ClientError::Unsupported`.
+pub fn task_answer(
+    ep: &Endpoint,
+    req: task::TaskAnswerRequest,
+) -> Result<task::Answer<task::TaskAnswered>, ClientError> {
+    let task_id = req.task.clone();
+    task_exchange(ep, &ClientLine::TaskAnswer(req), "task_answer").map_err(|e| match e {
+        ClientError::Io(m) => ClientError::Io(format!(
+            "{m}; the hub may have taken the answer: `agent-hub task status --id {}` shows \
+             whether the request is still open",
+            agent_hub_proto::kernel::text::for_terminal(&task_id)
+        )),
+        ClientError::Hub(m) if task::unknown_verb(&m) => ClientError::Unsupported(format!(
+            "this hub does not take answers to a task's requests (task_answer; an agent-hub \
+             from before approvals, whose tasks never wait for one): {m}"
+        )),
+        other => other,
+    })
 }
 
 /// Asks the hub to cancel a task this agent delegated; returns the state after the request.
@@ -941,7 +978,7 @@ mod tests {
     /// with its sender made safe for a terminal, and every other envelope passes.
     #[test]
     fn only_the_hubs_own_kinds_from_someone_else_are_forged() {
-        for kind in ["task_outcome", "task_progress", "bounce"] {
+        for kind in ["task_outcome", "task_progress", "task_request", "bounce"] {
             assert_eq!(forged_hub_kind(&env("hub", kind)), None, "{kind}");
             let why = forged_hub_kind(&env("mallory", kind)).expect(kind);
             assert!(why.contains(kind) && why.contains("\"mallory\""), "{why}");

@@ -18,6 +18,7 @@ use crate::deliver::run::{DeliverError, NudgeError};
 use crate::mcp::ServeError;
 use agent_hub_host::agents::identity::IdentityError;
 use agent_hub_host::token_file::TokenFileError;
+use agent_hub_proto::wire::approval::AnswerError;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -47,8 +48,11 @@ pub enum AppError {
     Unprinted(std::io::Error),
     /// `status`: the hub's answer could not be written back as JSON.
     Encode(serde_json::Error),
-    /// `delegate`: `--prompt` or `--cwd` refused before anything was sent.
+    /// `delegate`: `--prompt`, `--cwd` or `--allow` refused before anything was sent.
     Delegate(DelegateInputError),
+    /// `task answer`: an argument the wire refuses (empty, too long, a control character),
+    /// found before anything was sent.
+    Answer(AnswerError),
     /// `task cancel`: the hub knows no such task of the asker's (the state, `unknown`, is
     /// printed first). The task id as given.
     NoSuchTask(String),
@@ -108,6 +112,7 @@ impl fmt::Display for AppError {
             ),
             AppError::Encode(e) => write!(f, "{e}"),
             AppError::Delegate(e) => write!(f, "{e}"),
+            AppError::Answer(e) => write!(f, "task answer: {e}"),
             AppError::NoSuchTask(task) => write!(
                 f,
                 "no task {} of yours is known to the hub",
@@ -133,6 +138,7 @@ impl std::error::Error for AppError {
             AppError::Body(e) | AppError::Encode(e) => Some(e),
             AppError::Stdin(e) | AppError::Stdout(e) | AppError::Unprinted(e) => Some(e),
             AppError::Delegate(e) => Some(e),
+            AppError::Answer(e) => Some(e),
             AppError::Client(e) => Some(e),
             AppError::Top(e) => Some(e),
             AppError::Drain(e) => Some(e),

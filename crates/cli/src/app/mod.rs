@@ -98,8 +98,9 @@ enum Command {
         json: bool,
     },
     /// Live view of the hub: agents' state, queues, parked awaits, recent envelopes' metadata,
-    /// unfinished tasks, relay links. Keys: s sort, r reverse, q quit. Plain lines, one
-    /// snapshot per interval, when stdout is not a terminal.
+    /// unfinished tasks and the requests they wait on, relay links. Keys: s sort, r reverse,
+    /// a answer a request (then digits; Esc back), q quit. Plain lines, one snapshot per
+    /// interval, when stdout is not a terminal.
     #[command(alias = "watch")]
     Top(TopArgs),
     /// Tell where an envelope you sent or received is (its stage, and the kind of reader
@@ -176,7 +177,8 @@ enum Command {
     /// outcome arrives as a `task_outcome` envelope correlated to it:
     /// `agent-hub await --reply-to TASK --kind task_outcome`.
     Delegate(DelegateArgs),
-    /// The tasks you delegated: `status`, `list`, `cancel`.
+    /// The tasks you delegated: `status`, `list`, `cancel`, and `answer` for a request one of
+    /// them waits on.
     Task {
         #[command(subcommand)]
         task: TaskCommand,
@@ -476,6 +478,17 @@ struct DelegateArgs {
     /// task completed, 3 if it ended in any other state.
     #[arg(long)]
     wait: bool,
+    /// How the agent's requests for permission are answered: ask (each comes to you as a
+    /// task_request envelope, to answer with `agent-hub task answer`), reject, or allow. The
+    /// hub runs the task under the narrower of this and its own policy for the agent, and
+    /// refuses one wider than it (default: the hub's policy).
+    #[arg(long, value_name = "POLICY", value_parser = ["ask", "reject", "allow"])]
+    permission: Option<String>,
+    /// Pre-approve requests of these tool kinds (read, edit, delete, move, search, execute,
+    /// think, fetch, switch_mode, other), only for paths under PATH (relative to --cwd) when
+    /// given: they are allowed at once, never sent to you. Repeatable, at most 8.
+    #[arg(long = "allow", value_name = "KIND[,KIND][:PATH]")]
+    allow: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -499,6 +512,29 @@ enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Answer a request a task waits on (a task_request envelope, or `task status`): pick one
+    /// of the options it offered. Prints the request answered and the option; exit 1 with the
+    /// hub's reason when it refuses (not open any more, an option not offered, not yours).
+    Answer {
+        #[command(flatten)]
+        id: Identity,
+        /// The task id (task-…).
+        #[arg(long = "id", value_name = "TASK")]
+        task: String,
+        /// The request id (req-…); may be left out when the task has exactly one open.
+        #[arg(long, value_name = "REQ")]
+        request: Option<String>,
+        /// The option id to answer with, as the request lists it (e.g. allow, reject).
+        #[arg(long, value_name = "OPTION")]
+        option: String,
+        /// Words for the agent with the answer, where its protocol carries them (at most 4096
+        /// bytes).
+        #[arg(long, value_name = "TEXT")]
+        message: Option<String>,
+        /// Print the hub's answer ({"task","request","option","state"}) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a task you delegated; prints its state after the request (exit 1 if the hub
     /// knows no such task of yours).
     Cancel {
@@ -518,6 +554,12 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
     // Everything the client can check is checked before the token file is read.
     let prompt = task_view::read_prompt(&a.prompt, std::io::stdin().lock())?;
     let cwd = task_view::absolute_cwd(&a.cwd)?;
+    let allow = task_view::parse_allows(&a.allow)?;
+    // clap checked the word against the list.
+    let permission = a
+        .permission
+        .as_deref()
+        .and_then(agent_hub_proto::wire::Permission::parse);
     let ep = endpoint(a.id)?;
     let req = task::DelegateRequest {
         agent: a.agent,
@@ -526,6 +568,8 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
         timeout_secs: a.timeout,
         progress_secs: a.progress,
         peer: a.peer,
+        permission,
+        allow,
     };
     let answer = client::delegate(&ep, req)?;
     let text = if a.json {
@@ -581,6 +625,49 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
             let ep = endpoint(id)?;
             let answer = client::task_status(&ep, &task)?;
             out(&answer.text)?;
+            // Open requests, for the person at the terminal: on stderr, so stdout stays the
+            // one JSON line scripts read (which holds them too, as `requests`).
+            if !answer.value.requests.is_empty() {
+                eprint!(
+                    "{}",
+                    client::task_view::render_open_requests(
+                        &answer.value.task,
+                        &answer.value.requests,
+                        chrono::Utc::now()
+                    )
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::Answer {
+            id,
+            task,
+            request,
+            option,
+            message,
+            json,
+        } => {
+            let req = client::task::TaskAnswerRequest {
+                task,
+                request,
+                option,
+                message,
+            };
+            // The wire's own bounds, before the token file is read.
+            req.check().map_err(AppError::Answer)?;
+            let ep = endpoint(id)?;
+            let answer = client::task_answer(&ep, req)?;
+            if json {
+                out(&answer.text)?;
+            } else {
+                let v = &answer.value;
+                out(&format!(
+                    "{} {} with {}",
+                    v.state.as_deref().unwrap_or("answered"),
+                    v.request.as_deref().unwrap_or("-"),
+                    v.option.as_deref().unwrap_or("-")
+                ))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         TaskCommand::List { id, json } => {

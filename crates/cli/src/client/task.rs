@@ -1,5 +1,6 @@
 //! The replies of the delegation verbs, client side (issue 11; docs/delegation.md
-//! "Clients"): `delegate`, `task_status`, `tasks` and `cancel`.
+//! "Clients"): `delegate`, `task_status`, `tasks`, `cancel` and (issue 37) `task_answer`,
+//! with a record's open requests.
 //!
 //! Owns: reading each reply tolerantly: unknown keys are ignored, `null` is accepted wherever
 //! a key may be absent, and a `state` this client does not know is passed on as it is (a later
@@ -21,6 +22,8 @@ use std::collections::BTreeMap;
 pub const TASK_OUTCOME_KIND: &str = agent_hub_proto::wire::Envelope::TASK_OUTCOME_KIND;
 /// The kind of a running task's progress envelopes (only with `progressSecs > 0`).
 pub const TASK_PROGRESS_KIND: &str = agent_hub_proto::wire::Envelope::TASK_PROGRESS_KIND;
+/// The kind of the envelopes that bring a task's requests for an answer (issue 37).
+pub const TASK_REQUEST_KIND: &str = agent_hub_proto::wire::Envelope::TASK_REQUEST_KIND;
 /// The final state that `delegate --wait` turns into exit 0; any other is `WAIT_NOT_COMPLETED`.
 pub const COMPLETED: &str = "completed";
 /// Exit code of `delegate --wait` when the task ended in any state but `completed` (docs/
@@ -31,6 +34,8 @@ pub const WAIT_NOT_COMPLETED: u8 = 3;
 /// sides, PLAN.md §14). `None` leaves the choice to the hub's `[tasks]` defaults, and the
 /// line leaves the key out.
 pub use agent_hub_proto::wire::DelegateRequest;
+/// An answer to a task's open request, as the client sends it: the wire's own type.
+pub use agent_hub_proto::wire::TaskAnswerRequest;
 
 /// A reply: the payload's JSON text exactly as the hub sent it (for `--json` and the MCP
 /// tools, so keys the client does not know survive) and its tolerant reading.
@@ -74,6 +79,60 @@ pub struct TaskRecord {
     pub stop_reason: Option<String>,
     #[serde(default)]
     pub reason: Option<String>,
+    /// Issue 37: the task's open requests (absent, null or empty when none is open, and from
+    /// a hub that holds none).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub requests: Vec<RequestView>,
+}
+
+/// One open request in a task record, read tolerantly (every key may be missing or null).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestView {
+    #[serde(default)]
+    pub request: Option<String>,
+    /// `permission` or `question`, or a later hub's word.
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub tool_kind: Option<String>,
+    /// The option ids offered (entries that are not strings are skipped).
+    #[serde(default, deserialize_with = "option_ids")]
+    pub options: Vec<String>,
+    #[serde(default)]
+    pub opened_at: Option<String>,
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    #[serde(default)]
+    pub waiting_ms: Option<u64>,
+}
+
+/// `task_answer`'s reply: the request answered, with which option, and its state
+/// (`answered`, or a later hub's word).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct TaskAnswered {
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub request: Option<String>,
+    #[serde(default)]
+    pub option: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// Whether a hub's error says it does not know the verb at all (SPEC §10.3): an agent-hub
+/// from before it, whose decoder lists the tags it knows.
+pub fn unknown_verb(message: &str) -> bool {
+    message.starts_with("malformed line: unknown tag")
+}
+
+/// Whether a hub's refusal of a `delegate` says it does not know one of its keys (a hub from
+/// before issue 37 meeting `permission` or `allow`).
+pub fn unknown_delegate_key(message: &str) -> bool {
+    message.starts_with("malformed line: unknown field in `delegate`")
 }
 
 /// `tasks`: the asker's tasks, newest last.
@@ -93,8 +152,19 @@ pub struct Cancelled {
     pub state: Option<String>,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<TaskRecord>, D::Error> {
-    Ok(Option::<Vec<TaskRecord>>::deserialize(d)?.unwrap_or_default())
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A list of option ids: null is none, and an entry that is not a string is skipped rather
+/// than failing the whole record (a later hub may send objects).
+fn option_ids<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v = Option::<Vec<serde_json::Value>>::deserialize(d)?.unwrap_or_default();
+    Ok(v.into_iter()
+        .filter_map(|x| x.as_str().map(str::to_owned))
+        .collect())
 }
 
 /// Reads one reply line (without its `\n`) that must be `{"<tag>":{…}}`. An `error` line
@@ -208,6 +278,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.value.state.as_deref(), Some("cancelling"));
+    }
+
+    #[test]
+    fn open_requests_and_answers_are_read_tolerantly() {
+        let line = br#"{"task_status":{"task":"task-1","state":"running","requests":[{"request":"req-1","type":"permission","title":"Run cargo test","toolKind":"execute","options":["allow",{"id":"x"},"reject"],"openedAt":"2026-12-01T10:00:00.000Z","expiresAt":"2026-12-01T10:10:00.000Z","waitingMs":4000,"later":1},{"request":null,"options":null}]}}"#;
+        let a: Answer<TaskRecord> = answer(line, "task_status").unwrap();
+        let r = &a.value.requests;
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].options, ["allow", "reject"]);
+        assert_eq!(r[0].tool_kind.as_deref(), Some("execute"));
+        assert_eq!(r[0].waiting_ms, Some(4000));
+        assert_eq!(r[1], RequestView::default());
+        for none in [
+            &br#"{"task_status":{"task":"t","requests":null}}"#[..],
+            br#"{"task_status":{"task":"t"}}"#,
+        ] {
+            let a: Answer<TaskRecord> = answer(none, "task_status").unwrap();
+            assert!(a.value.requests.is_empty());
+        }
+        let a: Answer<TaskAnswered> = answer(
+            br#"{"task_answer":{"task":"t","request":"req-1","option":"allow","state":"answered","at":"later"}}"#,
+            "task_answer",
+        )
+        .unwrap();
+        assert_eq!(a.value.request.as_deref(), Some("req-1"));
+        assert_eq!(a.value.state.as_deref(), Some("answered"));
+        assert!(unknown_verb(
+            "malformed line: unknown tag, expected one of `hello`, `send`"
+        ));
+        assert!(!unknown_verb(
+            "invalid task_answer: task-1 has no open request"
+        ));
+        assert!(unknown_delegate_key(
+            "malformed line: unknown field in `delegate`, expected one of `agent`"
+        ));
+        assert!(!unknown_delegate_key("invalid delegate: unknown agent"));
     }
 
     #[test]

@@ -1,13 +1,18 @@
 //! What the `agent-hub delegate` and `agent-hub task` commands do around the exchange
-//! (docs/delegation.md "Clients"): reading the prompt, making `--cwd` absolute, and the
-//! `task list` table.
+//! (docs/delegation.md "Clients"): reading the prompt, making `--cwd` absolute, reading
+//! `--allow` rules (issue 37), the `task list` table and the lines that show a task's open
+//! requests.
 //!
 //! Owns: the client's own prompt bound and the checks made before any token file is read or
-//! connection opened. Refuses: the hub's checks (agent known, cwd under a root, prompt under
-//! `tasks.prompt_max_bytes`): the hub makes them and its error line is passed through.
+//! connection opened (the wire's own bounds on `allow`, `wire::approval::check_allow`, so a
+//! refusal reads the same here and at the hub). Refuses: the hub's checks (agent known, cwd
+//! under a root, prompt under `tasks.prompt_max_bytes`, a permission within the operator's
+//! bound, who may answer): the hub makes them and its error line is passed through.
 
-use super::task::TaskRecord;
+use super::task::{RequestView, TaskRecord};
 use agent_hub_proto::kernel::text::for_terminal;
+use agent_hub_proto::wire::approval::{check_allow, AllowError, MAX_ALLOW_RULES};
+use agent_hub_proto::wire::AllowRule;
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -35,6 +40,10 @@ pub enum DelegateInputError {
     },
     /// `--cwd`, made absolute, is not UTF-8 (the wire carries text).
     CwdNotUtf8(PathBuf),
+    /// An `--allow` the wire's bounds refuse: the argument as given and why.
+    Allow { spec: String, why: AllowError },
+    /// More `--allow` than a delegation may carry.
+    TooManyAllows(usize),
 }
 
 impl fmt::Display for DelegateInputError {
@@ -55,6 +64,23 @@ impl fmt::Display for DelegateInputError {
             DelegateInputError::CwdNotUtf8(path) => {
                 write!(f, "--cwd {} is not UTF-8", path.display())
             }
+            DelegateInputError::Allow { spec, why } => {
+                // The rule's own problem, without the wire's `allow rule N: ` (the argument
+                // says which one).
+                let why = match why {
+                    AllowError::Rule { problem, .. } => problem.to_string(),
+                    other => other.to_string(),
+                };
+                write!(
+                    f,
+                    "--allow {}: {why} (the form is KIND[,KIND…][:PATH], PATH relative to --cwd)",
+                    for_terminal(spec)
+                )
+            }
+            DelegateInputError::TooManyAllows(n) => write!(
+                f,
+                "--allow is given {n} times; a task takes at most {MAX_ALLOW_RULES} rules"
+            ),
         }
     }
 }
@@ -110,9 +136,124 @@ pub fn absolute_cwd(dir: &Path) -> Result<String, DelegateInputError> {
         .map_err(|p| DelegateInputError::CwdNotUtf8(PathBuf::from(p)))
 }
 
-/// The `task list` table: one row per task, oldest first, as the hub lists them. `now` is the
-/// client's clock, for the AGE column (from `createdAt`). Cells go through the one sanitiser
-/// (`agent_hub_proto::kernel::text`): a peer's task names its agent and state.
+/// One `--allow KIND[,KIND…][:PATH]` as a rule: the kinds before the first `:`, split at
+/// `,`; the path after it, kept as given (the hub normalises it lexically). Checked against
+/// the wire's bounds here, before any connection.
+pub fn parse_allow(spec: &str) -> Result<AllowRule, DelegateInputError> {
+    let (kinds, under) = match spec.split_once(':') {
+        Some((k, p)) => (k, Some(p.to_owned())),
+        None => (spec, None),
+    };
+    let kinds = kinds
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let rule = AllowRule { kinds, under };
+    check_allow(std::slice::from_ref(&rule)).map_err(|why| DelegateInputError::Allow {
+        spec: spec.to_owned(),
+        why,
+    })?;
+    Ok(rule)
+}
+
+/// Every `--allow` of a command line (None without any), at most `MAX_ALLOW_RULES`.
+pub fn parse_allows(specs: &[String]) -> Result<Option<Vec<AllowRule>>, DelegateInputError> {
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    if specs.len() > MAX_ALLOW_RULES {
+        return Err(DelegateInputError::TooManyAllows(specs.len()));
+    }
+    specs
+        .iter()
+        .map(|s| parse_allow(s))
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
+/// Who may answer a task's request (design §5): said wherever requests are shown, since a
+/// record does not name the approvers.
+pub const WHO_ANSWERS: &str = "its delegator, or a name in the hub's tasks.approvers";
+
+/// The two lines that show one open request (under its task in `task list`, after `task
+/// status`): its id, type, tool kind and title; then its options, how long it has waited (the
+/// hub's count) and when its fallback answers it (from `expiresAt` on the client's clock).
+/// Every value is other parties' text, sanitised.
+pub fn request_lines(r: &RequestView, now: chrono::DateTime<chrono::Utc>) -> [String; 2] {
+    let id = r.request.as_deref().unwrap_or("-");
+    let kind = r.kind.as_deref().unwrap_or("request");
+    let tool = r
+        .tool_kind
+        .as_deref()
+        .map(|k| format!(" ({k})"))
+        .unwrap_or_default();
+    let title = r
+        .title
+        .as_deref()
+        .map(|t| format!(" {:?}", for_terminal(t)))
+        .unwrap_or_default();
+    let options = if r.options.is_empty() {
+        "-".to_owned()
+    } else {
+        r.options.join(", ")
+    };
+    let waiting = r
+        .waiting_ms
+        .map_or_else(|| "-".to_owned(), |ms| short_secs((ms / 1000) as i64));
+    let expires = match r
+        .expires_at
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    {
+        Some(t) => {
+            let left = (t.with_timezone(&chrono::Utc) - now).num_seconds();
+            if left > 0 {
+                format!("expires in {}", short_secs(left))
+            } else {
+                "expires now".to_owned()
+            }
+        }
+        None => "expiry unknown".to_owned(),
+    };
+    [
+        for_terminal(&format!("request {id}: {kind}{tool}{title}")).into_owned(),
+        for_terminal(&format!("options {options}; waiting {waiting}; {expires}")).into_owned(),
+    ]
+}
+
+/// The block `task status` prints on stderr when a task waits for answers: each request's
+/// lines, then the command that answers it and who may.
+pub fn render_open_requests(
+    task: &str,
+    requests: &[RequestView],
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let task = for_terminal(task);
+    let n = requests.len();
+    let mut out = format!(
+        "{task} waits for an answer to {n} request{}:\n",
+        if n == 1 { "" } else { "s" }
+    );
+    for r in requests {
+        let [a, b] = request_lines(r, now);
+        out.push_str(&format!("  {a}\n    {b}\n"));
+    }
+    let request = match requests {
+        [one] => for_terminal(one.request.as_deref().unwrap_or("REQ")).into_owned(),
+        _ => "REQ".to_owned(),
+    };
+    out.push_str(&format!(
+        "  answer: agent-hub task answer --id {task} --request {request} --option OPTION ({WHO_ANSWERS})\n"
+    ));
+    out
+}
+
+/// The `task list` table: one row per task, oldest first, as the hub lists them, each task's
+/// open requests under it (`request_lines`) and, when any is open, how to answer one. `now`
+/// is the client's clock, for the AGE column (from `createdAt`). Cells go through the one
+/// sanitiser (`agent_hub_proto::kernel::text`): a peer's task names its agent and state.
 pub fn render_tasks(tasks: &[TaskRecord], now: chrono::DateTime<chrono::Utc>) -> String {
     let mut out = format!(
         "{:<37} {:<12} {:<12} {:<14} {}\n",
@@ -134,8 +275,27 @@ pub fn render_tasks(tasks: &[TaskRecord], now: chrono::DateTime<chrono::Utc>) ->
                 .as_deref()
                 .map_or_else(|| "-".to_owned(), |c| age(c, now))
         ));
+        for r in &t.requests {
+            let [a, b] = request_lines(r, now);
+            out.push_str(&format!("  {a}\n    {b}\n"));
+        }
+    }
+    if tasks.iter().any(|t| !t.requests.is_empty()) {
+        out.push_str(&format!(
+            "answer one: agent-hub task answer --id TASK --request REQ --option OPTION ({WHO_ANSWERS})\n"
+        ));
     }
     out
+}
+
+/// `42s`, `7m`, `3h`, `2d` for a count of seconds (0 and below: `0s`).
+fn short_secs(secs: i64) -> String {
+    match secs.max(0) {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
 }
 
 /// `42s`, `7m`, `3h`, `2d`; `-` for a time that does not parse, `0s` for one in the future
@@ -144,13 +304,7 @@ fn age(created: &str, now: chrono::DateTime<chrono::Utc>) -> String {
     let Ok(t) = chrono::DateTime::parse_from_rfc3339(created) else {
         return "-".to_owned();
     };
-    let secs = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    short_secs((now - t.with_timezone(&chrono::Utc)).num_seconds())
 }
 
 #[cfg(test)]
@@ -241,6 +395,141 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("UTF-8"));
+    }
+
+    #[test]
+    fn allow_arguments_become_rules_or_are_refused_before_sending() {
+        let r = parse_allow("read,search").unwrap();
+        assert_eq!(
+            (r.kinds, r.under),
+            (vec!["read".to_owned(), "search".into()], None)
+        );
+        let r = parse_allow("edit:src/").unwrap();
+        assert_eq!(
+            (r.kinds, r.under.as_deref()),
+            (vec!["edit".to_owned()], Some("src/"))
+        );
+        // The path keeps every `:` after the first.
+        let r = parse_allow("edit, delete:a:b").unwrap();
+        assert_eq!((r.kinds.len(), r.under.as_deref()), (2, Some("a:b")));
+        for (spec, why) in [
+            ("", "kinds must name at least one tool kind"),
+            (":src", "kinds must name at least one tool kind"),
+            ("red", "kinds must be among read, edit, delete, move, search, execute, think, fetch, switch_mode, other"),
+            ("read,read", "kinds names a kind twice"),
+            ("edit:/etc", "under must be a path relative to the task's cwd"),
+            ("edit:../x", "under must not leave the task's cwd"),
+            ("edit:", "under must not be empty (leave it out for anywhere)"),
+        ] {
+            let e = parse_allow(spec).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("--allow {spec}: {why} (the form is KIND[,KIND…][:PATH], PATH relative to --cwd)")
+            );
+        }
+        // The argument is the user's own, but it is shown on their terminal: sanitised.
+        let e = parse_allow("edit:a\u{1b}]0;x\u{7}")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains('\u{1b}') && e.contains("control"), "{e}");
+        assert_eq!(parse_allows(&[]).unwrap(), None);
+        let nine: Vec<String> = vec!["read".into(); 9];
+        assert_eq!(
+            parse_allows(&nine).unwrap_err().to_string(),
+            "--allow is given 9 times; a task takes at most 8 rules"
+        );
+        assert_eq!(parse_allows(&nine[..8]).unwrap().unwrap().len(), 8);
+    }
+
+    fn request() -> RequestView {
+        RequestView {
+            request: Some("req-0123456789abcdef".into()),
+            kind: Some("permission".into()),
+            title: Some("Run cargo test".into()),
+            tool_kind: Some("execute".into()),
+            options: vec!["allow".into(), "reject".into()],
+            opened_at: Some("2026-12-01T11:59:00.000Z".into()),
+            expires_at: Some("2026-12-01T12:09:00.000Z".into()),
+            waiting_ms: Some(64_500),
+        }
+    }
+
+    #[test]
+    fn an_open_request_shows_its_id_type_title_kind_options_wait_and_expiry() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-01T12:00:00.000Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let [a, b] = request_lines(&request(), now);
+        assert_eq!(
+            a,
+            "request req-0123456789abcdef: permission (execute) \"Run cargo test\""
+        );
+        assert_eq!(b, "options allow, reject; waiting 1m; expires in 9m");
+        // Past its expiry on this clock, or with nothing known: said so, never a panic.
+        let mut late = request();
+        late.expires_at = Some("2026-12-01T11:00:00Z".into());
+        assert!(request_lines(&late, now)[1].ends_with("expires now"));
+        let [a, b] = request_lines(&RequestView::default(), now);
+        assert_eq!(a, "request -: request");
+        assert_eq!(b, "options -; waiting -; expiry unknown");
+        // A hostile title cannot drive the terminal.
+        let mut evil = request();
+        evil.title = Some("x\u{1b}]52;c;ZXZpbA==\u{7}\u{202e}y".into());
+        let [a, _] = request_lines(&evil, now);
+        assert!(
+            !a.chars().any(agent_hub_proto::kernel::text::is_unsafe),
+            "{a:?}"
+        );
+        let block = render_open_requests("task-1", &[request()], now);
+        assert_eq!(
+            block,
+            "task-1 waits for an answer to 1 request:\n  request req-0123456789abcdef: permission (execute) \"Run cargo test\"\n    options allow, reject; waiting 1m; expires in 9m\n  answer: agent-hub task answer --id task-1 --request req-0123456789abcdef --option OPTION (its delegator, or a name in the hub's tasks.approvers)\n"
+        );
+        let two = render_open_requests("task-1", &[request(), request()], now);
+        assert!(two.starts_with("task-1 waits for an answer to 2 requests:"));
+        assert!(two.contains("--request REQ --option OPTION"));
+    }
+
+    #[test]
+    fn the_table_lists_each_tasks_open_requests_under_it_and_how_to_answer() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-01T12:00:00.000Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let waiting = TaskRecord {
+            task: "task-a".into(),
+            agent: Some("claude".into()),
+            state: Some("running".into()),
+            created_at: Some("2026-12-01T11:58:00Z".into()),
+            requests: vec![request()],
+            ..TaskRecord::default()
+        };
+        let quiet = TaskRecord {
+            task: "task-b".into(),
+            state: Some("running".into()),
+            ..TaskRecord::default()
+        };
+        let text = render_tasks(&[waiting, quiet.clone()], now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 6, "{text}");
+        assert!(lines[1].starts_with("task-a "));
+        assert_eq!(
+            lines[2],
+            "  request req-0123456789abcdef: permission (execute) \"Run cargo test\""
+        );
+        assert_eq!(
+            lines[3],
+            "    options allow, reject; waiting 1m; expires in 9m"
+        );
+        assert!(lines[4].starts_with("task-b "));
+        assert_eq!(
+            lines[5],
+            "answer one: agent-hub task answer --id TASK --request REQ --option OPTION (its delegator, or a name in the hub's tasks.approvers)"
+        );
+        assert_eq!(
+            render_tasks(&[quiet], now).lines().count(),
+            2,
+            "no requests, no footer"
+        );
     }
 
     #[test]

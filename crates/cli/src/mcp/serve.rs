@@ -2,7 +2,8 @@
 //! writes and flushes each reply, and runs the tool calls against the hub through `client`.
 //!
 //! Owns: bounded line reading, the hub IO of `send`/`await`/`status`/`who` and of the task tools
-//! (`delegate`, `task_status`, `tasks`, `cancel`: `client::task` builds their lines), and the ack discipline of
+//! (`delegate`, `task_status`, `tasks`, `cancel`, `task_answer`: `wire::ClientLine` encodes
+//! their lines, `client::task` reads the replies), and the ack discipline of
 //! `await` (the envelope is acked only after its result line is written and flushed; if the
 //! write fails it is released unacked and the hub delivers it again). Calls run one at a
 //! time, in order; stdout carries nothing but JSON-RPC lines.
@@ -130,6 +131,9 @@ fn run_call(
         }
         ToolCall::Tasks => answered("tasks", client::tasks(ep).map(|a| a.text)),
         ToolCall::Cancel(t) => answered("cancel", client::cancel(ep, &t).map(|a| a.text)),
+        ToolCall::TaskAnswer(a) => {
+            answered("task_answer", client::task_answer(ep, a).map(|a| a.text))
+        }
         ToolCall::Whoami => {
             // The session answers whoami itself; kept total for any future caller.
             ToolOutcome::ok(
@@ -146,6 +150,7 @@ fn hub_failure(tool: &str, e: &ClientError) -> ToolOutcome {
         ClientError::Hub(_) => "the hub refused it",
         ClientError::Connect(_) => "the hub is not reachable",
         ClientError::NotAHub(_) => "that port is not the hub's client port",
+        ClientError::Unsupported(_) => "the hub does not support it",
         _ => "the exchange with the hub failed",
     };
     ToolOutcome::error(format!("{tool} failed: {what}: {e}"))
@@ -332,12 +337,15 @@ mod tests {
             "\n",
             r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-1"}}}"#,
             "\n",
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"task_answer","arguments":{"task":"task-1","option":"allow"}}}"#,
+            "\n",
         );
         let lines = replies(input.as_bytes());
-        assert_eq!(lines.len(), 4);
-        for (l, tool) in lines
-            .iter()
-            .zip(["delegate", "task_status", "tasks", "cancel"])
+        assert_eq!(lines.len(), 5);
+        for (l, tool) in
+            lines
+                .iter()
+                .zip(["delegate", "task_status", "tasks", "cancel", "task_answer"])
         {
             assert_eq!(l["result"]["isError"], true, "{l}");
             let text = l["result"]["content"][0]["text"].as_str().unwrap();

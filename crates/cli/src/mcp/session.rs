@@ -191,8 +191,8 @@ impl Session {
                 "capabilities": {"tools": {"listChanged": false}},
                 "serverInfo": {"name": "agent-hub", "version": agent_hub_proto::VERSION},
                 "instructions": format!(
-                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to read your next message (it returns \"{}\" after at most {} s; call it again to keep waiting), `status` to learn whether a message you sent was delivered or read, `who` to see the agents. `delegate` hands a task to an agent the hub starts; its result comes back as a message you `await` with replyTo = the task id; `task_status`, `tasks` and `cancel` manage your tasks.",
-                    self.name, tools::NO_MESSAGE, tools::AWAIT_MAX_SECS
+                    "You are agent \"{}\" on an agent-hub. Use `send` to message another agent, `await` to read your next message (it returns \"{}\" after at most {} s; call it again to keep waiting), `status` to learn whether a message you sent was delivered or read, `who` to see the agents. `delegate` hands a task to an agent the hub starts; its result comes back as a message you `await` with replyTo = the task id; `task_status`, `tasks` and `cancel` manage your tasks. A task's agent may need an answer first: a {} message (from hub, correlationId = the task id) asks you to allow or refuse what it wants to do; answer it with `task_answer`, or pass it up to whoever you work for.",
+                    self.name, tools::NO_MESSAGE, tools::AWAIT_MAX_SECS, crate::client::task::TASK_REQUEST_KIND
                 ),
             }),
         )
@@ -480,7 +480,8 @@ mod tests {
                 "delegate",
                 "task_status",
                 "tasks",
-                "cancel"
+                "cancel",
+                "task_answer"
             ]
         );
     }
@@ -500,9 +501,21 @@ mod tests {
                     timeout_secs: None,
                     progress_secs: Some(30),
                     peer: None,
+                    permission: None,
+                    allow: None,
                 })
             }
         );
+        let step = s.handle(br#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"claude","cwd":"/w","prompt":"go","permission":"ask","allow":[{"kinds":["read","search"]},{"kinds":["edit"],"under":"src"}]}}}"#);
+        let Step::Call {
+            call: ToolCall::Delegate(d),
+            ..
+        } = step
+        else {
+            panic!("{step:?}")
+        };
+        assert_eq!(d.permission, Some(agent_hub_proto::wire::Permission::Ask));
+        assert_eq!(d.allow.as_ref().map(Vec::len), Some(2));
         for (line, call) in [
             (
                 r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"task_status","arguments":{"task":"task-9"}}}"#,
@@ -515,6 +528,15 @@ mod tests {
             (
                 r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-9"}}}"#,
                 ToolCall::Cancel("task-9".into()),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"task_answer","arguments":{"task":"task-9","request":"req-1","option":"allow"}}}"#,
+                ToolCall::TaskAnswer(agent_hub_proto::wire::TaskAnswerRequest {
+                    task: "task-9".into(),
+                    request: Some("req-1".into()),
+                    option: "allow".into(),
+                    message: None,
+                }),
             ),
         ] {
             assert_eq!(
@@ -545,6 +567,48 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("task is required"));
+        // Issue 37's arguments: refused with the model's words before any hub sees them.
+        for (args, why) in [
+            (
+                r#"{"task":"task-9"}"#,
+                "task_answer: invalid arguments: option is required",
+            ),
+            (
+                r#"{"task":"task-9","option":"allow","requestId":"req-1"}"#,
+                "task_answer: invalid arguments: unknown argument \"requestId\" (task_answer takes task, request, option, message)",
+            ),
+            (
+                r#"{"task":"task-9","option":"allow\u001b]0;x\u0007"}"#,
+                "task_answer: invalid arguments: option must not contain control or invisible formatting characters",
+            ),
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{{"name":"task_answer","arguments":{args}}}}}"#
+            );
+            let r = reply(&mut s, &line);
+            assert_eq!(r["result"]["isError"], true, "{args}");
+            assert_eq!(r["result"]["content"][0]["text"], why, "{args}");
+        }
+        for (args, why) in [
+            (
+                r#""permission":"yolo""#,
+                "delegate: invalid arguments: permission must be one of ask, reject, allow",
+            ),
+            (
+                r#""allow":[{"kinds":["edit"],"under":"../.."}]"#,
+                "delegate: invalid arguments: allow rule 1: under must not leave the task's cwd",
+            ),
+            (
+                r#""allow":"read""#,
+                "delegate: invalid arguments: allow: must be a list of rules {kinds, under}",
+            ),
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{{"name":"delegate","arguments":{{"agent":"a","cwd":"/w","prompt":"p",{args}}}}}}}"#
+            );
+            let r = reply(&mut s, &line);
+            assert_eq!(r["result"]["content"][0]["text"], why, "{args}");
+        }
     }
 
     #[test]

@@ -3,13 +3,14 @@
 //!
 //! Owns: `ToolCall` and its argument rules. Refuses: any IO (the stdio loop in `serve` runs
 //! the calls). Names stay short, since every agent prefixes them its own way
-//! (`mcp__hub__send`, `mcp_hub_send`, `hub_send`); `task_status` is the one with an
-//! underscore, the name issue 11 gives it.
+//! (`mcp__hub__send`, `mcp_hub_send`, `hub_send`); `task_status` and `task_answer` are the
+//! ones with an underscore, the names issues 11 and 37 give them.
 
-use crate::client::task::TASK_OUTCOME_KIND;
+use crate::client::task::{TASK_OUTCOME_KIND, TASK_REQUEST_KIND};
+use agent_hub_proto::wire::approval::{check_allow, TOOL_KINDS};
 use agent_hub_proto::wire::envelope::{check_field, MAX_ID_BYTES, MAX_KIND_BYTES, MAX_NAME_BYTES};
-use agent_hub_proto::wire::DelegateRequest;
 use agent_hub_proto::wire::WaitFor;
+use agent_hub_proto::wire::{AllowRule, DelegateRequest, Permission, TaskAnswerRequest};
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -30,7 +31,8 @@ pub enum ToolCall {
     Status(StatusCall),
     Who,
     Whoami,
-    /// `delegate {agent, cwd, prompt, timeoutSecs?, progressSecs?, peer?}` (issue 11).
+    /// `delegate {agent, cwd, prompt, timeoutSecs?, progressSecs?, peer?, permission?,
+    /// allow?}` (issues 11, 37).
     Delegate(DelegateRequest),
     /// `task_status {task}`.
     TaskStatus(String),
@@ -38,18 +40,35 @@ pub enum ToolCall {
     Tasks,
     /// `cancel {task}`.
     Cancel(String),
+    /// `task_answer {task, request?, option, message?}` (issue 37).
+    TaskAnswer(TaskAnswerRequest),
 }
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
 /// not silently the hub's default.
-pub const DELEGATE_KEYS: [&str; 6] = [
+pub const DELEGATE_KEYS: [&str; 8] = [
     "agent",
     "cwd",
     "prompt",
     "timeoutSecs",
     "progressSecs",
     "peer",
+    "permission",
+    "allow",
 ];
+
+/// The argument keys `task_answer` takes; any other is refused (a misspelt `requestId` must
+/// not leave the hub to pick the request).
+pub const TASK_ANSWER_KEYS: [&str; 4] = ["task", "request", "option", "message"];
+
+/// What a model is told about `task_request` messages, in `delegate`, `await` and
+/// `task_answer` alike (docs/delegation.md "Approvals"): what they are, how to answer one,
+/// and that it may be passed up rather than guessed at.
+pub fn requests_explained() -> String {
+    format!(
+        "While a task runs, its agent may ask for permission (to run a command, edit or delete a file, fetch a URL, …) or ask a question. Unless the hub or the delegation decides it (permission \"allow\" or \"reject\", or an allow rule), each such request comes to its delegator as a message from \"hub\" with kind {TASK_REQUEST_KIND} and correlationId = the task id (only the hub can send that kind), while the agent waits. Its body says which request (request: \"req-…\"), what the tool call would do (toolCall: title, kind, paths, command; message for a question), the options (options[].optionId, with kind allow_once, allow_always, reject_once or reject_always) and when it expires (expiresAt: then the hub answers it with reject for you). Answer it with `task_answer` {{task, request, option}}, picking an optionId. Judge it as the user would: if you cannot, or it is not yours to decide, pass it up (send the body to whoever delegated your work, or ask the person you work for) and answer with their choice before it expires; allow only what the task needs. A body with state \"expired\" says the hub already answered it with its fallback (reject or cancel) and why."
+    )
+}
 
 /// `send {to, kind, body, correlationId?}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +131,7 @@ impl std::error::Error for ToolArgError {}
 /// Every tool's name, in `tools/list` order: the one list `agent-hub mcp --help`, `is_tool`
 /// and the README's tool list are held to (`list` by its unit test, the README by
 /// tests/integration/readme.rs).
-pub const TOOL_NAMES: [&str; 9] = [
+pub const TOOL_NAMES: [&str; 10] = [
     "send",
     "await",
     "status",
@@ -122,6 +141,7 @@ pub const TOOL_NAMES: [&str; 9] = [
     "task_status",
     "tasks",
     "cancel",
+    "task_answer",
 ];
 
 /// The `tools/list` result.
@@ -151,7 +171,7 @@ pub fn list() -> Value {
         {
             "name": "await",
             "title": "Wait for a message",
-            "description": format!("Read your next message, waiting for one if none is there yet: returns it as JSON (id, from, to, ts, kind, correlationId, body). Waits at most timeoutSecs (default {AWAIT_DEFAULT_SECS}, capped at {AWAIT_MAX_SECS}); if nothing arrives it returns \"{NO_MESSAGE}\", and you may call it again. With replyTo it waits for the answer to one message you sent; with kind, for one kind of message. The sender sees the message as acked once you got it."),
+            "description": format!("Read your next message, waiting for one if none is there yet: returns it as JSON (id, from, to, ts, kind, correlationId, body). Waits at most timeoutSecs (default {AWAIT_DEFAULT_SECS}, capped at {AWAIT_MAX_SECS}); if nothing arrives it returns \"{NO_MESSAGE}\", and you may call it again. With replyTo it waits for the answer to one message you sent; with kind, for one kind of message. The sender sees the message as acked once you got it. For a task you delegated, await with replyTo = the task id (and no kind) gets its {TASK_REQUEST_KIND} messages as well as its {TASK_OUTCOME_KIND}: {}", requests_explained()),
             "inputSchema": {
                 "type": "object",
                 "properties": {
@@ -194,7 +214,7 @@ pub fn list() -> Value {
         {
             "name": "delegate",
             "title": "Delegate a task to an agent",
-            "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you from \"hub\" with kind {TASK_OUTCOME_KIND} and correlationId = the task id (only the hub can send that kind): call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name."),
+            "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you from \"hub\" with kind {TASK_OUTCOME_KIND} and correlationId = the task id (only the hub can send that kind): call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name. {} permission bounds it: \"ask\" (requests come to you), \"reject\" (all refused) or \"allow\" (all allowed unasked); the hub never runs a task wider than its own policy for that agent and refuses such a delegation. allow pre-approves requests by tool kind, e.g. [{{\"kinds\":[\"read\",\"search\"]}},{{\"kinds\":[\"edit\"],\"under\":\"src\"}}]: those never reach you.", requests_explained()),
             "inputSchema": {
                 "type": "object",
                 "properties": {
@@ -203,7 +223,22 @@ pub fn list() -> Value {
                     "prompt": {"type": "string", "description": "Everything the agent needs to know: it sees nothing of your context."},
                     "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
-                    "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."}
+                    "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."},
+                    "permission": {"type": "string", "enum": Permission::ALL.map(Permission::as_str), "description": "How the task's requests for permission are answered: ask (each comes to you as a task_request message), reject or allow; at most as wide as the hub allows for the agent (default: the hub's policy)."},
+                    "allow": {
+                        "type": "array",
+                        "maxItems": agent_hub_proto::wire::approval::MAX_ALLOW_RULES,
+                        "description": "Pre-approval rules: a request whose tool kind is in a rule's kinds (and whose paths all lie under its under, a folder relative to cwd, when given) is allowed at once and never sent to you.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "kinds": {"type": "array", "items": {"type": "string", "enum": TOOL_KINDS}, "description": "ACP tool kinds."},
+                                "under": {"type": "string", "description": "A folder relative to cwd; without it, anywhere."}
+                            },
+                            "required": ["kinds"],
+                            "additionalProperties": false
+                        }
+                    }
                 },
                 "required": ["agent", "cwd", "prompt"],
                 "additionalProperties": false
@@ -242,6 +277,24 @@ pub fn list() -> Value {
                 "required": ["task"]
             },
             "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
+        },
+        {
+            "name": "task_answer",
+            "title": "Answer a delegated task's request",
+            "description": format!("Answer a request a task you delegated (or may approve for) waits on: pick one of the options its {TASK_REQUEST_KIND} message offered. Returns {{\"task\",\"request\",\"option\",\"state\":\"answered\"}} once the hub took it; the agent goes on at once. Refused (isError, the hub's reason) when the request is no longer open (answered, expired, cancelled, the task ended), the option was not offered, or you may not answer it. `task_status` lists a task's open requests. {}", requests_explained()),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id (task-…): the message's correlationId."},
+                    "request": {"type": "string", "description": "The request id (req-…) from the message's body; may be left out when the task has exactly one open."},
+                    "option": {"type": "string", "description": "The optionId to answer with, one of the body's options."},
+                    "message": {"type": "string", "description": "Words for the agent with the answer (at most 4096 bytes), where its protocol carries them: why you refused, what to do instead."}
+                },
+                "required": ["task", "option"],
+                "additionalProperties": false
+            },
+            // openWorldHint: an answer lets another agent act (as `send` reaches others).
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
         }
     ]})
 }
@@ -294,6 +347,7 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
         "task_status" => Ok(ToolCall::TaskStatus(required_str(args, "task")?)),
         "tasks" => Ok(ToolCall::Tasks),
         "cancel" => Ok(ToolCall::Cancel(required_str(args, "task")?)),
+        "task_answer" => task_answer(args),
         other => Err(ToolArgError::UnknownTool(other.to_owned())),
     }
 }
@@ -344,6 +398,12 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
     if prompt.trim().is_empty() {
         return Err(ToolArgError::BadArgs("prompt must not be empty".into()));
     }
+    let permission = match optional_str(args, "permission")? {
+        None => None,
+        Some(p) => Some(Permission::parse(&p).ok_or_else(|| {
+            ToolArgError::BadArgs(format!("permission must be one of {}", Permission::list()))
+        })?),
+    };
     Ok(ToolCall::Delegate(DelegateRequest {
         agent,
         cwd,
@@ -351,7 +411,70 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
         timeout_secs: optional_secs(args, "timeoutSecs", 1)?,
         progress_secs: optional_secs(args, "progressSecs", 0)?,
         peer: optional_str(args, "peer")?,
+        permission,
+        allow: allow_rules(args.get("allow"))?,
     }))
+}
+
+/// `allow`: absent or null, or a list of `{kinds: [string], under?: string}`, within the
+/// wire's bounds (`check_allow`, whose words the model gets).
+fn allow_rules(v: Option<&Value>) -> Result<Option<Vec<AllowRule>>, ToolArgError> {
+    let bad = |why: &str| ToolArgError::BadArgs(format!("allow: {why}"));
+    let items = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(bad("must be a list of rules {kinds, under}")),
+    };
+    let mut rules = Vec::with_capacity(items.len().min(16));
+    for (i, item) in items.iter().enumerate() {
+        let n = i + 1;
+        let Value::Object(m) = item else {
+            return Err(bad(&format!("rule {n} must be an object {{kinds, under}}")));
+        };
+        if let Some(k) = m.keys().find(|k| !["kinds", "under"].contains(&k.as_str())) {
+            return Err(bad(&format!(
+                "rule {n} has an unknown key {k:?} (a rule takes kinds, under)"
+            )));
+        }
+        let kinds = match m.get("kinds") {
+            Some(Value::Array(ks)) => ks
+                .iter()
+                .map(|k| k.as_str().map(str::to_owned))
+                .collect::<Option<Vec<String>>>()
+                .ok_or_else(|| bad(&format!("rule {n}: kinds must be a list of strings")))?,
+            _ => return Err(bad(&format!("rule {n}: kinds must be a list of strings"))),
+        };
+        let under = match m.get("under") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(u)) => Some(u.clone()),
+            Some(_) => return Err(bad(&format!("rule {n}: under must be a string"))),
+        };
+        rules.push(AllowRule { kinds, under });
+    }
+    check_allow(&rules).map_err(|e| ToolArgError::BadArgs(e.to_string()))?;
+    Ok(Some(rules))
+}
+
+fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    if let Some(k) = args
+        .keys()
+        .find(|k| !TASK_ANSWER_KEYS.contains(&k.as_str()))
+    {
+        return Err(ToolArgError::BadArgs(format!(
+            "unknown argument {k:?} (task_answer takes {})",
+            TASK_ANSWER_KEYS.join(", ")
+        )));
+    }
+    let req = TaskAnswerRequest {
+        task: required_str(args, "task")?,
+        request: optional_str(args, "request")?,
+        option: required_str(args, "option")?,
+        message: optional_str(args, "message")?,
+    };
+    // The wire's own bounds, so every call accepted here makes a line the hub decodes.
+    req.check()
+        .map_err(|e| ToolArgError::BadArgs(e.to_string()))?;
+    Ok(ToolCall::TaskAnswer(req))
 }
 
 /// A whole number of seconds, at least `min`: an integer, an integral float (`600.0`) or a
@@ -545,6 +668,8 @@ mod tests {
                 timeout_secs: Some(600),
                 progress_secs: Some(30),
                 peer: Some("lab".into()),
+                permission: None,
+                allow: None,
             })
         );
         let ToolCall::Delegate(d) = parse_call(
@@ -660,6 +785,189 @@ mod tests {
             parse_call("taskstatus", None),
             Err(ToolArgError::UnknownTool("taskstatus".into()))
         );
+    }
+
+    /// Issue 37: an orchestrating model learns from the tools themselves what a task_request
+    /// message is and how to answer or pass it up.
+    #[test]
+    fn delegate_await_and_task_answer_explain_requests() {
+        let l = list();
+        let tool = |n: &str| {
+            l["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == n)
+                .unwrap()
+                .clone()
+        };
+        for n in ["delegate", "await", "task_answer"] {
+            let d = tool(n)["description"].as_str().unwrap().to_owned();
+            for needle in [
+                "task_request",
+                "correlationId = the task id",
+                "`task_answer`",
+                "pass it up",
+                "expired",
+                "optionId",
+            ] {
+                assert!(d.contains(needle), "{n}: {needle} missing from {d}");
+            }
+        }
+        let a = tool("task_answer");
+        assert_eq!(a["inputSchema"]["required"], json!(["task", "option"]));
+        let mut props: Vec<String> = a["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        props.sort();
+        let mut keys = TASK_ANSWER_KEYS.map(str::to_owned).to_vec();
+        keys.sort();
+        assert_eq!(props, keys);
+        let d = tool("delegate");
+        assert_eq!(
+            d["inputSchema"]["properties"]["permission"]["enum"],
+            json!(["ask", "reject", "allow"])
+        );
+        assert_eq!(
+            d["inputSchema"]["properties"]["allow"]["items"]["properties"]["kinds"]["items"]
+                ["enum"],
+            json!(TOOL_KINDS)
+        );
+        assert_eq!(d["inputSchema"]["properties"]["allow"]["maxItems"], 8);
+    }
+
+    #[test]
+    fn task_answer_arguments() {
+        assert_eq!(
+            parse_call(
+                "task_answer",
+                Some(&json!({"task":"task-1","request":"req-1","option":"allow","message":"ok"}))
+            ),
+            Ok(ToolCall::TaskAnswer(TaskAnswerRequest {
+                task: "task-1".into(),
+                request: Some("req-1".into()),
+                option: "allow".into(),
+                message: Some("ok".into()),
+            }))
+        );
+        assert_eq!(
+            parse_call(
+                "task_answer",
+                Some(&json!({"task":"task-1","option":"deny","request":null}))
+            ),
+            Ok(ToolCall::TaskAnswer(TaskAnswerRequest {
+                task: "task-1".into(),
+                request: None,
+                option: "deny".into(),
+                message: None,
+            }))
+        );
+        let long = "m".repeat(4097);
+        for (args, why) in [
+            (json!({"option":"allow"}), "task is required"),
+            (json!({"task":"t"}), "option is required"),
+            (json!({"task":"t","option":""}), "option must not be empty"),
+            (json!({"task":"t","option":7}), "option must be a string"),
+            (
+                json!({"task":"t","option":"a","request":""}),
+                "request must not be empty",
+            ),
+            (
+                json!({"task":"t","option":"a","message":long}),
+                "message is over 4096 bytes",
+            ),
+            (
+                json!({"task":"t","option":"o".repeat(129)}),
+                "option is over 128 bytes",
+            ),
+            (
+                json!({"task":"t","option":"a","id":"req-1"}),
+                "unknown argument \"id\"",
+            ),
+        ] {
+            match parse_call("task_answer", Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert!(m.contains(why), "{args}: {m}"),
+                other => panic!("{args}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn delegate_permission_and_allow_arguments() {
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/w","prompt":"p","permission":"reject",
+                "allow":[{"kinds":["read"]},{"kinds":["edit","delete"],"under":"src/x"},{"kinds":["fetch"],"under":null}]})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(d.permission, Some(Permission::Reject));
+        let rules = d.allow.unwrap();
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[1].under.as_deref(), Some("src/x"));
+        assert_eq!(rules[2].under, None);
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/w","prompt":"p","permission":null,"allow":null})),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!((d.permission, d.allow), (None, None));
+        let nine: Vec<Value> = vec![json!({"kinds":["read"]}); 9];
+        for (extra, why) in [
+            (
+                json!({"permission":"Allow"}),
+                "permission must be one of ask, reject, allow",
+            ),
+            (json!({"permission":1}), "permission must be a string"),
+            (json!({"allow":nine}), "allow holds at most 8 rules"),
+            (
+                json!({"allow":[{"kinds":"read"}]}),
+                "allow: rule 1: kinds must be a list of strings",
+            ),
+            (
+                json!({"allow":[{"kinds":[1]}]}),
+                "allow: rule 1: kinds must be a list of strings",
+            ),
+            (
+                json!({"allow":[{"under":"src"}]}),
+                "allow: rule 1: kinds must be a list of strings",
+            ),
+            (
+                json!({"allow":["read"]}),
+                "allow: rule 1 must be an object {kinds, under}",
+            ),
+            (
+                json!({"allow":[{"kinds":["read"],"path":"x"}]}),
+                "allow: rule 1 has an unknown key \"path\"",
+            ),
+            (
+                json!({"allow":[{"kinds":["read"],"under":5}]}),
+                "allow: rule 1: under must be a string",
+            ),
+            (
+                json!({"allow":[{"kinds":["write"]}]}),
+                "allow rule 1: kinds must be among read, edit",
+            ),
+            (
+                json!({"allow":[{"kinds":["read"]},{"kinds":["edit"],"under":"/etc"}]}),
+                "allow rule 2: under must be a path relative to the task's cwd",
+            ),
+        ] {
+            let mut args = json!({"agent":"a","cwd":"/w","prompt":"p"});
+            for (k, v) in extra.as_object().unwrap() {
+                args[k] = v.clone();
+            }
+            match parse_call("delegate", Some(&args)) {
+                Err(ToolArgError::BadArgs(m)) => assert!(m.contains(why), "{args}: {m}"),
+                other => panic!("{args}: {other:?}"),
+            }
+        }
     }
 
     #[test]

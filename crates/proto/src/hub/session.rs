@@ -418,6 +418,9 @@ impl Hub {
                 };
                 verbs::delegate::cancel(conns, out, work, conn, req, now)
             }
+            ClientLine::TaskAnswer(req) => {
+                verbs::delegate::task_answer(conns, out, self.tasks.as_ref(), conn, req, now)
+            }
             // Answered above.
             ClientLine::Hello(_) | ClientLine::Ack(_) => {}
         }

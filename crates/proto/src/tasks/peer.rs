@@ -297,6 +297,10 @@ impl TaskBook {
             timeout_secs: None,
             progress_secs: None,
             peer: None,
+            // A peer's task runs under this hub's operator bound: v0 `delegate_task` carries
+            // no policy of its own.
+            permission: None,
+            allow: None,
         };
         match self.insert(req, &delegator, Some(origin.clone()), now, ids) {
             Err(r) => refuse(self, r.to_string()),

@@ -76,6 +76,8 @@ impl TaskBook {
             stop_reason: t.stop_reason.clone(),
             reason: t.reason.clone(),
             progress: if active { t.progress.clone() } else { None },
+            // Issue 37: filled by the book's `Approvals` once requests can be held open.
+            requests: None,
         }
     }
 }

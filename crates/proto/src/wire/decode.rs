@@ -5,11 +5,12 @@
 //! it, so a token sent where a name, an id or an object belongs cannot reach an error line, the
 //! audit log or the service log through its error (SPEC §2.4, §8.2).
 //!
-//! Owns the serde visitors of every client payload, and of an envelope arriving from a peer hub
-//! (SPEC §15). serde's derived visitors cannot serve: their errors quote the offending value
+//! Owns the serde visitors of every client payload (a `delegate`'s `allow` rules among them,
+//! issue 37), and of an envelope arriving from a peer hub (SPEC §15). serde's derived visitors cannot serve: their errors quote the offending value
 //! (`invalid type: string "…"`) and the unknown key (``unknown field `…` ``). JSON syntax errors
 //! are serde_json's own; they name a position, never the text. Refuses IO.
 
+use super::approval::{AllowRule, TaskAnswerRequest, MAX_ALLOW_RULES, TOOL_KINDS};
 use super::envelope::RawEnvelope;
 use super::task::{DelegateRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
@@ -29,6 +30,7 @@ const TAGS: &[&str] = &[
     "task_status",
     "tasks",
     "cancel",
+    "task_answer",
     "turn",
     "activity",
 ];
@@ -46,8 +48,13 @@ const DELEGATE_KEYS: &[&str] = &[
     "timeoutSecs",
     "progressSecs",
     "peer",
+    "permission",
+    "allow",
 ];
 const TASK_KEYS: &[&str] = &["task"];
+const TASK_ANSWER_KEYS: &[&str] = &["task", "request", "option", "message"];
+/// The keys of one rule of a `delegate`'s `allow` (issue 37).
+const RULE_KEYS: &[&str] = &["kinds", "under"];
 const TURN_KEYS: &[&str] = &["state", "pid", "start"];
 const WHO_KEYS: &[&str] = &["offRoster"];
 
@@ -59,10 +66,13 @@ pub(crate) enum Payload<'a> {
     Ack(IdRequest),
     Status(StatusRequest),
     Who(WhoRequest),
-    Delegate(DelegateRequest),
+    /// The request, and its `permission` as the line wrote it (`ClientLine::decode` reads
+    /// the word, so a wrong one is refused as `invalid delegate`, not as a malformed line).
+    Delegate(DelegateRequest, Option<String>),
     TaskStatus(TaskRequest),
     Tasks,
     Cancel(TaskRequest),
+    TaskAnswer(TaskAnswerRequest),
     Turn(TurnRequest),
     Activity,
 }
@@ -118,6 +128,12 @@ enum Want {
     OptSecs,
     /// A boolean or null.
     OptFlag,
+    /// A list of `allow` rules, or null.
+    OptRules,
+    /// One `allow` rule: an object.
+    Rule,
+    /// A rule's `kinds`: a list of strings.
+    Kinds,
 }
 
 #[derive(Clone, Copy)]
@@ -132,6 +148,7 @@ enum Obj {
     TaskStatus,
     Tasks,
     Cancel,
+    TaskAnswer,
     Turn,
     Activity,
 }
@@ -149,6 +166,7 @@ impl Obj {
             Obj::TaskStatus => "task_status",
             Obj::Tasks => "tasks",
             Obj::Cancel => "cancel",
+            Obj::TaskAnswer => "task_answer",
             Obj::Turn => "turn",
             Obj::Activity => "activity",
         }
@@ -165,6 +183,7 @@ impl Obj {
             Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
+            Obj::TaskAnswer => TASK_ANSWER_KEYS,
             Obj::Turn => TURN_KEYS,
         }
     }
@@ -178,6 +197,9 @@ impl Want {
             Want::Text | Want::OptText => "a string",
             Want::OptSecs => "u64",
             Want::OptFlag => "a boolean",
+            Want::OptRules => "a list of rules",
+            Want::Rule => "a rule object",
+            Want::Kinds => "a list of tool kinds",
         }
     }
 }
@@ -189,6 +211,9 @@ enum Val<'de> {
     Secs(u64),
     Flag(bool),
     Line(Payload<'de>),
+    Rules(Vec<AllowRule>),
+    Rule(AllowRule),
+    Texts(Vec<String>),
 }
 
 /// The error for a value of the wrong kind: the kind, never the value.
@@ -235,7 +260,7 @@ impl<'de> Visitor<'de> for V {
 
     fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
         match self.0 {
-            Want::OptText | Want::OptSecs | Want::OptFlag => Ok(Val::Null),
+            Want::OptText | Want::OptSecs | Want::OptFlag | Want::OptRules => Ok(Val::Null),
             w => Err(wrong("null", w)),
         }
     }
@@ -273,14 +298,19 @@ impl<'de> Visitor<'de> for V {
         }
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<Val<'de>, A::Error> {
-        Err(wrong("sequence", self.0))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Val<'de>, A::Error> {
+        match self.0 {
+            Want::OptRules => rules(seq).map(Val::Rules),
+            Want::Kinds => kinds(seq).map(Val::Texts),
+            w => Err(wrong("sequence", w)),
+        }
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Val<'de>, A::Error> {
         match self.0 {
             Want::Line => line(map).map(Val::Line),
             Want::Object(obj) => payload(obj, map).map(Val::Line),
+            Want::Rule => rule(map).map(Val::Rule),
             w => Err(wrong("map", w)),
         }
     }
@@ -349,6 +379,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskStatus,
         Obj::Tasks,
         Obj::Cancel,
+        Obj::TaskAnswer,
         Obj::Turn,
         Obj::Activity,
     ][i];
@@ -369,9 +400,10 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
 fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>, A::Error> {
     let names = obj.keys();
     let mut seen = 0u32;
-    let mut texts: [Option<String>; 7] = Default::default();
-    let mut secs: [Option<u64>; 7] = Default::default();
+    let mut texts: [Option<String>; 8] = Default::default();
+    let mut secs: [Option<u64>; 8] = Default::default();
     let mut flag = None;
+    let mut allow: Option<Vec<AllowRule>> = None;
     let mut correlation: Option<Option<String>> = None;
     let mut body: Option<&'de RawValue> = None;
     let key = || Key {
@@ -398,7 +430,10 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Delegate, "timeoutSecs" | "progressSecs")
             | (Obj::Status, "timeoutMs")
             | (Obj::Turn, "pid" | "start") => Want::OptSecs,
-            (Obj::Delegate, "peer") => Want::OptText,
+            (Obj::Delegate, "peer" | "permission") | (Obj::TaskAnswer, "request" | "message") => {
+                Want::OptText
+            }
+            (Obj::Delegate, "allow") => Want::OptRules,
             (Obj::Await, "ack") | (Obj::Who, "offRoster") | (Obj::Hello, "warn") => Want::OptFlag,
             _ => Want::Text,
         };
@@ -413,7 +448,10 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             Val::Null => {}
             Val::Secs(s) => secs[i] = Some(s),
             Val::Flag(b) => flag = Some(b),
-            Val::Line(_) => return Err(de::Error::custom("internal: a field decoded to a line")),
+            Val::Rules(r) => allow = Some(r),
+            Val::Line(_) | Val::Rule(_) | Val::Texts(_) => {
+                return Err(de::Error::custom("internal: a field decoded to a part"))
+            }
         }
     }
     let mut take = |i: usize| {
@@ -460,18 +498,31 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         Obj::Who => Payload::Who(WhoRequest { off_roster: flag }),
         Obj::Delegate => {
             let (agent, cwd, prompt) = (take(0)?, take(1)?, take(2)?);
-            Payload::Delegate(DelegateRequest {
+            let req = DelegateRequest {
                 agent,
                 cwd,
                 prompt,
                 timeout_secs: secs[3],
                 progress_secs: secs[4],
                 peer: texts[5].take(),
-            })
+                permission: None,
+                allow,
+            };
+            Payload::Delegate(req, texts[6].take())
         }
         Obj::TaskStatus => Payload::TaskStatus(TaskRequest { task: take(0)? }),
         Obj::Tasks => Payload::Tasks,
         Obj::Cancel => Payload::Cancel(TaskRequest { task: take(0)? }),
+        Obj::TaskAnswer => {
+            let task = take(0)?;
+            let option = take(2)?;
+            Payload::TaskAnswer(TaskAnswerRequest {
+                task,
+                request: texts[1].take(),
+                option,
+                message: texts[3].take(),
+            })
+        }
         Obj::Turn => Payload::Turn(TurnRequest {
             state: take(0)?,
             pid: secs[1],
@@ -479,6 +530,81 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         }),
         Obj::Activity => Payload::Activity,
     })
+}
+
+/// `allow`'s rules. At most `MAX_ALLOW_RULES + 1` are kept and the rest read and dropped:
+/// one more than the bound is enough for `wire::approval::check_allow` to refuse the count,
+/// and a line of a million empty rules costs no more memory than its own bytes.
+fn rules<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<AllowRule>, A::Error> {
+    let mut out = Vec::new();
+    while out.len() <= MAX_ALLOW_RULES {
+        match seq.next_element_seed(V(Want::Rule))? {
+            None => return Ok(out),
+            Some(Val::Rule(r)) => out.push(r),
+            Some(_) => {
+                return Err(de::Error::custom(
+                    "internal: a rule decoded to something else",
+                ))
+            }
+        }
+    }
+    while seq.next_element_seed(V(Want::Rule))?.is_some() {}
+    Ok(out)
+}
+
+/// One rule: `{"kinds":[…],"under":…}`, each key at most once, `kinds` required.
+fn rule<'de, A: MapAccess<'de>>(mut map: A) -> Result<AllowRule, A::Error> {
+    let mut kinds: Option<Vec<String>> = None;
+    let mut under: Option<Option<String>> = None;
+    let key = || Key {
+        tag: Some("allow"),
+        names: RULE_KEYS,
+    };
+    while let Some(i) = map.next_key_seed(key())? {
+        let dup = match i {
+            0 => kinds.is_some(),
+            _ => under.is_some(),
+        };
+        if dup {
+            return Err(de::Error::custom(format_args!(
+                "duplicate field `{}`",
+                RULE_KEYS[i]
+            )));
+        }
+        let want = if i == 0 { Want::Kinds } else { Want::OptText };
+        match (i, map.next_value_seed(V(want))?) {
+            (0, Val::Texts(k)) => kinds = Some(k),
+            (_, Val::Text(u)) => under = Some(Some(u)),
+            (_, Val::Null) => under = Some(None),
+            _ => {
+                return Err(de::Error::custom(
+                    "internal: a rule field decoded to something else",
+                ))
+            }
+        }
+    }
+    Ok(AllowRule {
+        kinds: kinds.ok_or_else(|| de::Error::custom("missing field `kinds`"))?,
+        under: under.flatten(),
+    })
+}
+
+/// A rule's `kinds`: strings, at most one more than there are tool kinds kept (a list longer
+/// than that names one twice or one that does not exist, and is refused for it).
+fn kinds<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<String>, A::Error> {
+    let mut out = Vec::new();
+    while let Some(v) = seq.next_element_seed(V(Want::Text))? {
+        match v {
+            Val::Text(k) if out.len() <= TOOL_KINDS.len() => out.push(k),
+            Val::Text(_) => {}
+            _ => {
+                return Err(de::Error::custom(
+                    "internal: a kind decoded to something else",
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -587,7 +713,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`, `activity`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `turn`, `activity`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

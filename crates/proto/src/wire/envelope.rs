@@ -29,14 +29,15 @@ pub const MAX_KIND_BYTES: usize = 128;
 /// also of the `from` of an envelope a peer hub forwards.
 pub const MAX_NAME_BYTES: usize = 256;
 
-/// The kinds only the hub writes (SPEC §3.4): a bounce (§5.3) and a delegated task's outcome
-/// and progress (§16). A client's `send` of one is refused, and so is a peer hub's forward of
-/// one (`hub::forward`); a kind the hub starts writing later belongs in this list, where every
-/// check finds it.
-pub const HUB_KINDS: [&str; 3] = [
+/// The kinds only the hub writes (SPEC §3.4): a bounce (§5.3), a delegated task's outcome and
+/// progress, and the requests its agent asks the delegator to answer (§16, issue 37). A
+/// client's `send` of one is refused, and so is a peer hub's forward of one (`hub::forward`);
+/// a kind the hub starts writing later belongs in this list, where every check finds it.
+pub const HUB_KINDS: [&str; 4] = [
     Envelope::BOUNCE_KIND,
     Envelope::TASK_OUTCOME_KIND,
     Envelope::TASK_PROGRESS_KIND,
+    Envelope::TASK_REQUEST_KIND,
 ];
 
 /// `kind` as one of `HUB_KINDS`, if it is one.
@@ -257,6 +258,10 @@ impl Envelope {
     pub const TASK_OUTCOME_KIND: &'static str = "task_outcome";
     /// The kind of a delegated task's progress envelopes (SPEC §16), the hub's alone.
     pub const TASK_PROGRESS_KIND: &'static str = "task_progress";
+    /// The kind of a delegated task's requests for an answer (SPEC §16 "Requests and
+    /// answers", issue 37): opened and expired, the hub's alone. A forged one could make a
+    /// delegator answer a question no agent asked.
+    pub const TASK_REQUEST_KIND: &'static str = "task_request";
 }
 
 /// One field under the caps `Envelope::check_caps` applies (at most `max` bytes, no control or

@@ -5,6 +5,7 @@
 //! and the client both go through this module, so they cannot disagree about a line.
 
 pub mod activity;
+pub mod approval;
 mod decode;
 pub mod envelope;
 pub mod envelope_text;
@@ -20,6 +21,9 @@ use serde_json::value::RawValue;
 use std::fmt;
 
 pub use activity::{Activity, EnvelopeMeta, TaskMeta};
+pub use approval::{
+    AllowRule, Permission, RequestRecord, TaskAnswerReply, TaskAnswerRequest, TaskRequestBody,
+};
 pub use envelope::{Envelope, EnvelopeError};
 /// The decoder's fast path checked against its serde path on one line (fuzz target
 /// `client_line`, docs/fuzzing.md); not an interface, so only built with the `fuzzing` feature
@@ -310,6 +314,8 @@ pub enum ClientLine {
     /// The asker's tasks.
     Tasks,
     Cancel(TaskRequest),
+    /// Answers a delegated task's open request (issue 37, SPEC §16 "Requests and answers").
+    TaskAnswer(TaskAnswerRequest),
     /// Liveness (SPEC §14): the caller's agent process began or ended a turn, or exited.
     Turn(TurnRequest),
     /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
@@ -380,7 +386,21 @@ impl ClientLine {
                 Ok(ClientLine::Status(r))
             }
             decode::Payload::Who(r) => Ok(ClientLine::Who(r)),
-            decode::Payload::Delegate(d) => Ok(ClientLine::Delegate(d)),
+            decode::Payload::Delegate(mut d, permission) => {
+                if let Some(word) = permission {
+                    d.permission = Some(Permission::parse(&word).ok_or_else(|| {
+                        WireError::BadField(
+                            "delegate",
+                            format!("permission must be one of {}", Permission::list()),
+                        )
+                    })?);
+                }
+                if let Some(rules) = &d.allow {
+                    approval::check_allow(rules)
+                        .map_err(|e| WireError::BadField("delegate", e.to_string()))?;
+                }
+                Ok(ClientLine::Delegate(d))
+            }
             decode::Payload::TaskStatus(r) if r.task.is_empty() => {
                 Err(WireError::EmptyTask("task_status"))
             }
@@ -388,6 +408,11 @@ impl ClientLine {
             decode::Payload::TaskStatus(r) => Ok(ClientLine::TaskStatus(r)),
             decode::Payload::Tasks => Ok(ClientLine::Tasks),
             decode::Payload::Cancel(r) => Ok(ClientLine::Cancel(r)),
+            decode::Payload::TaskAnswer(a) => match a.check() {
+                Ok(()) => Ok(ClientLine::TaskAnswer(a)),
+                Err(approval::AnswerError::EmptyTask) => Err(WireError::EmptyTask("task_answer")),
+                Err(e) => Err(WireError::BadField("task_answer", e.to_string())),
+            },
             decode::Payload::Turn(t) => {
                 if !TURN_STATES.contains(&t.state.as_str()) {
                     return Err(WireError::Turn("state must be busy, idle or gone"));
@@ -418,6 +443,7 @@ impl ClientLine {
             ClientLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
             ClientLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
+            ClientLine::TaskAnswer(a) => format!("{{\"task_answer\":{}}}", to_json(a)),
             ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
             ClientLine::Activity => "{\"activity\":{}}".to_owned(),
         };
@@ -438,6 +464,7 @@ impl ClientLine {
             ClientLine::TaskStatus(_) => "task_status",
             ClientLine::Tasks => "tasks",
             ClientLine::Cancel(_) => "cancel",
+            ClientLine::TaskAnswer(_) => "task_answer",
             ClientLine::Turn(_) => "turn",
             ClientLine::Activity => "activity",
         }
@@ -474,6 +501,8 @@ pub enum HubLine {
     Tasks(TaskList),
     /// The answer to `cancel`: the task's state after the request.
     Cancel(TaskStateReply),
+    /// The answer to `task_answer`, after its commit (issue 37).
+    TaskAnswer(TaskAnswerReply),
     /// Our extension: the answer to `turn` (SPEC §14).
     Turn(TurnReply),
     /// The answer to `activity` (SPEC §14.1).
@@ -531,6 +560,8 @@ enum RawHubLine<'a> {
     Tasks(TaskList),
     #[serde(rename = "cancel", deserialize_with = "object")]
     Cancel(TaskStateReply),
+    #[serde(rename = "task_answer", deserialize_with = "object")]
+    TaskAnswer(TaskAnswerReply),
     #[serde(rename = "turn", deserialize_with = "object")]
     Turn(TurnReply),
     #[serde(rename = "activity", deserialize_with = "object")]
@@ -553,6 +584,7 @@ impl HubLine {
             HubLine::TaskStatus(_) => "task_status",
             HubLine::Tasks(_) => "tasks",
             HubLine::Cancel(_) => "cancel",
+            HubLine::TaskAnswer(_) => "task_answer",
             HubLine::Turn(_) => "turn",
             HubLine::Activity(_) => "activity",
         }
@@ -578,6 +610,7 @@ impl HubLine {
             RawHubLine::TaskStatus(r) => HubLine::TaskStatus(Box::new(r)),
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
+            RawHubLine::TaskAnswer(r) => HubLine::TaskAnswer(r),
             RawHubLine::Turn(r) => HubLine::Turn(r),
             RawHubLine::Activity(a) => HubLine::Activity(a),
             RawHubLine::Envelope(raw) => {
@@ -629,6 +662,7 @@ impl HubLine {
             HubLine::TaskStatus(r) => format!("{{\"task_status\":{}}}", to_json(r)),
             HubLine::Tasks(l) => format!("{{\"tasks\":{}}}", to_json(l)),
             HubLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
+            HubLine::TaskAnswer(r) => format!("{{\"task_answer\":{}}}", to_json(r)),
             HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
             HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
         };

@@ -1,6 +1,8 @@
 //! The delegation verbs' payloads (issue 11; docs/delegation.md "Verbs and replies"): what a
 //! client sends in `delegate`, `task_status`, `tasks` and `cancel`, and what the hub answers in
-//! `delegated`, `task_status`, `tasks` and `cancel`.
+//! `delegated`, `task_status`, `tasks` and `cancel`. What issue 37 added for approvals
+//! (`delegate`'s `permission` and `allow`, the record's `requests`, `task_answer`) has its
+//! types in `wire::approval`.
 //!
 //! Owns the types and their JSON shapes (keys in the documented order, optional keys absent
 //! rather than null). Decoding of the client side goes through `wire::decode`, like every
@@ -8,11 +10,13 @@
 //! it). Refuses: any rule that needs the hub's state or config (agents, roots, caps): those
 //! are `tasks::TaskBook::submit`'s.
 
+use super::approval::{AllowRule, Permission, RequestRecord};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// `{"delegate":{"agent":…,"cwd":…,"prompt":…,"timeoutSecs":…,"progressSecs":…,"peer":…}}`.
-/// The optional keys may be null or absent; the encoder leaves them out when `None`.
+/// `{"delegate":{"agent":…,"cwd":…,"prompt":…,"timeoutSecs":…,"progressSecs":…,"peer":…,
+/// "permission":…,"allow":[…]}}`. The optional keys may be null or absent; the encoder leaves
+/// them out when `None`.
 #[derive(Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct DelegateRequest {
@@ -35,6 +39,14 @@ pub struct DelegateRequest {
     /// A relay peer id: the task runs on that hub.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+    /// Issue 37: the policy the delegator asks for; the task runs under the narrower of it
+    /// and the operator's bound, and a wider one is refused (docs/delegation.md
+    /// "Approvals"). Absent: the operator's bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<Permission>,
+    /// Issue 37: pre-approval rules (`wire::approval::check_allow`'s bounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<AllowRule>>,
 }
 
 /// The prompt is the delegator's work and may be large or confidential: `Debug` (and so any
@@ -48,6 +60,8 @@ impl fmt::Debug for DelegateRequest {
             .field("timeout_secs", &self.timeout_secs)
             .field("progress_secs", &self.progress_secs)
             .field("peer", &self.peer)
+            .field("permission", &self.permission)
+            .field("allow", &self.allow)
             .finish()
     }
 }
@@ -128,6 +142,9 @@ pub struct TaskRecord {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<TaskProgress>,
+    /// Issue 37: the task's open requests, oldest first; absent when none is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Vec<RequestRecord>>,
 }
 
 impl TaskRecord {
@@ -223,6 +240,8 @@ mod tests {
             timeout_secs: Some(600),
             progress_secs: Some(0),
             peer: None,
+            permission: None,
+            allow: None,
         }
     }
 
@@ -275,7 +294,7 @@ mod tests {
         let cases = [
             (
                 format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","{secret}":1}}}}"#),
-                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`",
+                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`",
             ),
             (
                 r#"{"delegate":{"agent":"a","cwd":"/x"}}"#.to_owned(),
@@ -327,7 +346,7 @@ mod tests {
             ),
             (
                 r#"{"delegated":{"task":"t","state":"queued"}}"#.into(),
-                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `turn`, `activity`",
+                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `turn`, `activity`",
             ),
         ];
         for (line, want) in &cases {

@@ -7,10 +7,12 @@
 //! One refresh is one connection with one `activity` verb (SPEC §14.1), `who` from a hub
 //! without it, plus a read of the relay's status file with `--config`. The rooms:
 //! `snapshot` (the view's tolerant reading of what a refresh saw, and who looks stuck),
-//! `render` (a snapshot to lines; pure), `keys` (bytes to actions; pure), `term` (raw mode,
-//! alternate screen, restore on every exit) and `run` (the thin loop that fetches, draws and
-//! waits).
+//! `render` (a snapshot to lines; pure), `keys` (bytes to actions; pure), `answer` (picking
+//! a task's request and one of its options, issue 37; pure), `term` (raw mode, alternate
+//! screen, restore on every exit) and `run` (the thin loop that fetches, draws, sends an
+//! answer and waits).
 
+pub mod answer;
 pub mod keys;
 pub mod render;
 mod run;

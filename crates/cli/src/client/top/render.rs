@@ -1,15 +1,17 @@
 //! Drawing one refresh of `agent-hub top` (docs/operations.md "Watching a hub"): a snapshot
 //! and the view's settings in, styled lines out — agents (sorted, stuck ones marked), the
-//! last envelopes' metadata, unfinished tasks, relay links. `fit` cuts them to a terminal's
-//! size; `ansi` and `plain` turn them into text for a terminal or for a pipe.
+//! last envelopes' metadata, unfinished tasks with the requests they wait on (issue 37,
+//! numbered for `a`), relay links, and the answering prompt under the header. `fit` cuts them
+//! to a terminal's size; `ansi` and `plain` turn them into text for a terminal or for a pipe.
 //!
 //! Pure: no IO, no clock (the snapshot's time is "now"), so every frame is a unit test.
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+use super::answer::{answerable, Answering};
 use super::snapshot::{
-    attention, filters_hidden, is_remote, text_of, ActivityView, AgentView, Attention, Snapshot,
-    Source,
+    attention, filters_hidden, is_remote, text_of, ActivityView, AgentView, Attention, OpenRequest,
+    Snapshot, Source,
 };
 use chrono::{DateTime, Utc};
 use std::cmp::Ordering;
@@ -44,10 +46,12 @@ impl SortBy {
 }
 
 /// What the operator chose with keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewState {
     pub sort: SortBy,
     pub reverse: bool,
+    /// Answering a task's request (`a`, issue 37).
+    pub answering: Answering,
 }
 
 impl Default for ViewState {
@@ -56,6 +60,7 @@ impl Default for ViewState {
         ViewState {
             sort: SortBy::State,
             reverse: false,
+            answering: Answering::default(),
         }
     }
 }
@@ -132,13 +137,7 @@ pub fn ago(t: Option<&str>, now: DateTime<Utc>) -> String {
     let Some(t) = t.and_then(|t| DateTime::parse_from_rfc3339(t).ok()) else {
         return "-".into();
     };
-    let secs = (now - t.with_timezone(&Utc)).num_seconds().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 120 * 60 => format!("{}m", s / 60),
-        s if s < 48 * 3600 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    short((now - t.with_timezone(&Utc)).num_seconds())
 }
 
 /// A parked await's filter as `who` and `top` print it (SPEC §14): `any`, `reply-to=C`,
@@ -398,6 +397,10 @@ pub fn render(snap: &Snapshot, view: &ViewState, ctx: &Context) -> Vec<Line> {
             if view.reverse { " (reversed)" } else { "" },
         ),
     ));
+    for p in view.answering.prompt(&snap.requests) {
+        let style = if p.warn { Style::Warn } else { Style::Title };
+        out.push(line(style, p.text));
+    }
     let (source, hub) = match &snap.hub {
         Ok((source, hub)) => (*source, hub),
         Err(why) => {
@@ -462,7 +465,7 @@ pub fn render(snap: &Snapshot, view: &ViewState, ctx: &Context) -> Vec<Line> {
     } else {
         push_envelopes(&mut out, hub, now);
         out.push(line(Style::Normal, ""));
-        push_tasks(&mut out, hub, now);
+        push_tasks(&mut out, hub, &snap.requests, ctx, now);
     }
     push_links(&mut out, snap);
     out
@@ -512,12 +515,41 @@ fn push_envelopes(out: &mut Vec<Line>, hub: &super::snapshot::ActivityView, now:
     }
 }
 
-fn push_tasks(out: &mut Vec<Line>, hub: &super::snapshot::ActivityView, now: DateTime<Utc>) {
+/// The TASKS section: each unfinished task, the requests it waits on under it (then those of
+/// tasks `activity` does not list, which the viewer may answer all the same).
+fn push_tasks(
+    out: &mut Vec<Line>,
+    hub: &super::snapshot::ActivityView,
+    requests: &[OpenRequest],
+    ctx: &Context,
+    now: DateTime<Utc>,
+) {
+    // The key that answers is named here, where requests wait, not in the header: the header
+    // is cut at 132 columns already, and `a` does nothing useful without a request.
+    let waiting = if requests.is_empty() {
+        String::new()
+    } else if ctx.interactive {
+        format!("   requests waiting {} (a: answer)", requests.len())
+    } else {
+        format!("   requests waiting {}", requests.len())
+    };
     out.push(line(
         Style::Title,
-        format!("TASKS {} unfinished", hub.tasks.len()),
+        format!("TASKS {} unfinished{waiting}", hub.tasks.len()),
     ));
-    if hub.tasks.is_empty() {
+    let numbers = answerable(requests);
+    let number = |r: &OpenRequest| {
+        numbers
+            .iter()
+            .position(|n| std::ptr::eq(*n, r))
+            .map(|i| i + 1)
+    };
+    let push_requests = |out: &mut Vec<Line>, task: &str| {
+        for r in requests.iter().filter(|r| r.task == task) {
+            push_request(out, r, number(r), now);
+        }
+    };
+    if hub.tasks.is_empty() && requests.is_empty() {
         return;
     }
     out.push(line(
@@ -547,6 +579,86 @@ fn push_tasks(out: &mut Vec<Line>, hub: &super::snapshot::ActivityView, now: Dat
                 ago(t.started_at.as_deref(), now)
             ),
         ));
+        push_requests(out, &t.task);
+    }
+    let mut others: Vec<&str> = requests
+        .iter()
+        .map(|r| r.task.as_str())
+        .filter(|t| !hub.tasks.iter().any(|h| h.task == *t))
+        .collect();
+    others.dedup();
+    for task in others {
+        out.push(line(
+            Style::Normal,
+            format!("{} (a task you may answer for)", cell(task, 22)),
+        ));
+        push_requests(out, task);
+    }
+}
+
+/// One request under its task, in two lines that keep what answering needs at the start, so
+/// a narrow terminal cuts only the title's end: its number for `a` (`[n]`; `[-]` when it has
+/// no id or options to answer with, `[+]` past the ninth), id, type and tool kind, title;
+/// then its options, how long it has waited and when its fallback answers it.
+fn push_request(out: &mut Vec<Line>, r: &OpenRequest, number: Option<usize>, now: DateTime<Utc>) {
+    let v = &r.request;
+    let n = match number {
+        Some(n) if n <= super::answer::MAX_PICK => format!("[{n}]"),
+        Some(_) => "[+]".to_owned(),
+        None => "[-]".to_owned(),
+    };
+    let tool = v
+        .tool_kind
+        .as_deref()
+        .map(|k| format!(" {k}"))
+        .unwrap_or_default();
+    out.push(line(
+        Style::Warn,
+        format!(
+            "  {n} {} {}{tool} {}",
+            v.request.as_deref().unwrap_or("-"),
+            v.kind.as_deref().unwrap_or("request"),
+            v.title.as_deref().unwrap_or("")
+        )
+        .trim_end()
+        .to_owned(),
+    ));
+    let options = if v.options.is_empty() {
+        "-".to_owned()
+    } else {
+        v.options.join(", ")
+    };
+    let waited = v
+        .waiting_ms
+        .map_or_else(|| "-".to_owned(), |ms| short((ms / 1000) as i64));
+    let expires = match v
+        .expires_at
+        .as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+    {
+        Some(t) => {
+            let left = (t.with_timezone(&Utc) - now).num_seconds();
+            if left > 0 {
+                format!("expires in {}", short(left))
+            } else {
+                "expires now".to_owned()
+            }
+        }
+        None => "expiry unknown".to_owned(),
+    };
+    out.push(line(
+        Style::Normal,
+        format!("      options {options}   waiting {waited}   {expires}"),
+    ));
+}
+
+/// `4s`, `12m`, `3h`, `2d` for a count of seconds, as `ago` counts.
+fn short(secs: i64) -> String {
+    match secs.max(0) {
+        s if s < 120 => format!("{s}s"),
+        s if s < 120 * 60 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
     }
 }
 
@@ -737,6 +849,7 @@ mod tests {
             taken: t("2026-12-01T10:00:00Z"),
             hub: Ok((Source::Activity, hub)),
             down_since: None,
+            requests: Vec::new(),
             links: Some(Ok(vec![LinkView {
                 peer: "lab".into(),
                 state: "backoff".into(),
@@ -830,32 +943,32 @@ mod tests {
         hub.agents[0].last_seen = Some("2026-12-01T09:59:59.000Z".into());
         hub.agents[2].last_seen = None;
         let now = s.taken;
-        let names = |v: ViewState| -> Vec<String> {
+        let names = |v: &ViewState| -> Vec<String> {
             let mut r = rows(hub, now);
-            sort_rows(&mut r, &v);
+            sort_rows(&mut r, v);
             r.into_iter().map(|r| r.name).collect()
         };
         let mut v = ViewState::default();
         assert_eq!(
-            names(v),
+            names(&v),
             ["wrker", "bravo", "charlie", "alpha"],
             "stuck (nobody's first), then warn, then fine"
         );
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::LastSeen);
         assert_eq!(
-            names(v),
+            names(&v),
             ["alpha", "bravo", "charlie", "wrker"],
             "newest first, never last"
         );
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::Name);
-        assert_eq!(names(v), ["alpha", "bravo", "charlie", "wrker"]);
+        assert_eq!(names(&v), ["alpha", "bravo", "charlie", "wrker"]);
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::Queue);
-        assert_eq!(names(v), ["bravo", "wrker", "charlie", "alpha"]);
+        assert_eq!(names(&v), ["bravo", "wrker", "charlie", "alpha"]);
         v.reverse = true;
-        assert_eq!(names(v), ["alpha", "charlie", "wrker", "bravo"]);
+        assert_eq!(names(&v), ["alpha", "charlie", "wrker", "bravo"]);
         v.sort = v.sort.next();
         assert_eq!(v.sort, SortBy::State);
     }
@@ -906,6 +1019,7 @@ mod tests {
                 },
             )),
             down_since: None,
+            requests: Vec::new(),
             links: None,
         }
     }
@@ -999,6 +1113,128 @@ mod tests {
             night.text
         );
         assert!(lines.iter().all(|l| l.text.chars().count() <= 80));
+    }
+
+    fn open(task: &str, id: &str, title: &str, options: &[&str]) -> OpenRequest {
+        OpenRequest {
+            task: task.into(),
+            request: crate::client::task::RequestView {
+                request: Some(id.into()),
+                kind: Some("permission".into()),
+                title: Some(title.into()),
+                tool_kind: Some("execute".into()),
+                options: options.iter().map(|o| (*o).into()).collect(),
+                opened_at: Some("2026-12-01T09:58:00.000Z".into()),
+                expires_at: Some("2026-12-01T10:08:00.000Z".into()),
+                waiting_ms: Some(125_000),
+            },
+        }
+    }
+
+    /// Issue 37: the requests a task waits on, under it in TASKS, at 80 columns: what
+    /// answering needs (the number, the id, the options, the time left) is never cut, a long
+    /// or hostile title is; the prompt of a pick sits under the header.
+    #[test]
+    fn at_80_columns_open_requests_show_under_their_task_numbered_for_answering() {
+        let mut s = snap();
+        s.requests = vec![
+            open(
+                "task-0123",
+                "req-0123456789abcdef",
+                "Run cargo test --workspace --all-targets -- --include-ignored and then some more words",
+                &["allow", "reject"],
+            ),
+            open("task-0123", "req-1111111111111111", "Odd one", &[]),
+            open("task-other", "req-2222222222222222", "Edit src/\u{1b}]52;c;eA==\u{7}a.rs", &["allow_once", "allow_always", "reject_once"]),
+        ];
+        let c = Context {
+            width: Some(80),
+            ..ctx()
+        };
+        let lines = fit(render(&s, &ViewState::default(), &c), 80, 60);
+        let all = texts(&lines).join("\n");
+        assert!(lines.iter().all(|l| l.text.chars().count() <= 80), "{all}");
+        assert!(!all.contains('\u{1b}'), "{all}");
+        assert_eq!(
+            row(&lines, "TASKS").text,
+            "TASKS 1 unfinished   requests waiting 3 (a: answer)"
+        );
+        let at = lines
+            .iter()
+            .position(|l| l.text.starts_with("task-0123"))
+            .unwrap();
+        let first = &lines[at + 1];
+        assert_eq!(first.style, Style::Warn);
+        assert!(
+            first
+                .text
+                .starts_with("  [1] req-0123456789abcdef permission execute Run cargo test"),
+            "{}",
+            first.text
+        );
+        assert!(
+            first.text.ends_with('…'),
+            "the long title is cut: {}",
+            first.text
+        );
+        assert_eq!(
+            lines[at + 2].text,
+            "      options allow, reject   waiting 2m   expires in 8m"
+        );
+        assert!(
+            lines[at + 3].text.starts_with("  [-] req-1111111111111111"),
+            "no options: not numbered"
+        );
+        assert_eq!(
+            lines[at + 4].text,
+            "      options -   waiting 2m   expires in 8m"
+        );
+        assert!(
+            lines[at + 5].text.starts_with("task-other")
+                && lines[at + 5].text.ends_with("(a task you may answer for)")
+        );
+        assert!(
+            lines[at + 6].text.starts_with(
+                "  [2] req-2222222222222222 permission execute Edit src/?]52;c;eA==?a.rs"
+            ),
+            "{}",
+            lines[at + 6].text
+        );
+        assert_eq!(
+            lines[at + 7].text,
+            "      options allow_once, allow_always, reject_once   waiting 2m   expires in 8m"
+        );
+        // A pick under way: its prompt under the header, whole at 80 columns.
+        let mut v = ViewState::default();
+        v.answering.begin(&s.requests);
+        let lines = fit(render(&s, &v, &c), 80, 60);
+        assert_eq!(
+            lines[1].text,
+            "answer which request? 1-2 (its [n] under TASKS); Esc: back"
+        );
+        v.answering.digit(b'2', &s.requests);
+        let lines = fit(render(&s, &v, &c), 80, 60);
+        assert_eq!(
+            lines[1].text,
+            "answer req-2222222222222222 with (Esc: back): Edit src/?]52;c;eA==?a.rs"
+        );
+        assert_eq!(
+            lines[2].text,
+            "  1 allow_once   2 allow_always   3 reject_once"
+        );
+        // Plain lines (no keys): the same rows, no hint about a key.
+        let mut plain_ctx = ctx();
+        plain_ctx.interactive = false;
+        let all = texts(&render(&s, &ViewState::default(), &plain_ctx)).join("\n");
+        assert!(
+            all.contains("TASKS 1 unfinished   requests waiting 3\n"),
+            "{all}"
+        );
+        assert!(all.contains("  [1] req-0123456789abcdef"));
+        // None waiting: the section as before.
+        let all = texts(&render(&snap(), &ViewState::default(), &c)).join("\n");
+        assert!(all.contains("TASKS 1 unfinished\n"), "{all}");
+        assert!(!all.contains("[1]"));
     }
 
     #[test]

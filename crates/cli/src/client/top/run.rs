@@ -1,9 +1,11 @@
 //! The loop of `agent-hub top`: fetch a snapshot, draw it, wait for the next refresh or a
-//! key. Decides nothing itself: `render` draws, `keys` interprets, `snapshot` reads.
+//! key, send an answer the keys picked (issue 37). Decides nothing itself: `render` draws,
+//! `keys` and `answer` interpret, `snapshot` reads.
 
+use super::answer::Choice;
 use super::keys::{self, Action};
 use super::render::{self, Context, ViewState};
-use super::snapshot::{self, LinkView, Snapshot, Source};
+use super::snapshot::{self, LinkView, OpenRequest, Snapshot, Source};
 use super::term::{self, Screen};
 use crate::client::{ClientError, Endpoint, Exchange};
 use agent_hub_proto::wire::{ClientLine, WhoRequest};
@@ -90,6 +92,9 @@ struct Fetcher {
     who_only: bool,
     /// When the refreshes began to fail, while they do (the view says for how long).
     down_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Set once the hub refused `tasks` for good (no `[tasks]` table, a task identity): its
+    /// open requests are not asked for again.
+    no_tasks: bool,
     status_path: Option<Result<PathBuf, String>>,
 }
 
@@ -121,6 +126,10 @@ impl Fetcher {
             }
             Err(e) => return Err(TopError::Hub(e)),
         };
+        let requests = match &hub {
+            Ok((Source::Activity, view)) if !self.no_tasks => self.requests(&view.tasks),
+            _ => Vec::new(),
+        };
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
                 agent_hub_host::relay_status::read_status(&p)
@@ -132,8 +141,49 @@ impl Fetcher {
             taken,
             hub,
             down_since: self.down_since,
+            requests,
             links,
         })
+    }
+
+    /// The open requests the hub's `tasks` answer shows this viewer (issue 37: the ones it may
+    /// answer), in the view's task order. One more short connection per refresh; a refusal
+    /// that will not change (no `[tasks]` table) stops the asking, and any other failure
+    /// shows none this time rather than failing the refresh.
+    fn requests(&mut self, tasks: &[snapshot::TaskView]) -> Vec<OpenRequest> {
+        let verb = ClientLine::Tasks;
+        let answer = Exchange::open_within(&self.ep, &verb, CONNECT_TIMEOUT, REPLY_TIMEOUT)
+            .and_then(|mut ex| ex.read_raw())
+            .and_then(|line| {
+                crate::client::task::answer::<crate::client::task::TaskList>(&line, "tasks")
+            });
+        match answer {
+            Ok(a) => snapshot::open_requests(tasks, &a.value.tasks),
+            Err(e) => {
+                self.no_tasks = !retryable(&e);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Sends the answer `a` picked; the view's notice says how it went: the request
+    /// answered, or the hub's refusal in its words (which pass the one sanitiser when drawn).
+    fn answer(&self, c: Choice) -> Result<String, String> {
+        let req = crate::client::task::TaskAnswerRequest {
+            task: c.task,
+            request: Some(c.request),
+            option: c.option,
+            message: None,
+        };
+        match crate::client::task_answer(&self.ep, req) {
+            Ok(a) => Ok(format!(
+                "{} {} with {}",
+                a.value.state.as_deref().unwrap_or("answered"),
+                a.value.request.as_deref().unwrap_or("-"),
+                a.value.option.as_deref().unwrap_or("-")
+            )),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 
@@ -157,6 +207,7 @@ pub fn run(o: Options) -> Result<bool, TopError> {
         ep: o.endpoint.clone(),
         who_only: false,
         down_since: None,
+        no_tasks: false,
         status_path: o
             .config
             .as_ref()
@@ -191,13 +242,21 @@ pub fn run(o: Options) -> Result<bool, TopError> {
                 break;
             }
             let bytes = screen.keys(left).map_err(TopError::Keys)?;
-            match keys::apply(&bytes, &mut view) {
+            match keys::apply(&bytes, &mut view, &snap.requests) {
                 Action::Quit => return Ok(snap.hub.is_ok()),
                 Action::Redraw => draw(&screen, &snap, &view, &ctx)?,
                 Action::Nothing => {}
+                Action::Answer(choice) => {
+                    view.answering.answered(f.answer(choice));
+                    // What the answer changed, at once: the request is gone from the list.
+                    snap = f.snapshot()?;
+                    view.answering.reconcile(&snap.requests);
+                    draw(&screen, &snap, &view, &ctx)?;
+                }
             }
         }
         snap = f.snapshot()?;
+        view.answering.reconcile(&snap.requests);
     }
 }
 

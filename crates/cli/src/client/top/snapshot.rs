@@ -1,6 +1,7 @@
 //! What one refresh of `agent-hub top` saw (docs/operations.md "Watching a hub"): the hub's
-//! `activity` answer (SPEC §14.1) or, from a hub without that verb, its `who` answer, and the
-//! relay's status file when `--config` names one.
+//! `activity` answer (SPEC §14.1) or, from a hub without that verb, its `who` answer, the
+//! open requests of the tasks the hub's `tasks` answer shows the viewer (issue 37: the ones
+//! it may answer), and the relay's status file when `--config` names one.
 //!
 //! Owns the view's own reading of those replies. It is deliberately tolerant: unknown keys
 //! are ignored and every key but a name may be absent, so a hub that adds fields to `who`
@@ -10,6 +11,7 @@
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+use crate::client::task::{RequestView, TaskRecord};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -153,6 +155,50 @@ impl LinkView {
     }
 }
 
+/// One open request of a task, as the hub's `tasks` answer lists it to the viewer (issue 37):
+/// a task's delegator sees its own tasks' requests, a name in `tasks.approvers` every task's.
+/// `activity` carries none: it is metadata for operators, and an operator may not answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenRequest {
+    pub task: String,
+    pub request: RequestView,
+}
+
+impl OpenRequest {
+    /// The request's id, when the hub gave one.
+    pub fn id(&self) -> Option<&str> {
+        self.request.request.as_deref().filter(|r| !r.is_empty())
+    }
+
+    /// Whether `top` can answer it: it has an id and offers options.
+    pub fn answerable(&self) -> bool {
+        self.id().is_some() && !self.request.options.is_empty()
+    }
+}
+
+/// The open requests of `records` (a `tasks` answer), in the order the view shows them: the
+/// tasks `activity` lists first, in its order, then any other task the answer holds (an
+/// approver's view of another delegator's task), each task's requests as the hub lists them
+/// (oldest first).
+pub fn open_requests(tasks: &[TaskView], records: &[TaskRecord]) -> Vec<OpenRequest> {
+    let rank = |task: &str| {
+        tasks
+            .iter()
+            .position(|t| t.task == task)
+            .unwrap_or(tasks.len())
+    };
+    let mut with: Vec<&TaskRecord> = records.iter().filter(|r| !r.requests.is_empty()).collect();
+    with.sort_by_key(|r| rank(&r.task));
+    with.into_iter()
+        .flat_map(|r| {
+            r.requests.iter().map(|q| OpenRequest {
+                task: r.task.clone(),
+                request: q.clone(),
+            })
+        })
+        .collect()
+}
+
 /// Where the hub's part of a refresh came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -171,6 +217,9 @@ pub struct Snapshot {
     pub hub: Result<(Source, ActivityView), String>,
     /// While refreshes fail: when the first of them did (the view says how long it has been).
     pub down_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// The open requests the viewer may answer (`open_requests`); empty when none is open or
+    /// the hub lists none (one from before issue 37, or one without `[tasks]`).
+    pub requests: Vec<OpenRequest>,
     /// Relay links: None without `--config` or without a `[relay]` table; Err when the
     /// status file cannot be read.
     pub links: Option<Result<Vec<LinkView>, String>>,
@@ -288,6 +337,51 @@ pub fn attention(a: &AgentView) -> Attention {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(task: &str, requests: &[&str]) -> TaskRecord {
+        TaskRecord {
+            task: task.into(),
+            requests: requests
+                .iter()
+                .map(|r| RequestView {
+                    request: Some((*r).into()),
+                    options: vec!["allow".into()],
+                    ..RequestView::default()
+                })
+                .collect(),
+            ..TaskRecord::default()
+        }
+    }
+
+    /// Requests follow the view's task order, then the tasks `activity` does not list; each
+    /// task's in the hub's order. Only one with an id and options can be answered.
+    #[test]
+    fn open_requests_follow_the_task_order() {
+        let tasks: Vec<TaskView> = ["task-b", "task-a"]
+            .iter()
+            .map(|t| TaskView {
+                task: (*t).into(),
+                ..TaskView::default()
+            })
+            .collect();
+        let records = [
+            record("task-a", &["req-a1", "req-a2"]),
+            record("task-x", &["req-x1"]),
+            record("task-c", &[]),
+            record("task-b", &["req-b1"]),
+        ];
+        let ids: Vec<String> = open_requests(&tasks, &records)
+            .iter()
+            .map(|o| o.id().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids, ["req-b1", "req-a1", "req-a2", "req-x1"]);
+        let mut no_options = open_requests(&tasks, &records)[0].clone();
+        assert!(no_options.answerable());
+        no_options.request.options.clear();
+        assert!(!no_options.answerable());
+        no_options.request.request = Some(String::new());
+        assert_eq!(no_options.id(), None);
+    }
 
     #[test]
     fn a_who_reply_with_or_without_liveness_reads_and_unknown_keys_are_ignored() {

@@ -16,7 +16,7 @@ use crate::hub::outbox::Outbox;
 use crate::hub::tasks::TaskWork;
 use crate::kernel::now::Now;
 use crate::tasks::{DelegateRefusal, TaskAction, TaskBook};
-use crate::wire::{DelegateRequest, HubLine, TaskRequest};
+use crate::wire::{DelegateRequest, HubLine, TaskAnswerRequest, TaskRequest};
 
 fn not_enabled(conns: &mut Conns, out: &mut Outbox, conn: ConnId, verb: &str, now: Now) {
     let msg = format!("invalid {verb}: delegation is not enabled on this hub");
@@ -39,6 +39,13 @@ pub(in crate::hub) fn delegate(
     };
     if conns.shutting_down() {
         return conns.fail(out, conn, "invalid delegate: the hub is shutting down", now);
+    }
+    // Issue 37: the wire reads `permission` and `allow`, the book does not apply them yet; a
+    // task run under a wider policy than its delegator asked for would be worse than a
+    // refusal, so until `tasks::approvals` does, both are refused.
+    if req.permission.is_some() || req.allow.is_some() {
+        let why = "invalid delegate: permission and allow are not supported by this hub yet";
+        return conns.fail(out, conn, why, now);
     }
     match book.submit(req, &name, now, work.ids) {
         Err(refusal) => conns.fail(out, conn, &refusal.to_string(), now),
@@ -106,6 +113,29 @@ pub(in crate::hub) fn tasks(
     };
     let list = book.list(&name, now);
     conns.reply(out, conn, &HubLine::Tasks(list), "tasks", now);
+}
+
+/// `task_answer` (issue 37). Until the book holds requests open (`tasks::approvals`) no task
+/// ever has one: a task the asker may see answers `has no open request`, any other `unknown
+/// task`, the texts of SPEC §16.1 "Requests and answers".
+pub(in crate::hub) fn task_answer(
+    conns: &mut Conns,
+    out: &mut Outbox,
+    book: Option<&TaskBook>,
+    conn: ConnId,
+    req: TaskAnswerRequest,
+    now: Now,
+) {
+    let name = conns.asker(conn);
+    let Some(book) = book else {
+        return not_enabled(conns, out, conn, "task_answer", now);
+    };
+    let msg = if book.status(&req.task, &name, now).state == "unknown" {
+        "unknown task".to_owned()
+    } else {
+        format!("invalid task_answer: {} has no open request", req.task)
+    };
+    conns.fail(out, conn, &msg, now)
 }
 
 /// `cancel`: the book decides; what it asks for (a cancel of the runner, the `cancelling`
