@@ -177,6 +177,9 @@ impl Hub {
                     }
                 }
                 TaskAction::Cancel(task) => self.outputs.push_back(Output::CancelTask { task }),
+                TaskAction::Answer { task, seq, answer } => self
+                    .outputs
+                    .push_back(Output::AnswerTask { task, seq, answer }),
                 TaskAction::Log(line) => self.outputs.push_back(Output::Log(line)),
                 TaskAction::ToPeer {
                     peer,

@@ -49,9 +49,11 @@ impl Hub {
                         }
                         TaskAction::Commit(c) => self.stage_task_commit(c, None, now),
                         TaskAction::Log(l) => self.outputs.push_back(crate::hub::Output::Log(l)),
-                        // A submit starts nothing, cancels nothing and tells no peer.
+                        // A submit starts nothing, cancels nothing, answers nothing and tells
+                        // no peer.
                         TaskAction::Start(_)
                         | TaskAction::Cancel(_)
+                        | TaskAction::Answer { .. }
                         | TaskAction::ToPeer { .. } => {}
                     }
                 }
