@@ -269,8 +269,39 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
             "handshake_timeout_ms = 10000",
             "handshake_timeout_ms = 18446744073709551615",
         );
+    // The `[tasks]` table uncommented (with a root that exists everywhere), and its approval
+    // keys (issue 37) at hostile values.
+    let tasks: String = example
+        .lines()
+        .skip_while(|l| !l.starts_with("# [tasks]"))
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replace("/home/me/src", "/");
+    let with_tasks = format!("{example}{tasks}");
+    let hostile_tasks = with_tasks
+        .replace(
+            "permission_timeout_secs = 600",
+            "permission_timeout_secs = 18446744073709551615",
+        )
+        .replace(
+            "max_open_requests_per_task = 8",
+            "max_open_requests_per_task = 4294967297",
+        )
+        .replace(
+            "permission_fallback = \"reject\"",
+            "permission_fallback = \"allow\"",
+        )
+        .replace(
+            "approvers = []",
+            "approvers = [\"hub\", \"task-1\", \"\\u001b]0;x\"]",
+        );
     vec![
         ("example".to_owned(), example.clone().into_bytes()),
+        ("example-tasks".to_owned(), with_tasks.into_bytes()),
+        ("hostile-tasks".to_owned(), hostile_tasks.into_bytes()),
         ("example-relay".to_owned(), with_relay.into_bytes()),
         ("example-sqlite".to_owned(), sqlite.into_bytes()),
         ("huge-durations".to_owned(), huge.into_bytes()),

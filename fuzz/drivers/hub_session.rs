@@ -592,6 +592,7 @@ impl Sim {
             // Nor does it hear from relay peers about tasks.
             Output::StartTask(_)
             | Output::CancelTask { .. }
+            | Output::AnswerTask { .. }
             | Output::KillOrphan { .. }
             | Output::ToPeer(_) => {
                 unreachable!("no tasks are configured")

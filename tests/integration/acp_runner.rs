@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 const HUB: &str = env!("CARGO_BIN_EXE_agent-hub");
 const DEADLINE: Duration = Duration::from_secs(60);
 
-fn cfg() -> SessionConfig {
+pub(crate) fn cfg() -> SessionConfig {
     SessionConfig::new(std::env::temp_dir(), "Say hello.", 30_000)
 }
 
-fn spec(args: &[&str], session: SessionConfig) -> TaskSpec {
+pub(crate) fn spec(args: &[&str], session: SessionConfig) -> TaskSpec {
     let mut argv: Vec<OsString> = vec![common::fakes::acp_agent().into()];
     argv.extend(args.iter().map(OsString::from));
     TaskSpec {
@@ -38,19 +38,19 @@ fn spec(args: &[&str], session: SessionConfig) -> TaskSpec {
     }
 }
 
-fn with_env(mut s: TaskSpec, k: &str, v: &str) -> TaskSpec {
+pub(crate) fn with_env(mut s: TaskSpec, k: &str, v: &str) -> TaskSpec {
     s.env.push((k.into(), v.into()));
     s
 }
 
 /// A started task and a count of its wake calls.
-struct Task {
-    handle: TaskHandle,
+pub(crate) struct Task {
+    pub(crate) handle: TaskHandle,
     wakes: Arc<AtomicUsize>,
-    seen: Vec<TaskEvent>,
+    pub(crate) seen: Vec<TaskEvent>,
 }
 
-fn start(spec: TaskSpec) -> Task {
+pub(crate) fn start(spec: TaskSpec) -> Task {
     let wakes = Arc::new(AtomicUsize::new(0));
     let w = Arc::clone(&wakes);
     let handle = runner::start(
@@ -68,7 +68,7 @@ fn start(spec: TaskSpec) -> Task {
 
 impl Task {
     /// Waits for the next event matching `want`, keeping every event seen.
-    fn until(&mut self, what: &str, want: impl Fn(&TaskEvent) -> bool) -> TaskEvent {
+    pub(crate) fn until(&mut self, what: &str, want: impl Fn(&TaskEvent) -> bool) -> TaskEvent {
         let end = Instant::now() + DEADLINE;
         loop {
             let left = end.saturating_duration_since(Instant::now());
@@ -91,7 +91,7 @@ impl Task {
 
     /// Runs to `Ended` and checks the event contract: `Started` first (if at all), exactly
     /// one `Outcome`, `Ended` last, nothing after it, one wake per event.
-    fn finish(mut self) -> Run {
+    pub(crate) fn finish(mut self) -> Run {
         self.until("Ended", |e| matches!(e, TaskEvent::Ended(_)));
         assert!(self.handle.has_ended());
         let outcomes: Vec<&Outcome> = self
@@ -141,15 +141,15 @@ impl Task {
     }
 }
 
-struct Run {
-    outcome: Outcome,
-    end: TaskEnd,
-    logs: Vec<(Level, String)>,
-    pid: Option<u32>,
+pub(crate) struct Run {
+    pub(crate) outcome: Outcome,
+    pub(crate) end: TaskEnd,
+    pub(crate) logs: Vec<(Level, String)>,
+    pub(crate) pid: Option<u32>,
 }
 
 impl Run {
-    fn logged(&self, part: &str) -> bool {
+    pub(crate) fn logged(&self, part: &str) -> bool {
         self.logs.iter().any(|(_, m)| m.contains(part))
     }
 }

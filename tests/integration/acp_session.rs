@@ -122,7 +122,11 @@ fn run(args: &[&str], env: &[(&str, &str)], cfg: SessionConfig, opts: Opts) -> R
                         assert!(s.cancel(Instant::now()));
                         again = true;
                     }
-                    Event::Progress(_) | Event::Log(_) => {}
+                    // No test here runs under `ask`: nothing is held.
+                    Event::Progress(_)
+                    | Event::Log(_)
+                    | Event::Request(_)
+                    | Event::Preapproved { .. } => {}
                     Event::Finished => break 'run,
                 }
             }

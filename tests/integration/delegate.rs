@@ -329,7 +329,8 @@ fn mid_task_mail_from_the_task_identity_reaches_the_delegator() {
 /// first, so the hub is asked and rejects; an agent that cannot be switched is refused.
 #[test]
 fn under_reject_an_agent_starting_in_auto_is_asked_and_its_send_rejected() {
-    let hub = setup_with("", false).start();
+    // `ask` is the default (issue 37); this is about `reject`.
+    let hub = setup_with("permission = \"reject\"", false).start();
     let task = task_id(&delegate(&hub, "alpha", "fakeauto", json!({})));
     let body = outcome(&hub, "alpha", &task);
     assert_eq!(body["state"], "completed", "{body}");

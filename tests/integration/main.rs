@@ -13,6 +13,7 @@
 mod common;
 mod harness;
 
+mod acp_requests;
 mod acp_runner;
 mod acp_session;
 mod agents;
@@ -25,6 +26,7 @@ mod delegate;
 mod delegate_cli;
 mod delegate_headless;
 mod delegate_peer;
+mod delegate_requests;
 mod deliver;
 mod delivery;
 mod demo;

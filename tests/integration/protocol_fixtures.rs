@@ -867,6 +867,7 @@ impl Sim {
                 // Nor does it run tasks: no `[tasks]` table.
                 Output::StartTask(_)
                 | Output::CancelTask { .. }
+                | Output::AnswerTask { .. }
                 | Output::KillOrphan { .. }
                 | Output::ToPeer(_) => {
                     unreachable!("no tasks are configured")

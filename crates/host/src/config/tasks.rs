@@ -3,13 +3,19 @@
 //!
 //! Owns parsing and validating the table (every key optional with a default, except
 //! `cwd_roots`; every value bounded; the roots canonicalised at startup; the delegation keys
-//! of docs/delegation.md "Limits") and `check_cwd`, the test a task's working directory must
-//! pass. Refuses: unknown keys, a root that is relative
+//! of docs/delegation.md "Limits"; the approval keys of issue 37, design §8) and `check_cwd`,
+//! the test a task's working directory must pass. Refuses: unknown keys, a root that is relative
 //! or missing, a cwd reached through a symlink or `..` that leaves every root.
 
 use super::bounds::{self, Unit};
 use super::ConfigError;
-use agent_hub_proto::acp::{Limits, PermissionPolicy};
+use agent_hub_proto::acp::{Limits, PermissionFallback, PermissionPolicy};
+use agent_hub_proto::tasks::settings::{
+    ApprovalSettings, DEFAULT_MAX_OPEN_REQUESTS, DEFAULT_MAX_OPEN_REQUESTS_PER_TASK,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PERMISSION, DEFAULT_PERMISSION_TIMEOUT_SECS, MAX_APPROVERS,
+    MAX_MAX_OPEN_REQUESTS, MAX_MAX_REQUEST_BYTES, MAX_OPEN_REQUESTS_PER_TASK,
+    MAX_PERMISSION_TIMEOUT_SECS, MIN_MAX_REQUEST_BYTES,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -82,6 +88,14 @@ pub(super) struct RawTasks {
     headless_stdout_max_bytes: Option<u64>,
     /// The OS sandbox agents run in (docs/delegation.md "Task identity").
     sandbox: Option<String>,
+    // Requests held for a person (issue 37 design §8).
+    permission_timeout_secs: Option<u64>,
+    permission_fallback: Option<String>,
+    max_open_requests_per_task: Option<u64>,
+    max_open_requests: Option<u64>,
+    max_request_bytes: Option<u64>,
+    #[serde(default)]
+    approvers: Vec<String>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -170,8 +184,9 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
             ))
         })
     };
+    // Default "ask" (issue 37): the agent's questions go to its delegator.
     let permission = match raw.permission.as_deref() {
-        None => PermissionPolicy::default(),
+        None => DEFAULT_PERMISSION,
         Some(tag) => policy("tasks.permission", tag)?,
     };
     if raw.agent_permission.len() > MAX_AGENT_OVERRIDES {
@@ -193,6 +208,7 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
 
     let limits = session_limits(&raw, prompt_max_bytes)?;
     let delegation = delegation_keys(&raw)?;
+    let approvals = approval_keys(&raw)?;
     let headless_stdout_max_bytes = raw
         .headless_stdout_max_bytes
         .unwrap_or(agent_hub_proto::headless::DEFAULT_STDOUT_MAX_BYTES);
@@ -233,6 +249,87 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
         credentials_dir: delegation.credentials_dir,
         env_pass: delegation.env_pass,
         headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
+        approvals,
+    })
+}
+
+/// Issue 37's keys (design §8): how long a request waits, what it gets when nobody answers,
+/// the caps, and who besides the delegator may answer.
+fn approval_keys(raw: &RawTasks) -> Result<ApprovalSettings, ConfigError> {
+    let permission_timeout_secs = raw
+        .permission_timeout_secs
+        .unwrap_or(DEFAULT_PERMISSION_TIMEOUT_SECS);
+    bounds::check_duration_secs(
+        "tasks.permission_timeout_secs",
+        permission_timeout_secs,
+        MAX_PERMISSION_TIMEOUT_SECS,
+    )?;
+    let permission_fallback = match raw.permission_fallback.as_deref() {
+        None => PermissionFallback::default(),
+        Some(tag) => PermissionFallback::from_tag(tag).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "tasks.permission_fallback {tag:?} is not one of {} (there is no allow fallback: nothing is allowed unasked)",
+                PermissionFallback::TAGS.join(", ")
+            ))
+        })?,
+    };
+    let per_task = raw
+        .max_open_requests_per_task
+        .unwrap_or(DEFAULT_MAX_OPEN_REQUESTS_PER_TASK.into());
+    bounds::check_count(
+        "tasks.max_open_requests_per_task",
+        per_task,
+        MAX_OPEN_REQUESTS_PER_TASK.into(),
+    )?;
+    let max_open_requests = raw.max_open_requests.unwrap_or(DEFAULT_MAX_OPEN_REQUESTS);
+    bounds::check_count(
+        "tasks.max_open_requests",
+        max_open_requests,
+        MAX_MAX_OPEN_REQUESTS,
+    )?;
+    let max_request_bytes = raw.max_request_bytes.unwrap_or(DEFAULT_MAX_REQUEST_BYTES);
+    bounds::check(
+        "tasks.max_request_bytes",
+        max_request_bytes,
+        MIN_MAX_REQUEST_BYTES,
+        MAX_MAX_REQUEST_BYTES,
+        Unit::Bytes,
+    )?;
+    if raw.approvers.len() > MAX_APPROVERS {
+        return Err(ConfigError::Invalid(format!(
+            "tasks.approvers lists {} names; at most {MAX_APPROVERS}",
+            raw.approvers.len()
+        )));
+    }
+    let mut approvers: Vec<String> = Vec::new();
+    for name in &raw.approvers {
+        // A roster name (the roster's own rule, as tasks.may_mail, and printable: it is
+        // shown wherever a request waits): a task identity or the hub cannot answer for a
+        // person. Whether the roster holds it is checked where the
+        // roster is read; a name that leaves it simply never authenticates.
+        let roster_name = !name.trim().is_empty()
+            && name.len() <= agent_hub_proto::roster::MAX_NAME_BYTES
+            && !agent_hub_proto::kernel::names::is_reserved(name)
+            && !agent_hub_proto::kernel::text::has_unsafe(name);
+        if !roster_name {
+            return Err(ConfigError::Invalid(format!(
+                "tasks.approvers: {:?} is not a roster name that may answer a task's requests",
+                agent_hub_proto::kernel::text::for_terminal(name)
+            )));
+        }
+        if !approvers.contains(name) {
+            approvers.push(name.clone());
+        }
+    }
+    Ok(ApprovalSettings {
+        permission_timeout_secs,
+        permission_fallback,
+        // Fits: at most 64.
+        max_open_requests_per_task: per_task as u32,
+        // Both fit: at most 65536.
+        max_open_requests: max_open_requests as usize,
+        max_request_bytes: max_request_bytes as usize,
+        approvers,
     })
 }
 

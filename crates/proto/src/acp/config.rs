@@ -11,22 +11,33 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How `session/request_permission` is answered (§1.7). The issue's default: reject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How `session/request_permission` is answered (§1.7; docs/acp.md "Permission requests").
+/// Ordered by how much runs unasked, `Reject < Ask < Allow`, so a task's effective policy is
+/// the `min` of what its delegator asked for and the operator's bound (issue 37 design §1).
+///
+/// `Default` is `Reject`: a session on its own has nobody to hold a request for. The hub's
+/// config default is `Ask` (`tasks.permission`, host's `config::tasks`), where the runner
+/// carries each held request to the task book and its answer back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum PermissionPolicy {
     /// Pick `reject_once`, else `reject_always`, else answer `cancelled`.
     #[default]
     Reject,
+    /// Hold the request until the owner answers it (`Session::answer`); pre-approved
+    /// requests and the hub's own tools are allowed at once, and a request that cannot be
+    /// held gets the `PermissionFallback`.
+    Ask,
     /// Pick `allow_once`, else `allow_always`; if no allow option is offered, behave as
     /// `Reject`.
     Allow,
 }
 
 impl PermissionPolicy {
-    pub const TAGS: &'static [&'static str] = &["reject", "allow"];
+    pub const TAGS: &'static [&'static str] = &["ask", "reject", "allow"];
 
     pub fn from_tag(s: &str) -> Option<PermissionPolicy> {
         match s {
+            "ask" => Some(PermissionPolicy::Ask),
             "reject" => Some(PermissionPolicy::Reject),
             "allow" => Some(PermissionPolicy::Allow),
             _ => None,
@@ -36,15 +47,81 @@ impl PermissionPolicy {
     pub fn tag(self) -> &'static str {
         match self {
             PermissionPolicy::Reject => "reject",
+            PermissionPolicy::Ask => "ask",
             PermissionPolicy::Allow => "allow",
         }
     }
 
     /// True when the operator allows everything the agent asks, so an agent that cannot be
     /// put in a mode where it asks may run anyway (docs/acp.md "Session modes"). Only an
-    /// explicit `allow` does; every policy that can say no needs the agent to ask.
+    /// explicit `allow` does; every policy that can say no (`reject`, and `ask`, where a
+    /// person may) needs the agent to ask.
     pub fn may_run_unasked(self) -> bool {
         matches!(self, PermissionPolicy::Allow)
+    }
+}
+
+/// What a request gets when nobody answers it in time, or it cannot be held at all
+/// (`tasks.permission_fallback`, issue 37 design §4.5). There is no allow fallback: nothing
+/// is ever allowed unasked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PermissionFallback {
+    /// The agent's `reject_once`, else `reject_always`, else `cancelled`.
+    #[default]
+    Reject,
+    /// `cancelled`, which the captured agents take as "this tool is refused" and go on
+    /// with their turn (../notes capture §4; only `session/cancel` stops a turn).
+    Cancel,
+}
+
+impl PermissionFallback {
+    pub const TAGS: &'static [&'static str] = &["reject", "cancel"];
+
+    pub fn from_tag(s: &str) -> Option<PermissionFallback> {
+        match s {
+            "reject" => Some(PermissionFallback::Reject),
+            "cancel" => Some(PermissionFallback::Cancel),
+            _ => None,
+        }
+    }
+
+    pub fn tag(self) -> &'static str {
+        match self {
+            PermissionFallback::Reject => "reject",
+            PermissionFallback::Cancel => "cancel",
+        }
+    }
+}
+
+/// How the session treats requests beyond the plain policy (issue 37 design §2-§4): the
+/// hub's own MCP server, the delegator's pre-approval rules, the fallback and the cap on
+/// requests held at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// The task-unique name the hub's MCP server is attached under
+    /// (`permission::hub_server_name`); a request for one of its tools is allowed under
+    /// every policy. Must name one of `SessionConfig::mcp_servers`. None: no such server.
+    pub hub_server: Option<String>,
+    /// Requests these match are allowed at once under `Ask` (never under `Reject`).
+    pub allow_rules: Vec<super::permission::AllowRule>,
+    pub fallback: PermissionFallback,
+    /// Requests held at once (`tasks.max_open_requests_per_task`); one more gets the
+    /// fallback at once.
+    pub max_open_requests: u32,
+}
+
+/// `tasks.max_open_requests_per_task`: its default and its bound.
+pub const DEFAULT_MAX_OPEN_REQUESTS: u32 = 8;
+pub const MAX_OPEN_REQUESTS: u32 = 64;
+
+impl Default for Approval {
+    fn default() -> Approval {
+        Approval {
+            hub_server: None,
+            allow_rules: Vec::new(),
+            fallback: PermissionFallback::default(),
+            max_open_requests: DEFAULT_MAX_OPEN_REQUESTS,
+        }
     }
 }
 
@@ -232,6 +309,8 @@ pub struct SessionConfig {
     /// The MCP servers the agent starts for this session (the hub's own `agent-hub mcp`).
     pub mcp_servers: Vec<McpServer>,
     pub permission: PermissionPolicy,
+    /// The hub's own tools, pre-approval, the fallback and the cap on held requests.
+    pub approval: Approval,
     /// The session mode ids in which this agent asks the client before it acts, preferred
     /// first (its manifest's `run.ask_modes`); None for `modes::FALLBACK_ASK_MODES`.
     pub ask_modes: Option<Vec<String>>,
@@ -255,6 +334,7 @@ impl SessionConfig {
             prompt: prompt.into(),
             mcp_servers: Vec::new(),
             permission: PermissionPolicy::default(),
+            approval: Approval::default(),
             ask_modes: None,
             task_timeout_ms,
             limits: Limits::default(),
@@ -309,6 +389,31 @@ impl SessionConfig {
                 )));
             }
             names.push(&s.name);
+        }
+        self.check_approval(&names)
+    }
+
+    fn check_approval(&self, servers: &[&str]) -> Result<(), SessionConfigError> {
+        let a = &self.approval;
+        if a.max_open_requests == 0 || a.max_open_requests > MAX_OPEN_REQUESTS {
+            return Err(SessionConfigError::Limit {
+                key: "max_open_requests_per_task",
+                value: a.max_open_requests.into(),
+                min: 1,
+                max: MAX_OPEN_REQUESTS.into(),
+            });
+        }
+        if a.allow_rules.len() > super::permission::MAX_ALLOW_RULES {
+            return Err(SessionConfigError::AllowRules(a.allow_rules.len()));
+        }
+        if let Some(hub) = &a.hub_server {
+            // Recognising the hub's tools by a server the agent was never given would be
+            // a mistake of the caller's; say so rather than recognise nothing.
+            if !servers.contains(&hub.as_str()) {
+                return Err(SessionConfigError::McpServer(format!(
+                    "the hub's server {hub:?} is not among the servers given"
+                )));
+            }
         }
         Ok(())
     }
@@ -428,6 +533,8 @@ pub enum SessionConfigError {
     },
     McpServer(String),
     AskModes(AskModesError),
+    /// More pre-approval rules than `permission::MAX_ALLOW_RULES`.
+    AllowRules(usize),
 }
 
 impl fmt::Display for SessionConfigError {
@@ -449,6 +556,11 @@ impl fmt::Display for SessionConfigError {
             } => write!(f, "acp {key} = {value} is outside {min}..={max}"),
             SessionConfigError::McpServer(why) => write!(f, "mcp server entry: {why}"),
             SessionConfigError::AskModes(why) => write!(f, "ask_modes: {why}"),
+            SessionConfigError::AllowRules(n) => write!(
+                f,
+                "{n} allow rules given, at most {}",
+                super::permission::MAX_ALLOW_RULES
+            ),
         }
     }
 }
@@ -590,5 +702,52 @@ mod tests {
         }
         assert_eq!(PermissionPolicy::from_tag("yolo"), None);
         assert_eq!(PermissionPolicy::default(), PermissionPolicy::Reject);
+        for t in PermissionFallback::TAGS {
+            assert_eq!(PermissionFallback::from_tag(t).unwrap().tag(), *t);
+        }
+        assert_eq!(
+            PermissionFallback::from_tag("allow"),
+            None,
+            "no allow fallback"
+        );
+    }
+
+    /// A delegator can narrow the operator's bound, never widen it: min() of the two.
+    #[test]
+    fn policies_are_ordered_by_what_runs_unasked() {
+        use PermissionPolicy::{Allow, Ask, Reject};
+        assert!(Reject < Ask && Ask < Allow);
+        assert_eq!(Allow.min(Ask), Ask);
+        assert_eq!(Ask.min(Reject), Reject);
+        assert!(!Ask.may_run_unasked() && !Reject.may_run_unasked() && Allow.may_run_unasked());
+    }
+
+    #[test]
+    fn approval_is_checked() {
+        let mut c = SessionConfig::new("/w", "p", 1);
+        c.mcp_servers.push(hub_server());
+        c.approval.hub_server = Some("agent-hub".into());
+        c.validate().unwrap();
+        c.approval.hub_server = Some("agent-hub-000000000000".into());
+        assert!(c.validate().unwrap_err().to_string().contains("not among"));
+        c.approval.hub_server = None;
+        for (n, ok) in [
+            (0, false),
+            (1, true),
+            (MAX_OPEN_REQUESTS, true),
+            (MAX_OPEN_REQUESTS + 1, false),
+        ] {
+            c.approval.max_open_requests = n;
+            assert_eq!(c.validate().is_ok(), ok, "{n}");
+        }
+        c.approval.max_open_requests = 1;
+        let rule = super::super::permission::AllowRule::new(&["read"], None).unwrap();
+        c.approval.allow_rules = vec![rule; super::super::permission::MAX_ALLOW_RULES + 1];
+        assert_eq!(
+            c.validate(),
+            Err(SessionConfigError::AllowRules(
+                super::super::permission::MAX_ALLOW_RULES + 1
+            ))
+        );
     }
 }

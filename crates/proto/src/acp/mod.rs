@@ -4,7 +4,8 @@
 //! Owns, all pure: `session` (the state machine for one task on one agent process: ids of
 //! both directions, the requests, policies, deadlines, the one outcome), `rpc` (classifying
 //! JSON-RPC lines and building ours), `progress` (folding `session/update`), `permission`
-//! (answering permission requests by policy), `modes` (reading an agent's session modes and
+//! (answering permission requests by policy, the hub's own tools, pre-approval rules),
+//! `request` (a request held for a person and its answer, issue 37), `modes` (reading an agent's session modes and
 //! choosing the one where it asks before acting), `outcome` (the outcome types), `config` (what a
 //! session is given, with every limit's default and bound) and `sanitize` (bounded, redacted
 //! excerpts of agent strings for logs). Refuses: processes, pipes, signals, clocks and
@@ -15,6 +16,7 @@ pub mod modes;
 pub mod outcome;
 pub mod permission;
 pub mod progress;
+pub mod request;
 pub mod rpc;
 pub mod sanitize;
 pub mod session;
@@ -22,11 +24,15 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError};
+pub use config::{
+    Approval, Limits, McpServer, PermissionFallback, PermissionPolicy, SessionConfig,
+    SessionConfigError,
+};
 pub use outcome::{
     CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
 };
 pub use progress::{
     AgentInfo, ContextUsage, Cost, PermissionCounts, PlanEntry, Progress, ToolCounts,
 };
+pub use request::{OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption};
 pub use session::{Event, Level, Log, Session, Signal};

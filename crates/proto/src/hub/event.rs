@@ -73,6 +73,13 @@ pub enum Output {
     StartTask(Box<crate::tasks::StartSpec>),
     /// Ask a running task's agent to stop (`session/cancel`, then the runner's shutdown).
     CancelTask { task: crate::tasks::TaskId },
+    /// Hand a running task's runner the decision for its held request `seq` (issue 37
+    /// design §4.4); the session writes it to the agent.
+    AnswerTask {
+        task: crate::tasks::TaskId,
+        seq: u32,
+        answer: crate::tasks::RequestAnswer,
+    },
     /// Send a task message to the relay peer over its lasting link (docs/delegation.md
     /// "Across hubs"). With no such link nothing is sent and the relay reports the link down
     /// (`Hub::handle_peer_link`); the book sends what it must again on the next link.

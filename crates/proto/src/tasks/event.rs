@@ -2,8 +2,13 @@
 //! its owner, in order, and how the process ended. Plain data, defined here with the book that
 //! consumes them rather than in the runner that produces them, so the book (pure) imports
 //! nothing from the IO layer (issue 30; PLAN.md §14).
+//!
+//! The request types of issue 37 (design §4: `RequestAsk` up, `RequestAnswer` down) are the
+//! ACP session's, which produces the one and consumes the other below the book; they are
+//! re-exported here, where the book names them.
 
 use crate::acp::{ExitStatus, Log, Outcome, Progress, Signal};
+pub use crate::acp::{OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption};
 
 /// What the owner receives, in this order: `Started` (unless the agent could not be
 /// started), any number of `Progress` and `Log`, exactly one `Outcome`, more `Log`, then
@@ -17,6 +22,14 @@ pub enum TaskEvent {
     /// A service-log line: the session's (permission decisions, anomalies, the summary) or
     /// the runner's (spawn, pipe failures). Never holds the prompt, text or a secret.
     Log(Log),
+    /// The agent asked, and the session holds the request until the book's
+    /// `TaskAction::Answer` for its `seq` (or the task's cancel or end, which the session
+    /// answers `cancelled` itself). Design §4.
+    Request(RequestAsk),
+    /// A request the delegator's allow rule number `rule` (from 0, in the order of the
+    /// delegation's `allow`) let through; the session answered it allow already. For the
+    /// audit record `request_preapproved` only: never sent to the delegator (design §2).
+    Preapproved { ask: RequestAsk, rule: usize },
     /// The task's one final outcome.
     Outcome(Outcome),
     /// The process was reaped and nothing more will come.

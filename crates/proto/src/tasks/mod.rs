@@ -56,7 +56,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Every task id and task identity starts with this; roster names may not (`names`).
-pub use event::{TaskEnd, TaskEvent};
+pub use event::{
+    OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption, TaskEnd, TaskEvent,
+};
 /// `progressSecs` at most (a week, like `tasks.timeout_secs`).
 pub const MAX_PROGRESS_SECS: u64 = settings::MAX_TASK_TIMEOUT_SECS;
 
@@ -111,6 +113,13 @@ pub enum TaskAction {
     Start(StartSpec),
     /// Ask the runner to cancel the task; its outcome comes back as an event.
     Cancel(TaskId),
+    /// Give the runner the decision for the task's held request `seq` (design §4.4): the
+    /// session writes it to the agent. A request no longer held there is dropped and logged.
+    Answer {
+        task: TaskId,
+        seq: u32,
+        answer: RequestAnswer,
+    },
     /// Send a task message to a relay peer over its lasting link (docs/delegation.md
     /// "Across hubs"). `handoff` names the peer's task id when this is a final
     /// `task_handoff` kept for resending until confirmed (`TaskBook::handle_peer_acked`).
@@ -624,6 +633,25 @@ impl TaskBook {
             }
             // The hub writes the runner's log lines itself; nothing here decides on them.
             TaskEvent::Log(_) => {}
+            // Issue 37's approvals (design §4.2): the book's `Approvals` sub-machine, the core
+            // change after the runner's, opens the request (envelope, audit, store) and
+            // answers it with `TaskAction::Answer`; until it exists the request is only
+            // logged, and the session's own ends (the task's cancel, its deadline, the turn's
+            // end) answer it `cancelled`.
+            TaskEvent::Request(ask) => self.actions.push_back(TaskAction::Log(format!(
+                "task {task}: the agent asked ({} request {}, tool kind {}); no approvals here yet, so it waits for the task's end",
+                ask.kind.tag(),
+                ask.seq,
+                ask.tool_kind.as_deref().unwrap_or("none")
+            ))),
+            // Its audit record `request_preapproved` is the same later change's.
+            TaskEvent::Preapproved { ask, rule } => {
+                self.actions.push_back(TaskAction::Log(format!(
+                    "task {task}: request {} pre-approved by allow rule {}",
+                    ask.seq,
+                    rule + 1
+                )))
+            }
             TaskEvent::Outcome(o) => self.on_outcome(task, o, now, ids),
             TaskEvent::Ended(end) => {
                 if t.holds_slot {

@@ -2,11 +2,12 @@
 //! task book and the runner read once the config loader has validated the table.
 //!
 //! Owns `TasksConfig`, `SandboxMode`, the bound the core shares with the loader
-//! (`MAX_TASK_TIMEOUT_SECS`) and `BookConfig`, the part of the table the task book enforces. Reading the table from TOML, its defaults and the checks of each
+//! (`MAX_TASK_TIMEOUT_SECS`), `ApprovalSettings` (issue 37's keys, design §8, with their
+//! defaults and bounds) and `BookConfig`, the part of the table the task book enforces. Reading the table from TOML, its defaults and the checks of each
 //! value (and of `cwd_roots` on disk) are the loader's (`config::tasks`), which stands above
 //! the core (PLAN.md §14 "The floors").
 
-use crate::acp::{Limits, PermissionPolicy};
+use crate::acp::{Limits, PermissionFallback, PermissionPolicy};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -60,6 +61,59 @@ pub struct TasksConfig {
     /// The OS sandbox every agent runs in: `auto` (the default: bubblewrap, else Landlock),
     /// `bwrap`, `landlock` or `none` (docs/delegation.md "Task identity").
     pub sandbox: SandboxMode,
+    /// How requests held for a person are bounded and answered (issue 37 design §8).
+    pub approvals: ApprovalSettings,
+}
+
+/// `tasks.permission` when the table says nothing (issue 37 design §1): ask a person.
+pub const DEFAULT_PERMISSION: PermissionPolicy = PermissionPolicy::Ask;
+/// `tasks.permission_timeout_secs`: default and bound.
+pub const DEFAULT_PERMISSION_TIMEOUT_SECS: u64 = 600;
+pub const MAX_PERMISSION_TIMEOUT_SECS: u64 = 86_400;
+/// `tasks.max_open_requests_per_task`: the session's own (`acp::config`).
+pub use crate::acp::config::{
+    DEFAULT_MAX_OPEN_REQUESTS as DEFAULT_MAX_OPEN_REQUESTS_PER_TASK,
+    MAX_OPEN_REQUESTS as MAX_OPEN_REQUESTS_PER_TASK,
+};
+/// `tasks.max_open_requests` (hub-wide): default and bound.
+pub const DEFAULT_MAX_OPEN_REQUESTS: u64 = 256;
+pub const MAX_MAX_OPEN_REQUESTS: u64 = 65_536;
+/// `tasks.max_request_bytes` (a `task_request` envelope's body): default and bounds.
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 8192;
+pub const MIN_MAX_REQUEST_BYTES: u64 = 1024;
+pub const MAX_MAX_REQUEST_BYTES: u64 = 65_536;
+/// Entries of `tasks.approvers`.
+pub const MAX_APPROVERS: usize = 256;
+
+/// Issue 37's `[tasks]` keys (design §8), validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// How long a request waits for an answer before the fallback answers it.
+    pub permission_timeout_secs: u64,
+    /// What a request gets when nobody answers in time, or it cannot be held.
+    pub permission_fallback: PermissionFallback,
+    /// Requests one task may hold open at once (the session's cap).
+    pub max_open_requests_per_task: u32,
+    /// Requests open in the whole hub at once (the book's cap).
+    pub max_open_requests: usize,
+    /// Largest `task_request` envelope body.
+    pub max_request_bytes: usize,
+    /// Roster names besides a task's delegator that may answer its requests.
+    pub approvers: Vec<String>,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> ApprovalSettings {
+        ApprovalSettings {
+            permission_timeout_secs: DEFAULT_PERMISSION_TIMEOUT_SECS,
+            permission_fallback: PermissionFallback::default(),
+            max_open_requests_per_task: DEFAULT_MAX_OPEN_REQUESTS_PER_TASK,
+            // Both fit: far below usize::MAX.
+            max_open_requests: DEFAULT_MAX_OPEN_REQUESTS as usize,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES as usize,
+            approvers: Vec::new(),
+        }
+    }
 }
 
 impl TasksConfig {

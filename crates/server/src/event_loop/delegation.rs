@@ -99,6 +99,27 @@ impl Delegation {
         }
     }
 
+    /// The core's `AnswerTask`: the decision for a held request goes to the task's runner.
+    /// A task no longer running has answered what it held `cancelled` already.
+    pub(super) fn answer(
+        &self,
+        task: &str,
+        seq: u32,
+        answer: agent_hub_proto::tasks::RequestAnswer,
+        records: &mut Records,
+    ) {
+        let delivered = self
+            .executor
+            .as_ref()
+            .is_some_and(|ex| ex.answer(task, seq, answer));
+        if !delivered {
+            records.log(
+                "INFO",
+                &format!("task {task}: answer to request {seq} dropped: the task's runner has ended or cannot take it"),
+            );
+        }
+    }
+
     /// Runner threads still holding an agent (the stop waits for them).
     pub(super) fn running(&self) -> usize {
         self.executor.as_ref().map_or(0, Executor::running)
@@ -201,6 +222,7 @@ impl Server {
             cwd_roots: cfg.cwd_roots.clone(),
             default_permission: cfg.permission,
             agent_permission: cfg.agent_permission.clone(),
+            approvals: cfg.approvals.clone(),
             limits: cfg.limits.clone(),
             headless_stdout_max_bytes: cfg.headless_stdout_max_bytes,
         };

@@ -2,17 +2,23 @@
 //!
 //! Owns: turning the core's "start this task" into a running `runner` task (the agent's
 //! checked argv from its manifest, the task's cwd checked again on the filesystem, the child's
-//! environment, the task's credential file, the hub's own MCP server on the session), the
-//! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, and draining their
-//! events back to the core. Refuses: deciding anything. Which task starts, when, and what its
+//! environment, the task's credential file, the hub's own MCP server on the session under the
+//! task-unique name of issue 37 design §3, the session's approval settings), the
+//! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, handing a task's
+//! runner the core's answer to a held request (`answer`), and draining their events back to
+//! the core. Refuses: deciding anything. Which task starts, when, and what its
 //! outcome means are the core's (`tasks`); a start that fails here becomes the same events a
 //! run that never got a process produces (`runner::not_started`: its outcome's log line, a
 //! `refused` or `failed` outcome, then `Ended`), so the core and the service log see one path
 //! for every end.
 
 use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
-use agent_hub_proto::acp::{Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status};
-use agent_hub_proto::tasks::StartSpec;
+use agent_hub_proto::acp::permission::hub_server_name;
+use agent_hub_proto::acp::{
+    Approval, Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status,
+};
+use agent_hub_proto::tasks::settings::ApprovalSettings;
+use agent_hub_proto::tasks::{RequestAnswer, StartSpec};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -88,6 +94,9 @@ pub struct Runtime {
     pub cwd_roots: Vec<PathBuf>,
     pub default_permission: PermissionPolicy,
     pub agent_permission: std::collections::BTreeMap<String, PermissionPolicy>,
+    /// `tasks.permission_fallback`, `max_open_requests_per_task` and the rest of issue 37's
+    /// keys; the session takes the fallback and its cap from here.
+    pub approvals: ApprovalSettings,
     pub limits: agent_hub_proto::acp::Limits,
     /// A headless agent's stdout cap (`tasks.headless_stdout_max_bytes`).
     pub headless_stdout_max_bytes: usize,
@@ -149,6 +158,13 @@ impl Executor {
         if let Some(h) = self.running.get(id) {
             h.cancel();
         }
+    }
+
+    /// Hands the running task `id` the decision for its held request `seq`. False when the
+    /// executor holds no such task (it ended; its session answered what it held
+    /// `cancelled`) or its runner could not take the answer.
+    pub fn answer(&self, id: &str, seq: u32, answer: RequestAnswer) -> bool {
+        self.running.get(id).is_some_and(|h| h.answer(seq, answer))
     }
 
     /// Every event that arrived since the last call, per task in order. A task's handle is
@@ -227,6 +243,9 @@ impl Executor {
             launch.prompt.clone(),
             launch.timeout_secs.saturating_mul(1000),
         );
+        // The operator's bound for the agent. The delegation's own `permission` narrows it
+        // (min) and its `allow` rules fill `approval.allow_rules` once the core carries them
+        // in `StartSpec` (issue 37 design §1, §2; the core's change).
         session.permission = self
             .runtime
             .agent_permission
@@ -246,12 +265,22 @@ impl Executor {
                 "the task's credential has no token file".into(),
             )));
         };
+        // Under a name no user config or model output can know in advance (design §3): the
+        // session allows this server's tools under every policy.
+        let hub_server = hub_server_name(launch.task.as_str());
         session.mcp_servers = vec![mcp_server(
+            &hub_server,
             &self.runtime.client_binary,
             launch.task.as_str(),
             &token_file,
             self.runtime.port,
         )];
+        session.approval = Approval {
+            hub_server: Some(hub_server),
+            allow_rules: Vec::new(),
+            fallback: self.runtime.approvals.permission_fallback,
+            max_open_requests: self.runtime.approvals.max_open_requests_per_task,
+        };
         let sandbox = self.task_sandbox(&launch.agent, credential.dir(), Some(token_file));
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
@@ -355,11 +384,12 @@ enum Spec {
     Headless(runner::HeadlessSpec),
 }
 
-/// The hub's MCP server as the agent starts it: `agent-hub mcp` as the task identity. The
-/// token travels in a file (mode 0600), never on this argv (docs/delegation.md "Names").
-fn mcp_server(client: &Path, name: &str, token_file: &Path, port: u16) -> McpServer {
+/// The hub's MCP server as the agent starts it, named `server`: `agent-hub mcp` as the task
+/// identity. The token travels in a file (mode 0600), never on this argv
+/// (docs/delegation.md "Names").
+fn mcp_server(server: &str, client: &Path, name: &str, token_file: &Path, port: u16) -> McpServer {
     McpServer {
-        name: "agent-hub".into(),
+        name: server.to_owned(),
         command: client.to_owned(),
         args: vec![
             "mcp".into(),

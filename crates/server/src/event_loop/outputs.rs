@@ -49,6 +49,10 @@ impl Server {
                 Output::Log(line) => self.records.log("INFO", &line),
                 Output::StartTask(spec) => self.tasks.start(*spec, &mut self.records),
                 Output::CancelTask { task } => self.tasks.cancel(task.as_str()),
+                Output::AnswerTask { task, seq, answer } => {
+                    self.tasks
+                        .answer(task.as_str(), seq, answer, &mut self.records)
+                }
                 Output::KillOrphan { task, pid } => {
                     delegation::kill_orphan(&task, pid, &mut self.records)
                 }

@@ -1,6 +1,7 @@
 //! The driver thread of one task (docs/acp.md "The runner"): it owns the `acp::Session`, feeds
-//! it what the pipe threads and the reaper report, with the time read once per step, runs its
-//! deadlines, writes its lines, carries out its events and forwards them to the owner.
+//! it what the pipe threads and the reaper report and the owner's answers to held requests,
+//! with the time read once per step, runs its deadlines, writes its lines, carries out its
+//! events and forwards them to the owner.
 //!
 //! Owns the order of a run: session config checked, reaper thread ready, agent spawned, pipe
 //! threads started, then one loop until the session's `Finished`; then the credential
@@ -191,6 +192,9 @@ impl Driver {
                     );
                 }
             }
+            for (seq, answer) in self.out.control.take_answers() {
+                run.session.answer(seq, answer, now);
+            }
             if let Some(due) = run.session.poll_timeout() {
                 if due <= now {
                     run.session.handle_timeout(now);
@@ -262,6 +266,10 @@ impl Driver {
             match ev {
                 Event::Progress(p) => self.out.emit(TaskEvent::Progress(p)),
                 Event::Log(l) => self.out.emit(TaskEvent::Log(l)),
+                Event::Request(ask) => self.out.emit(TaskEvent::Request(ask)),
+                Event::Preapproved { ask, rule } => {
+                    self.out.emit(TaskEvent::Preapproved { ask, rule })
+                }
                 Event::Outcome(o) => self.out.emit(TaskEvent::Outcome(o)),
                 Event::CloseStdin => {
                     if let Some(q) = run.stdin.as_mut() {

@@ -1,8 +1,8 @@
 //! The owner's side of a task run: `start` and `TaskHandle` (docs/acp.md "The runner").
 //!
 //! Owns the channel of `TaskEvent`s, the wake callback called after each send (the mio loop
-//! plugs a `mio::Waker` in), and the two requests an owner can make: cancel, and "I am gone"
-//! (dropping the handle, which cancels too). Refuses: ever blocking the owner (`start`,
+//! plugs a `mio::Waker` in), and the three requests an owner can make: cancel, the answer to
+//! a held request (issue 37), and "I am gone" (dropping the handle, which cancels too). Refuses: ever blocking the owner (`start`,
 //! `cancel` and drop return at once; the driver thread does the rest).
 
 use super::control::Control;
@@ -11,6 +11,7 @@ use super::headless::{HeadlessDriver, HeadlessSpec};
 use super::outbox::{self, Outbox};
 use super::pipes::Input;
 use super::{TaskEvent, TaskSpec, INPUT_QUEUE};
+use agent_hub_proto::tasks::RequestAnswer;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -80,6 +81,19 @@ impl TaskHandle {
         self.control.cancel.store(true, Ordering::Release);
         // A full queue means the driver is busy with input and reads the flag right after.
         let _ = self.poke.try_send(Input::Poke);
+    }
+
+    /// Hands the driver the decision for the held request `seq` (`TaskEvent::Request`);
+    /// the session writes it to the agent, or logs and drops it when the request is no
+    /// longer held. Never blocks. False when it could not be queued: the task has ended,
+    /// or an owner gone wrong queued `MAX_QUEUED_ANSWERS` the driver has not taken.
+    pub fn answer(&self, seq: u32, answer: RequestAnswer) -> bool {
+        if self.has_ended() || !self.control.push_answer(seq, answer) {
+            return false;
+        }
+        // A full input queue means the driver is busy and takes the answers right after.
+        let _ = self.poke.try_send(Input::Poke);
+        true
     }
 
     /// The next event, if one is waiting.

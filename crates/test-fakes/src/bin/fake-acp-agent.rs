@@ -22,6 +22,11 @@
 //! | `mcp_send NAME` | like `mcp_call`, with the tool `send` and arguments `{"to":NAME,"kind":"note","body":{"from_task":…}}` |
 //! | `attack` | a hostile delegated agent (`fake-acp-agent/attack.rs`): tries to read the hub's files, other tasks' credentials and `/proc/<hub>`, and to log in as another agent, with the targets the prompt's JSON names; reports every step as one JSON chunk, then `end_turn` |
 //! | `auto_mode [VARIANT [TO]]` | (at `session/new`) offers the modes `default` ("Manual", asks) and `auto` (decides itself) and starts in `auto`, as Claude Code's ACP adapter 0.101 does; VARIANT `both` (default: `modes` and a `configOptions` mode option), `modes` (`modes` only), `set_fails` (both, but `session/set_mode` and `session/set_config_option` answer -32603) or `no_ask` (only `auto` and `bypassPermissions`). On the prompt one tool call: in `default` it asks (`session/request_permission`) and runs only if allowed; in any other mode it runs without asking. The tool is the hub's `send` to TO through the first MCP server when TO is given, else creating the file `$FAKE_ACP_TOOL_MARK` (when set). A chunk says what happened (`tool ran unasked in mode auto`, `tool ran after permission allow`, `tool not run: permission reject`), then `end_turn` |
+//! | `ask [STYLE]` | asks to run a shell command (`session/request_permission`, kind `execute`) with the options as STYLE's agent offers them (issue 37; ../notes capture37-facts.md): `claude` (default; claude-agent-acp 0.23: `allow_always`, `allow`, `reject`), `claude-current` (0.101: `allow-once`, `allow-with-updates`, `reject`) or `gemini` (0.61: `proceed_always`, `proceed_once`, `cancel`); waits for the answer; if it allows, "runs" the command by creating `$FAKE_ACP_TOOL_MARK` (when set); then a chunk `asked: <optionId or cancelled>; ran` (or `; not run`) and `end_turn` (`cancelled` after a cancel) |
+//! | `ask_twice` | two such requests at once (claude style, ids 0 and 1), both waiting; then a chunk `first: <answer>, second: <answer>` in whatever order the answers came, and `end_turn` |
+//! | `ask_edit PATH` | asks to edit PATH (kind `edit`, `locations` and `rawInput.file_path` PATH, claude-current options), then `asked: <answer>` |
+//! | `ask_own_tool [FORM [call]]` | asks for the tool `whoami` of the first MCP server of `session/new` (the hub's), identified as FORM's agent does: `claude` (default; 0.101's `_meta.claudeCode.toolName` and `mcpServer` in the request), `claude-pinned` (0.23: a `tool_call` update carries the name, the request none) or `gemini` (0.61's `toolCallId` `mcp_<server>_whoami__…`); the chunk `server <name>: asked: <answer>`, and with `call` and an allow, the tool's result after it |
+//! | `ask_forged` | a shell command titled `mcp__<first server>__send` (claude 0.23 form, after a `tool_call` update naming `Bash`): the title of the hub's tool on a tool that is not; the chunk `forged: <answer>` |
 //! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
 //!
 //! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
@@ -400,11 +405,209 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
             agent.chunk(&report);
             end(agent, "end_turn");
         }
+        "ask" => {
+            let style = param.unwrap_or("claude");
+            let command = "echo fake > proof.txt";
+            let (tool_call, options) = match style {
+                "gemini" => (
+                    json!({"toolCallId":"run_shell_command__run_shell_command_1_0","status":"pending","title":command,"content":[{"type":"content","content":{"type":"text","text":"[current working directory]"}}],"locations":[],"kind":"execute"}),
+                    gemini_options(false),
+                ),
+                "claude-current" => (
+                    json!({"toolCallId":"toolu_fake_1","name":"Bash","status":"pending","rawInput":{"command":command},"title":command,"kind":"execute","content":[]}),
+                    claude_current_options(),
+                ),
+                _ => (
+                    json!({"toolCallId":"toolu_fake_1","rawInput":{"command":command},"title":command,"kind":"execute","content":[]}),
+                    claude_pinned_options(),
+                ),
+            };
+            let rid = ask_permission(agent, tool_call, options.clone());
+            let Some(said) = await_answers(agent, &[rid]).pop() else {
+                return;
+            };
+            let ran = if allows(&options, &said) {
+                if let Some(path) = std::env::var_os("FAKE_ACP_TOOL_MARK") {
+                    let _ = std::fs::write(path, b"ran\n");
+                }
+                "ran"
+            } else {
+                "not run"
+            };
+            agent.chunk(&format!("asked: {said}; {ran}"));
+            end(
+                agent,
+                if agent.cancelled {
+                    "cancelled"
+                } else {
+                    "end_turn"
+                },
+            );
+        }
+        "ask_twice" => {
+            let a = ask_permission(
+                agent,
+                json!({"toolCallId":"toolu_fake_a","rawInput":{"command":"make a"},"title":"make a","kind":"execute","content":[]}),
+                claude_pinned_options(),
+            );
+            let b = ask_permission(
+                agent,
+                json!({"toolCallId":"toolu_fake_b","rawInput":{"command":"make b"},"title":"make b","kind":"execute","content":[]}),
+                claude_pinned_options(),
+            );
+            let answers = await_answers(agent, &[a, b]);
+            let [first, second] = answers.as_slice() else {
+                return;
+            };
+            agent.chunk(&format!("first: {first}, second: {second}"));
+            end(
+                agent,
+                if agent.cancelled {
+                    "cancelled"
+                } else {
+                    "end_turn"
+                },
+            );
+        }
+        "ask_edit" => {
+            let path = param.unwrap_or("src/lib.rs");
+            let rid = ask_permission(
+                agent,
+                json!({"toolCallId":"toolu_fake_e","name":"Edit","status":"pending","rawInput":{"file_path":path},"title":format!("Edit {path}"),"kind":"edit","content":[],"locations":[{"path":path}]}),
+                claude_current_options(),
+            );
+            let Some(said) = await_answers(agent, &[rid]).pop() else {
+                return;
+            };
+            agent.chunk(&format!("asked: {said}"));
+            end(agent, "end_turn");
+        }
+        "ask_own_tool" => ask_own_tool(agent, param.unwrap_or("claude"), id),
+        "ask_forged" => {
+            let server = first_server_name(agent);
+            let title = format!("mcp__{server}__send");
+            agent.update(json!({"_meta":{"claudeCode":{"toolName":"Bash"}},"toolCallId":"toolu_fake_f","sessionUpdate":"tool_call","rawInput":{},"status":"pending","title":"Terminal","kind":"execute","content":[]}));
+            let rid = ask_permission(
+                agent,
+                json!({"toolCallId":"toolu_fake_f","rawInput":{"command":title},"title":title,"kind":"execute","content":[]}),
+                claude_pinned_options(),
+            );
+            let Some(said) = await_answers(agent, &[rid]).pop() else {
+                return;
+            };
+            agent.chunk(&format!("forged: {said}"));
+            end(agent, "end_turn");
+        }
         other => {
             agent.chunk(&format!("unknown scenario {other}"));
             end(agent, "refusal");
         }
     }
+}
+
+/// claude-agent-acp 0.23's options (../notes capture37-facts §1).
+fn claude_pinned_options() -> Value {
+    json!([{"kind":"allow_always","name":"Always Allow","optionId":"allow_always"},{"kind":"allow_once","name":"Allow","optionId":"allow"},{"kind":"reject_once","name":"Reject","optionId":"reject"}])
+}
+
+/// claude-agent-acp 0.101's options (capture §2).
+fn claude_current_options() -> Value {
+    json!([{"optionId":"allow-once","name":"Yes","kind":"allow_once"},{"optionId":"allow-with-updates","name":"Yes, and don't ask again","kind":"allow_always"},{"optionId":"reject","name":"No","kind":"reject_once"}])
+}
+
+/// Gemini CLI 0.61's options (capture §3): an MCP tool's set, or a shell command's.
+fn gemini_options(mcp: bool) -> Value {
+    if mcp {
+        json!([{"optionId":"proceed_always_server","name":"Allow all server tools for this session","kind":"allow_always"},{"optionId":"proceed_always_tool","name":"Allow tool for this session","kind":"allow_always"},{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}])
+    } else {
+        json!([{"optionId":"proceed_always","name":"Allow for this session","kind":"allow_always"},{"optionId":"proceed_once","name":"Allow","kind":"allow_once"},{"optionId":"cancel","name":"Reject","kind":"reject_once"}])
+    }
+}
+
+/// Sends one `session/request_permission` with our next id; returns the id.
+fn ask_permission(agent: &mut Agent, tool_call: Value, options: Value) -> u64 {
+    let rid = agent.next_id;
+    agent.next_id += 1;
+    agent.send(json!({"jsonrpc":"2.0","id":rid,"method":"session/request_permission","params":{"sessionId":SESSION,"toolCall":tool_call,"options":options}}));
+    rid
+}
+
+/// Waits for the answers to `ids`, in the order they arrive: each the chosen option id or
+/// `cancelled`. Empty if stdin ended first.
+fn await_answers(agent: &mut Agent, ids: &[u64]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut waiting: Vec<u64> = ids.to_vec();
+    while !waiting.is_empty() {
+        let Some(m) = agent.read() else {
+            return Vec::new();
+        };
+        if m.get("method").is_some() {
+            continue;
+        }
+        let Some(at) = waiting.iter().position(|r| m["id"] == json!(r)) else {
+            continue;
+        };
+        waiting.remove(at);
+        let outcome = &m["result"]["outcome"];
+        out.push(match outcome["outcome"].as_str() {
+            Some("selected") => outcome["optionId"].as_str().unwrap_or("?").to_owned(),
+            _ => "cancelled".to_owned(),
+        });
+    }
+    out
+}
+
+/// Whether `said` is an allow option of `options`.
+fn allows(options: &Value, said: &str) -> bool {
+    options.as_array().into_iter().flatten().any(|o| {
+        o["optionId"] == said && matches!(o["kind"].as_str(), Some("allow_once" | "allow_always"))
+    })
+}
+
+fn first_server_name(agent: &Agent) -> String {
+    agent
+        .mcp_servers
+        .first()
+        .and_then(|s| s["name"].as_str())
+        .unwrap_or("no-server")
+        .to_owned()
+}
+
+/// `ask_own_tool FORM [call]`: asks for the hub's `whoami` as FORM's agent identifies it.
+fn ask_own_tool(agent: &mut Agent, form: &str, id: &Value) {
+    let server = first_server_name(agent);
+    let name = format!("mcp__{server}__whoami");
+    let (tool_call, options) = match form {
+        "gemini" => (
+            json!({"toolCallId":format!("mcp_{server}_whoami__mcp_{server}_whoami_1_0"),"status":"pending","title":format!("whoami ({server} MCP Server)"),"content":[],"locations":[],"kind":"other"}),
+            gemini_options(true),
+        ),
+        "claude-pinned" => {
+            agent.update(json!({"_meta":{"claudeCode":{"toolName":name}},"toolCallId":"toolu_fake_o","sessionUpdate":"tool_call","rawInput":{},"status":"pending","title":name,"kind":"other","content":[]}));
+            (
+                json!({"toolCallId":"toolu_fake_o","rawInput":{},"title":name,"kind":"other","content":[]}),
+                claude_pinned_options(),
+            )
+        }
+        _ => (
+            json!({"toolCallId":"toolu_fake_o","name":name,"status":"pending","rawInput":{},"title":name,"kind":"other","content":[],"_meta":{"claudeCode":{"toolName":name,"mcpServer":{"name":server,"source":"dynamic"}}}}),
+            claude_current_options(),
+        ),
+    };
+    let rid = ask_permission(agent, tool_call, options.clone());
+    let Some(said) = await_answers(agent, &[rid]).pop() else {
+        return;
+    };
+    let mut text = format!("server {server}: asked: {said}");
+    let call = std::env::args().any(|a| a == "call");
+    if call && allows(&options, &said) {
+        match mcp_call(agent.mcp_servers.first(), "whoami", json!({})) {
+            Ok(t) => text.push_str(&format!("; {t}")),
+            Err(e) => text.push_str(&format!("; mcp_call failed: {e}")),
+        }
+    }
+    agent.chunk(&text);
+    agent.respond(id, json!({"stopReason":"end_turn"}));
 }
 
 /// The mode ids `auto_mode` offers in VARIANT.

@@ -40,8 +40,20 @@ mod table {
         assert_eq!(t.timeout_secs, 1800);
         assert_eq!(t.timeout_ms(), 1_800_000);
         assert_eq!(t.prompt_max_bytes, 262_144);
-        assert_eq!(t.permission, PermissionPolicy::Reject);
-        assert_eq!(t.permission_for("claude"), PermissionPolicy::Reject);
+        assert_eq!(
+            t.permission,
+            PermissionPolicy::Ask,
+            "issue 37: ask by default"
+        );
+        assert_eq!(t.permission_for("claude"), PermissionPolicy::Ask);
+        let a = &t.approvals;
+        assert_eq!(a.permission_timeout_secs, 600);
+        assert_eq!(a.permission_fallback, PermissionFallback::Reject);
+        assert_eq!(a.max_open_requests_per_task, 8);
+        assert_eq!(a.max_open_requests, 256);
+        assert_eq!(a.max_request_bytes, 8192);
+        assert!(a.approvers.is_empty());
+        assert_eq!(*a, ApprovalSettings::default());
         let want = Limits {
             max_prompt_bytes: 262_144,
             ..Limits::default()
@@ -250,7 +262,58 @@ mod table {
             ("max_agent_requests = 10000001", "tasks.max_agent_requests"),
             (
                 "permission = \"yolo\"",
-                "tasks.permission \"yolo\" is not one of reject, allow",
+                "tasks.permission \"yolo\" is not one of ask, reject, allow",
+            ),
+            // Issue 37 (design §8): every key with its bound, in the key's unit.
+            (
+                "permission_timeout_secs = 0",
+                "tasks.permission_timeout_secs must be greater than 0",
+            ),
+            (
+                "permission_timeout_secs = 86401",
+                "tasks.permission_timeout_secs = 86401 is above its upper bound of 86400 (1 day)",
+            ),
+            (
+                "permission_fallback = \"allow\"",
+                "tasks.permission_fallback \"allow\" is not one of reject, cancel (there is no allow fallback",
+            ),
+            (
+                "max_open_requests_per_task = 0",
+                "tasks.max_open_requests_per_task must be greater than 0",
+            ),
+            (
+                "max_open_requests_per_task = 65",
+                "tasks.max_open_requests_per_task = 65 is above its upper bound of 64",
+            ),
+            (
+                "max_open_requests_per_task = 4294967297",
+                "tasks.max_open_requests_per_task = 4294967297",
+            ),
+            (
+                "max_open_requests = 0",
+                "tasks.max_open_requests must be greater than 0",
+            ),
+            (
+                "max_open_requests = 65537",
+                "tasks.max_open_requests = 65537 is above its upper bound of 65536",
+            ),
+            (
+                "max_request_bytes = 1023",
+                "tasks.max_request_bytes must be at least 1024 (1 KiB)",
+            ),
+            (
+                "max_request_bytes = 65537",
+                "tasks.max_request_bytes = 65537 is above its upper bound of 65536 (64 KiB)",
+            ),
+            ("approvers = [\"\"]", "tasks.approvers: \"\" is not a roster name"),
+            ("approvers = [\"hub\"]", "tasks.approvers: \"hub\""),
+            (
+                "approvers = [\"task-0123\"]",
+                "tasks.approvers: \"task-0123\"",
+            ),
+            (
+                "approvers = [\"a\\u001b]0;x\"]",
+                "tasks.approvers: \"a?]0;x\" is not a roster name",
             ),
             (
                 "agent_permission = { \"../x\" = \"allow\" }",
@@ -266,6 +329,62 @@ mod table {
             let e = err(&format!("{root}{line}"));
             assert!(e.contains(want), "{line}: {e}");
         }
+    }
+
+    /// Issue 37's keys at their bounds load, and approvers are kept once each, in order.
+    #[test]
+    fn approval_keys_load_at_their_bounds() {
+        let d = Dir::new("approvals");
+        let t = parse(&format!(
+            r#"cwd_roots = [{:?}]
+            permission = "reject"
+            permission_timeout_secs = 86400
+            permission_fallback = "cancel"
+            max_open_requests_per_task = 64
+            max_open_requests = 65536
+            max_request_bytes = 65536
+            approvers = ["ops", "lead", "ops"]
+            "#,
+            d.0
+        ))
+        .unwrap();
+        assert_eq!(t.permission, PermissionPolicy::Reject);
+        let a = &t.approvals;
+        assert_eq!(
+            (
+                a.permission_timeout_secs,
+                a.permission_fallback,
+                a.max_open_requests_per_task,
+                a.max_open_requests,
+                a.max_request_bytes
+            ),
+            (86400, PermissionFallback::Cancel, 64, 65536, 65536)
+        );
+        assert_eq!(a.approvers, ["ops", "lead"]);
+        let low = parse(&format!(
+            "cwd_roots = [{:?}]\npermission_timeout_secs = 1\nmax_open_requests_per_task = 1\nmax_open_requests = 1\nmax_request_bytes = 1024\npermission = \"ask\"\n",
+            d.0
+        ))
+        .unwrap();
+        assert_eq!(
+            (
+                low.approvals.permission_timeout_secs,
+                low.approvals.max_open_requests_per_task,
+                low.approvals.max_open_requests,
+                low.approvals.max_request_bytes
+            ),
+            (1, 1, 1, 1024)
+        );
+        let many: Vec<String> = (0..=256).map(|i| format!("\"a{i}\"")).collect();
+        let e = err(&format!(
+            "cwd_roots = [{:?}]\napprovers = [{}]",
+            d.0,
+            many.join(",")
+        ));
+        assert!(
+            e.contains("tasks.approvers lists 257 names; at most 256"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -440,7 +559,12 @@ mod whole_config {
         );
         assert_eq!(
             t.permission_for("codex"),
-            agent_hub_proto::acp::PermissionPolicy::Reject
+            agent_hub_proto::acp::PermissionPolicy::Ask
+        );
+        // The approval keys as the example writes them are the defaults.
+        assert_eq!(
+            t.approvals,
+            agent_hub_proto::tasks::settings::ApprovalSettings::default()
         );
     }
 }

@@ -2,9 +2,19 @@
 //! agent's messages are answered"): `session/request_permission` by policy, -32601 for
 //! `fs/*`, `terminal/*` (not advertised) and everything else, the request flood cap, and
 //! noticing reused ids. Part of `Session`; split out so each file does one job.
+//!
+//! A permission request goes, in this order (issue 37 design §2-§4): after a cancel, or for
+//! another session, `cancelled`; a tool of the hub's own MCP server, allow under every
+//! policy; `Reject` and `Allow` as before; under `Ask`, a request no person could answer
+//! (no usable option) gets the fallback, one a delegator's rule matches is allowed and
+//! reported (`Event::Preapproved`), and the rest is held (`pending.rs`) and reported
+//! (`Event::Request`) until `answer`, a cancel or the turn's end, unless the cap is reached
+//! (the fallback at once).
 
-use super::{Level, Phase, Session, RECENT_AGENT_IDS};
+use super::pending::{Held, NotHeld};
+use super::{Event, Level, Phase, Session, RECENT_AGENT_IDS};
 use crate::acp::permission::{self, Decision};
+use crate::acp::request::{self, RequestAnswer};
 use crate::acp::rpc;
 use serde_json::Value;
 use std::time::Instant;
@@ -64,15 +74,137 @@ impl Session {
             );
             return;
         };
+        self.fold.progress.permissions.asked += 1;
         let foreign = self.foreign_session(params);
         if foreign {
             self.anomaly("permission request for another session; answered cancelled".into());
         }
         let cancelling = matches!(self.phase, Phase::Cancelling { .. });
-        let decision = permission::decide(self.permission, options, cancelling || foreign);
+        let tool = params
+            .get("toolCall")
+            .and_then(|t| t.get("title"))
+            .and_then(Value::as_str)
+            .map(|t| self.secrets.token(t))
+            .unwrap_or_else(|| "?".into());
+        let policy = self.permission.tag();
+        if cancelling || foreign {
+            return self.decided(
+                id,
+                Decision::Cancelled,
+                format!("permission asked for tool {tool}"),
+                format!("(policy {policy})"),
+                now,
+            );
+        }
+        if let Some(own) = self.own_tool(params) {
+            if let Some(d) = permission::allow_choice(options) {
+                let what = format!("permission asked for the hub's own tool {own}");
+                return self.decided(id, d, what, "(under every policy)".into(), now);
+            }
+        }
+        if self.permission != crate::acp::PermissionPolicy::Ask {
+            let decision = permission::decide(self.permission, options, false);
+            let what = format!("permission asked for tool {tool}");
+            return self.decided(id, decision, what, format!("(policy {policy})"), now);
+        }
+        self.ask(id, params, options, &tool, now);
+    }
+
+    /// The hub tool a request asks for, when the hub's server is attached.
+    fn own_tool(&self, params: &Value) -> Option<&'static str> {
+        let server = self.approval.hub_server.as_deref()?;
+        let remembered = params
+            .pointer("/toolCall/toolCallId")
+            .and_then(Value::as_str)
+            .and_then(|id| self.tool_names.get(id));
+        permission::own_tool(server, params, remembered)
+    }
+
+    /// `Ask`: pre-approved, held, or (when it cannot be held) the fallback.
+    fn ask(&mut self, id: &Value, params: &Value, options: &[Value], tool: &str, now: Instant) {
+        let fallback = self.approval.fallback;
+        let what = format!("permission asked for tool {tool}");
+        let by_fallback = format!("(policy ask, fallback {})", fallback.tag());
+        let Some(read) = request::read_permission(params, &self.secrets) else {
+            let d = permission::fallback(fallback, options);
+            return self.decided(
+                id,
+                d,
+                format!("{what}, offering no option a person could choose"),
+                by_fallback,
+                now,
+            );
+        };
+        let rule = self
+            .approval
+            .allow_rules
+            .iter()
+            .position(|r| r.matches(&self.cwd, &read.facts));
+        let allow = permission::allow_choice(options);
+        if let (Some(rule), Some(d)) = (rule, allow) {
+            let Some(seq) = self.pending.next_seq() else {
+                let d = permission::fallback(fallback, options);
+                return self.decided(id, d, what, by_fallback, now);
+            };
+            let described = self.approval.allow_rules[rule].describe();
+            let how = format!(
+                "(pre-approved as request {seq} by allow rule {} {described})",
+                rule + 1
+            );
+            self.decided(id, d, what, how, now);
+            let mut ask = read.ask;
+            ask.seq = seq;
+            self.events.push_back(Event::Preapproved { ask, rule });
+            return;
+        }
+        let offered = read
+            .ask
+            .options
+            .iter()
+            .map(|o| (o.option_id.clone(), o.kind))
+            .collect();
+        match self.pending.hold(id, offered) {
+            Ok(seq) => {
+                self.log(
+                    Level::Info,
+                    format!("{what}: held as request {seq} for an answer (policy ask)"),
+                );
+                let mut ask = read.ask;
+                ask.seq = seq;
+                self.events.push_back(Event::Request(ask));
+                self.progress_changed(now);
+            }
+            Err(why) => {
+                let why = match why {
+                    NotHeld::Full => format!(
+                        "{} requests are held already (max_open_requests_per_task)",
+                        self.pending.len()
+                    ),
+                    NotHeld::IdInUse => {
+                        self.anomaly("permission request reusing the id of one still held".into());
+                        "its id is a held request's".to_owned()
+                    }
+                    NotHeld::Exhausted => "no request number is left".to_owned(),
+                };
+                let d = permission::fallback(fallback, options);
+                self.decided(id, d, format!("{what}, not held: {why}"), by_fallback, now);
+            }
+        }
+    }
+
+    /// Writes the answer `decision` to the agent's request `id`, counts it, and logs
+    /// `what: <answer> how`.
+    fn decided(&mut self, id: &Value, decision: Decision, what: String, how: String, now: Instant) {
+        let answered = self.count(&decision);
+        self.log(Level::Info, format!("{what}: {answered} {how}"));
+        self.reply(id, decision.result());
+        self.progress_changed(now);
+    }
+
+    /// Counts an answer; returns it in words for the log.
+    fn count(&mut self, decision: &Decision) -> String {
         let counts = &mut self.fold.progress.permissions;
-        counts.asked += 1;
-        let answered = match &decision {
+        match decision {
             Decision::Selected {
                 allowed: true,
                 option_id,
@@ -91,19 +223,55 @@ impl Session {
                 counts.cancelled += 1;
                 "answered cancelled".to_owned()
             }
+        }
+    }
+
+    /// The owner's answer to the held request `seq` (issue 37 design §4.4): the JSON-RPC
+    /// result is written for its id. An answer for a request no longer held (answered,
+    /// closed by a cancel or the turn's end, or never held) is logged and dropped. An option
+    /// the agent did not offer is never written: the request gets the fallback instead, so
+    /// the agent is not left waiting on an answer it cannot read.
+    pub fn answer(&mut self, seq: u32, answer: RequestAnswer, now: Instant) {
+        let Some(held) = self.pending.take(seq) else {
+            self.log(
+                Level::Info,
+                format!("answer to request {seq} dropped: it is not held (answered, closed, or never asked)"),
+            );
+            return;
         };
-        let tool = params
-            .get("toolCall")
-            .and_then(|t| t.get("title"))
-            .and_then(Value::as_str)
-            .map(|t| self.secrets.token(t))
-            .unwrap_or_else(|| "?".into());
-        let policy = self.permission.tag();
-        self.log(
-            Level::Info,
-            format!("permission asked for tool {tool}: {answered} (policy {policy})"),
+        let decision = match &answer.option_id {
+            None => Decision::Cancelled,
+            Some(chosen) => match held.options.iter().find(|(id, _)| id == chosen) {
+                Some((id, kind)) => Decision::Selected {
+                    option_id: id.clone(),
+                    allowed: kind.allows(),
+                },
+                None => {
+                    let d = permission::fallback(self.approval.fallback, &held.option_values());
+                    let shown = self.secrets.token(chosen);
+                    self.log(
+                        Level::Warn,
+                        format!("answer to request {seq} names option {shown}, which the agent did not offer; answering by the fallback"),
+                    );
+                    d
+                }
+            },
+        };
+        self.decided(
+            &held.rpc_id,
+            decision,
+            format!("request {seq}"),
+            "(answered by the owner)".into(),
+            now,
         );
-        self.answer(id, decision.result());
-        self.progress_changed(now);
+    }
+
+    /// Answers every held request `cancelled` (a cancel, or the turn's end): ACP §1.7.
+    pub(super) fn close_pending(&mut self, why: &str) {
+        for Held { seq, rpc_id, .. } in self.pending.take_all() {
+            let answered = self.count(&Decision::Cancelled);
+            self.log(Level::Info, format!("request {seq}: {answered} ({why})"));
+            self.reply(&rpc_id, Decision::Cancelled.result());
+        }
     }
 }

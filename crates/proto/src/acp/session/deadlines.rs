@@ -191,6 +191,9 @@ impl Session {
         if self.phase == Phase::Done {
             return;
         }
+        // Nothing is left waiting on an answer once the turn is over (before the stdin is
+        // closed, so the answers are written).
+        self.close_pending("the turn ended");
         self.phase = Phase::Done;
         self.progress_dirty = false;
         self.gone_at = None;

@@ -11,16 +11,22 @@
 //! Owns: our request ids (counting from 0, like the agents' own, §1.1), matching responses
 //! to them by exact JSON value, the three requests of a task (`initialize`, `session/new`,
 //! `session/prompt`) and `session/cancel`, answers to the agent's requests by policy (-32601
-//! for anything not advertised), folding updates into progress, every deadline, and the one
+//! for anything not advertised), under `Ask` the requests held for the owner (`Event::Request`
+//! out, `answer` in; issue 37), folding updates into progress, every deadline, and the one
 //! outcome. Refuses: processes, signals, pipes, clocks, threads; authenticating for the user
 //! (§1.9 step 3); logging the prompt, the agent's text, or env values. `answers.rs` holds
-//! the answers to the agent's requests, `deadlines.rs` the deadlines and the endings.
+//! the answers to the agent's requests, `pending.rs` the requests held open,
+//! `deadlines.rs` the deadlines and the endings.
 
-use super::config::{Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError};
+use super::config::{
+    Approval, Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError,
+};
 use super::outcome::{
     CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
 };
+use super::permission::ToolNames;
 use super::progress::{AgentInfo, Fold, Progress};
+use super::request::RequestAsk;
 use super::rpc::{self, Incoming, Reply};
 use super::sanitize::Secrets;
 use crate::wire::LineBuffer;
@@ -28,6 +34,7 @@ use crate::wire::LineBuffer;
 mod answers;
 mod deadlines;
 mod mode;
+mod pending;
 pub use mode::MAX_MODE_RESETS;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -60,6 +67,14 @@ pub enum Event {
     CloseStdin,
     /// Send this signal to the agent's whole process group (§5.2).
     Signal(Signal),
+    /// Under `Ask`: a request the session holds until `Session::answer(seq, …)` (or a
+    /// cancel, or the session's end, which answer it `cancelled`). The owner carries it to
+    /// whoever may answer (issue 37 design §4).
+    Request(RequestAsk),
+    /// Under `Ask`: a request the delegator's allow rule number `rule` (from 0) let through;
+    /// it was answered allow already. For the record only (design §2: audited, never sent
+    /// to the delegator).
+    Preapproved { ask: RequestAsk, rule: usize },
     /// The session's result. Exactly one per session, always before `Finished`.
     Outcome(Outcome),
     /// The process has exited and the outcome was emitted: close its pipes, drop the session.
@@ -123,6 +138,13 @@ enum Phase {
 pub struct Session {
     limits: Limits,
     permission: PermissionPolicy,
+    /// The hub's own server, pre-approval rules, fallback and cap (issue 37).
+    approval: Approval,
+    /// Requests held open under `Ask`.
+    pending: pending::Pending,
+    /// Tool names by tool call id from the agent's updates, for recognising the hub's own
+    /// tools on adapters that name them only there (`permission::own_tool`).
+    tool_names: ToolNames,
     cwd: String,
     /// Taken when `session/prompt` is sent.
     prompt: Option<String>,
@@ -202,6 +224,9 @@ impl Session {
             mode_resets: 0,
             limits: config.limits.clone(),
             permission: config.permission,
+            pending: pending::Pending::new(config.approval.max_open_requests),
+            approval: config.approval,
+            tool_names: ToolNames::default(),
             cwd,
             prompt: Some(config.prompt),
             mcp_servers: config.mcp_servers,
@@ -523,6 +548,9 @@ impl Session {
             return;
         }
         let update = params.get("update").unwrap_or(&Value::Null);
+        if self.approval.hub_server.is_some() {
+            self.tool_names.observe(update);
+        }
         if super::progress::informational_notice(update).is_some() {
             // Its words may quote the task's material, which logs never hold: the level only.
             let level = update
@@ -748,13 +776,14 @@ impl Session {
             "session/cancel",
             json!({"sessionId": sid}),
         ));
-        // Permission requests are answered as they arrive, so none is pending here; the ones
-        // that arrive from now on are answered `cancelled` (§1.7).
         self.phase = Phase::Cancelling {
             id,
             cause,
             since: now,
         };
+        // §1.7: after `session/cancel` every pending permission request is answered
+        // `cancelled`, and the ones that arrive from now on too (`on_permission`).
+        self.close_pending("the turn is being cancelled");
     }
 
     fn request(&mut self, method: &str, params: Value) -> u64 {
@@ -764,7 +793,7 @@ impl Session {
         id
     }
 
-    fn answer(&mut self, id: &Value, result: Value) {
+    fn reply(&mut self, id: &Value, result: Value) {
         self.send(rpc::result_line(id, result));
     }
 

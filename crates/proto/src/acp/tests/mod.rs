@@ -1,8 +1,10 @@
 //! Drives `acp::Session` without processes: agent lines in, our lines and events out, a
 //! virtual clock (an `Instant` base plus offsets; nothing sleeps). Transcripts are in
 //! `transcripts.rs`, policies and stop reasons in `policy.rs`, cancel/timeout/shutdown in
-//! `timers.rs`, hostile agents in `hostile.rs`, session modes in `modes.rs`.
+//! `timers.rs`, hostile agents in `hostile.rs`, session modes in `modes.rs`, requests held for
+//! a person under `ask` (issue 37) in `ask.rs`.
 
+mod ask;
 mod hostile;
 mod modes;
 mod policy;

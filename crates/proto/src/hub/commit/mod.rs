@@ -250,6 +250,9 @@ impl Commits {
                 // running the work twice.
                 TaskAction::Start(spec) => self.stage_start(spec),
                 TaskAction::Cancel(task) => out.push(Output::CancelTask { task }),
+                TaskAction::Answer { task, seq, answer } => {
+                    out.push(Output::AnswerTask { task, seq, answer })
+                }
                 TaskAction::Log(line) => out.log(line),
                 TaskAction::ToPeer {
                     peer,

@@ -93,6 +93,8 @@ struct Drained {
     /// Delegated tasks' outputs (`hub::tasks`): starts, cancels, orphans to kill.
     task_starts: Vec<crate::tasks::StartSpec>,
     task_cancels: Vec<String>,
+    /// `AnswerTask`s: task, seq, the option chosen (None: cancelled).
+    task_answers: Vec<(String, u32, Option<String>)>,
     task_orphans: Vec<(String, u32)>,
     /// `Output::ToPeer`, in order.
     to_peers: Vec<crate::hub::PeerSend>,
@@ -466,6 +468,11 @@ impl Sim {
                 }
                 Output::StartTask(spec) => self.out.task_starts.push(*spec),
                 Output::CancelTask { task } => self.out.task_cancels.push(task.as_str().to_owned()),
+                Output::AnswerTask { task, seq, answer } => {
+                    self.out
+                        .task_answers
+                        .push((task.as_str().to_owned(), seq, answer.option_id))
+                }
                 Output::KillOrphan { task, pid } => self.out.task_orphans.push((task, pid)),
                 Output::ToPeer(send) => self.out.to_peers.push(*send),
                 Output::CheckProcesses(w) => self.out.process_checks.push(w),

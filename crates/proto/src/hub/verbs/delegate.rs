@@ -69,8 +69,12 @@ pub(in crate::hub) fn delegate(
                     }
                     TaskAction::Commit(c) => work.commit.stage_task_commit(work.router, c, None),
                     TaskAction::Log(l) => out.log(l),
-                    // A submit starts nothing, cancels nothing and tells no peer.
-                    TaskAction::Start(_) | TaskAction::Cancel(_) | TaskAction::ToPeer { .. } => {}
+                    // A submit starts nothing, cancels nothing, answers nothing and tells no
+                    // peer.
+                    TaskAction::Start(_)
+                    | TaskAction::Cancel(_)
+                    | TaskAction::Answer { .. }
+                    | TaskAction::ToPeer { .. } => {}
                 }
             }
             conns.set_deadline(conn, None);

@@ -92,6 +92,7 @@ fn a_missing_client_binary_refuses_the_task_not_the_hub() {
             cwd_roots: vec![root.clone()],
             default_permission: PermissionPolicy::default(),
             agent_permission: Default::default(),
+            approvals: ApprovalSettings::default(),
             limits: agent_hub_proto::acp::Limits::default(),
             headless_stdout_max_bytes: 1 << 20,
             sandbox: None,
@@ -131,6 +132,7 @@ fn a_start_never_shows_its_token_or_prompt() {
 #[test]
 fn the_mcp_server_carries_a_token_file_never_a_token() {
     let s = mcp_server(
+        "agent-hub-0123456789ab",
         Path::new("/opt/bin/agent-hub"),
         "task-0123",
         Path::new("/run/c/task-0123.token"),
@@ -149,6 +151,75 @@ fn the_mcp_server_carries_a_token_file_never_a_token() {
         ]
     );
     assert!(s.env.is_empty());
+    assert_eq!(s.name, "agent-hub-0123456789ab");
+}
+
+/// Issue 37 design §3, §4: the hub's MCP server is attached under the task's own name, the
+/// session recognises its tools by that name, and the session holds requests under the
+/// operator's policy with the fallback and cap of `[tasks]`.
+#[test]
+fn the_session_gets_the_task_unique_server_and_the_approval_keys() {
+    let dir = std::env::temp_dir().join(format!("agent-hub-exec-ap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    let root = std::fs::canonicalize(dir.join("work")).unwrap();
+    let client = dir.join("agent-hub");
+    std::fs::write(&client, "").unwrap();
+    let creds = dir.join("creds");
+    crate::runner::TaskCredential::check_folder(&creds).unwrap();
+    let approvals = ApprovalSettings {
+        permission_fallback: agent_hub_proto::acp::PermissionFallback::Cancel,
+        max_open_requests_per_task: 3,
+        ..ApprovalSettings::default()
+    };
+    let ex = Executor::new(
+        Runtime {
+            client_binary: client,
+            port: 1,
+            credentials_dir: creds,
+            env: Vec::new(),
+            secrets: Vec::new(),
+            cwd_roots: vec![root.clone()],
+            default_permission: PermissionPolicy::Ask,
+            agent_permission: [("loose".to_owned(), PermissionPolicy::Allow)].into(),
+            approvals,
+            limits: agent_hub_proto::acp::Limits::default(),
+            headless_stdout_max_bytes: 1 << 20,
+            sandbox: None,
+        },
+        Box::new(OneAgent(AgentRun::Acp(vec!["/bin/true".into()]))),
+        Arc::new(|| {}),
+    );
+    for (n, agent, policy) in [
+        (0xa1, "fake", PermissionPolicy::Ask),
+        (0xa2, "loose", PermissionPolicy::Allow),
+    ] {
+        let launch = start(n, agent, root.clone(), "p");
+        let Ok(Spec::Acp(spec)) = ex.spec(&launch) else {
+            panic!("an ACP spec");
+        };
+        let name = hub_server_name(launch.task.as_str());
+        assert_eq!(spec.session.mcp_servers.len(), 1);
+        assert_eq!(spec.session.mcp_servers[0].name, name);
+        assert_ne!(name, "agent-hub");
+        assert_eq!(
+            spec.session.approval.hub_server.as_deref(),
+            Some(name.as_str())
+        );
+        assert_eq!(
+            spec.session.approval.fallback,
+            agent_hub_proto::acp::PermissionFallback::Cancel
+        );
+        assert_eq!(spec.session.approval.max_open_requests, 3);
+        assert!(spec.session.approval.allow_rules.is_empty());
+        assert_eq!(spec.session.permission, policy, "{agent}");
+        spec.session.validate().unwrap();
+    }
+    assert!(
+        !ex.answer("task-none", 1, RequestAnswer::default()),
+        "no such task"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Resolves every name to one way of running.
@@ -171,6 +242,7 @@ fn headless_executor(dir: &Path, root: &Path) -> Executor {
             cwd_roots: vec![root.to_owned()],
             default_permission: PermissionPolicy::default(),
             agent_permission: Default::default(),
+            approvals: ApprovalSettings::default(),
             limits: agent_hub_proto::acp::Limits::default(),
             headless_stdout_max_bytes: 1 << 20,
             sandbox: None,
@@ -255,6 +327,7 @@ fn a_start_refused_here_ends_with_one_outcome_and_ended() {
             cwd_roots: roots.clone(),
             default_permission: PermissionPolicy::default(),
             agent_permission: Default::default(),
+            approvals: ApprovalSettings::default(),
             limits: agent_hub_proto::acp::Limits::default(),
             headless_stdout_max_bytes: 1 << 20,
             sandbox: None,

@@ -1,13 +1,29 @@
-//! Answering `session/request_permission` by policy (docs/acp.md
-//! "Permission requests"). Pure: the options in, the answer's `outcome` object out.
+//! Answering `session/request_permission` (docs/acp.md "Permission requests"). Pure: the
+//! options in, the answer's `outcome` object out.
 //!
 //! Rules: `Reject` picks `reject_once`, else `reject_always`, else answers `cancelled`;
 //! `Allow` picks `allow_once`, else `allow_always`, else falls back to `Reject`'s choice. The
 //! `_once` kinds come first because they leave no standing rule behind in the agent. After a
 //! cancel every request is answered `cancelled` (§1.7's rule). Options with unknown kinds or
-//! without a string `optionId` are skipped, as the schema asks for invalid items.
+//! without a string `optionId` are skipped, as the schema asks for invalid items. `Ask` holds
+//! the request (`acp::session`); what a held request gets when nobody answers is
+//! `fallback`.
+//!
+//! Beside the policy (issue 37): `own_tool` recognises a request for a tool of the hub's own
+//! MCP server, allowed under every policy; `rules` are the delegator's pre-approval rules,
+//! matched lexically under `Ask`. Refuses: reading a `title` to decide anything (a model
+//! writes it, ../notes capture §9).
 
-use super::config::PermissionPolicy;
+mod own_tool;
+mod rules;
+
+pub use own_tool::{hub_server_name, own_tool, ToolNames, HUB_TOOL_NAMES};
+pub use rules::{
+    lexical_under, AllowRule, AllowRuleError, PathFacts, RequestFacts, ToolKind, MAX_ALLOW_RULES,
+    MAX_UNDER_BYTES,
+};
+
+use super::config::{PermissionFallback, PermissionPolicy};
 use serde_json::{json, Value};
 
 /// What we answered, for counting and logging.
@@ -34,11 +50,39 @@ impl Decision {
 }
 
 /// Chooses an answer for `options` (the request's `params.options`, already known to be an
-/// array). `cancelled` is true once a cancel was requested.
+/// array). `cancelled` is true once a cancel was requested. `Ask` is decided here only for a
+/// request that is not held (the session holds the rest): as `Reject`, the fallback's default.
 pub fn decide(policy: PermissionPolicy, options: &[Value], cancelled: bool) -> Decision {
     if cancelled {
         return Decision::Cancelled;
     }
+    let chosen = match policy {
+        PermissionPolicy::Reject | PermissionPolicy::Ask => reject_choice(options),
+        PermissionPolicy::Allow => allow_choice(options).or_else(|| reject_choice(options)),
+    };
+    chosen.unwrap_or(Decision::Cancelled)
+}
+
+/// The agent's `allow_once`, else `allow_always`; None when it offers neither.
+pub fn allow_choice(options: &[Value]) -> Option<Decision> {
+    select(options, ["allow_once", "allow_always"], true)
+}
+
+/// The agent's `reject_once`, else `reject_always`; None when it offers neither.
+pub fn reject_choice(options: &[Value]) -> Option<Decision> {
+    select(options, ["reject_once", "reject_always"], false)
+}
+
+/// What a request gets when it cannot be held or nobody answered it (design §4.5): never an
+/// allow.
+pub fn fallback(fallback: PermissionFallback, options: &[Value]) -> Decision {
+    match fallback {
+        PermissionFallback::Reject => reject_choice(options).unwrap_or(Decision::Cancelled),
+        PermissionFallback::Cancel => Decision::Cancelled,
+    }
+}
+
+fn select(options: &[Value], kinds: [&str; 2], allowed: bool) -> Option<Decision> {
     let find = |kind: &str| {
         options.iter().find_map(|o| {
             let k = o.get("kind").and_then(Value::as_str)?;
@@ -46,18 +90,10 @@ pub fn decide(policy: PermissionPolicy, options: &[Value], cancelled: bool) -> D
             (k == kind).then(|| id.to_owned())
         })
     };
-    let select = |kinds: [&str; 2], allowed: bool| {
-        kinds
-            .iter()
-            .find_map(|k| find(k))
-            .map(|option_id| Decision::Selected { option_id, allowed })
-    };
-    let reject = || select(["reject_once", "reject_always"], false);
-    let chosen = match policy {
-        PermissionPolicy::Reject => reject(),
-        PermissionPolicy::Allow => select(["allow_once", "allow_always"], true).or_else(reject),
-    };
-    chosen.unwrap_or(Decision::Cancelled)
+    kinds
+        .iter()
+        .find_map(|k| find(k))
+        .map(|option_id| Decision::Selected { option_id, allowed })
 }
 
 #[cfg(test)]
@@ -131,8 +167,33 @@ mod tests {
     }
 
     #[test]
+    fn ask_decided_here_is_reject_and_the_fallback_never_allows() {
+        assert_eq!(
+            decide(PermissionPolicy::Ask, &claude(), false),
+            sel("reject", false)
+        );
+        assert_eq!(
+            fallback(PermissionFallback::Reject, &claude()),
+            sel("reject", false)
+        );
+        assert_eq!(
+            fallback(PermissionFallback::Cancel, &claude()),
+            Decision::Cancelled
+        );
+        let allow_only = opts(json!([{"kind":"allow_once","optionId":"a"}]));
+        for f in [PermissionFallback::Reject, PermissionFallback::Cancel] {
+            assert_eq!(fallback(f, &allow_only), Decision::Cancelled);
+        }
+        assert_eq!(allow_choice(&claude()), Some(sel("allow", true)));
+    }
+
+    #[test]
     fn after_cancel_everything_is_cancelled() {
-        for p in [PermissionPolicy::Allow, PermissionPolicy::Reject] {
+        for p in [
+            PermissionPolicy::Allow,
+            PermissionPolicy::Ask,
+            PermissionPolicy::Reject,
+        ] {
             assert_eq!(decide(p, &claude(), true), Decision::Cancelled);
         }
     }
