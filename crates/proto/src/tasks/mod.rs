@@ -55,7 +55,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Every task id and task identity starts with this; roster names may not (`names`).
+/// What a task run reports, and the requests it holds open (issue 37).
 pub use event::{
     OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption, TaskEnd, TaskEvent,
 };
