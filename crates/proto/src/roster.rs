@@ -9,8 +9,6 @@ use crate::kernel::names::HUB_NAME;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// The name the hub signs its own envelopes with; no roster may define it in any letter case.
-
 /// The longest roster name, in bytes. With `MAX_TOKEN_BYTES`, what makes every roster
 /// agent's hello fit the hello line cap (`wire::HELLO_MAX_LINE_BYTES`, SPEC §2.1, §6.1);
 /// `agent-hub agents install` writes names of at most 64 characters.

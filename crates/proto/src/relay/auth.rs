@@ -17,7 +17,6 @@ type HmacSha256 = Hmac<Sha256>;
 pub const KEY_BYTES: usize = 32;
 /// Hex characters in a key file, a nonce and a proof.
 pub const HEX_CHARS: usize = 64;
-/// The longest peer id v0 peers accept.
 
 /// Why a key file's text is not a key. Never carries the text itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,8 +162,6 @@ pub fn verify(key: &[u8; KEY_BYTES], nonce_hex: &str, received_proof: &str) -> b
         }
     }
 }
-
-/// Peer ids: the one rule (`names::valid_peer_id`).
 
 #[cfg(test)]
 mod tests {
