@@ -41,7 +41,7 @@ pub(in crate::hub) fn handle(
         Ok(taken) => taken,
     };
     out.log(format!(
-        "task {}: {} answered {} with {}",
+        "task {}: {} answers {} with {} (its commit next)",
         req.task, name, taken.request, taken.option
     ));
     let then = TaskThen::Answer {
