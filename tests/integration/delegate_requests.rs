@@ -4,8 +4,8 @@
 //! tools are allowed under `reject` and under the default `ask` alike, in Claude's and
 //! Gemini's forms, while a shell command titled like them is rejected; under `ask` a request
 //! is held until the delegator's cancel closes it. Answering a held request through the hub
-//! (`task_answer`), its envelope, expiry and restart need the book's `Approvals`, a later
-//! change. Every wait is an await or a service-log poll with a deadline, never a sleep.
+//! (`task_answer`), its envelope, expiry and restart are `approvals`' (the book's side).
+//! Every wait is an await or a service-log poll with a deadline, never a sleep.
 
 use crate::delegate::{manifest, outcome, task_id, verb};
 use crate::harness::{Hub, Setup};

@@ -17,6 +17,7 @@ mod acp_requests;
 mod acp_runner;
 mod acp_session;
 mod agents;
+mod approvals;
 mod approvals_client;
 mod audit_chain;
 mod bounds;

@@ -8,8 +8,8 @@
 //! what it may see (SPEC §14 "Mail nobody holds").
 //!
 //! Issue 37: the live view shows the requests a task waits on in its TASKS section and answers
-//! one with `a` and two digits (against a scripted hub: the hub's side of `task_answer` is the
-//! task book's, tested with it).
+//! one with `a` and two digits, against a scripted hub (every line the view sends) and against
+//! the real hub, whose delegated fake agent reports the option it got.
 //!
 //! The tmux test needs tmux. Without it the test says so loudly and passes, unless
 //! `AGENT_HUB_REQUIRE_TMUX=1` (set by `.ci/run`, which installs tmux), where it fails.
@@ -488,6 +488,61 @@ fn the_live_view_answers_a_tasks_request_with_a_and_a_digit() {
     });
     tmux.ok(&["send-keys", "-t", "top", "q"]);
     assert_eq!(tmux.wait_dead("top", &status), "0 0");
+}
+
+/// Issue 37 against the real hub: a delegated fake agent asks to run a command; the
+/// delegator's live view lists the request under its task, `a` and `3` answer it `reject`,
+/// and the agent reports exactly that (the hub's `task_answer`, commit and runner in between).
+#[test]
+fn the_live_view_answers_a_real_hubs_request() {
+    if !tmux_available() {
+        return;
+    }
+    let hub = crate::approvals::hub("");
+    let task = crate::approvals::delegate(&hub, "alpha", "fakeask", serde_json::json!({}));
+    let body = crate::approvals::await_request(&hub, "alpha", &task);
+    let request = body["request"].as_str().unwrap().to_owned();
+    let status = hub.setup.path("top-real.status");
+    let tmux = Tmux {
+        socket: format!("agent-hub-top-real-{}-{}", std::process::id(), hub.port),
+    };
+    let view = format!(
+        "{CLIENT} top --as alpha --token-file {} --port {} --interval 0.2; echo $? > {}",
+        hub.token_file("alpha").display(),
+        hub.port,
+        status.display()
+    );
+    tmux.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "132",
+        "-y",
+        "40",
+        &view,
+    ]);
+    tmux.ok(&["set-option", "-t", "top", "remain-on-exit", "on"]);
+    tmux.wait_screen("top", "the open request under its task", |s| {
+        s.contains(&format!("[1] {request} permission execute"))
+    });
+    tmux.ok(&["send-keys", "-t", "top", "a"]);
+    tmux.wait_screen("top", "the request's options", |s| {
+        s.contains("1 allow-once") && s.contains("3 reject")
+    });
+    tmux.ok(&["send-keys", "-t", "top", "3"]);
+    tmux.wait_screen("top", "the answer said", |s| {
+        s.contains(&format!("answered {request} with reject"))
+    });
+    let done = crate::delegate::outcome(&hub, "alpha", &task);
+    assert_eq!(done["text"], "asked: reject; not run", "{done}");
+    tmux.ok(&["send-keys", "-t", "top", "q"]);
+    assert_eq!(tmux.wait_dead("top", &status), "0 0");
+    let audit = hub.audit();
+    assert!(audit.iter().any(|r| r["event"] == "request_answered"
+        && r["by"] == "alpha"
+        && r["option"] == "reject"));
 }
 
 /// Lines a child writes to stdout, read on a thread, so a test can wait for one with a

@@ -18,6 +18,9 @@ use std::time::Duration;
 pub(crate) const DONE_AGENT: &str = "benchdone";
 /// The manifest whose agent sends one chunk and then waits for `session/cancel`.
 pub(crate) const HANG_AGENT: &str = "benchhang";
+/// The manifest whose agent asks permission over and over, each time as soon as it has the
+/// answer (`fake-acp-agent ask_loop N`; `phase_approvals`).
+pub(crate) const ASK_AGENT: &str = "benchask";
 
 /// `--fake-agent`, else `fake-acp-agent` next to this executable (built by
 /// `cargo build --release` with the other binaries).
@@ -86,9 +89,12 @@ impl DelegateFixture {
         // (docs/delegation.md "Task identity").
         let done_stamps = cwd.join("stamps-done.jsonl");
         let hang_stamps = cwd.join("stamps-hang.jsonl");
+        let ask_stamps = cwd.join("stamps-ask.jsonl");
+        let asks = crate::phase_approvals::asks_of(opts.approval_requests).to_string();
         for (name, stamps, scenario) in [
             (DONE_AGENT, &done_stamps, &["end_turn", "1"][..]),
             (HANG_AGENT, &hang_stamps, &["hang"][..]),
+            (ASK_AGENT, &ask_stamps, &["ask_loop", asks.as_str()][..]),
         ] {
             write_private(
                 &manifests.join(format!("{name}.toml")),

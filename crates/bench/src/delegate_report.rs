@@ -1,9 +1,11 @@
-//! Phase 7's part of the report (docs/performance.md "Delegation"): the delegation figures of
-//! one store as JSON and as text lines under that store's table, and the verdict on the
-//! handoff under load (within 2× of idle, the question issue 11 asks).
+//! Phase 7's part of the report (docs/performance.md "Delegation", "Approvals"): the
+//! delegation figures of one store as JSON and as text lines under that store's table, the
+//! verdict on the handoff under load (within 2× of idle, the question issue 11 asks), and the
+//! approvals part's round trips (issue 37).
 //!
 //! Owns: presentation only; the figures are `phase_delegate`'s.
 
+use crate::phase_approvals::ApprovalsResult;
 use crate::phase_delegate::DelegateResult;
 use crate::phase_handoff::HandoffResult;
 use crate::stats::{round1, us, Run};
@@ -137,6 +139,42 @@ impl DelegateResult {
                 "NOT within"
             }
         );
+    }
+}
+
+impl ApprovalsResult {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        json!({
+            "requests": self.requests,
+            "warmup": self.warmup,
+            "latency_to_answered": self.to_answered.to_json(),
+            "latency_round_trip": self.round_trip.to_json(),
+            "wall_s": (self.run.wall.as_secs_f64() * 1000.0).round() / 1000.0,
+            "hub_cpu_us_per_request": round1(self.run.cpu_us_per_op()),
+            "hub_cpu_clock_us_per_request": self.run.hub_cpu.clock_us_per(self.run.ops).map(round1),
+        })
+    }
+
+    /// Lines appended under the store's table.
+    pub(crate) fn to_table(&self, t: &mut String) {
+        let _ = writeln!(
+            t,
+            "approvals: {} permission requests answered one after another ({} warm-up), {:.2} s; hub CPU {:.0} µs per request",
+            self.requests,
+            self.warmup,
+            self.run.wall.as_secs_f64(),
+            self.run.cpu_us_per_op(),
+        );
+        for (label, l) in [
+            ("task_answer -> answered reply", &self.to_answered),
+            ("task_answer -> agent's next request", &self.round_trip),
+        ] {
+            let _ = writeln!(
+                t,
+                "  {label:<42} p50 {:>8.0} µs   p99 {:>8.0} µs   max {:>8.0} µs",
+                l.p50_us, l.p99_us, l.max_us
+            );
+        }
     }
 }
 

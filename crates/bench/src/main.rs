@@ -25,7 +25,9 @@
 //!    west, then end-to-end throughput of sends on east drained by awaits on west;
 //! 7. delegated work (issue 11) on `fake-acp-agent`: delegate to first `session/update` and to
 //!    the outcome envelope, hub CPU per task, hub RSS per running task, and the handoff of
-//!    phase 2 with many tasks running (`--delegate-only` runs only this phase);
+//!    phase 2 with many tasks running (`--delegate-only` runs only this phase); and the round
+//!    trip of one permission request through the hub, request → envelope → answer → agent
+//!    (`phase_approvals`, issue 37; `--approvals-only` runs only that part);
 //! 8. scale (`--scale` runs only this, off by default; `phase_scale`, `scale_fixture`): how
 //!    cost grows with queued envelopes, agents and remembered ids (issue 13).
 //!
@@ -58,6 +60,7 @@ mod fixtures;
 mod hub_process;
 mod options;
 mod peers;
+mod phase_approvals;
 mod phase_delegate;
 mod phase_forward;
 mod phase_handoff;

@@ -128,6 +128,13 @@ pub(crate) struct Opts {
     /// Run only the delegation phase (no phases 1 to 6, no relay).
     #[arg(long, conflicts_with = "relay_only")]
     pub(crate) delegate_only: bool,
+    /// Permission requests answered one after another in the delegation phase's approvals
+    /// part (issue 37; each a round trip through the hub); 0 skips it.
+    #[arg(long, default_value_t = 500)]
+    pub(crate) approval_requests: usize,
+    /// Run only the approvals part of the delegation phase, on each store.
+    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only"])]
+    pub(crate) approvals_only: bool,
     /// The fake ACP agent the delegation phase runs; default: the one next to this executable.
     #[arg(long, value_name = "PATH")]
     pub(crate) fake_agent: Option<PathBuf>,
@@ -156,7 +163,7 @@ pub(crate) struct Opts {
     /// Run only the scale phase (issue 13, docs/performance.md "How cost grows with work"):
     /// restart, memory per queued envelope, send/await with a long queue and many agents,
     /// status/who with a large ledger, each against its target.
-    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only"])]
+    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only", "approvals_only"])]
     pub(crate) scale: bool,
     /// Queued envelopes in the SQLite store for the scale phase's restart (and its ledger).
     #[arg(long, default_value_t = 1_000_000)]
@@ -184,7 +191,7 @@ pub(crate) struct Opts {
     pub(crate) relay_dump: Option<PathBuf>,
     /// Run only the side-by-side comparison with the peers (Redis, beanstalkd, NATS) that are
     /// on PATH: workloads W1-W4 on every target, a fresh server per repetition.
-    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only"])]
+    #[arg(long, conflicts_with_all = ["relay_only", "delegate_only", "approvals_only"])]
     pub(crate) peers: bool,
     /// With --peers: which targets to run (those absent from PATH are skipped).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerTarget::Hub, PeerTarget::Redis, PeerTarget::Beanstalkd, PeerTarget::Nats])]
@@ -224,6 +231,11 @@ pub(crate) enum PeerTarget {
 pub(crate) const MAX_PEER_WAITERS: usize = 14_000;
 
 impl Opts {
+    /// Only (a part of) the delegation phase runs: no phases 1 to 6, no relay.
+    pub(crate) fn delegation_only(&self) -> bool {
+        self.delegate_only || self.approvals_only
+    }
+
     pub(crate) fn stores(&self) -> Vec<StoreKind> {
         match self.store {
             StoreChoice::Memory => vec![StoreKind::Memory],

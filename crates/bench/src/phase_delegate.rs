@@ -338,7 +338,7 @@ fn prompt_of(i: usize) -> String {
     format!("bench task {i}")
 }
 
-fn delegate_bytes(from: &Agent, agent: &str, cwd: &Path, prompt: &str) -> Res<Vec<u8>> {
+pub(crate) fn delegate_bytes(from: &Agent, agent: &str, cwd: &Path, prompt: &str) -> Res<Vec<u8>> {
     let cwd = cwd
         .to_str()
         .ok_or_else(|| format!("{} is not UTF-8", cwd.display()))?;
@@ -377,7 +377,7 @@ fn verb(addr: SocketAddr, from: &Agent, line: &ClientLine, buf: &mut Vec<u8>) ->
     read_line(&mut conn, buf)
 }
 
-fn expect_delegated(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<String> {
+pub(crate) fn expect_delegated(conn: &mut Conn, buf: &mut Vec<u8>) -> Res<String> {
     match read_line(conn, buf)? {
         HubLine::Delegated(r) => Ok(r.task),
         other => Err(format!("delegate: expected delegated, got {other:?}")),

@@ -4,6 +4,7 @@ use crate::disk::{human_bytes, Disk};
 use crate::options::{
     Opts, StoreKind, DRAIN_THREADS, TARGET_CLIENTS, TARGET_HANDOFF_RATIO, TARGET_THROUGHPUT_RATIO,
 };
+use crate::phase_approvals::ApprovalsResult;
 use crate::phase_delegate::DelegateResult;
 use crate::phase_forward::ForwardResult;
 use crate::phase_handoff::HandoffResult;
@@ -56,6 +57,7 @@ pub(crate) struct StoreReport {
     pub(crate) pairs: Option<Run>,
     pub(crate) forward: Option<ForwardResult>,
     pub(crate) delegate: Option<DelegateResult>,
+    pub(crate) approvals: Option<ApprovalsResult>,
 }
 
 impl StoreReport {
@@ -70,6 +72,7 @@ impl StoreReport {
             pairs: None,
             forward: None,
             delegate: None,
+            approvals: None,
         }
     }
 
@@ -100,6 +103,7 @@ impl StoreReport {
                 "throughput": f.throughput.to_json(),
             })),
             "delegate": self.delegate.as_ref().map(DelegateResult::to_json),
+            "approvals": self.approvals.as_ref().map(ApprovalsResult::to_json),
         })
     }
 }
@@ -222,6 +226,7 @@ impl Report {
                 "parked": opts.parked, "pairs": opts.pairs, "pairs_secs": opts.pairs_secs,
                 "fsync_probes": opts.fsync_probes,
                 "delegate_tasks": opts.delegate_tasks, "delegate_running": opts.delegate_running,
+                "approval_requests": opts.approval_requests,
             },
             "stores": stores,
             "issue3_targets": targets,
@@ -377,6 +382,9 @@ impl Report {
             if let Some(d) = &s.delegate {
                 d.to_table(&mut t, &row);
             }
+            if let Some(a) = &s.approvals {
+                a.to_table(&mut t);
+            }
             if let Some(p) = &s.parked {
                 let _ = writeln!(
                     t,
@@ -399,7 +407,7 @@ impl Report {
         if let (Some(mem), Some(sql), false) = (
             self.store(StoreKind::Memory),
             self.store(StoreKind::Sqlite),
-            opts.delegate_only,
+            opts.delegation_only(),
         ) {
             let _ = writeln!(t);
             let _ = writeln!(t, "sqlite against memory");
@@ -461,7 +469,7 @@ impl Report {
             }
         }
         let _ = writeln!(t);
-        if !opts.delegate_only {
+        if !opts.delegation_only() {
             let _ = writeln!(
             t,
             "send: connect, hello+send in one write, read ok and accepted, close ({} sends per client count in memory, {} with sqlite).",
@@ -502,7 +510,13 @@ impl Report {
             "  sends: 4 threads send on east while {DRAIN_THREADS} await on west; wall until west has all; hub µs/op sums both hubs."
         );
         }
-        if opts.delegate_tasks > 0 {
+        if opts.approval_requests > 0 {
+            let _ = writeln!(
+                t,
+                "approvals: task_answer connect() until its answered line, and until the agent's next request at an await parked before it."
+            );
+        }
+        if opts.delegate_tasks > 0 && !opts.approvals_only {
             let _ = writeln!(
                 t,
                 "delegation: delegate connect() until the agent's own stamp (fake-acp-agent --stamps, wall clock) or the"

@@ -8,6 +8,7 @@ use crate::fixtures::{find_server, install_interrupt_cleanup, raise_nofile, Fixt
 use crate::hub_process::with_hub;
 use crate::options::{Opts, MAX_DELEGATE_RUNNING};
 use crate::peers;
+use crate::phase_approvals::phase_approvals;
 use crate::phase_delegate::phase_delegate;
 use crate::phase_forward::phase_forward;
 use crate::phase_handoff::phase_handoff;
@@ -54,7 +55,7 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     }
     // Phase 7's binaries are looked for before any phase runs, so a missing one fails the run
     // at once instead of after the other phases' minutes.
-    let fake = if opts.delegate_tasks > 0 {
+    let fake = if opts.delegate_tasks > 0 || opts.approval_requests > 0 {
         check_task_client(&server)?;
         Some(find_fake_agent(opts.fake_agent.as_deref())?)
     } else {
@@ -83,22 +84,32 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
     };
     report.stores = opts.stores().into_iter().map(StoreReport::new).collect();
 
-    if !opts.delegate_only {
+    if !opts.delegation_only() {
         hub_phases(opts, &server, &work, &fixture, &mut report)?;
     }
     if let Some(fake) = &fake {
         let dfx = DelegateFixture::write(&work.path, opts, fake)?;
         for r in &mut report.stores {
             let k = r.kind;
-            progress(&format!(
-                "phase 7 ({}): delegated tasks on the fake ACP agent",
-                k.name()
-            ));
-            let d = phase_delegate(&server, &fixture, &dfx, opts, k)?;
-            if report.ticks_per_sec == 0 {
-                report.ticks_per_sec = d.ticks_per_sec;
+            if opts.delegate_tasks > 0 && !opts.approvals_only {
+                progress(&format!(
+                    "phase 7 ({}): delegated tasks on the fake ACP agent",
+                    k.name()
+                ));
+                let d = phase_delegate(&server, &fixture, &dfx, opts, k)?;
+                if report.ticks_per_sec == 0 {
+                    report.ticks_per_sec = d.ticks_per_sec;
+                }
+                r.delegate = Some(d);
             }
-            r.delegate = Some(d);
+            if opts.approval_requests > 0 {
+                progress(&format!(
+                    "phase 7 ({}): {} permission requests answered through the hub",
+                    k.name(),
+                    opts.approval_requests
+                ));
+                r.approvals = Some(phase_approvals(&server, &fixture, &dfx, opts, k)?);
+            }
         }
     }
     if opts.fsync_probes > 0 {
@@ -106,7 +117,7 @@ pub(crate) fn run(opts: &Opts) -> Res<()> {
         progress("disk: raw fdatasync latency again");
         report.disk_after = Some(Disk::probe(&work.path, opts.fsync_probes)?);
     }
-    if !opts.no_relay && !opts.delegate_only {
+    if !opts.no_relay && !opts.delegation_only() {
         report.relay = Some(relay_bench(opts)?);
     }
     if opts.json {
@@ -215,6 +226,9 @@ pub(crate) fn validate(opts: &Opts) -> Res<()> {
     }
     if opts.delegate_only && opts.delegate_tasks == 0 {
         return Err("--delegate-only needs --delegate-tasks at least 1".into());
+    }
+    if opts.approvals_only && opts.approval_requests == 0 {
+        return Err("--approvals-only needs --approval-requests at least 1".into());
     }
     if opts.delegate_tasks > 0 && !(1..=MAX_DELEGATE_RUNNING).contains(&opts.delegate_running) {
         return Err(format!(

@@ -415,9 +415,21 @@ impl Hub {
 
     /// Takes `roster` in place of the current one and closes what the change revokes
     /// (`roster_reload`). Emits one service-log line naming what changed (never a token).
+    /// A name of `tasks.approvers` the new roster no longer holds is dropped from them, with
+    /// an ERROR line naming it (issue 37 design §5; it stays dropped until the next start).
     pub fn replace_roster(&mut self, roster: Roster, now: Now) -> RosterChange {
         let (settings, conns, router) = (&mut self.settings, &mut self.conns, &mut self.router);
-        roster_reload::replace(settings, conns, router, &mut self.outputs, roster, now)
+        let change =
+            roster_reload::replace(settings, conns, router, &mut self.outputs, roster, now);
+        if let Some(book) = self.tasks.as_mut() {
+            let roster = &self.settings.roster;
+            for name in book.retain_approvers(|n| roster.contains(n)) {
+                self.outputs.log_error(format!(
+                    "tasks.approvers: {name} is no longer on the roster; dropped from the approvers until the hub starts again"
+                ));
+            }
+        }
+        change
     }
 
     /// The roster in force.
@@ -459,10 +471,16 @@ impl Hub {
         }
     }
 
-    /// Rebuilds the task book from the store's rows at startup (`TaskWork::restore`).
-    pub fn restore_tasks(&mut self, rows: Vec<crate::tasks::StoredTask>, now: Now) {
+    /// Rebuilds the task book from the store's rows at startup, the requests left open
+    /// among them (`TaskWork::restore`).
+    pub fn restore_tasks(
+        &mut self,
+        rows: Vec<crate::tasks::StoredTask>,
+        requests: Vec<crate::tasks::StoredRequest>,
+        now: Now,
+    ) {
         let (mut work, out) = self.task_work();
-        work.restore(rows, now, out);
+        work.restore(rows, requests, now, out);
     }
 
     /// One event from a task's runner (the IO layer drains them after its waker fires).

@@ -179,11 +179,21 @@ impl Hub {
                     );
                     Conns::log_conn(&mut self.outputs, &c, conn, "cancelled", reason, now);
                 } else if let Some(t) = self.commit.unstage_reply_to(conn) {
-                    // A delegation never answered `delegated` must not run either.
-                    if let (TaskThen::Reply { task, .. }, Some(book)) =
-                        (t.then, self.tasks.as_mut())
-                    {
-                        book.withdraw(&task);
+                    // A delegation never answered `delegated` must not run either, nor an
+                    // answer never answered `answered` reach the agent: its request is open
+                    // again.
+                    match (t.then, self.tasks.as_mut()) {
+                        (TaskThen::Reply { task, .. }, Some(book)) => {
+                            book.withdraw(&task);
+                        }
+                        (TaskThen::Answer { request, .. }, Some(_)) => {
+                            let (mut work, out) = self.task_work();
+                            if let Some(book) = work.book.as_deref_mut() {
+                                book.answer_settled(&request, false, None);
+                            }
+                            work.drain(out);
+                        }
+                        _ => {}
                     }
                     Conns::log_conn(&mut self.outputs, &c, conn, "cancelled", reason, now);
                 } else {
@@ -419,7 +429,14 @@ impl Hub {
                 verbs::delegate::cancel(conns, out, work, conn, req, now)
             }
             ClientLine::TaskAnswer(req) => {
-                verbs::delegate::task_answer(conns, out, self.tasks.as_ref(), conn, req, now)
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                    memory: &self.memory,
+                };
+                verbs::task_answer::handle(conns, out, work, conn, req, now)
             }
             // Answered above.
             ClientLine::Hello(_) | ClientLine::Ack(_) => {}

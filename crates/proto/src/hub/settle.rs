@@ -314,6 +314,35 @@ impl Hub {
                     self.outputs.push(Output::StartTask(spec));
                 }
                 (Ok(()), TaskThen::Nothing) => {}
+                (
+                    Ok(()),
+                    TaskThen::Answer {
+                        conn,
+                        request,
+                        reply,
+                        decision,
+                    },
+                ) => {
+                    let (mut work, out) = self.task_work();
+                    if let Some(book) = work.book.as_deref_mut() {
+                        book.answer_settled(&request, true, Some(*decision));
+                    }
+                    work.drain(out);
+                    if self.conns.contains(&conn) {
+                        let line = HubLine::TaskAnswer(reply);
+                        self.reply_durable(conn, line, "task_answer", now);
+                    }
+                }
+                (Err(why), TaskThen::Answer { conn, request, .. }) => {
+                    let (mut work, out) = self.task_work();
+                    if let Some(book) = work.book.as_deref_mut() {
+                        book.answer_settled(&request, false, None);
+                    }
+                    work.drain(out);
+                    if self.conns.contains(&conn) {
+                        self.fail(conn, &format!("task_answer not accepted: {why}"), now);
+                    }
+                }
                 (Ok(()), TaskThen::ToPeer(sends)) => {
                     for send in sends {
                         self.outputs.push(Output::ToPeer(Box::new(send)));

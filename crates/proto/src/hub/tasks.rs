@@ -23,7 +23,7 @@ use crate::kernel::ids::IdSource;
 use crate::kernel::now::Now;
 use crate::relay::message::Payload;
 use crate::tasks::peer_refusal as refusal_handoff;
-use crate::tasks::{StoredTask, TaskBook, TaskEvent, TaskId};
+use crate::tasks::{StoredRequest, StoredTask, TaskBook, TaskEvent, TaskId};
 
 /// What delegated work drives: the task book (None without `[tasks]`), the ids it draws task
 /// ids and tokens from, the staging its commits go to, the router its envelopes are named
@@ -53,10 +53,16 @@ impl TaskWork<'_> {
     }
 
     /// Rebuilds the task book from the store's rows at startup (docs/delegation.md
-    /// "Durability"): outcome envelopes of tasks that were running are staged for the first
-    /// batch, queued tasks start as slots allow (after that batch), and every task that was
+    /// "Durability"): the `expired` envelopes of requests left open (issue 37 design §4.6) and
+    /// outcome envelopes of tasks that were running are staged for the first batch, queued tasks start as slots allow (after that batch), and every task that was
     /// running with a known process group is named for the IO layer to make sure it is gone.
-    pub(super) fn restore(&mut self, rows: Vec<StoredTask>, now: Now, out: &mut Outbox) {
+    pub(super) fn restore(
+        &mut self,
+        rows: Vec<StoredTask>,
+        requests: Vec<StoredRequest>,
+        now: Now,
+        out: &mut Outbox,
+    ) {
         let Some(book) = self.book.as_deref_mut() else {
             return;
         };
@@ -65,7 +71,7 @@ impl TaskWork<'_> {
             .filter(|r| matches!(r.state.as_str(), "running" | "cancelling"))
             .filter_map(|r| r.pid.map(|pid| (r.task.clone(), pid)))
             .collect();
-        book.restore(rows, now, self.ids);
+        book.restore(rows, requests, now, self.ids);
         for (task, pid) in orphans {
             out.push(Output::KillOrphan { task, pid });
         }

@@ -56,6 +56,23 @@ pub enum DelegateRefusal {
         max: usize,
     },
     UnknownPeer,
+    /// Issue 37 design §1: `permission` wider than the operator's bound for the agent.
+    PermissionWider {
+        asked: &'static str,
+        agent: String,
+        bound: &'static str,
+    },
+    /// Design §2: `allow` rules where the task would run under `reject`.
+    AllowUnderReject {
+        agent: String,
+    },
+    /// `allow` out of its bounds (`wire::approval::check_allow`, the same words as the
+    /// decoder's).
+    Allow(crate::wire::approval::AllowError),
+    /// `permission` or `allow` for a task run on a relay peer: the relay's `delegate_task`
+    /// cannot carry them, so the peer would run it under its own bound (design §7 is the
+    /// across-hubs change's).
+    ApprovalsForPeer,
 }
 
 impl fmt::Display for DelegateRefusal {
@@ -106,6 +123,22 @@ impl fmt::Display for DelegateRefusal {
             DelegateRefusal::UnknownPeer => {
                 f.write_str("unknown peer, or a peer this hub does not delegate to")
             }
+            DelegateRefusal::PermissionWider {
+                asked,
+                agent,
+                bound,
+            } => write!(
+                f,
+                "permission \"{asked}\" is wider than this hub allows for {agent} ({bound})"
+            ),
+            DelegateRefusal::AllowUnderReject { agent } => write!(
+                f,
+                "the operator's permission for {agent} is reject; allow rules cannot widen it"
+            ),
+            DelegateRefusal::Allow(e) => write!(f, "{e}"),
+            DelegateRefusal::ApprovalsForPeer => f.write_str(
+                "permission and allow cannot be carried to a peer; a task run on a peer is answered by that hub's own permission",
+            ),
         }
     }
 }

@@ -2,16 +2,23 @@
 //! state machine, and what the hub must do about it, as data.
 //!
 //! Inputs: `submit` (a `delegate` verb), `next_to_start` (a free runner slot), `handle_event`
-//! (the runner's `TaskEvent`s), `cancel`, `handle_timeout`, `restore` (rows from the store at
-//! startup), `shutdown`. Outputs, drained with `poll_action`: `Start` a runner, `Cancel` one,
-//! and `Commit`: store operations, at most one envelope for the delegator and audit records
-//! that must go into ONE commit batch, so an outcome envelope and the task's final state are
-//! durable together or not at all. Time is passed in (`kernel::now::Now`); ids and tokens come from
-//! the caller's `IdSource`.
+//! (the runner's `TaskEvent`s), `cancel`, `answer` (a `task_answer` verb) and
+//! `answer_settled`, `handle_timeout`, `restore` (rows from the store at startup),
+//! `shutdown`. Outputs, drained with `poll_action`: `Start` a runner, `Cancel` one, `Answer`
+//! a held request, and `Commit`: store operations, at most one envelope for the delegator and
+//! audit records that must go into ONE commit batch, so an outcome envelope and the task's
+//! final state are durable together or not at all. Time is passed in (`kernel::now::Now`); ids
+//! and tokens come from the caller's `IdSource`.
+//!
+//! The requests a task's agent waits on (issue 37) are the book's sub-machine `approvals`
+//! (`Approvals`): the book hands it what it knows of the task and turns its steps into the
+//! book's actions.
 //!
 //! Refuses IO: processes, files (the cwd check here is lexical; the runner re-checks with the
-//! filesystem), sockets, clocks. Answers visibility: a task is visible only to its delegator.
+//! filesystem), sockets, clocks. Answers visibility: a task is visible only to its delegator;
+//! a name in `tasks.approvers` also sees every task with an open request (issue 37 design §5).
 
+pub mod approvals;
 mod body;
 mod check;
 mod event;
@@ -19,6 +26,7 @@ mod identity;
 mod peer;
 mod query;
 mod records;
+mod requests;
 mod restore;
 pub mod settings;
 mod types;
@@ -38,16 +46,18 @@ pub use peer::{
     CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
     STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
-pub use records::{StoredTask, TaskAudit, TaskStoreOp};
+pub use records::{StoredRequest, StoredTask, TaskAudit, TaskStoreOp};
 use types::simple_hex;
 pub use types::{TaskId, TaskState};
 
-use crate::acp::{Outcome, Status};
+use crate::acp::{Outcome, PermissionPolicy, Status};
 use crate::kernel::ids::IdSource;
 use crate::kernel::names::is_task_name;
 use crate::kernel::names::HUB_NAME;
 use crate::kernel::now::Now;
+use crate::wire::approval::{AllowRule, Permission};
 use crate::wire::{DelegateRequest, Envelope, TaskProgress, TaskStateReply};
+use approvals::{Approvals, Source};
 use chrono::{DateTime, SecondsFormat, Utc};
 pub use settings::BookConfig;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -76,6 +86,12 @@ pub struct StartSpec {
     pub timeout_secs: u64,
     /// The task identity's token (`task-…` connects with it through `agent-hub mcp`).
     pub token: String,
+    /// The policy the delegator asked for; None: the operator's bound. The executor runs
+    /// the task under the narrower of it and the bound in force when it starts (issue 37
+    /// design §1).
+    pub permission: Option<PermissionPolicy>,
+    /// The delegation's pre-approval rules, checked at the verb (design §2).
+    pub allow: Vec<AllowRule>,
 }
 
 impl fmt::Debug for StartSpec {
@@ -89,6 +105,8 @@ impl fmt::Debug for StartSpec {
             .field("prompt_bytes", &self.prompt.len())
             .field("timeout_secs", &self.timeout_secs)
             .field("token", &"<redacted>")
+            .field("permission", &self.permission)
+            .field("allow", &self.allow)
             .finish()
     }
 }
@@ -177,6 +195,12 @@ struct Task {
     peer_timer: Option<Instant>,
     /// Worker side: the delegating peer asked it to stop (`task_interrupt` stop).
     stopped_by_peer: bool,
+    /// The policy its delegator asked for (None: the bound) and its allow rules (issue 37).
+    permission: Option<PermissionPolicy>,
+    allow: Vec<AllowRule>,
+    /// Why the hub itself cancelled it (a request's `cancel` fallback): the reason its
+    /// `cancelled` outcome carries instead of how the agent took the cancel.
+    cancel_reason: Option<String>,
 }
 
 /// How a task ends, for `settle`.
@@ -262,6 +286,17 @@ pub struct TaskBook {
     report_hold: BTreeMap<(String, String), Instant>,
     /// The log budget of each peer's task messages (`peer::peer_log`).
     peer_logs: BTreeMap<String, crate::relay::throttle::Throttle>,
+    /// The requests tasks' agents wait on (issue 37; `approvals`).
+    approvals: Approvals,
+}
+
+/// The wire's word for a policy as the session's (the same three, in the same order).
+fn policy_of(p: Permission) -> PermissionPolicy {
+    match p {
+        Permission::Reject => PermissionPolicy::Reject,
+        Permission::Ask => PermissionPolicy::Ask,
+        Permission::Allow => PermissionPolicy::Allow,
+    }
 }
 
 fn rfc3339(ms: i64) -> Option<String> {
@@ -294,7 +329,9 @@ impl TaskBook {
         agents: impl IntoIterator<Item = String>,
         peers: impl IntoIterator<Item = String>,
     ) -> TaskBook {
+        let approvals = Approvals::new(config.approvals.clone());
         TaskBook {
+            approvals,
             config,
             agents: agents.into_iter().collect(),
             peers: peers.into_iter().collect(),
@@ -437,6 +474,7 @@ impl TaskBook {
                 max_secs: MAX_PROGRESS_SECS,
             });
         }
+        let (permission, allow) = self.check_approvals(&req)?;
         // One delegator's share (issue 29): a roster name, or a relay peer whose tasks have
         // a delegator each (`task-from:<peer>:<id>`) but are one delegator here.
         let held = self.held_by(delegator, origin.as_ref());
@@ -481,10 +519,12 @@ impl TaskBook {
             progress_secs,
             state: TaskState::Queued.as_str().to_owned(),
             created_ms,
+            permission: permission.map(|p| p.tag().to_owned()),
+            allow: (!allow.is_empty()).then(|| crate::wire::to_json(&allow)),
             ..StoredTask::default()
         };
         self.actions.push_back(TaskAction::Commit(TaskCommit {
-            store: vec![TaskStoreOp::Insert(row)],
+            store: vec![TaskStoreOp::Insert(Box::new(row))],
             envelope: None,
             audit: vec![TaskAudit::Accepted {
                 task: id.0.clone(),
@@ -528,6 +568,9 @@ impl TaskBook {
                 needs_send: true,
                 peer_timer: None,
                 stopped_by_peer: false,
+                permission,
+                allow,
+                cancel_reason: None,
             },
         );
         // A task for a peer goes out from `start_ready`, as a local one starts: after the
@@ -582,7 +625,43 @@ impl TaskBook {
             prompt: t.prompt.clone(),
             timeout_secs: t.timeout_secs,
             token,
+            permission: t.permission,
+            allow: t.allow.clone(),
         })
+    }
+
+    /// `delegate`'s `permission` and `allow` (issue 37 design §1, §2): the policy asked for
+    /// may only narrow the operator's bound for the agent, and rules need a policy they can
+    /// narrow (`ask`; under `allow` they change nothing). Neither travels to a relay peer.
+    /// Returns the policy asked for (None: the bound) and the rules.
+    fn check_approvals(
+        &self,
+        req: &DelegateRequest,
+    ) -> Result<(Option<PermissionPolicy>, Vec<AllowRule>), DelegateRefusal> {
+        let rules = req.allow.clone().unwrap_or_default();
+        if req.peer.is_some() {
+            if req.permission.is_some() || !rules.is_empty() {
+                return Err(DelegateRefusal::ApprovalsForPeer);
+            }
+            return Ok((None, Vec::new()));
+        }
+        crate::wire::approval::check_allow(&rules).map_err(DelegateRefusal::Allow)?;
+        let bound = self.config.bound_for(&req.agent);
+        let asked = req.permission.map(policy_of);
+        if let Some(a) = asked.filter(|a| *a > bound) {
+            return Err(DelegateRefusal::PermissionWider {
+                asked: a.tag(),
+                agent: req.agent.clone(),
+                bound: bound.tag(),
+            });
+        }
+        let effective = asked.map_or(bound, |a| a.min(bound));
+        if effective == PermissionPolicy::Reject && !rules.is_empty() {
+            return Err(DelegateRefusal::AllowUnderReject {
+                agent: req.agent.clone(),
+            });
+        }
+        Ok((asked, rules))
     }
 
     /// Every task that can start now, each as a `TaskAction::Start` after its commit.
@@ -633,24 +712,18 @@ impl TaskBook {
             }
             // The hub writes the runner's log lines itself; nothing here decides on them.
             TaskEvent::Log(_) => {}
-            // Issue 37's approvals (design §4.2): the book's `Approvals` sub-machine, the core
-            // change after the runner's, opens the request (envelope, audit, store) and
-            // answers it with `TaskAction::Answer`; until it exists the request is only
-            // logged, and the session's own ends (the task's cancel, its deadline, the turn's
-            // end) answer it `cancelled`.
-            TaskEvent::Request(ask) => self.actions.push_back(TaskAction::Log(format!(
-                "task {task}: the agent asked ({} request {}, tool kind {}); no approvals here yet, so it waits for the task's end",
-                ask.kind.tag(),
-                ask.seq,
-                ask.tool_kind.as_deref().unwrap_or("none")
-            ))),
-            // Its audit record `request_preapproved` is the same later change's.
+            // Issue 37 design §4.2: `approvals` holds it open (envelope, audit, store) or
+            // answers it by the fallback at once (`requests`).
+            TaskEvent::Request(ask) => self.open_request(task, ask, Source::Runner, now, ids),
+            // Answered allow by the session already: its audit record only (design §2, §9).
             TaskEvent::Preapproved { ask, rule } => {
                 self.actions.push_back(TaskAction::Log(format!(
                     "task {task}: request {} pre-approved by allow rule {}",
                     ask.seq,
                     rule + 1
-                )))
+                )));
+                let c = Approvals::preapproved(task, &ask, rule);
+                self.actions.push_back(TaskAction::Commit(c));
             }
             TaskEvent::Outcome(o) => self.on_outcome(task, o, now, ids),
             TaskEvent::Ended(end) => {
@@ -698,7 +771,12 @@ impl TaskBook {
         }
         // Cancel racing completion: whatever the runner decided is the outcome (its session
         // makes every prompt that ends after a cancel `cancelled`, docs/acp.md).
-        let (state, stop_reason, reason) = outcome_state(&o.status);
+        let (state, stop_reason, mut reason) = outcome_state(&o.status);
+        if state == TaskState::Cancelled && t.cancel_reason.is_some() {
+            // The hub cancelled it for a request nobody answered (`cancel` fallback): that
+            // is why it ended, whatever the agent made of the cancel.
+            reason = t.cancel_reason.clone();
+        }
         let ending = Ending {
             state,
             stop_reason,
@@ -761,13 +839,19 @@ impl TaskBook {
             ended_ms,
             elapsed_ms: e.elapsed_ms,
         }];
-        let mut audit = vec![TaskAudit::Ended {
+        // Requests still open close with the task (design §4.3), in its final commit.
+        let (closes, close_audit) = self
+            .approvals
+            .close_task(task, approvals::Closed::TaskEnded);
+        store.extend(closes);
+        let mut audit = close_audit;
+        audit.push(TaskAudit::Ended {
             task: task.0.clone(),
             state: state.to_owned(),
             stop_reason: e.stop_reason.clone(),
             reason: e.reason.clone(),
             elapsed_ms: e.elapsed_ms,
-        }];
+        });
         t.state = e.state;
         t.ended_ms = Some(ended_ms);
         t.elapsed_ms = Some(e.elapsed_ms);
@@ -864,6 +948,7 @@ impl TaskBook {
             self.maybe_progress(&id, now, ids, progress_pending);
         }
         self.expire_peer(now, ids);
+        self.expire_requests(now, ids);
     }
 
     /// When `handle_timeout` may have progress to send: the earliest end of an interval of a
@@ -881,6 +966,7 @@ impl TaskBook {
                 Some(t.held_until.map_or(due, |h| h.max(due)))
             })
             .chain(self.peer_timeout())
+            .chain(self.approvals.poll_timeout())
             .min()
     }
 
@@ -921,16 +1007,29 @@ impl TaskBook {
                 );
             }
             TaskState::Running if t.peer.is_some() => self.cancel_at_peer(&id, now, ids),
-            TaskState::Running => {
-                t.state = TaskState::Cancelling;
-                let c = cancelling_commit(&id, now.wall.timestamp_millis());
-                self.actions.push_back(TaskAction::Commit(c));
-                self.actions.push_back(TaskAction::Cancel(id.clone()));
-            }
+            TaskState::Running => self.cancel_running(&id, None, now),
             _ => {}
         }
         let state = self.tasks.get(&id).map_or("unknown", |t| t.state.as_str());
         reply(state)
+    }
+
+    /// A running local task becomes `cancelling` and its runner is asked to stop: the
+    /// `cancelling` commit, which also closes its open requests `cancelled` (issue 37 design
+    /// §4.3; the session answers the agent `cancelled` itself, as ACP requires). `reason`:
+    /// the hub's own reason for the cancel, which its outcome will carry.
+    fn cancel_running(&mut self, id: &TaskId, reason: Option<String>, now: Now) {
+        let Some(t) = self.tasks.get_mut(id) else {
+            return;
+        };
+        t.state = TaskState::Cancelling;
+        t.cancel_reason = reason;
+        let mut c = cancelling_commit(id, now.wall.timestamp_millis());
+        let (store, audit) = self.approvals.close_task(id, approvals::Closed::Cancelled);
+        c.store.extend(store);
+        c.audit.extend(audit);
+        self.actions.push_back(TaskAction::Commit(c));
+        self.actions.push_back(TaskAction::Cancel(id.clone()));
     }
 
     /// The agent's process group, once the runner reported it (also after a restart, from

@@ -1,6 +1,8 @@
 //! What the task book answers about tasks (docs/delegation.md "Verbs and replies"):
 //! `task_status` and `tasks`, each visible only to the task's delegator, and the record both
-//! show. Refuses IO.
+//! show. A name in `tasks.approvers` also sees every other task while it has an open request,
+//! so it can find what it may answer (issue 37 design §5; `agent-hub top` lists them from
+//! `tasks`). Refuses IO.
 
 use super::types::{TaskId, TaskState};
 use super::{ms_between, rfc3339, Task, TaskBook};
@@ -8,20 +10,28 @@ use crate::kernel::now::Now;
 use crate::wire::{TaskList, TaskRecord};
 
 impl TaskBook {
-    /// `task_status`: the record if `asker` delegated it, else `unknown`.
+    /// `task_status`: the record if `asker` delegated it (or, for an approver, while it has
+    /// an open request), else `unknown`.
     pub fn status(&self, task: &str, asker: &str, now: Now) -> TaskRecord {
         match TaskId::parse(task).and_then(|id| self.tasks.get(&id)) {
-            Some(t) if t.delegator == asker => self.record(t, now),
+            Some(t) if self.visible(t, asker) => self.record(t, now),
             _ => TaskRecord::unknown(task),
         }
     }
 
-    /// `tasks`: the asker's tasks, oldest first.
+    /// Whether `asker` sees `t` in `task_status` and `tasks`.
+    fn visible(&self, t: &Task, asker: &str) -> bool {
+        t.delegator == asker
+            || (self.approvals.is_approver(asker) && self.approvals.has_open(&t.id))
+    }
+
+    /// `tasks`: the asker's tasks, oldest first (for an approver, with every other task
+    /// that has an open request, in the same order).
     pub fn list(&self, asker: &str, now: Now) -> TaskList {
         let mut mine: Vec<&Task> = self
             .tasks
             .values()
-            .filter(|t| t.delegator == asker)
+            .filter(|t| self.visible(t, asker))
             .collect();
         mine.sort_by_key(|t| t.seq);
         TaskList {
@@ -76,8 +86,7 @@ impl TaskBook {
             stop_reason: t.stop_reason.clone(),
             reason: t.reason.clone(),
             progress: if active { t.progress.clone() } else { None },
-            // Issue 37: filled by the book's `Approvals` once requests can be held open.
-            requests: None,
+            requests: self.approvals.records(&t.id, now),
         }
     }
 }

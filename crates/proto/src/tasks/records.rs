@@ -1,6 +1,7 @@
 //! What the task book asks to be made durable and recorded (docs/delegation.md "Durability"):
-//! the store operations on the tasks table (`TaskStoreOp`), the row the store gives back at
-//! startup (`StoredTask`), and the task audit records (`TaskAudit`).
+//! the store operations on the tasks table and on the open requests (`TaskStoreOp`), the rows
+//! the store gives back at startup (`StoredTask`, `StoredRequest`), and the task audit records
+//! (`TaskAudit`), those of issue 37's requests among them (design §9).
 //!
 //! Owns the shapes only, with plain fields, so the store (the SQLite side) and the audit
 //! writer can take them as they are. A task's token is never in any of them; the prompt is
@@ -14,8 +15,9 @@ use std::fmt::Write as _;
 /// with its envelope and its audit records.
 #[derive(Clone, PartialEq, Eq)]
 pub enum TaskStoreOp {
-    /// A task was accepted (`queued`).
-    Insert(StoredTask),
+    /// A task was accepted (`queued`). Boxed: a row is several times the size of any other
+    /// operation.
+    Insert(Box<StoredTask>),
     /// The task's state changed to `running` (with `started_ms`) or `cancelling`.
     State {
         task: String,
@@ -35,8 +37,13 @@ pub enum TaskStoreOp {
         ended_ms: i64,
         elapsed_ms: u64,
     },
-    /// A settled task left the history (`tasks.history_max`).
+    /// A settled task left the history (`tasks.history_max`); its request rows go with it.
     Forget { task: String },
+    /// A request was held open (issue 37 design §4.2): kept so that a restart can close it
+    /// by the fallback (`hub restarted`) instead of forgetting it.
+    OpenRequest(StoredRequest),
+    /// The request closed: answered, expired, cancelled or its task ended.
+    CloseRequest { request: String },
 }
 
 /// The prompt is shown by size only.
@@ -78,6 +85,11 @@ impl std::fmt::Debug for TaskStoreOp {
                 .field("elapsed_ms", elapsed_ms)
                 .finish(),
             TaskStoreOp::Forget { task } => f.debug_struct("Forget").field("task", task).finish(),
+            TaskStoreOp::OpenRequest(r) => f.debug_tuple("OpenRequest").field(r).finish(),
+            TaskStoreOp::CloseRequest { request } => f
+                .debug_struct("CloseRequest")
+                .field("request", request)
+                .finish(),
         }
     }
 }
@@ -107,6 +119,31 @@ pub struct StoredTask {
     pub stop_reason: Option<String>,
     pub reason: Option<String>,
     pub pid: Option<u32>,
+    /// The policy the delegator asked for (`delegate`'s `permission`, a
+    /// `wire::approval::Permission` word); None: the operator's bound (issue 37 design §1).
+    pub permission: Option<String>,
+    /// The delegation's pre-approval rules as their JSON array (`delegate`'s `allow`,
+    /// checked at the verb); None: no rules (design §2).
+    pub allow: Option<String>,
+}
+
+/// An open request as the store keeps it (issue 37 design §4.2, §4.6): enough to close it by
+/// the fallback after a restart and to say so to its delegator. Never its title, paths,
+/// command or message (those reached the delegator in the envelope, and the audit keeps
+/// metadata only). Wall times are Unix milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoredRequest {
+    /// `req-` and 16 hex digits (`approvals::request_id`).
+    pub request: String,
+    pub task: String,
+    /// The session's number for it (from 1).
+    pub seq: u32,
+    /// `permission` or `question`.
+    pub kind: String,
+    /// The ACP tool kind, when the agent gave one.
+    pub tool_kind: Option<String>,
+    pub opened_ms: i64,
+    pub expires_ms: i64,
 }
 
 impl std::fmt::Debug for StoredTask {
@@ -129,6 +166,8 @@ impl std::fmt::Debug for StoredTask {
             .field("stop_reason", &self.stop_reason)
             .field("reason", &self.reason)
             .field("pid", &self.pid)
+            .field("permission", &self.permission)
+            .field("allow", &self.allow)
             .finish()
     }
 }
@@ -159,6 +198,46 @@ pub enum TaskAudit {
     },
     /// `task_forgotten`: dropped from the history.
     Forgotten { task: String },
+    /// `request_opened`: a request is held open for the delegator (issue 37 design §9).
+    RequestOpened {
+        task: String,
+        request: String,
+        /// `permission` or `question`.
+        kind: String,
+        tool_kind: Option<String>,
+    },
+    /// `request_preapproved`: the delegation's allow rule number `rule` (from 1, in the
+    /// order of `allow`) let the request through; nobody was asked.
+    RequestPreapproved {
+        task: String,
+        request: String,
+        rule: usize,
+    },
+    /// `request_answered`: `by` answered it with `option`.
+    RequestAnswered {
+        task: String,
+        request: String,
+        by: String,
+        option: String,
+    },
+    /// `request_expired`: nobody answered; the fallback (`reject` | `cancel`) did, for
+    /// `reason` (`no answer within N s`, `hub restarted`, `no relay route to the delegator`).
+    RequestExpired {
+        task: String,
+        request: String,
+        fallback: String,
+        reason: String,
+    },
+    /// `request_closed`: closed unanswered because the task was cancelled (`cancelled`) or
+    /// ended (`task_ended`).
+    RequestClosed {
+        task: String,
+        request: String,
+        why: String,
+    },
+    /// `request_refused`: a request the hub would not hold (a cap, `why`), answered by the
+    /// fallback at once.
+    RequestRefused { task: String, why: String },
 }
 
 impl TaskAudit {
@@ -169,6 +248,12 @@ impl TaskAudit {
             TaskAudit::CancelAsked { .. } => "task_cancel_asked",
             TaskAudit::Ended { .. } => "task_ended",
             TaskAudit::Forgotten { .. } => "task_forgotten",
+            TaskAudit::RequestOpened { .. } => "request_opened",
+            TaskAudit::RequestPreapproved { .. } => "request_preapproved",
+            TaskAudit::RequestAnswered { .. } => "request_answered",
+            TaskAudit::RequestExpired { .. } => "request_expired",
+            TaskAudit::RequestClosed { .. } => "request_closed",
+            TaskAudit::RequestRefused { .. } => "request_refused",
         }
     }
 
@@ -216,6 +301,68 @@ impl TaskAudit {
                 to_json(state),
                 opt(stop_reason),
                 opt(reason)
+            ),
+            TaskAudit::RequestOpened {
+                task,
+                request,
+                kind,
+                tool_kind,
+            } => write!(
+                out,
+                ",\"task\":{},\"request\":{},\"type\":{},\"tool_kind\":{}",
+                to_json(task),
+                to_json(request),
+                to_json(kind),
+                opt(tool_kind)
+            ),
+            TaskAudit::RequestPreapproved {
+                task,
+                request,
+                rule,
+            } => write!(
+                out,
+                ",\"task\":{},\"request\":{},\"rule\":{rule}",
+                to_json(task),
+                to_json(request)
+            ),
+            TaskAudit::RequestAnswered {
+                task,
+                request,
+                by,
+                option,
+            } => write!(
+                out,
+                ",\"task\":{},\"request\":{},\"by\":{},\"option\":{}",
+                to_json(task),
+                to_json(request),
+                to_json(by),
+                to_json(option)
+            ),
+            TaskAudit::RequestExpired {
+                task,
+                request,
+                fallback,
+                reason,
+            } => write!(
+                out,
+                ",\"task\":{},\"request\":{},\"fallback\":{},\"reason\":{}",
+                to_json(task),
+                to_json(request),
+                to_json(fallback),
+                to_json(reason)
+            ),
+            TaskAudit::RequestClosed { task, request, why } => write!(
+                out,
+                ",\"task\":{},\"request\":{},\"why\":{}",
+                to_json(task),
+                to_json(request),
+                to_json(why)
+            ),
+            TaskAudit::RequestRefused { task, why } => write!(
+                out,
+                ",\"task\":{},\"why\":{}",
+                to_json(task),
+                to_json(why)
             ),
         };
     }

@@ -3,7 +3,7 @@
 //! `hub_restarted` exactly once, settled ones are the history) and stopping it. Refuses IO.
 
 use super::peer::{Origin, CANCEL_GRACE};
-use super::records::StoredTask;
+use super::records::{StoredRequest, StoredTask};
 use super::types::{TaskId, TaskState};
 use super::{ms_between, Ending, Task, TaskAction, TaskBook, TaskCommit};
 use crate::kernel::ids::IdSource;
@@ -13,10 +13,17 @@ use std::time::Duration;
 
 impl TaskBook {
     /// Rebuilds the book from the store's rows at startup: queued tasks stay queued in
-    /// acceptance order; running and cancelling ones end `hub_restarted` (their commits are
-    /// the first actions); settled ones are the history. Then `start_ready` is up to the
-    /// caller.
-    pub fn restore(&mut self, mut rows: Vec<StoredTask>, now: Now, ids: &mut dyn IdSource) {
+    /// acceptance order; the requests still open when the hub stopped close by the fallback,
+    /// reason `hub restarted`, each with its `expired` envelope (issue 37 design §4.6); then
+    /// running and cancelling tasks end `hub_restarted`; settled ones are the history. These
+    /// commits are the first actions. Then `start_ready` is up to the caller.
+    pub fn restore(
+        &mut self,
+        mut rows: Vec<StoredTask>,
+        requests: Vec<StoredRequest>,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) {
         rows.sort_by_key(|r| r.seq);
         let mut history: Vec<(i64, u64, TaskId)> = Vec::new();
         let mut restarted = Vec::new();
@@ -30,6 +37,10 @@ impl TaskBook {
             };
             self.next_seq = self.next_seq.max(r.seq + 1);
             let state = TaskState::parse(&r.state);
+            let approvals = stored_approvals(&id, r.permission.as_deref(), r.allow.as_deref());
+            if let Some(line) = approvals.note {
+                self.actions.push_back(TaskAction::Log(line));
+            }
             let t = Task {
                 seq: r.seq,
                 id: id.clone(),
@@ -61,6 +72,9 @@ impl TaskBook {
                 needs_send: true,
                 peer_timer: None,
                 stopped_by_peer: false,
+                permission: approvals.permission,
+                allow: approvals.allow,
+                cancel_reason: None,
             };
             let mut t = t;
             t.origin = Origin::parse(&t.delegator);
@@ -104,6 +118,16 @@ impl TaskBook {
         }
         history.sort();
         self.settled = history.into_iter().map(|(_, _, id)| id).collect();
+        let delegators: std::collections::BTreeMap<TaskId, String> = requests
+            .iter()
+            .filter_map(|r| TaskId::parse(&r.task))
+            .filter_map(|t| self.local_delegator(&t).map(|d| (t, d)))
+            .collect();
+        let delegator_of = |t: &TaskId| delegators.get(t).cloned();
+        let closes = self.approvals.restore(requests, &delegator_of, now, ids);
+        for c in closes {
+            self.actions.push_back(TaskAction::Commit(c));
+        }
         for id in restarted {
             let elapsed = self
                 .tasks
@@ -151,5 +175,43 @@ impl TaskBook {
             }
             self.actions.push_back(TaskAction::Cancel(id));
         }
+    }
+}
+
+/// A stored task's `permission` and `allow`, read back (`stored_approvals`).
+struct StoredApprovals {
+    permission: Option<crate::acp::PermissionPolicy>,
+    allow: Vec<crate::wire::approval::AllowRule>,
+    /// A line for the service log when the rules could not be read.
+    note: Option<String>,
+}
+
+/// A word or rules this binary cannot read never widen what the task may do: an unknown
+/// word runs it under `reject`, unreadable rules are dropped with a log line, so a damaged
+/// row fails closed.
+fn stored_approvals(id: &TaskId, permission: Option<&str>, allow: Option<&str>) -> StoredApprovals {
+    use crate::acp::PermissionPolicy;
+    use crate::wire::approval::{check_allow, AllowRule};
+    let permission =
+        permission.map(|p| PermissionPolicy::from_tag(p).unwrap_or(PermissionPolicy::Reject));
+    let read = |text: &str| {
+        serde_json::from_str::<Vec<AllowRule>>(text)
+            .ok()
+            .filter(|r| check_allow(r).is_ok())
+    };
+    let (allow, note) = match allow.map(read) {
+        None => (Vec::new(), None),
+        Some(Some(rules)) => (rules, None),
+        Some(None) => (
+            Vec::new(),
+            Some(format!(
+                "task {id}: its stored allow rules cannot be read; it runs without them"
+            )),
+        ),
+    };
+    StoredApprovals {
+        permission,
+        allow,
+        note,
     }
 }

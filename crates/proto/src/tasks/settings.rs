@@ -187,6 +187,23 @@ pub struct BookConfig {
     pub may_mail: Vec<String>,
     /// Worker side: seconds between `task_status` messages to a delegating peer.
     pub peer_status_secs: u64,
+    /// The operator's bound for every agent (`tasks.permission`) and per agent
+    /// (`tasks.agent_permission`): a delegation may narrow it, never widen it (issue 37
+    /// design §1).
+    pub permission: PermissionPolicy,
+    pub agent_permission: BTreeMap<String, PermissionPolicy>,
+    /// How held requests are bounded and answered (`tasks::approvals`, design §8).
+    pub approvals: ApprovalSettings,
+}
+
+impl BookConfig {
+    /// The operator's bound for tasks on `agent` (a manifest name).
+    pub fn bound_for(&self, agent: &str) -> PermissionPolicy {
+        self.agent_permission
+            .get(agent)
+            .copied()
+            .unwrap_or(self.permission)
+    }
 }
 
 impl From<&TasksConfig> for BookConfig {
@@ -203,6 +220,9 @@ impl From<&TasksConfig> for BookConfig {
             history_max: t.history_max,
             may_mail: t.may_mail.clone(),
             peer_status_secs: t.peer_status_secs,
+            permission: t.permission,
+            agent_permission: t.agent_permission.clone(),
+            approvals: t.approvals.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::tasks::TaskEnd;
 use crate::wire::TaskRecord;
 use serde_json::Value;
 
+mod approvals;
 mod peer;
 
 struct Clock {
@@ -52,6 +53,9 @@ fn config() -> BookConfig {
         history_max: 1000,
         may_mail: vec!["critic".into()],
         peer_status_secs: 30,
+        permission: crate::acp::PermissionPolicy::Ask,
+        agent_permission: Default::default(),
+        approvals: Default::default(),
     }
 }
 
@@ -694,8 +698,12 @@ fn restart_keeps_queued_in_order_and_reports_running_once() {
     let mut r2 = Rig::new(config());
     r2.clock.advance_secs(60);
     let now = r2.clock.now();
-    r2.book
-        .restore(rows.values().cloned().collect(), now, &mut r2.ids);
+    r2.book.restore(
+        rows.values().cloned().collect(),
+        Vec::new(),
+        now,
+        &mut r2.ids,
+    );
     let acts = r2.actions();
     let outs = envelopes(&acts, OUTCOME_KIND);
     assert_eq!(outs.len(), 2, "one per task that was running: {acts:?}");
@@ -725,8 +733,12 @@ fn restart_keeps_queued_in_order_and_reports_running_once() {
     // A third life from the same rows reports nothing again.
     let mut r3 = Rig::new(config());
     let now = r3.clock.now();
-    r3.book
-        .restore(rows.values().cloned().collect(), now, &mut r3.ids);
+    r3.book.restore(
+        rows.values().cloned().collect(),
+        Vec::new(),
+        now,
+        &mut r3.ids,
+    );
     let acts = r3.actions();
     let outs = envelopes(&acts, OUTCOME_KIND);
     assert_eq!(
@@ -749,7 +761,7 @@ fn apply_store(rows: &mut BTreeMap<String, StoredTask>, actions: Vec<TaskAction>
         for op in c.store {
             match op {
                 TaskStoreOp::Insert(row) => {
-                    rows.insert(row.task.clone(), row);
+                    rows.insert(row.task.clone(), *row);
                 }
                 TaskStoreOp::State {
                     task,
@@ -783,6 +795,8 @@ fn apply_store(rows: &mut BTreeMap<String, StoredTask>, actions: Vec<TaskAction>
                 TaskStoreOp::Forget { task } => {
                     rows.remove(&task);
                 }
+                // The requests' rows are `approvals`' tests' to follow.
+                TaskStoreOp::OpenRequest(_) | TaskStoreOp::CloseRequest { .. } => {}
             }
         }
     }
@@ -835,7 +849,7 @@ fn history_is_pruned_oldest_settled_first() {
         ..config()
     });
     let now = r.clock.now();
-    r.book.restore(rows, now, &mut r.ids);
+    r.book.restore(rows, Vec::new(), now, &mut r.ids);
     let acts = r.actions();
     let TaskAction::Commit(c) = &acts[0] else {
         panic!()

@@ -34,6 +34,9 @@ pub enum TaskStartError {
         credentials: PathBuf,
         shared: PathBuf,
     },
+    /// A name in `tasks.approvers` is not on the roster (issue 37 design §5): the operator
+    /// meant someone who cannot log in.
+    UnknownApprover(String),
 }
 
 impl std::fmt::Display for TaskStartError {
@@ -51,6 +54,10 @@ impl std::fmt::Display for TaskStartError {
                 credentials.display(),
                 shared.display()
             ),
+            TaskStartError::UnknownApprover(name) => write!(
+                f,
+                "tasks.approvers names {name:?}, which is not on the roster; add it to the roster (agent-hub-server roster add) or take it out of tasks.approvers"
+            ),
         }
     }
 }
@@ -61,7 +68,9 @@ impl std::error::Error for TaskStartError {
             TaskStartError::LoadTasks(e) => Some(e),
             TaskStartError::CredentialsDir(e) => Some(e),
             TaskStartError::Sandbox(e) => Some(e),
-            TaskStartError::CredentialsHoldShared { .. } => None,
+            TaskStartError::CredentialsHoldShared { .. } | TaskStartError::UnknownApprover(_) => {
+                None
+            }
         }
     }
 }
@@ -165,10 +174,20 @@ impl Server {
                 .log("WARN", &format!("agent manifest skipped: {p}"));
         }
         let runnable = agent_env.runnable(&reg);
+        // Who may answer requests must be someone who can log in (issue 37 design §5).
+        let roster = self.hub.roster();
+        if let Some(name) = cfg.approvals.approvers.iter().find(|a| !roster.contains(a)) {
+            return Err(TaskStartError::UnknownApprover(name.clone()));
+        }
         let rows = self
             .commits
             .store
             .load_tasks()
+            .map_err(TaskStartError::LoadTasks)?;
+        let requests = self
+            .commits
+            .store
+            .load_requests()
             .map_err(TaskStartError::LoadTasks)?;
         self.tasks.task_dir = cfg.cwd_roots.first().cloned();
         self.tasks.max_tasks = Some(cfg.max_concurrent);
@@ -255,12 +274,12 @@ impl Server {
         book.set_accept_from(accept);
         self.hub.enable_tasks(book);
         let now = read_clock();
-        let n = rows.len();
-        self.hub.restore_tasks(rows, now);
+        let (n, open) = (rows.len(), requests.len());
+        self.hub.restore_tasks(rows, requests, now);
         self.records.log(
             "INFO",
             &format!(
-                "delegation on: {} runnable agents ({}); {n} stored tasks",
+                "delegation on: {} runnable agents ({}); {n} stored tasks; {open} requests left open by the last run, each closed now by the fallback (hub restarted)",
                 runnable.len(),
                 runnable.join(", ")
             ),

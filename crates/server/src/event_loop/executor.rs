@@ -13,7 +13,7 @@
 //! for every end.
 
 use crate::runner::{self, TaskCredential, TaskEvent, TaskHandle, TaskSpec};
-use agent_hub_proto::acp::permission::hub_server_name;
+use agent_hub_proto::acp::permission::{hub_server_name, AllowRule};
 use agent_hub_proto::acp::{
     Approval, Failure, McpServer, PermissionPolicy, Refusal, SessionConfig, Status,
 };
@@ -243,15 +243,24 @@ impl Executor {
             launch.prompt.clone(),
             launch.timeout_secs.saturating_mul(1000),
         );
-        // The operator's bound for the agent. The delegation's own `permission` narrows it
-        // (min) and its `allow` rules fill `approval.allow_rules` once the core carries them
-        // in `StartSpec` (issue 37 design §1, §2; the core's change).
-        session.permission = self
+        // The operator's bound for the agent in force now, narrowed by the delegation's own
+        // `permission` (issue 37 design §1): never wider than either, so a bound lowered by
+        // a restart since the delegation holds for a task that waited through it.
+        let bound = self
             .runtime
             .agent_permission
             .get(&launch.agent)
             .copied()
             .unwrap_or(self.runtime.default_permission);
+        session.permission = launch.permission.map_or(bound, |asked| asked.min(bound));
+        // The delegation's pre-approval rules (design §2), checked at the verb; one that does
+        // not read here refuses the task rather than run it under other rules.
+        let allow_rules = launch
+            .allow
+            .iter()
+            .map(|r| AllowRule::new(&r.kinds, r.under.as_deref()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| refuse(format!("its allow rules: {e}")))?;
         // The session mode ids where the agent asks before acting (its manifest's
         // `run.ask_modes`); None: the hub's default list (docs/acp.md "Session modes").
         session.ask_modes = self
@@ -277,7 +286,7 @@ impl Executor {
         )];
         session.approval = Approval {
             hub_server: Some(hub_server),
-            allow_rules: Vec::new(),
+            allow_rules,
             fallback: self.runtime.approvals.permission_fallback,
             max_open_requests: self.runtime.approvals.max_open_requests_per_task,
         };

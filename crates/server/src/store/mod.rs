@@ -17,7 +17,7 @@ mod sqlite_wal;
 #[cfg(test)]
 mod tests;
 
-pub use agent_hub_proto::tasks::{StoredTask, TaskStoreOp};
+pub use agent_hub_proto::tasks::{StoredRequest, StoredTask, TaskStoreOp};
 // What the core asks the store to keep, and the rows it reads back, are the core's
 // vocabulary (`hub::durable`); this module carries them out.
 pub use agent_hub_proto::hub::durable::{
@@ -77,6 +77,11 @@ pub trait Store {
     /// Loads the delegated tasks that survived the last run, in acceptance order
     /// (docs/delegation.md "Durability"). A store that keeps nothing has none.
     fn load_tasks(&mut self) -> Result<Vec<StoredTask>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Loads the requests that were held open when the last run stopped (issue 37 design
+    /// §4.6): the restart closes each by the fallback. A store that keeps nothing has none.
+    fn load_requests(&mut self) -> Result<Vec<StoredRequest>, StoreError> {
         Ok(Vec::new())
     }
     /// Begins a transaction, applies `ops` in order. Nothing is durable until `commit`.

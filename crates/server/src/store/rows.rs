@@ -10,8 +10,9 @@
 //!
 //! Owns the column list of the load query and the checks. Refuses IO beyond reading a row.
 
-use super::{QueuedRef, RowRef, StoredId, StoredTask};
+use super::{QueuedRef, RowRef, StoredId, StoredRequest, StoredTask};
 use agent_hub_proto::hub::durable::RowRefused;
+use agent_hub_proto::wire::approval::{check_allow, AllowRule};
 use agent_hub_proto::wire::envelope_text::{split, Parts};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
@@ -54,7 +55,17 @@ pub const STATES: [&str; 6] = [
 ];
 
 /// Columns of the tasks query, in the order `decode_task` reads them (acceptance order).
-pub(super) const SELECT_TASKS: &str = "SELECT seq, task, delegator, agent, peer, cwd, prompt, timeout_secs, progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms, stop_reason, reason, pid FROM tasks ORDER BY seq";
+pub(super) const SELECT_TASKS: &str = "SELECT seq, task, delegator, agent, peer, cwd, prompt, timeout_secs, progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms, stop_reason, reason, pid, permission, allow FROM tasks ORDER BY seq";
+
+/// Columns of the open requests' query (schema 5, issue 37), in the order `decode_request`
+/// reads them; `rowid` names a row in an error.
+pub(super) const SELECT_REQUESTS: &str = "SELECT rowid, request, task, seq, type, tool_kind, opened_ms, expires_ms FROM requests ORDER BY rowid";
+
+/// The words a stored task's `permission` may hold (`wire::approval::Permission`).
+pub const PERMISSIONS: [&str; 3] = ["ask", "reject", "allow"];
+
+/// The types a stored request may have (`wire::approval::RequestType`).
+pub const REQUEST_TYPES: [&str; 2] = ["permission", "question"];
 
 /// The states a stored task can be in (`tasks::TaskState`'s names; a test keeps the two
 /// lists equal).
@@ -115,6 +126,16 @@ pub enum ColumnError {
     },
     /// A task id not of the shape the hub issues.
     BadTaskId,
+    /// A request id not of the shape the hub issues (`req-` and 16 hex digits).
+    BadRequestId,
+    /// A word outside `known` (a task's `permission`, a request's `type`), by its length.
+    UnknownWord {
+        column: &'static str,
+        known: &'static [&'static str],
+        chars: usize,
+    },
+    /// `allow` is not a list of rules the verb could have accepted.
+    NotAllowRules,
     PromptTooLong {
         bytes: usize,
     },
@@ -172,6 +193,20 @@ impl fmt::Display for ColumnError {
                 agent_hub_proto::wire::Reader::list()
             ),
             ColumnError::BadTaskId => write!(f, "task is not task- and 32 hex digits"),
+            ColumnError::BadRequestId => write!(f, "request is not req- and 16 hex digits"),
+            ColumnError::UnknownWord {
+                column,
+                known,
+                chars,
+            } => write!(
+                f,
+                "{column} is not one of {} (it holds {chars} characters)",
+                known.join(", ")
+            ),
+            ColumnError::NotAllowRules => write!(
+                f,
+                "allow is not a list of at most 8 allow rules (docs/delegation.md \"Approvals\")"
+            ),
             ColumnError::PromptTooLong { bytes } => write!(
                 f,
                 "prompt is {bytes} bytes, more than any accepted ({MAX_PROMPT_BYTES})"
@@ -220,6 +255,8 @@ pub enum RowError {
     Envelope { seq: u64, error: ColumnError },
     /// A task row, by its seq.
     Task { seq: u64, error: ColumnError },
+    /// An open request's row, by its rowid.
+    Request { rowid: i64, error: ColumnError },
     /// A seq that does not grow (`check_order`).
     Repeated { seq: u64 },
     /// Two rows with one sender and id (`check_unique`).
@@ -234,6 +271,9 @@ impl fmt::Display for RowError {
             RowError::Seq(e) => write!(f, "{e}"),
             RowError::Envelope { seq, error } => write!(f, "row seq {seq}: {error}"),
             RowError::Task { seq, error } => write!(f, "task row seq {seq}: {error}"),
+            RowError::Request { rowid, error } => {
+                write!(f, "request row rowid {rowid}: {error}")
+            }
             RowError::Repeated { seq } => write!(f, "seq {seq} appears more than once"),
             RowError::Duplicate { first, second } => write!(
                 f,
@@ -249,7 +289,8 @@ impl std::error::Error for RowError {
         match self {
             RowError::Seq(e)
             | RowError::Envelope { error: e, .. }
-            | RowError::Task { error: e, .. } => Some(e),
+            | RowError::Task { error: e, .. }
+            | RowError::Request { error: e, .. } => Some(e),
             RowError::Refused(e) => Some(e),
             _ => None,
         }
@@ -312,6 +353,59 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, RowError> {
         pid: opt_int(16, "pid", i64::from(i32::MAX))
             .map_err(at)?
             .map(|v| v as u32),
+        permission: c
+            .opt_word(17, "permission", &PERMISSIONS)
+            .map_err(at)?
+            .map(str::to_owned),
+        allow: match c.opt_text(18, "allow").map_err(at)? {
+            None => None,
+            Some(text) => {
+                let rules = serde_json::from_str::<Vec<AllowRule>>(text)
+                    .ok()
+                    .filter(|r| check_allow(r).is_ok());
+                if rules.is_none() {
+                    return Err(at(ColumnError::NotAllowRules));
+                }
+                Some(text.to_owned())
+            }
+        },
+    })
+}
+
+/// Decodes one open request's row (schema 5; issue 37 design §4.6), checking what the
+/// restart relies on: ids of the shapes the hub issues, a known type, numbers in range.
+pub(super) fn decode_request(row: &Row<'_>) -> Result<StoredRequest, RowError> {
+    let c = Cols { row };
+    // The rowid names the row; SQLite gives every row an integer one.
+    let rowid = c
+        .int(0, "rowid", i64::MIN, i64::MAX)
+        .map_err(RowError::Seq)?;
+    let at = |error: ColumnError| RowError::Request { rowid, error };
+    let request = c.nonempty(1, "request").map_err(at)?.to_owned();
+    if !agent_hub_proto::tasks::approvals::is_request_id(&request) {
+        return Err(at(ColumnError::BadRequestId));
+    }
+    let task = c.nonempty(2, "task").map_err(at)?.to_owned();
+    if agent_hub_proto::tasks::TaskId::parse(&task).is_none() {
+        return Err(at(ColumnError::BadTaskId));
+    }
+    Ok(StoredRequest {
+        request,
+        task,
+        seq: c.int(3, "seq", 1, i64::from(u32::MAX)).map_err(at)? as u32,
+        kind: c
+            .opt_word(4, "type", &REQUEST_TYPES)
+            .map_err(at)?
+            .ok_or(ColumnError::WrongType {
+                column: "type",
+                found: "NULL",
+                wanted: "text",
+            })
+            .map_err(at)?
+            .to_owned(),
+        tool_kind: c.opt_text(5, "tool_kind").map_err(at)?.map(str::to_owned),
+        opened_ms: c.int(6, "opened_ms", 0, MAX_UNIX_MS).map_err(at)?,
+        expires_ms: c.int(7, "expires_ms", 0, MAX_UNIX_MS).map_err(at)?,
     })
 }
 
@@ -381,6 +475,23 @@ impl<'r> Cols<'r, '_> {
                 found: kind(&other),
                 wanted: "text",
             }),
+        }
+    }
+
+    /// Text that must be one of `known` when present.
+    fn opt_word(
+        &self,
+        i: usize,
+        column: &'static str,
+        known: &'static [&'static str],
+    ) -> Result<Option<&'r str>, ColumnError> {
+        match self.opt_text(i, column)? {
+            Some(w) if !known.contains(&w) => Err(ColumnError::UnknownWord {
+                column,
+                known,
+                chars: w.chars().count(),
+            }),
+            other => Ok(other),
         }
     }
 

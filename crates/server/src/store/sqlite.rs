@@ -10,7 +10,10 @@
 
 use super::flush::{Background, WalFlush};
 use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint};
-use super::{open_err, rows, Loaded, RowSink, Store, StoreError, StoreOp, StoredTask, TaskStoreOp};
+use super::{
+    open_err, rows, Loaded, RowSink, Store, StoreError, StoreOp, StoredRequest, StoredTask,
+    TaskStoreOp,
+};
 use agent_hub_host::config::SyncPolicy;
 use rusqlite::{ffi, params, Connection, OptionalExtension};
 use std::fs::File;
@@ -21,7 +24,7 @@ use std::sync::Arc;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
 /// docs/operations.md.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long a commit on the loop's connection waits for a lock the checkpoint connection
 /// holds (`open_with`).
@@ -97,6 +100,28 @@ UPDATE meta SET value = '4' WHERE key = 'schema_version';
 
 /// The column version 4 adds, for a new file (created at version 2's shape, then this).
 const SCHEMA_V4_READER: &str = "ALTER TABLE envelopes ADD COLUMN reader TEXT;";
+
+/// Version 5 (issue 37, approvals): a task keeps the policy its delegator asked for and its
+/// pre-approval rules (a queued task starts after a restart as it was delegated), and the
+/// requests held open are kept one row each, so a restart closes each by the fallback
+/// (`hub restarted`) and tells its delegator, instead of forgetting it. Rows written before
+/// hold NULL: the task runs under the operator's bound, with no rules.
+const SCHEMA_V5_APPROVALS: &str = "
+ALTER TABLE tasks ADD COLUMN permission TEXT;
+ALTER TABLE tasks ADD COLUMN allow TEXT;
+CREATE TABLE requests (
+    request    TEXT PRIMARY KEY,
+    task       TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    type       TEXT NOT NULL,
+    tool_kind  TEXT,
+    opened_ms  INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+";
+
+/// Version 4 to 5: the approvals' columns and table; nothing else changes.
+const MIGRATE_4_TO_5: &str = "UPDATE meta SET value = '5' WHERE key = 'schema_version';";
 
 /// Version 2 to 3: the tasks table; envelopes are untouched.
 const MIGRATE_2_TO_3: &str = "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
@@ -284,6 +309,7 @@ impl Sqlite {
                 tx.execute_batch(SCHEMA_V2).map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V3_TASKS).map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V4_READER).map_err(open_err)?;
+                tx.execute_batch(SCHEMA_V5_APPROVALS).map_err(open_err)?;
                 tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION.to_string()])
                     .map_err(open_err)?;
                 tx.commit().map_err(open_err)?;
@@ -317,6 +343,13 @@ impl Sqlite {
                 tx.commit().map_err(open_err)?;
                 self.migrate()
             }
+            Some(4) => {
+                let tx = self.conn.transaction().map_err(open_err)?;
+                tx.execute_batch(&format!("{SCHEMA_V5_APPROVALS}{MIGRATE_4_TO_5}"))
+                    .map_err(|e| StoreError::Schema(format!("migrating schema 4 to 5: {e}")))?;
+                tx.commit().map_err(open_err)?;
+                self.migrate()
+            }
             Some(v) => Err(StoreError::Schema(format!("no migration from schema version {v} to {SCHEMA_VERSION}"))),
         }
     }
@@ -327,8 +360,9 @@ impl Sqlite {
                 let mut st = self.conn.prepare_cached(
                     "INSERT INTO tasks (seq, task, delegator, agent, peer, cwd, prompt, timeout_secs,
                          progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms,
-                         stop_reason, reason, pid)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                         stop_reason, reason, pid, permission, allow)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                         ?18, ?19)",
                 )?;
                 st.execute(params![
                     t.seq as i64,
@@ -347,7 +381,9 @@ impl Sqlite {
                     t.elapsed_ms.map(|v| v as i64),
                     t.stop_reason,
                     t.reason,
-                    t.pid
+                    t.pid,
+                    t.permission,
+                    t.allow
                 ])?;
             }
             TaskStoreOp::State {
@@ -394,6 +430,33 @@ impl Sqlite {
                     .conn
                     .prepare_cached("DELETE FROM tasks WHERE task = ?1")?;
                 st.execute(params![task])?;
+                // A forgotten task has no open request (they close when it ends); a row left
+                // by an older build goes with it.
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM requests WHERE task = ?1")?;
+                st.execute(params![task])?;
+            }
+            TaskStoreOp::OpenRequest(r) => {
+                let mut st = self.conn.prepare_cached(
+                    "INSERT OR REPLACE INTO requests (request, task, seq, type, tool_kind, opened_ms, expires_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?;
+                st.execute(params![
+                    r.request,
+                    r.task,
+                    r.seq,
+                    r.kind,
+                    r.tool_kind,
+                    r.opened_ms,
+                    r.expires_ms
+                ])?;
+            }
+            TaskStoreOp::CloseRequest { request } => {
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM requests WHERE request = ?1")?;
+                st.execute(params![request])?;
             }
         }
         Ok(())
@@ -486,6 +549,16 @@ impl Store for Sqlite {
             tasks.push(rows::decode_task(r).map_err(StoreError::Corrupt)?);
         }
         Ok(tasks)
+    }
+
+    fn load_requests(&mut self) -> Result<Vec<StoredRequest>, StoreError> {
+        let mut st = self.conn.prepare(rows::SELECT_REQUESTS).map_err(open_err)?;
+        let mut cursor = st.query([]).map_err(open_err)?;
+        let mut requests = Vec::new();
+        while let Some(r) = cursor.next().map_err(open_err)? {
+            requests.push(rows::decode_request(r).map_err(StoreError::Corrupt)?);
+        }
+        Ok(requests)
     }
 
     fn stage(&mut self, ops: &[StoreOp]) -> Result<(), StoreError> {

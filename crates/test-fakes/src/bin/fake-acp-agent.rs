@@ -23,6 +23,7 @@
 //! | `attack` | a hostile delegated agent (`fake-acp-agent/attack.rs`): tries to read the hub's files, other tasks' credentials and `/proc/<hub>`, and to log in as another agent, with the targets the prompt's JSON names; reports every step as one JSON chunk, then `end_turn` |
 //! | `auto_mode [VARIANT [TO]]` | (at `session/new`) offers the modes `default` ("Manual", asks) and `auto` (decides itself) and starts in `auto`, as Claude Code's ACP adapter 0.101 does; VARIANT `both` (default: `modes` and a `configOptions` mode option), `modes` (`modes` only), `set_fails` (both, but `session/set_mode` and `session/set_config_option` answer -32603) or `no_ask` (only `auto` and `bypassPermissions`). On the prompt one tool call: in `default` it asks (`session/request_permission`) and runs only if allowed; in any other mode it runs without asking. The tool is the hub's `send` to TO through the first MCP server when TO is given, else creating the file `$FAKE_ACP_TOOL_MARK` (when set). A chunk says what happened (`tool ran unasked in mode auto`, `tool ran after permission allow`, `tool not run: permission reject`), then `end_turn` |
 //! | `ask [STYLE]` | asks to run a shell command (`session/request_permission`, kind `execute`) with the options as STYLE's agent offers them (issue 37; ../notes capture37-facts.md): `claude` (default; claude-agent-acp 0.23: `allow_always`, `allow`, `reject`), `claude-current` (0.101: `allow-once`, `allow-with-updates`, `reject`) or `gemini` (0.61: `proceed_always`, `proceed_once`, `cancel`); waits for the answer; if it allows, "runs" the command by creating `$FAKE_ACP_TOOL_MARK` (when set); then a chunk `asked: <optionId or cancelled>; ran` (or `; not run`) and `end_turn` (`cancelled` after a cancel) |
+//! | `ask_loop N` | N such requests one after another (claude style, tool call ids `toolu_loop_1`…), each sent as soon as the previous one's answer arrived, so the time between a delegator's answer and the next request is one round trip through the hub (`agent-hub-bench --approvals-only`, docs/performance.md "Approvals"); then a chunk `asked N: <the answers, comma-separated>` and `end_turn` |
 //! | `ask_twice` | two such requests at once (claude style, ids 0 and 1), both waiting; then a chunk `first: <answer>, second: <answer>` in whatever order the answers came, and `end_turn` |
 //! | `ask_edit PATH` | asks to edit PATH (kind `edit`, `locations` and `rawInput.file_path` PATH, claude-current options), then `asked: <answer>` |
 //! | `ask_own_tool [FORM [call]]` | asks for the tool `whoami` of the first MCP server of `session/new` (the hub's), identified as FORM's agent does: `claude` (default; 0.101's `_meta.claudeCode.toolName` and `mcpServer` in the request), `claude-pinned` (0.23: a `tool_call` update carries the name, the request none) or `gemini` (0.61's `toolCallId` `mcp_<server>_whoami__…`); the chunk `server <name>: asked: <answer>`, and with `call` and an allow, the tool's result after it |
@@ -443,6 +444,23 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
                     "end_turn"
                 },
             );
+        }
+        "ask_loop" => {
+            let n: u64 = param.and_then(|p| p.parse().ok()).unwrap_or(1);
+            let mut said = Vec::new();
+            for i in 1..=n {
+                let rid = ask_permission(
+                    agent,
+                    json!({"toolCallId":format!("toolu_loop_{i}"),"rawInput":{"command":format!("make step{i}")},"title":format!("make step{i}"),"kind":"execute","content":[]}),
+                    claude_pinned_options(),
+                );
+                let Some(answer) = await_answers(agent, &[rid]).pop() else {
+                    return;
+                };
+                said.push(answer);
+            }
+            agent.chunk(&format!("asked {n}: {}", said.join(",")));
+            end(agent, "end_turn");
         }
         "ask_twice" => {
             let a = ask_permission(

@@ -285,13 +285,13 @@ impl Commits {
         Some(self.staged.remove(pos))
     }
 
-    /// Takes back the staged delegation answered on `conn` (its delegator went away before
-    /// the commit).
+    /// Takes back the staged delegation or answer to be answered on `conn` (its asker went
+    /// away before the commit).
     pub(super) fn unstage_reply_to(&mut self, conn: ConnId) -> Option<StagedTask> {
-        let pos = self
-            .staged_tasks
-            .iter()
-            .position(|t| matches!(t.then, TaskThen::Reply { conn: c, .. } if c == conn))?;
+        let pos = self.staged_tasks.iter().position(|t| match t.then {
+            TaskThen::Reply { conn: c, .. } | TaskThen::Answer { conn: c, .. } => c == conn,
+            _ => false,
+        })?;
         Some(self.staged_tasks.remove(pos))
     }
 

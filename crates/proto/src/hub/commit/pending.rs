@@ -69,8 +69,15 @@ fn task_op_bytes(op: &crate::tasks::TaskStoreOp) -> usize {
     use crate::tasks::TaskStoreOp as T;
     match op {
         T::Insert(t) => {
-            t.task.len() + t.delegator.len() + t.agent.len() + t.cwd.len() + t.prompt.len()
+            t.task.len()
+                + t.delegator.len()
+                + t.agent.len()
+                + t.cwd.len()
+                + t.prompt.len()
+                + t.allow.as_ref().map_or(0, String::len)
         }
+        T::OpenRequest(r) => r.request.len() + r.task.len() + r.kind.len(),
+        T::CloseRequest { request } => request.len(),
         T::State { task, state, .. } => task.len() + state.len(),
         T::Pid { task, .. } | T::Forget { task } => task.len(),
         T::Settle {

@@ -71,6 +71,15 @@ pub(in crate::hub) enum TaskThen {
     /// Messages to relay peers, sent once the step that caused them is durable
     /// (docs/delegation.md "Across hubs").
     ToPeer(Vec<PeerSend>),
+    /// An answer to a task's request (issue 37, `task_answer`): on the commit, the request
+    /// closes answered, the decision goes to the agent and `reply` to the answerer; on a
+    /// failed commit the request is open again and the answerer refused.
+    Answer {
+        conn: ConnId,
+        request: String,
+        reply: crate::wire::approval::TaskAnswerReply,
+        decision: Box<crate::tasks::approvals::Decision>,
+    },
 }
 
 /// An ack waiting for the commit that makes it durable (SPEC §12.2).

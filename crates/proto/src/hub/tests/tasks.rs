@@ -23,6 +23,9 @@ fn book() -> TaskBook {
             history_max: 10,
             may_mail: Vec::new(),
             peer_status_secs: 30,
+            permission: crate::acp::PermissionPolicy::Ask,
+            agent_permission: Default::default(),
+            approvals: Default::default(),
         },
         ["fake".to_owned()],
         Vec::<String>::new(),
@@ -297,7 +300,7 @@ fn a_restart_reports_a_running_task_once_and_names_its_process_group() {
     let mut sim = Sim::durable();
     sim.hub.enable_tasks(book());
     let now = sim.now();
-    sim.hub.restore_tasks(rows, now);
+    sim.hub.restore_tasks(rows, Vec::new(), now);
     sim.commit_ok();
     let d = sim.drain();
     assert_eq!(d.task_orphans, [(task.clone(), 4242)]);
@@ -598,4 +601,168 @@ fn a_task_takes_mail_only_from_its_delegator_and_may_mail() {
     sim.drain();
     let reply = send_as(&mut sim, "mneme", &token("mneme"), &note("d-3", &task));
     assert_eq!(refused(&reply), want);
+}
+
+/// A request the fake agent asks of `task` (issue 37): `ask` with options allow / reject.
+fn request_event(seq: u32) -> TaskEvent {
+    let opt = |id: &str, kind| crate::acp::RequestOption {
+        option_id: id.into(),
+        name: id.into(),
+        kind,
+    };
+    TaskEvent::Request(crate::acp::RequestAsk {
+        seq,
+        kind: crate::acp::RequestKind::Permission,
+        tool_call_id: format!("call_{seq}"),
+        title: "Run make".into(),
+        tool_kind: Some("execute".into()),
+        paths: Vec::new(),
+        command: Some("make".into()),
+        message: None,
+        options: vec![
+            opt("allow", crate::acp::OptionKind::AllowOnce),
+            opt("reject", crate::acp::OptionKind::RejectOnce),
+        ],
+    })
+}
+
+/// A running task with one request open, its `task_request` envelope committed; returns the
+/// task and the request id.
+fn task_with_request(sim: &mut Sim) -> (String, String) {
+    let task = running_task(sim);
+    let now = sim.now();
+    sim.hub.handle_task_event(&task, request_event(1), now);
+    sim.commit_ok();
+    let d = sim.drain();
+    let opened = task_ops(&d.store)
+        .into_iter()
+        .find_map(|op| match op {
+            TaskStoreOp::OpenRequest(r) => Some(r.request.clone()),
+            _ => None,
+        })
+        .expect("the request's row is in the commit");
+    assert!(d
+        .audit
+        .iter()
+        .any(|e| matches!(e, AuditEvent::Task(t) if t.event() == "request_opened")));
+    (task, opened)
+}
+
+fn answer_text(task: &str, option: &str) -> String {
+    json!({"task_answer": {"task": task, "option": option}}).to_string()
+}
+
+/// Issue 37 design §5: the answer's reply and the agent's answer both wait for the commit of
+/// `request_answered`; neither comes before it.
+#[test]
+fn an_answer_reaches_the_agent_and_the_answerer_only_after_its_commit() {
+    let mut sim = tasks_sim();
+    let (task, request) = task_with_request(&mut sim);
+    let c = sim.login("mneme");
+    sim.line(c, &answer_text(&task, "allow"));
+    let d = sim.drain();
+    assert!(d.lines(c).is_empty(), "no reply before the commit");
+    assert!(
+        d.task_answers.is_empty(),
+        "no answer to the agent before the commit"
+    );
+    sim.commit_ok();
+    let d = sim.drain();
+    match d.lines(c) {
+        [HubLine::TaskAnswer(r)] => {
+            assert_eq!(
+                (r.task.as_str(), r.request.as_str()),
+                (task.as_str(), request.as_str())
+            );
+            assert_eq!((r.option.as_str(), r.state.as_str()), ("allow", "answered"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.task_answers, [(task.clone(), 1, Some("allow".into()))]);
+    assert!(matches!(
+        task_ops(&d.store)[..],
+        [TaskStoreOp::CloseRequest { request: ref r }] if *r == request
+    ));
+    assert!(d.audit.iter().any(|e| matches!(
+        e,
+        AuditEvent::Task(crate::tasks::TaskAudit::RequestAnswered { by, option, .. })
+            if by == "mneme" && option == "allow"
+    )));
+    // The same answer again: the request is no longer open.
+    let again = sim.login("mneme");
+    sim.line(again, &answer_text(&task, "allow"));
+    let d = sim.drain();
+    assert_eq!(
+        d.error(again),
+        format!("invalid task_answer: {task} has no open request")
+    );
+}
+
+/// A commit that fails refuses the answer and leaves the request open: nothing reaches the
+/// agent, and a later answer is taken.
+#[test]
+fn a_failed_commit_refuses_the_answer_and_the_request_stays_open() {
+    let mut sim = tasks_sim();
+    let (task, _) = task_with_request(&mut sim);
+    let c = sim.login("mneme");
+    sim.line(c, &answer_text(&task, "allow"));
+    sim.store = FakeStore::Failing;
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(
+        d.error(c).starts_with("task_answer not accepted: "),
+        "{}",
+        d.error(c)
+    );
+    assert!(d.task_answers.is_empty());
+    sim.store = FakeStore::Ok;
+    let c = sim.login("mneme");
+    sim.line(c, &answer_text(&task, "reject"));
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(matches!(d.lines(c), [HubLine::TaskAnswer(_)]));
+    assert_eq!(d.task_answers, [(task, 1, Some("reject".into()))]);
+}
+
+/// An answerer gone before the commit withdraws the answer: the request is open again.
+#[test]
+fn an_answerer_gone_before_the_commit_withdraws_its_answer() {
+    let mut sim = tasks_sim();
+    let (task, _) = task_with_request(&mut sim);
+    let c = sim.login("mneme");
+    sim.line(c, &answer_text(&task, "allow"));
+    sim.closed(c, false);
+    sim.commit_ok();
+    let d = sim.drain();
+    assert!(d.task_answers.is_empty());
+    assert!(!d
+        .audit
+        .iter()
+        .any(|e| matches!(e, AuditEvent::Task(t) if t.event() == "request_answered")));
+    let now = sim.now();
+    let rec = sim.hub.tasks.as_ref().unwrap().status(&task, "mneme", now);
+    assert_eq!(rec.requests.map(|r| r.len()), Some(1));
+}
+
+/// Refusals are error lines with SPEC §16.1's words; a hub without `[tasks]` says so.
+#[test]
+fn task_answer_refusals_are_error_lines() {
+    let mut sim = tasks_sim();
+    let (task, _) = task_with_request(&mut sim);
+    let c = sim.login("scribe");
+    sim.line(c, &answer_text(&task, "allow"));
+    assert_eq!(sim.drain().error(c), "unknown task");
+    let c = sim.login("mneme");
+    sim.line(c, &answer_text(&task, "always"));
+    assert_eq!(
+        sim.drain().error(c),
+        "invalid task_answer: option \"always\" was not offered (offered: allow, reject)"
+    );
+    let mut bare = Sim::durable();
+    let c = bare.login("mneme");
+    bare.line(c, &answer_text(&task, "allow"));
+    assert_eq!(
+        bare.drain().error(c),
+        "invalid task_answer: delegation is not enabled on this hub"
+    );
 }

@@ -1,6 +1,7 @@
 //! The delegation verbs (docs/delegation.md "Verbs and replies"; our extension, SPEC §16):
-//! `delegate` (answered `delegated` once the task's row is committed), `task_status`,
-//! `tasks` and `cancel`, each one verb per connection like `status` and `who`.
+//! `delegate` (answered `delegated` once the task's row is committed; its `permission` and
+//! `allow` are the book's to check, issue 37), `task_status`, `tasks` and `cancel`, each one
+//! verb per connection like `status` and `who`. `task_answer` has its own file.
 //!
 //! Owns the verbs' handling; the task book (`crate::tasks`) decides. A hub without a
 //! `[tasks]` table answers every one of them with the same clear error.
@@ -16,7 +17,7 @@ use crate::hub::outbox::Outbox;
 use crate::hub::tasks::TaskWork;
 use crate::kernel::now::Now;
 use crate::tasks::{DelegateRefusal, TaskAction, TaskBook};
-use crate::wire::{DelegateRequest, HubLine, TaskAnswerRequest, TaskRequest};
+use crate::wire::{DelegateRequest, HubLine, TaskRequest};
 
 fn not_enabled(conns: &mut Conns, out: &mut Outbox, conn: ConnId, verb: &str, now: Now) {
     let msg = format!("invalid {verb}: delegation is not enabled on this hub");
@@ -39,13 +40,6 @@ pub(in crate::hub) fn delegate(
     };
     if conns.shutting_down() {
         return conns.fail(out, conn, "invalid delegate: the hub is shutting down", now);
-    }
-    // Issue 37: the wire reads `permission` and `allow`, the book does not apply them yet; a
-    // task run under a wider policy than its delegator asked for would be worse than a
-    // refusal, so until `tasks::approvals` does, both are refused.
-    if req.permission.is_some() || req.allow.is_some() {
-        let why = "invalid delegate: permission and allow are not supported by this hub yet";
-        return conns.fail(out, conn, why, now);
     }
     match book.submit(req, &name, now, work.ids) {
         Err(refusal) => conns.fail(out, conn, &refusal.to_string(), now),
@@ -117,29 +111,6 @@ pub(in crate::hub) fn tasks(
     };
     let list = book.list(&name, now);
     conns.reply(out, conn, &HubLine::Tasks(list), "tasks", now);
-}
-
-/// `task_answer` (issue 37). Until the book holds requests open (`tasks::approvals`) no task
-/// ever has one: a task the asker may see answers `has no open request`, any other `unknown
-/// task`, the texts of SPEC §16.1 "Requests and answers".
-pub(in crate::hub) fn task_answer(
-    conns: &mut Conns,
-    out: &mut Outbox,
-    book: Option<&TaskBook>,
-    conn: ConnId,
-    req: TaskAnswerRequest,
-    now: Now,
-) {
-    let name = conns.asker(conn);
-    let Some(book) = book else {
-        return not_enabled(conns, out, conn, "task_answer", now);
-    };
-    let msg = if book.status(&req.task, &name, now).state == "unknown" {
-        "unknown task".to_owned()
-    } else {
-        format!("invalid task_answer: {} has no open request", req.task)
-    };
-    conns.fail(out, conn, &msg, now)
 }
 
 /// `cancel`: the book decides; what it asks for (a cancel of the runner, the `cancelling`

@@ -13,6 +13,7 @@ pub(super) mod await_;
 pub(super) mod delegate;
 pub(super) mod send;
 pub(super) mod status;
+pub(super) mod task_answer;
 pub(super) mod turn;
 pub(super) mod who;
 

@@ -729,7 +729,7 @@ fn a_restart_keeps_peer_tasks_and_reports_a_peers_running_task_as_restarted() {
         },
     ];
     let now = r.clock.now();
-    r.book.restore(rows, now, &mut r.ids);
+    r.book.restore(rows, Vec::new(), now, &mut r.ids);
     r.actions();
     let ours = TaskId::parse(ours).unwrap();
     assert_eq!(r.state(&ours), "running", "still running at the peer");

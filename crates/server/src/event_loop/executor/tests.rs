@@ -20,6 +20,8 @@ fn start(n: u8, agent: &str, cwd: PathBuf, prompt: &str) -> StartSpec {
         prompt: prompt.into(),
         timeout_secs: 1,
         token: "tok".into(),
+        permission: None,
+        allow: Vec::new(),
     }
 }
 

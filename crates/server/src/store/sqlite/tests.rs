@@ -470,7 +470,7 @@ fn task_id(hex: char) -> String {
 }
 
 fn task(seq: u64, hex: char) -> StoreOp {
-    StoreOp::Task(TaskStoreOp::Insert(StoredTask {
+    StoreOp::Task(TaskStoreOp::Insert(Box::new(StoredTask {
         seq,
         task: task_id(hex),
         delegator: "a".into(),
@@ -483,7 +483,7 @@ fn task(seq: u64, hex: char) -> StoreOp {
         state: "queued".into(),
         created_ms: 2000 + seq as i64,
         ..StoredTask::default()
-    }))
+    })))
 }
 
 /// Task rows come back in acceptance order whatever order their ids sort in, with every
@@ -588,7 +588,7 @@ fn schema_3_is_migrated_to_4_keeping_rows_and_adding_the_reader() {
         .unwrap();
     }
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    assert_eq!(s.version().unwrap(), Some(4));
+    assert_eq!(s.version().unwrap(), Some(SCHEMA_VERSION));
     let loaded = s.load().unwrap();
     assert_eq!(loaded.envelopes.len(), 1);
     assert_eq!(loaded.envelopes[0].attempts, 1);
@@ -770,4 +770,90 @@ fn canonical_texts_load_split_and_others_whole() {
         Err(StoreError::Corrupt(e)) => assert!(e.to_string().contains("\"to\" differs"), "{e}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// A schema 4 store (the release before approvals) opens as schema 5: its task rows keep
+/// every column and read back with no permission and no rules (the operator's bound, as
+/// before), and the requests table starts empty.
+#[test]
+fn schema_4_is_migrated_to_5_keeping_tasks_and_adding_requests() {
+    let path = tmp("migrate45");
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(&format!(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES ('schema_version', '4');{SCHEMA_V2}{SCHEMA_V3_TASKS}{SCHEMA_V4_READER}
+             INSERT INTO tasks (seq, task, delegator, agent, peer, cwd, prompt, timeout_secs,
+                 progress_secs, state, created_ms)
+                 VALUES (3, '{}', 'a', 'codex', NULL, '/w', 'P', 60, 0, 'queued', 100);",
+            task_id('d')
+        ))
+        .unwrap();
+    }
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    assert_eq!(s.version().unwrap(), Some(5));
+    let tasks = s.load_tasks().unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!((tasks[0].seq, tasks[0].prompt.as_str()), (3, "P"));
+    assert_eq!(
+        (tasks[0].permission.as_deref(), tasks[0].allow.as_deref()),
+        (None, None)
+    );
+    assert!(s.load_requests().unwrap().is_empty());
+}
+
+fn request(request: &str, hex: char) -> StoreOp {
+    StoreOp::Task(TaskStoreOp::OpenRequest(crate::store::StoredRequest {
+        request: request.into(),
+        task: task_id(hex),
+        seq: 1,
+        kind: "permission".into(),
+        tool_kind: None,
+        opened_ms: 5000,
+        expires_ms: 6000,
+    }))
+}
+
+/// A task keeps its delegator's `permission` and `allow`; an open request's row is written
+/// with its open, gone with its close, and gone with its task's `Forget`; what is left after
+/// a reopen is what a restart closes (issue 37 design §4.6).
+#[test]
+fn approvals_rows_apply_and_load() {
+    let path = tmp("approvals");
+    {
+        let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+        let StoreOp::Task(TaskStoreOp::Insert(mut row)) = task(1, 'a') else {
+            unreachable!()
+        };
+        row.permission = Some("reject".into());
+        row.allow = Some("[{\"kinds\":[\"read\"]}]".into());
+        s.stage(&[
+            StoreOp::Task(TaskStoreOp::Insert(row)),
+            task(2, 'b'),
+            request("req-00000000000000a1", 'a'),
+            request("req-00000000000000a2", 'a'),
+            request("req-00000000000000b1", 'b'),
+        ])
+        .unwrap();
+        s.commit().unwrap();
+        s.stage(&[
+            StoreOp::Task(TaskStoreOp::CloseRequest {
+                request: "req-00000000000000a1".into(),
+            }),
+            StoreOp::Task(TaskStoreOp::Forget { task: task_id('b') }),
+        ])
+        .unwrap();
+        s.commit().unwrap();
+    }
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let tasks = s.load_tasks().unwrap();
+    assert_eq!(tasks[0].permission.as_deref(), Some("reject"));
+    assert_eq!(tasks[0].allow.as_deref(), Some("[{\"kinds\":[\"read\"]}]"));
+    let left: Vec<String> = s
+        .load_requests()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.request)
+        .collect();
+    assert_eq!(left, ["req-00000000000000a2"]);
 }

@@ -235,7 +235,7 @@ const TASK_ID: &str = "task-0123456789abcdef0123456789abcdef";
 fn with_task(name: &str) -> PathBuf {
     let path = healthy(name);
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    s.stage(&[StoreOp::Task(crate::store::TaskStoreOp::Insert(
+    s.stage(&[StoreOp::Task(crate::store::TaskStoreOp::Insert(Box::new(
         crate::store::StoredTask {
             seq: 1,
             task: TASK_ID.into(),
@@ -248,7 +248,7 @@ fn with_task(name: &str) -> PathBuf {
             created_ms: 1_700_000_000_000,
             ..Default::default()
         },
-    ))])
+    )))])
     .unwrap();
     s.commit().unwrap();
     path
@@ -297,6 +297,16 @@ fn every_corrupt_task_column_is_named_without_quoting_the_record() {
             "UPDATE tasks SET seq = -1",
             "seq is -1, outside 0..=",
         ),
+        (
+            "task-permission",
+            "UPDATE tasks SET permission = 'always'",
+            "task row seq 1: permission is not one of ask, reject, allow (it holds 6 characters)",
+        ),
+        (
+            "task-allow",
+            "UPDATE tasks SET allow = '[{\"kinds\":[\"fly\"]}]'",
+            "task row seq 1: allow is not a list of at most 8 allow rules",
+        ),
     ];
     for (name, sql, want) in cases {
         let path = with_task(name);
@@ -314,5 +324,77 @@ fn every_corrupt_task_column_is_named_without_quoting_the_record() {
             !err.contains("PROMPT-MARKER"),
             "{name} quotes the record: {err}"
         );
+    }
+}
+
+/// A store with one open request row of `with_task`'s task (schema 5, issue 37).
+fn with_request(name: &str) -> PathBuf {
+    let path = with_task(name);
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    s.stage(&[StoreOp::Task(crate::store::TaskStoreOp::OpenRequest(
+        crate::store::StoredRequest {
+            request: "req-0123456789abcdef".into(),
+            task: TASK_ID.into(),
+            seq: 1,
+            kind: "permission".into(),
+            tool_kind: Some("execute".into()),
+            opened_ms: 1_700_000_000_000,
+            expires_ms: 1_700_000_600_000,
+        },
+    ))])
+    .unwrap();
+    s.commit().unwrap();
+    path
+}
+
+/// A request row the hub cannot have written stops the start with the row and the column
+/// named, as every other row does (issue 37 design §4.6: the restart trusts nothing).
+#[test]
+fn every_corrupt_request_column_is_named() {
+    let healthy = with_request("request-healthy");
+    let rows = Sqlite::open(&healthy, 1 << 30)
+        .unwrap()
+        .load_requests()
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "request-id",
+            "UPDATE requests SET request = 'req-../etc'",
+            "request row rowid 1: request is not req- and 16 hex digits",
+        ),
+        (
+            "request-task",
+            "UPDATE requests SET task = 'nobody'",
+            "request row rowid 1: task is not task- and 32 hex digits",
+        ),
+        (
+            "request-type",
+            "UPDATE requests SET type = 'demand'",
+            "request row rowid 1: type is not one of permission, question",
+        ),
+        (
+            "request-seq",
+            "UPDATE requests SET seq = 0",
+            "request row rowid 1: seq is 0, outside 1..=4294967295",
+        ),
+        (
+            "request-time",
+            "UPDATE requests SET expires_ms = 'soon'",
+            "request row rowid 1: expires_ms is text, not an integer",
+        ),
+    ];
+    for (name, sql, want) in cases {
+        let path = with_request(name);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(sql).unwrap();
+        }
+        let err = match Sqlite::open(&path, 1 << 30).unwrap().load_requests() {
+            Err(e @ StoreError::Corrupt(_)) => e.to_string(),
+            Err(e) => panic!("{name}: expected a corrupt-row error, got {e}"),
+            Ok(l) => panic!("{name}: loaded {} requests from a corrupt store", l.len()),
+        };
+        assert!(err.contains(want), "{name}: {err}");
     }
 }

@@ -1,0 +1,190 @@
+//! The task book's side of the requests its tasks' agents wait on (issue 37 design §4, §5;
+//! docs/delegation.md "Approvals"): what the book knows of a task handed to its sub-machine
+//! `approvals::Approvals`, and that machine's steps turned into the book's actions (commits,
+//! answers to the request's source, the `cancel` fallback's cancel).
+//!
+//! Owns `TaskBook::open_request`, `answer`, `answer_settled`, the expiry step of
+//! `handle_timeout` and the approvers' roster check. Refuses IO, and every rule about a
+//! request itself (the machine's).
+
+use super::approvals::{
+    AfterExpiry, AnswerRefusal, Answering, Asker, Closed, Decision, Opened, Source, TaskFacts,
+};
+use super::peer::Origin;
+use super::types::{TaskId, TaskState};
+use super::{RequestAsk, TaskAction, TaskBook, TaskCommit};
+use crate::kernel::ids::IdSource;
+use crate::kernel::now::Now;
+use crate::wire::approval::TaskAnswerRequest;
+
+impl TaskBook {
+    /// A request the agent of `task` asks, from `source` (design §4.2): held open with its
+    /// envelope to the delegator, or answered by the fallback at once. A request for a task
+    /// that is not running (one being cancelled: its session answers every request
+    /// `cancelled` itself) is only logged.
+    pub fn open_request(
+        &mut self,
+        task: &TaskId,
+        ask: RequestAsk,
+        source: Source,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) {
+        let Some(t) = self.tasks.get(task) else {
+            return;
+        };
+        if t.state != TaskState::Running {
+            let line = format!(
+                "task {task}: request {} not held: the task is {}",
+                ask.seq,
+                t.state.as_str()
+            );
+            self.actions.push_back(TaskAction::Log(line));
+            return;
+        }
+        let facts = TaskFacts {
+            task,
+            delegator: &t.delegator,
+            agent: &t.agent,
+            remote: t.origin.is_some(),
+        };
+        let (seq, kind, tool) = (ask.seq, ask.kind.tag(), ask.tool_kind.clone());
+        match self.approvals.open(facts, ask, source, now, ids) {
+            Opened::Held { request, commit } => {
+                self.actions.push_back(TaskAction::Log(format!(
+                    "task {task}: request {seq} ({kind}, tool kind {}) held as {request} for {}",
+                    tool.as_deref().unwrap_or("none"),
+                    t.delegator
+                )));
+                self.actions.push_back(TaskAction::Commit(commit));
+            }
+            Opened::AtOnce { commit, decision } => {
+                let why = commit
+                    .audit
+                    .first()
+                    .map_or_else(String::new, |a| format!(" ({})", a.event()));
+                self.actions.push_back(TaskAction::Log(format!(
+                    "task {task}: request {seq} not held{why}: answered by the fallback {}",
+                    decision.answer.option_id.as_deref().unwrap_or("cancelled")
+                )));
+                self.actions.push_back(TaskAction::Commit(commit));
+                self.route(decision);
+            }
+        }
+    }
+
+    /// A decision goes where its request came from.
+    fn route(&mut self, d: Decision) {
+        match d.source {
+            Source::Runner => self.actions.push_back(TaskAction::Answer {
+                task: d.task,
+                seq: d.seq,
+                answer: d.answer,
+            }),
+        }
+    }
+
+    /// `task_answer` from `asker` (design §5): the answer taken, its commit for the caller to
+    /// stage (the reply and the agent wait for it: `answer_settled`), or the refusal. The
+    /// task is visible to its delegator and to every name in `tasks.approvers`; both may
+    /// answer.
+    pub fn answer(
+        &mut self,
+        req: &TaskAnswerRequest,
+        asker: &str,
+    ) -> Result<Answering, AnswerRefusal> {
+        let Some(t) = TaskId::parse(&req.task).and_then(|id| self.tasks.get(&id)) else {
+            return Err(AnswerRefusal::UnknownTask);
+        };
+        let approver = self.approvals.is_approver(asker);
+        let delegator = t.delegator == asker;
+        let who = Asker {
+            name: asker,
+            sees: delegator || approver,
+            may_answer: delegator || approver,
+        };
+        let facts = TaskFacts {
+            task: &t.id,
+            delegator: &t.delegator,
+            agent: &t.agent,
+            remote: t.origin.is_some(),
+        };
+        self.approvals.answer(facts, who, req)
+    }
+
+    /// The commit of an answer `answer` took was written (`durable`, with the `decision` it
+    /// carries): the request closes `answered` and the decision goes to its source. It was
+    /// not, or the answerer went away before it: the request is open again (closed at once
+    /// if its task ended meanwhile).
+    pub fn answer_settled(&mut self, request: &str, durable: bool, decision: Option<Decision>) {
+        let Some(task) = self.approvals.answer_settled(request, durable) else {
+            return;
+        };
+        if durable {
+            if let Some(d) = decision {
+                self.route(d);
+            }
+            return;
+        }
+        let ended = self.tasks.get(&task).map_or(true, |t| t.state.is_final());
+        if ended {
+            let (store, audit) = self.approvals.close_task(&task, Closed::TaskEnded);
+            self.actions.push_back(TaskAction::Commit(TaskCommit {
+                store,
+                envelope: None,
+                audit,
+            }));
+        }
+    }
+
+    /// The step of `handle_timeout` for requests (design §4.3, §4.5): each expired one's
+    /// commit, then the fallback: `reject` answers the agent, `cancel` cancels the task as
+    /// `cancel` does, with the reason `no answer to request req-… within N s`.
+    pub(super) fn expire_requests(&mut self, now: Now, ids: &mut dyn IdSource) {
+        if !self
+            .approvals
+            .poll_timeout()
+            .is_some_and(|at| at <= now.mono)
+        {
+            return;
+        }
+        for e in self.approvals.handle_timeout(now, ids) {
+            self.actions.push_back(TaskAction::Commit(e.commit));
+            match e.then {
+                AfterExpiry::Answer(d) => self.route(d),
+                AfterExpiry::CancelTask { task, reason } => {
+                    let running = self
+                        .tasks
+                        .get(&task)
+                        .is_some_and(|t| t.state == TaskState::Running && t.peer.is_none());
+                    if running {
+                        self.actions.push_back(TaskAction::Log(format!(
+                            "task {task}: cancelled: {reason} (tasks.permission_fallback = \"cancel\")"
+                        )));
+                        self.cancel_running(&task, Some(reason), now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The roster changed (a reload): names of `tasks.approvers` no longer on it are dropped
+    /// and returned, for the service log.
+    pub fn retain_approvers(&mut self, on_roster: impl Fn(&str) -> bool) -> Vec<String> {
+        self.approvals.retain_approvers(on_roster)
+    }
+
+    /// Whether `name` may answer every task's requests (`tasks.approvers`).
+    pub fn is_approver(&self, name: &str) -> bool {
+        self.approvals.is_approver(name)
+    }
+
+    /// The delegator of a stored task, for the restart's `expired` envelopes: None for a
+    /// task not in the book.
+    pub(super) fn local_delegator(&self, task: &TaskId) -> Option<String> {
+        self.tasks
+            .get(task)
+            .map(|t| t.delegator.clone())
+            .filter(|d| Origin::parse(d).is_none())
+    }
+}
