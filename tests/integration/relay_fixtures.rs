@@ -99,6 +99,11 @@ fn catalogue(t: &MsgType) -> Option<Row> {
             feature: Some(Feature::BusForward),
             known_by_0_64: false,
         },
+        MsgType::TaskRequest | MsgType::TaskAnswer | MsgType::TaskRequestClosed => Row {
+            introduced: "task-approvals",
+            feature: Some(Feature::TaskApprovals),
+            known_by_0_64: false,
+        },
         // Not a type: whatever arrives under another name is logged once and dropped.
         MsgType::Unknown(_) => return None,
     })

@@ -449,7 +449,8 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
             "hb-delta",
             "frame-mac",
             "agents",
-            "liveness"
+            "liveness",
+            "task-approvals"
         ])
     );
     let hs_typed = match hs.payload_typed().unwrap() {
@@ -876,6 +877,11 @@ fn sample_payload(t: &MsgType) -> Value {
             json!({"session_id": "s", "path": "/p", "cwd": "/", "resume": true})
         }
         MsgType::BusForward => json!({"envelope": "{}", "hop": 1}),
+        MsgType::TaskRequest => json!({"task_id": "t", "request": "req-0123456789abcdef",
+            "type": "permission", "tool_call": {"id": "c", "title": "x"},
+            "options": [{"option_id": "a", "name": "A", "kind": "allow_once"}], "expires_at": 1}),
+        MsgType::TaskAnswer => json!({"task_id": "t", "request": "r", "option": "a"}),
+        MsgType::TaskRequestClosed => json!({"task_id": "t", "request": "r", "state": "answered"}),
         MsgType::Unknown(_) => json!({}),
     }
 }

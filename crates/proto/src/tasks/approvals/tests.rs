@@ -111,7 +111,7 @@ impl Rig {
             task: &self.task,
             delegator: "boss",
             agent: "claude",
-            remote: false,
+            route: Route::Local,
         }
     }
 
@@ -122,7 +122,7 @@ impl Rig {
             task: &task,
             delegator: "boss",
             agent: "claude",
-            remote: false,
+            route: Route::Local,
         };
         self.a.open(facts, ask, Source::Runner, now, &mut self.ids)
     }
@@ -146,7 +146,7 @@ impl Rig {
             task: &task,
             delegator: "boss",
             agent: "claude",
-            remote: false,
+            route: Route::Local,
         };
         let who = Asker {
             name,
@@ -373,7 +373,7 @@ fn a_relay_peers_task_gets_the_fallback_at_once_for_no_relay_route() {
         task: &task,
         delegator: "task-from:lab:abc",
         agent: "claude",
-        remote: true,
+        route: Route::NoRoute,
     };
     match r.a.open(facts, ask(1), Source::Runner, now, &mut r.ids) {
         Opened::AtOnce { commit, decision } => {
@@ -414,7 +414,7 @@ fn answers_are_refused_with_the_specs_words() {
         task: &task,
         delegator: "boss",
         agent: "claude",
-        remote: false,
+        route: Route::Local,
     };
     let seer = Asker {
         name: "viewer",
@@ -456,7 +456,7 @@ fn answers_are_refused_with_the_specs_words() {
         task: &other,
         delegator: "boss",
         agent: "claude",
-        remote: false,
+        route: Route::Local,
     };
     let Opened::Held {
         request: foreign, ..
@@ -521,6 +521,7 @@ fn an_answer_closes_its_request_once_durable() {
         taken.decision,
         Decision {
             task: r.task.clone(),
+            request: req.clone(),
             seq: 1,
             source: Source::Runner,
             answer: RequestAnswer {
@@ -599,6 +600,7 @@ fn an_unanswered_request_expires_into_the_reject_fallback() {
         e[0].then,
         AfterExpiry::Answer(Decision {
             task: r.task.clone(),
+            request: req.clone(),
             seq: 1,
             source: Source::Runner,
             answer: RequestAnswer {
