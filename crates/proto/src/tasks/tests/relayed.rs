@@ -29,6 +29,7 @@ fn ask(seq: u32) -> RequestAsk {
         paths: vec!["src/a.rs".into()],
         command: Some("make".into()),
         message: None,
+        schema: None,
         options: vec![
             opt("allow", OptionKind::AllowOnce),
             opt("reject", OptionKind::RejectOnce),
@@ -596,6 +597,7 @@ fn hostile_task_requests_make_no_mirror() {
             command: None,
         },
         message: None,
+        schema: None,
         options: vec![RelayOption {
             option_id: "ok".into(),
             name: "OK".into(),
@@ -651,6 +653,70 @@ fn hostile_task_requests_make_no_mirror() {
     let b = &request_bodies(&e)[0];
     assert_eq!(b["toolCall"]["title"], "Run ?]52;c;evil? make");
     assert_eq!(b["expiresAt"], "2026-11-19T11:06:40.000Z", "at most a day");
+}
+
+/// A question's form crosses with it: the worker's `task_request` carries the schema and the
+/// delegator's envelope shows it, so an accept can be written to it; a schema on a
+/// permission, not a JSON object's text or over its cap is dropped and logged.
+#[test]
+fn a_questions_schema_reaches_the_delegating_hubs_envelope() {
+    let mut n = Net::new(true, settings(600));
+    let (east_id, _west_id) = n.delegate();
+    take(&mut n.east);
+    let schema = r#"{"type":"object","properties":{"choice":{"type":"string"}}}"#;
+    let q = TaskRequest {
+        task_id: east_id.as_str().into(),
+        request: "req-0123456789abcdef".into(),
+        kind: "question".into(),
+        tool_call: RelayToolCall {
+            id: "q1".into(),
+            title: "Which one?".into(),
+            kind: None,
+            paths: Vec::new(),
+            command: None,
+        },
+        message: Some("Pick a or b".into()),
+        schema: Some(schema.into()),
+        options: ["accept", "decline", "cancel"]
+            .iter()
+            .map(|o| RelayOption {
+                option_id: (*o).into(),
+                name: (*o).into(),
+                kind: (*o).into(),
+            })
+            .collect(),
+        expires_at: u64::MAX,
+    };
+    let bad = |f: &dyn Fn(&mut TaskRequest)| {
+        let mut r = q.clone();
+        f(&mut r);
+        Payload::TaskRequest(r)
+    };
+    let cases: Vec<(&str, Payload)> = vec![
+        (
+            "schema on a permission",
+            bad(&|r| r.kind = "permission".into()),
+        ),
+        ("not json", bad(&|r| r.schema = Some("{not json".into()))),
+        ("not an object", bad(&|r| r.schema = Some("[1,2]".into()))),
+        (
+            "over its cap",
+            bad(&|r| r.schema = Some(format!(r#"{{"d":"{}"}}"#, "x".repeat(4096)))),
+        ),
+    ];
+    for (name, p) in cases {
+        n.to_east("west", p);
+        let e = take(&mut n.east);
+        assert!(events(&e).is_empty(), "{name}: {:?}", events(&e));
+        let l = logs(&e);
+        assert!(l.len() == 1 && l[0].contains("schema"), "{name}: {l:?}");
+    }
+    n.to_east("west", Payload::TaskRequest(q));
+    let e = take(&mut n.east);
+    assert_eq!(events(&e), ["request_opened"], "{:?}", logs(&e));
+    let b = &request_bodies(&e)[0];
+    assert_eq!(b["type"], "question", "{b}");
+    assert_eq!(b["schema"], schema, "{b}");
 }
 
 /// A dropped link: the answer is refused while no link carries it (the request stays open
