@@ -24,6 +24,7 @@ mod check;
 mod event;
 mod identity;
 mod peer;
+pub mod placement;
 mod query;
 mod records;
 mod relayed;
