@@ -69,7 +69,7 @@ fn why_skipped(p: &Placement, name: &str) -> String {
 fn stale_exactly_at_three_intervals() {
     let p = peer("b", Some(room(0, Some(4))));
     // One millisecond short of three intervals: fresh.
-    let fresh = run(None, &[p.clone()], t0() + stale() - Duration::from_millis(1));
+    let fresh = run(None, std::slice::from_ref(&p), t0() + stale() - Duration::from_millis(1));
     assert_eq!(fresh.chose(), Some("b"));
     // Exactly three intervals: stale, with the seconds said.
     let at = run(None, std::slice::from_ref(&p), t0() + stale());
