@@ -503,6 +503,7 @@ mod tests {
                     peer: None,
                     permission: None,
                     allow: None,
+                    requires: None,
                 })
             }
         );

@@ -207,7 +207,15 @@ fn skip_reason(
 /// The ranking key, smaller first: free-slot ratio in eighths (descending; no ceiling is
 /// 8/8), load per core in tenths (ascending; unknown last), free memory (descending; unknown
 /// last), local before peers, then the name.
-fn rank(place: &Place) -> (std::cmp::Reverse<u64>, u64, std::cmp::Reverse<u64>, bool, String) {
+fn rank(
+    place: &Place,
+) -> (
+    std::cmp::Reverse<u64>,
+    u64,
+    std::cmp::Reverse<u64>,
+    bool,
+    String,
+) {
     let room = place.room.clone().unwrap_or_default();
     let eighths = match room.max_tasks {
         None => 8,

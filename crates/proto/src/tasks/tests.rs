@@ -13,6 +13,7 @@ use serde_json::Value;
 
 mod approvals;
 mod peer;
+mod placed;
 mod relayed;
 
 struct Clock {
@@ -57,6 +58,7 @@ fn config() -> BookConfig {
         permission: crate::acp::PermissionPolicy::Ask,
         agent_permission: Default::default(),
         approvals: Default::default(),
+        placement: Default::default(),
     }
 }
 

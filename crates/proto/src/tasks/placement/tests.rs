@@ -69,7 +69,11 @@ fn why_skipped(p: &Placement, name: &str) -> String {
 fn stale_exactly_at_three_intervals() {
     let p = peer("b", Some(room(0, Some(4))));
     // One millisecond short of three intervals: fresh.
-    let fresh = run(None, std::slice::from_ref(&p), t0() + stale() - Duration::from_millis(1));
+    let fresh = run(
+        None,
+        std::slice::from_ref(&p),
+        t0() + stale() - Duration::from_millis(1),
+    );
     assert_eq!(fresh.chose(), Some("b"));
     // Exactly three intervals: stale, with the seconds said.
     let at = run(None, std::slice::from_ref(&p), t0() + stale());
@@ -180,7 +184,15 @@ fn each_floor_with_known_and_unknown_figures() {
         max_tasks: Some(1),
         ..Headroom::default()
     };
-    let r = choose("fake", &[], None, &[peer("b", Some(bare))], &off, stale(), t0());
+    let r = choose(
+        "fake",
+        &[],
+        None,
+        &[peer("b", Some(bare))],
+        &off,
+        stale(),
+        t0(),
+    );
     assert_eq!(r.chose(), Some("b"));
 }
 
@@ -191,14 +203,20 @@ fn ranking_by_slots_then_load_then_memory_then_local_then_name() {
     busy_cpu.load_per_core = Some(1.5);
     let r = run(
         None,
-        &[peer("half", Some(room(1, Some(2)))), peer("roomy", Some(busy_cpu))],
+        &[
+            peer("half", Some(room(1, Some(2)))),
+            peer("roomy", Some(busy_cpu)),
+        ],
         t0(),
     );
     assert_eq!(r.chose(), Some("roomy"));
     // Same eighths (7 of 8 free and no ceiling differ: 7/8 vs 8/8).
     let r = run(
         None,
-        &[peer("a", Some(room(1, Some(8)))), peer("b", Some(room(9, None)))],
+        &[
+            peer("a", Some(room(1, Some(8)))),
+            peer("b", Some(room(9, None))),
+        ],
         t0(),
     );
     assert_eq!(r.chose(), Some("b"));
@@ -214,7 +232,11 @@ fn ranking_by_slots_then_load_then_memory_then_local_then_name() {
     l30.mem_free_mb = Some(99_000);
     let r = run(
         None,
-        &[peer("a", Some(l21)), peer("b", Some(l29)), peer("c", Some(l30))],
+        &[
+            peer("a", Some(l21)),
+            peer("b", Some(l29)),
+            peer("c", Some(l30)),
+        ],
         t0(),
     );
     // a and b tie on load; b has more memory.
@@ -399,7 +421,10 @@ fn rooms_keep_linked_peers_only_and_read_as_places() {
     );
     let places = rooms.peer_places("fake", &delegable);
     let b = &places[0];
-    assert_eq!((b.name.as_str(), b.kind, b.has_agent), ("b", PlaceKind::AgentHub, true));
+    assert_eq!(
+        (b.name.as_str(), b.kind, b.has_agent),
+        ("b", PlaceKind::AgentHub, true)
+    );
     assert_eq!(b.room, None);
     assert_eq!(b.last_beat, Some(t0() + Duration::from_secs(1)));
     // claudectl runs claude only, whatever tools it lists.
@@ -418,7 +443,10 @@ fn rooms_keep_linked_peers_only_and_read_as_places() {
     let l = rooms.local_place(true, 1, 3);
     assert_eq!(l.tags, vec!["gpu".to_owned()]);
     let r = l.room.unwrap();
-    assert_eq!((r.running_tasks, r.max_tasks, r.mem_free_mb), (1, Some(3), Some(100)));
+    assert_eq!(
+        (r.running_tasks, r.max_tasks, r.mem_free_mb),
+        (1, Some(3), Some(100))
+    );
 }
 
 #[test]
@@ -448,6 +476,14 @@ fn a_hostile_peers_figures_are_bounded() {
         max_load_per_core: 0.0,
         ..Floors::default()
     };
-    let r = choose("fake", &[], None, &[peer("b", Some(huge))], &off, stale(), t0());
+    let r = choose(
+        "fake",
+        &[],
+        None,
+        &[peer("b", Some(huge))],
+        &off,
+        stale(),
+        t0(),
+    );
     assert_eq!(r.chose(), Some("b"));
 }
