@@ -124,6 +124,8 @@ pub(crate) struct RelaySpec {
     pub(crate) peers: Vec<PeerSpec>,
     /// Appended to the config after `[relay]` (a `[tasks]` table).
     pub(crate) tail: String,
+    /// `relay.tags` (what its heartbeats' `headroom` says; issue 38's `requires` matches them).
+    pub(crate) tags: Vec<&'static str>,
 }
 
 impl RelaySpec {
@@ -137,6 +139,7 @@ impl RelaySpec {
             heartbeat_ms: HB_MS,
             peers: Vec::new(),
             tail: String::new(),
+            tags: Vec::new(),
         }
     }
 
@@ -185,6 +188,9 @@ impl RelaySpec {
             self.backoff_ms.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", "),
             list(&self.features),
         );
+        if !self.tags.is_empty() {
+            t.push_str(&format!("tags = [{}]\n", list(&self.tags)));
+        }
         for p in &self.peers {
             t.push_str(&format!("\n[[relay.peers]]\nid = {:?}\n", p.id));
             if let Some(a) = p.address {

@@ -137,6 +137,9 @@ impl RelayIo {
                         // Placement (issue 38 design §4): every beat of the lasting link, its
                         // room, its instant and the agents the peer offers now.
                         let agents = offered_agents(link.session.peer_agent_cards(), &worker);
+                        if let Some(b) = self.books.get_mut(&peer) {
+                            b.status.headroom = room.clone();
+                        }
                         self.inbox.push(ToHub::PeerRoom {
                             peer: peer.clone(),
                             beat: agent_hub_proto::tasks::placement::Beat {
@@ -343,6 +346,7 @@ impl RelayIo {
         book.status.peer_version = Some(link.session.peer_version().to_owned());
         book.status.dialect = Some(link.session.dialect().as_str().to_owned());
         book.status.worker = None;
+        book.status.headroom = None;
         book.status.last_error = None;
         book.backoff_step = 0;
         book.dialling = None;
