@@ -437,6 +437,8 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
     // that is not 0 (docs/relay-protocol.md §3).
     all.push("frame-mac".into());
     all.push("liveness".into());
+    // headroom is offered by every agent-hub since issue 38 (design §4).
+    all.push("headroom".into());
     all.sort();
     assert_eq!(agreed, all, "every feature both offer is agreed");
     assert_eq!(
@@ -913,8 +915,8 @@ fn a_transient_connection_never_displaces_the_link() {
     east.wait_peer("west", "a later heartbeat", |p| p["last_heartbeat"] != hb);
     assert_eq!(
         east.wait_up("west")["features"].as_array().unwrap().len(),
-        ALL_FEATURES.len() + 2,
-        "the configured features, frame-mac and liveness"
+        ALL_FEATURES.len() + 3,
+        "the configured features, frame-mac, liveness and headroom"
     );
     assert_eq!(west.wait_up("east")["reconnects"], 0);
     let after = established_with(east.relay_addr);

@@ -512,6 +512,8 @@ fn full_set() -> Vec<String> {
     let mut v: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     v.push("frame-mac".into());
     v.push("liveness".into());
+    // Every agent-hub offers headroom since issue 38 (design §4), configured or not.
+    v.push("headroom".into());
     v.sort();
     v
 }
