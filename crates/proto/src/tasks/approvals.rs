@@ -22,8 +22,10 @@
 //! **Another source of requests** (design §6 headless Claude, §7 across hubs) plugs in by a
 //! variant of `Source`: `TaskBook::open_request(task, ask, Source::…, now, ids)` opens one
 //! as the runner's does (same id, envelope, cap, audit, expiry), and the book turns every
-//! `Decision` for that source into its own action (today `Source::Runner` becomes
-//! `TaskAction::Answer`); nothing else here changes.
+//! `Decision` for that source into its own action (`Source::Runner` becomes
+//! `TaskAction::Answer`; `Source::Prompt`, a headless task's permission prompt, the reply to
+//! its parked connection); nothing else here changes but `close_one`, for a prompt whose
+//! asker went away.
 
 mod body;
 mod steps;
@@ -487,6 +489,28 @@ impl Approvals {
             });
         }
         (store, audit)
+    }
+
+    /// Closes the one request `request`, still open to an answer, because the agent that
+    /// asked stopped waiting for it (a permission prompt whose connection closed): its store
+    /// op and `request_closed` record (`why` `cancelled`), or None when it is not open (answered,
+    /// being answered, expired, closed). An answer that comes later is refused as for a
+    /// cancelled request.
+    pub fn close_one(&mut self, request: &str) -> Option<(TaskStoreOp, TaskAudit)> {
+        let h = self.held.get(request).filter(|h| !h.answering)?;
+        let task = h.task.clone();
+        self.held.remove(request);
+        self.remember_closed(request.to_owned(), task.clone(), Closed::Cancelled);
+        Some((
+            TaskStoreOp::CloseRequest {
+                request: request.to_owned(),
+            },
+            TaskAudit::RequestClosed {
+                task: task.as_str().to_owned(),
+                request: request.to_owned(),
+                why: Closed::Cancelled.audit_why().to_owned(),
+            },
+        ))
     }
 
     /// The requests the store still held at startup (design §4.6): each closed by the

@@ -15,6 +15,10 @@ pub enum Source {
     /// The task's ACP session through its runner (`TaskEvent::Request`): answered with
     /// `TaskAction::Answer { task, seq }`.
     Runner,
+    /// The task's agent asked through the hub's permission-prompt tool (`task_permission`,
+    /// design §6): answered with the reply the hub writes to the connection parked under
+    /// `(task, seq)` (`tasks::prompts`).
+    Prompt,
 }
 
 /// What the book tells this machine about a request's task.
