@@ -87,9 +87,12 @@
 #       OpenCode as `opencode acp` from the packages above;
 #   T2. starts the mock LLM (its tool call: the hub's send to `orchestrator`) and a hub from
 #       config.example.toml on port 0 with one identity, `orchestrator`, and a [tasks] table:
-#       cwd_roots a temp folder, permission "allow" (the send tool asks), and tasks.env_pass
-#       naming the mock's endpoint and key variables. The hub itself runs under env -i with
-#       only those and HOME/PATH (the adapter's folder), so the agent sees nothing else;
+#       cwd_roots a temp folder, tasks.env_pass naming the mock's endpoint and key variables,
+#       and the default permission (ask) for Claude Code and Gemini CLI, whose requests for
+#       the hub's own send tool the hub recognises and allows under every policy, or
+#       permission "allow" for Codex and OpenCode, whose requests for it it cannot tell from
+#       another tool's. The hub itself runs under env -i with only those and HOME/PATH (the
+#       adapter's folder), so the agent sees nothing else;
 #   T3. task 1: `agent-hub delegate --wait --json` with the prompt "…CALL_TOOL:send"; while it
 #       waits, orchestrator awaits the agent's mail (kind e2e-task-mail);
 #   T4. task 2: the same prompt with the mock holding its answer to the tool result; once the
@@ -98,6 +101,15 @@
 #   T5. each task's agent must be gone: the hub logged its exit and no process carries the
 #       task's mark (AGENT_HUB_TASK=<task id> in its environment). Task 2's hub is stopped
 #       (SIGTERM) right after the cancelled outcome, so its reap is the hub's shutdown's.
+#   T6. (Claude Code, Gemini CLI; issue 37) a fresh mock whose tool call runs a shell command
+#       that writes proof.txt (Bash, run_shell_command) and a hub under the default
+#       permission (ask): task 4's request reaches the delegator as a task_request envelope
+#       (`agent-hub await --kind task_request`) and is answered with `agent-hub task answer`
+#       choosing the agent's allow_once option, task 5's with its reject_once option;
+#   T7. (Claude Code through @agentclientprotocol/claude-agent-acp, the current set) task 6:
+#       the model calls AskUserQuestion, the adapter asks it as an elicitation/create form
+#       (the hub advertises forms under ask), the delegator gets a task_request of type
+#       question and accepts it with --message '{"question_0":"Blue"}'.
 #   task-mail          orchestrator got the model's send from task-<hex>: kind, body exact
 #   task-tool-result   the model got the envelope id back as the tool result
 #   task-completed     delegate --wait exited 0; the task_outcome envelope (from hub,
@@ -115,6 +127,16 @@
 #                      policy and the mail arrived; for the others the hub rejected it and no
 #                      mail arrived
 #   task-reject-reaped task 3's agent was reaped and left no process behind
+#   task-ask-allow     task 4: the request to run the command reached the delegator (from hub,
+#                      kind task_request, correlationId the task, type permission, kind
+#                      execute, the command shown), `task answer` with the allow_once option
+#                      was taken, the agent ran it (proof.txt exists), the task completed
+#   task-ask-reject    task 5: the same answered with the reject_once option: no proof.txt,
+#                      the task completed
+#   task-question      task 6: the question (message, schema, options accept/decline/cancel)
+#                      reached the delegator, the accept was taken, and the model got the
+#                      answer back as the AskUserQuestion tool's result
+#   task-ask-allow-reaped, task-ask-reject-reaped, task-question-reaped: as task-reaped
 #
 # Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
 # check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
@@ -894,6 +916,54 @@ check_reaped() {
     fi
 }
 
+# Writes the task phase hub's config to $1: config.example.toml on port 0 and a [tasks]
+# table with cwd_roots $2, the line $3 (a permission, or empty for the default, ask), and an
+# env_pass naming the mock's endpoint and key variables (nothing else of the hub's
+# environment reaches the agent).
+task_hub_config() {
+    local out=$1 root=$2 permission_line=$3
+    {
+        sed 's/^port = 46110$/port = 0/' "$ROOT/config.example.toml"
+        cat <<EOF
+
+[tasks]
+cwd_roots = ["$root"]
+timeout_secs = $AGENT_TIMEOUT
+$permission_line
+env_pass = ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "ANTHROPIC_*", "CLAUDE_*", "OPENAI_*",
+    "CODEX_*", "GEMINI_*", "GOOGLE_*", "OPENCODE_*", "MOCK_API_KEY", "IS_SANDBOX",
+    "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"]
+${TASK_SANDBOX:+sandbox = \"$TASK_SANDBOX\"}
+EOF
+    } >"$out"
+    chmod 600 "$out"
+}
+
+# The task phase hub's whole environment (it runs under env -i), into TASK_ENV: HOME $2,
+# PATH with the adapter $3's folder first, and what points agent $1 at the mock on port $4;
+# the rest of the arguments (the current CLI for an adapter) are added as they are.
+task_hub_env() {
+    local agent=$1 home=$2 bin=$3 mock_port=$4
+    shift 4
+    TASK_ENV=(HOME="$home" PATH="$(dirname "$bin"):/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 TERM=dumb)
+    case $agent in
+        claude)
+            TASK_ENV+=(ANTHROPIC_BASE_URL="http://127.0.0.1:$mock_port" ANTHROPIC_API_KEY=dummy
+                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1
+                DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1)
+            # The adapter's Claude Code refuses its permission mode as root without it (§2.1).
+            [[ $(id -u) == 0 ]] && TASK_ENV+=(IS_SANDBOX=1)
+            TASK_ENV+=("$@") ;;
+        codex) TASK_ENV+=(MOCK_API_KEY=dummy "$@") ;;
+        gemini)
+            TASK_ENV+=(GEMINI_API_KEY=dummy GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$mock_port"
+                GEMINI_CLI_TRUST_WORKSPACE=true) ;;
+        opencode)
+            TASK_ENV+=(OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1
+                OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_SHARE=1) ;;
+    esac
+}
+
 run_task() {
     local agent=$1 bin d home work proj hub_port mock_port tok hub_pid mock_pid
     local send_args nonce1 prompt orch cli cli_env=() override
@@ -940,47 +1010,22 @@ run_task() {
     point_at_mock "$agent" "$home" "$mock_port" ask
 
     # The hub: the example config on an ephemeral port, one identity (orchestrator, the
-    # delegator), and a [tasks] table: cwd under the temp dir only, permission requests
-    # allowed (the hub's send tool asks), the mock's endpoint and key variables passed on by
-    # tasks.env_pass (nothing else of the hub's environment reaches the agent).
-    local token
+    # delegator), and a [tasks] table (task_hub_config). Its permission is the default, ask,
+    # for Claude Code and Gemini CLI: they ask for the hub's send tool by a name the hub
+    # recognises, and the hub allows its own tools under every policy (issue 37), so their
+    # mail needs no answer. Codex and OpenCode name it by nothing the hub can tell from
+    # another tool's (docs/acp.md "The hub's own tools"): under ask their send would wait
+    # for the delegator, so their hub says permission = "allow".
+    local token permission_line=""
+    case $agent in codex | opencode) permission_line='permission = "allow"' ;; esac
     token=$(nonce)$(nonce)
     printf '[agents]\norchestrator = "%s"\n' "$token" >"$d/hub/roster.toml"
     printf '%s\n' "$token" >"$d/hub/tokens/orchestrator.token"
     chmod 600 "$d/hub/roster.toml" "$d/hub/tokens/orchestrator.token"
     tok=$d/hub/tokens/orchestrator.token
-    {
-        sed 's/^port = 46110$/port = 0/' "$ROOT/config.example.toml"
-        cat <<EOF
-
-[tasks]
-cwd_roots = ["$work"]
-timeout_secs = $AGENT_TIMEOUT
-permission = "allow"
-env_pass = ["PATH", "HOME", "LANG", "TERM", "TMPDIR", "ANTHROPIC_*", "CLAUDE_*", "OPENAI_*",
-    "CODEX_*", "GEMINI_*", "GOOGLE_*", "OPENCODE_*", "MOCK_API_KEY", "IS_SANDBOX",
-    "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"]
-${TASK_SANDBOX:+sandbox = \"$TASK_SANDBOX\"}
-EOF
-    } >"$d/hub/config.toml"
-    chmod 600 "$d/hub/config.toml"
-    local envv=(HOME="$home" PATH="$(dirname "$bin"):/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 TERM=dumb)
-    case $agent in
-        claude)
-            envv+=(ANTHROPIC_BASE_URL="http://127.0.0.1:$mock_port" ANTHROPIC_API_KEY=dummy
-                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1
-                DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1)
-            # The adapter's Claude Code refuses its permission mode as root without it (§2.1).
-            [[ $(id -u) == 0 ]] && envv+=(IS_SANDBOX=1)
-            envv+=(${cli_env[@]+"${cli_env[@]}"}) ;;
-        codex) envv+=(MOCK_API_KEY=dummy ${cli_env[@]+"${cli_env[@]}"}) ;;
-        gemini)
-            envv+=(GEMINI_API_KEY=dummy GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$mock_port"
-                GEMINI_CLI_TRUST_WORKSPACE=true) ;;
-        opencode)
-            envv+=(OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1
-                OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_SHARE=1) ;;
-    esac
+    task_hub_config "$d/hub/config.toml" "$work" "$permission_line"
+    task_hub_env "$agent" "$home" "$bin" "$mock_port" ${cli_env[@]+"${cli_env[@]}"}
+    local envv=("${TASK_ENV[@]}")
     (cd "$d/hub" && exec env -i "${envv[@]}" "$SERVER" --config "$d/hub/config.toml" \
         >"$d/hub.out" 2>"$d/hub.err") &
     hub_pid=$!
@@ -1142,8 +1187,7 @@ PY
     # _meta.claudeCode.toolName, Gemini's toolCallId): then the mail arrives, and only because
     # the agent asked (unasked, no such log line would exist). Otherwise the hub rejects it and
     # no mail arrives.
-    sed 's/^permission = "allow"$/permission = "reject"/' "$d/hub/config.toml" >"$d/hub/config-reject.toml"
-    chmod 600 "$d/hub/config-reject.toml"
+    task_hub_config "$d/hub/config-reject.toml" "$work" 'permission = "reject"'
     t0=$SECONDS
     local task3=""
     (cd "$d/hub" && exec env -i "${envv[@]}" "$SERVER" --config "$d/hub/config-reject.toml" \
@@ -1209,6 +1253,255 @@ PY
     [[ -n $task3 ]] && check_reaped "$agent" task-reject-reaped "$task3" "$d/hub/service.log"
     note "$agent" "task 3 (permission reject) took $((SECONDS - t0))s"
     reap "$mock_pid"
+    run_task_asks "$agent" "$d" "$work" "$tok" "$home" "$bin" ${cli_env[@]+"${cli_env[@]}"}
+}
+
+# ---- one agent, delegated, asking the delegator (issue 37) --------------------------------
+# Tasks 4 and 5 (Claude Code, Gemini CLI) run under the default policy (ask: no permission
+# key). The model runs a shell command that writes a file (a read-only command is not asked
+# about, ../notes capture37-facts.md §8): the agent asks the hub
+# (session/request_permission), the hub holds the request and mails it to the delegator as a
+# task_request envelope, which the script awaits (`agent-hub await --kind task_request`) and
+# answers with `agent-hub task answer`: task 4 with the agent's allow_once option (the
+# command runs and the file exists), task 5 with its reject_once option (no file). Both
+# complete. A fresh mock gives the tool call the command as its arguments (its Gemini path
+# ignores the prompt's TOOL_ARGS; the wrapper's MOCK_TOOL_ARGS sets them), a fresh hub runs
+# on it, and each task has a folder of its own. Task 6 (Claude Code through the maintained
+# adapter, @agentclientprotocol/claude-agent-acp): the model calls AskUserQuestion; told by
+# the hub's initialize that the client takes forms (elicitation.form, under ask only), the
+# adapter asks it as an elicitation/create form, which reaches the delegator as a
+# task_request of type question; the script accepts with the form's content, which must
+# come back to the model as the tool's result. $1 agent, $2 its work folder, $3 the tasks'
+# root, $4 orchestrator's token file, $5 HOME, $6 the adapter; the rest go on TASK_ENV.
+run_task_asks() {
+    local agent=$1 d=$2 work=$3 tok=$4 home=$5 bin=$6
+    shift 6
+    local tool args mock_port mock_pid hub_pid hub_port t0=$SECONDS i
+    case $agent in
+        claude) tool=Bash ;;
+        gemini) tool=run_shell_command ;;
+        *)
+            note "$agent" "no request tasks: its requests for the hub's send are not recognised, so this phase runs it under permission allow"
+            return 0 ;;
+    esac
+    args='{"command": "echo e2e-agents > proof.txt"}'
+    MOCK_LOG=$d/mock-ask.log MOCK_REQUEST_LOG=$d/requests-ask.log MOCK_TOOL_ARGS=$args \
+        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock-ask.out" 2>"$d/mock-ask.err" &
+    mock_pid=$!
+    PIDS+=("$mock_pid")
+    if ! mock_port=$(wait_for_line "$d/mock-ask.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
+        fail "$agent" task-ask-allow "mock LLM did not start: $(cat "$d/mock-ask.err")"
+        return 0
+    fi
+    task_hub_config "$d/hub/config-ask.toml" "$work" ""
+    task_hub_env "$agent" "$home" "$bin" "$mock_port" "$@"
+    (cd "$d/hub" && exec env -i "${TASK_ENV[@]}" "$SERVER" --config "$d/hub/config-ask.toml" \
+        >"$d/hub4.out" 2>"$d/hub4.err") &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub4.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail "$agent" task-ask-allow "agent-hub-server (ask) did not start: $(tail -n3 "$d/hub4.err")"
+        reap "$mock_pid"
+        return 0
+    fi
+    note "$agent" "hub under the default permission (ask) on 127.0.0.1:$hub_port, mock LLM (tool arguments $args) on 127.0.0.1:$mock_port"
+    local orch=(--as orchestrator --token-file "$tok" --port "$hub_port") ran=() want
+    for want in allow reject; do
+        mkdir -p "$work/$want"
+        ask_task "$agent" "$want" "$work/$want" "$d" \
+            "agent-hub e2e task: CALL_TOOL:$tool TOOL_ARGS:$args" "${orch[@]}"
+        [[ -n $ASKED_TASK ]] && ran+=("task-ask-$want-reaped:$ASKED_TASK")
+    done
+    if [[ $agent == claude ]]; then
+        local pkg
+        pkg=$(bin_package "$bin")
+        if [[ $pkg == @agentclientprotocol/claude-agent-acp\ * ]]; then
+            mkdir -p "$work/question"
+            question_task "$work/question" "$d" "${orch[@]}"
+            [[ -n $ASKED_TASK ]] && ran+=("task-question-reaped:$ASKED_TASK")
+        else
+            note "$agent" "no question task: $pkg never sends elicitation/create (AskUserQuestion is always disallowed there; ../notes capture37-facts.md §6)"
+        fi
+    fi
+    stop_pid "$hub_pid"
+    for ((i = 0; i < 300; i++)); do kill -0 "$hub_pid" 2>/dev/null || break; sleep 0.1; done
+    reap "$hub_pid"
+    local r
+    for r in "${ran[@]}"; do
+        check_reaped "$agent" "${r%%:*}" "${r#*:}" "$d/hub/service.log"
+    done
+    reap "$mock_pid"
+    note "$agent" "tasks 4-$((${#ran[@]} + 3)) (requests answered by the delegator) took $((SECONDS - t0))s"
+}
+
+# One task whose agent asks to run the command: delegated with --wait, its task_request
+# awaited, answered with the agent's allow_once ($2 allow) or reject_once ($2 reject)
+# option. Check task-ask-$2. $3 the task's cwd, $4 the agent's work folder, $5 the prompt,
+# the rest orchestrator's connection options. Sets ASKED_TASK to the task id (empty if none).
+ask_task() {
+    local agent=$1 want=$2 cwd=$3 d=$4 prompt=$5
+    shift 5
+    local orch=("$@") waiter rc=0 chosen="" answered="" out=$d/ask-$want
+    ASKED_TASK=""
+    "$AH" delegate "${orch[@]}" --agent "$agent" --cwd "$cwd" --prompt "$prompt" \
+        --timeout "$AGENT_TIMEOUT" --wait --json >"$out.out" 2>"$out.err" &
+    waiter=$!
+    PIDS+=("$waiter")
+    "$AH" await "${orch[@]}" --kind task_request --timeout "$AGENT_TIMEOUT" \
+        >"$out.request.json" 2>"$out.request.err" &
+    PIDS+=("$!")
+    await_while "$!" "$waiter"
+    # The option to answer with: the first of the kind wanted, as the envelope offers it.
+    chosen=$(KIND="${want}_once" python3 -c '
+import json, os, sys
+b = json.loads(open(sys.argv[1]).readline())["body"]
+print("\t".join([b["task"], b["request"], next(o["optionId"] for o in b["options"] if o["kind"] == os.environ["KIND"])]))
+' "$out.request.json" 2>/dev/null || true)
+    if [[ -n $chosen ]]; then
+        local task request option
+        IFS=$'\t' read -r task request option <<<"$chosen"
+        answered=$("$AH" task answer "${orch[@]}" --id "$task" --request "$request" \
+            --option "$option" 2>&1) || answered="exit $?: $answered"
+    fi
+    wait "$waiter" || rc=$?
+    forget "$waiter"
+    ASKED_TASK=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$out.out" 2>/dev/null || true)
+    local verdict
+    verdict=$(WANT=$want RC=$rc TASK=$ASKED_TASK OUT=$out.out REQ=$out.request.json \
+        ANSWERED=$answered CWD=$cwd LOG=$d/hub/service.log python3 - <<'PY' 2>&1 || true
+import json, os
+want, rc, task = os.environ["WANT"], int(os.environ["RC"]), os.environ["TASK"]
+bad = []
+try:
+    env = json.loads(open(os.environ["REQ"]).readline())
+except (OSError, ValueError):
+    raise SystemExit("FAIL\tno task_request envelope reached the delegator (delegate exit %d)" % rc)
+b = env.get("body") or {}
+tc = b.get("toolCall") or {}
+if env.get("from") != "hub" or env.get("kind") != "task_request" or env.get("correlationId") != task:
+    bad.append("envelope from %r kind %r correlationId %r (task %r)" % (env.get("from"), env.get("kind"), env.get("correlationId"), task))
+if b.get("state") != "open" or b.get("type") != "permission":
+    bad.append("state %r type %r" % (b.get("state"), b.get("type")))
+if tc.get("kind") != "execute":
+    bad.append("toolCall.kind %r" % tc.get("kind"))
+# Claude's adapters put the command in rawInput.command (the body's command) and the title;
+# Gemini CLI in the title only (capture §8).
+shown = tc.get("command") or tc.get("title") or ""
+if "proof.txt" not in shown:
+    bad.append("the command is not shown: toolCall %s" % json.dumps(tc)[:200])
+option = next((o for o in b.get("options", []) if o.get("kind") == want + "_once"), None)
+if option is None:
+    bad.append("no %s_once option among %s" % (want, [o.get("optionId") for o in b.get("options", [])]))
+elif os.environ["ANSWERED"] != "answered %s with %s" % (b.get("request"), option["optionId"]):
+    bad.append("task answer said %r" % os.environ["ANSWERED"])
+lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
+try:
+    o = json.loads(lines[1]).get("body") or {}
+except (IndexError, ValueError):
+    o = {}
+    bad.append("no outcome envelope from --wait (exit %d)" % rc)
+if o and (o.get("state") != "completed" or o.get("stopReason") != "end_turn"):
+    bad.append("outcome %r %r (reason %r)" % (o.get("state"), o.get("stopReason"), o.get("reason")))
+ran = os.path.exists(os.path.join(os.environ["CWD"], "proof.txt"))
+if ran != (want == "allow"):
+    bad.append("proof.txt %s" % ("was written" if ran else "is missing"))
+log = [l for l in open(os.environ["LOG"]).read().splitlines() if ("task %s: " % task) in l]
+word = "allowed" if want == "allow" else "rejected"
+said = [l for l in log if ": %s (" % word in l and "(answered by the owner)" in l]
+if not said:
+    bad.append("the service log has no answer by the owner: %s" % [l[-120:] for l in log if "request" in l][:3])
+if bad:
+    print("FAIL\t" + "; ".join(bad))
+else:
+    print("PASS\t%s asked to run %r (options %s); answered %s; the agent went on: proof.txt %s; %s, %s" % (
+        b["request"], shown[:60], ",".join(x["optionId"] for x in b["options"]), option["optionId"],
+        "written" if ran else "not written", o["state"], o["stopReason"]))
+PY
+    )
+    if [[ $verdict == PASS* ]]; then pass "$agent" "task-ask-$want" "${verdict#PASS	}"; else fail "$agent" "task-ask-$want" "${verdict#FAIL	}"; fi
+}
+
+# Task 6: the model's AskUserQuestion reaches the delegator as a question and the script's
+# answer reaches the model. $1 the task's cwd, $2 the agent's work folder, the rest
+# orchestrator's connection options. Sets ASKED_TASK.
+question_task() {
+    local cwd=$1 d=$2
+    shift 2
+    local orch=("$@") waiter rc=0 answered="" out=$d/question task="" request=""
+    local question='{"questions": [{"question": "Which color should the e2e use?", "header": "Color", "options": [{"label": "Red", "description": "the red one"}, {"label": "Blue", "description": "the blue one"}], "multiSelect": false}]}'
+    ASKED_TASK=""
+    "$AH" delegate "${orch[@]}" --agent claude --cwd "$cwd" \
+        --prompt "agent-hub e2e task: CALL_TOOL:AskUserQuestion TOOL_ARGS:$question" \
+        --timeout "$AGENT_TIMEOUT" --wait --json >"$out.out" 2>"$out.err" &
+    waiter=$!
+    PIDS+=("$waiter")
+    "$AH" await "${orch[@]}" --kind task_request --timeout "$AGENT_TIMEOUT" \
+        >"$out.request.json" 2>"$out.request.err" &
+    PIDS+=("$!")
+    await_while "$!" "$waiter"
+    IFS=$'\t' read -r task request < <(python3 -c '
+import json, sys
+b = json.loads(open(sys.argv[1]).readline())["body"]
+print(b["task"] + "\t" + b["request"])' "$out.request.json" 2>/dev/null || true) || true
+    if [[ -n $request ]]; then
+        # The form's content: the adapter's schema names the first question question_0.
+        answered=$("$AH" task answer "${orch[@]}" --id "$task" --request "$request" \
+            --option accept --message '{"question_0":"Blue"}' 2>&1) || answered="exit $?: $answered"
+    fi
+    wait "$waiter" || rc=$?
+    forget "$waiter"
+    ASKED_TASK=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$out.out" 2>/dev/null || true)
+    local verdict
+    verdict=$(RC=$rc TASK=$ASKED_TASK OUT=$out.out REQ=$out.request.json ANSWERED=$answered \
+        REQS=$d/requests-ask.log python3 - <<'PY' 2>&1 || true
+import json, os
+rc, task = int(os.environ["RC"]), os.environ["TASK"]
+bad = []
+try:
+    env = json.loads(open(os.environ["REQ"]).readline())
+except (OSError, ValueError):
+    raise SystemExit("FAIL\tno task_request envelope reached the delegator (delegate exit %d)" % rc)
+b = env.get("body") or {}
+if env.get("from") != "hub" or env.get("correlationId") != task:
+    bad.append("envelope from %r correlationId %r (task %r)" % (env.get("from"), env.get("correlationId"), task))
+if b.get("type") != "question" or b.get("message") != "Which color should the e2e use?":
+    bad.append("type %r message %r" % (b.get("type"), b.get("message")))
+try:
+    schema = json.loads(b.get("schema") or "")
+except ValueError:
+    schema = {}
+if "question_0" not in (schema.get("properties") or {}):
+    bad.append("schema %r" % (b.get("schema") or "")[:200])
+if [o.get("optionId") for o in b.get("options", [])] != ["accept", "decline", "cancel"]:
+    bad.append("options %s" % b.get("options"))
+if os.environ["ANSWERED"] != "answered %s with accept" % b.get("request"):
+    bad.append("task answer said %r" % os.environ["ANSWERED"])
+lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
+try:
+    o = json.loads(lines[1]).get("body") or {}
+except (IndexError, ValueError):
+    o = {}
+    bad.append("no outcome envelope from --wait (exit %d)" % rc)
+if o and o.get("state") != "completed":
+    bad.append("outcome %r (reason %r)" % (o.get("state"), o.get("reason")))
+# The answer went back to the model as the AskUserQuestion tool's result.
+reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
+def results(body):
+    for m in body.get("messages") or []:
+        for c in m.get("content") if isinstance(m.get("content"), list) else []:
+            if isinstance(c, dict) and c.get("type") == "tool_result":
+                yield json.dumps(c.get("content"))
+got = [r["n"] for r in reqs if any("Blue" in t and "Which color" in t for t in results(r.get("body") or {}))]
+if not got:
+    bad.append("no model request carried the answer Blue as the tool's result")
+if bad:
+    print("FAIL\t" + "; ".join(bad))
+else:
+    print("PASS\t%s: a question (elicitation/create form) with schema keys %s; accepted with {\"question_0\":\"Blue\"}; model request %d got the answer as the tool result; %s" % (
+        b["request"], sorted(schema["properties"]), got[0], o["state"]))
+PY
+    )
+    if [[ $verdict == PASS* ]]; then pass claude task-question "${verdict#PASS	}"; else fail claude task-question "${verdict#FAIL	}"; fi
 }
 
 T0=$SECONDS

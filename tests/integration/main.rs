@@ -44,6 +44,7 @@ mod mcp;
 mod no_loss;
 mod pipelining;
 mod protocol_fixtures;
+mod questions;
 mod readme;
 mod receipts;
 mod relay;

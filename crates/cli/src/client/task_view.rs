@@ -247,8 +247,19 @@ pub fn render_open_requests(
     out.push_str(&format!(
         "  answer: agent-hub task answer --id {task} --request {request} --option OPTION ({WHO_ANSWERS})\n"
     ));
+    if requests
+        .iter()
+        .any(|r| r.kind.as_deref() == Some("question"))
+    {
+        // A question's accept carries the form's content (design §4b); its form (`schema`)
+        // is in the task_request envelope.
+        out.push_str(QUESTION_HINT);
+    }
     out
 }
+
+/// How a question is answered, under the answer line when one waits.
+const QUESTION_HINT: &str = "  a question: --option accept --message '{...}' with the form's content as a JSON object matching the schema of its task_request envelope; or decline, cancel\n";
 
 /// The `task list` table: one row per task, oldest first, as the hub lists them, each task's
 /// open requests under it (`request_lines`) and, when any is open, how to answer one. `now`
@@ -484,6 +495,14 @@ mod tests {
         assert_eq!(
             block,
             "task-1 waits for an answer to 1 request:\n  request req-0123456789abcdef: permission (execute) \"Run cargo test\"\n    options allow, reject; waiting 1m; expires in 9m\n  answer: agent-hub task answer --id task-1 --request req-0123456789abcdef --option OPTION (its delegator, or a name in the hub's tasks.approvers)\n"
+        );
+        assert!(!block.contains("a question:"), "{block}");
+        let mut q = request();
+        q.kind = Some("question".into());
+        let asked = render_open_requests("task-1", &[q], now);
+        assert!(
+            asked.ends_with("  a question: --option accept --message '{...}' with the form's content as a JSON object matching the schema of its task_request envelope; or decline, cancel\n"),
+            "{asked}"
         );
         let two = render_open_requests("task-1", &[request(), request()], now);
         assert!(two.starts_with("task-1 waits for an answer to 2 requests:"));

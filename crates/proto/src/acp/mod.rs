@@ -5,10 +5,12 @@
 //! both directions, the requests, policies, deadlines, the one outcome), `rpc` (classifying
 //! JSON-RPC lines and building ours), `progress` (folding `session/update`), `permission`
 //! (answering permission requests by policy, the hub's own tools, pre-approval rules),
-//! `request` (a request held for a person and its answer, issue 37), `modes` (reading an agent's session modes and
-//! choosing the one where it asks before acting), `outcome` (the outcome types), `config` (what a
-//! session is given, with every limit's default and bound) and `sanitize` (bounded, redacted
-//! excerpts of agent strings for logs). Refuses: processes, pipes, signals, clocks and
+//! `request` (a request held for a person and its answer, issue 37), `question` (an
+//! `elicitation/create` form read as a question and its answer, design §4b), `modes`
+//! (reading an agent's session modes and choosing the one where it asks before acting),
+//! `outcome` (the outcome types), `config` (what a session is given, with every limit's
+//! default and bound) and `sanitize` (bounded, redacted excerpts of agent strings for logs).
+//! Refuses: processes, pipes, signals, clocks and
 //! threads; the runner that spawns the agent and carries out `Event`s lives elsewhere.
 
 pub mod config;
@@ -16,6 +18,7 @@ pub mod modes;
 pub mod outcome;
 pub mod permission;
 pub mod progress;
+pub mod question;
 pub mod request;
 pub mod rpc;
 pub mod sanitize;

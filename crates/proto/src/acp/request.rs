@@ -27,14 +27,18 @@ pub const MAX_MESSAGE_BYTES: usize = 2048;
 pub const MAX_OPTIONS: usize = 8;
 pub const MAX_OPTION_ID_BYTES: usize = 128;
 pub const MAX_OPTION_NAME_BYTES: usize = 256;
+/// A question's `requestedSchema` as compact JSON text (design §4b): never cut, since the
+/// answer's content must match it; a longer one is declined (`acp::question`).
+pub const MAX_SCHEMA_BYTES: usize = 4096;
 
 /// What kind of question a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestKind {
     /// ACP `session/request_permission`, or headless Claude Code's permission tool.
     Permission,
-    /// A question with a text (`message`): ACP `elicitation/create`. No agent sends one to
-    /// the hub today (it advertises no `elicitation` capability; ../notes capture §6).
+    /// A form with a text (`message`) and a schema: ACP `elicitation/create` in form mode,
+    /// which the hub advertises under `Ask` only (design §4b; `acp::question`). Claude Code's
+    /// current ACP adapter sends one for its `AskUserQuestion` tool (../notes capture §6).
     Question,
 }
 
@@ -48,16 +52,26 @@ impl RequestKind {
     }
 }
 
-/// ACP `PermissionOptionKind`.
+/// An option's kind: ACP `PermissionOptionKind` for a permission, and for a question the
+/// three actions of an elicitation's answer, named as the envelope names them (design §4b:
+/// "kinds the same words").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OptionKind {
     AllowOnce,
     AllowAlways,
     RejectOnce,
     RejectAlways,
+    /// A question answered with the form's content.
+    Accept,
+    /// A question the person chose not to answer.
+    Decline,
+    /// A question dismissed without a choice (also what expiry and a cancel answer).
+    Cancel,
 }
 
 impl OptionKind {
+    /// A permission option's kind as an agent sends it; None for anything else, the question
+    /// kinds among them (those are the hub's own, never read from an agent's options).
     pub fn from_tag(s: &str) -> Option<OptionKind> {
         Some(match s {
             "allow_once" => OptionKind::AllowOnce,
@@ -74,6 +88,9 @@ impl OptionKind {
             OptionKind::AllowAlways => "allow_always",
             OptionKind::RejectOnce => "reject_once",
             OptionKind::RejectAlways => "reject_always",
+            OptionKind::Accept => "accept",
+            OptionKind::Decline => "decline",
+            OptionKind::Cancel => "cancel",
         }
     }
 
@@ -109,6 +126,9 @@ pub struct RequestAsk {
     pub command: Option<String>,
     /// A question's text.
     pub message: Option<String>,
+    /// A question's `requestedSchema`, compact JSON text of at most `MAX_SCHEMA_BYTES`,
+    /// carried exactly (the answer's content must match it); None for a permission.
+    pub schema: Option<String>,
     /// 1..=`MAX_OPTIONS`.
     pub options: Vec<RequestOption>,
 }
@@ -118,8 +138,9 @@ pub struct RequestAsk {
 pub struct RequestAnswer {
     /// The option chosen; None answers `cancelled`.
     pub option_id: Option<String>,
-    /// A text for the agent, where its protocol carries one (an elicitation's); an ACP
-    /// permission answer has none, so it is not sent there.
+    /// A text for the agent, where its protocol carries one: a question's `accept` carries
+    /// the form's content here, a JSON object (`acp::question`); an ACP permission answer has
+    /// none, so it is not sent there.
     pub message: Option<String>,
 }
 
@@ -170,6 +191,7 @@ pub fn read_permission(params: &Value, secrets: &Secrets) -> Option<Read> {
         paths,
         command,
         message: None,
+        schema: None,
         options,
     };
     Some(Read { ask, facts })

@@ -200,6 +200,7 @@ impl Approvals {
                 command: ask.command.clone(),
             },
             message: ask.message.clone(),
+            schema: ask.schema.clone(),
             options: wire_options(&ask),
             opened_at: rfc3339(opened_ms).unwrap_or_default(),
             expires_at: rfc3339(expires_ms).unwrap_or_default(),

@@ -28,6 +28,7 @@
 //! | `ask_edit PATH` | asks to edit PATH (kind `edit`, `locations` and `rawInput.file_path` PATH, claude-current options), then `asked: <answer>` |
 //! | `ask_own_tool [FORM [call]]` | asks for the tool `whoami` of the first MCP server of `session/new` (the hub's), identified as FORM's agent does: `claude` (default; 0.101's `_meta.claudeCode.toolName` and `mcpServer` in the request), `claude-pinned` (0.23: a `tool_call` update carries the name, the request none) or `gemini` (0.61's `toolCallId` `mcp_<server>_whoami__…`); the chunk `server <name>: asked: <answer>`, and with `call` and an allow, the tool's result after it |
 //! | `ask_forged` | a shell command titled `mcp__<first server>__send` (claude 0.23 form, after a `tool_call` update naming `Bash`): the title of the hub's tool on a tool that is not; the chunk `forged: <answer>` |
+//! | `question [VARIANT]` | asks a question (`elicitation/create`, issue 37 design §4b) as Claude Code's ACP adapter 0.101 does for its `AskUserQuestion` tool (../notes capture37-facts.md §6): a form with `toolCallId` `toolu_fake_q`, the message `Which branch should I push to?` and a schema with one enum property `choice` (`a`, `b`), but only if `initialize` advertised `clientCapabilities.elicitation.form` (else, as the adapter, it does not ask and reports `question: not advertised`); waits for the answer and reports `question: <action>` and, for `accept`, the content as compact JSON after it; then `end_turn`. VARIANT `force` asks even when not advertised, `url` asks in url mode (which no client here advertises) |
 //! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
 //!
 //! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
@@ -63,6 +64,8 @@ struct Agent {
     prompt_text: String,
     /// The session mode (`auto_mode`); empty for scenarios without modes.
     mode: String,
+    /// `initialize` advertised `clientCapabilities.elicitation.form` (`question`).
+    elicitation_form: bool,
 }
 
 impl Agent {
@@ -204,15 +207,22 @@ fn main() {
         mcp_servers: Vec::new(),
         prompt_text: String::new(),
         mode: String::new(),
+        elicitation_form: false,
     };
     let param2 = args.get(2).cloned();
     while let Some(msg) = agent.read() {
         let id = msg["id"].clone();
         match msg["method"].as_str() {
-            Some("initialize") => agent.respond(
+            Some("initialize") => {
+                // ACP: form mode is supported only when `form` is present and not null.
+                agent.elicitation_form = !msg["params"]["clientCapabilities"]["elicitation"]
+                    ["form"]
+                    .is_null();
+                agent.respond(
                 &id,
                 json!({"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[],"agentInfo":{"name":"fake-acp-agent","version":"1"}}),
-            ),
+            )
+            }
             Some("session/new") if scenario == "not_logged_in" => agent.send(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32000,"message":"Authentication required"}}),
             ),
@@ -501,6 +511,40 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
             end(agent, "end_turn");
         }
         "ask_own_tool" => ask_own_tool(agent, param.unwrap_or("claude"), id),
+        "question" => {
+            let variant = param.unwrap_or("form");
+            if !agent.elicitation_form && variant == "form" {
+                agent.chunk("question: not advertised");
+                return end(agent, "end_turn");
+            }
+            let rid = agent.next_id;
+            agent.next_id += 1;
+            let params = if variant == "url" {
+                json!({"mode":"url","sessionId":SESSION,"elicitationId":"fake-e1","url":"https://example.invalid/consent","message":"Open this page to sign in"})
+            } else {
+                json!({"mode":"form","sessionId":SESSION,"toolCallId":"toolu_fake_q","message":"Which branch should I push to?","requestedSchema":{"type":"object","properties":{"choice":{"type":"string","title":"Branch","enum":["a","b"]}},"required":["choice"]}})
+            };
+            agent.send(
+                json!({"jsonrpc":"2.0","id":rid,"method":"elicitation/create","params":params}),
+            );
+            let Some(result) = await_result(agent, rid) else {
+                return;
+            };
+            let said = match (result["action"].as_str(), result.get("content")) {
+                (Some("accept"), Some(c)) => format!("question: accept {c}"),
+                (Some(a), _) => format!("question: {a}"),
+                (None, _) => format!("question: unreadable answer {result}"),
+            };
+            agent.chunk(&said);
+            end(
+                agent,
+                if agent.cancelled {
+                    "cancelled"
+                } else {
+                    "end_turn"
+                },
+            );
+        }
         "ask_forged" => {
             let server = first_server_name(agent);
             let title = format!("mcp__{server}__send");
@@ -573,6 +617,20 @@ fn await_answers(agent: &mut Agent, ids: &[u64]) -> Vec<String> {
         });
     }
     out
+}
+
+/// Waits for the response to our request `rid`: its `result` (an error's object as
+/// `{"error": …}`). None if stdin ended first.
+fn await_result(agent: &mut Agent, rid: u64) -> Option<Value> {
+    loop {
+        let m = agent.read()?;
+        if m.get("method").is_none() && m["id"] == json!(rid) {
+            return Some(match m.get("result") {
+                Some(r) => r.clone(),
+                None => json!({"error": m["error"]}),
+            });
+        }
+    }
 }
 
 /// Whether `said` is an allow option of `options`.

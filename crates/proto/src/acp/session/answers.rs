@@ -1,7 +1,8 @@
 //! Answering the agent's requests (docs/acp.md "How the
-//! agent's messages are answered"): `session/request_permission` by policy, -32601 for
-//! `fs/*`, `terminal/*` (not advertised) and everything else, the request flood cap, and
-//! noticing reused ids. Part of `Session`; split out so each file does one job.
+//! agent's messages are answered"): `session/request_permission` by policy,
+//! `elicitation/create` as a question (`questions.rs`), -32601 for `fs/*`, `terminal/*` (not
+//! advertised) and everything else, the request flood cap, and noticing reused ids. Part of
+//! `Session`; split out so each file does one job.
 //!
 //! A permission request goes, in this order (issue 37 design §2-§4): after a cancel, or for
 //! another session, `cancelled`; a tool of the hub's own MCP server, allow under every
@@ -14,7 +15,8 @@
 use super::pending::{Held, NotHeld};
 use super::{Event, Level, Phase, Session, RECENT_AGENT_IDS};
 use crate::acp::permission::{self, Decision};
-use crate::acp::request::{self, RequestAnswer};
+use crate::acp::question::{self, Action};
+use crate::acp::request::{self, RequestAnswer, RequestKind};
 use crate::acp::rpc;
 use serde_json::Value;
 use std::time::Instant;
@@ -40,6 +42,7 @@ impl Session {
         self.recent_agent_ids.push_back(id.clone());
         match method {
             "session/request_permission" => self.on_permission(&id, &params, now),
+            question::METHOD => self.on_question(&id, &params, now),
             m if m.starts_with("fs/") || m.starts_with("terminal/") => {
                 // Not advertised in clientCapabilities (§1.3), so an agent should not ask.
                 let m = self.secrets.token(m);
@@ -163,7 +166,7 @@ impl Session {
             .iter()
             .map(|o| (o.option_id.clone(), o.kind))
             .collect();
-        match self.pending.hold(id, offered) {
+        match self.pending.hold(id, RequestKind::Permission, offered) {
             Ok(seq) => {
                 self.log(
                     Level::Info,
@@ -175,20 +178,25 @@ impl Session {
                 self.progress_changed(now);
             }
             Err(why) => {
-                let why = match why {
-                    NotHeld::Full => format!(
-                        "{} requests are held already (max_open_requests_per_task)",
-                        self.pending.len()
-                    ),
-                    NotHeld::IdInUse => {
-                        self.anomaly("permission request reusing the id of one still held".into());
-                        "its id is a held request's".to_owned()
-                    }
-                    NotHeld::Exhausted => "no request number is left".to_owned(),
-                };
+                let why = self.not_held(why);
                 let d = permission::fallback(fallback, options);
                 self.decided(id, d, format!("{what}, not held: {why}"), by_fallback, now);
             }
+        }
+    }
+
+    /// Why a request could not be held, in words for the log (a reused id is an anomaly).
+    pub(super) fn not_held(&mut self, why: NotHeld) -> String {
+        match why {
+            NotHeld::Full => format!(
+                "{} requests are held already (max_open_requests_per_task)",
+                self.pending.len()
+            ),
+            NotHeld::IdInUse => {
+                self.anomaly("request reusing the id of one still held".into());
+                "its id is a held request's".to_owned()
+            }
+            NotHeld::Exhausted => "no request number is left".to_owned(),
         }
     }
 
@@ -239,6 +247,9 @@ impl Session {
             );
             return;
         };
+        if held.kind == RequestKind::Question {
+            return self.answer_question(held, &answer);
+        }
         let decision = match &answer.option_id {
             None => Decision::Cancelled,
             Some(chosen) => match held.options.iter().find(|(id, _)| id == chosen) {
@@ -266,9 +277,22 @@ impl Session {
         );
     }
 
-    /// Answers every held request `cancelled` (a cancel, or the turn's end): ACP §1.7.
+    /// Answers every held request `cancelled` (a cancel, or the turn's end): ACP §1.7; a
+    /// question gets its `cancel` action.
     pub(super) fn close_pending(&mut self, why: &str) {
-        for Held { seq, rpc_id, .. } in self.pending.take_all() {
+        for Held {
+            seq, rpc_id, kind, ..
+        } in self.pending.take_all()
+        {
+            if kind == RequestKind::Question {
+                self.reply_question(
+                    &rpc_id,
+                    &Action::Cancel,
+                    format!("request {seq}"),
+                    format!("({why})"),
+                );
+                continue;
+            }
             let answered = self.count(&Decision::Cancelled);
             self.log(Level::Info, format!("request {seq}: {answered} ({why})"));
             self.reply(&rpc_id, Decision::Cancelled.result());

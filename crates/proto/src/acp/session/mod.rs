@@ -12,11 +12,12 @@
 //! to them by exact JSON value, the three requests of a task (`initialize`, `session/new`,
 //! `session/prompt`) and `session/cancel`, answers to the agent's requests by policy (-32601
 //! for anything not advertised), under `Ask` the requests held for the owner (`Event::Request`
-//! out, `answer` in; issue 37), folding updates into progress, every deadline, and the one
+//! out, `answer` in; issue 37) and the agent's questions (`elicitation/create` forms, advertised
+//! under `Ask` only; design §4b), folding updates into progress, every deadline, and the one
 //! outcome. Refuses: processes, signals, pipes, clocks, threads; authenticating for the user
 //! (§1.9 step 3); logging the prompt, the agent's text, or env values. `answers.rs` holds
-//! the answers to the agent's requests, `pending.rs` the requests held open,
-//! `deadlines.rs` the deadlines and the endings.
+//! the answers to the agent's requests, `questions.rs` its questions, `pending.rs` the
+//! requests held open, `deadlines.rs` the deadlines and the endings.
 
 use super::config::{
     Approval, Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError,
@@ -35,6 +36,7 @@ mod answers;
 mod deadlines;
 mod mode;
 mod pending;
+mod questions;
 pub use mode::MAX_MODE_RESETS;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -256,17 +258,24 @@ impl Session {
             finished: false,
             lines_after_outcome: 0,
         };
+        // Honest: we serve neither files nor terminals, so the agents use their own tools
+        // (§1.9 step 2). A later issue that serves them flips these here and answers them in
+        // `on_request`.
+        let mut capabilities = json!({
+            "fs": {"readTextFile": false, "writeTextFile": false},
+            "terminal": false
+        });
+        if s.permission == PermissionPolicy::Ask {
+            // Questions reach a person only under `Ask` (design §4b), and only as forms: a
+            // URL for a person to open has no place in a mailed request. Unadvertised, the
+            // current Claude adapter blocks its AskUserQuestion tool itself (capture §6).
+            capabilities["elicitation"] = json!({"form": {}});
+        }
         let id = s.request(
             "initialize",
             json!({
                 "protocolVersion": PROTOCOL_VERSION,
-                // Honest: we serve neither files nor terminals, so the agents use their own
-                // tools (§1.9 step 2). A later issue that serves them flips these here and
-                // answers them in `on_request`.
-                "clientCapabilities": {
-                    "fs": {"readTextFile": false, "writeTextFile": false},
-                    "terminal": false
-                },
+                "clientCapabilities": capabilities,
                 "clientInfo": {"name": CLIENT_NAME, "title": "agent-hub", "version": crate::VERSION},
             }),
         );

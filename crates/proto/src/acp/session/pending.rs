@@ -1,20 +1,23 @@
-//! The requests a session holds open under `Ask` (issue 37 design §4; docs/acp.md
-//! "Permission requests"): each one's per-task `seq` (from 1), the agent's JSON-RPC id to
-//! answer, and the options it offered, until `Session::answer`, a cancel or the session's end
-//! closes it. Part of `Session`, a sub-machine that owns this state (PLAN.md §14).
+//! The requests a session holds open under `Ask` (issue 37 design §4, §4b; docs/acp.md
+//! "Permission requests", "Questions"): each one's per-task `seq` (from 1), its kind (a
+//! permission or a question: they share one numbering, one cap and the agent's one id
+//! space), the agent's JSON-RPC id to answer, and the options it offered, until
+//! `Session::answer`, a cancel or the session's end closes it. Part of `Session`, a sub-machine that owns this state (PLAN.md §14).
 //!
 //! Owns the numbering (one `seq` per request that reaches the owner, held or pre-approved,
 //! never reused), the cap on requests held at once, and refusing to hold two requests under
 //! one JSON-RPC id (an answer could not tell them apart). Refuses: writing anything (the
 //! session answers), and any clock (a request's expiry is the task book's, design §4.2).
 
-use crate::acp::request::OptionKind;
+use crate::acp::request::{OptionKind, RequestKind};
 use serde_json::{json, Value};
 
 /// One held request.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Held {
     pub(super) seq: u32,
+    /// How it is answered: a permission's `outcome`, or a question's `action`.
+    pub(super) kind: RequestKind,
     /// The agent's id for the request, echoed in the answer.
     pub(super) rpc_id: Value,
     /// The options offered to a person: exact ids and kinds.
@@ -72,6 +75,7 @@ impl Pending {
     pub(super) fn hold(
         &mut self,
         rpc_id: &Value,
+        kind: RequestKind,
         options: Vec<(String, OptionKind)>,
     ) -> Result<u32, NotHeld> {
         if self.held.iter().any(|h| &h.rpc_id == rpc_id) {
@@ -83,6 +87,7 @@ impl Pending {
         let seq = self.next_seq().ok_or(NotHeld::Exhausted)?;
         self.held.push(Held {
             seq,
+            kind,
             rpc_id: rpc_id.clone(),
             options,
         });
@@ -109,6 +114,8 @@ impl Pending {
 mod tests {
     use super::*;
 
+    const PERMISSION: RequestKind = RequestKind::Permission;
+
     fn opts() -> Vec<(String, OptionKind)> {
         vec![("ok".into(), OptionKind::AllowOnce)]
     }
@@ -116,19 +123,19 @@ mod tests {
     #[test]
     fn seqs_count_from_one_and_are_never_reused() {
         let mut p = Pending::new(2);
-        assert_eq!(p.hold(&json!(0), opts()), Ok(1));
+        assert_eq!(p.hold(&json!(0), PERMISSION, opts()), Ok(1));
         assert_eq!(
             p.next_seq(),
             Some(2),
             "a pre-approved request takes a seq too"
         );
-        assert_eq!(p.hold(&json!("x"), opts()), Ok(3));
+        assert_eq!(p.hold(&json!("x"), RequestKind::Question, opts()), Ok(3));
         assert_eq!(p.len(), 2);
         assert_eq!(p.take(1).map(|h| h.rpc_id), Some(json!(0)));
         assert_eq!(p.take(1), None, "closed once");
         assert_eq!(p.take(2), None, "never held");
         assert_eq!(
-            p.hold(&json!(0), opts()),
+            p.hold(&json!(0), PERMISSION, opts()),
             Ok(4),
             "an id is free again once answered"
         );
@@ -142,15 +149,25 @@ mod tests {
     #[test]
     fn the_cap_and_a_reused_id_refuse_without_using_a_seq() {
         let mut p = Pending::new(1);
-        assert_eq!(p.hold(&json!(7), opts()), Ok(1));
-        assert_eq!(p.hold(&json!(7), opts()), Err(NotHeld::IdInUse));
-        assert_eq!(p.hold(&json!(8), opts()), Err(NotHeld::Full));
+        assert_eq!(p.hold(&json!(7), PERMISSION, opts()), Ok(1));
+        // Questions and permissions share the agent's id space (capture §6) and the cap.
+        assert_eq!(
+            p.hold(&json!(7), RequestKind::Question, opts()),
+            Err(NotHeld::IdInUse)
+        );
+        assert_eq!(
+            p.hold(&json!(8), RequestKind::Question, opts()),
+            Err(NotHeld::Full)
+        );
         // Ids are compared as JSON values: 7 and "7" are two ids.
         p.take(1);
-        assert_eq!(p.hold(&json!("7"), opts()), Ok(2));
+        assert_eq!(p.hold(&json!("7"), PERMISSION, opts()), Ok(2));
         let mut end = Pending::new(4);
         end.last_seq = u32::MAX;
-        assert_eq!(end.hold(&json!(1), opts()), Err(NotHeld::Exhausted));
+        assert_eq!(
+            end.hold(&json!(1), PERMISSION, opts()),
+            Err(NotHeld::Exhausted)
+        );
         assert_eq!(end.next_seq(), None);
     }
 
@@ -158,6 +175,7 @@ mod tests {
     fn the_fallback_sees_the_options_as_offered() {
         let h = Held {
             seq: 1,
+            kind: PERMISSION,
             rpc_id: json!(1),
             options: vec![
                 ("y".into(), OptionKind::AllowOnce),

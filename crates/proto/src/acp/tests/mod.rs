@@ -2,12 +2,14 @@
 //! virtual clock (an `Instant` base plus offsets; nothing sleeps). Transcripts are in
 //! `transcripts.rs`, policies and stop reasons in `policy.rs`, cancel/timeout/shutdown in
 //! `timers.rs`, hostile agents in `hostile.rs`, session modes in `modes.rs`, requests held for
-//! a person under `ask` (issue 37) in `ask.rs`.
+//! a person under `ask` (issue 37) in `ask.rs`, the agent's questions (elicitation forms) in
+//! `questions.rs`.
 
 mod ask;
 mod hostile;
 mod modes;
 mod policy;
+mod questions;
 mod timers;
 mod transcripts;
 

@@ -619,6 +619,7 @@ fn request_event(seq: u32) -> TaskEvent {
         paths: Vec::new(),
         command: Some("make".into()),
         message: None,
+        schema: None,
         options: vec![
             opt("allow", crate::acp::OptionKind::AllowOnce),
             opt("reject", crate::acp::OptionKind::RejectOnce),

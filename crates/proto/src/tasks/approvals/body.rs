@@ -102,8 +102,9 @@ pub(super) fn cut_half(s: &mut String) -> bool {
 
 /// The open body, its longest free texts (title, command, message, paths, option names) cut
 /// with `…` until the whole body fits `max_bytes` (`tasks.max_request_bytes`); None when it
-/// cannot (ids alone too long): the request then gets the fallback, never an envelope over
-/// the cap.
+/// cannot (ids, or a question's schema, alone too long): the request then gets the fallback,
+/// never an envelope over the cap. A question's schema is never cut: an answer must match
+/// the agent's form exactly.
 pub(super) fn fit(mut o: RequestOpened, max_bytes: usize) -> Option<RequestOpened> {
     loop {
         let len = TaskRequestBody::Open(Box::new(o.clone())).to_json().len();

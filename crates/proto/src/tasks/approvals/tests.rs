@@ -60,6 +60,7 @@ fn ask(seq: u32) -> RequestAsk {
         paths: vec!["src/a.rs".into()],
         command: Some("cargo test".into()),
         message: None,
+        schema: None,
         options: vec![
             opt("allow_always", "Always Allow", OptionKind::AllowAlways),
             opt("allow", "Allow", OptionKind::AllowOnce),
@@ -68,21 +69,16 @@ fn ask(seq: u32) -> RequestAsk {
     }
 }
 
+/// A question as the session reads an `elicitation/create` form (`acp::question`).
 fn question(seq: u32) -> RequestAsk {
-    let opt = |id: &str| AskOption {
-        option_id: id.into(),
-        name: id.into(),
-        // A question's options carry no permission kind; the session's type has only
-        // those, and the machine never reads a question's kinds.
-        kind: OptionKind::RejectOnce,
-    };
     RequestAsk {
         kind: RequestKind::Question,
         message: Some("Which branch?".into()),
+        schema: Some(r#"{"properties":{"branch":{"type":"string"}},"type":"object"}"#.into()),
         tool_kind: None,
         command: None,
         paths: Vec::new(),
-        options: vec![opt("accept"), opt("decline"), opt("cancel")],
+        options: crate::acp::question::options(),
         ..ask(seq)
     }
 }
@@ -480,6 +476,24 @@ fn accepting_a_question_needs_a_json_object() {
     let body = body_of(&c);
     assert_eq!(body["type"], "question");
     assert_eq!(body["message"], "Which branch?");
+    assert_eq!(
+        body["schema"], r#"{"properties":{"branch":{"type":"string"}},"type":"object"}"#,
+        "the form, as JSON text"
+    );
+    let kinds: Vec<(&str, &str)> = body["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["optionId"].as_str().unwrap(), o["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("accept", "accept"),
+            ("decline", "decline"),
+            ("cancel", "cancel")
+        ]
+    );
     for bad in [None, Some("main"), Some("[1]"), Some("\"x\"")] {
         assert_eq!(
             r.answer_as("boss", Some(&q), "accept", bad)

@@ -32,6 +32,7 @@ fn ask(seq: u32) -> RequestAsk {
         paths: Vec::new(),
         command: Some("make".into()),
         message: None,
+        schema: None,
         options: vec![
             opt("allow", OptionKind::AllowOnce),
             opt("reject", OptionKind::RejectOnce),

@@ -103,6 +103,9 @@ pub struct RequestOpened {
     pub tool_call: RequestToolCall,
     /// A question's text.
     pub message: Option<String>,
+    /// A question's form: the agent's `requestedSchema` as compact JSON text (at most 4096
+    /// bytes, carried exactly), which the content of an `accept` answer must match.
+    pub schema: Option<String>,
     pub options: Vec<RequestOption>,
     /// RFC 3339 with milliseconds, UTC.
     pub opened_at: String,
@@ -204,6 +207,8 @@ struct OpenText {
     tool_call: RequestToolCall,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schema: Option<String>,
     options: Vec<RequestOption>,
     #[serde(rename = "openedAt")]
     opened_at: String,
@@ -268,6 +273,7 @@ impl TaskRequestBody {
                 agent: o.agent.clone(),
                 tool_call: o.tool_call.clone(),
                 message: o.message.clone(),
+                schema: o.schema.clone(),
                 options: o.options.clone(),
                 opened_at: o.opened_at.clone(),
                 expires_at: o.expires_at.clone(),
@@ -302,6 +308,7 @@ impl TaskRequestBody {
                     agent: o.agent,
                     tool_call: o.tool_call,
                     message: o.message,
+                    schema: o.schema,
                     options: o.options,
                     opened_at: o.opened_at,
                     expires_at: o.expires_at,

@@ -402,6 +402,7 @@ fn opened() -> RequestOpened {
             command: Some("cargo test".into()),
         },
         message: None,
+        schema: None,
         options: vec![
             RequestOption {
                 option_id: "allow".into(),
@@ -444,6 +445,9 @@ fn the_request_body_has_the_design_shape() {
     q.tool_call.kind = None;
     q.tool_call.paths.clear();
     q.tool_call.command = None;
+    q.schema = Some(
+        r#"{"properties":{"choice":{"enum":["a","b"],"type":"string"}},"type":"object"}"#.into(),
+    );
     let text = TaskRequestBody::Open(Box::new(q.clone())).to_json();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["type"], "question");
@@ -451,6 +455,8 @@ fn the_request_body_has_the_design_shape() {
         v["toolCall"],
         json!({"id":"toolu_1","title":"Run cargo test"})
     );
+    // The form travels as JSON text, exactly as the session read it.
+    assert_eq!(v["schema"], q.schema.as_deref().unwrap());
     let at: Vec<usize> = [
         "task",
         "request",
@@ -459,6 +465,7 @@ fn the_request_body_has_the_design_shape() {
         "agent",
         "toolCall",
         "message",
+        "schema",
         "options",
         "openedAt",
         "expiresAt",
