@@ -99,6 +99,11 @@ fn catalogue(t: &MsgType) -> Option<Row> {
             feature: Some(Feature::BusForward),
             known_by_0_64: false,
         },
+        MsgType::TaskRequest | MsgType::TaskAnswer | MsgType::TaskRequestClosed => Row {
+            introduced: "task-approvals",
+            feature: Some(Feature::TaskApprovals),
+            known_by_0_64: false,
+        },
         // Not a type: whatever arrives under another name is logged once and dropped.
         MsgType::Unknown(_) => return None,
     })
@@ -238,6 +243,36 @@ fn every_type_has_a_fixture_a_catalogue_row_and_a_docs_row() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert_eq!(fixtures.len(), V0_TYPES.len() + V1_TYPES.len());
     assert!(catalogue(&MsgType::Unknown("bus_relay".into())).is_none());
+}
+
+/// The `task-approvals` cases are messages a receiver acts on, not only parses: each passes
+/// the bounds the receiving book checks first (`relay::message::approval`, docs/relay-protocol.md
+/// §8), so a fixture written from the docs is one a hub would take.
+#[test]
+fn task_approvals_cases_pass_the_receivers_checks() {
+    let mut seen = 0;
+    for (path, f) in load_all() {
+        for c in &f.cases {
+            let msg = RelayMessage::decode_line(c.line.as_bytes()).unwrap();
+            let checked = match msg.payload_typed().unwrap() {
+                Payload::TaskRequest(r) => r.check(),
+                Payload::TaskAnswer(a) => a.check(),
+                Payload::TaskRequestClosed(x) => x.check(),
+                _ => continue,
+            };
+            seen += 1;
+            assert!(
+                checked.is_ok(),
+                "{} {}: {checked:?}",
+                path.display(),
+                c.name
+            );
+        }
+    }
+    assert_eq!(
+        seen, 8,
+        "three task_request, two task_answer, three task_request_closed"
+    );
 }
 
 #[test]

@@ -213,7 +213,7 @@ fn allow_claudectl(p: &RawPeer) -> Result<bool, ConfigError> {
 }
 
 /// The feature names this build knows (relay-protocol.md).
-pub const RELAY_FEATURES: [&str; 9] = [
+pub const RELAY_FEATURES: [&str; 10] = [
     "unknown-ok",
     "mutual-auth",
     "frame-bin",
@@ -223,6 +223,7 @@ pub const RELAY_FEATURES: [&str; 9] = [
     "frame-mac",
     "agents",
     "liveness",
+    "task-approvals",
 ];
 
 /// `relay.liveness_update_ms` when the config says nothing (at most the heartbeat interval).
@@ -265,7 +266,7 @@ fn settle_liveness(
 
 /// The relay's frame-mac rules (docs/relay-protocol.md §3): `frame-mac` needs `frame-bin` and
 /// `mutual-auth`, and is offered whenever both are (it need not be listed: integrity is on by
-/// default between v1 peers). A peer with `allow_claudectl = false` links only with all three, so
+/// default between v1 peers); so is `task-approvals`, which needs `frame-mac`. A peer with `allow_claudectl = false` links only with all three, so
 /// `features` must then list `mutual-auth` and `frame-bin`, or that peer could never link.
 fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result<(), ConfigError> {
     let has = |f: &[String], name: &str| f.iter().any(|x| x == name);
@@ -285,6 +286,19 @@ fn settle_frame_mac(features: &mut Vec<String>, strict_peers: &[&str]) -> Result
     }
     if prerequisites && !has(features, "frame-mac") {
         features.push("frame-mac".into());
+    }
+    // `task-approvals` (issue 37 design §7) rides only on a link with `frame-mac`: offered
+    // whenever frame-mac is, as frame-mac is whenever its own prerequisites are, so a
+    // delegated task's requests reach its delegator between two hubs of this project
+    // without a config change; a claudectl link never gets it.
+    if has(features, "task-approvals") && !prerequisites {
+        return Err(ConfigError::Invalid(
+            "relay.features lists \"task-approvals\", which needs \"frame-bin\" and \"mutual-auth\" too (it rides only on a link with frame-mac)"
+                .into(),
+        ));
+    }
+    if prerequisites && !has(features, "task-approvals") {
+        features.push("task-approvals".into());
     }
     Ok(())
 }

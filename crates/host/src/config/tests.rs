@@ -195,8 +195,8 @@ fn frame_mac_is_implied_by_its_prerequisites_and_required_without_v0() {
     let parse = |relay: &str| Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"));
     let r = parse(RELAY).unwrap().relay.unwrap();
     assert_eq!(
-        r.features.last().map(String::as_str),
-        Some("frame-mac"),
+        r.features[r.features.len() - 2..],
+        ["frame-mac", "task-approvals"],
         "{:?}",
         r.features
     );
@@ -223,6 +223,36 @@ fn frame_mac_is_implied_by_its_prerequisites_and_required_without_v0() {
         "{e}"
     );
     assert!(parse(&RELAY.replace("allow_claudectl = true", "allow_claudectl = false")).is_ok());
+}
+
+/// `task-approvals` (issue 37 design §7) rides only where frame-mac does: implied with it,
+/// listed once when listed, absent without frame-mac's prerequisites, and refused when listed
+/// without them (that hub could never agree it).
+#[test]
+fn task_approvals_is_implied_with_frame_mac_and_refused_without_it() {
+    let parse = |relay: &str| Config::parse(&format!("{EXAMPLE}{relay}"), Path::new("/d"));
+    let listed = RELAY.replace("\"hb-delta\"]", "\"hb-delta\", \"task-approvals\"]");
+    let r = parse(&listed).unwrap().relay.unwrap();
+    assert_eq!(
+        r.features.iter().filter(|f| *f == "task-approvals").count(),
+        1,
+        "{:?}",
+        r.features
+    );
+    let no_bin = RELAY.replace("\"frame-bin\", ", "");
+    let r = parse(&no_bin).unwrap().relay.unwrap();
+    assert!(
+        !r.features.contains(&"task-approvals".to_owned()),
+        "{:?}",
+        r.features
+    );
+    let e = parse(&no_bin.replace("\"hb-delta\"]", "\"hb-delta\", \"task-approvals\"]"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("\"task-approvals\", which needs \"frame-bin\" and \"mutual-auth\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -392,9 +422,9 @@ fn liveness_update_ms_defaults_offers_the_feature_and_is_bounded() {
     assert_eq!(r.liveness_update_ms, 1000);
     assert_eq!(r.features.iter().filter(|f| *f == "liveness").count(), 1);
     assert_eq!(
-        r.features.last().map(String::as_str),
-        Some("frame-mac"),
-        "frame-mac is still settled last: {:?}",
+        r.features[r.features.len() - 2..],
+        ["frame-mac", "task-approvals"],
+        "frame-mac and task-approvals are still settled last: {:?}",
         r.features
     );
     let r = parse("", "heartbeat_interval_ms = 200")

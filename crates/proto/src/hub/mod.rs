@@ -497,19 +497,27 @@ impl Hub {
         self.tasks.as_ref().map_or(0, TaskBook::active)
     }
 
-    /// The lasting relay link with `peer` came up or went down; `v1`: an agent-hub peer,
-    /// which reads `agent` and acks handoffs, false for any claudectl (`TaskWork::peer_link`).
-    /// A link that goes down takes what its peer's directory said with it.
-    pub fn handle_peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now) {
+    /// The lasting relay link with `peer` came up or went down, with what it can do
+    /// (`LinkTerms`: an agent-hub peer, which reads `agent` and acks handoffs, never a
+    /// claudectl; whether it agreed `task-approvals`; `TaskWork::peer_link`). A link that goes
+    /// down takes what its peer's directory said with it.
+    pub fn handle_peer_link(
+        &mut self,
+        peer: &str,
+        up: bool,
+        terms: crate::tasks::LinkTerms,
+        now: Now,
+    ) {
         if !up {
             self.presence.remote.forget(peer);
         }
         let (mut work, out) = self.task_work();
-        work.peer_link(peer, up, v1, now, out);
+        work.peer_link(peer, up, terms, now, out);
     }
 
-    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`) from
-    /// an authenticated connection of `peer`; `msg_id` is its relay message id.
+    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`; the
+    /// `task-approvals` three) from an authenticated connection of `peer`; `msg_id` is its
+    /// relay message id.
     pub fn handle_peer_message(
         &mut self,
         peer: &str,

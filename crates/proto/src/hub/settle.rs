@@ -336,6 +336,20 @@ impl Hub {
                         self.reply_durable(conn, line, "task_answer", now);
                     }
                 }
+                (Ok(()), TaskThen::PeerAnswer { request, decision }) => {
+                    let (mut work, out) = self.task_work();
+                    if let Some(book) = work.book.as_deref_mut() {
+                        book.answer_settled(&request, true, Some(*decision));
+                    }
+                    work.drain(out);
+                }
+                (Err(_), TaskThen::PeerAnswer { request, .. }) => {
+                    let (mut work, out) = self.task_work();
+                    if let Some(book) = work.book.as_deref_mut() {
+                        book.answer_settled(&request, false, None);
+                    }
+                    work.drain(out);
+                }
                 (Err(why), TaskThen::Answer { conn, request, .. }) => {
                     let (mut work, out) = self.task_work();
                     if let Some(book) = work.book.as_deref_mut() {

@@ -23,7 +23,7 @@ use crate::kernel::ids::IdSource;
 use crate::kernel::now::Now;
 use crate::relay::message::Payload;
 use crate::tasks::peer_refusal as refusal_handoff;
-use crate::tasks::{StoredRequest, StoredTask, TaskBook, TaskEvent, TaskId};
+use crate::tasks::{LinkTerms, StoredRequest, StoredTask, TaskBook, TaskEvent, TaskId};
 
 /// What delegated work drives: the task book (None without `[tasks]`), the ids it draws task
 /// ids and tokens from, the staging its commits go to, the router its envelopes are named
@@ -128,20 +128,29 @@ impl TaskWork<'_> {
         self.drain(out);
     }
 
-    /// The lasting relay link with `peer` came up or went down; `v1`: an agent-hub peer,
-    /// which reads `agent` and acks handoffs, false for any claudectl (0.92 speaks proto 1 but
-    /// acks nothing), see `TaskBook::handle_peer_link`.
-    pub(super) fn peer_link(&mut self, peer: &str, up: bool, v1: bool, now: Now, out: &mut Outbox) {
+    /// The lasting relay link with `peer` came up or went down, with what it can do
+    /// (`LinkTerms`: an agent-hub peer, which reads `agent` and acks handoffs, never a
+    /// claudectl of any proto; whether it carries requests, `task-approvals`), see
+    /// `TaskBook::handle_peer_link`.
+    pub(super) fn peer_link(
+        &mut self,
+        peer: &str,
+        up: bool,
+        terms: LinkTerms,
+        now: Now,
+        out: &mut Outbox,
+    ) {
         let Some(book) = self.book.as_deref_mut() else {
             return;
         };
-        book.handle_peer_link(peer, up, v1, now, self.ids);
+        book.handle_peer_link(peer, up, terms, now, self.ids);
         self.drain(out);
     }
 
-    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`) from
-    /// an authenticated connection of `peer`; `msg_id` is its relay message id. A stopping hub
-    /// (`stopping`) refuses a delegation.
+    /// A task message (`delegate_task`, `task_status`, `task_handoff`, `task_interrupt`, and
+    /// on a link that agreed `task-approvals` `task_request`, `task_answer`,
+    /// `task_request_closed`) from an authenticated connection of `peer`; `msg_id` is its
+    /// relay message id. A stopping hub (`stopping`) refuses a delegation.
     pub(super) fn peer_message(
         &mut self,
         stopping: bool,

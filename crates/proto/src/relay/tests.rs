@@ -449,7 +449,8 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
             "hb-delta",
             "frame-mac",
             "agents",
-            "liveness"
+            "liveness",
+            "task-approvals"
         ])
     );
     let hs_typed = match hs.payload_typed().unwrap() {
@@ -537,6 +538,129 @@ fn bus_forward_is_agreed_only_between_peers_that_both_allow_it() {
             .any(|e| matches!(e, SessionEvent::Message(m) if m.msg_type == MsgType::BusForward));
         assert_eq!(got, both);
     }
+}
+
+/// `task-approvals` (issue 37 design §7): agreed between two of our hubs that agree
+/// `mutual-auth` and `frame-mac`, never without both (whoever offers it), and its three types
+/// cross only a link that agreed it.
+#[test]
+fn task_approvals_is_agreed_only_on_a_hardened_link() {
+    let all: Vec<Feature> = Feature::ALL.to_vec();
+    let without = |gone: &[Feature]| -> Vec<Feature> {
+        Feature::ALL
+            .into_iter()
+            .filter(|f| !gone.contains(f))
+            .collect()
+    };
+    let cases: Vec<(&str, Vec<Feature>, Vec<Feature>, bool)> = vec![
+        ("both hardened", all.clone(), all.clone(), true),
+        (
+            "acceptor without frame-mac",
+            all.clone(),
+            without(&[Feature::FrameMac]),
+            false,
+        ),
+        (
+            "dialer without mutual-auth",
+            without(&[Feature::MutualAuth]),
+            all.clone(),
+            false,
+        ),
+        (
+            "acceptor without frame-bin",
+            all.clone(),
+            without(&[Feature::FrameBin]),
+            false,
+        ),
+        (
+            "offered bare",
+            vec![Feature::UnknownOk, Feature::TaskApprovals],
+            vec![Feature::UnknownOk, Feature::TaskApprovals],
+            false,
+        ),
+        (
+            "acceptor does not offer it",
+            all.clone(),
+            without(&[Feature::TaskApprovals]),
+            false,
+        ),
+    ];
+    for (name, d, a, agreed) in cases {
+        let mut net = Net::v1(&d, &a);
+        net.pump();
+        assert!(Net::established(&net.ev_d).is_some(), "{name}");
+        assert_eq!(
+            net.d.features().contains(&Feature::TaskApprovals),
+            agreed,
+            "{name}: {:?}",
+            net.d.features()
+        );
+        assert_eq!(net.d.features(), net.a.features(), "{name}");
+        for t in [
+            MsgType::TaskRequest,
+            MsgType::TaskAnswer,
+            MsgType::TaskRequestClosed,
+        ] {
+            let m = net.d.message(t.clone(), sample_payload(&t), net.now);
+            match net.d.send(m) {
+                Ok(()) => assert!(agreed, "{name}: {t} sent"),
+                Err(e) => {
+                    assert!(!agreed, "{name}: {t}: {e}");
+                    assert!(
+                        e.to_string().contains("needs feature task-approvals"),
+                        "{name}: {e}"
+                    );
+                }
+            }
+        }
+        net.pump();
+        let got = net
+            .ev_a
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::Message(m) if m.msg_type == MsgType::TaskAnswer))
+            .count();
+        assert_eq!(got, usize::from(agreed), "{name}");
+    }
+}
+
+/// A dialer's check of the ack: an acceptor that agrees `task-approvals` on a link without
+/// `frame-mac` is refused, whatever else it agreed (here with `allow_claudectl` on, so the
+/// required set alone does not catch it).
+#[test]
+fn an_ack_agreeing_task_approvals_without_frame_mac_closes_the_dial() {
+    let t0 = crate::kernel::deadline::test_origin();
+    let mut d = Session::dialer(
+        cfg("hubA", &Feature::ALL, t0),
+        "hubB",
+        auth_ok(true),
+        [0x11; 32],
+        1,
+        t0,
+    );
+    let mut a = Session::acceptor(
+        cfg("hubB", &Feature::ALL, t0),
+        keys_for("hubA", auth_ok(true)),
+        [0x22; 32],
+        2,
+        t0,
+    );
+    d.handle_input(&drain(&mut a), t0);
+    a.handle_input(&drain(&mut d), t0);
+    // Rewrite the acceptor's ack: frame-mac and its proof dropped, task-approvals kept, as a
+    // man in the middle would need to make an unauthenticated link carry answers.
+    let ack_line = split_lines(&drain(&mut a))[0].clone();
+    let mut ack: Value = serde_json::from_slice(&ack_line).unwrap();
+    ack["payload"]["features"] = json!(["unknown-ok", "frame-bin", "task-approvals"]);
+    ack["payload"].as_object_mut().unwrap().remove("proof");
+    d.handle_input(format!("{ack}\n").as_bytes(), t0);
+    let evs = events(&mut d);
+    assert!(Net::established(&evs).is_none(), "{evs:?}");
+    assert!(
+        closed_reason(&evs)
+            .unwrap()
+            .contains("agreed to task-approvals without mutual-auth and frame-mac"),
+        "{evs:?}"
+    );
 }
 
 #[test]
@@ -876,6 +1000,11 @@ fn sample_payload(t: &MsgType) -> Value {
             json!({"session_id": "s", "path": "/p", "cwd": "/", "resume": true})
         }
         MsgType::BusForward => json!({"envelope": "{}", "hop": 1}),
+        MsgType::TaskRequest => json!({"task_id": "t", "request": "req-0123456789abcdef",
+            "type": "permission", "tool_call": {"id": "c", "title": "x"},
+            "options": [{"option_id": "a", "name": "A", "kind": "allow_once"}], "expires_at": 1}),
+        MsgType::TaskAnswer => json!({"task_id": "t", "request": "r", "option": "a"}),
+        MsgType::TaskRequestClosed => json!({"task_id": "t", "request": "r", "state": "answered"}),
         MsgType::Unknown(_) => json!({}),
     }
 }

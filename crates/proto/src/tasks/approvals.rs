@@ -24,16 +24,26 @@
 //! as the runner's does (same id, envelope, cap, audit, expiry), and the book turns every
 //! `Decision` for that source into its own action (`Source::Runner` becomes
 //! `TaskAction::Answer`; `Source::Prompt`, a headless task's permission prompt, the reply to
-//! its parked connection); nothing else here changes but `close_one`, for a prompt whose
-//! asker went away.
+//! its parked connection; `Source::Peer` a `task_answer` to the worker hub); nothing else here
+//! changes for a prompt but `close_one`, for a prompt whose asker went away.
+//!
+//! **Across hubs** (design §7): on the worker hub a request of a peer's task is opened as any
+//! other, but its `Route` says where it goes: `Relay` holds it with no envelope (the book sends
+//! `task_request` over the link, `relay_request`), `NoRoute` answers it by the fallback at
+//! once. On the delegating hub the worker's request is a **mirror** (`mirror`, source
+//! `Source::Peer`): the same envelope, records and answer checks as a local request, the
+//! worker's id kept, never in the store (the worker holds the request and sends it again on a
+//! new link), closed by the worker's word (`close_mirror`), and expired here only
+//! `MIRROR_GRACE` after the worker's own expiry, answering nothing (the worker is the only
+//! clock).
 
 mod body;
 mod steps;
 
 pub use body::{fallback_answer, is_request_id, request_id};
 pub use steps::{
-    AfterExpiry, AnswerRefusal, Answering, Asker, Closed, Decision, Expiry, Opened, Source,
-    TaskFacts,
+    AfterExpiry, AnswerRefusal, Answering, Asker, Closed, Decision, Expiry, Mirrored, Opened,
+    PeerClose, Route, Source, TaskFacts,
 };
 
 use super::records::{StoredRequest, TaskAudit, TaskStoreOp};
@@ -43,6 +53,8 @@ use super::{hub_envelope, rfc3339, TaskCommit};
 use crate::acp::{PermissionFallback, RequestAnswer, RequestAsk, RequestKind};
 use crate::kernel::ids::IdSource;
 use crate::kernel::now::Now;
+use crate::relay::message::{RelayOption, RelayToolCall, TaskRequest};
+use crate::wire::approval::Fallback;
 use crate::wire::approval::{
     ExpiryReason, RequestExpired, RequestOpened, RequestRecord, RequestToolCall, TaskAnswerRequest,
     TaskRequestBody, TASK_REQUEST_KIND,
@@ -56,6 +68,18 @@ use std::time::{Duration, Instant};
 /// had, which says less but allows nothing.
 pub const CLOSED_KEPT: usize = 4096;
 
+/// How much longer than the worker hub's own expiry a mirror waits on this hub's clock before
+/// it closes by itself (design §7: the mirror never expires before the worker's): the
+/// worker's `task_request_closed` normally closes it first; this covers the message's way
+/// across and clocks a little apart. Past it the delegator is told the request expired, and
+/// nothing is answered.
+pub const MIRROR_GRACE: Duration = Duration::from_secs(60);
+
+/// The longest a mirror waits (grace aside), whatever the worker says: the longest
+/// `tasks.permission_timeout_secs` (design §8), so a hostile worker's `expires_at` cannot pin a
+/// mirror for ever.
+pub const MIRROR_MAX_WAIT: Duration = Duration::from_secs(86_400);
+
 /// One request held open.
 #[derive(Debug, Clone)]
 struct Held {
@@ -68,6 +92,10 @@ struct Held {
     opened_ms: i64,
     expires: Instant,
     expires_ms: i64,
+    /// The expiry's `no answer within N s`: this hub's timeout, or a mirror's whole wait.
+    wait_secs: u64,
+    /// Kept in the store (a mirror is not: its worker holds the request).
+    stored: bool,
     /// An answer was taken and its commit is being written: no longer open to anyone, not
     /// expired by the clock; back to open if the commit fails (`answer_settled`).
     answering: bool,
@@ -150,6 +178,7 @@ impl Approvals {
         let fallback = self.settings.permission_fallback;
         let decision = Decision {
             task: t.task.clone(),
+            request: request.clone(),
             seq: ask.seq,
             source,
             answer: fallback_answer(&ask, fallback),
@@ -162,7 +191,7 @@ impl Approvals {
             }],
             ..TaskCommit::default()
         };
-        if t.remote {
+        if t.route == Route::NoRoute {
             let commit = TaskCommit {
                 audit: vec![TaskAudit::RequestExpired {
                     task: task.clone(),
@@ -205,12 +234,26 @@ impl Approvals {
             opened_at: rfc3339(opened_ms).unwrap_or_default(),
             expires_at: rfc3339(expires_ms).unwrap_or_default(),
         };
-        let Some(body) = fit(body, self.settings.max_request_bytes) else {
-            let commit = refused("max_request_bytes");
-            return Opened::AtOnce { commit, decision };
+        // A request for a relay peer crosses as `task_request` (its bounds are the session's;
+        // the delegating hub fits its own envelope), so only a local one is fitted here.
+        let envelope = match t.route {
+            Route::Relay => None,
+            _ => {
+                let Some(body) = fit(body, self.settings.max_request_bytes) else {
+                    let commit = refused("max_request_bytes");
+                    return Opened::AtOnce { commit, decision };
+                };
+                let text = TaskRequestBody::Open(Box::new(body)).to_json();
+                Some(hub_envelope(
+                    t.delegator,
+                    t.task,
+                    TASK_REQUEST_KIND,
+                    text,
+                    now,
+                    ids,
+                ))
+            }
         };
-        let text = TaskRequestBody::Open(Box::new(body)).to_json();
-        let envelope = hub_envelope(t.delegator, t.task, TASK_REQUEST_KIND, text, now, ids);
         let kind = wire_type(ask.kind).as_str().to_owned();
         let commit = TaskCommit {
             store: vec![TaskStoreOp::OpenRequest(StoredRequest {
@@ -222,7 +265,7 @@ impl Approvals {
                 opened_ms,
                 expires_ms,
             })],
-            envelope: Some(envelope),
+            envelope,
             audit: vec![TaskAudit::RequestOpened {
                 task,
                 request: request.clone(),
@@ -242,10 +285,213 @@ impl Approvals {
                 opened_ms,
                 expires: crate::kernel::deadline::after(now.mono, wait),
                 expires_ms,
+                wait_secs: self.settings.permission_timeout_secs,
+                stored: true,
                 answering: false,
             },
         );
         Opened::Held { request, commit }
+    }
+
+    /// A worker hub's request for a task this hub delegated to it (design §7), mirrored:
+    /// held with the worker's id under `Source::Peer`, its envelope to the delegator as a
+    /// local request's (fitted to `tasks.max_request_bytes`, `expiresAt` the worker's expiry
+    /// as this hub's clock reads it), `request_opened`; never stored. It waits here
+    /// `MIRROR_GRACE` longer than the worker says (at most `MIRROR_MAX_WAIT`). A request held
+    /// or closed here already (the worker sends its open requests again on every new link)
+    /// is `Known`. Past the hub-wide cap, or unfittable, it is refused as a local one would be,
+    /// and the worker is sent the fallback's reject option, when the request has one.
+    pub fn mirror(
+        &mut self,
+        t: TaskFacts<'_>,
+        request: String,
+        ask: RequestAsk,
+        expires_at_ms: u64,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) -> Mirrored {
+        if self.held.contains_key(&request) || self.closed.contains_key(&request) {
+            return Mirrored::Known;
+        }
+        let task = t.task.as_str().to_owned();
+        let refused = |why: &str, ask: &RequestAsk| {
+            let answer = fallback_answer(ask, PermissionFallback::Reject);
+            Mirrored::Refused {
+                commit: TaskCommit {
+                    audit: vec![TaskAudit::RequestRefused {
+                        task: task.clone(),
+                        why: why.to_owned(),
+                    }],
+                    ..TaskCommit::default()
+                },
+                decision: answer.option_id.is_some().then(|| Decision {
+                    task: t.task.clone(),
+                    request: request.clone(),
+                    seq: ask.seq,
+                    source: Source::Peer,
+                    answer,
+                }),
+            }
+        };
+        if self.held.len() >= self.settings.max_open_requests {
+            return refused("max_open_requests", &ask);
+        }
+        let opened_ms = now.wall.timestamp_millis();
+        let left_ms = i64::try_from(expires_at_ms)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(opened_ms)
+            .clamp(0, MIRROR_MAX_WAIT.as_millis() as i64);
+        let left = Duration::from_millis(left_ms as u64);
+        let expires_ms = opened_ms.saturating_add(left_ms);
+        let body = RequestOpened {
+            task: task.clone(),
+            request: request.clone(),
+            kind: wire_type(ask.kind),
+            agent: t.agent.to_owned(),
+            tool_call: RequestToolCall {
+                id: ask.tool_call_id.clone(),
+                title: ask.title.clone(),
+                kind: ask.tool_kind.clone(),
+                paths: ask.paths.clone(),
+                command: ask.command.clone(),
+            },
+            message: ask.message.clone(),
+            schema: ask.schema.clone(),
+            options: wire_options(&ask),
+            opened_at: rfc3339(opened_ms).unwrap_or_default(),
+            expires_at: rfc3339(expires_ms).unwrap_or_default(),
+        };
+        let Some(body) = fit(body, self.settings.max_request_bytes) else {
+            return refused("max_request_bytes", &ask);
+        };
+        let text = TaskRequestBody::Open(Box::new(body)).to_json();
+        let envelope = hub_envelope(t.delegator, t.task, TASK_REQUEST_KIND, text, now, ids);
+        let kind = wire_type(ask.kind).as_str().to_owned();
+        let commit = TaskCommit {
+            store: Vec::new(),
+            envelope: Some(envelope),
+            audit: vec![TaskAudit::RequestOpened {
+                task,
+                request: request.clone(),
+                kind,
+                tool_kind: ask.tool_kind.clone(),
+            }],
+        };
+        self.held.insert(
+            request,
+            Held {
+                task: t.task.clone(),
+                delegator: t.delegator.to_owned(),
+                seq: ask.seq,
+                source: Source::Peer,
+                ask,
+                opened: now.mono,
+                opened_ms,
+                expires: crate::kernel::deadline::after(
+                    crate::kernel::deadline::after(now.mono, left),
+                    MIRROR_GRACE,
+                ),
+                expires_ms,
+                wait_secs: left.as_secs(),
+                stored: false,
+                answering: false,
+            },
+        );
+        Mirrored::Held { commit }
+    }
+
+    /// The worker hub says its request `request` of `task` closed (`task_request_closed`):
+    /// the mirror closes the same way, with one audit record (`request_expired` with the
+    /// worker's reason and fallback, and the delegator's `expired` envelope; else
+    /// `request_closed`). None for a request this hub holds no open mirror of for that task
+    /// (closed here already, being answered here, or never mirrored).
+    pub fn close_mirror(
+        &mut self,
+        task: &TaskId,
+        request: &str,
+        how: PeerClose,
+        now: Now,
+        ids: &mut dyn IdSource,
+    ) -> Option<TaskCommit> {
+        let h = self.held.get(request)?;
+        if h.task != *task || h.source != Source::Peer || h.answering {
+            return None;
+        }
+        let h = self.held.remove(request)?;
+        let (why, commit) = match how {
+            PeerClose::Expired { reason, fallback } => {
+                let commit = self.expired_commit(
+                    task,
+                    Some(&h.delegator),
+                    request,
+                    (reason, fallback),
+                    false,
+                    now,
+                    ids,
+                );
+                (Closed::Expired, commit)
+            }
+            other => {
+                let why = match other {
+                    PeerClose::Answered => Closed::Answered,
+                    PeerClose::Cancelled => Closed::Cancelled,
+                    _ => Closed::TaskEnded,
+                };
+                let commit = TaskCommit {
+                    audit: vec![TaskAudit::RequestClosed {
+                        task: task.as_str().to_owned(),
+                        request: request.to_owned(),
+                        why: why.audit_why().to_owned(),
+                    }],
+                    ..TaskCommit::default()
+                };
+                (why, commit)
+            }
+        };
+        self.remember_closed(request.to_owned(), task.clone(), why);
+        Some(commit)
+    }
+
+    /// The `task_request` that carries the open request `request` to the delegating hub,
+    /// which knows the task as `remote_task_id` (design §7); None for a request not open.
+    pub fn relay_request(&self, request: &str, remote_task_id: &str) -> Option<TaskRequest> {
+        let h = self.held.get(request).filter(|h| !h.answering)?;
+        Some(TaskRequest {
+            task_id: remote_task_id.to_owned(),
+            request: request.to_owned(),
+            kind: h.ask.kind.tag().to_owned(),
+            tool_call: RelayToolCall {
+                id: h.ask.tool_call_id.clone(),
+                title: h.ask.title.clone(),
+                kind: h.ask.tool_kind.clone(),
+                paths: h.ask.paths.clone(),
+                command: h.ask.command.clone(),
+            },
+            message: h.ask.message.clone(),
+            schema: h.ask.schema.clone(),
+            options: h
+                .ask
+                .options
+                .iter()
+                .map(|o| RelayOption {
+                    option_id: o.option_id.clone(),
+                    name: o.name.clone(),
+                    kind: o.kind.tag().to_owned(),
+                })
+                .collect(),
+            expires_at: u64::try_from(h.expires_ms).unwrap_or(0),
+        })
+    }
+
+    /// The requests of `task` open to an answer, oldest first (a relink sends them again).
+    pub fn open_of(&self, task: &TaskId) -> Vec<String> {
+        let mut open: Vec<(&String, &Held)> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.task == *task && !h.answering)
+            .collect();
+        open.sort_by_key(|(_, h)| (h.opened, h.seq));
+        open.into_iter().map(|(id, _)| id.clone()).collect()
     }
 
     /// A request the delegation's allow rule `rule` (from 0) let through: its audit record
@@ -348,6 +594,7 @@ impl Approvals {
         h.answering = true;
         let decision = Decision {
             task: h.task.clone(),
+            request: request.clone(),
             seq: h.seq,
             source: h.source,
             answer: RequestAnswer {
@@ -355,10 +602,15 @@ impl Approvals {
                 message: req.message.clone(),
             },
         };
-        let commit = TaskCommit {
-            store: vec![TaskStoreOp::CloseRequest {
+        let store = if h.stored {
+            vec![TaskStoreOp::CloseRequest {
                 request: request.clone(),
-            }],
+            }]
+        } else {
+            Vec::new()
+        };
+        let commit = TaskCommit {
+            store,
             envelope: None,
             audit: vec![TaskAudit::RequestAnswered {
                 task: task.to_owned(),
@@ -400,24 +652,35 @@ impl Approvals {
             .collect();
         due.sort();
         let fallback = self.settings.permission_fallback;
-        let secs = self.settings.permission_timeout_secs;
         let mut out = Vec::new();
         for (_, request) in due {
             let Some(h) = self.held.remove(&request) else {
                 continue;
             };
             self.remember_closed(request.clone(), h.task.clone(), Closed::Expired);
+            let secs = h.wait_secs;
             let reason = ExpiryReason::Timeout { secs };
-            let commit =
-                self.expired_commit(&h.task, Some(&h.delegator), &request, reason, now, ids);
-            let then = match fallback {
-                PermissionFallback::Reject => AfterExpiry::Answer(Decision {
+            let how = (reason, wire_fallback(fallback));
+            let commit = self.expired_commit(
+                &h.task,
+                Some(&h.delegator),
+                &request,
+                how,
+                h.stored,
+                now,
+                ids,
+            );
+            let then = match (h.source, fallback) {
+                // A mirror: the worker hub answered its agent by its own fallback already.
+                (Source::Peer, _) => AfterExpiry::Nothing,
+                (_, PermissionFallback::Reject) => AfterExpiry::Answer(Decision {
                     task: h.task.clone(),
+                    request: request.clone(),
                     seq: h.seq,
                     source: h.source,
                     answer: fallback_answer(&h.ask, fallback),
                 }),
-                PermissionFallback::Cancel => AfterExpiry::CancelTask {
+                (_, PermissionFallback::Cancel) => AfterExpiry::CancelTask {
                     task: h.task.clone(),
                     reason: format!("no answer to request {request} within {secs} s"),
                 },
@@ -427,19 +690,21 @@ impl Approvals {
         out
     }
 
-    /// The commit of a request closed by the fallback: the `expired` envelope to a local
-    /// delegator (`delegator` None or a relay peer's task: none), `request_expired`, the
-    /// row's close.
+    /// The commit of a request closed by a fallback (`how`: why, and which fallback): the
+    /// `expired` envelope to a local delegator (`delegator` None or a relay peer's task:
+    /// none), `request_expired`, the row's close when it was `stored`.
+    #[allow(clippy::too_many_arguments)]
     fn expired_commit(
         &self,
         task: &TaskId,
         delegator: Option<&str>,
         request: &str,
-        reason: ExpiryReason,
+        how: (ExpiryReason, Fallback),
+        stored: bool,
         now: Now,
         ids: &mut dyn IdSource,
     ) -> TaskCommit {
-        let fallback = wire_fallback(self.settings.permission_fallback);
+        let (reason, fallback) = how;
         let envelope = delegator
             .filter(|d| super::peer::Origin::parse(d).is_none())
             .map(|d| {
@@ -451,10 +716,15 @@ impl Approvals {
                 });
                 hub_envelope(d, task, TASK_REQUEST_KIND, body.to_json(), now, ids)
             });
-        TaskCommit {
-            store: vec![TaskStoreOp::CloseRequest {
+        let store = if stored {
+            vec![TaskStoreOp::CloseRequest {
                 request: request.to_owned(),
-            }],
+            }]
+        } else {
+            Vec::new()
+        };
+        TaskCommit {
+            store,
             envelope,
             audit: vec![TaskAudit::RequestExpired {
                 task: task.as_str().to_owned(),
@@ -478,11 +748,13 @@ impl Approvals {
         let mut store = Vec::new();
         let mut audit = Vec::new();
         for request in ids {
-            self.held.remove(&request);
+            let stored = self.held.remove(&request).is_some_and(|h| h.stored);
             self.remember_closed(request.clone(), task.clone(), why);
-            store.push(TaskStoreOp::CloseRequest {
-                request: request.clone(),
-            });
+            if stored {
+                store.push(TaskStoreOp::CloseRequest {
+                    request: request.clone(),
+                });
+            }
             audit.push(TaskAudit::RequestClosed {
                 task: task.as_str().to_owned(),
                 request,
@@ -532,12 +804,16 @@ impl Approvals {
                 continue;
             };
             let delegator = delegator_of(&task);
-            let reason = ExpiryReason::HubRestarted;
+            let how = (
+                ExpiryReason::HubRestarted,
+                wire_fallback(self.settings.permission_fallback),
+            );
             out.push(self.expired_commit(
                 &task,
                 delegator.as_deref(),
                 &r.request,
-                reason,
+                how,
+                true,
                 now,
                 ids,
             ));
@@ -557,7 +833,7 @@ impl Approvals {
         if open.is_empty() {
             return None;
         }
-        open.sort_by_key(|(_, h)| h.seq);
+        open.sort_by_key(|(_, h)| (h.opened, h.seq));
         Some(
             open.into_iter()
                 .map(|(id, h)| RequestRecord {
@@ -572,6 +848,11 @@ impl Approvals {
                 })
                 .collect(),
         )
+    }
+
+    /// Where the open request `request` came from; None for one not held.
+    pub fn source_of(&self, request: &str) -> Option<Source> {
+        self.held.get(request).map(|h| h.source)
     }
 
     /// When the next open request expires.

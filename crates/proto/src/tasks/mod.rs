@@ -30,6 +30,7 @@ mod prompt_tool;
 pub mod prompts;
 mod query;
 mod records;
+mod relayed;
 mod requests;
 mod restore;
 pub mod settings;
@@ -46,8 +47,8 @@ pub use body::{
 };
 pub use check::{lexical_cwd, DelegateRefusal};
 pub use peer::{
-    refusal_handoff as peer_refusal, valid_remote_task_id, Origin, PeerSubmit, CANCEL_GRACE,
-    CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
+    refusal_handoff as peer_refusal, valid_remote_task_id, LinkTerms, Origin, PeerSubmit,
+    CANCEL_GRACE, CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
     STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredRequest, StoredTask, TaskAudit, TaskStoreOp};
@@ -141,6 +142,15 @@ pub enum TaskAction {
         task: TaskId,
         seq: u32,
         answer: RequestAnswer,
+    },
+    /// The commit of an answer a relay peer gave to a request of a task it delegated here
+    /// (issue 37 design §7, `relayed`): stage it; once it is written, `answer_settled(request,
+    /// true, decision)` (the agent gets the answer only then); if it fails,
+    /// `answer_settled(request, false, None)`.
+    AnswerCommit {
+        commit: TaskCommit,
+        request: String,
+        decision: Box<approvals::Decision>,
     },
     /// Send a task message to a relay peer over its lasting link (docs/delegation.md
     /// "Across hubs"). `handoff` names the peer's task id when this is a final
@@ -294,6 +304,8 @@ pub struct TaskBook {
     approvals: Approvals,
     /// Headless tasks' permission prompts and their replies (design §6; `prompts`).
     prompts: prompts::Prompts,
+    /// Which peers' links carry requests across hubs (issue 37 design §7; `relayed`).
+    relayed: relayed::Relayed,
 }
 
 /// The wire's word for a policy as the session's (the same three, in the same order).
@@ -355,6 +367,7 @@ impl TaskBook {
             peer_waiting: VecDeque::new(),
             handoffs: BTreeMap::new(),
             peer_logs: BTreeMap::new(),
+            relayed: relayed::Relayed::default(),
         }
     }
 
@@ -861,6 +874,8 @@ impl TaskBook {
             .approvals
             .close_task(task, approvals::Closed::TaskEnded);
         store.extend(closes);
+        // A peer's task: its delegating hub hears of each close, after this commit.
+        let closes = close_audit.clone();
         let mut audit = close_audit;
         // A permission prompt still waiting is told no (design §6): its agent is gone or going.
         self.prompts.deny_all(task, "denied: the task ended");
@@ -890,6 +905,7 @@ impl TaskBook {
             envelope,
             audit,
         }));
+        self.tell_closed(task, &closes);
         if let Some((origin, h)) = handoff {
             self.queue_handoff(origin, h, now);
         }
@@ -1047,7 +1063,7 @@ impl TaskBook {
         let mut c = cancelling_commit(id, now.wall.timestamp_millis());
         let (store, audit) = self.approvals.close_task(id, approvals::Closed::Cancelled);
         c.store.extend(store);
-        c.audit.extend(audit);
+        c.audit.extend(audit.iter().cloned());
         // Permission prompts still waiting are denied with why (design §6): the hub's own
         // reason (a request's `cancel` fallback) or the delegator's cancel.
         let why = match &t.cancel_reason {
@@ -1056,6 +1072,7 @@ impl TaskBook {
         };
         self.prompts.deny_all(id, &why);
         self.actions.push_back(TaskAction::Commit(c));
+        self.tell_closed(id, &audit);
         self.actions.push_back(TaskAction::Cancel(id.clone()));
     }
 

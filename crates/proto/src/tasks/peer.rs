@@ -107,6 +107,18 @@ pub fn valid_remote_task_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
+/// What a lasting relay link with a peer can do, as the server tells the book with the link
+/// (`TaskBook::handle_peer_link`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkTerms {
+    /// An agent-hub peer: it reads `agent` in our `delegate_task` and acks final handoffs
+    /// both ways. Not the link's proto: a claudectl link of any version is not one.
+    pub agent_hub: bool,
+    /// The link agreed `task-approvals` (only a hardened agent-hub link can): a task's
+    /// requests cross it (issue 37 design §7, `tasks::relayed`).
+    pub approvals: bool,
+}
+
 /// What became of a peer's `delegate_task`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerSubmit {
@@ -409,21 +421,27 @@ impl TaskBook {
         self.handoffs.get(peer).map_or(0, Vec::len)
     }
 
-    /// The lasting relay link with `peer` is up or down. `v1` means "an agent-hub peer": it
-    /// reads `agent` in our `delegate_task` and acks our handoffs (and expects its own acked);
-    /// it is not the link's proto. A claudectl link is `v1` false whatever proto it speaks
-    /// (0.92 speaks proto 1 but, like 0.64, acks nothing and reads no `agent`), so its handoffs
-    /// are confirmed by `V0_HANDOFF_GRACE` (docs/delegation.md "Across hubs").
+    /// The lasting relay link with `peer` is up or down. `terms.agent_hub` means "an
+    /// agent-hub peer": it reads `agent` in our `delegate_task` and acks our handoffs (and
+    /// expects its own acked); it is not the link's proto. A claudectl link is not one
+    /// whatever proto it speaks (0.92 speaks proto 1 but, like 0.64, acks nothing and reads
+    /// no `agent`), so its handoffs are confirmed by `V0_HANDOFF_GRACE` (docs/delegation.md
+    /// "Across hubs"). `terms.approvals`: the link carries requests (`tasks::relayed`); the
+    /// requests still open of tasks the peer delegated here go to it again.
     pub fn handle_peer_link(
         &mut self,
         peer: &str,
         up: bool,
-        v1: bool,
+        terms: LinkTerms,
         now: Now,
         ids: &mut dyn IdSource,
     ) {
+        let routed = self.relayed.set_link(peer, up, terms.approvals);
         if up {
-            self.links.insert(peer.to_owned(), v1);
+            self.links.insert(peer.to_owned(), terms.agent_hub);
+            if routed {
+                self.resend_requests(peer);
+            }
             self.pump_peer(peer, now);
             // Every handoff still unconfirmed goes out on the new link, also one sent on the
             // link this one replaced (its ack, or its 5 s, may have been lost with it); the
@@ -569,7 +587,14 @@ impl TaskBook {
         }
         t.state = TaskState::Cancelling;
         t.peer_timer = Some(crate::kernel::deadline::after(now.mono, CANCEL_GRACE));
-        let c = cancelling_commit(id, now.wall.timestamp_millis());
+        let mut c = cancelling_commit(id, now.wall.timestamp_millis());
+        // The worker's requests mirrored here close with the cancel: nobody answers them now
+        // (the worker closes its own as it cancels the task).
+        let (store, audit) = self
+            .approvals
+            .close_task(id, super::approvals::Closed::Cancelled);
+        c.store.extend(store);
+        c.audit.extend(audit);
         self.actions.push_back(TaskAction::Commit(c));
         self.interrupt(&peer, id, "cancelled by the delegator");
     }
@@ -590,7 +615,7 @@ impl TaskBook {
     }
 
     /// Our task `task_id` delegated to `peer`, still waiting for its outcome.
-    fn at_peer(&self, peer: &str, task_id: &str) -> Option<TaskId> {
+    pub(super) fn at_peer(&self, peer: &str, task_id: &str) -> Option<TaskId> {
         let id = TaskId::parse(task_id)?;
         let t = self.tasks.get(&id)?;
         (t.peer.as_deref() == Some(peer) && t.origin.is_none()).then_some(id)
@@ -699,6 +724,10 @@ impl TaskBook {
                     }
                 }
             }
+            // Issue 37 design §7: a task's requests across hubs (`tasks::relayed`).
+            Payload::TaskRequest(r) => self.on_task_request(peer, r, now, ids),
+            Payload::TaskAnswer(a) => self.on_task_answer(peer, a, now),
+            Payload::TaskRequestClosed(c) => self.on_task_request_closed(peer, c, now, ids),
             other => {
                 let line = format!(
                     "relay: {peer} sent {}; not a task message",
@@ -709,7 +738,7 @@ impl TaskBook {
         }
     }
 
-    fn stray(&mut self, peer: &str, what: &str, now: Now) {
+    pub(super) fn stray(&mut self, peer: &str, what: &str, now: Now) {
         let line = format!(
             "relay: {peer} sent {what} for a task this hub did not delegate to it, or has settled; ignored"
         );
@@ -720,7 +749,7 @@ impl TaskBook {
     /// `PEER_LOG_REFILL` after, per peer; the next line that passes says how many were held
     /// back (an authenticated peer cannot flood the service log, docs/relay-protocol.md
     /// "Limits").
-    fn peer_log(&mut self, peer: &str, line: String, now: Now) {
+    pub(super) fn peer_log(&mut self, peer: &str, line: String, now: Now) {
         let t = self.peer_logs.entry(peer.to_owned()).or_insert_with(|| {
             crate::relay::throttle::Throttle::new(PEER_LOG_BURST, PEER_LOG_REFILL)
         });

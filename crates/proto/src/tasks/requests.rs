@@ -4,13 +4,16 @@
 //! answers to the request's source, the `cancel` fallback's cancel).
 //!
 //! Owns `TaskBook::open_request`, `answer`, `answer_settled`, the expiry step of
-//! `handle_timeout` and the approvers' roster check. Refuses IO, and every rule about a
-//! request itself (the machine's).
+//! `handle_timeout` and the approvers' roster check. A relay peer's task's request and a
+//! mirror of a worker hub's are routed through `relayed` (issue 37 design §7). Refuses IO, and
+//! every rule about a request itself (the machine's).
 
 use super::approvals::{
-    AfterExpiry, AnswerRefusal, Answering, Asker, Closed, Decision, Opened, Source, TaskFacts,
+    AfterExpiry, AnswerRefusal, Answering, Asker, Closed, Decision, Opened, Route, Source,
+    TaskFacts,
 };
 use super::peer::Origin;
+use super::records::TaskAudit;
 use super::types::{TaskId, TaskState};
 use super::{RequestAsk, TaskAction, TaskBook, TaskCommit};
 use crate::kernel::ids::IdSource;
@@ -42,11 +45,12 @@ impl TaskBook {
             self.actions.push_back(TaskAction::Log(line));
             return;
         }
+        let route = self.route_of(t.origin.as_ref());
         let facts = TaskFacts {
             task,
             delegator: &t.delegator,
             agent: &t.agent,
-            remote: t.origin.is_some(),
+            route,
         };
         let (seq, kind, tool) = (ask.seq, ask.kind.tag(), ask.tool_kind.clone());
         match self.approvals.open(facts, ask, source, now, ids) {
@@ -57,6 +61,10 @@ impl TaskBook {
                     t.delegator
                 )));
                 self.actions.push_back(TaskAction::Commit(commit));
+                // A peer's task: the request crosses after its commit (design §7).
+                if route == Route::Relay {
+                    self.send_request(task, &request);
+                }
             }
             Opened::AtOnce {
                 commit,
@@ -100,6 +108,7 @@ impl TaskBook {
                     )));
                 }
             }
+            Source::Peer => self.route_to_peer(d),
         }
     }
 
@@ -126,9 +135,16 @@ impl TaskBook {
             task: &t.id,
             delegator: &t.delegator,
             agent: &t.agent,
-            remote: t.origin.is_some(),
+            route: self.route_of(t.origin.as_ref()),
         };
-        self.approvals.answer(facts, who, req)
+        let taken = self.approvals.answer(facts, who, req)?;
+        // A mirror's answer must reach its worker hub: with no link that carries it now, the
+        // request stays open (here and there) rather than an answer being lost (design §7).
+        if let Some(peer) = self.unroutable(&taken.decision) {
+            self.approvals.answer_settled(&taken.request, false);
+            return Err(AnswerRefusal::NoRoute { peer });
+        }
+        Ok(taken)
     }
 
     /// The commit of an answer `answer` took was written (`durable`, with the `decision` it
@@ -141,7 +157,15 @@ impl TaskBook {
         };
         if durable {
             if let Some(d) = decision {
+                // A peer's task: its delegating hub hears the request is answered.
+                let answered = TaskAudit::RequestAnswered {
+                    task: task.as_str().to_owned(),
+                    request: request.to_owned(),
+                    by: String::new(),
+                    option: d.answer.option_id.clone().unwrap_or_default(),
+                };
                 self.route(d);
+                self.tell_closed(&task, &[answered]);
             }
             return;
         }
@@ -151,8 +175,9 @@ impl TaskBook {
             self.actions.push_back(TaskAction::Commit(TaskCommit {
                 store,
                 envelope: None,
-                audit,
+                audit: audit.clone(),
             }));
+            self.tell_closed(&task, &audit);
         }
     }
 
@@ -169,13 +194,23 @@ impl TaskBook {
         }
         let secs = self.approvals.settings().permission_timeout_secs;
         for e in self.approvals.handle_timeout(now, ids) {
+            let task = match &e.then {
+                AfterExpiry::Answer(d) => Some(d.task.clone()),
+                AfterExpiry::CancelTask { task, .. } => Some(task.clone()),
+                AfterExpiry::Nothing => None,
+            };
+            let audit = e.commit.audit.clone();
             self.actions.push_back(TaskAction::Commit(e.commit));
+            if let Some(task) = task {
+                self.tell_closed(&task, &audit);
+            }
             match e.then {
                 // A permission prompt is denied with the fallback's reason (design §6).
                 AfterExpiry::Answer(mut d) if d.source == Source::Prompt => {
                     d.answer.message = Some(format!("denied: no answer within {secs} s"));
                     self.route(d)
                 }
+                AfterExpiry::Nothing => {}
                 AfterExpiry::Answer(d) => self.route(d),
                 AfterExpiry::CancelTask { task, reason } => {
                     let running = self

@@ -121,7 +121,7 @@ impl Relay {
                     relay.inbox.push(ToHub::PeerLink {
                         peer: send.peer,
                         up: false,
-                        v1: false,
+                        terms: agent_hub_proto::tasks::LinkTerms::default(),
                     });
                 }
                 _ => {}
@@ -146,7 +146,7 @@ impl Relay {
                 ToHub::ForwardAcked { peer, seq, error } => {
                     hub.handle_forward_ack(&peer, seq, error, now)
                 }
-                ToHub::PeerLink { peer, up, v1 } => hub.handle_peer_link(&peer, up, v1, now),
+                ToHub::PeerLink { peer, up, terms } => hub.handle_peer_link(&peer, up, terms, now),
                 ToHub::PeerDirectory { peer, agents } => hub.handle_peer_directory(&peer, agents),
                 ToHub::PeerTask {
                     peer,

@@ -254,6 +254,16 @@ impl Commits {
                     out.push(Output::AnswerTask { task, seq, answer })
                 }
                 TaskAction::Log(line) => out.log(line),
+                // A relay peer's answer (issue 37 design §7): the agent hears it only once
+                // its `request_answered` is written, as for the `task_answer` verb.
+                TaskAction::AnswerCommit {
+                    commit,
+                    request,
+                    decision,
+                } => {
+                    let then = TaskThen::PeerAnswer { request, decision };
+                    self.stage_task_commit(router, commit, Some(then));
+                }
                 TaskAction::ToPeer {
                     peer,
                     payload,

@@ -68,6 +68,13 @@ pub(in crate::hub) enum TaskThen {
     Start(Box<crate::tasks::StartSpec>),
     /// Nothing waits for it (a state the book records, such as `cancelling`).
     Nothing,
+    /// A relay peer's answer to a request of a task it delegated here (issue 37 design §7):
+    /// on the commit the request closes answered and the decision goes to the agent; on a
+    /// failed commit the request is open again (nobody waits for a reply).
+    PeerAnswer {
+        request: String,
+        decision: Box<crate::tasks::approvals::Decision>,
+    },
     /// Messages to relay peers, sent once the step that caused them is durable
     /// (docs/delegation.md "Across hubs").
     ToPeer(Vec<PeerSend>),

@@ -197,7 +197,15 @@ fn a_peer_whose_link_went_down_is_forgotten() {
         st("busy", Some("relay"))
     );
     let now = hub.now();
-    hub.hub.handle_peer_link("east", false, true, now);
+    hub.hub.handle_peer_link(
+        "east",
+        false,
+        crate::tasks::LinkTerms {
+            agent_hub: true,
+            approvals: false,
+        },
+        now,
+    );
     hub.drain();
     assert_eq!(row(&who(&mut hub, "scribe"), "ops@east"), None);
 }

@@ -350,7 +350,15 @@ fn a_peer_hears_of_a_task_only_after_its_running_state_is_committed() {
     use crate::relay::message::Payload;
     let mut sim = peer_sim();
     let now = sim.now();
-    sim.hub.handle_peer_link("lab", true, true, now);
+    sim.hub.handle_peer_link(
+        "lab",
+        true,
+        crate::tasks::LinkTerms {
+            agent_hub: true,
+            approvals: false,
+        },
+        now,
+    );
     let c = sim.login("mneme");
     let line =
         json!({"delegate": {"agent": "codex", "cwd": "/far/repo", "prompt": "p", "peer": "lab"}});
@@ -400,7 +408,15 @@ fn a_failed_commit_holds_the_message_for_the_peer() {
     use crate::relay::message::Payload;
     let mut sim = peer_sim();
     let now = sim.now();
-    sim.hub.handle_peer_link("lab", true, false, now);
+    sim.hub.handle_peer_link(
+        "lab",
+        true,
+        crate::tasks::LinkTerms {
+            agent_hub: false,
+            approvals: false,
+        },
+        now,
+    );
     let d = json!({"task_id": "ext-1", "prompt": "p", "cwd": "/w/repo", "context": {"dependency_graph": {"blocks": [], "blocked_by": []}}, "agent": "fake"});
     let payload =
         Payload::parse(&crate::relay::MsgType::DelegateTask, &d).expect("a delegate_task");
@@ -451,7 +467,15 @@ fn a_shutting_down_hub_refuses_a_peers_delegation_with_a_refused_handoff() {
     use crate::relay::message::Payload;
     let mut sim = peer_sim();
     let now = sim.now();
-    sim.hub.handle_peer_link("lab", true, false, now);
+    sim.hub.handle_peer_link(
+        "lab",
+        true,
+        crate::tasks::LinkTerms {
+            agent_hub: false,
+            approvals: false,
+        },
+        now,
+    );
     sim.drain();
     sim.hub.shutdown(now);
     sim.drain();

@@ -68,6 +68,7 @@ pub(in crate::hub) fn delegate(
                     TaskAction::Start(_)
                     | TaskAction::Cancel(_)
                     | TaskAction::Answer { .. }
+                    | TaskAction::AnswerCommit { .. }
                     | TaskAction::ToPeer { .. } => {}
                 }
             }

@@ -7,7 +7,9 @@
 //! - `agent_state`: a directory entry's liveness state (feature `liveness`), read leniently;
 //! - `payload`: the typed catalogue, one struct per control and task type, and `Payload`;
 //! - `transfer`: the types that carry or settle other data (`ack`, `bus_forward`,
-//!   `session_transfer` with its chunk cap, `session_received`).
+//!   `session_transfer` with its chunk cap, `session_received`);
+//! - `approval`: the `task-approvals` messages (`task_request`, `task_answer`,
+//!   `task_request_closed`) with their bounds.
 //!
 //! This file owns the line cap and `RelayError`, which every layer above shares.
 //!
@@ -17,12 +19,16 @@
 //! peers accept. Refuses: deciding what a message means (that is `session`'s) and IO.
 
 mod agent_state;
+mod approval;
 mod envelope;
 mod msg_type;
 mod payload;
 mod transfer;
 
 pub use agent_state::AgentState;
+pub use approval::{
+    ApprovalMessageError, RelayOption, RelayToolCall, TaskAnswer, TaskRequest, TaskRequestClosed,
+};
 pub use envelope::{format_id, IdGen, RelayMessage};
 pub use msg_type::{
     feature_for, intersect, v0_known_types, v0_knows, Feature, MsgType, V0Release,

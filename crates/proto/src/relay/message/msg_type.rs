@@ -30,13 +30,24 @@ pub enum MsgType {
     SessionReceived,
     /// v1 `bus-forward`: an envelope handed to the peer hub for one of its agents.
     BusForward,
+    /// v1 `task-approvals`: a request a peer's task's agent waits on, worker → delegating.
+    TaskRequest,
+    /// v1 `task-approvals`: the delegator's answer to one, delegating → worker.
+    TaskAnswer,
+    /// v1 `task-approvals`: the worker's request is no longer open, worker → delegating.
+    TaskRequestClosed,
     /// Any other type string, exactly as received. Logged once per type per peer and dropped
     /// (docs/relay-protocol.md §6); never sent.
     Unknown(String),
 }
 
 /// The types v1 features added, in catalogue order after the v0 types.
-pub static V1_TYPES: [MsgType; 1] = [MsgType::BusForward];
+pub static V1_TYPES: [MsgType; 4] = [
+    MsgType::BusForward,
+    MsgType::TaskRequest,
+    MsgType::TaskAnswer,
+    MsgType::TaskRequestClosed,
+];
 
 /// Every v0 type, in catalogue order.
 pub static V0_TYPES: [MsgType; 17] = [
@@ -81,6 +92,9 @@ impl MsgType {
             MsgType::SessionTransfer => "session_transfer",
             MsgType::SessionReceived => "session_received",
             MsgType::BusForward => "bus_forward",
+            MsgType::TaskRequest => "task_request",
+            MsgType::TaskAnswer => "task_answer",
+            MsgType::TaskRequestClosed => "task_request_closed",
             MsgType::Unknown(s) => s,
         }
     }
@@ -166,11 +180,17 @@ pub enum Feature {
     /// placement reads (docs/relay-protocol.md §5 "claudectl's heartbeat"). Offered only in
     /// claudectl's dialect: hubs of this project exchange `agent_cards` instead.
     Headroom,
+    /// `task_request`, `task_answer`, `task_request_closed`: a task delegated over the link
+    /// carries its agent's requests back to the delegating hub (issue 37 design §7). Offered
+    /// only in this project's dialect, agreed only with `mutual-auth` and `frame-mac`: an
+    /// answer may let an agent act, so it travels only on a link where every frame is
+    /// authenticated.
+    TaskApprovals,
 }
 
 impl Feature {
     /// Every feature, in the canonical order used on the wire and in logs.
-    pub const ALL: [Feature; 10] = [
+    pub const ALL: [Feature; 11] = [
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::FrameBin,
@@ -181,6 +201,7 @@ impl Feature {
         Feature::Agents,
         Feature::Liveness,
         Feature::Headroom,
+        Feature::TaskApprovals,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -195,6 +216,7 @@ impl Feature {
             Feature::Agents => "agents",
             Feature::Liveness => "liveness",
             Feature::Headroom => "headroom",
+            Feature::TaskApprovals => "task-approvals",
         }
     }
 
@@ -220,9 +242,9 @@ pub fn intersect(ours: &[Feature], theirs: &[Feature]) -> Vec<Feature> {
 
 /// The feature that introduced a message type; None for the v0 types (and for `Unknown`,
 /// which is never sent). A peer is sent a type only if this feature was agreed for the link.
-/// `bus_forward` is the only type a v1 feature added (hb-delta changes `heartbeat`'s payload,
-/// it adds no type). The match is exhaustive so a new type cannot be added without deciding
-/// this.
+/// `bus_forward` came with `bus-forward`, the three request messages with `task-approvals`
+/// (hb-delta changes `heartbeat`'s payload, it adds no type). The match is exhaustive so a
+/// new type cannot be added without deciding this.
 pub fn feature_for(msg_type: &MsgType) -> Option<Feature> {
     match msg_type {
         MsgType::Challenge
@@ -244,6 +266,9 @@ pub fn feature_for(msg_type: &MsgType) -> Option<Feature> {
         | MsgType::SessionReceived
         | MsgType::Unknown(_) => None,
         MsgType::BusForward => Some(Feature::BusForward),
+        MsgType::TaskRequest | MsgType::TaskAnswer | MsgType::TaskRequestClosed => {
+            Some(Feature::TaskApprovals)
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! so that the dependency runs one way: `heartbeat` builds on these payloads, never the reverse.
 
 use super::agent_state::{lenient_since_ms, AgentState};
+use super::approval::{TaskAnswer, TaskRequest, TaskRequestClosed};
 use super::transfer::{Ack, BusForward, SessionReceived, SessionTransfer};
 use super::{typed, MsgType, RelayError};
 use serde::de::{Deserializer, IgnoredAny};
@@ -414,7 +415,7 @@ pub struct KnowledgeRejected {
     pub units: Value,
 }
 
-/// The typed payload of a message, one variant per v0 type.
+/// The typed payload of a message, one variant per known type.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Payload {
     Challenge(Challenge),
@@ -435,6 +436,9 @@ pub enum Payload {
     SessionTransfer(SessionTransfer),
     SessionReceived(SessionReceived),
     BusForward(BusForward),
+    TaskRequest(TaskRequest),
+    TaskAnswer(TaskAnswer),
+    TaskRequestClosed(TaskRequestClosed),
     /// An unknown type's payload, untouched.
     Unknown {
         msg_type: String,
@@ -470,6 +474,9 @@ impl Payload {
             }
             MsgType::SessionReceived => Payload::SessionReceived(typed(t, payload)?),
             MsgType::BusForward => Payload::BusForward(typed(t, payload)?),
+            MsgType::TaskRequest => Payload::TaskRequest(typed(t, payload)?),
+            MsgType::TaskAnswer => Payload::TaskAnswer(typed(t, payload)?),
+            MsgType::TaskRequestClosed => Payload::TaskRequestClosed(typed(t, payload)?),
             MsgType::Unknown(name) => Payload::Unknown {
                 msg_type: name.clone(),
                 payload: payload.clone(),
@@ -497,6 +504,9 @@ impl Payload {
             Payload::SessionTransfer(_) => MsgType::SessionTransfer,
             Payload::SessionReceived(_) => MsgType::SessionReceived,
             Payload::BusForward(_) => MsgType::BusForward,
+            Payload::TaskRequest(_) => MsgType::TaskRequest,
+            Payload::TaskAnswer(_) => MsgType::TaskAnswer,
+            Payload::TaskRequestClosed(_) => MsgType::TaskRequestClosed,
             Payload::Unknown { msg_type, .. } => MsgType::Unknown(msg_type.clone()),
         }
     }
@@ -528,6 +538,9 @@ impl Payload {
             Payload::SessionTransfer(p) => p.to_value(),
             Payload::SessionReceived(p) => v(p),
             Payload::BusForward(p) => v(p),
+            Payload::TaskRequest(p) => v(p),
+            Payload::TaskAnswer(p) => v(p),
+            Payload::TaskRequestClosed(p) => v(p),
             Payload::Unknown { payload, .. } => payload.clone(),
         }
     }

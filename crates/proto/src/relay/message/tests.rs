@@ -543,3 +543,298 @@ fn feature_names_and_intersection() {
         vec![Feature::UnknownOk, Feature::Lz4]
     );
 }
+
+// ----- task-approvals (issue 37 design §7) -----
+
+fn task_request_payload() -> Value {
+    json!({
+        "task_id": "task-0123456789abcdef0123456789abcdef",
+        "request": "req-0123456789abcdef",
+        "type": "permission",
+        "tool_call": {"id": "toolu_1", "title": "Run cargo test", "kind": "execute",
+                      "paths": ["src/a.rs"], "command": "cargo test"},
+        "options": [{"option_id": "allow", "name": "Allow", "kind": "allow_once"},
+                    {"option_id": "reject", "name": "Reject", "kind": "reject_once"}],
+        "expires_at": 1_795_000_600_000u64,
+    })
+}
+
+fn typed_request(p: &Value) -> TaskRequest {
+    match Payload::parse(&MsgType::TaskRequest, p).unwrap() {
+        Payload::TaskRequest(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The three types are v1 types of `task-approvals`, spelled as the catalogue says; each
+/// round-trips its payload exactly, optional keys absent rather than null.
+#[test]
+fn task_approvals_types_are_v1_types_of_their_feature() {
+    for (t, name) in [
+        (MsgType::TaskRequest, "task_request"),
+        (MsgType::TaskAnswer, "task_answer"),
+        (MsgType::TaskRequestClosed, "task_request_closed"),
+    ] {
+        assert_eq!(MsgType::parse(name).unwrap(), t);
+        assert_eq!(t.v0_index(), None);
+        assert_eq!(feature_for(&t), Some(Feature::TaskApprovals));
+        assert!(V1_TYPES.contains(&t));
+        let camel: String = name
+            .split('_')
+            .map(|w| w[..1].to_uppercase() + &w[1..])
+            .collect();
+        assert_eq!(
+            MsgType::parse(&camel),
+            Err(RelayError::WrongCaseType(camel.clone()))
+        );
+    }
+    assert_eq!(
+        Feature::parse("task-approvals"),
+        Some(Feature::TaskApprovals)
+    );
+    let p = task_request_payload();
+    let r = typed_request(&p);
+    assert_eq!(r.kind, "permission");
+    assert_eq!(r.tool_call.paths, ["src/a.rs"]);
+    assert_eq!(r.message, None);
+    assert_eq!(Payload::TaskRequest(r.clone()).to_value(), p);
+    assert_eq!(r.check(), Ok(()));
+    let a = json!({"task_id": "t", "request": "req-0123456789abcdef", "option": "allow",
+                   "message": "{\"branch\":\"main\"}"});
+    let Payload::TaskAnswer(ta) = Payload::parse(&MsgType::TaskAnswer, &a).unwrap() else {
+        panic!()
+    };
+    assert_eq!(Payload::TaskAnswer(ta.clone()).to_value(), a);
+    assert_eq!(ta.check(), Ok(()));
+    let c = json!({"task_id": "t", "request": "req-0123456789abcdef", "state": "expired",
+                   "reason": "no answer within 600 s", "fallback": "reject"});
+    let Payload::TaskRequestClosed(tc) = Payload::parse(&MsgType::TaskRequestClosed, &c).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(Payload::TaskRequestClosed(tc.clone()).to_value(), c);
+    assert_eq!(tc.check(), Ok(()));
+    assert_eq!(
+        tc.expiry_reason(),
+        Some(crate::wire::approval::ExpiryReason::Timeout { secs: 600 })
+    );
+    // Minimal forms: optional keys left out parse, and stay out.
+    let bare = json!({"task_id": "t", "request": "r", "state": "cancelled"});
+    let p = Payload::parse(&MsgType::TaskRequestClosed, &bare).unwrap();
+    assert_eq!(p.to_value(), bare);
+}
+
+/// Required keys are required and typed: a payload without one, or with the wrong JSON type,
+/// is not a message (the session drops it with a log line naming the type).
+#[test]
+fn task_approvals_required_keys_and_types() {
+    let p = task_request_payload();
+    for key in [
+        "task_id",
+        "request",
+        "type",
+        "tool_call",
+        "options",
+        "expires_at",
+    ] {
+        let mut q = p.clone();
+        q.as_object_mut().unwrap().remove(key);
+        assert!(
+            Payload::parse(&MsgType::TaskRequest, &q).is_err(),
+            "{key} is required"
+        );
+    }
+    for (key, v) in [
+        ("expires_at", json!(-1)),
+        ("expires_at", json!(1.5)),
+        ("options", json!({})),
+        ("tool_call", json!("x")),
+        ("message", json!(7)),
+    ] {
+        let mut q = p.clone();
+        q[key] = v.clone();
+        assert!(
+            Payload::parse(&MsgType::TaskRequest, &q).is_err(),
+            "{key} = {v}"
+        );
+    }
+    for key in ["task_id", "request", "option"] {
+        let mut a = json!({"task_id": "t", "request": "r", "option": "o"});
+        a.as_object_mut().unwrap().remove(key);
+        assert!(Payload::parse(&MsgType::TaskAnswer, &a).is_err(), "{key}");
+    }
+    for key in ["task_id", "request", "state"] {
+        let mut c = json!({"task_id": "t", "request": "r", "state": "answered"});
+        c.as_object_mut().unwrap().remove(key);
+        assert!(
+            Payload::parse(&MsgType::TaskRequestClosed, &c).is_err(),
+            "{key}"
+        );
+    }
+    // Extra keys anywhere are ignored, as for every relay message.
+    let mut q = p.clone();
+    q["later"] = json!(1);
+    q["tool_call"]["later"] = json!(1);
+    q["options"][0]["later"] = json!(1);
+    assert_eq!(typed_request(&q), typed_request(&p));
+}
+
+/// What a hostile peer's payload gets: every bound refused by `check`, naming the key and
+/// never the value.
+#[test]
+fn task_approvals_checks_refuse_what_a_hub_never_sends() {
+    let base = typed_request(&task_request_payload());
+    let with = |f: &dyn Fn(&mut TaskRequest)| {
+        let mut r = base.clone();
+        f(&mut r);
+        r.check().unwrap_err()
+    };
+    let opt = |id: &str| RelayOption {
+        option_id: id.into(),
+        name: "n".into(),
+        kind: "allow_once".into(),
+    };
+    let cases: Vec<(ApprovalMessageError, &str)> = vec![
+        (with(&|r| r.task_id.clear()), "task_id is empty"),
+        (
+            with(&|r| r.task_id = "t".repeat(129)),
+            "task_id is over its cap",
+        ),
+        (
+            with(&|r| r.request = "req-\u{1b}[2J".into()),
+            "request holds a control or formatting character",
+        ),
+        (with(&|r| r.kind = "Permission".into()), "type is neither"),
+        (
+            with(&|r| r.tool_call.title = "t".repeat(257)),
+            "tool_call.title is over",
+        ),
+        (
+            with(&|r| r.tool_call.id = "i".repeat(129)),
+            "tool_call.id is over",
+        ),
+        (
+            with(&|r| r.tool_call.kind = Some("exe\u{202e}cute".into())),
+            "tool_call.kind holds",
+        ),
+        (
+            with(&|r| r.tool_call.paths = vec!["p".into(); 9]),
+            "tool_call.paths lists more than 8",
+        ),
+        (
+            with(&|r| r.tool_call.paths = vec!["p".repeat(513)]),
+            "tool_call.paths is over",
+        ),
+        (
+            with(&|r| r.tool_call.command = Some("c".repeat(1025))),
+            "tool_call.command is over",
+        ),
+        (
+            with(&|r| r.message = Some("m".repeat(2049))),
+            "message is over",
+        ),
+        (with(&|r| r.options.clear()), "options is empty"),
+        (
+            with(&|r| r.options = (0..9).map(|i| opt(&format!("o{i}"))).collect()),
+            "options lists more than 8",
+        ),
+        (with(&|r| r.options.push(opt("allow"))), "offered twice"),
+        (
+            with(&|r| r.options[0].option_id.clear()),
+            "options.option_id is empty",
+        ),
+        (
+            with(&|r| r.options[0].kind = "k".repeat(33)),
+            "options.kind is over",
+        ),
+        (
+            with(&|r| r.options[0].name = "n".repeat(257)),
+            "options.name is over",
+        ),
+    ];
+    for (e, want) in cases {
+        let text = e.to_string();
+        assert!(text.starts_with("task_request "), "{text}");
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    // At the caps exactly: fine.
+    let mut r = base.clone();
+    r.tool_call.title = "t".repeat(256);
+    r.tool_call.paths = vec!["p".repeat(512); 8];
+    r.message = Some("m".repeat(2048));
+    r.options = (0..8).map(|i| opt(&format!("o{i}"))).collect();
+    assert_eq!(r.check(), Ok(()));
+
+    let answer = |task: &str, request: &str, option: &str, message: Option<String>| TaskAnswer {
+        task_id: task.into(),
+        request: request.into(),
+        option: option.into(),
+        message,
+    };
+    assert!(answer("t", "r", "o", Some("m".repeat(4096)))
+        .check()
+        .is_ok());
+    for (a, want) in [
+        (answer("", "r", "o", None), "task_id is empty"),
+        (answer("t", "r", "", None), "option is empty"),
+        (answer("t", "r", &"o".repeat(129), None), "option is over"),
+        (answer("t", "r\u{7}", "o", None), "request holds"),
+        (
+            answer("t", "r", "o", Some("m".repeat(4097))),
+            "message is over",
+        ),
+    ] {
+        let text = a.check().unwrap_err().to_string();
+        assert!(
+            text.starts_with("task_answer ") && text.contains(want),
+            "{text}"
+        );
+    }
+
+    let closed = |state: &str, reason: Option<&str>, fallback: Option<&str>| TaskRequestClosed {
+        task_id: "t".into(),
+        request: "r".into(),
+        state: state.into(),
+        reason: reason.map(str::to_owned),
+        fallback: fallback.map(str::to_owned),
+    };
+    for c in [
+        closed("answered", None, None),
+        closed("cancelled", None, None),
+        closed("task_ended", None, None),
+        closed("expired", Some("hub restarted"), Some("cancel")),
+        closed(
+            "expired",
+            Some("no relay route to the delegator"),
+            Some("reject"),
+        ),
+    ] {
+        assert_eq!(c.check(), Ok(()), "{c:?}");
+    }
+    for (c, want) in [
+        (closed("gone", None, None), "state is none of"),
+        (closed("expired", None, Some("reject")), "reason is not one"),
+        (
+            closed("expired", Some("no answer within +5 s"), Some("reject")),
+            "reason is not one",
+        ),
+        (
+            closed("expired", Some("hub restarted"), Some("allow")),
+            "fallback is neither",
+        ),
+        (
+            closed("expired", Some("hub restarted"), None),
+            "fallback is neither",
+        ),
+        (
+            closed("answered", Some(&"r".repeat(257)), None),
+            "reason is over",
+        ),
+    ] {
+        let text = c.check().unwrap_err().to_string();
+        assert!(
+            text.starts_with("task_request_closed ") && text.contains(want),
+            "{want}: {text}"
+        );
+    }
+}

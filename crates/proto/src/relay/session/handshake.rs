@@ -225,7 +225,7 @@ impl Session {
                     );
                 }
             }
-            let agreed: Vec<Feature> = framemac::settle(
+            let agreed: Vec<Feature> = settle(
                 agreed
                     .into_iter()
                     .filter(|&f| offers(&self.cfg, &auth, f))
@@ -445,6 +445,13 @@ impl Session {
                         ));
                     }
                 }
+                // Checked after the proof and the required set, so a tampered ack is named
+                // as one.
+                if agreed.contains(&Feature::TaskApprovals) && !hardened(&agreed) {
+                    return self.close(format!(
+                        "{peer} agreed to task-approvals without mutual-auth and frame-mac"
+                    ));
+                }
                 if agreed.contains(&Feature::FrameMac) {
                     self.mac = Some(FrameMac::for_dialer(&t.frame_keys(&fields, &auth.key)));
                 }
@@ -492,23 +499,48 @@ impl Session {
 }
 
 /// Whether we offer feature `f` on a link with the peer `auth` belongs to: `bus-forward` only
-/// to peers configured to forward, `frame-mac` only with its prerequisites, `headroom` never
-/// (it is claudectl's; our hubs exchange `agent_cards`).
+/// to peers configured to forward, `frame-mac` only with its prerequisites, `task-approvals`
+/// only with `frame-mac`'s and `frame-mac` itself, `headroom` never (it is claudectl's; our
+/// hubs exchange `agent_cards`).
 pub(super) fn offers(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
     cfg.features.contains(&f)
         && f != Feature::Headroom
         && (f != Feature::BusForward || auth.forward)
         && (f != Feature::FrameMac || framemac::prerequisites_met(&cfg.features))
+        && (f != Feature::TaskApprovals
+            || (framemac::prerequisites_met(&cfg.features)
+                && cfg.features.contains(&Feature::FrameMac)))
+}
+
+/// Whether an agreed set makes the hardened link `task-approvals` needs: `mutual-auth` and
+/// `frame-mac` (which brings `frame-bin`), so every frame that carries an answer is
+/// authenticated (issue 37 design §7).
+pub(super) fn hardened(agreed: &[Feature]) -> bool {
+    agreed.contains(&Feature::MutualAuth)
+        && agreed.contains(&Feature::FrameMac)
+        && framemac::prerequisites_met(agreed)
+}
+
+/// An acceptor's agreed set made coherent: `frame-mac` dropped without its prerequisites
+/// (`framemac::settle`), then `task-approvals` dropped unless the link is hardened.
+pub(super) fn settle(agreed: Vec<Feature>) -> Vec<Feature> {
+    let mut agreed = framemac::settle(agreed);
+    if !hardened(&agreed) {
+        agreed.retain(|&f| f != Feature::TaskApprovals);
+    }
+    agreed
 }
 
 /// Whether we offer (or, accepting, agree) feature `f` in claudectl's dialect: `headroom`
 /// always (claudectl's placement reads it), the rest as to our own hubs, less `mutual-auth`
-/// and `frame-mac`, which need the transcript this dialect has not (docs/relay-protocol.md
-/// §2.1, §3).
+/// and `frame-mac`, which need the transcript this dialect has not, and `task-approvals`,
+/// which needs them (docs/relay-protocol.md §2.1, §3).
 pub(super) fn offers_claudectl(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
     match f {
         Feature::Headroom => true,
-        Feature::MutualAuth | Feature::FrameMac => false,
+        // No transcript to key `mutual-auth` or `frame-mac`, so nothing that needs them: an
+        // answer crossing a claudectl link could be injected (issue 37 design §7).
+        Feature::MutualAuth | Feature::FrameMac | Feature::TaskApprovals => false,
         _ => offers(cfg, auth, f),
     }
 }

@@ -327,7 +327,9 @@ fn we_dial_claudectl_as_v1_and_064_stays_v0() {
             "{offered:?}"
         );
         assert!(
-            !offered.contains(&"mutual-auth") && !offered.contains(&"frame-mac"),
+            !offered.contains(&"mutual-auth")
+                && !offered.contains(&"frame-mac")
+                && !offered.contains(&"task-approvals"),
             "{offered:?}"
         );
         if release == "0.92.4" {
@@ -374,14 +376,51 @@ fn we_dial_claudectl_as_v1_and_064_stays_v0() {
     }
 }
 
+/// A handshake in claudectl's dialect (a nonce proof) that offers our hardened features,
+/// `task-approvals` among them, gets none of them: the dialect has no transcript to key them,
+/// so no answer to a delegated task's request ever crosses such a link (issue 37 design §7).
+#[test]
+fn a_claudectl_dialect_handshake_never_gets_task_approvals() {
+    let t0 = crate::kernel::deadline::test_origin();
+    let mut a = Session::acceptor(
+        cfg("hub", &Feature::ALL, t0),
+        keys_for("ctl", auth_ok(true)),
+        [0x22; 32],
+        2,
+        t0,
+    );
+    let nonce = nonce_of_challenge(&drain(&mut a));
+    let hs = ctl_msg(
+        MsgType::Handshake,
+        json!({"proof": auth::proof(&KEY, &nonce), "version": "0.92.4", "proto": 1,
+               "features": ["unknown-ok", "frame-bin", "mutual-auth", "frame-mac", "task-approvals"]}),
+    );
+    a.handle_input(&hs.encode_line(), t0);
+    let ack = RelayMessage::decode_line(&split_lines(&drain(&mut a))[0]).unwrap();
+    assert_eq!(ack.payload["features"], json!(["unknown-ok", "frame-bin"]));
+    let (_, features, dialect, _) = established_dialect(&events(&mut a)).unwrap();
+    assert_eq!(dialect, Dialect::Claudectl);
+    assert!(!features.contains(&Feature::TaskApprovals));
+    let m = a.message(
+        MsgType::TaskRequestClosed,
+        json!({"task_id": "t", "request": "r", "state": "answered"}),
+        t0,
+    );
+    assert!(a.send(m).is_err(), "never sent on a claudectl link");
+}
+
 /// What a claudectl-dialect ack may not do: agree a feature we did not offer (our hardened
 /// ones among them), or speak a proto we do not; without `allow_claudectl` nothing is signed.
 #[test]
 fn a_claudectl_ack_is_held_to_our_offer() {
     let t0 = crate::kernel::deadline::test_origin();
-    let cases: [(Value, &str); 3] = [
+    let cases: [(Value, &str); 4] = [
         (
             json!({"status": "ok", "proto": 1, "features": ["frame-bin", "mutual-auth"]}),
+            "did not offer",
+        ),
+        (
+            json!({"status": "ok", "proto": 1, "features": ["frame-bin", "task-approvals"]}),
             "did not offer",
         ),
         (

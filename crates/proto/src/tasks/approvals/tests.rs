@@ -107,7 +107,7 @@ impl Rig {
             task: &self.task,
             delegator: "boss",
             agent: "claude",
-            remote: false,
+            route: Route::Local,
         }
     }
 
@@ -118,7 +118,7 @@ impl Rig {
             task: &task,
             delegator: "boss",
             agent: "claude",
-            remote: false,
+            route: Route::Local,
         };
         self.a.open(facts, ask, Source::Runner, now, &mut self.ids)
     }
@@ -142,7 +142,7 @@ impl Rig {
             task: &task,
             delegator: "boss",
             agent: "claude",
-            remote: false,
+            route: Route::Local,
         };
         let who = Asker {
             name,
@@ -369,7 +369,7 @@ fn a_relay_peers_task_gets_the_fallback_at_once_for_no_relay_route() {
         task: &task,
         delegator: "task-from:lab:abc",
         agent: "claude",
-        remote: true,
+        route: Route::NoRoute,
     };
     match r.a.open(facts, ask(1), Source::Runner, now, &mut r.ids) {
         Opened::AtOnce { commit, decision } => {
@@ -410,7 +410,7 @@ fn answers_are_refused_with_the_specs_words() {
         task: &task,
         delegator: "boss",
         agent: "claude",
-        remote: false,
+        route: Route::Local,
     };
     let seer = Asker {
         name: "viewer",
@@ -452,7 +452,7 @@ fn answers_are_refused_with_the_specs_words() {
         task: &other,
         delegator: "boss",
         agent: "claude",
-        remote: false,
+        route: Route::Local,
     };
     let Opened::Held {
         request: foreign, ..
@@ -535,6 +535,7 @@ fn an_answer_closes_its_request_once_durable() {
         taken.decision,
         Decision {
             task: r.task.clone(),
+            request: req.clone(),
             seq: 1,
             source: Source::Runner,
             answer: RequestAnswer {
@@ -613,6 +614,7 @@ fn an_unanswered_request_expires_into_the_reject_fallback() {
         e[0].then,
         AfterExpiry::Answer(Decision {
             task: r.task.clone(),
+            request: req.clone(),
             seq: 1,
             source: Source::Runner,
             answer: RequestAnswer {

@@ -593,15 +593,6 @@ fn a_runners_decision_becomes_an_answer_action() {
     let id = running(&mut r);
     r.event(&id, TaskEvent::Request(ask(1)));
     r.actions();
-    let d = Decision {
-        task: id.clone(),
-        seq: 1,
-        source: Source::Runner,
-        answer: RequestAnswer {
-            option_id: Some("allow".into()),
-            message: None,
-        },
-    };
     let req = TaskAnswerRequest {
         task: id.as_str().into(),
         request: None,
@@ -609,6 +600,16 @@ fn a_runners_decision_becomes_an_answer_action() {
         message: None,
     };
     let taken = r.book.answer(&req, "mneme").unwrap();
+    let d = Decision {
+        task: id.clone(),
+        request: taken.request.clone(),
+        seq: 1,
+        source: Source::Runner,
+        answer: RequestAnswer {
+            option_id: Some("allow".into()),
+            message: None,
+        },
+    };
     assert_eq!(taken.decision, d);
     r.book.answer_settled(&taken.request, true, Some(d));
     assert_eq!(answers(&r.actions()), [(id, 1, Some("allow".into()))]);

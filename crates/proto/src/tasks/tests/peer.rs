@@ -137,7 +137,12 @@ fn delegate_msg(task: &str, agent: Option<&str>, cwd: Option<&str>) -> Payload {
 impl Rig {
     fn link(&mut self, peer: &str, up: bool, v1: bool) {
         let now = self.clock.now();
-        self.book.handle_peer_link(peer, up, v1, now, &mut self.ids);
+        let terms = LinkTerms {
+            agent_hub: v1,
+            approvals: false,
+        };
+        self.book
+            .handle_peer_link(peer, up, terms, now, &mut self.ids);
     }
 
     fn peer_says(&mut self, peer: &str, msg_id: &str, payload: Payload) {

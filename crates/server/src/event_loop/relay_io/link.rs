@@ -234,7 +234,7 @@ impl RelayIo {
                 self.inbox.push(ToHub::PeerLink {
                     peer: peer.clone(),
                     up: false,
-                    v1: false,
+                    terms: agent_hub_proto::tasks::LinkTerms::default(),
                 });
             }
         }

@@ -62,12 +62,18 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToHub {
     /// The lasting link with a peer is up (any proto, any features) or gone; delegated work
-    /// rides on it (docs/delegation.md "Across hubs"). `v1`: the peer speaks this project's
-    /// v1, so it reads `delegate_task.agent` and acks our handoffs; false for every claudectl
-    /// peer, v0 or its v1 (0.90+ acks no handoff either).
-    PeerLink { peer: String, up: bool, v1: bool },
+    /// rides on it (docs/delegation.md "Across hubs"). `terms.agent_hub`: the peer speaks
+    /// this project's v1, so it reads `delegate_task.agent` and acks our handoffs; false for
+    /// every claudectl peer, v0 or its v1 (0.90+ acks no handoff either). `terms.approvals`:
+    /// the link agreed `task-approvals`, so a delegated task's requests cross it.
+    PeerLink {
+        peer: String,
+        up: bool,
+        terms: agent_hub_proto::tasks::LinkTerms,
+    },
     /// A task message from any authenticated connection of the peer (claudectl's one-shots
-    /// carry `delegate_task` and `task_interrupt`).
+    /// carry `delegate_task` and `task_interrupt`; the `task-approvals` three come only on a
+    /// link that agreed that feature, which the session checks).
     PeerTask {
         peer: String,
         msg_id: String,

@@ -337,11 +337,16 @@ impl RelayIo {
         book.last_heartbeat = Some(now);
         book.directory_handed = None;
         self.status_dirty = true;
+        let agent_hub = link.session.proto().is_some_and(|p| p >= 1)
+            && link.session.dialect() == Dialect::AgentHub;
         self.inbox.push(ToHub::PeerLink {
             peer: peer.to_owned(),
             up: true,
-            v1: link.session.proto().is_some_and(|p| p >= 1)
-                && link.session.dialect() == Dialect::AgentHub,
+            terms: agent_hub_proto::tasks::LinkTerms {
+                agent_hub,
+                // The session agrees it only on a hardened link of our dialect.
+                approvals: agent_hub && link.session.features().contains(&Feature::TaskApprovals),
+            },
         });
         if link.session.features().contains(&Feature::BusForward) {
             if !link.forwarding {
@@ -408,11 +413,18 @@ impl RelayIo {
 }
 
 /// The four task messages (docs/delegation.md "Across hubs"), which the hub core takes from
-/// any authenticated connection of a peer.
+/// any authenticated connection of a peer, and the three of `task-approvals` (issue 37 design
+/// §7), which the session delivers only from a connection that agreed that feature.
 fn is_task_message(t: &MsgType) -> bool {
     matches!(
         t,
-        MsgType::DelegateTask | MsgType::TaskStatus | MsgType::TaskHandoff | MsgType::TaskInterrupt
+        MsgType::DelegateTask
+            | MsgType::TaskStatus
+            | MsgType::TaskHandoff
+            | MsgType::TaskInterrupt
+            | MsgType::TaskRequest
+            | MsgType::TaskAnswer
+            | MsgType::TaskRequestClosed
     )
 }
 
