@@ -14,6 +14,7 @@ use serde_json::Value;
 mod approvals;
 mod peer;
 mod placed;
+mod prompts;
 mod relayed;
 
 struct Clock {
