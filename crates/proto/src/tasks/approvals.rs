@@ -354,6 +354,7 @@ impl Approvals {
                 command: ask.command.clone(),
             },
             message: ask.message.clone(),
+            schema: ask.schema.clone(),
             options: wire_options(&ask),
             opened_at: rfc3339(opened_ms).unwrap_or_default(),
             expires_at: rfc3339(expires_ms).unwrap_or_default(),
@@ -465,6 +466,7 @@ impl Approvals {
                 command: h.ask.command.clone(),
             },
             message: h.ask.message.clone(),
+            schema: h.ask.schema.clone(),
             options: h
                 .ask
                 .options

@@ -32,6 +32,8 @@ pub const PATH_MAX_BYTES: usize = 512;
 pub const COMMAND_MAX_BYTES: usize = 1024;
 /// A question's text.
 pub const QUESTION_MAX_BYTES: usize = 2048;
+/// A question's `requestedSchema` as JSON text (the ACP session's cap, issue 37 design §4b).
+pub const SCHEMA_MAX_BYTES: usize = crate::acp::request::MAX_SCHEMA_BYTES;
 /// 1..=`MAX_OPTIONS` options a request offers.
 pub const MAX_OPTIONS: usize = 8;
 pub const OPTION_NAME_MAX_BYTES: usize = 256;
@@ -85,6 +87,12 @@ pub struct TaskRequest {
     /// A question's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// A question's `requestedSchema`, compact JSON text carried exactly (design §4b: the
+    /// delegator's `accept` content must match it, so the mirror's envelope shows it). Not
+    /// in design §7's list, which predates questions; optional, so a worker that sends none
+    /// is still read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     pub options: Vec<RelayOption>,
     /// When the worker applies its fallback, unix ms on the worker's clock: the worker is the
     /// only clock (the delegating hub's mirror waits a grace longer).
@@ -189,6 +197,15 @@ impl TaskRequest {
         }
         if let Some(m) = &self.message {
             text_ok(m, QUESTION_MAX_BYTES).map_err(|w| e("message", w))?;
+        }
+        if let Some(s) = &self.schema {
+            if self.kind != "question" {
+                return Err(e("schema", "is given for a permission"));
+            }
+            text_ok(s, SCHEMA_MAX_BYTES).map_err(|w| e("schema", w))?;
+            if !serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| v.is_object()) {
+                return Err(e("schema", "is not a JSON object"));
+            }
         }
         if self.options.is_empty() {
             return Err(e("options", "is empty"));

@@ -29,6 +29,7 @@ fn ask(seq: u32) -> RequestAsk {
         paths: vec!["src/a.rs".into()],
         command: Some("make".into()),
         message: None,
+        schema: None,
         options: vec![
             opt("allow", OptionKind::AllowOnce),
             opt("reject", OptionKind::RejectOnce),
@@ -596,6 +597,7 @@ fn hostile_task_requests_make_no_mirror() {
             command: None,
         },
         message: None,
+        schema: None,
         options: vec![RelayOption {
             option_id: "ok".into(),
             name: "OK".into(),
