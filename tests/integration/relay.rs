@@ -428,9 +428,10 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
     agreed.sort();
     let mut all: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     // frame-mac is implied by mutual-auth and frame-bin, liveness by a liveness_update_ms
-    // that is not 0 (docs/relay-protocol.md §3).
+    // that is not 0, task-approvals by frame-mac (docs/relay-protocol.md §3).
     all.push("frame-mac".into());
     all.push("liveness".into());
+    all.push("task-approvals".into());
     all.sort();
     assert_eq!(agreed, all, "every feature both offer is agreed");
     assert_eq!(
@@ -907,8 +908,8 @@ fn a_transient_connection_never_displaces_the_link() {
     east.wait_peer("west", "a later heartbeat", |p| p["last_heartbeat"] != hb);
     assert_eq!(
         east.wait_up("west")["features"].as_array().unwrap().len(),
-        ALL_FEATURES.len() + 2,
-        "the configured features, frame-mac and liveness"
+        ALL_FEATURES.len() + 3,
+        "the configured features, frame-mac, liveness and task-approvals"
     );
     assert_eq!(west.wait_up("east")["reconnects"], 0);
     let after = established_with(east.relay_addr);

@@ -507,11 +507,13 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 // ----- the tests -----
 
 /// Every feature this build agrees between two of our hubs: the configured list plus
-/// `frame-mac`, which mutual-auth and frame-bin imply.
+/// `frame-mac`, which mutual-auth and frame-bin imply, and `task-approvals`, which rides on
+/// frame-mac (issue 37 design §7).
 fn full_set() -> Vec<String> {
     let mut v: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     v.push("frame-mac".into());
     v.push("liveness".into());
+    v.push("task-approvals".into());
     v.sort();
     v
 }
@@ -551,7 +553,7 @@ fn two_of_our_hubs_agree_mutual_auth_and_frame_mac_and_say_so() {
         out.stdout
     );
     assert!(
-        east.log().contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,lz4,hb-delta,frame-mac,liveness]"),
+        east.log().contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,lz4,hb-delta,frame-mac,liveness,task-approvals]"),
         "{}",
         east.log()
     );
