@@ -133,6 +133,9 @@ fn a_request_on_the_worker_is_answered_by_the_delegator_on_the_other_hub() {
     assert_eq!(offered, ["allow-once", "allow-with-updates", "reject"]);
     // West opened the same request, under its own id for the task.
     let wtask = west_task(&west, &task);
+    west.hub.wait_audit("west's request_opened", |a| {
+        a.iter().any(|v| v["event"] == "request_opened")
+    });
     let opened = west.hub.audit_events("request_opened");
     assert_eq!(opened.len(), 1, "{opened:?}");
     assert_eq!(opened[0]["task"], wtask.as_str());
@@ -180,8 +183,11 @@ fn a_request_on_the_worker_is_answered_by_the_delegator_on_the_other_hub() {
     .starts_with(&format!(
         "invalid task_answer: request {request} is not open"
     )),);
-    // East logged the mirror and the forward, naming the peer and the request.
-    assert!(east.log().contains(&request), "{}", east.log());
+    // East logged the mirror, naming the peer and the request (the log is flushed on its own
+    // beat, so this polls it).
+    east.hub.wait_service_log("east's mirror logged", |l| {
+        l.contains(&format!("request {request} of west mirrored for alpha"))
+    });
 }
 
 /// West is the only clock: nobody answers within its `permission_timeout_secs`, so its agent

@@ -236,7 +236,7 @@ impl Net {
     }
 
     /// A peer's message to west, as if it came over that peer's link.
-    fn to_west(&mut self, from: &str, payload: Payload) {
+    fn send_west(&mut self, from: &str, payload: Payload) {
         let now = self.clock.now();
         self.msg += 1;
         let id = format!("x{}", self.msg);
@@ -247,7 +247,7 @@ impl Net {
     }
 
     /// A peer's message to east.
-    fn to_east(&mut self, from: &str, payload: Payload) {
+    fn send_east(&mut self, from: &str, payload: Payload) {
         let now = self.clock.now();
         self.msg += 1;
         let id = format!("x{}", self.msg);
@@ -374,7 +374,7 @@ fn a_peer_tasks_request_reaches_the_delegator_and_its_answer_the_agent() {
     let now = n.clock.now();
     assert_eq!(
         open_requests(&n.east, &east_id, "mneme", now),
-        [request.clone()]
+        std::slice::from_ref(&request)
     );
 
     assert_eq!(
@@ -601,20 +601,20 @@ fn forged_and_wrong_answers_are_refused_by_the_worker() {
         })
     };
     // Mallory names east's task and the right request: not a task it delegated.
-    n.to_west("mallory", answer(east_id.as_str(), &request, "allow"));
+    n.send_west("mallory", answer(east_id.as_str(), &request, "allow"));
     // East itself: a request west never had, an option never offered, a task id it did not
     // give, a malformed id.
-    n.to_west(
+    n.send_west(
         "east",
         answer(east_id.as_str(), "req-00000000deadbeef", "allow"),
     );
-    n.to_west("east", answer(east_id.as_str(), &request, "allow_always"));
-    n.to_west(
+    n.send_west("east", answer(east_id.as_str(), &request, "allow_always"));
+    n.send_west(
         "east",
         answer("task-ffffffffffffffffffffffffffffffff", &request, "allow"),
     );
-    n.to_west("east", answer("../../etc", &request, "allow"));
-    n.to_west("east", answer(east_id.as_str(), &request, &"x".repeat(200)));
+    n.send_west("east", answer("../../etc", &request, "allow"));
+    n.send_west("east", answer(east_id.as_str(), &request, &"x".repeat(200)));
     let w = take(&mut n.west);
     assert!(runner_answers(&w).is_empty(), "nothing reached the agent");
     assert!(
@@ -723,13 +723,13 @@ fn hostile_task_requests_make_no_mirror() {
         } else {
             "west"
         };
-        n.to_east(from, p);
+        n.send_east(from, p);
         let e = take(&mut n.east);
         assert!(events(&e).is_empty(), "{name}: {:?}", events(&e));
         assert_eq!(logs(&e).len(), 1, "{name}: {:?}", logs(&e));
     }
     // The good one is mirrored, its title made safe for a terminal, its wait bounded.
-    n.to_east("west", Payload::TaskRequest(good));
+    n.send_east("west", Payload::TaskRequest(good));
     let e = take(&mut n.east);
     assert_eq!(events(&e), ["request_opened"]);
     let b = &request_bodies(&e)[0];
@@ -755,7 +755,7 @@ fn a_dropped_link_keeps_the_request_and_the_new_link_carries_the_answer() {
     );
     assert_eq!(
         open_requests(&n.east, &east_id, "mneme", n.clock.now()),
-        [request.clone()]
+        std::slice::from_ref(&request)
     );
     let sent_before = n.msg;
     n.link(true, true);
@@ -788,7 +788,7 @@ fn closes_on_the_worker_close_the_mirror() {
         .collect();
     assert_eq!(reqs.len(), 2);
     // Worker side: the peer's task's delegator is the peer; its own approver answers one.
-    n.to_west(
+    n.send_west(
         "east",
         Payload::TaskAnswer(TaskAnswer {
             task_id: east_id.as_str().into(),
@@ -881,13 +881,13 @@ fn hostile_closes_change_nothing() {
             fallback: Some("reject".into()),
         })
     };
-    n.to_east("mallory", close(east_id.as_str(), &req, "cancelled", None));
-    n.to_east(
+    n.send_east("mallory", close(east_id.as_str(), &req, "cancelled", None));
+    n.send_east(
         "west",
         close(east_id.as_str(), &req, "expired", Some("because")),
     );
-    n.to_east("west", close(east_id.as_str(), &req, "vanished", None));
-    n.to_east(
+    n.send_east("west", close(east_id.as_str(), &req, "vanished", None));
+    n.send_east(
         "west",
         close(east_id.as_str(), "req-0000000000000000", "cancelled", None),
     );
@@ -895,9 +895,9 @@ fn hostile_closes_change_nothing() {
     assert!(events(&e).is_empty(), "{:?}", events(&e));
     assert_eq!(
         open_requests(&n.east, &east_id, "mneme", now),
-        [req.clone()]
+        std::slice::from_ref(&req)
     );
-    n.to_east(
+    n.send_east(
         "west",
         close(east_id.as_str(), &req, "expired", Some("hub restarted")),
     );
