@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of agent-hub with REAL agent CLIs, offline, against a loopback mock LLM.
 #
-#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--phase hook|task|all]
+#   scripts/e2e-agents.sh [--agent claude|codex|gemini|opencode|all]... [--phase hook|task|headless|all]
 #                         [--set pinned|current] [--no-build] [--keep] [--trace-net]
 #
 # Two release sets (--set, or E2E_SET; default pinned):
@@ -18,7 +18,12 @@
 #
 # Two phases per agent (--phase, default all): "hook" runs the agent CLI headless, wired up by
 # `agent-hub install` (steps 1-7 below); "task" has the hub run it as a delegated task through
-# ACP (steps T1-T5 after the hook checks).
+# ACP (steps T1-T5 after the hook checks); "headless" (claude only; issue 37 design §6) has the
+# hub run the built-in claude headless (`claude -p`, its ACP adapter kept off the hub's PATH)
+# with the hub's MCP server and `--permission-prompt-tool mcp__<server>__permission_prompt`:
+# the model's Bash call reaches the delegator as a task_request, answered allow (the command
+# runs: headless-ask-allow) and deny with a message (it does not, and the model reads the
+# message: headless-ask-deny), each agent reaped after (headless-ask-*-reaped).
 #
 # For each agent (default: claude) the hook phase:
 #   1. builds target/release/{agent-hub,agent-hub-server} (cargo build --release; --no-build
@@ -186,8 +191,8 @@ while (($#)); do
         --phase)
             [[ $# -ge 2 ]] || { usage >&2; exit 1; }
             case $2 in
-                hook | task | all) PHASE=$2 ;;
-                *) echo "e2e: unknown phase '$2' (hook, task or all)" >&2; exit 1 ;;
+                hook | task | headless | all) PHASE=$2 ;;
+                *) echo "e2e: unknown phase '$2' (hook, task, headless or all)" >&2; exit 1 ;;
             esac
             shift 2 ;;
         --phase=*) set -- --phase "${1#--phase=}" "${@:2}" ;;
@@ -324,8 +329,9 @@ exec 3>&1
 T_START=$SECONDS
 NSTEPS=$BUILD
 for a in "${AGENTS[@]}"; do
-    [[ $PHASE == task ]] || NSTEPS=$((NSTEPS + 1))
-    [[ $PHASE == hook ]] || NSTEPS=$((NSTEPS + 1))
+    [[ $PHASE == hook || $PHASE == all ]] && NSTEPS=$((NSTEPS + 1))
+    [[ $PHASE == task || $PHASE == all ]] && NSTEPS=$((NSTEPS + 1))
+    [[ $PHASE == headless || $PHASE == all ]] && NSTEPS=$((NSTEPS + 1))
 done
 STEP=0
 STEP_T0=$SECONDS
@@ -1504,16 +1510,204 @@ PY
     if [[ $verdict == PASS* ]]; then pass claude task-question "${verdict#PASS	}"; else fail claude task-question "${verdict#FAIL	}"; fi
 }
 
+# ---- the headless phase: a headless Claude Code asks its delegator (issue 37 design §6) -----
+# The built-in claude runs headless when its ACP adapter is not on the hub's PATH (here it is
+# not: PATH holds the Claude Code CLI's folder only). Its run.headless_mcp gives `claude -p`
+# the hub's MCP server (a config file in the task's folder) and `--permission-prompt-tool
+# mcp__<server>__permission_prompt`; under the default policy (ask) its Bash call reaches the
+# delegator as a task_request with the options allow and deny, and `agent-hub task answer`
+# decides it. Checks headless-ask-allow (the command ran: proof.txt) and headless-ask-deny
+# (it did not; the deny's message reached the model as the tool's result), each also that the
+# hub ran it headless with its MCP server, and that the agent was reaped.
+run_headless_asks() {
+    local agent=$1 bin d home work hub_port mock_port mock_pid hub_pid tok token t0=$SECONDS i
+    if [[ $agent != claude ]]; then
+        note "$agent" "no headless phase: only Claude Code has a permission-prompt tool (run.headless_mcp)"
+        return 0
+    fi
+    if ! bin=$(agent_bin claude 2>"$WORK/claude-headless-install.err"); then
+        skip claude "headless: $(tail -n1 "$WORK/claude-headless-install.err")"
+        return 0
+    fi
+    NRAN=$((NRAN + 1))
+    echo "e2e: [claude] headless task through the permission prompt tool: $(bin_package "$bin") ($bin)"
+    d=$WORK/claude-headless
+    home=$d/home
+    mkdir -p "$home" "$d/work" "$d/hub/tokens"
+    work=$(cd "$d/work" && pwd -P)
+    local args='{"command": "echo e2e-headless > proof.txt"}'
+    MOCK_LOG=$d/mock.log MOCK_REQUEST_LOG=$d/requests.log MOCK_TOOL_ARGS=$args \
+        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock.out" 2>"$d/mock.err" &
+    mock_pid=$!
+    PIDS+=("$mock_pid")
+    if ! mock_port=$(wait_for_line "$d/mock.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
+        fail claude headless-ask-allow "mock LLM did not start: $(cat "$d/mock.err")"
+        return 0
+    fi
+    point_at_mock claude "$home" "$mock_port"
+    token=$(nonce)$(nonce)
+    printf '[agents]\norchestrator = "%s"\n' "$token" >"$d/hub/roster.toml"
+    printf '%s\n' "$token" >"$d/hub/tokens/orchestrator.token"
+    chmod 600 "$d/hub/roster.toml" "$d/hub/tokens/orchestrator.token"
+    tok=$d/hub/tokens/orchestrator.token
+    task_hub_config "$d/hub/config.toml" "$work" ""
+    task_hub_env claude "$home" "$bin" "$mock_port"
+    (cd "$d/hub" && exec env -i "${TASK_ENV[@]}" "$SERVER" --config "$d/hub/config.toml" \
+        >"$d/hub.out" 2>"$d/hub.err") &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail claude headless-ask-allow "agent-hub-server did not start: $(tail -n3 "$d/hub.err")"
+        reap "$mock_pid"
+        return 0
+    fi
+    note claude "hub under the default permission (ask) on 127.0.0.1:$hub_port, mock LLM (Bash $args) on 127.0.0.1:$mock_port"
+    local orch=(--as orchestrator --token-file "$tok" --port "$hub_port") ran=() want
+    for want in allow deny; do
+        mkdir -p "$work/$want"
+        headless_ask_task "$want" "$work/$want" "$d" \
+            "agent-hub e2e headless: CALL_TOOL:Bash TOOL_ARGS:$args" "${orch[@]}"
+        [[ -n $ASKED_TASK ]] && ran+=("headless-ask-$want-reaped:$ASKED_TASK")
+    done
+    stop_pid "$hub_pid"
+    for ((i = 0; i < 300; i++)); do kill -0 "$hub_pid" 2>/dev/null || break; sleep 0.1; done
+    reap "$hub_pid"
+    local r
+    for r in "${ran[@]}"; do
+        check_headless_reaped "${r%%:*}" "${r#*:}" "$d/hub/service.log"
+    done
+    reap "$mock_pid"
+    note claude "headless tasks (permission prompts answered by the delegator) took $((SECONDS - t0))s"
+}
+
+# Checks (name $1) that headless task $2's agent is gone: the hub logged its outcome (a
+# headless runner's outcome comes after the agent's exit: it reads stdout to its end and reaps
+# the process group first; $3 is the service log) and no process carries the task's mark (its
+# MCP server, `agent-hub mcp`, included). Waits up to 20 s; a survivor is a FAIL, killed by PID.
+check_headless_reaped() {
+    local name=$1 task=$2 log=$3 i left="" outcome=""
+    for ((i = 0; i < 200; i++)); do
+        left=$(task_procs "$task")
+        outcome=$(sed -n "s/.* task $task: outcome \([a-z_]*\).*\$/\1/p" "$log" | head -n1)
+        [[ -z $left && -n $outcome ]] && break
+        sleep 0.1
+    done
+    if [[ -z $left && -n $outcome ]]; then
+        pass claude "$name" "the hub reaped the agent (outcome $outcome); no process of the task left, its MCP server included"
+    elif [[ -z $left ]]; then
+        fail claude "$name" "no process left, but the hub never logged the outcome"
+    else
+        fail claude "$name" "still running: $(for p in $left; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80; done | tr '\n' ';')"
+        for p in $left; do kill -KILL "$p" 2>/dev/null || true; done
+    fi
+}
+
+# One headless task: delegated with --wait, its task_request awaited and answered `allow` or
+# `deny` (with a message) by $1. $2 the task's cwd, $3 the phase's folder, $4 the prompt, the
+# rest orchestrator's connection options. Sets ASKED_TASK.
+headless_ask_task() {
+    local want=$1 cwd=$2 d=$3 prompt=$4
+    shift 4
+    local orch=("$@") waiter rc=0 answered="" out=$d/ask-$want task="" request=""
+    local message="e2e-headless denies this: use another way"
+    ASKED_TASK=""
+    "$AH" delegate "${orch[@]}" --agent claude --cwd "$cwd" --prompt "$prompt" \
+        --timeout "$AGENT_TIMEOUT" --wait --json >"$out.out" 2>"$out.err" &
+    waiter=$!
+    PIDS+=("$waiter")
+    "$AH" await "${orch[@]}" --kind task_request --timeout "$AGENT_TIMEOUT" \
+        >"$out.request.json" 2>"$out.request.err" &
+    PIDS+=("$!")
+    await_while "$!" "$waiter"
+    IFS=$'\t' read -r task request < <(python3 -c '
+import json, sys
+b = json.loads(open(sys.argv[1]).readline())["body"]
+print(b["task"] + "\t" + b["request"])' "$out.request.json" 2>/dev/null || true) || true
+    if [[ -n $request ]]; then
+        if [[ $want == allow ]]; then
+            answered=$("$AH" task answer "${orch[@]}" --id "$task" --request "$request" \
+                --option allow 2>&1) || answered="exit $?: $answered"
+        else
+            answered=$("$AH" task answer "${orch[@]}" --id "$task" --request "$request" \
+                --option deny --message "$message" 2>&1) || answered="exit $?: $answered"
+        fi
+    fi
+    wait "$waiter" || rc=$?
+    forget "$waiter"
+    ASKED_TASK=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$out.out" 2>/dev/null || true)
+    local verdict
+    verdict=$(WANT=$want RC=$rc TASK=$ASKED_TASK OUT=$out.out REQ=$out.request.json \
+        ANSWERED=$answered CWD=$cwd LOG=$d/hub/service.log REQS=$d/requests.log MESSAGE=$message \
+        python3 - <<'PY' 2>&1 || true
+import json, os
+want, rc, task = os.environ["WANT"], int(os.environ["RC"]), os.environ["TASK"]
+bad = []
+try:
+    env = json.loads(open(os.environ["REQ"]).readline())
+except (OSError, ValueError):
+    raise SystemExit("FAIL\tno task_request envelope reached the delegator (delegate exit %d)" % rc)
+b = env.get("body") or {}
+tc = b.get("toolCall") or {}
+if env.get("from") != "hub" or env.get("correlationId") != task:
+    bad.append("envelope from %r correlationId %r (task %r)" % (env.get("from"), env.get("correlationId"), task))
+if b.get("state") != "open" or b.get("type") != "permission" or b.get("agent") != "claude":
+    bad.append("state %r type %r agent %r" % (b.get("state"), b.get("type"), b.get("agent")))
+if tc.get("title") != "Bash" or tc.get("kind") != "execute" or "proof.txt" not in (tc.get("command") or ""):
+    bad.append("toolCall %s" % json.dumps(tc)[:200])
+opts = [(o.get("optionId"), o.get("kind")) for o in b.get("options", [])]
+if opts != [("allow", "allow_once"), ("deny", "reject_once")]:
+    bad.append("options %s" % opts)
+if os.environ["ANSWERED"] != "answered %s with %s" % (b.get("request"), want):
+    bad.append("task answer said %r" % os.environ["ANSWERED"])
+lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
+try:
+    o = json.loads(lines[1]).get("body") or {}
+except (IndexError, ValueError):
+    o = {}
+    bad.append("no outcome envelope from --wait (exit %d)" % rc)
+if o and o.get("state") != "completed":
+    bad.append("outcome %r (reason %r)" % (o.get("state"), o.get("reason")))
+ran = os.path.exists(os.path.join(os.environ["CWD"], "proof.txt"))
+if ran != (want == "allow"):
+    bad.append("proof.txt %s" % ("was written" if ran else "is missing"))
+log = [l for l in open(os.environ["LOG"]).read().splitlines() if ("task %s: " % task) in l]
+if not any("agent started headless" in l and "with the hub's MCP server" in l for l in log):
+    bad.append("not run headless with the hub's MCP server: %s" % [l[-120:] for l in log][:3])
+if want == "deny":
+    # The deny's message went back to the model as the Bash tool's result.
+    reqs = [json.loads(l) for l in open(os.environ["REQS"]) if l.strip()]
+    def results(body):
+        for m in body.get("messages") or []:
+            for c in m.get("content") if isinstance(m.get("content"), list) else []:
+                if isinstance(c, dict) and c.get("type") == "tool_result":
+                    yield json.dumps(c.get("content"))
+    if not any(os.environ["MESSAGE"] in t for r in reqs for t in results(r.get("body") or {})):
+        bad.append("no model request carried the deny's message as the tool result")
+if bad:
+    print("FAIL\t" + "; ".join(bad))
+else:
+    print("PASS\t%s: Bash %r asked through permission_prompt (options allow,deny); answered %s; proof.txt %s; %s" % (
+        b["request"], tc["command"][:60], want, "written" if ran else "not written", o["state"]))
+PY
+    )
+    if [[ $verdict == PASS* ]]; then pass claude "headless-ask-$want" "${verdict#PASS	}"; else fail claude "headless-ask-$want" "${verdict#FAIL	}"; fi
+}
+
 T0=$SECONDS
 for a in "${AGENTS[@]}"; do
-    if [[ $PHASE != task ]]; then
+    if [[ $PHASE == hook || $PHASE == all ]]; then
         step "$a: hook phase (install the CLI if needed, hub, mock LLM, agent-hub install, headless run)…"
         run_agent "$a"
         step_done
     fi
-    if [[ $PHASE != hook ]]; then
+    if [[ $PHASE == task || $PHASE == all ]]; then
         step "$a: task phase (install the ACP adapter if needed, delegated tasks through ACP)…"
         run_task "$a"
+        step_done
+    fi
+    if [[ $PHASE == headless || $PHASE == all ]]; then
+        step "$a: headless phase (a delegated headless task asks through the hub's permission_prompt tool)…"
+        run_headless_asks "$a"
         step_done
     fi
 done

@@ -3,7 +3,10 @@
 //! JSON-RPC 2.0 line that echoes the request's id exactly; silence only for blank lines,
 //! notifications and responses; a tool call's arguments always make a line the hub parses
 //! (`wire::ClientLine`), so the model can never make the client send what the hub refuses as
-//! malformed.
+//! malformed. Every input runs twice: as a roster agent, and as a task identity, which also has
+//! `permission_prompt` (issue 37 design §6), whose answer given without the hub is always
+//! Claude's JSON with `isError` false, and an allow only for one of the hub's own tools, with
+//! the input sent back unchanged.
 
 use agent_hub_cli::mcp::session::{
     Session, Step, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
@@ -15,16 +18,65 @@ use agent_hub_proto::wire::{AwaitRequest, ClientLine, Envelope, StatusRequest, T
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// The task identity the second run serves (`hub_server_name` of it names its own tools).
+const TASK: &str = "task-0123456789abcdef0123456789abcdef";
+
 pub fn run(data: &[u8]) {
-    let mut session = Session::new("alpha", 4100);
-    // `serve` reads up to each `\n`; input that ends with one has no empty last line.
-    let body = data.strip_suffix(b"\n").unwrap_or(data);
-    for line in body.split(|&b| b == b'\n') {
-        let step = session.handle(line);
-        check(line, &step);
-        if let Some(v) = session.version() {
-            assert!(SUPPORTED_VERSIONS.contains(&v), "agreed version {v:?}");
+    for name in ["alpha", TASK] {
+        let mut session = Session::new(name, 4100);
+        // `serve` reads up to each `\n`; input that ends with one has no empty last line.
+        let body = data.strip_suffix(b"\n").unwrap_or(data);
+        for line in body.split(|&b| b == b'\n') {
+            let step = session.handle(line);
+            check(line, &step);
+            if name == TASK {
+                check_prompt(line, &step);
+            }
+            if let Some(v) = session.version() {
+                assert!(SUPPORTED_VERSIONS.contains(&v), "agreed version {v:?}");
+            }
         }
+    }
+}
+
+/// A task identity's `permission_prompt` answered without the hub: Claude's JSON, `isError`
+/// false, a deny, or an allow of one of the hub's own tools carrying the input as sent.
+fn check_prompt(line: &[u8], step: &Step) {
+    let Step::Reply(text) = step else { return };
+    let Some(params) = std::str::from_utf8(line)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .filter(|v| v["method"] == "tools/call" && v["params"]["name"] == "permission_prompt")
+        .map(|v| v["params"].clone())
+    else {
+        return;
+    };
+    let reply: Value = serde_json::from_str(text).expect("checked by `check`");
+    if reply.get("error").is_some() {
+        return; // not a request the session could answer (bad id, jsonrpc, …)
+    }
+    assert_eq!(reply["result"]["isError"], false, "{text}");
+    let answer: Value = reply["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_else(|| panic!("not Claude's JSON: {text}"));
+    match answer["behavior"].as_str() {
+        Some("deny") => assert!(answer["message"].is_string(), "{text}"),
+        Some("allow") => {
+            let server = agent_hub_proto::acp::permission::hub_server_name(TASK);
+            let tool = params["arguments"]["tool_name"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                agent_hub_cli::mcp::permission::own_tool(&server, tool),
+                "allowed without the hub: {tool:?}"
+            );
+            assert_eq!(
+                answer["updatedInput"], params["arguments"]["input"],
+                "{text}"
+            );
+        }
+        _ => panic!("neither allow nor deny: {text}"),
     }
 }
 
@@ -201,6 +253,22 @@ fn check_call(call: &ToolCall) {
                 other => panic!("the hub refuses the line a task_answer makes: {other:?}"),
             }
         }
+        // The prompt's line reads back as the same request, its input the tool's exactly.
+        ToolCall::PermissionPrompt { call, req } => {
+            assert_eq!(req.tool_name, call.tool_name);
+            assert_eq!(req.tool_use_id, call.tool_use_id);
+            assert!(call.input.is_object(), "{call:?}");
+            let line = ClientLine::TaskPermission(req.clone()).encode();
+            one_client_line(&line);
+            match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
+                Ok(ClientLine::TaskPermission(back)) => {
+                    assert_eq!(back, *req);
+                    let input: Value = serde_json::from_str(back.input()).expect("JSON");
+                    assert_eq!(input, call.input);
+                }
+                other => panic!("the hub refuses the line a permission prompt makes: {other:?}"),
+            }
+        }
         ToolCall::TaskStatus(t) | ToolCall::Cancel(t) => {
             assert!(!t.is_empty());
             let req = TaskRequest { task: t.clone() };
@@ -241,6 +309,10 @@ pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
         r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"cancel","arguments":{"task":"task-0123456789abcdef0123456789abcdef"}}}"#,
         r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"claude","cwd":"/w/repo","prompt":"fix it","permission":"ask","allow":[{"kinds":["read","search"]},{"kinds":["edit"],"under":"src"}]}}}"#,
         r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"task_answer","arguments":{"task":"task-0123456789abcdef0123456789abcdef","request":"req-0123456789abcdef","option":"allow","message":"go on"}}}"#,
+        // Issue 37 design §6, as headless Claude Code calls it (capture §7): asked of the
+        // hub, and (the hub's own tool under the task's server name) allowed at once.
+        r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"permission_prompt","arguments":{"tool_name":"Bash","input":{"command":"echo capture37 > proof-allow.txt"},"tool_use_id":"toolu_mock_1"},"_meta":{"claudecode/toolUseId":"toolu_mock_1","progressToken":2}}}"#,
+        r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"permission_prompt","arguments":{"tool_name":"mcp__agent-hub-bf0431fb56f9__send","input":{"to":"boss","kind":"note","body":{}},"tool_use_id":"toolu_mock_2"}}}"#,
     ]
     .join("\n");
     let odd = [
@@ -260,6 +332,8 @@ pub fn seeds(_root: &Path) -> Vec<(String, Vec<u8>)> {
         r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":[1]}"#,
         r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delegate","arguments":{"agent":"a","cwd":"/w","prompt":"p","permission":"all","allow":[{"kinds":["edit"],"under":"../x"}]}}}"#,
         r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"task_answer","arguments":{"task":"t","option":"","requestId":7}}}"#,
+        r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"permission_prompt","arguments":{"tool_name":"mcp__agent-hub__send","input":[1],"tool_use_id":""}}}"#,
+        r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"permission_prompt","arguments":{"tool_name":"Bash\u001b[2J","input":{}}}}"#,
     ]
     .join("\n");
     let mut out = vec![

@@ -36,6 +36,7 @@ mod durable;
 mod fake_acp_stamps;
 mod forgery;
 mod fuzz_seeds;
+mod headless_prompts;
 mod leaks;
 mod limits;
 mod liveness;

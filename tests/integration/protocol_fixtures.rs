@@ -241,6 +241,10 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
         ClientLine::TaskAnswer(a) => json!({
             "task": a.task, "request": a.request, "option": a.option, "message": a.message,
         }),
+        // The input's JSON text as the line carries it, as an envelope's `body_raw`.
+        ClientLine::TaskPermission(p) => json!({
+            "toolName": p.tool_name, "toolUseId": p.tool_use_id, "input_raw": p.input(),
+        }),
         ClientLine::Turn(t) => {
             let mut v = json!({"state": t.state});
             if let Some(pid) = t.pid {
@@ -356,6 +360,10 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         ),
         HubLine::TaskAnswer(r) => (
             "task_answer",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::TaskPermission(r) => (
+            "task_permission",
             serde_json::to_value(r).map_err(|e| e.to_string())?,
         ),
         HubLine::TaskStatus(r) => (

@@ -428,7 +428,8 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
     agreed.sort();
     let mut all: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     // frame-mac is implied by mutual-auth and frame-bin, liveness by a liveness_update_ms
-    // that is not 0, task-approvals by frame-mac (docs/relay-protocol.md §3).
+    // that is not 0, task-approvals by frame-mac on an agent-hub link (docs/relay-protocol.md
+    // §3).
     all.push("frame-mac".into());
     all.push("liveness".into());
     all.push("task-approvals".into());

@@ -507,12 +507,12 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 // ----- the tests -----
 
 /// Every feature this build agrees between two of our hubs: the configured list plus
-/// `frame-mac`, which mutual-auth and frame-bin imply, and `task-approvals`, which rides on
-/// frame-mac (issue 37 design §7).
+/// `frame-mac`, which mutual-auth and frame-bin imply.
 fn full_set() -> Vec<String> {
     let mut v: Vec<String> = ALL_FEATURES.iter().map(|s| s.to_string()).collect();
     v.push("frame-mac".into());
     v.push("liveness".into());
+    // Offered with frame-mac, agreed on the hardened link only (docs/relay-protocol.md §3).
     v.push("task-approvals".into());
     v.sort();
     v

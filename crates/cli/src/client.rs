@@ -876,6 +876,36 @@ pub fn task_answer(
     })
 }
 
+/// How long a permission prompt waits for the hub's decision at most: the longest
+/// `tasks.permission_timeout_secs` (the hub answers by the request's expiry at the latest,
+/// and at the task's end) and a margin. A hub that goes away ends the wait at once.
+pub const PROMPT_WAIT_MAX: Duration =
+    Duration::from_secs(agent_hub_proto::tasks::settings::MAX_PERMISSION_TIMEOUT_SECS + 300);
+
+/// A headless task's permission prompt (issue 37 design §6), sent by its MCP server as the
+/// task identity: the connection waits for the decision, the hub's one reply. Not retried:
+/// a second ask about the same tool use is refused as a replay. The hub's refusals come
+/// back verbatim (`ClientError::Hub`); a hub that does not know the verb is
+/// `ClientError::Unsupported`.
+pub fn task_permission(
+    ep: &Endpoint,
+    req: agent_hub_proto::wire::TaskPermissionRequest,
+) -> Result<agent_hub_proto::wire::TaskPermissionReply, ClientError> {
+    let line = ClientLine::TaskPermission(req);
+    let exchange = Exchange::open(ep, &line).and_then(|mut ex| {
+        ex.set_read_timeout(Some(PROMPT_WAIT_MAX))?;
+        ex.read_line()
+    });
+    match exchange {
+        Ok(HubLine::TaskPermission(reply)) => Ok(reply),
+        Ok(other) => Err(unexpected(other, "task_permission")),
+        Err(ClientError::Hub(m)) if task::unknown_verb(&m) => Err(ClientError::Unsupported(
+            format!("this hub does not take permission prompts (task_permission; an agent-hub from before them): {m}"),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
 /// Asks the hub to cancel a task this agent delegated; returns the state after the request.
 pub fn cancel(ep: &Endpoint, task_id: &str) -> Result<task::Answer<task::Cancelled>, ClientError> {
     let req = TaskRequest {

@@ -2,12 +2,14 @@
 //! writes and flushes each reply, and runs the tool calls against the hub through `client`.
 //!
 //! Owns: bounded line reading, the hub IO of `send`/`await`/`status`/`who` and of the task tools
-//! (`delegate`, `task_status`, `tasks`, `cancel`, `task_answer`: `wire::ClientLine` encodes
+//! (`delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, and a task identity's
+//! `permission_prompt`, which waits for its decision: `wire::ClientLine` encodes
 //! their lines, `client::task` reads the replies), and the ack discipline of
 //! `await` (the envelope is acked only after its result line is written and flushed; if the
 //! write fails it is released unacked and the hub delivers it again). Calls run one at a
 //! time, in order; stdout carries nothing but JSON-RPC lines.
 
+use super::permission;
 use super::session::{Session, Step, ToolOutcome};
 use super::tools::{AwaitCall, SendCall, StatusCall, ToolCall, NO_MESSAGE};
 use crate::client::{self, Acked, ClientError, Endpoint, Taken};
@@ -133,6 +135,14 @@ fn run_call(
         ToolCall::Cancel(t) => answered("cancel", client::cancel(ep, &t).map(|a| a.text)),
         ToolCall::TaskAnswer(a) => {
             answered("task_answer", client::task_answer(ep, a).map(|a| a.text))
+        }
+        // Always Claude's JSON with isError false: a hub that refuses or cannot be reached
+        // denies (`mcp::permission`).
+        ToolCall::PermissionPrompt { call, req } => {
+            ToolOutcome::ok(match client::task_permission(ep, req) {
+                Ok(reply) => permission::result(&call, &reply),
+                Err(e) => permission::unasked(&e.to_string()),
+            })
         }
         ToolCall::Whoami => {
             // The session answers whoami itself; kept total for any future caller.

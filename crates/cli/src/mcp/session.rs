@@ -10,6 +10,7 @@
 // The sans-IO line (clippy.toml): no sockets, files, processes, threads, clock or OS randomness.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+use super::permission::{self, Decided};
 use super::tools::{self, ToolArgError, ToolCall};
 use serde_json::{json, Value};
 
@@ -77,15 +78,23 @@ pub struct Session {
     name: String,
     port: u16,
     version: Option<String>,
+    /// For a task identity (`task-…`): the task-unique name the hub's server runs under in
+    /// its agent (`acp::permission::hub_server_name`), which makes its own tools' names; the
+    /// session then offers `permission_prompt` (design §6). None for everyone else.
+    server: Option<String>,
 }
 
 impl Session {
     /// `name` and `port` are what `whoami` reports; the token is never given to the session.
     pub fn new(name: impl Into<String>, port: u16) -> Session {
+        let name = name.into();
+        let server = agent_hub_proto::kernel::names::is_task_name(&name)
+            .then(|| agent_hub_proto::acp::permission::hub_server_name(&name));
         Session {
-            name: name.into(),
+            name,
             port,
             version: None,
+            server,
         }
     }
 
@@ -165,7 +174,7 @@ impl Session {
         match method {
             "initialize" => Step::Reply(self.initialize(&id, params)),
             "ping" => Step::Reply(result_line(&id, json!({}))),
-            "tools/list" => Step::Reply(result_line(&id, tools::list())),
+            "tools/list" => Step::Reply(result_line(&id, self.tools_list())),
             "tools/call" => self.tools_call(id, params),
             other => Step::Reply(error_line(
                 &id,
@@ -198,6 +207,17 @@ impl Session {
         )
     }
 
+    /// Every tool, and for a task identity its permission prompt tool after them.
+    fn tools_list(&self) -> Value {
+        let mut list = tools::list();
+        if self.server.is_some() {
+            if let Some(Value::Array(all)) = list.get_mut("tools") {
+                all.push(permission::entry());
+            }
+        }
+        list
+    }
+
     fn tools_call(&self, id: Value, params: Option<&Value>) -> Step {
         let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
             return Step::Reply(error_line(
@@ -207,6 +227,18 @@ impl Session {
             ));
         };
         let args = params.and_then(|p| p.get("arguments"));
+        if let (permission::TOOL, Some(server)) = (name, &self.server) {
+            // Claude's JSON, never a tool error (`mcp::permission`).
+            return match permission::decide(server, args) {
+                Decided::Here(text) => {
+                    Step::Reply(Session::tool_result(&id, &ToolOutcome::ok(text)))
+                }
+                Decided::Ask(call, req) => Step::Call {
+                    id,
+                    call: ToolCall::PermissionPrompt { call, req },
+                },
+            };
+        }
         match tools::parse_call(name, args) {
             Ok(ToolCall::Whoami) => {
                 let me = json!({
@@ -690,6 +722,66 @@ mod tests {
             assert_eq!(r["error"]["code"], INVALID_PARAMS, "{line}");
             assert_eq!(r["id"], 6);
         }
+    }
+
+    /// Design §6: only a task identity is offered `permission_prompt`, after the other tools;
+    /// a roster agent's list is unchanged and its call of the tool is an unknown tool. For a
+    /// task, its own server's tools are allowed here, the rest becomes a call for the hub,
+    /// and bad arguments are denied here, always as Claude's JSON with isError false.
+    #[test]
+    fn only_a_task_identity_has_the_permission_prompt_tool() {
+        const TASK: &str = "task-0123456789abcdef0123456789abcdef";
+        let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let names = |r: &Value| -> Vec<String> {
+            r["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let roster = names(&reply(&mut session(), list));
+        assert_eq!(roster, tools::TOOL_NAMES);
+        let mut task = Session::new(TASK, 4100);
+        let mut want: Vec<&str> = tools::TOOL_NAMES.to_vec();
+        want.push("permission_prompt");
+        assert_eq!(names(&reply(&mut task, list)), want);
+        let call = |name: &str, tool: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"{name}","arguments":{{"tool_name":"{tool}","input":{{"command":"make"}},"tool_use_id":"toolu_1"}}}}}}"#
+            )
+        };
+        let r = reply(&mut session(), &call("permission_prompt", "Bash"));
+        assert_eq!(r["error"]["code"], INVALID_PARAMS, "{r}");
+        let server = agent_hub_proto::acp::permission::hub_server_name(TASK);
+        let own = format!("mcp__{server}__send");
+        let r = reply(&mut task, &call("permission_prompt", &own));
+        assert_eq!(r["result"]["isError"], false);
+        let text: Value =
+            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            text,
+            json!({"behavior":"allow","updatedInput":{"command":"make"}})
+        );
+        match task.handle(call("permission_prompt", "Bash").as_bytes()) {
+            Step::Call {
+                id,
+                call: ToolCall::PermissionPrompt { call, req },
+            } => {
+                assert_eq!(id, json!(9));
+                assert_eq!(call.tool_name, "Bash");
+                assert_eq!(req.tool_use_id, "toolu_1");
+            }
+            other => panic!("{other:?}"),
+        }
+        let r = reply(
+            &mut task,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"permission_prompt","arguments":{"tool_name":"Bash"}}}"#,
+        );
+        assert_eq!(r["result"]["isError"], false);
+        let text: Value =
+            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["behavior"], "deny");
     }
 
     #[test]

@@ -42,6 +42,12 @@ pub enum ToolCall {
     Cancel(String),
     /// `task_answer {task, request?, option, message?}` (issue 37).
     TaskAnswer(TaskAnswerRequest),
+    /// `permission_prompt {tool_name, input, tool_use_id}` of a task identity, to be asked of
+    /// the hub (issue 37 design §6; `mcp::permission` decided it needs the hub).
+    PermissionPrompt {
+        call: super::permission::PromptCall,
+        req: agent_hub_proto::wire::approval::TaskPermissionRequest,
+    },
 }
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is

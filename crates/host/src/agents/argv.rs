@@ -2,9 +2,12 @@
 //! or a hook command line (docs/agents.md "Manifests", the closed character sets).
 //!
 //! Owns the checks, the `{prompt}` substitution and the quoting of words written into a hook
-//! command string. Refuses any other substitution: `{prompt}` is the only placeholder, it must
-//! be a whole argv element, and the prompt travels as exactly one element, never through a
-//! shell. Pure: no IO.
+//! command string. Refuses any other substitution in a run template: `{prompt}` is its only
+//! placeholder, it must be a whole argv element, and the prompt travels as exactly one
+//! element, never through a shell. `run.headless_mcp` (issue 37 design §6) is the one other
+//! template, with its own two placeholders, `{mcp_config}` and `{server}`, which the hub fills
+//! with values it made itself (the task's MCP config file, the task-unique server name) and
+//! which may sit inside an element (`mcp__{server}__permission_prompt`). Pure: no IO.
 
 use std::fmt;
 
@@ -16,6 +19,10 @@ pub const NAME_CHARSET: &str = "A-Z a-z 0-9 . _ + -";
 pub const PATH_CHARSET: &str = "A-Z a-z 0-9 . _ / @ + -";
 /// The one placeholder an argv template may hold, as a whole element.
 pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
+/// `run.headless_mcp`'s placeholder for the path of the task's MCP config file (exactly once).
+pub const MCP_CONFIG_PLACEHOLDER: &str = "{mcp_config}";
+/// `run.headless_mcp`'s placeholder for the hub's task-unique MCP server name.
+pub const SERVER_PLACEHOLDER: &str = "{server}";
 
 /// Longest argv element, path or name a manifest may hold, in bytes.
 pub const MAX_ARG_BYTES: usize = 256;
@@ -56,6 +63,8 @@ pub enum ArgvError {
     },
     /// A prompt beginning with `-` for a template without `--` before `{prompt}`.
     PromptLooksLikeOption,
+    /// A `run.headless_mcp` template whose `{mcp_config}` is missing or given twice.
+    McpConfigCount,
 }
 
 impl fmt::Display for ArgvError {
@@ -92,6 +101,10 @@ impl fmt::Display for ArgvError {
             ),
             ArgvError::PromptLooksLikeOption => f.write_str(
                 "the prompt begins with '-' and the agent takes it on its command line (run.headless) with no \"--\" before it, where its option parser would read it as an option; begin the prompt with another character",
+            ),
+            ArgvError::McpConfigCount => write!(
+                f,
+                "needs {MCP_CONFIG_PLACEHOLDER} exactly once (where the path of the task's MCP config file goes)"
             ),
         }
     }
@@ -288,6 +301,72 @@ pub fn render(template: &[String], prompt: &str) -> Result<Vec<String>, ArgvErro
         .collect())
 }
 
+/// Checks a `run.headless_mcp` template: at least one element, each an argv element
+/// (`check_arg`) once its `{mcp_config}` and `{server}` are taken out (so they may sit inside
+/// an element, and no other brace, `{prompt}` included, may), and `{mcp_config}` exactly once
+/// in all. On failure returns the offending element's index (`None`: the template as a whole).
+pub fn check_mcp_template(argv: &[String]) -> Result<(), (Option<usize>, ArgvError)> {
+    let mut configs = 0;
+    for (i, arg) in argv.iter().enumerate() {
+        configs += arg.matches(MCP_CONFIG_PLACEHOLDER).count();
+        let plain = arg
+            .replace(MCP_CONFIG_PLACEHOLDER, "x")
+            .replace(SERVER_PLACEHOLDER, "x");
+        check_arg(&plain).map_err(|e| (Some(i), e))?;
+    }
+    if configs != 1 {
+        return Err((None, ArgvError::McpConfigCount));
+    }
+    Ok(())
+}
+
+/// A checked `run.headless_mcp` template with its placeholders filled in, left to right in
+/// one pass (a value is never read again for a placeholder): `mcp_config` and `server` are the
+/// hub's own (an absolute path, `agent-hub-` and hex digits), each one element's part.
+pub fn render_mcp(template: &[String], mcp_config: &str, server: &str) -> Vec<String> {
+    template
+        .iter()
+        .map(|arg| {
+            let mut out = String::with_capacity(arg.len() + mcp_config.len());
+            let mut rest = arg.as_str();
+            loop {
+                let next = [
+                    (
+                        rest.find(MCP_CONFIG_PLACEHOLDER),
+                        MCP_CONFIG_PLACEHOLDER,
+                        mcp_config,
+                    ),
+                    (rest.find(SERVER_PLACEHOLDER), SERVER_PLACEHOLDER, server),
+                ]
+                .into_iter()
+                .filter_map(|(at, ph, value)| at.map(|at| (at, ph, value)))
+                .min_by_key(|(at, _, _)| *at);
+                let Some((at, ph, value)) = next else {
+                    out.push_str(rest);
+                    break;
+                };
+                out.push_str(&rest[..at]);
+                out.push_str(value);
+                rest = &rest[at + ph.len()..];
+            }
+            out
+        })
+        .collect()
+}
+
+/// Where a headless argv takes `run.headless_mcp`'s elements: before the end-of-options
+/// marker or the `{prompt}` element, whichever comes first (after them an option would be
+/// read as the prompt, or as a positional), else at the end. The template is the unrendered
+/// one; rendering keeps every element's place.
+pub fn mcp_position(template: &[String]) -> usize {
+    template
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, a)| *a == END_OF_OPTIONS || *a == PROMPT_PLACEHOLDER)
+        .map_or(template.len(), |(i, _)| i)
+}
+
 /// One word for a POSIX shell command line, as the hook commands that agents run through
 /// `sh -c` need: left bare when every character is in the argv set, else single-quoted
 /// (a `'` inside becomes `'\''`). Hook commands are where our words meet a shell that runs
@@ -316,6 +395,88 @@ mod tests {
 
     fn v(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// `run.headless_mcp` (issue 37 design §6): the built-in claude's template passes and
+    /// renders with both placeholders filled in one pass, also inside an element; a template
+    /// without `{mcp_config}`, with it twice, with `{prompt}`, another brace or a character
+    /// outside the set is refused, naming the element.
+    #[test]
+    fn mcp_templates_are_checked_and_rendered() {
+        let claude = v(&[
+            "--mcp-config",
+            "{mcp_config}",
+            "--permission-prompt-tool",
+            "mcp__{server}__permission_prompt",
+        ]);
+        assert_eq!(check_mcp_template(&claude), Ok(()));
+        assert_eq!(
+            render_mcp(
+                &claude,
+                "/run/creds/task-1/mcp.json",
+                "agent-hub-3f2a9c1b7d4e"
+            ),
+            v(&[
+                "--mcp-config",
+                "/run/creds/task-1/mcp.json",
+                "--permission-prompt-tool",
+                "mcp__agent-hub-3f2a9c1b7d4e__permission_prompt",
+            ])
+        );
+        // A value holding a placeholder's text is not read again.
+        assert_eq!(
+            render_mcp(&v(&["--c={mcp_config},{server}"]), "/p/{server}", "s"),
+            v(&["--c=/p/{server},s"])
+        );
+        let cases: [(&[&str], Option<usize>, ArgvError); 6] = [
+            (&["--mcp-config"], None, ArgvError::McpConfigCount),
+            (
+                &["{mcp_config}", "--again={mcp_config}"],
+                None,
+                ArgvError::McpConfigCount,
+            ),
+            (
+                &["{mcp_config}", "{prompt}"],
+                Some(1),
+                ArgvError::UnexpectedPlaceholder,
+            ),
+            (
+                &["{mcp_config}", "{serverx}"],
+                Some(1),
+                ArgvError::BadChar {
+                    ch: '{',
+                    allowed: ARG_CHARSET,
+                },
+            ),
+            (
+                &["{mcp_config}", "a b"],
+                Some(1),
+                ArgvError::BadChar {
+                    ch: ' ',
+                    allowed: ARG_CHARSET,
+                },
+            ),
+            (&["{mcp_config}", ""], Some(1), ArgvError::Empty),
+        ];
+        for (t, i, e) in cases {
+            assert_eq!(check_mcp_template(&v(t)), Err((i, e)), "{t:?}");
+        }
+        assert_eq!(
+            check_mcp_template(&[]),
+            Err((None, ArgvError::McpConfigCount))
+        );
+    }
+
+    /// The elements go before `--` or `{prompt}`, whichever comes first, else at the end.
+    #[test]
+    fn mcp_elements_go_before_the_prompt() {
+        assert_eq!(
+            mcp_position(&v(&["claude", "-p", "--output-format", "json"])),
+            4
+        );
+        assert_eq!(mcp_position(&v(&["claude", "-p", "{prompt}"])), 2);
+        assert_eq!(mcp_position(&v(&["codex", "exec", "--", "{prompt}"])), 2);
+        assert_eq!(mcp_position(&v(&["x"])), 1);
     }
 
     #[test]

@@ -93,6 +93,11 @@ pub struct Run {
     /// The ACP session mode ids in which the agent asks the client before it acts, preferred
     /// first (`run.ask_modes`); None: the hub's default list (docs/acp.md "Session modes").
     pub ask_modes: Option<Vec<String>>,
+    /// Extra argv elements that give a headless run the hub's MCP server and name its
+    /// permission-prompt tool (`run.headless_mcp`, issue 37 design §6): `{mcp_config}` is the
+    /// task's MCP config file the runner writes, `{server}` the hub's task-unique server name.
+    /// None: the headless run gets no MCP server and asks nobody (as before issue 37).
+    pub headless_mcp: Option<Vec<String>>,
 }
 
 /// Where a headless run gets its prompt (`run.headless_prompt`): `argv` substitutes the
@@ -290,6 +295,21 @@ impl DeliverMode {
 }
 
 impl CanonicalTool {
+    /// The ACP `ToolKind` a call of this tool is (issue 37 design §6: a headless prompt's
+    /// kind, which a pre-approval rule matches), as the Claude adapter classifies the same
+    /// tools: reads `read`; writes and edits `edit`; the shell `execute`; grep, glob and
+    /// listing `search`; the web `fetch`; the to-do list and sub-agents `think`.
+    pub fn acp_kind(self) -> &'static str {
+        match self {
+            CanonicalTool::Read => "read",
+            CanonicalTool::Write | CanonicalTool::Edit => "edit",
+            CanonicalTool::Shell => "execute",
+            CanonicalTool::Grep | CanonicalTool::Glob | CanonicalTool::List => "search",
+            CanonicalTool::WebFetch | CanonicalTool::WebSearch => "fetch",
+            CanonicalTool::Todo | CanonicalTool::Subagent => "think",
+        }
+    }
+
     pub fn tag(self) -> &'static str {
         match self {
             CanonicalTool::Read => "read",
@@ -602,6 +622,22 @@ impl Manifest {
                 Some(modes)
             }
         };
+        // Ours (issue 37): absent, a headless run gets no MCP server, as before.
+        let headless_mcp = match run.take("headless_mcp") {
+            None => None,
+            Some(v) => {
+                let t = run.strings_of("headless_mcp", v)?;
+                if headless.is_empty() {
+                    return Err((
+                        run.key("headless_mcp"),
+                        "needs run.headless, the argv it is added to".into(),
+                    ));
+                }
+                argv::check_mcp_template(&t)
+                    .map_err(|(i, e)| template_err(&run, "headless_mcp", i, e))?;
+                Some(t)
+            }
+        };
         run.finish()?;
 
         let mut del = top.table("deliver")?;
@@ -741,6 +777,7 @@ impl Manifest {
                 outcome,
                 headless_prompt,
                 ask_modes,
+                headless_mcp,
             },
             deliver,
             install: Install {

@@ -54,6 +54,9 @@ pub struct RunSpec {
     pub outcome: Outcome,
     /// Where a headless run's prompt goes; meaningless for ACP.
     pub prompt_via: manifest::PromptVia,
+    /// A headless run's `run.headless_mcp` (checked, placeholders still in); None for ACP and
+    /// for a manifest without it.
+    pub headless_mcp: Option<Vec<String>>,
 }
 
 /// Why a name does not give a run spec. Each message is safe to show the asker: it quotes
@@ -220,13 +223,26 @@ pub fn resolve(reg: &Registry, name: &str, path_var: &str) -> Result<RunSpec, Ru
         .get(name)
         .ok_or_else(|| RunnableError::Unknown(name.to_owned()))?;
     match choose(m, path_var) {
-        Ok((mode, argv)) => Ok(RunSpec {
-            agent: m.name.clone(),
-            mode,
-            argv,
-            outcome: m.run.outcome,
-            prompt_via: m.run.headless_prompt,
-        }),
+        Ok((mode, argv)) => {
+            let headless_mcp = match (mode, &m.run.headless_mcp) {
+                (Delegate::Headless, Some(t)) => {
+                    argv::check_mcp_template(t).map_err(|(i, e)| RunnableError::BadManifest {
+                        agent: m.name.clone(),
+                        why: bad_template("run.headless_mcp", i, e),
+                    })?;
+                    Some(t.clone())
+                }
+                _ => None,
+            };
+            Ok(RunSpec {
+                agent: m.name.clone(),
+                mode,
+                argv,
+                outcome: m.run.outcome,
+                prompt_via: m.run.headless_prompt,
+                headless_mcp,
+            })
+        }
         Err(Unrunnable::Template(why)) => Err(RunnableError::BadManifest {
             agent: m.name.clone(),
             why,

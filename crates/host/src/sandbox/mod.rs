@@ -164,8 +164,11 @@ pub struct TaskSandbox {
     /// The task's private folder (`runner::TaskCredential::dir`): its token, the per-task
     /// copies of the agent's config, its temporary folder under Landlock.
     pub task_dir: PathBuf,
-    /// The task's token file (absent for a headless task, which has no MCP server).
+    /// The task's token file (absent for a headless task without the hub's MCP server).
     pub token_file: Option<PathBuf>,
+    /// Other files of the task's folder the agent reads (a headless task's MCP config, issue
+    /// 37 design §6): shown read-only, as the token is.
+    pub shown_files: Vec<PathBuf>,
     /// The agent's manifest, for the copies of its installed config files.
     pub manifest: Option<Manifest>,
 }

@@ -127,12 +127,16 @@ pub fn prepare(t: &TaskSandbox, argv: &[OsString], cwd: &Path) -> Result<Prepare
         _ => None,
     };
     // The task's own token is shown again inside the hidden credentials folder: to the
-    // agent's MCP server (bubblewrap binds the one file; Landlock grants the task's folder).
+    // agent's MCP server (bubblewrap binds the one file, and a headless task's MCP config
+    // beside it; Landlock grants the task's folder).
     let mut extra_env = Vec::new();
     match &t.hub.kind {
         Kind::Bwrap { .. } => {
             if let Some(tok) = t.token_file.as_deref().and_then(found) {
                 facts.needed.push((tok, false));
+            }
+            for file in t.shown_files.iter().filter_map(|f| found(f)) {
+                facts.needed.push((file, false));
             }
         }
         Kind::Landlock { .. } => {

@@ -37,7 +37,7 @@ use super::router::{Parked, Queued};
 use super::strangers::{Standing, Strangers};
 use crate::kernel::now::Now;
 use crate::wire::{HubLine, WaitEnd, WaitFor};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 #[derive(Debug)]
@@ -78,6 +78,10 @@ pub(in crate::hub) enum Phase {
         id: String,
         wait_for: WaitFor,
     },
+    /// A headless task's permission prompt (`task_permission`, issue 37 design §6) waiting for
+    /// its decision: prompt `seq` of `task`, whose one reply is its final line. No deadline:
+    /// the request it is held as has its own expiry, and the task's end answers it.
+    Asking { task: String, seq: u32 },
     /// The verb's outcome is committed to the store; its final line (`accepted`, `acked`)
     /// waits for the store's flush to disk (SPEC §12.1). `outcome` is for the service log.
     Syncing { outcome: &'static str },
@@ -144,6 +148,8 @@ pub(in crate::hub) struct Conns {
     strangers: Strangers,
     /// Parked `status` waits, by the envelope each watches (`receipts`).
     waits: Waits,
+    /// Parked permission prompts, by (task, seq) (`Phase::Asking`).
+    asking: BTreeMap<(String, u32), ConnId>,
     /// The hub is stopping (SPEC §4.6): answered connections close without waiting for
     /// their clients.
     shutting_down: bool,
@@ -623,6 +629,39 @@ impl Conns {
     /// The oldest open connection that has not authenticated.
     pub(in crate::hub) fn oldest_unauthenticated(&self) -> Option<ConnId> {
         self.strangers.oldest()
+    }
+
+    // ----- permission prompts (issue 37 design §6; `verbs::task_permission`) -----
+
+    /// Parks `conn` as the asker of prompt `seq` of `task` until its decision.
+    pub(in crate::hub) fn park_asking(&mut self, conn: ConnId, task: String, seq: u32) {
+        self.asking.insert((task.clone(), seq), conn);
+        if let Some(c) = self.table.get_mut(&conn) {
+            c.phase = Phase::Asking { task, seq };
+        }
+        self.set_deadline(conn, None);
+    }
+
+    /// The connection parked as the asker of prompt `seq` of `task`, which leaves the index.
+    pub(in crate::hub) fn take_asking(&mut self, task: &str, seq: u32) -> Option<ConnId> {
+        self.asking.remove(&(task.to_owned(), seq))
+    }
+
+    /// `conn` no longer waits for its prompt (it closed): its key, for the book.
+    pub(in crate::hub) fn unpark_asking(&mut self, conn: ConnId) -> Option<(String, u32)> {
+        let Some(Phase::Asking { task, seq }) = self.table.get(&conn).map(|c| &c.phase) else {
+            return None;
+        };
+        let key = (task.clone(), *seq);
+        (self.asking.get(&key) == Some(&conn)).then(|| {
+            self.asking.remove(&key);
+            key
+        })
+    }
+
+    /// Prompts parked now.
+    pub(in crate::hub) fn parked_prompts(&self) -> usize {
+        self.asking.len()
     }
 
     // ----- status waits (SPEC §12.4; `hub::receipts`) -----

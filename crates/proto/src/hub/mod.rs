@@ -274,6 +274,9 @@ impl Hub {
     /// core emits the next `Output::Commit`. `store_holds` says the store cannot take a commit
     /// now (a checkpoint that must copy the whole WAL runs; `store::flush`).
     pub fn handle_commit_point(&mut self, now: Now, store_holds: bool) {
+        // The permission prompts decided since the last commit point are answered first
+        // (`session::answer_prompts`, issue 37 design §6).
+        self.answer_prompts(now);
         let max = self.settings.limits.store_backlog_max_bytes;
         let ledger = &self.memory.ledger;
         self.commit
@@ -539,6 +542,11 @@ impl Hub {
     /// Status waits parked now (tests and the operator's view).
     pub fn parked_status_waits(&self) -> usize {
         self.conns.parked_status_waits()
+    }
+
+    /// Permission prompts parked now, waiting for their decision (issue 37 design §6).
+    pub fn parked_prompts(&self) -> usize {
+        self.conns.parked_prompts()
     }
 
     /// Open connections that have not authenticated (`limits.max_unauthenticated` bounds them

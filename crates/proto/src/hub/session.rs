@@ -69,6 +69,7 @@ impl Hub {
             | Phase::Claimed { .. }
             | Phase::AckStaged
             | Phase::StatusWait { .. }
+            | Phase::Asking { .. }
             | Phase::Syncing { .. } => self.hold(conn, || AckInput::of_line(line)),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
@@ -92,6 +93,7 @@ impl Hub {
             | Phase::Claimed { .. }
             | Phase::AckStaged
             | Phase::StatusWait { .. }
+            | Phase::Asking { .. }
             | Phase::Syncing { .. } => self.hold(conn, || AckInput::NotAck(message.to_owned())),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
@@ -138,6 +140,12 @@ impl Hub {
                 self.log(conn, "dropped", "status wait's peer closed", now);
                 self.finish(conn);
             }
+            // The asker stopped waiting: its request closes (design §6).
+            Phase::Asking { .. } => {
+                self.prompt_gone(conn);
+                self.log(conn, "dropped", "permission prompt's peer closed", now);
+                self.finish(conn);
+            }
             // The reader can no longer ack: give the envelope back now.
             Phase::Delivering { ack: true, .. } => {
                 self.return_unacked(conn, "reader closed without acking", now)
@@ -167,6 +175,12 @@ impl Hub {
             }
             Phase::StatusWait { sender, id, .. } => {
                 self.conns.unwatch_key(conn, &sender, &id);
+                Conns::log_conn(&mut self.outputs, &c, conn, "dropped", reason, now);
+            }
+            Phase::Asking { task, seq } => {
+                if self.conns.take_asking(&task, seq) == Some(conn) {
+                    self.prompt_closed(&task, seq);
+                }
                 Conns::log_conn(&mut self.outputs, &c, conn, "dropped", reason, now);
             }
             Phase::Staged => {
@@ -259,6 +273,11 @@ impl Hub {
                 }
                 Phase::StatusWait { .. } => {
                     self.conns.unwatch(conn);
+                    self.fail(conn, "hub is shutting down", now);
+                }
+                // The prompt's request stays open; the next start closes it by the fallback.
+                Phase::Asking { .. } => {
+                    self.conns.unpark_asking(conn);
                     self.fail(conn, "hub is shutting down", now);
                 }
                 // Answered: close once the final line is written, without waiting for the
@@ -438,9 +457,54 @@ impl Hub {
                 };
                 verbs::task_answer::handle(conns, out, work, conn, req, now)
             }
+            ClientLine::TaskPermission(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                    memory: &self.memory,
+                };
+                verbs::task_permission::handle(conns, out, work, conn, req, now)
+            }
             // Answered above.
             ClientLine::Hello(_) | ClientLine::Ack(_) => {}
         }
+    }
+
+    /// Writes the replies the book decided for parked permission prompts (design §6), each the
+    /// final line of the connection that asked; a prompt whose asker has gone is dropped.
+    /// Called at the loop's commit point (`handle_commit_point`), which every iteration
+    /// reaches after its inputs, and after a batch's result (`handle_committed`, which settles
+    /// answers), so a decision goes out in the iteration that made it.
+    pub(super) fn answer_prompts(&mut self, now: Now) {
+        let Some(book) = self.tasks.as_mut() else {
+            return;
+        };
+        while let Some(a) = book.poll_prompt_answer() {
+            let Some(conn) = self.conns.take_asking(a.task.as_str(), a.seq) else {
+                continue;
+            };
+            let outcome = a.reply.behavior.as_str();
+            let line = HubLine::TaskPermission(a.reply);
+            self.conns
+                .reply(&mut self.outputs, conn, &line, outcome, now);
+        }
+    }
+
+    /// A parked prompt's connection ended before its reply: the book closes its request.
+    fn prompt_gone(&mut self, conn: ConnId) {
+        if let Some((task, seq)) = self.conns.unpark_asking(conn) {
+            self.prompt_closed(&task, seq);
+        }
+    }
+
+    fn prompt_closed(&mut self, task: &str, seq: u32) {
+        let (mut work, out) = self.task_work();
+        if let Some(book) = work.book.as_deref_mut() {
+            book.prompt_gone(task, seq);
+        }
+        work.drain(out);
     }
 
     /// Expires every connection deadline at or before `now` (from `handle_timeout`): a hello

@@ -42,6 +42,9 @@ impl Hub {
         self.settle_sends(s.sends, s.sends_result, now);
         self.settle_acks(s.acks, s.acks_result, now);
         self.settle_staged_tasks(s.tasks, &tasks_result, now);
+        // An answer settled here may decide a parked permission prompt (design §6): it is
+        // answered now, not at the next commit point.
+        self.answer_prompts(now);
         if failed {
             self.commit.retry_soon(now);
         }

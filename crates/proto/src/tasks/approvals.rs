@@ -23,7 +23,9 @@
 //! variant of `Source`: `TaskBook::open_request(task, ask, Source::…, now, ids)` opens one
 //! as the runner's does (same id, envelope, cap, audit, expiry), and the book turns every
 //! `Decision` for that source into its own action (`Source::Runner` becomes
-//! `TaskAction::Answer`, `Source::Peer` a `task_answer` to the worker hub).
+//! `TaskAction::Answer`; `Source::Prompt`, a headless task's permission prompt, the reply to
+//! its parked connection; `Source::Peer` a `task_answer` to the worker hub); nothing else here
+//! changes for a prompt but `close_one`, for a prompt whose asker went away.
 //!
 //! **Across hubs** (design §7): on the worker hub a request of a peer's task is opened as any
 //! other, but its `Route` says where it goes: `Relay` holds it with no envelope (the book sends
@@ -760,6 +762,28 @@ impl Approvals {
             });
         }
         (store, audit)
+    }
+
+    /// Closes the one request `request`, still open to an answer, because the agent that
+    /// asked stopped waiting for it (a permission prompt whose connection closed): its store
+    /// op and `request_closed` record (`why` `cancelled`), or None when it is not open (answered,
+    /// being answered, expired, closed). An answer that comes later is refused as for a
+    /// cancelled request.
+    pub fn close_one(&mut self, request: &str) -> Option<(TaskStoreOp, TaskAudit)> {
+        let h = self.held.get(request).filter(|h| !h.answering)?;
+        let task = h.task.clone();
+        self.held.remove(request);
+        self.remember_closed(request.to_owned(), task.clone(), Closed::Cancelled);
+        Some((
+            TaskStoreOp::CloseRequest {
+                request: request.to_owned(),
+            },
+            TaskAudit::RequestClosed {
+                task: task.as_str().to_owned(),
+                request: request.to_owned(),
+                why: Closed::Cancelled.audit_why().to_owned(),
+            },
+        ))
     }
 
     /// The requests the store still held at startup (design §4.6): each closed by the

@@ -10,9 +10,9 @@
 use crate::acp::{ExitStatus, Log, Outcome, Progress, Signal};
 pub use crate::acp::{OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption};
 
-/// What the owner receives, in this order: `Started` (unless the agent could not be
-/// started), any number of `Progress` and `Log`, exactly one `Outcome`, more `Log`, then
-/// `Ended` last.
+/// What the owner receives, in this order: `PermissionTool` when the agent asks through the
+/// hub's permission tool, `Started` (unless the agent could not be started), any number of
+/// `Progress` and `Log`, exactly one `Outcome`, more `Log`, then `Ended` last.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskEvent {
     /// The agent process runs, leading its own process group `pid`.
@@ -30,6 +30,14 @@ pub enum TaskEvent {
     /// delegation's `allow`) let through; the session answered it allow already. For the
     /// audit record `request_preapproved` only: never sent to the delegator (design §2).
     Preapproved { ask: RequestAsk, rule: usize },
+    /// The task's agent asks through the hub's permission-prompt tool (a headless run with
+    /// `run.headless_mcp`, design §6): its `task_permission` prompts are taken from now on.
+    /// `tool_kinds` maps the agent's native tool names to ACP tool kinds (its manifest's
+    /// `[tools]`), the kind a prompt's request shows and a pre-approval rule matches. Sent by
+    /// the executor when it starts the task, before the run's own events.
+    PermissionTool {
+        tool_kinds: std::collections::BTreeMap<String, String>,
+    },
     /// The task's one final outcome.
     Outcome(Outcome),
     /// The process was reaped and nothing more will come.

@@ -12,7 +12,9 @@
 //!
 //! The requests a task's agent waits on (issue 37) are the book's sub-machine `approvals`
 //! (`Approvals`): the book hands it what it knows of the task and turns its steps into the
-//! book's actions.
+//! book's actions. A headless task's permission prompts (design §6) are its sub-machine
+//! `prompts` (`Prompts`): each is read and numbered there, decided like any request, and its
+//! reply queued for the hub's parked connection (`poll_prompt_answer`).
 //!
 //! Refuses IO: processes, files (the cwd check here is lexical; the runner re-checks with the
 //! filesystem), sockets, clocks. Answers visibility: a task is visible only to its delegator;
@@ -24,6 +26,8 @@ mod check;
 mod event;
 mod identity;
 mod peer;
+mod prompt_tool;
+pub mod prompts;
 mod query;
 mod records;
 mod relayed;
@@ -298,6 +302,8 @@ pub struct TaskBook {
     peer_logs: BTreeMap<String, crate::relay::throttle::Throttle>,
     /// The requests tasks' agents wait on (issue 37; `approvals`).
     approvals: Approvals,
+    /// Headless tasks' permission prompts and their replies (design §6; `prompts`).
+    prompts: prompts::Prompts,
     /// Which peers' links carry requests across hubs (issue 37 design §7; `relayed`).
     relayed: relayed::Relayed,
 }
@@ -344,6 +350,7 @@ impl TaskBook {
         let approvals = Approvals::new(config.approvals.clone());
         TaskBook {
             approvals,
+            prompts: prompts::Prompts::default(),
             config,
             agents: agents.into_iter().collect(),
             peers: peers.into_iter().collect(),
@@ -738,6 +745,16 @@ impl TaskBook {
                 let c = Approvals::preapproved(task, &ask, rule);
                 self.actions.push_back(TaskAction::Commit(c));
             }
+            // The executor starts this agent with the hub's permission tool (design §6).
+            TaskEvent::PermissionTool { tool_kinds } => {
+                if t.state == TaskState::Running {
+                    self.actions.push_back(TaskAction::Log(format!(
+                        "task {task}: its agent asks through the hub's permission_prompt tool ({} tool kinds known)",
+                        tool_kinds.len()
+                    )));
+                    self.prompts.enable(task, tool_kinds);
+                }
+            }
             TaskEvent::Outcome(o) => self.on_outcome(task, o, now, ids),
             TaskEvent::Ended(end) => {
                 if t.holds_slot {
@@ -860,6 +877,9 @@ impl TaskBook {
         // A peer's task: its delegating hub hears of each close, after this commit.
         let closes = close_audit.clone();
         let mut audit = close_audit;
+        // A permission prompt still waiting is told no (design §6): its agent is gone or going.
+        self.prompts.deny_all(task, "denied: the task ended");
+        self.prompts.forget(task);
         audit.push(TaskAudit::Ended {
             task: task.0.clone(),
             state: state.to_owned(),
@@ -1044,6 +1064,13 @@ impl TaskBook {
         let (store, audit) = self.approvals.close_task(id, approvals::Closed::Cancelled);
         c.store.extend(store);
         c.audit.extend(audit.iter().cloned());
+        // Permission prompts still waiting are denied with why (design §6): the hub's own
+        // reason (a request's `cancel` fallback) or the delegator's cancel.
+        let why = match &t.cancel_reason {
+            Some(r) => format!("denied: {r}"),
+            None => "denied: the task was cancelled".to_owned(),
+        };
+        self.prompts.deny_all(id, &why);
         self.actions.push_back(TaskAction::Commit(c));
         self.tell_closed(id, &audit);
         self.actions.push_back(TaskAction::Cancel(id.clone()));

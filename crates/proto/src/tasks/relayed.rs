@@ -103,8 +103,8 @@ pub fn ask_of(r: &TaskRequest) -> Option<RequestAsk> {
         paths: r.tool_call.paths.iter().map(|p| clean(p)).collect(),
         command: r.tool_call.command.as_deref().map(clean),
         message: r.message.as_deref().map(clean),
-        // Carried exactly, never cleaned: the delegator's `accept` content is checked against
-        // it by the agent, and `check` bounded it and made sure it is a JSON object.
+        // Checked as a JSON object's text within its cap (`TaskRequest::check`); carried as
+        // it came, as the worker's own session carries a form's schema.
         schema: r.schema.clone(),
         options,
     })

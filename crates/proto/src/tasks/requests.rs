@@ -66,7 +66,13 @@ impl TaskBook {
                     self.send_request(task, &request);
                 }
             }
-            Opened::AtOnce { commit, decision } => {
+            Opened::AtOnce {
+                commit,
+                mut decision,
+            } => {
+                if decision.source == Source::Prompt {
+                    decision.answer.message = Some(not_held(commit.audit.first()));
+                }
                 let why = commit
                     .audit
                     .first()
@@ -82,13 +88,26 @@ impl TaskBook {
     }
 
     /// A decision goes where its request came from.
-    fn route(&mut self, d: Decision) {
+    pub(super) fn route(&mut self, d: Decision) {
         match d.source {
             Source::Runner => self.actions.push_back(TaskAction::Answer {
                 task: d.task,
                 seq: d.seq,
                 answer: d.answer,
             }),
+            // The reply to the parked prompt (design §6); a deny without the answerer's words
+            // says who denied it.
+            Source::Prompt => {
+                let told =
+                    self.prompts
+                        .answer(&d.task, d.seq, d.answer, "denied by the task's delegator");
+                if !told {
+                    self.actions.push_back(TaskAction::Log(format!(
+                        "task {}: permission prompt {} no longer waits; its decision is dropped",
+                        d.task, d.seq
+                    )));
+                }
+            }
             Source::Peer => self.route_to_peer(d),
         }
     }
@@ -173,6 +192,7 @@ impl TaskBook {
         {
             return;
         }
+        let secs = self.approvals.settings().permission_timeout_secs;
         for e in self.approvals.handle_timeout(now, ids) {
             let task = match &e.then {
                 AfterExpiry::Answer(d) => Some(d.task.clone()),
@@ -185,6 +205,11 @@ impl TaskBook {
                 self.tell_closed(&task, &audit);
             }
             match e.then {
+                // A permission prompt is denied with the fallback's reason (design §6).
+                AfterExpiry::Answer(mut d) if d.source == Source::Prompt => {
+                    d.answer.message = Some(format!("denied: no answer within {secs} s"));
+                    self.route(d)
+                }
                 AfterExpiry::Nothing => {}
                 AfterExpiry::Answer(d) => self.route(d),
                 AfterExpiry::CancelTask { task, reason } => {
@@ -222,4 +247,22 @@ impl TaskBook {
             .map(|t| t.delegator.clone())
             .filter(|d| Origin::parse(d).is_none())
     }
+}
+
+/// Why a permission prompt was not held, in the deny its agent reads (design §6): the cap or
+/// the route the `AtOnce` commit's record names.
+fn not_held(record: Option<&super::TaskAudit>) -> String {
+    use super::TaskAudit;
+    let why = match record {
+        Some(TaskAudit::RequestRefused { why, .. }) => match why.as_str() {
+            "max_open_requests" => {
+                "the hub holds as many open requests as it may (tasks.max_open_requests)".to_owned()
+            }
+            "max_request_bytes" => "the request does not fit tasks.max_request_bytes".to_owned(),
+            other => format!("the hub could not hold it ({other})"),
+        },
+        Some(TaskAudit::RequestExpired { reason, .. }) => reason.clone(),
+        _ => "the hub could not hold it".to_owned(),
+    };
+    format!("denied: {why}")
 }

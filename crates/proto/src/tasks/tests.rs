@@ -13,6 +13,7 @@ use serde_json::Value;
 
 mod approvals;
 mod peer;
+mod prompts;
 mod relayed;
 
 struct Clock {

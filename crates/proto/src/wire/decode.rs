@@ -10,7 +10,9 @@
 //! (`invalid type: string "…"`) and the unknown key (``unknown field `…` ``). JSON syntax errors
 //! are serde_json's own; they name a position, never the text. Refuses IO.
 
-use super::approval::{AllowRule, TaskAnswerRequest, MAX_ALLOW_RULES, TOOL_KINDS};
+use super::approval::{
+    AllowRule, TaskAnswerRequest, TaskPermissionRequest, MAX_ALLOW_RULES, TOOL_KINDS,
+};
 use super::envelope::RawEnvelope;
 use super::task::{DelegateRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
@@ -31,6 +33,7 @@ const TAGS: &[&str] = &[
     "tasks",
     "cancel",
     "task_answer",
+    "task_permission",
     "turn",
     "activity",
 ];
@@ -53,6 +56,8 @@ const DELEGATE_KEYS: &[&str] = &[
 ];
 const TASK_KEYS: &[&str] = &["task"];
 const TASK_ANSWER_KEYS: &[&str] = &["task", "request", "option", "message"];
+/// The keys of a headless task's permission prompt (issue 37 design §6).
+const TASK_PERMISSION_KEYS: &[&str] = &["toolName", "toolUseId", "input"];
 /// The keys of one rule of a `delegate`'s `allow` (issue 37).
 const RULE_KEYS: &[&str] = &["kinds", "under"];
 const TURN_KEYS: &[&str] = &["state", "pid", "start"];
@@ -73,6 +78,7 @@ pub(crate) enum Payload<'a> {
     Tasks,
     Cancel(TaskRequest),
     TaskAnswer(TaskAnswerRequest),
+    TaskPermission(TaskPermissionRequest),
     Turn(TurnRequest),
     Activity,
 }
@@ -149,6 +155,7 @@ enum Obj {
     Tasks,
     Cancel,
     TaskAnswer,
+    TaskPermission,
     Turn,
     Activity,
 }
@@ -167,6 +174,7 @@ impl Obj {
             Obj::Tasks => "tasks",
             Obj::Cancel => "cancel",
             Obj::TaskAnswer => "task_answer",
+            Obj::TaskPermission => "task_permission",
             Obj::Turn => "turn",
             Obj::Activity => "activity",
         }
@@ -184,6 +192,7 @@ impl Obj {
             Obj::Delegate => DELEGATE_KEYS,
             Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
             Obj::TaskAnswer => TASK_ANSWER_KEYS,
+            Obj::TaskPermission => TASK_PERMISSION_KEYS,
             Obj::Turn => TURN_KEYS,
         }
     }
@@ -380,6 +389,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::Tasks,
         Obj::Cancel,
         Obj::TaskAnswer,
+        Obj::TaskPermission,
         Obj::Turn,
         Obj::Activity,
     ][i];
@@ -406,6 +416,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
     let mut allow: Option<Vec<AllowRule>> = None;
     let mut correlation: Option<Option<String>> = None;
     let mut body: Option<&'de RawValue> = None;
+    let mut input: Option<&'de RawValue> = None;
     let key = || Key {
         tag: Some(obj.tag()),
         names,
@@ -421,6 +432,12 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
         let want = match (obj, names[i]) {
             (Obj::Send, "body") => {
                 body = Some(map.next_value::<&'de RawValue>()?);
+                continue;
+            }
+            // The tool's input as its JSON text (any JSON value here; `check` wants an
+            // object), so the hub's copy is the agent's bytes, never a re-encoding.
+            (Obj::TaskPermission, "input") => {
+                input = Some(map.next_value::<&'de RawValue>()?);
                 continue;
             }
             (Obj::Send, "correlationId")
@@ -522,6 +539,15 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 option,
                 message: texts[3].take(),
             })
+        }
+        Obj::TaskPermission => {
+            let (tool_name, tool_use_id) = (take(0)?, take(1)?);
+            let input = input.ok_or_else(|| de::Error::custom("missing field `input`"))?;
+            Payload::TaskPermission(TaskPermissionRequest::from_raw(
+                tool_name,
+                tool_use_id,
+                input.get(),
+            ))
         }
         Obj::Turn => Payload::Turn(TurnRequest {
             state: take(0)?,
@@ -713,7 +739,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `turn`, `activity`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

@@ -504,6 +504,9 @@ mod tests {
             r#"{"tasks":{}}"#,
             r#"{"task_answer":{"task":"t","request":"req-1","option":"allow","message":"m"}}"#,
             r#"{"task_answer":{"task":"","option":"allow"}}"#,
+            r#"{"task_permission":{"toolName":"Bash","toolUseId":"toolu_1","input":{"command":"make"}}}"#,
+            r#"{"task_permission":{"input":[1],"toolUseId":"","toolName":"Bash"}}"#,
+            r#"{"task_permission":{"toolName":"Bash","toolUseId":"t","input":{"a":1,}}}"#,
             r#"{"delegate":{"agent":"a","cwd":"/","prompt":"p","permission":"ask","allow":[{"kinds":["read"],"under":"src"}]}}"#,
             r#"{"ping":{}}"#,
             SEND,
@@ -700,6 +703,7 @@ mod tests {
             // The verbs that are not hot (issue 37's among them) are the serde path's alone.
             r#"{"task_answer":{"task":"t","option":"allow"}}"#,
             r#"{"delegate":{"agent":"a","cwd":"/","prompt":"p","allow":[{"kinds":["read"]}]}}"#,
+            r#"{"task_permission":{"toolName":"Bash","toolUseId":"toolu_1","input":{}}}"#,
         ] {
             assert!(client_line(l).is_none(), "{l} taken");
         }

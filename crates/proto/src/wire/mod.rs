@@ -22,7 +22,8 @@ use std::fmt;
 
 pub use activity::{Activity, EnvelopeMeta, TaskMeta};
 pub use approval::{
-    AllowRule, Permission, RequestRecord, TaskAnswerReply, TaskAnswerRequest, TaskRequestBody,
+    AllowRule, Permission, RequestRecord, TaskAnswerReply, TaskAnswerRequest, TaskPermissionReply,
+    TaskPermissionRequest, TaskRequestBody,
 };
 pub use envelope::{Envelope, EnvelopeError};
 /// The decoder's fast path checked against its serde path on one line (fuzz target
@@ -316,6 +317,9 @@ pub enum ClientLine {
     Cancel(TaskRequest),
     /// Answers a delegated task's open request (issue 37, SPEC §16 "Requests and answers").
     TaskAnswer(TaskAnswerRequest),
+    /// A headless task's permission prompt (issue 37 design §6, SPEC §16.1): only a task
+    /// identity sends it, about its own task, and the one reply is the decision.
+    TaskPermission(TaskPermissionRequest),
     /// Liveness (SPEC §14): the caller's agent process began or ended a turn, or exited.
     Turn(TurnRequest),
     /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
@@ -413,6 +417,10 @@ impl ClientLine {
                 Err(approval::AnswerError::EmptyTask) => Err(WireError::EmptyTask("task_answer")),
                 Err(e) => Err(WireError::BadField("task_answer", e.to_string())),
             },
+            decode::Payload::TaskPermission(p) => match p.check() {
+                Ok(()) => Ok(ClientLine::TaskPermission(p)),
+                Err(e) => Err(WireError::BadField("task_permission", e.to_string())),
+            },
             decode::Payload::Turn(t) => {
                 if !TURN_STATES.contains(&t.state.as_str()) {
                     return Err(WireError::Turn("state must be busy, idle or gone"));
@@ -444,6 +452,7 @@ impl ClientLine {
             ClientLine::Tasks => "{\"tasks\":{}}".to_owned(),
             ClientLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
             ClientLine::TaskAnswer(a) => format!("{{\"task_answer\":{}}}", to_json(a)),
+            ClientLine::TaskPermission(p) => format!("{{\"task_permission\":{}}}", p.to_json()),
             ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
             ClientLine::Activity => "{\"activity\":{}}".to_owned(),
         };
@@ -465,6 +474,7 @@ impl ClientLine {
             ClientLine::Tasks => "tasks",
             ClientLine::Cancel(_) => "cancel",
             ClientLine::TaskAnswer(_) => "task_answer",
+            ClientLine::TaskPermission(_) => "task_permission",
             ClientLine::Turn(_) => "turn",
             ClientLine::Activity => "activity",
         }
@@ -503,6 +513,8 @@ pub enum HubLine {
     Cancel(TaskStateReply),
     /// The answer to `task_answer`, after its commit (issue 37).
     TaskAnswer(TaskAnswerReply),
+    /// The decision on a headless task's permission prompt (issue 37 design §6).
+    TaskPermission(TaskPermissionReply),
     /// Our extension: the answer to `turn` (SPEC §14).
     Turn(TurnReply),
     /// The answer to `activity` (SPEC §14.1).
@@ -562,6 +574,8 @@ enum RawHubLine<'a> {
     Cancel(TaskStateReply),
     #[serde(rename = "task_answer", deserialize_with = "object")]
     TaskAnswer(TaskAnswerReply),
+    #[serde(rename = "task_permission", deserialize_with = "object")]
+    TaskPermission(TaskPermissionReply),
     #[serde(rename = "turn", deserialize_with = "object")]
     Turn(TurnReply),
     #[serde(rename = "activity", deserialize_with = "object")]
@@ -585,6 +599,7 @@ impl HubLine {
             HubLine::Tasks(_) => "tasks",
             HubLine::Cancel(_) => "cancel",
             HubLine::TaskAnswer(_) => "task_answer",
+            HubLine::TaskPermission(_) => "task_permission",
             HubLine::Turn(_) => "turn",
             HubLine::Activity(_) => "activity",
         }
@@ -611,6 +626,7 @@ impl HubLine {
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
             RawHubLine::TaskAnswer(r) => HubLine::TaskAnswer(r),
+            RawHubLine::TaskPermission(r) => HubLine::TaskPermission(r),
             RawHubLine::Turn(r) => HubLine::Turn(r),
             RawHubLine::Activity(a) => HubLine::Activity(a),
             RawHubLine::Envelope(raw) => {
@@ -663,6 +679,7 @@ impl HubLine {
             HubLine::Tasks(l) => format!("{{\"tasks\":{}}}", to_json(l)),
             HubLine::Cancel(r) => format!("{{\"cancel\":{}}}", to_json(r)),
             HubLine::TaskAnswer(r) => format!("{{\"task_answer\":{}}}", to_json(r)),
+            HubLine::TaskPermission(r) => format!("{{\"task_permission\":{}}}", to_json(r)),
             HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
             HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
         };

@@ -346,7 +346,7 @@ mod tests {
             ),
             (
                 r#"{"delegated":{"task":"t","state":"queued"}}"#.into(),
-                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `turn`, `activity`",
+                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`",
             ),
         ];
         for (line, want) in &cases {

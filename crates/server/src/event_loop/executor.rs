@@ -3,7 +3,9 @@
 //! Owns: turning the core's "start this task" into a running `runner` task (the agent's
 //! checked argv from its manifest, the task's cwd checked again on the filesystem, the child's
 //! environment, the task's credential file, the hub's own MCP server on the session under the
-//! task-unique name of issue 37 design §3, the session's approval settings), the
+//! task-unique name of issue 37 design §3, the session's approval settings; for a headless
+//! agent whose manifest has `run.headless_mcp`, the same server in an MCP config file written
+//! into the task's folder and its permission-prompt tool on the argv, design §6), the
 //! `TaskHandle`s of running tasks, a `mio::Waker` the runner threads poke, handing a task's
 //! runner the core's answer to a held request (`answer`), and draining their events back to
 //! the core. Refuses: deciding anything. Which task starts, when, and what its
@@ -30,11 +32,12 @@ use std::sync::Arc;
 pub enum AgentRun {
     Acp(Vec<OsString>),
     /// `run.headless` (still holding its `{prompt}` element when the prompt goes on the
-    /// argv), `run.outcome` and `run.headless_prompt`.
+    /// argv), `run.outcome`, `run.headless_prompt` and `run.headless_mcp` (placeholders in).
     Headless {
         template: Vec<String>,
         format: agent_hub_host::agents::manifest::Outcome,
         prompt_via: agent_hub_host::agents::manifest::PromptVia,
+        mcp: Option<Vec<String>>,
     },
 }
 
@@ -139,7 +142,13 @@ impl Executor {
             Ok(Spec::Acp(spec)) => {
                 self.running.insert(id, runner::start(spec, wake));
             }
-            Ok(Spec::Headless(spec)) => {
+            Ok(Spec::Headless(spec, asks)) => {
+                // Before the run's own events (`drain` hands these out first): the book takes
+                // the task's permission prompts from now on (design §6).
+                if let Some(tool_kinds) = asks {
+                    self.synthetic
+                        .push((id.clone(), TaskEvent::PermissionTool { tool_kinds }));
+                }
                 self.running.insert(id, runner::start_headless(spec, wake));
             }
             Err(status) => {
@@ -216,10 +225,15 @@ impl Executor {
                 template,
                 format,
                 prompt_via,
+                mcp,
             } => {
-                return self
-                    .headless_spec(launch, cwd, &template, format, prompt_via)
-                    .map(Spec::Headless)
+                let run = HeadlessRun {
+                    template: &template,
+                    format,
+                    prompt_via,
+                    mcp: mcp.as_deref(),
+                };
+                return self.headless_spec(launch, cwd, run);
             }
         };
         if !self.runtime.client_binary.is_file() {
@@ -290,7 +304,12 @@ impl Executor {
             fallback: self.runtime.approvals.permission_fallback,
             max_open_requests: self.runtime.approvals.max_open_requests_per_task,
         };
-        let sandbox = self.task_sandbox(&launch.agent, credential.dir(), Some(token_file));
+        let sandbox = self.task_sandbox(
+            &launch.agent,
+            credential.dir(),
+            Some(token_file),
+            Vec::new(),
+        );
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
@@ -312,66 +331,122 @@ impl Executor {
         agent: &str,
         task_dir: &Path,
         token_file: Option<PathBuf>,
+        shown_files: Vec<PathBuf>,
     ) -> Option<agent_hub_host::sandbox::TaskSandbox> {
         let hub = self.runtime.sandbox.as_ref()?;
         Some(agent_hub_host::sandbox::TaskSandbox {
             hub: Arc::clone(hub),
             task_dir: task_dir.to_owned(),
             token_file,
+            shown_files,
             manifest: self.resolve.manifest(agent),
         })
     }
 
     /// The headless fallback (docs/delegation.md "Headless tasks"): the prompt goes to the
     /// agent's stdin when its manifest says it reads it there, else it becomes one argv
-    /// element (`argv::render` refuses what it cannot pass as it is); no credential file and
-    /// no MCP server, since nothing can hand them to the agent. A sandboxed task still gets
-    /// its private folder, for its sandbox's copies.
+    /// element (`argv::render` refuses what it cannot pass as it is). With `run.headless_mcp`
+    /// (design §6) the task gets its credential and the hub's MCP server as an ACP task does,
+    /// through an MCP config file in its own folder (`mcp_config`, mode 0600) that the
+    /// template's elements name, with its permission-prompt tool under the task-unique server
+    /// name; the book is told it asks that way (`TaskEvent::PermissionTool`, with the kinds of
+    /// the manifest's `[tools]`). Without it: no credential and no MCP server, since nothing
+    /// else can hand them to the agent. A sandboxed task gets its private folder either way.
     fn headless_spec(
         &self,
         launch: &StartSpec,
         cwd: PathBuf,
-        template: &[String],
-        format: agent_hub_host::agents::manifest::Outcome,
-        prompt_via: agent_hub_host::agents::manifest::PromptVia,
-    ) -> Result<runner::HeadlessSpec, Status> {
-        let (argv, stdin_prompt) = match prompt_via {
+        run: HeadlessRun<'_>,
+    ) -> Result<Spec, Status> {
+        let (mut argv, stdin_prompt) = match run.prompt_via {
             agent_hub_host::agents::manifest::PromptVia::Stdin => {
-                (template.to_vec(), Some(launch.prompt.clone()))
+                (run.template.to_vec(), Some(launch.prompt.clone()))
             }
             agent_hub_host::agents::manifest::PromptVia::Argv => {
-                let argv = agent_hub_host::agents::argv::render(template, &launch.prompt).map_err(
-                    |e| Status::Refused(Refusal::Invalid(format!("agent {}: {e}", launch.agent))),
-                )?;
+                let argv = agent_hub_host::agents::argv::render(run.template, &launch.prompt)
+                    .map_err(|e| {
+                        Status::Refused(Refusal::Invalid(format!("agent {}: {e}", launch.agent)))
+                    })?;
                 (argv, None)
             }
         };
-        let (credential, sandbox) = match &self.runtime.sandbox {
-            None => (None, None),
-            Some(_) => {
-                let folder = TaskCredential::folder_only(
-                    &self.runtime.credentials_dir,
-                    launch.task.as_str(),
-                )
-                .map_err(|e| {
-                    Status::Failed(Failure::Spawn(format!(
-                        "cannot make the task's private folder: {e}"
-                    )))
-                })?;
-                let sandbox = self.task_sandbox(&launch.agent, folder.dir(), None);
-                (Some(folder), sandbox)
+        let spawn_failed = |what: &str, e: runner::CredentialError| {
+            Status::Failed(Failure::Spawn(format!("cannot {what}: {e}")))
+        };
+        let task = launch.task.as_str();
+        let (credential, sandbox, asks) = match run.mcp {
+            Some(mcp) => {
+                if !self.runtime.client_binary.is_file() {
+                    return Err(Status::Refused(Refusal::Invalid(format!(
+                        "{} is missing (the task's agent runs it as its MCP server)",
+                        self.runtime.client_binary.display()
+                    ))));
+                }
+                let credential =
+                    TaskCredential::create(&self.runtime.credentials_dir, task, &launch.token)
+                        .map_err(|e| spawn_failed("write the task's credential file", e))?;
+                let Some(token_file) = credential.path().map(Path::to_owned) else {
+                    // `TaskCredential::create` always writes one; kept as a refusal, not a panic.
+                    return Err(Status::Failed(Failure::Spawn(
+                        "the task's credential has no token file".into(),
+                    )));
+                };
+                let server = hub_server_name(task);
+                let entry = mcp_server(
+                    &server,
+                    &self.runtime.client_binary,
+                    task,
+                    &token_file,
+                    self.runtime.port,
+                );
+                let config = credential
+                    .write_file(MCP_CONFIG_FILE, &mcp_config(&entry))
+                    .map_err(|e| spawn_failed("write the task's MCP config file", e))?;
+                let extra = agent_hub_host::agents::argv::render_mcp(
+                    mcp,
+                    &config.to_string_lossy(),
+                    &server,
+                );
+                let at = agent_hub_host::agents::argv::mcp_position(run.template);
+                argv.splice(at..at, extra);
+                let sandbox = self.task_sandbox(
+                    &launch.agent,
+                    credential.dir(),
+                    Some(token_file),
+                    vec![config],
+                );
+                let kinds = self
+                    .resolve
+                    .manifest(&launch.agent)
+                    .map(|m| {
+                        m.tools
+                            .iter()
+                            .map(|(native, tool)| (native.clone(), tool.acp_kind().to_owned()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (Some(credential), sandbox, Some(kinds))
             }
+            None => match &self.runtime.sandbox {
+                None => (None, None, None),
+                Some(_) => {
+                    let folder = TaskCredential::folder_only(&self.runtime.credentials_dir, task)
+                        .map_err(|e| spawn_failed("make the task's private folder", e))?;
+                    let sandbox = self.task_sandbox(&launch.agent, folder.dir(), None, Vec::new());
+                    (Some(folder), sandbox, None)
+                }
+            },
         };
         let mut secrets = self.runtime.secrets.clone();
         secrets.push(launch.token.clone());
         let mut env = self.runtime.env.clone();
-        env.push((TASK_MARK.into(), launch.task.as_str().to_owned().into()));
+        env.push((TASK_MARK.into(), task.to_owned().into()));
         let l = &self.runtime.limits;
-        Ok(runner::HeadlessSpec {
+        let spec = runner::HeadlessSpec {
             argv: argv.into_iter().map(OsString::from).collect(),
             env,
             cwd,
-            format,
+            format: run.format,
             limits: agent_hub_proto::headless::HeadlessLimits {
                 task_timeout_ms: launch.timeout_secs.saturating_mul(1000),
                 term_grace_ms: l.term_grace_ms,
@@ -381,16 +456,49 @@ impl Executor {
             stdout_max_bytes: self.runtime.headless_stdout_max_bytes,
             secrets,
             stdin_prompt,
+            hub_mcp: asks.is_some(),
             credential,
             sandbox,
-        })
+        };
+        Ok(Spec::Headless(spec, asks))
     }
 }
 
-/// What `Executor::spec` hands the runner.
+/// A headless run as the manifest gives it (`AgentRun::Headless`, borrowed).
+struct HeadlessRun<'a> {
+    template: &'a [String],
+    format: agent_hub_host::agents::manifest::Outcome,
+    prompt_via: agent_hub_host::agents::manifest::PromptVia,
+    mcp: Option<&'a [String]>,
+}
+
+/// The file name of a headless task's MCP config in its folder (design §6).
+pub const MCP_CONFIG_FILE: &str = "mcp.json";
+
+/// A headless task's MCP config as Claude Code's `--mcp-config` reads it (the form the capture
+/// used, /work/notes/capture37-facts.md §7): the one server, the hub's, under its task-unique
+/// name, run as the task identity with its token file; no env (the token is in its file).
+fn mcp_config(entry: &McpServer) -> String {
+    let mut servers = serde_json::Map::new();
+    servers.insert(
+        entry.name.clone(),
+        serde_json::json!({
+            "command": entry.command.to_string_lossy(),
+            "args": entry.args,
+            "env": {},
+        }),
+    );
+    serde_json::json!({ "mcpServers": servers }).to_string()
+}
+
+/// What `Executor::spec` hands the runner: a headless run also the tool kinds when its agent
+/// asks through the hub's permission-prompt tool.
 enum Spec {
     Acp(TaskSpec),
-    Headless(runner::HeadlessSpec),
+    Headless(
+        runner::HeadlessSpec,
+        Option<std::collections::BTreeMap<String, String>>,
+    ),
 }
 
 /// The hub's MCP server as the agent starts it, named `server`: `agent-hub mcp` as the task
@@ -502,6 +610,7 @@ impl ResolveAgent for Catalogue {
                 template: spec.argv,
                 format: spec.outcome,
                 prompt_via: spec.prompt_via,
+                mcp: spec.headless_mcp,
             }),
             Delegate::No => Err(ResolveError::NotDelegable),
         }

@@ -4,7 +4,8 @@
 //!
 //! Owns one folder per task, `<credentials_dir>/<task id>/` (mode 0700, created new), holding
 //! the token file `token` (mode 0600, created new: never an existing file, never through a
-//! symlink) and whatever else the task's sandbox puts there (`sandbox::prepare`: the per-task
+//! symlink), for a headless task with the hub's MCP server its MCP config file (`write_file`,
+//! the same way; issue 37 design §6), and whatever else the task's sandbox puts there (`sandbox::prepare`: the per-task
 //! copies of the agent's config, a temporary folder); the whole folder is removed when the
 //! value is dropped (the runner drops it when the task ends). The sandbox shows the agent its
 //! own folder and none of the others'. Refuses: a credentials folder that is a symlink, not
@@ -128,6 +129,35 @@ impl TaskCredential {
         private_folder(folder)
     }
 
+    /// Writes `text` to a new file `name` in the task's folder (mode 0600, created
+    /// exclusively, as the token: never an existing entry, never through a symlink) and
+    /// returns its path. For what the agent reads beside its token: a headless task's MCP
+    /// config (`agent-hub mcp` as the task identity, its token file and the hub's port).
+    pub fn write_file(&self, name: &str, text: &str) -> Result<PathBuf, CredentialError> {
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name != TOKEN_FILE_NAME
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            && !name.starts_with('.');
+        if !plain {
+            return Err(CredentialError::BadName);
+        }
+        let path = self.dir.join(name);
+        let io = |e| CredentialError::Io(path.clone(), e);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io)?;
+        file.write_all(text.as_bytes()).map_err(io)?;
+        Ok(path)
+    }
+
     /// Where the token is: what goes on the agent's side as `--token-file`. None for a
     /// folder made without one.
     pub fn path(&self) -> Option<&Path> {
@@ -233,6 +263,39 @@ mod tests {
         assert!(!token.exists());
         assert!(!task_dir.exists());
         assert!(dir.exists(), "the credentials folder itself stays");
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    /// A headless task's MCP config beside its token (issue 37 design §6): mode 0600, never
+    /// over an existing entry or through a planted symlink, never in place of the token, a
+    /// name that is one plain file name; gone with the folder.
+    #[test]
+    fn a_file_beside_the_token_is_private_new_and_goes_with_the_folder() {
+        let dir = temp("file").join("tokens");
+        let c = TaskCredential::create(&dir, "task-2", "tok-abcdef123456").unwrap();
+        let path = c.write_file("mcp.json", "{\"mcpServers\":{}}").unwrap();
+        assert_eq!(path, c.dir().join("mcp.json"));
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"mcpServers\":{}}"
+        );
+        assert!(matches!(
+            c.write_file("mcp.json", "again"),
+            Err(CredentialError::Io(..))
+        ));
+        let elsewhere = temp("file-target");
+        std::os::unix::fs::symlink(&elsewhere, c.dir().join("planted.json")).unwrap();
+        assert!(c.write_file("planted.json", "x").is_err());
+        assert!(!elsewhere.exists(), "not written through a symlink");
+        for bad in ["token", "", "../x", "a/b", ".hidden", &"n".repeat(65)] {
+            assert!(
+                matches!(c.write_file(bad, "x"), Err(CredentialError::BadName)),
+                "{bad:?}"
+            );
+        }
+        drop(c);
+        assert!(!path.exists());
         let _ = std::fs::remove_dir_all(dir.parent().unwrap());
     }
 

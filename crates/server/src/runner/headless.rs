@@ -48,8 +48,11 @@ pub struct HeadlessSpec {
     /// The prompt, for an agent that reads it on stdin (`run.headless_prompt = "stdin"`);
     /// None: it is already in `argv`.
     pub stdin_prompt: Option<String>,
-    /// The task's private folder (no token: a headless task has no MCP server), where its
-    /// sandbox keeps its copies; removed when the task ends.
+    /// Whether the agent was given the hub's MCP server and its permission-prompt tool
+    /// (`run.headless_mcp`, issue 37 design §6), for the log.
+    pub hub_mcp: bool,
+    /// The task's private folder, where its sandbox keeps its copies, and with the hub's MCP
+    /// server its token and MCP config file; removed when the task ends.
     pub credential: Option<super::TaskCredential>,
     /// The OS sandbox, as for an ACP task.
     pub sandbox: Option<agent_hub_host::sandbox::TaskSandbox>,
@@ -127,9 +130,14 @@ impl HeadlessDriver {
         let started = Instant::now();
         self.out.control.pid.store(pgid, Ordering::Release);
         self.out.emit(TaskEvent::Started { pid: pgid });
+        let mcp = if self.spec.hub_mcp {
+            "with the hub's MCP server; its permission prompts go to the task's delegator"
+        } else {
+            "it has no hub MCP server"
+        };
         self.out.log(
             Level::Info,
-            format!("agent started headless (pid {pgid}); it has no hub MCP server"),
+            format!("agent started headless (pid {pgid}); {mcp}"),
         );
         let captured = Arc::new(Mutex::new(Captured {
             cap_bytes: self.spec.stdout_max_bytes as u64,

@@ -23,6 +23,16 @@
 //!   SIGKILL of the group ends them. The child's stdout is not the agent's, so the agent's
 //!   end is its own exit.
 //! - `sleeper`: (the child of `hang`) sleeps forever.
+//! - `ask WHAT … PROMPT`: Claude Code's `--permission-prompt-tool` the way 2.1.197 and 2.1.337
+//!   use it (issue 37 design §6, /work/notes/capture37-facts.md §7): reads the server named by
+//!   `--permission-prompt-tool mcp__<server>__<tool>` from the `--mcp-config` file the hub
+//!   wrote, starts it (its command and args, as Claude does), does the MCP handshake and calls
+//!   `<tool>` with exactly `{tool_name, input, tool_use_id}`. WHAT `bash`: about `Bash` with
+//!   `{"command":"echo fake > proof.txt"}` (`toolu_fake_1`); on an allow it "runs" the
+//!   `updatedInput` it got back by writing its command into `proof.txt` in its cwd. WHAT `own`:
+//!   about the hub's own tool `mcp__<server>__whoami`; on an allow it calls `whoami` on the same
+//!   server. Prints one Claude result whose text is `asked: allow; ran` (with `; tool whoami:
+//!   …` for `own`), `asked: deny: MESSAGE; not run`, or `ask failed: WHY`; exit 0.
 
 use std::io::Write;
 use std::time::Duration;
@@ -120,10 +130,141 @@ fn main() {
             }
             forever();
         }
+        "ask" => {
+            let what = args.get(1).map(String::as_str).unwrap_or("bash");
+            let text = ask(&args, what).unwrap_or_else(|e| format!("ask failed: {e}"));
+            let doc = serde_json::json!({
+                "type": "result", "subtype": "success", "is_error": false,
+                "duration_ms": 12, "num_turns": 2, "result": text,
+                "stop_reason": "end_turn", "session_id": "fake-session",
+                "usage": {"input_tokens": 1, "output_tokens": 1}
+            });
+            let _ = writeln!(out, "{doc}");
+        }
         other => {
             eprintln!("fake-headless-agent: unknown scenario {other:?}");
             std::process::exit(2);
         }
     }
     let _ = out.flush();
+}
+
+/// The value after `flag` in the argv.
+fn flag<'a>(args: &'a [String], flag: &str) -> Result<&'a str, String> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .ok_or_else(|| format!("no {flag} on the command line"))
+}
+
+/// The `ask` scenario (see the header): one permission prompt, as Claude Code asks it.
+fn ask(args: &[String], what: &str) -> Result<String, String> {
+    use serde_json::{json, Value};
+    let tool_flag = flag(args, "--permission-prompt-tool")?;
+    let (server, tool) = tool_flag
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .ok_or_else(|| format!("--permission-prompt-tool {tool_flag} is not mcp__SERVER__TOOL"))?;
+    let config_path = flag(args, "--mcp-config")?;
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(config_path).map_err(|e| format!("read {config_path}: {e}"))?,
+    )
+    .map_err(|e| format!("parse {config_path}: {e}"))?;
+    let entry = &config["mcpServers"][server];
+    let command = entry["command"]
+        .as_str()
+        .ok_or_else(|| format!("no server {server} in {config_path}"))?;
+    let server_args: Vec<&str> = entry["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut cmd = std::process::Command::new(command);
+    cmd.args(&server_args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    for (k, v) in entry["env"].as_object().into_iter().flatten() {
+        cmd.env(k, v.as_str().unwrap_or_default());
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("spawn {command}: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        child.stdout.take().ok_or("no stdout")?,
+    ));
+    let mut call = move |v: Value, want: Option<u64>| -> Result<Value, String> {
+        writeln!(stdin, "{v}").map_err(|e| e.to_string())?;
+        stdin.flush().map_err(|e| e.to_string())?;
+        let Some(want) = want else {
+            return Ok(Value::Null);
+        };
+        loop {
+            let line = lines
+                .next()
+                .ok_or("the server closed its stdout")?
+                .map_err(|e| e.to_string())?;
+            let r: Value = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+            if r["id"] == json!(want) {
+                return Ok(r);
+            }
+        }
+    };
+    call(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"claude-code","version":"fake"}}}),
+        Some(0),
+    )?;
+    call(
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        None,
+    )?;
+    let (tool_name, input, tool_use_id) = match what {
+        "own" => (format!("mcp__{server}__whoami"), json!({}), "toolu_fake_2"),
+        _ => (
+            "Bash".to_owned(),
+            json!({"command": "echo fake > proof.txt"}),
+            "toolu_fake_1",
+        ),
+    };
+    let r = call(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":tool,
+            "arguments":{"tool_name":tool_name,"input":input,"tool_use_id":tool_use_id},
+            "_meta":{"claudecode/toolUseId":tool_use_id,"progressToken":1}}}),
+        Some(1),
+    )?;
+    if r["result"]["isError"] != json!(false) {
+        return Err(format!("the tool failed: {r}"));
+    }
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    let said: Value =
+        serde_json::from_str(text).map_err(|_| format!("not a permission result: {text}"))?;
+    let out = match said["behavior"].as_str() {
+        // As 2.1.197: an allow without updatedInput is refused; the updated input is run.
+        Some("allow") => {
+            let updated = said
+                .get("updatedInput")
+                .filter(|u| u.is_object())
+                .ok_or_else(|| format!("an allow without updatedInput: {text}"))?;
+            if what == "own" {
+                let r = call(
+                    json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoami","arguments":updated}}),
+                    Some(2),
+                )?;
+                let got = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+                format!("asked: allow; tool whoami: {got}")
+            } else {
+                let command = updated["command"].as_str().unwrap_or_default();
+                std::fs::write("proof.txt", command).map_err(|e| e.to_string())?;
+                "asked: allow; ran".to_owned()
+            }
+        }
+        Some("deny") => format!(
+            "asked: deny: {}; not run",
+            said["message"].as_str().unwrap_or_default()
+        ),
+        _ => return Err(format!("not a permission result: {text}")),
+    };
+    drop(call);
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(out)
 }

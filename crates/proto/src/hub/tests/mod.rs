@@ -839,6 +839,7 @@ mod ids;
 mod linger;
 mod liveness;
 mod pipelining;
+mod prompts;
 mod receipts;
 mod redelivery;
 mod remote_presence;

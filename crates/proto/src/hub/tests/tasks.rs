@@ -9,7 +9,7 @@ use crate::tasks::TaskStoreOp;
 use crate::tasks::{BookConfig, TaskBook};
 use crate::tasks::{TaskEnd, TaskEvent};
 
-fn book() -> TaskBook {
+pub(super) fn book() -> TaskBook {
     TaskBook::new(
         BookConfig {
             max_concurrent: 1,

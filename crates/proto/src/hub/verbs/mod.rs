@@ -14,6 +14,7 @@ pub(super) mod delegate;
 pub(super) mod send;
 pub(super) mod status;
 pub(super) mod task_answer;
+pub(super) mod task_permission;
 pub(super) mod turn;
 pub(super) mod who;
 

@@ -32,8 +32,9 @@ pub const PATH_MAX_BYTES: usize = 512;
 pub const COMMAND_MAX_BYTES: usize = 1024;
 /// A question's text.
 pub const QUESTION_MAX_BYTES: usize = 2048;
-/// A question's `requestedSchema` as JSON text (the ACP session's cap, issue 37 design §4b).
-pub const SCHEMA_MAX_BYTES: usize = crate::acp::request::MAX_SCHEMA_BYTES;
+/// A question's form schema: compact JSON text, as the worker's ACP session carries it
+/// (`acp::request::MAX_SCHEMA_BYTES`, the same 4096).
+pub const SCHEMA_MAX_BYTES: usize = 4096;
 /// 1..=`MAX_OPTIONS` options a request offers.
 pub const MAX_OPTIONS: usize = 8;
 pub const OPTION_NAME_MAX_BYTES: usize = 256;
@@ -87,10 +88,8 @@ pub struct TaskRequest {
     /// A question's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// A question's `requestedSchema`, compact JSON text carried exactly (design §4b: the
-    /// delegator's `accept` content must match it, so the mirror's envelope shows it). Not
-    /// in design §7's list, which predates questions; optional, so a worker that sends none
-    /// is still read.
+    /// A question's form (`requestedSchema`) as compact JSON text, so the delegator sees what
+    /// an accept must hold; optional (a worker of the first `task-approvals` release omits it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
     pub options: Vec<RelayOption>,
@@ -198,13 +197,13 @@ impl TaskRequest {
         if let Some(m) = &self.message {
             text_ok(m, QUESTION_MAX_BYTES).map_err(|w| e("message", w))?;
         }
-        if let Some(s) = &self.schema {
+        if let Some(sc) = &self.schema {
+            text_ok(sc, SCHEMA_MAX_BYTES).map_err(|w| e("schema", w))?;
             if self.kind != "question" {
-                return Err(e("schema", "is given for a permission"));
+                return Err(e("schema", "is only for a question"));
             }
-            text_ok(s, SCHEMA_MAX_BYTES).map_err(|w| e("schema", w))?;
-            if !serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| v.is_object()) {
-                return Err(e("schema", "is not a JSON object"));
+            if !serde_json::from_str::<serde_json::Value>(sc).is_ok_and(|v| v.is_object()) {
+                return Err(e("schema", "is not a JSON object's text"));
             }
         }
         if self.options.is_empty() {

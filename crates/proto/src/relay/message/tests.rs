@@ -761,7 +761,7 @@ fn task_approvals_checks_refuse_what_a_hub_never_sends() {
         ),
         (
             with(&|r| r.schema = Some("{}".into())),
-            "schema is given for a permission",
+            "schema is only for a question",
         ),
         (
             with(&|r| {

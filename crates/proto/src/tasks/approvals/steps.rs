@@ -16,6 +16,10 @@ pub enum Source {
     /// The task's ACP session through its runner (`TaskEvent::Request`): answered with
     /// `TaskAction::Answer { task, seq }`.
     Runner,
+    /// The task's agent asked through the hub's permission-prompt tool (`task_permission`,
+    /// design §6): answered with the reply the hub writes to the connection parked under
+    /// `(task, seq)` (`tasks::prompts`).
+    Prompt,
     /// The worker hub of a task this hub delegated to a relay peer (issue 37 design §7): the
     /// request is that hub's, mirrored here (`Approvals::mirror`) so the delegator sees and
     /// answers it as a local one; the answer goes to the worker as `task_answer`, which

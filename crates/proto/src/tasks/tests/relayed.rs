@@ -236,7 +236,7 @@ impl Net {
     }
 
     /// A peer's message to west, as if it came over that peer's link.
-    fn send_west(&mut self, from: &str, payload: Payload) {
+    fn relay_to_west(&mut self, from: &str, payload: Payload) {
         let now = self.clock.now();
         self.msg += 1;
         let id = format!("x{}", self.msg);
@@ -247,7 +247,7 @@ impl Net {
     }
 
     /// A peer's message to east.
-    fn send_east(&mut self, from: &str, payload: Payload) {
+    fn relay_to_east(&mut self, from: &str, payload: Payload) {
         let now = self.clock.now();
         self.msg += 1;
         let id = format!("x{}", self.msg);
@@ -411,9 +411,10 @@ fn a_peer_tasks_request_reaches_the_delegator_and_its_answer_the_agent() {
     );
 }
 
-/// Design §4b across hubs: a question crosses with its text and its form's schema carried
-/// exactly; east refuses an `accept` without the form's content as it does a local one, and
-/// the content it accepts reaches west's runner with the option.
+/// Design §4b across hubs: a question's mirror offers the question's own option kinds
+/// (`accept`, `decline`, `cancel`, never read as a permission's `reject_once`); east refuses
+/// an `accept` without the form's content as it does a local one, and the content it accepts
+/// reaches west's runner with the option.
 #[test]
 fn a_question_crosses_with_its_schema_and_its_content_comes_back() {
     let mut n = Net::new(true, settings(600));
@@ -601,20 +602,20 @@ fn forged_and_wrong_answers_are_refused_by_the_worker() {
         })
     };
     // Mallory names east's task and the right request: not a task it delegated.
-    n.send_west("mallory", answer(east_id.as_str(), &request, "allow"));
+    n.relay_to_west("mallory", answer(east_id.as_str(), &request, "allow"));
     // East itself: a request west never had, an option never offered, a task id it did not
     // give, a malformed id.
-    n.send_west(
+    n.relay_to_west(
         "east",
         answer(east_id.as_str(), "req-00000000deadbeef", "allow"),
     );
-    n.send_west("east", answer(east_id.as_str(), &request, "allow_always"));
-    n.send_west(
+    n.relay_to_west("east", answer(east_id.as_str(), &request, "allow_always"));
+    n.relay_to_west(
         "east",
         answer("task-ffffffffffffffffffffffffffffffff", &request, "allow"),
     );
-    n.send_west("east", answer("../../etc", &request, "allow"));
-    n.send_west("east", answer(east_id.as_str(), &request, &"x".repeat(200)));
+    n.relay_to_west("east", answer("../../etc", &request, "allow"));
+    n.relay_to_west("east", answer(east_id.as_str(), &request, &"x".repeat(200)));
     let w = take(&mut n.west);
     assert!(runner_answers(&w).is_empty(), "nothing reached the agent");
     assert!(
@@ -723,18 +724,82 @@ fn hostile_task_requests_make_no_mirror() {
         } else {
             "west"
         };
-        n.send_east(from, p);
+        n.relay_to_east(from, p);
         let e = take(&mut n.east);
         assert!(events(&e).is_empty(), "{name}: {:?}", events(&e));
         assert_eq!(logs(&e).len(), 1, "{name}: {:?}", logs(&e));
     }
     // The good one is mirrored, its title made safe for a terminal, its wait bounded.
-    n.send_east("west", Payload::TaskRequest(good));
+    n.relay_to_east("west", Payload::TaskRequest(good));
     let e = take(&mut n.east);
     assert_eq!(events(&e), ["request_opened"]);
     let b = &request_bodies(&e)[0];
     assert_eq!(b["toolCall"]["title"], "Run ?]52;c;evil? make");
     assert_eq!(b["expiresAt"], "2026-11-19T11:06:40.000Z", "at most a day");
+}
+
+/// A question's form crosses with it: the worker's `task_request` carries the schema and the
+/// delegator's envelope shows it, so an accept can be written to it; a schema on a
+/// permission, not a JSON object's text or over its cap is dropped and logged.
+#[test]
+fn a_questions_schema_reaches_the_delegating_hubs_envelope() {
+    let mut n = Net::new(true, settings(600));
+    let (east_id, _west_id) = n.delegate();
+    take(&mut n.east);
+    let schema = r#"{"type":"object","properties":{"choice":{"type":"string"}}}"#;
+    let q = TaskRequest {
+        task_id: east_id.as_str().into(),
+        request: "req-0123456789abcdef".into(),
+        kind: "question".into(),
+        tool_call: RelayToolCall {
+            id: "q1".into(),
+            title: "Which one?".into(),
+            kind: None,
+            paths: Vec::new(),
+            command: None,
+        },
+        message: Some("Pick a or b".into()),
+        schema: Some(schema.into()),
+        options: ["accept", "decline", "cancel"]
+            .iter()
+            .map(|o| RelayOption {
+                option_id: (*o).into(),
+                name: (*o).into(),
+                kind: (*o).into(),
+            })
+            .collect(),
+        expires_at: u64::MAX,
+    };
+    let bad = |f: &dyn Fn(&mut TaskRequest)| {
+        let mut r = q.clone();
+        f(&mut r);
+        Payload::TaskRequest(r)
+    };
+    let cases: Vec<(&str, Payload)> = vec![
+        (
+            "schema on a permission",
+            bad(&|r| r.kind = "permission".into()),
+        ),
+        ("not json", bad(&|r| r.schema = Some("{not json".into()))),
+        ("not an object", bad(&|r| r.schema = Some("[1,2]".into()))),
+        (
+            "over its cap",
+            bad(&|r| r.schema = Some(format!(r#"{{"d":"{}"}}"#, "x".repeat(4096)))),
+        ),
+    ];
+    for (name, p) in cases {
+        n.relay_to_east("west", p);
+        let e = take(&mut n.east);
+        assert!(events(&e).is_empty(), "{name}: {:?}", events(&e));
+        let l = logs(&e);
+        assert!(l.len() == 1 && l[0].contains("schema"), "{name}: {l:?}");
+    }
+    n.relay_to_east("west", Payload::TaskRequest(q));
+    let e = take(&mut n.east);
+    assert_eq!(events(&e), ["request_opened"], "{:?}", logs(&e));
+    let b = &request_bodies(&e)[0];
+    assert_eq!(b["type"], "question", "{b}");
+    assert_eq!(b["schema"], schema, "{b}");
 }
 
 /// A dropped link: the answer is refused while no link carries it (the request stays open
@@ -788,7 +853,7 @@ fn closes_on_the_worker_close_the_mirror() {
         .collect();
     assert_eq!(reqs.len(), 2);
     // Worker side: the peer's task's delegator is the peer; its own approver answers one.
-    n.send_west(
+    n.relay_to_west(
         "east",
         Payload::TaskAnswer(TaskAnswer {
             task_id: east_id.as_str().into(),
@@ -881,13 +946,13 @@ fn hostile_closes_change_nothing() {
             fallback: Some("reject".into()),
         })
     };
-    n.send_east("mallory", close(east_id.as_str(), &req, "cancelled", None));
-    n.send_east(
+    n.relay_to_east("mallory", close(east_id.as_str(), &req, "cancelled", None));
+    n.relay_to_east(
         "west",
         close(east_id.as_str(), &req, "expired", Some("because")),
     );
-    n.send_east("west", close(east_id.as_str(), &req, "vanished", None));
-    n.send_east(
+    n.relay_to_east("west", close(east_id.as_str(), &req, "vanished", None));
+    n.relay_to_east(
         "west",
         close(east_id.as_str(), "req-0000000000000000", "cancelled", None),
     );
@@ -897,7 +962,7 @@ fn hostile_closes_change_nothing() {
         open_requests(&n.east, &east_id, "mneme", now),
         std::slice::from_ref(&req)
     );
-    n.send_east(
+    n.relay_to_east(
         "west",
         close(east_id.as_str(), &req, "expired", Some("hub restarted")),
     );

@@ -1,7 +1,8 @@
 //! The approvals' wire (issue 37; docs/delegation.md "Approvals", SPEC §16 "Requests and
 //! answers"): what a delegator adds to `delegate` to bound a task's permissions (`permission`,
-//! `allow`), the `task_answer` verb and its reply; and, in `request`, the open requests a task
-//! record lists and the body of the hub's `task_request` envelope with its one encoder.
+//! `allow`), the `task_answer` verb and its reply; in `request`, the open requests a task
+//! record lists and the body of the hub's `task_request` envelope with its one encoder; and,
+//! in `permission`, the `task_permission` verb a headless task's permission tool asks with.
 //!
 //! Owns the types, their JSON shapes (keys in the documented order, optional keys absent
 //! rather than null) and every bound that needs no config: a permission word, at most
@@ -14,7 +15,12 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod permission;
 mod request;
+pub use permission::{
+    Behavior, PermissionLineError, TaskPermissionReply, TaskPermissionRequest, TOOL_NAME_MAX_BYTES,
+    TOOL_USE_ID_MAX_BYTES,
+};
 pub use request::{
     answer_command, ExpiryReason, Fallback, RequestBodyError, RequestExpired, RequestOpened,
     RequestOption, RequestRecord, RequestToolCall, RequestType, TaskRequestBody, TASK_REQUEST_KIND,

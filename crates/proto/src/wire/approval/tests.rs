@@ -560,3 +560,125 @@ fn task_request_is_a_hub_kind() {
         Some("task_request")
     );
 }
+
+/// Design §6: a prompt round-trips with its input as the agent's bytes (never re-encoded:
+/// key order, spacing inside it and number forms kept), and the reply in both forms.
+#[test]
+fn task_permission_round_trips_and_keeps_the_input_as_sent() {
+    let line = r#"{"task_permission":{"toolName":"Bash","toolUseId":"toolu_1","input":{"z":1.50,"command":"echo hi > f.txt","a":[true, null]}}}"#;
+    let ClientLine::TaskPermission(p) = round_trip(line) else {
+        panic!("a task_permission")
+    };
+    assert_eq!(
+        (p.tool_name.as_str(), p.tool_use_id.as_str()),
+        ("Bash", "toolu_1")
+    );
+    assert_eq!(
+        p.input(),
+        r#"{"z":1.50,"command":"echo hi > f.txt","a":[true, null]}"#
+    );
+    // Keys in another order are put in the documented one; the input stays as it came.
+    let moved = r#"{"task_permission":{"input":{"b":2, "a":1},"toolUseId":"u","toolName":"Edit"}}"#;
+    assert_eq!(
+        ClientLine::decode(moved.as_bytes()).unwrap().encode(),
+        "{\"task_permission\":{\"toolName\":\"Edit\",\"toolUseId\":\"u\",\"input\":{\"b\":2, \"a\":1}}}\n"
+    );
+    let built = TaskPermissionRequest::new("Read", "toolu_2", &json!({"file_path": "/w/a"}));
+    assert_eq!(
+        ClientLine::TaskPermission(built.clone()).encode(),
+        "{\"task_permission\":{\"toolName\":\"Read\",\"toolUseId\":\"toolu_2\",\"input\":{\"file_path\":\"/w/a\"}}}\n"
+    );
+    assert!(format!("{built:?}").contains("input_bytes"));
+    assert!(
+        !format!("{built:?}").contains("/w/a"),
+        "Debug never shows the input"
+    );
+    for (reply, text) in [
+        (
+            TaskPermissionReply::allow(),
+            r#"{"task_permission":{"behavior":"allow"}}"#,
+        ),
+        (
+            TaskPermissionReply::deny("no pushes"),
+            r#"{"task_permission":{"behavior":"deny","message":"no pushes"}}"#,
+        ),
+    ] {
+        let line = HubLine::TaskPermission(reply.clone());
+        assert_eq!(line.encode().trim_end(), text);
+        assert_eq!(HubLine::decode(text.as_bytes()).unwrap(), line);
+        assert_eq!(line.tag(), "task_permission");
+    }
+    assert!(HubLine::decode(br#"{"task_permission":{"behavior":"maybe"}}"#).is_err());
+    assert!(
+        HubLine::decode(br#"{"task_permission":{"behavior":"allow","updatedInput":{}}}"#).is_err()
+    );
+}
+
+/// A hostile prompt line: empty, long or unprintable names, an input that is not an object,
+/// unknown keys, a missing input; each refusal names the key, never the value.
+#[test]
+fn task_permission_refusals_name_the_key_and_never_the_value() {
+    let long_name = "n".repeat(TOOL_NAME_MAX_BYTES + 1);
+    let long_id = "i".repeat(TOOL_USE_ID_MAX_BYTES + 1);
+    let line = |name: &str, id: &str, input: Value| json!({"task_permission": {"toolName": name, "toolUseId": id, "input": input}});
+    let cases = [
+        (line("", "u", json!({})), "invalid task_permission: toolName must not be empty"),
+        (line("Bash", "", json!({})), "invalid task_permission: toolUseId must not be empty"),
+        (
+            line(&long_name, "u", json!({})),
+            "invalid task_permission: toolName is over 256 bytes",
+        ),
+        (
+            line("Bash", &long_id, json!({})),
+            "invalid task_permission: toolUseId is over 128 bytes",
+        ),
+        (
+            line("Bash\u{1b}[2J", "u", json!({})),
+            "invalid task_permission: toolName must not contain control or invisible formatting characters",
+        ),
+        (
+            line("Bash", "toolu\u{202e}1", json!({})),
+            "invalid task_permission: toolUseId must not contain control or invisible formatting characters",
+        ),
+        (
+            line("Bash", "u", json!([SECRET])),
+            "invalid task_permission: input must be a JSON object",
+        ),
+        (
+            line("Bash", "u", json!(SECRET)),
+            "invalid task_permission: input must be a JSON object",
+        ),
+        (
+            json!({"task_permission": {"toolName": "Bash", "toolUseId": "u"}}),
+            "malformed line: missing field `input`",
+        ),
+        (
+            json!({"task_permission": {"toolName": "Bash", "input": {}}}),
+            "malformed line: missing field `toolUseId`",
+        ),
+        (
+            json!({"task_permission": {"toolName": "Bash", "toolUseId": "u", "input": {}, SECRET: 1}}),
+            "malformed line: unknown field in `task_permission`, expected one of `toolName`, `toolUseId`, `input`",
+        ),
+        (
+            json!({"task_permission": {"toolName": [SECRET], "toolUseId": "u", "input": {}}}),
+            "malformed line: invalid type: sequence, expected a string",
+        ),
+        (
+            json!({"task_permission": {"toolName": "Bash", "toolUseId": "u", "input": {}, "input": {}}}),
+            "malformed line: duplicate field `input`",
+        ),
+    ];
+    for (line, want) in &cases {
+        // serde_json's `json!` keeps one of two equal keys: the duplicate is written by hand.
+        let text = if want.contains("duplicate") {
+            r#"{"task_permission":{"toolName":"Bash","toolUseId":"u","input":{},"input":{}}}"#
+                .to_owned()
+        } else {
+            line.to_string()
+        };
+        let err = decode_err(&text);
+        assert_eq!(err, *want, "{text}");
+        assert!(!err.contains(SECRET) && !err.contains("nnn") && !err.contains("iii"));
+    }
+}

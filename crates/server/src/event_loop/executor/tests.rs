@@ -253,9 +253,96 @@ fn headless_executor(dir: &Path, root: &Path) -> Executor {
             template: ["/bin/echo", "-n", "{prompt}"].map(String::from).to_vec(),
             format: agent_hub_host::agents::manifest::Outcome::ExitCode,
             prompt_via: agent_hub_host::agents::manifest::PromptVia::Argv,
+            mcp: None,
         })),
         Arc::new(|| {}),
     )
+}
+
+/// Issue 37 design §6: a headless agent with `run.headless_mcp` gets its credential, an MCP
+/// config naming `agent-hub mcp` as the task identity under the task-unique server name, and
+/// the template's elements before its prompt; the book hears first that it asks through the
+/// tool. `/bin/echo` as the agent prints the argv it got, which is the outcome's text.
+#[test]
+fn a_headless_agent_with_headless_mcp_gets_the_hubs_server_and_its_prompt_tool() {
+    let dir = std::env::temp_dir().join(format!("agent-hub-exec-hlmcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    let root = std::fs::canonicalize(dir.join("work")).unwrap();
+    let client = dir.join("agent-hub");
+    std::fs::write(&client, "").unwrap();
+    let mcp = [
+        "--mcp-config",
+        "{mcp_config}",
+        "--permission-prompt-tool",
+        "mcp__{server}__permission_prompt",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut ex = Executor::new(
+        Runtime {
+            client_binary: client.clone(),
+            port: 4100,
+            credentials_dir: dir.join("creds"),
+            env: Vec::new(),
+            secrets: Vec::new(),
+            cwd_roots: vec![root.clone()],
+            default_permission: PermissionPolicy::default(),
+            agent_permission: Default::default(),
+            approvals: ApprovalSettings::default(),
+            limits: agent_hub_proto::acp::Limits::default(),
+            headless_stdout_max_bytes: 1 << 20,
+            sandbox: None,
+        },
+        Box::new(OneAgent(AgentRun::Headless {
+            template: ["/bin/echo", "-n", "{prompt}"].map(String::from).to_vec(),
+            format: agent_hub_host::agents::manifest::Outcome::ExitCode,
+            prompt_via: agent_hub_host::agents::manifest::PromptVia::Argv,
+            mcp: Some(mcp),
+        })),
+        Arc::new(|| {}),
+    );
+    let task = tid(0x21);
+    ex.start(start(0x21, "echo", root.clone(), "hello"));
+    let server = hub_server_name(task.as_str());
+    let config = dir.join("creds").join(task.as_str()).join(MCP_CONFIG_FILE);
+    let mut events = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !events.iter().any(|(_, e)| matches!(e, TaskEvent::Ended(_))) {
+        assert!(std::time::Instant::now() < deadline, "{events:?}");
+        events.extend(ex.drain());
+        std::thread::yield_now();
+    }
+    assert!(
+        matches!(&events[0].1, TaskEvent::PermissionTool { tool_kinds } if tool_kinds.is_empty()),
+        "{events:?}"
+    );
+    let text = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            TaskEvent::Outcome(o) => Some(o.text.clone()),
+            _ => None,
+        })
+        .expect("an outcome");
+    assert_eq!(
+        text,
+        format!(
+            "--mcp-config {} --permission-prompt-tool mcp__{server}__permission_prompt hello",
+            config.display()
+        )
+    );
+    assert!(!config.exists(), "the task's folder goes with the task");
+    let entry = mcp_server(&server, &client, task.as_str(), Path::new("/c/token"), 4100);
+    let doc: serde_json::Value = serde_json::from_str(&mcp_config(&entry)).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::json!({"mcpServers": {server.clone(): {
+            "command": client.to_string_lossy(),
+            "args": ["mcp", "--as", task.as_str(), "--token-file", "/c/token", "--port", "4100"],
+            "env": {}
+        }}})
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Prompts an argv cannot carry as they are end the task `refused` before any process
