@@ -9,14 +9,13 @@
 //! Owns the SQL. Refuses: deciding what to store.
 
 use super::flush::{Background, WalFlush};
-use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint};
+use super::sqlite_wal::{lock_store, on_wal_commit, SqliteCheckpoint, StoreLock};
 use super::{
     open_err, rows, Loaded, RowSink, Store, StoreError, StoreOp, StoredRequest, StoredTask,
     TaskStoreOp,
 };
 use agent_hub_host::config::SyncPolicy;
 use rusqlite::{ffi, params, Connection, OptionalExtension};
-use std::fs::File;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -40,8 +39,8 @@ pub struct Sqlite {
     checkpointer: Option<SqliteCheckpoint>,
     /// WAL frames after the last commit, stored by `on_wal_commit` (installed on `conn`).
     wal_frames: Arc<AtomicU32>,
-    /// The open lock file: one hub per store (`lock_store`).
-    _lock: File,
+    /// The store's lock: one hub per store (`lock_store`).
+    _lock: StoreLock,
 }
 
 /// Version 2: one row per accepted envelope, keyed by acceptance order. The row is the queue

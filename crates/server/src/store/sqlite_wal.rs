@@ -9,11 +9,13 @@ use super::flush::{BackgroundError, Checkpoint, Checkpointed};
 use super::open_err;
 use super::StoreError;
 use rusqlite::{ffi, Connection, OpenFlags};
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// The lock file beside the database: the same name with `.lock` appended.
 fn lock_path(db: &Path) -> PathBuf {
@@ -22,35 +24,104 @@ fn lock_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Takes an exclusive `flock` on the store's lock file, held for as long as the file stays
-/// open. SQLite's own locks cannot say "one hub": the checkpoints' second connection needs
-/// SQLite's shared (non-exclusive) locking mode. A separate file, because closing any
-/// descriptor of the database itself would drop SQLite's POSIX locks on it.
-pub(super) fn lock_store(db: &Path) -> Result<File, StoreError> {
+/// The store's lock: the lock file, open, holding a POSIX write lock (`fcntl(F_SETLK)`) over
+/// the whole file, and this process's claim on its path. Dropping it closes the file, which
+/// releases the lock, and gives up the claim.
+#[derive(Debug)]
+pub(super) struct StoreLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        claimed()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.path);
+    }
+}
+
+/// The lock files this process holds. POSIX locks belong to the process, so a second open in
+/// the same process would be granted the lock and, worse, closing its descriptor would drop
+/// the first one's: the claim is checked before the file is even opened.
+fn claimed() -> &'static Mutex<HashSet<PathBuf>> {
+    static CLAIMED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    CLAIMED.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+fn locked(path: &Path) -> StoreError {
+    StoreError::Open(format!(
+        "{} is locked (is another agent-hub-server using this store?)",
+        path.display()
+    ))
+}
+
+/// Takes the store's lock (one hub per store). A POSIX record lock and not `flock(2)`: a
+/// `flock` belongs to the open file description, which a child forked to start an agent
+/// shares until its `exec` closes it, so a hub killed at that moment left its store locked
+/// for a restart that came at once (seen as a flaky restart test, 3 in 25). A POSIX lock
+/// belongs to the process: a fork does not inherit it and the kernel drops it when the hub
+/// dies. A separate file, because closing any descriptor of the database itself would drop
+/// SQLite's own POSIX locks on it.
+pub(super) fn lock_store(db: &Path) -> Result<StoreLock, StoreError> {
     let path = lock_path(db);
-    let file = std::fs::OpenOptions::new()
+    // The claim is keyed by the canonical folder (the file may not exist yet), so two
+    // spellings of one store are one claim.
+    let key = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })
+        .map(|d| d.join(name))
+        .unwrap_or_else(|_| path.clone()),
+        _ => path.clone(),
+    };
+    if !claimed()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.clone())
+    {
+        return Err(locked(&path));
+    }
+    // From here every early return gives the claim back through the guard's drop.
+    let opened = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
-    // SAFETY: flock on a descriptor this function owns, open for the call's duration.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        .open(&path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            claimed()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            return Err(StoreError::Open(format!("{}: {e}", path.display())));
+        }
+    };
+    let guard = StoreLock {
+        _file: file,
+        path: key,
+    };
+    // SAFETY: an all-zero `flock` struct is valid; the fields that matter are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = 0;
+    fl.l_len = 0; // the whole file, however long
+                  // SAFETY: fcntl on a descriptor the guard owns, with a valid `flock` for the call.
+    let rc = unsafe { libc::fcntl(guard._file.as_raw_fd(), libc::F_SETLK, &fl) };
     if rc != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(StoreError::Open(
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                format!(
-                    "{} is locked (is another agent-hub-server using this store?)",
-                    path.display()
-                )
-            } else {
-                format!("cannot lock {}: {e}", path.display())
-            },
-        ));
+        return Err(match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EAGAIN) => locked(&path),
+            _ => StoreError::Open(format!("cannot lock {}: {e}", path.display())),
+        });
     }
-    Ok(file)
+    Ok(guard)
 }
 
 /// SQLite's WAL hook on the loop's connection: after each commit, the WAL's length in frames,

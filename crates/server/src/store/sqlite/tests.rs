@@ -401,6 +401,53 @@ fn a_second_opener_is_refused_while_the_first_holds_the_lock() {
     }
 }
 
+/// The lock is the process's, not the open file's: a child forked to start an agent and not
+/// yet at its `exec` must not keep the store locked once the hub is gone. Here the "hub" drops
+/// its store while such a child waits (in its pre-exec step) and opens it again: granted.
+/// With `flock` the child's copy of the descriptor kept the lock and this open was refused.
+#[test]
+fn a_child_between_fork_and_exec_does_not_hold_the_lock() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let path = tmp("fork");
+    let first = Sqlite::open(&path, 1 << 30).unwrap();
+    let pipe = || {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array it is given.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors were just opened and are owned here only.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    };
+    let (forked_r, forked_w) = pipe();
+    let (go_r, go_w) = pipe();
+    let (fw, gr) = (forked_w.as_raw_fd(), go_r.as_raw_fd());
+    let spawner = std::thread::spawn(move || {
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: write(2) and read(2) only, as a pre_exec hook must.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::write(fw, b"f".as_ptr().cast(), 1);
+                let mut b = [0u8; 1];
+                libc::read(gr, b.as_mut_ptr().cast(), 1);
+                Ok(())
+            });
+        }
+        cmd.status().unwrap()
+    });
+    let mut b = [0u8; 1];
+    // SAFETY: a read into a one-byte buffer from a pipe this test owns.
+    assert_eq!(
+        unsafe { libc::read(forked_r.as_raw_fd(), b.as_mut_ptr().cast(), 1) },
+        1
+    );
+    drop(first);
+    let again = Sqlite::open(&path, 1 << 30);
+    // SAFETY: a one-byte write to a pipe this test owns: the child may exec now.
+    unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+    assert!(spawner.join().unwrap().success());
+    assert!(again.is_ok(), "{:?}", again.err());
+}
+
 #[test]
 fn a_newer_schema_is_refused() {
     let path = tmp("newer");
