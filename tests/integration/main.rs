@@ -44,6 +44,7 @@ mod manifests_reload;
 mod mcp;
 mod no_loss;
 mod pipelining;
+mod placement;
 mod protocol_fixtures;
 mod questions;
 mod readme;

@@ -313,6 +313,7 @@ impl TaskBook {
             // no policy of its own.
             permission: None,
             allow: None,
+            requires: None,
         };
         match self.insert(req, &delegator, Some(origin.clone()), now, ids) {
             Err(r) => refuse(self, r.to_string()),
@@ -437,6 +438,7 @@ impl TaskBook {
         ids: &mut dyn IdSource,
     ) {
         let routed = self.relayed.set_link(peer, up, terms.approvals);
+        self.rooms.link(peer, up, terms.agent_hub);
         if up {
             self.links.insert(peer.to_owned(), terms.agent_hub);
             if routed {

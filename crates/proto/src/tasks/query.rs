@@ -87,6 +87,7 @@ impl TaskBook {
             reason: t.reason.clone(),
             progress: if active { t.progress.clone() } else { None },
             requests: self.approvals.records(&t.id, now),
+            placement: t.placement.as_ref().map(|p| p.reason.clone()),
         }
     }
 }

@@ -238,6 +238,15 @@ pub enum TaskAudit {
     /// `request_refused`: a request the hub would not hold (a cap, `why`), answered by the
     /// fallback at once.
     RequestRefused { task: String, why: String },
+    /// `task_placed` (issue 38 design §9): where `delegate --peer auto` placed the task
+    /// (`local` or a peer), how many places were eligible, and those skipped with why (at
+    /// most `placement::MAX_NAMED`; metadata only).
+    Placed {
+        task: String,
+        chose: String,
+        eligible: usize,
+        skipped: Vec<(String, String)>,
+    },
 }
 
 impl TaskAudit {
@@ -254,6 +263,7 @@ impl TaskAudit {
             TaskAudit::RequestExpired { .. } => "request_expired",
             TaskAudit::RequestClosed { .. } => "request_closed",
             TaskAudit::RequestRefused { .. } => "request_refused",
+            TaskAudit::Placed { .. } => "task_placed",
         }
     }
 
@@ -285,6 +295,27 @@ impl TaskAudit {
                 to_json(task),
                 to_json(agent)
             ),
+            TaskAudit::Placed {
+                task,
+                chose,
+                eligible,
+                skipped,
+            } => {
+                let list: Vec<String> = skipped
+                    .iter()
+                    .take(super::placement::MAX_NAMED)
+                    .map(|(place, why)| {
+                        format!("{{\"place\":{},\"why\":{}}}", to_json(place), to_json(why))
+                    })
+                    .collect();
+                write!(
+                    out,
+                    ",\"task\":{},\"chose\":{},\"eligible\":{eligible},\"skipped\":[{}]",
+                    to_json(task),
+                    to_json(chose),
+                    list.join(",")
+                )
+            }
             TaskAudit::CancelAsked { task } | TaskAudit::Forgotten { task } => {
                 write!(out, ",\"task\":{}", to_json(task))
             }

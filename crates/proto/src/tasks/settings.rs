@@ -63,6 +63,9 @@ pub struct TasksConfig {
     pub sandbox: SandboxMode,
     /// How requests held for a person are bounded and answered (issue 37 design §8).
     pub approvals: ApprovalSettings,
+    /// `[tasks.placement]` (issue 38 design §4): the floors a place must meet for
+    /// `delegate --peer auto`.
+    pub placement: crate::tasks::placement::Floors,
 }
 
 /// `tasks.permission` when the table says nothing (issue 37 design §1): ask a person.
@@ -194,6 +197,8 @@ pub struct BookConfig {
     pub agent_permission: BTreeMap<String, PermissionPolicy>,
     /// How held requests are bounded and answered (`tasks::approvals`, design §8).
     pub approvals: ApprovalSettings,
+    /// The floors of `delegate --peer auto` (`tasks::placement`, issue 38 design §4).
+    pub placement: crate::tasks::placement::Floors,
 }
 
 impl BookConfig {
@@ -223,6 +228,7 @@ impl From<&TasksConfig> for BookConfig {
             permission: t.permission,
             agent_permission: t.agent_permission.clone(),
             approvals: t.approvals.clone(),
+            placement: t.placement,
         }
     }
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 mod approvals;
 mod peer;
+mod placed;
 mod prompts;
 mod relayed;
 
@@ -58,6 +59,7 @@ fn config() -> BookConfig {
         permission: crate::acp::PermissionPolicy::Ask,
         agent_permission: Default::default(),
         approvals: Default::default(),
+        placement: Default::default(),
     }
 }
 

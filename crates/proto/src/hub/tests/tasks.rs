@@ -26,6 +26,7 @@ pub(super) fn book() -> TaskBook {
             permission: crate::acp::PermissionPolicy::Ask,
             agent_permission: Default::default(),
             approvals: Default::default(),
+            placement: Default::default(),
         },
         ["fake".to_owned()],
         Vec::<String>::new(),
