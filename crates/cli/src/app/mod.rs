@@ -489,6 +489,18 @@ struct DelegateArgs {
     /// given: they are allowed at once, never sent to you. Repeatable, at most 8.
     #[arg(long = "allow", value_name = "KIND[,KIND][:PATH]")]
     allow: Vec<String>,
+    /// Cancel the task once its cost passes AMOUNT US dollars (over 0, at most 1000000). The
+    /// hub refuses it for an agent that does not report its cost, unless --allow-unmetered.
+    #[arg(long = "max-cost", value_name = "AMOUNT")]
+    max_cost: Option<f64>,
+    /// Cancel the task once its total tokens pass N (1 to 10^12). Refused for an agent that
+    /// does not report tokens, unless --allow-unmetered.
+    #[arg(long = "max-tokens", value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Run the task even if its agent does not report what --max-cost or --max-tokens needs
+    /// (that limit is then not kept, and the outcome says so).
+    #[arg(long = "allow-unmetered")]
+    allow_unmetered: bool,
 }
 
 #[derive(Subcommand)]
@@ -570,6 +582,9 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
         peer: a.peer,
         permission,
         allow,
+        max_cost_usd: a.max_cost.map(agent_hub_proto::wire::usage::Amount),
+        max_tokens: a.max_tokens,
+        allow_unmetered: a.allow_unmetered.then_some(true),
     };
     let answer = client::delegate(&ep, req)?;
     let text = if a.json {

@@ -535,6 +535,7 @@ mod tests {
                     peer: None,
                     permission: None,
                     allow: None,
+                    ..Default::default()
                 })
             }
         );

@@ -52,7 +52,7 @@ pub enum ToolCall {
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
 /// not silently the hub's default.
-pub const DELEGATE_KEYS: [&str; 8] = [
+pub const DELEGATE_KEYS: [&str; 11] = [
     "agent",
     "cwd",
     "prompt",
@@ -61,6 +61,9 @@ pub const DELEGATE_KEYS: [&str; 8] = [
     "peer",
     "permission",
     "allow",
+    "maxCostUsd",
+    "maxTokens",
+    "allowUnmetered",
 ];
 
 /// The argument keys `task_answer` takes; any other is refused (a misspelt `requestId` must
@@ -230,6 +233,9 @@ pub fn list() -> Value {
                     "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
                     "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."},
+                    "maxCostUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000, "description": "Cancel the task once its cost passes this many US dollars (only for an agent that reports its cost; see allowUnmetered)."},
+                    "maxTokens": {"type": "integer", "minimum": 1, "maximum": 1000000000000u64, "description": "Cancel the task once its total tokens pass this (only for an agent that reports tokens)."},
+                    "allowUnmetered": {"type": "boolean", "description": "Run it even if the agent does not report what maxCostUsd or maxTokens needs (the budget is then not kept)."},
                     "permission": {"type": "string", "enum": Permission::ALL.map(Permission::as_str), "description": "How the task's requests for permission are answered: ask (each comes to you as a task_request message), reject or allow; at most as wide as the hub allows for the agent (default: the hub's policy)."},
                     "allow": {
                         "type": "array",
@@ -419,6 +425,17 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
         peer: optional_str(args, "peer")?,
         permission,
         allow: allow_rules(args.get("allow"))?,
+        max_cost_usd: optional_amount(args, "maxCostUsd")?,
+        max_tokens: optional_secs(args, "maxTokens", 1)?,
+        allow_unmetered: match args.get("allowUnmetered") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(ToolArgError::BadArgs(
+                    "allowUnmetered must be true or false".into(),
+                ))
+            }
+        },
     }))
 }
 
@@ -485,6 +502,25 @@ fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
 
 /// A whole number of seconds, at least `min`: an integer, an integral float (`600.0`) or a
 /// numeric string; absent or null is None (the hub's default).
+/// A number of US dollars (`maxCostUsd`, issue 38): a JSON number or its text; the hub checks
+/// its bounds.
+fn optional_amount(
+    args: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<agent_hub_proto::wire::usage::Amount>, ToolArgError> {
+    let bad = || ToolArgError::BadArgs(format!("{key} must be a number of US dollars"));
+    let n = match args.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_f64().ok_or_else(bad)?,
+        Some(Value::String(s)) => s.trim().parse::<f64>().map_err(|_| bad())?,
+        Some(_) => return Err(bad()),
+    };
+    if !n.is_finite() {
+        return Err(bad());
+    }
+    Ok(Some(agent_hub_proto::wire::usage::Amount(n)))
+}
+
 fn optional_secs(
     args: &Map<String, Value>,
     key: &str,
@@ -676,6 +712,7 @@ mod tests {
                 peer: Some("lab".into()),
                 permission: None,
                 allow: None,
+                ..Default::default()
             })
         );
         let ToolCall::Delegate(d) = parse_call(

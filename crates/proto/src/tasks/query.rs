@@ -87,6 +87,10 @@ impl TaskBook {
             reason: t.reason.clone(),
             progress: if active { t.progress.clone() } else { None },
             requests: self.approvals.records(&t.id, now),
+            usage: t.metered.meter.usage(),
+            cost: t.metered.meter.cost_figures(),
+            context: t.metered.meter.context(),
+            budget: t.metered.budget_figures(),
         }
     }
 }

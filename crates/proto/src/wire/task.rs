@@ -11,6 +11,7 @@
 //! are `tasks::TaskBook::submit`'s.
 
 use super::approval::{AllowRule, Permission, RequestRecord};
+use super::usage::{Amount, BudgetFigures, ContextFigures, CostFigures, UsageFigures};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -47,6 +48,21 @@ pub struct DelegateRequest {
     /// Issue 37: pre-approval rules (`wire::approval::check_allow`'s bounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<AllowRule>>,
+    /// Issue 38 design §1: cancel the task when its cost passes this many US dollars
+    /// (finite, over 0, at most 1000000; the book checks it against the agent's reports).
+    #[serde(rename = "maxCostUsd", default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<Amount>,
+    /// Cancel the task when its total tokens pass this (1 – 10^12).
+    #[serde(rename = "maxTokens", default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Run it even when the agent does not report what a limit needs (the budget is then
+    /// not kept, and the outcome says `"kept":false`).
+    #[serde(
+        rename = "allowUnmetered",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_unmetered: Option<bool>,
 }
 
 /// The prompt is the delegator's work and may be large or confidential: `Debug` (and so any
@@ -62,6 +78,9 @@ impl fmt::Debug for DelegateRequest {
             .field("peer", &self.peer)
             .field("permission", &self.permission)
             .field("allow", &self.allow)
+            .field("max_cost_usd", &self.max_cost_usd)
+            .field("max_tokens", &self.max_tokens)
+            .field("allow_unmetered", &self.allow_unmetered)
             .finish()
     }
 }
@@ -145,6 +164,15 @@ pub struct TaskRecord {
     /// Issue 37: the task's open requests, oldest first; absent when none is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<Vec<RequestRecord>>,
+    /// Issue 38 design §1, §5: the task's figures so far, each only when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetFigures>,
 }
 
 impl TaskRecord {
@@ -242,6 +270,9 @@ mod tests {
             peer: None,
             permission: None,
             allow: None,
+            max_cost_usd: None,
+            max_tokens: None,
+            allow_unmetered: None,
         }
     }
 
@@ -294,7 +325,7 @@ mod tests {
         let cases = [
             (
                 format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","{secret}":1}}}}"#),
-                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`",
+                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `maxCostUsd`, `maxTokens`, `allowUnmetered`",
             ),
             (
                 r#"{"delegate":{"agent":"a","cwd":"/x"}}"#.to_owned(),
