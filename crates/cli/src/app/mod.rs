@@ -640,6 +640,10 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
             let ep = endpoint(id)?;
             let answer = client::task_status(&ep, &task)?;
             out(&answer.text)?;
+            // Its figures, for the person at the terminal (issue 38), on stderr as below.
+            if let Some(line) = client::task_view::usage_line(&answer.value) {
+                eprintln!("{line}");
+            }
             // Open requests, for the person at the terminal: on stderr, so stdout stays the
             // one JSON line scripts read (which holds them too, as `requests`).
             if !answer.value.requests.is_empty() {
