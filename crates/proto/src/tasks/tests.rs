@@ -16,6 +16,7 @@ mod approvals;
 mod peer;
 mod prompts;
 mod relayed;
+mod usage;
 
 struct Clock {
     origin: Instant,
