@@ -157,7 +157,10 @@ fn a_headless_task_completes_with_the_parsed_text_usage_and_cost() {
     assert_eq!(body["usage"]["inputTokens"], 11);
     assert_eq!(body["usage"]["outputTokens"], 7);
     assert_eq!(body["usage"]["cachedReadTokens"], 3);
-    assert_eq!(body["usage"]["source"], "headless", "issue 38: tagged with its source");
+    assert_eq!(
+        body["usage"]["source"], "headless",
+        "issue 38: tagged with its source"
+    );
     assert_eq!(
         body["cost"],
         json!({"amount": 0.0042, "currency": "USD", "source": "headless"})

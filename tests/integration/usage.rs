@@ -29,7 +29,11 @@ fn setup(sqlite: bool) -> Setup {
     std::fs::create_dir_all(setup.path("manifests")).unwrap();
     for (name, mode, reports) in [
         // Claude's adapter: all three.
-        ("claudeish", "cumulative", &["tokens", "cost", "context"][..]),
+        (
+            "claudeish",
+            "cumulative",
+            &["tokens", "cost", "context"][..],
+        ),
         ("spender", "hold", &["tokens", "cost", "context"][..]),
         // Gemini 0.61: tokens from _meta.quota only.
         ("geminiish", "meta", &["tokens"][..]),
@@ -116,7 +120,10 @@ fn usage_and_cost_reach_the_outcome_and_the_record_and_survive_a_restart() {
         .into_iter()
         .find(|r| r["event"] == "task_ended" && r["task"] == task.as_str())
         .unwrap();
-    assert_eq!((ended["tokens"].clone(), ended["cost_usd"].clone()), (json!(120), json!(0.3)));
+    assert_eq!(
+        (ended["tokens"].clone(), ended["cost_usd"].clone()),
+        (json!(120), json!(0.3))
+    );
     // Durable: after a restart on the same SQLite store the record still has them.
     hub.terminate();
     hub.setup.port = hub.port;
@@ -150,7 +157,10 @@ fn a_running_tasks_progress_and_status_carry_its_cost_so_far() {
     assert_eq!(p["cost"]["source"], "acp");
     assert!(p["cost"]["amount"].as_f64().unwrap() > 0.0, "{p}");
     assert_eq!(p["context"]["size"], 200000, "{p}");
-    assert!(p.get("usage").is_none(), "no turn has ended: no token counts yet: {p}");
+    assert!(
+        p.get("usage").is_none(),
+        "no turn has ended: no token counts yet: {p}"
+    );
     let s = wait_status(&hub, "alpha", &task, |s| {
         s["cost"]["amount"].as_f64() == Some(1.0)
     });
@@ -212,14 +222,27 @@ fn a_budget_on_a_figure_the_agent_does_not_report_is_refused_unless_allowed() {
     for (k, v) in [("maxCostUsd", json!(0)), ("maxTokens", json!(0))] {
         let r = delegate(&hub, "claudeish", json!({ k: v }));
         assert!(
-            r["error"]["message"].as_str().unwrap().starts_with("invalid delegate: max"),
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid delegate: max"),
             "{r}"
         );
     }
     let r = delegate(&hub, "claudeish", json!({"maxCostUsd": "1"}));
-    assert!(r["error"]["message"].as_str().unwrap().starts_with("malformed line"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("malformed line"),
+        "{r}"
+    );
     let listed = verb(&hub, "alpha", &json!({"tasks": {}}));
-    assert_eq!(listed["tasks"]["tasks"], json!([]), "no task was made: {listed}");
+    assert_eq!(
+        listed["tasks"]["tasks"],
+        json!([]),
+        "no task was made: {listed}"
+    );
     // With allowUnmetered it runs; the outcome says the budget was not kept and shows no
     // figure (never a 0).
     let task = task_id(&delegate(
@@ -263,7 +286,16 @@ fn the_cli_delegates_with_a_budget_and_agents_shows_what_each_reports() {
     let out = hub.cli(
         "delegate",
         "alpha",
-        &["--agent", "silent", "--cwd", cwd, "--prompt", "p", "--max-cost", "2"],
+        &[
+            "--agent",
+            "silent",
+            "--cwd",
+            cwd,
+            "--prompt",
+            "p",
+            "--max-cost",
+            "2",
+        ],
     );
     out.assert_code(1);
     assert!(
@@ -275,12 +307,25 @@ fn the_cli_delegates_with_a_budget_and_agents_shows_what_each_reports() {
         "delegate",
         "alpha",
         &[
-            "--agent", "claudeish", "--cwd", cwd, "--prompt", "p", "--max-cost", "2",
-            "--max-tokens", "100000", "--wait",
+            "--agent",
+            "claudeish",
+            "--cwd",
+            cwd,
+            "--prompt",
+            "p",
+            "--max-cost",
+            "2",
+            "--max-tokens",
+            "100000",
+            "--wait",
         ],
     );
     out.assert_code(0);
-    assert!(out.stdout.contains("\"cost\":{\"amount\":0.3"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("\"cost\":{\"amount\":0.3"),
+        "{}",
+        out.stdout
+    );
     let task = out.stdout.lines().next().unwrap().to_owned();
     // `agents` says what each reports (the REPORTS column).
     let agents = crate::harness::run(
@@ -299,9 +344,17 @@ fn the_cli_delegates_with_a_budget_and_agents_shows_what_each_reports() {
             .unwrap_or_else(|| panic!("{name}: {}", agents.stdout))
             .to_owned()
     };
-    assert!(row("claudeish").contains(" tokens,cost,context "), "{}", agents.stdout);
+    assert!(
+        row("claudeish").contains(" tokens,cost,context "),
+        "{}",
+        agents.stdout
+    );
     assert!(row("geminiish").contains(" tokens "), "{}", agents.stdout);
-    assert!(row("silent").contains("  -  ") || row("silent").contains(" - "), "{}", agents.stdout);
+    assert!(
+        row("silent").contains("  -  ") || row("silent").contains(" - "),
+        "{}",
+        agents.stdout
+    );
     let mut cmd = std::process::Command::new(crate::harness::CLIENT);
     cmd.args(["task", "status", "--as", "alpha", "--token-file"])
         .arg(hub.token_file("alpha"))

@@ -33,9 +33,7 @@ pub use config::{
     Approval, Limits, McpServer, PermissionFallback, PermissionPolicy, SessionConfig,
     SessionConfigError,
 };
-pub use outcome::{
-    CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason,
-};
+pub use outcome::{CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason};
 pub use progress::{
     AgentInfo, ContextUsage, Cost, PermissionCounts, PlanEntry, Progress, ToolCounts,
 };

@@ -337,7 +337,8 @@ pub struct Outcome {
     /// The turn's figures, each tagged with its source (tokens from the prompt result,
     /// cost and context from the run's latest `usage_update`, or a headless parser's; issue
     /// 38 design §1). Absent ones are absent, never 0.
-    pub meter: TurnMeter,
+    /// Boxed: the figures would make every session event as large as an outcome.
+    pub meter: Box<TurnMeter>,
     /// The last progress snapshot (tool calls, plan, context usage, cost, counts).
     pub progress: Progress,
 }

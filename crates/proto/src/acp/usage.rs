@@ -272,7 +272,11 @@ mod tests {
                 json!({"used":1500,"size":200000,"cost":{"amount":a,"currency":"USD"}}),
             ));
         }
-        assert_eq!(m.cost.unwrap().value.amount, 0.00056, "cumulative: never summed");
+        assert_eq!(
+            m.cost.unwrap().value.amount,
+            0.00056,
+            "cumulative: never summed"
+        );
         assert_eq!(m.context.unwrap().used, Some(1500));
     }
 

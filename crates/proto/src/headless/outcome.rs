@@ -57,7 +57,7 @@ pub fn build(
         status,
         truncated: parsed.text_truncated || stdout.truncated,
         text: parsed.text,
-        meter: TurnMeter::headless(parsed.usage, parsed.cost.clone()),
+        meter: Box::new(TurnMeter::headless(parsed.usage, parsed.cost.clone())),
         progress: Progress {
             elapsed_ms: ending.elapsed_ms,
             cost: parsed.cost,

@@ -88,7 +88,9 @@ pub enum DelegateRefusal {
     },
     /// Design §7: a budget for a task on a relay peer, which reports usage only in its
     /// handoff, without `allowUnmetered`.
-    PeerCannotKeepBudget { peer: String },
+    PeerCannotKeepBudget {
+        peer: String,
+    },
 }
 
 impl fmt::Display for DelegateRefusal {

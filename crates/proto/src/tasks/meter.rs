@@ -14,7 +14,9 @@
 
 use super::check::DelegateRefusal;
 use crate::acp::{ContextUsage, Cost, Reports, Sourced, TurnMeter, UsageSource};
-use crate::wire::usage::{Amount, BudgetFigures, ContextFigures, CostFigures, Tokens, UsageFigures};
+use crate::wire::usage::{
+    Amount, BudgetFigures, ContextFigures, CostFigures, Tokens, UsageFigures,
+};
 use crate::wire::DelegateRequest;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -291,7 +293,11 @@ impl fmt::Display for Passed {
 /// with `kept` and `passed` so a restart still shows them).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Budget {
-    #[serde(rename = "maxCostUsd", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxCostUsd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_cost_usd: Option<f64>,
     #[serde(rename = "maxTokens", default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
@@ -345,7 +351,10 @@ impl Budget {
             (Some(_), _) => false,
             (None, r) => {
                 let r = r.unwrap_or(Reports::NONE);
-                let missing = match (max_cost_usd.is_some() && !r.cost, req.max_tokens.is_some() && !r.tokens) {
+                let missing = match (
+                    max_cost_usd.is_some() && !r.cost,
+                    req.max_tokens.is_some() && !r.tokens,
+                ) {
                     (true, _) => Some(Limit::Cost),
                     (false, true) => Some(Limit::Tokens),
                     (false, false) => None,
@@ -486,7 +495,9 @@ mod tests {
 
     fn tokens(keys: [Option<u64>; 6], source: UsageSource) -> TurnMeter {
         TurnMeter {
-            tokens: Tokens::from_keys(keys).some().map(|value| Sourced { value, source }),
+            tokens: Tokens::from_keys(keys)
+                .some()
+                .map(|value| Sourced { value, source }),
             ..TurnMeter::default()
         }
     }
@@ -510,7 +521,10 @@ mod tests {
         let mut m = Meter::default();
         m.end_turn(&TurnMeter::default());
         assert!(m.is_unmetered());
-        assert_eq!((m.usage(), m.cost_figures(), m.context()), (None, None, None));
+        assert_eq!(
+            (m.usage(), m.cost_figures(), m.context()),
+            (None, None, None)
+        );
         assert_eq!(m.total_tokens(), None);
         assert_eq!(m.to_column(), Some(r#"{"turns":1,"sums":[null,null,null,null,null,null],"reported":[0,0,0,0,0,0],"token_source":null,"closed_cost":null,"run_cost":null,"currency":null,"cost_source":null,"cost_partial":false,"tokens_lost":false,"context":null}"#.to_owned()));
         assert_eq!(Meter::default().to_column(), None);
@@ -543,14 +557,22 @@ mod tests {
         for a in [0.1, 0.25, 0.3] {
             assert_eq!(m.on_run_figures(Some(&usd(a)), None), None);
         }
-        assert_eq!(m.cost(), Some((0.3, "USD")), "cumulative in a run: never summed");
+        assert_eq!(
+            m.cost(),
+            Some((0.3, "USD")),
+            "cumulative in a run: never summed"
+        );
         m.end_turn(&TurnMeter {
             cost: Some(usd(0.4)),
             ..TurnMeter::default()
         });
         m.end_run(CostAcrossRuns::Restarts);
         m.on_run_figures(Some(&usd(0.05)), None);
-        assert_eq!(m.cost_usd(), Some(0.45), "a new run counts from its own start");
+        assert_eq!(
+            m.cost_usd(),
+            Some(0.45),
+            "a new run counts from its own start"
+        );
         let mut c = m.clone();
         c.end_run(CostAcrossRuns::Continues);
         assert_eq!(c.cost_usd(), Some(0.4), "a run that continues: the largest");
@@ -574,7 +596,10 @@ mod tests {
     #[test]
     fn a_cut_run_makes_the_sums_lower_bounds() {
         let mut m = Meter::default();
-        m.end_turn(&tokens([Some(1), Some(1), None, None, None, None], UsageSource::Headless));
+        m.end_turn(&tokens(
+            [Some(1), Some(1), None, None, None, None],
+            UsageSource::Headless,
+        ));
         m.lose_run();
         assert!(m.usage().unwrap().partial);
         let back = Meter::from_column(&m.to_column().unwrap()).unwrap();
@@ -698,7 +723,11 @@ mod tests {
             .unwrap();
         let mut m = Meter::default();
         m.on_run_figures(Some(&cost(5.0, "EUR")), None);
-        assert_eq!(eur.check_figures(&m), None, "another currency cannot be compared");
+        assert_eq!(
+            eur.check_figures(&m),
+            None,
+            "another currency cannot be compared"
+        );
         let back = Budget::from_column(&b.to_column()).unwrap();
         assert_eq!(back, b);
     }

@@ -385,7 +385,10 @@ impl TaskBook {
     }
 
     /// What each runnable agent reports (issue 38 design §1), set with the catalogue.
-    pub fn set_reports(&mut self, reports: impl IntoIterator<Item = (String, crate::acp::Reports)>) {
+    pub fn set_reports(
+        &mut self,
+        reports: impl IntoIterator<Item = (String, crate::acp::Reports)>,
+    ) {
         self.reports = reports.into_iter().collect();
     }
 
@@ -852,7 +855,14 @@ impl TaskBook {
         let (text, cut) = cap_text(e.text, max_text);
         let handoff = t.origin.clone().map(|o| {
             // No process ran (none reported): the task was never started here.
-            let h = peer::handoff(&o, &e, text, t.stopped_by_peer, t.pid.is_some(), &t.metered.meter);
+            let h = peer::handoff(
+                &o,
+                &e,
+                text,
+                t.stopped_by_peer,
+                t.pid.is_some(),
+                &t.metered.meter,
+            );
             (o, h)
         });
         let state = e.state.as_str();
@@ -1132,9 +1142,7 @@ impl TaskBook {
             return;
         };
         match (t.state, &t.peer) {
-            (TaskState::Running, None) if live => {
-                self.cancel_running(id, Some(p.to_string()), now)
-            }
+            (TaskState::Running, None) if live => self.cancel_running(id, Some(p.to_string()), now),
             _ => self
                 .actions
                 .push_back(TaskAction::Log(format!("task {id}: {p}"))),

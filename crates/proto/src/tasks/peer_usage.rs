@@ -114,8 +114,14 @@ mod tests {
             Some(json!({"input_tokens": 15000, "output_tokens": 3000})),
         ));
         let t = m.tokens.unwrap();
-        assert_eq!((t.value.total_tokens, t.source), (Some(18000), UsageSource::Peer));
-        assert_eq!(t.value.input_tokens, None, "the totals rule: only the total");
+        assert_eq!(
+            (t.value.total_tokens, t.source),
+            (Some(18000), UsageSource::Peer)
+        );
+        assert_eq!(
+            t.value.input_tokens, None,
+            "the totals rule: only the total"
+        );
         assert_eq!(m.cost.unwrap().value.amount, 0.42);
         let m = from_handoff(&handoff(5, f64::NAN, None));
         assert_eq!(m.cost, None);
@@ -126,8 +132,10 @@ mod tests {
         let m = from_handoff(&handoff(
             0,
             0.0,
-            Some(json!({"reported": true, "tokens": {"inputTokens": 0, "outputTokens": 12},
-                "cost": {"amount": 0.0, "currency": "USD"}})),
+            Some(
+                json!({"reported": true, "tokens": {"inputTokens": 0, "outputTokens": 12},
+                "cost": {"amount": 0.0, "currency": "USD"}}),
+            ),
         ));
         let t = m.tokens.unwrap().value;
         assert_eq!((t.input_tokens, t.output_tokens), (Some(0), Some(12)));
@@ -135,8 +143,10 @@ mod tests {
         let m = from_handoff(&handoff(
             0,
             0.0,
-            Some(json!({"reported": true, "cost": {"amount": -1, "currency": "USD"},
-                "tokens": {"inputTokens": "lots"}})),
+            Some(
+                json!({"reported": true, "cost": {"amount": -1, "currency": "USD"},
+                "tokens": {"inputTokens": "lots"}}),
+            ),
         ));
         assert!(m.is_empty(), "hostile figures are no figures");
         let m = from_handoff(&handoff(7, 0.0, Some(json!({"reported": false}))));

@@ -87,10 +87,10 @@ impl TaskBook {
             reason: t.reason.clone(),
             progress: if active { t.progress.clone() } else { None },
             requests: self.approvals.records(&t.id, now),
-            usage: t.metered.meter.usage(),
-            cost: t.metered.meter.cost_figures(),
+            usage: t.metered.meter.usage().map(Box::new),
+            cost: t.metered.meter.cost_figures().map(Box::new),
             context: t.metered.meter.context(),
-            budget: t.metered.budget_figures(),
+            budget: t.metered.budget_figures().map(Box::new),
         }
     }
 }

@@ -3,12 +3,12 @@
 
 use super::*;
 use crate::acp::{
-    CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Sourced, Step,
-    StopReason, TurnMeter, UsageSource,
+    CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Sourced, Step, StopReason,
+    TurnMeter, UsageSource,
 };
-use crate::wire::usage::Tokens;
 use crate::kernel::ids::SeededIds;
 use crate::tasks::TaskEnd;
+use crate::wire::usage::Tokens;
 use crate::wire::TaskRecord;
 use serde_json::Value;
 
@@ -174,7 +174,7 @@ fn outcome(status: Status, text: &str) -> TaskEvent {
         status,
         text: text.into(),
         truncated: false,
-        meter: crate::acp::TurnMeter::default(),
+        meter: Box::default(),
         progress: Progress {
             elapsed_ms: 1234,
             ..Progress::default()
@@ -651,7 +651,7 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
             },
             text: text.into(),
             truncated: false,
-            meter: TurnMeter {
+            meter: Box::new(TurnMeter {
                 tokens: Some(Sourced {
                     value: Tokens {
                         input_tokens: Some(10),
@@ -668,7 +668,7 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
                     source: UsageSource::Acp,
                 }),
                 context: None,
-            },
+            }),
             progress: Progress {
                 elapsed_ms: 99,
                 ..Progress::default()

@@ -50,7 +50,11 @@ pub struct DelegateRequest {
     pub allow: Option<Vec<AllowRule>>,
     /// Issue 38 design §1: cancel the task when its cost passes this many US dollars
     /// (finite, over 0, at most 1000000; the book checks it against the agent's reports).
-    #[serde(rename = "maxCostUsd", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxCostUsd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_cost_usd: Option<Amount>,
     /// Cancel the task when its total tokens pass this (1 – 10^12).
     #[serde(rename = "maxTokens", default, skip_serializing_if = "Option::is_none")]
@@ -166,13 +170,14 @@ pub struct TaskRecord {
     pub requests: Option<Vec<RequestRecord>>,
     /// Issue 38 design §1, §5: the task's figures so far, each only when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageFigures>,
+    /// Boxed, as the other figures: a record without them stays small.
+    pub usage: Option<Box<UsageFigures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<CostFigures>,
+    pub cost: Option<Box<CostFigures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextFigures>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<BudgetFigures>,
+    pub budget: Option<Box<BudgetFigures>>,
 }
 
 impl TaskRecord {

@@ -91,7 +91,7 @@ pub fn not_started(status: Status) -> [TaskEvent; 3] {
             status,
             text: String::new(),
             truncated: false,
-            meter: agent_hub_proto::acp::TurnMeter::default(),
+            meter: Box::default(),
             progress: Progress::default(),
         }),
         TaskEvent::Ended(TaskEnd::default()),

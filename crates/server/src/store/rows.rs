@@ -12,8 +12,8 @@
 
 use super::{QueuedRef, RowRef, StoredId, StoredRequest, StoredTask};
 use agent_hub_proto::hub::durable::RowRefused;
-use agent_hub_proto::wire::approval::{check_allow, AllowRule};
 use agent_hub_proto::tasks::meter::{Budget, Meter};
+use agent_hub_proto::wire::approval::{check_allow, AllowRule};
 use agent_hub_proto::wire::envelope_text::{split, Parts};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;

@@ -22,9 +22,7 @@
 use super::config::{
     Approval, Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError,
 };
-use super::outcome::{
-    CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason,
-};
+use super::outcome::{CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason};
 use super::permission::ToolNames;
 use super::progress::{AgentInfo, Fold, Progress};
 use super::request::RequestAsk;

@@ -350,7 +350,10 @@ fn gemini_meta_quota_in_the_result_is_its_token_figures() {
     // Issue 38 design §1: Gemini 0.61's only figures, read as `acp-meta`.
     let t = o.meter.tokens.unwrap();
     assert_eq!(t.source, crate::acp::UsageSource::AcpMeta);
-    assert_eq!((t.value.input_tokens, t.value.output_tokens), (Some(12), Some(3)));
+    assert_eq!(
+        (t.value.input_tokens, t.value.output_tokens),
+        (Some(12), Some(3))
+    );
     assert_eq!(o.meter.cost, None);
     assert_eq!(o.text, "MOCK_REPLY 1");
 }

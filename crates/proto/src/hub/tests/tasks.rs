@@ -73,7 +73,7 @@ pub(super) fn outcome_completed() -> TaskEvent {
         },
         text: "all done".into(),
         truncated: false,
-        meter: crate::acp::TurnMeter::default(),
+        meter: Box::default(),
         progress: crate::acp::Progress::default(),
     })
 }

@@ -937,7 +937,11 @@ fn schema_5_is_migrated_to_6_keeping_tasks_and_requests() {
     assert_eq!((t.seq, t.state.as_str()), (3, "completed"));
     assert_eq!(t.permission.as_deref(), Some("ask"));
     assert_eq!(
-        (t.meter.as_deref(), t.budget.as_deref(), t.session_id.as_deref()),
+        (
+            t.meter.as_deref(),
+            t.budget.as_deref(),
+            t.session_id.as_deref()
+        ),
         (None, None, None)
     );
     assert_eq!((t.turn, t.restarts, t.kept_until_ms), (0, 0, None));
@@ -988,7 +992,11 @@ fn usage_columns_apply_load_and_turns_go_with_forget() {
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
     let tasks = s.load_tasks().unwrap();
     assert_eq!(tasks[0].meter.as_deref(), Some(meter));
-    assert_eq!(tasks[0].budget.as_deref(), Some(budget), "a settle without one keeps it");
+    assert_eq!(
+        tasks[0].budget.as_deref(),
+        Some(budget),
+        "a settle without one keeps it"
+    );
     assert_eq!(tasks[1].meter, None);
     s.stage(&[StoreOp::Task(TaskStoreOp::Forget { task: task_id('b') })])
         .unwrap();
@@ -1015,6 +1023,9 @@ fn a_meter_column_that_is_not_ours_is_refused() {
     }
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
     let e = s.load_tasks().unwrap_err().to_string();
-    assert!(e.contains("meter is not the JSON this hub writes there"), "{e}");
+    assert!(
+        e.contains("meter is not the JSON this hub writes there"),
+        "{e}"
+    );
     assert!(!e.contains("SECRET"), "{e}");
 }

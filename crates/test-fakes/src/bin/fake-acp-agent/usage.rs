@@ -19,12 +19,15 @@ static SPENT_MILLS: AtomicU64 = AtomicU64::new(0);
 
 fn cost_update(agent: &Agent) {
     let mills = SPENT_MILLS.fetch_add(100, Ordering::SeqCst) + 100;
-    agent.update(json!({"sessionUpdate":"usage_update","used":1200,"size":200000,
-        "cost":{"amount": mills as f64 / 1000.0, "currency":"USD"}}));
+    agent.update(
+        json!({"sessionUpdate":"usage_update","used":1200,"size":200000,
+        "cost":{"amount": mills as f64 / 1000.0, "currency":"USD"}}),
+    );
 }
 
 pub fn prompt(agent: &mut Agent, mode: Option<&str>, id: &Value) {
-    let usage = json!({"inputTokens":100,"outputTokens":20,"totalTokens":120,"cachedReadTokens":50});
+    let usage =
+        json!({"inputTokens":100,"outputTokens":20,"totalTokens":120,"cachedReadTokens":50});
     match mode.unwrap_or("cumulative") {
         "per-turn" => {
             agent.chunk("per-turn usage");
