@@ -19,6 +19,7 @@ mod acp_session;
 mod agents;
 mod approvals;
 mod approvals_client;
+mod approvals_peer;
 mod audit_chain;
 mod bounds;
 mod client_cli;
