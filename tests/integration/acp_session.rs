@@ -183,7 +183,10 @@ fn end_turn_with_chunks_tool_call_and_usage() {
         }
     );
     assert_eq!(r.outcome.text, "chunk 1 chunk 2 ");
-    assert_eq!(r.outcome.usage.unwrap().total_tokens, Some(7));
+    assert_eq!(
+        r.outcome.meter.tokens.as_ref().unwrap().value.total_tokens,
+        Some(7)
+    );
     assert_eq!(r.outcome.progress.tool_calls.completed, 1);
     assert_eq!(r.outcome.progress.context.unwrap().used, None);
     assert_eq!(

@@ -157,7 +157,14 @@ fn a_headless_task_completes_with_the_parsed_text_usage_and_cost() {
     assert_eq!(body["usage"]["inputTokens"], 11);
     assert_eq!(body["usage"]["outputTokens"], 7);
     assert_eq!(body["usage"]["cachedReadTokens"], 3);
-    assert_eq!(body["cost"], json!({"amount": 0.0042, "currency": "USD"}));
+    assert_eq!(
+        body["usage"]["source"], "headless",
+        "issue 38: tagged with its source"
+    );
+    assert_eq!(
+        body["cost"],
+        json!({"amount": 0.0042, "currency": "USD", "source": "headless"})
+    );
     // The prompt arrived as one argv element, no shell in between, in the task's cwd.
     let rec = recorded(&hub).expect("the agent ran");
     assert_eq!(rec["args"], json!(["claude-ok", prompt]));

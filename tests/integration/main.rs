@@ -64,4 +64,5 @@ mod service_log;
 mod startup;
 mod strangers;
 mod top;
+mod usage;
 mod wire;

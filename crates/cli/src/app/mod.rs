@@ -495,6 +495,18 @@ struct DelegateArgs {
     /// given: they are allowed at once, never sent to you. Repeatable, at most 8.
     #[arg(long = "allow", value_name = "KIND[,KIND][:PATH]")]
     allow: Vec<String>,
+    /// Cancel the task once its cost passes AMOUNT US dollars (over 0, at most 1000000). The
+    /// hub refuses it for an agent that does not report its cost, unless --allow-unmetered.
+    #[arg(long = "max-cost", value_name = "AMOUNT")]
+    max_cost: Option<f64>,
+    /// Cancel the task once its total tokens pass N (1 to 10^12). Refused for an agent that
+    /// does not report tokens, unless --allow-unmetered.
+    #[arg(long = "max-tokens", value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Run the task even if its agent does not report what --max-cost or --max-tokens needs
+    /// (that limit is then not kept, and the outcome says so).
+    #[arg(long = "allow-unmetered")]
+    allow_unmetered: bool,
 }
 
 #[derive(Subcommand)]
@@ -577,6 +589,9 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
         permission,
         allow,
         requires: (!a.requires.is_empty()).then_some(a.requires),
+        max_cost_usd: a.max_cost.map(agent_hub_proto::wire::usage::Amount),
+        max_tokens: a.max_tokens,
+        allow_unmetered: a.allow_unmetered.then_some(true),
     };
     let answer = client::delegate(&ep, req)?;
     let text = if a.json {
@@ -640,6 +655,10 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
             let ep = endpoint(id)?;
             let answer = client::task_status(&ep, &task)?;
             out(&answer.text)?;
+            // Its figures, for the person at the terminal (issue 38), on stderr as below.
+            if let Some(line) = client::task_view::usage_line(&answer.value) {
+                eprintln!("{line}");
+            }
             // Open requests, for the person at the terminal: on stderr, so stdout stays the
             // one JSON line scripts read (which holds them too, as `requests`).
             if !answer.value.requests.is_empty() {

@@ -90,6 +90,24 @@ pub struct TaskRecord {
     /// a hub that holds none).
     #[serde(default, deserialize_with = "null_as_empty")]
     pub requests: Vec<RequestView>,
+    /// Issue 38: the task's figures and budget (docs/delegation.md "Cost and usage"); a value
+    /// of another shape (a later hub's) reads as absent rather than failing the record.
+    #[serde(default, deserialize_with = "lenient")]
+    pub usage: Option<agent_hub_proto::wire::usage::UsageFigures>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub cost: Option<agent_hub_proto::wire::usage::CostFigures>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub context: Option<agent_hub_proto::wire::usage::ContextFigures>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub budget: Option<agent_hub_proto::wire::usage::BudgetFigures>,
+}
+
+/// A value of `T`'s shape, else None (null, or a shape this client does not know).
+fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 /// One open request in a task record, read tolerantly (every key may be missing or null).

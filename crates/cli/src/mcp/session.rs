@@ -535,7 +535,7 @@ mod tests {
                     peer: None,
                     permission: None,
                     allow: None,
-                    requires: None,
+                    ..Default::default()
                 })
             }
         );

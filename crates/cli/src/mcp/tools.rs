@@ -52,7 +52,7 @@ pub enum ToolCall {
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
 /// not silently the hub's default.
-pub const DELEGATE_KEYS: [&str; 9] = [
+pub const DELEGATE_KEYS: [&str; 12] = [
     "agent",
     "cwd",
     "prompt",
@@ -62,6 +62,9 @@ pub const DELEGATE_KEYS: [&str; 9] = [
     "permission",
     "allow",
     "requires",
+    "maxCostUsd",
+    "maxTokens",
+    "allowUnmetered",
 ];
 
 /// The argument keys `task_answer` takes; any other is refused (a misspelt `requestId` must
@@ -232,6 +235,9 @@ pub fn list() -> Value {
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
                     "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one. \"auto\": the hub picks itself or a linked peer that has the agent and the most room (free task slots, load, free memory; peers at their cap or without a recent heartbeat are skipped); the answer's placement says which (chose) and why (reason)."},
                     "requires": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,40}$"}, "minItems": 1, "maxItems": agent_hub_proto::tasks::placement::MAX_REQUIRES, "description": "Only with peer \"auto\": run only where the hub's tags (relay.tags, or a claudectl peer's tags) include every one of these, e.g. [\"gpu\"]."},
+                    "maxCostUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000, "description": "Cancel the task once its cost passes this many US dollars (only for an agent that reports its cost; see allowUnmetered)."},
+                    "maxTokens": {"type": "integer", "minimum": 1, "maximum": 1000000000000u64, "description": "Cancel the task once its total tokens pass this (only for an agent that reports tokens)."},
+                    "allowUnmetered": {"type": "boolean", "description": "Run it even if the agent does not report what maxCostUsd or maxTokens needs (the budget is then not kept)."},
                     "permission": {"type": "string", "enum": Permission::ALL.map(Permission::as_str), "description": "How the task's requests for permission are answered: ask (each comes to you as a task_request message), reject or allow; at most as wide as the hub allows for the agent (default: the hub's policy)."},
                     "allow": {
                         "type": "array",
@@ -422,6 +428,17 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
         permission,
         allow: allow_rules(args.get("allow"))?,
         requires: required_tags(args.get("requires"))?,
+        max_cost_usd: optional_amount(args, "maxCostUsd")?,
+        max_tokens: optional_secs(args, "maxTokens", 1)?,
+        allow_unmetered: match args.get("allowUnmetered") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(ToolArgError::BadArgs(
+                    "allowUnmetered must be true or false".into(),
+                ))
+            }
+        },
     }))
 }
 
@@ -513,6 +530,25 @@ fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
 
 /// A whole number of seconds, at least `min`: an integer, an integral float (`600.0`) or a
 /// numeric string; absent or null is None (the hub's default).
+/// A number of US dollars (`maxCostUsd`, issue 38): a JSON number or its text; the hub checks
+/// its bounds.
+fn optional_amount(
+    args: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<agent_hub_proto::wire::usage::Amount>, ToolArgError> {
+    let bad = || ToolArgError::BadArgs(format!("{key} must be a number of US dollars"));
+    let n = match args.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_f64().ok_or_else(bad)?,
+        Some(Value::String(s)) => s.trim().parse::<f64>().map_err(|_| bad())?,
+        Some(_) => return Err(bad()),
+    };
+    if !n.is_finite() {
+        return Err(bad());
+    }
+    Ok(Some(agent_hub_proto::wire::usage::Amount(n)))
+}
+
 fn optional_secs(
     args: &Map<String, Value>,
     key: &str,
@@ -705,6 +741,7 @@ mod tests {
                 permission: None,
                 allow: None,
                 requires: None,
+                ..Default::default()
             })
         );
         // Issue 38: `auto` and its tags pass through; the hub checks them.

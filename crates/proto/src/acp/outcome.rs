@@ -1,9 +1,10 @@
 //! How a session ends (docs/acp.md "Outcomes"): exactly one `Outcome` per session, its status
 //! (completed, cancelled, timed out, refused, failed) and the report every status carries
-//! (the agent's text, bounded; usage and cost when the agent gave them; tool-call and
+//! (the agent's text, bounded; the turn's usage figures (`usage::TurnMeter`); tool-call and
 //! permission counts). Every string in a status is already a sanitized, bounded excerpt.
 
 use super::progress::Progress;
+use super::usage::TurnMeter;
 use std::fmt;
 
 /// The `stopReason` of a `session/prompt` result (§1.5). An unknown value is kept (as a
@@ -41,17 +42,6 @@ impl StopReason {
             StopReason::Other(s) => s,
         }
     }
-}
-
-/// Token counts from the prompt result's `usage` (an adapter extension, §1.12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TokenUsage {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub total_tokens: Option<u64>,
-    pub cached_read_tokens: Option<u64>,
-    pub cached_write_tokens: Option<u64>,
-    pub thought_tokens: Option<u64>,
 }
 
 /// How the process ended, as the IO layer saw it.
@@ -344,8 +334,11 @@ pub struct Outcome {
     pub text: String,
     /// True when text was dropped to respect the cap.
     pub truncated: bool,
-    /// From the prompt result, when the agent sent it.
-    pub usage: Option<TokenUsage>,
+    /// The turn's figures, each tagged with its source (tokens from the prompt result,
+    /// cost and context from the run's latest `usage_update`, or a headless parser's; issue
+    /// 38 design §1). Absent ones are absent, never 0.
+    /// Boxed: the figures would make every session event as large as an outcome.
+    pub meter: Box<TurnMeter>,
     /// The last progress snapshot (tool calls, plan, context usage, cost, counts).
     pub progress: Progress,
 }

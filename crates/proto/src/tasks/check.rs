@@ -81,6 +81,24 @@ pub enum DelegateRefusal {
     /// Issue 38: no place has room and this hub lacks the agent; the rule's whole text
     /// (`placement::Placement::NoRoom`, already `invalid delegate: …`).
     NoRoom(String),
+    /// Issue 38 design §1: `maxCostUsd` not over 0 and at most `meter::MAX_COST_USD`.
+    MaxCostOutOfRange,
+    /// `maxTokens` not 1 to `meter::MAX_TOKENS`.
+    MaxTokensOutOfRange,
+    /// A limit on a figure the agent does not report (its manifest's `run.reports`), without
+    /// `allowUnmetered`: the budget could never cancel it.
+    Unmetered {
+        agent: String,
+        /// `cost` or `tokens`.
+        what: &'static str,
+        /// What it reports, as `agent-hub agents` shows it.
+        reports: String,
+    },
+    /// Design §7: a budget for a task on a relay peer, which reports usage only in its
+    /// handoff, without `allowUnmetered`.
+    PeerCannotKeepBudget {
+        peer: String,
+    },
 }
 
 impl fmt::Display for DelegateRefusal {
@@ -159,6 +177,31 @@ impl fmt::Display for DelegateRefusal {
             DelegateRefusal::NoRoom(text) => f.write_str(text),
             DelegateRefusal::ApprovalsForPeer => f.write_str(
                 "permission and allow cannot be carried to a peer; a task run on a peer is answered by that hub's own permission",
+            ),
+            DelegateRefusal::MaxCostOutOfRange => f.write_str(
+                "maxCostUsd must be a number over 0 and at most 1000000",
+            ),
+            DelegateRefusal::MaxTokensOutOfRange => {
+                f.write_str("maxTokens must be 1..=1000000000000")
+            }
+            DelegateRefusal::Unmetered {
+                agent,
+                what,
+                reports,
+            } => {
+                let key = if *what == "cost" {
+                    "maxCostUsd"
+                } else {
+                    "maxTokens"
+                };
+                write!(
+                    f,
+                    "agent {agent} does not report its {what} (run.reports: {reports}), so {key} cannot be kept; set allowUnmetered to run it without that limit"
+                )
+            }
+            DelegateRefusal::PeerCannotKeepBudget { peer } => write!(
+                f,
+                "peer {peer} cannot keep a budget (it reports usage only when the task ends)"
             ),
         }
     }

@@ -25,7 +25,9 @@ mod body;
 mod check;
 mod event;
 mod identity;
+pub mod meter;
 mod peer;
+mod peer_usage;
 pub mod placement;
 mod prompt_tool;
 pub mod prompts;
@@ -219,6 +221,8 @@ struct Task {
     /// Issue 38: where `delegate --peer auto` placed it and why (memory only: the store is
     /// unchanged, so a restart forgets it; the audit's `task_placed` keeps it).
     placement: Option<crate::wire::PlacementReply>,
+    /// Its usage figures and budget (issue 38 design §1; `meter`).
+    metered: meter::Metered,
 }
 
 /// How a task ends, for `settle`.
@@ -229,8 +233,6 @@ struct Ending<'a> {
     text: &'a str,
     truncated: bool,
     elapsed_ms: u64,
-    usage: Option<body::UsageBody>,
-    cost: Option<&'a crate::acp::Cost>,
     /// Delegator side: what the peer's handoff added (`gitRef`, `verifications`).
     report: Option<body::PeerReport>,
 }
@@ -244,8 +246,6 @@ impl Ending<'_> {
             text: "",
             truncated: false,
             elapsed_ms,
-            usage: None,
-            cost: None,
             report: None,
         }
     }
@@ -323,6 +323,9 @@ pub struct TaskBook {
     /// What placement knows of each linked peer's room and of this machine (issue 38
     /// design §4; `placement`).
     rooms: placement::Rooms,
+    /// What each runnable agent reports (its manifest's `run.reports`, issue 38 design §1):
+    /// a budget is checked against it at the verb. An agent not named reports nothing.
+    reports: BTreeMap<String, crate::acp::Reports>,
 }
 
 /// The wire's word for a policy as the session's (the same three, in the same order).
@@ -386,6 +389,7 @@ impl TaskBook {
             peer_logs: BTreeMap::new(),
             relayed: relayed::Relayed::default(),
             rooms: placement::Rooms::default(),
+            reports: BTreeMap::new(),
         }
     }
 
@@ -396,6 +400,14 @@ impl TaskBook {
     /// The runnable catalogue changed (manifests installed or removed).
     pub fn set_agents(&mut self, agents: impl IntoIterator<Item = String>) {
         self.agents = agents.into_iter().collect();
+    }
+
+    /// What each runnable agent reports (issue 38 design §1), set with the catalogue.
+    pub fn set_reports(
+        &mut self,
+        reports: impl IntoIterator<Item = (String, crate::acp::Reports)>,
+    ) {
+        self.reports = reports.into_iter().collect();
     }
 
     pub fn set_peers(&mut self, peers: impl IntoIterator<Item = String>) {
@@ -627,6 +639,11 @@ impl TaskBook {
             });
         }
         let (permission, allow) = self.check_approvals(&req)?;
+        let reports = match &req.peer {
+            Some(_) => None,
+            None => Some(self.reports.get(&req.agent).copied().unwrap_or_default()),
+        };
+        let budget = meter::Budget::check(&req, reports)?;
         // One delegator's share (issue 29): a roster name, or a relay peer whose tasks have
         // a delegator each (`task-from:<peer>:<id>`) but are one delegator here.
         let held = self.held_by(delegator, origin.as_ref());
@@ -673,6 +690,7 @@ impl TaskBook {
             created_ms,
             permission: permission.map(|p| p.tag().to_owned()),
             allow: (!allow.is_empty()).then(|| crate::wire::to_json(&allow)),
+            budget: budget.as_ref().map(meter::Budget::to_column),
             ..StoredTask::default()
         };
         self.actions.push_back(TaskAction::Commit(TaskCommit {
@@ -732,6 +750,7 @@ impl TaskBook {
                 allow,
                 cancel_reason: None,
                 placement: placed.as_ref().map(|p| p.reply.clone()),
+                metered: meter::Metered::new(budget),
             },
         );
         // A task for a peer goes out from `start_ready`, as a local one starts: after the
@@ -868,6 +887,8 @@ impl TaskBook {
                 if matches!(t.state, TaskState::Running | TaskState::Cancelling) {
                     t.progress = Some(summarise(&p));
                     t.progress_elapsed_ms = p.elapsed_ms;
+                    let folded = t.metered.on_progress(&p);
+                    self.on_folded(task, folded, true, now);
                     self.maybe_progress(task, now, ids, progress_pending);
                 }
             }
@@ -948,6 +969,10 @@ impl TaskBook {
             // is why it ended, whatever the agent made of the cancel.
             reason = t.cancel_reason.clone();
         }
+        if let Some(t) = self.tasks.get_mut(task) {
+            let folded = t.metered.end_turn(&o.meter);
+            self.on_folded(task, folded, false, now);
+        }
         let ending = Ending {
             state,
             stop_reason,
@@ -955,8 +980,6 @@ impl TaskBook {
             text: &o.text,
             truncated: o.truncated,
             elapsed_ms: o.progress.elapsed_ms,
-            usage: o.usage.as_ref().map(body::UsageBody::from),
-            cost: o.progress.cost.as_ref(),
             report: None,
         };
         self.settle(task, ending, now, ids);
@@ -973,7 +996,14 @@ impl TaskBook {
         let (text, cut) = cap_text(e.text, max_text);
         let handoff = t.origin.clone().map(|o| {
             // No process ran (none reported): the task was never started here.
-            let h = peer::handoff(&o, &e, text, t.stopped_by_peer, t.pid.is_some());
+            let h = peer::handoff(
+                &o,
+                &e,
+                text,
+                t.stopped_by_peer,
+                t.pid.is_some(),
+                &t.metered.meter,
+            );
             (o, h)
         });
         let state = e.state.as_str();
@@ -987,8 +1017,10 @@ impl TaskBook {
             truncated: e.truncated || cut,
             reason: e.reason.as_deref(),
             elapsed_ms: e.elapsed_ms,
-            usage: e.usage,
-            cost: e.cost.and_then(body::CostBody::from),
+            usage: t.metered.meter.usage(),
+            cost: t.metered.meter.cost_figures(),
+            context: t.metered.meter.context(),
+            budget: t.metered.budget_figures(),
             report: e.report.as_ref(),
         });
         let envelope = match &t.origin {
@@ -1009,6 +1041,8 @@ impl TaskBook {
             reason: e.reason.clone(),
             ended_ms,
             elapsed_ms: e.elapsed_ms,
+            meter: t.metered.meter.to_column(),
+            budget: t.metered.budget.as_ref().map(meter::Budget::to_column),
         }];
         // Requests still open close with the task (design §4.3), in its final commit.
         let (closes, close_audit) = self
@@ -1027,6 +1061,8 @@ impl TaskBook {
             stop_reason: e.stop_reason.clone(),
             reason: e.reason.clone(),
             elapsed_ms: e.elapsed_ms,
+            tokens: t.metered.meter.total_tokens(),
+            cost_usd: t.metered.meter.cost_usd().map(crate::wire::usage::Amount),
         });
         t.state = e.state;
         t.ended_ms = Some(ended_ms);
@@ -1095,6 +1131,9 @@ impl TaskBook {
             tool_calls: p.tool_calls,
             last_tool: p.last_tool.as_deref(),
             plan: p.plan.as_ref(),
+            usage: t.metered.meter.usage(),
+            cost: t.metered.meter.cost_figures(),
+            context: t.metered.meter.context(),
         });
         let env = hub_envelope(&t.delegator, task, PROGRESS_KIND, body, now, ids);
         t.sent = Some(p.clone());
@@ -1215,6 +1254,40 @@ impl TaskBook {
         self.actions.push_back(TaskAction::Commit(c));
         self.tell_closed(id, &audit);
         self.actions.push_back(TaskAction::Cancel(id.clone()));
+    }
+
+    /// What a fold of the task's figures found (issue 38 design §1): a cost in another
+    /// currency is logged; a limit passed is audited (`task_budget_passed`) and, while the
+    /// task runs, cancels it as `task cancel` does, its outcome's reason saying why. A figure
+    /// that passes when the turn has already ended (a prompt's usage, a headless run's or a
+    /// peer's totals) cancels nothing: the outcome keeps its state and its `budget` says
+    /// `passed`.
+    fn on_folded(&mut self, id: &TaskId, folded: meter::Folded, live: bool, now: Now) {
+        if let Some(d) = folded.dropped {
+            self.actions
+                .push_back(TaskAction::Log(format!("task {id}: {d}")));
+        }
+        let Some(p) = folded.passed else {
+            return;
+        };
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            audit: vec![TaskAudit::BudgetPassed {
+                task: id.0.clone(),
+                what: p.what.as_str().to_owned(),
+                limit: p.limit.clone(),
+                value: p.value.clone(),
+            }],
+            ..TaskCommit::default()
+        }));
+        let Some(t) = self.tasks.get(id) else {
+            return;
+        };
+        match (t.state, &t.peer) {
+            (TaskState::Running, None) if live => self.cancel_running(id, Some(p.to_string()), now),
+            _ => self
+                .actions
+                .push_back(TaskAction::Log(format!("task {id}: {p}"))),
+        }
     }
 
     /// The agent's process group, once the runner reported it (also after a restart, from

@@ -88,6 +88,10 @@ impl TaskBook {
             progress: if active { t.progress.clone() } else { None },
             requests: self.approvals.records(&t.id, now),
             placement: t.placement.as_ref().map(|p| p.reason.clone()),
+            usage: t.metered.meter.usage().map(Box::new),
+            cost: t.metered.meter.cost_figures().map(Box::new),
+            context: t.metered.meter.context(),
+            budget: t.metered.budget_figures().map(Box::new),
         }
     }
 }

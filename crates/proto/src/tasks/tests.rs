@@ -3,11 +3,12 @@
 
 use super::*;
 use crate::acp::{
-    CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Step, StopReason,
-    TokenUsage,
+    CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Sourced, Step, StopReason,
+    TurnMeter, UsageSource,
 };
 use crate::kernel::ids::SeededIds;
 use crate::tasks::TaskEnd;
+use crate::wire::usage::Tokens;
 use crate::wire::TaskRecord;
 use serde_json::Value;
 
@@ -16,6 +17,7 @@ mod peer;
 mod placed;
 mod prompts;
 mod relayed;
+mod usage;
 
 struct Clock {
     origin: Instant,
@@ -174,7 +176,7 @@ fn outcome(status: Status, text: &str) -> TaskEvent {
         status,
         text: text.into(),
         truncated: false,
-        usage: None,
+        meter: Box::default(),
         progress: Progress {
             elapsed_ms: 1234,
             ..Progress::default()
@@ -651,17 +653,26 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
             },
             text: text.into(),
             truncated: false,
-            usage: Some(TokenUsage {
-                input_tokens: Some(10),
-                output_tokens: Some(3),
-                ..TokenUsage::default()
+            meter: Box::new(TurnMeter {
+                tokens: Some(Sourced {
+                    value: Tokens {
+                        input_tokens: Some(10),
+                        output_tokens: Some(3),
+                        ..Tokens::default()
+                    },
+                    source: UsageSource::Acp,
+                }),
+                cost: Some(Sourced {
+                    value: Cost {
+                        amount: 0.25,
+                        currency: "USD".into(),
+                    },
+                    source: UsageSource::Acp,
+                }),
+                context: None,
             }),
             progress: Progress {
                 elapsed_ms: 99,
-                cost: Some(Cost {
-                    amount: 0.25,
-                    currency: "USD".into(),
-                }),
                 ..Progress::default()
             },
         }),
@@ -669,7 +680,7 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
     let acts = r.actions();
     let e = envelopes(&acts, OUTCOME_KIND)[0];
     let want = format!(
-        r#"{{"task":"{a}","agent":"codex","state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3}},"cost":{{"amount":0.25,"currency":"USD"}}}}"#
+        r#"{{"task":"{a}","agent":"codex","state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3,"source":"acp"}},"cost":{{"amount":0.25,"currency":"USD","source":"acp"}}}}"#
     );
     assert_eq!(e.body.get(), want);
     assert_eq!(cap_text("ééé", 3), ("é", true));
@@ -787,6 +798,8 @@ fn apply_store(rows: &mut BTreeMap<String, StoredTask>, actions: Vec<TaskAction>
                     reason,
                     ended_ms,
                     elapsed_ms,
+                    meter,
+                    budget,
                 } => {
                     let r = rows.get_mut(&task).unwrap();
                     r.state = state;
@@ -794,6 +807,8 @@ fn apply_store(rows: &mut BTreeMap<String, StoredTask>, actions: Vec<TaskAction>
                     r.reason = reason;
                     r.ended_ms = Some(ended_ms);
                     r.elapsed_ms = Some(elapsed_ms);
+                    r.meter = meter;
+                    r.budget = budget;
                     r.prompt.clear();
                 }
                 TaskStoreOp::Forget { task } => {

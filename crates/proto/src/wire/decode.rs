@@ -54,6 +54,9 @@ const DELEGATE_KEYS: &[&str] = &[
     "permission",
     "allow",
     "requires",
+    "maxCostUsd",
+    "maxTokens",
+    "allowUnmetered",
 ];
 const TASK_KEYS: &[&str] = &["task"];
 const TASK_ANSWER_KEYS: &[&str] = &["task", "request", "option", "message"];
@@ -139,6 +142,8 @@ enum Want {
     OptRules,
     /// `delegate`'s `requires` (issue 38): a list of strings, or null.
     OptTags,
+    /// An amount of money (`delegate`'s `maxCostUsd`, issue 38): a number, or null.
+    OptAmount,
     /// One `allow` rule: an object.
     Rule,
     /// A rule's `kinds`: a list of strings.
@@ -211,6 +216,7 @@ impl Want {
             Want::OptFlag => "a boolean",
             Want::OptRules => "a list of rules",
             Want::OptTags => "a list of tags",
+            Want::OptAmount => "a number",
             Want::Rule => "a rule object",
             Want::Kinds => "a list of tool kinds",
         }
@@ -222,6 +228,7 @@ enum Val<'de> {
     Null,
     Text(String),
     Secs(u64),
+    Amount(f64),
     Flag(bool),
     Line(Payload<'de>),
     Rules(Vec<AllowRule>),
@@ -273,9 +280,12 @@ impl<'de> Visitor<'de> for V {
 
     fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
         match self.0 {
-            Want::OptText | Want::OptSecs | Want::OptFlag | Want::OptRules | Want::OptTags => {
-                Ok(Val::Null)
-            }
+            Want::OptText
+            | Want::OptSecs
+            | Want::OptFlag
+            | Want::OptRules
+            | Want::OptTags
+            | Want::OptAmount => Ok(Val::Null),
             w => Err(wrong("null", w)),
         }
     }
@@ -290,6 +300,7 @@ impl<'de> Visitor<'de> for V {
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Val<'de>, E> {
         match self.0 {
             Want::OptSecs => Ok(Val::Secs(v)),
+            Want::OptAmount => Ok(Val::Amount(v as f64)),
             w => Err(wrong("integer", w)),
         }
     }
@@ -298,12 +309,16 @@ impl<'de> Visitor<'de> for V {
         match self.0 {
             Want::OptSecs if v >= 0 => Ok(Val::Secs(v as u64)),
             Want::OptSecs => Err(E::custom("invalid value: negative integer, expected u64")),
+            Want::OptAmount => Ok(Val::Amount(v as f64)),
             w => Err(wrong("integer", w)),
         }
     }
 
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
-        Err(wrong("floating point", self.0))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::OptAmount => Ok(Val::Amount(v)),
+            w => Err(wrong("floating point", w)),
+        }
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Val<'de>, E> {
@@ -417,8 +432,9 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
 fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>, A::Error> {
     let names = obj.keys();
     let mut seen = 0u32;
-    let mut texts: [Option<String>; 8] = Default::default();
-    let mut secs: [Option<u64>; 8] = Default::default();
+    let mut texts: [Option<String>; 16] = Default::default();
+    let mut secs: [Option<u64>; 16] = Default::default();
+    let mut amount: Option<f64> = None;
     let mut flag = None;
     let mut allow: Option<Vec<AllowRule>> = None;
     let mut requires: Option<Vec<String>> = None;
@@ -460,6 +476,9 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             }
             (Obj::Delegate, "allow") => Want::OptRules,
             (Obj::Delegate, "requires") => Want::OptTags,
+            (Obj::Delegate, "maxCostUsd") => Want::OptAmount,
+            (Obj::Delegate, "maxTokens") => Want::OptSecs,
+            (Obj::Delegate, "allowUnmetered") => Want::OptFlag,
             (Obj::Await, "ack") | (Obj::Who, "offRoster") | (Obj::Hello, "warn") => Want::OptFlag,
             _ => Want::Text,
         };
@@ -474,6 +493,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             Val::Null => {}
             Val::Secs(s) => secs[i] = Some(s),
             Val::Flag(b) => flag = Some(b),
+            Val::Amount(a) => amount = Some(a),
             Val::Rules(r) => allow = Some(r),
             Val::Texts(t) if matches!((obj, names[i]), (Obj::Delegate, "requires")) => {
                 requires = Some(t)
@@ -537,6 +557,12 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 permission: None,
                 allow,
                 requires,
+                max_cost_usd: amount.map(crate::wire::usage::Amount),
+                max_tokens: names
+                    .iter()
+                    .position(|n| *n == "maxTokens")
+                    .and_then(|i| secs[i]),
+                allow_unmetered: flag,
             };
             Payload::Delegate(req, texts[6].take())
         }

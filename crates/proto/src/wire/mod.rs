@@ -14,6 +14,7 @@ pub mod json_text;
 pub mod lines;
 pub mod receipt;
 pub mod task;
+pub mod usage;
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};

@@ -11,6 +11,7 @@
 //! are `tasks::TaskBook::submit`'s.
 
 use super::approval::{AllowRule, Permission, RequestRecord};
+use super::usage::{Amount, BudgetFigures, ContextFigures, CostFigures, UsageFigures};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -52,6 +53,25 @@ pub struct DelegateRequest {
     /// `[A-Za-z0-9._-]{1,40}`; the book checks them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<Vec<String>>,
+    /// Issue 38 design §1: cancel the task when its cost passes this many US dollars
+    /// (finite, over 0, at most 1000000; the book checks it against the agent's reports).
+    #[serde(
+        rename = "maxCostUsd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_cost_usd: Option<Amount>,
+    /// Cancel the task when its total tokens pass this (1 – 10^12).
+    #[serde(rename = "maxTokens", default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Run it even when the agent does not report what a limit needs (the budget is then
+    /// not kept, and the outcome says `"kept":false`).
+    #[serde(
+        rename = "allowUnmetered",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_unmetered: Option<bool>,
 }
 
 /// The prompt is the delegator's work and may be large or confidential: `Debug` (and so any
@@ -68,6 +88,9 @@ impl fmt::Debug for DelegateRequest {
             .field("permission", &self.permission)
             .field("allow", &self.allow)
             .field("requires", &self.requires)
+            .field("max_cost_usd", &self.max_cost_usd)
+            .field("max_tokens", &self.max_tokens)
+            .field("allow_unmetered", &self.allow_unmetered)
             .finish()
     }
 }
@@ -176,6 +199,16 @@ pub struct TaskRecord {
     /// reason). Kept in memory only: absent after a hub restart (no schema change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// Issue 38 design §1, §5: the task's figures so far, each only when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Boxed, as the other figures: a record without them stays small.
+    pub usage: Option<Box<UsageFigures>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Box<CostFigures>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Box<BudgetFigures>>,
 }
 
 impl TaskRecord {
@@ -274,6 +307,9 @@ mod tests {
             permission: None,
             allow: None,
             requires: None,
+            max_cost_usd: None,
+            max_tokens: None,
+            allow_unmetered: None,
         }
     }
 
@@ -326,7 +362,7 @@ mod tests {
         let cases = [
             (
                 format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","{secret}":1}}}}"#),
-                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `requires`",
+                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `requires`, `maxCostUsd`, `maxTokens`, `allowUnmetered`",
             ),
             (
                 r#"{"delegate":{"agent":"a","cwd":"/x"}}"#.to_owned(),

@@ -174,6 +174,7 @@ impl Server {
                 .log("WARN", &format!("agent manifest skipped: {p}"));
         }
         let runnable = agent_env.runnable(&reg);
+        let reports = agent_env.reports(&reg);
         // Who may answer requests must be someone who can log in (issue 37 design §5).
         let roster = self.hub.roster();
         if let Some(name) = cfg.approvals.approvers.iter().find(|a| !roster.contains(a)) {
@@ -280,6 +281,7 @@ impl Server {
                 r.tags.clone(),
             );
         }
+        book.set_reports(reports);
         self.hub.enable_tasks(book);
         let now = read_clock();
         let (n, open) = (rows.len(), requests.len());

@@ -91,7 +91,7 @@ pub fn not_started(status: Status) -> [TaskEvent; 3] {
             status,
             text: String::new(),
             truncated: false,
-            usage: None,
+            meter: Box::default(),
             progress: Progress::default(),
         }),
         TaskEvent::Ended(TaskEnd::default()),

@@ -242,7 +242,7 @@ impl Session {
             status,
             text,
             truncated,
-            usage: self.usage,
+            meter: Box::new(self.fold.meter.clone()),
             progress,
         }));
         if self.exit.is_some() {

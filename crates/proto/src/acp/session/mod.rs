@@ -22,9 +22,7 @@
 use super::config::{
     Approval, Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError,
 };
-use super::outcome::{
-    CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
-};
+use super::outcome::{CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason};
 use super::permission::ToolNames;
 use super::progress::{AgentInfo, Fold, Progress};
 use super::request::RequestAsk;
@@ -173,7 +171,6 @@ pub struct Session {
     transmits: VecDeque<String>,
     events: VecDeque<Event>,
     fold: Fold,
-    usage: Option<TokenUsage>,
     last_progress: Option<Instant>,
     progress_dirty: bool,
     logs_emitted: u32,
@@ -242,7 +239,6 @@ impl Session {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             fold: Fold::new(config.limits.max_text_bytes),
-            usage: None,
             last_progress: None,
             progress_dirty: false,
             logs_emitted: 0,
@@ -759,7 +755,7 @@ impl Session {
             }
             Reply::Result(r) => r,
         };
-        self.usage = result.get("usage").map(read_usage);
+        self.fold.meter.on_prompt_result(&result);
         let reason = result.get("stopReason").and_then(Value::as_str);
         let status = match (reason, cause) {
             (Some(r), None) => Status::Completed {
@@ -886,18 +882,6 @@ fn cancelled_status(cause: Cause, end: CancelEnd) -> Status {
         Cause::Caller => Status::Cancelled { end },
         Cause::Deadline => Status::TimedOut { end },
         Cause::LeftAskingMode(mode) => Status::Failed(Failure::LeftAskingMode { mode, end }),
-    }
-}
-
-fn read_usage(u: &Value) -> TokenUsage {
-    let n = |k: &str| u.get(k).and_then(Value::as_u64);
-    TokenUsage {
-        input_tokens: n("inputTokens"),
-        output_tokens: n("outputTokens"),
-        total_tokens: n("totalTokens"),
-        cached_read_tokens: n("cachedReadTokens"),
-        cached_write_tokens: n("cachedWriteTokens"),
-        thought_tokens: n("thoughtTokens"),
     }
 }
 

@@ -74,7 +74,7 @@ pub(super) fn outcome_completed() -> TaskEvent {
         },
         text: "all done".into(),
         truncated: false,
-        usage: None,
+        meter: Box::default(),
         progress: crate::acp::Progress::default(),
     })
 }
