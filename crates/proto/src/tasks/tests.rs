@@ -177,6 +177,8 @@ fn outcome(status: Status, text: &str) -> TaskEvent {
             elapsed_ms: 1234,
             ..Progress::default()
         },
+        turn: 1,
+        kept: false,
     })
 }
 
@@ -662,6 +664,8 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
                 }),
                 ..Progress::default()
             },
+            turn: 1,
+            kept: false,
         }),
     );
     let acts = r.actions();

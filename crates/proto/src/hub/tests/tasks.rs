@@ -75,6 +75,8 @@ pub(super) fn outcome_completed() -> TaskEvent {
         truncated: false,
         usage: None,
         progress: crate::acp::Progress::default(),
+        turn: 1,
+        kept: false,
     })
 }
 
