@@ -513,7 +513,9 @@ mod tests {
                 "task_status",
                 "tasks",
                 "cancel",
-                "task_answer"
+                "task_answer",
+                "task_prompt",
+                "task_close"
             ]
         );
     }
@@ -535,6 +537,7 @@ mod tests {
                     peer: None,
                     permission: None,
                     allow: None,
+                    keep_secs: None,
                 })
             }
         );

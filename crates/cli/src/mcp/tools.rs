@@ -10,7 +10,9 @@ use crate::client::task::{TASK_OUTCOME_KIND, TASK_REQUEST_KIND};
 use agent_hub_proto::wire::approval::{check_allow, TOOL_KINDS};
 use agent_hub_proto::wire::envelope::{check_field, MAX_ID_BYTES, MAX_KIND_BYTES, MAX_NAME_BYTES};
 use agent_hub_proto::wire::WaitFor;
-use agent_hub_proto::wire::{AllowRule, DelegateRequest, Permission, TaskAnswerRequest};
+use agent_hub_proto::wire::{
+    AllowRule, DelegateRequest, Permission, TaskAnswerRequest, TaskPromptRequest,
+};
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -42,6 +44,10 @@ pub enum ToolCall {
     Cancel(String),
     /// `task_answer {task, request?, option, message?}` (issue 37).
     TaskAnswer(TaskAnswerRequest),
+    /// `task_prompt {task, prompt, interrupt?}` (issue 38): a follow-up turn.
+    TaskPrompt(TaskPromptRequest),
+    /// `task_close {task}` (issue 38): a kept session ends now.
+    TaskClose(String),
     /// `permission_prompt {tool_name, input, tool_use_id}` of a task identity, to be asked of
     /// the hub (issue 37 design §6; `mcp::permission` decided it needs the hub).
     PermissionPrompt {
@@ -52,7 +58,7 @@ pub enum ToolCall {
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
 /// not silently the hub's default.
-pub const DELEGATE_KEYS: [&str; 8] = [
+pub const DELEGATE_KEYS: [&str; 9] = [
     "agent",
     "cwd",
     "prompt",
@@ -61,7 +67,11 @@ pub const DELEGATE_KEYS: [&str; 8] = [
     "peer",
     "permission",
     "allow",
+    "keepSecs",
 ];
+
+/// The argument keys `task_prompt` takes; any other is refused.
+pub const TASK_PROMPT_KEYS: [&str; 3] = ["task", "prompt", "interrupt"];
 
 /// The argument keys `task_answer` takes; any other is refused (a misspelt `requestId` must
 /// not leave the hub to pick the request).
@@ -137,7 +147,7 @@ impl std::error::Error for ToolArgError {}
 /// Every tool's name, in `tools/list` order: the one list `agent-hub mcp --help`, `is_tool`
 /// and the README's tool list are held to (`list` by its unit test, the README by
 /// tests/integration/readme.rs).
-pub const TOOL_NAMES: [&str; 10] = [
+pub const TOOL_NAMES: [&str; 12] = [
     "send",
     "await",
     "status",
@@ -148,6 +158,8 @@ pub const TOOL_NAMES: [&str; 10] = [
     "tasks",
     "cancel",
     "task_answer",
+    "task_prompt",
+    "task_close",
 ];
 
 /// The `tools/list` result.
@@ -230,6 +242,7 @@ pub fn list() -> Value {
                     "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
                     "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."},
+                    "keepSecs": {"type": "integer", "minimum": 0, "description": "Keep the task's session this many seconds after each completed turn, for a follow-up with task_prompt (default: the hub's tasks.session_keep_secs, which also bounds it)."},
                     "permission": {"type": "string", "enum": Permission::ALL.map(Permission::as_str), "description": "How the task's requests for permission are answered: ask (each comes to you as a task_request message), reject or allow; at most as wide as the hub allows for the agent (default: the hub's policy)."},
                     "allow": {
                         "type": "array",
@@ -301,6 +314,36 @@ pub fn list() -> Value {
             },
             // openWorldHint: an answer lets another agent act (as `send` reaches others).
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
+        },
+        {
+            "name": "task_prompt",
+            "title": "Send a follow-up to a delegated task",
+            "description": format!("Send another turn to a task you delegated whose session the hub keeps (its {TASK_OUTCOME_KIND} said session \"kept\" and keptUntil; task_status shows state idle): the same agent goes on in the same session, remembering the earlier turns, e.g. to ask for changes after reviewing its answer. Returns {{\"task\",\"turn\",\"state\":\"running\"}}; the turn's result comes as another {TASK_OUTCOME_KIND} message with the same correlationId and \"turn\": N (await with replyTo = the task id). With interrupt true a turn still running is cancelled first (its outcome says cancelled, interrupted by a follow-up). Refused (isError, the hub's reason) while a turn is open without interrupt, once the session closed (the keep window passed, task_close, the task ended otherwise), for a task run headless or on a peer, and past the hub's turn limit. Delegate with keepSecs to keep the session (the hub's tasks.session_keep_secs bounds it; 0 there keeps none)."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id (task-…)."},
+                    "prompt": {"type": "string", "description": "The follow-up: what to change or do next."},
+                    "interrupt": {"type": "boolean", "description": "Cancel the turn still running first (default false: refused while one runs)."}
+                },
+                "required": ["task", "prompt"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
+        },
+        {
+            "name": "task_close",
+            "title": "Close a delegated task's kept session",
+            "description": "End now the session the hub keeps for a task you delegated (state idle), instead of at its keptUntil: the agent process ends and the task settles with its last turn's state, which this returns as {\"task\",\"state\"}. No further message comes (the last turn's outcome was the last one). Refused while a turn runs (use cancel).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id (task-…)."}
+                },
+                "required": ["task"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
         }
     ]})
 }
@@ -354,6 +397,8 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
         "tasks" => Ok(ToolCall::Tasks),
         "cancel" => Ok(ToolCall::Cancel(required_str(args, "task")?)),
         "task_answer" => task_answer(args),
+        "task_prompt" => task_prompt(args),
+        "task_close" => Ok(ToolCall::TaskClose(required_str(args, "task")?)),
         other => Err(ToolArgError::UnknownTool(other.to_owned())),
     }
 }
@@ -419,6 +464,7 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
         peer: optional_str(args, "peer")?,
         permission,
         allow: allow_rules(args.get("allow"))?,
+        keep_secs: optional_secs(args, "keepSecs", 0)?,
     }))
 }
 
@@ -459,6 +505,36 @@ fn allow_rules(v: Option<&Value>) -> Result<Option<Vec<AllowRule>>, ToolArgError
     }
     check_allow(&rules).map_err(|e| ToolArgError::BadArgs(e.to_string()))?;
     Ok(Some(rules))
+}
+
+fn task_prompt(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    if let Some(k) = args
+        .keys()
+        .find(|k| !TASK_PROMPT_KEYS.contains(&k.as_str()))
+    {
+        return Err(ToolArgError::BadArgs(format!(
+            "unknown argument {k:?} (task_prompt takes {})",
+            TASK_PROMPT_KEYS.join(", ")
+        )));
+    }
+    let prompt = required_str(args, "prompt")?;
+    if prompt.trim().is_empty() {
+        return Err(ToolArgError::BadArgs("prompt must not be empty".into()));
+    }
+    let interrupt = match args.get("interrupt") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(ToolArgError::BadArgs(
+                "interrupt must be true or false".into(),
+            ))
+        }
+    };
+    Ok(ToolCall::TaskPrompt(TaskPromptRequest {
+        task: required_str(args, "task")?,
+        prompt,
+        interrupt,
+    }))
 }
 
 fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
@@ -676,6 +752,7 @@ mod tests {
                 peer: Some("lab".into()),
                 permission: None,
                 allow: None,
+                keep_secs: None,
             })
         );
         let ToolCall::Delegate(d) = parse_call(

@@ -73,6 +73,8 @@ pub enum DelegateRefusal {
     /// cannot carry them, so the peer would run it under its own bound (design §7 is the
     /// across-hubs change's).
     ApprovalsForPeer,
+    /// Issue 38: `keepSecs` above `tasks.session_keep_secs`.
+    KeepOutOfRange { max_secs: u64 },
 }
 
 impl fmt::Display for DelegateRefusal {
@@ -136,6 +138,13 @@ impl fmt::Display for DelegateRefusal {
                 "the operator's permission for {agent} is reject; allow rules cannot widen it"
             ),
             DelegateRefusal::Allow(e) => write!(f, "{e}"),
+            DelegateRefusal::KeepOutOfRange { max_secs } => write!(
+                f,
+                "{}",
+                super::turns::KeepOutOfRange {
+                    max_secs: *max_secs
+                }
+            ),
             DelegateRefusal::ApprovalsForPeer => f.write_str(
                 "permission and allow cannot be carried to a peer; a task run on a peer is answered by that hub's own permission",
             ),

@@ -313,6 +313,8 @@ impl TaskBook {
             // no policy of its own.
             permission: None,
             allow: None,
+            // No follow-ups across hubs yet (issue 38 design §7): its session closes at once.
+            keep_secs: Some(0),
         };
         match self.insert(req, &delegator, Some(origin.clone()), now, ids) {
             Err(r) => refuse(self, r.to_string()),
@@ -826,6 +828,8 @@ impl TaskBook {
             usage,
             cost: cost.as_ref(),
             report: body::PeerReport::from_handoff(h.git_ref.as_deref(), &h.verifications),
+            turn: 1,
+            quiet: None,
         };
         self.settle(id, ending, now, ids);
     }

@@ -63,6 +63,8 @@ pub struct TasksConfig {
     pub sandbox: SandboxMode,
     /// How requests held for a person are bounded and answered (issue 37 design §8).
     pub approvals: ApprovalSettings,
+    /// Follow-up turns: the keep window, the kept sessions' cap, the turns' cap (issue 38).
+    pub follow_ups: super::turns::FollowUpSettings,
 }
 
 /// `tasks.permission` when the table says nothing (issue 37 design §1): ask a person.
@@ -194,6 +196,8 @@ pub struct BookConfig {
     pub agent_permission: BTreeMap<String, PermissionPolicy>,
     /// How held requests are bounded and answered (`tasks::approvals`, design §8).
     pub approvals: ApprovalSettings,
+    /// Follow-up turns (`tasks::turns`, issue 38 design §6).
+    pub follow_ups: super::turns::FollowUpSettings,
 }
 
 impl BookConfig {
@@ -223,6 +227,7 @@ impl From<&TasksConfig> for BookConfig {
             permission: t.permission,
             agent_permission: t.agent_permission.clone(),
             approvals: t.approvals.clone(),
+            follow_ups: t.follow_ups,
         }
     }
 }

@@ -14,7 +14,7 @@ use super::approval::{
     AllowRule, TaskAnswerRequest, TaskPermissionRequest, MAX_ALLOW_RULES, TOOL_KINDS,
 };
 use super::envelope::RawEnvelope;
-use super::task::{DelegateRequest, TaskRequest};
+use super::task::{DelegateRequest, TaskPromptRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -36,6 +36,8 @@ const TAGS: &[&str] = &[
     "task_permission",
     "turn",
     "activity",
+    "task_prompt",
+    "task_close",
 ];
 
 pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
@@ -53,8 +55,11 @@ const DELEGATE_KEYS: &[&str] = &[
     "peer",
     "permission",
     "allow",
+    "keepSecs",
 ];
 const TASK_KEYS: &[&str] = &["task"];
+/// The keys of a follow-up turn (issue 38 design §2).
+const TASK_PROMPT_KEYS: &[&str] = &["task", "prompt", "interrupt"];
 const TASK_ANSWER_KEYS: &[&str] = &["task", "request", "option", "message"];
 /// The keys of a headless task's permission prompt (issue 37 design §6).
 const TASK_PERMISSION_KEYS: &[&str] = &["toolName", "toolUseId", "input"];
@@ -81,6 +86,8 @@ pub(crate) enum Payload<'a> {
     TaskPermission(TaskPermissionRequest),
     Turn(TurnRequest),
     Activity,
+    TaskPrompt(TaskPromptRequest),
+    TaskClose(TaskRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag. The hot
@@ -158,6 +165,8 @@ enum Obj {
     TaskPermission,
     Turn,
     Activity,
+    TaskPrompt,
+    TaskClose,
 }
 
 impl Obj {
@@ -177,6 +186,8 @@ impl Obj {
             Obj::TaskPermission => "task_permission",
             Obj::Turn => "turn",
             Obj::Activity => "activity",
+            Obj::TaskPrompt => "task_prompt",
+            Obj::TaskClose => "task_close",
         }
     }
 
@@ -190,7 +201,8 @@ impl Obj {
             Obj::Who => WHO_KEYS,
             Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
-            Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
+            Obj::TaskStatus | Obj::Cancel | Obj::TaskClose => TASK_KEYS,
+            Obj::TaskPrompt => TASK_PROMPT_KEYS,
             Obj::TaskAnswer => TASK_ANSWER_KEYS,
             Obj::TaskPermission => TASK_PERMISSION_KEYS,
             Obj::Turn => TURN_KEYS,
@@ -392,6 +404,8 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskPermission,
         Obj::Turn,
         Obj::Activity,
+        Obj::TaskPrompt,
+        Obj::TaskClose,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -410,8 +424,8 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
 fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>, A::Error> {
     let names = obj.keys();
     let mut seen = 0u32;
-    let mut texts: [Option<String>; 8] = Default::default();
-    let mut secs: [Option<u64>; 8] = Default::default();
+    let mut texts: [Option<String>; 12] = Default::default();
+    let mut secs: [Option<u64>; 12] = Default::default();
     let mut flag = None;
     let mut allow: Option<Vec<AllowRule>> = None;
     let mut correlation: Option<Option<String>> = None;
@@ -444,14 +458,17 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Await, "replyTo" | "kind" | "reader")
             | (Obj::Status, "waitFor") => Want::OptText,
             (Obj::Await, "timeoutSecs")
-            | (Obj::Delegate, "timeoutSecs" | "progressSecs")
+            | (Obj::Delegate, "timeoutSecs" | "progressSecs" | "keepSecs")
             | (Obj::Status, "timeoutMs")
             | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer" | "permission") | (Obj::TaskAnswer, "request" | "message") => {
                 Want::OptText
             }
             (Obj::Delegate, "allow") => Want::OptRules,
-            (Obj::Await, "ack") | (Obj::Who, "offRoster") | (Obj::Hello, "warn") => Want::OptFlag,
+            (Obj::Await, "ack")
+            | (Obj::Who, "offRoster")
+            | (Obj::Hello, "warn")
+            | (Obj::TaskPrompt, "interrupt") => Want::OptFlag,
             _ => Want::Text,
         };
         match map.next_value_seed(V(want))? {
@@ -524,6 +541,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 peer: texts[5].take(),
                 permission: None,
                 allow,
+                keep_secs: secs[8],
             };
             Payload::Delegate(req, texts[6].take())
         }
@@ -555,6 +573,15 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             start: secs[2],
         }),
         Obj::Activity => Payload::Activity,
+        Obj::TaskPrompt => {
+            let (task, prompt) = (take(0)?, take(1)?);
+            Payload::TaskPrompt(TaskPromptRequest {
+                task,
+                prompt,
+                interrupt: flag,
+            })
+        }
+        Obj::TaskClose => Payload::TaskClose(TaskRequest { task: take(0)? }),
     })
 }
 
@@ -739,7 +766,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

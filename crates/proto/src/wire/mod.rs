@@ -34,7 +34,8 @@ pub use fast::check as fast_decode_check;
 pub use lines::{LineBuffer, LineTooLong, HELLO_MAX_LINE_BYTES};
 pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
 pub use task::{
-    DelegateRequest, PlanSummary, TaskList, TaskProgress, TaskRecord, TaskRequest, TaskStateReply,
+    DelegateRequest, PlanSummary, TaskList, TaskProgress, TaskPromptReply, TaskPromptRequest,
+    TaskRecord, TaskRequest, TaskSession, TaskStateReply, TaskTurn,
 };
 
 /// Why a line from a peer was refused. The `Display` text is what travels in the error line.
@@ -324,6 +325,10 @@ pub enum ClientLine {
     Turn(TurnRequest),
     /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
     Activity,
+    /// A follow-up turn for a task's kept session (issue 38 design §2, SPEC §16).
+    TaskPrompt(TaskPromptRequest),
+    /// Ends a task's kept session now (issue 38 design §2).
+    TaskClose(TaskRequest),
 }
 
 impl ClientLine {
@@ -435,6 +440,14 @@ impl ClientLine {
                 Ok(ClientLine::Turn(t))
             }
             decode::Payload::Activity => Ok(ClientLine::Activity),
+            decode::Payload::TaskPrompt(r) if r.task.is_empty() => {
+                Err(WireError::EmptyTask("task_prompt"))
+            }
+            decode::Payload::TaskPrompt(r) => Ok(ClientLine::TaskPrompt(r)),
+            decode::Payload::TaskClose(r) if r.task.is_empty() => {
+                Err(WireError::EmptyTask("task_close"))
+            }
+            decode::Payload::TaskClose(r) => Ok(ClientLine::TaskClose(r)),
         }
     }
 
@@ -455,6 +468,8 @@ impl ClientLine {
             ClientLine::TaskPermission(p) => format!("{{\"task_permission\":{}}}", p.to_json()),
             ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
             ClientLine::Activity => "{\"activity\":{}}".to_owned(),
+            ClientLine::TaskPrompt(r) => format!("{{\"task_prompt\":{}}}", to_json(r)),
+            ClientLine::TaskClose(r) => format!("{{\"task_close\":{}}}", to_json(r)),
         };
         s.push('\n');
         s
@@ -477,6 +492,8 @@ impl ClientLine {
             ClientLine::TaskPermission(_) => "task_permission",
             ClientLine::Turn(_) => "turn",
             ClientLine::Activity => "activity",
+            ClientLine::TaskPrompt(_) => "task_prompt",
+            ClientLine::TaskClose(_) => "task_close",
         }
     }
 }
@@ -519,6 +536,10 @@ pub enum HubLine {
     Turn(TurnReply),
     /// The answer to `activity` (SPEC §14.1).
     Activity(Activity),
+    /// The answer to `task_prompt`, after its commit (issue 38).
+    TaskPrompt(TaskPromptReply),
+    /// The answer to `task_close`: the task's final state, after its commit (issue 38).
+    TaskClose(TaskStateReply),
 }
 
 #[derive(Deserialize)]
@@ -580,6 +601,10 @@ enum RawHubLine<'a> {
     Turn(TurnReply),
     #[serde(rename = "activity", deserialize_with = "object")]
     Activity(Activity),
+    #[serde(rename = "task_prompt", deserialize_with = "object")]
+    TaskPrompt(TaskPromptReply),
+    #[serde(rename = "task_close", deserialize_with = "object")]
+    TaskClose(TaskStateReply),
 }
 
 impl HubLine {
@@ -602,6 +627,8 @@ impl HubLine {
             HubLine::TaskPermission(_) => "task_permission",
             HubLine::Turn(_) => "turn",
             HubLine::Activity(_) => "activity",
+            HubLine::TaskPrompt(_) => "task_prompt",
+            HubLine::TaskClose(_) => "task_close",
         }
     }
 
@@ -629,6 +656,8 @@ impl HubLine {
             RawHubLine::TaskPermission(r) => HubLine::TaskPermission(r),
             RawHubLine::Turn(r) => HubLine::Turn(r),
             RawHubLine::Activity(a) => HubLine::Activity(a),
+            RawHubLine::TaskPrompt(r) => HubLine::TaskPrompt(r),
+            RawHubLine::TaskClose(r) => HubLine::TaskClose(r),
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -682,6 +711,8 @@ impl HubLine {
             HubLine::TaskPermission(r) => format!("{{\"task_permission\":{}}}", to_json(r)),
             HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
             HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
+            HubLine::TaskPrompt(r) => format!("{{\"task_prompt\":{}}}", to_json(r)),
+            HubLine::TaskClose(r) => format!("{{\"task_close\":{}}}", to_json(r)),
         };
         s.push('\n');
         s

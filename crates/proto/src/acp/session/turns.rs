@@ -176,6 +176,17 @@ impl Session {
             | Phase::Creating { .. }
             | Phase::SettingMode { .. }
             | Phase::Prompting { .. } => Err(PromptRefusal::TurnOpen { turn }),
+            // The turn is being cancelled for its deadline (or its mode): the follow-up waits
+            // for it as for an interrupt of its own. After the caller's cancel, or with a
+            // follow-up already waiting, nothing more is taken.
+            Phase::Cancelling { cause, .. }
+                if interrupt
+                    && self.turns.follow_up.is_none()
+                    && matches!(cause, Cause::Deadline | Cause::LeftAskingMode(_)) =>
+            {
+                self.turns.follow_up = Some(text);
+                Ok(turn.saturating_add(1))
+            }
             Phase::Cancelling { .. } => Err(PromptRefusal::TurnEnding { turn }),
             Phase::Closing { .. } | Phase::Done => Err(PromptRefusal::Closed),
         }

@@ -276,3 +276,17 @@ fn a_request_while_kept_is_answered_cancelled_and_updates_are_ignored() {
     result(&mut d, id, "end_turn");
     assert_eq!(outcomes(&d)[1].text, "", "nothing from between the turns");
 }
+
+#[test]
+fn an_interrupt_during_a_deadline_cancel_waits_for_it_then_prompts() {
+    let mut d = Drive::prompting(keeping());
+    d.run_until(600_000);
+    assert_eq!(d.take_sent().last().unwrap()["method"], "session/cancel");
+    assert_eq!(prompt(&mut d, "instead", true), Ok(2));
+    result(&mut d, 2, "cancelled");
+    let o = outcomes(&d);
+    assert!(matches!(o[0].status, Status::TimedOut { .. }));
+    assert!(o[0].kept);
+    let sent = d.take_sent();
+    assert_eq!(sent[0]["params"]["prompt"][0]["text"], "instead");
+}

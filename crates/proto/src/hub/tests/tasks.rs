@@ -26,6 +26,7 @@ pub(super) fn book() -> TaskBook {
             permission: crate::acp::PermissionPolicy::Ask,
             agent_permission: Default::default(),
             approvals: Default::default(),
+            follow_ups: Default::default(),
         },
         ["fake".to_owned()],
         Vec::<String>::new(),
