@@ -12,6 +12,7 @@ use crate::wire::TaskRecord;
 use serde_json::Value;
 
 mod approvals;
+mod follow_ups;
 mod peer;
 mod prompts;
 mod relayed;
