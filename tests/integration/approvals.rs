@@ -97,7 +97,7 @@ pub(crate) fn await_request(hub: &Hub, to: &str, task: &str) -> Value {
 }
 
 /// `agent-hub task answer --as NAME --token-file … --port … REST…`.
-fn task_cli(hub: &Hub, name: &str, rest: &[&str]) -> crate::harness::Output {
+pub(crate) fn task_cli(hub: &Hub, name: &str, rest: &[&str]) -> crate::harness::Output {
     let mut cmd = std::process::Command::new(CLIENT);
     cmd.args(["task", "answer", "--as", name, "--token-file"])
         .arg(hub.token_file(name))
@@ -129,14 +129,14 @@ fn answer(hub: &Hub, name: &str, task: &str, request: Option<&str>, option: &str
     verb(hub, name, &json!({ "task_answer": a }))
 }
 
-fn refusal(reply: &Value) -> String {
+pub(crate) fn refusal(reply: &Value) -> String {
     reply["error"]["message"]
         .as_str()
         .unwrap_or_else(|| panic!("expected a refusal, got {reply}"))
         .to_owned()
 }
 
-fn events<'a>(audit: &'a [Value], event: &str, task: &str) -> Vec<&'a Value> {
+pub(crate) fn events<'a>(audit: &'a [Value], event: &str, task: &str) -> Vec<&'a Value> {
     audit
         .iter()
         .filter(|r| r["event"] == event && r["task"] == task)

@@ -153,7 +153,7 @@ fn a_cwd_outside_the_peers_roots_is_refused_there() {
 
 /// Beats on a v0 link every `HB` (so the hub keeps it) and reads every line, each one a
 /// 0.64 reader must take, until `done` holds for what was read; returns those lines.
-fn beat_until(
+pub(crate) fn beat_until(
     c: &mut V0Conn,
     me: &str,
     what: &str,
@@ -183,12 +183,12 @@ fn beat_until(
     }
 }
 
-fn first<'a>(seen: &'a [V0Line], msg_type: &str) -> Option<&'a V0Line> {
+pub(crate) fn first<'a>(seen: &'a [V0Line], msg_type: &str) -> Option<&'a V0Line> {
     seen.iter().find(|m| m.msg_type == msg_type)
 }
 
 /// Beats until the hub's status file says the v0 peer is up.
-fn linked(c: &mut V0Conn, me: &str, h: &RelayHub) {
+pub(crate) fn linked(c: &mut V0Conn, me: &str, h: &RelayHub) {
     beat_until(c, me, "the link up", |_| {
         h.peer_now(me).is_some_and(|p| p["state"] == "up")
     });

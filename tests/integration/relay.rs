@@ -124,6 +124,8 @@ pub(crate) struct RelaySpec {
     pub(crate) peers: Vec<PeerSpec>,
     /// Appended to the config after `[relay]` (a `[tasks]` table).
     pub(crate) tail: String,
+    /// `relay.tags` (what its heartbeats' `headroom` says; issue 38's `requires` matches them).
+    pub(crate) tags: Vec<&'static str>,
 }
 
 impl RelaySpec {
@@ -137,6 +139,7 @@ impl RelaySpec {
             heartbeat_ms: HB_MS,
             peers: Vec::new(),
             tail: String::new(),
+            tags: Vec::new(),
         }
     }
 
@@ -185,6 +188,9 @@ impl RelaySpec {
             self.backoff_ms.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(", "),
             list(&self.features),
         );
+        if !self.tags.is_empty() {
+            t.push_str(&format!("tags = [{}]\n", list(&self.tags)));
+        }
         for p in &self.peers {
             t.push_str(&format!("\n[[relay.peers]]\nid = {:?}\n", p.id));
             if let Some(a) = p.address {
@@ -433,6 +439,8 @@ fn two_hubs_link_negotiate_and_exchange_heartbeats() {
     all.push("frame-mac".into());
     all.push("liveness".into());
     all.push("task-approvals".into());
+    // headroom is offered by every agent-hub since issue 38 (design §4).
+    all.push("headroom".into());
     all.sort();
     assert_eq!(agreed, all, "every feature both offer is agreed");
     assert_eq!(
@@ -909,8 +917,8 @@ fn a_transient_connection_never_displaces_the_link() {
     east.wait_peer("west", "a later heartbeat", |p| p["last_heartbeat"] != hb);
     assert_eq!(
         east.wait_up("west")["features"].as_array().unwrap().len(),
-        ALL_FEATURES.len() + 3,
-        "the configured features, frame-mac, liveness and task-approvals"
+        ALL_FEATURES.len() + 4,
+        "the configured features, frame-mac, liveness, task-approvals and headroom"
     );
     assert_eq!(west.wait_up("east")["reconnects"], 0);
     let after = established_with(east.relay_addr);

@@ -514,6 +514,8 @@ fn full_set() -> Vec<String> {
     v.push("liveness".into());
     // Offered with frame-mac, agreed on the hardened link only (docs/relay-protocol.md §3).
     v.push("task-approvals".into());
+    // Every agent-hub offers headroom since issue 38 (design §4), configured or not.
+    v.push("headroom".into());
     v.sort();
     v
 }
@@ -553,7 +555,7 @@ fn two_of_our_hubs_agree_mutual_auth_and_frame_mac_and_say_so() {
         out.stdout
     );
     assert!(
-        east.log().contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,lz4,hb-delta,frame-mac,liveness,task-approvals]"),
+        east.log().contains("relay: link with west up (accepted, proto 1, features [unknown-ok,mutual-auth,frame-bin,lz4,hb-delta,frame-mac,liveness,headroom,task-approvals]"),
         "{}",
         east.log()
     );

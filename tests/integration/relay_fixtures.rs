@@ -797,6 +797,25 @@ fn claudectl_092_recording_our_dial_replays() {
     assert_eq!(caps.claudectl_version, "0.92.4");
     assert!(caps.tools.contains_key("claude"));
     assert!(worker.headroom.is_some_and(|h| h.max_tasks == Some(4)));
+    // Placement reads the same beat's room (issue 38 design §11 D: claudectl 0.92.4's beat
+    // read for placement): its figures as the capture has them.
+    let room = evs
+        .iter()
+        .find_map(|e| match e {
+            SessionEvent::Heartbeat { room, .. } => room.clone(),
+            _ => None,
+        })
+        .expect("the room of claudectl's beat");
+    assert_eq!(
+        (
+            room.mem_free_mb,
+            room.disk_free_mb,
+            room.running_tasks,
+            room.max_tasks
+        ),
+        (Some(21460), Some(73993), 0, Some(4))
+    );
+    assert_eq!(room.load_per_core, Some(1.265));
     assert!(evs
         .iter()
         .any(|e| matches!(e, SessionEvent::Message(m) if m.msg_type == MsgType::TaskHandoff)));

@@ -820,6 +820,7 @@ pub fn delegate(
     req: task::DelegateRequest,
 ) -> Result<task::Answer<task::Delegated>, ClientError> {
     let bounded = req.permission.is_some() || req.allow.is_some();
+    let placed = req.requires.is_some();
     task_exchange(ep, &ClientLine::Delegate(req), "delegated").map_err(|e| match e {
         ClientError::Io(m) => ClientError::Io(format!(
             "{m}; the hub may have accepted the task: `agent-hub task list` shows your tasks"
@@ -831,6 +832,12 @@ pub fn delegate(
                 "this hub does not take a task's permission or allow rules (an agent-hub from \
                  before approvals); no task was made: delegate without --permission and \
                  --allow to run under the hub's own policy ({m})"
+            ))
+        }
+        // Issue 38's `requires` sent to a hub from before placement: no task was made.
+        ClientError::Hub(m) if placed && task::unknown_delegate_key(&m) => {
+            ClientError::Unsupported(format!(
+                "this hub does not place work by tags (an agent-hub from before --peer auto); no task was made: delegate without --requires, naming the peer with --peer ({m})"
             ))
         }
         other => other,

@@ -52,6 +52,10 @@ pub struct PeerStatus {
     /// and for claudectl 0.64, whose beats are `{}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<agent_hub_proto::relay::worker::PeerWorker>,
+    /// The room the peer's last beat reported (feature `headroom`, either dialect; issue 38):
+    /// what `delegate --peer auto` weighs it by. Absent when it reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<agent_hub_proto::relay::worker::Headroom>,
     pub last_error: Option<String>,
 }
 

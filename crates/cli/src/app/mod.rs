@@ -461,9 +461,15 @@ struct DelegateArgs {
     /// The prompt, or - to read it from stdin (at most 16 MiB, surrounding whitespace trimmed).
     #[arg(long, value_name = "TEXT")]
     prompt: String,
-    /// Run the task on this relay peer's hub instead of this one.
+    /// Run the task on this relay peer's hub instead of this one; `auto` lets the hub pick
+    /// this hub or a linked peer that has the agent and the most room (the choice and its
+    /// reason are printed on stderr, and in --json's `placement`).
     #[arg(long, value_name = "PEER")]
     peer: Option<String>,
+    /// With --peer auto: only a place whose tags (relay.tags, claudectl's tags) include TAG.
+    /// Repeatable, at most 8.
+    #[arg(long = "requires", value_name = "TAG")]
+    requires: Vec<String>,
     /// The task's wall-clock budget in seconds (default: the hub's tasks.timeout_secs).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
@@ -605,6 +611,7 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
         permission,
         allow,
         keep_secs: a.keep,
+        requires: (!a.requires.is_empty()).then_some(a.requires),
     };
     let answer = client::delegate(&ep, req)?;
     let text = if a.json {
@@ -613,6 +620,14 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
         answer.value.task.clone()
     };
     print_line(&text).map_err(AppError::Stdout)?;
+    if let (false, Some(p)) = (a.json, &answer.value.placement) {
+        // Where `auto` put it, for the person at the terminal; stdout stays the task id. The
+        // reason names peers and their figures: other parties' text, escaped.
+        eprintln!(
+            "placement: {}",
+            agent_hub_proto::kernel::text::for_terminal(&p.reason)
+        );
+    }
     if !a.wait {
         return Ok(ExitCode::SUCCESS);
     }

@@ -45,12 +45,19 @@ pub struct Answer<T> {
     pub value: T,
 }
 
-/// `delegated`: the new task's id and its first state (`queued`).
+/// `delegated`: the new task's id and its first state (`queued`); read tolerantly, so a later
+/// hub's keys never break it (issue 38 design §5).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Delegated {
     pub task: String,
     #[serde(default)]
     pub state: Option<String>,
+    /// Where `--peer auto` ran it: the peer (absent: this hub).
+    #[serde(default)]
+    pub peer: Option<String>,
+    /// `--peer auto`'s choice and its reason.
+    #[serde(default)]
+    pub placement: Option<agent_hub_proto::wire::PlacementReply>,
 }
 
 /// One task record (docs/delegation.md; the hub sends its keys in this order, absent when not

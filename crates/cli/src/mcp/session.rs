@@ -538,6 +538,7 @@ mod tests {
                     permission: None,
                     allow: None,
                     keep_secs: None,
+                    requires: None,
                 })
             }
         );

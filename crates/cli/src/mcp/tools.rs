@@ -58,7 +58,7 @@ pub enum ToolCall {
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
 /// not silently the hub's default.
-pub const DELEGATE_KEYS: [&str; 9] = [
+pub const DELEGATE_KEYS: [&str; 10] = [
     "agent",
     "cwd",
     "prompt",
@@ -67,6 +67,7 @@ pub const DELEGATE_KEYS: [&str; 9] = [
     "peer",
     "permission",
     "allow",
+    "requires",
     "keepSecs",
 ];
 
@@ -241,7 +242,8 @@ pub fn list() -> Value {
                     "prompt": {"type": "string", "description": "Everything the agent needs to know: it sees nothing of your context."},
                     "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
-                    "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one."},
+                    "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one. \"auto\": the hub picks itself or a linked peer that has the agent and the most room (free task slots, load, free memory; peers at their cap or without a recent heartbeat are skipped); the answer's placement says which (chose) and why (reason)."},
+                    "requires": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,40}$"}, "minItems": 1, "maxItems": agent_hub_proto::tasks::placement::MAX_REQUIRES, "description": "Only with peer \"auto\": run only where the hub's tags (relay.tags, or a claudectl peer's tags) include every one of these, e.g. [\"gpu\"]."},
                     "keepSecs": {"type": "integer", "minimum": 0, "description": "Keep the task's session this many seconds after each completed turn, for a follow-up with task_prompt (default: the hub's tasks.session_keep_secs, which also bounds it)."},
                     "permission": {"type": "string", "enum": Permission::ALL.map(Permission::as_str), "description": "How the task's requests for permission are answered: ask (each comes to you as a task_request message), reject or allow; at most as wide as the hub allows for the agent (default: the hub's policy)."},
                     "allow": {
@@ -465,7 +467,33 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
         permission,
         allow: allow_rules(args.get("allow"))?,
         keep_secs: optional_secs(args, "keepSecs", 0)?,
+        requires: required_tags(args.get("requires"))?,
     }))
+}
+
+/// `requires`: absent or null, or a list of strings; the hub checks each tag and the count
+/// (one more than the bound is kept, enough for its refusal).
+fn required_tags(v: Option<&Value>) -> Result<Option<Vec<String>>, ToolArgError> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            return Err(ToolArgError::BadArgs(
+                "requires must be a list of tags".into(),
+            ))
+        }
+    };
+    items
+        .iter()
+        .take(agent_hub_proto::tasks::placement::MAX_REQUIRES + 1)
+        .map(|t| match t {
+            Value::String(s) => Ok(s.clone()),
+            _ => Err(ToolArgError::BadArgs(
+                "requires must be a list of tags (strings)".into(),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// `allow`: absent or null, or a list of `{kinds: [string], under?: string}`, within the
@@ -753,8 +781,28 @@ mod tests {
                 permission: None,
                 allow: None,
                 keep_secs: None,
+                requires: None,
             })
         );
+        // Issue 38: `auto` and its tags pass through; the hub checks them.
+        let ToolCall::Delegate(d) = parse_call(
+            "delegate",
+            Some(&json!({"agent":"a","cwd":"/","prompt":"p","peer":"auto","requires":["gpu","x86_64"]})),
+        )
+        .unwrap() else {
+            panic!("a delegate")
+        };
+        assert_eq!(
+            d.requires,
+            Some(vec!["gpu".to_owned(), "x86_64".to_owned()])
+        );
+        for bad in [json!("gpu"), json!([7])] {
+            assert!(parse_call(
+                "delegate",
+                Some(&json!({"agent":"a","cwd":"/","prompt":"p","peer":"auto","requires":bad})),
+            )
+            .is_err());
+        }
         let ToolCall::Delegate(d) = parse_call(
             "delegate",
             Some(&json!({"agent":"a","cwd":"/","prompt":"p","timeoutSecs":null,"progressSecs":0,"peer":null})),

@@ -432,6 +432,13 @@ pub(super) fn relay_config(
                 p.id
             )));
         }
+        if p.id == agent_hub_proto::tasks::placement::AUTO {
+            // `delegate --peer auto` asks for a placement (issue 38 design §4); a peer so
+            // named could never be named.
+            return Err(bad(
+                "relay.peers: \"auto\" is reserved for delegate --peer auto".to_owned(),
+            ));
+        }
         if p.id == raw.peer_id {
             return Err(bad(format!(
                 "relay.peers lists {:?}, which is this hub's own peer_id",

@@ -10,6 +10,7 @@
 use super::bounds::{self, Unit};
 use super::ConfigError;
 use agent_hub_proto::acp::{Limits, PermissionFallback, PermissionPolicy};
+use agent_hub_proto::tasks::placement::{self, Floors};
 use agent_hub_proto::tasks::settings::{
     ApprovalSettings, DEFAULT_MAX_OPEN_REQUESTS, DEFAULT_MAX_OPEN_REQUESTS_PER_TASK,
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PERMISSION, DEFAULT_PERMISSION_TIMEOUT_SECS, MAX_APPROVERS,
@@ -113,6 +114,57 @@ pub(super) struct RawTasks {
     eof_exit_wait_ms: Option<u64>,
     stdin_grace_ms: Option<u64>,
     term_grace_ms: Option<u64>,
+    /// `[tasks.placement]`: the floors of `delegate --peer auto` (issue 38 design §4).
+    placement: Option<RawPlacement>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlacement {
+    min_mem_free_mb: Option<u64>,
+    min_disk_free_mb: Option<u64>,
+    max_load_per_core: Option<f64>,
+}
+
+/// `[tasks.placement]` with its defaults, each bound checked (issue 38 design §4, §6): a
+/// floor of 0 is off; `max_load_per_core` is 0 (no ceiling) or 0.05–1024.
+fn placement_keys(raw: Option<&RawPlacement>) -> Result<Floors, ConfigError> {
+    let d = Floors::default();
+    let Some(raw) = raw else {
+        return Ok(d);
+    };
+    let min_mem_free_mb = raw.min_mem_free_mb.unwrap_or(d.min_mem_free_mb);
+    bounds::check(
+        "tasks.placement.min_mem_free_mb",
+        min_mem_free_mb,
+        0,
+        placement::MAX_MIN_MEM_FREE_MB,
+        Unit::Count,
+    )?;
+    let min_disk_free_mb = raw.min_disk_free_mb.unwrap_or(d.min_disk_free_mb);
+    bounds::check(
+        "tasks.placement.min_disk_free_mb",
+        min_disk_free_mb,
+        0,
+        placement::MAX_MIN_DISK_FREE_MB,
+        Unit::Count,
+    )?;
+    let max_load_per_core = raw.max_load_per_core.unwrap_or(d.max_load_per_core);
+    let in_bounds = max_load_per_core == 0.0
+        || (placement::MIN_MAX_LOAD_PER_CORE..=placement::MAX_MAX_LOAD_PER_CORE)
+            .contains(&max_load_per_core);
+    if !in_bounds {
+        return Err(ConfigError::Invalid(format!(
+            "tasks.placement.max_load_per_core = {max_load_per_core} must be 0 (no ceiling) or {}..={}",
+            placement::MIN_MAX_LOAD_PER_CORE,
+            placement::MAX_MAX_LOAD_PER_CORE
+        )));
+    }
+    Ok(Floors {
+        min_mem_free_mb,
+        min_disk_free_mb,
+        max_load_per_core,
+    })
 }
 
 /// The table read from TOML, with its defaults filled in and every value checked.
@@ -215,6 +267,7 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
     let approvals = approval_keys(&raw)?;
     let follow_ups =
         follow_ups::follow_up_keys(raw.session_keep_secs, raw.max_kept_sessions, raw.max_turns)?;
+    let placement = placement_keys(raw.placement.as_ref())?;
     let headless_stdout_max_bytes = raw
         .headless_stdout_max_bytes
         .unwrap_or(agent_hub_proto::headless::DEFAULT_STDOUT_MAX_BYTES);
@@ -257,6 +310,7 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
         headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
         approvals,
         follow_ups,
+        placement,
     })
 }
 

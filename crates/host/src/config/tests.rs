@@ -153,6 +153,10 @@ fn relay_table_is_optional_and_strict() {
             "own peer_id",
         ),
         (
+            RELAY.replace("id = \"mini\"", "id = \"auto\""),
+            "relay.peers: \"auto\" is reserved for delegate --peer auto",
+        ),
+        (
             RELAY.replace("address = \"127.0.0.3:46111\"", "address = \"mini:46111\""),
             "not IP:port",
         ),

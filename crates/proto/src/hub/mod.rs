@@ -250,6 +250,23 @@ impl Hub {
         self.presence.remote.apply(peer, agents);
     }
 
+    /// A heartbeat of `peer`'s lasting link, for placement (issue 38 design §4): its room
+    /// (feature `headroom`, either dialect), its instant and the agents the peer offers. The
+    /// book keeps it (`tasks::placement::Rooms`); without `[tasks]` it is dropped.
+    pub fn peer_room(&mut self, peer: &str, beat: crate::tasks::placement::Beat) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.peer_room(peer, beat);
+        }
+    }
+
+    /// This machine's figures, measured off the loop every 10 s (placement weighs this hub
+    /// by them beside its running vs `tasks.max_concurrent`).
+    pub fn local_room(&mut self, machine: crate::tasks::placement::Machine) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.local_room(machine);
+        }
+    }
+
     pub fn remote_presence(&self) -> &remote_presence::RemotePresence {
         &self.presence.remote
     }

@@ -19,7 +19,7 @@ use super::recipient::Known;
 use super::verbs;
 use super::Hub;
 use crate::kernel::now::Now;
-use crate::wire::{HubLine, TaskStateReply};
+use crate::wire::HubLine;
 
 impl Hub {
     /// The IO layer's report on batch `id`: written in full (`Ok`), or not at all. On `Ok`
@@ -302,11 +302,17 @@ impl Hub {
         for t in tasks {
             match (result, t.then) {
                 (Ok(()), TaskThen::Reply { conn, task }) => {
-                    // Committed as queued; starting it is a later step of its own.
-                    let line = HubLine::Delegated(TaskStateReply {
-                        task: task.as_str().to_owned(),
-                        state: "queued".to_owned(),
-                    });
+                    // Committed as queued; starting it is a later step of its own. Where
+                    // `auto` placed it rides along (issue 38 design §5).
+                    let reply = match self.tasks.as_ref() {
+                        Some(book) => book.delegated_reply(&task),
+                        None => crate::wire::DelegatedReply {
+                            task: task.as_str().to_owned(),
+                            state: "queued".to_owned(),
+                            ..Default::default()
+                        },
+                    };
+                    let line = HubLine::Delegated(reply);
                     if self.conns.contains(&conn) {
                         self.reply_durable(conn, line, "delegated", now);
                     }

@@ -417,11 +417,13 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
         Session::dialer(c, "hubB", auth_ok(true), [0x11; 32], 1, net.now)
     };
     net.pump();
+    // `headroom` is offered by every agent-hub (issue 38 design §4), whatever its features.
     let want = vec![
         Feature::UnknownOk,
         Feature::MutualAuth,
         Feature::Lz4,
         Feature::HbDelta,
+        Feature::Headroom,
     ];
     let ed = Net::established(&net.ev_d).expect("dialer up");
     let ea = Net::established(&net.ev_a).expect("acceptor up");
@@ -450,6 +452,7 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
             "frame-mac",
             "agents",
             "liveness",
+            "headroom",
             "task-approvals"
         ])
     );
@@ -467,7 +470,7 @@ fn v1_link_agrees_the_intersection_and_both_report_it() {
     assert_eq!(ack.msg_type, MsgType::HandshakeAck);
     assert_eq!(
         ack.payload["features"],
-        json!(["unknown-ok", "mutual-auth", "lz4", "hb-delta"])
+        json!(["unknown-ok", "mutual-auth", "lz4", "hb-delta", "headroom"])
     );
     let ack_typed = match ack.payload_typed().unwrap() {
         super::Payload::HandshakeAck(a) => a,
@@ -2011,5 +2014,6 @@ fn sessions_can_move_between_threads() {
 mod attack;
 mod cards;
 mod claudectl;
+mod headroom;
 mod limits;
 mod liveness;

@@ -250,12 +250,17 @@ pub fn read_beat(payload: &Value, caps: DirectoryCaps) -> (PeerWorker, Directory
             .map(str::to_owned)
             .collect();
     }
-    if let Some(v) = map.get("headroom") {
-        worker.headroom = serde_json::from_value::<Headroom>(v.clone())
-            .ok()
-            .map(Headroom::bounded);
-    }
+    worker.headroom = read_headroom(payload);
     (worker, directory)
+}
+
+/// A beat's `headroom`, in either dialect (claudectl's, and our hubs' since issue 38), within
+/// bounds; None when absent or malformed (a peer that did not say).
+pub fn read_headroom(payload: &Value) -> Option<Headroom> {
+    let v = payload.get("headroom")?;
+    serde_json::from_value::<Headroom>(v.clone())
+        .ok()
+        .map(Headroom::bounded)
 }
 
 /// Whether a payload is claudectl's beat (sessions, no directory of ours): this project's

@@ -75,10 +75,21 @@ pub enum DelegateRefusal {
     ApprovalsForPeer,
     /// Issue 38: `keepSecs` above `tasks.session_keep_secs`.
     KeepOutOfRange { max_secs: u64 },
+    /// Issue 38: `requires` without `peer: "auto"`.
+    RequiresWithoutAuto,
+    /// Issue 38: `requires` empty, over `placement::MAX_REQUIRES`, or a tag not
+    /// `[A-Za-z0-9._-]{1,40}`.
+    RequiresOutOfBounds,
+    /// Issue 38: no place has room and this hub lacks the agent; the rule's whole text
+    /// (`placement::Placement::NoRoom`, already `invalid delegate: …`).
+    NoRoom(String),
 }
 
 impl fmt::Display for DelegateRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let DelegateRefusal::NoRoom(text) = self {
+            return f.write_str(text);
+        }
         f.write_str("invalid delegate: ")?;
         match self {
             DelegateRefusal::NotEnabled => f.write_str("delegation is not enabled on this hub"),
@@ -145,6 +156,16 @@ impl fmt::Display for DelegateRefusal {
                     max_secs: *max_secs
                 }
             ),
+            DelegateRefusal::RequiresWithoutAuto => {
+                f.write_str("requires needs peer \"auto\"")
+            }
+            DelegateRefusal::RequiresOutOfBounds => write!(
+                f,
+                "requires takes 1 to {} tags, each 1-40 bytes of [A-Za-z0-9._-]",
+                crate::tasks::placement::MAX_REQUIRES
+            ),
+            // Written whole above.
+            DelegateRefusal::NoRoom(text) => f.write_str(text),
             DelegateRefusal::ApprovalsForPeer => f.write_str(
                 "permission and allow cannot be carried to a peer; a task run on a peer is answered by that hub's own permission",
             ),

@@ -30,6 +30,7 @@ mod event;
 mod follow_up;
 mod identity;
 mod peer;
+pub mod placement;
 mod prompt_tool;
 pub mod prompts;
 mod query;
@@ -237,6 +238,9 @@ struct Task {
     /// Why the hub itself cancelled it (a request's `cancel` fallback): the reason its
     /// `cancelled` outcome carries instead of how the agent took the cancel.
     cancel_reason: Option<String>,
+    /// Issue 38: where `delegate --peer auto` placed it and why (memory only: the store is
+    /// unchanged, so a restart forgets it; the audit's `task_placed` keeps it).
+    placement: Option<crate::wire::PlacementReply>,
 }
 
 /// A settle that closes a kept session (issue 38 design §2): no second envelope (its
@@ -299,6 +303,16 @@ pub fn outcome_state(status: &Status) -> (TaskState, Option<String>, Option<Stri
     }
 }
 
+/// Where `auto` placed a delegation (`TaskBook::place`): the peer (None: here), and what the
+/// reply and the audit say of it.
+#[derive(Debug, Clone)]
+struct Placed {
+    peer: Option<String>,
+    eligible: usize,
+    skipped: Vec<(String, String)>,
+    reply: crate::wire::PlacementReply,
+}
+
 /// The book. One per hub with a `[tasks]` table.
 #[derive(Debug)]
 pub struct TaskBook {
@@ -340,6 +354,9 @@ pub struct TaskBook {
     relayed: relayed::Relayed,
     /// Follow-up turns and kept sessions (issue 38 design §2; `turns`, `follow_up`).
     turns: turns::Turns,
+    /// What placement knows of each linked peer's room and of this machine (issue 38
+    /// design §4; `placement`).
+    rooms: placement::Rooms,
 }
 
 /// The wire's word for a policy as the session's (the same three, in the same order).
@@ -404,6 +421,7 @@ impl TaskBook {
             handoffs: BTreeMap::new(),
             peer_logs: BTreeMap::new(),
             relayed: relayed::Relayed::default(),
+            rooms: placement::Rooms::default(),
         }
     }
 
@@ -418,6 +436,109 @@ impl TaskBook {
 
     pub fn set_peers(&mut self, peers: impl IntoIterator<Item = String>) {
         self.peers = peers.into_iter().collect();
+    }
+
+    /// The relay's heartbeat interval (staleness) and this hub's `relay.tags` (what
+    /// `requires` matches here), for placement.
+    pub fn set_relay_placement(&mut self, heartbeat_interval: Duration, tags: Vec<String>) {
+        self.rooms.set_relay(heartbeat_interval, tags);
+    }
+
+    /// A heartbeat of `peer`'s lasting link (`Hub::peer_room`).
+    pub fn peer_room(&mut self, peer: &str, beat: placement::Beat) {
+        self.rooms.beat(peer, beat);
+    }
+
+    /// This machine's latest figures (`Hub::local_room`).
+    pub fn local_room(&mut self, machine: placement::Machine) {
+        self.rooms.set_machine(machine);
+    }
+
+    /// Where a delegation asking for `auto` goes (issue 38 design §4), or its refusal.
+    fn place(&self, req: &DelegateRequest, now: Now) -> Result<Option<Placed>, DelegateRefusal> {
+        let auto = req.peer.as_deref() == Some(placement::AUTO);
+        let Some(requires) = &req.requires else {
+            if !auto {
+                return Ok(None);
+            }
+            return self.place_among(req, &[], now).map(Some);
+        };
+        if !auto {
+            return Err(DelegateRefusal::RequiresWithoutAuto);
+        }
+        if requires.is_empty()
+            || requires.len() > placement::MAX_REQUIRES
+            || !requires.iter().all(|t| crate::relay::worker::valid_tag(t))
+        {
+            return Err(DelegateRefusal::RequiresOutOfBounds);
+        }
+        self.place_among(req, requires, now).map(Some)
+    }
+
+    fn place_among(
+        &self,
+        req: &DelegateRequest,
+        requires: &[String],
+        now: Now,
+    ) -> Result<Placed, DelegateRefusal> {
+        if !crate::kernel::names::valid_manifest_name(&req.agent) {
+            return Err(DelegateRefusal::InvalidAgentName);
+        }
+        let local = self.rooms.local_place(
+            self.agents.contains(&req.agent),
+            self.slots,
+            self.config.max_concurrent,
+        );
+        let peers = self.rooms.peer_places(&req.agent, &self.peers);
+        let p = placement::choose(
+            &req.agent,
+            requires,
+            Some(&local),
+            &peers,
+            &self.config.placement,
+            self.rooms.stale_after(),
+            now.mono,
+        );
+        let skipped: Vec<(String, String)> = p
+            .skipped()
+            .iter()
+            .map(|k| (k.place.clone(), k.why.clone()))
+            .collect();
+        let (peer, eligible, reason) = match p {
+            placement::Placement::Chosen {
+                place,
+                local,
+                eligible,
+                reason,
+                ..
+            } => ((!local).then_some(place), eligible, reason),
+            placement::Placement::QueuedHere { reason, .. } => (None, 0, reason),
+            placement::Placement::NoRoom { refusal, .. } => {
+                return Err(DelegateRefusal::NoRoom(refusal))
+            }
+        };
+        let chose = peer.clone().unwrap_or_else(|| placement::LOCAL.to_owned());
+        Ok(Placed {
+            peer,
+            eligible,
+            skipped,
+            reply: crate::wire::PlacementReply { chose, reason },
+        })
+    }
+
+    /// The `delegated` reply of a task just committed: its state, and where `auto` placed it.
+    pub fn delegated_reply(&self, task: &TaskId) -> crate::wire::DelegatedReply {
+        let t = self.tasks.get(task);
+        let placement = t.and_then(|t| t.placement.clone());
+        crate::wire::DelegatedReply {
+            task: task.0.clone(),
+            // Committed as queued; starting it is a later step of its own.
+            state: TaskState::Queued.as_str().to_owned(),
+            peer: t
+                .filter(|_| placement.is_some())
+                .and_then(|t| t.peer.clone()),
+            placement,
+        }
     }
 
     /// The next instruction, in order.
@@ -484,6 +605,17 @@ impl TaskBook {
         now: Now,
         ids: &mut dyn IdSource,
     ) -> Result<TaskId, DelegateRefusal> {
+        // `auto` (issue 38): the rule picks the peer, or this hub, before every other check,
+        // which then holds as for a delegation naming that place.
+        let mut req = req;
+        let placed = if origin.is_none() {
+            self.place(&req, now)?
+        } else {
+            None
+        };
+        if let Some(p) = &placed {
+            req.peer = p.peer.clone();
+        }
         let c = &self.config;
         match &req.peer {
             Some(peer) => {
@@ -600,7 +732,15 @@ impl TaskBook {
                 peer: req.peer.clone(),
                 cwd: cwd_text,
                 prompt_bytes: req.prompt.len(),
-            }],
+            }]
+            .into_iter()
+            .chain(placed.as_ref().map(|p| TaskAudit::Placed {
+                task: id.0.clone(),
+                chose: p.reply.chose.clone(),
+                eligible: p.eligible,
+                skipped: p.skipped.clone(),
+            }))
+            .collect(),
         }));
         self.tasks.insert(
             id.clone(),
@@ -638,6 +778,7 @@ impl TaskBook {
                 permission,
                 allow,
                 cancel_reason: None,
+                placement: placed.as_ref().map(|p| p.reply.clone()),
             },
         );
         self.turns.register(&id, keep_secs);

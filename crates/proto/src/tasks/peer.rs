@@ -315,6 +315,7 @@ impl TaskBook {
             allow: None,
             // No follow-ups across hubs yet (issue 38 design §7): its session closes at once.
             keep_secs: Some(0),
+            requires: None,
         };
         match self.insert(req, &delegator, Some(origin.clone()), now, ids) {
             Err(r) => refuse(self, r.to_string()),
@@ -439,6 +440,7 @@ impl TaskBook {
         ids: &mut dyn IdSource,
     ) {
         let routed = self.relayed.set_link(peer, up, terms.approvals);
+        self.rooms.link(peer, up, terms.agent_hub);
         if up {
             self.links.insert(peer.to_owned(), terms.agent_hub);
             if routed {

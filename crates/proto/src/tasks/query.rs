@@ -95,6 +95,7 @@ impl TaskBook {
                 s.kept_until = self.turns.kept_until_ms(&t.id).and_then(rfc3339);
                 s
             }),
+            placement: t.placement.as_ref().map(|p| p.reason.clone()),
         }
     }
 }

@@ -252,6 +252,15 @@ pub enum TaskAudit {
     /// `task_session_closed`: a kept session closed and the task settled with its last
     /// turn's state; `why`: keep_expired, closed, cap, agent_exited or hub_stopping.
     SessionClosed { task: String, why: String },
+    /// `task_placed` (issue 38 design §9): where `delegate --peer auto` placed the task
+    /// (`local` or a peer), how many places were eligible, and those skipped with why (at
+    /// most `placement::MAX_NAMED`; metadata only).
+    Placed {
+        task: String,
+        chose: String,
+        eligible: usize,
+        skipped: Vec<(String, String)>,
+    },
 }
 
 impl TaskAudit {
@@ -271,6 +280,7 @@ impl TaskAudit {
             TaskAudit::TurnStarted { .. } => "task_turn_started",
             TaskAudit::TurnEnded { .. } => "task_turn_ended",
             TaskAudit::SessionClosed { .. } => "task_session_closed",
+            TaskAudit::Placed { .. } => "task_placed",
         }
     }
 
@@ -302,6 +312,27 @@ impl TaskAudit {
                 to_json(task),
                 to_json(agent)
             ),
+            TaskAudit::Placed {
+                task,
+                chose,
+                eligible,
+                skipped,
+            } => {
+                let list: Vec<String> = skipped
+                    .iter()
+                    .take(super::placement::MAX_NAMED)
+                    .map(|(place, why)| {
+                        format!("{{\"place\":{},\"why\":{}}}", to_json(place), to_json(why))
+                    })
+                    .collect();
+                write!(
+                    out,
+                    ",\"task\":{},\"chose\":{},\"eligible\":{eligible},\"skipped\":[{}]",
+                    to_json(task),
+                    to_json(chose),
+                    list.join(",")
+                )
+            }
             TaskAudit::CancelAsked { task } | TaskAudit::Forgotten { task } => {
                 write!(out, ",\"task\":{}", to_json(task))
             }

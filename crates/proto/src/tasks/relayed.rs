@@ -66,7 +66,8 @@ impl Relayed {
 /// A worker's request as this hub holds its mirror: every text sanitised for a terminal
 /// (`kernel::text`; the worker's session did it, but a peer's bytes are a peer's), the bounds
 /// already checked (`TaskRequest::check`). None for a permission that offers an option of a
-/// kind ACP does not have (its answer could not be told from an allow).
+/// kind ACP does not have (its answer could not be told from an allow), or a question one of
+/// a kind no question has.
 pub fn ask_of(r: &TaskRequest) -> Option<RequestAsk> {
     let kind = if r.kind == "question" {
         RequestKind::Question
@@ -75,12 +76,16 @@ pub fn ask_of(r: &TaskRequest) -> Option<RequestAsk> {
     };
     let mut options = Vec::with_capacity(r.options.len());
     for o in &r.options {
-        let k = match (kind, OptionKind::from_tag(&o.kind)) {
-            (_, Some(k)) => k,
-            // A question's options (`accept`, `decline`, `cancel`) carry no permission kind;
-            // the session's type has only those, and nothing reads a question's kinds.
-            (RequestKind::Question, None) => OptionKind::RejectOnce,
-            (RequestKind::Permission, None) => return None,
+        let k = match kind {
+            RequestKind::Permission => OptionKind::from_tag(&o.kind)?,
+            // A question's options are the hub's own (`acp::question`): kinds the same words
+            // as their ids, so the mirror's envelope shows what the worker's would.
+            RequestKind::Question => match o.kind.as_str() {
+                "accept" => OptionKind::Accept,
+                "decline" => OptionKind::Decline,
+                "cancel" => OptionKind::Cancel,
+                _ => return None,
+            },
         };
         options.push(RequestOption {
             option_id: o.option_id.clone(),

@@ -75,6 +75,8 @@ impl TaskBook {
                 permission: approvals.permission,
                 allow: approvals.allow,
                 cancel_reason: None,
+                // Placement is not stored (issue 38: no schema change).
+                placement: None,
             };
             let mut t = t;
             t.origin = Origin::parse(&t.delegator);

@@ -65,6 +65,9 @@ pub struct TasksConfig {
     pub approvals: ApprovalSettings,
     /// Follow-up turns: the keep window, the kept sessions' cap, the turns' cap (issue 38).
     pub follow_ups: super::turns::FollowUpSettings,
+    /// `[tasks.placement]` (issue 38 design §4): the floors a place must meet for
+    /// `delegate --peer auto`.
+    pub placement: crate::tasks::placement::Floors,
 }
 
 /// `tasks.permission` when the table says nothing (issue 37 design §1): ask a person.
@@ -198,6 +201,8 @@ pub struct BookConfig {
     pub approvals: ApprovalSettings,
     /// Follow-up turns (`tasks::turns`, issue 38 design §6).
     pub follow_ups: super::turns::FollowUpSettings,
+    /// The floors of `delegate --peer auto` (`tasks::placement`, issue 38 design §4).
+    pub placement: crate::tasks::placement::Floors,
 }
 
 impl BookConfig {
@@ -228,6 +233,7 @@ impl From<&TasksConfig> for BookConfig {
             agent_permission: t.agent_permission.clone(),
             approvals: t.approvals.clone(),
             follow_ups: t.follow_ups,
+            placement: t.placement,
         }
     }
 }

@@ -14,6 +14,7 @@ use serde_json::Value;
 mod approvals;
 mod follow_ups;
 mod peer;
+mod placed;
 mod prompts;
 mod relayed;
 
@@ -60,6 +61,7 @@ fn config() -> BookConfig {
         agent_permission: Default::default(),
         approvals: Default::default(),
         follow_ups: Default::default(),
+        placement: Default::default(),
     }
 }
 

@@ -55,6 +55,7 @@ const DELEGATE_KEYS: &[&str] = &[
     "peer",
     "permission",
     "allow",
+    "requires",
     "keepSecs",
 ];
 const TASK_KEYS: &[&str] = &["task"];
@@ -143,6 +144,8 @@ enum Want {
     OptFlag,
     /// A list of `allow` rules, or null.
     OptRules,
+    /// `delegate`'s `requires` (issue 38): a list of strings, or null.
+    OptTags,
     /// One `allow` rule: an object.
     Rule,
     /// A rule's `kinds`: a list of strings.
@@ -219,6 +222,7 @@ impl Want {
             Want::OptSecs => "u64",
             Want::OptFlag => "a boolean",
             Want::OptRules => "a list of rules",
+            Want::OptTags => "a list of tags",
             Want::Rule => "a rule object",
             Want::Kinds => "a list of tool kinds",
         }
@@ -281,7 +285,9 @@ impl<'de> Visitor<'de> for V {
 
     fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
         match self.0 {
-            Want::OptText | Want::OptSecs | Want::OptFlag | Want::OptRules => Ok(Val::Null),
+            Want::OptText | Want::OptSecs | Want::OptFlag | Want::OptRules | Want::OptTags => {
+                Ok(Val::Null)
+            }
             w => Err(wrong("null", w)),
         }
     }
@@ -323,6 +329,7 @@ impl<'de> Visitor<'de> for V {
         match self.0 {
             Want::OptRules => rules(seq).map(Val::Rules),
             Want::Kinds => kinds(seq).map(Val::Texts),
+            Want::OptTags => tags(seq).map(Val::Texts),
             w => Err(wrong("sequence", w)),
         }
     }
@@ -428,6 +435,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
     let mut secs: [Option<u64>; 12] = Default::default();
     let mut flag = None;
     let mut allow: Option<Vec<AllowRule>> = None;
+    let mut requires: Option<Vec<String>> = None;
     let mut correlation: Option<Option<String>> = None;
     let mut body: Option<&'de RawValue> = None;
     let mut input: Option<&'de RawValue> = None;
@@ -465,6 +473,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 Want::OptText
             }
             (Obj::Delegate, "allow") => Want::OptRules,
+            (Obj::Delegate, "requires") => Want::OptTags,
             (Obj::Await, "ack")
             | (Obj::Who, "offRoster")
             | (Obj::Hello, "warn")
@@ -483,6 +492,9 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             Val::Secs(s) => secs[i] = Some(s),
             Val::Flag(b) => flag = Some(b),
             Val::Rules(r) => allow = Some(r),
+            Val::Texts(t) if matches!((obj, names[i]), (Obj::Delegate, "requires")) => {
+                requires = Some(t)
+            }
             Val::Line(_) | Val::Rule(_) | Val::Texts(_) => {
                 return Err(de::Error::custom("internal: a field decoded to a part"))
             }
@@ -541,7 +553,8 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 peer: texts[5].take(),
                 permission: None,
                 allow,
-                keep_secs: secs[8],
+                keep_secs: secs[9],
+                requires,
             };
             Payload::Delegate(req, texts[6].take())
         }
@@ -602,6 +615,25 @@ fn rules<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<AllowRule>, A::Error>
         }
     }
     while seq.next_element_seed(V(Want::Rule))?.is_some() {}
+    Ok(out)
+}
+
+/// `requires`' tags: strings, at most one more than `tasks::placement::MAX_REQUIRES` kept
+/// (enough for the book to refuse the count), the rest read and dropped, so a long list costs
+/// no more memory than its own bytes.
+fn tags<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<String>, A::Error> {
+    let mut out = Vec::new();
+    while let Some(v) = seq.next_element_seed(V(Want::Text))? {
+        match v {
+            Val::Text(t) if out.len() <= crate::tasks::placement::MAX_REQUIRES => out.push(t),
+            Val::Text(_) => {}
+            _ => {
+                return Err(de::Error::custom(
+                    "internal: a tag decoded to something else",
+                ))
+            }
+        }
+    }
     Ok(out)
 }
 

@@ -34,8 +34,9 @@ pub use fast::check as fast_decode_check;
 pub use lines::{LineBuffer, LineTooLong, HELLO_MAX_LINE_BYTES};
 pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
 pub use task::{
-    DelegateRequest, PlanSummary, TaskList, TaskProgress, TaskPromptReply, TaskPromptRequest,
-    TaskRecord, TaskRequest, TaskSession, TaskStateReply, TaskTurn,
+    DelegateRequest, DelegatedReply, PlacementReply, PlanSummary, TaskList, TaskProgress,
+    TaskPromptReply, TaskPromptRequest, TaskRecord, TaskRequest, TaskSession, TaskStateReply,
+    TaskTurn,
 };
 
 /// Why a line from a peer was refused. The `Display` text is what travels in the error line.
@@ -522,7 +523,7 @@ pub enum HubLine {
     /// Our extension: the answer to `who` (SPEC §14).
     Who(Presence),
     /// Our extension (docs/delegation.md): the task is accepted, after its commit.
-    Delegated(TaskStateReply),
+    Delegated(DelegatedReply),
     /// Boxed: a record is several times the size of every other hub line.
     TaskStatus(Box<TaskRecord>),
     Tasks(TaskList),
@@ -586,7 +587,7 @@ enum RawHubLine<'a> {
     #[serde(rename = "who", deserialize_with = "object")]
     Who(Presence),
     #[serde(rename = "delegated", deserialize_with = "object")]
-    Delegated(TaskStateReply),
+    Delegated(DelegatedReply),
     #[serde(rename = "task_status", deserialize_with = "object")]
     TaskStatus(TaskRecord),
     #[serde(rename = "tasks", deserialize_with = "object")]

@@ -51,6 +51,11 @@ pub struct DelegateRequest {
     /// (`task_prompt`), at most `tasks.session_keep_secs`; absent: that window.
     #[serde(rename = "keepSecs", default, skip_serializing_if = "Option::is_none")]
     pub keep_secs: Option<u64>,
+    /// Issue 38 design §4: with `peer: "auto"`, only places whose tags (`relay.tags`,
+    /// claudectl's configured tags) include every one of these (1–8 tags of
+    /// `[A-Za-z0-9._-]{1,40}`; the book checks them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Vec<String>>,
 }
 
 /// The prompt is the delegator's work and may be large or confidential: `Debug` (and so any
@@ -67,6 +72,7 @@ impl fmt::Debug for DelegateRequest {
             .field("permission", &self.permission)
             .field("allow", &self.allow)
             .field("keep_secs", &self.keep_secs)
+            .field("requires", &self.requires)
             .finish()
     }
 }
@@ -85,6 +91,27 @@ pub struct TaskRequest {
 pub struct TaskStateReply {
     pub task: String,
     pub state: String,
+}
+
+/// Where `delegate --peer auto` placed a task and why (issue 38 design §4; docs/delegation.md
+/// "Placement"): `chose` is `local` or the peer's name, `reason` the rule's sentence.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct PlacementReply {
+    pub chose: String,
+    pub reason: String,
+}
+
+/// `{"delegated":{"task":…,"state":…,"peer"?:…,"placement"?:{…}}}` (issue 38 design §5): its
+/// own type, read tolerantly (no `deny_unknown_fields`), so a later hub's keys never break a
+/// client. `peer` and `placement` are present only when the delegation asked for `auto`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct DelegatedReply {
+    pub task: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementReply>,
 }
 
 /// The plan of a running task, summarised: how many entries, how many done, the first one in
@@ -159,6 +186,10 @@ pub struct TaskRecord {
     /// Issue 38: the task's session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<TaskSession>,
+    /// Issue 38: why `delegate --peer auto` placed it where it runs (the `delegated` reply's
+    /// reason). Kept in memory only: absent after a hub restart (no schema change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 /// One turn in a task record (issue 38 design §5).
@@ -327,6 +358,7 @@ mod tests {
             permission: None,
             allow: None,
             keep_secs: None,
+            requires: None,
         }
     }
 
@@ -379,7 +411,7 @@ mod tests {
         let cases = [
             (
                 format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","{secret}":1}}}}"#),
-                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `keepSecs`",
+                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `requires`, `keepSecs`",
             ),
             (
                 r#"{"delegate":{"agent":"a","cwd":"/x"}}"#.to_owned(),
@@ -468,11 +500,21 @@ mod tests {
     fn hub_task_lines_round_trip() {
         assert_eq!(
             round_trip_hub(r#"{"delegated":{"task":"task-1","state":"queued"}}"#),
-            HubLine::Delegated(TaskStateReply {
+            HubLine::Delegated(DelegatedReply {
                 task: "task-1".into(),
-                state: "queued".into()
+                state: "queued".into(),
+                ..DelegatedReply::default()
             })
         );
+        // Issue 38: `auto`'s keys, and a later hub's unknown key read tolerantly.
+        let placed = r#"{"delegated":{"task":"task-1","state":"queued","peer":"b","placement":{"chose":"b","reason":"chose b: 1 of 1 task slots free"}}}"#;
+        let HubLine::Delegated(r) = round_trip_hub(placed) else {
+            panic!("delegated")
+        };
+        assert_eq!(r.placement.map(|p| p.chose).as_deref(), Some("b"));
+        let later: DelegatedReply =
+            serde_json::from_str(r#"{"task":"t","state":"queued","turn":1}"#).unwrap();
+        assert_eq!(later.task, "t");
         assert!(matches!(
             round_trip_hub(r#"{"cancel":{"task":"task-1","state":"cancelling"}}"#),
             HubLine::Cancel(TaskStateReply { state, .. }) if state == "cancelling"

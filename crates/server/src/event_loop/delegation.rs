@@ -301,6 +301,14 @@ impl Server {
             .unwrap_or_default();
         let mut book = agent_hub_proto::tasks::TaskBook::new(cfg.into(), runnable.clone(), peers);
         book.set_accept_from(accept);
+        if let Some(r) = relay {
+            // Placement (issue 38 design §4): a peer is stale after three of our intervals
+            // without a beat, and `requires` matches this hub by its `relay.tags`.
+            book.set_relay_placement(
+                std::time::Duration::from_millis(r.heartbeat_interval_ms),
+                r.tags.clone(),
+            );
+        }
         self.hub.enable_tasks(book);
         let now = read_clock();
         let (n, open) = (rows.len(), requests.len());

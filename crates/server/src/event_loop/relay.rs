@@ -153,6 +153,8 @@ impl Relay {
                     msg_id,
                     payload,
                 } => hub.handle_peer_message(&peer, &msg_id, *payload, now),
+                ToHub::PeerRoom { peer, beat } => hub.peer_room(&peer, beat),
+                ToHub::LocalRoom(machine) => hub.local_room(machine),
                 ToHub::PeerTaskAcked { peer, task_id } => {
                     hub.handle_peer_task_acked(&peer, &task_id)
                 }

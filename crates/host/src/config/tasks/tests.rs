@@ -90,6 +90,55 @@ mod table {
     }
 
     #[test]
+    fn placement_floors_default_are_read_and_bounded() {
+        let d = Dir::new("placement");
+        let root = format!("cwd_roots = [{:?}]\n", d.0);
+        let t = parse(&root).unwrap();
+        assert_eq!(t.placement, Floors::default());
+        assert_eq!(
+            (t.placement.min_mem_free_mb, t.placement.min_disk_free_mb),
+            (512, 1024)
+        );
+        let t = parse(&format!(
+            "{root}[placement]\nmin_mem_free_mb = 0\nmin_disk_free_mb = 1073741824\nmax_load_per_core = 0"
+        ))
+        .unwrap();
+        assert_eq!(
+            t.placement,
+            Floors {
+                min_mem_free_mb: 0,
+                min_disk_free_mb: 1_073_741_824,
+                max_load_per_core: 0.0,
+            }
+        );
+        for (line, want) in [
+            (
+                "min_mem_free_mb = 1048577",
+                "tasks.placement.min_mem_free_mb = 1048577 is above its upper bound of 1048576",
+            ),
+            (
+                "min_disk_free_mb = 1073741825",
+                "tasks.placement.min_disk_free_mb = 1073741825 is above its upper bound",
+            ),
+            (
+                "max_load_per_core = 0.01",
+                "tasks.placement.max_load_per_core = 0.01 must be 0 (no ceiling) or 0.05..=1024",
+            ),
+            (
+                "max_load_per_core = 1025.0",
+                "tasks.placement.max_load_per_core = 1025 must be 0 (no ceiling) or 0.05..=1024",
+            ),
+            ("max_load_per_core = nan", "must be 0 (no ceiling)"),
+            ("max_load_per_core = -1.0", "must be 0 (no ceiling)"),
+            ("min_mem_free_mb = -1", "min_mem_free_mb"),
+            ("spare_gpus = 2", "unknown field"),
+        ] {
+            let e = err(&format!("{root}[placement]\n{line}"));
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
     fn the_headless_stdout_cap_is_read_and_bounded() {
         let d = Dir::new("headless");
         let root = format!("cwd_roots = [{:?}]\n", d.0);

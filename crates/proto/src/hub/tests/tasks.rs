@@ -27,6 +27,7 @@ pub(super) fn book() -> TaskBook {
             agent_permission: Default::default(),
             approvals: Default::default(),
             follow_ups: Default::default(),
+            placement: Default::default(),
         },
         ["fake".to_owned()],
         Vec::<String>::new(),

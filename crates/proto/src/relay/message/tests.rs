@@ -618,6 +618,14 @@ fn task_approvals_types_are_v1_types_of_their_feature() {
         tc.expiry_reason(),
         Some(crate::wire::approval::ExpiryReason::Timeout { secs: 600 })
     );
+    // A question carries its form's schema exactly, as JSON text (design §4b).
+    let mut q = task_request_payload();
+    q["type"] = json!("question");
+    q["message"] = json!("Which branch?");
+    q["schema"] = json!("{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"string\"}}}");
+    let r = typed_request(&q);
+    assert_eq!(Payload::TaskRequest(r.clone()).to_value(), q);
+    assert_eq!(r.check(), Ok(()));
     // Minimal forms: optional keys left out parse, and stay out.
     let bare = json!({"task_id": "t", "request": "r", "state": "cancelled"});
     let p = Payload::parse(&MsgType::TaskRequestClosed, &bare).unwrap();
@@ -750,6 +758,24 @@ fn task_approvals_checks_refuse_what_a_hub_never_sends() {
         (
             with(&|r| r.options[0].name = "n".repeat(257)),
             "options.name is over",
+        ),
+        (
+            with(&|r| r.schema = Some("{}".into())),
+            "schema is only for a question",
+        ),
+        (
+            with(&|r| {
+                r.kind = "question".into();
+                r.schema = Some("[1]".into());
+            }),
+            "schema is not a JSON object",
+        ),
+        (
+            with(&|r| {
+                r.kind = "question".into();
+                r.schema = Some(format!("{{\"a\":\"{}\"}}", "x".repeat(4096)));
+            }),
+            "schema is over",
         ),
     ];
     for (e, want) in cases {

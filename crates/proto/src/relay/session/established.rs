@@ -263,9 +263,18 @@ impl Session {
             }
         }
         let directory = self.beat_rx.current().clone();
+        let room = if !self.features.contains(&Feature::Headroom) {
+            // A peer that did not agree it has no say on its room.
+            None
+        } else if claudectl {
+            machine.as_ref().and_then(|w| w.headroom.clone())
+        } else {
+            worker::read_headroom(&msg.payload)
+        };
         self.events.push_back(SessionEvent::Heartbeat {
             directory,
             worker: machine,
+            room,
         });
     }
 
@@ -303,6 +312,13 @@ impl Session {
                 let full = matches!(beat, Beat::Full { .. });
                 if let Some(cards) = self.cards.for_beat(full) {
                     payload["agent_cards"] = serde_json::json!(cards);
+                }
+            }
+            if self.dialect != Dialect::Claudectl && self.features.contains(&Feature::Headroom) {
+                // Our hubs' beats carry our room too, every beat (issue 38 design §4): a
+                // peer's placement reads the latest one.
+                if let Some(h) = &self.headroom {
+                    payload["headroom"] = serde_json::json!(h);
                 }
             }
             if self.dialect == Dialect::Claudectl {

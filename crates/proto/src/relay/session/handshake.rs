@@ -210,7 +210,9 @@ impl Session {
             (Some(a), Some(d)) => (a, d),
         };
         let agreed = if dialect == Dialect::AgentHub {
-            let agreed = intersect(&self.cfg.features, &theirs);
+            // What we offer (`offers` below: our configured set, and `headroom`), in
+            // `Feature::ALL`'s order.
+            let agreed = intersect(&Feature::ALL, &theirs);
             if agreed.contains(&Feature::MutualAuth) {
                 let n = hs.nonce.as_deref().unwrap_or_default();
                 if !is_nonce_hex(n) {
@@ -500,11 +502,14 @@ impl Session {
 
 /// Whether we offer feature `f` on a link with the peer `auth` belongs to: `bus-forward` only
 /// to peers configured to forward, `frame-mac` only with its prerequisites, `task-approvals`
-/// only with `frame-mac`'s and `frame-mac` itself, `headroom` never (it is claudectl's; our
-/// hubs exchange `agent_cards`).
+/// only with `frame-mac`'s and `frame-mac` itself, `headroom` always (issue 38 design §4: our
+/// hubs place work by each other's room as claudectl does; `relay.features` does not list it,
+/// as it never did, and an older agent-hub simply does not agree it).
 pub(super) fn offers(cfg: &SessionConfig, auth: &PeerAuth, f: Feature) -> bool {
+    if f == Feature::Headroom {
+        return true;
+    }
     cfg.features.contains(&f)
-        && f != Feature::Headroom
         && (f != Feature::BusForward || auth.forward)
         && (f != Feature::FrameMac || framemac::prerequisites_met(&cfg.features))
         && (f != Feature::TaskApprovals

@@ -221,9 +221,12 @@ pub enum SessionEvent {
     /// agents; a delta that could not be applied leaves it as it was until the resync; a
     /// claudectl peer's agents are its sessions), and what a claudectl peer's beat says of
     /// its machine (None when the beat said nothing of it: 0.64's `{}`, this project's hubs).
+    /// `room`: the beat's `headroom` in either dialect, bounded (`Headroom::bounded`), on a
+    /// link that agreed `headroom` (issue 38 design §4); None when it carried none.
     Heartbeat {
         directory: Directory,
         worker: Option<Box<PeerWorker>>,
+        room: Option<Headroom>,
     },
     /// Any other message of a known type whose payload matches the catalogue.
     Message(RelayMessage),

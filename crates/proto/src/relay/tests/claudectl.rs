@@ -185,13 +185,20 @@ fn claudectl_092_dialling_us_links_in_its_dialect_with_frames() {
     assert_eq!(beat[4], FLAG_LZ4, "the double compresses as claudectl does");
     a.handle_input(&beat, t0 + INTERVAL);
     let evs = events(&mut a);
-    let (directory, worker) = evs
+    let (directory, worker, room) = evs
         .iter()
         .find_map(|e| match e {
-            SessionEvent::Heartbeat { directory, worker } => Some((directory, worker)),
+            SessionEvent::Heartbeat {
+                directory,
+                worker,
+                room,
+            } => Some((directory, worker, room)),
             _ => None,
         })
         .expect("a heartbeat event");
+    // Its room reaches placement (issue 38 design §4) as its machine's part says it.
+    let room = room.as_ref().expect("the link agreed headroom");
+    assert_eq!((room.running_tasks, room.max_tasks), (0, Some(4)));
     assert_eq!(directory.agents.len(), 30);
     assert_eq!(
         directory.agents["sess-07"].state,

@@ -411,6 +411,89 @@ fn a_peer_tasks_request_reaches_the_delegator_and_its_answer_the_agent() {
     );
 }
 
+/// Design §4b across hubs: a question's mirror offers the question's own option kinds
+/// (`accept`, `decline`, `cancel`, never read as a permission's `reject_once`); east refuses
+/// an `accept` without the form's content as it does a local one, and the content it accepts
+/// reaches west's runner with the option.
+#[test]
+fn a_question_crosses_with_its_schema_and_its_content_comes_back() {
+    let mut n = Net::new(true, settings(600));
+    let (east_id, west_id) = n.delegate();
+    take(&mut n.east);
+    take(&mut n.west);
+    let schema = r#"{"type":"object","properties":{"choice":{"type":"string"}}}"#;
+    let mut q = ask(1);
+    q.kind = RequestKind::Question;
+    q.tool_kind = None;
+    q.paths = Vec::new();
+    q.command = None;
+    q.message = Some("Which one?".into());
+    q.schema = Some(schema.into());
+    q.options = [
+        ("accept", OptionKind::Accept),
+        ("decline", OptionKind::Decline),
+        ("cancel", OptionKind::Cancel),
+    ]
+    .into_iter()
+    .map(|(id, kind)| AskOption {
+        option_id: id.into(),
+        name: id.into(),
+        kind,
+    })
+    .collect();
+    n.west_asks(&west_id, q);
+    let e = take(&mut n.east);
+    let bodies = request_bodies(&e);
+    assert_eq!(bodies.len(), 1, "{e:?}");
+    let b = &bodies[0];
+    assert_eq!(b["type"], "question");
+    assert_eq!(b["message"], "Which one?");
+    assert_eq!(b["schema"], schema);
+    let kinds: Vec<&str> = b["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["accept", "decline", "cancel"]);
+    let request = b["request"].as_str().unwrap().to_owned();
+    let mut req = TaskAnswerRequest {
+        task: east_id.as_str().into(),
+        request: Some(request.clone()),
+        option: "accept".into(),
+        message: None,
+    };
+    assert_eq!(
+        n.east
+            .book
+            .answer(&req, "mneme")
+            .err()
+            .map(|e| e.to_string()),
+        Some(
+            "invalid task_answer: accept needs message to hold the form's content as a JSON object"
+                .into()
+        )
+    );
+    req.message = Some(r#"{"choice":"b"}"#.into());
+    let taken = n.east.book.answer(&req, "mneme").unwrap();
+    n.east
+        .book
+        .answer_settled(&taken.request, true, Some(taken.decision));
+    n.pump();
+    let w = take(&mut n.west);
+    let got: Vec<(&TaskId, u32, &RequestAnswer)> = w
+        .iter()
+        .filter_map(|a| match a {
+            TaskAction::Answer { task, seq, answer } => Some((task, *seq, answer)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got.len(), 1, "{w:?}");
+    assert_eq!(got[0].0, &west_id);
+    assert_eq!(got[0].2.option_id.as_deref(), Some("accept"));
+    assert_eq!(got[0].2.message.as_deref(), Some(r#"{"choice":"b"}"#));
+}
+
 /// Design §7: the worker is the only clock. Its expiry answers its agent with its fallback
 /// and closes the mirror with the worker's words; the mirror never expires first.
 #[test]

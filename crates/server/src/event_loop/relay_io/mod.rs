@@ -85,6 +85,16 @@ pub enum ToHub {
         peer: String,
         agents: BTreeMap<String, AgentEntry>,
     },
+    /// A heartbeat of the lasting link with `peer`: its room (feature `headroom`, either
+    /// dialect), its instant and the agents the peer offers, for placement (issue 38 design
+    /// §4, `Hub::peer_room`).
+    PeerRoom {
+        peer: String,
+        beat: agent_hub_proto::tasks::placement::Beat,
+    },
+    /// This machine was measured again (every `headroom::REFRESH`): the figures placement
+    /// weighs this hub by (`Hub::local_room`).
+    LocalRoom(agent_hub_proto::tasks::placement::Machine),
     /// The peer acked our final `task_handoff` of its task `task_id`.
     PeerTaskAcked { peer: String, task_id: String },
     /// A link that agreed `bus-forward` is up.
@@ -163,8 +173,9 @@ pub struct RelayIo {
     /// computes them off the loop (None when the feature is not offered).
     agent_cards: Vec<agent_hub_proto::relay::message::AgentCard>,
     card_prober: Option<cards::CardProber>,
-    /// Feature `headroom` (claudectl's): this machine's figures, measured off the loop, and
-    /// the hub's own (tasks running, `tasks.max_concurrent`); what the links' beats carry.
+    /// Feature `headroom` (claudectl's, and our hubs' since issue 38): this machine's
+    /// figures, measured off the loop, and the hub's own (tasks running,
+    /// `tasks.max_concurrent`); what the links' beats carry and placement weighs.
     machine_prober: Option<headroom::MachineProber>,
     machine: headroom::Machine,
     task_room: (u32, Option<u32>),
@@ -464,6 +475,13 @@ impl RelayIo {
         }
         if let Some(m) = self.machine_prober.as_ref().and_then(|p| p.latest()) {
             self.machine = m;
+            self.inbox.push(ToHub::LocalRoom(
+                agent_hub_proto::tasks::placement::Machine {
+                    mem_free_mb: m.mem_free_mb,
+                    load_per_core: m.load_per_core,
+                    disk_free_mb: m.disk_free_mb,
+                },
+            ));
             self.refresh_headroom();
         }
         let dials: Vec<PeerConfig> = self

@@ -124,12 +124,30 @@ impl RelayIo {
                         }
                     }
                 }
-                SessionEvent::Heartbeat { directory, worker } => {
+                SessionEvent::Heartbeat {
+                    directory,
+                    worker,
+                    room,
+                } => {
                     let is_link = link
                         .peer
                         .as_deref()
                         .is_some_and(|p| self.registry_links.link_of(p) == Some(token.0 as u64));
                     if let Some(peer) = link.peer.clone().filter(|_| is_link) {
+                        // Placement (issue 38 design §4): every beat of the lasting link, its
+                        // room, its instant and the agents the peer offers now.
+                        let agents = offered_agents(link.session.peer_agent_cards(), &worker);
+                        if let Some(b) = self.books.get_mut(&peer) {
+                            b.status.headroom = room.clone();
+                        }
+                        self.inbox.push(ToHub::PeerRoom {
+                            peer: peer.clone(),
+                            beat: agent_hub_proto::tasks::placement::Beat {
+                                room,
+                                agents: Some(agents),
+                                at: now,
+                            },
+                        });
                         if let Some(b) = self.books.get_mut(&peer) {
                             b.last_heartbeat = Some(now);
                             b.status.last_heartbeat = Some(
@@ -328,6 +346,7 @@ impl RelayIo {
         book.status.peer_version = Some(link.session.peer_version().to_owned());
         book.status.dialect = Some(link.session.dialect().as_str().to_owned());
         book.status.worker = None;
+        book.status.headroom = None;
         book.status.last_error = None;
         book.backoff_step = 0;
         book.dialling = None;
@@ -434,4 +453,27 @@ fn handoff_ack_id(msg: &agent_hub_proto::relay::message::RelayMessage) -> Option
         Ok(Payload::Ack(a)) => Some(a.ack_id),
         _ => None,
     }
+}
+
+/// The agents a peer offers for placement: one of our hubs' cards whose ACP or headless
+/// program is on its PATH, or the tools a claudectl beat lists as present.
+fn offered_agents(
+    cards: &[agent_hub_proto::relay::message::AgentCard],
+    worker: &Option<Box<agent_hub_proto::relay::worker::PeerWorker>>,
+) -> Vec<String> {
+    use agent_hub_proto::relay::worker::ToolState;
+    let mut agents: Vec<String> = cards
+        .iter()
+        .filter(|c| c.acp || c.headless)
+        .map(|c| c.name.clone())
+        .collect();
+    if let Some(caps) = worker.as_ref().and_then(|w| w.capabilities.as_ref()) {
+        agents.extend(
+            caps.tools
+                .iter()
+                .filter(|(_, t)| matches!(t, ToolState::Present { .. }))
+                .map(|(name, _)| name.clone()),
+        );
+    }
+    agents
 }

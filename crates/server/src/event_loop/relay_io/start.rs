@@ -194,7 +194,9 @@ impl RelayIo {
         } else {
             None
         };
-        let machine_prober = if claudectl_peers {
+        // Every peer reads our room since issue 38 (design §4), and placement weighs this
+        // machine by the same figures.
+        let machine_prober = if !cfg.peers.is_empty() {
             Some(headroom::MachineProber::spawn(task_dir).map_err(thread("headroom prober"))?)
         } else {
             None
