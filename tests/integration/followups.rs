@@ -91,10 +91,16 @@ fn two_follow_ups_continue_one_session_each_turn_with_its_own_outcome() {
     assert_eq!(s["session"]["state"], "kept");
 
     let r = prompt(&hub, "alpha", &task, "second", false);
-    assert_eq!(r["task_prompt"], json!({"task": task, "turn": 2, "state": "running"}));
+    assert_eq!(
+        r["task_prompt"],
+        json!({"task": task, "turn": 2, "state": "running"})
+    );
     let two = outcome(&hub, "alpha", &task);
     assert_eq!(two["turn"], 2);
-    assert_eq!(two["text"], "turn 2; earlier: first", "the same process remembers");
+    assert_eq!(
+        two["text"], "turn 2; earlier: first",
+        "the same process remembers"
+    );
 
     // The CLI sends the third.
     let (code, out) = task_cli(&hub, "prompt", &["--id", &task, "--prompt", "third"]);
@@ -108,9 +114,22 @@ fn two_follow_ups_continue_one_session_each_turn_with_its_own_outcome() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["turn"].as_u64().unwrap(), t["state"].as_str().unwrap(), t["how"].as_str().unwrap()))
+        .map(|t| {
+            (
+                t["turn"].as_u64().unwrap(),
+                t["state"].as_str().unwrap(),
+                t["how"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(turns, [(1, "completed", "prompt"), (2, "completed", "prompt"), (3, "completed", "prompt")]);
+    assert_eq!(
+        turns,
+        [
+            (1, "completed", "prompt"),
+            (2, "completed", "prompt"),
+            (3, "completed", "prompt")
+        ]
+    );
 
     // task close: the kept session ends; the task settles with its last turn's state, and no
     // further envelope comes.
@@ -127,7 +146,10 @@ fn two_follow_ups_continue_one_session_each_turn_with_its_own_outcome() {
     let closed = hub.wait_audit("task_session_closed", |a| {
         a.iter().any(|e| e["event"] == "task_session_closed")
     });
-    let closed: Vec<&Value> = closed.iter().filter(|e| e["event"] == "task_session_closed").collect();
+    let closed: Vec<&Value> = closed
+        .iter()
+        .filter(|e| e["event"] == "task_session_closed")
+        .collect();
     assert_eq!(closed[0]["why"], "closed");
     assert_eq!(hub.audit_events("task_turn_started").len(), 2);
     let audit = std::fs::read_to_string(hub.audit_path()).unwrap();
@@ -140,16 +162,26 @@ fn an_interrupt_cancels_the_open_turn_then_sends_the_follow_up() {
     let task = delegate(&hub, "remember", "HANG on this", json!({}));
     // The agent has the prompt (its first update came), so the interrupt cancels a turn
     // under way rather than one whose prompt was never sent.
-    wait_status(&hub, "alpha", &task, |s| s["progress"]["updates"].as_u64() >= Some(1));
+    wait_status(&hub, "alpha", &task, |s| {
+        s["progress"]["updates"].as_u64() >= Some(1)
+    });
     let r = prompt(&hub, "alpha", &task, "instead", false);
     assert_eq!(
         error(&r),
         format!("invalid task_prompt: {task} has turn 1 open; wait for its outcome or send it with interrupt")
     );
-    let (code, out) = task_cli(&hub, "prompt", &["--id", &task, "--prompt", "instead", "--interrupt"]);
+    let (code, out) = task_cli(
+        &hub,
+        "prompt",
+        &["--id", &task, "--prompt", "instead", "--interrupt"],
+    );
     assert_eq!((code, out.as_str()), (0, "turn 2"));
     let one = outcome(&hub, "alpha", &task);
-    assert_eq!((one["turn"].as_u64(), one["state"].as_str()), (Some(1), Some("cancelled")), "{one}");
+    assert_eq!(
+        (one["turn"].as_u64(), one["state"].as_str()),
+        (Some(1), Some("cancelled")),
+        "{one}"
+    );
     assert_eq!(one["reason"], "interrupted by a follow-up (turn 2)");
     assert_eq!(one["session"], "kept");
     let two = outcome(&hub, "alpha", &task);
@@ -191,7 +223,10 @@ fn without_a_keep_window_a_task_ends_with_its_first_turn_as_before() {
     let hub = hub(0, "");
     let task = delegate(&hub, "remember", "once", json!({}));
     let one = outcome(&hub, "alpha", &task);
-    assert_eq!((one["turn"].as_u64(), one["session"].as_str()), (Some(1), Some("closed")));
+    assert_eq!(
+        (one["turn"].as_u64(), one["session"].as_str()),
+        (Some(1), Some("closed"))
+    );
     assert!(one.get("keptUntil").is_none());
     let r = prompt(&hub, "alpha", &task, "more", false);
     assert_eq!(
@@ -210,7 +245,13 @@ fn follow_ups_are_refused_with_the_designs_words() {
     // Another roster agent sees nothing of it; a made-up id is the same.
     let r = prompt(&hub, "beta", &task, "take over", false);
     assert_eq!(error(&r), "unknown task");
-    let r = prompt(&hub, "alpha", "task-00000000000000000000000000000000", "x", false);
+    let r = prompt(
+        &hub,
+        "alpha",
+        "task-00000000000000000000000000000000",
+        "x",
+        false,
+    );
     assert_eq!(error(&r), "unknown task");
     let r = verb(&hub, "beta", &json!({"task_close": {"task": task}}));
     assert_eq!(error(&r), "unknown task");
@@ -263,7 +304,12 @@ fn mcp_calls(hub: &Hub, calls: &[(&str, Value)]) -> Vec<Value> {
     };
     writeln!(stdin, "{}", json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})).unwrap();
     read();
-    writeln!(stdin, "{}", json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+    )
+    .unwrap();
     let mut out = Vec::new();
     for (i, (tool, args)) in calls.iter().enumerate() {
         writeln!(stdin, "{}", json!({"jsonrpc":"2.0","id":i + 1,"method":"tools/call","params":{"name":tool,"arguments":args}})).unwrap();
@@ -280,7 +326,10 @@ fn mcp_task_prompt_and_task_close() {
     let hub = hub(600, "");
     let task = delegate(&hub, "remember", "first", json!({}));
     outcome(&hub, "alpha", &task);
-    let r = mcp_calls(&hub, &[("task_prompt", json!({"task": task, "prompt": "via mcp"}))]);
+    let r = mcp_calls(
+        &hub,
+        &[("task_prompt", json!({"task": task, "prompt": "via mcp"}))],
+    );
     assert_eq!(r[0]["isError"], false, "{}", r[0]);
     let text: Value = serde_json::from_str(r[0]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text["turn"], 2);
@@ -289,17 +338,30 @@ fn mcp_task_prompt_and_task_close() {
     let r = mcp_calls(
         &hub,
         &[
-            ("task_prompt", json!({"task": task, "prompt": "x", "turn": 9})),
+            (
+                "task_prompt",
+                json!({"task": task, "prompt": "x", "turn": 9}),
+            ),
             ("task_close", json!({"task": task})),
             ("task_prompt", json!({"task": task, "prompt": "after"})),
         ],
     );
-    assert_eq!(r[0]["isError"], true, "an unknown argument is refused: {}", r[0]);
+    assert_eq!(
+        r[0]["isError"], true,
+        "an unknown argument is refused: {}",
+        r[0]
+    );
     assert_eq!(r[1]["isError"], false, "{}", r[1]);
-    assert!(r[1]["content"][0]["text"].as_str().unwrap().contains("\"completed\""));
+    assert!(r[1]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("\"completed\""));
     assert_eq!(r[2]["isError"], true);
     assert!(
-        r[2]["content"][0]["text"].as_str().unwrap().contains("has no session any more"),
+        r[2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("has no session any more"),
         "{}",
         r[2]
     );

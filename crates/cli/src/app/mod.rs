@@ -739,8 +739,7 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
             interrupt,
             json,
         } => {
-            let prompt =
-                client::task_view::read_prompt(&prompt, std::io::stdin().lock())?;
+            let prompt = client::task_view::read_prompt(&prompt, std::io::stdin().lock())?;
             let ep = endpoint(id)?;
             let req = client::task::TaskPromptRequest {
                 task,

@@ -342,7 +342,12 @@ impl Hub {
                         self.reply_durable(conn, line, "task_answer", now);
                     }
                 }
-                (Ok(()), TaskThen::Prompt { conn, reply, go, .. }) => {
+                (
+                    Ok(()),
+                    TaskThen::Prompt {
+                        conn, reply, go, ..
+                    },
+                ) => {
                     // The turn is durable: the runner gets it, then the asker hears.
                     if let crate::tasks::TaskAction::Prompt {
                         task,

@@ -74,7 +74,9 @@ pub enum DelegateRefusal {
     /// across-hubs change's).
     ApprovalsForPeer,
     /// Issue 38: `keepSecs` above `tasks.session_keep_secs`.
-    KeepOutOfRange { max_secs: u64 },
+    KeepOutOfRange {
+        max_secs: u64,
+    },
     /// Issue 38: `requires` without `peer: "auto"`.
     RequiresWithoutAuto,
     /// Issue 38: `requires` empty, over `placement::MAX_REQUIRES`, or a tag not

@@ -213,7 +213,10 @@ impl TaskBook {
         ids: &mut dyn IdSource,
     ) -> Result<Option<CloseTaken>, String> {
         let id = TaskId::parse(task).ok_or_else(|| "unknown task".to_owned())?;
-        let t = self.tasks.get(&id).ok_or_else(|| "unknown task".to_owned())?;
+        let t = self
+            .tasks
+            .get(&id)
+            .ok_or_else(|| "unknown task".to_owned())?;
         if !self.visible(t, asker) {
             return Err("unknown task".to_owned());
         }

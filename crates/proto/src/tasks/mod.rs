@@ -52,12 +52,12 @@ pub use body::{
     VERIFICATION_OUTPUT_MAX_BYTES,
 };
 pub use check::{lexical_cwd, DelegateRefusal};
+pub use follow_up::{CloseTaken, PromptTaken, PromptUndo};
 pub use peer::{
     refusal_handoff as peer_refusal, valid_remote_task_id, LinkTerms, Origin, PeerSubmit,
     CANCEL_GRACE, CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
     STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
-pub use follow_up::{CloseTaken, PromptTaken, PromptUndo};
 pub use records::{StoredRequest, StoredTask, TaskAudit, TaskStoreOp};
 pub use turns::PromptRefusal;
 use types::simple_hex;
@@ -665,15 +665,15 @@ impl TaskBook {
         let (permission, allow) = self.check_approvals(&req)?;
         // A peer's task closes at once: the relay carries no keep (design §7 is a later
         // part), so `keepSecs` is not refused but keeps nothing there.
-        let keep_secs = match &req.peer {
-            Some(_) => 0,
-            None => self
-                .turns
-                .keep_for(req.keep_secs)
-                .map_err(|e| DelegateRefusal::KeepOutOfRange {
-                    max_secs: e.max_secs,
+        let keep_secs =
+            match &req.peer {
+                Some(_) => 0,
+                None => self.turns.keep_for(req.keep_secs).map_err(|e| {
+                    DelegateRefusal::KeepOutOfRange {
+                        max_secs: e.max_secs,
+                    }
                 })?,
-        };
+            };
         // One delegator's share (issue 29): a roster name, or a relay peer whose tasks have
         // a delegator each (`task-from:<peer>:<id>`) but are one delegator here.
         let held = self.held_by(delegator, origin.as_ref());

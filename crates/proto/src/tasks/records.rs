@@ -240,7 +240,11 @@ pub enum TaskAudit {
     RequestRefused { task: String, why: String },
     /// `task_turn_started`: a follow-up turn began (issue 38 design §9; the first turn is
     /// `task_started`). `how`: `prompt` or `interrupt`.
-    TurnStarted { task: String, turn: u32, how: String },
+    TurnStarted {
+        task: String,
+        turn: u32,
+        how: String,
+    },
     /// `task_turn_ended`: a turn's outcome while the task goes on (kept, or interrupted);
     /// the last turn's is `task_ended`.
     TurnEnded {

@@ -134,16 +134,35 @@ pub enum PromptRefusal {
     UnknownTask,
     /// An approver sees the task but only its delegator may prompt it.
     NotDelegator,
-    Queued { task: String },
-    TurnOpen { task: String, turn: u32 },
+    Queued {
+        task: String,
+    },
+    TurnOpen {
+        task: String,
+        turn: u32,
+    },
     /// The task ended, or its session was closed: the state it ended with.
-    NoSession { task: String, state: &'static str },
-    Headless { task: String },
-    MaxTurns { task: String, max: u32 },
+    NoSession {
+        task: String,
+        state: &'static str,
+    },
+    Headless {
+        task: String,
+    },
+    MaxTurns {
+        task: String,
+        max: u32,
+    },
     /// The task runs on a relay peer: across hubs is a later part (design §7).
-    OnPeer { task: String, peer: String },
+    OnPeer {
+        task: String,
+        peer: String,
+    },
     PromptEmpty,
-    PromptTooLarge { bytes: usize, max_bytes: usize },
+    PromptTooLarge {
+        bytes: usize,
+        max_bytes: usize,
+    },
     /// The hub has no `[tasks]` table.
     NotEnabled,
     ShuttingDown,
@@ -289,7 +308,10 @@ impl Turns {
     /// was kept, stays kept until `kept` (what `unkeep` returned).
     pub fn abandon(&mut self, task: &TaskId, turn: u32, kept: Option<KeptSession>) {
         if let Some(t) = self.tasks.get_mut(task) {
-            if t.turns.last().is_some_and(|l| l.turn == turn && l.end.is_none()) {
+            if t.turns
+                .last()
+                .is_some_and(|l| l.turn == turn && l.end.is_none())
+            {
                 t.turns.pop();
             }
             t.interrupting = false;
@@ -392,7 +414,11 @@ impl Turns {
         let mut due: Vec<(Instant, TaskId)> = self
             .tasks
             .iter()
-            .filter_map(|(id, t)| t.kept.filter(|k| k.until <= now).map(|k| (k.until, id.clone())))
+            .filter_map(|(id, t)| {
+                t.kept
+                    .filter(|k| k.until <= now)
+                    .map(|k| (k.until, id.clone()))
+            })
             .collect();
         due.sort();
         due.into_iter().map(|(_, id)| id).collect()
@@ -422,7 +448,11 @@ impl Turns {
 
     /// The record's `turns` (oldest first; absent before the first start) with RFC 3339
     /// times from `rfc3339`.
-    pub fn records(&self, task: &TaskId, rfc3339: impl Fn(i64) -> Option<String>) -> Option<Vec<TaskTurn>> {
+    pub fn records(
+        &self,
+        task: &TaskId,
+        rfc3339: impl Fn(i64) -> Option<String>,
+    ) -> Option<Vec<TaskTurn>> {
         let t = self.tasks.get(task)?;
         if t.turns.is_empty() {
             return None;
@@ -514,10 +544,17 @@ mod tests {
         t.end(&a, 2, end(TaskState::Cancelled));
         assert!(!t.interrupting(&a), "the interrupted turn's outcome came");
         let r = t.records(&a, |ms| Some(ms.to_string())).unwrap();
-        let hows: Vec<_> = r.iter().map(|x| (x.turn, x.how.as_str(), x.state.as_str())).collect();
+        let hows: Vec<_> = r
+            .iter()
+            .map(|x| (x.turn, x.how.as_str(), x.state.as_str()))
+            .collect();
         assert_eq!(
             hows,
-            [(1, "prompt", "completed"), (2, "prompt", "cancelled"), (3, "interrupt", "running")]
+            [
+                (1, "prompt", "completed"),
+                (2, "prompt", "cancelled"),
+                (3, "interrupt", "running")
+            ]
         );
         assert_eq!(t.count(&a), 3);
         assert_eq!(t.last_end(&a).unwrap().state, TaskState::Cancelled);
@@ -534,8 +571,16 @@ mod tests {
             KeepOutOfRange { max_secs: 600 }.to_string(),
             "keepSecs must be 0..=600 (tasks.session_keep_secs)"
         );
-        assert_eq!(turns(0, 8, 32).keep_for(None), Ok(0), "the default keeps nothing");
-        assert_eq!(turns(600, 0, 32).keep_for(Some(60)), Ok(0), "no room for any");
+        assert_eq!(
+            turns(0, 8, 32).keep_for(None),
+            Ok(0),
+            "the default keeps nothing"
+        );
+        assert_eq!(
+            turns(600, 0, 32).keep_for(Some(60)),
+            Ok(0),
+            "no room for any"
+        );
     }
 
     #[test]

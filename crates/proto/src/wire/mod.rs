@@ -588,8 +588,9 @@ enum RawHubLine<'a> {
     Who(Presence),
     #[serde(rename = "delegated", deserialize_with = "object")]
     Delegated(DelegatedReply),
+    /// Boxed: a record (with its turns, issue 38) is several times every other line.
     #[serde(rename = "task_status", deserialize_with = "object")]
-    TaskStatus(TaskRecord),
+    TaskStatus(Box<TaskRecord>),
     #[serde(rename = "tasks", deserialize_with = "object")]
     Tasks(TaskList),
     #[serde(rename = "cancel", deserialize_with = "object")]
@@ -650,7 +651,7 @@ impl HubLine {
             RawHubLine::Status(st) => HubLine::Status(st),
             RawHubLine::Who(p) => HubLine::Who(p),
             RawHubLine::Delegated(r) => HubLine::Delegated(r),
-            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(Box::new(r)),
+            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(r),
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
             RawHubLine::TaskAnswer(r) => HubLine::TaskAnswer(r),

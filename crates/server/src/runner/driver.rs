@@ -17,8 +17,8 @@ use super::process;
 use super::{TaskEnd, TaskEvent, TaskSpec, STDERR_TAIL_LINES, STDIN_BACKLOG_MAX_BYTES};
 use agent_hub_proto::acp::sanitize::Secrets;
 use agent_hub_proto::acp::{
-    CancelEnd, Event, ExitStatus, Failure, Level, Outcome, Refusal, Session, SessionConfig,
-    Signal, Status,
+    CancelEnd, Event, ExitStatus, Failure, Level, Outcome, Refusal, Session, SessionConfig, Signal,
+    Status,
 };
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -256,7 +256,10 @@ impl Driver {
             Ok(turn) if turn == f.turn => {}
             Ok(turn) => self.out.log(
                 Level::Warn,
-                format!("follow-up numbered {} by the hub is turn {turn} of the session", f.turn),
+                format!(
+                    "follow-up numbered {} by the hub is turn {turn} of the session",
+                    f.turn
+                ),
             ),
             Err(why) => {
                 self.out.log(

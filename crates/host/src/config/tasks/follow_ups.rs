@@ -53,7 +53,10 @@ mod tests {
         );
         assert_eq!(FollowUpSettings::default().session_keep_secs, 0);
         let ok = follow_up_keys(Some(86_400), Some(256), Some(1000)).unwrap();
-        assert_eq!((ok.session_keep_secs, ok.max_kept_sessions, ok.max_turns), (86_400, 256, 1000));
+        assert_eq!(
+            (ok.session_keep_secs, ok.max_kept_sessions, ok.max_turns),
+            (86_400, 256, 1000)
+        );
         for (k, m, t, key) in [
             (Some(86_401), None, None, "tasks.session_keep_secs"),
             (None, Some(257), None, "tasks.max_kept_sessions"),

@@ -41,10 +41,10 @@ mod pending;
 mod questions;
 mod turns;
 pub use mode::MAX_MODE_RESETS;
-pub use turns::PromptRefusal;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+pub use turns::PromptRefusal;
 
 /// The ACP protocol version we speak (§1.1).
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -690,7 +690,8 @@ impl Session {
             });
         }
         self.auth_methods = self.read_auth_methods(result.get("authMethods"));
-        self.turns.read_capabilities(result.get("agentCapabilities"));
+        self.turns
+            .read_capabilities(result.get("agentCapabilities"));
         let who = match &self.fold.progress.agent {
             Some(a) => format!("{} {}", a.name, a.version),
             None => "agent (no agentInfo)".into(),

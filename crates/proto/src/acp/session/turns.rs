@@ -219,7 +219,10 @@ impl Session {
             let message = self.secrets.clean(&e.message);
             self.log(
                 Level::Info,
-                format!("agent answered session/close with error {}: {message}", e.code),
+                format!(
+                    "agent answered session/close with error {}: {message}",
+                    e.code
+                ),
             );
         }
         self.shut_down(now);

@@ -15,7 +15,9 @@ fn keeping() -> SessionConfig {
 /// Through `session/prompt`, with the agent's capabilities as given.
 fn prompting_with(c: SessionConfig, caps: Value) -> Drive {
     let mut d = Drive::new(c);
-    d.agent_json(json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":caps}}));
+    d.agent_json(
+        json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":caps}}),
+    );
     d.agent(&format!(
         r#"{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"{SID}"}}}}"#
     ));
@@ -56,7 +58,11 @@ fn a_kept_session_takes_numbered_turns_each_with_its_own_outcome() {
     );
     assert!(d.s.is_idle());
     assert!(d.take_sent().is_empty(), "nothing is closed while kept");
-    assert_eq!(d.s.poll_timeout(), None, "a kept session has no deadline of its own");
+    assert_eq!(
+        d.s.poll_timeout(),
+        None,
+        "a kept session has no deadline of its own"
+    );
 
     d.at(5_000);
     assert_eq!(prompt(&mut d, "second", false), Ok(2));
@@ -70,8 +76,14 @@ fn a_kept_session_takes_numbered_turns_each_with_its_own_outcome() {
     result(&mut d, 3, "end_turn");
     let all = outcomes(&d);
     assert_eq!(all.len(), 2);
-    assert_eq!((all[1].turn, all[1].kept, all[1].text.as_str()), (2, true, "again"));
-    assert_eq!(all[1].progress.elapsed_ms, 1_500, "a turn's time is its own");
+    assert_eq!(
+        (all[1].turn, all[1].kept, all[1].text.as_str()),
+        (2, true, "again")
+    );
+    assert_eq!(
+        all[1].progress.elapsed_ms, 1_500,
+        "a turn's time is its own"
+    );
     assert_eq!(d.s.turn(), 2);
 }
 
@@ -90,7 +102,10 @@ fn only_a_completed_turn_is_kept_a_failed_or_timed_out_one_closes() {
     let mut d = Drive::prompting(keeping());
     d.agent(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"boom"}}"#);
     let ev = d.take_events();
-    assert!(!ev.iter().any(|e| matches!(e, Event::Idle { .. })), "{ev:?}");
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::Idle { .. })),
+        "{ev:?}"
+    );
     assert!(ev.contains(&Event::CloseStdin));
 
     let mut d = Drive::prompting(keeping());
@@ -148,7 +163,12 @@ fn an_interrupt_whose_turn_never_ends_fails_the_follow_up_and_closes() {
     d.run_until(15_000);
     let o = outcomes(&d);
     assert_eq!(o.len(), 2, "{o:?}");
-    assert!(matches!(o[0].status, Status::Cancelled { end: CancelEnd::NoAnswer { .. } }));
+    assert!(matches!(
+        o[0].status,
+        Status::Cancelled {
+            end: CancelEnd::NoAnswer { .. }
+        }
+    ));
     assert_eq!(o[1].turn, 2);
     assert!(
         matches!(&o[1].status, Status::Failed(Failure::FollowUpNotSent(_))),
@@ -221,7 +241,10 @@ fn close_sends_session_close_only_when_advertised() {
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["method"], "session/close");
     assert_eq!(sent[0]["params"]["sessionId"], SID);
-    assert!(!d.take_events().contains(&Event::CloseStdin), "awaits the answer");
+    assert!(
+        !d.take_events().contains(&Event::CloseStdin),
+        "awaits the answer"
+    );
     let id = sent[0]["id"].as_u64().unwrap();
     d.agent_json(json!({"jsonrpc":"2.0","id":id,"result":{}}));
     assert!(d.take_events().contains(&Event::CloseStdin));
@@ -237,7 +260,10 @@ fn close_sends_session_close_only_when_advertised() {
     assert!(d.take_events().contains(&Event::CloseStdin));
 
     // Not advertised (Gemini's shape; or `close: null`): straight to the shutdown.
-    for caps in [json!({"loadSession":true}), json!({"sessionCapabilities":{"close":null}})] {
+    for caps in [
+        json!({"loadSession":true}),
+        json!({"sessionCapabilities":{"close":null}}),
+    ] {
         let mut d = prompting_with(keeping(), caps);
         d.prompt_result(json!({"stopReason":"end_turn"}));
         d.take_events();
@@ -266,11 +292,16 @@ fn a_request_while_kept_is_answered_cancelled_and_updates_are_ignored() {
     d.prompt_result(json!({"stopReason":"end_turn"}));
     d.take_sent();
     d.chunk("stray");
-    d.agent_json(json!({"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{
+    d.agent_json(
+        json!({"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{
         "sessionId":SID,"toolCall":{"toolCallId":"t","title":"rm"},
-        "options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}));
+        "options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}),
+    );
     let sent = d.take_sent();
-    assert_eq!(sent[0]["result"]["outcome"]["outcome"], "cancelled", "{sent:?}");
+    assert_eq!(
+        sent[0]["result"]["outcome"]["outcome"], "cancelled",
+        "{sent:?}"
+    );
     assert_eq!(prompt(&mut d, "next", false), Ok(2));
     let id = d.take_sent()[0]["id"].as_u64().unwrap();
     result(&mut d, id, "end_turn");

@@ -40,7 +40,13 @@ fn done(turn: u32) -> TaskEvent {
     )
 }
 
-fn ask(r: &mut Rig, id: &TaskId, who: &str, text: &str, interrupt: bool) -> Result<PromptTaken, PromptRefusal> {
+fn ask(
+    r: &mut Rig,
+    id: &TaskId,
+    who: &str,
+    text: &str,
+    interrupt: bool,
+) -> Result<PromptTaken, PromptRefusal> {
     let now = r.clock.now();
     let req = TaskPromptRequest {
         task: id.as_str().to_owned(),
@@ -66,7 +72,11 @@ fn idle(r: &mut Rig) -> TaskId {
     let id = r.submit("first");
     r.start_ready();
     let acts = r.actions();
-    let TaskAction::Start(spec) = acts.iter().find(|a| matches!(a, TaskAction::Start(_))).unwrap() else {
+    let TaskAction::Start(spec) = acts
+        .iter()
+        .find(|a| matches!(a, TaskAction::Start(_)))
+        .unwrap()
+    else {
         unreachable!()
     };
     assert!(spec.keep_session);
@@ -99,8 +109,18 @@ fn a_follow_up_is_numbered_and_goes_to_the_runner_only_through_its_commit() {
     let id = idle(&mut r);
     r.actions();
     let taken = ask(&mut r, &id, "mneme", "second", false).expect("taken");
-    assert_eq!((taken.reply.turn, taken.reply.state.as_str()), (2, "running"));
-    assert!(matches!(taken.go, TaskAction::Prompt { turn: 2, interrupt: false, .. }));
+    assert_eq!(
+        (taken.reply.turn, taken.reply.state.as_str()),
+        (2, "running")
+    );
+    assert!(matches!(
+        taken.go,
+        TaskAction::Prompt {
+            turn: 2,
+            interrupt: false,
+            ..
+        }
+    ));
     assert!(
         matches!(&taken.commit.audit[0], TaskAudit::TurnStarted { turn: 2, how, .. } if how == "prompt")
     );
@@ -109,7 +129,10 @@ fn a_follow_up_is_numbered_and_goes_to_the_runner_only_through_its_commit() {
     // A failed commit takes it back: idle again, the same keep.
     r.book.prompt_failed(taken.undo);
     assert_eq!(r.state(&id), "idle");
-    assert_eq!(r.book.status(id.as_str(), "mneme", r.clock.now()).turn, Some(1));
+    assert_eq!(
+        r.book.status(id.as_str(), "mneme", r.clock.now()).turn,
+        Some(1)
+    );
 }
 
 #[test]
@@ -123,8 +146,18 @@ fn an_interrupt_ends_the_open_turn_then_the_next_in_order() {
         format!("invalid task_prompt: {id} has turn 2 open; wait for its outcome or send it with interrupt")
     );
     let t = ask(&mut r, &id, "mneme", "third", true).unwrap();
-    assert!(matches!(t.go, TaskAction::Prompt { turn: 3, interrupt: true, .. }));
-    assert!(ask(&mut r, &id, "mneme", "fourth", true).is_err(), "one interrupt at a time");
+    assert!(matches!(
+        t.go,
+        TaskAction::Prompt {
+            turn: 3,
+            interrupt: true,
+            ..
+        }
+    ));
+    assert!(
+        ask(&mut r, &id, "mneme", "fourth", true).is_err(),
+        "one interrupt at a time"
+    );
     r.actions();
     r.event(
         &id,
@@ -136,12 +169,18 @@ fn an_interrupt_ends_the_open_turn_then_the_next_in_order() {
         ),
     );
     let b = envelopes(&r.actions());
-    assert_eq!((b[0]["turn"].as_u64(), b[0]["state"].as_str()), (Some(2), Some("cancelled")));
+    assert_eq!(
+        (b[0]["turn"].as_u64(), b[0]["state"].as_str()),
+        (Some(2), Some("cancelled"))
+    );
     assert_eq!(b[0]["reason"], "interrupted by a follow-up (turn 3)");
     assert_eq!(r.state(&id), "running", "turn 3 runs");
     r.event(&id, done(3));
     let b = envelopes(&r.actions());
-    assert_eq!((b[0]["turn"].as_u64(), b[0]["session"].as_str()), (Some(3), Some("kept")));
+    assert_eq!(
+        (b[0]["turn"].as_u64(), b[0]["session"].as_str()),
+        (Some(3), Some("kept"))
+    );
 }
 
 #[test]
@@ -149,7 +188,10 @@ fn the_keep_window_expires_and_the_task_settles_with_its_last_turn_quietly() {
     let mut r = Rig::new(keeping(30, 8, 32));
     let id = idle(&mut r);
     r.actions();
-    assert_eq!(r.book.poll_timeout(), Some(r.clock.now().mono + Duration::from_secs(30)));
+    assert_eq!(
+        r.book.poll_timeout(),
+        Some(r.clock.now().mono + Duration::from_secs(30))
+    );
     r.clock.advance_secs(29);
     let now = r.clock.now();
     r.book.handle_timeout(now, &mut r.ids, &|_| false);
@@ -167,8 +209,12 @@ fn the_keep_window_expires_and_the_task_settles_with_its_last_turn_quietly() {
         })
         .flatten()
         .collect();
-    assert!(audit.iter().any(|a| matches!(a, TaskAudit::SessionClosed { why, .. } if why == "keep_expired")));
-    assert!(acts.iter().any(|a| matches!(a, TaskAction::Close(t) if *t == id)));
+    assert!(audit
+        .iter()
+        .any(|a| matches!(a, TaskAudit::SessionClosed { why, .. } if why == "keep_expired")));
+    assert!(acts
+        .iter()
+        .any(|a| matches!(a, TaskAction::Close(t) if *t == id)));
     assert_eq!(r.state(&id), "completed");
 }
 
@@ -190,7 +236,11 @@ fn keep_secs_narrows_the_window_and_over_the_cap_the_oldest_closes() {
     r.clock.advance_secs(1);
     let b = idle(&mut r);
     let acts = r.actions();
-    assert!(acts.iter().any(|x| matches!(x, TaskAction::Close(t) if *t == a)), "the oldest");
+    assert!(
+        acts.iter()
+            .any(|x| matches!(x, TaskAction::Close(t) if *t == a)),
+        "the oldest"
+    );
     assert_eq!(r.state(&a), "completed");
     assert_eq!(r.state(&b), "idle");
 }
@@ -199,28 +249,39 @@ fn keep_secs_narrows_the_window_and_over_the_cap_the_oldest_closes() {
 fn follow_ups_are_refused_with_the_designs_words() {
     let mut r = Rig::new(keeping(600, 8, 2));
     let id = idle(&mut r);
-    assert_eq!(ask(&mut r, &id, "stranger", "x", false).unwrap_err(), PromptRefusal::UnknownTask);
+    assert_eq!(
+        ask(&mut r, &id, "stranger", "x", false).unwrap_err(),
+        PromptRefusal::UnknownTask
+    );
     let big = "x".repeat(101);
     assert_eq!(
-        ask(&mut r, &id, "mneme", &big, false).unwrap_err().to_string(),
+        ask(&mut r, &id, "mneme", &big, false)
+            .unwrap_err()
+            .to_string(),
         "invalid task_prompt: prompt is 101 bytes, over tasks.prompt_max_bytes (100)"
     );
     ask(&mut r, &id, "mneme", "second", false).unwrap();
     r.event(&id, done(2));
     assert_eq!(
-        ask(&mut r, &id, "mneme", "third", false).unwrap_err().to_string(),
+        ask(&mut r, &id, "mneme", "third", false)
+            .unwrap_err()
+            .to_string(),
         format!("invalid task_prompt: {id} has had tasks.max_turns (2) turns")
     );
     let q = r.submit("queued");
     assert_eq!(
-        ask(&mut r, &q, "mneme", "x", false).unwrap_err().to_string(),
+        ask(&mut r, &q, "mneme", "x", false)
+            .unwrap_err()
+            .to_string(),
         format!("invalid task_prompt: {q} is queued; its first turn has not ended")
     );
     // The agent exits while kept: the task settles with its last turn; nothing more is taken.
     r.event(&id, TaskEvent::Ended(TaskEnd::default()));
     assert_eq!(r.state(&id), "completed");
     assert_eq!(
-        ask(&mut r, &id, "mneme", "x", false).unwrap_err().to_string(),
+        ask(&mut r, &id, "mneme", "x", false)
+            .unwrap_err()
+            .to_string(),
         format!("invalid task_prompt: {id} has no session any more (it ended completed)")
     );
 }
