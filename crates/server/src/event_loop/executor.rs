@@ -143,14 +143,14 @@ impl Executor {
                 self.running.insert(id, runner::start(spec, wake));
             }
             Ok(Spec::Headless(spec, asks)) => {
-                // A headless run has no session to keep or prompt (issue 38 design §2).
-                self.synthetic.push((id.clone(), TaskEvent::Headless));
                 // Before the run's own events (`drain` hands these out first): the book takes
                 // the task's permission prompts from now on (design §6).
                 if let Some(tool_kinds) = asks {
                     self.synthetic
                         .push((id.clone(), TaskEvent::PermissionTool { tool_kinds }));
                 }
+                // A headless run has no session to keep or prompt (issue 38 design §2).
+                self.synthetic.push((id.clone(), TaskEvent::Headless));
                 self.running.insert(id, runner::start_headless(spec, wake));
             }
             Err(status) => {
