@@ -117,6 +117,8 @@ fn run(args: &[&str], env: &[(&str, &str)], cfg: SessionConfig, opts: Opts) -> R
                         assert!(outcome.is_none(), "a second outcome");
                         outcome = Some(o);
                     }
+                    // These sessions are not kept (keep_session is false).
+                    Event::Idle { .. } => panic!("a session that does not keep went idle"),
                     Event::Progress(_) if opts.cancel_at_first_progress && !cancelled => {
                         cancelled = true;
                         assert!(s.cancel(Instant::now()));

@@ -13,7 +13,7 @@ use std::time::Duration;
 const CLIENT: &str = env!("CARGO_BIN_EXE_agent-hub");
 
 /// A headless-only manifest: `run.headless` is `template` (with `{prompt}` in it).
-fn manifest(name: &str, template: &[&str], outcome: &str) -> String {
+pub(crate) fn manifest(name: &str, template: &[&str], outcome: &str) -> String {
     let argv: Vec<String> =
         std::iter::once(format!("{:?}", crate::common::fakes::headless_agent()))
             .chain(template.iter().map(|s| format!("{s:?}")))

@@ -34,6 +34,7 @@ mod delivery;
 mod demo;
 mod durable;
 mod fake_acp_stamps;
+mod followups;
 mod forgery;
 mod fuzz_seeds;
 mod headless_prompts;

@@ -1,6 +1,6 @@
 //! The replies of the delegation verbs, client side (issue 11; docs/delegation.md
-//! "Clients"): `delegate`, `task_status`, `tasks`, `cancel` and (issue 37) `task_answer`,
-//! with a record's open requests.
+//! "Clients"): `delegate`, `task_status`, `tasks`, `cancel`, (issue 37) `task_answer`, with a
+//! record's open requests, and (issue 38) `task_prompt` and `task_close`.
 //!
 //! Owns: reading each reply tolerantly: unknown keys are ignored, `null` is accepted wherever
 //! a key may be absent, and a `state` this client does not know is passed on as it is (a later
@@ -166,6 +166,20 @@ pub struct TaskList {
     #[serde(default, deserialize_with = "null_as_empty")]
     pub tasks: Vec<TaskRecord>,
 }
+
+/// `task_prompt`'s reply (issue 38): the follow-up's turn and the task's state (`running`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Prompted {
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub turn: Option<u32>,
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// A follow-up as the client sends it: the wire's own type.
+pub use agent_hub_proto::wire::TaskPromptRequest;
 
 /// `cancel`: the state after the request (`cancelled`, `cancelling`, a final state the task
 /// had already reached, or `unknown`).

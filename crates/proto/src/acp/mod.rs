@@ -38,5 +38,5 @@ pub use progress::{
     AgentInfo, ContextUsage, Cost, PermissionCounts, PlanEntry, Progress, ToolCounts,
 };
 pub use request::{OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption};
-pub use session::{Event, Level, Log, Session, Signal};
+pub use session::{Event, Level, Log, PromptRefusal, Session, Signal};
 pub use usage::{Reports, Sourced, TurnMeter, UsageSource};

@@ -230,6 +230,10 @@ pub enum Failure {
     /// cancelled rather than run unasked (docs/acp.md "Session modes"); `end` says how the
     /// agent took the cancel.
     LeftAskingMode { mode: String, end: CancelEnd },
+    /// A follow-up turn (issue 38 design §2) was never sent to the agent: the turn it
+    /// interrupted did not end in a way that leaves the session usable, or the session had
+    /// already closed.
+    FollowUpNotSent(String),
 }
 
 impl fmt::Display for Failure {
@@ -276,6 +280,9 @@ impl fmt::Display for Failure {
                 "the agent moved to mode {mode}, where it does not ask the hub before acting, \
                  and could not be kept in a mode that asks; its turn was cancelled ({end})"
             ),
+            Failure::FollowUpNotSent(why) => {
+                write!(f, "the follow-up was not sent to the agent: {why}")
+            }
         }
     }
 }
@@ -341,6 +348,10 @@ pub struct Outcome {
     pub meter: Box<TurnMeter>,
     /// The last progress snapshot (tool calls, plan, context usage, cost, counts).
     pub progress: Progress,
+    /// The turn this outcome ends, from 1 (issue 38 design §2: one outcome per turn).
+    pub turn: u32,
+    /// The session stays open for a follow-up (`Event::Idle` follows); false: it closes.
+    pub kept: bool,
 }
 
 #[cfg(test)]

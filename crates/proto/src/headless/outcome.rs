@@ -64,6 +64,9 @@ pub fn build(
             malformed_lines: u32::try_from(parsed.malformed).unwrap_or(u32::MAX),
             ..Progress::default()
         },
+        // One run, one turn: a headless task takes no follow-ups (issue 38 design §2).
+        turn: 1,
+        kept: false,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The bodies of the envelopes the hub sends a delegator about its task (docs/delegation.md
-//! "Envelopes"): `task_outcome` (exactly one per task) and `task_progress`. Keys in the
+//! "Envelopes"): `task_outcome` (one per turn, issue 38) and `task_progress`. Keys in the
 //! documented order (serde writes a struct's fields in declaration order), optional keys
 //! absent rather than null.
 //!
@@ -38,6 +38,8 @@ pub(super) struct OutcomeBody<'a> {
     pub agent: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer: Option<&'a str>,
+    /// Issue 38: the turn this outcome ends (from 1).
+    pub turn: u32,
     pub state: &'a str,
     #[serde(rename = "stopReason", skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<&'a str>,
@@ -57,6 +59,10 @@ pub(super) struct OutcomeBody<'a> {
     pub context: Option<ContextFigures>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetFigures>,
+    /// Issue 38: `kept` (a follow-up may come until `keptUntil`) or `closed`.
+    pub session: &'a str,
+    #[serde(rename = "keptUntil", skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<String>,
     /// A relay peer's report beyond the v0 keys, each part only when it sent one.
     #[serde(flatten)]
     pub report: Option<&'a PeerReport>,
@@ -139,6 +145,8 @@ pub(super) fn peer_reason(text: &str) -> String {
 pub(super) struct ProgressBody<'a> {
     pub task: &'a str,
     pub agent: &'a str,
+    /// Issue 38: the turn under way.
+    pub turn: u32,
     pub state: &'a str,
     #[serde(rename = "elapsedMs")]
     pub elapsed_ms: u64,

@@ -73,6 +73,10 @@ pub enum DelegateRefusal {
     /// cannot carry them, so the peer would run it under its own bound (design §7 is the
     /// across-hubs change's).
     ApprovalsForPeer,
+    /// Issue 38: `keepSecs` above `tasks.session_keep_secs`.
+    KeepOutOfRange {
+        max_secs: u64,
+    },
     /// Issue 38: `requires` without `peer: "auto"`.
     RequiresWithoutAuto,
     /// Issue 38: `requires` empty, over `placement::MAX_REQUIRES`, or a tag not
@@ -165,6 +169,13 @@ impl fmt::Display for DelegateRefusal {
                 "the operator's permission for {agent} is reject; allow rules cannot widen it"
             ),
             DelegateRefusal::Allow(e) => write!(f, "{e}"),
+            DelegateRefusal::KeepOutOfRange { max_secs } => write!(
+                f,
+                "{}",
+                super::turns::KeepOutOfRange {
+                    max_secs: *max_secs
+                }
+            ),
             DelegateRefusal::RequiresWithoutAuto => {
                 f.write_str("requires needs peer \"auto\"")
             }

@@ -14,7 +14,10 @@
 //! (`Approvals`): the book hands it what it knows of the task and turns its steps into the
 //! book's actions. A headless task's permission prompts (design §6) are its sub-machine
 //! `prompts` (`Prompts`): each is read and numbered there, decided like any request, and its
-//! reply queued for the hub's parked connection (`poll_prompt_answer`).
+//! reply queued for the hub's parked connection (`poll_prompt_answer`). Follow-up turns
+//! (issue 38 design §2) are its sub-machine `turns` (`Turns`: numbers, keep windows, the
+//! kept sessions' cap, the refusals), driven from `follow_up` (`task_prompt`, `task_close`,
+//! a turn's outcome while the task goes on, a kept session's close).
 //!
 //! Refuses IO: processes, files (the cwd check here is lexical; the runner re-checks with the
 //! filesystem), sockets, clocks. Answers visibility: a task is visible only to its delegator;
@@ -24,6 +27,7 @@ pub mod approvals;
 mod body;
 mod check;
 mod event;
+mod follow_up;
 mod identity;
 pub mod meter;
 mod peer;
@@ -37,6 +41,7 @@ mod relayed;
 mod requests;
 mod restore;
 pub mod settings;
+pub mod turns;
 mod types;
 mod withdraw;
 
@@ -49,12 +54,14 @@ pub use body::{
     VERIFICATION_OUTPUT_MAX_BYTES,
 };
 pub use check::{lexical_cwd, DelegateRefusal};
+pub use follow_up::{CloseTaken, PromptTaken, PromptUndo};
 pub use peer::{
     refusal_handoff as peer_refusal, valid_remote_task_id, LinkTerms, Origin, PeerSubmit,
     CANCEL_GRACE, CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
     STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredRequest, StoredTask, TaskAudit, TaskStoreOp};
+pub use turns::PromptRefusal;
 use types::simple_hex;
 pub use types::{TaskId, TaskState};
 
@@ -100,6 +107,8 @@ pub struct StartSpec {
     pub permission: Option<PermissionPolicy>,
     /// The delegation's pre-approval rules, checked at the verb (design §2).
     pub allow: Vec<AllowRule>,
+    /// Issue 38: the session is kept after a completed turn (its keep window is above 0).
+    pub keep_session: bool,
 }
 
 impl fmt::Debug for StartSpec {
@@ -115,6 +124,7 @@ impl fmt::Debug for StartSpec {
             .field("token", &"<redacted>")
             .field("permission", &self.permission)
             .field("allow", &self.allow)
+            .field("keep_session", &self.keep_session)
             .finish()
     }
 }
@@ -166,6 +176,18 @@ pub enum TaskAction {
     Commit(TaskCommit),
     /// A service-log line (no prompt, text or token).
     Log(String),
+    /// Send the task's session a follow-up turn (issue 38 design §2), after the commit of
+    /// its start (`task_prompt` answers then too). With `interrupt`, the open turn is
+    /// cancelled first.
+    Prompt {
+        task: TaskId,
+        turn: u32,
+        text: String,
+        interrupt: bool,
+    },
+    /// Close the task's kept session (`session/close` when the agent takes it, then the
+    /// shutdown); the task has settled with its last turn's state.
+    Close(TaskId),
 }
 
 #[derive(Debug)]
@@ -225,6 +247,11 @@ struct Task {
     metered: meter::Metered,
 }
 
+/// A settle that closes a kept session (issue 38 design §2): no second envelope (its
+/// delegator was told `keptUntil`), a `task_session_closed` record.
+#[derive(Debug, Clone, Copy)]
+struct Quiet(turns::Why);
+
 /// How a task ends, for `settle`.
 struct Ending<'a> {
     state: TaskState,
@@ -235,6 +262,9 @@ struct Ending<'a> {
     elapsed_ms: u64,
     /// Delegator side: what the peer's handoff added (`gitRef`, `verifications`).
     report: Option<body::PeerReport>,
+    /// Issue 38: the turn whose outcome this is, and a kept session's close.
+    turn: u32,
+    quiet: Option<Quiet>,
 }
 
 impl Ending<'_> {
@@ -247,6 +277,8 @@ impl Ending<'_> {
             truncated: false,
             elapsed_ms,
             report: None,
+            turn: 0,
+            quiet: None,
         }
     }
 }
@@ -320,6 +352,8 @@ pub struct TaskBook {
     prompts: prompts::Prompts,
     /// Which peers' links carry requests across hubs (issue 37 design §7; `relayed`).
     relayed: relayed::Relayed,
+    /// Follow-up turns and kept sessions (issue 38 design §2; `turns`, `follow_up`).
+    turns: turns::Turns,
     /// What placement knows of each linked peer's room and of this machine (issue 38
     /// design §4; `placement`).
     rooms: placement::Rooms,
@@ -355,6 +389,7 @@ impl TaskBook {
                 break;
             };
             self.tasks.remove(&old);
+            self.turns.forget(&old);
             store.push(TaskStoreOp::Forget {
                 task: old.0.clone(),
             });
@@ -369,6 +404,7 @@ impl TaskBook {
     ) -> TaskBook {
         let approvals = Approvals::new(config.approvals.clone());
         TaskBook {
+            turns: turns::Turns::new(config.follow_ups),
             approvals,
             prompts: prompts::Prompts::default(),
             config,
@@ -644,6 +680,17 @@ impl TaskBook {
             None => Some(self.reports.get(&req.agent).copied().unwrap_or_default()),
         };
         let budget = meter::Budget::check(&req, reports)?;
+        // A peer's task closes at once: the relay carries no keep (design §7 is a later
+        // part), so `keepSecs` is not refused but keeps nothing there.
+        let keep_secs =
+            match &req.peer {
+                Some(_) => 0,
+                None => self.turns.keep_for(req.keep_secs).map_err(|e| {
+                    DelegateRefusal::KeepOutOfRange {
+                        max_secs: e.max_secs,
+                    }
+                })?,
+            };
         // One delegator's share (issue 29): a roster name, or a relay peer whose tasks have
         // a delegator each (`task-from:<peer>:<id>`) but are one delegator here.
         let held = self.held_by(delegator, origin.as_ref());
@@ -753,6 +800,7 @@ impl TaskBook {
                 metered: meter::Metered::new(budget),
             },
         );
+        self.turns.register(&id, keep_secs);
         // A task for a peer goes out from `start_ready`, as a local one starts: after the
         // commit of its row.
         if let Some(t) = self.tasks.get_mut(&id).filter(|t| t.peer.is_some()) {
@@ -793,6 +841,8 @@ impl TaskBook {
         t.token = Some(token.clone());
         t.holds_slot = true;
         self.slots += 1;
+        self.turns.begin(&id, turns::How::Prompt, started_ms);
+        let keep_session = self.turns.keep_secs(&id) > 0;
         self.actions.push_back(TaskAction::Commit(running_commit(
             &id, &t.agent, started_ms,
         )));
@@ -807,6 +857,7 @@ impl TaskBook {
             token,
             permission: t.permission,
             allow: t.allow.clone(),
+            keep_session,
         })
     }
 
@@ -918,12 +969,22 @@ impl TaskBook {
                 }
             }
             TaskEvent::Outcome(o) => self.on_outcome(task, o, now, ids),
+            TaskEvent::Headless => self.turns.mark_headless(task),
+            // The outcome before it freed the slot and made the task `idle` already
+            // (`follow_up`); the event says only that the session took it so.
+            TaskEvent::Idle { turn } => self.actions.push_back(TaskAction::Log(format!(
+                "task {task}: session kept after turn {turn}"
+            ))),
             TaskEvent::Ended(end) => {
                 if t.holds_slot {
                     t.holds_slot = false;
                     self.slots -= 1;
                 }
-                if !t.state.is_final() {
+                if t.state == TaskState::Idle {
+                    // The kept session's agent went away between turns: the task settles
+                    // with its last turn's state (design §2).
+                    self.close_kept(task, turns::Why::AgentExited, now, ids);
+                } else if !t.state.is_final() {
                     // The runner promises an outcome before Ended; if one never came, the
                     // delegator still gets exactly one.
                     let why = match end.exit {
@@ -948,6 +1009,9 @@ impl TaskBook {
     }
 
     fn on_outcome(&mut self, task: &TaskId, o: Outcome, now: Now, ids: &mut dyn IdSource) {
+        if self.turn_goes_on(task, &o, now, ids) {
+            return;
+        }
         let Some(t) = self.tasks.get(task) else {
             return;
         };
@@ -981,8 +1045,15 @@ impl TaskBook {
             truncated: o.truncated,
             elapsed_ms: o.progress.elapsed_ms,
             report: None,
+            turn: o.turn,
+            quiet: None,
         };
         self.settle(task, ending, now, ids);
+        if o.kept {
+            // The session offered to stay, but the task ends here (the hub is stopping):
+            // it is closed.
+            self.actions.push_back(TaskAction::Close(task.clone()));
+        }
     }
 
     /// The task's one outcome: final state, its envelope, its store op and audit record in
@@ -1007,10 +1078,15 @@ impl TaskBook {
             (o, h)
         });
         let state = e.state.as_str();
+        let turn = match e.turn {
+            0 => self.turns.current(task).max(1),
+            n => n,
+        };
         let body = body::json(&body::OutcomeBody {
             task: task.as_str(),
             agent: &t.agent,
             peer: t.peer.as_deref(),
+            turn,
             state,
             stop_reason: e.stop_reason.as_deref(),
             text,
@@ -1021,9 +1097,13 @@ impl TaskBook {
             cost: t.metered.meter.cost_figures(),
             context: t.metered.meter.context(),
             budget: t.metered.budget_figures(),
+            session: "closed",
+            kept_until: None,
             report: e.report.as_ref(),
         });
         let envelope = match &t.origin {
+            // A kept session's close: its delegator had the last turn's outcome already.
+            None if e.quiet.is_some() => None,
             None => Some(hub_envelope(
                 &t.delegator,
                 task,
@@ -1055,6 +1135,12 @@ impl TaskBook {
         // A permission prompt still waiting is told no (design §6): its agent is gone or going.
         self.prompts.deny_all(task, "denied: the task ended");
         self.prompts.forget(task);
+        if let Some(Quiet(why)) = e.quiet {
+            audit.push(TaskAudit::SessionClosed {
+                task: task.0.clone(),
+                why: why.as_str().to_owned(),
+            });
+        }
         audit.push(TaskAudit::Ended {
             task: task.0.clone(),
             state: state.to_owned(),
@@ -1125,6 +1211,7 @@ impl TaskBook {
         let body = body::json(&body::ProgressBody {
             task: task.as_str(),
             agent: &t.agent,
+            turn: self.turns.current(task).max(1),
             state: TaskState::Running.as_str(),
             elapsed_ms: t.progress_elapsed_ms,
             updates: p.updates,
@@ -1165,6 +1252,7 @@ impl TaskBook {
         }
         self.expire_peer(now, ids);
         self.expire_requests(now, ids);
+        self.expire_kept(now, ids);
     }
 
     /// When `handle_timeout` may have progress to send: the earliest end of an interval of a
@@ -1183,6 +1271,7 @@ impl TaskBook {
             })
             .chain(self.peer_timeout())
             .chain(self.approvals.poll_timeout())
+            .chain(self.turns.poll_timeout())
             .min()
     }
 
@@ -1224,6 +1313,9 @@ impl TaskBook {
             }
             TaskState::Running if t.peer.is_some() => self.cancel_at_peer(&id, now, ids),
             TaskState::Running => self.cancel_running(&id, None, now),
+            // A kept session has no turn to cancel: it closes, and the task settles with
+            // its last turn's state (issue 38 design §2).
+            TaskState::Idle => self.close_kept(&id, turns::Why::Closed, now, ids),
             _ => {}
         }
         let state = self.tasks.get(&id).map_or("unknown", |t| t.state.as_str());

@@ -312,6 +312,8 @@ impl TaskBook {
             // no policy of its own.
             permission: None,
             allow: None,
+            // No follow-ups across hubs yet (issue 38 design §7): its session closes at once.
+            keep_secs: Some(0),
             requires: None,
             max_cost_usd: None,
             max_tokens: None,
@@ -826,6 +828,8 @@ impl TaskBook {
             truncated: false,
             elapsed_ms: elapsed,
             report: body::PeerReport::from_handoff(h.git_ref.as_deref(), &h.verifications),
+            turn: 1,
+            quiet: None,
         };
         self.settle(id, ending, now, ids);
     }

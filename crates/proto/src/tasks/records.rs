@@ -278,6 +278,24 @@ pub enum TaskAudit {
     /// `request_refused`: a request the hub would not hold (a cap, `why`), answered by the
     /// fallback at once.
     RequestRefused { task: String, why: String },
+    /// `task_turn_started`: a follow-up turn began (issue 38 design §9; the first turn is
+    /// `task_started`). `how`: `prompt` or `interrupt`.
+    TurnStarted {
+        task: String,
+        turn: u32,
+        how: String,
+    },
+    /// `task_turn_ended`: a turn's outcome while the task goes on (kept, or interrupted);
+    /// the last turn's is `task_ended`.
+    TurnEnded {
+        task: String,
+        turn: u32,
+        state: String,
+        stop_reason: Option<String>,
+    },
+    /// `task_session_closed`: a kept session closed and the task settled with its last
+    /// turn's state; `why`: keep_expired, closed, cap, agent_exited or hub_stopping.
+    SessionClosed { task: String, why: String },
     /// `task_placed` (issue 38 design §9): where `delegate --peer auto` placed the task
     /// (`local` or a peer), how many places were eligible, and those skipped with why (at
     /// most `placement::MAX_NAMED`; metadata only).
@@ -304,6 +322,9 @@ impl TaskAudit {
             TaskAudit::RequestExpired { .. } => "request_expired",
             TaskAudit::RequestClosed { .. } => "request_closed",
             TaskAudit::RequestRefused { .. } => "request_refused",
+            TaskAudit::TurnStarted { .. } => "task_turn_started",
+            TaskAudit::TurnEnded { .. } => "task_turn_ended",
+            TaskAudit::SessionClosed { .. } => "task_session_closed",
             TaskAudit::Placed { .. } => "task_placed",
         }
     }
@@ -453,11 +474,26 @@ impl TaskAudit {
                 to_json(request),
                 to_json(why)
             ),
-            TaskAudit::RequestRefused { task, why } => write!(
+            TaskAudit::RequestRefused { task, why } | TaskAudit::SessionClosed { task, why } => {
+                write!(out, ",\"task\":{},\"why\":{}", to_json(task), to_json(why))
+            }
+            TaskAudit::TurnStarted { task, turn, how } => write!(
                 out,
-                ",\"task\":{},\"why\":{}",
+                ",\"task\":{},\"turn\":{turn},\"how\":{}",
                 to_json(task),
-                to_json(why)
+                to_json(how)
+            ),
+            TaskAudit::TurnEnded {
+                task,
+                turn,
+                state,
+                stop_reason,
+            } => write!(
+                out,
+                ",\"task\":{},\"turn\":{turn},\"state\":{},\"stop_reason\":{}",
+                to_json(task),
+                to_json(state),
+                opt(stop_reason)
             ),
         };
     }

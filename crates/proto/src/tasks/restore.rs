@@ -98,7 +98,13 @@ impl TaskBook {
                     ));
                     self.peer_waiting.push_back(id.clone());
                 }
-                Some(TaskState::Queued) => self.queue.push_back(id.clone()),
+                Some(TaskState::Queued) => {
+                    // `keepSecs` is not stored (schema 5): a restored task keeps the hub's
+                    // window (issue 38 design §8 stores it later).
+                    let keep = self.turns.keep_for(None).unwrap_or(0);
+                    self.turns.register(&id, keep);
+                    self.queue.push_back(id.clone());
+                }
                 // A task running on a peer runs on: the peer is told again once linked (it
                 // ignores a task it already has) and its handoff settles it; the timeout
                 // counts from its start (docs/delegation.md "Across hubs").
@@ -183,6 +189,12 @@ impl TaskBook {
                 t.state = TaskState::Cancelling;
             }
             self.actions.push_back(TaskAction::Cancel(id));
+        }
+        // Kept sessions close (issue 38 design §2, `hub_stopping`): their rows already hold
+        // the last turn's state, which is how a restart finds them.
+        for id in self.turns.all_kept() {
+            self.turns.unkeep(&id);
+            self.actions.push_back(TaskAction::Close(id));
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::wire::TaskRecord;
 use serde_json::Value;
 
 mod approvals;
+mod follow_ups;
 mod peer;
 mod placed;
 mod prompts;
@@ -61,6 +62,7 @@ fn config() -> BookConfig {
         permission: crate::acp::PermissionPolicy::Ask,
         agent_permission: Default::default(),
         approvals: Default::default(),
+        follow_ups: Default::default(),
         placement: Default::default(),
     }
 }
@@ -181,6 +183,8 @@ fn outcome(status: Status, text: &str) -> TaskEvent {
             elapsed_ms: 1234,
             ..Progress::default()
         },
+        turn: 1,
+        kept: false,
     })
 }
 
@@ -675,12 +679,14 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
                 elapsed_ms: 99,
                 ..Progress::default()
             },
+            turn: 1,
+            kept: false,
         }),
     );
     let acts = r.actions();
     let e = envelopes(&acts, OUTCOME_KIND)[0];
     let want = format!(
-        r#"{{"task":"{a}","agent":"codex","state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3,"source":"acp"}},"cost":{{"amount":0.25,"currency":"USD","source":"acp"}}}}"#
+        r#"{{"task":"{a}","agent":"codex","turn":1,"state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3,"source":"acp"}},"cost":{{"amount":0.25,"currency":"USD","source":"acp"}},"session":"closed"}}"#
     );
     assert_eq!(e.body.get(), want);
     assert_eq!(cap_text("ééé", 3), ("é", true));
@@ -961,7 +967,7 @@ fn progress_envelopes_follow_interval_change_and_consumption() {
     assert_eq!(
         sent[0].body.get(),
         format!(
-            r#"{{"task":"{t}","agent":"codex","state":"running","elapsedMs":100,"updates":1,"toolCalls":0,"lastTool":"Read","plan":{{"total":2,"completed":1,"current":"fix"}}}}"#
+            r#"{{"task":"{t}","agent":"codex","turn":1,"state":"running","elapsedMs":100,"updates":1,"toolCalls":0,"lastTool":"Read","plan":{{"total":2,"completed":1,"current":"fix"}}}}"#
         )
     );
     assert_eq!(sent[0].correlation_id.as_deref(), Some(t.as_str()));

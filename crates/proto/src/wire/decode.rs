@@ -14,7 +14,7 @@ use super::approval::{
     AllowRule, TaskAnswerRequest, TaskPermissionRequest, MAX_ALLOW_RULES, TOOL_KINDS,
 };
 use super::envelope::RawEnvelope;
-use super::task::{DelegateRequest, TaskRequest};
+use super::task::{DelegateRequest, TaskPromptRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -36,6 +36,8 @@ const TAGS: &[&str] = &[
     "task_permission",
     "turn",
     "activity",
+    "task_prompt",
+    "task_close",
 ];
 
 pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
@@ -57,8 +59,11 @@ const DELEGATE_KEYS: &[&str] = &[
     "maxCostUsd",
     "maxTokens",
     "allowUnmetered",
+    "keepSecs",
 ];
 const TASK_KEYS: &[&str] = &["task"];
+/// The keys of a follow-up turn (issue 38 design §2).
+const TASK_PROMPT_KEYS: &[&str] = &["task", "prompt", "interrupt"];
 const TASK_ANSWER_KEYS: &[&str] = &["task", "request", "option", "message"];
 /// The keys of a headless task's permission prompt (issue 37 design §6).
 const TASK_PERMISSION_KEYS: &[&str] = &["toolName", "toolUseId", "input"];
@@ -85,6 +90,8 @@ pub(crate) enum Payload<'a> {
     TaskPermission(TaskPermissionRequest),
     Turn(TurnRequest),
     Activity,
+    TaskPrompt(TaskPromptRequest),
+    TaskClose(TaskRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag. The hot
@@ -104,7 +111,7 @@ pub(crate) fn serde_line(text: &str) -> Result<Payload<'_>, serde_json::Error> {
     let value = (&mut de).deserialize_any(V(Want::Line))?;
     de.end()?;
     match value {
-        Val::Line(p) => Ok(p),
+        Val::Line(p) => Ok(*p),
         _ => Err(de::Error::custom(
             "internal: a line decoded to something else",
         )),
@@ -117,7 +124,12 @@ pub(crate) fn envelope(text: &str) -> Result<RawEnvelope<'_>, serde_json::Error>
     let value = (&mut de).deserialize_any(V(Want::Object(Obj::Send)))?;
     de.end()?;
     match value {
-        Val::Line(Payload::Send(env)) => Ok(env),
+        Val::Line(p) => match *p {
+            Payload::Send(env) => Ok(env),
+            _ => Err(de::Error::custom(
+                "internal: an envelope decoded to something else",
+            )),
+        },
         _ => Err(de::Error::custom(
             "internal: an envelope decoded to something else",
         )),
@@ -166,6 +178,8 @@ enum Obj {
     TaskPermission,
     Turn,
     Activity,
+    TaskPrompt,
+    TaskClose,
 }
 
 impl Obj {
@@ -185,6 +199,8 @@ impl Obj {
             Obj::TaskPermission => "task_permission",
             Obj::Turn => "turn",
             Obj::Activity => "activity",
+            Obj::TaskPrompt => "task_prompt",
+            Obj::TaskClose => "task_close",
         }
     }
 
@@ -198,7 +214,8 @@ impl Obj {
             Obj::Who => WHO_KEYS,
             Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
-            Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
+            Obj::TaskStatus | Obj::Cancel | Obj::TaskClose => TASK_KEYS,
+            Obj::TaskPrompt => TASK_PROMPT_KEYS,
             Obj::TaskAnswer => TASK_ANSWER_KEYS,
             Obj::TaskPermission => TASK_PERMISSION_KEYS,
             Obj::Turn => TURN_KEYS,
@@ -230,7 +247,8 @@ enum Val<'de> {
     Secs(u64),
     Amount(f64),
     Flag(bool),
-    Line(Payload<'de>),
+    /// Boxed: a `delegate` line is much larger than every other value.
+    Line(Box<Payload<'de>>),
     Rules(Vec<AllowRule>),
     Rule(AllowRule),
     Texts(Vec<String>),
@@ -339,8 +357,8 @@ impl<'de> Visitor<'de> for V {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Val<'de>, A::Error> {
         match self.0 {
-            Want::Line => line(map).map(Val::Line),
-            Want::Object(obj) => payload(obj, map).map(Val::Line),
+            Want::Line => line(map).map(|p| Val::Line(Box::new(p))),
+            Want::Object(obj) => payload(obj, map).map(|p| Val::Line(Box::new(p))),
             Want::Rule => rule(map).map(Val::Rule),
             w => Err(wrong("map", w)),
         }
@@ -414,6 +432,8 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskPermission,
         Obj::Turn,
         Obj::Activity,
+        Obj::TaskPrompt,
+        Obj::TaskClose,
     ][i];
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
@@ -425,7 +445,7 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
             "a line holds one tag, found more than one",
         ));
     }
-    Ok(p)
+    Ok(*p)
 }
 
 /// A payload object's fields: each known key at most once, the required ones present.
@@ -468,7 +488,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Await, "replyTo" | "kind" | "reader")
             | (Obj::Status, "waitFor") => Want::OptText,
             (Obj::Await, "timeoutSecs")
-            | (Obj::Delegate, "timeoutSecs" | "progressSecs")
+            | (Obj::Delegate, "timeoutSecs" | "progressSecs" | "keepSecs")
             | (Obj::Status, "timeoutMs")
             | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer" | "permission") | (Obj::TaskAnswer, "request" | "message") => {
@@ -479,7 +499,10 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             (Obj::Delegate, "maxCostUsd") => Want::OptAmount,
             (Obj::Delegate, "maxTokens") => Want::OptSecs,
             (Obj::Delegate, "allowUnmetered") => Want::OptFlag,
-            (Obj::Await, "ack") | (Obj::Who, "offRoster") | (Obj::Hello, "warn") => Want::OptFlag,
+            (Obj::Await, "ack")
+            | (Obj::Who, "offRoster")
+            | (Obj::Hello, "warn")
+            | (Obj::TaskPrompt, "interrupt") => Want::OptFlag,
             _ => Want::Text,
         };
         match map.next_value_seed(V(want))? {
@@ -556,6 +579,10 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 peer: texts[5].take(),
                 permission: None,
                 allow,
+                keep_secs: names
+                    .iter()
+                    .position(|n| *n == "keepSecs")
+                    .and_then(|i| secs[i]),
                 requires,
                 max_cost_usd: amount.map(crate::wire::usage::Amount),
                 max_tokens: names
@@ -594,6 +621,15 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             start: secs[2],
         }),
         Obj::Activity => Payload::Activity,
+        Obj::TaskPrompt => {
+            let (task, prompt) = (take(0)?, take(1)?);
+            Payload::TaskPrompt(TaskPromptRequest {
+                task,
+                prompt,
+                interrupt: flag,
+            })
+        }
+        Obj::TaskClose => Payload::TaskClose(TaskRequest { task: take(0)? }),
     })
 }
 
@@ -797,7 +833,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

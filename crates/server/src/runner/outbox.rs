@@ -93,6 +93,8 @@ pub fn not_started(status: Status) -> [TaskEvent; 3] {
             truncated: false,
             meter: Box::default(),
             progress: Progress::default(),
+            turn: 1,
+            kept: false,
         }),
         TaskEvent::Ended(TaskEnd::default()),
     ]

@@ -185,6 +185,8 @@ fn tokens_passing_at_the_turns_end_cancel_nothing_and_are_said() {
                 ..TurnMeter::default()
             }),
             progress: Progress::default(),
+            turn: 1,
+            kept: false,
         }),
     );
     let acts = r.actions();
