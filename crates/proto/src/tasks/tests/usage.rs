@@ -250,3 +250,75 @@ fn an_unmetered_task_shows_no_figure_and_its_progress_none() {
         assert!(b.get(k).is_none(), "{k}: {b}");
     }
 }
+
+/// Design §2: a kept turn's figures join the task's (its `task_outcome` says so), and a
+/// turn that passed the budget leaves the session kept but refuses the next follow-up.
+#[test]
+fn a_kept_turn_past_the_budget_refuses_the_follow_up() {
+    let mut r = Rig::new(BookConfig {
+        follow_ups: crate::tasks::turns::FollowUpSettings {
+            session_keep_secs: 600,
+            max_kept_sessions: 8,
+            max_turns: 32,
+        },
+        ..config()
+    });
+    r.book.set_reports([("claude".to_owned(), Reports::ALL)]);
+    let id = running(&mut r, req("claude", None, Some(100)));
+    let meter = TurnMeter {
+        tokens: Some(Sourced {
+            value: Tokens {
+                input_tokens: Some(90),
+                output_tokens: Some(30),
+                ..Tokens::default()
+            },
+            source: UsageSource::Acp,
+        }),
+        ..TurnMeter::default()
+    };
+    r.event(
+        &id,
+        TaskEvent::Outcome(Outcome {
+            status: Status::Completed {
+                stop_reason: StopReason::EndTurn,
+            },
+            text: "turn one".into(),
+            truncated: false,
+            meter: Box::new(meter),
+            progress: Progress::default(),
+            turn: 1,
+            kept: true,
+        }),
+    );
+    let acts = r.actions();
+    assert!(
+        cancels(&acts).is_empty(),
+        "the turn is over: nothing to cancel"
+    );
+    let b = body(envelopes(&acts, OUTCOME_KIND)[0]);
+    assert_eq!(b["session"], "kept", "{b}");
+    assert_eq!(b["usage"]["inputTokens"], 90, "{b}");
+    assert_eq!(b["budget"]["passed"], "tokens", "{b}");
+    assert!(
+        audits(&acts)
+            .iter()
+            .any(|a| matches!(a, TaskAudit::BudgetPassed { .. })),
+        "{acts:?}"
+    );
+    let refused = r
+        .book
+        .prompt(
+            crate::wire::TaskPromptRequest {
+                task: id.as_str().to_owned(),
+                prompt: "one more".into(),
+                interrupt: None,
+            },
+            "mneme",
+            r.clock.now(),
+        )
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!("invalid task_prompt: {id} passed its budget (tokens)")
+    );
+}
