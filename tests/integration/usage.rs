@@ -370,3 +370,41 @@ fn the_cli_delegates_with_a_budget_and_agents_shows_what_each_reports() {
         st.stderr
     );
 }
+
+/// `agent-hub top` sums what the delegator's `tasks` answer carries (issue 38 design §1
+/// "Top"): per delegator and per agent, a task whose agent reported nothing counted as
+/// `unmetered 1`, its figures `-`, never 0.
+#[test]
+fn top_sums_usage_per_delegator_and_agent_and_counts_the_unmetered() {
+    let hub = setup(false).start();
+    for agent in ["claudeish", "silent"] {
+        let task = task_id(&delegate(&hub, agent, json!({})));
+        assert_eq!(outcome(&hub, "alpha", &task)["state"], "completed");
+    }
+    let out = hub.cli("top", "alpha", &["--once"]);
+    out.assert_code(0);
+    let text = &out.stdout;
+    let usage = &text[text
+        .find("USAGE ")
+        .unwrap_or_else(|| panic!("no USAGE in:\n{text}"))..];
+    let words = |start: &str| {
+        usage
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?} in:\n{usage}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        words("USAGE "),
+        "USAGE 2 tasks (the records you may see) tokens 120 cost 0.3000 USD unmetered 1"
+    );
+    assert_eq!(words("alpha "), "alpha 2 120 0.3000 USD unmetered 1");
+    assert_eq!(words("claudeish "), "claudeish 1 120 0.3000 USD");
+    assert_eq!(words("silent "), "silent 1 - - unmetered 1");
+    assert!(!text.contains("unmetered 0"), "{text}");
+    // The record names its delegator (the key `top` sums by).
+    let tasks = verb(&hub, "alpha", &json!({"tasks": {}}));
+    assert_eq!(tasks["tasks"]["tasks"][0]["delegator"], "alpha", "{tasks}");
+}

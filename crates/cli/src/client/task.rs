@@ -70,6 +70,10 @@ pub struct TaskRecord {
     pub agent: Option<String>,
     #[serde(default)]
     pub peer: Option<String>,
+    /// Issue 38: who delegated it; absent from a hub before it (`top` then sums the task
+    /// under `-`).
+    #[serde(default)]
+    pub delegator: Option<String>,
     #[serde(default)]
     pub state: Option<String>,
     #[serde(default)]

@@ -79,6 +79,7 @@ impl TaskBook {
             task: t.id.0.clone(),
             agent: Some(t.agent.clone()),
             peer: t.peer.clone(),
+            delegator: Some(t.delegator.clone()),
             state: t.state.as_str().to_owned(),
             position,
             created_at: rfc3339(t.created_ms),

@@ -174,6 +174,12 @@ pub struct TaskRecord {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+    /// Issue 38: who delegated it (the hub always says it for a known task). The asker sees
+    /// its own tasks, and an approver other delegators' too (docs/delegation.md "Approvals"),
+    /// so `agent-hub top` sums usage per delegator from this key; `activity` names the
+    /// delegator of every unfinished task to anyone already, so it tells no one more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegator: Option<String>,
     pub state: String,
     /// Queued: the 1-based place in the task queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]

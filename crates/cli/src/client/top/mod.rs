@@ -8,7 +8,8 @@
 //! without it, plus a read of the relay's status file with `--config`. The rooms:
 //! `snapshot` (the view's tolerant reading of what a refresh saw, and who looks stuck),
 //! `render` (a snapshot to lines; pure), `keys` (bytes to actions; pure), `answer` (picking
-//! a task's request and one of its options, issue 37; pure), `term` (raw mode, alternate
+//! a task's request and one of its options, issue 37; pure), `usage` (the tasks' tokens and
+//! cost per delegator and per agent, issue 38; pure), `term` (raw mode, alternate
 //! screen, restore on every exit) and `run` (the thin loop that fetches, draws, sends an
 //! answer and waits).
 
@@ -18,5 +19,6 @@ pub mod render;
 mod run;
 pub mod snapshot;
 mod term;
+pub mod usage;
 
 pub use run::{run, Options, TopError};

@@ -13,6 +13,7 @@ use super::snapshot::{
     attention, filters_hidden, is_remote, text_of, ActivityView, AgentView, Attention, OpenRequest,
     Snapshot, Source,
 };
+use super::usage::UsageSums;
 use chrono::{DateTime, Utc};
 use std::cmp::Ordering;
 
@@ -466,6 +467,10 @@ pub fn render(snap: &Snapshot, view: &ViewState, ctx: &Context) -> Vec<Line> {
         push_envelopes(&mut out, hub, now);
         out.push(line(Style::Normal, ""));
         push_tasks(&mut out, hub, &snap.requests, ctx, now);
+        if let Some(usage) = snap.usage.as_ref().filter(|u| u.all.tasks > 0) {
+            out.push(line(Style::Normal, ""));
+            push_usage(&mut out, usage);
+        }
     }
     push_links(&mut out, snap);
     out
@@ -593,6 +598,57 @@ fn push_tasks(
             format!("{} (a task you may answer for)", cell(task, 22)),
         ));
         push_requests(out, task);
+    }
+}
+
+/// The USAGE section (issue 38; docs/delegation.md "Cost and usage"): the tokens and cost of
+/// the tasks the hub's `tasks` answer lists, in all and per delegator and per agent. A figure
+/// nobody reported is `-`, a lower bound ends in `+`, and `unmetered N` counts the tasks that
+/// ran and reported nothing (never `unmetered 0`).
+fn push_usage(out: &mut Vec<Line>, u: &UsageSums) {
+    let unmetered = u.all.unmetered_text();
+    let unmetered = if unmetered.is_empty() {
+        String::new()
+    } else {
+        format!("   {unmetered}")
+    };
+    out.push(line(
+        Style::Title,
+        format!(
+            "USAGE {} tasks (the records you may see)   tokens {}   cost {}{unmetered}",
+            u.all.tasks,
+            u.all.tokens_text(),
+            u.all.cost_text()
+        ),
+    ));
+    for (head, groups) in [("DELEGATOR", &u.by_delegator), ("AGENT", &u.by_agent)] {
+        out.push(line(
+            Style::Head,
+            format!(
+                "{} {} {} {}",
+                cell(head, 22),
+                rcell("TASKS", 6),
+                rcell("TOKENS", 15),
+                "COST"
+            ),
+        ));
+        for (name, s) in groups.iter() {
+            let cost = s.cost_text();
+            let text = match s.unmetered_text() {
+                n if n.is_empty() => cost,
+                n => format!("{} {n}", cell(&cost, 16)),
+            };
+            out.push(line(
+                Style::Normal,
+                format!(
+                    "{} {} {} {}",
+                    cell(name, 22),
+                    rcell(&s.tasks.to_string(), 6),
+                    rcell(&s.tokens_text(), 15),
+                    text
+                ),
+            ));
+        }
     }
 }
 
@@ -850,6 +906,7 @@ mod tests {
             hub: Ok((Source::Activity, hub)),
             down_since: None,
             requests: Vec::new(),
+            usage: None,
             links: Some(Ok(vec![LinkView {
                 peer: "lab".into(),
                 state: "backoff".into(),
@@ -1020,6 +1077,7 @@ mod tests {
             )),
             down_since: None,
             requests: Vec::new(),
+            usage: None,
             links: None,
         }
     }
@@ -1330,5 +1388,73 @@ mod tests {
             "0s",
             "a clock ahead is now"
         );
+    }
+
+    /// Issue 38: USAGE under TASKS, from the records `tasks` listed: in all, per delegator
+    /// and per agent; absent figures are `-`, a lower bound ends in `+`, the tasks that
+    /// reported nothing are `unmetered N`, and no row says `unmetered 0`. No records, no
+    /// section.
+    #[test]
+    fn usage_shows_per_delegator_and_per_agent_with_unmetered_and_never_a_zero() {
+        use crate::client::task::TaskRecord;
+        use agent_hub_proto::wire::usage::{Amount, CostFigures, Tokens, UsageFigures};
+        let rec =
+            |delegator: &str, agent: &str, tokens: Option<u64>, usd: Option<f64>| TaskRecord {
+                task: format!("task-{agent}"),
+                agent: Some(agent.into()),
+                delegator: Some(delegator.into()),
+                state: Some("completed".into()),
+                started_at: Some("2026-12-01T09:58:00.000Z".into()),
+                usage: tokens.map(|n| UsageFigures {
+                    tokens: Tokens {
+                        total_tokens: Some(n),
+                        ..Tokens::default()
+                    },
+                    source: "acp".into(),
+                    partial: false,
+                }),
+                cost: usd.map(|a| CostFigures {
+                    amount: Amount(a),
+                    currency: "USD".into(),
+                    source: "acp".into(),
+                    partial: false,
+                }),
+                ..TaskRecord::default()
+            };
+        let mut s = snap();
+        s.usage = Some(UsageSums::of(&[
+            rec("alpha", "claude", Some(120), Some(0.3)),
+            rec("alpha", "codex", None, None),
+            rec("bravo", "gemini", Some(40), None),
+        ]));
+        let lines = render(&s, &ViewState::default(), &ctx());
+        let all = texts(&lines).join("\n");
+        assert_eq!(
+            row(&lines, "USAGE ").text,
+            "USAGE 3 tasks (the records you may see)   tokens 160   cost 0.3000 USD+   unmetered 1"
+        );
+        let usage_at = all.find("USAGE ").unwrap();
+        assert!(all.find("TASKS ").unwrap() < usage_at, "{all}");
+        let after = &all[usage_at..];
+        let line_of = |start: &str| {
+            after
+                .lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no {start:?} in {after}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(line_of("DELEGATOR"), "DELEGATOR TASKS TOKENS COST");
+        assert_eq!(line_of("alpha "), "alpha 2 120 0.3000 USD unmetered 1");
+        assert_eq!(line_of("bravo "), "bravo 1 40 -");
+        assert_eq!(line_of("AGENT "), "AGENT TASKS TOKENS COST");
+        assert_eq!(line_of("codex "), "codex 1 - - unmetered 1");
+        assert_eq!(line_of("claude "), "claude 1 120 0.3000 USD");
+        assert!(!all.contains("unmetered 0"), "{all}");
+        // Nothing listed (or no `tasks` answer): no section at all.
+        s.usage = Some(UsageSums::of(&[]));
+        let none = texts(&render(&s, &ViewState::default(), &ctx())).join("\n");
+        assert!(!none.contains("USAGE"), "{none}");
     }
 }

@@ -7,6 +7,7 @@ use super::keys::{self, Action};
 use super::render::{self, Context, ViewState};
 use super::snapshot::{self, LinkView, OpenRequest, Snapshot, Source};
 use super::term::{self, Screen};
+use super::usage::UsageSums;
 use crate::client::{ClientError, Endpoint, Exchange};
 use agent_hub_proto::wire::{ClientLine, WhoRequest};
 use std::fmt;
@@ -126,9 +127,9 @@ impl Fetcher {
             }
             Err(e) => return Err(TopError::Hub(e)),
         };
-        let requests = match &hub {
-            Ok((Source::Activity, view)) if !self.no_tasks => self.requests(&view.tasks),
-            _ => Vec::new(),
+        let (requests, usage) = match &hub {
+            Ok((Source::Activity, view)) if !self.no_tasks => self.tasks(&view.tasks),
+            _ => (Vec::new(), None),
         };
         let links = self.status_path.as_ref().map(|p| {
             p.clone().and_then(|p| {
@@ -142,15 +143,17 @@ impl Fetcher {
             hub,
             down_since: self.down_since,
             requests,
+            usage,
             links,
         })
     }
 
     /// The open requests the hub's `tasks` answer shows this viewer (issue 37: the ones it may
-    /// answer), in the view's task order. One more short connection per refresh; a refusal
-    /// that will not change (no `[tasks]` table) stops the asking, and any other failure
-    /// shows none this time rather than failing the refresh.
-    fn requests(&mut self, tasks: &[snapshot::TaskView]) -> Vec<OpenRequest> {
+    /// answer), in the view's task order, and the usage of the tasks it lists (issue 38). One
+    /// more short connection per refresh; a refusal that will not change (no `[tasks]` table)
+    /// stops the asking, and any other failure shows none this time rather than failing the
+    /// refresh.
+    fn tasks(&mut self, tasks: &[snapshot::TaskView]) -> (Vec<OpenRequest>, Option<UsageSums>) {
         let verb = ClientLine::Tasks;
         let answer = Exchange::open_within(&self.ep, &verb, CONNECT_TIMEOUT, REPLY_TIMEOUT)
             .and_then(|mut ex| ex.read_raw())
@@ -158,10 +161,13 @@ impl Fetcher {
                 crate::client::task::answer::<crate::client::task::TaskList>(&line, "tasks")
             });
         match answer {
-            Ok(a) => snapshot::open_requests(tasks, &a.value.tasks),
+            Ok(a) => (
+                snapshot::open_requests(tasks, &a.value.tasks),
+                Some(UsageSums::of(&a.value.tasks)),
+            ),
             Err(e) => {
                 self.no_tasks = !retryable(&e);
-                Vec::new()
+                (Vec::new(), None)
             }
         }
     }

@@ -1,7 +1,7 @@
 //! What one refresh of `agent-hub top` saw (docs/operations.md "Watching a hub"): the hub's
 //! `activity` answer (SPEC §14.1) or, from a hub without that verb, its `who` answer, the
 //! open requests of the tasks the hub's `tasks` answer shows the viewer (issue 37: the ones
-//! it may answer), and the relay's status file when `--config` names one.
+//! it may answer) and their usage (issue 38: `usage`), and the relay's status file when `--config` names one.
 //!
 //! Owns the view's own reading of those replies. It is deliberately tolerant: unknown keys
 //! are ignored and every key but a name may be absent, so a hub that adds fields to `who`
@@ -220,6 +220,9 @@ pub struct Snapshot {
     /// The open requests the viewer may answer (`open_requests`); empty when none is open or
     /// the hub lists none (one from before issue 37, or one without `[tasks]`).
     pub requests: Vec<OpenRequest>,
+    /// Issue 38: the tokens and cost of the tasks the same `tasks` answer lists; None when
+    /// the hub lists none (no `[tasks]` table, a hub without `activity`, a failed answer).
+    pub usage: Option<super::usage::UsageSums>,
     /// Relay links: None without `--config` or without a `[relay]` table; Err when the
     /// status file cannot be read.
     pub links: Option<Result<Vec<LinkView>, String>>,
