@@ -74,6 +74,7 @@ impl Driver {
         let cfg = std::mem::replace(&mut self.spec.session, placeholder);
         let cwd = cfg.cwd.clone();
         let cap = cfg.limits.max_line_bytes;
+        let eof_wait = std::time::Duration::from_millis(cfg.limits.eof_exit_wait_ms);
         let secrets = Secrets::new(
             cfg.mcp_servers
                 .iter()
@@ -103,6 +104,7 @@ impl Driver {
             .log(Level::Info, format!("agent started (pid {pgid})"));
 
         let tail = Arc::new(Mutex::new(StderrTail::default()));
+        let (stderr_done_tx, stderr_done) = std::sync::mpsc::channel::<()>();
         let mut run = Running {
             session,
             pgid,
@@ -110,7 +112,7 @@ impl Driver {
             signals: Vec::new(),
             exit: None,
         };
-        if let Err(why) = self.start_pipes(pipes, cap, &tail, &mut run) {
+        if let Err(why) = self.start_pipes(pipes, cap, &tail, stderr_done_tx, &mut run) {
             // Without its pipes the agent cannot be driven: end it; the session reports the
             // exit as the outcome.
             self.out
@@ -119,6 +121,10 @@ impl Driver {
             run.signals.push(Signal::Kill);
         }
         self.run_loop(&mut run);
+        // The agent is gone, but its last stderr lines may still be in the pipe: give the
+        // reader until its EOF, bounded as the headless runner bounds it (a member of the
+        // group that kept stderr open must not hold up the task's end for longer).
+        let _ = stderr_done.recv_timeout(eof_wait);
 
         let (text, stderr_bytes) = match tail.lock() {
             Ok(t) => t.snapshot(),
@@ -149,6 +155,7 @@ impl Driver {
         ),
         cap: usize,
         tail: &Arc<Mutex<StderrTail>>,
+        stderr_done: std::sync::mpsc::Sender<()>,
         run: &mut Running,
     ) -> Result<(), PipeError> {
         let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
@@ -167,7 +174,10 @@ impl Driver {
         let tail = Arc::clone(tail);
         std::thread::Builder::new()
             .name("acp-stderr".into())
-            .spawn(move || pipes::read_stderr(stderr, tail))
+            .spawn(move || {
+                pipes::read_stderr(stderr, tail);
+                let _ = stderr_done.send(());
+            })
             .map_err(thread_err)?;
         Ok(())
     }

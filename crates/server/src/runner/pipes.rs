@@ -209,8 +209,9 @@ impl StderrTail {
     }
 }
 
-/// Reads stderr until EOF into `tail`. The driver never waits for this thread: a grandchild
-/// that keeps stderr open must not hold up the task's end.
+/// Reads stderr until EOF into `tail`. The drivers wait for this thread's end only for a
+/// bounded time (`eof_exit_wait_ms`): a grandchild that keeps stderr open must not hold up the
+/// task's end, but the last lines an agent wrote before it exited are kept.
 pub(super) fn read_stderr(mut err: ChildStderr, tail: Arc<Mutex<StderrTail>>) {
     let mut buf = vec![0u8; 8 << 10];
     loop {
