@@ -1360,6 +1360,8 @@ run_task_followup() {
         fail "$agent" task-followup-kept "mock LLM did not start: $(cat "$d/mock-followup.err")"
         return 0
     fi
+    # Codex and OpenCode find the mock through their HOME's config, written for task 1's mock.
+    point_at_mock "$agent" "$home" "$mock_port" ask
     task_hub_config "$d/hub/config-followup.toml" "$work" "session_keep_secs = 120"
     task_hub_env "$agent" "$home" "$bin" "$mock_port" "$@"
     (cd "$d/hub" && exec env -i "${TASK_ENV[@]}" "$SERVER" --config "$d/hub/config-followup.toml" \
