@@ -142,6 +142,19 @@
 #                      reached the delegator, the accept was taken, and the model got the
 #                      answer back as the AskUserQuestion tool's result
 #   task-ask-allow-reaped, task-ask-reject-reaped, task-question-reaped: as task-reaped
+#   T8. (issue 38) task 1's outcome carries the agent's usage and cost (check_task_usage), and
+#       task 7 (Claude Code; every agent with E2E_FOLLOWUP_ALL=1) takes a follow-up: a hub with
+#       session_keep_secs = 120, `delegate --keep 120 --wait`, `task prompt`, `await
+#       --reply-to TASK --kind task_outcome`, `task close` (run_task_followup).
+#   task-usage         Claude: usage source acp, cost USD > 0 source acp; Gemini: usage
+#                      source acp-meta, no cost; token counts whole multiples of the mock's
+#                      10 in / 5 out, at most one per model request (Codex, OpenCode: a note)
+#   task-followup-kept turn 1's outcome: turn 1, completed, session kept, keptUntil
+#   task-followup      `task prompt` said turn 2; turn 2's outcome completed, end_turn,
+#                      session kept; its model request carried turn 1's prompt and answer;
+#                      one agent process; reported totals grew
+#   task-followup-closed, task-followup-reaped: task close answered completed, the record's
+#                      session closed with two turns; the agent reaped
 #
 # Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
 # check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
@@ -153,7 +166,8 @@
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_BIN (use this binary
 # instead of installing), E2E_{CLAUDE,CODEX}_ACP_VERSION, E2E_{CLAUDE,CODEX}_ACP_PKG and
 # E2E_{CLAUDE,CODEX}_ACP_BIN (the same for the ACP adapters the task phase runs), E2E_SET,
-# E2E_TASK_SANDBOX (the task phase hub's tasks.sandbox; default: absent, so auto). Only
+# E2E_TASK_SANDBOX (the task phase hub's tasks.sandbox; default: absent, so auto),
+# E2E_FOLLOWUP_ALL (non-empty: the follow-up task for every agent, not only Claude Code). Only
 # 127.0.0.1 is used; the npm registry is contacted only to install a missing agent and, for
 # --set current, to look up the latest versions. Every process started here is stopped by its
 # PID (agents by their
