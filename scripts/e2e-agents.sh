@@ -142,6 +142,19 @@
 #                      reached the delegator, the accept was taken, and the model got the
 #                      answer back as the AskUserQuestion tool's result
 #   task-ask-allow-reaped, task-ask-reject-reaped, task-question-reaped: as task-reaped
+#   T8. (issue 38) task 1's outcome carries the agent's usage and cost (check_task_usage), and
+#       task 7 (Claude Code; every agent with E2E_FOLLOWUP_ALL=1) takes a follow-up: a hub with
+#       session_keep_secs = 120, `delegate --keep 120 --wait`, `task prompt`, `await
+#       --reply-to TASK --kind task_outcome`, `task close` (run_task_followup).
+#   task-usage         Claude: usage source acp, cost USD > 0 source acp; Gemini: usage
+#                      source acp-meta, no cost; token counts whole multiples of the mock's
+#                      10 in / 5 out, at most one per model request (Codex, OpenCode: a note)
+#   task-followup-kept turn 1's outcome: turn 1, completed, session kept, keptUntil
+#   task-followup      `task prompt` said turn 2; turn 2's outcome completed, end_turn,
+#                      session kept; its model request carried turn 1's prompt and answer;
+#                      one agent process; reported totals grew
+#   task-followup-closed, task-followup-reaped: task close answered completed, the record's
+#                      session closed with two turns; the agent reaped
 #
 # Exit status: 0 all checks passed (agents that could not be installed are SKIPped), 1 a
 # check failed or usage error, 77 every requested agent was skipped (no node/npm, npm registry
@@ -153,7 +166,8 @@
 # E2E_{CLAUDE,CODEX,GEMINI,OPENCODE}_BIN (use this binary
 # instead of installing), E2E_{CLAUDE,CODEX}_ACP_VERSION, E2E_{CLAUDE,CODEX}_ACP_PKG and
 # E2E_{CLAUDE,CODEX}_ACP_BIN (the same for the ACP adapters the task phase runs), E2E_SET,
-# E2E_TASK_SANDBOX (the task phase hub's tasks.sandbox; default: absent, so auto). Only
+# E2E_TASK_SANDBOX (the task phase hub's tasks.sandbox; default: absent, so auto),
+# E2E_FOLLOWUP_ALL (non-empty: the follow-up task for every agent, not only Claude Code). Only
 # 127.0.0.1 is used; the npm registry is contacted only to install a missing agent and, for
 # --set current, to look up the latest versions. Every process started here is stopped by its
 # PID (agents by their
@@ -1128,6 +1142,7 @@ else:
 PY
     )
     if [[ $verdict == PASS* ]]; then pass "$agent" task-completed "${verdict#PASS	}"; else fail "$agent" task-completed "${verdict#FAIL	}"; fi
+    check_task_usage "$agent" "$d/task1.out" "$d/requests1.log"
     [[ -n $task1 ]] && check_reaped "$agent" task-reaped "$task1" "$d/hub/service.log"
     note "$agent" "task 1 took ${took1}s"
 
@@ -1260,6 +1275,242 @@ PY
     note "$agent" "task 3 (permission reject) took $((SECONDS - t0))s"
     reap "$mock_pid"
     run_task_asks "$agent" "$d" "$work" "$tok" "$home" "$bin" ${cli_env[@]+"${cli_env[@]}"}
+    if [[ $agent == claude || -n ${E2E_FOLLOWUP_ALL:-} ]]; then
+        run_task_followup "$agent" "$d" "$work" "$tok" "$home" "$bin" ${cli_env[@]+"${cli_env[@]}"}
+    else
+        note "$agent" "no follow-up task: Claude Code's is checked (E2E_FOLLOWUP_ALL=1 runs it for every agent)"
+    fi
+}
+
+# ---- usage and cost on real agents (issue 38 part A) ------------------------------------
+# Check task-usage for agent $1 on task 1's outcome (line 2 of `delegate --wait --json`, file
+# $2), against the mock's request log $3. The mock answers every Anthropic request with usage
+# {input_tokens 10, output_tokens 5} (streamed: 10/1 at message_start, 5 at message_delta),
+# every Gemini one with usageMetadata {promptTokenCount 10, candidatesTokenCount 5}, the
+# OpenAI ones with 10/5/15: so a token count the agent reports is a multiple of those, at
+# most one per model request. Claude Code (both adapters) turns them into ACP's prompt
+# `usage` (source acp) and prices them into usage_update.cost (USD, source acp); Gemini CLI
+# 0.61 reports only `_meta.quota.token_count` (source acp-meta) and no cost
+# (docs/delegation.md "Cost and usage"). Codex and OpenCode report nothing the built-in
+# manifests promise (`reports` empty): what their outcome carries is printed as a note, not
+# checked. The figures are printed either way, for docs/agents.md.
+check_task_usage() {
+    local agent=$1 out=$2 reqs=$3 verdict
+    verdict=$(AGENT=$agent OUT=$out REQS=$reqs python3 - <<'PY' 2>&1 || true
+import json, math, os
+agent = os.environ["AGENT"]
+lines = [l for l in open(os.environ["OUT"]).read().splitlines() if l.strip()]
+try:
+    b = json.loads(lines[1]).get("body") or {}
+except (IndexError, ValueError):
+    raise SystemExit("FAIL\tno outcome envelope to read usage from")
+reqs = [l for l in open(os.environ["REQS"]) if l.strip()] if os.path.exists(os.environ["REQS"]) else []
+u, c = b.get("usage"), b.get("cost")
+seen = "usage %s, cost %s, context %s (%d model requests)" % (
+    json.dumps(u), json.dumps(c), json.dumps(b.get("context")), len(reqs))
+bad = []
+def tokens(source, per_in, per_out):
+    if not isinstance(u, dict):
+        bad.append("no usage")
+        return
+    if u.get("source") != source:
+        bad.append("usage source %r, wanted %r" % (u.get("source"), source))
+    for key, per in (("inputTokens", per_in), ("outputTokens", per_out)):
+        v = u.get(key)
+        # At least one request's worth, a whole number of them, no more than the mock answered.
+        if not (isinstance(v, int) and v >= per and v % per == 0 and v <= per * len(reqs)):
+            bad.append("%s %r is not a multiple of the mock's %d within %d requests" % (key, v, per, len(reqs)))
+if agent == "claude":
+    tokens("acp", 10, 5)
+    if not isinstance(c, dict):
+        bad.append("no cost")
+    else:
+        a = c.get("amount")
+        if not (isinstance(a, (int, float)) and math.isfinite(a) and 0 < a < 1):
+            bad.append("cost amount %r" % a)
+        if c.get("currency") != "USD" or c.get("source") != "acp":
+            bad.append("cost currency %r source %r" % (c.get("currency"), c.get("source")))
+elif agent == "gemini":
+    tokens("acp-meta", 10, 5)
+    if c is not None:
+        bad.append("a cost Gemini never reports: %s" % json.dumps(c))
+else:
+    raise SystemExit("NOTE\t" + seen)
+print(("FAIL\t%s; " % "; ".join(bad) if bad else "PASS\t") + seen)
+PY
+    )
+    case $verdict in
+        PASS*) pass "$agent" task-usage "${verdict#PASS	}" ;;
+        NOTE*) note "$agent" "task 1's outcome (not checked: its manifest reports nothing): ${verdict#NOTE	}" ;;
+        *) fail "$agent" task-usage "${verdict#FAIL	}" ;;
+    esac
+}
+
+# ---- a follow-up on a real agent (issue 38 part B) ----------------------------------------
+# Task 7 (Claude Code, both sets): a fresh mock (no tool call, no gate) and a fresh hub whose
+# [tasks] keep sessions (session_keep_secs = 120; docs/delegation.md "Follow-ups"). Turn 1:
+# `delegate --keep 120 --wait --json` with a prompt holding a nonce; its outcome must say turn
+# 1, completed, session kept, keptUntil. Turn 2: `task prompt --id TASK --prompt …` must
+# print `turn 2`, and `await --reply-to TASK --kind task_outcome` its outcome: turn 2,
+# completed, end_turn, the text the mock's answer to turn 2, session kept. One session: the
+# hub started one agent process for the task (one "agent started" line) and the model
+# request of turn 2 carried turn 1's prompt (the nonce) and turn 1's answer as history. The
+# outcome's usage and cost are the task's totals: turn 2's exceed turn 1's (checked where
+# the agent reports them). Then `task close` must answer `completed` (the last turn's state),
+# the record say session closed with 2 turns, and the agent be reaped. Checks
+# task-followup-kept, task-followup, task-followup-closed, task-followup-reaped. $1 agent,
+# $2 its work folder, $3 the tasks' root, $4 orchestrator's token file, $5 HOME, $6 the
+# adapter; the rest go on TASK_ENV.
+run_task_followup() {
+    local agent=$1 d=$2 work=$3 tok=$4 home=$5 bin=$6
+    shift 6
+    local mock_port mock_pid hub_pid hub_port t0=$SECONDS i rc=0 task="" said="" closed="" nonce7
+    local out=$d/followup
+    MOCK_LOG=$d/mock-followup.log MOCK_REQUEST_LOG=$out.requests.log \
+        python3 "$ROOT/scripts/e2e-mock-llm.py" "$MOCK_LLM" 0 >"$d/mock-followup.out" 2>"$d/mock-followup.err" &
+    mock_pid=$!
+    PIDS+=("$mock_pid")
+    if ! mock_port=$(wait_for_line "$d/mock-followup.out" 's/.*on 127\.0\.0\.1:\([0-9]*\)$/\1/p' 15); then
+        fail "$agent" task-followup-kept "mock LLM did not start: $(cat "$d/mock-followup.err")"
+        return 0
+    fi
+    # Codex and OpenCode find the mock through their HOME's config, written for task 1's mock.
+    point_at_mock "$agent" "$home" "$mock_port" ask
+    task_hub_config "$d/hub/config-followup.toml" "$work" "session_keep_secs = 120"
+    task_hub_env "$agent" "$home" "$bin" "$mock_port" "$@"
+    (cd "$d/hub" && exec env -i "${TASK_ENV[@]}" "$SERVER" --config "$d/hub/config-followup.toml" \
+        >"$d/hub7.out" 2>"$d/hub7.err") &
+    hub_pid=$!
+    PIDS+=("$hub_pid")
+    if ! hub_port=$(wait_for_line "$d/hub7.out" 's/.*listening on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' 15); then
+        fail "$agent" task-followup-kept "agent-hub-server (session_keep_secs) did not start: $(tail -n3 "$d/hub7.err")"
+        reap "$mock_pid"
+        return 0
+    fi
+    note "$agent" "hub keeping sessions (session_keep_secs = 120) on 127.0.0.1:$hub_port, mock LLM on 127.0.0.1:$mock_port"
+    local orch=(--as orchestrator --token-file "$tok" --port "$hub_port")
+    mkdir -p "$work/followup"
+    nonce7=$(nonce)
+    "$AH" delegate "${orch[@]}" --agent "$agent" --cwd "$work/followup" --keep 120 \
+        --prompt "agent-hub e2e follow-up, turn 1: remember the word w$nonce7" \
+        --timeout "$AGENT_TIMEOUT" --wait --json >"$out.1.out" 2>"$out.1.err" || rc=$?
+    task=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["task"])' "$out.1.out" 2>/dev/null || true)
+    if [[ -n $task ]]; then
+        said=$("$AH" task prompt "${orch[@]}" --id "$task" \
+            --prompt "agent-hub e2e follow-up, turn 2: which word did I ask you to remember?" 2>&1) || said="exit $?: $said"
+        "$AH" await "${orch[@]}" --reply-to "$task" --kind task_outcome --timeout "$AGENT_TIMEOUT" \
+            >"$out.2.out" 2>"$out.2.err" || true
+        closed=$("$AH" task close "${orch[@]}" --id "$task" 2>&1) || closed="exit $?: $closed"
+        "$AH" task status "${orch[@]}" --id "$task" --json >"$out.record.json" 2>"$out.record.err" || true
+    fi
+    local verdicts
+    verdicts=$(AGENT=$agent RC=$rc TASK=$task NONCE=w$nonce7 SAID=$said CLOSED=$closed OUT=$out \
+        LOG=$d/hub/service.log python3 - <<'PY' 2>&1 || true
+import json, os
+agent, rc, task, nonce = os.environ["AGENT"], int(os.environ["RC"]), os.environ["TASK"], os.environ["NONCE"]
+out = os.environ["OUT"]
+def line(name, bad, good):
+    print("%s\t%s\t%s" % ("FAIL" if bad else "PASS", name, "; ".join(bad) if bad else good))
+def outcome(path, n):
+    try:
+        lines = [l for l in open(path).read().splitlines() if l.strip()]
+        return json.loads(lines[n]).get("body") or {}
+    except (OSError, IndexError, ValueError):
+        return None
+reqs = [json.loads(l) for l in open(out + ".requests.log") if l.strip()] if os.path.exists(out + ".requests.log") else []
+def users(body):
+    """The user messages of a model request (Anthropic messages, Gemini contents, OpenAI
+    input), each as JSON text. Claude Code puts a system reminder before the prompt in the same
+    message, and a "system" message after it: the prompt is in the last user one."""
+    items = (body.get("messages") or []) + (body.get("contents") or []) + (
+        body.get("input") if isinstance(body.get("input"), list) else [])
+    return [json.dumps(m.get("content", m.get("parts"))) for m in items
+            if isinstance(m, dict) and m.get("role") == "user"]
+def answer_to(marker):
+    """The mock's text answer to the first request whose user text holds marker and offered
+    tools (side requests, prompt suggestions and classifiers, offer none), and that request."""
+    for r in reqs:
+        body = r.get("body") or {}
+        if r["reply"][0] == "text" and body.get("tools") and any(marker in t for t in users(body)[-1:]):
+            return r["reply"][1], r
+    return None, None
+o1 = outcome(out + ".1.out", 1)
+a1, r1 = answer_to("turn 1: remember")
+bad = []
+if o1 is None:
+    bad.append("no turn 1 outcome from --wait (exit %d): %s" % (rc, open(out + ".1.err").read()[-200:]))
+else:
+    if rc != 0: bad.append("delegate --wait exit %d" % rc)
+    if o1.get("turn") != 1 or o1.get("state") != "completed" or o1.get("session") != "kept" or not o1.get("keptUntil"):
+        bad.append("turn %r state %r session %r keptUntil %r (reason %r)" % (
+            o1.get("turn"), o1.get("state"), o1.get("session"), o1.get("keptUntil"), o1.get("reason")))
+    if not a1 or not str(o1.get("text", "")).strip().endswith(a1):
+        bad.append("text %r, wanted the mock's answer %r" % (str(o1.get("text"))[-60:], a1))
+line("task-followup-kept", bad, "%s turn 1 completed, session kept until %s, text %r" % (
+    task, (o1 or {}).get("keptUntil"), str((o1 or {}).get("text", "")).strip()[-30:]))
+o2 = outcome(out + ".2.out", 0)
+a2, r2 = answer_to("turn 2: which word")
+bad = []
+if os.environ["SAID"] != "turn 2":
+    bad.append("task prompt printed %r" % os.environ["SAID"])
+if o2 is None:
+    bad.append("no turn 2 outcome: %s" % open(out + ".2.err").read()[-200:])
+else:
+    if o2.get("turn") != 2 or o2.get("state") != "completed" or o2.get("stopReason") != "end_turn" or o2.get("session") != "kept":
+        bad.append("turn %r state %r stopReason %r session %r (reason %r)" % (
+            o2.get("turn"), o2.get("state"), o2.get("stopReason"), o2.get("session"), o2.get("reason")))
+    if not a2 or not str(o2.get("text", "")).strip().endswith(a2):
+        bad.append("text %r, wanted the mock's answer %r" % (str(o2.get("text"))[-60:], a2))
+# One session: turn 2's request holds turn 1's prompt and answer.
+if r2 is None:
+    bad.append("no model request for turn 2")
+else:
+    hist = json.dumps(r2.get("body"))
+    if nonce not in hist or not a1 or a1 not in hist:
+        bad.append("turn 2's model request (mock %d) lacks turn 1's prompt %r or answer %r" % (r2["n"], nonce, a1))
+log = [l for l in open(os.environ["LOG"]).read().splitlines() if ("task %s: " % task) in l] if task else []
+starts = [l for l in log if "agent started" in l]
+if len(starts) != 1:
+    bad.append("%d agent processes started for the task" % len(starts))
+# The outcome's figures are the task's totals so far: turn 2's include turn 1's.
+grew = ""
+if o1 and o2 and (o1.get("usage") or o1.get("cost")):
+    def tot(o, k): return ((o.get("usage") or {}).get(k) or 0)
+    if not tot(o2, "inputTokens") > tot(o1, "inputTokens"):
+        bad.append("usage did not grow: turn 1 %s, turn 2 %s" % (json.dumps(o1.get("usage")), json.dumps(o2.get("usage"))))
+    c1, c2 = (o1.get("cost") or {}).get("amount"), (o2.get("cost") or {}).get("amount")
+    if c1 is not None and not (c2 is not None and c2 > c1):
+        bad.append("cost did not grow: turn 1 %r, turn 2 %r" % (c1, c2))
+    grew = "; totals turn 1 usage %s cost %s, turn 2 usage %s cost %s" % (
+        json.dumps(o1.get("usage")), json.dumps(o1.get("cost")), json.dumps(o2.get("usage")), json.dumps(o2.get("cost")))
+line("task-followup", bad, "task prompt said turn 2; turn 2 completed, end_turn, text %r; one agent process; model request %d carried turn 1's prompt and answer%s" % (
+    str((o2 or {}).get("text", "")).strip()[-30:], (r2 or {}).get("n", -1), grew))
+bad = []
+if os.environ["CLOSED"] != "completed":
+    bad.append("task close answered %r" % os.environ["CLOSED"])
+try:
+    rec = json.loads(open(out + ".record.json").read())
+    rec = rec.get("task_status", rec) if isinstance(rec, dict) else {}
+except (OSError, ValueError):
+    rec = {}
+sess = (rec.get("session") or {}).get("state")
+turns = rec.get("turns") or []
+if rec.get("state") != "completed" or sess != "closed" or len(turns) != 2:
+    bad.append("record state %r session %r turns %d: %s" % (rec.get("state"), sess, len(turns), json.dumps(rec)[:300]))
+line("task-followup-closed", bad, "task close answered completed; the record: session closed, turns %s" % (
+    [(t.get("turn"), t.get("state"), t.get("how")) for t in turns]))
+PY
+    )
+    local status name detail
+    while IFS=$'\t' read -r status name detail; do
+        if [[ $status == PASS ]]; then pass "$agent" "$name" "$detail"; else fail "$agent" "$name" "$detail"; fi
+    done <<<"$verdicts"
+    [[ -n $task ]] && check_reaped "$agent" task-followup-reaped "$task" "$d/hub/service.log"
+    stop_pid "$hub_pid"
+    for ((i = 0; i < 300; i++)); do kill -0 "$hub_pid" 2>/dev/null || break; sleep 0.1; done
+    reap "$hub_pid"
+    reap "$mock_pid"
+    note "$agent" "task 7 (two turns in one session, then task close) took $((SECONDS - t0))s"
 }
 
 # ---- one agent, delegated, asking the delegator (issue 37) --------------------------------
