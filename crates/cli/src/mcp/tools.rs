@@ -248,7 +248,7 @@ pub fn list() -> Value {
                     "timeoutSecs": {"type": "integer", "minimum": 1, "description": "Stop the task after this many seconds (default: the hub's limit)."},
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
                     "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one. \"auto\": the hub picks itself or a linked peer that has the agent and the most room (free task slots, load, free memory; peers at their cap or without a recent heartbeat are skipped); the answer's placement says which (chose) and why (reason)."},
-                    "requires": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,40}$"}, "minItems": 1, "maxItems": agent_hub_proto::tasks::placement::MAX_REQUIRES, "description": "Only with peer \"auto\": run only where the hub's tags (relay.tags, or a claudectl peer's tags) include every one of these, e.g. [\"gpu\"]."},
+                    "requires": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,40}$"}, "minItems": 1, "maxItems": agent_hub_proto::wire::MAX_REQUIRES, "description": "Only with peer \"auto\": run only where the hub's tags (relay.tags, or a claudectl peer's tags) include every one of these, e.g. [\"gpu\"]."},
                     "maxCostUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000, "description": "Cancel the task once its cost passes this many US dollars (only for an agent that reports its cost; see allowUnmetered)."},
                     "maxTokens": {"type": "integer", "minimum": 1, "maximum": 1000000000000u64, "description": "Cancel the task once its total tokens pass this (only for an agent that reports tokens)."},
                     "allowUnmetered": {"type": "boolean", "description": "Run it even if the agent does not report what maxCostUsd or maxTokens needs (the budget is then not kept)."},
@@ -505,7 +505,7 @@ fn required_tags(v: Option<&Value>) -> Result<Option<Vec<String>>, ToolArgError>
     };
     items
         .iter()
-        .take(agent_hub_proto::tasks::placement::MAX_REQUIRES + 1)
+        .take(agent_hub_proto::wire::MAX_REQUIRES + 1)
         .map(|t| match t {
             Value::String(s) => Ok(s.clone()),
             _ => Err(ToolArgError::BadArgs(

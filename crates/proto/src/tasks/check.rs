@@ -79,7 +79,7 @@ pub enum DelegateRefusal {
     },
     /// Issue 38: `requires` without `peer: "auto"`.
     RequiresWithoutAuto,
-    /// Issue 38: `requires` empty, over `placement::MAX_REQUIRES`, or a tag not
+    /// Issue 38: `requires` empty, over `wire::MAX_REQUIRES`, or a tag not
     /// `[A-Za-z0-9._-]{1,40}`.
     RequiresOutOfBounds,
     /// Issue 38: no place has room and this hub lacks the agent; the rule's whole text
@@ -182,7 +182,7 @@ impl fmt::Display for DelegateRefusal {
             DelegateRefusal::RequiresOutOfBounds => write!(
                 f,
                 "requires takes 1 to {} tags, each 1-40 bytes of [A-Za-z0-9._-]",
-                crate::tasks::placement::MAX_REQUIRES
+                crate::wire::MAX_REQUIRES
             ),
             // Written whole above.
             DelegateRefusal::NoRoom(text) => f.write_str(text),

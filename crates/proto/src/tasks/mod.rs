@@ -479,7 +479,7 @@ impl TaskBook {
             return Err(DelegateRefusal::RequiresWithoutAuto);
         }
         if requires.is_empty()
-            || requires.len() > placement::MAX_REQUIRES
+            || requires.len() > crate::wire::MAX_REQUIRES
             || !requires.iter().all(|t| crate::relay::worker::valid_tag(t))
         {
             return Err(DelegateRefusal::RequiresOutOfBounds);

@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 pub const AUTO: &str = "auto";
 /// What the reply's `chose` says of this hub.
 pub const LOCAL: &str = "local";
-/// Tags a `requires` may name (design §6).
-pub const MAX_REQUIRES: usize = 8;
 /// Places a reason or a refusal names before `…`.
 pub const MAX_NAMED: usize = 8;
 

@@ -653,14 +653,14 @@ fn rules<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<AllowRule>, A::Error>
     Ok(out)
 }
 
-/// `requires`' tags: strings, at most one more than `tasks::placement::MAX_REQUIRES` kept
+/// `requires`' tags: strings, at most one more than `wire::MAX_REQUIRES` kept
 /// (enough for the book to refuse the count), the rest read and dropped, so a long list costs
 /// no more memory than its own bytes.
 fn tags<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<String>, A::Error> {
     let mut out = Vec::new();
     while let Some(v) = seq.next_element_seed(V(Want::Text))? {
         match v {
-            Val::Text(t) if out.len() <= crate::tasks::placement::MAX_REQUIRES => out.push(t),
+            Val::Text(t) if out.len() <= super::task::MAX_REQUIRES => out.push(t),
             Val::Text(_) => {}
             _ => {
                 return Err(de::Error::custom(

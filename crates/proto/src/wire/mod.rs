@@ -37,7 +37,7 @@ pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
 pub use task::{
     DelegateRequest, DelegatedReply, PlacementReply, PlanSummary, TaskList, TaskProgress,
     TaskPromptReply, TaskPromptRequest, TaskRecord, TaskRequest, TaskSession, TaskStateReply,
-    TaskTurn,
+    TaskTurn, MAX_REQUIRES,
 };
 
 /// Why a line from a peer was refused. The `Display` text is what travels in the error line.

@@ -15,6 +15,10 @@ use super::usage::{Amount, BudgetFigures, ContextFigures, CostFigures, UsageFigu
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Tags a `delegate`'s `requires` may name (issue 38 design §6): the decoder keeps one more
+/// so that the book can refuse the list as too long.
+pub const MAX_REQUIRES: usize = 8;
+
 /// `{"delegate":{"agent":…,"cwd":…,"prompt":…,"timeoutSecs":…,"progressSecs":…,"peer":…,
 /// "permission":…,"allow":[…]}}`. The optional keys may be null or absent; the encoder leaves
 /// them out when `None`.
