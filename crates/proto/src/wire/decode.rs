@@ -14,6 +14,7 @@ use super::approval::{
     AllowRule, TaskAnswerRequest, TaskPermissionRequest, MAX_ALLOW_RULES, TOOL_KINDS,
 };
 use super::envelope::RawEnvelope;
+use super::lease::{LeaseRequest, LeaseVerb, PayloadSeed};
 use super::task::{DelegateRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -36,6 +37,13 @@ const TAGS: &[&str] = &[
     "task_permission",
     "turn",
     "activity",
+    // Lease design §0: the lease verbs, decoded by `wire::lease`.
+    "lease_claim",
+    "lease_release",
+    "lease_renew",
+    "lease_list",
+    "lease_break",
+    "lease_check",
 ];
 
 pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
@@ -82,6 +90,8 @@ pub(crate) enum Payload<'a> {
     TaskPermission(TaskPermissionRequest),
     Turn(TurnRequest),
     Activity,
+    /// A lease verb (lease design §0), read by `wire::lease::PayloadSeed`.
+    Lease(LeaseRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag. The hot
@@ -161,6 +171,8 @@ enum Obj {
     TaskPermission,
     Turn,
     Activity,
+    /// A lease verb: its payload is `wire::lease`'s to read.
+    Lease(LeaseVerb),
 }
 
 impl Obj {
@@ -180,6 +192,7 @@ impl Obj {
             Obj::TaskPermission => "task_permission",
             Obj::Turn => "turn",
             Obj::Activity => "activity",
+            Obj::Lease(v) => v.tag(),
         }
     }
 
@@ -197,6 +210,7 @@ impl Obj {
             Obj::TaskAnswer => TASK_ANSWER_KEYS,
             Obj::TaskPermission => TASK_PERMISSION_KEYS,
             Obj::Turn => TURN_KEYS,
+            Obj::Lease(v) => v.keys(),
         }
     }
 }
@@ -258,6 +272,11 @@ impl fmt::Display for OneOf {
             }
         }
     }
+}
+
+/// `OneOf`, for `wire::lease`'s key refusals (the same words as every other payload's).
+pub(super) fn one_of(names: &'static [&'static str]) -> impl fmt::Display {
+    OneOf(names)
 }
 
 /// One value visitor for every shape, so that each of the `visit_*` methods serde_json's
@@ -399,7 +418,22 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskPermission,
         Obj::Turn,
         Obj::Activity,
+        Obj::Lease(LeaseVerb::Claim),
+        Obj::Lease(LeaseVerb::Release),
+        Obj::Lease(LeaseVerb::Renew),
+        Obj::Lease(LeaseVerb::List),
+        Obj::Lease(LeaseVerb::Break),
+        Obj::Lease(LeaseVerb::Check),
     ][i];
+    if let Obj::Lease(verb) = obj {
+        let p = map.next_value_seed(PayloadSeed(verb))?;
+        if map.next_key::<IgnoredAny>()?.is_some() {
+            return Err(de::Error::custom(
+                "a line holds one tag, found more than one",
+            ));
+        }
+        return Ok(Payload::Lease(p));
+    }
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
             "internal: a payload decoded to something else",
@@ -568,6 +602,12 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             start: secs[2],
         }),
         Obj::Activity => Payload::Activity,
+        // Read by `line` through `wire::lease::PayloadSeed`; never a `payload` object.
+        Obj::Lease(_) => {
+            return Err(de::Error::custom(
+                "internal: a lease payload read as another verb's",
+            ))
+        }
     })
 }
 
@@ -771,7 +811,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod envelope_text;
 mod fast;
 pub mod json_text;
+pub mod lease;
 pub mod lines;
 pub mod receipt;
 pub mod task;
@@ -325,6 +326,8 @@ pub enum ClientLine {
     Turn(TurnRequest),
     /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
     Activity,
+    /// A lease verb (lease design §0, SPEC §17): claim, release, renew, list, break, check.
+    Lease(lease::LeaseRequest),
 }
 
 impl ClientLine {
@@ -436,6 +439,10 @@ impl ClientLine {
                 Ok(ClientLine::Turn(t))
             }
             decode::Payload::Activity => Ok(ClientLine::Activity),
+            decode::Payload::Lease(r) => match r.check() {
+                Ok(()) => Ok(ClientLine::Lease(r)),
+                Err(e) => Err(WireError::BadField(e.tag, e.why)),
+            },
         }
     }
 
@@ -456,6 +463,7 @@ impl ClientLine {
             ClientLine::TaskPermission(p) => format!("{{\"task_permission\":{}}}", p.to_json()),
             ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
             ClientLine::Activity => "{\"activity\":{}}".to_owned(),
+            ClientLine::Lease(r) => format!("{{\"{}\":{}}}", r.tag(), r.payload_json()),
         };
         s.push('\n');
         s
@@ -478,6 +486,7 @@ impl ClientLine {
             ClientLine::TaskPermission(_) => "task_permission",
             ClientLine::Turn(_) => "turn",
             ClientLine::Activity => "activity",
+            ClientLine::Lease(r) => r.tag(),
         }
     }
 }
@@ -520,6 +529,8 @@ pub enum HubLine {
     Turn(TurnReply),
     /// The answer to `activity` (SPEC §14.1).
     Activity(Activity),
+    /// The answer to a lease verb (lease design §0, SPEC §17).
+    Lease(lease::LeaseReply),
 }
 
 #[derive(Deserialize)]
@@ -581,6 +592,19 @@ enum RawHubLine<'a> {
     Turn(TurnReply),
     #[serde(rename = "activity", deserialize_with = "object")]
     Activity(Activity),
+    // The lease replies (`wire::lease::LeaseReply::decode` reads each payload).
+    #[serde(rename = "lease_claim", borrow)]
+    LeaseClaim(&'a RawValue),
+    #[serde(rename = "lease_release", borrow)]
+    LeaseRelease(&'a RawValue),
+    #[serde(rename = "lease_renew", borrow)]
+    LeaseRenew(&'a RawValue),
+    #[serde(rename = "lease_list", borrow)]
+    LeaseList(&'a RawValue),
+    #[serde(rename = "lease_break", borrow)]
+    LeaseBreak(&'a RawValue),
+    #[serde(rename = "lease_check", borrow)]
+    LeaseCheck(&'a RawValue),
 }
 
 impl HubLine {
@@ -603,6 +627,7 @@ impl HubLine {
             HubLine::TaskPermission(_) => "task_permission",
             HubLine::Turn(_) => "turn",
             HubLine::Activity(_) => "activity",
+            HubLine::Lease(r) => r.tag(),
         }
     }
 
@@ -630,6 +655,12 @@ impl HubLine {
             RawHubLine::TaskPermission(r) => HubLine::TaskPermission(r),
             RawHubLine::Turn(r) => HubLine::Turn(r),
             RawHubLine::Activity(a) => HubLine::Activity(a),
+            RawHubLine::LeaseClaim(raw) => lease_line("lease_claim", raw)?,
+            RawHubLine::LeaseRelease(raw) => lease_line("lease_release", raw)?,
+            RawHubLine::LeaseRenew(raw) => lease_line("lease_renew", raw)?,
+            RawHubLine::LeaseList(raw) => lease_line("lease_list", raw)?,
+            RawHubLine::LeaseBreak(raw) => lease_line("lease_break", raw)?,
+            RawHubLine::LeaseCheck(raw) => lease_line("lease_check", raw)?,
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -683,9 +714,19 @@ impl HubLine {
             HubLine::TaskPermission(r) => format!("{{\"task_permission\":{}}}", to_json(r)),
             HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
             HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
+            HubLine::Lease(r) => format!("{{\"{}\":{}}}", r.tag(), r.payload_json()),
         };
         s.push('\n');
         s
+    }
+}
+
+/// A lease reply's payload (client side), read tolerantly (`LeaseReply::decode`).
+fn lease_line(tag: &str, raw: &RawValue) -> Result<HubLine, WireError> {
+    match lease::LeaseReply::decode(tag, raw.get()) {
+        Some(Ok(r)) => Ok(HubLine::Lease(r)),
+        Some(Err(e)) => Err(malformed(&e)),
+        None => Err(WireError::Malformed(format!("unknown lease tag `{tag}`"))),
     }
 }
 
