@@ -593,6 +593,8 @@ impl Sim {
             Output::StartTask(_)
             | Output::CancelTask { .. }
             | Output::AnswerTask { .. }
+            | Output::PromptTask { .. }
+            | Output::CloseTask { .. }
             | Output::KillOrphan { .. }
             | Output::ToPeer(_) => {
                 unreachable!("no tasks are configured")

@@ -269,11 +269,21 @@ fn check_call(call: &ToolCall) {
                 other => panic!("the hub refuses the line a permission prompt makes: {other:?}"),
             }
         }
-        ToolCall::TaskStatus(t) | ToolCall::Cancel(t) => {
+        ToolCall::TaskPrompt(p) => {
+            let line = ClientLine::TaskPrompt(p.clone()).encode();
+            one_client_line(&line);
+            match ClientLine::decode(line.trim_end_matches('\n').as_bytes()) {
+                Ok(ClientLine::TaskPrompt(back)) => assert_eq!(back, *p),
+                Err(_) if p.task.is_empty() => {}
+                other => panic!("the hub refuses the line a task_prompt makes: {other:?}"),
+            }
+        }
+        ToolCall::TaskStatus(t) | ToolCall::Cancel(t) | ToolCall::TaskClose(t) => {
             assert!(!t.is_empty());
             let req = TaskRequest { task: t.clone() };
             let (line, tag) = match call {
                 ToolCall::Cancel(_) => (ClientLine::Cancel(req).encode(), "cancel"),
+                ToolCall::TaskClose(_) => (ClientLine::TaskClose(req).encode(), "task_close"),
                 _ => (ClientLine::TaskStatus(req).encode(), "task_status"),
             };
             assert_eq!(one_client_line(&line)[tag]["task"], t.as_str());

@@ -227,7 +227,10 @@ fn end_turn_completes_with_the_final_text() {
         }
     );
     assert_eq!(r.outcome.text, "chunk 1 chunk 2 ");
-    assert_eq!(r.outcome.usage.unwrap().total_tokens, Some(7));
+    assert_eq!(
+        r.outcome.meter.tokens.as_ref().unwrap().value.total_tokens,
+        Some(7)
+    );
     // It exits on stdin EOF; one group kill for stragglers, as the session asks.
     assert_eq!(r.end.exit, Some(ExitStatus::code(0)));
     assert_eq!(r.end.signals, [Signal::Kill]);

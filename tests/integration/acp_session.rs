@@ -117,6 +117,8 @@ fn run(args: &[&str], env: &[(&str, &str)], cfg: SessionConfig, opts: Opts) -> R
                         assert!(outcome.is_none(), "a second outcome");
                         outcome = Some(o);
                     }
+                    // These sessions are not kept (keep_session is false).
+                    Event::Idle { .. } => panic!("a session that does not keep went idle"),
                     Event::Progress(_) if opts.cancel_at_first_progress && !cancelled => {
                         cancelled = true;
                         assert!(s.cancel(Instant::now()));
@@ -183,7 +185,10 @@ fn end_turn_with_chunks_tool_call_and_usage() {
         }
     );
     assert_eq!(r.outcome.text, "chunk 1 chunk 2 ");
-    assert_eq!(r.outcome.usage.unwrap().total_tokens, Some(7));
+    assert_eq!(
+        r.outcome.meter.tokens.as_ref().unwrap().value.total_tokens,
+        Some(7)
+    );
     assert_eq!(r.outcome.progress.tool_calls.completed, 1);
     assert_eq!(r.outcome.progress.context.unwrap().used, None);
     assert_eq!(

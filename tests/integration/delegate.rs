@@ -66,7 +66,7 @@ fn setup_with(extra: &str, sqlite: bool) -> Setup {
     setup
 }
 
-fn tasks_section(setup: &Setup, extra: &str) -> String {
+pub(crate) fn tasks_section(setup: &Setup, extra: &str) -> String {
     let root = std::fs::canonicalize(setup.path("work")).unwrap();
     format!(
         "\n[tasks]\ncwd_roots = [{:?}]\nmanifests_dir = {:?}\ncredentials_dir = {:?}\n{extra}\n",
@@ -89,7 +89,7 @@ fn restart(hub: &mut Hub, extra: &str) {
     hub.restart();
 }
 
-fn work(hub: &Hub) -> PathBuf {
+pub(crate) fn work(hub: &Hub) -> PathBuf {
     std::fs::canonicalize(hub.setup.path("work")).unwrap()
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 const CLIENT: &str = env!("CARGO_BIN_EXE_agent-hub");
 
 /// A headless-only manifest: `run.headless` is `template` (with `{prompt}` in it).
-fn manifest(name: &str, template: &[&str], outcome: &str) -> String {
+pub(crate) fn manifest(name: &str, template: &[&str], outcome: &str) -> String {
     let argv: Vec<String> =
         std::iter::once(format!("{:?}", crate::common::fakes::headless_agent()))
             .chain(template.iter().map(|s| format!("{s:?}")))
@@ -157,7 +157,14 @@ fn a_headless_task_completes_with_the_parsed_text_usage_and_cost() {
     assert_eq!(body["usage"]["inputTokens"], 11);
     assert_eq!(body["usage"]["outputTokens"], 7);
     assert_eq!(body["usage"]["cachedReadTokens"], 3);
-    assert_eq!(body["cost"], json!({"amount": 0.0042, "currency": "USD"}));
+    assert_eq!(
+        body["usage"]["source"], "headless",
+        "issue 38: tagged with its source"
+    );
+    assert_eq!(
+        body["cost"],
+        json!({"amount": 0.0042, "currency": "USD", "source": "headless"})
+    );
     // The prompt arrived as one argv element, no shell in between, in the task's cwd.
     let rec = recorded(&hub).expect("the agent ran");
     assert_eq!(rec["args"], json!(["claude-ok", prompt]));

@@ -253,7 +253,9 @@ fn send_then_await_between_two_identities() {
             "task_status",
             "tasks",
             "cancel",
-            "task_answer"
+            "task_answer",
+            "task_prompt",
+            "task_close"
         ]
     );
 
@@ -536,7 +538,7 @@ async def main():
         async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
             await a.initialize(); await b.initialize()
             names = [t.name for t in (await a.list_tools()).tools]
-            assert names == ["send", "await", "status", "who", "whoami", "delegate", "task_status", "tasks", "cancel", "task_answer"], names
+            assert names == ["send", "await", "status", "who", "whoami", "delegate", "task_status", "tasks", "cancel", "task_answer", "task_prompt", "task_close"], names
             sent = await a.call_tool("send", {"to": "beta", "kind": "task", "body": {"py": True}})
             assert failed(sent) is False, sent
             got = await b.call_tool("await", {"timeoutSecs": 10})

@@ -228,7 +228,10 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
                 "agent": d.agent, "cwd": d.cwd, "prompt": d.prompt,
                 "timeoutSecs": d.timeout_secs, "progressSecs": d.progress_secs, "peer": d.peer,
             });
-            // Issue 37's keys only when the line has them (absent or null: no field).
+            // Issue 37's and 38's keys only when the line has them (absent or null: no field).
+            if let Some(k) = d.keep_secs {
+                v["keepSecs"] = json!(k);
+            }
             if let Some(p) = d.permission {
                 v["permission"] = json!(p.as_str());
             }
@@ -237,7 +240,16 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
             }
             v
         }
-        ClientLine::TaskStatus(r) | ClientLine::Cancel(r) => json!({"task": r.task}),
+        ClientLine::TaskStatus(r) | ClientLine::Cancel(r) | ClientLine::TaskClose(r) => {
+            json!({"task": r.task})
+        }
+        ClientLine::TaskPrompt(p) => {
+            let mut v = json!({"task": p.task, "prompt": p.prompt});
+            if let Some(i) = p.interrupt {
+                v["interrupt"] = json!(i);
+            }
+            v
+        }
         ClientLine::TaskAnswer(a) => json!({
             "task": a.task, "request": a.request, "option": a.option, "message": a.message,
         }),
@@ -369,6 +381,14 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         ),
         HubLine::TaskAnswer(r) => (
             "task_answer",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::TaskPrompt(r) => (
+            "task_prompt",
+            serde_json::to_value(r).map_err(|e| e.to_string())?,
+        ),
+        HubLine::TaskClose(r) => (
+            "task_close",
             serde_json::to_value(r).map_err(|e| e.to_string())?,
         ),
         HubLine::TaskPermission(r) => (
@@ -896,6 +916,8 @@ impl Sim {
                 Output::StartTask(_)
                 | Output::CancelTask { .. }
                 | Output::AnswerTask { .. }
+                | Output::PromptTask { .. }
+                | Output::CloseTask { .. }
                 | Output::KillOrphan { .. }
                 | Output::ToPeer(_) => {
                     unreachable!("no tasks are configured")

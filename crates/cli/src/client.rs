@@ -913,6 +913,42 @@ pub fn task_permission(
     }
 }
 
+/// Sends a follow-up turn to a task's kept session (issue 38; docs/delegation.md
+/// "Follow-ups"). Not retried: a second follow-up would be a second turn. The hub's refusals
+/// come back verbatim; a hub that does not know the verb is `ClientError::Unsupported`.
+pub fn task_prompt(
+    ep: &Endpoint,
+    req: task::TaskPromptRequest,
+) -> Result<task::Answer<task::Prompted>, ClientError> {
+    let task_id = req.task.clone();
+    task_exchange(ep, &ClientLine::TaskPrompt(req), "task_prompt").map_err(|e| match e {
+        ClientError::Io(m) => ClientError::Io(format!(
+            "{m}; the hub may have taken the follow-up: `agent-hub task status --id {}` shows              the task's turns",
+            agent_hub_proto::kernel::text::for_terminal(&task_id)
+        )),
+        ClientError::Hub(m) if task::unknown_verb(&m) => ClientError::Unsupported(format!(
+            "this hub does not take follow-ups (task_prompt; an agent-hub from before them,              whose tasks end with their first turn): {m}"
+        )),
+        other => other,
+    })
+}
+
+/// Ends a task's kept session now (issue 38); returns the task's final state.
+pub fn task_close(
+    ep: &Endpoint,
+    task_id: &str,
+) -> Result<task::Answer<task::Cancelled>, ClientError> {
+    let req = TaskRequest {
+        task: task_id.to_owned(),
+    };
+    task_exchange(ep, &ClientLine::TaskClose(req), "task_close").map_err(|e| match e {
+        ClientError::Hub(m) if task::unknown_verb(&m) => ClientError::Unsupported(format!(
+            "this hub does not keep sessions (task_close; an agent-hub from before follow-ups): {m}"
+        )),
+        other => other,
+    })
+}
+
 /// Asks the hub to cancel a task this agent delegated; returns the state after the request.
 pub fn cancel(ep: &Endpoint, task_id: &str) -> Result<task::Answer<task::Cancelled>, ClientError> {
     let req = TaskRequest {

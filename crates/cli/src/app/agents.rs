@@ -198,6 +198,7 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
         "ACP",
         "HEADLESS",
         "DELEGATE",
+        "REPORTS",
         "DELIVER",
         "BINARY",
     ]
@@ -216,6 +217,7 @@ pub fn agents(env: &Env, json: bool, with_version: bool) -> Report {
             avail(&i.acp, i.acp_available),
             avail(&i.headless, i.headless_available),
             i.delegate.tag().to_owned(),
+            i.reports.clone(),
             i.deliver.clone(),
             i.binary.clone().unwrap_or_else(|| "-".into()),
         ]);

@@ -495,6 +495,22 @@ struct DelegateArgs {
     /// given: they are allowed at once, never sent to you. Repeatable, at most 8.
     #[arg(long = "allow", value_name = "KIND[,KIND][:PATH]")]
     allow: Vec<String>,
+    /// Cancel the task once its cost passes AMOUNT US dollars (over 0, at most 1000000). The
+    /// hub refuses it for an agent that does not report its cost, unless --allow-unmetered.
+    #[arg(long = "max-cost", value_name = "AMOUNT")]
+    max_cost: Option<f64>,
+    /// Cancel the task once its total tokens pass N (1 to 10^12). Refused for an agent that
+    /// does not report tokens, unless --allow-unmetered.
+    #[arg(long = "max-tokens", value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Run the task even if its agent does not report what --max-cost or --max-tokens needs
+    /// (that limit is then not kept, and the outcome says so).
+    #[arg(long = "allow-unmetered")]
+    allow_unmetered: bool,
+    /// Keep the task's session SECS seconds after each completed turn, for a follow-up with
+    /// `agent-hub task prompt` (at most the hub's tasks.session_keep_secs, the default).
+    #[arg(long = "keep", value_name = "SECS")]
+    keep: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -541,6 +557,36 @@ enum TaskCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Send a follow-up turn to a task whose session is kept (state idle), or with --interrupt
+    /// to its open turn, which is cancelled first; prints the turn's number. Its outcome comes
+    /// as another task_outcome envelope (correlationId the task id, "turn" N).
+    Prompt {
+        #[command(flatten)]
+        id: Identity,
+        /// The task id (task-…).
+        #[arg(long = "id", value_name = "TASK")]
+        task: String,
+        /// The follow-up, or - to read it from stdin (surrounding whitespace trimmed).
+        #[arg(long, value_name = "TEXT")]
+        prompt: String,
+        /// Cancel the open turn first (session/cancel), then send this one.
+        #[arg(long)]
+        interrupt: bool,
+        /// Print the hub's answer ({"task","turn","state"}) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a task's kept session now; prints the task's final state (its last turn's).
+    Close {
+        #[command(flatten)]
+        id: Identity,
+        /// The task id (task-…).
+        #[arg(long = "id", value_name = "TASK")]
+        task: String,
+        /// Print the hub's answer ({"task","state"}) as JSON instead of the state.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a task you delegated; prints its state after the request (exit 1 if the hub
     /// knows no such task of yours).
     Cancel {
@@ -576,7 +622,11 @@ fn run_delegate(a: DelegateArgs) -> Result<ExitCode, AppError> {
         peer: a.peer,
         permission,
         allow,
+        keep_secs: a.keep,
         requires: (!a.requires.is_empty()).then_some(a.requires),
+        max_cost_usd: a.max_cost.map(agent_hub_proto::wire::usage::Amount),
+        max_tokens: a.max_tokens,
+        allow_unmetered: a.allow_unmetered.then_some(true),
     };
     let answer = client::delegate(&ep, req)?;
     let text = if a.json {
@@ -640,6 +690,10 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
             let ep = endpoint(id)?;
             let answer = client::task_status(&ep, &task)?;
             out(&answer.text)?;
+            // Its figures, for the person at the terminal (issue 38), on stderr as below.
+            if let Some(line) = client::task_view::usage_line(&answer.value) {
+                eprintln!("{line}");
+            }
             // Open requests, for the person at the terminal: on stderr, so stdout stays the
             // one JSON line scripts read (which holds them too, as `requests`).
             if !answer.value.requests.is_empty() {
@@ -694,6 +748,39 @@ fn run_task(t: TaskCommand) -> Result<ExitCode, AppError> {
                 let now = chrono::Utc::now();
                 let table = client::task_view::render_tasks(&answer.value.tasks, now);
                 out(table.trim_end())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::Prompt {
+            id,
+            task,
+            prompt,
+            interrupt,
+            json,
+        } => {
+            let prompt = client::task_view::read_prompt(&prompt, std::io::stdin().lock())?;
+            let ep = endpoint(id)?;
+            let req = client::task::TaskPromptRequest {
+                task,
+                prompt,
+                interrupt: interrupt.then_some(true),
+            };
+            let answer = client::task_prompt(&ep, req)?;
+            if json {
+                out(&answer.text)?;
+            } else {
+                let turn = answer.value.turn.map_or("-".to_owned(), |t| t.to_string());
+                out(&format!("turn {turn}"))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TaskCommand::Close { id, task, json } => {
+            let ep = endpoint(id)?;
+            let answer = client::task_close(&ep, &task)?;
+            let state = answer.value.state.as_deref().unwrap_or("unknown");
+            out(if json { &answer.text } else { state })?;
+            if state == "unknown" {
+                return Err(AppError::NoSuchTask(task));
             }
             Ok(ExitCode::SUCCESS)
         }

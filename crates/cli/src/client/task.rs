@@ -1,6 +1,6 @@
 //! The replies of the delegation verbs, client side (issue 11; docs/delegation.md
-//! "Clients"): `delegate`, `task_status`, `tasks`, `cancel` and (issue 37) `task_answer`,
-//! with a record's open requests.
+//! "Clients"): `delegate`, `task_status`, `tasks`, `cancel`, (issue 37) `task_answer`, with a
+//! record's open requests, and (issue 38) `task_prompt` and `task_close`.
 //!
 //! Owns: reading each reply tolerantly: unknown keys are ignored, `null` is accepted wherever
 //! a key may be absent, and a `state` this client does not know is passed on as it is (a later
@@ -90,6 +90,24 @@ pub struct TaskRecord {
     /// a hub that holds none).
     #[serde(default, deserialize_with = "null_as_empty")]
     pub requests: Vec<RequestView>,
+    /// Issue 38: the task's figures and budget (docs/delegation.md "Cost and usage"); a value
+    /// of another shape (a later hub's) reads as absent rather than failing the record.
+    #[serde(default, deserialize_with = "lenient")]
+    pub usage: Option<agent_hub_proto::wire::usage::UsageFigures>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub cost: Option<agent_hub_proto::wire::usage::CostFigures>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub context: Option<agent_hub_proto::wire::usage::ContextFigures>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub budget: Option<agent_hub_proto::wire::usage::BudgetFigures>,
+}
+
+/// A value of `T`'s shape, else None (null, or a shape this client does not know).
+fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 /// One open request in a task record, read tolerantly (every key may be missing or null).
@@ -148,6 +166,20 @@ pub struct TaskList {
     #[serde(default, deserialize_with = "null_as_empty")]
     pub tasks: Vec<TaskRecord>,
 }
+
+/// `task_prompt`'s reply (issue 38): the follow-up's turn and the task's state (`running`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Prompted {
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub turn: Option<u32>,
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// A follow-up as the client sends it: the wire's own type.
+pub use agent_hub_proto::wire::TaskPromptRequest;
 
 /// `cancel`: the state after the request (`cancelled`, `cancelling`, a final state the task
 /// had already reached, or `unknown`).

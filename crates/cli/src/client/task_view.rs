@@ -299,6 +299,67 @@ pub fn render_tasks(tasks: &[TaskRecord], now: chrono::DateTime<chrono::Utc>) ->
     out
 }
 
+/// `usage: 120 tokens (input 100, output 20), cost 0.3 USD, context 1200/200000; budget
+/// maxCostUsd 2 (passed)` for a person at the terminal (issue 38; docs/delegation.md "Cost and
+/// usage"): only what the hub reported, `(partial)` where a figure is a lower bound; None
+/// when the record has no figure and no budget.
+pub fn usage_line(t: &TaskRecord) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(u) = &t.usage {
+        let k = &u.tokens;
+        let mut s = match k.total() {
+            Some(n) => format!("{n} tokens"),
+            None => "tokens".to_owned(),
+        };
+        let detail: Vec<String> = [("input", k.input_tokens), ("output", k.output_tokens)]
+            .into_iter()
+            .filter_map(|(n, v)| v.map(|v| format!("{n} {v}")))
+            .collect();
+        if !detail.is_empty() {
+            s.push_str(&format!(" ({})", detail.join(", ")));
+        }
+        if u.partial {
+            s.push_str(" (partial)");
+        }
+        parts.push(s);
+    }
+    if let Some(c) = &t.cost {
+        let mut s = format!("cost {} {}", c.amount.0, for_terminal(&c.currency));
+        if c.partial {
+            s.push_str(" (partial)");
+        }
+        parts.push(s);
+    }
+    if let Some(c) = &t.context {
+        let n = |v: Option<u64>| v.map_or_else(|| "?".to_owned(), |v| v.to_string());
+        parts.push(format!("context {}/{}", n(c.used), n(c.size)));
+    }
+    let mut line = if parts.is_empty() {
+        "usage: none reported".to_owned()
+    } else {
+        format!("usage: {}", parts.join(", "))
+    };
+    if let Some(b) = &t.budget {
+        let mut limits = Vec::new();
+        if let Some(c) = b.max_cost_usd {
+            limits.push(format!("maxCostUsd {}", c.0));
+        }
+        if let Some(n) = b.max_tokens {
+            limits.push(format!("maxTokens {n}"));
+        }
+        line.push_str(&format!("; budget {}", limits.join(", ")));
+        if let Some(p) = &b.passed {
+            line.push_str(&format!(" (passed on {})", for_terminal(p)));
+        }
+        if !b.kept {
+            line.push_str(" (not kept: the agent does not report it)");
+        }
+    } else if parts.is_empty() {
+        return None;
+    }
+    Some(line)
+}
+
 /// `42s`, `7m`, `3h`, `2d` for a count of seconds (0 and below: `0s`).
 fn short_secs(secs: i64) -> String {
     match secs.max(0) {

@@ -136,6 +136,12 @@ fn run_call(
         ToolCall::TaskAnswer(a) => {
             answered("task_answer", client::task_answer(ep, a).map(|a| a.text))
         }
+        ToolCall::TaskPrompt(p) => {
+            answered("task_prompt", client::task_prompt(ep, p).map(|a| a.text))
+        }
+        ToolCall::TaskClose(t) => {
+            answered("task_close", client::task_close(ep, &t).map(|a| a.text))
+        }
         // Always Claude's JSON with isError false: a hub that refuses or cannot be reached
         // denies (`mcp::permission`).
         ToolCall::PermissionPrompt { call, req } => {

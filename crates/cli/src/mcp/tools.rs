@@ -10,7 +10,9 @@ use crate::client::task::{TASK_OUTCOME_KIND, TASK_REQUEST_KIND};
 use agent_hub_proto::wire::approval::{check_allow, TOOL_KINDS};
 use agent_hub_proto::wire::envelope::{check_field, MAX_ID_BYTES, MAX_KIND_BYTES, MAX_NAME_BYTES};
 use agent_hub_proto::wire::WaitFor;
-use agent_hub_proto::wire::{AllowRule, DelegateRequest, Permission, TaskAnswerRequest};
+use agent_hub_proto::wire::{
+    AllowRule, DelegateRequest, Permission, TaskAnswerRequest, TaskPromptRequest,
+};
 use serde_json::{json, Map, Value};
 use std::fmt;
 
@@ -42,6 +44,10 @@ pub enum ToolCall {
     Cancel(String),
     /// `task_answer {task, request?, option, message?}` (issue 37).
     TaskAnswer(TaskAnswerRequest),
+    /// `task_prompt {task, prompt, interrupt?}` (issue 38): a follow-up turn.
+    TaskPrompt(TaskPromptRequest),
+    /// `task_close {task}` (issue 38): a kept session ends now.
+    TaskClose(String),
     /// `permission_prompt {tool_name, input, tool_use_id}` of a task identity, to be asked of
     /// the hub (issue 37 design §6; `mcp::permission` decided it needs the hub).
     PermissionPrompt {
@@ -52,7 +58,7 @@ pub enum ToolCall {
 
 /// The argument keys `delegate` takes; any other is refused, so a misspelt `timeoutSecs` is
 /// not silently the hub's default.
-pub const DELEGATE_KEYS: [&str; 9] = [
+pub const DELEGATE_KEYS: [&str; 13] = [
     "agent",
     "cwd",
     "prompt",
@@ -62,7 +68,14 @@ pub const DELEGATE_KEYS: [&str; 9] = [
     "permission",
     "allow",
     "requires",
+    "maxCostUsd",
+    "maxTokens",
+    "allowUnmetered",
+    "keepSecs",
 ];
+
+/// The argument keys `task_prompt` takes; any other is refused.
+pub const TASK_PROMPT_KEYS: [&str; 3] = ["task", "prompt", "interrupt"];
 
 /// The argument keys `task_answer` takes; any other is refused (a misspelt `requestId` must
 /// not leave the hub to pick the request).
@@ -138,7 +151,7 @@ impl std::error::Error for ToolArgError {}
 /// Every tool's name, in `tools/list` order: the one list `agent-hub mcp --help`, `is_tool`
 /// and the README's tool list are held to (`list` by its unit test, the README by
 /// tests/integration/readme.rs).
-pub const TOOL_NAMES: [&str; 10] = [
+pub const TOOL_NAMES: [&str; 12] = [
     "send",
     "await",
     "status",
@@ -149,12 +162,16 @@ pub const TOOL_NAMES: [&str; 10] = [
     "tasks",
     "cancel",
     "task_answer",
+    "task_prompt",
+    "task_close",
 ];
 
 /// The `tools/list` result.
 pub fn list() -> Value {
-    json!({ "tools": [
-        {
+    // One json! per tool: the whole list in one macro call passes serde_json's
+    // recursion limit.
+    let tools = vec![
+        json!({
             "name": "send",
             "title": "Send a message",
             "description": "Send a message to another agent through the hub. It is queued for them until they read it, so they need not be waiting. Returns the message's id: a reply to you carries it as its correlationId, and `status` with that id tells you whether the message was delivered, read (acked) or bounced. When `to` names no agent the hub knows (a typo, or a linked hub it does not forward to), a second text is a warning naming the likely intended agent; the message is queued all the same.",
@@ -174,8 +191,8 @@ pub fn list() -> Value {
             // tool unasked even in its read-only mode, so a delegated Codex never asked the
             // hub's permission policy about a send (docs/mcp.md "Tools").
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
-        },
-        {
+        }),
+        json!({
             "name": "await",
             "title": "Wait for a message",
             "description": format!("Read your next message, waiting for one if none is there yet: returns it as JSON (id, from, to, ts, kind, correlationId, body). Waits at most timeoutSecs (default {AWAIT_DEFAULT_SECS}, capped at {AWAIT_MAX_SECS}); if nothing arrives it returns \"{NO_MESSAGE}\", and you may call it again. With replyTo it waits for the answer to one message you sent; with kind, for one kind of message. The sender sees the message as acked once you got it. For a task you delegated, await with replyTo = the task id (and no kind) gets its {TASK_REQUEST_KIND} messages as well as its {TASK_OUTCOME_KIND}: {}", requests_explained()),
@@ -188,8 +205,8 @@ pub fn list() -> Value {
                 }
             },
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "status",
             "title": "Where is my message",
             "description": format!("Tell where a message you sent (or one sent to you) is, by its id: state queued (waiting in the recipient's queue, with its position), delivered (handed to the recipient; reader says how: cli-await, mcp-await, stop-hook, plugin-drain, drain, acp-session or unknown), acked (the recipient read it: for hooks and plugins, it was put into the agent's context), forwarded (taken over by the peer hub of a name@peer address), bounced or lost (with reason), or unknown. With waitFor it first waits, up to timeoutSecs (default {AWAIT_DEFAULT_SECS}, at most {AWAIT_MAX_SECS}), until the message gets that far; the answer's wait then says reached, timeout (call again to keep waiting) or ended (it can no longer get there)."),
@@ -203,22 +220,22 @@ pub fn list() -> Value {
                 "required": ["id"]
             },
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "who",
             "title": "Who is on the hub",
             "description": "See which agents you can message: every agent on the hub's roster with its state, the awaits it has waiting (their filters only for your own, unless the hub names you an operator), how many messages are queued for it, when it was last seen and last given a message. state says what a message to it meets: waiting (an await is parked: it gets the message at once), busy (in a turn: it reads mail when the turn ends), idle (running, between turns), gone (its process exited: mail stays queued for its next session) or unknown (the hub has not seen enough to say); since and source tell when and how the hub learnt it. Then the agents of linked hubs as name@peer, with the state their hub reports (source relay). offRoster lists names nobody holds that have messages you sent waiting (a misspelt name: no such agent; name@peer for a hub this one does not reach: unknown peer; a task that ended): nothing will read those until the name exists, so send again to the right name.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "whoami",
             "title": "Who am I",
             "description": "Your own agent name on the hub (what others pass as `to` to reach you) and the hub's address.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "delegate",
             "title": "Delegate a task to an agent",
             "description": format!("Hand a task to another agent CLI (codex, claude, gemini, opencode, …) that the hub starts for you in a working directory you choose. Returns at once with {{\"task\":\"task-…\",\"state\":\"queued\"}}; the task then runs on its own. Its result arrives as a message to you from \"hub\" with kind {TASK_OUTCOME_KIND} and correlationId = the task id (only the hub can send that kind): call `await` with replyTo = the task id (call it again while it says \"{NO_MESSAGE}\"). The outcome's body has state (completed, failed, cancelled, timed_out, refused, hub_restarted), text (the agent's final answer, possibly truncated) and reason. While it runs, the task's agent may message you from the task id; you can answer it with `send` to that name. {} permission bounds it: \"ask\" (requests come to you), \"reject\" (all refused) or \"allow\" (all allowed unasked); the hub never runs a task wider than its own policy for that agent and refuses such a delegation. allow pre-approves requests by tool kind, e.g. [{{\"kinds\":[\"read\",\"search\"]}},{{\"kinds\":[\"edit\"],\"under\":\"src\"}}]: those never reach you.", requests_explained()),
@@ -232,6 +249,10 @@ pub fn list() -> Value {
                     "progressSecs": {"type": "integer", "minimum": 0, "description": "Also send you a task_progress message at most this often, in seconds (default 0: none)."},
                     "peer": {"type": "string", "description": "Run the task on this relay peer's hub (another machine) instead of this one. \"auto\": the hub picks itself or a linked peer that has the agent and the most room (free task slots, load, free memory; peers at their cap or without a recent heartbeat are skipped); the answer's placement says which (chose) and why (reason)."},
                     "requires": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,40}$"}, "minItems": 1, "maxItems": agent_hub_proto::tasks::placement::MAX_REQUIRES, "description": "Only with peer \"auto\": run only where the hub's tags (relay.tags, or a claudectl peer's tags) include every one of these, e.g. [\"gpu\"]."},
+                    "maxCostUsd": {"type": "number", "exclusiveMinimum": 0, "maximum": 1000000, "description": "Cancel the task once its cost passes this many US dollars (only for an agent that reports its cost; see allowUnmetered)."},
+                    "maxTokens": {"type": "integer", "minimum": 1, "maximum": 1000000000000u64, "description": "Cancel the task once its total tokens pass this (only for an agent that reports tokens)."},
+                    "allowUnmetered": {"type": "boolean", "description": "Run it even if the agent does not report what maxCostUsd or maxTokens needs (the budget is then not kept)."},
+                    "keepSecs": {"type": "integer", "minimum": 0, "description": "Keep the task's session this many seconds after each completed turn, for a follow-up with task_prompt (default: the hub's tasks.session_keep_secs, which also bounds it)."},
                     "permission": {"type": "string", "enum": Permission::ALL.map(Permission::as_str), "description": "How the task's requests for permission are answered: ask (each comes to you as a task_request message), reject or allow; at most as wide as the hub allows for the agent (default: the hub's policy)."},
                     "allow": {
                         "type": "array",
@@ -252,8 +273,8 @@ pub fn list() -> Value {
                 "additionalProperties": false
             },
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
-        },
-        {
+        }),
+        json!({
             "name": "task_status",
             "title": "Status of a delegated task",
             "description": "Where a task you delegated is: its record as JSON (task, agent, peer, state — queued, running, cancelling, completed, failed, cancelled, timed_out, refused, hub_restarted — position in the queue, times, elapsedMs, reason, progress). A task that is not yours reads as state unknown.",
@@ -265,15 +286,15 @@ pub fn list() -> Value {
                 "required": ["task"]
             },
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "tasks",
             "title": "Your delegated tasks",
             "description": "List the tasks you delegated that the hub still remembers, oldest first, each as its record (task, agent, peer, state, times).",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "cancel",
             "title": "Cancel a delegated task",
             "description": format!("Cancel a task you delegated. Returns {{\"task\",\"state\"}}: cancelled (it had not started), cancelling (it is being stopped; its {TASK_OUTCOME_KIND} message follows), the final state it had already reached, or unknown (no such task of yours)."),
@@ -285,8 +306,8 @@ pub fn list() -> Value {
                 "required": ["task"]
             },
             "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
-        },
-        {
+        }),
+        json!({
             "name": "task_answer",
             "title": "Answer a delegated task's request",
             "description": format!("Answer a request a task you delegated (or may approve for) waits on: pick one of the options its {TASK_REQUEST_KIND} message offered. Returns {{\"task\",\"request\",\"option\",\"state\":\"answered\"}} once the hub took it; the agent goes on at once. Refused (isError, the hub's reason) when the request is no longer open (answered, expired, cancelled, the task ended), the option was not offered, or you may not answer it. `task_status` lists a task's open requests. {}", requests_explained()),
@@ -303,8 +324,39 @@ pub fn list() -> Value {
             },
             // openWorldHint: an answer lets another agent act (as `send` reaches others).
             "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
-        }
-    ]})
+        }),
+        json!({
+            "name": "task_prompt",
+            "title": "Send a follow-up to a delegated task",
+            "description": format!("Send another turn to a task you delegated whose session the hub keeps (its {TASK_OUTCOME_KIND} said session \"kept\" and keptUntil; task_status shows state idle): the same agent goes on in the same session, remembering the earlier turns, e.g. to ask for changes after reviewing its answer. Returns {{\"task\",\"turn\",\"state\":\"running\"}}; the turn's result comes as another {TASK_OUTCOME_KIND} message with the same correlationId and \"turn\": N (await with replyTo = the task id). With interrupt true a turn still running is cancelled first (its outcome says cancelled, interrupted by a follow-up). Refused (isError, the hub's reason) while a turn is open without interrupt, once the session closed (the keep window passed, task_close, the task ended otherwise), for a task run headless or on a peer, and past the hub's turn limit. Delegate with keepSecs to keep the session (the hub's tasks.session_keep_secs bounds it; 0 there keeps none)."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id (task-…)."},
+                    "prompt": {"type": "string", "description": "The follow-up: what to change or do next."},
+                    "interrupt": {"type": "boolean", "description": "Cancel the turn still running first (default false: refused while one runs)."}
+                },
+                "required": ["task", "prompt"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}
+        }),
+        json!({
+            "name": "task_close",
+            "title": "Close a delegated task's kept session",
+            "description": "End now the session the hub keeps for a task you delegated (state idle), instead of at its keptUntil: the agent process ends and the task settles with its last turn's state, which this returns as {\"task\",\"state\"}. No further message comes (the last turn's outcome was the last one). Refused while a turn runs (use cancel).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task id (task-…)."}
+                },
+                "required": ["task"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}
+        }),
+    ];
+    json!({ "tools": tools })
 }
 
 /// Turns a tool name and its `arguments` (absent or null meaning `{}`) into a `ToolCall`.
@@ -356,6 +408,8 @@ pub fn parse_call(name: &str, args: Option<&Value>) -> Result<ToolCall, ToolArgE
         "tasks" => Ok(ToolCall::Tasks),
         "cancel" => Ok(ToolCall::Cancel(required_str(args, "task")?)),
         "task_answer" => task_answer(args),
+        "task_prompt" => task_prompt(args),
+        "task_close" => Ok(ToolCall::TaskClose(required_str(args, "task")?)),
         other => Err(ToolArgError::UnknownTool(other.to_owned())),
     }
 }
@@ -421,7 +475,19 @@ fn delegate(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
         peer: optional_str(args, "peer")?,
         permission,
         allow: allow_rules(args.get("allow"))?,
+        keep_secs: optional_secs(args, "keepSecs", 0)?,
         requires: required_tags(args.get("requires"))?,
+        max_cost_usd: optional_amount(args, "maxCostUsd")?,
+        max_tokens: optional_secs(args, "maxTokens", 1)?,
+        allow_unmetered: match args.get("allowUnmetered") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(ToolArgError::BadArgs(
+                    "allowUnmetered must be true or false".into(),
+                ))
+            }
+        },
     }))
 }
 
@@ -489,6 +555,36 @@ fn allow_rules(v: Option<&Value>) -> Result<Option<Vec<AllowRule>>, ToolArgError
     Ok(Some(rules))
 }
 
+fn task_prompt(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
+    if let Some(k) = args
+        .keys()
+        .find(|k| !TASK_PROMPT_KEYS.contains(&k.as_str()))
+    {
+        return Err(ToolArgError::BadArgs(format!(
+            "unknown argument {k:?} (task_prompt takes {})",
+            TASK_PROMPT_KEYS.join(", ")
+        )));
+    }
+    let prompt = required_str(args, "prompt")?;
+    if prompt.trim().is_empty() {
+        return Err(ToolArgError::BadArgs("prompt must not be empty".into()));
+    }
+    let interrupt = match args.get("interrupt") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(ToolArgError::BadArgs(
+                "interrupt must be true or false".into(),
+            ))
+        }
+    };
+    Ok(ToolCall::TaskPrompt(TaskPromptRequest {
+        task: required_str(args, "task")?,
+        prompt,
+        interrupt,
+    }))
+}
+
 fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
     if let Some(k) = args
         .keys()
@@ -513,6 +609,25 @@ fn task_answer(args: &Map<String, Value>) -> Result<ToolCall, ToolArgError> {
 
 /// A whole number of seconds, at least `min`: an integer, an integral float (`600.0`) or a
 /// numeric string; absent or null is None (the hub's default).
+/// A number of US dollars (`maxCostUsd`, issue 38): a JSON number or its text; the hub checks
+/// its bounds.
+fn optional_amount(
+    args: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<agent_hub_proto::wire::usage::Amount>, ToolArgError> {
+    let bad = || ToolArgError::BadArgs(format!("{key} must be a number of US dollars"));
+    let n = match args.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_f64().ok_or_else(bad)?,
+        Some(Value::String(s)) => s.trim().parse::<f64>().map_err(|_| bad())?,
+        Some(_) => return Err(bad()),
+    };
+    if !n.is_finite() {
+        return Err(bad());
+    }
+    Ok(Some(agent_hub_proto::wire::usage::Amount(n)))
+}
+
 fn optional_secs(
     args: &Map<String, Value>,
     key: &str,
@@ -704,7 +819,9 @@ mod tests {
                 peer: Some("lab".into()),
                 permission: None,
                 allow: None,
+                keep_secs: None,
                 requires: None,
+                ..Default::default()
             })
         );
         // Issue 38: `auto` and its tags pass through; the hub checks them.

@@ -98,6 +98,11 @@ pub struct Run {
     /// task's MCP config file the runner writes, `{server}` the hub's task-unique server name.
     /// None: the headless run gets no MCP server and asks nobody (as before issue 37).
     pub headless_mcp: Option<Vec<String>>,
+    /// What the agent's ACP mode reports of its usage (`run.reports`, a list of `tokens`,
+    /// `cost`, `context`; issue 38 design §1): a budget is checked against it. None: nothing
+    /// (an agent's figures are not assumed). A headless run reports what its `run.outcome`
+    /// parser reads, whatever this says (`Manifest::reports`).
+    pub reports: Option<agent_hub_proto::acp::Reports>,
 }
 
 /// Where a headless run gets its prompt (`run.headless_prompt`): `argv` substitutes the
@@ -638,6 +643,24 @@ impl Manifest {
                 Some(t)
             }
         };
+        // Ours (issue 38): absent, the ACP mode is taken to report nothing.
+        let reports = match run.take("reports") {
+            None => None,
+            Some(v) => {
+                let words = run.strings_of("reports", v)?;
+                let r = agent_hub_proto::acp::Reports::from_words(words.iter().map(String::as_str))
+                    .map_err(|w| {
+                        (
+                            run.key("reports"),
+                            format!(
+                                "{w:?} is not one of {}",
+                                agent_hub_proto::acp::Reports::WORDS.join(", ")
+                            ),
+                        )
+                    })?;
+                Some(r)
+            }
+        };
         run.finish()?;
 
         let mut del = top.table("deliver")?;
@@ -778,6 +801,7 @@ impl Manifest {
                 headless_prompt,
                 ask_modes,
                 headless_mcp,
+                reports,
             },
             deliver,
             install: Install {
@@ -789,6 +813,17 @@ impl Manifest {
             },
             tools,
         })
+    }
+
+    /// What a task run in `mode` reports (issue 38 design §1): the ACP mode's `run.reports`
+    /// (none when absent), a headless run's `run.outcome` format's, nothing when it cannot run.
+    pub fn reports(&self, mode: super::runnable::Delegate) -> agent_hub_proto::acp::Reports {
+        use super::runnable::Delegate;
+        match mode {
+            Delegate::Acp => self.run.reports.unwrap_or_default(),
+            Delegate::Headless => self.run.outcome.reports(),
+            Delegate::No => agent_hub_proto::acp::Reports::NONE,
+        }
     }
 
     /// Ok when `agent-hub install` has every key it needs; else the first key the manifest

@@ -158,6 +158,9 @@ pub struct AgentInfo {
     /// How it takes delegated work: `acp`, `headless` (the fallback) or `no`
     /// (`runnable::delegate_mode`, the rule the task runner applies).
     pub delegate: super::runnable::Delegate,
+    /// What its tasks report of their usage in that mode (`tokens,cost,context`, `-` for
+    /// nothing; issue 38 design §1): a budget on a figure it does not report is refused.
+    pub reports: String,
     pub deliver: String,
     /// "builtin", or the manifest file that added or overrode it.
     pub manifest: String,
@@ -192,6 +195,9 @@ pub fn probe(
         headless: (!m.run.headless.is_empty()).then(|| m.run.headless.clone()),
         headless_available: modes.headless,
         delegate: super::runnable::delegate_mode(m, path_var),
+        reports: m
+            .reports(super::runnable::delegate_mode(m, path_var))
+            .to_string(),
         deliver: m.deliver.tag().to_owned(),
         manifest: manifest_origin,
     }

@@ -215,6 +215,14 @@ pub fn list(reg: &Registry, path_var: &str) -> Vec<(String, Delegate)> {
         .collect()
 }
 
+/// What each runnable agent's tasks report of their usage (issue 38 design §1), by the mode
+/// they run in on this PATH, in `reg`'s order.
+pub fn reports(reg: &Registry, path_var: &str) -> Vec<(String, agent_hub_proto::acp::Reports)> {
+    reg.manifests()
+        .map(|m| (m.name.clone(), m.reports(delegate_mode(m, path_var))))
+        .collect()
+}
+
 /// The run spec of the agent `name` names: its `run.acp` argv if that program is on PATH,
 /// else its headless template if that one is, with argv[0] made absolute.
 pub fn resolve(reg: &Registry, name: &str, path_var: &str) -> Result<RunSpec, RunnableError> {

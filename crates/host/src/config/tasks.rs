@@ -97,6 +97,10 @@ pub(super) struct RawTasks {
     max_request_bytes: Option<u64>,
     #[serde(default)]
     approvers: Vec<String>,
+    // Follow-up turns (issue 38 design §6).
+    session_keep_secs: Option<u64>,
+    max_kept_sessions: Option<u64>,
+    max_turns: Option<u64>,
     // The session's limits (acp::Limits, docs/acp.md "Limits" and "Deadlines").
     max_line_bytes: Option<u64>,
     max_malformed_lines: Option<u64>,
@@ -261,6 +265,8 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
     let limits = session_limits(&raw, prompt_max_bytes)?;
     let delegation = delegation_keys(&raw)?;
     let approvals = approval_keys(&raw)?;
+    let follow_ups =
+        follow_ups::follow_up_keys(raw.session_keep_secs, raw.max_kept_sessions, raw.max_turns)?;
     let placement = placement_keys(raw.placement.as_ref())?;
     let headless_stdout_max_bytes = raw
         .headless_stdout_max_bytes
@@ -303,6 +309,7 @@ pub(super) fn from_raw(raw: RawTasks) -> Result<TasksConfig, ConfigError> {
         env_pass: delegation.env_pass,
         headless_stdout_max_bytes: headless_stdout_max_bytes as usize,
         approvals,
+        follow_ups,
         placement,
     })
 }
@@ -710,5 +717,6 @@ pub fn check_cwd(roots: &[PathBuf], path: &Path) -> Result<PathBuf, CwdError> {
     Ok(canonical)
 }
 
+mod follow_ups;
 #[cfg(test)]
 mod tests;

@@ -318,6 +318,11 @@ pub struct SessionConfig {
     /// cancels the prompt and reports `TimedOut`.
     pub task_timeout_ms: u64,
     pub limits: Limits,
+    /// Keep the session after a completed turn for a follow-up (`Session::prompt`; issue 38
+    /// design §2): the task book keeps it only while `tasks.session_keep_secs` (narrowed by
+    /// the delegation's `keepSecs`) is above 0. False: the session closes after its first
+    /// outcome, as before issue 38.
+    pub keep_session: bool,
 }
 
 /// Longest task budget accepted: one week.
@@ -338,6 +343,7 @@ impl SessionConfig {
             ask_modes: None,
             task_timeout_ms,
             limits: Limits::default(),
+            keep_session: false,
         }
     }
 

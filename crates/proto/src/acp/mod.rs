@@ -8,7 +8,8 @@
 //! `request` (a request held for a person and its answer, issue 37), `question` (an
 //! `elicitation/create` form read as a question and its answer, design §4b), `modes`
 //! (reading an agent's session modes and choosing the one where it asks before acting),
-//! `outcome` (the outcome types), `config` (what a session is given, with every limit's
+//! `outcome` (the outcome types), `usage` (token, cost and context figures tagged with their
+//! source, issue 38), `config` (what a session is given, with every limit's
 //! default and bound) and `sanitize` (bounded, redacted excerpts of agent strings for logs).
 //! Refuses: processes, pipes, signals, clocks and
 //! threads; the runner that spawns the agent and carries out `Event`s lives elsewhere.
@@ -23,6 +24,7 @@ pub mod request;
 pub mod rpc;
 pub mod sanitize;
 pub mod session;
+pub mod usage;
 
 #[cfg(test)]
 mod tests;
@@ -31,11 +33,10 @@ pub use config::{
     Approval, Limits, McpServer, PermissionFallback, PermissionPolicy, SessionConfig,
     SessionConfigError,
 };
-pub use outcome::{
-    CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
-};
+pub use outcome::{CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason};
 pub use progress::{
     AgentInfo, ContextUsage, Cost, PermissionCounts, PlanEntry, Progress, ToolCounts,
 };
 pub use request::{OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption};
-pub use session::{Event, Level, Log, Session, Signal};
+pub use session::{Event, Level, Log, PromptRefusal, Session, Signal};
+pub use usage::{Reports, Sourced, TurnMeter, UsageSource};

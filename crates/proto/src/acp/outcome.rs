@@ -1,9 +1,10 @@
 //! How a session ends (docs/acp.md "Outcomes"): exactly one `Outcome` per session, its status
 //! (completed, cancelled, timed out, refused, failed) and the report every status carries
-//! (the agent's text, bounded; usage and cost when the agent gave them; tool-call and
+//! (the agent's text, bounded; the turn's usage figures (`usage::TurnMeter`); tool-call and
 //! permission counts). Every string in a status is already a sanitized, bounded excerpt.
 
 use super::progress::Progress;
+use super::usage::TurnMeter;
 use std::fmt;
 
 /// The `stopReason` of a `session/prompt` result (§1.5). An unknown value is kept (as a
@@ -41,17 +42,6 @@ impl StopReason {
             StopReason::Other(s) => s,
         }
     }
-}
-
-/// Token counts from the prompt result's `usage` (an adapter extension, §1.12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TokenUsage {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub total_tokens: Option<u64>,
-    pub cached_read_tokens: Option<u64>,
-    pub cached_write_tokens: Option<u64>,
-    pub thought_tokens: Option<u64>,
 }
 
 /// How the process ended, as the IO layer saw it.
@@ -240,6 +230,10 @@ pub enum Failure {
     /// cancelled rather than run unasked (docs/acp.md "Session modes"); `end` says how the
     /// agent took the cancel.
     LeftAskingMode { mode: String, end: CancelEnd },
+    /// A follow-up turn (issue 38 design §2) was never sent to the agent: the turn it
+    /// interrupted did not end in a way that leaves the session usable, or the session had
+    /// already closed.
+    FollowUpNotSent(String),
 }
 
 impl fmt::Display for Failure {
@@ -286,6 +280,9 @@ impl fmt::Display for Failure {
                 "the agent moved to mode {mode}, where it does not ask the hub before acting, \
                  and could not be kept in a mode that asks; its turn was cancelled ({end})"
             ),
+            Failure::FollowUpNotSent(why) => {
+                write!(f, "the follow-up was not sent to the agent: {why}")
+            }
         }
     }
 }
@@ -344,10 +341,17 @@ pub struct Outcome {
     pub text: String,
     /// True when text was dropped to respect the cap.
     pub truncated: bool,
-    /// From the prompt result, when the agent sent it.
-    pub usage: Option<TokenUsage>,
+    /// The turn's figures, each tagged with its source (tokens from the prompt result,
+    /// cost and context from the run's latest `usage_update`, or a headless parser's; issue
+    /// 38 design §1). Absent ones are absent, never 0.
+    /// Boxed: the figures would make every session event as large as an outcome.
+    pub meter: Box<TurnMeter>,
     /// The last progress snapshot (tool calls, plan, context usage, cost, counts).
     pub progress: Progress,
+    /// The turn this outcome ends, from 1 (issue 38 design §2: one outcome per turn).
+    pub turn: u32,
+    /// The session stays open for a follow-up (`Event::Idle` follows); false: it closes.
+    pub kept: bool,
 }
 
 #[cfg(test)]

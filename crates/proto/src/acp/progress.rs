@@ -3,11 +3,13 @@
 //!
 //! Owns: the text accumulator (text blocks of `agent_message_chunk` only, capped at
 //! `max_text_bytes` with a `truncated` flag), tool-call counting by `toolCallId` and status,
-//! the latest plan, `usage_update` (with `used: null` tolerated, §1.12) and cost. Unknown
+//! the latest plan, `usage_update` (with `used: null` tolerated, §1.12) and cost, folded by
+//! the turn's meter (`acp::usage::TurnMeter`) and shown in the snapshot. Unknown
 //! `sessionUpdate` tags and unknown fields are ignored (§5.10). Every string kept from the
 //! agent here is a bounded excerpt except the text itself, which is the task's result.
 
 use super::sanitize::{floor_char_boundary, Secrets, EXCERPT_CHARS};
+use super::usage::{TurnMeter, UpdateFold};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -176,6 +178,8 @@ pub struct Fold {
     break_pending: bool,
     last_message_id: Option<String>,
     tools: HashMap<String, ToolStatus>,
+    /// The turn's usage figures, tagged with their source (issue 38 design §1).
+    pub meter: TurnMeter,
 }
 
 impl Fold {
@@ -188,6 +192,7 @@ impl Fold {
             break_pending: false,
             last_message_id: None,
             tools: HashMap::new(),
+            meter: TurnMeter::default(),
         }
     }
 
@@ -279,21 +284,13 @@ impl Fold {
                     .collect();
             }
             "usage_update" => {
-                let n = |k: &str| obj.get(k).and_then(Value::as_u64);
-                self.progress.context = Some(ContextUsage {
-                    used: n("used"),
-                    size: n("size"),
-                });
-                if let Some(cost) = obj.get("cost") {
-                    let amount = cost.get("amount").and_then(Value::as_f64);
-                    let currency = cost.get("currency").and_then(Value::as_str);
-                    if let (Some(amount), Some(currency)) = (amount, currency) {
-                        self.progress.cost = Some(Cost {
-                            amount,
-                            currency: secrets.token(currency),
-                        });
-                    }
+                // The fold is the meter's (`acp::usage`, issue 38 design §1); the snapshot
+                // shows what it holds.
+                if self.meter.on_usage_update(obj) == UpdateFold::CostDropped {
+                    self.progress.anomalies += 1;
                 }
+                self.progress.context = self.meter.context;
+                self.progress.cost = self.meter.cost.as_ref().map(|c| c.value.clone());
             }
             // user_message_chunk, available_commands_update, current_mode_update,
             // config_option_update, session_info_update, notice, compaction_* and every tag

@@ -11,7 +11,7 @@
 use super::parse::{self, Format, Parsed};
 use super::run::{Cause, Ending};
 use crate::acp::sanitize::Secrets;
-use crate::acp::{CancelEnd, Failure, Outcome, Progress, Status, StopReason};
+use crate::acp::{CancelEnd, Failure, Outcome, Progress, Status, StopReason, TurnMeter};
 
 /// Characters of stderr quoted in a failure reason.
 pub const STDERR_EXCERPT_CHARS: usize = 300;
@@ -57,13 +57,16 @@ pub fn build(
         status,
         truncated: parsed.text_truncated || stdout.truncated,
         text: parsed.text,
-        usage: parsed.usage,
+        meter: Box::new(TurnMeter::headless(parsed.usage, parsed.cost.clone())),
         progress: Progress {
             elapsed_ms: ending.elapsed_ms,
             cost: parsed.cost,
             malformed_lines: u32::try_from(parsed.malformed).unwrap_or(u32::MAX),
             ..Progress::default()
         },
+        // One run, one turn: a headless task takes no follow-ups (issue 38 design §2).
+        turn: 1,
+        kept: false,
     }
 }
 
@@ -199,7 +202,7 @@ mod tests {
         );
         assert_eq!(o.text, "All green.");
         assert!(!o.truncated);
-        assert_eq!(o.usage.unwrap().output_tokens, Some(2));
+        assert_eq!(o.meter.tokens.unwrap().value.output_tokens, Some(2));
         assert_eq!(o.progress.cost.unwrap().amount, 0.5);
         assert_eq!(o.progress.elapsed_ms, 1234);
     }

@@ -11,7 +11,8 @@
 //! boundary; an error message as a sanitized excerpt). Refuses IO.
 
 use crate::acp::sanitize::{floor_char_boundary, Secrets};
-use crate::acp::{Cost, StopReason, TokenUsage};
+use crate::acp::{Cost, Reports, StopReason};
+use crate::wire::usage::Tokens;
 use serde_json::Value;
 
 /// Which reader a headless agent's output gets: a manifest's `run.outcome` tag
@@ -46,6 +47,21 @@ impl Format {
             _ => return None,
         })
     }
+
+    /// What a headless run in this format reports (issue 38 design §1): what its reader
+    /// below takes from the output, no more.
+    pub fn reports(self) -> Reports {
+        let (tokens, cost) = match self {
+            Format::ExitCode => (false, false),
+            Format::ClaudeJson | Format::OpencodeJsonl => (true, true),
+            Format::CodexJsonl | Format::GeminiJson => (true, false),
+        };
+        Reports {
+            tokens,
+            cost,
+            context: false,
+        }
+    }
 }
 
 /// What a format's reader found in the output.
@@ -61,7 +77,7 @@ pub struct Parsed {
     pub text_truncated: bool,
     /// The stop reason the output gave; None when the format has none.
     pub stop_reason: Option<StopReason>,
-    pub usage: Option<TokenUsage>,
+    pub usage: Option<Tokens>,
     pub cost: Option<Cost>,
     /// An error the agent reported in its output (a sanitized excerpt).
     pub error: Option<String>,
@@ -100,8 +116,8 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-fn any_usage(u: &TokenUsage) -> bool {
-    *u != TokenUsage::default()
+fn any_usage(u: &Tokens) -> bool {
+    *u != Tokens::default()
 }
 
 fn add(acc: &mut Option<u64>, v: Option<u64>) {
@@ -195,12 +211,12 @@ fn claude_json(out: &[u8], secrets: &Secrets) -> Parsed {
         p.error = Some(secrets.clean(what));
     }
     if let Some(u) = r.get("usage") {
-        let usage = TokenUsage {
+        let usage = Tokens {
             input_tokens: u64_of(u, "input_tokens"),
             output_tokens: u64_of(u, "output_tokens"),
             cached_read_tokens: u64_of(u, "cache_read_input_tokens"),
             cached_write_tokens: u64_of(u, "cache_creation_input_tokens"),
-            ..TokenUsage::default()
+            ..Tokens::default()
         };
         p.usage = any_usage(&usage).then_some(usage);
     }
@@ -228,7 +244,7 @@ fn codex_jsonl(out: &[u8], secrets: &Secrets) -> Parsed {
     let mut completed = false;
     let mut error: Option<String> = None;
     let mut text: Option<String> = None;
-    let mut usage = TokenUsage::default();
+    let mut usage = Tokens::default();
     for ev in &events {
         match str_of(ev, "type") {
             Some("item.completed") => {
@@ -308,7 +324,7 @@ fn gemini_json(out: &[u8], secrets: &Secrets) -> Parsed {
         p.text = r.to_owned();
         p.stop_reason = Some(StopReason::EndTurn);
     }
-    let mut usage = TokenUsage::default();
+    let mut usage = Tokens::default();
     if let Some(models) = doc
         .get("stats")
         .and_then(|s| s.get("models"))
@@ -341,7 +357,7 @@ fn opencode_jsonl(out: &[u8], secrets: &Secrets) -> Parsed {
     let mut last_text: Option<String> = None;
     let mut reason: Option<String> = None;
     let mut finished = false;
-    let mut usage = TokenUsage::default();
+    let mut usage = Tokens::default();
     let mut cost: Option<f64> = None;
     let join = |parts: &[(Option<String>, String)]| {
         parts

@@ -80,6 +80,17 @@ pub enum Output {
         seq: u32,
         answer: crate::tasks::RequestAnswer,
     },
+    /// Hand a task's runner a follow-up turn (issue 38 design §2): its session sends it at
+    /// once when kept, or with `interrupt` after cancelling the open turn.
+    PromptTask {
+        task: crate::tasks::TaskId,
+        turn: u32,
+        text: String,
+        interrupt: bool,
+    },
+    /// Close a task's kept session (`session/close` when its agent takes it, then the
+    /// runner's shutdown).
+    CloseTask { task: crate::tasks::TaskId },
     /// Send a task message to the relay peer over its lasting link (docs/delegation.md
     /// "Across hubs"). With no such link nothing is sent and the relay reports the link down
     /// (`Hub::handle_peer_link`); the book sends what it must again on the next link.

@@ -543,6 +543,14 @@ impl Hub {
         }
     }
 
+    /// What each runnable agent's tasks report of their usage (issue 38 design §1), set
+    /// with the agents: a budget is checked against it at the verb.
+    pub fn set_task_reports(&mut self, reports: Vec<(String, crate::acp::Reports)>) {
+        if let Some(book) = self.tasks.as_mut() {
+            book.set_reports(reports);
+        }
+    }
+
     /// Rebuilds the task book from the store's rows at startup, the requests left open
     /// among them (`TaskWork::restore`).
     pub fn restore_tasks(

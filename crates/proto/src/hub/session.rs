@@ -500,6 +500,26 @@ impl Hub {
                 };
                 verbs::task_permission::handle(conns, out, work, conn, req, now)
             }
+            ClientLine::TaskPrompt(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                    memory: &self.memory,
+                };
+                verbs::task_prompt::handle(conns, out, work, conn, req, now)
+            }
+            ClientLine::TaskClose(req) => {
+                let work = TaskWork {
+                    book: self.tasks.as_mut(),
+                    ids: &mut *self.ids,
+                    commit: &mut self.commit,
+                    router: &mut self.router,
+                    memory: &self.memory,
+                };
+                verbs::task_close::handle(conns, out, work, conn, req, now)
+            }
             // Answered above.
             ClientLine::Hello(_) | ClientLine::Ack(_) => {}
         }

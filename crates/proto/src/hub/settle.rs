@@ -395,6 +395,50 @@ impl Hub {
                         self.reply_durable(conn, line, "task_answer", now);
                     }
                 }
+                (
+                    Ok(()),
+                    TaskThen::Prompt {
+                        conn, reply, go, ..
+                    },
+                ) => {
+                    // The turn is durable: the runner gets it, then the asker hears.
+                    if let crate::tasks::TaskAction::Prompt {
+                        task,
+                        turn,
+                        text,
+                        interrupt,
+                    } = *go
+                    {
+                        self.outputs.push(Output::PromptTask {
+                            task,
+                            turn,
+                            text,
+                            interrupt,
+                        });
+                    }
+                    if self.conns.contains(&conn) {
+                        let line = HubLine::TaskPrompt(reply);
+                        self.reply_durable(conn, line, "task_prompt", now);
+                    }
+                }
+                (Err(why), TaskThen::Prompt { conn, undo, .. }) => {
+                    if let Some(book) = self.tasks.as_mut() {
+                        book.prompt_failed(*undo);
+                    }
+                    if self.conns.contains(&conn) {
+                        self.fail(conn, &format!("task_prompt not accepted: {why}"), now);
+                    }
+                }
+                (Ok(()), TaskThen::Line { conn, line, tag }) => {
+                    if self.conns.contains(&conn) {
+                        self.reply_durable(conn, *line, tag, now);
+                    }
+                }
+                (Err(why), TaskThen::Line { conn, tag, .. }) => {
+                    if self.conns.contains(&conn) {
+                        self.fail(conn, &format!("{tag} not accepted: {why}"), now);
+                    }
+                }
                 (Ok(()), TaskThen::PeerAnswer { request, decision }) => {
                     let (mut work, out) = self.task_work();
                     if let Some(book) = work.book.as_deref_mut() {

@@ -1,14 +1,14 @@
 //! The bodies of the envelopes the hub sends a delegator about its task (docs/delegation.md
-//! "Envelopes"): `task_outcome` (exactly one per task) and `task_progress`. Keys in the
+//! "Envelopes"): `task_outcome` (one per turn, issue 38) and `task_progress`. Keys in the
 //! documented order (serde writes a struct's fields in declaration order), optional keys
 //! absent rather than null.
 //!
-//! Owns the body shapes, the mapping of usage and cost, the cap of the final text on a char
+//! Owns the body shapes (the usage figures are `wire::usage`'s, from the task's meter), the cap of the final text on a char
 //! boundary, and the bounds on what a relay peer's handoff adds to an outcome (`gitRef`,
 //! `verifications`, docs/delegation.md "Across hubs"). Refuses IO.
 
-use crate::acp::{Cost, TokenUsage};
 use crate::relay::message::Verification;
+use crate::wire::usage::{BudgetFigures, ContextFigures, CostFigures, UsageFigures};
 use crate::wire::{PlanSummary, TaskProgress};
 use serde::Serialize;
 
@@ -38,6 +38,8 @@ pub(super) struct OutcomeBody<'a> {
     pub agent: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer: Option<&'a str>,
+    /// Issue 38: the turn this outcome ends (from 1).
+    pub turn: u32,
     pub state: &'a str,
     #[serde(rename = "stopReason", skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<&'a str>,
@@ -47,10 +49,20 @@ pub(super) struct OutcomeBody<'a> {
     pub reason: Option<&'a str>,
     #[serde(rename = "elapsedMs")]
     pub elapsed_ms: u64,
+    /// Issue 38 design §1, §5: the task's figures so far (`tasks::meter`), each only when
+    /// reported, and its budget when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageBody>,
+    pub usage: Option<UsageFigures>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost: Option<CostBody<'a>>,
+    pub cost: Option<CostFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetFigures>,
+    /// Issue 38: `kept` (a follow-up may come until `keptUntil`) or `closed`.
+    pub session: &'a str,
+    #[serde(rename = "keptUntil", skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<String>,
     /// A relay peer's report beyond the v0 keys, each part only when it sent one.
     #[serde(flatten)]
     pub report: Option<&'a PeerReport>,
@@ -129,77 +141,12 @@ pub(super) fn peer_reason(text: &str) -> String {
         .collect()
 }
 
-/// The token counts the agent reported, each key only when it reported it.
-#[derive(Debug, Serialize, PartialEq, Eq)]
-pub(super) struct UsageBody {
-    #[serde(rename = "inputTokens", skip_serializing_if = "Option::is_none")]
-    input_tokens: Option<u64>,
-    #[serde(rename = "outputTokens", skip_serializing_if = "Option::is_none")]
-    output_tokens: Option<u64>,
-    #[serde(rename = "totalTokens", skip_serializing_if = "Option::is_none")]
-    total_tokens: Option<u64>,
-    #[serde(rename = "cachedReadTokens", skip_serializing_if = "Option::is_none")]
-    cached_read_tokens: Option<u64>,
-    #[serde(rename = "cachedWriteTokens", skip_serializing_if = "Option::is_none")]
-    cached_write_tokens: Option<u64>,
-    #[serde(rename = "thoughtTokens", skip_serializing_if = "Option::is_none")]
-    thought_tokens: Option<u64>,
-}
-
-impl UsageBody {
-    /// Only a total, as a relay peer's `task_handoff` reports it.
-    pub fn with_total(total: u64) -> UsageBody {
-        UsageBody {
-            input_tokens: None,
-            output_tokens: None,
-            total_tokens: Some(total),
-            cached_read_tokens: None,
-            cached_write_tokens: None,
-            thought_tokens: None,
-        }
-    }
-
-    /// The total, or input plus output when no total was reported.
-    pub fn total(&self) -> u64 {
-        self.total_tokens.unwrap_or_else(|| {
-            self.input_tokens
-                .unwrap_or(0)
-                .saturating_add(self.output_tokens.unwrap_or(0))
-        })
-    }
-
-    pub fn from(u: &TokenUsage) -> UsageBody {
-        UsageBody {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-            total_tokens: u.total_tokens,
-            cached_read_tokens: u.cached_read_tokens,
-            cached_write_tokens: u.cached_write_tokens,
-            thought_tokens: u.thought_tokens,
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-pub(super) struct CostBody<'a> {
-    amount: f64,
-    currency: &'a str,
-}
-
-impl<'a> CostBody<'a> {
-    /// None for an amount JSON cannot carry (NaN, infinite).
-    pub fn from(c: &'a Cost) -> Option<CostBody<'a>> {
-        c.amount.is_finite().then_some(CostBody {
-            amount: c.amount,
-            currency: &c.currency,
-        })
-    }
-}
-
 #[derive(Debug, Serialize)]
 pub(super) struct ProgressBody<'a> {
     pub task: &'a str,
     pub agent: &'a str,
+    /// Issue 38: the turn under way.
+    pub turn: u32,
     pub state: &'a str,
     #[serde(rename = "elapsedMs")]
     pub elapsed_ms: u64,
@@ -210,12 +157,19 @@ pub(super) struct ProgressBody<'a> {
     pub last_tool: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<&'a PlanSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFigures>,
 }
 
 /// The body as JSON text.
 pub(super) fn json<T: Serialize>(body: &T) -> String {
     // Invariant: the bodies are structs of strings, integers, booleans and finite floats
-    // (`CostBody::from` drops the others); serde_json cannot fail on those.
+    // (`acp::usage::read_cost` keeps finite amounts only, and a budget's limit was checked
+    // finite at the verb); serde_json cannot fail on those.
     serde_json::to_string(body).expect("task bodies always serialise")
 }
 

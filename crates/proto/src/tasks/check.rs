@@ -73,6 +73,10 @@ pub enum DelegateRefusal {
     /// cannot carry them, so the peer would run it under its own bound (design §7 is the
     /// across-hubs change's).
     ApprovalsForPeer,
+    /// Issue 38: `keepSecs` above `tasks.session_keep_secs`.
+    KeepOutOfRange {
+        max_secs: u64,
+    },
     /// Issue 38: `requires` without `peer: "auto"`.
     RequiresWithoutAuto,
     /// Issue 38: `requires` empty, over `placement::MAX_REQUIRES`, or a tag not
@@ -81,6 +85,24 @@ pub enum DelegateRefusal {
     /// Issue 38: no place has room and this hub lacks the agent; the rule's whole text
     /// (`placement::Placement::NoRoom`, already `invalid delegate: …`).
     NoRoom(String),
+    /// Issue 38 design §1: `maxCostUsd` not over 0 and at most `meter::MAX_COST_USD`.
+    MaxCostOutOfRange,
+    /// `maxTokens` not 1 to `meter::MAX_TOKENS`.
+    MaxTokensOutOfRange,
+    /// A limit on a figure the agent does not report (its manifest's `run.reports`), without
+    /// `allowUnmetered`: the budget could never cancel it.
+    Unmetered {
+        agent: String,
+        /// `cost` or `tokens`.
+        what: &'static str,
+        /// What it reports, as `agent-hub agents` shows it.
+        reports: String,
+    },
+    /// Design §7: a budget for a task on a relay peer, which reports usage only in its
+    /// handoff, without `allowUnmetered`.
+    PeerCannotKeepBudget {
+        peer: String,
+    },
 }
 
 impl fmt::Display for DelegateRefusal {
@@ -147,6 +169,13 @@ impl fmt::Display for DelegateRefusal {
                 "the operator's permission for {agent} is reject; allow rules cannot widen it"
             ),
             DelegateRefusal::Allow(e) => write!(f, "{e}"),
+            DelegateRefusal::KeepOutOfRange { max_secs } => write!(
+                f,
+                "{}",
+                super::turns::KeepOutOfRange {
+                    max_secs: *max_secs
+                }
+            ),
             DelegateRefusal::RequiresWithoutAuto => {
                 f.write_str("requires needs peer \"auto\"")
             }
@@ -159,6 +188,31 @@ impl fmt::Display for DelegateRefusal {
             DelegateRefusal::NoRoom(text) => f.write_str(text),
             DelegateRefusal::ApprovalsForPeer => f.write_str(
                 "permission and allow cannot be carried to a peer; a task run on a peer is answered by that hub's own permission",
+            ),
+            DelegateRefusal::MaxCostOutOfRange => f.write_str(
+                "maxCostUsd must be a number over 0 and at most 1000000",
+            ),
+            DelegateRefusal::MaxTokensOutOfRange => {
+                f.write_str("maxTokens must be 1..=1000000000000")
+            }
+            DelegateRefusal::Unmetered {
+                agent,
+                what,
+                reports,
+            } => {
+                let key = if *what == "cost" {
+                    "maxCostUsd"
+                } else {
+                    "maxTokens"
+                };
+                write!(
+                    f,
+                    "agent {agent} does not report its {what} (run.reports: {reports}), so {key} cannot be kept; set allowUnmetered to run it without that limit"
+                )
+            }
+            DelegateRefusal::PeerCannotKeepBudget { peer } => write!(
+                f,
+                "peer {peer} cannot keep a budget (it reports usage only when the task ends)"
             ),
         }
     }

@@ -12,7 +12,8 @@ pub use crate::acp::{OptionKind, RequestAnswer, RequestAsk, RequestKind, Request
 
 /// What the owner receives, in this order: `PermissionTool` when the agent asks through the
 /// hub's permission tool, `Started` (unless the agent could not be started), any number of
-/// `Progress` and `Log`, exactly one `Outcome`, more `Log`, then `Ended` last.
+/// `Progress` and `Log`, one `Outcome` per turn (each kept one followed by `Idle`), more
+/// `Log`, then `Ended` last.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskEvent {
     /// The agent process runs, leading its own process group `pid`.
@@ -38,8 +39,15 @@ pub enum TaskEvent {
     PermissionTool {
         tool_kinds: std::collections::BTreeMap<String, String>,
     },
-    /// The task's one final outcome.
+    /// The task runs headless (issue 38): one run, one turn, no session a follow-up could
+    /// reach. Sent by the executor when it starts the task, before the run's own events.
+    Headless,
+    /// A turn's outcome (`Outcome::turn`, from 1): one per turn (issue 38 design §2), the
+    /// last one final unless `Outcome::kept`.
     Outcome(Outcome),
+    /// The turn just reported left the session kept: the agent runs on, idle, holding no
+    /// runner slot, until a follow-up (`TaskAction::Prompt`) or a close (`TaskAction::Close`).
+    Idle { turn: u32 },
     /// The process was reaped and nothing more will come.
     Ended(TaskEnd),
 }

@@ -14,7 +14,10 @@
 //! (`Approvals`): the book hands it what it knows of the task and turns its steps into the
 //! book's actions. A headless task's permission prompts (design §6) are its sub-machine
 //! `prompts` (`Prompts`): each is read and numbered there, decided like any request, and its
-//! reply queued for the hub's parked connection (`poll_prompt_answer`).
+//! reply queued for the hub's parked connection (`poll_prompt_answer`). Follow-up turns
+//! (issue 38 design §2) are its sub-machine `turns` (`Turns`: numbers, keep windows, the
+//! kept sessions' cap, the refusals), driven from `follow_up` (`task_prompt`, `task_close`,
+//! a turn's outcome while the task goes on, a kept session's close).
 //!
 //! Refuses IO: processes, files (the cwd check here is lexical; the runner re-checks with the
 //! filesystem), sockets, clocks. Answers visibility: a task is visible only to its delegator;
@@ -24,8 +27,11 @@ pub mod approvals;
 mod body;
 mod check;
 mod event;
+mod follow_up;
 mod identity;
+pub mod meter;
 mod peer;
+mod peer_usage;
 pub mod placement;
 mod prompt_tool;
 pub mod prompts;
@@ -35,6 +41,7 @@ mod relayed;
 mod requests;
 mod restore;
 pub mod settings;
+pub mod turns;
 mod types;
 mod withdraw;
 
@@ -47,12 +54,14 @@ pub use body::{
     VERIFICATION_OUTPUT_MAX_BYTES,
 };
 pub use check::{lexical_cwd, DelegateRefusal};
+pub use follow_up::{CloseTaken, PromptTaken, PromptUndo};
 pub use peer::{
     refusal_handoff as peer_refusal, valid_remote_task_id, LinkTerms, Origin, PeerSubmit,
     CANCEL_GRACE, CLAUDECTL_REPORT_DELAY, COULD_NOT_START, PEER_LOG_BURST, PEER_LOG_REFILL,
     STOPPED_BY_CONTROLLER, V0_HANDOFF_GRACE,
 };
 pub use records::{StoredRequest, StoredTask, TaskAudit, TaskStoreOp};
+pub use turns::PromptRefusal;
 use types::simple_hex;
 pub use types::{TaskId, TaskState};
 
@@ -98,6 +107,8 @@ pub struct StartSpec {
     pub permission: Option<PermissionPolicy>,
     /// The delegation's pre-approval rules, checked at the verb (design §2).
     pub allow: Vec<AllowRule>,
+    /// Issue 38: the session is kept after a completed turn (its keep window is above 0).
+    pub keep_session: bool,
 }
 
 impl fmt::Debug for StartSpec {
@@ -113,6 +124,7 @@ impl fmt::Debug for StartSpec {
             .field("token", &"<redacted>")
             .field("permission", &self.permission)
             .field("allow", &self.allow)
+            .field("keep_session", &self.keep_session)
             .finish()
     }
 }
@@ -164,6 +176,18 @@ pub enum TaskAction {
     Commit(TaskCommit),
     /// A service-log line (no prompt, text or token).
     Log(String),
+    /// Send the task's session a follow-up turn (issue 38 design §2), after the commit of
+    /// its start (`task_prompt` answers then too). With `interrupt`, the open turn is
+    /// cancelled first.
+    Prompt {
+        task: TaskId,
+        turn: u32,
+        text: String,
+        interrupt: bool,
+    },
+    /// Close the task's kept session (`session/close` when the agent takes it, then the
+    /// shutdown); the task has settled with its last turn's state.
+    Close(TaskId),
 }
 
 #[derive(Debug)]
@@ -219,7 +243,14 @@ struct Task {
     /// Issue 38: where `delegate --peer auto` placed it and why (memory only: the store is
     /// unchanged, so a restart forgets it; the audit's `task_placed` keeps it).
     placement: Option<crate::wire::PlacementReply>,
+    /// Its usage figures and budget (issue 38 design §1; `meter`).
+    metered: meter::Metered,
 }
+
+/// A settle that closes a kept session (issue 38 design §2): no second envelope (its
+/// delegator was told `keptUntil`), a `task_session_closed` record.
+#[derive(Debug, Clone, Copy)]
+struct Quiet(turns::Why);
 
 /// How a task ends, for `settle`.
 struct Ending<'a> {
@@ -229,10 +260,11 @@ struct Ending<'a> {
     text: &'a str,
     truncated: bool,
     elapsed_ms: u64,
-    usage: Option<body::UsageBody>,
-    cost: Option<&'a crate::acp::Cost>,
     /// Delegator side: what the peer's handoff added (`gitRef`, `verifications`).
     report: Option<body::PeerReport>,
+    /// Issue 38: the turn whose outcome this is, and a kept session's close.
+    turn: u32,
+    quiet: Option<Quiet>,
 }
 
 impl Ending<'_> {
@@ -244,9 +276,9 @@ impl Ending<'_> {
             text: "",
             truncated: false,
             elapsed_ms,
-            usage: None,
-            cost: None,
             report: None,
+            turn: 0,
+            quiet: None,
         }
     }
 }
@@ -320,9 +352,14 @@ pub struct TaskBook {
     prompts: prompts::Prompts,
     /// Which peers' links carry requests across hubs (issue 37 design §7; `relayed`).
     relayed: relayed::Relayed,
+    /// Follow-up turns and kept sessions (issue 38 design §2; `turns`, `follow_up`).
+    turns: turns::Turns,
     /// What placement knows of each linked peer's room and of this machine (issue 38
     /// design §4; `placement`).
     rooms: placement::Rooms,
+    /// What each runnable agent reports (its manifest's `run.reports`, issue 38 design §1):
+    /// a budget is checked against it at the verb. An agent not named reports nothing.
+    reports: BTreeMap<String, crate::acp::Reports>,
 }
 
 /// The wire's word for a policy as the session's (the same three, in the same order).
@@ -352,6 +389,7 @@ impl TaskBook {
                 break;
             };
             self.tasks.remove(&old);
+            self.turns.forget(&old);
             store.push(TaskStoreOp::Forget {
                 task: old.0.clone(),
             });
@@ -366,6 +404,7 @@ impl TaskBook {
     ) -> TaskBook {
         let approvals = Approvals::new(config.approvals.clone());
         TaskBook {
+            turns: turns::Turns::new(config.follow_ups),
             approvals,
             prompts: prompts::Prompts::default(),
             config,
@@ -386,6 +425,7 @@ impl TaskBook {
             peer_logs: BTreeMap::new(),
             relayed: relayed::Relayed::default(),
             rooms: placement::Rooms::default(),
+            reports: BTreeMap::new(),
         }
     }
 
@@ -396,6 +436,14 @@ impl TaskBook {
     /// The runnable catalogue changed (manifests installed or removed).
     pub fn set_agents(&mut self, agents: impl IntoIterator<Item = String>) {
         self.agents = agents.into_iter().collect();
+    }
+
+    /// What each runnable agent reports (issue 38 design §1), set with the catalogue.
+    pub fn set_reports(
+        &mut self,
+        reports: impl IntoIterator<Item = (String, crate::acp::Reports)>,
+    ) {
+        self.reports = reports.into_iter().collect();
     }
 
     pub fn set_peers(&mut self, peers: impl IntoIterator<Item = String>) {
@@ -627,6 +675,22 @@ impl TaskBook {
             });
         }
         let (permission, allow) = self.check_approvals(&req)?;
+        let reports = match &req.peer {
+            Some(_) => None,
+            None => Some(self.reports.get(&req.agent).copied().unwrap_or_default()),
+        };
+        let budget = meter::Budget::check(&req, reports)?;
+        // A peer's task closes at once: the relay carries no keep (design §7 is a later
+        // part), so `keepSecs` is not refused but keeps nothing there.
+        let keep_secs =
+            match &req.peer {
+                Some(_) => 0,
+                None => self.turns.keep_for(req.keep_secs).map_err(|e| {
+                    DelegateRefusal::KeepOutOfRange {
+                        max_secs: e.max_secs,
+                    }
+                })?,
+            };
         // One delegator's share (issue 29): a roster name, or a relay peer whose tasks have
         // a delegator each (`task-from:<peer>:<id>`) but are one delegator here.
         let held = self.held_by(delegator, origin.as_ref());
@@ -673,6 +737,7 @@ impl TaskBook {
             created_ms,
             permission: permission.map(|p| p.tag().to_owned()),
             allow: (!allow.is_empty()).then(|| crate::wire::to_json(&allow)),
+            budget: budget.as_ref().map(meter::Budget::to_column),
             ..StoredTask::default()
         };
         self.actions.push_back(TaskAction::Commit(TaskCommit {
@@ -732,8 +797,10 @@ impl TaskBook {
                 allow,
                 cancel_reason: None,
                 placement: placed.as_ref().map(|p| p.reply.clone()),
+                metered: meter::Metered::new(budget),
             },
         );
+        self.turns.register(&id, keep_secs);
         // A task for a peer goes out from `start_ready`, as a local one starts: after the
         // commit of its row.
         if let Some(t) = self.tasks.get_mut(&id).filter(|t| t.peer.is_some()) {
@@ -774,6 +841,8 @@ impl TaskBook {
         t.token = Some(token.clone());
         t.holds_slot = true;
         self.slots += 1;
+        self.turns.begin(&id, turns::How::Prompt, started_ms);
+        let keep_session = self.turns.keep_secs(&id) > 0;
         self.actions.push_back(TaskAction::Commit(running_commit(
             &id, &t.agent, started_ms,
         )));
@@ -788,6 +857,7 @@ impl TaskBook {
             token,
             permission: t.permission,
             allow: t.allow.clone(),
+            keep_session,
         })
     }
 
@@ -868,6 +938,8 @@ impl TaskBook {
                 if matches!(t.state, TaskState::Running | TaskState::Cancelling) {
                     t.progress = Some(summarise(&p));
                     t.progress_elapsed_ms = p.elapsed_ms;
+                    let folded = t.metered.on_progress(&p);
+                    self.on_folded(task, folded, true, now);
                     self.maybe_progress(task, now, ids, progress_pending);
                 }
             }
@@ -897,12 +969,22 @@ impl TaskBook {
                 }
             }
             TaskEvent::Outcome(o) => self.on_outcome(task, o, now, ids),
+            TaskEvent::Headless => self.turns.mark_headless(task),
+            // The outcome before it freed the slot and made the task `idle` already
+            // (`follow_up`); the event says only that the session took it so.
+            TaskEvent::Idle { turn } => self.actions.push_back(TaskAction::Log(format!(
+                "task {task}: session kept after turn {turn}"
+            ))),
             TaskEvent::Ended(end) => {
                 if t.holds_slot {
                     t.holds_slot = false;
                     self.slots -= 1;
                 }
-                if !t.state.is_final() {
+                if t.state == TaskState::Idle {
+                    // The kept session's agent went away between turns: the task settles
+                    // with its last turn's state (design §2).
+                    self.close_kept(task, turns::Why::AgentExited, now, ids);
+                } else if !t.state.is_final() {
                     // The runner promises an outcome before Ended; if one never came, the
                     // delegator still gets exactly one.
                     let why = match end.exit {
@@ -927,6 +1009,9 @@ impl TaskBook {
     }
 
     fn on_outcome(&mut self, task: &TaskId, o: Outcome, now: Now, ids: &mut dyn IdSource) {
+        if self.turn_goes_on(task, &o, now, ids) {
+            return;
+        }
         let Some(t) = self.tasks.get(task) else {
             return;
         };
@@ -948,6 +1033,10 @@ impl TaskBook {
             // is why it ended, whatever the agent made of the cancel.
             reason = t.cancel_reason.clone();
         }
+        if let Some(t) = self.tasks.get_mut(task) {
+            let folded = t.metered.end_turn(&o.meter);
+            self.on_folded(task, folded, false, now);
+        }
         let ending = Ending {
             state,
             stop_reason,
@@ -955,11 +1044,16 @@ impl TaskBook {
             text: &o.text,
             truncated: o.truncated,
             elapsed_ms: o.progress.elapsed_ms,
-            usage: o.usage.as_ref().map(body::UsageBody::from),
-            cost: o.progress.cost.as_ref(),
             report: None,
+            turn: o.turn,
+            quiet: None,
         };
         self.settle(task, ending, now, ids);
+        if o.kept {
+            // The session offered to stay, but the task ends here (the hub is stopping):
+            // it is closed.
+            self.actions.push_back(TaskAction::Close(task.clone()));
+        }
     }
 
     /// The task's one outcome: final state, its envelope, its store op and audit record in
@@ -973,25 +1067,43 @@ impl TaskBook {
         let (text, cut) = cap_text(e.text, max_text);
         let handoff = t.origin.clone().map(|o| {
             // No process ran (none reported): the task was never started here.
-            let h = peer::handoff(&o, &e, text, t.stopped_by_peer, t.pid.is_some());
+            let h = peer::handoff(
+                &o,
+                &e,
+                text,
+                t.stopped_by_peer,
+                t.pid.is_some(),
+                &t.metered.meter,
+            );
             (o, h)
         });
         let state = e.state.as_str();
+        let turn = match e.turn {
+            0 => self.turns.current(task).max(1),
+            n => n,
+        };
         let body = body::json(&body::OutcomeBody {
             task: task.as_str(),
             agent: &t.agent,
             peer: t.peer.as_deref(),
+            turn,
             state,
             stop_reason: e.stop_reason.as_deref(),
             text,
             truncated: e.truncated || cut,
             reason: e.reason.as_deref(),
             elapsed_ms: e.elapsed_ms,
-            usage: e.usage,
-            cost: e.cost.and_then(body::CostBody::from),
+            usage: t.metered.meter.usage(),
+            cost: t.metered.meter.cost_figures(),
+            context: t.metered.meter.context(),
+            budget: t.metered.budget_figures(),
+            session: "closed",
+            kept_until: None,
             report: e.report.as_ref(),
         });
         let envelope = match &t.origin {
+            // A kept session's close: its delegator had the last turn's outcome already.
+            None if e.quiet.is_some() => None,
             None => Some(hub_envelope(
                 &t.delegator,
                 task,
@@ -1009,6 +1121,8 @@ impl TaskBook {
             reason: e.reason.clone(),
             ended_ms,
             elapsed_ms: e.elapsed_ms,
+            meter: t.metered.meter.to_column(),
+            budget: t.metered.budget.as_ref().map(meter::Budget::to_column),
         }];
         // Requests still open close with the task (design §4.3), in its final commit.
         let (closes, close_audit) = self
@@ -1021,12 +1135,20 @@ impl TaskBook {
         // A permission prompt still waiting is told no (design §6): its agent is gone or going.
         self.prompts.deny_all(task, "denied: the task ended");
         self.prompts.forget(task);
+        if let Some(Quiet(why)) = e.quiet {
+            audit.push(TaskAudit::SessionClosed {
+                task: task.0.clone(),
+                why: why.as_str().to_owned(),
+            });
+        }
         audit.push(TaskAudit::Ended {
             task: task.0.clone(),
             state: state.to_owned(),
             stop_reason: e.stop_reason.clone(),
             reason: e.reason.clone(),
             elapsed_ms: e.elapsed_ms,
+            tokens: t.metered.meter.total_tokens(),
+            cost_usd: t.metered.meter.cost_usd().map(crate::wire::usage::Amount),
         });
         t.state = e.state;
         t.ended_ms = Some(ended_ms);
@@ -1089,12 +1211,16 @@ impl TaskBook {
         let body = body::json(&body::ProgressBody {
             task: task.as_str(),
             agent: &t.agent,
+            turn: self.turns.current(task).max(1),
             state: TaskState::Running.as_str(),
             elapsed_ms: t.progress_elapsed_ms,
             updates: p.updates,
             tool_calls: p.tool_calls,
             last_tool: p.last_tool.as_deref(),
             plan: p.plan.as_ref(),
+            usage: t.metered.meter.usage(),
+            cost: t.metered.meter.cost_figures(),
+            context: t.metered.meter.context(),
         });
         let env = hub_envelope(&t.delegator, task, PROGRESS_KIND, body, now, ids);
         t.sent = Some(p.clone());
@@ -1126,6 +1252,7 @@ impl TaskBook {
         }
         self.expire_peer(now, ids);
         self.expire_requests(now, ids);
+        self.expire_kept(now, ids);
     }
 
     /// When `handle_timeout` may have progress to send: the earliest end of an interval of a
@@ -1144,6 +1271,7 @@ impl TaskBook {
             })
             .chain(self.peer_timeout())
             .chain(self.approvals.poll_timeout())
+            .chain(self.turns.poll_timeout())
             .min()
     }
 
@@ -1185,6 +1313,9 @@ impl TaskBook {
             }
             TaskState::Running if t.peer.is_some() => self.cancel_at_peer(&id, now, ids),
             TaskState::Running => self.cancel_running(&id, None, now),
+            // A kept session has no turn to cancel: it closes, and the task settles with
+            // its last turn's state (issue 38 design §2).
+            TaskState::Idle => self.close_kept(&id, turns::Why::Closed, now, ids),
             _ => {}
         }
         let state = self.tasks.get(&id).map_or("unknown", |t| t.state.as_str());
@@ -1215,6 +1346,40 @@ impl TaskBook {
         self.actions.push_back(TaskAction::Commit(c));
         self.tell_closed(id, &audit);
         self.actions.push_back(TaskAction::Cancel(id.clone()));
+    }
+
+    /// What a fold of the task's figures found (issue 38 design §1): a cost in another
+    /// currency is logged; a limit passed is audited (`task_budget_passed`) and, while the
+    /// task runs, cancels it as `task cancel` does, its outcome's reason saying why. A figure
+    /// that passes when the turn has already ended (a prompt's usage, a headless run's or a
+    /// peer's totals) cancels nothing: the outcome keeps its state and its `budget` says
+    /// `passed`.
+    fn on_folded(&mut self, id: &TaskId, folded: meter::Folded, live: bool, now: Now) {
+        if let Some(d) = folded.dropped {
+            self.actions
+                .push_back(TaskAction::Log(format!("task {id}: {d}")));
+        }
+        let Some(p) = folded.passed else {
+            return;
+        };
+        self.actions.push_back(TaskAction::Commit(TaskCommit {
+            audit: vec![TaskAudit::BudgetPassed {
+                task: id.0.clone(),
+                what: p.what.as_str().to_owned(),
+                limit: p.limit.clone(),
+                value: p.value.clone(),
+            }],
+            ..TaskCommit::default()
+        }));
+        let Some(t) = self.tasks.get(id) else {
+            return;
+        };
+        match (t.state, &t.peer) {
+            (TaskState::Running, None) if live => self.cancel_running(id, Some(p.to_string()), now),
+            _ => self
+                .actions
+                .push_back(TaskAction::Log(format!("task {id}: {p}"))),
+        }
     }
 
     /// The agent's process group, once the runner reported it (also after a restart, from

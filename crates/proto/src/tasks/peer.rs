@@ -147,6 +147,7 @@ pub(super) fn handoff(
     text: &str,
     stopped: bool,
     started: bool,
+    meter: &super::meter::Meter,
 ) -> TaskHandoff {
     if !started && matches!(e.state, TaskState::Refused | TaskState::Failed) {
         return refusal_handoff(&o.task_id, e.reason.as_deref().unwrap_or(e.state.as_str()));
@@ -168,11 +169,9 @@ pub(super) fn handoff(
             }
         }
     };
-    let total_tokens = e.usage.as_ref().map_or(0, body::UsageBody::total);
-    let total_cost_usd = e
-        .cost
-        .filter(|c| c.currency.eq_ignore_ascii_case("USD") && c.amount.is_finite())
-        .map_or(0.0, |c| c.amount);
+    // Issue 38 design §7: claudectl's totals (0 when unknown, as it writes them) and our
+    // `usage` object, which says whether they were reported.
+    let (total_tokens, total_cost_usd, usage) = super::peer_usage::to_handoff(meter);
     TaskHandoff {
         task_id: o.task_id.clone(),
         state: state.to_owned(),
@@ -182,7 +181,7 @@ pub(super) fn handoff(
         total_cost_usd,
         total_tokens,
         model: None,
-        usage: e.usage.as_ref().and_then(|u| serde_json::to_value(u).ok()),
+        usage: Some(usage),
         refused: false,
         verifications: Vec::new(),
     }
@@ -313,7 +312,12 @@ impl TaskBook {
             // no policy of its own.
             permission: None,
             allow: None,
+            // No follow-ups across hubs yet (issue 38 design §7): its session closes at once.
+            keep_secs: Some(0),
             requires: None,
+            max_cost_usd: None,
+            max_tokens: None,
+            allow_unmetered: None,
         };
         match self.insert(req, &delegator, Some(origin.clone()), now, ids) {
             Err(r) => refuse(self, r.to_string()),
@@ -811,12 +815,10 @@ impl TaskBook {
                 Some(format!("{peer} reported the task failed")),
             ),
         };
-        let usage = (h.total_tokens > 0).then(|| body::UsageBody::with_total(h.total_tokens));
-        let cost =
-            (h.total_cost_usd.is_finite() && h.total_cost_usd > 0.0).then(|| crate::acp::Cost {
-                amount: h.total_cost_usd,
-                currency: "USD".to_owned(),
-            });
+        if let Some(t) = self.tasks.get_mut(id) {
+            let folded = t.metered.end_turn(&super::peer_usage::from_handoff(&h));
+            self.on_folded(id, folded, false, now);
+        }
         let ending = Ending {
             state,
             stop_reason: None,
@@ -825,9 +827,9 @@ impl TaskBook {
             text: if refused { "" } else { &h.summary },
             truncated: false,
             elapsed_ms: elapsed,
-            usage,
-            cost: cost.as_ref(),
             report: body::PeerReport::from_handoff(h.git_ref.as_deref(), &h.verifications),
+            turn: 1,
+            quiet: None,
         };
         self.settle(id, ending, now, ids);
     }

@@ -20,7 +20,7 @@ impl TaskBook {
     }
 
     /// Whether `asker` sees `t` in `task_status` and `tasks`.
-    fn visible(&self, t: &Task, asker: &str) -> bool {
+    pub(super) fn visible(&self, t: &Task, asker: &str) -> bool {
         t.delegator == asker
             || (self.approvals.is_approver(asker) && self.approvals.has_open(&t.id))
     }
@@ -64,6 +64,8 @@ impl TaskBook {
 
     fn record(&self, t: &Task, now: Now) -> TaskRecord {
         let active = matches!(t.state, TaskState::Running | TaskState::Cancelling);
+        // Between turns the record shows the last turn's ending (its stop reason, reason
+        // and time) under the state `idle`.
         let position = (t.state == TaskState::Queued)
             .then(|| self.queue.iter().position(|q| *q == t.id))
             .flatten()
@@ -87,7 +89,17 @@ impl TaskBook {
             reason: t.reason.clone(),
             progress: if active { t.progress.clone() } else { None },
             requests: self.approvals.records(&t.id, now),
+            turn: Some(self.turns.current(&t.id)).filter(|n| *n > 0),
+            turns: self.turns.records(&t.id, rfc3339),
+            session: Some(self.turns.session(&t.id, t.state)).map(|mut s| {
+                s.kept_until = self.turns.kept_until_ms(&t.id).and_then(rfc3339);
+                s
+            }),
             placement: t.placement.as_ref().map(|p| p.reason.clone()),
+            usage: t.metered.meter.usage().map(Box::new),
+            cost: t.metered.meter.cost_figures().map(Box::new),
+            context: t.metered.meter.context(),
+            budget: t.metered.budget_figures().map(Box::new),
         }
     }
 }

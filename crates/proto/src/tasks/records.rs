@@ -36,6 +36,10 @@ pub enum TaskStoreOp {
         reason: Option<String>,
         ended_ms: i64,
         elapsed_ms: u64,
+        /// Issue 38 design §8: the task's `meter` column (JSON of `tasks::meter::Meter`;
+        /// None: no figures) and its `budget` column as it ended (`passed` in it).
+        meter: Option<String>,
+        budget: Option<String>,
     },
     /// A settled task left the history (`tasks.history_max`); its request rows go with it.
     Forget { task: String },
@@ -75,6 +79,8 @@ impl std::fmt::Debug for TaskStoreOp {
                 reason,
                 ended_ms,
                 elapsed_ms,
+                meter,
+                budget,
             } => f
                 .debug_struct("Settle")
                 .field("task", task)
@@ -83,6 +89,8 @@ impl std::fmt::Debug for TaskStoreOp {
                 .field("reason", reason)
                 .field("ended_ms", ended_ms)
                 .field("elapsed_ms", elapsed_ms)
+                .field("meter", meter)
+                .field("budget", budget)
                 .finish(),
             TaskStoreOp::Forget { task } => f.debug_struct("Forget").field("task", task).finish(),
             TaskStoreOp::OpenRequest(r) => f.debug_tuple("OpenRequest").field(r).finish(),
@@ -125,6 +133,19 @@ pub struct StoredTask {
     /// The delegation's pre-approval rules as their JSON array (`delegate`'s `allow`,
     /// checked at the verb); None: no rules (design §2).
     pub allow: Option<String>,
+    /// Schema 6 (issue 38 design §8). Written by the parts that use them: `meter` and
+    /// `budget` (usage, part A); the session, turn and restart columns (parts B and C) and
+    /// `placement` (part D) are read back as they are and default to none.
+    pub session_id: Option<String>,
+    pub session_caps: Option<String>,
+    pub turn: u32,
+    pub restarts: u32,
+    pub kept_until_ms: Option<i64>,
+    /// JSON of `tasks::meter::Meter`; None: no figure yet.
+    pub meter: Option<String>,
+    /// JSON of `tasks::meter::Budget`; None: no budget.
+    pub budget: Option<String>,
+    pub placement: Option<String>,
 }
 
 /// An open request as the store keeps it (issue 37 design §4.2, §4.6): enough to close it by
@@ -168,6 +189,14 @@ impl std::fmt::Debug for StoredTask {
             .field("pid", &self.pid)
             .field("permission", &self.permission)
             .field("allow", &self.allow)
+            .field("session_id", &self.session_id)
+            .field("session_caps", &self.session_caps)
+            .field("turn", &self.turn)
+            .field("restarts", &self.restarts)
+            .field("kept_until_ms", &self.kept_until_ms)
+            .field("meter", &self.meter)
+            .field("budget", &self.budget)
+            .field("placement", &self.placement)
             .finish()
     }
 }
@@ -195,6 +224,17 @@ pub enum TaskAudit {
         stop_reason: Option<String>,
         reason: Option<String>,
         elapsed_ms: u64,
+        /// Issue 38 design §9: its total tokens and its cost in US dollars, when known.
+        tokens: Option<u64>,
+        cost_usd: Option<crate::wire::usage::Amount>,
+    },
+    /// `task_budget_passed`: a figure passed the delegator's limit (design §1, §9).
+    BudgetPassed {
+        task: String,
+        /// `cost` or `tokens`.
+        what: String,
+        limit: String,
+        value: String,
     },
     /// `task_forgotten`: dropped from the history.
     Forgotten { task: String },
@@ -238,6 +278,24 @@ pub enum TaskAudit {
     /// `request_refused`: a request the hub would not hold (a cap, `why`), answered by the
     /// fallback at once.
     RequestRefused { task: String, why: String },
+    /// `task_turn_started`: a follow-up turn began (issue 38 design §9; the first turn is
+    /// `task_started`). `how`: `prompt` or `interrupt`.
+    TurnStarted {
+        task: String,
+        turn: u32,
+        how: String,
+    },
+    /// `task_turn_ended`: a turn's outcome while the task goes on (kept, or interrupted);
+    /// the last turn's is `task_ended`.
+    TurnEnded {
+        task: String,
+        turn: u32,
+        state: String,
+        stop_reason: Option<String>,
+    },
+    /// `task_session_closed`: a kept session closed and the task settled with its last
+    /// turn's state; `why`: keep_expired, closed, cap, agent_exited or hub_stopping.
+    SessionClosed { task: String, why: String },
     /// `task_placed` (issue 38 design §9): where `delegate --peer auto` placed the task
     /// (`local` or a peer), how many places were eligible, and those skipped with why (at
     /// most `placement::MAX_NAMED`; metadata only).
@@ -256,6 +314,7 @@ impl TaskAudit {
             TaskAudit::Started { .. } => "task_started",
             TaskAudit::CancelAsked { .. } => "task_cancel_asked",
             TaskAudit::Ended { .. } => "task_ended",
+            TaskAudit::BudgetPassed { .. } => "task_budget_passed",
             TaskAudit::Forgotten { .. } => "task_forgotten",
             TaskAudit::RequestOpened { .. } => "request_opened",
             TaskAudit::RequestPreapproved { .. } => "request_preapproved",
@@ -263,6 +322,9 @@ impl TaskAudit {
             TaskAudit::RequestExpired { .. } => "request_expired",
             TaskAudit::RequestClosed { .. } => "request_closed",
             TaskAudit::RequestRefused { .. } => "request_refused",
+            TaskAudit::TurnStarted { .. } => "task_turn_started",
+            TaskAudit::TurnEnded { .. } => "task_turn_ended",
+            TaskAudit::SessionClosed { .. } => "task_session_closed",
             TaskAudit::Placed { .. } => "task_placed",
         }
     }
@@ -325,13 +387,36 @@ impl TaskAudit {
                 stop_reason,
                 reason,
                 elapsed_ms,
+                tokens,
+                cost_usd,
+            } => {
+                let _ = write!(
+                    out,
+                    ",\"task\":{},\"state\":{},\"stop_reason\":{},\"reason\":{},\"elapsed_ms\":{elapsed_ms}",
+                    to_json(task),
+                    to_json(state),
+                    opt(stop_reason),
+                    opt(reason)
+                );
+                // Issue 38 design §9: present only when known (an older reader ignores them).
+                if let Some(t) = tokens {
+                    let _ = write!(out, ",\"tokens\":{t}");
+                }
+                match cost_usd {
+                    Some(c) => write!(out, ",\"cost_usd\":{}", to_json(c)),
+                    None => Ok(()),
+                }
+            }
+            TaskAudit::BudgetPassed {
+                task,
+                what,
+                limit,
+                value,
             } => write!(
                 out,
-                ",\"task\":{},\"state\":{},\"stop_reason\":{},\"reason\":{},\"elapsed_ms\":{elapsed_ms}",
+                ",\"task\":{},\"what\":{},\"limit\":{limit},\"value\":{value}",
                 to_json(task),
-                to_json(state),
-                opt(stop_reason),
-                opt(reason)
+                to_json(what),
             ),
             TaskAudit::RequestOpened {
                 task,
@@ -389,11 +474,26 @@ impl TaskAudit {
                 to_json(request),
                 to_json(why)
             ),
-            TaskAudit::RequestRefused { task, why } => write!(
+            TaskAudit::RequestRefused { task, why } | TaskAudit::SessionClosed { task, why } => {
+                write!(out, ",\"task\":{},\"why\":{}", to_json(task), to_json(why))
+            }
+            TaskAudit::TurnStarted { task, turn, how } => write!(
                 out,
-                ",\"task\":{},\"why\":{}",
+                ",\"task\":{},\"turn\":{turn},\"how\":{}",
                 to_json(task),
-                to_json(why)
+                to_json(how)
+            ),
+            TaskAudit::TurnEnded {
+                task,
+                turn,
+                state,
+                stop_reason,
+            } => write!(
+                out,
+                ",\"task\":{},\"turn\":{turn},\"state\":{},\"stop_reason\":{}",
+                to_json(task),
+                to_json(state),
+                opt(stop_reason)
             ),
         };
     }

@@ -2,6 +2,7 @@
 //! rebuilding it from the store's rows (queued tasks stay queued in order, running ones end
 //! `hub_restarted` exactly once, settled ones are the history) and stopping it. Refuses IO.
 
+use super::meter::{Budget, Meter, Metered};
 use super::peer::{Origin, CANCEL_GRACE};
 use super::records::{StoredRequest, StoredTask};
 use super::types::{TaskId, TaskState};
@@ -41,6 +42,11 @@ impl TaskBook {
             if let Some(line) = approvals.note {
                 self.actions.push_back(TaskAction::Log(line));
             }
+            let (metered, notes) = stored_metered(r.meter.as_deref(), r.budget.as_deref());
+            for why in notes {
+                self.actions
+                    .push_back(TaskAction::Log(format!("task {id}: {why}; not shown")));
+            }
             let t = Task {
                 seq: r.seq,
                 id: id.clone(),
@@ -77,6 +83,7 @@ impl TaskBook {
                 cancel_reason: None,
                 // Placement is not stored (issue 38: no schema change).
                 placement: None,
+                metered,
             };
             let mut t = t;
             t.origin = Origin::parse(&t.delegator);
@@ -91,7 +98,13 @@ impl TaskBook {
                     ));
                     self.peer_waiting.push_back(id.clone());
                 }
-                Some(TaskState::Queued) => self.queue.push_back(id.clone()),
+                Some(TaskState::Queued) => {
+                    // `keepSecs` is not stored (schema 5): a restored task keeps the hub's
+                    // window (issue 38 design §8 stores it later).
+                    let keep = self.turns.keep_for(None).unwrap_or(0);
+                    self.turns.register(&id, keep);
+                    self.queue.push_back(id.clone());
+                }
                 // A task running on a peer runs on: the peer is told again once linked (it
                 // ignores a task it already has) and its handoff settles it; the timeout
                 // counts from its start (docs/delegation.md "Across hubs").
@@ -177,6 +190,12 @@ impl TaskBook {
             }
             self.actions.push_back(TaskAction::Cancel(id));
         }
+        // Kept sessions close (issue 38 design §2, `hub_stopping`): their rows already hold
+        // the last turn's state, which is how a restart finds them.
+        for id in self.turns.all_kept() {
+            self.turns.unkeep(&id);
+            self.actions.push_back(TaskAction::Close(id));
+        }
     }
 }
 
@@ -216,4 +235,28 @@ fn stored_approvals(id: &TaskId, permission: Option<&str>, allow: Option<&str>) 
         allow,
         note,
     }
+}
+
+/// A task's figures and budget from its schema 6 columns (issue 38 design §8); a column this
+/// build cannot read is left out and said (the record then shows no figure rather than a
+/// wrong one).
+fn stored_metered(meter: Option<&str>, budget: Option<&str>) -> (Metered, Vec<String>) {
+    let mut notes = Vec::new();
+    let meter = match meter.map(Meter::from_column) {
+        Some(Ok(m)) => m,
+        Some(Err(why)) => {
+            notes.push(why);
+            Meter::default()
+        }
+        None => Meter::default(),
+    };
+    let budget = match budget.map(Budget::from_column) {
+        Some(Ok(b)) => Some(b),
+        Some(Err(why)) => {
+            notes.push(why);
+            None
+        }
+        None => None,
+    };
+    (Metered { meter, budget }, notes)
 }

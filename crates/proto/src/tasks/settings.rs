@@ -63,6 +63,8 @@ pub struct TasksConfig {
     pub sandbox: SandboxMode,
     /// How requests held for a person are bounded and answered (issue 37 design §8).
     pub approvals: ApprovalSettings,
+    /// Follow-up turns: the keep window, the kept sessions' cap, the turns' cap (issue 38).
+    pub follow_ups: super::turns::FollowUpSettings,
     /// `[tasks.placement]` (issue 38 design §4): the floors a place must meet for
     /// `delegate --peer auto`.
     pub placement: crate::tasks::placement::Floors,
@@ -197,6 +199,8 @@ pub struct BookConfig {
     pub agent_permission: BTreeMap<String, PermissionPolicy>,
     /// How held requests are bounded and answered (`tasks::approvals`, design §8).
     pub approvals: ApprovalSettings,
+    /// Follow-up turns (`tasks::turns`, issue 38 design §6).
+    pub follow_ups: super::turns::FollowUpSettings,
     /// The floors of `delegate --peer auto` (`tasks::placement`, issue 38 design §4).
     pub placement: crate::tasks::placement::Floors,
 }
@@ -228,6 +232,7 @@ impl From<&TasksConfig> for BookConfig {
             permission: t.permission,
             agent_permission: t.agent_permission.clone(),
             approvals: t.approvals.clone(),
+            follow_ups: t.follow_ups,
             placement: t.placement,
         }
     }

@@ -3,19 +3,22 @@
 
 use super::*;
 use crate::acp::{
-    CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Step, StopReason,
-    TokenUsage,
+    CancelEnd, Cost, ExitStatus, Failure, PlanEntry, Progress, Refusal, Sourced, Step, StopReason,
+    TurnMeter, UsageSource,
 };
 use crate::kernel::ids::SeededIds;
 use crate::tasks::TaskEnd;
+use crate::wire::usage::Tokens;
 use crate::wire::TaskRecord;
 use serde_json::Value;
 
 mod approvals;
+mod follow_ups;
 mod peer;
 mod placed;
 mod prompts;
 mod relayed;
+mod usage;
 
 struct Clock {
     origin: Instant,
@@ -59,6 +62,7 @@ fn config() -> BookConfig {
         permission: crate::acp::PermissionPolicy::Ask,
         agent_permission: Default::default(),
         approvals: Default::default(),
+        follow_ups: Default::default(),
         placement: Default::default(),
     }
 }
@@ -174,11 +178,13 @@ fn outcome(status: Status, text: &str) -> TaskEvent {
         status,
         text: text.into(),
         truncated: false,
-        usage: None,
+        meter: Box::default(),
         progress: Progress {
             elapsed_ms: 1234,
             ..Progress::default()
         },
+        turn: 1,
+        kept: false,
     })
 }
 
@@ -651,25 +657,36 @@ fn the_outcome_body_has_its_keys_in_order_and_the_text_capped_on_a_char_boundary
             },
             text: text.into(),
             truncated: false,
-            usage: Some(TokenUsage {
-                input_tokens: Some(10),
-                output_tokens: Some(3),
-                ..TokenUsage::default()
+            meter: Box::new(TurnMeter {
+                tokens: Some(Sourced {
+                    value: Tokens {
+                        input_tokens: Some(10),
+                        output_tokens: Some(3),
+                        ..Tokens::default()
+                    },
+                    source: UsageSource::Acp,
+                }),
+                cost: Some(Sourced {
+                    value: Cost {
+                        amount: 0.25,
+                        currency: "USD".into(),
+                    },
+                    source: UsageSource::Acp,
+                }),
+                context: None,
             }),
             progress: Progress {
                 elapsed_ms: 99,
-                cost: Some(Cost {
-                    amount: 0.25,
-                    currency: "USD".into(),
-                }),
                 ..Progress::default()
             },
+            turn: 1,
+            kept: false,
         }),
     );
     let acts = r.actions();
     let e = envelopes(&acts, OUTCOME_KIND)[0];
     let want = format!(
-        r#"{{"task":"{a}","agent":"codex","state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3}},"cost":{{"amount":0.25,"currency":"USD"}}}}"#
+        r#"{{"task":"{a}","agent":"codex","turn":1,"state":"completed","stopReason":"end_turn","text":"abcdefghijklmno","truncated":true,"elapsedMs":99,"usage":{{"inputTokens":10,"outputTokens":3,"source":"acp"}},"cost":{{"amount":0.25,"currency":"USD","source":"acp"}},"session":"closed"}}"#
     );
     assert_eq!(e.body.get(), want);
     assert_eq!(cap_text("ééé", 3), ("é", true));
@@ -787,6 +804,8 @@ fn apply_store(rows: &mut BTreeMap<String, StoredTask>, actions: Vec<TaskAction>
                     reason,
                     ended_ms,
                     elapsed_ms,
+                    meter,
+                    budget,
                 } => {
                     let r = rows.get_mut(&task).unwrap();
                     r.state = state;
@@ -794,6 +813,8 @@ fn apply_store(rows: &mut BTreeMap<String, StoredTask>, actions: Vec<TaskAction>
                     r.reason = reason;
                     r.ended_ms = Some(ended_ms);
                     r.elapsed_ms = Some(elapsed_ms);
+                    r.meter = meter;
+                    r.budget = budget;
                     r.prompt.clear();
                 }
                 TaskStoreOp::Forget { task } => {
@@ -946,7 +967,7 @@ fn progress_envelopes_follow_interval_change_and_consumption() {
     assert_eq!(
         sent[0].body.get(),
         format!(
-            r#"{{"task":"{t}","agent":"codex","state":"running","elapsedMs":100,"updates":1,"toolCalls":0,"lastTool":"Read","plan":{{"total":2,"completed":1,"current":"fix"}}}}"#
+            r#"{{"task":"{t}","agent":"codex","turn":1,"state":"running","elapsedMs":100,"updates":1,"toolCalls":0,"lastTool":"Read","plan":{{"total":2,"completed":1,"current":"fix"}}}}"#
         )
     );
     assert_eq!(sent[0].correlation_id.as_deref(), Some(t.as_str()));

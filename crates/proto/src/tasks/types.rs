@@ -53,6 +53,9 @@ pub enum TaskState {
     Running,
     /// Cancel asked; the runner's outcome is not in yet.
     Cancelling,
+    /// Between turns: the last turn's outcome was sent and the session is kept for a
+    /// follow-up (issue 38 design §2). Not final; holds no runner slot.
+    Idle,
     Completed,
     Failed,
     Cancelled,
@@ -63,10 +66,11 @@ pub enum TaskState {
 }
 
 impl TaskState {
-    pub const ALL: [TaskState; 9] = [
+    pub const ALL: [TaskState; 10] = [
         TaskState::Queued,
         TaskState::Running,
         TaskState::Cancelling,
+        TaskState::Idle,
         TaskState::Completed,
         TaskState::Failed,
         TaskState::Cancelled,
@@ -80,6 +84,7 @@ impl TaskState {
             TaskState::Queued => "queued",
             TaskState::Running => "running",
             TaskState::Cancelling => "cancelling",
+            TaskState::Idle => "idle",
             TaskState::Completed => "completed",
             TaskState::Failed => "failed",
             TaskState::Cancelled => "cancelled",
@@ -97,7 +102,7 @@ impl TaskState {
     pub fn is_final(self) -> bool {
         !matches!(
             self,
-            TaskState::Queued | TaskState::Running | TaskState::Cancelling
+            TaskState::Queued | TaskState::Running | TaskState::Cancelling | TaskState::Idle
         )
     }
 }

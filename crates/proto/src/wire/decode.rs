@@ -15,7 +15,7 @@ use super::approval::{
 };
 use super::envelope::RawEnvelope;
 use super::lease::{LeaseRequest, LeaseVerb, PayloadSeed};
-use super::task::{DelegateRequest, TaskRequest};
+use super::task::{DelegateRequest, TaskPromptRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -37,13 +37,8 @@ const TAGS: &[&str] = &[
     "task_permission",
     "turn",
     "activity",
-    // Lease design §0: the lease verbs, decoded by `wire::lease`.
-    "lease_claim",
-    "lease_release",
-    "lease_renew",
-    "lease_list",
-    "lease_break",
-    "lease_check",
+    "task_prompt",
+    "task_close",
 ];
 
 pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
@@ -62,8 +57,14 @@ const DELEGATE_KEYS: &[&str] = &[
     "permission",
     "allow",
     "requires",
+    "maxCostUsd",
+    "maxTokens",
+    "allowUnmetered",
+    "keepSecs",
 ];
 const TASK_KEYS: &[&str] = &["task"];
+/// The keys of a follow-up turn (issue 38 design §2).
+const TASK_PROMPT_KEYS: &[&str] = &["task", "prompt", "interrupt"];
 const TASK_ANSWER_KEYS: &[&str] = &["task", "request", "option", "message"];
 /// The keys of a headless task's permission prompt (issue 37 design §6).
 const TASK_PERMISSION_KEYS: &[&str] = &["toolName", "toolUseId", "input"];
@@ -90,6 +91,8 @@ pub(crate) enum Payload<'a> {
     TaskPermission(TaskPermissionRequest),
     Turn(TurnRequest),
     Activity,
+    TaskPrompt(TaskPromptRequest),
+    TaskClose(TaskRequest),
     /// A lease verb (lease design §0), read by `wire::lease::PayloadSeed`.
     Lease(LeaseRequest),
 }
@@ -111,7 +114,7 @@ pub(crate) fn serde_line(text: &str) -> Result<Payload<'_>, serde_json::Error> {
     let value = (&mut de).deserialize_any(V(Want::Line))?;
     de.end()?;
     match value {
-        Val::Line(p) => Ok(p),
+        Val::Line(p) => Ok(*p),
         _ => Err(de::Error::custom(
             "internal: a line decoded to something else",
         )),
@@ -124,7 +127,12 @@ pub(crate) fn envelope(text: &str) -> Result<RawEnvelope<'_>, serde_json::Error>
     let value = (&mut de).deserialize_any(V(Want::Object(Obj::Send)))?;
     de.end()?;
     match value {
-        Val::Line(Payload::Send(env)) => Ok(env),
+        Val::Line(p) => match *p {
+            Payload::Send(env) => Ok(env),
+            _ => Err(de::Error::custom(
+                "internal: an envelope decoded to something else",
+            )),
+        },
         _ => Err(de::Error::custom(
             "internal: an envelope decoded to something else",
         )),
@@ -149,6 +157,8 @@ enum Want {
     OptRules,
     /// `delegate`'s `requires` (issue 38): a list of strings, or null.
     OptTags,
+    /// An amount of money (`delegate`'s `maxCostUsd`, issue 38): a number, or null.
+    OptAmount,
     /// One `allow` rule: an object.
     Rule,
     /// A rule's `kinds`: a list of strings.
@@ -171,6 +181,8 @@ enum Obj {
     TaskPermission,
     Turn,
     Activity,
+    TaskPrompt,
+    TaskClose,
     /// A lease verb: its payload is `wire::lease`'s to read.
     Lease(LeaseVerb),
 }
@@ -192,6 +204,8 @@ impl Obj {
             Obj::TaskPermission => "task_permission",
             Obj::Turn => "turn",
             Obj::Activity => "activity",
+            Obj::TaskPrompt => "task_prompt",
+            Obj::TaskClose => "task_close",
             Obj::Lease(v) => v.tag(),
         }
     }
@@ -206,7 +220,8 @@ impl Obj {
             Obj::Who => WHO_KEYS,
             Obj::Tasks | Obj::Activity => &[],
             Obj::Delegate => DELEGATE_KEYS,
-            Obj::TaskStatus | Obj::Cancel => TASK_KEYS,
+            Obj::TaskStatus | Obj::Cancel | Obj::TaskClose => TASK_KEYS,
+            Obj::TaskPrompt => TASK_PROMPT_KEYS,
             Obj::TaskAnswer => TASK_ANSWER_KEYS,
             Obj::TaskPermission => TASK_PERMISSION_KEYS,
             Obj::Turn => TURN_KEYS,
@@ -225,6 +240,7 @@ impl Want {
             Want::OptFlag => "a boolean",
             Want::OptRules => "a list of rules",
             Want::OptTags => "a list of tags",
+            Want::OptAmount => "a number",
             Want::Rule => "a rule object",
             Want::Kinds => "a list of tool kinds",
         }
@@ -236,8 +252,10 @@ enum Val<'de> {
     Null,
     Text(String),
     Secs(u64),
+    Amount(f64),
     Flag(bool),
-    Line(Payload<'de>),
+    /// Boxed: a `delegate` line is much larger than every other value.
+    Line(Box<Payload<'de>>),
     Rules(Vec<AllowRule>),
     Rule(AllowRule),
     Texts(Vec<String>),
@@ -292,9 +310,12 @@ impl<'de> Visitor<'de> for V {
 
     fn visit_unit<E: de::Error>(self) -> Result<Val<'de>, E> {
         match self.0 {
-            Want::OptText | Want::OptSecs | Want::OptFlag | Want::OptRules | Want::OptTags => {
-                Ok(Val::Null)
-            }
+            Want::OptText
+            | Want::OptSecs
+            | Want::OptFlag
+            | Want::OptRules
+            | Want::OptTags
+            | Want::OptAmount => Ok(Val::Null),
             w => Err(wrong("null", w)),
         }
     }
@@ -309,6 +330,7 @@ impl<'de> Visitor<'de> for V {
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Val<'de>, E> {
         match self.0 {
             Want::OptSecs => Ok(Val::Secs(v)),
+            Want::OptAmount => Ok(Val::Amount(v as f64)),
             w => Err(wrong("integer", w)),
         }
     }
@@ -317,12 +339,16 @@ impl<'de> Visitor<'de> for V {
         match self.0 {
             Want::OptSecs if v >= 0 => Ok(Val::Secs(v as u64)),
             Want::OptSecs => Err(E::custom("invalid value: negative integer, expected u64")),
+            Want::OptAmount => Ok(Val::Amount(v as f64)),
             w => Err(wrong("integer", w)),
         }
     }
 
-    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<Val<'de>, E> {
-        Err(wrong("floating point", self.0))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Val<'de>, E> {
+        match self.0 {
+            Want::OptAmount => Ok(Val::Amount(v)),
+            w => Err(wrong("floating point", w)),
+        }
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Val<'de>, E> {
@@ -343,8 +369,8 @@ impl<'de> Visitor<'de> for V {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Val<'de>, A::Error> {
         match self.0 {
-            Want::Line => line(map).map(Val::Line),
-            Want::Object(obj) => payload(obj, map).map(Val::Line),
+            Want::Line => line(map).map(|p| Val::Line(Box::new(p))),
+            Want::Object(obj) => payload(obj, map).map(|p| Val::Line(Box::new(p))),
             Want::Rule => rule(map).map(Val::Rule),
             w => Err(wrong("map", w)),
         }
@@ -418,6 +444,8 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::TaskPermission,
         Obj::Turn,
         Obj::Activity,
+        Obj::TaskPrompt,
+        Obj::TaskClose,
         Obj::Lease(LeaseVerb::Claim),
         Obj::Lease(LeaseVerb::Release),
         Obj::Lease(LeaseVerb::Renew),
@@ -444,15 +472,16 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
             "a line holds one tag, found more than one",
         ));
     }
-    Ok(p)
+    Ok(*p)
 }
 
 /// A payload object's fields: each known key at most once, the required ones present.
 fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>, A::Error> {
     let names = obj.keys();
     let mut seen = 0u32;
-    let mut texts: [Option<String>; 8] = Default::default();
-    let mut secs: [Option<u64>; 8] = Default::default();
+    let mut texts: [Option<String>; 16] = Default::default();
+    let mut secs: [Option<u64>; 16] = Default::default();
+    let mut amount: Option<f64> = None;
     let mut flag = None;
     let mut allow: Option<Vec<AllowRule>> = None;
     let mut requires: Option<Vec<String>> = None;
@@ -486,7 +515,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             | (Obj::Await, "replyTo" | "kind" | "reader")
             | (Obj::Status, "waitFor") => Want::OptText,
             (Obj::Await, "timeoutSecs")
-            | (Obj::Delegate, "timeoutSecs" | "progressSecs")
+            | (Obj::Delegate, "timeoutSecs" | "progressSecs" | "keepSecs")
             | (Obj::Status, "timeoutMs")
             | (Obj::Turn, "pid" | "start") => Want::OptSecs,
             (Obj::Delegate, "peer" | "permission") | (Obj::TaskAnswer, "request" | "message") => {
@@ -494,7 +523,13 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             }
             (Obj::Delegate, "allow") => Want::OptRules,
             (Obj::Delegate, "requires") => Want::OptTags,
-            (Obj::Await, "ack") | (Obj::Who, "offRoster") | (Obj::Hello, "warn") => Want::OptFlag,
+            (Obj::Delegate, "maxCostUsd") => Want::OptAmount,
+            (Obj::Delegate, "maxTokens") => Want::OptSecs,
+            (Obj::Delegate, "allowUnmetered") => Want::OptFlag,
+            (Obj::Await, "ack")
+            | (Obj::Who, "offRoster")
+            | (Obj::Hello, "warn")
+            | (Obj::TaskPrompt, "interrupt") => Want::OptFlag,
             _ => Want::Text,
         };
         match map.next_value_seed(V(want))? {
@@ -508,6 +543,7 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             Val::Null => {}
             Val::Secs(s) => secs[i] = Some(s),
             Val::Flag(b) => flag = Some(b),
+            Val::Amount(a) => amount = Some(a),
             Val::Rules(r) => allow = Some(r),
             Val::Texts(t) if matches!((obj, names[i]), (Obj::Delegate, "requires")) => {
                 requires = Some(t)
@@ -570,7 +606,17 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
                 peer: texts[5].take(),
                 permission: None,
                 allow,
+                keep_secs: names
+                    .iter()
+                    .position(|n| *n == "keepSecs")
+                    .and_then(|i| secs[i]),
                 requires,
+                max_cost_usd: amount.map(crate::wire::usage::Amount),
+                max_tokens: names
+                    .iter()
+                    .position(|n| *n == "maxTokens")
+                    .and_then(|i| secs[i]),
+                allow_unmetered: flag,
             };
             Payload::Delegate(req, texts[6].take())
         }
@@ -602,6 +648,15 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             start: secs[2],
         }),
         Obj::Activity => Payload::Activity,
+        Obj::TaskPrompt => {
+            let (task, prompt) = (take(0)?, take(1)?);
+            Payload::TaskPrompt(TaskPromptRequest {
+                task,
+                prompt,
+                interrupt: flag,
+            })
+        }
+        Obj::TaskClose => Payload::TaskClose(TaskRequest { task: take(0)? }),
         // Read by `line` through `wire::lease::PayloadSeed`; never a `payload` object.
         Obj::Lease(_) => {
             return Err(de::Error::custom(
@@ -811,7 +866,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

@@ -15,6 +15,7 @@ pub mod lease;
 pub mod lines;
 pub mod receipt;
 pub mod task;
+pub mod usage;
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -36,7 +37,8 @@ pub use lines::{LineBuffer, LineTooLong, HELLO_MAX_LINE_BYTES};
 pub use receipt::{Reader, StatusRequest, WaitEnd, WaitFor};
 pub use task::{
     DelegateRequest, DelegatedReply, PlacementReply, PlanSummary, TaskList, TaskProgress,
-    TaskRecord, TaskRequest, TaskStateReply,
+    TaskPromptReply, TaskPromptRequest, TaskRecord, TaskRequest, TaskSession, TaskStateReply,
+    TaskTurn,
 };
 
 /// Why a line from a peer was refused. The `Display` text is what travels in the error line.
@@ -326,6 +328,10 @@ pub enum ClientLine {
     Turn(TurnRequest),
     /// What the hub is doing now (SPEC §14.1): recent envelopes' metadata, unfinished tasks.
     Activity,
+    /// A follow-up turn for a task's kept session (issue 38 design §2, SPEC §16).
+    TaskPrompt(TaskPromptRequest),
+    /// Ends a task's kept session now (issue 38 design §2).
+    TaskClose(TaskRequest),
     /// A lease verb (lease design §0, SPEC §17): claim, release, renew, list, break, check.
     Lease(lease::LeaseRequest),
 }
@@ -439,6 +445,14 @@ impl ClientLine {
                 Ok(ClientLine::Turn(t))
             }
             decode::Payload::Activity => Ok(ClientLine::Activity),
+            decode::Payload::TaskPrompt(r) if r.task.is_empty() => {
+                Err(WireError::EmptyTask("task_prompt"))
+            }
+            decode::Payload::TaskPrompt(r) => Ok(ClientLine::TaskPrompt(r)),
+            decode::Payload::TaskClose(r) if r.task.is_empty() => {
+                Err(WireError::EmptyTask("task_close"))
+            }
+            decode::Payload::TaskClose(r) => Ok(ClientLine::TaskClose(r)),
             decode::Payload::Lease(r) => match r.check() {
                 Ok(()) => Ok(ClientLine::Lease(r)),
                 Err(e) => Err(WireError::BadField(e.tag, e.why)),
@@ -463,6 +477,8 @@ impl ClientLine {
             ClientLine::TaskPermission(p) => format!("{{\"task_permission\":{}}}", p.to_json()),
             ClientLine::Turn(t) => format!("{{\"turn\":{}}}", to_json(t)),
             ClientLine::Activity => "{\"activity\":{}}".to_owned(),
+            ClientLine::TaskPrompt(r) => format!("{{\"task_prompt\":{}}}", to_json(r)),
+            ClientLine::TaskClose(r) => format!("{{\"task_close\":{}}}", to_json(r)),
             ClientLine::Lease(r) => format!("{{\"{}\":{}}}", r.tag(), r.payload_json()),
         };
         s.push('\n');
@@ -486,6 +502,8 @@ impl ClientLine {
             ClientLine::TaskPermission(_) => "task_permission",
             ClientLine::Turn(_) => "turn",
             ClientLine::Activity => "activity",
+            ClientLine::TaskPrompt(_) => "task_prompt",
+            ClientLine::TaskClose(_) => "task_close",
             ClientLine::Lease(r) => r.tag(),
         }
     }
@@ -529,6 +547,10 @@ pub enum HubLine {
     Turn(TurnReply),
     /// The answer to `activity` (SPEC §14.1).
     Activity(Activity),
+    /// The answer to `task_prompt`, after its commit (issue 38).
+    TaskPrompt(TaskPromptReply),
+    /// The answer to `task_close`: the task's final state, after its commit (issue 38).
+    TaskClose(TaskStateReply),
     /// The answer to a lease verb (lease design §0, SPEC §17).
     Lease(lease::LeaseReply),
 }
@@ -578,8 +600,9 @@ enum RawHubLine<'a> {
     Who(Presence),
     #[serde(rename = "delegated", deserialize_with = "object")]
     Delegated(DelegatedReply),
+    /// Boxed: a record (with its turns, issue 38) is several times every other line.
     #[serde(rename = "task_status", deserialize_with = "object")]
-    TaskStatus(TaskRecord),
+    TaskStatus(Box<TaskRecord>),
     #[serde(rename = "tasks", deserialize_with = "object")]
     Tasks(TaskList),
     #[serde(rename = "cancel", deserialize_with = "object")]
@@ -592,6 +615,10 @@ enum RawHubLine<'a> {
     Turn(TurnReply),
     #[serde(rename = "activity", deserialize_with = "object")]
     Activity(Activity),
+    #[serde(rename = "task_prompt", deserialize_with = "object")]
+    TaskPrompt(TaskPromptReply),
+    #[serde(rename = "task_close", deserialize_with = "object")]
+    TaskClose(TaskStateReply),
     // The lease replies (`wire::lease::LeaseReply::decode` reads each payload).
     #[serde(rename = "lease_claim", borrow)]
     LeaseClaim(&'a RawValue),
@@ -627,6 +654,8 @@ impl HubLine {
             HubLine::TaskPermission(_) => "task_permission",
             HubLine::Turn(_) => "turn",
             HubLine::Activity(_) => "activity",
+            HubLine::TaskPrompt(_) => "task_prompt",
+            HubLine::TaskClose(_) => "task_close",
             HubLine::Lease(r) => r.tag(),
         }
     }
@@ -648,13 +677,15 @@ impl HubLine {
             RawHubLine::Status(st) => HubLine::Status(st),
             RawHubLine::Who(p) => HubLine::Who(p),
             RawHubLine::Delegated(r) => HubLine::Delegated(r),
-            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(Box::new(r)),
+            RawHubLine::TaskStatus(r) => HubLine::TaskStatus(r),
             RawHubLine::Tasks(l) => HubLine::Tasks(l),
             RawHubLine::Cancel(r) => HubLine::Cancel(r),
             RawHubLine::TaskAnswer(r) => HubLine::TaskAnswer(r),
             RawHubLine::TaskPermission(r) => HubLine::TaskPermission(r),
             RawHubLine::Turn(r) => HubLine::Turn(r),
             RawHubLine::Activity(a) => HubLine::Activity(a),
+            RawHubLine::TaskPrompt(r) => HubLine::TaskPrompt(r),
+            RawHubLine::TaskClose(r) => HubLine::TaskClose(r),
             RawHubLine::LeaseClaim(raw) => lease_line("lease_claim", raw)?,
             RawHubLine::LeaseRelease(raw) => lease_line("lease_release", raw)?,
             RawHubLine::LeaseRenew(raw) => lease_line("lease_renew", raw)?,
@@ -714,6 +745,8 @@ impl HubLine {
             HubLine::TaskPermission(r) => format!("{{\"task_permission\":{}}}", to_json(r)),
             HubLine::Turn(r) => format!("{{\"turn\":{}}}", to_json(r)),
             HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
+            HubLine::TaskPrompt(r) => format!("{{\"task_prompt\":{}}}", to_json(r)),
+            HubLine::TaskClose(r) => format!("{{\"task_close\":{}}}", to_json(r)),
             HubLine::Lease(r) => format!("{{\"{}\":{}}}", r.tag(), r.payload_json()),
         };
         s.push('\n');

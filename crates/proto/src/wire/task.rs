@@ -11,6 +11,7 @@
 //! are `tasks::TaskBook::submit`'s.
 
 use super::approval::{AllowRule, Permission, RequestRecord};
+use super::usage::{Amount, BudgetFigures, ContextFigures, CostFigures, UsageFigures};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -47,11 +48,34 @@ pub struct DelegateRequest {
     /// Issue 37: pre-approval rules (`wire::approval::check_allow`'s bounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<AllowRule>>,
+    /// Issue 38 design §2: how long the task's session is kept after a turn for a follow-up
+    /// (`task_prompt`), at most `tasks.session_keep_secs`; absent: that window.
+    #[serde(rename = "keepSecs", default, skip_serializing_if = "Option::is_none")]
+    pub keep_secs: Option<u64>,
     /// Issue 38 design §4: with `peer: "auto"`, only places whose tags (`relay.tags`,
     /// claudectl's configured tags) include every one of these (1–8 tags of
     /// `[A-Za-z0-9._-]{1,40}`; the book checks them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<Vec<String>>,
+    /// Issue 38 design §1: cancel the task when its cost passes this many US dollars
+    /// (finite, over 0, at most 1000000; the book checks it against the agent's reports).
+    #[serde(
+        rename = "maxCostUsd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_cost_usd: Option<Amount>,
+    /// Cancel the task when its total tokens pass this (1 – 10^12).
+    #[serde(rename = "maxTokens", default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Run it even when the agent does not report what a limit needs (the budget is then
+    /// not kept, and the outcome says `"kept":false`).
+    #[serde(
+        rename = "allowUnmetered",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_unmetered: Option<bool>,
 }
 
 /// The prompt is the delegator's work and may be large or confidential: `Debug` (and so any
@@ -67,7 +91,11 @@ impl fmt::Debug for DelegateRequest {
             .field("peer", &self.peer)
             .field("permission", &self.permission)
             .field("allow", &self.allow)
+            .field("keep_secs", &self.keep_secs)
             .field("requires", &self.requires)
+            .field("max_cost_usd", &self.max_cost_usd)
+            .field("max_tokens", &self.max_tokens)
+            .field("allow_unmetered", &self.allow_unmetered)
             .finish()
     }
 }
@@ -172,10 +200,99 @@ pub struct TaskRecord {
     /// Issue 37: the task's open requests, oldest first; absent when none is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<Vec<RequestRecord>>,
+    /// Issue 38: the open (or last) turn, from 1; absent before the task started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// Issue 38: every turn, oldest first (at most `tasks.max_turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<Vec<TaskTurn>>,
+    /// Issue 38: the task's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<TaskSession>,
     /// Issue 38: why `delegate --peer auto` placed it where it runs (the `delegated` reply's
     /// reason). Kept in memory only: absent after a hub restart (no schema change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// Issue 38 design §1, §5: the task's figures so far, each only when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Boxed, as the other figures: a record without them stays small.
+    pub usage: Option<Box<UsageFigures>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Box<CostFigures>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Box<BudgetFigures>>,
+}
+
+/// One turn in a task record (issue 38 design §5).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct TaskTurn {
+    pub turn: u32,
+    /// `running` while open, else the state its outcome said.
+    pub state: String,
+    #[serde(
+        rename = "stopReason",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(rename = "startedAt")]
+    pub started_at: String,
+    #[serde(rename = "endedAt", default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    #[serde(rename = "elapsedMs", default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    /// `prompt` or `interrupt`.
+    pub how: String,
+}
+
+/// A task record's `session` (issue 38 design §5): `live`, `kept` (with `keptUntil`),
+/// `closed` or `none`; `resumable` is `none` until resume lands (design §3).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct TaskSession {
+    pub state: String,
+    #[serde(rename = "keptUntil", default, skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<String>,
+    pub resumable: String,
+}
+
+/// `{"task_prompt":{"task":…,"prompt":…,"interrupt":false}}` (issue 38 design §2): a
+/// follow-up turn for a task's kept session. `Debug` shows the prompt's size only.
+#[derive(Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskPromptRequest {
+    pub task: String,
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt: Option<bool>,
+}
+
+impl TaskPromptRequest {
+    pub fn interrupts(&self) -> bool {
+        self.interrupt == Some(true)
+    }
+}
+
+impl fmt::Debug for TaskPromptRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskPromptRequest")
+            .field("task", &self.task)
+            .field("prompt_bytes", &self.prompt.len())
+            .field("interrupt", &self.interrupt)
+            .finish()
+    }
+}
+
+/// `{"task_prompt":{"task":…,"turn":2,"state":"running"}}`: the follow-up's turn, answered
+/// once its start is committed.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+pub struct TaskPromptReply {
+    pub task: String,
+    pub turn: u32,
+    pub state: String,
 }
 
 impl TaskRecord {
@@ -273,7 +390,11 @@ mod tests {
             peer: None,
             permission: None,
             allow: None,
+            keep_secs: None,
             requires: None,
+            max_cost_usd: None,
+            max_tokens: None,
+            allow_unmetered: None,
         }
     }
 
@@ -326,7 +447,7 @@ mod tests {
         let cases = [
             (
                 format!(r#"{{"delegate":{{"agent":"a","cwd":"/x","prompt":"p","{secret}":1}}}}"#),
-                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `requires`",
+                "malformed line: unknown field in `delegate`, expected one of `agent`, `cwd`, `prompt`, `timeoutSecs`, `progressSecs`, `peer`, `permission`, `allow`, `requires`, `maxCostUsd`, `maxTokens`, `allowUnmetered`, `keepSecs`",
             ),
             (
                 r#"{"delegate":{"agent":"a","cwd":"/x"}}"#.to_owned(),
@@ -378,7 +499,7 @@ mod tests {
             ),
             (
                 r#"{"delegated":{"task":"t","state":"queued"}}"#.into(),
-                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
+                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
             ),
         ];
         for (line, want) in &cases {

@@ -108,6 +108,35 @@ impl Delegation {
         }
     }
 
+    /// The core's `PromptTask` (issue 38): a follow-up turn for the task's session. A task
+    /// whose runner has ended cannot take it; its `Ended` is on its way to the book.
+    pub(super) fn prompt(
+        &self,
+        task: &str,
+        turn: u32,
+        text: String,
+        interrupt: bool,
+        records: &mut Records,
+    ) {
+        let delivered = self
+            .executor
+            .as_ref()
+            .is_some_and(|ex| ex.prompt(task, turn, text, interrupt));
+        if !delivered {
+            records.log(
+                "INFO",
+                &format!("task {task}: turn {turn} dropped: the task's runner has ended or cannot take it"),
+            );
+        }
+    }
+
+    /// The core's `CloseTask`: the kept session closes.
+    pub(super) fn close(&self, task: &str) {
+        if let Some(ex) = &self.executor {
+            ex.close(task);
+        }
+    }
+
     /// The core's `AnswerTask`: the decision for a held request goes to the task's runner.
     /// A task no longer running has answered what it held `cancelled` already.
     pub(super) fn answer(
@@ -174,6 +203,7 @@ impl Server {
                 .log("WARN", &format!("agent manifest skipped: {p}"));
         }
         let runnable = agent_env.runnable(&reg);
+        let reports = agent_env.reports(&reg);
         // Who may answer requests must be someone who can log in (issue 37 design §5).
         let roster = self.hub.roster();
         if let Some(name) = cfg.approvals.approvers.iter().find(|a| !roster.contains(a)) {
@@ -280,6 +310,7 @@ impl Server {
                 r.tags.clone(),
             );
         }
+        book.set_reports(reports);
         self.hub.enable_tasks(book);
         let now = read_clock();
         let (n, open) = (rows.len(), requests.len());

@@ -67,6 +67,14 @@ impl AgentEnv {
     }
 }
 
+impl AgentEnv {
+    /// What each agent of `reg` reports of its usage when it runs on this PATH (issue 38
+    /// design §1).
+    pub fn reports(&self, reg: &Registry) -> Vec<(String, agent_hub_proto::acp::Reports)> {
+        runnable::reports(reg, &self.path_var)
+    }
+}
+
 /// Everything the hub takes from its process, read once at startup (`startup::start`) and
 /// handed to the loop; the task executor's part (`vars`, `exe`) is not kept after delegation
 /// is turned on (`Server::start_tasks`).

@@ -149,6 +149,8 @@ impl Executor {
                     self.synthetic
                         .push((id.clone(), TaskEvent::PermissionTool { tool_kinds }));
                 }
+                // A headless run has no session to keep or prompt (issue 38 design §2).
+                self.synthetic.push((id.clone(), TaskEvent::Headless));
                 self.running.insert(id, runner::start_headless(spec, wake));
             }
             Err(status) => {
@@ -174,6 +176,21 @@ impl Executor {
     /// `cancelled`) or its runner could not take the answer.
     pub fn answer(&self, id: &str, seq: u32, answer: RequestAnswer) -> bool {
         self.running.get(id).is_some_and(|h| h.answer(seq, answer))
+    }
+
+    /// Hands the running task `id` a follow-up turn (issue 38). False when the executor holds
+    /// no such task or its runner could not take it.
+    pub fn prompt(&self, id: &str, turn: u32, text: String, interrupt: bool) -> bool {
+        self.running
+            .get(id)
+            .is_some_and(|h| h.prompt(turn, text, interrupt))
+    }
+
+    /// Closes the kept session of task `id`; a task not held here has ended already.
+    pub fn close(&self, id: &str) {
+        if let Some(h) = self.running.get(id) {
+            h.close();
+        }
     }
 
     /// Every event that arrived since the last call, per task in order. A task's handle is
@@ -267,6 +284,8 @@ impl Executor {
             .copied()
             .unwrap_or(self.runtime.default_permission);
         session.permission = launch.permission.map_or(bound, |asked| asked.min(bound));
+        // Issue 38: the session stays after a completed turn for a follow-up.
+        session.keep_session = launch.keep_session;
         // The delegation's pre-approval rules (design §2), checked at the verb; one that does
         // not read here refuses the task rather than run it under other rules.
         let allow_rules = launch

@@ -76,6 +76,7 @@ impl Server {
                     path_var: tasks.agent_env.path_var.clone(),
                 }));
                 self.hub.set_task_agents(runnable.clone());
+                self.hub.set_task_reports(tasks.agent_env.reports(&reg));
                 tasks.catalogue = Some(reg);
                 self.records.log("INFO", &reload_line(&runnable, &changes));
             }

@@ -49,6 +49,15 @@ impl Server {
                 Output::Log(line) => self.records.log("INFO", &line),
                 Output::StartTask(spec) => self.tasks.start(*spec, &mut self.records),
                 Output::CancelTask { task } => self.tasks.cancel(task.as_str()),
+                Output::PromptTask {
+                    task,
+                    turn,
+                    text,
+                    interrupt,
+                } => self
+                    .tasks
+                    .prompt(task.as_str(), turn, text, interrupt, &mut self.records),
+                Output::CloseTask { task } => self.tasks.close(task.as_str()),
                 Output::AnswerTask { task, seq, answer } => {
                     self.tasks
                         .answer(task.as_str(), seq, answer, &mut self.records)

@@ -1,5 +1,6 @@
 //! The driver thread of one task (docs/acp.md "The runner"): it owns the `acp::Session`, feeds
-//! it what the pipe threads and the reaper report and the owner's answers to held requests,
+//! it what the pipe threads and the reaper report, the owner's answers to held requests and
+//! its follow-up turns and close (issue 38: the session may take more than one turn),
 //! with the time read once per step, runs its deadlines, writes its lines, carries out its
 //! events and forwards them to the owner.
 //!
@@ -16,7 +17,8 @@ use super::process;
 use super::{TaskEnd, TaskEvent, TaskSpec, STDERR_TAIL_LINES, STDIN_BACKLOG_MAX_BYTES};
 use agent_hub_proto::acp::sanitize::Secrets;
 use agent_hub_proto::acp::{
-    CancelEnd, Event, ExitStatus, Level, Refusal, Session, SessionConfig, Signal, Status,
+    CancelEnd, Event, ExitStatus, Failure, Level, Outcome, Refusal, Session, SessionConfig, Signal,
+    Status,
 };
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -174,6 +176,7 @@ impl Driver {
     fn run_loop(&self, run: &mut Running) {
         let mut cancel_seen = false;
         let mut abandon_seen = false;
+        let mut close_seen = false;
         loop {
             let now = Instant::now();
             if !cancel_seen && self.out.control.cancel.load(Ordering::Acquire) {
@@ -194,6 +197,13 @@ impl Driver {
             }
             for (seq, answer) in self.out.control.take_answers() {
                 run.session.answer(seq, answer, now);
+            }
+            for f in self.out.control.take_prompts() {
+                self.follow_up(run, f, now);
+            }
+            if !close_seen && self.out.control.close.load(Ordering::Acquire) {
+                close_seen = true;
+                run.session.close(now);
             }
             if let Some(due) = run.session.poll_timeout() {
                 if due <= now {
@@ -238,6 +248,37 @@ impl Driver {
         }
     }
 
+    /// One follow-up from the owner. The book sends none the session cannot take but for a
+    /// race (the session closed while the prompt travelled): the turn then gets an outcome
+    /// of its own saying it was not sent, so the book hears of every turn it numbered.
+    fn follow_up(&self, run: &mut Running, f: super::control::FollowUp, now: Instant) {
+        match run.session.prompt(f.text, f.interrupt, now) {
+            Ok(turn) if turn == f.turn => {}
+            Ok(turn) => self.out.log(
+                Level::Warn,
+                format!(
+                    "follow-up numbered {} by the hub is turn {turn} of the session",
+                    f.turn
+                ),
+            ),
+            Err(why) => {
+                self.out.log(
+                    Level::Info,
+                    format!("follow-up (turn {}) not sent: {why}", f.turn),
+                );
+                self.out.emit(TaskEvent::Outcome(Outcome {
+                    status: Status::Failed(Failure::FollowUpNotSent(why.to_string())),
+                    text: String::new(),
+                    truncated: false,
+                    meter: Box::default(),
+                    progress: run.session.progress(now),
+                    turn: f.turn,
+                    kept: run.session.is_idle(),
+                }));
+            }
+        }
+    }
+
     /// Writes every queued line, then acts on every event (the session's contract); true at
     /// `Finished`.
     fn pump(&self, run: &mut Running) -> bool {
@@ -271,6 +312,7 @@ impl Driver {
                     self.out.emit(TaskEvent::Preapproved { ask, rule })
                 }
                 Event::Outcome(o) => self.out.emit(TaskEvent::Outcome(o)),
+                Event::Idle { turn } => self.out.emit(TaskEvent::Idle { turn }),
                 Event::CloseStdin => {
                     if let Some(q) = run.stdin.as_mut() {
                         q.close();

@@ -1,11 +1,12 @@
 //! The owner's side of a task run: `start` and `TaskHandle` (docs/acp.md "The runner").
 //!
 //! Owns the channel of `TaskEvent`s, the wake callback called after each send (the mio loop
-//! plugs a `mio::Waker` in), and the three requests an owner can make: cancel, the answer to
-//! a held request (issue 37), and "I am gone" (dropping the handle, which cancels too). Refuses: ever blocking the owner (`start`,
+//! plugs a `mio::Waker` in), and the requests an owner can make: cancel, the answer to a held
+//! request (issue 37), a follow-up turn and the close of a kept session (issue 38), and "I am
+//! gone" (dropping the handle, which cancels too). Refuses: ever blocking the owner (`start`,
 //! `cancel` and drop return at once; the driver thread does the rest).
 
-use super::control::Control;
+use super::control::{Control, FollowUp};
 use super::driver::Driver;
 use super::headless::{HeadlessDriver, HeadlessSpec};
 use super::outbox::{self, Outbox};
@@ -94,6 +95,30 @@ impl TaskHandle {
         // A full input queue means the driver is busy and takes the answers right after.
         let _ = self.poke.try_send(Input::Poke);
         true
+    }
+
+    /// Hands the driver a follow-up turn for the session (issue 38 design §2): sent to a kept
+    /// session at once, or with `interrupt` after the open turn is cancelled. Never blocks.
+    /// False when it could not be queued (the task has ended, or an owner gone wrong queued
+    /// more than the driver took).
+    pub fn prompt(&self, turn: u32, text: String, interrupt: bool) -> bool {
+        let follow_up = FollowUp {
+            turn,
+            text,
+            interrupt,
+        };
+        if self.has_ended() || !self.control.push_prompt(follow_up) {
+            return false;
+        }
+        let _ = self.poke.try_send(Input::Poke);
+        true
+    }
+
+    /// Closes the kept session (`session/close` when the agent takes it, then the shutdown).
+    /// Idempotent; never blocks.
+    pub fn close(&self) {
+        self.control.close.store(true, Ordering::Release);
+        let _ = self.poke.try_send(Input::Poke);
     }
 
     /// The next event, if one is waiting.

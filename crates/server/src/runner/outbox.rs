@@ -91,8 +91,10 @@ pub fn not_started(status: Status) -> [TaskEvent; 3] {
             status,
             text: String::new(),
             truncated: false,
-            usage: None,
+            meter: Box::default(),
             progress: Progress::default(),
+            turn: 1,
+            kept: false,
         }),
         TaskEvent::Ended(TaskEnd::default()),
     ]

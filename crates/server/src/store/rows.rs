@@ -12,6 +12,7 @@
 
 use super::{QueuedRef, RowRef, StoredId, StoredRequest, StoredTask};
 use agent_hub_proto::hub::durable::RowRefused;
+use agent_hub_proto::tasks::meter::{Budget, Meter};
 use agent_hub_proto::wire::approval::{check_allow, AllowRule};
 use agent_hub_proto::wire::envelope_text::{split, Parts};
 use rusqlite::types::ValueRef;
@@ -55,7 +56,17 @@ pub const STATES: [&str; 6] = [
 ];
 
 /// Columns of the tasks query, in the order `decode_task` reads them (acceptance order).
-pub(super) const SELECT_TASKS: &str = "SELECT seq, task, delegator, agent, peer, cwd, prompt, timeout_secs, progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms, stop_reason, reason, pid, permission, allow FROM tasks ORDER BY seq";
+pub(super) const SELECT_TASKS: &str = "SELECT seq, task, delegator, agent, peer, cwd, prompt, timeout_secs, progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms, stop_reason, reason, pid, permission, allow, session_id, session_caps, turn, restarts, kept_until_ms, meter, budget, placement FROM tasks ORDER BY seq";
+
+/// The words a stored task's `session_caps` may hold (schema 6, issue 38 design §8).
+pub const SESSION_CAPS: [&str; 3] = ["resume", "load", "none"];
+
+/// The longest session id kept (issue 38 design §8, `MAX_SESSION_ID_BYTES`).
+pub const MAX_SESSION_ID_BYTES: usize = 1024;
+
+/// A task's turns and restarts at most, as a column holds them (design §6 bounds
+/// `tasks.max_turns` to 1000; restarts stop at 3).
+const MAX_TURN_COLUMN: i64 = 1_000_000;
 
 /// Columns of the open requests' query (schema 5, issue 37), in the order `decode_request`
 /// reads them; `rowid` names a row in an error.
@@ -136,6 +147,16 @@ pub enum ColumnError {
     },
     /// `allow` is not a list of rules the verb could have accepted.
     NotAllowRules,
+    /// `meter` or `budget` (schema 6) is not the JSON this build writes there.
+    NotFigures {
+        column: &'static str,
+    },
+    /// A text longer than any the hub writes (`session_id`).
+    LongText {
+        column: &'static str,
+        bytes: usize,
+        max: usize,
+    },
     PromptTooLong {
         bytes: usize,
     },
@@ -207,6 +228,13 @@ impl fmt::Display for ColumnError {
                 f,
                 "allow is not a list of at most 8 allow rules (docs/delegation.md \"Approvals\")"
             ),
+            ColumnError::NotFigures { column } => write!(
+                f,
+                "{column} is not the JSON this hub writes there (docs/delegation.md \"Cost and usage\")"
+            ),
+            ColumnError::LongText { column, bytes, max } => {
+                write!(f, "{column} is {bytes} bytes, more than the hub keeps ({max})")
+            }
             ColumnError::PromptTooLong { bytes } => write!(
                 f,
                 "prompt is {bytes} bytes, more than any accepted ({MAX_PROMPT_BYTES})"
@@ -369,6 +397,36 @@ pub(super) fn decode_task(row: &Row<'_>) -> Result<StoredTask, RowError> {
                 Some(text.to_owned())
             }
         },
+        session_id: match c.opt_text(19, "session_id").map_err(at)? {
+            Some(t) if t.len() > MAX_SESSION_ID_BYTES => {
+                return Err(at(ColumnError::LongText {
+                    column: "session_id",
+                    bytes: t.len(),
+                    max: MAX_SESSION_ID_BYTES,
+                }))
+            }
+            t => t.map(str::to_owned),
+        },
+        session_caps: c
+            .opt_word(20, "session_caps", &SESSION_CAPS)
+            .map_err(at)?
+            .map(str::to_owned),
+        turn: c.int(21, "turn", 0, MAX_TURN_COLUMN).map_err(at)? as u32,
+        restarts: c.int(22, "restarts", 0, MAX_TURN_COLUMN).map_err(at)? as u32,
+        kept_until_ms: opt_int(23, "kept_until_ms", MAX_UNIX_MS).map_err(at)?,
+        meter: match c.opt_text(24, "meter").map_err(at)? {
+            Some(t) if Meter::from_column(t).is_err() => {
+                return Err(at(ColumnError::NotFigures { column: "meter" }))
+            }
+            t => t.map(str::to_owned),
+        },
+        budget: match c.opt_text(25, "budget").map_err(at)? {
+            Some(t) if Budget::from_column(t).is_err() => {
+                return Err(at(ColumnError::NotFigures { column: "budget" }))
+            }
+            t => t.map(str::to_owned),
+        },
+        placement: c.opt_text(26, "placement").map_err(at)?.map(str::to_owned),
     })
 }
 

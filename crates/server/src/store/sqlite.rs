@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// The schema this binary writes. Bump it with a migration step in `migrate` and a line in
 /// docs/operations.md.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long a commit on the loop's connection waits for a lock the checkpoint connection
 /// holds (`open_with`).
@@ -121,6 +121,38 @@ CREATE TABLE requests (
 
 /// Version 4 to 5: the approvals' columns and table; nothing else changes.
 const MIGRATE_4_TO_5: &str = "UPDATE meta SET value = '5' WHERE key = 'schema_version';";
+
+/// Version 6 (issue 38, docs/design/tasks.md §8): a task's session (its id and what the agent
+/// can do with it, for a resume after a restart), its turn and restart counts, how long its
+/// session is kept, its usage figures (`meter`, JSON of `tasks::meter::Meter`), its budget
+/// (JSON of `tasks::meter::Budget`) and where it was placed; and one row per turn. Rows written
+/// before hold NULL and 0: no session, no figures, no budget.
+const SCHEMA_V6_TASKS: &str = "
+ALTER TABLE tasks ADD COLUMN session_id    TEXT;
+ALTER TABLE tasks ADD COLUMN session_caps  TEXT;
+ALTER TABLE tasks ADD COLUMN turn          INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN restarts      INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN kept_until_ms INTEGER;
+ALTER TABLE tasks ADD COLUMN meter         TEXT;
+ALTER TABLE tasks ADD COLUMN budget        TEXT;
+ALTER TABLE tasks ADD COLUMN placement     TEXT;
+CREATE TABLE turns (
+    task        TEXT NOT NULL,
+    turn        INTEGER NOT NULL,
+    state       TEXT NOT NULL,
+    stop_reason TEXT,
+    reason      TEXT,
+    how         TEXT NOT NULL,
+    started_ms  INTEGER NOT NULL,
+    ended_ms    INTEGER,
+    elapsed_ms  INTEGER,
+    meter       TEXT,
+    PRIMARY KEY (task, turn)
+);
+";
+
+/// Version 5 to 6: the columns and table above; nothing else changes.
+const MIGRATE_5_TO_6: &str = "UPDATE meta SET value = '6' WHERE key = 'schema_version';";
 
 /// Version 2 to 3: the tasks table; envelopes are untouched.
 const MIGRATE_2_TO_3: &str = "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
@@ -309,6 +341,7 @@ impl Sqlite {
                 tx.execute_batch(SCHEMA_V3_TASKS).map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V4_READER).map_err(open_err)?;
                 tx.execute_batch(SCHEMA_V5_APPROVALS).map_err(open_err)?;
+                tx.execute_batch(SCHEMA_V6_TASKS).map_err(open_err)?;
                 tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION.to_string()])
                     .map_err(open_err)?;
                 tx.commit().map_err(open_err)?;
@@ -349,6 +382,13 @@ impl Sqlite {
                 tx.commit().map_err(open_err)?;
                 self.migrate()
             }
+            Some(5) => {
+                let tx = self.conn.transaction().map_err(open_err)?;
+                tx.execute_batch(&format!("{SCHEMA_V6_TASKS}{MIGRATE_5_TO_6}"))
+                    .map_err(|e| StoreError::Schema(format!("migrating schema 5 to 6: {e}")))?;
+                tx.commit().map_err(open_err)?;
+                self.migrate()
+            }
             Some(v) => Err(StoreError::Schema(format!("no migration from schema version {v} to {SCHEMA_VERSION}"))),
         }
     }
@@ -359,9 +399,10 @@ impl Sqlite {
                 let mut st = self.conn.prepare_cached(
                     "INSERT INTO tasks (seq, task, delegator, agent, peer, cwd, prompt, timeout_secs,
                          progress_secs, state, created_ms, started_ms, ended_ms, elapsed_ms,
-                         stop_reason, reason, pid, permission, allow)
+                         stop_reason, reason, pid, permission, allow, session_id, session_caps,
+                         turn, restarts, kept_until_ms, meter, budget, placement)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                         ?18, ?19)",
+                         ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
                 )?;
                 st.execute(params![
                     t.seq as i64,
@@ -382,7 +423,15 @@ impl Sqlite {
                     t.reason,
                     t.pid,
                     t.permission,
-                    t.allow
+                    t.allow,
+                    t.session_id,
+                    t.session_caps,
+                    t.turn,
+                    t.restarts,
+                    t.kept_until_ms,
+                    t.meter,
+                    t.budget,
+                    t.placement
                 ])?;
             }
             TaskStoreOp::State {
@@ -409,11 +458,15 @@ impl Sqlite {
                 reason,
                 ended_ms,
                 elapsed_ms,
+                meter,
+                budget,
             } => {
-                // The prompt is not kept once the task can never run again.
+                // The prompt is not kept once the task can never run again. The figures
+                // and the budget as it ended (issue 38 design §8).
                 let mut st = self.conn.prepare_cached(
                     "UPDATE tasks SET state = ?2, stop_reason = ?3, reason = ?4, ended_ms = ?5,
-                         elapsed_ms = ?6, prompt = '' WHERE task = ?1",
+                         elapsed_ms = ?6, prompt = '', meter = ?7, budget = coalesce(?8, budget)
+                     WHERE task = ?1",
                 )?;
                 st.execute(params![
                     task,
@@ -421,7 +474,9 @@ impl Sqlite {
                     stop_reason,
                     reason,
                     ended_ms,
-                    *elapsed_ms as i64
+                    *elapsed_ms as i64,
+                    meter,
+                    budget
                 ])?;
             }
             TaskStoreOp::Forget { task } => {
@@ -434,6 +489,11 @@ impl Sqlite {
                 let mut st = self
                     .conn
                     .prepare_cached("DELETE FROM requests WHERE task = ?1")?;
+                st.execute(params![task])?;
+                // Its turns (schema 6) go with it.
+                let mut st = self
+                    .conn
+                    .prepare_cached("DELETE FROM turns WHERE task = ?1")?;
                 st.execute(params![task])?;
             }
             TaskStoreOp::OpenRequest(r) => {

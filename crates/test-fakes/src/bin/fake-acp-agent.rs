@@ -29,6 +29,8 @@
 //! | `ask_own_tool [FORM [call]]` | asks for the tool `whoami` of the first MCP server of `session/new` (the hub's), identified as FORM's agent does: `claude` (default; 0.101's `_meta.claudeCode.toolName` and `mcpServer` in the request), `claude-pinned` (0.23: a `tool_call` update carries the name, the request none) or `gemini` (0.61's `toolCallId` `mcp_<server>_whoami__…`); the chunk `server <name>: asked: <answer>`, and with `call` and an allow, the tool's result after it |
 //! | `ask_forged` | a shell command titled `mcp__<first server>__send` (claude 0.23 form, after a `tool_call` update naming `Bash`): the title of the hub's tool on a tool that is not; the chunk `forged: <answer>` |
 //! | `question [VARIANT]` | asks a question (`elicitation/create`, issue 37 design §4b) as Claude Code's ACP adapter 0.101 does for its `AskUserQuestion` tool (../notes capture37-facts.md §6): a form with `toolCallId` `toolu_fake_q`, the message `Which branch should I push to?` and a schema with one enum property `choice` (`a`, `b`), but only if `initialize` advertised `clientCapabilities.elicitation.form` (else, as the adapter, it does not ask and reports `question: not advertised`); waits for the answer and reports `question: <action>` and, for `accept`, the content as compact JSON after it; then `end_turn`. VARIANT `force` asks even when not advertised, `url` asks in url mode (which no client here advertises) |
+//! | `usage [MODE]` | reports usage as a real agent does (issue 38): `cumulative` (default; `usage_update` cost rising per process, prompt `usage` per turn), `per-turn`, `meta` (Gemini's `_meta.quota`), `none`, or `hold` (costs up to 1.0 USD, then waits for a cancel); `fake-acp-agent/usage.rs` |
+//! | `remember` | one chunk `turn N; earlier: A \| B` (this process's earlier prompts), then `end_turn`; a prompt holding `HANG` waits for `session/cancel` and ends `cancelled`; advertises `sessionCapabilities.close` and answers `session/close` with `{}` (issue 38 follow-ups, `fake-acp-agent/turns.rs`) |
 //! | `mcp_call` | starts the first stdio server of `session/new.mcpServers` (its command, args and env), does the MCP handshake, calls the tool `FAKE_ACP_TOOL` (default `whoami`) with the JSON object `FAKE_ACP_TOOL_ARGS` (default `{}`), reports the result text as a chunk, then `end_turn` |
 //!
 //! Every scenario answers `initialize` (protocol 1, `agentInfo` fake-acp-agent) and
@@ -46,6 +48,10 @@
 
 #[path = "fake-acp-agent/attack.rs"]
 mod attack;
+#[path = "fake-acp-agent/turns.rs"]
+mod turns;
+#[path = "fake-acp-agent/usage.rs"]
+mod usage;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -210,6 +216,7 @@ fn main() {
         elicitation_form: false,
     };
     let param2 = args.get(2).cloned();
+    let mut memory = turns::Memory::default();
     while let Some(msg) = agent.read() {
         let id = msg["id"].clone();
         match msg["method"].as_str() {
@@ -218,9 +225,14 @@ fn main() {
                 agent.elicitation_form = !msg["params"]["clientCapabilities"]["elicitation"]
                     ["form"]
                     .is_null();
+                let caps = if scenario == "remember" {
+                    json!({"loadSession":false,"sessionCapabilities":{"close":{}}})
+                } else {
+                    json!({"loadSession":false})
+                };
                 agent.respond(
                 &id,
-                json!({"protocolVersion":1,"agentCapabilities":{"loadSession":false},"authMethods":[],"agentInfo":{"name":"fake-acp-agent","version":"1"}}),
+                json!({"protocolVersion":1,"agentCapabilities":caps,"authMethods":[],"agentInfo":{"name":"fake-acp-agent","version":"1"}}),
             )
             }
             Some("session/new") if scenario == "not_logged_in" => agent.send(
@@ -269,6 +281,12 @@ fn main() {
                 agent.cancelled = false;
                 if scenario == "auto_mode" {
                     auto_mode_prompt(&mut agent, param2.as_deref(), &id);
+                } else if scenario == "remember" {
+                    agent.prompt_text = msg["params"]["prompt"][0]["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned();
+                    turns::prompt(&mut agent, &mut memory, &id);
                 } else {
                     agent.prompt_text = msg["params"]["prompt"][0]["text"]
                         .as_str()
@@ -277,6 +295,7 @@ fn main() {
                     prompt(&mut agent, &scenario, param.as_deref(), &id);
                 }
             }
+            Some("session/close") if scenario == "remember" => agent.respond(&id, json!({})),
             Some(_) if !id.is_null() => agent.send(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),
             ),
@@ -317,6 +336,7 @@ fn prompt(agent: &mut Agent, scenario: &str, param: Option<&str>, id: &Value) {
             }
             park_forever();
         }
+        "usage" => usage::prompt(agent, param, id),
         "end_turn" | "ignore_eof" => {
             let n: u64 = param.and_then(|p| p.parse().ok()).unwrap_or(3);
             for i in 1..=n {

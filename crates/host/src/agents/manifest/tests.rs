@@ -105,6 +105,38 @@ fn ask_modes_are_optional_and_checked() {
     }
 }
 
+/// `run.reports` (issue 38 design §1): optional, each word checked; the ACP mode reports what
+/// it says (nothing when absent), a headless run what its format's parser reads.
+#[test]
+fn reports_are_optional_checked_and_headless_reports_its_format() {
+    use crate::agents::runnable::Delegate;
+    use agent_hub_proto::acp::Reports;
+    let base = include_str!("../builtin/claude.toml");
+    let line = "reports = [\"tokens\", \"cost\", \"context\"]";
+    assert!(base.contains(line));
+    let claude = Manifest::parse("x", base).unwrap();
+    assert_eq!(claude.reports(Delegate::Acp), Reports::ALL);
+    let headless = claude.reports(Delegate::Headless);
+    assert_eq!(
+        headless.to_string(),
+        "tokens,cost",
+        "claude-json: no context"
+    );
+    let without = Manifest::parse("x", &base.replace(line, "")).unwrap();
+    assert_eq!(without.reports(Delegate::Acp), Reports::NONE);
+    assert_eq!(without.reports(Delegate::No).to_string(), "-");
+    let gemini = Manifest::parse("x", include_str!("../builtin/gemini.toml")).unwrap();
+    assert_eq!(gemini.reports(Delegate::Acp).to_string(), "tokens");
+    for (bad, key) in [
+        ("reports = \"tokens\"", "run.reports"),
+        ("reports = [\"money\"]", "run.reports"),
+        ("reports = [1]", "run.reports[0]"),
+    ] {
+        let e = Manifest::parse("x", &base.replace(line, bad)).unwrap_err();
+        assert_eq!(e.key, key, "{bad}: {e}");
+    }
+}
+
 #[test]
 fn the_seed_delivery_name_is_accepted() {
     let text = include_str!("../builtin/claude.toml")

@@ -42,6 +42,8 @@ pub const HUB_TOOL_NAMES: &[&str] = &[
     "tasks",
     "cancel",
     "task_answer",
+    "task_prompt",
+    "task_close",
     "permission_prompt",
 ];
 

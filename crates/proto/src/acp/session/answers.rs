@@ -82,7 +82,11 @@ impl Session {
         if foreign {
             self.anomaly("permission request for another session; answered cancelled".into());
         }
-        let cancelling = matches!(self.phase, Phase::Cancelling { .. });
+        // Between turns (a kept session) nothing may act either: no turn is open.
+        let cancelling = matches!(
+            self.phase,
+            Phase::Cancelling { .. } | Phase::Idle | Phase::Closing { .. }
+        );
         let tool = params
             .get("toolCall")
             .and_then(|t| t.get("title"))

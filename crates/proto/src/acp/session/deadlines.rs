@@ -1,7 +1,8 @@
 //! The session's deadlines and endings (docs/acp.md "Deadlines", "Outcomes", "Shutdown"):
-//! which deadline is due, the task budget and the per-step waits, the cancel grace, the
-//! agent going away, and emitting the one outcome followed by the shutdown escalation.
-//! Part of `Session`; split out so each file does one job.
+//! which deadline is due, the turn's budget and the per-step waits, the cancel grace, the
+//! wait for `session/close`, the agent going away, and emitting a turn's outcome
+//! (`emit_outcome`), then either the kept session (`turns.rs`) or the shutdown escalation
+//! (`finish`, `shut_down`). Part of `Session`; split out so each file does one job.
 
 use super::{cancelled_status, ms, Cause, Event, Level, Log, Phase, Session, Signal};
 use crate::acp::outcome::{CancelEnd, ExitStatus, Failure, Outcome, Status, Step};
@@ -17,7 +18,7 @@ impl Session {
             | Phase::Creating { .. }
             | Phase::SettingMode { .. }
             | Phase::Prompting { .. } => Some(self.deadline),
-            Phase::Cancelling { .. } | Phase::Done => None,
+            Phase::Cancelling { .. } | Phase::Idle | Phase::Closing { .. } | Phase::Done => None,
         }
     }
 
@@ -36,7 +37,9 @@ impl Session {
             Phase::Cancelling { since, .. } => {
                 Some((since + ms(l.cancel_grace_ms), l.cancel_grace_ms))
             }
-            Phase::Prompting { .. } | Phase::Done => None,
+            // `session/close` is awaited as long as a closed stdin is (design §2).
+            Phase::Closing { since, .. } => Some((since + ms(l.stdin_grace_ms), l.stdin_grace_ms)),
+            Phase::Prompting { .. } | Phase::Idle | Phase::Done => None,
         }
     }
 
@@ -74,7 +77,7 @@ impl Session {
     pub(super) fn on_task_deadline(&mut self, now: Instant) {
         let secs = self
             .deadline
-            .saturating_duration_since(self.start)
+            .saturating_duration_since(self.turns.started())
             .as_secs_f64();
         match self.phase {
             Phase::Initializing { .. } | Phase::Creating { .. } | Phase::SettingMode { .. } => {
@@ -96,7 +99,7 @@ impl Session {
                 );
                 self.send_cancel(id, Cause::Deadline, now);
             }
-            Phase::Cancelling { .. } | Phase::Done => {}
+            Phase::Cancelling { .. } | Phase::Idle | Phase::Closing { .. } | Phase::Done => {}
         }
     }
 
@@ -133,7 +136,14 @@ impl Session {
                     now,
                 )
             }
-            Phase::Prompting { .. } | Phase::Done => {}
+            Phase::Closing { .. } => {
+                self.log(
+                    Level::Info,
+                    format!("agent did not answer session/close within {waited_ms} ms"),
+                );
+                self.shut_down(now);
+            }
+            Phase::Prompting { .. } | Phase::Idle | Phase::Done => {}
         }
     }
 
@@ -159,6 +169,18 @@ impl Session {
                 status,
             }),
             Phase::Cancelling { cause, .. } => cancelled_status(cause, CancelEnd::Exited(status)),
+            // Between turns: its last outcome was given; the session just ends.
+            Phase::Idle | Phase::Closing { .. } => {
+                let how = match status {
+                    Some(s) => format!("exited ({s})"),
+                    None => "closed its output".to_owned(),
+                };
+                self.log(
+                    Level::Info,
+                    format!("agent {how} between turns; the kept session ends"),
+                );
+                return self.shut_down(now);
+            }
             Phase::Done => return,
         };
         self.finish(status, now);
@@ -168,6 +190,7 @@ impl Session {
         self.log(Level::Warn, format!("agent spoke garbage: {why}"));
         let status = match self.phase.clone() {
             Phase::Cancelling { cause, .. } => cancelled_status(cause, CancelEnd::Garbage),
+            Phase::Idle | Phase::Closing { .. } => return self.shut_down(now),
             Phase::Done => return,
             _ => Status::Failed(Failure::Garbage(why)),
         };
@@ -186,23 +209,62 @@ impl Session {
         );
     }
 
-    /// Emits the outcome (once) and starts the shutdown.
+    /// Emits the open turn's outcome, then a follow-up that can no longer be sent as failed,
+    /// and starts the shutdown: the session ends with this turn.
     pub(super) fn finish(&mut self, status: Status, now: Instant) {
+        if self.between_turns() {
+            return self.shut_down(now);
+        }
         if self.phase == Phase::Done {
             return;
         }
-        // Nothing is left waiting on an answer once the turn is over (before the stdin is
-        // closed, so the answers are written).
-        self.close_pending("the turn ended");
+        self.emit_outcome(status, false, now);
+        if self.turns.take_follow_up().is_some() {
+            let why = format!(
+                "turn {} did not end in a way that leaves the session usable",
+                self.turns.turn()
+            );
+            self.turns.begin_next(now);
+            self.emit_outcome(Status::Failed(Failure::FollowUpNotSent(why)), false, now);
+        }
+        self.shut_down(now);
+    }
+
+    /// Ends the session without another outcome: `Done`, its stdin closed, TERM after
+    /// `stdin_grace_ms` (or, when the agent already exited, `Finished`).
+    pub(super) fn shut_down(&mut self, now: Instant) {
+        if self.phase == Phase::Done {
+            return;
+        }
         self.phase = Phase::Done;
+        self.gone_at = None;
+        if self.exit.is_some() {
+            self.end_of_process();
+        } else if !self.stdin_closed {
+            self.stdin_closed = true;
+            self.events.push_back(Event::CloseStdin);
+            self.shutdown = Some((Signal::Term, now + ms(self.limits.stdin_grace_ms)));
+        }
+    }
+
+    /// The open turn's outcome (`kept`: the session stays for another turn), with its
+    /// summary line; the phase is left to the caller.
+    pub(super) fn emit_outcome(&mut self, status: Status, kept: bool, now: Instant) {
+        // Nothing is left waiting on an answer once the turn is over (before the stdin is
+        // closed, so the answers are written): requests are per turn (design §2).
+        self.close_pending("the turn ended");
         self.progress_dirty = false;
         self.gone_at = None;
         self.prompt = None;
         let progress = self.progress(now);
         let (text, truncated) = self.fold.take_text();
         let mut summary = format!(
-            "outcome {}: {} text bytes{}, {} tool calls, {} permission requests",
+            "outcome {}{}: {} text bytes{}, {} tool calls, {} permission requests",
             status.name(),
+            match self.turns.turn() {
+                1 => String::new(),
+                n => format!(" of turn {n}"),
+            },
             text.len(),
             if truncated { " (truncated)" } else { "" },
             progress.tool_calls.total + progress.tool_calls.untracked,
@@ -242,16 +304,11 @@ impl Session {
             status,
             text,
             truncated,
-            usage: self.usage,
+            meter: Box::new(self.fold.meter.clone()),
             progress,
+            turn: self.turns.turn(),
+            kept,
         }));
-        if self.exit.is_some() {
-            self.end_of_process();
-        } else {
-            self.stdin_closed = true;
-            self.events.push_back(Event::CloseStdin);
-            self.shutdown = Some((Signal::Term, now + ms(self.limits.stdin_grace_ms)));
-        }
     }
 
     pub(super) fn end_of_process(&mut self) {

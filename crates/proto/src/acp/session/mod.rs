@@ -14,17 +14,17 @@
 //! for anything not advertised), under `Ask` the requests held for the owner (`Event::Request`
 //! out, `answer` in; issue 37) and the agent's questions (`elicitation/create` forms, advertised
 //! under `Ask` only; design §4b), folding updates into progress, every deadline, and the one
-//! outcome. Refuses: processes, signals, pipes, clocks, threads; authenticating for the user
-//! (§1.9 step 3); logging the prompt, the agent's text, or env values. `answers.rs` holds
-//! the answers to the agent's requests, `questions.rs` its questions, `pending.rs` the
-//! requests held open, `deadlines.rs` the deadlines and the endings.
+//! outcome of each turn. Refuses: processes, signals, pipes, clocks, threads; authenticating
+//! for the user (§1.9 step 3); logging the prompt, the agent's text, or env values.
+//! `answers.rs` holds the answers to the agent's requests, `questions.rs` its questions,
+//! `pending.rs` the requests held open, `deadlines.rs` the deadlines and the endings,
+//! `turns.rs` the follow-up turns of a kept session, its interrupt and its close (issue 38
+//! design §2).
 
 use super::config::{
     Approval, Limits, McpServer, PermissionPolicy, SessionConfig, SessionConfigError,
 };
-use super::outcome::{
-    CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason, TokenUsage,
-};
+use super::outcome::{CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason};
 use super::permission::ToolNames;
 use super::progress::{AgentInfo, Fold, Progress};
 use super::request::RequestAsk;
@@ -37,10 +37,12 @@ mod deadlines;
 mod mode;
 mod pending;
 mod questions;
+mod turns;
 pub use mode::MAX_MODE_RESETS;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+pub use turns::PromptRefusal;
 
 /// The ACP protocol version we speak (§1.1).
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -77,8 +79,13 @@ pub enum Event {
     /// it was answered allow already. For the record only (design §2: audited, never sent
     /// to the delegator).
     Preapproved { ask: RequestAsk, rule: usize },
-    /// The session's result. Exactly one per session, always before `Finished`.
+    /// A turn's result: one per turn (`Outcome::turn`), always before `Finished` (issue 38
+    /// design §2; before it, exactly one per session).
     Outcome(Outcome),
+    /// The turn just reported ended with a prompt result and the session is kept
+    /// (`SessionConfig::keep_session`): the agent runs on, idle, until `Session::prompt`
+    /// sends it another turn or `Session::close` ends it.
+    Idle { turn: u32 },
     /// The process has exited and the outcome was emitted: close its pipes, drop the session.
     Finished,
 }
@@ -108,6 +115,9 @@ enum Cause {
     Deadline,
     /// The agent left its asking mode for good (`mode::MAX_MODE_RESETS`); the mode it is in.
     LeftAskingMode(String),
+    /// A follow-up asked for with `interrupt` (`Session::prompt`): once the turn resolves,
+    /// the queued follow-up is sent (`turns.rs`).
+    Interrupt,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +141,12 @@ enum Phase {
         cause: Cause,
         since: Instant,
     },
-    /// The outcome was emitted.
+    /// A turn's outcome was emitted and the session is kept for a follow-up (`turns.rs`).
+    Idle,
+    /// `session/close` sent at `since` (the agent advertised it); the shutdown follows its
+    /// answer or `stdin_grace_ms`, whichever comes first (issue 38 design §2).
+    Closing { id: u64, since: Instant },
+    /// The last outcome was emitted and the shutdown is under way.
     Done,
 }
 
@@ -163,7 +178,6 @@ pub struct Session {
     /// How many such requests were sent (at most `MAX_MODE_RESETS`).
     mode_resets: u32,
     secrets: Secrets,
-    start: Instant,
     deadline: Instant,
     phase: Phase,
     next_id: u64,
@@ -173,7 +187,6 @@ pub struct Session {
     transmits: VecDeque<String>,
     events: VecDeque<Event>,
     fold: Fold,
-    usage: Option<TokenUsage>,
     last_progress: Option<Instant>,
     progress_dirty: bool,
     logs_emitted: u32,
@@ -193,6 +206,8 @@ pub struct Session {
     exit: Option<ExitStatus>,
     finished: bool,
     lines_after_outcome: u64,
+    /// Turn numbers, the keep switch, the agent's `session/close`, a queued follow-up.
+    turns: turns::Turns,
 }
 
 impl Session {
@@ -218,6 +233,7 @@ impl Session {
                 .collect()
         });
         let mut s = Session {
+            turns: turns::Turns::new(config.keep_session, config.task_timeout(), now),
             deadline: now + config.task_timeout(),
             ask_modes,
             ask_modes_given,
@@ -233,7 +249,6 @@ impl Session {
             prompt: Some(config.prompt),
             mcp_servers: config.mcp_servers,
             secrets,
-            start: now,
             phase: Phase::Done,
             next_id: 0,
             session_id: None,
@@ -242,7 +257,6 @@ impl Session {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             fold: Fold::new(config.limits.max_text_bytes),
-            usage: None,
             last_progress: None,
             progress_dirty: false,
             logs_emitted: 0,
@@ -370,6 +384,8 @@ impl Session {
         }
         match self.exit {
             Some(status) => self.agent_gone(Some(status), now),
+            // Between turns nothing is awaited from its output: the session closes now.
+            None if self.between_turns() => self.agent_gone(None, now),
             None => self.gone_at = Some(now),
         }
     }
@@ -384,7 +400,7 @@ impl Session {
         self.exit = Some(status);
         if self.phase == Phase::Done {
             self.end_of_process();
-        } else if self.eof_seen {
+        } else if self.eof_seen || self.between_turns() {
             self.agent_gone(Some(status), now);
         } else {
             self.gone_at = Some(now);
@@ -410,7 +426,27 @@ impl Session {
                 self.send_cancel(id, Cause::Caller, now);
                 true
             }
-            Phase::Cancelling { .. } | Phase::Done => false,
+            // A follow-up waits for the turn it interrupts: the caller's cancel replaces it,
+            // so the turn ends `cancelled` and nothing more is sent (issue 38 design §2).
+            Phase::Cancelling {
+                id,
+                cause: Cause::Interrupt,
+                since,
+            } => {
+                self.turns.drop_follow_up();
+                self.phase = Phase::Cancelling {
+                    id,
+                    cause: Cause::Caller,
+                    since,
+                };
+                true
+            }
+            // A kept session has no turn to cancel: it is closed.
+            Phase::Idle => {
+                self.close(now);
+                false
+            }
+            Phase::Cancelling { .. } | Phase::Closing { .. } | Phase::Done => false,
         }
     }
 
@@ -485,7 +521,8 @@ impl Session {
     /// A snapshot now (also what the next `Progress` event would carry).
     pub fn progress(&self, now: Instant) -> Progress {
         let mut p = self.fold.progress.clone();
-        p.elapsed_ms = millis(now.saturating_duration_since(self.start));
+        // A turn's own time (issue 38): the first turn's counts from the session's start.
+        p.elapsed_ms = millis(now.saturating_duration_since(self.turns.started()));
         p
     }
 
@@ -591,8 +628,9 @@ impl Session {
             | Phase::Creating { id, .. }
             | Phase::SettingMode { id, .. }
             | Phase::Prompting { id }
-            | Phase::Cancelling { id, .. } => Some(id),
-            Phase::Done => None,
+            | Phase::Cancelling { id, .. }
+            | Phase::Closing { id, .. } => Some(id),
+            Phase::Idle | Phase::Done => None,
         };
         if !awaited.is_some_and(|a| id == a) {
             let shown = self.secrets.token(&id.to_string());
@@ -611,7 +649,8 @@ impl Session {
             Phase::SettingMode { target, .. } => self.on_mode_set(reply, target, now),
             Phase::Prompting { .. } => self.on_prompt_result(reply, None, now),
             Phase::Cancelling { cause, .. } => self.on_prompt_result(reply, Some(cause), now),
-            Phase::Done => {}
+            Phase::Closing { .. } => self.on_closed(reply, now),
+            Phase::Idle | Phase::Done => {}
         }
     }
 
@@ -647,6 +686,8 @@ impl Session {
             });
         }
         self.auth_methods = self.read_auth_methods(result.get("authMethods"));
+        self.turns
+            .read_capabilities(result.get("agentCapabilities"));
         let who = match &self.fold.progress.agent {
             Some(a) => format!("{} {}", a.name, a.version),
             None => "agent (no agentInfo)".into(),
@@ -755,11 +796,11 @@ impl Session {
                     code: e.code,
                     message: self.secrets.clean(&e.message),
                 };
-                return self.finish(cancelled_status(cause, end), now);
+                return self.end_turn(cancelled_status(cause, end), now);
             }
             Reply::Result(r) => r,
         };
-        self.usage = result.get("usage").map(read_usage);
+        self.fold.meter.on_prompt_result(&result);
         let reason = result.get("stopReason").and_then(Value::as_str);
         let status = match (reason, cause) {
             (Some(r), None) => Status::Completed {
@@ -774,7 +815,7 @@ impl Session {
                 cancelled_status(cause, CancelEnd::Stopped(r))
             }
         };
-        self.finish(status, now)
+        self.end_turn(status, now)
     }
 
     // ----- helpers -----
@@ -886,18 +927,7 @@ fn cancelled_status(cause: Cause, end: CancelEnd) -> Status {
         Cause::Caller => Status::Cancelled { end },
         Cause::Deadline => Status::TimedOut { end },
         Cause::LeftAskingMode(mode) => Status::Failed(Failure::LeftAskingMode { mode, end }),
-    }
-}
-
-fn read_usage(u: &Value) -> TokenUsage {
-    let n = |k: &str| u.get(k).and_then(Value::as_u64);
-    TokenUsage {
-        input_tokens: n("inputTokens"),
-        output_tokens: n("outputTokens"),
-        total_tokens: n("totalTokens"),
-        cached_read_tokens: n("cachedReadTokens"),
-        cached_write_tokens: n("cachedWriteTokens"),
-        thought_tokens: n("thoughtTokens"),
+        Cause::Interrupt => Status::Cancelled { end },
     }
 }
 

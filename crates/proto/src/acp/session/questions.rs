@@ -33,7 +33,10 @@ impl Session {
                 "(another session)".into(),
             );
         }
-        if matches!(self.phase, Phase::Cancelling { .. }) {
+        if matches!(
+            self.phase,
+            Phase::Cancelling { .. } | Phase::Idle | Phase::Closing { .. }
+        ) {
             let how = "(the turn is being cancelled)".into();
             return self.reply_question(id, &Action::Cancel, WHAT.into(), how);
         }

@@ -3,7 +3,7 @@
 //! `transcripts.rs`, policies and stop reasons in `policy.rs`, cancel/timeout/shutdown in
 //! `timers.rs`, hostile agents in `hostile.rs`, session modes in `modes.rs`, requests held for
 //! a person under `ask` (issue 37) in `ask.rs`, the agent's questions (elicitation forms) in
-//! `questions.rs`.
+//! `questions.rs`, follow-up turns of a kept session (issue 38) in `turns.rs`.
 
 mod ask;
 mod hostile;
@@ -12,6 +12,7 @@ mod policy;
 mod questions;
 mod timers;
 mod transcripts;
+mod turns;
 
 use super::*;
 use serde_json::{json, Value};

@@ -50,7 +50,7 @@ fn cancel_then_completion_is_cancelled() {
         }
     );
     assert_eq!(o.text, "partial", "the partial text is kept");
-    assert_eq!(o.usage.unwrap().total_tokens, Some(3));
+    assert_eq!(o.meter.tokens.unwrap().value.total_tokens, Some(3));
 }
 
 #[test]

@@ -96,7 +96,7 @@ fn a1_example_agent_end_turn_under_the_default_policy() {
         "I'll help you with that. Let me start by reading some files to understand the current situation.\n\n Now I understand the project structure. I need to make some changes to improve it.\n\n Perfect! I've successfully updated the configuration."
     );
     assert!(!o.truncated);
-    assert_eq!(o.usage, None);
+    assert_eq!(o.meter.tokens, None);
     let t = o.progress.tool_calls;
     assert_eq!((t.total, t.completed, t.pending), (2, 2, 0));
     assert_eq!(o.progress.permissions.asked, 1);
@@ -206,8 +206,8 @@ fn a2_claude_adapter_tool_call_permission_usage() {
     assert_eq!(completed(&o), &StopReason::EndTurn);
     assert_eq!(o.text, "MOCK_REPLY 2");
     assert_eq!(
-        o.usage,
-        Some(TokenUsage {
+        o.meter.tokens.map(|t| t.value),
+        Some(crate::wire::usage::Tokens {
             input_tokens: Some(20),
             output_tokens: Some(10),
             total_tokens: Some(30),
@@ -325,7 +325,7 @@ fn codex_end_turn_with_id_last() {
     let o = d.outcome();
     assert_eq!(completed(&o), &StopReason::EndTurn);
     assert_eq!(o.text, "MOCK_REPLY 1");
-    assert_eq!(o.usage.unwrap().total_tokens, Some(7));
+    assert_eq!(o.meter.tokens.unwrap().value.total_tokens, Some(7));
 }
 
 #[test]
@@ -341,13 +341,20 @@ fn gemini_not_logged_in() {
 }
 
 #[test]
-fn gemini_meta_quota_in_the_result_is_tolerated() {
+fn gemini_meta_quota_in_the_result_is_its_token_figures() {
     let mut d = Drive::prompting(config());
     d.chunk("MOCK_REPLY 1");
     d.prompt_result(json!({"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":12,"output_tokens":3},"model_usage":[{"model":"gemini-2.5-pro","token_count":{"input_tokens":12,"output_tokens":3}}]}}}));
     let o = d.outcome();
     assert_eq!(completed(&o), &StopReason::EndTurn);
-    assert_eq!(o.usage, None);
+    // Issue 38 design §1: Gemini 0.61's only figures, read as `acp-meta`.
+    let t = o.meter.tokens.unwrap();
+    assert_eq!(t.source, crate::acp::UsageSource::AcpMeta);
+    assert_eq!(
+        (t.value.input_tokens, t.value.output_tokens),
+        (Some(12), Some(3))
+    );
+    assert_eq!(o.meter.cost, None);
     assert_eq!(o.text, "MOCK_REPLY 1");
 }
 

@@ -263,6 +263,19 @@ impl Commits {
                     out.push(Output::AnswerTask { task, seq, answer })
                 }
                 TaskAction::Log(line) => out.log(line),
+                // A follow-up not answered to a verb (none yet): out after the steps before.
+                TaskAction::Prompt {
+                    task,
+                    turn,
+                    text,
+                    interrupt,
+                } => out.push(Output::PromptTask {
+                    task,
+                    turn,
+                    text,
+                    interrupt,
+                }),
+                TaskAction::Close(task) => out.push(Output::CloseTask { task }),
                 // A relay peer's answer (issue 37 design §7): the agent hears it only once
                 // its `request_answered` is written, as for the `task_answer` verb.
                 TaskAction::AnswerCommit {
@@ -318,7 +331,10 @@ impl Commits {
     /// away before the commit).
     pub(super) fn unstage_reply_to(&mut self, conn: ConnId) -> Option<StagedTask> {
         let pos = self.staged_tasks.iter().position(|t| match t.then {
-            TaskThen::Reply { conn: c, .. } | TaskThen::Answer { conn: c, .. } => c == conn,
+            TaskThen::Reply { conn: c, .. }
+            | TaskThen::Answer { conn: c, .. }
+            | TaskThen::Prompt { conn: c, .. }
+            | TaskThen::Line { conn: c, .. } => c == conn,
             TaskThen::Lease(ref g) => g.to == crate::hub::leases::GrantTo::Conn(conn),
             _ => false,
         })?;

@@ -87,6 +87,22 @@ pub(in crate::hub) enum TaskThen {
         reply: crate::wire::approval::TaskAnswerReply,
         decision: Box<crate::tasks::approvals::Decision>,
     },
+    /// A follow-up turn (issue 38, `task_prompt`): on the commit, the runner gets `go` (a
+    /// `TaskAction::Prompt`) and the asker `reply`; on a failed commit the book takes the
+    /// turn back (`undo`) and the asker is refused.
+    Prompt {
+        conn: ConnId,
+        reply: crate::wire::TaskPromptReply,
+        go: Box<crate::tasks::TaskAction>,
+        undo: Box<crate::tasks::PromptUndo>,
+    },
+    /// A line for `conn` once the step is written (`task_close`'s reply); on a failed commit
+    /// the asker is refused.
+    Line {
+        conn: ConnId,
+        line: Box<crate::wire::HubLine>,
+        tag: &'static str,
+    },
     /// A lease granted to a claim's connection (lease design §A.2): on the commit of its
     /// `lease_granted` record the claimer is answered `granted`; on a failed commit the
     /// lease is taken back and its waiter, if it was one, parked again in its place.

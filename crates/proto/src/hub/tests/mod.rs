@@ -93,6 +93,10 @@ struct Drained {
     /// Delegated tasks' outputs (`hub::tasks`): starts, cancels, orphans to kill.
     task_starts: Vec<crate::tasks::StartSpec>,
     task_cancels: Vec<String>,
+    /// Follow-up turns handed to runners (task, turn, interrupt) and kept sessions closed
+    /// (issue 38).
+    task_prompts: Vec<(String, u32, bool)>,
+    task_closes: Vec<String>,
     /// `AnswerTask`s: task, seq, the option chosen (None: cancelled).
     task_answers: Vec<(String, u32, Option<String>)>,
     task_orphans: Vec<(String, u32)>,
@@ -468,6 +472,16 @@ impl Sim {
                 }
                 Output::StartTask(spec) => self.out.task_starts.push(*spec),
                 Output::CancelTask { task } => self.out.task_cancels.push(task.as_str().to_owned()),
+                Output::PromptTask {
+                    task,
+                    turn,
+                    interrupt,
+                    ..
+                } => self
+                    .out
+                    .task_prompts
+                    .push((task.as_str().to_owned(), turn, interrupt)),
+                Output::CloseTask { task } => self.out.task_closes.push(task.as_str().to_owned()),
                 Output::AnswerTask { task, seq, answer } => {
                     self.out
                         .task_answers

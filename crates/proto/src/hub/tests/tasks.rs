@@ -26,6 +26,7 @@ pub(super) fn book() -> TaskBook {
             permission: crate::acp::PermissionPolicy::Ask,
             agent_permission: Default::default(),
             approvals: Default::default(),
+            follow_ups: Default::default(),
             placement: Default::default(),
         },
         ["fake".to_owned()],
@@ -74,8 +75,10 @@ pub(super) fn outcome_completed() -> TaskEvent {
         },
         text: "all done".into(),
         truncated: false,
-        usage: None,
+        meter: Box::default(),
         progress: crate::acp::Progress::default(),
+        turn: 1,
+        kept: false,
     })
 }
 

@@ -69,6 +69,8 @@ pub(in crate::hub) fn delegate(
                     | TaskAction::Cancel(_)
                     | TaskAction::Answer { .. }
                     | TaskAction::AnswerCommit { .. }
+                    | TaskAction::Prompt { .. }
+                    | TaskAction::Close(_)
                     | TaskAction::ToPeer { .. } => {}
                 }
             }

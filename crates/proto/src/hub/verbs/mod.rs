@@ -15,7 +15,9 @@ pub(super) mod lease;
 pub(super) mod send;
 pub(super) mod status;
 pub(super) mod task_answer;
+pub(super) mod task_close;
 pub(super) mod task_permission;
+pub(super) mod task_prompt;
 pub(super) mod turn;
 pub(super) mod who;
 

@@ -22,6 +22,7 @@ fn start(n: u8, agent: &str, cwd: PathBuf, prompt: &str) -> StartSpec {
         token: "tok".into(),
         permission: None,
         allow: Vec::new(),
+        keep_session: false,
     }
 }
 

@@ -561,6 +561,8 @@ fn task_rows_apply_load_in_order_and_are_forgotten() {
                 reason: None,
                 ended_ms: 4000,
                 elapsed_ms: 1000,
+                meter: None,
+                budget: None,
             }),
         ])
         .unwrap();
@@ -838,7 +840,7 @@ fn schema_4_is_migrated_to_5_keeping_tasks_and_adding_requests() {
         .unwrap();
     }
     let mut s = Sqlite::open(&path, 1 << 30).unwrap();
-    assert_eq!(s.version().unwrap(), Some(5));
+    assert_eq!(s.version().unwrap(), Some(SCHEMA_VERSION));
     let tasks = s.load_tasks().unwrap();
     assert_eq!(tasks.len(), 1);
     assert_eq!((tasks[0].seq, tasks[0].prompt.as_str()), (3, "P"));
@@ -903,4 +905,127 @@ fn approvals_rows_apply_and_load() {
         .map(|r| r.request)
         .collect();
     assert_eq!(left, ["req-00000000000000a2"]);
+}
+
+/// A schema 5 store (the release before issue 38) opens as schema 6: its task and request
+/// rows keep every column, the new ones read back as none (no session, no figures, no
+/// budget), and the turns table starts empty (docs/design/tasks.md §8).
+#[test]
+fn schema_5_is_migrated_to_6_keeping_tasks_and_requests() {
+    let path = tmp("migrate56");
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(&format!(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             INSERT INTO meta VALUES ('schema_version', '5');{SCHEMA_V2}{SCHEMA_V3_TASKS}{SCHEMA_V4_READER}{SCHEMA_V5_APPROVALS}
+             INSERT INTO tasks (seq, task, delegator, agent, peer, cwd, prompt, timeout_secs,
+                 progress_secs, state, created_ms, ended_ms, elapsed_ms, permission)
+                 VALUES (3, '{}', 'a', 'codex', NULL, '/w', '', 60, 0, 'completed', 100, 200,
+                     100, 'ask');
+             INSERT INTO requests VALUES ('req-00000000000000a1', '{}', 1, 'permission', NULL,
+                 1, 2);",
+            task_id('d'),
+            task_id('d')
+        ))
+        .unwrap();
+    }
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    assert_eq!(s.version().unwrap(), Some(6));
+    let tasks = s.load_tasks().unwrap();
+    assert_eq!(tasks.len(), 1);
+    let t = &tasks[0];
+    assert_eq!((t.seq, t.state.as_str()), (3, "completed"));
+    assert_eq!(t.permission.as_deref(), Some("ask"));
+    assert_eq!(
+        (
+            t.meter.as_deref(),
+            t.budget.as_deref(),
+            t.session_id.as_deref()
+        ),
+        (None, None, None)
+    );
+    assert_eq!((t.turn, t.restarts, t.kept_until_ms), (0, 0, None));
+    assert_eq!(s.load_requests().unwrap().len(), 1);
+    let turns: i64 = s
+        .conn
+        .query_row("SELECT count(*) FROM turns", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(turns, 0);
+}
+
+/// A task's budget is written with its row and its figures with its settle; both read back
+/// after a reopen (a task's usage survives a restart, issue 38 design §8); `Forget` removes
+/// its turns' rows too.
+#[test]
+fn usage_columns_apply_load_and_turns_go_with_forget() {
+    let path = tmp("usage");
+    let meter = r#"{"turns":1,"sums":[10,5,15,null,null,null],"reported":[1,1,1,0,0,0],"token_source":"acp","closed_cost":null,"run_cost":0.25,"currency":"USD","cost_source":"acp","cost_partial":false,"tokens_lost":false,"context":{"used":100,"size":200}}"#;
+    let budget = r#"{"maxCostUsd":0.5,"allowUnmetered":false,"kept":true}"#;
+    {
+        let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+        let StoreOp::Task(TaskStoreOp::Insert(mut row)) = task(1, 'a') else {
+            unreachable!()
+        };
+        row.budget = Some(budget.into());
+        s.stage(&[StoreOp::Task(TaskStoreOp::Insert(row)), task(2, 'b')])
+            .unwrap();
+        s.commit().unwrap();
+        s.stage(&[StoreOp::Task(TaskStoreOp::Settle {
+            task: task_id('a'),
+            state: "completed".into(),
+            stop_reason: None,
+            reason: None,
+            ended_ms: 5,
+            elapsed_ms: 1,
+            meter: Some(meter.into()),
+            budget: None,
+        })])
+        .unwrap();
+        s.commit().unwrap();
+        s.conn
+            .execute(
+                "INSERT INTO turns (task, turn, state, how, started_ms) VALUES (?1, 1, 'completed', 'prompt', 1)",
+                [task_id('b')],
+            )
+            .unwrap();
+    }
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let tasks = s.load_tasks().unwrap();
+    assert_eq!(tasks[0].meter.as_deref(), Some(meter));
+    assert_eq!(
+        tasks[0].budget.as_deref(),
+        Some(budget),
+        "a settle without one keeps it"
+    );
+    assert_eq!(tasks[1].meter, None);
+    s.stage(&[StoreOp::Task(TaskStoreOp::Forget { task: task_id('b') })])
+        .unwrap();
+    s.commit().unwrap();
+    let turns: i64 = s
+        .conn
+        .query_row("SELECT count(*) FROM turns", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(turns, 0);
+}
+
+/// A `meter` column this build did not write refuses the store at startup, naming the
+/// column, never its text.
+#[test]
+fn a_meter_column_that_is_not_ours_is_refused() {
+    let path = tmp("badmeter");
+    {
+        let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+        s.stage(&[task(1, 'a')]).unwrap();
+        s.commit().unwrap();
+        s.conn
+            .execute("UPDATE tasks SET meter = 'SECRET{'", [])
+            .unwrap();
+    }
+    let mut s = Sqlite::open(&path, 1 << 30).unwrap();
+    let e = s.load_tasks().unwrap_err().to_string();
+    assert!(
+        e.contains("meter is not the JSON this hub writes there"),
+        "{e}"
+    );
+    assert!(!e.contains("SECRET"), "{e}");
 }
