@@ -39,6 +39,13 @@ const TAGS: &[&str] = &[
     "activity",
     "task_prompt",
     "task_close",
+    // Lease design §0: the lease verbs, decoded by `wire::lease`.
+    "lease_claim",
+    "lease_release",
+    "lease_renew",
+    "lease_list",
+    "lease_break",
+    "lease_check",
 ];
 
 pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
