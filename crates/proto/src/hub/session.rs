@@ -676,7 +676,8 @@ impl Hub {
                     let (waiter, wait_end) = (waiter.clone(), crate::hub::leases::WaitEnd::Timeout);
                     match self.end_lease_wait(&waiter, wait_end, now) {
                         Some(r) => {
-                            let line = HubLine::Lease(crate::wire::lease::LeaseReply::Claim(r));
+                            let line =
+                                HubLine::Lease(crate::wire::lease::LeaseReply::Claim(Box::new(r)));
                             self.reply(conn, &line, "timeout", now);
                         }
                         None => self.fail(conn, "lease_claim: the waiting claim was lost", now),

@@ -312,7 +312,7 @@ impl Hub {
             self.stage_leases(now);
             return;
         }
-        let line = HubLine::Lease(crate::wire::lease::LeaseReply::Claim(g.reply()));
+        let line = HubLine::Lease(crate::wire::lease::LeaseReply::Claim(Box::new(g.reply())));
         self.reply_durable(conn, line, "granted", now);
     }
 

@@ -755,12 +755,13 @@ pub struct HeldPath {
     pub expires_at: String,
 }
 
-/// One lease reply (`HubLine::Lease`).
+/// One lease reply (`HubLine::Lease`). The two that carry a record are boxed, so a hub line
+/// stays the size of its common variants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseReply {
-    Claim(LeaseClaimReply),
+    Claim(Box<LeaseClaimReply>),
     Release(LeaseOutcome),
-    Renew(LeaseRenewReply),
+    Renew(Box<LeaseRenewReply>),
     List(LeaseListReply),
     Break(LeaseOutcome),
     Check(LeaseCheckReply),
@@ -793,9 +794,13 @@ impl LeaseReply {
     pub fn decode(tag: &str, payload: &str) -> Option<Result<LeaseReply, serde_json::Error>> {
         let verb = LeaseVerb::ALL.into_iter().find(|v| v.tag() == tag)?;
         Some(match verb {
-            LeaseVerb::Claim => serde_json::from_str(payload).map(LeaseReply::Claim),
+            LeaseVerb::Claim => {
+                serde_json::from_str(payload).map(|r| LeaseReply::Claim(Box::new(r)))
+            }
             LeaseVerb::Release => serde_json::from_str(payload).map(LeaseReply::Release),
-            LeaseVerb::Renew => serde_json::from_str(payload).map(LeaseReply::Renew),
+            LeaseVerb::Renew => {
+                serde_json::from_str(payload).map(|r| LeaseReply::Renew(Box::new(r)))
+            }
             LeaseVerb::List => serde_json::from_str(payload).map(LeaseReply::List),
             LeaseVerb::Break => serde_json::from_str(payload).map(LeaseReply::Break),
             LeaseVerb::Check => serde_json::from_str(payload).map(LeaseReply::Check),
@@ -1014,27 +1019,27 @@ mod tests {
             waiters: None,
         };
         for reply in [
-            LeaseReply::Claim(LeaseClaimReply {
+            LeaseReply::Claim(Box::new(LeaseClaimReply {
                 outcome: GRANTED.into(),
                 lease: Some(record.clone()),
                 waited_ms: Some(12),
                 ..Default::default()
-            }),
-            LeaseReply::Claim(LeaseClaimReply {
+            })),
+            LeaseReply::Claim(Box::new(LeaseClaimReply {
                 outcome: CONFLICT.into(),
                 holder: Some("bee".into()),
                 holder_lease: Some("lease-1".into()),
                 expires_at: Some(rfc3339_ms(1)),
                 ahead: Some(2),
                 ..Default::default()
-            }),
+            })),
             LeaseReply::Release(LeaseOutcome {
                 lease: "lease-1".into(),
                 outcome: "released".into(),
             }),
-            LeaseReply::Renew(LeaseRenewReply {
+            LeaseReply::Renew(Box::new(LeaseRenewReply {
                 lease: record.clone(),
-            }),
+            })),
             LeaseReply::List(LeaseListReply {
                 leases: vec![record],
                 waiting: vec![],

@@ -47,7 +47,7 @@ impl Clock {
 
     /// The earliest point due at or before `now`, taken out of the set.
     pub(in crate::hub) fn pop_due(&mut self, now: Instant) -> Option<(String, Due)> {
-        if self.due.first().is_none_or(|(at, _, _)| *at > now) {
+        if self.due.first().map_or(true, |(at, _, _)| *at > now) {
             return None;
         }
         self.due.pop_first().map(|(_, lease, due)| (lease, due))

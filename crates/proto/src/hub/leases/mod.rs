@@ -178,7 +178,7 @@ pub(in crate::hub) enum Claimed {
     /// Granted: its `Effect::Grant` is queued, and its reply waits for that commit.
     Staged,
     /// Answered now: an idempotent re-claim (`granted`), `conflict`, or `queued` (notify).
-    Reply(LeaseClaimReply),
+    Reply(Box<LeaseClaimReply>),
     /// Parked on the connection as waiter `waiter` until `deadline` (None: until granted).
     Park {
         waiter: String,
@@ -274,12 +274,12 @@ impl Leases {
         if let Some(id) = &req.lease {
             if let Some(l) = self.table.get(id) {
                 if l.owner == owner {
-                    return Ok(Claimed::Reply(LeaseClaimReply {
+                    return Ok(Claimed::Reply(Box::new(LeaseClaimReply {
                         outcome: wire::GRANTED.to_owned(),
                         lease: Some(l.record("active")),
                         waited_ms: Some(0),
                         ..Default::default()
-                    }));
+                    })));
                 }
                 return Self::refuse(TAG, format_args!("lease {id} is already in use"));
             }
@@ -349,7 +349,7 @@ impl Leases {
         };
         let wait_secs = req.timeout_secs;
         if !(req.waits() || req.notifies()) || wait_secs == Some(0) {
-            return Ok(Claimed::Reply(conflict));
+            return Ok(Claimed::Reply(Box::new(conflict)));
         }
         if self.waiters.len() >= self.config.max_waiters {
             let n = self.waiters.len();
@@ -395,12 +395,12 @@ impl Leases {
             deadline,
         });
         if detached {
-            return Ok(Claimed::Reply(LeaseClaimReply {
+            return Ok(Claimed::Reply(Box::new(LeaseClaimReply {
                 outcome: wire::QUEUED.to_owned(),
                 waiter: Some(id),
                 ahead: Some(ahead),
                 ..Default::default()
-            }));
+            })));
         }
         Ok(Claimed::Park {
             waiter: id,
@@ -876,8 +876,8 @@ impl Leases {
     /// design §A.6) matching the filters, each with its waiters, and the waiting claims.
     pub(in crate::hub) fn list(&self, req: &LeaseList) -> LeaseListReply {
         let keep = |owner: &str, kind: &str| {
-            req.owner.as_deref().is_none_or(|o| o == owner)
-                && req.kind.as_deref().is_none_or(|k| k == kind)
+            req.owner.as_deref().map_or(true, |o| o == owner)
+                && req.kind.as_deref().map_or(true, |k| k == kind)
         };
         let waiter_ahead = |w: &Waiter| {
             self.waiters.ahead(
@@ -890,7 +890,7 @@ impl Leases {
         let leases = self
             .table
             .iter()
-            .filter(|l| keep(&l.owner, &l.kind) && req.lease.as_deref().is_none_or(|i| i == l.id))
+            .filter(|l| keep(&l.owner, &l.kind) && req.lease.as_deref().map_or(true, |i| i == l.id))
             .map(|l| {
                 let mut r = l.record("active");
                 let behind: Vec<WaiterView> = self

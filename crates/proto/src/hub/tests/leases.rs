@@ -44,7 +44,7 @@ fn verb(sim: &mut Sim, name: &str, line: &str) -> (ConnId, Vec<HubLine>) {
 
 fn claim_reply(lines: &[HubLine]) -> LeaseClaimReply {
     match lines {
-        [HubLine::Lease(LeaseReply::Claim(r))] => r.clone(),
+        [HubLine::Lease(LeaseReply::Claim(r))] => (**r).clone(),
         other => panic!("expected a lease_claim reply, got {other:?}"),
     }
 }

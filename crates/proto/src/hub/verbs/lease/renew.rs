@@ -23,7 +23,7 @@ pub(in crate::hub) fn handle(
     match work.leases.renew(&asker, &req, now) {
         Err(why) => conns.fail(out, conn, &why, now),
         Ok(lease) => {
-            let reply = LeaseReply::Renew(LeaseRenewReply { lease });
+            let reply = LeaseReply::Renew(Box::new(LeaseRenewReply { lease }));
             conns.reply(out, conn, &HubLine::Lease(reply), "renewed", now);
         }
     }
