@@ -119,7 +119,13 @@ pub fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
         ("who".into(), r#"{"who":{}}"#.into()),
     ];
     let mut lines = Vec::new();
-    for file in ["client-lines", "transcripts", "hub-lines"] {
+    for file in [
+        "client-lines",
+        "transcripts",
+        "hub-lines",
+        "lease-client-lines",
+        "lease-hub-lines",
+    ] {
         let path = root.join("protocol/hub").join(format!("{file}.json"));
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -39,6 +39,7 @@ mod forgery;
 mod fuzz_seeds;
 mod headless_prompts;
 mod leaks;
+mod leases;
 mod limits;
 mod liveness;
 mod manifests_reload;

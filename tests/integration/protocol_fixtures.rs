@@ -257,6 +257,8 @@ fn client_fields(line: &ClientLine) -> (&'static str, Map<String, Value>) {
         ClientLine::TaskPermission(p) => json!({
             "toolName": p.tool_name, "toolUseId": p.tool_use_id, "input_raw": p.input(),
         }),
+        // The payload's own encoding, keys as the line carries them (lease design §0).
+        ClientLine::Lease(r) => serde_json::from_str(&r.payload_json()).expect("a JSON object"),
         ClientLine::Turn(t) => {
             let mut v = json!({"state": t.state});
             if let Some(pid) = t.pid {
@@ -328,6 +330,13 @@ fn client_lines_decode_and_round_trip() {
     check_all("client-lines.json", &cases, check_client_case);
 }
 
+/// The lease verbs (lease design §0, SPEC §17), in their own file.
+#[test]
+fn lease_client_lines_decode_and_round_trip() {
+    let cases: Vec<LineCase> = load("lease-client-lines.json");
+    check_all("lease-client-lines.json", &cases, check_client_case);
+}
+
 // ----- hub → client lines (SPEC §2, §4, §5) -----
 
 /// The envelope text of a hub line, read back into its fields.
@@ -392,6 +401,10 @@ fn hub_fields(line: &HubLine) -> Result<(&'static str, Map<String, Value>), Stri
         ),
         HubLine::Tasks(l) => ("tasks", serde_json::to_value(l).map_err(|e| e.to_string())?),
         HubLine::Turn(r) => ("turn", serde_json::to_value(r).map_err(|e| e.to_string())?),
+        HubLine::Lease(r) => (
+            r.tag(),
+            serde_json::from_str(&r.payload_json()).map_err(|e| e.to_string())?,
+        ),
         HubLine::Activity(a) => (
             "activity",
             serde_json::to_value(a).map_err(|e| e.to_string())?,
@@ -455,6 +468,13 @@ fn check_hub_case(case: &LineCase) -> Result<(), String> {
 fn hub_lines_decode_and_round_trip() {
     let cases: Vec<LineCase> = load("hub-lines.json");
     check_all("hub-lines.json", &cases, check_hub_case);
+}
+
+/// The lease replies (lease design §0, SPEC §17), in their own file.
+#[test]
+fn lease_hub_lines_decode_and_round_trip() {
+    let cases: Vec<LineCase> = load("lease-hub-lines.json");
+    check_all("lease-hub-lines.json", &cases, check_hub_case);
 }
 
 // ----- transcripts (SPEC §4, §5, §8.1) -----

@@ -266,7 +266,8 @@ fn start_rest(
     };
     let mut hub = Hub::new(roster, config.limits.clone(), Box::new(OsIds))
         .with_durable(store.is_durable())
-        .with_operators(config.operators.clone());
+        .with_operators(config.operators.clone())
+        .with_leases(config.leases.clone());
     let mut sink = hub.restoring(now);
     store.load_rows(&mut sink).map_err(fail("store"))?;
     let (envelopes, ids) = sink.counts();

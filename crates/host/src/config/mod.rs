@@ -3,11 +3,13 @@
 //!
 //! Owns parsing and validation of config text into `Config`. Refuses IO except reading the
 //! file in `Config::load`. Each table has its own file: `limits.rs` ([limits]), `store.rs`
-//! ([store]), `relay.rs` ([relay] and its peers), `tasks.rs` ([tasks]); `bounds.rs` holds the
+//! ([store]), `relay.rs` ([relay] and its peers), `tasks.rs` ([tasks]), `leases.rs`
+//! ([leases]); `bounds.rs` holds the
 //! upper bound of every value. Their public items are re-exported here, so
 //! `crate::config::Limits` and the rest resolve as they did before the split.
 
 pub mod bounds;
+mod leases;
 mod limits;
 mod relay;
 mod store;
@@ -49,6 +51,9 @@ struct RawConfig {
     /// Optional: roster names whose `who` and `activity` show everything (SPEC §14).
     #[serde(default)]
     operators: Vec<String>,
+    /// Optional: the leases' TTLs, caps and guard (config/leases.rs); absent, the defaults.
+    #[serde(default)]
+    leases: Option<leases::RawLeases>,
 }
 
 /// A validated config with absolute paths.
@@ -69,6 +74,8 @@ pub struct Config {
     /// parked filters, every recent envelope, every unfinished task (SPEC §14 "Visibility").
     /// Anyone else sees those of its own only. Empty when the key is absent.
     pub operators: Vec<String>,
+    /// The `[leases]` table (issue 39, docs/leases.md); its defaults when absent.
+    pub leases: agent_hub_proto::hub::leases::LeaseConfig,
 }
 
 /// Names `operators` may list at most.
@@ -159,6 +166,7 @@ impl Config {
             Some(r) => Some(relay::relay_config(r, &resolve)?),
         };
         let tasks = raw.tasks.map(tasks::from_raw).transpose()?;
+        let leases = leases::from_raw(raw.leases)?;
         // A peer allowed to delegate needs somewhere for its tasks to run.
         if let (Some(r), None) = (&relay, &tasks) {
             if let Some(p) = r.peers.iter().find(|p| p.delegate) {
@@ -178,6 +186,7 @@ impl Config {
             limits: raw.limits,
             tasks,
             operators: raw.operators,
+            leases,
         })
     }
 }

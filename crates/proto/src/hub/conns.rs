@@ -82,6 +82,10 @@ pub(in crate::hub) enum Phase {
     /// its decision: prompt `seq` of `task`, whose one reply is its final line. No deadline:
     /// the request it is held as has its own expiry, and the task's end answers it.
     Asking { task: String, seq: u32 },
+    /// A `lease_claim` parked behind a conflict (lease design §A.2): waiter `waiter` of the
+    /// lease machine, whose grant is its final line; the deadline, if any, is the claim's
+    /// `timeoutSecs` and is the connection's.
+    LeaseWait { waiter: String },
     /// The verb's outcome is committed to the store; its final line (`accepted`, `acked`)
     /// waits for the store's flush to disk (SPEC §12.1). `outcome` is for the service log.
     Syncing { outcome: &'static str },

@@ -274,6 +274,9 @@ pub enum AuditEvent {
     /// A delegated task's step (docs/delegation.md "Audit"): accepted, started, cancel
     /// asked, ended, forgotten.
     Task(crate::tasks::TaskAudit),
+    /// A lease's step (lease design §A.8, SPEC §8.1): granted, queued, renewed, released,
+    /// expired, broken, a wait ended, a guarded check.
+    Lease(super::leases::audit::LeaseAudit),
 }
 
 impl AuditEvent {
@@ -451,6 +454,7 @@ impl AuditEvent {
                 num(out, *queued as u64);
             }
             AuditEvent::Task(t) => t.encode_fields_into(out),
+            AuditEvent::Lease(l) => l.encode_fields_into(out),
             AuditEvent::Received { peer, envelope } => {
                 out.push_str("\"received\",\"peer\":");
                 text(out, peer);
@@ -598,6 +602,10 @@ mod tests {
             AuditEvent::Shutdown { queued } => write!(out, "\"shutdown\",\"queued\":{queued}"),
             AuditEvent::Task(t) => {
                 t.encode_fields_into(out);
+                Ok(())
+            }
+            AuditEvent::Lease(l) => {
+                l.encode_fields_into(out);
                 Ok(())
             }
             AuditEvent::Received { peer, envelope } => {

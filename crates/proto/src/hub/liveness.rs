@@ -118,19 +118,21 @@ impl Liveness {
     /// Records a report from `name`. A report without a pid keeps the watched process if it
     /// is the same state change of the same session; one with a pid replaces it. A `gone`
     /// about another pid than the watched one says nothing about the watched process.
+    /// Returns whether `name` entered `gone` with it (its leases end, lease design §A.5).
     pub(super) fn report(
         &mut self,
         name: &str,
         state: TurnState,
         process: Option<WatchedProcess>,
         now: Now,
-    ) {
+    ) -> bool {
         let now_ms = now.wall.timestamp_millis();
         let prev = self.known.get(name);
+        let was_gone = prev.is_some_and(|k| k.state == TurnState::Gone);
         if state == TurnState::Gone {
             if let (Some(p), Some(k)) = (process, prev) {
                 if k.process.is_some_and(|w| w.pid != p.pid) && k.state != TurnState::Gone {
-                    return;
+                    return false;
                 }
             }
         }
@@ -157,6 +159,7 @@ impl Liveness {
                 PROCESS_CHECK_INTERVAL,
             ));
         }
+        state == TurnState::Gone && !was_gone
     }
 
     /// The loop saw `process` (watched for `name`) gone. A report about a process no longer
@@ -186,20 +189,23 @@ impl Liveness {
     }
 
     /// The loop saw a process it was asked to check (`Output::CheckProcesses`) gone: its name
-    /// becomes `gone`. Called for each exited one, then `checked`.
+    /// becomes `gone`. Called for each exited one, then `checked`. Returns whether the name
+    /// entered `gone` (its leases end, lease design §A.5).
     pub(super) fn process_exited(
         &mut self,
         name: &str,
         process: WatchedProcess,
         now: Now,
         out: &mut Outbox,
-    ) {
-        if self.exited(name, process, now) {
+    ) -> bool {
+        let exited = self.exited(name, process, now);
+        if exited {
             out.log(format!(
                 "liveness: name={name} pid={} exited; state gone",
                 process.pid
             ));
         }
+        exited
     }
 
     /// The loop finished the check `Output::CheckProcesses` asked for: the next one is due a

@@ -18,8 +18,8 @@
 //!   `strangers`' books, the status waits of `receipts`), `commit` (staging, acceptance
 //!   order, batches, held replies), `memory` (the ledger, its purge, the reasons of gone
 //!   envelopes), `presence` (last seen, `liveness`, `recent`, `remote_presence`), `forward`
-//!   (mail across hubs, §15); the router, the task book and the id source are held as they
-//!   are;
+//!   (mail across hubs, §15), `leases` (issue 39: claims, waiters, expiry); the router, the
+//!   task book and the id source are held as they are;
 //! - functions over the machines they drive: the verbs, one file each in `verbs`, and the
 //!   other steps that span machines without being the hub's (`admit`: a new envelope's
 //!   checks and staging; `recipient`: the `warning` of `accepted`; `tasks`: delegated work's
@@ -46,6 +46,7 @@ pub mod router;
 mod commit;
 mod conns;
 pub mod forward;
+pub mod leases;
 pub mod liveness;
 mod memory;
 mod presence;
@@ -108,6 +109,8 @@ pub struct Hub {
     tasks: Option<TaskBook>,
     /// Ids for the hub's own envelopes.
     ids: Box<dyn IdSource>,
+    /// Leases and their waiters (issue 39, lease design §A; `leases`).
+    leases: leases::Leases,
     /// What the core asks of the IO layer, in order (`outbox`).
     outputs: outbox::Outbox,
 }
@@ -129,8 +132,20 @@ impl Hub {
             forwarding: None,
             tasks: None,
             ids,
+            leases: leases::Leases::new(leases::LeaseConfig::default()),
             outputs: outbox::Outbox::default(),
         }
+    }
+
+    /// The `[leases]` table in force (lease design §0 "Config"); without it, the defaults.
+    pub fn with_leases(mut self, config: leases::LeaseConfig) -> Hub {
+        self.leases = leases::Leases::new(config);
+        self
+    }
+
+    /// Active leases and waiting claims now (tests, the operator's view).
+    pub fn lease_counts(&self) -> (usize, usize) {
+        self.leases.counts()
     }
 
     /// The config's `operators`: the names that get the operator's view of `who` and
@@ -159,6 +174,7 @@ impl Hub {
         self.presence
             .liveness
             .expire(now, roster, &mut self.outputs);
+        self.expire_leases(now);
         for (sender, id, seq) in self.memory.purge_due(now) {
             self.commit.store(StoreOp::Forget { seq, sender, id });
         }
@@ -168,7 +184,35 @@ impl Hub {
     /// after every loss, bounce and requeue the shutdown itself caused (SPEC §4.6, §8.1).
     pub fn stopped(&mut self) {
         let queued = self.router.total_queued();
+        // Leases are kept in memory until the store's schema 7 (lease design §A.9): say what
+        // the stop drops, so nobody takes a restart for a release.
+        let (leases, waiters) = self.leases.counts();
+        if leases + waiters > 0 {
+            self.outputs.log(format!(
+                "leases: {leases} leases and {waiters} waiting claims dropped at stop (leases are kept in memory; a restart does not restore them)"
+            ));
+        }
         self.outputs.audit(AuditEvent::Shutdown { queued });
+    }
+
+    /// Renews, warns and expires the leases due at `now` (lease design §A.4): an owner is
+    /// live while a roster name is `busy`, `idle` or `waiting`, or a task has not ended.
+    fn expire_leases(&mut self, now: Now) {
+        if !self.leases.poll_timeout().is_some_and(|at| at <= now.mono) {
+            return;
+        }
+        let (liveness, router, book) = (&self.presence.liveness, &self.router, self.tasks.as_ref());
+        let live = |owner: &str| {
+            if crate::kernel::names::is_task_name(owner) {
+                return book.is_some_and(|b| b.is_live_task(owner));
+            }
+            router.stats(owner).parked > 0
+                || liveness
+                    .known(owner)
+                    .is_some_and(|k| k.state != liveness::TurnState::Gone)
+        };
+        self.leases.handle_timeout(now, &live, &mut *self.ids);
+        self.stage_leases(now);
     }
 
     /// Queued envelopes across all agents.
@@ -192,6 +236,7 @@ impl Hub {
                 .and_then(forward::Forwarding::poll_timeout),
             self.commit.poll_timeout(),
             self.presence.liveness.poll_timeout(),
+            self.leases.poll_timeout(),
             self.conns.strangers_due(),
             self.tasks
                 .as_ref()
@@ -227,7 +272,10 @@ impl Hub {
     /// becomes `gone`. Called for each exited one, then `handle_processes_checked`.
     pub fn handle_process_exited(&mut self, name: &str, process: WatchedProcess, now: Now) {
         let liveness = &mut self.presence.liveness;
-        liveness.process_exited(name, process, now, &mut self.outputs);
+        if liveness.process_exited(name, process, now, &mut self.outputs) {
+            // Its leases end with its process (lease design §A.5).
+            self.lease_owner_gone(name, leases::Gone::Holder, now);
+        }
     }
 
     /// The loop finished the check `Output::CheckProcesses` asked for: the next one is due a
@@ -294,6 +342,10 @@ impl Hub {
         // The permission prompts decided since the last commit point are answered first
         // (`session::answer_prompts`, issue 37 design §6).
         self.answer_prompts(now);
+        // A task whose outcome is staged: its leases end in the same batch (design §A.5).
+        for task in self.commit.take_ended_tasks() {
+            self.lease_owner_gone(&task, leases::Gone::TaskEnded, now);
+        }
         let max = self.settings.limits.store_backlog_max_bytes;
         let ledger = &self.memory.ledger;
         self.commit

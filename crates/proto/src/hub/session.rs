@@ -18,9 +18,11 @@ use super::pipeline::{self, AckInput};
 use super::recipient::Known;
 use super::strangers;
 use super::tasks::{self, TaskWork};
+use super::verbs::lease::LeaseWork;
 use super::verbs::{self, status};
 use super::Hub;
 use crate::kernel::now::Now;
+use crate::wire::lease::LeaseRequest;
 use crate::wire::{ClientLine, HubLine};
 use std::time::Instant;
 
@@ -70,6 +72,7 @@ impl Hub {
             | Phase::AckStaged
             | Phase::StatusWait { .. }
             | Phase::Asking { .. }
+            | Phase::LeaseWait { .. }
             | Phase::Syncing { .. } => self.hold(conn, || AckInput::of_line(line)),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
@@ -94,6 +97,7 @@ impl Hub {
             | Phase::AckStaged
             | Phase::StatusWait { .. }
             | Phase::Asking { .. }
+            | Phase::LeaseWait { .. }
             | Phase::Syncing { .. } => self.hold(conn, || AckInput::NotAck(message.to_owned())),
             Phase::Delivering { ack: false, .. } | Phase::Replied => {
                 self.fail(conn, pipeline::LINE_AFTER_THE_VERB, now)
@@ -146,6 +150,13 @@ impl Hub {
                 self.log(conn, "dropped", "permission prompt's peer closed", now);
                 self.finish(conn);
             }
+            // A waiting claim's client gave up: it leaves the queue (lease design §A.2).
+            Phase::LeaseWait { waiter } => {
+                let waiter = waiter.clone();
+                self.end_lease_wait(&waiter, crate::hub::leases::WaitEnd::Closed, now);
+                self.log(conn, "dropped", "waiting lease claim's peer closed", now);
+                self.finish(conn);
+            }
             // The reader can no longer ack: give the envelope back now.
             Phase::Delivering { ack: true, .. } => {
                 self.return_unacked(conn, "reader closed without acking", now)
@@ -183,6 +194,10 @@ impl Hub {
                 }
                 Conns::log_conn(&mut self.outputs, &c, conn, "dropped", reason, now);
             }
+            Phase::LeaseWait { waiter } => {
+                self.end_lease_wait(&waiter, crate::hub::leases::WaitEnd::Closed, now);
+                Conns::log_conn(&mut self.outputs, &c, conn, "dropped", reason, now);
+            }
             Phase::Staged => {
                 // The sender never saw `accepted`, so the send must not happen.
                 if let Some(s) = self.commit.unstage_send_of(conn) {
@@ -206,6 +221,11 @@ impl Hub {
                                 book.answer_settled(&request, false, None);
                             }
                             work.drain(out);
+                        }
+                        // A grant nobody heard of: taken back, what it held given on.
+                        (TaskThen::Lease(g), _) => {
+                            self.leases.forget_grant(*g, now, &mut *self.ids);
+                            self.stage_leases(now);
                         }
                         _ => {}
                     }
@@ -279,6 +299,12 @@ impl Hub {
                 Phase::Asking { .. } => {
                     self.conns.unpark_asking(conn);
                     self.fail(conn, "hub is shutting down", now);
+                }
+                // Nothing was granted; the waiter leaves the queue.
+                Phase::LeaseWait { waiter } => {
+                    let waiter = waiter.clone();
+                    self.end_lease_wait(&waiter, crate::hub::leases::WaitEnd::Shutdown, now);
+                    self.fail(conn, "hub is shutting down; nothing was granted", now);
                 }
                 // Answered: close once the final line is written, without waiting for the
                 // client's close (a plain delivery's outcome is still decided at the close).
@@ -418,7 +444,13 @@ impl Hub {
                 let (roster, router) = (&self.settings.roster, &self.router);
                 let liveness = &mut self.presence.liveness;
                 match verbs::turn::answer(liveness, roster, router, &asker, req, now) {
-                    Ok(turn) => self.reply(conn, &HubLine::Turn(turn), "turn", now),
+                    Ok((turn, entered_gone)) => {
+                        self.reply(conn, &HubLine::Turn(turn), "turn", now);
+                        // Its leases end with its session (lease design §A.5).
+                        if entered_gone {
+                            self.lease_owner_gone(&asker, crate::hub::leases::Gone::Holder, now);
+                        }
+                    }
                     Err(why) => self.fail(conn, why, now),
                 }
             }
@@ -457,6 +489,7 @@ impl Hub {
                 };
                 verbs::task_answer::handle(conns, out, work, conn, req, now)
             }
+            ClientLine::Lease(req) => self.on_lease_line(conn, req, now),
             ClientLine::TaskPermission(req) => {
                 let work = TaskWork {
                     book: self.tasks.as_mut(),
@@ -510,6 +543,76 @@ impl Hub {
             self.conns
                 .reply(&mut self.outputs, conn, &line, outcome, now);
         }
+    }
+
+    /// A lease verb (lease design §A, `verbs::lease`): handed to its file with the machines
+    /// it drives.
+    fn on_lease_line(&mut self, conn: ConnId, req: LeaseRequest, now: Now) {
+        let (conns, out) = (&mut self.conns, &mut self.outputs);
+        let work = LeaseWork {
+            leases: &mut self.leases,
+            commit: &mut self.commit,
+            router: &mut self.router,
+            ids: &mut *self.ids,
+        };
+        match req {
+            LeaseRequest::Claim(r) => verbs::lease::claim::handle(conns, out, work, conn, r, now),
+            LeaseRequest::Release(r) => {
+                verbs::lease::release::handle(conns, out, work, conn, r, now)
+            }
+            LeaseRequest::Renew(r) => verbs::lease::renew::handle(conns, out, work, conn, r, now),
+            LeaseRequest::List(r) => {
+                verbs::lease::list::handle(conns, out, work.leases, conn, r, now)
+            }
+            LeaseRequest::Break(r) => {
+                let operator = self.settings.sees_everything(&conns.asker(conn));
+                verbs::lease::break_::handle(conns, out, work, operator, conn, r, now)
+            }
+            LeaseRequest::Check(r) => {
+                let book = self.tasks.as_ref();
+                let live = |t: &str| book.is_some_and(|b| b.is_live_task(t));
+                verbs::lease::check::handle(conns, out, work.leases, &live, conn, r, now)
+            }
+        }
+    }
+
+    /// Carries out what the lease machine queued (`verbs::lease::LeaseWork::stage`).
+    pub(super) fn stage_leases(&mut self, now: Now) {
+        let mut work = LeaseWork {
+            leases: &mut self.leases,
+            commit: &mut self.commit,
+            router: &mut self.router,
+            ids: &mut *self.ids,
+        };
+        work.stage(&mut self.conns, &mut self.outputs, now);
+    }
+
+    /// Waiter `waiter` (parked on its connection) stops waiting (`why`): the machine drops it and grants what
+    /// its place blocked; the `timeout` reply, for the caller to send or drop.
+    pub(super) fn end_lease_wait(
+        &mut self,
+        waiter: &str,
+        why: crate::hub::leases::WaitEnd,
+        now: Now,
+    ) -> Option<crate::wire::lease::LeaseClaimReply> {
+        let reply = self.leases.end_wait(waiter, why, now, &mut *self.ids);
+        self.stage_leases(now);
+        reply
+    }
+
+    /// `owner` went `gone` or its task ended (lease design §A.5): its leases end, and what
+    /// they blocked is granted.
+    pub(super) fn lease_owner_gone(
+        &mut self,
+        owner: &str,
+        why: crate::hub::leases::Gone,
+        now: Now,
+    ) {
+        if !self.leases.involves(owner) {
+            return;
+        }
+        self.leases.owner_gone(owner, why, now, &mut *self.ids);
+        self.stage_leases(now);
     }
 
     /// A parked prompt's connection ended before its reply: the book closes its request.
@@ -567,6 +670,18 @@ impl Hub {
                         self.settings.limits.ack_timeout_ms
                     );
                     self.return_unacked(conn, &msg, now);
+                }
+                // A waiting claim's `timeoutSecs` passed: nothing granted (lease design §A.2).
+                Phase::LeaseWait { waiter } => {
+                    let (waiter, wait_end) = (waiter.clone(), crate::hub::leases::WaitEnd::Timeout);
+                    match self.end_lease_wait(&waiter, wait_end, now) {
+                        Some(r) => {
+                            let line =
+                                HubLine::Lease(crate::wire::lease::LeaseReply::Claim(Box::new(r)));
+                            self.reply(conn, &line, "timeout", now);
+                        }
+                        None => self.fail(conn, "lease_claim: the waiting claim was lost", now),
+                    }
                 }
                 phase if conns::answered(phase) => self.conns.linger_over(&mut self.outputs, conn),
                 _ => {}

@@ -292,6 +292,59 @@ impl Hub {
         }
     }
 
+    /// A grant's record is written (lease design §A.2): its claimer is answered `granted`
+    /// (after the store's flush when one runs); a claimer whose connection went away meanwhile
+    /// never hears of it, so the lease is released at once (`closed`) and given on.
+    fn lease_granted(&mut self, g: crate::hub::leases::Grant, now: Now) {
+        let crate::hub::leases::GrantTo::Conn(conn) = g.to else {
+            return;
+        };
+        // A client that half-closed after its line still reads its answer, as a sender's.
+        let waiting = matches!(
+            self.conns.get(&conn),
+            Some(Conn {
+                phase: Phase::Staged,
+                ..
+            })
+        );
+        if !waiting {
+            self.leases.unclaimed(&g.lease, now, &mut *self.ids);
+            self.stage_leases(now);
+            return;
+        }
+        let line = HubLine::Lease(crate::wire::lease::LeaseReply::Claim(Box::new(g.reply())));
+        self.reply_durable(conn, line, "granted", now);
+    }
+
+    /// A grant's commit failed: the lease is taken back; a waiter is parked again in its
+    /// place (and its deadline), a claim granted at once is refused with the store's reason.
+    fn lease_not_granted(&mut self, g: crate::hub::leases::Grant, why: &str, now: Now) {
+        let to = g.to;
+        let waiter = self.leases.revoke(g);
+        let crate::hub::leases::GrantTo::Conn(conn) = to else {
+            return;
+        };
+        if !self.conns.contains(&conn) {
+            if let Some(w) = waiter {
+                self.end_lease_wait(&w.id, crate::hub::leases::WaitEnd::Closed, now);
+            }
+            return;
+        }
+        match waiter {
+            Some(w) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.phase = Phase::LeaseWait { waiter: w.id };
+                }
+                self.set_deadline(conn, w.deadline);
+                // Granted again for the next batch, as a bounce is kept: a free resource
+                // must not leave its first waiter waiting for some later release.
+                self.leases.regrant(now, &mut *self.ids);
+                self.stage_leases(now);
+            }
+            None => self.fail(conn, &format!("lease_claim not accepted: {why}"), now),
+        }
+    }
+
     /// The outcome of a batch for its task steps.
     pub(super) fn settle_staged_tasks(
         &mut self,
@@ -410,6 +463,8 @@ impl Hub {
                         self.fail(conn, &format!("task_answer not accepted: {why}"), now);
                     }
                 }
+                (Ok(()), TaskThen::Lease(g)) => self.lease_granted(*g, now),
+                (Err(why), TaskThen::Lease(g)) => self.lease_not_granted(*g, why, now),
                 (Ok(()), TaskThen::ToPeer(sends)) => {
                     for send in sends {
                         self.outputs.push(Output::ToPeer(Box::new(send)));

@@ -14,6 +14,7 @@ use super::approval::{
     AllowRule, TaskAnswerRequest, TaskPermissionRequest, MAX_ALLOW_RULES, TOOL_KINDS,
 };
 use super::envelope::RawEnvelope;
+use super::lease::{LeaseRequest, LeaseVerb, PayloadSeed};
 use super::task::{DelegateRequest, TaskPromptRequest, TaskRequest};
 use super::{AwaitRequest, Hello, IdRequest, StatusRequest, TurnRequest, WhoRequest};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -38,6 +39,13 @@ const TAGS: &[&str] = &[
     "activity",
     "task_prompt",
     "task_close",
+    // Lease design §0: the lease verbs, decoded by `wire::lease`.
+    "lease_claim",
+    "lease_release",
+    "lease_renew",
+    "lease_list",
+    "lease_break",
+    "lease_check",
 ];
 
 pub(super) const HELLO_KEYS: &[&str] = &["name", "token", "warn"];
@@ -92,6 +100,8 @@ pub(crate) enum Payload<'a> {
     Activity,
     TaskPrompt(TaskPromptRequest),
     TaskClose(TaskRequest),
+    /// A lease verb (lease design §0), read by `wire::lease::PayloadSeed`.
+    Lease(LeaseRequest),
 }
 
 /// Decodes one client line: exactly one JSON object holding exactly one known tag. The hot
@@ -180,6 +190,8 @@ enum Obj {
     Activity,
     TaskPrompt,
     TaskClose,
+    /// A lease verb: its payload is `wire::lease`'s to read.
+    Lease(LeaseVerb),
 }
 
 impl Obj {
@@ -201,6 +213,7 @@ impl Obj {
             Obj::Activity => "activity",
             Obj::TaskPrompt => "task_prompt",
             Obj::TaskClose => "task_close",
+            Obj::Lease(v) => v.tag(),
         }
     }
 
@@ -219,6 +232,7 @@ impl Obj {
             Obj::TaskAnswer => TASK_ANSWER_KEYS,
             Obj::TaskPermission => TASK_PERMISSION_KEYS,
             Obj::Turn => TURN_KEYS,
+            Obj::Lease(v) => v.keys(),
         }
     }
 }
@@ -283,6 +297,11 @@ impl fmt::Display for OneOf {
             }
         }
     }
+}
+
+/// `OneOf`, for `wire::lease`'s key refusals (the same words as every other payload's).
+pub(super) fn one_of(names: &'static [&'static str]) -> impl fmt::Display {
+    OneOf(names)
 }
 
 /// One value visitor for every shape, so that each of the `visit_*` methods serde_json's
@@ -434,7 +453,22 @@ fn line<'de, A: MapAccess<'de>>(mut map: A) -> Result<Payload<'de>, A::Error> {
         Obj::Activity,
         Obj::TaskPrompt,
         Obj::TaskClose,
+        Obj::Lease(LeaseVerb::Claim),
+        Obj::Lease(LeaseVerb::Release),
+        Obj::Lease(LeaseVerb::Renew),
+        Obj::Lease(LeaseVerb::List),
+        Obj::Lease(LeaseVerb::Break),
+        Obj::Lease(LeaseVerb::Check),
     ][i];
+    if let Obj::Lease(verb) = obj {
+        let p = map.next_value_seed(PayloadSeed(verb))?;
+        if map.next_key::<IgnoredAny>()?.is_some() {
+            return Err(de::Error::custom(
+                "a line holds one tag, found more than one",
+            ));
+        }
+        return Ok(Payload::Lease(p));
+    }
     let Val::Line(p) = map.next_value_seed(V(Want::Object(obj)))? else {
         return Err(de::Error::custom(
             "internal: a payload decoded to something else",
@@ -630,6 +664,12 @@ fn payload<'de, A: MapAccess<'de>>(obj: Obj, mut map: A) -> Result<Payload<'de>,
             })
         }
         Obj::TaskClose => Payload::TaskClose(TaskRequest { task: take(0)? }),
+        // Read by `line` through `wire::lease::PayloadSeed`; never a `payload` object.
+        Obj::Lease(_) => {
+            return Err(de::Error::custom(
+                "internal: a lease payload read as another verb's",
+            ))
+        }
     })
 }
 
@@ -833,7 +873,7 @@ mod tests {
             ),
             (
                 r#"{"ping":{}}"#,
-                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`",
+                "unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
             ),
             ("{}", "a line holds one tag, found none"),
             (

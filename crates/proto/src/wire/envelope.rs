@@ -33,11 +33,15 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// progress, and the requests its agent asks the delegator to answer (§16, issue 37). A
 /// client's `send` of one is refused, and so is a peer hub's forward of one (`hub::forward`);
 /// a kind the hub starts writing later belongs in this list, where every check finds it.
-pub const HUB_KINDS: [&str; 4] = [
+pub const HUB_KINDS: [&str; 7] = [
     Envelope::BOUNCE_KIND,
     Envelope::TASK_OUTCOME_KIND,
     Envelope::TASK_PROGRESS_KIND,
     Envelope::TASK_REQUEST_KIND,
+    // Lease design §0 "Envelopes": a lease's holder and waiters hear from the hub.
+    super::lease::LEASE_EXPIRING_KIND,
+    super::lease::LEASE_LOST_KIND,
+    super::lease::LEASE_GRANTED_KIND,
 ];
 
 /// `kind` as one of `HUB_KINDS`, if it is one.

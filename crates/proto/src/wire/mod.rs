@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod envelope_text;
 mod fast;
 pub mod json_text;
+pub mod lease;
 pub mod lines;
 pub mod receipt;
 pub mod task;
@@ -331,6 +332,8 @@ pub enum ClientLine {
     TaskPrompt(TaskPromptRequest),
     /// Ends a task's kept session now (issue 38 design §2).
     TaskClose(TaskRequest),
+    /// A lease verb (lease design §0, SPEC §17): claim, release, renew, list, break, check.
+    Lease(lease::LeaseRequest),
 }
 
 impl ClientLine {
@@ -450,6 +453,10 @@ impl ClientLine {
                 Err(WireError::EmptyTask("task_close"))
             }
             decode::Payload::TaskClose(r) => Ok(ClientLine::TaskClose(r)),
+            decode::Payload::Lease(r) => match r.check() {
+                Ok(()) => Ok(ClientLine::Lease(r)),
+                Err(e) => Err(WireError::BadField(e.tag, e.why)),
+            },
         }
     }
 
@@ -472,6 +479,7 @@ impl ClientLine {
             ClientLine::Activity => "{\"activity\":{}}".to_owned(),
             ClientLine::TaskPrompt(r) => format!("{{\"task_prompt\":{}}}", to_json(r)),
             ClientLine::TaskClose(r) => format!("{{\"task_close\":{}}}", to_json(r)),
+            ClientLine::Lease(r) => format!("{{\"{}\":{}}}", r.tag(), r.payload_json()),
         };
         s.push('\n');
         s
@@ -496,6 +504,7 @@ impl ClientLine {
             ClientLine::Activity => "activity",
             ClientLine::TaskPrompt(_) => "task_prompt",
             ClientLine::TaskClose(_) => "task_close",
+            ClientLine::Lease(r) => r.tag(),
         }
     }
 }
@@ -542,6 +551,8 @@ pub enum HubLine {
     TaskPrompt(TaskPromptReply),
     /// The answer to `task_close`: the task's final state, after its commit (issue 38).
     TaskClose(TaskStateReply),
+    /// The answer to a lease verb (lease design §0, SPEC §17).
+    Lease(lease::LeaseReply),
 }
 
 #[derive(Deserialize)]
@@ -608,6 +619,19 @@ enum RawHubLine<'a> {
     TaskPrompt(TaskPromptReply),
     #[serde(rename = "task_close", deserialize_with = "object")]
     TaskClose(TaskStateReply),
+    // The lease replies (`wire::lease::LeaseReply::decode` reads each payload).
+    #[serde(rename = "lease_claim", borrow)]
+    LeaseClaim(&'a RawValue),
+    #[serde(rename = "lease_release", borrow)]
+    LeaseRelease(&'a RawValue),
+    #[serde(rename = "lease_renew", borrow)]
+    LeaseRenew(&'a RawValue),
+    #[serde(rename = "lease_list", borrow)]
+    LeaseList(&'a RawValue),
+    #[serde(rename = "lease_break", borrow)]
+    LeaseBreak(&'a RawValue),
+    #[serde(rename = "lease_check", borrow)]
+    LeaseCheck(&'a RawValue),
 }
 
 impl HubLine {
@@ -632,6 +656,7 @@ impl HubLine {
             HubLine::Activity(_) => "activity",
             HubLine::TaskPrompt(_) => "task_prompt",
             HubLine::TaskClose(_) => "task_close",
+            HubLine::Lease(r) => r.tag(),
         }
     }
 
@@ -661,6 +686,12 @@ impl HubLine {
             RawHubLine::Activity(a) => HubLine::Activity(a),
             RawHubLine::TaskPrompt(r) => HubLine::TaskPrompt(r),
             RawHubLine::TaskClose(r) => HubLine::TaskClose(r),
+            RawHubLine::LeaseClaim(raw) => lease_line("lease_claim", raw)?,
+            RawHubLine::LeaseRelease(raw) => lease_line("lease_release", raw)?,
+            RawHubLine::LeaseRenew(raw) => lease_line("lease_renew", raw)?,
+            RawHubLine::LeaseList(raw) => lease_line("lease_list", raw)?,
+            RawHubLine::LeaseBreak(raw) => lease_line("lease_break", raw)?,
+            RawHubLine::LeaseCheck(raw) => lease_line("lease_check", raw)?,
             RawHubLine::Envelope(raw) => {
                 let mut de = serde_json::Deserializer::from_str(raw.get());
                 let shape: envelope::RawEnvelope<'_> =
@@ -716,9 +747,19 @@ impl HubLine {
             HubLine::Activity(a) => format!("{{\"activity\":{}}}", to_json(a)),
             HubLine::TaskPrompt(r) => format!("{{\"task_prompt\":{}}}", to_json(r)),
             HubLine::TaskClose(r) => format!("{{\"task_close\":{}}}", to_json(r)),
+            HubLine::Lease(r) => format!("{{\"{}\":{}}}", r.tag(), r.payload_json()),
         };
         s.push('\n');
         s
+    }
+}
+
+/// A lease reply's payload (client side), read tolerantly (`LeaseReply::decode`).
+fn lease_line(tag: &str, raw: &RawValue) -> Result<HubLine, WireError> {
+    match lease::LeaseReply::decode(tag, raw.get()) {
+        Some(Ok(r)) => Ok(HubLine::Lease(r)),
+        Some(Err(e)) => Err(malformed(&e)),
+        None => Err(WireError::Malformed(format!("unknown lease tag `{tag}`"))),
     }
 }
 

@@ -509,7 +509,7 @@ mod tests {
             ),
             (
                 r#"{"delegated":{"task":"t","state":"queued"}}"#.into(),
-                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`",
+                "malformed line: unknown tag, expected one of `hello`, `send`, `await`, `ack`, `status`, `who`, `delegate`, `task_status`, `tasks`, `cancel`, `task_answer`, `task_permission`, `turn`, `activity`, `task_prompt`, `task_close`, `lease_claim`, `lease_release`, `lease_renew`, `lease_list`, `lease_break`, `lease_check`",
             ),
         ];
         for (line, want) in &cases {

@@ -76,6 +76,9 @@ pub(super) struct Commits {
     /// Set by a failed flush: a duplicate resend can no longer be confirmed, since the first
     /// copy's pages may never reach the disk (the loop refuses new sends likewise).
     flush_failed: Option<String>,
+    /// Tasks whose outcome was staged (their `task_ended` record): their leases end in the
+    /// same batch (lease design §A.5; `take_ended_tasks`).
+    ended_tasks: Vec<String>,
 }
 
 /// What a batch carries, kept until its result is known.
@@ -186,6 +189,12 @@ impl Commits {
         } else {
             Vec::new()
         };
+        // A task's outcome: its leases end with it (`take_ended_tasks`).
+        for a in &c.audit {
+            if let crate::tasks::TaskAudit::Ended { task, .. } = a {
+                self.ended_tasks.push(task.clone());
+            }
+        }
         let audit: Vec<AuditEvent> = c.audit.into_iter().map(AuditEvent::Task).collect();
         let Some(env) = c.envelope else {
             let then = reply_to.unwrap_or(TaskThen::Nothing);
@@ -297,6 +306,16 @@ impl Commits {
         self.staged.push(s)
     }
 
+    /// Stages a step with no envelope (a lease grant, `hub::verbs::lease`).
+    pub(super) fn stage_step(&mut self, t: StagedTask) {
+        self.staged_tasks.push(t);
+    }
+
+    /// The tasks whose outcome was staged since the last call (lease design §A.5).
+    pub(super) fn take_ended_tasks(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.ended_tasks)
+    }
+
     /// A task step whose batch failed is kept for the next batch, as a bounce is.
     pub(super) fn restage_task(&mut self, t: StagedTask) {
         self.staged_tasks.push(t);
@@ -316,6 +335,7 @@ impl Commits {
             | TaskThen::Answer { conn: c, .. }
             | TaskThen::Prompt { conn: c, .. }
             | TaskThen::Line { conn: c, .. } => c == conn,
+            TaskThen::Lease(ref g) => g.to == crate::hub::leases::GrantTo::Conn(conn),
             _ => false,
         })?;
         Some(self.staged_tasks.remove(pos))

@@ -103,6 +103,10 @@ pub(in crate::hub) enum TaskThen {
         line: Box<crate::wire::HubLine>,
         tag: &'static str,
     },
+    /// A lease granted to a claim's connection (lease design §A.2): on the commit of its
+    /// `lease_granted` record the claimer is answered `granted`; on a failed commit the
+    /// lease is taken back and its waiter, if it was one, parked again in its place.
+    Lease(Box<crate::hub::leases::Grant>),
 }
 
 /// An ack waiting for the commit that makes it durable (SPEC §12.2).

@@ -850,6 +850,7 @@ mod forward;
 mod hello_and_lines;
 mod idempotence_status;
 mod ids;
+mod leases;
 mod linger;
 mod liveness;
 mod pipelining;

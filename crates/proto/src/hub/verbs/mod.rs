@@ -11,6 +11,7 @@ pub(super) mod ack;
 pub(super) mod activity;
 pub(super) mod await_;
 pub(super) mod delegate;
+pub(super) mod lease;
 pub(super) mod send;
 pub(super) mod status;
 pub(super) mod task_answer;

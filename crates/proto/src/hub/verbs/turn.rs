@@ -14,7 +14,8 @@ use crate::roster::Roster;
 use crate::wire::{TurnReply, TurnRequest};
 
 /// `turn` from `name` (SPEC §14): records the report and answers with the name's state as
-/// `who` now shows it, or the error the line gets.
+/// `who` now shows it, and whether the name entered `gone` with it (its leases end, lease
+/// design §A.5); or the error the line gets.
 pub(in crate::hub) fn answer(
     liveness: &mut Liveness,
     roster: &Roster,
@@ -22,7 +23,7 @@ pub(in crate::hub) fn answer(
     name: &str,
     req: TurnRequest,
     now: Now,
-) -> Result<TurnReply, &'static str> {
+) -> Result<(TurnReply, bool), &'static str> {
     if !roster.contains(name) {
         return Err("turn is for roster agents only");
     }
@@ -37,10 +38,11 @@ pub(in crate::hub) fn answer(
             pid,
             start: req.start,
         });
-    liveness.report(name, state, process, now);
+    let entered_gone = liveness.report(name, state, process, now);
     let parked = router.stats(name).parked > 0;
     let state = liveness.state_of(name, parked).0;
-    Ok(TurnReply {
+    let reply = TurnReply {
         state: state.to_owned(),
-    })
+    };
+    Ok((reply, entered_gone))
 }
