@@ -29,12 +29,15 @@ fn lock_path(db: &Path) -> PathBuf {
 /// releases the lock, and gives up the claim.
 #[derive(Debug)]
 pub(super) struct StoreLock {
-    _file: File,
+    file: Option<File>,
     path: PathBuf,
 }
 
 impl Drop for StoreLock {
     fn drop(&mut self) {
+        // The file first (which releases the lock), then the claim: the other order would let
+        // another open in this process take the lock and then lose it to this close.
+        drop(self.file.take());
         claimed()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -102,8 +105,9 @@ pub(super) fn lock_store(db: &Path) -> Result<StoreLock, StoreError> {
             return Err(StoreError::Open(format!("{}: {e}", path.display())));
         }
     };
+    let fd = file.as_raw_fd();
     let guard = StoreLock {
-        _file: file,
+        file: Some(file),
         path: key,
     };
     // SAFETY: an all-zero `flock` struct is valid; the fields that matter are set below.
@@ -113,7 +117,7 @@ pub(super) fn lock_store(db: &Path) -> Result<StoreLock, StoreError> {
     fl.l_start = 0;
     fl.l_len = 0; // the whole file, however long
                   // SAFETY: fcntl on a descriptor the guard owns, with a valid `flock` for the call.
-    let rc = unsafe { libc::fcntl(guard._file.as_raw_fd(), libc::F_SETLK, &fl) };
+    let rc = unsafe { libc::fcntl(fd, libc::F_SETLK, &fl) };
     if rc != 0 {
         let e = std::io::Error::last_os_error();
         return Err(match e.raw_os_error() {
