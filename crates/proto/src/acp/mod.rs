@@ -34,9 +34,7 @@ pub use config::{
     SessionConfigError,
 };
 pub use outcome::{CancelEnd, ExitStatus, Failure, Outcome, Refusal, Status, Step, StopReason};
-pub use progress::{
-    AgentInfo, ContextUsage, Cost, PermissionCounts, PlanEntry, Progress, ToolCounts,
-};
+pub use progress::{AgentInfo, PermissionCounts, PlanEntry, Progress, ToolCounts};
 pub use request::{OptionKind, RequestAnswer, RequestAsk, RequestKind, RequestOption};
 pub use session::{Event, Level, Log, PromptRefusal, Session, Signal};
-pub use usage::{Reports, Sourced, TurnMeter, UsageSource};
+pub use usage::{ContextUsage, Cost, Reports, Sourced, TurnMeter, UsageSource};

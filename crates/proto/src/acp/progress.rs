@@ -9,7 +9,7 @@
 //! agent here is a bounded excerpt except the text itself, which is the task's result.
 
 use super::sanitize::{floor_char_boundary, Secrets, EXCERPT_CHARS};
-use super::usage::{TurnMeter, UpdateFold};
+use super::usage::{ContextUsage, Cost, TurnMeter, UpdateFold};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -48,19 +48,6 @@ pub struct PlanEntry {
     pub content: String,
     pub priority: String,
     pub status: String,
-}
-
-/// The agent's context window use, from `usage_update` (`used` may be null, §1.12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ContextUsage {
-    pub used: Option<u64>,
-    pub size: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cost {
-    pub amount: f64,
-    pub currency: String,
 }
 
 /// Who the agent says it is (`initialize.agentInfo`), as excerpts.

@@ -4,17 +4,31 @@
 //! result has no `usage`, and `usage_update`'s context window and cost (the latest of a run:
 //! ACP's cost is cumulative per session, and a run's process counts from its own start).
 //!
-//! Owns `UsageSource`, `Reports` (what an agent is known to report) and `TurnMeter`,
+//! Owns `ContextUsage` and `Cost` (the figures themselves), `UsageSource`, `Reports` (what an
+//! agent is known to report) and `TurnMeter`,
 //! the pure fold of one turn's figures. Refuses to estimate: a figure no source gave is
 //! absent (never 0), an empty `usage:{}` is no usage, a cost that is not a finite,
 //! non-negative amount with a currency code is dropped. Sums over turns and runs, currencies
 //! and budgets are the task's (`tasks::meter`), not the session's. No IO.
 
-use super::progress::{ContextUsage, Cost};
 use crate::wire::usage::Tokens;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
+
+/// The agent's context window use, from `usage_update` (`used` may be null, §1.12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ContextUsage {
+    pub used: Option<u64>,
+    pub size: Option<u64>,
+}
+
+/// A cost as `usage_update.cost` reports it (ACP: the session's cumulative cost).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    pub amount: f64,
+    pub currency: String,
+}
 
 /// Where a figure came from (design §1). Shown as `source` beside every figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
